@@ -1,0 +1,67 @@
+"""Every permission decision of the annotation app lives here.
+
+Researchers see only their own studies; raters are identified by signed links and see only their
+own assignments. A failed check is a 404, so nobody learns what exists behind it.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core import signing
+from django.http import Http404, HttpRequest
+from django.shortcuts import get_object_or_404
+
+from annotation.models import OPEN_LINK_SALT, RATER_TOKEN_SALT, Assignment, Rater, Study
+
+SESSION_RATERS = "seplab_open_link_raters"
+
+
+def studies_for(user: AbstractBaseUser):
+    return Study.objects.filter(owner=user)
+
+
+def access_study(request: HttpRequest, study_id: int) -> Study:
+    """The study, if the logged-in researcher owns it."""
+    return get_object_or_404(studies_for(request.user), pk=study_id)
+
+
+def access_rater(token: str) -> Rater:
+    """The rater a personal link belongs to; revoked or forged links are 404."""
+    try:
+        payload = signing.Signer(salt=RATER_TOKEN_SALT).unsign_object(token)
+        rater = Rater.objects.select_related("study").get(pk=payload["r"])
+    except (signing.BadSignature, Rater.DoesNotExist, KeyError, TypeError):
+        raise Http404("This rater link is not valid.") from None
+    if rater.token_nonce != payload.get("n"):
+        raise Http404("This rater link is no longer valid.")
+    return rater
+
+
+def access_open_link(token: str) -> Study:
+    try:
+        payload = signing.Signer(salt=OPEN_LINK_SALT).unsign_object(token)
+        study = Study.objects.get(pk=payload["s"])
+    except (signing.BadSignature, Study.DoesNotExist, KeyError, TypeError):
+        raise Http404("This study link is not valid.") from None
+    if not study.open_link_enabled or study.open_link_nonce != payload.get("n"):
+        raise Http404("This study link is closed.")
+    return study
+
+
+def access_assignment(rater: Rater, assignment_id: int) -> Assignment:
+    """One of the rater's own assignments."""
+    return get_object_or_404(Assignment.objects.select_related("study", "item"), pk=assignment_id, rater=rater)
+
+
+def open_link_rater(request: HttpRequest, study: Study) -> Rater | None:
+    """The anonymous rater this browser already is for the study, if any."""
+    rater_id = request.session.get(SESSION_RATERS, {}).get(str(study.pk))
+    if rater_id is None:
+        return None
+    return Rater.objects.filter(pk=rater_id, study=study).first()
+
+
+def remember_open_link_rater(request: HttpRequest, rater: Rater) -> None:
+    raters = dict(request.session.get(SESSION_RATERS, {}))
+    raters[str(rater.study_id)] = rater.pk
+    request.session[SESSION_RATERS] = raters

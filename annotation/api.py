@@ -1,0 +1,104 @@
+"""The researcher API (token or session auth). Read-only views over the researcher's own studies;
+judgments are also exported in the SPEC §8 formats."""
+
+from __future__ import annotations
+
+from django.db.models import Count
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+
+from annotation import services
+from annotation.exports import export_response
+from annotation.access import studies_for
+from annotation.models import Generation, Item, Study
+
+
+class StudySerializer(serializers.ModelSerializer):
+    systems = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    n_items = serializers.IntegerField(read_only=True)
+    n_judgments = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Study
+        fields = ["id", "name", "description", "created", "systems", "n_items", "n_judgments", "elicitation",
+                  "allow_tie", "tie_label", "question", "pairs_per_assignment", "raters_per_item", "pair_mode",
+                  "scheduling", "selection_method", "budget", "seed"]
+
+
+class GenerationSerializer(serializers.ModelSerializer):
+    system = serializers.CharField(source="system.name")
+
+    class Meta:
+        model = Generation
+        fields = ["system", "sample_index", "text"]
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="external_id")
+    generations = GenerationSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Item
+        fields = ["id", "input", "reference", "metadata", "generations"]
+
+
+class JudgmentSerializer(serializers.Serializer):
+    """One judgment in the SPEC §8 judgment format."""
+
+    id = serializers.CharField()
+    item = serializers.CharField()
+    system_a = serializers.CharField()
+    sample_a = serializers.IntegerField()
+    system_b = serializers.CharField()
+    sample_b = serializers.IntegerField()
+    shown_first = serializers.CharField()
+    rater = serializers.CharField()
+    rater_kind = serializers.ChoiceField(choices=["human", "judge"])
+    choice = serializers.CharField(allow_null=True)
+    response_set = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    probability_a = serializers.FloatField(allow_null=True)
+    created = serializers.CharField()
+    time_on_task_ms = serializers.IntegerField(allow_null=True)
+    client_time_ms = serializers.IntegerField(allow_null=True)
+    superseded = serializers.BooleanField()
+    assignment = serializers.IntegerField(required=False)
+
+
+class StudyViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = StudySerializer
+
+    def get_queryset(self):
+        return (studies_for(self.request.user)
+                .annotate(n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True))
+                .prefetch_related("systems").order_by("-created"))
+
+    @extend_schema(responses=ItemSerializer(many=True))
+    @action(detail=True)
+    def items(self, request, pk=None):
+        study = self.get_object()
+        queryset = Item.objects.filter(study=study).prefetch_related("generations__system")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(ItemSerializer(page, many=True).data)
+
+    @extend_schema(responses=JudgmentSerializer(many=True))
+    @action(detail=True)
+    def judgments(self, request, pk=None):
+        study = self.get_object()
+        page = self.paginate_queryset(services.judgment_queryset(study))
+        lines = [services.judgment_line(j) for j in page]
+        return self.get_paginated_response(JudgmentSerializer(lines, many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("as", OpenApiTypes.STR, enum=["jsonl", "csv"], description="File format.")],
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR, (200, "text/csv"): OpenApiTypes.STR},
+    )
+    @action(detail=True, url_path="judgments/export")
+    def export(self, request, pk=None):
+        fmt = request.query_params.get("as", "jsonl")
+        if fmt not in ("jsonl", "csv"):
+            raise ValidationError({"as": "must be 'jsonl' or 'csv'"})
+        return export_response(self.get_object(), fmt)
+

@@ -1,0 +1,614 @@
+"""The public file formats of SPEC §8: parsing with complete validation, and serialisation.
+
+Pure Python (no ORM): parsers take bytes and return either the parsed content or the full list of
+problems, each with its line number and field, so a bad file is rejected as a whole and the user
+can fix every problem in one go.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+STUDY_FIELDS = ("id", "input", "reference", "outputs", "metadata")
+STUDY_CSV_REQUIRED = ("item_id", "input", "system", "sample", "output")
+STUDY_CSV_OPTIONAL = ("reference", "metadata")
+JUDGMENT_FIELDS = (
+    "id",
+    "item",
+    "system_a",
+    "sample_a",
+    "system_b",
+    "sample_b",
+    "shown_first",
+    "rater",
+    "rater_kind",
+    "choice",
+    "response_set",
+    "probability_a",
+    "created",
+    "time_on_task_ms",
+    "client_time_ms",
+    "assignment",
+    "superseded",
+)
+# Fields stored in their own columns on import; any other field of a line is kept verbatim in
+# ``Judgment.extra`` (the assignment id of another study is only meaningful as such a note).
+PARSED_JUDGMENT_FIELDS = frozenset(JUDGMENT_FIELDS) - {"assignment"}
+# The CSV layout of judgments: the JSONL fields in order, lists and extra fields as JSON text.
+JUDGMENT_CSV_COLUMNS = JUDGMENT_FIELDS + ("extra",)
+MAX_REPORTED_PROBLEMS = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    line: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field:
+            where.append(f"field '{self.field}'")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+class FormatError(Exception):
+    """A file failed validation; ``problems`` lists every problem found."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        shown = [str(p) for p in problems[:MAX_REPORTED_PROBLEMS]]
+        if len(problems) > MAX_REPORTED_PROBLEMS:
+            shown.append(f"... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems")
+        super().__init__("\n".join(shown))
+
+    def messages(self) -> list[str]:
+        return str(self).split("\n")
+
+
+@dataclasses.dataclass
+class ParsedItem:
+    external_id: str
+    input: str
+    reference: str
+    metadata: dict[str, Any]
+    outputs: dict[str, list[str]]
+    line: int
+
+
+@dataclasses.dataclass
+class ParsedStudy:
+    systems: list[str]
+    items: list[ParsedItem]
+
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def decode_upload(data: bytes, max_bytes: int) -> str:
+    """Check size and encoding; return the text without a byte-order mark."""
+    if len(data) > max_bytes:
+        raise FormatError(
+            [Problem(None, None, f"file too large: {len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB")]
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise FormatError(
+            [
+                Problem(
+                    line,
+                    None,
+                    f"wrong encoding: byte 0x{data[exc.start]:02x} at column {column} is not valid UTF-8; "
+                    "save the file as UTF-8",
+                )
+            ]
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def detect_format(text: str, filename: str | None) -> str:
+    """'jsonl' or 'csv', from the file name when it says, else from the first character."""
+    name = (filename or "").lower()
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    if name.endswith(".csv"):
+        return "csv"
+    return "jsonl" if text.lstrip().startswith("{") else "csv"
+
+
+def _jsonl_lines(text: str, problems: list[Problem]) -> Iterable[tuple[int, dict[str, Any]]]:
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(number, None, f"malformed JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        if not isinstance(value, dict):
+            problems.append(Problem(number, None, f"each line must be a JSON object, not {type(value).__name__}"))
+            continue
+        yield number, value
+
+
+def _csv_rows(text: str, problems: list[Problem]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, dict[str, str]]] = []
+    try:
+        header = next(reader, None)
+        if header is None:
+            return [], []
+        header = [h.strip() for h in header]
+        start = reader.line_num + 1
+        for values in reader:
+            line = start
+            start = reader.line_num + 1
+            if not any(v.strip() for v in values):
+                continue
+            if len(values) != len(header):
+                problems.append(Problem(line, None, f"expected {len(header)} columns, found {len(values)}"))
+                continue
+            rows.append((line, dict(zip(header, values, strict=True))))
+    except csv.Error as exc:
+        problems.append(Problem(reader.line_num, None, f"malformed CSV: {exc}"))
+    return header, rows
+
+
+def _item_id(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value.strip()
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Study import
+
+
+def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50 * 1024 * 1024) -> ParsedStudy:
+    """Parse a study file (JSONL or the long CSV form) and validate it completely.
+
+    Raises ``FormatError`` listing every problem (line, field, reason); returns a ``ParsedStudy``
+    only when the whole file is valid.
+    """
+    text = decode_upload(data, max_bytes)
+    problems: list[Problem] = []
+    if detect_format(text, filename) == "jsonl":
+        items = _parse_study_jsonl(text, problems)
+    else:
+        items = _parse_study_csv(text, problems)
+    if not items and not problems:
+        problems.append(Problem(None, None, "the file contains no items"))
+    systems: list[str] = []
+    for item in items:
+        for name in item.outputs:
+            if name not in systems:
+                systems.append(name)
+    if items and len(systems) < 2:
+        problems.append(
+            Problem(None, None, f"a study needs outputs of at least two systems; found {len(systems)}: {systems}")
+        )
+    for item in items:
+        for name in systems:
+            if name not in item.outputs:
+                problems.append(
+                    Problem(item.line, "outputs", f"missing system '{name}' (other items have outputs from it)")
+                )
+    if problems:
+        problems.sort(key=lambda p: (p.line or 0))
+        raise FormatError(problems)
+    return ParsedStudy(systems=systems, items=items)
+
+
+def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:
+    items: list[ParsedItem] = []
+    seen: dict[str, int] = {}
+    for line, obj in _jsonl_lines(text, problems):
+        before = len(problems)
+        for key in obj:
+            if key not in STUDY_FIELDS:
+                problems.append(Problem(line, key, f"unknown field (allowed: {', '.join(STUDY_FIELDS)})"))
+        external_id = None
+        if "id" not in obj or obj["id"] is None:
+            problems.append(Problem(line, "id", "missing id"))
+        else:
+            external_id = _item_id(obj["id"])
+            if external_id is None:
+                problems.append(Problem(line, "id", "id must be a string or an integer"))
+            elif not external_id:
+                problems.append(Problem(line, "id", "empty id"))
+            elif len(external_id) > 200:
+                problems.append(Problem(line, "id", "id longer than 200 characters"))
+            elif external_id in seen:
+                problems.append(Problem(line, "id", f"duplicate id '{external_id}' (first on line {seen[external_id]})"))
+            else:
+                seen[external_id] = line
+        source = obj.get("input")
+        if source is None:
+            problems.append(Problem(line, "input", "missing input"))
+        elif not isinstance(source, str):
+            problems.append(Problem(line, "input", "input must be a string"))
+        elif not source.strip():
+            problems.append(Problem(line, "input", "empty input"))
+        reference = obj.get("reference") or ""
+        if not isinstance(reference, str):
+            problems.append(Problem(line, "reference", "reference must be a string"))
+        metadata = obj.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
+        outputs = _validate_outputs(obj.get("outputs"), line, problems)
+        if len(problems) == before:
+            items.append(ParsedItem(external_id, source, reference, metadata, outputs, line))
+    return items
+
+
+def _validate_outputs(outputs: Any, line: int, problems: list[Problem]) -> dict[str, list[str]]:
+    if outputs is None:
+        problems.append(Problem(line, "outputs", "missing outputs"))
+        return {}
+    if not isinstance(outputs, dict) or not outputs:
+        problems.append(Problem(line, "outputs", 'outputs must be a non-empty object {"system": ["sample 0", ...]}'))
+        return {}
+    clean: dict[str, list[str]] = {}
+    for system, samples in outputs.items():
+        field = f"outputs.{system}"
+        if not system.strip():
+            problems.append(Problem(line, "outputs", "empty system name"))
+            continue
+        if len(system) > 200:
+            problems.append(Problem(line, field, "system name longer than 200 characters"))
+            continue
+        if not isinstance(samples, list) or not samples:
+            problems.append(Problem(line, field, "must be a non-empty list of output strings"))
+            continue
+        for index, sample in enumerate(samples):
+            if not isinstance(sample, str):
+                problems.append(Problem(line, f"{field}[{index}]", "output must be a string"))
+            elif not sample.strip():
+                problems.append(Problem(line, f"{field}[{index}]", "empty output"))
+        clean[system] = samples
+    return clean
+
+
+def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
+    header, rows = _csv_rows(text, problems)
+    if not header:
+        return []
+    missing = [c for c in STUDY_CSV_REQUIRED if c not in header]
+    unknown = [c for c in header if c not in STUDY_CSV_REQUIRED + STUDY_CSV_OPTIONAL]
+    for column in missing:
+        problems.append(Problem(1, column, "missing column (required: " + ", ".join(STUDY_CSV_REQUIRED) + ")"))
+    for column in unknown:
+        problems.append(Problem(1, column, "unknown column"))
+    if missing:
+        return []
+    by_id: dict[str, ParsedItem] = {}
+    sample_lines: dict[tuple[str, str], dict[int, int]] = {}
+    for line, row in rows:
+        external_id = row["item_id"].strip()
+        system = row["system"].strip()
+        ok = True
+        if not external_id:
+            problems.append(Problem(line, "item_id", "missing id"))
+            ok = False
+        if not row["input"].strip():
+            problems.append(Problem(line, "input", "empty input"))
+            ok = False
+        if not system:
+            problems.append(Problem(line, "system", "missing system"))
+            ok = False
+        try:
+            sample = int(row["sample"])
+            if sample < 0:
+                raise ValueError
+        except ValueError:
+            problems.append(Problem(line, "sample", f"sample must be a whole number >= 0, not '{row['sample']}'"))
+            ok = False
+        if not row["output"].strip():
+            problems.append(Problem(line, "output", "empty output"))
+            ok = False
+        metadata: Any = {}
+        if row.get("metadata", "").strip():
+            try:
+                metadata = json.loads(row["metadata"])
+            except json.JSONDecodeError as exc:
+                problems.append(Problem(line, "metadata", f"malformed JSON: {exc.msg}"))
+                ok = False
+            else:
+                if not isinstance(metadata, dict):
+                    problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
+                    ok = False
+        if not ok:
+            continue
+        item = by_id.get(external_id)
+        if item is None:
+            item = by_id[external_id] = ParsedItem(
+                external_id, row["input"], row.get("reference", ""), metadata, {}, line
+            )
+        elif item.input != row["input"]:
+            problems.append(Problem(line, "input", f"differs from line {item.line} for item '{external_id}'"))
+            continue
+        samples = sample_lines.setdefault((external_id, system), {})
+        if sample in samples:
+            problems.append(
+                Problem(line, "sample", f"duplicate sample {sample} of '{system}' for item '{external_id}' "
+                        f"(first on line {samples[sample]})")
+            )
+            continue
+        samples[sample] = line
+        item.outputs.setdefault(system, []).append((sample, row["output"]))  # type: ignore[arg-type]
+    items = list(by_id.values())
+    for item in items:
+        for system, indexed in list(item.outputs.items()):
+            indices = sorted(i for i, _ in indexed)  # type: ignore[misc]
+            if indices != list(range(len(indices))):
+                problems.append(
+                    Problem(item.line, "sample", f"samples of '{system}' for item '{item.external_id}' are "
+                            f"{indices}; expected 0..{len(indices) - 1} without gaps")
+                )
+            item.outputs[system] = [text for _, text in sorted(indexed)]  # type: ignore[misc]
+    return items
+
+
+# --------------------------------------------------------------------------------------------
+# Judgment import / export
+
+
+@dataclasses.dataclass
+class ParsedJudgment:
+    key: str
+    item: str
+    system_a: str
+    sample_a: int
+    system_b: str
+    sample_b: int
+    shown_first: str
+    rater: str
+    rater_kind: str
+    choice: str | None
+    response_set: list[str] | None
+    probability_a: float | None
+    created: datetime | None
+    time_on_task_ms: int | None
+    client_time_ms: int | None
+    superseded: bool
+    extra: dict[str, Any]
+    line: int
+
+
+def judgment_key(obj: Mapping[str, Any]) -> str:
+    """Idempotency key of a judgment line: its ``id``, else a hash of its canonical JSON, so that
+    importing the same file twice adds nothing."""
+    if isinstance(obj.get("id"), str) and obj["id"].strip():
+        return obj["id"].strip()
+    canonical = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:57]
+
+
+def parse_judgments(
+    data: bytes,
+    filename: str | None,
+    samples: Mapping[str, Mapping[str, int]],
+    *,
+    rater_kinds: Mapping[str, str] | None = None,
+    max_bytes: int = 50 * 1024 * 1024,
+) -> list[ParsedJudgment]:
+    """Parse and validate a judgments file (JSONL, or the CSV export layout) against a study.
+
+    ``samples`` maps item id -> system name -> number of samples K; ``rater_kinds`` maps the
+    study's existing raters to their kind. Raises ``FormatError`` with every problem.
+    """
+    text = decode_upload(data, max_bytes)
+    problems: list[Problem] = []
+    if detect_format(text, filename) == "jsonl":
+        lines = list(_jsonl_lines(text, problems))
+    else:
+        lines = _judgment_csv_lines(text, problems)
+    rater_kinds = dict(rater_kinds or {})
+    parsed: list[ParsedJudgment] = []
+    keys: dict[str, int] = {}
+    for line, obj in lines:
+        judgment = _parse_judgment(line, obj, samples, rater_kinds, problems)
+        if judgment is None:
+            continue
+        if judgment.key in keys:
+            problems.append(Problem(line, "id", f"same judgment as line {keys[judgment.key]} (give each a distinct id)"))
+            continue
+        keys[judgment.key] = line
+        parsed.append(judgment)
+    if not parsed and not problems:
+        problems.append(Problem(None, None, "the file contains no judgments"))
+    if problems:
+        raise FormatError(problems)
+    return parsed
+
+
+def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, dict[str, Any]]]:
+    header, rows = _csv_rows(text, problems)
+    out: list[tuple[int, dict[str, Any]]] = []
+    for line, row in rows:
+        obj: dict[str, Any] = {}
+        for column, value in row.items():
+            if value == "":
+                continue
+            if column in ("response_set", "extra"):
+                try:
+                    obj[column] = json.loads(value)
+                except json.JSONDecodeError as exc:
+                    problems.append(Problem(line, column, f"malformed JSON: {exc.msg}"))
+            elif column in ("sample_a", "sample_b", "time_on_task_ms", "client_time_ms", "assignment"):
+                obj[column] = int(value) if value.strip().lstrip("-").isdigit() else value
+            elif column == "probability_a":
+                try:
+                    obj[column] = float(value)
+                except ValueError:
+                    obj[column] = value
+            elif column == "superseded":
+                obj[column] = value.strip().lower() in ("true", "1", "yes")
+            else:
+                obj[column] = value
+        extra = obj.pop("extra", None)
+        if isinstance(extra, dict):
+            obj = {**extra, **obj}
+        elif extra is not None:
+            problems.append(Problem(line, "extra", "extra must be a JSON object"))
+        out.append((line, obj))
+    return out
+
+
+def _parse_judgment(
+    line: int,
+    obj: dict[str, Any],
+    samples: Mapping[str, Mapping[str, int]],
+    rater_kinds: dict[str, str],
+    problems: list[Problem],
+) -> ParsedJudgment | None:
+    before = len(problems)
+
+    def need_str(field: str) -> str:
+        value = obj.get(field)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            problems.append(Problem(line, field, f"missing {field}"))
+            return ""
+        if not isinstance(value, str):
+            problems.append(Problem(line, field, f"{field} must be a string"))
+            return ""
+        return value.strip()
+
+    item = _item_id(obj.get("item"))
+    if not item:
+        problems.append(Problem(line, "item", "missing item"))
+    elif item not in samples:
+        problems.append(Problem(line, "item", f"unknown item '{item}'"))
+        item = None
+    system_a, system_b = need_str("system_a"), need_str("system_b")
+    known = samples.get(item or "", {})
+    for field, system in (("system_a", system_a), ("system_b", system_b)):
+        if system and item and system not in known:
+            problems.append(Problem(line, field, f"unknown system '{system}'"))
+    if system_a and system_a == system_b:
+        problems.append(Problem(line, "system_b", "system_b must differ from system_a"))
+    sample_idx = {}
+    for field, system in (("sample_a", system_a), ("sample_b", system_b)):
+        value = obj.get(field, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            problems.append(Problem(line, field, f"{field} must be a whole number >= 0"))
+        elif system in known and value >= known[system]:
+            problems.append(
+                Problem(line, field, f"item '{item}' has {known[system]} sample(s) of '{system}'; {value} is out of range")
+            )
+        sample_idx[field] = value
+    shown_first = need_str("shown_first")
+    if shown_first and shown_first not in (system_a, system_b):
+        problems.append(Problem(line, "shown_first", "shown_first must be system_a or system_b"))
+    rater = need_str("rater")
+    rater_kind = need_str("rater_kind")
+    if rater_kind and rater_kind not in ("human", "judge"):
+        problems.append(Problem(line, "rater_kind", "rater_kind must be 'human' or 'judge'"))
+    elif rater and rater_kind:
+        if rater_kinds.setdefault(rater, rater_kind) != rater_kind:
+            problems.append(
+                Problem(line, "rater_kind", f"rater '{rater}' is already a {rater_kinds[rater]}, not a {rater_kind}")
+            )
+    choice = obj.get("choice")
+    code_of = {system_a: "a", system_b: "b"}
+    if choice is not None and choice != "tie" and choice not in code_of:
+        problems.append(Problem(line, "choice", "choice must be system_a, system_b, 'tie' or null"))
+    response_set = obj.get("response_set")
+    if response_set is not None:
+        if (
+            not isinstance(response_set, list)
+            or not response_set
+            or any(s not in code_of for s in response_set)
+            or len(set(response_set)) != len(response_set)
+        ):
+            problems.append(
+                Problem(line, "response_set", "response_set must be a non-empty list of distinct systems of the pair, or null")
+            )
+    probability_a = obj.get("probability_a")
+    if probability_a is not None and (
+        isinstance(probability_a, bool) or not isinstance(probability_a, int | float) or not 0 <= probability_a <= 1
+    ):
+        problems.append(Problem(line, "probability_a", "probability_a must be a number from 0 to 1, or null"))
+    if choice is None and response_set is None and probability_a is None:
+        problems.append(Problem(line, None, "a judgment needs a choice, a response_set or a probability_a"))
+    created = None
+    if obj.get("created") is not None:
+        try:
+            created = datetime.fromisoformat(str(obj["created"]))
+            if created.tzinfo is None:
+                problems.append(Problem(line, "created", "created needs a time zone, e.g. 2026-01-01T12:00:00Z"))
+        except ValueError:
+            problems.append(Problem(line, "created", "created must be an ISO 8601 date-time, e.g. 2026-01-01T12:00:00Z"))
+    times = {}
+    for field in ("time_on_task_ms", "client_time_ms"):
+        value = obj.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            problems.append(Problem(line, field, f"{field} must be a whole number >= 0"))
+        times[field] = value
+    superseded = obj.get("superseded", False)
+    if not isinstance(superseded, bool):
+        problems.append(Problem(line, "superseded", "superseded must be true or false"))
+    key = judgment_key(obj)
+    if len(key) > 64:
+        problems.append(Problem(line, "id", "id longer than 64 characters"))
+    if len(problems) != before:
+        return None
+    return ParsedJudgment(
+        key=key,
+        item=item,
+        system_a=system_a,
+        sample_a=sample_idx["sample_a"],
+        system_b=system_b,
+        sample_b=sample_idx["sample_b"],
+        shown_first=shown_first,
+        rater=rater,
+        rater_kind=rater_kind,
+        choice=None if choice is None else ("tie" if choice == "tie" else code_of[choice]),
+        response_set=None if response_set is None else [code_of[s] for s in response_set],
+        probability_a=None if probability_a is None else float(probability_a),
+        created=created,
+        time_on_task_ms=times["time_on_task_ms"],
+        client_time_ms=times["client_time_ms"],
+        superseded=superseded,
+        extra={k: v for k, v in obj.items() if k not in PARSED_JUDGMENT_FIELDS},
+        line=line,
+    )
+
+
+def format_timestamp(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def judgment_csv_row(line: Mapping[str, Any]) -> list[str]:
+    """One exported judgment (the JSONL object) as a CSV row in ``JUDGMENT_CSV_COLUMNS`` order."""
+    extra = {k: v for k, v in line.items() if k not in JUDGMENT_FIELDS}
+    row = []
+    for column in JUDGMENT_FIELDS:
+        value = line.get(column)
+        if value is None:
+            row.append("")
+        elif column == "response_set":
+            row.append(json.dumps(value, ensure_ascii=False))
+        elif isinstance(value, bool):
+            row.append("true" if value else "false")
+        else:
+            row.append(str(value))
+    row.append(json.dumps(extra, ensure_ascii=False, sort_keys=True) if extra else "")
+    return row

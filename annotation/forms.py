@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from django import forms
+
+from annotation.models import Study
+from annotation.services import PLAN_FIELDS
+from selection.strategies import STRATEGIES
+
+
+class StudyCreateForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    file = forms.FileField(help_text="JSONL (one item per line) or CSV long form; see the README for the format.")
+
+
+class UploadForm(forms.Form):
+    file = forms.FileField()
+
+
+class RaterLinkForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="How this rater appears in exports, e.g. an id or initials.")
+
+
+class StudySettingsForm(forms.ModelForm):
+    explicit_pairs = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Used when the pair mode is 'an explicit list of pairs'.",
+    )
+    selection_method = forms.ChoiceField(choices=[])
+
+    class Meta:
+        model = Study
+        fields = [
+            "elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
+            "instructions", "pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
+            "selection_method", "budget", "seed",
+        ]
+        widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
+
+    def __init__(self, *args, frozen: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        systems = list(self.instance.systems.all())
+        self.fields["baseline"].queryset = self.instance.systems.all()
+        self.fields["selection_method"].choices = [(s.name, s.label) for s in STRATEGIES.values()]
+        self.fields["explicit_pairs"].choices = [
+            (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1:]
+        ]
+        self.initial["explicit_pairs"] = [
+            f"{a}-{b}" for a, b in self.instance.comparisons.values_list("system_a_id", "system_b_id")
+        ]
+        if frozen:  # raters have started: the plan is shown but not editable (values come from initial)
+            for name in (*PLAN_FIELDS, "explicit_pairs"):
+                self.fields[name].disabled = True
+
+    def clean(self):
+        data = super().clean()
+        if data.get("allow_tie") and not (data.get("tie_label") or "").strip():
+            self.add_error("tie_label", "Give the tie option a label, e.g. 'No preference'.")
+        if data.get("pair_mode") == Study.PairMode.BASELINE and not data.get("baseline"):
+            self.add_error("baseline", "Choose the baseline system.")
+        if data.get("pair_mode") == Study.PairMode.EXPLICIT and not data.get("explicit_pairs"):
+            self.add_error("explicit_pairs", "Tick at least one system pair.")
+        return data
+
+    def explicit(self) -> list[tuple[int, int]] | None:
+        if self.cleaned_data.get("pair_mode") != Study.PairMode.EXPLICIT:
+            return None
+        return [tuple(int(x) for x in v.split("-")) for v in self.cleaned_data["explicit_pairs"]]
+
+
+class RatingForm(forms.Form):
+    """A rater's submission, in display coordinates."""
+
+    pair = forms.IntegerField()
+    key = forms.CharField(max_length=64)
+    choice = forms.ChoiceField(choices=[("first", "first"), ("second", "second"), ("tie", "tie")], required=False)
+    response = forms.MultipleChoiceField(choices=[("first", "first"), ("second", "second")], required=False)
+    client_ms = forms.IntegerField(required=False, min_value=0)

@@ -1,0 +1,48 @@
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from annotation import services
+from annotation.models import Rater, Study
+
+DEMO_FILE = Path(__file__).resolve().parents[2] / "demo" / "demo_study.jsonl"
+
+
+class Command(BaseCommand):
+    help = ("Set up the demo: a researcher account (a new password is printed on every run), the demo study "
+            "(20 items, 3 systems, 3 samples each) and its rater links. Safe to run again.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="researcher")
+        parser.add_argument("--study", default="demo", help="Name of the demo study.")
+        parser.add_argument("--base-url", default=settings.SITE_URL, help="Base of the printed links.")
+
+    def handle(self, *args, **options):
+        users = get_user_model().objects
+        user = users.filter(username=options["username"]).first()
+        if user is None:
+            user = users.create_superuser(options["username"], email="")
+        password = secrets.token_urlsafe(9)
+        user.set_password(password)
+        user.save()
+        study = Study.objects.filter(name=options["study"]).first()
+        if study is None:
+            study = services.do_create_study(
+                user, options["study"], DEMO_FILE.read_bytes(), DEMO_FILE.name,
+                description="Demo: news summaries and short answers from three fictional systems.",
+            )
+        if not study.open_link_enabled:
+            study.open_link_enabled = True
+            study.save(update_fields=["open_link_enabled"])
+        rater = Rater.objects.filter(study=study, external_id="demo-rater").first()
+        if rater is None:
+            rater = services.do_create_rater_link(study, "demo-rater")
+        base = options["base_url"].rstrip("/")
+        self.stdout.write(self.style.SUCCESS("SepLab demo is ready."))
+        self.stdout.write(f"  Researcher login: {base}/accounts/login/  user '{user.username}'  password '{password}'")
+        self.stdout.write(f"  Demo study:       {base}{study.get_absolute_url()}")
+        self.stdout.write(f"  Rater link:       {base}{rater.link_path()}")
+        self.stdout.write(f"  Open rater link:  {base}{study.open_link_path()}")

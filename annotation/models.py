@@ -1,0 +1,349 @@
+"""The annotation data model: studies, what is compared, who judges, and every judgment.
+
+Coordinates: *A/B* are model coordinates (``Pair.generation_a`` belongs to ``system_a`` of the
+comparison); *first/second* are display coordinates (what the rater saw on the left / on top).
+Every judgment stores ``a_shown_first`` so both can always be recovered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.core import signing
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+RATER_TOKEN_SALT = "seplab.rater-link"
+OPEN_LINK_SALT = "seplab.open-link"
+
+
+def new_seed() -> int:
+    return secrets.randbelow(2**31)
+
+
+def new_nonce() -> str:
+    return secrets.token_urlsafe(8)
+
+
+def new_completion_code() -> str:
+    # No 0/O or 1/I: codes are read and typed by people.
+    alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+    return "".join(secrets.choice(alphabet) for _ in range(10))
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Study(models.Model):
+    class Elicitation(models.TextChoices):
+        FORCED_CHOICE = "forced_choice", "Forced choice (pick one)"
+        RESPONSE_SET = "response_set", "Response set (select every acceptable answer)"
+        PAIRED = "paired", "Paired (pick one, then mark the others that are also acceptable)"
+
+    class PairMode(models.TextChoices):
+        ALL = "all", "All system pairs"
+        BASELINE = "baseline", "Each system against a baseline"
+        EXPLICIT = "explicit", "An explicit list of pairs"
+
+    class Scheduling(models.TextChoices):
+        RANDOM = "random", "Random: one random system pair per item, random display order"
+        NO_REPEAT = "no_repeat", "No-repeat: every system pair once per item, random display order"
+        SYMMETRIC = "symmetric", "Symmetric: every system pair, both display orders equally often"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="studies")
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    # What raters are asked and how they answer (SPEC §6).
+    elicitation = models.CharField(max_length=20, choices=Elicitation.choices, default=Elicitation.FORCED_CHOICE)
+    allow_tie = models.BooleanField(default=True, help_text="Offer a third option besides the two outputs.")
+    tie_label = models.CharField(max_length=60, default="No preference")
+    question = models.CharField(max_length=500, default="Which output is better?")
+    also_acceptable_question = models.CharField(
+        max_length=500, default="Which other outputs are also acceptable?", help_text="Paired elicitation only."
+    )
+    response_set_question = models.CharField(
+        max_length=500, default="Select every output you find acceptable.", help_text="Response-set elicitation only."
+    )
+    instructions = models.TextField(
+        default="You will see an input and two outputs written by different systems. "
+        "Read both outputs carefully and answer the question for each pair."
+    )
+
+    # The consistency protocol (SPEC §2) and the comparison plan (SPEC §7).
+    pairs_per_assignment = models.PositiveSmallIntegerField(
+        default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(50)],
+        help_text="N: sampled output pairs of one item a rater judges in one assignment.",
+    )
+    raters_per_item = models.PositiveSmallIntegerField(
+        default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    pair_mode = models.CharField(max_length=20, choices=PairMode.choices, default=PairMode.ALL)
+    baseline = models.ForeignKey("System", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    scheduling = models.CharField(max_length=20, choices=Scheduling.choices, default=Scheduling.RANDOM)
+    selection_method = models.CharField(max_length=40, default="random")
+    budget = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Items per system pair to send to raters; empty means every item."
+    )
+    seed = models.BigIntegerField(default=new_seed)
+
+    open_link_enabled = models.BooleanField(default=False)
+    open_link_nonce = models.CharField(max_length=32, default=new_nonce)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name_plural = "studies"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("study_detail", args=[self.pk])
+
+    @property
+    def uses_choice(self) -> bool:
+        return self.elicitation in (self.Elicitation.FORCED_CHOICE, self.Elicitation.PAIRED)
+
+    @property
+    def uses_response_set(self) -> bool:
+        return self.elicitation in (self.Elicitation.RESPONSE_SET, self.Elicitation.PAIRED)
+
+    def open_link_token(self) -> str:
+        return signing.Signer(salt=OPEN_LINK_SALT).sign_object({"s": self.pk, "n": self.open_link_nonce}, compress=True)
+
+    def open_link_path(self) -> str:
+        return reverse("open_link", args=[self.open_link_token()])
+
+    def has_started(self) -> bool:
+        """True once any rater holds an assignment: the comparison plan is then frozen."""
+        return Assignment.objects.filter(study=self).exists()
+
+
+class System(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="systems")
+    name = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["study", "name"], name="system_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Item(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    external_id = models.CharField(max_length=200)
+    input = models.TextField()
+    reference = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    position = models.PositiveIntegerField(help_text="Order of the item in the imported file.")
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["study", "external_id"], name="item_unique_id")]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Generation(models.Model):
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="generations")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="generations")
+    sample_index = models.PositiveIntegerField()
+    text = models.TextField()
+    text_hash = models.CharField(max_length=64, db_index=True)
+
+    class Meta:
+        ordering = ["item_id", "system_id", "sample_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "system", "sample_index"], name="generation_unique_sample")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}/{self.system_id}/{self.sample_index}"
+
+
+class Comparison(models.Model):
+    """One system pair the study compares; system_a is model coordinate A."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="comparisons")
+    system_a = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    system_b = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "system_a", "system_b"], name="comparison_unique"),
+            models.CheckConstraint(condition=~Q(system_a=models.F("system_b")), name="comparison_distinct"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.system_a.name} vs {self.system_b.name}"
+
+
+class Pair(models.Model):
+    """Two generations of one item, in model coordinates (A, B). Display order lives elsewhere."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="pairs")
+    generation_a = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="+")
+    generation_b = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["generation_a", "generation_b"], name="pair_unique")]
+
+
+class Task(models.Model):
+    """A released unit of work: N sampled pairs of one item for one system pair (a rating set's
+    template), to be judged by ``raters_required`` different raters.
+
+    Selection strategies decide *which* items become tasks; the assignment builder hands tasks out.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="tasks")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="tasks")
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="tasks")
+    raters_required = models.PositiveSmallIntegerField()
+    position = models.PositiveIntegerField(help_text="Release order; lower positions are handed out first.")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["item", "comparison"], name="task_unique_item_comparison")]
+
+
+class TaskPair(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="task_pairs")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveSmallIntegerField()
+    a_first = models.BooleanField(help_text="Base display order; symmetric scheduling mirrors it for odd slots.")
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["task", "position"], name="taskpair_unique_position")]
+
+
+class Rater(models.Model):
+    class Kind(models.TextChoices):
+        HUMAN = "human", "Human"
+        JUDGE = "judge", "Judge"
+
+    class Source(models.TextChoices):
+        PERSONAL_LINK = "personal_link", "Personal link"
+        OPEN_LINK = "open_link", "Open link"
+        IMPORT = "import", "Imported"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="raters")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.HUMAN)
+    external_id = models.CharField(max_length=200)
+    source = models.CharField(max_length=20, choices=Source.choices)
+    token_nonce = models.CharField(max_length=32, default=new_nonce)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["study", "external_id"], name="rater_unique_id")]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+    def token(self) -> str:
+        return signing.Signer(salt=RATER_TOKEN_SALT).sign_object({"r": self.pk, "n": self.token_nonce}, compress=True)
+
+    def link_path(self) -> str:
+        return reverse("rater_home", args=[self.token()])
+
+
+class Assignment(models.Model):
+    """One rater's copy of one task: the N pairs, each with its own display order."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "In progress"
+        COMPLETED = "completed", "Completed"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="assignments")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="assignments")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    slot = models.PositiveSmallIntegerField(
+        null=True, help_text="Which of the task's rater places this holds; NULL frees the place."
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    created = models.DateTimeField(auto_now_add=True)
+    completed = models.DateTimeField(null=True, blank=True)
+    completion_code = models.CharField(max_length=16, default=new_completion_code)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # A rater never sees the same item twice, and a task place is held by one rater at most;
+            # the database enforces both, so concurrent requests cannot break them.
+            models.UniqueConstraint(fields=["rater", "item"], name="assignment_unique_rater_item"),
+            models.UniqueConstraint(fields=["task", "slot"], name="assignment_unique_task_slot"),
+            models.UniqueConstraint(
+                fields=["rater"], condition=Q(status="active"), name="assignment_one_active_per_rater"
+            ),
+        ]
+
+    def next_pair(self) -> AssignmentPair | None:
+        return self.pairs.filter(judgment__isnull=True).select_related("pair").first()
+
+
+class AssignmentPair(models.Model):
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="pairs")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveSmallIntegerField()
+    a_shown_first = models.BooleanField()
+    shown_at = models.DateTimeField(null=True, blank=True, help_text="Server time the pair was first shown.")
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "position"], name="apair_unique_position"),
+            models.UniqueConstraint(fields=["assignment", "pair"], name="apair_unique_pair"),
+        ]
+
+
+class Judgment(models.Model):
+    """One rater's answer on one pair. Created only by ``annotation.services.record_judgment``
+    (or the judgment importer, for judges and past data)."""
+
+    class Choice(models.TextChoices):
+        A = "a", "A"
+        B = "b", "B"
+        TIE = "tie", "Tie"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgments")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="judgments")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="judgments")
+    assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgments")
+    assignment_pair = models.OneToOneField(
+        AssignmentPair, null=True, blank=True, on_delete=models.CASCADE, related_name="judgment"
+    )
+    a_shown_first = models.BooleanField()
+    choice = models.CharField(max_length=3, choices=Choice.choices, null=True, blank=True)
+    response_set = models.JSONField(null=True, blank=True, help_text='Subset of ["a", "b"], model coordinates.')
+    probability_a = models.FloatField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now, help_text="When the judgment was made.")
+    recorded = models.DateTimeField(auto_now_add=True, help_text="When the server stored it.")
+    shown_at = models.DateTimeField(null=True, blank=True)
+    time_on_task_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Server-measured.")
+    client_time_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Browser-measured.")
+    idempotency_key = models.CharField(max_length=64)
+    superseded = models.BooleanField(default=False)
+    extra = models.JSONField(default=dict, blank=True, help_text="Unknown fields of an imported line, kept.")
+
+    class Meta:
+        ordering = ["created", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "idempotency_key"], name="judgment_unique_key"),
+        ]
+        indexes = [models.Index(fields=["study", "created"])]

@@ -1,0 +1,110 @@
+"""Rater pages. Raters have no account: a signed personal link identifies them, an open link makes
+an anonymous rater for the visiting browser. One URL serves the full page and the htmx fragment."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from annotation import access, services
+from annotation.forms import RatingForm
+from annotation.models import Assignment, AssignmentPair, Rater
+
+
+def rater_home(request: HttpRequest, token: str) -> HttpResponse:
+    rater = access.access_rater(token)
+    active = rater.assignments.filter(status=Assignment.Status.ACTIVE).first()
+    completed = rater.assignments.filter(status=Assignment.Status.COMPLETED).count()
+    return render(request, "annotation/rater_home.html",
+                  {"rater": rater, "study": rater.study, "token": token, "active": active, "completed": completed})
+
+
+@require_POST
+def rater_start(request: HttpRequest, token: str) -> HttpResponse:
+    rater = access.access_rater(token)
+    try:
+        assignment = services.do_start_assignment(rater)
+    except services.AllocationBusy as exc:
+        return render(request, "annotation/rater_message.html",
+                      {"study": rater.study, "title": "Busy", "message": str(exc)}, status=503)
+    if assignment is None:
+        return render(request, "annotation/rater_message.html", {
+            "study": rater.study, "title": "Nothing left to rate",
+            "message": "There are no more pairs for you in this study. Thank you for your help!",
+        })
+    return redirect("rate", token=token, assignment_id=assignment.pk)
+
+
+def open_link(request: HttpRequest, token: str) -> HttpResponse:
+    study = access.access_open_link(token)
+    rater = access.open_link_rater(request, study)
+    if rater is not None:
+        return redirect("rater_home", token=rater.token())
+    if request.method == "POST":
+        rater = services.do_join_open_link(study)
+        access.remember_open_link_rater(request, rater)
+        return redirect("rater_home", token=rater.token())
+    return render(request, "annotation/open_link.html", {"study": study})
+
+
+def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    rater = access.access_rater(token)
+    assignment = access.access_assignment(rater, assignment_id)
+    return _render_rating(request, rater, token, assignment)
+
+
+@require_POST
+def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    rater = access.access_rater(token)
+    assignment = access.access_assignment(rater, assignment_id)
+    form = RatingForm(request.POST)
+    error = None
+    if not form.is_valid():
+        error = "The submission was incomplete; please answer again."
+    else:
+        pair = AssignmentPair.objects.filter(assignment=assignment, pk=form.cleaned_data["pair"]).first()
+        if pair is None:
+            error = "That pair is not part of your assignment."
+        else:
+            try:
+                services.record_judgment(
+                    pair, idempotency_key=form.cleaned_data["key"], choice=form.cleaned_data["choice"] or None,
+                    response_set=form.cleaned_data["response"], client_time_ms=form.cleaned_data["client_ms"],
+                )
+            except services.ServiceError as exc:
+                error = str(exc)
+    if error is None and not request.htmx:
+        return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
+    assignment.refresh_from_db()
+    response = _render_rating(request, rater, token, assignment, error=error)
+    if error is None:
+        response["HX-Trigger"] = "judgmentRecorded"
+    elif not request.htmx:
+        response.status_code = 400
+    return response
+
+
+def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment,
+                   error: str | None = None) -> HttpResponse:
+    study = assignment.study
+    pairs = list(assignment.pairs.select_related("pair__item", "pair__generation_a", "pair__generation_b")
+                 .prefetch_related("judgment"))
+    current = next((p for p in pairs if not hasattr(p, "judgment")), None) if pairs else None
+    done = sum(1 for p in pairs if hasattr(p, "judgment"))
+    context = {"study": study, "rater": rater, "token": token, "assignment": assignment, "error": error,
+               "total": len(pairs), "done": done}
+    if current is None:
+        services.complete_if_done(assignment)
+        context["completed"] = True
+    else:
+        services.mark_shown(current)
+        first, second = current.pair.generation_a, current.pair.generation_b
+        if not current.a_shown_first:
+            first, second = second, first
+        context.update(current=current, item=current.pair.item, first=first, second=second,
+                       number=done + 1, key=uuid.uuid4().hex, percent=round(100 * done / len(pairs)))
+    template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
+    return render(request, template, context)

@@ -1,0 +1,497 @@
+"""State changes of the annotation app. Views, commands and the API all call these (one ``do_*``
+or ``record_*`` function per change), so the rules live in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from annotation import formats, scheduling
+from annotation.formats import FormatError, Problem
+from annotation.models import (
+    Assignment,
+    AssignmentPair,
+    Comparison,
+    Generation,
+    Item,
+    Judgment,
+    Pair,
+    Rater,
+    Study,
+    System,
+    Task,
+    TaskPair,
+    text_hash,
+)
+from selection.strategies import get_strategy
+
+# Fields of Study that shape the comparison plan; frozen once raters have started.
+PLAN_FIELDS = ("pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
+               "selection_method", "budget", "seed")
+
+
+class ServiceError(Exception):
+    """An error a user caused; the message is shown to them as it is."""
+
+
+class AllocationBusy(ServiceError):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# Studies
+
+
+@transaction.atomic
+def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: str | None,
+                    description: str = "") -> Study:
+    """Create a study from a study file (SPEC §8). All or nothing: a bad file raises
+    ``FormatError`` listing every problem and leaves the database untouched."""
+    name = name.strip()
+    if not name:
+        raise FormatError([Problem(None, "name", "a study needs a name")])
+    if Study.objects.filter(name=name).exists():
+        raise FormatError([Problem(None, "name", f"a study named '{name}' already exists; choose another name")])
+    parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+    study = Study.objects.create(owner=owner, name=name, description=description)
+    systems = {n: System.objects.create(study=study, name=n) for n in parsed.systems}
+    items = Item.objects.bulk_create(
+        Item(study=study, external_id=p.external_id, input=p.input, reference=p.reference,
+             metadata=p.metadata, position=i)
+        for i, p in enumerate(parsed.items)
+    )
+    Generation.objects.bulk_create(
+        Generation(item=item, system=systems[name], sample_index=k, text=text, text_hash=text_hash(text))
+        for item, p in zip(items, parsed.items, strict=True)
+        for name, samples in p.outputs.items()
+        for k, text in enumerate(samples)
+    )
+    rebuild_plan(study)
+    return study
+
+
+def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = None) -> list[tuple[System, System]]:
+    """The system pairs the study compares, as (A, B), per its pair mode."""
+    systems = list(study.systems.all())
+    if study.pair_mode == Study.PairMode.BASELINE and study.baseline_id:
+        return [(s, study.baseline) for s in systems if s.pk != study.baseline_id]
+    if study.pair_mode == Study.PairMode.EXPLICIT:
+        by_id = {s.pk: s for s in systems}
+        if explicit is None:
+            return [(c.system_a, c.system_b) for c in study.comparisons.select_related("system_a", "system_b")]
+        return [(by_id[a], by_id[b]) for a, b in explicit]
+    return [(a, b) for i, a in enumerate(systems) for b in systems[i + 1:]]
+
+
+@transaction.atomic
+def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) -> int:
+    """(Re)build the study's comparisons and tasks from its settings; returns the number of tasks.
+
+    Which items each system pair gets comes from the study's selection strategy; the sampled output
+    pairs and display orders come from ``annotation.scheduling``. Refuses once raters have started.
+    """
+    if study.has_started():
+        raise ServiceError("Raters have already started on this study, so its comparison plan is frozen.")
+    pairs_wanted = comparison_systems(study, explicit)
+    Task.objects.filter(study=study).delete()
+    study.comparisons.all().delete()
+    comparisons = [Comparison.objects.create(study=study, system_a=a, system_b=b) for a, b in pairs_wanted]
+    items = list(study.items.all())
+    counts: dict[tuple[int, int], int] = {
+        (row["item_id"], row["system_id"]): row["k"]
+        for row in Generation.objects.filter(item__study=study).values("item_id", "system_id").annotate(k=Count("id"))
+    }
+    rng = random.Random(study.seed)
+    strategy = get_strategy(study.selection_method)
+    units = scheduling.candidate_units(len(items), len(comparisons), study.scheduling, rng)
+    per_comparison: dict[int, list[scheduling.Unit]] = {}
+    for c in range(len(comparisons)):
+        candidates = [u.item for u in units if u.comparison == c]
+        chosen = strategy.select(candidates, study.budget, rng)
+        per_comparison[c] = [scheduling.Unit(i, c) for i in chosen]
+    generations = {
+        (g.item_id, g.system_id, g.sample_index): g for g in Generation.objects.filter(item__study=study)
+    }
+    existing_pairs = {(p.generation_a_id, p.generation_b_id): p for p in Pair.objects.filter(item__study=study)}
+    task_pairs: list[TaskPair] = []
+    for position, unit in enumerate(scheduling.interleave(per_comparison)):
+        item, comparison = items[unit.item], comparisons[unit.comparison]
+        plan = scheduling.plan_task(
+            unit,
+            counts[(item.pk, comparison.system_a_id)],
+            counts[(item.pk, comparison.system_b_id)],
+            study.pairs_per_assignment,
+            rng,
+        )
+        task = Task.objects.create(study=study, item=item, comparison=comparison,
+                                   raters_required=study.raters_per_item, position=position)
+        for index, ((ja, jb), a_first) in enumerate(zip(plan.pairs, plan.a_first, strict=True)):
+            ga = generations[(item.pk, comparison.system_a_id, ja)]
+            gb = generations[(item.pk, comparison.system_b_id, jb)]
+            pair = existing_pairs.get((ga.pk, gb.pk))
+            if pair is None:
+                pair = existing_pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
+            task_pairs.append(TaskPair(task=task, pair=pair, position=index, a_first=a_first))
+    TaskPair.objects.bulk_create(task_pairs)
+    return sum(len(u) for u in per_comparison.values())
+
+
+@transaction.atomic
+def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None) -> Study:
+    """Apply a validated settings form; rebuild the plan when a plan field changed."""
+    plan_changed = any(getattr(study, f) != changes[f] for f in PLAN_FIELDS if f in changes)
+    if study.pair_mode == Study.PairMode.EXPLICIT or changes.get("pair_mode") == Study.PairMode.EXPLICIT:
+        current = sorted(study.comparisons.values_list("system_a_id", "system_b_id"))
+        plan_changed = plan_changed or (explicit is not None and sorted(explicit) != current)
+    if plan_changed and study.has_started():
+        raise ServiceError("Raters have already started on this study, so its comparison plan "
+                           "(pairs per assignment, raters per item, system pairs, scheduling) is frozen.")
+    for field, value in changes.items():
+        setattr(study, field, value)
+    study.save()
+    if plan_changed:
+        rebuild_plan(study, explicit)
+    return study
+
+
+# --------------------------------------------------------------------------------------------
+# Raters and assignments
+
+
+def do_create_rater_link(study: Study, name: str) -> Rater:
+    name = name.strip()
+    if not name:
+        raise ServiceError("Give the rater a name (for example their initials or an id).")
+    try:
+        with transaction.atomic():
+            return Rater.objects.create(study=study, external_id=name, source=Rater.Source.PERSONAL_LINK)
+    except IntegrityError:
+        raise ServiceError(f"A rater named '{name}' already exists in this study.") from None
+
+
+def do_join_open_link(study: Study) -> Rater:
+    """A new anonymous rater for a visitor of the study's open link."""
+    for _ in range(5):
+        external_id = f"anon-{random.SystemRandom().randrange(16**8):08x}"
+        try:
+            with transaction.atomic():
+                return Rater.objects.create(study=study, external_id=external_id, source=Rater.Source.OPEN_LINK)
+        except IntegrityError:
+            continue
+    raise ServiceError("Could not create a rater; please try again.")
+
+
+def _next_open_task(rater: Rater) -> Task | None:
+    seen_items = Assignment.objects.filter(rater=rater).values("item_id")
+    return (
+        Task.objects.filter(study_id=rater.study_id)
+        .exclude(item_id__in=seen_items)
+        .annotate(taken=Count("assignments", filter=Q(assignments__slot__isnull=False)))
+        .filter(taken__lt=F("raters_required"))
+        .order_by("taken", "position")
+        .first()
+    )
+
+
+def do_start_assignment(rater: Rater) -> Assignment | None:
+    """The rater's active assignment, or a new one on the open task with the fewest raters so far;
+    None when nothing is left for this rater.
+
+    Concurrency: the database's unique constraints (one rater per task place, one active assignment
+    per rater, never the same item twice for a rater) decide races; the loser retries.
+    """
+    study = rater.study
+    for _ in range(25):
+        active = Assignment.objects.filter(rater=rater, status=Assignment.Status.ACTIVE).first()
+        if active:
+            return active
+        task = _next_open_task(rater)
+        if task is None:
+            return None
+        taken = set(task.assignments.filter(slot__isnull=False).values_list("slot", flat=True))
+        free = [s for s in range(task.raters_required) if s not in taken]
+        if not free:
+            continue
+        try:
+            with transaction.atomic():
+                assignment = Assignment.objects.create(study=study, rater=rater, task=task,
+                                                       item_id=task.item_id, slot=free[0])
+                base = list(task.task_pairs.all())
+                rng = random.Random(f"{study.seed}:{task.pk}:{free[0]}")
+                orders = scheduling.display_orders([tp.a_first for tp in base], free[0], study.scheduling, rng)
+                AssignmentPair.objects.bulk_create(
+                    AssignmentPair(assignment=assignment, pair_id=tp.pair_id, position=tp.position, a_shown_first=o)
+                    for tp, o in zip(base, orders, strict=True)
+                )
+            return assignment
+        except IntegrityError:
+            continue  # another request took this place (or started this rater); look again
+    raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
+
+
+def mark_shown(assignment_pair: AssignmentPair) -> None:
+    """Record when the rater first saw the pair (for the server-side time on task)."""
+    if assignment_pair.shown_at is None:
+        now = timezone.now()
+        AssignmentPair.objects.filter(pk=assignment_pair.pk, shown_at__isnull=True).update(shown_at=now)
+        assignment_pair.shown_at = now
+
+
+def complete_if_done(assignment: Assignment) -> None:
+    if assignment.status == Assignment.Status.ACTIVE and not assignment.pairs.filter(judgment__isnull=True).exists():
+        assignment.status = Assignment.Status.COMPLETED
+        assignment.completed = timezone.now()
+        assignment.save(update_fields=["status", "completed"])
+
+
+@dataclasses.dataclass
+class Recorded:
+    judgment: Judgment
+    created: bool  # False: this submission was a repeat and nothing new was stored
+
+
+def record_judgment(
+    assignment_pair: AssignmentPair,
+    *,
+    idempotency_key: str,
+    choice: str | None = None,
+    response_set: list[str] | None = None,
+    client_time_ms: int | None = None,
+) -> Recorded:
+    """Store one rater answer, exactly once.
+
+    ``choice`` ("first" | "second" | "tie") and ``response_set`` (subset of {"first", "second"})
+    are in display coordinates; they are stored in model coordinates with the display order.
+    A repeated submission (same idempotency key, or a pair that already has its judgment) returns
+    the stored judgment with ``created=False``.
+    """
+    assignment = assignment_pair.assignment
+    study = assignment.study
+    key = (idempotency_key or "").strip()[:64]
+    if not key:
+        raise ServiceError("The form is missing its submission key; reload the page.")
+    previous = Judgment.objects.filter(Q(study=study, idempotency_key=key) | Q(assignment_pair=assignment_pair)).first()
+    if previous:
+        return Recorded(previous, False)
+    to_model = {"first": "a" if assignment_pair.a_shown_first else "b",
+                "second": "b" if assignment_pair.a_shown_first else "a"}
+    model_choice = _validate_answer(study, choice, response_set)
+    if model_choice is not None and model_choice != "tie":
+        model_choice = to_model[model_choice]
+    model_set = None
+    if study.uses_response_set:
+        model_set = sorted({to_model[s] for s in response_set or []})
+        if study.elicitation == Study.Elicitation.PAIRED and model_choice in ("a", "b"):
+            model_set = sorted(set(model_set) | {model_choice})
+    now = timezone.now()
+    shown_at = assignment_pair.shown_at
+    try:
+        with transaction.atomic():
+            # Lock the assignment so concurrent submits of its last pairs complete it exactly once.
+            locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
+            judgment = Judgment.objects.create(
+                study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=locked,
+                assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first,
+                choice=model_choice if study.uses_choice else None, response_set=model_set,
+                created=now, shown_at=shown_at,
+                time_on_task_ms=int((now - shown_at).total_seconds() * 1000) if shown_at else None,
+                client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
+                idempotency_key=key,
+            )
+            complete_if_done(locked)
+    except IntegrityError:
+        previous = Judgment.objects.filter(
+            Q(study=study, idempotency_key=key) | Q(assignment_pair=assignment_pair)
+        ).first()
+        if previous is None:
+            raise
+        return Recorded(previous, False)
+    assignment.status = locked.status
+    return Recorded(judgment, True)
+
+
+def _validate_answer(study: Study, choice: str | None, response_set: list[str] | None) -> str | None:
+    allowed = {"first", "second"} | ({"tie"} if study.allow_tie else set())
+    if study.uses_choice:
+        if not choice:
+            raise ServiceError("Choose one of the options before submitting.")
+        if choice not in allowed:
+            raise ServiceError("That option is not offered in this study.")
+    if response_set and any(s not in ("first", "second") for s in response_set):
+        raise ServiceError("Only the two outputs can be marked acceptable.")
+    if study.elicitation == Study.Elicitation.RESPONSE_SET and not response_set:
+        raise ServiceError("Select at least one output you find acceptable.")
+    if study.elicitation == Study.Elicitation.PAIRED and choice == "tie" and not response_set:
+        raise ServiceError("You chose no preference: also mark which outputs are acceptable.")
+    return choice if study.uses_choice else None
+
+
+# --------------------------------------------------------------------------------------------
+# Judgment import / export
+
+
+@dataclasses.dataclass
+class ImportSummary:
+    created: int
+    skipped: int
+
+
+def _study_samples(study: Study) -> dict[str, dict[str, int]]:
+    samples: dict[str, dict[str, int]] = {}
+    rows = (Generation.objects.filter(item__study=study)
+            .values("item__external_id", "system__name").annotate(k=Count("id")))
+    for row in rows:
+        samples.setdefault(row["item__external_id"], {})[row["system__name"]] = row["k"]
+    return samples
+
+
+@transaction.atomic
+def do_import_judgments(study: Study, data: bytes, filename: str | None) -> ImportSummary:
+    """Import judgments (SPEC §8 JSONL or the CSV export layout) into a study. All or nothing;
+    judgments already present (same id, or same content for lines without id) are skipped."""
+    raters = {r.external_id: r for r in study.raters.all()}
+    parsed = formats.parse_judgments(
+        data, filename, _study_samples(study), rater_kinds={n: r.kind for n, r in raters.items()},
+        max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES,
+    )
+    present = set(
+        Judgment.objects.filter(study=study, idempotency_key__in=[p.key for p in parsed])
+        .values_list("idempotency_key", flat=True)
+    )
+    items = {i.external_id: i for i in study.items.all()}
+    generations = {
+        (g.item_id, g.system.name, g.sample_index): g
+        for g in Generation.objects.filter(item__study=study).select_related("system")
+    }
+    pairs = {(p.generation_a_id, p.generation_b_id): p for p in Pair.objects.filter(item__study=study)}
+    now = timezone.now()
+    new: list[Judgment] = []
+    for p in parsed:
+        if p.key in present:
+            continue
+        rater = raters.get(p.rater)
+        if rater is None:
+            rater = raters[p.rater] = Rater.objects.create(study=study, external_id=p.rater, kind=p.rater_kind,
+                                                           source=Rater.Source.IMPORT)
+        item = items[p.item]
+        ga = generations[(item.pk, p.system_a, p.sample_a)]
+        gb = generations[(item.pk, p.system_b, p.sample_b)]
+        pair = pairs.get((ga.pk, gb.pk))
+        if pair is None:
+            pair = pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
+        new.append(Judgment(
+            study=study, rater=rater, pair=pair, a_shown_first=p.shown_first == p.system_a, choice=p.choice,
+            response_set=p.response_set, probability_a=p.probability_a, created=p.created or now,
+            time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
+            superseded=p.superseded, extra=p.extra,
+        ))
+    Judgment.objects.bulk_create(new)
+    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
+
+
+def judgment_queryset(study: Study):
+    """The study's judgments, oldest first, with what ``judgment_line`` needs in one query."""
+    return (
+        Judgment.objects.filter(study=study)
+        .select_related("rater", "pair__item", "pair__generation_a__system", "pair__generation_b__system")
+        .order_by("created", "id")
+    )
+
+
+def judgment_line(j: Judgment) -> dict[str, Any]:
+    """A judgment as a SPEC §8 JSONL object; unknown fields of an imported line come back as they were."""
+    system_a = j.pair.generation_a.system.name
+    system_b = j.pair.generation_b.system.name
+    name = {"a": system_a, "b": system_b, "tie": "tie", None: None}
+    line: dict[str, Any] = dict(j.extra)
+    line.update({
+        "id": j.idempotency_key,
+        "item": j.pair.item.external_id,
+        "system_a": system_a,
+        "sample_a": j.pair.generation_a.sample_index,
+        "system_b": system_b,
+        "sample_b": j.pair.generation_b.sample_index,
+        "shown_first": system_a if j.a_shown_first else system_b,
+        "rater": j.rater.external_id,
+        "rater_kind": j.rater.kind,
+        "choice": name[j.choice],
+        "response_set": None if j.response_set is None else [name[s] for s in j.response_set],
+        "probability_a": j.probability_a,
+        "created": formats.format_timestamp(j.created),
+        "time_on_task_ms": j.time_on_task_ms,
+        "client_time_ms": j.client_time_ms,
+        "superseded": j.superseded,
+    })
+    if j.assignment_id is not None:
+        line["assignment"] = j.assignment_id
+    return line
+
+
+def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
+    """Every judgment of the study as a SPEC §8 JSONL object, oldest first."""
+    for judgment in judgment_queryset(study).iterator(chunk_size=2000):
+        yield judgment_line(judgment)
+
+
+# --------------------------------------------------------------------------------------------
+# Progress (read-only)
+
+
+@dataclasses.dataclass
+class ComparisonProgress:
+    label: str
+    tasks: int
+    target: int
+    judgments: int
+    assignments_completed: int
+
+    @property
+    def percent(self) -> int:
+        return min(100, round(100 * self.judgments / self.target)) if self.target else 0
+
+
+def study_progress(study: Study) -> list[ComparisonProgress]:
+    """Judgments collected per system pair against the plan's target; a constant number of queries."""
+    comparisons = list(study.comparisons.select_related("system_a", "system_b"))
+    tasks: dict[int, int] = {}
+    targets: dict[int, int] = {}
+    for comparison_id, n_pairs, raters in (Task.objects.filter(study=study).annotate(p=Count("task_pairs"))
+                                           .values_list("comparison_id", "p", "raters_required")):
+        tasks[comparison_id] = tasks.get(comparison_id, 0) + 1
+        targets[comparison_id] = targets.get(comparison_id, 0) + n_pairs * raters
+    done = dict(
+        Assignment.objects.filter(study=study, status=Assignment.Status.COMPLETED)
+        .values_list("task__comparison_id").annotate(n=Count("id"))
+    )
+    by_systems: dict[frozenset[int], int] = {}
+    for a, b, n in (Judgment.objects.filter(study=study)
+                    .values_list("pair__generation_a__system_id", "pair__generation_b__system_id")
+                    .annotate(n=Count("id"))):
+        by_systems[frozenset((a, b))] = by_systems.get(frozenset((a, b)), 0) + n
+    return [
+        ComparisonProgress(
+            label=f"{c.system_a.name} vs {c.system_b.name}",
+            tasks=tasks.get(c.pk, 0),
+            target=targets.get(c.pk, 0),
+            judgments=by_systems.get(frozenset((c.system_a_id, c.system_b_id)), 0),
+            assignments_completed=done.get(c.pk, 0),
+        )
+        for c in comparisons
+    ]
+
+
+def rater_progress(study: Study):
+    """Raters with their completed / active assignments and judgment counts."""
+    return study.raters.annotate(
+        completed=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
+        active=Count("assignments", filter=Q(assignments__status=Assignment.Status.ACTIVE), distinct=True),
+        n_judgments=Count("judgments", distinct=True),
+    ).order_by("id")

@@ -1,0 +1,24 @@
+from django.urls import path
+
+from annotation import rater_views, views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("studies/", views.study_list, name="study_list"),
+    path("studies/new/", views.study_create, name="study_create"),
+    path("studies/<int:study_id>/", views.study_detail, name="study_detail"),
+    path("studies/<int:study_id>/items/", views.study_items, name="study_items"),
+    path("studies/<int:study_id>/items/<int:item_id>/", views.item_detail, name="item_detail"),
+    path("studies/<int:study_id>/settings/", views.study_settings, name="study_settings"),
+    path("studies/<int:study_id>/raters/new/", views.rater_create, name="rater_create"),
+    path("studies/<int:study_id>/open-link/", views.open_link_toggle, name="open_link_toggle"),
+    path("studies/<int:study_id>/judgments/import/", views.judgments_import, name="judgments_import"),
+    path("studies/<int:study_id>/judgments.<str:fmt>", views.judgments_export, name="judgments_export"),
+    path("account/api-token/", views.api_token, name="api_token"),
+    # Raters: no account, identified by a signed link.
+    path("r/<str:token>/", rater_views.rater_home, name="rater_home"),
+    path("r/<str:token>/start/", rater_views.rater_start, name="rater_start"),
+    path("r/<str:token>/a/<int:assignment_id>/", rater_views.rate, name="rate"),
+    path("r/<str:token>/a/<int:assignment_id>/submit/", rater_views.rate_submit, name="rate_submit"),
+    path("join/<str:token>/", rater_views.open_link, name="open_link"),
+]

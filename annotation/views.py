@@ -1,0 +1,161 @@
+"""Researcher pages: thin views that check access, validate a form, call one service, render."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+from rest_framework.authtoken.models import Token
+
+from annotation import exports, services
+from annotation.access import access_study, studies_for
+from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
+from annotation.formats import FormatError
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return redirect("study_list" if request.user.is_authenticated else "login")
+
+
+@login_required
+def study_list(request: HttpRequest) -> HttpResponse:
+    studies = studies_for(request.user).annotate(
+        n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True)
+    )
+    return render(request, "annotation/study_list.html", {"studies": studies})
+
+
+@login_required
+def study_create(request: HttpRequest) -> HttpResponse:
+    form = StudyCreateForm(request.POST or None, request.FILES or None)
+    problems: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            study = services.do_create_study(request.user, form.cleaned_data["name"], upload.read(), upload.name,
+                                             form.cleaned_data["description"])
+        except FormatError as exc:
+            problems = exc.messages()
+        else:
+            messages.success(request, f"Imported {study.items.count()} items.")
+            return redirect(study)
+    status = 400 if problems else 200
+    return render(request, "annotation/study_create.html", {"form": form, "problems": problems}, status=status)
+
+
+@login_required
+def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    context = {
+        "study": study,
+        "systems": study.systems.all(),
+        "n_items": study.items.count(),
+        "n_generations": services.Generation.objects.filter(item__study=study).count(),
+        "progress": services.study_progress(study),
+        "raters": services.rater_progress(study),
+        "n_judgments": study.judgments.count(),
+        "rater_form": RaterLinkForm(),
+        "upload_form": UploadForm(),
+    }
+    return render(request, "annotation/study_detail.html", context)
+
+
+@login_required
+def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    page = Paginator(study.items.all(), 50).get_page(request.GET.get("page"))
+    return render(request, "annotation/study_items.html", {"study": study, "page": page})
+
+
+@login_required
+def item_detail(request: HttpRequest, study_id: int, item_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    item = get_object_or_404(study.items, pk=item_id)
+    generations = item.generations.select_related("system").order_by("system_id", "sample_index")
+    return render(request, "annotation/item_detail.html", {"study": study, "item": item, "generations": generations})
+
+
+@login_required
+def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    started = study.has_started()
+    form = StudySettingsForm(request.POST or None, instance=study, frozen=started)
+    if request.method == "POST" and form.is_valid():
+        changes = {f: form.cleaned_data[f] for f in form.Meta.fields}
+        study.refresh_from_db()  # the ModelForm already wrote the values onto the instance
+        try:
+            services.do_update_settings(study, changes, form.explicit())
+        except services.ServiceError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, "Settings saved.")
+            return redirect(study)
+    return render(request, "annotation/study_settings.html",
+                  {"study": study, "form": form, "started": started})
+
+
+@login_required
+@require_POST
+def rater_create(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    form = RaterLinkForm(request.POST)
+    if form.is_valid():
+        try:
+            rater = services.do_create_rater_link(study, form.cleaned_data["name"])
+        except services.ServiceError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Personal link for {rater.external_id} created.")
+    else:
+        messages.error(request, "Give the rater a name.")
+    return redirect(study)
+
+
+@login_required
+@require_POST
+def open_link_toggle(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    study.open_link_enabled = request.POST.get("enabled") == "1"
+    study.save(update_fields=["open_link_enabled"])
+    return redirect(study)
+
+
+@login_required
+@require_POST
+def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, "Choose a judgments file to import.")
+        return redirect(study)
+    upload = form.cleaned_data["file"]
+    try:
+        summary = services.do_import_judgments(study, upload.read(), upload.name)
+    except FormatError as exc:
+        return render(request, "annotation/import_problems.html",
+                      {"study": study, "problems": exc.messages()}, status=400)
+    messages.success(request, f"Imported {summary.created} judgments ({summary.skipped} already present).")
+    return redirect(study)
+
+
+@login_required
+def judgments_export(request: HttpRequest, study_id: int, fmt: str) -> StreamingHttpResponse:
+    study = access_study(request, study_id)
+    if fmt not in ("jsonl", "csv"):
+        raise Http404("Export formats are jsonl and csv.")
+    return exports.export_response(study, fmt)
+
+
+@login_required
+def api_token(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        Token.objects.filter(user=request.user).delete()
+        Token.objects.create(user=request.user)
+        messages.success(request, "A new API token was created; the old one no longer works.")
+        return redirect("api_token")
+    token = Token.objects.filter(user=request.user).first()
+    return render(request, "annotation/api_token.html", {"token": token})

@@ -1,0 +1,49 @@
+// Keyboard shortcuts and client-side timing for the rating page. The page works without this file:
+// it only adds shortcuts (shown on screen) and the browser-measured time on task.
+(function () {
+  "use strict";
+  let shownAt = performance.now();
+
+  function form() { return document.getElementById("rating-form"); }
+
+  const choiceKeys = { "1": "1", ArrowLeft: "1", "2": "2", ArrowRight: "2", "3": "3", ArrowDown: "3" };
+
+  document.addEventListener("keydown", function (event) {
+    const f = form();
+    if (!f || event.ctrlKey || event.metaKey || event.altKey) return;
+    const target = event.target;
+    if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type === "text"))) return;
+    const mode = f.closest(".rating").dataset.mode;
+    if (event.key === "Enter") {
+      event.preventDefault();
+      f.requestSubmit();
+      return;
+    }
+    const digit = event.code && event.code.startsWith("Digit") ? event.code.slice(5) : null;
+    if (event.shiftKey && digit) {
+      const box = f.querySelector('input[data-toggle="shift-' + digit + '"]');
+      if (box) { event.preventDefault(); box.checked = !box.checked; }
+      return;
+    }
+    const key = choiceKeys[event.key];
+    if (!key) return;
+    if (mode === "response_set") {
+      const box = f.querySelector('input[data-toggle="' + key + '"]');
+      if (box) { event.preventDefault(); box.checked = !box.checked; }
+    } else {
+      const radio = f.querySelector('input[name="choice"][data-key="' + key + '"]');
+      if (radio) { event.preventDefault(); radio.checked = true; radio.focus(); }
+    }
+  });
+
+  document.addEventListener("submit", function (event) {
+    const f = event.target;
+    if (f.id !== "rating-form") return;
+    f.querySelector('input[name="client_ms"]').value = String(Math.round(performance.now() - shownAt));
+  }, true);
+
+  document.addEventListener("htmx:afterSwap", function () {
+    shownAt = performance.now();
+    window.scrollTo(0, 0);
+  });
+})();
