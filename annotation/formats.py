@@ -211,7 +211,7 @@ def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50
                     Problem(item.line, "outputs", f"missing system '{name}' (other items have outputs from it)")
                 )
     if problems:
-        problems.sort(key=lambda p: (p.line or 0))
+        problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file-wide problems last
         raise FormatError(problems)
     return ParsedStudy(systems=systems, items=items)
 

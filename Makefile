@@ -1,0 +1,35 @@
+# SepLab: `make run` sets everything up and serves the demo; `make test` sets up and runs the suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: help setup run test lint browser clean
+
+help:  ## List the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.installed  ## Create .venv and install requirements.txt
+
+run: setup  ## Migrate, load the demo study and serve http://$(HOST):$(PORT) (SQLite unless DATABASE_URL is set)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py load_demo --base-url http://$(HOST):$(PORT)
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+test: setup  ## Run the whole test suite (browser tests need Chromium: `make browser`)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup  ## ruff
+	$(VENV)/bin/ruff check .
+
+browser:  ## Install Debian's Chromium for the browser tests (needs root)
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+clean:  ## Remove the virtualenv and local databases
+	rm -rf $(VENV) db.sqlite3 .test-db.sqlite3

@@ -1,0 +1,269 @@
+"""Services: all-or-nothing import, the comparison plan, assignments, exactly-once judgments."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection, connections
+
+from annotation import services
+from annotation.formats import FormatError
+from annotation.models import Assignment, Item, Judgment, Rater, Study, Task
+from tests.conftest import answer_all, study_jsonl
+
+
+def test_a_bad_file_creates_nothing(researcher):
+    data = study_jsonl() + b'{"id": "item-0", "input": "dup", "outputs": {"sys-a": ["x"], "sys-b": ["y"]}}\n'
+    with pytest.raises(FormatError, match="duplicate id 'item-0'"):
+        services.do_create_study(researcher, "broken", data, "b.jsonl")
+    assert not Study.objects.exists() and not Item.objects.exists()
+
+
+def test_study_names_are_unique(study, researcher):
+    with pytest.raises(FormatError, match="a study named 'small' already exists"):
+        services.do_create_study(researcher, "small", study_jsonl(), "s.jsonl")
+
+
+def test_the_plan_has_one_task_per_item_with_n_sampled_pairs(study):
+    tasks = list(study.tasks.prefetch_related("task_pairs"))
+    assert len(tasks) == 4
+    assert all(t.raters_required == 3 for t in tasks)
+    assert all(len(t.task_pairs.all()) == 5 for t in tasks)
+    pairs = [(tp.pair.generation_a.sample_index, tp.pair.generation_b.sample_index)
+             for tp in tasks[0].task_pairs.select_related("pair__generation_a", "pair__generation_b")]
+    assert len(set(pairs)) == 5
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("all", {("s1", "s2"), ("s1", "s3"), ("s2", "s3")}),
+    ("baseline", {("s2", "s1"), ("s3", "s1")}),
+    ("explicit", {("s1", "s3")}),
+])
+def test_pair_modes_choose_the_system_pairs(researcher, mode, expected):
+    study = services.do_create_study(researcher, "three", study_jsonl(2, ("s1", "s2", "s3")), "t.jsonl")
+    systems = {s.name: s for s in study.systems.all()}
+    changes = {"pair_mode": mode, "baseline": systems["s1"] if mode == "baseline" else None,
+               "scheduling": "no_repeat"}
+    explicit = [(systems["s1"].pk, systems["s3"].pk)] if mode == "explicit" else None
+    services.do_update_settings(study, changes, explicit)
+    got = {(c.system_a.name, c.system_b.name) for c in study.comparisons.all()}
+    assert got == expected
+    assert study.tasks.count() == 2 * len(expected)  # no-repeat: every item on every pair
+
+
+def test_random_scheduling_compares_each_item_once(researcher):
+    study = services.do_create_study(researcher, "three", study_jsonl(6, ("s1", "s2", "s3")), "t.jsonl")
+    assert study.comparisons.count() == 3
+    assert sorted(study.tasks.values_list("item__external_id", flat=True)) == [f"item-{i}" for i in range(6)]
+
+
+def test_the_budget_limits_items_per_system_pair(study):
+    services.do_update_settings(study, {"budget": 2}, None)
+    assert study.tasks.count() == 2
+
+
+def test_the_plan_is_frozen_once_raters_start(study, rater):
+    services.do_start_assignment(rater)
+    with pytest.raises(services.ServiceError, match="frozen"):
+        services.do_update_settings(study, {"pairs_per_assignment": 2}, None)
+    services.do_update_settings(study, {"question": "Which summary is more faithful?"}, None)
+    study.refresh_from_db()
+    assert study.question == "Which summary is more faithful?"
+
+
+def test_an_assignment_holds_the_tasks_pairs_in_a_stored_display_order(study, rater):
+    assignment = services.do_start_assignment(rater)
+    task_pairs = list(assignment.task.task_pairs.values_list("pair_id", flat=True))
+    assert list(assignment.pairs.values_list("pair_id", flat=True)) == task_pairs
+    assert assignment.pairs.count() == 5
+    assert services.do_start_assignment(rater) == assignment  # the active one comes back
+
+
+def test_raters_never_get_an_item_twice_and_tasks_get_their_raters(study):
+    raters = [services.do_create_rater_link(study, f"r{i}") for i in range(5)]
+    for rater in raters:
+        while (assignment := services.do_start_assignment(rater)) is not None:
+            answer_all(assignment)
+    per_task = Counter(Assignment.objects.values_list("task_id", flat=True))
+    assert set(per_task.values()) == {3} and len(per_task) == 4
+    per_rater_item = Counter(Assignment.objects.values_list("rater_id", "item_id"))
+    assert set(per_rater_item.values()) == {1}
+    assert Judgment.objects.count() == 4 * 3 * 5
+
+
+def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
+    """Another request takes the place between our read and our insert: the unique constraint
+    rejects our insert and the rater gets a different place."""
+    first, second = (services.do_create_rater_link(study, n) for n in ("first", "second"))
+    original = services._next_open_task
+    raced = []
+
+    def racing_next_open_task(rater):
+        task = original(rater)
+        if task is not None and not raced and rater == second:
+            raced.append(task)
+            Assignment.objects.create(study=study, rater=first, task=task, item_id=task.item_id, slot=0)
+        return task
+
+    monkeypatch.setattr(services, "_next_open_task", racing_next_open_task)
+    assignment = services.do_start_assignment(second)
+    assert assignment is not None
+    assert (assignment.task_id, assignment.slot) != (raced[0].pk, 0)
+    assert Assignment.objects.filter(task=raced[0], slot=0).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_raters_never_overfill_a_task(researcher):
+    """Eight threads, each with its own database connection, start assignments at once for a study
+    with room for exactly 2 x 2 places: four get one, nobody gets a place twice."""
+    study = services.do_create_study(researcher, "race", study_jsonl(2), "r.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 2}, None)
+    raters = [services.do_create_rater_link(study, f"r{i}") for i in range(8)]
+    barrier = threading.Barrier(len(raters))
+    results: dict[int, object] = {}
+
+    def start(rater: Rater) -> None:
+        try:
+            barrier.wait()
+            results[rater.pk] = services.do_start_assignment(Rater.objects.get(pk=rater.pk))
+        except Exception as exc:  # reported below
+            results[rater.pk] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=start, args=(r,)) for r in raters]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [r for r in results.values() if isinstance(r, Exception)]
+    assert errors == []
+    assert sum(1 for r in results.values() if r is not None) == 4
+    assert Counter(Assignment.objects.values_list("task_id", flat=True)) == Counter(
+        {t.pk: 2 for t in Task.objects.filter(study=study)}
+    )
+    assert connection.vendor in ("sqlite", "postgresql")
+
+
+def test_a_judgment_is_recorded_once_per_key(study, rater):
+    assignment = services.do_start_assignment(rater)
+    pair = assignment.pairs.first()
+    first = services.record_judgment(pair, idempotency_key="k1", choice="first")
+    again = services.record_judgment(pair, idempotency_key="k1", choice="first")
+    assert first.created and not again.created and again.judgment.pk == first.judgment.pk
+    assert Judgment.objects.count() == 1
+
+
+def test_a_second_answer_to_the_same_pair_does_not_count_twice(study, rater):
+    assignment = services.do_start_assignment(rater)
+    pair = assignment.pairs.first()
+    services.record_judgment(pair, idempotency_key="k1", choice="first")
+    repeat = services.record_judgment(pair, idempotency_key="k2", choice="second")
+    assert not repeat.created and repeat.judgment.choice is not None
+    assert Judgment.objects.count() == 1
+
+
+@pytest.mark.parametrize(("a_first", "shown", "model"), [(True, "first", "a"), (False, "first", "b"),
+                                                          (True, "second", "b"), (False, "second", "a")])
+def test_choices_are_stored_in_model_coordinates(study, rater, a_first, shown, model):
+    assignment = services.do_start_assignment(rater)
+    pair = assignment.pairs.first()
+    pair.a_shown_first = a_first
+    pair.save()
+    services.mark_shown(pair)
+    judgment = services.record_judgment(pair, idempotency_key="k", choice=shown, client_time_ms=1234).judgment
+    assert judgment.choice == model and judgment.a_shown_first is a_first
+    assert judgment.client_time_ms == 1234 and judgment.time_on_task_ms is not None
+    assert judgment.rater == rater and judgment.assignment == assignment
+
+
+def test_tie_is_refused_when_the_study_has_no_tie(study, rater):
+    services.do_update_settings(study, {"allow_tie": False}, None)
+    pair = services.do_start_assignment(rater).pairs.first()
+    with pytest.raises(services.ServiceError, match="not offered"):
+        services.record_judgment(pair, idempotency_key="k", choice="tie")
+    with pytest.raises(services.ServiceError, match="Choose one"):
+        services.record_judgment(pair, idempotency_key="k", choice=None)
+    assert not Judgment.objects.exists()
+
+
+def test_response_set_elicitation_stores_the_set(study, rater):
+    services.do_update_settings(study, {"elicitation": "response_set"}, None)
+    pair = services.do_start_assignment(rater).pairs.first()
+    with pytest.raises(services.ServiceError, match="at least one"):
+        services.record_judgment(pair, idempotency_key="k", response_set=[])
+    judgment = services.record_judgment(pair, idempotency_key="k", response_set=["first", "second"]).judgment
+    assert judgment.choice is None and judgment.response_set == ["a", "b"]
+
+
+def test_paired_elicitation_adds_the_choice_to_the_set(study, rater):
+    services.do_update_settings(study, {"elicitation": "paired"}, None)
+    pair = services.do_start_assignment(rater).pairs.first()
+    pair.a_shown_first = False
+    pair.save()
+    judgment = services.record_judgment(pair, idempotency_key="k", choice="first", response_set=[]).judgment
+    assert judgment.choice == "b" and judgment.response_set == ["b"]
+    other = services.do_start_assignment(rater).pairs.all()[1]
+    with pytest.raises(services.ServiceError, match="no preference"):
+        services.record_judgment(other, idempotency_key="k2", choice="tie", response_set=[])
+
+
+def test_the_last_answer_completes_the_assignment(study, rater):
+    assignment = services.do_start_assignment(rater)
+    answer_all(assignment)
+    assignment.refresh_from_db()
+    assert assignment.status == Assignment.Status.COMPLETED and assignment.completed is not None
+    assert len(assignment.completion_code) == 10
+
+
+def test_export_then_import_is_lossless(study, researcher):
+    rater = services.do_create_rater_link(study, "human-1")
+    answer_all(services.do_start_assignment(rater), choice="second")
+    judge_line = {"item": "item-1", "system_a": "sys-b", "sample_a": 2, "system_b": "sys-a", "sample_b": 0,
+                  "shown_first": "sys-a", "rater": "gpt-judge", "rater_kind": "judge", "choice": "tie",
+                  "response_set": ["sys-a", "sys-b"], "probability_a": 0.5, "created": "2026-01-01T12:00:00Z",
+                  "prompt_version": "v2"}
+    services.do_import_judgments(study, (json.dumps(judge_line) + "\n").encode(), "j.jsonl")
+    exported = list(services.judgment_lines(study))
+    assert len(exported) == 6
+    copy = services.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
+    data = "".join(json.dumps(line) + "\n" for line in exported).encode()
+    assert services.do_import_judgments(copy, data, "e.jsonl") == services.ImportSummary(created=6, skipped=0)
+    assert list(services.judgment_lines(copy)) == exported
+    assert services.do_import_judgments(copy, data, "e.jsonl") == services.ImportSummary(created=0, skipped=6)
+
+
+def test_csv_export_reimports_identically(study, researcher):
+    from annotation.formats import JUDGMENT_CSV_COLUMNS, judgment_csv_row
+    import csv
+    import io
+
+    answer_all(services.do_start_assignment(services.do_create_rater_link(study, "h")), choice="tie")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(JUDGMENT_CSV_COLUMNS)
+    for line in services.judgment_lines(study):
+        writer.writerow(judgment_csv_row(line))
+    copy = services.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
+    services.do_import_judgments(copy, buffer.getvalue().encode(), "e.csv")
+    assert list(services.judgment_lines(copy)) == list(services.judgment_lines(study))
+
+
+def test_a_bad_judgments_file_changes_nothing(study):
+    good = {"item": "item-0", "system_a": "sys-a", "system_b": "sys-b", "shown_first": "sys-a",
+            "rater": "j", "rater_kind": "judge", "choice": "sys-a"}
+    bad = dict(good, item="item-99")
+    data = (json.dumps(good) + "\n" + json.dumps(bad) + "\n").encode()
+    with pytest.raises(FormatError, match="line 2, field 'item': unknown item 'item-99'"):
+        services.do_import_judgments(study, data, "j.jsonl")
+    assert not Judgment.objects.exists() and not Rater.objects.filter(external_id="j").exists()
+
+
+def test_progress_counts_judgments_against_the_target(study, rater):
+    answer_all(services.do_start_assignment(rater))
+    [progress] = services.study_progress(study)
+    assert (progress.label, progress.tasks, progress.target, progress.judgments) == ("sys-a vs sys-b", 4, 60, 5)
+    assert progress.assignments_completed == 1 and progress.percent == 8

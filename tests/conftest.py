@@ -1,0 +1,60 @@
+"""Shared fixtures: a researcher who owns a study, another researcher, raters, and small study files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotation import services
+from annotation.models import Rater
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hasher(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def study_jsonl(n_items: int = 4, systems: tuple[str, ...] = ("sys-a", "sys-b"), k: int = 3) -> bytes:
+    lines = []
+    for i in range(n_items):
+        lines.append(json.dumps({
+            "id": f"item-{i}",
+            "input": f"Input text number {i}.",
+            "outputs": {s: [f"{s} output {j} for item {i}." for j in range(k)] for s in systems},
+        }))
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture
+def researcher(db):
+    return get_user_model().objects.create_user("alice", password="pw-alice")
+
+
+@pytest.fixture
+def other_researcher(db):
+    return get_user_model().objects.create_user("bob", password="pw-bob")
+
+
+@pytest.fixture
+def researcher_client(client, researcher):
+    client.force_login(researcher)
+    return client
+
+
+@pytest.fixture
+def study(researcher):
+    """Two systems, four items, K = 3, N = 5, three raters per item."""
+    return services.do_create_study(researcher, "small", study_jsonl(), "small.jsonl")
+
+
+@pytest.fixture
+def rater(study) -> Rater:
+    return services.do_create_rater_link(study, "rater-1")
+
+
+def answer_all(assignment, choice: str = "first") -> None:
+    """Judge every pair of an assignment through the service."""
+    for index, pair in enumerate(assignment.pairs.all()):
+        services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", choice=choice)
