@@ -41,6 +41,8 @@ class StudySettingsForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         systems = list(self.instance.systems.all())
         self.fields["baseline"].queryset = self.instance.systems.all()
+        self.fields["pairs_per_assignment"].widget.attrs.update(min=1, max=50)
+        self.fields["raters_per_item"].widget.attrs.update(min=1, max=100)
         self.fields["selection_method"].choices = [(s.name, s.label) for s in STRATEGIES.values()]
         self.fields["explicit_pairs"].choices = [
             (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1:]

@@ -1,0 +1,186 @@
+"""The rater's side over HTTP: links, assignments, exactly-once submits, htmx and no-JS flows."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.urls import reverse
+
+from annotation import services
+from annotation.models import Assignment, Judgment, Rater
+
+
+def start(client, rater) -> Assignment:
+    response = client.post(reverse("rater_start", args=[rater.token()]))
+    assert response.status_code == 302
+    return Assignment.objects.get(pk=int(response["Location"].rstrip("/").split("/")[-1]))
+
+
+def form_of(content: bytes) -> dict[str, str]:
+    html = content.decode()
+    return {name: re.search(rf'name="{name}" value="([^"]*)"', html).group(1) for name in ("pair", "key")}
+
+
+def rate_url(rater, assignment, submit=False):
+    return reverse("rate_submit" if submit else "rate", args=[rater.token(), assignment.pk])
+
+
+def test_a_forged_or_revoked_link_is_404(client, rater):
+    assert client.get(reverse("rater_home", args=["bogus:token"])).status_code == 404
+    token = rater.token()
+    rater.token_nonce = "revoked"
+    rater.save()
+    assert client.get(reverse("rater_home", args=[token])).status_code == 404
+
+
+def test_the_rater_home_shows_instructions_and_shortcuts(client, rater):
+    response = client.get(reverse("rater_home", args=[rater.token()]))
+    assert response.status_code == 200
+    assert rater.study.instructions.encode() in response.content and b"<kbd>Enter</kbd>" in response.content
+
+
+def test_a_rater_judges_a_pair_without_javascript(client, rater):
+    assignment = start(client, rater)
+    page = client.get(rate_url(rater, assignment))
+    assert b"Pair 1 of 5" in page.content and b"Input text number" in page.content
+    response = client.post(rate_url(rater, assignment, True), {**form_of(page.content), "choice": "first"})
+    assert response.status_code == 302 and response["Location"] == rate_url(rater, assignment)
+    assert b"Pair 2 of 5" in client.get(rate_url(rater, assignment)).content
+    assert Judgment.objects.count() == 1
+
+
+def test_htmx_submits_swap_in_the_next_pair(client, rater):
+    assignment = start(client, rater)
+    page = client.get(rate_url(rater, assignment))
+    response = client.post(rate_url(rater, assignment, True), {**form_of(page.content), "choice": "second"},
+                           HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and response["HX-Trigger"] == "judgmentRecorded"
+    assert b"<html" not in response.content and b'id="rating"' in response.content
+    assert b"Pair 2 of 5" in response.content
+
+
+def test_a_double_submit_records_one_judgment(client, rater):
+    assignment = start(client, rater)
+    fields = {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "first"}
+    client.post(rate_url(rater, assignment, True), fields)
+    client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
+    assert Judgment.objects.count() == 1
+
+
+def test_a_resubmit_from_the_back_button_with_a_new_key_is_not_counted(client, rater):
+    assignment = start(client, rater)
+    fields = form_of(client.get(rate_url(rater, assignment)).content)
+    client.post(rate_url(rater, assignment, True), {**fields, "choice": "first"})
+    client.post(rate_url(rater, assignment, True), {**fields, "key": "another-key", "choice": "second"})
+    [judgment] = Judgment.objects.all()
+    assert judgment.idempotency_key == fields["key"]
+
+
+def test_a_missing_choice_is_explained(client, rater):
+    assignment = start(client, rater)
+    fields = form_of(client.get(rate_url(rater, assignment)).content)
+    htmx = client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
+    assert htmx.status_code == 200 and b"Choose one of the options before submitting." in htmx.content
+    plain = client.post(rate_url(rater, assignment, True), fields)
+    assert plain.status_code == 400 and b"Pair 1 of 5" in plain.content
+    assert not Judgment.objects.exists()
+
+
+def test_the_assignment_ends_with_a_completion_code_and_more_work(client, rater):
+    assignment = start(client, rater)
+    for _ in range(5):
+        fields = form_of(client.get(rate_url(rater, assignment)).content)
+        client.post(rate_url(rater, assignment, True), {**fields, "choice": "tie"})
+    assignment.refresh_from_db()
+    page = client.get(rate_url(rater, assignment))
+    assert assignment.status == "completed"
+    assert b"Assignment complete" in page.content and assignment.completion_code.encode() in page.content
+    following = start(client, rater)
+    assert following.pk != assignment.pk and following.item_id != assignment.item_id
+
+
+def test_a_rater_with_nothing_left_is_thanked(client, study):
+    services.do_update_settings(study, {"budget": 1}, None)
+    rater = services.do_create_rater_link(study, "solo")
+    assignment = start(client, rater)
+    for pair in assignment.pairs.all():
+        services.record_judgment(pair, idempotency_key=f"k{pair.pk}", choice="first")
+    response = client.post(reverse("rater_start", args=[rater.token()]))
+    assert response.status_code == 200 and b"Nothing left to rate" in response.content
+
+
+def test_a_rater_cannot_see_or_submit_another_raters_assignment(client, study, rater):
+    other = services.do_create_rater_link(study, "other")
+    theirs = services.do_start_assignment(other)
+    assert client.get(reverse("rate", args=[rater.token(), theirs.pk])).status_code == 404
+    their_pair = theirs.pairs.first()
+    response = client.post(reverse("rate_submit", args=[rater.token(), theirs.pk]),
+                           {"pair": their_pair.pk, "key": "k", "choice": "first"})
+    assert response.status_code == 404
+    mine = start(client, rater)
+    response = client.post(rate_url(rater, mine, True), {"pair": their_pair.pk, "key": "k", "choice": "first"})
+    assert response.status_code == 400 and b"not part of your assignment" in response.content
+    assert not Judgment.objects.exists()
+
+
+def test_a_rater_cannot_open_researcher_pages(client, study, rater):
+    start(client, rater)
+    for url in (study.get_absolute_url(), reverse("study_list"), reverse("judgments_export", args=[study.pk, "csv"])):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+
+
+def test_outputs_are_escaped_and_keep_their_whitespace(client, researcher):
+    line = {"id": "x", "input": "Input", "outputs": {
+        "a": ["<script>alert(1)</script>\n\n  second line"], "b": ["<img src=x onerror=alert(2)>"]}}
+    study = services.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
+    rater = services.do_create_rater_link(study, "r")
+    assignment = start(client, rater)
+    content = client.get(rate_url(rater, assignment)).content
+    assert b"&lt;script&gt;alert(1)&lt;/script&gt;\n\n  second line" in content
+    assert b"&lt;img src=x onerror=alert(2)&gt;" in content
+    assert b"<script>alert(1)" not in content and b"<img src=x" not in content
+
+
+def test_the_rating_page_runs_a_fixed_number_of_queries(client, rater, django_assert_num_queries):
+    assignment = start(client, rater)
+    client.get(rate_url(rater, assignment))  # marks the first pair shown
+    with django_assert_num_queries(4):  # rater, assignment, its pairs, their judgments
+        client.get(rate_url(rater, assignment))
+
+
+def test_the_open_link_makes_one_anonymous_rater_per_browser(client, study):
+    study.open_link_enabled = True
+    study.save()
+    url = study.open_link_path()
+    assert b"Join and start" in client.get(url).content
+    response = client.post(url)
+    rater = Rater.objects.get(study=study, source="open_link")
+    assert response["Location"] == rater.link_path()
+    assert client.get(url)["Location"] == rater.link_path()  # same browser, same rater
+    assert Rater.objects.filter(source="open_link").count() == 1
+
+
+def test_a_closed_open_link_is_404(client, study):
+    assert client.get(study.open_link_path()).status_code == 404
+    study.open_link_enabled = True
+    study.save()
+    old = study.open_link_path()
+    study.open_link_nonce = "rotated"
+    study.save()
+    assert client.get(old).status_code == 404
+
+
+@pytest.mark.parametrize("mode", ["response_set", "paired"])
+def test_response_sets_are_collected_through_the_form(client, study, rater, mode):
+    services.do_update_settings(study, {"elicitation": mode}, None)
+    assignment = start(client, rater)
+    page = client.get(rate_url(rater, assignment))
+    assert b'name="response" value="first"' in page.content
+    data = {**form_of(page.content), "response": ["first", "second"]}
+    if mode == "paired":
+        data["choice"] = "first"
+    client.post(rate_url(rater, assignment, True), data)
+    assert Judgment.objects.get().response_set == ["a", "b"]

@@ -1,0 +1,200 @@
+"""Researcher pages over HTTP: access, import, settings, raters, exports."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.urls import reverse
+
+from annotation import services
+from annotation.models import Judgment, Study
+from tests.conftest import answer_all, study_jsonl
+
+
+def upload(name: str, data: bytes):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, data)
+
+
+@pytest.mark.parametrize("name", ["study_detail", "study_items", "study_settings"])
+def test_researcher_pages_require_login(client, study, name):
+    response = client.get(reverse(name, args=[study.pk]))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("name", ["study_detail", "study_items", "study_settings"])
+def test_another_researcher_cannot_see_the_study(client, study, other_researcher, name):
+    client.force_login(other_researcher)
+    assert client.get(reverse(name, args=[study.pk])).status_code == 404
+
+
+def test_another_researchers_exports_and_posts_are_404(client, study, other_researcher):
+    client.force_login(other_researcher)
+    assert client.get(reverse("judgments_export", args=[study.pk, "jsonl"])).status_code == 404
+    assert client.post(reverse("rater_create", args=[study.pk]), {"name": "x"}).status_code == 404
+    assert client.post(reverse("open_link_toggle", args=[study.pk]), {"enabled": "1"}).status_code == 404
+    assert not study.raters.exists()
+
+
+def test_the_study_list_shows_only_own_studies(researcher_client, study, other_researcher):
+    services.do_create_study(other_researcher, "bobs-study", study_jsonl(), "b.jsonl")
+    response = researcher_client.get(reverse("study_list"))
+    assert response.status_code == 200
+    assert b"small" in response.content and b"bobs-study" not in response.content
+
+
+def test_the_study_list_has_a_helpful_empty_state(researcher_client):
+    response = researcher_client.get(reverse("study_list"))
+    assert b"No studies yet" in response.content and b"Create your first study" in response.content
+
+
+def test_the_study_list_runs_a_fixed_number_of_queries(researcher_client, researcher, django_assert_num_queries):
+    for i in range(5):
+        services.do_create_study(researcher, f"s{i}", study_jsonl(), "s.jsonl")
+    with django_assert_num_queries(3):  # session, user, studies with counts
+        researcher_client.get(reverse("study_list"))
+
+
+def test_a_researcher_creates_a_study_from_a_jsonl_upload(researcher_client):
+    response = researcher_client.post(reverse("study_create"), {
+        "name": "uploaded", "description": "d", "file": upload("s.jsonl", study_jsonl(3, k=2))})
+    study = Study.objects.get(name="uploaded")
+    assert response.status_code == 302 and response["Location"] == study.get_absolute_url()
+    page = researcher_client.get(study.get_absolute_url())
+    assert b"<strong>3</strong> items" in page.content and b"<strong>12</strong> generations" in page.content
+    items = researcher_client.get(reverse("study_items", args=[study.pk]))
+    assert b"item-0" in items.content and b"item-2" in items.content
+
+
+def test_a_researcher_creates_a_study_from_a_csv_upload(researcher_client):
+    data = b"item_id,input,system,sample,output\ni1,in,a,0,x\ni1,in,b,0,y\n"
+    researcher_client.post(reverse("study_create"), {"name": "csv", "file": upload("s.csv", data)})
+    study = Study.objects.get(name="csv")
+    assert [s.name for s in study.systems.all()] == ["a", "b"]
+
+
+def test_a_bad_upload_lists_every_problem_and_saves_nothing(researcher_client):
+    data = study_jsonl(2) + b'{"id": "item-1"}\nnot json\n'
+    response = researcher_client.post(reverse("study_create"), {"name": "bad", "file": upload("s.jsonl", data)})
+    assert response.status_code == 400
+    content = response.content.decode()
+    assert "line 3, field &#x27;id&#x27;: duplicate id &#x27;item-1&#x27; (first on line 2)" in content
+    assert "line 3, field &#x27;input&#x27;: missing input" in content
+    assert "line 4: malformed JSON" in content
+    assert not Study.objects.exists()
+
+
+def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
+    line = {"id": "x", "input": "<b>in</b>", "outputs": {"a": ["<script>alert(1)</script>\n  indented"],
+                                                         "b": ["fine"]}}
+    study = services.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
+    item = study.items.get()
+    response = researcher_client.get(reverse("item_detail", args=[study.pk, item.pk]))
+    assert b"&lt;script&gt;alert(1)&lt;/script&gt;\n  indented" in response.content
+    assert b"<script>alert(1)" not in response.content and b"&lt;b&gt;in&lt;/b&gt;" in response.content
+
+
+def test_settings_save_and_rebuild_the_plan(researcher_client, study):
+    form = {"elicitation": "paired", "question": "Which is more faithful?", "response_set_question": "q",
+            "also_acceptable_question": "Also?", "allow_tie": "on", "tie_label": "Same", "instructions": "Read.",
+            "pairs_per_assignment": 2, "raters_per_item": 1, "pair_mode": "all", "scheduling": "symmetric",
+            "selection_method": "random", "budget": "", "seed": 42}
+    response = researcher_client.post(reverse("study_settings", args=[study.pk]), form)
+    assert response.status_code == 302
+    study.refresh_from_db()
+    assert (study.elicitation, study.tie_label, study.pairs_per_assignment, study.seed) == ("paired", "Same", 2, 42)
+    assert {t.task_pairs.count() for t in study.tasks.all()} == {2}
+
+
+def test_settings_validation_errors_are_shown(researcher_client, study):
+    form = {"elicitation": "forced_choice", "question": "Q", "response_set_question": "q",
+            "also_acceptable_question": "a", "allow_tie": "on", "tie_label": " ", "instructions": "Read.",
+            "pairs_per_assignment": 0, "raters_per_item": 1, "pair_mode": "baseline", "scheduling": "random",
+            "selection_method": "random", "budget": "", "seed": 1}
+    response = researcher_client.post(reverse("study_settings", args=[study.pk]), form)
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert "Give the tie option a label" in content and "Choose the baseline system." in content
+    assert "Ensure this value is greater than or equal to 1." in content
+
+
+def test_settings_freeze_the_plan_once_raters_started(researcher_client, study, rater):
+    services.do_start_assignment(rater)
+    response = researcher_client.get(reverse("study_settings", args=[study.pk]))
+    assert b"these settings are frozen" in response.content
+    [field] = re.findall(r'<input[^>]*name="pairs_per_assignment"[^>]*>', response.content.decode())
+    assert 'value="5"' in field and " disabled" in field
+
+
+def test_a_researcher_creates_a_personal_rater_link(researcher_client, study):
+    response = researcher_client.post(reverse("rater_create", args=[study.pk]), {"name": "ana"}, follow=True)
+    rater = study.raters.get(external_id="ana")
+    assert rater.link_path().encode() in response.content
+    again = researcher_client.post(reverse("rater_create", args=[study.pk]), {"name": "ana"}, follow=True)
+    assert b"A rater named &#x27;ana&#x27; already exists" in again.content
+
+
+def test_the_study_page_shows_progress_per_pair_and_rater(researcher_client, study, rater, django_assert_num_queries):
+    answer_all(services.do_start_assignment(rater))
+    for name in ("rater-2", "rater-3"):  # more raters must not mean more queries
+        services.do_start_assignment(services.do_create_rater_link(study, name))
+    with django_assert_num_queries(12):
+        response = researcher_client.get(study.get_absolute_url())
+    content = response.content.decode()
+    assert "sys-a vs sys-b" in content and "5 / 60" in content
+    assert "rater-1" in content
+
+
+def test_the_open_link_can_be_opened_and_closed(researcher_client, study):
+    researcher_client.post(reverse("open_link_toggle", args=[study.pk]), {"enabled": "1"})
+    study.refresh_from_db()
+    assert study.open_link_enabled
+    assert study.open_link_path().encode() in researcher_client.get(study.get_absolute_url()).content
+    researcher_client.post(reverse("open_link_toggle", args=[study.pk]), {"enabled": "0"})
+    study.refresh_from_db()
+    assert not study.open_link_enabled
+
+
+def test_judgments_export_as_jsonl_and_csv(researcher_client, study, rater):
+    answer_all(services.do_start_assignment(rater))
+    response = researcher_client.get(reverse("judgments_export", args=[study.pk, "jsonl"]))
+    assert response["Content-Type"].startswith("application/x-ndjson")
+    assert 'filename="small-judgments.jsonl"' in response["Content-Disposition"]
+    lines = [json.loads(x) for x in b"".join(response.streaming_content).decode().splitlines()]
+    assert len(lines) == 5 and {line["rater"] for line in lines} == {"rater-1"}
+    csv_response = researcher_client.get(reverse("judgments_export", args=[study.pk, "csv"]))
+    rows = b"".join(csv_response.streaming_content).decode().splitlines()
+    assert rows[0].startswith("id,item,system_a,sample_a") and len(rows) == 6
+    assert researcher_client.get(reverse("judgments_export", args=[study.pk, "xml"])).status_code == 404
+
+
+def test_judgments_import_from_the_page(researcher_client, study):
+    line = {"item": "item-0", "system_a": "sys-a", "system_b": "sys-b", "shown_first": "sys-b",
+            "rater": "judge-1", "rater_kind": "judge", "choice": "sys-b", "probability_a": 0.2}
+    data = (json.dumps(line) + "\n").encode()
+    response = researcher_client.post(reverse("judgments_import", args=[study.pk]),
+                                      {"file": upload("j.jsonl", data)}, follow=True)
+    assert b"Imported 1 judgments (0 already present)" in response.content
+    bad = researcher_client.post(reverse("judgments_import", args=[study.pk]),
+                                 {"file": upload("j.jsonl", b'{"item": "nope"}\n')})
+    assert bad.status_code == 400 and b"unknown item" in bad.content
+    assert Judgment.objects.count() == 1
+
+
+def test_the_api_token_page_creates_and_replaces_a_token(researcher_client, researcher):
+    from rest_framework.authtoken.models import Token
+
+    assert b"no API token yet" in researcher_client.get(reverse("api_token")).content
+    researcher_client.post(reverse("api_token"))
+    first = Token.objects.get(user=researcher).key
+    researcher_client.post(reverse("api_token"))
+    assert Token.objects.get(user=researcher).key != first
+
+
+def test_login_page_and_home_redirect(client, researcher):
+    assert client.get("/")["Location"] == reverse("login")
+    response = client.post(reverse("login"), {"username": "alice", "password": "pw-alice"})
+    assert response["Location"] == reverse("study_list")
