@@ -16,6 +16,9 @@
     const mode = f.closest(".rating").dataset.mode;
     if (event.key === "Enter") {
       event.preventDefault();
+      // A form swapped in a moment ago may not be wired up by htmx yet; make sure it is, so a fast
+      // rater's Enter goes through htmx rather than a full page post.
+      if (window.htmx) window.htmx.process(f);
       f.requestSubmit();
       return;
     }
@@ -46,4 +49,6 @@
     shownAt = performance.now();
     window.scrollTo(0, 0);
   });
+
+  document.documentElement.dataset.shortcuts = "on";  // lets tests (and CSS) know the keys are live
 })();

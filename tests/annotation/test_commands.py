@@ -1,0 +1,94 @@
+"""Management commands: --help, clear errors with a non-zero exit, and the import/export round trip."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+
+from annotation import services
+from annotation.models import Judgment, Study
+from tests.conftest import answer_all, study_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("command", ["import_study", "import_judgments", "export_judgments", "load_demo"])
+def test_every_command_has_help(command):
+    result = subprocess.run([sys.executable, "manage.py", command, "--help"], cwd=ROOT, capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0 and "usage:" in result.stdout
+
+
+def test_import_study_creates_a_study(tmp_path, db):
+    get_user_model().objects.create_superuser("admin", password="x")
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(study_jsonl(3))
+    out = StringIO()
+    call_command("import_study", str(path), "--name", "cli", stdout=out)
+    assert "Created study 'cli': 3 items, 2 systems, 3 rating tasks." in out.getvalue()
+
+
+def test_import_study_lists_problems_and_exits_non_zero(tmp_path, researcher):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"id": "x"}\n')
+    result = subprocess.run([sys.executable, "manage.py", "import_study", str(path), "--name", "bad",
+                             "--owner", "nobody"], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "No user named 'nobody'." in result.stderr
+    with pytest.raises(CommandError) as exc:
+        call_command("import_study", str(path), "--name", "bad", "--owner", "alice")
+    assert "line 1, field 'input': missing input" in str(exc.value)
+    assert "line 1, field 'outputs': missing outputs" in str(exc.value)
+    assert not Study.objects.exists()
+
+
+def test_import_study_reports_a_missing_file(researcher):
+    with pytest.raises(CommandError, match="Cannot read /nonexistent.jsonl"):
+        call_command("import_study", "/nonexistent.jsonl", "--name", "x", "--owner", "alice")
+
+
+def test_export_and_import_judgments_round_trip(tmp_path, study, rater, researcher):
+    answer_all(services.do_start_assignment(rater))
+    for fmt in ("jsonl", "csv"):
+        target = tmp_path / f"out.{fmt}"
+        call_command("export_judgments", "--study", "small", "--format", fmt, "--output", str(target),
+                     stderr=StringIO())
+        copy = services.do_create_study(researcher, f"copy-{fmt}", study_jsonl(), "s.jsonl")
+        out = StringIO()
+        call_command("import_judgments", str(target), "--study", copy.name, stdout=out)
+        assert f"Imported 5 judgments into 'copy-{fmt}' (0 already present)." in out.getvalue()
+        assert list(services.judgment_lines(copy)) == list(services.judgment_lines(study))
+    stdout = StringIO()
+    call_command("export_judgments", "--study", "small", stdout=stdout, stderr=StringIO())
+    assert [json.loads(x)["rater"] for x in stdout.getvalue().splitlines()] == ["rater-1"] * 5
+
+
+def test_commands_name_the_missing_study(db):
+    with pytest.raises(CommandError, match="No study named 'ghost'"):
+        call_command("export_judgments", "--study", "ghost")
+
+
+def test_import_judgments_failure_saves_nothing(tmp_path, study):
+    path = tmp_path / "j.jsonl"
+    path.write_text('{"item": "item-0", "system_a": "sys-a", "system_b": "zzz"}\n')
+    with pytest.raises(CommandError, match="line 1, field 'system_b': unknown system 'zzz'"):
+        call_command("import_judgments", str(path), "--study", "small")
+    assert not Judgment.objects.exists()
+
+
+def test_load_demo_sets_up_a_working_demo_and_can_run_again(db):
+    out = StringIO()
+    call_command("load_demo", stdout=out)
+    call_command("load_demo", stdout=StringIO())
+    study = Study.objects.get(name="demo")
+    assert study.items.count() == 20 and study.systems.count() == 3
+    assert study.comparisons.count() == 3 and study.open_link_enabled
+    assert {g for g in study.items.first().generations.values_list("sample_index", flat=True)} == {0, 1, 2}
+    text = out.getvalue()
+    assert "user 'researcher'  password '" in text and "/r/" in text and "/join/" in text

@@ -1,0 +1,64 @@
+"""Playwright (Python) driving Debian's Chromium against pytest-django's live server.
+
+Never downloads a browser: it uses the system Chromium (`make browser` / `apt-get install chromium`,
+or CHROMIUM=/path/to/chromium). On a machine without one the tests skip with that advice, unless
+SEPLAB_REQUIRE_BROWSER=1 (set by .ci/run), which turns the missing browser into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def find_chromium() -> str | None:
+    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                      shutil.which("chromium-browser")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+@pytest.fixture
+def browser_page(live_server) -> Iterator:
+    executable = find_chromium()
+    if executable is None:
+        message = ("No Chromium found for the browser tests: install Debian's chromium "
+                   "(`make browser`, or `apt-get install chromium`) or set CHROMIUM=/path/to/chromium.")
+        if os.environ.get("SEPLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still
+    # synchronous, so Django's async-safety guard is lifted for the duration of the test only.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+            try:
+                yield browser
+            finally:
+                browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

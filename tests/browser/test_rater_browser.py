@@ -1,0 +1,96 @@
+"""A rater in a real browser: keyboard-only assignment, htmx swaps, escaping, and the no-JS path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from annotation import services
+from annotation.models import Assignment, Judgment
+from tests.conftest import study_jsonl
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Each step: the key pressed and the display-coordinate answer it means.
+KEY_STEPS = [("1", "first"), ("ArrowRight", "second"), ("3", "tie"), ("ArrowLeft", "first"), ("2", "second")]
+
+
+def test_a_rater_completes_an_assignment_with_the_keyboard_only(browser_page, live_server, researcher, artifacts):
+    study = services.do_create_study(researcher, "kbd", study_jsonl(2), "k.jsonl")
+    rater = services.do_create_rater_link(study, "keyboard-rater")
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live_server.url + rater.link_path())
+    expect(page.get_by_role("button", name="Start rating")).to_be_focused()
+    page.keyboard.press("Enter")  # the autofocused start button
+    expect(page.get_by_text("Pair 1 of 5")).to_be_visible()
+    expect(page.locator("html")).to_have_attribute("data-shortcuts", "on")
+    page.wait_for_function("typeof htmx !== 'undefined'")
+    page.evaluate("window.__sameDocument = true")  # gone if any step reloads the page
+    for number, (key, _) in enumerate(KEY_STEPS, start=1):
+        expect(page.get_by_text(f"Pair {number} of 5")).to_be_visible()
+        if number == 1:
+            page.screenshot(path=str(artifacts / "rate-pair.png"), full_page=True)
+        page.keyboard.press(key)
+        page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Assignment complete")).to_be_visible()
+    assert page.evaluate("window.__sameDocument") is True  # htmx swapped every pair in place
+    page.screenshot(path=str(artifacts / "rate-complete.png"))
+
+    assignment = Assignment.objects.get(rater=rater)
+    assert assignment.status == "completed"
+    expect(page.get_by_test_id("completion-code")).to_have_text(assignment.completion_code)
+    judgments = list(Judgment.objects.filter(rater=rater).select_related("assignment_pair").order_by("id"))
+    assert len(judgments) == 5
+    for judgment, (_, shown) in zip(judgments, KEY_STEPS, strict=True):
+        expected = {"first": "a" if judgment.a_shown_first else "b",
+                    "second": "b" if judgment.a_shown_first else "a", "tie": "tie"}[shown]
+        assert judgment.choice == expected
+        assert judgment.client_time_ms is not None and judgment.time_on_task_ms is not None
+    assert [j.assignment_pair.position for j in judgments] == [0, 1, 2, 3, 4]
+
+
+def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server, researcher, artifacts):
+    line = {"id": "x", "input": "Say hello <b>politely</b>.",
+            "outputs": {"evil": ["<script>alert(1)</script>\nHello   there"], "good": ["Hello."]}}
+    study = services.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
+    rater = services.do_create_rater_link(study, "r")
+    page = browser_page.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    outputs = page.locator(".output").all_inner_texts()
+    assert "<script>alert(1)</script>\nHello   there" in outputs
+    expect(page.get_by_text("Say hello <b>politely</b>.")).to_be_visible()
+    assert page.locator("main script").count() == 0
+    page.screenshot(path=str(artifacts / "rate-xss.png"))
+    assert dialogs == []
+
+
+def test_the_rating_page_works_without_javascript(browser_page, live_server, researcher):
+    study = services.do_create_study(researcher, "nojs", study_jsonl(1), "n.jsonl")
+    rater = services.do_create_rater_link(study, "r")
+    context = browser_page.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    for number in range(1, 6):
+        expect(page.get_by_text(f"Pair {number} of 5")).to_be_visible()
+        page.get_by_label("Output 2").check()
+        page.get_by_role("button", name="Submit").click()
+    expect(page.get_by_role("heading", name="Assignment complete")).to_be_visible()
+    assert Judgment.objects.filter(rater=rater).count() == 5
+    assert not Judgment.objects.filter(rater=rater, client_time_ms__isnull=False).exists()
+
+
+def test_narrow_screens_stack_the_outputs(browser_page, live_server, researcher, artifacts):
+    study = services.do_create_study(researcher, "narrow", study_jsonl(1), "n.jsonl")
+    rater = services.do_create_rater_link(study, "r")
+    page = browser_page.new_page(viewport={"width": 390, "height": 844})
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    first, second = (page.get_by_test_id(f"output-{i}").bounding_box() for i in (1, 2))
+    assert second["y"] > first["y"] + first["height"] - 1  # below, not beside
+    page.screenshot(path=str(artifacts / "rate-narrow.png"), full_page=True)
