@@ -11,8 +11,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 
 from annotation import services
-from annotation.exports import export_response
 from annotation.access import studies_for
+from annotation.exports import export_response
 from annotation.models import Generation, Item, Study
 
 

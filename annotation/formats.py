@@ -236,7 +236,8 @@ def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:
             elif len(external_id) > 200:
                 problems.append(Problem(line, "id", "id longer than 200 characters"))
             elif external_id in seen:
-                problems.append(Problem(line, "id", f"duplicate id '{external_id}' (first on line {seen[external_id]})"))
+                first = seen[external_id]
+                problems.append(Problem(line, "id", f"duplicate id '{external_id}' (first on line {first})"))
             else:
                 seen[external_id] = line
         source = obj.get("input")
@@ -428,7 +429,8 @@ def parse_judgments(
         if judgment is None:
             continue
         if judgment.key in keys:
-            problems.append(Problem(line, "id", f"same judgment as line {keys[judgment.key]} (give each a distinct id)"))
+            message = f"same judgment as line {keys[judgment.key]} (give each a distinct id)"
+            problems.append(Problem(line, "id", message))
             continue
         keys[judgment.key] = line
         parsed.append(judgment)
@@ -511,7 +513,8 @@ def _parse_judgment(
             problems.append(Problem(line, field, f"{field} must be a whole number >= 0"))
         elif system in known and value >= known[system]:
             problems.append(
-                Problem(line, field, f"item '{item}' has {known[system]} sample(s) of '{system}'; {value} is out of range")
+                Problem(line, field,
+                        f"item '{item}' has {known[system]} sample(s) of '{system}'; {value} is out of range")
             )
         sample_idx[field] = value
     shown_first = need_str("shown_first")
@@ -539,7 +542,8 @@ def _parse_judgment(
             or len(set(response_set)) != len(response_set)
         ):
             problems.append(
-                Problem(line, "response_set", "response_set must be a non-empty list of distinct systems of the pair, or null")
+                Problem(line, "response_set",
+                        "response_set must be a non-empty list of distinct systems of the pair, or null")
             )
     probability_a = obj.get("probability_a")
     if probability_a is not None and (
@@ -555,7 +559,8 @@ def _parse_judgment(
             if created.tzinfo is None:
                 problems.append(Problem(line, "created", "created needs a time zone, e.g. 2026-01-01T12:00:00Z"))
         except ValueError:
-            problems.append(Problem(line, "created", "created must be an ISO 8601 date-time, e.g. 2026-01-01T12:00:00Z"))
+            message = "created must be an ISO 8601 date-time, e.g. 2026-01-01T12:00:00Z"
+            problems.append(Problem(line, "created", message))
     times = {}
     for field in ("time_on_task_ms", "client_time_ms"):
         value = obj.get(field)

@@ -200,6 +200,9 @@ class Pair(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["generation_a", "generation_b"], name="pair_unique")]
 
+    def __str__(self) -> str:
+        return f"pair {self.generation_a_id}/{self.generation_b_id}"
+
 
 class Task(models.Model):
     """A released unit of work: N sampled pairs of one item for one system pair (a rating set's
@@ -219,6 +222,9 @@ class Task(models.Model):
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["item", "comparison"], name="task_unique_item_comparison")]
 
+    def __str__(self) -> str:
+        return f"task {self.pk}: item {self.item_id}, comparison {self.comparison_id}"
+
 
 class TaskPair(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="task_pairs")
@@ -229,6 +235,9 @@ class TaskPair(models.Model):
     class Meta:
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["task", "position"], name="taskpair_unique_position")]
+
+    def __str__(self) -> str:
+        return f"task {self.task_id} pair {self.position}"
 
 
 class Rater(models.Model):
@@ -293,8 +302,8 @@ class Assignment(models.Model):
             ),
         ]
 
-    def next_pair(self) -> AssignmentPair | None:
-        return self.pairs.filter(judgment__isnull=True).select_related("pair").first()
+    def __str__(self) -> str:
+        return f"assignment {self.pk} of rater {self.rater_id}"
 
 
 class AssignmentPair(models.Model):
@@ -311,6 +320,9 @@ class AssignmentPair(models.Model):
             models.UniqueConstraint(fields=["assignment", "pair"], name="apair_unique_pair"),
         ]
 
+    def __str__(self) -> str:
+        return f"assignment {self.assignment_id} pair {self.position}"
+
 
 class Judgment(models.Model):
     """One rater's answer on one pair. Created only by ``annotation.services.record_judgment``
@@ -324,7 +336,9 @@ class Judgment(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgments")
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="judgments")
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="judgments")
-    assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgments")
+    assignment = models.ForeignKey(
+        Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgments"
+    )
     assignment_pair = models.OneToOneField(
         AssignmentPair, null=True, blank=True, on_delete=models.CASCADE, related_name="judgment"
     )
@@ -347,3 +361,6 @@ class Judgment(models.Model):
             models.UniqueConstraint(fields=["study", "idempotency_key"], name="judgment_unique_key"),
         ]
         indexes = [models.Index(fields=["study", "created"])]
+
+    def __str__(self) -> str:
+        return f"judgment {self.idempotency_key} by rater {self.rater_id}"

@@ -54,7 +54,7 @@ def sample_pairs(k_a: int, k_b: int, n: int, rng: random.Random) -> tuple[tuple[
     grid; fewer when the grid is smaller than N (a pair is never shown twice in one assignment)."""
     if k_a < 1 or k_b < 1 or n < 1:
         raise ValueError("k_a, k_b and n must be at least 1")
-    grid = [(j, l) for j in range(k_a) for l in range(k_b)]
+    grid = [(j, m) for j in range(k_a) for m in range(k_b)]
     return tuple(rng.sample(grid, min(n, len(grid))))
 
 

@@ -13,8 +13,8 @@ from rest_framework.authtoken.models import Token
 
 from annotation import exports, services
 from annotation.access import access_study, studies_for
-from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
 from annotation.formats import FormatError
+from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
 
 
 def home(request: HttpRequest) -> HttpResponse:

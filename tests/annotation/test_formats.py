@@ -34,7 +34,8 @@ def test_it_parses_a_valid_jsonl_study():
 
 
 def test_it_reports_malformed_json_with_line_number():
-    assert problems_of(jl(item("x1"), '{"id": "x2", "input": ')) == ["line 2: malformed JSON: Expecting value (column 23)"]
+    messages = problems_of(jl(item("x1"), '{"id": "x2", "input": '))
+    assert messages == ["line 2: malformed JSON: Expecting value (column 23)"]
 
 
 def test_it_reports_a_missing_id():

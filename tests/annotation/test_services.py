@@ -237,9 +237,10 @@ def test_export_then_import_is_lossless(study, researcher):
 
 
 def test_csv_export_reimports_identically(study, researcher):
-    from annotation.formats import JUDGMENT_CSV_COLUMNS, judgment_csv_row
     import csv
     import io
+
+    from annotation.formats import JUDGMENT_CSV_COLUMNS, judgment_csv_row
 
     answer_all(services.do_start_assignment(services.do_create_rater_link(study, "h")), choice="tie")
     buffer = io.StringIO()

@@ -1,0 +1,25 @@
+"""The pure modules (file formats, scheduling, selection strategies) import no Django, so they stay
+fast to test and reusable outside the web app."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PURE = ["annotation/formats.py", "annotation/scheduling.py", "selection/strategies.py"]
+
+
+@pytest.mark.parametrize("path", PURE)
+def test_pure_modules_do_not_import_django(path):
+    tree = ast.parse((ROOT / path).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    assert not {name for name in imported if name.split(".")[0] in ("django", "rest_framework")}
+    assert imported, "the parser found no imports at all; is the path right?"
