@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from io import StringIO
@@ -38,14 +39,34 @@ def test_import_study_creates_a_study(tmp_path, db):
 def test_import_study_lists_problems_and_exits_non_zero(tmp_path, researcher):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b'{"id": "x"}\n')
-    result = subprocess.run([sys.executable, "manage.py", "import_study", str(path), "--name", "bad",
-                             "--owner", "nobody"], cwd=ROOT, capture_output=True, text=True, check=False)
-    assert result.returncode != 0 and "No user named 'nobody'." in result.stderr
+    with pytest.raises(CommandError, match="No user named 'nobody'."):
+        call_command("import_study", str(path), "--name", "bad", "--owner", "nobody")
     with pytest.raises(CommandError) as exc:
         call_command("import_study", str(path), "--name", "bad", "--owner", "alice")
     assert "line 1, field 'input': missing input" in str(exc.value)
     assert "line 1, field 'outputs': missing outputs" in str(exc.value)
     assert not Study.objects.exists()
+
+
+def test_a_failing_command_exits_non_zero_from_the_shell(tmp_path):
+    """The real command line, on its own throw-away SQLite database."""
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}"}
+
+    def manage(*args):
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, check=False)
+
+    assert manage("migrate", "-v0").returncode == 0
+    assert manage("createsuperuser", "--noinput", "--username", "admin", "--email", "admin@example.org").returncode == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "input": "in", "outputs": {"a": [""], "b": ["ok"]}}\n')
+    result = manage("import_study", str(bad), "--name", "bad")
+    assert result.returncode == 1
+    assert "line 1, field 'outputs.a[0]': empty output" in result.stderr
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(study_jsonl(2))
+    result = manage("import_study", str(good), "--name", "good")
+    assert result.returncode == 0 and "Created study 'good'" in result.stdout
 
 
 def test_import_study_reports_a_missing_file(researcher):
