@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.db import connections
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -51,6 +52,9 @@ def browser_page(live_server) -> Iterator:
                 yield browser
             finally:
                 browser.close()
+                # ORM calls made while Playwright's loop runs use a connection of their own (its
+                # greenlet has its own context); close it, or PostgreSQL cannot drop the test database.
+                connections.close_all()
     finally:
         if previous is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
