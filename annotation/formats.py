@@ -97,10 +97,7 @@ class ParsedStudy:
 
 def decode_upload(data: bytes, max_bytes: int) -> str:
     """Check size and encoding; return the text without a byte-order mark."""
-    if len(data) > max_bytes:
-        raise FormatError(
-            [Problem(None, None, f"file too large: {len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB")]
-        )
+    check_size(len(data), max_bytes)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -195,25 +192,44 @@ def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50
         items = _parse_study_csv(text, problems)
     if not items and not problems:
         problems.append(Problem(None, None, "the file contains no items"))
-    systems: list[str] = []
+    systems = _study_systems(items, problems)
+    if problems:
+        problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file-wide problems last
+        raise FormatError(problems)
+    return ParsedStudy(systems=systems, items=items)
+
+
+def _study_systems(items: list[ParsedItem], problems: list[Problem]) -> list[str]:
+    """The study's systems: those that at least half of the items have outputs from. A system only a
+    minority of items mention is reported on those lines as unknown (usually a typo), rather than as
+    missing from every other line."""
+    counts: dict[str, int] = {}
+    for item in items:
+        for name in item.outputs:
+            counts[name] = counts.get(name, 0) + 1
+    systems = [name for name, n in counts.items() if 2 * n >= len(items)]
     for item in items:
         for name in item.outputs:
             if name not in systems:
-                systems.append(name)
-    if items and len(systems) < 2:
-        problems.append(
-            Problem(None, None, f"a study needs outputs of at least two systems; found {len(systems)}: {systems}")
-        )
-    for item in items:
+                problems.append(Problem(item.line, f"outputs.{name}",
+                                        f"unknown system '{name}' (most items use: {', '.join(systems)})"))
         for name in systems:
             if name not in item.outputs:
                 problems.append(
                     Problem(item.line, "outputs", f"missing system '{name}' (other items have outputs from it)")
                 )
-    if problems:
-        problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file-wide problems last
-        raise FormatError(problems)
-    return ParsedStudy(systems=systems, items=items)
+    if items and len(systems) < 2:
+        problems.append(
+            Problem(None, None, f"a study needs outputs of at least two systems; found {len(systems)}: {systems}")
+        )
+    return systems
+
+
+def check_size(n_bytes: int, max_bytes: int) -> None:
+    if n_bytes > max_bytes:
+        raise FormatError(
+            [Problem(None, None, f"file too large: {n_bytes / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB")]
+        )
 
 
 def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -13,7 +14,7 @@ from rest_framework.authtoken.models import Token
 
 from annotation import exports, services
 from annotation.access import access_study, studies_for
-from annotation.formats import FormatError
+from annotation.formats import FormatError, check_size
 from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
 
 
@@ -36,6 +37,7 @@ def study_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
+            check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
             study = services.do_create_study(request.user, form.cleaned_data["name"], upload.read(), upload.name,
                                              form.cleaned_data["description"])
         except FormatError as exc:
@@ -134,6 +136,7 @@ def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
         return redirect(study)
     upload = form.cleaned_data["file"]
     try:
+        check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
         summary = services.do_import_judgments(study, upload.read(), upload.name)
     except FormatError as exc:
         return render(request, "annotation/import_problems.html",

@@ -57,6 +57,14 @@ def test_it_reports_a_missing_system():
     ]
 
 
+def test_a_system_only_a_few_items_use_is_reported_as_unknown_on_those_lines():
+    typo = item("x3", outputs={"a": ["a0"], "bb": ["b0"]})
+    assert problems_of(jl(item("x1"), item("x2"), typo)) == [
+        "line 3, field 'outputs.bb': unknown system 'bb' (most items use: a, b)",
+        "line 3, field 'outputs': missing system 'b' (other items have outputs from it)",
+    ]
+
+
 def test_it_needs_two_systems():
     messages = problems_of(jl(item("x1", outputs={"a": ["a0"]})))
     assert messages == ["a study needs outputs of at least two systems; found 1: ['a']"]

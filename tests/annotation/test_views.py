@@ -87,6 +87,24 @@ def test_a_bad_upload_lists_every_problem_and_saves_nothing(researcher_client):
     assert not Study.objects.exists()
 
 
+def test_an_upload_over_the_limit_is_refused_before_reading(researcher_client, settings):
+    settings.SEPLAB_MAX_IMPORT_BYTES = 100
+    data = {"name": "big", "file": upload("s.jsonl", study_jsonl())}
+    response = researcher_client.post(reverse("study_create"), data)
+    assert response.status_code == 400 and b"file too large" in response.content
+    assert not Study.objects.exists()
+
+
+def test_the_new_study_page_explains_the_formats(researcher_client):
+    response = researcher_client.get(reverse("study_create"))
+    assert response.status_code == 200 and b"item_id,input,system,sample,output" in response.content
+
+
+def test_logging_out_ends_the_session(researcher_client):
+    researcher_client.post(reverse("logout"))
+    assert researcher_client.get(reverse("study_list")).status_code == 302
+
+
 def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
     line = {"id": "x", "input": "<b>in</b>", "outputs": {"a": ["<script>alert(1)</script>\n  indented"],
                                                          "b": ["fine"]}}

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
@@ -29,7 +32,11 @@ def get_owner(username: str | None):
 
 
 def read_file(path: str) -> bytes:
+    """The file's bytes; a file over SEPLAB_MAX_IMPORT_BYTES is refused before it is read."""
     try:
+        if os.path.getsize(path) > settings.SEPLAB_MAX_IMPORT_BYTES:
+            raise CommandError(f"{path} is {os.path.getsize(path) / 1e6:.1f} MB; the import limit is "
+                               f"{settings.SEPLAB_MAX_IMPORT_BYTES / 1e6:.1f} MB (SEPLAB_MAX_IMPORT_BYTES)")
         with open(path, "rb") as handle:
             return handle.read()
     except OSError as exc:
