@@ -115,11 +115,18 @@ def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
     assert b"<script>alert(1)" not in response.content and b"&lt;b&gt;in&lt;/b&gt;" in response.content
 
 
+def settings_form(**overrides) -> dict:
+    form = {"elicitation": "forced_choice", "question": "Q", "response_set_question": "q",
+            "also_acceptable_question": "a", "allow_tie": "on", "tie_label": "No preference", "instructions": "Read.",
+            "pairs_per_assignment": 5, "raters_per_item": 3, "pair_mode": "all", "scheduling": "random",
+            "selection_method": "random", "budget": "", "seed": 1}
+    form.update(overrides)
+    return form
+
+
 def test_settings_save_and_rebuild_the_plan(researcher_client, study):
-    form = {"elicitation": "paired", "question": "Which is more faithful?", "response_set_question": "q",
-            "also_acceptable_question": "Also?", "allow_tie": "on", "tie_label": "Same", "instructions": "Read.",
-            "pairs_per_assignment": 2, "raters_per_item": 1, "pair_mode": "all", "scheduling": "symmetric",
-            "selection_method": "random", "budget": "", "seed": 42}
+    form = settings_form(elicitation="paired", tie_label="Same", pairs_per_assignment=2, raters_per_item=1,
+                         scheduling="symmetric", seed=42)
     response = researcher_client.post(reverse("study_settings", args=[study.pk]), form)
     assert response.status_code == 302
     study.refresh_from_db()
@@ -128,10 +135,7 @@ def test_settings_save_and_rebuild_the_plan(researcher_client, study):
 
 
 def test_settings_validation_errors_are_shown(researcher_client, study):
-    form = {"elicitation": "forced_choice", "question": "Q", "response_set_question": "q",
-            "also_acceptable_question": "a", "allow_tie": "on", "tie_label": " ", "instructions": "Read.",
-            "pairs_per_assignment": 0, "raters_per_item": 1, "pair_mode": "baseline", "scheduling": "random",
-            "selection_method": "random", "budget": "", "seed": 1}
+    form = settings_form(tie_label=" ", pairs_per_assignment=0, pair_mode="baseline")
     response = researcher_client.post(reverse("study_settings", args=[study.pk]), form)
     content = response.content.decode()
     assert response.status_code == 200
