@@ -39,6 +39,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "django_tasks",
+    "django_tasks_db",
     "annotation",
     "selection",
     "analytics",
@@ -107,6 +109,18 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# The sentence encoder: the packaged all-MiniLM-L6-v2 by default, or a local model directory.
+SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER", "all-MiniLM-L6-v2")
+
+# Background work (embedding a study, separability): django-tasks on the database by default, run by
+# `python manage.py db_worker`; SEPLAB_TASKS_BACKEND can name another django-tasks backend.
+TASKS = {
+    "default": {
+        "BACKEND": os.environ.get("SEPLAB_TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
+        "QUEUES": ["default"],
+    }
+}
 
 # Uploads: the importer enforces its own limit and reports it as a validation error.
 SEPLAB_MAX_IMPORT_BYTES = envint("SEPLAB_MAX_IMPORT_BYTES", str(50 * 1024 * 1024))

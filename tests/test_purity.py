@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PURE = ["annotation/formats.py", "annotation/scheduling.py", "selection/strategies.py"]
+PURE = ["annotation/formats.py", "annotation/scheduling.py", "selection/strategies.py"] + sorted(
+    str(p.relative_to(ROOT)) for pattern in ("selection/core/*.py", "analytics/core/*.py") for p in ROOT.glob(pattern)
+)
 
 
 @pytest.mark.parametrize("path", PURE)
@@ -22,4 +24,4 @@ def test_pure_modules_do_not_import_django(path):
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     assert not {name for name in imported if name.split(".")[0] in ("django", "rest_framework")}
-    assert imported, "the parser found no imports at all; is the path right?"
+    assert imported or path.endswith("__init__.py"), "the parser found no imports at all; is the path right?"

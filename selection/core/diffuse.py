@@ -1,0 +1,200 @@
+"""DiffUse (Ashury-Tahan et al., "Label-Efficient Model Selection for Text Generation"; SPEC §4).
+
+Cluster the difference vectors v_i = e(y_A^i) - e(y_B^i) with Ward's method, and annotate one
+representative per cluster: the member closest in cosine distance to the cluster mean. The linkage
+is computed once; any number of clusters k is then a cut of the tree, and going from k to k + 1
+clusters undoes the k-th merge from the top (row n - 1 - k of the linkage matrix).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from scipy.cluster.hierarchy import leaves_list, linkage
+
+from selection.core.stopping import StoppingStatus, stopping_status
+
+
+def difference_vectors(emb_a: np.ndarray, emb_b: np.ndarray) -> np.ndarray:
+    """v_i = e(y_A^i) - e(y_B^i): (n, d) from two (n, d) arrays."""
+    emb_a, emb_b = np.asarray(emb_a, dtype=np.float64), np.asarray(emb_b, dtype=np.float64)
+    if emb_a.shape != emb_b.shape:
+        raise ValueError(f"embeddings of A {emb_a.shape} and B {emb_b.shape} differ in shape")
+    return emb_a - emb_b
+
+
+def ward_linkage(x: np.ndarray) -> np.ndarray:
+    """Exact Ward linkage with Euclidean distance (scipy): the (n - 1, 4) matrix."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError("Ward clustering needs at least two items, as an (n, d) array")
+    return linkage(x, method="ward", metric="euclidean")
+
+
+class Dendrogram:
+    """A Ward tree with O(1) access to any node's members (contiguous in the leaf order).
+
+    Nodes are numbered as in scipy: leaves 0..n-1, the merge in row r is node n + r.
+    """
+
+    def __init__(self, x: np.ndarray, z: np.ndarray):
+        self.x = np.asarray(x, dtype=np.float64)
+        self.z = np.asarray(z)
+        self.n = self.x.shape[0]
+        if self.z.shape != (self.n - 1, 4):
+            raise ValueError(f"linkage of shape {self.z.shape} does not fit {self.n} items")
+        self.order = leaves_list(self.z)
+        n_nodes = 2 * self.n - 1
+        self.size = np.ones(n_nodes, dtype=np.int64)
+        self.size[self.n:] = self.z[:, 3].astype(np.int64)
+        self.start = np.zeros(n_nodes, dtype=np.int64)
+        # leaves_list visits the left child (column 0) before the right one, so each node's members
+        # are contiguous: left child starts where the parent starts, right child after the left.
+        for row in range(self.n - 2, -1, -1):
+            node = self.n + row
+            left, right = int(self.z[row, 0]), int(self.z[row, 1])
+            self.start[left] = self.start[node]
+            self.start[right] = self.start[node] + self.size[left]
+
+    @property
+    def root(self) -> int:
+        return 2 * self.n - 2
+
+    def children(self, node: int) -> tuple[int, int]:
+        if node < self.n:
+            raise ValueError(f"node {node} is a leaf")
+        row = node - self.n
+        return int(self.z[row, 0]), int(self.z[row, 1])
+
+    def members(self, node: int) -> np.ndarray:
+        return self.order[self.start[node]: self.start[node] + self.size[node]]
+
+    def split_node(self, k: int) -> int:
+        """The node that is split when the partition goes from k to k + 1 clusters."""
+        if not 1 <= k < self.n:
+            raise ValueError(f"k must be in [1, {self.n - 1}], got {k}")
+        return self.n + (self.n - 1 - k)
+
+    def partition(self, k: int) -> list[int]:
+        """The k clusters (node ids) of the cut into k clusters."""
+        if not 1 <= k <= self.n:
+            raise ValueError(f"k must be in [1, {self.n}], got {k}")
+        nodes = {self.root}
+        for j in range(1, k):
+            node = self.split_node(j)
+            nodes.remove(node)
+            nodes.update(self.children(node))
+        return sorted(nodes)
+
+    def labels(self, k: int) -> np.ndarray:
+        """Cluster label (1..k) of every item for the cut into k clusters (like fcluster)."""
+        out = np.zeros(self.n, dtype=np.int64)
+        for label, node in enumerate(self.partition(k), start=1):
+            out[self.members(node)] = label
+        return out
+
+    def representative(self, node: int) -> int:
+        """The member closest in cosine distance to the cluster mean (lowest index on ties)."""
+        members = np.sort(self.members(node))
+        if members.size == 1:
+            return int(members[0])
+        vectors = self.x[members]
+        mean = vectors.mean(axis=0)
+        norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(mean)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cosine = np.where(norms > 0, vectors @ mean / np.where(norms > 0, norms, 1.0), 0.0)
+        return int(members[int(np.argmax(cosine))])
+
+
+def static_selection(tree: Dendrogram, n_select: int) -> list[int]:
+    """DiffUse for a fixed budget: cut into n_select clusters, one representative each (item indices,
+    in cluster order)."""
+    n_select = min(n_select, tree.n)
+    return [tree.representative(node) for node in tree.partition(n_select)]
+
+
+@dataclasses.dataclass
+class IterativeDiffUse:
+    """Algorithm 1 of the DiffUse paper as a state machine that works with a simulated oracle and with
+    live raters alike: ask ``to_annotate()``, feed labels with ``record()``, then ``advance()``.
+
+    Labels are "a", "b" or "tie" per item index. The decision set is the representatives of the
+    current partition; a split drops the parent's representative from it (it stays labelled).
+    """
+
+    tree: Dendrogram
+    risk: float = 0.1
+    min_n: int = 5
+    budget: int = 200
+    ties_count_in_n: bool = True
+
+    def __post_init__(self):
+        if not 0 < self.risk < 1:
+            raise ValueError("risk must be in (0, 1)")
+        self.k = min(max(1, self.min_n), self.tree.n)
+        self.clusters = self.tree.partition(self.k)
+        self.reps = {node: self.tree.representative(node) for node in self.clusters}
+        self.labels: dict[int, str] = {}
+        self.released: list[int] = []  # every item ever sent for annotation, in release order
+        self.outcome: str | None = None  # "decided" | "inconclusive"
+        self._release(self.reps.values())
+
+    def _release(self, items) -> list[int]:
+        new = [i for i in dict.fromkeys(items) if i not in self.released]
+        self.released.extend(new)
+        return new
+
+    def decision_items(self) -> list[int]:
+        return [self.reps[node] for node in self.clusters]
+
+    def to_annotate(self) -> list[int]:
+        return [i for i in self.released if i not in self.labels]
+
+    def record(self, item: int, label: str) -> None:
+        if label not in ("a", "b", "tie"):
+            raise ValueError(f"label must be 'a', 'b' or 'tie', got {label!r}")
+        self.labels[item] = label
+
+    def status(self) -> StoppingStatus:
+        votes = [self.labels[i] for i in self.decision_items() if i in self.labels]
+        return stopping_status(votes.count("a"), votes.count("b"), votes.count("tie"), self.tree.n,
+                               self.risk, self.ties_count_in_n)
+
+    def advance(self) -> list[int]:
+        """Re-evaluate the stopping rule once every decision item is labelled. Returns the items newly
+        released for annotation (empty when waiting for labels, decided or out of budget)."""
+        while self.outcome is None:
+            if any(i not in self.labels for i in self.decision_items()):
+                return []
+            if self.status().decided:
+                self.outcome = "decided"
+            elif len(self.labels) >= self.budget or self.k >= self.tree.n:
+                self.outcome = "inconclusive"
+            else:
+                new = self._split()
+                if new:
+                    return new
+        return []
+
+    def _split(self) -> list[int]:
+        node = self.tree.split_node(self.k)
+        self.k += 1
+        del self.reps[node]
+        self.clusters.remove(node)
+        children = self.tree.children(node)
+        self.clusters.extend(children)
+        for child in children:
+            self.reps[child] = self.tree.representative(child)
+        return self._release(self.reps[c] for c in children)
+
+    @property
+    def superseded(self) -> list[int]:
+        """Released items that are no longer in the decision set (their labels stay stored). A
+        representative can come back when a deeper cluster picks it again."""
+        current = set(self.decision_items())
+        return [i for i in self.released if i not in current]
+
+    @property
+    def winner(self) -> str | None:
+        return self.status().leader if self.outcome == "decided" else None

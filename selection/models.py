@@ -1,0 +1,61 @@
+"""Selection's tables: the embedding cache, separability results and stored selection runs."""
+
+from __future__ import annotations
+
+import numpy as np
+from django.db import models
+
+from annotation.models import Comparison, Item, Study
+
+
+class Embedding(models.Model):
+    """One text's embedding under one encoder, keyed by the text's sha256 (so nothing is embedded
+    twice, whichever study or system the text comes from)."""
+
+    encoder = models.CharField(max_length=300)
+    text_hash = models.CharField(max_length=64)
+    dim = models.PositiveIntegerField()
+    vector = models.BinaryField(help_text="float32, little-endian")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["encoder", "text_hash"], name="embedding_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.encoder}:{self.text_hash[:12]}"
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(bytes(self.vector), dtype="<f4", count=self.dim)
+
+
+class SeparabilityRun(models.Model):
+    """Separability of one system pair under one metric: the normalisation bounds, and per item the
+    raw alignments and delta (SPEC §1)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="separability_runs")
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="separability_runs")
+    metric = models.CharField(max_length=40)
+    encoder = models.CharField(max_length=300, blank=True)
+    low = models.FloatField(null=True)
+    high = models.FloatField(null=True)
+    created = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["comparison", "metric"], name="separability_run_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.comparison} ({self.metric})"
+
+
+class ItemSeparability(models.Model):
+    run = models.ForeignKey(SeparabilityRun, on_delete=models.CASCADE, related_name="items")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    self_a = models.FloatField(null=True, help_text="NULL when system A has a single sample (undefined).")
+    self_b = models.FloatField(null=True)
+    cross = models.FloatField()
+    delta = models.FloatField(null=True, help_text="NULL when undefined (K = 1).")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "item"], name="item_separability_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}: {self.delta}"

@@ -1,0 +1,122 @@
+"""DiffUse core: the Ward tree, its split order, representatives, static and iterative selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.cluster.hierarchy import fcluster
+
+from selection.core import diffuse
+
+
+@pytest.fixture
+def points():
+    return np.random.default_rng(42).normal(size=(40, 6))
+
+
+def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Two labelings describe the same partition (labels may be numbered differently)."""
+    pairs = set(zip(a.tolist(), b.tolist(), strict=True))
+    return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
+
+
+def test_difference_vectors():
+    np.testing.assert_array_equal(diffuse.difference_vectors(np.ones((2, 3)), np.zeros((2, 3))), np.ones((2, 3)))
+    with pytest.raises(ValueError, match="differ in shape"):
+        diffuse.difference_vectors(np.ones((2, 3)), np.ones((3, 3)))
+
+
+def test_every_cut_matches_fcluster(points):
+    z = diffuse.ward_linkage(points)
+    tree = diffuse.Dendrogram(points, z)
+    for k in range(1, len(points) + 1):
+        assert same_partition(tree.labels(k), fcluster(z, k, criterion="maxclust")), k
+
+
+def test_the_split_from_k_to_k_plus_one_undoes_the_kth_merge_from_the_top(points):
+    tree = diffuse.Dendrogram(points, diffuse.ward_linkage(points))
+    for k in range(1, len(points)):
+        node = tree.split_node(k)
+        before, after = set(tree.partition(k)), set(tree.partition(k + 1))
+        assert before - after == {node}
+        assert after - before == set(tree.children(node))
+
+
+def test_members_are_the_leaves_below_a_node(points):
+    tree = diffuse.Dendrogram(points, diffuse.ward_linkage(points))
+    assert sorted(tree.members(tree.root).tolist()) == list(range(len(points)))
+    for node in range(tree.n, 2 * tree.n - 1):
+        left, right = tree.children(node)
+        assert sorted(tree.members(node).tolist()) == sorted(tree.members(left).tolist() + tree.members(right).tolist())
+
+
+def test_representatives_are_members_closest_to_the_mean_in_cosine(points):
+    tree = diffuse.Dendrogram(points, diffuse.ward_linkage(points))
+    for node in tree.partition(8):
+        members = tree.members(node)
+        rep = tree.representative(node)
+        assert rep in members
+        mean = points[members].mean(axis=0)
+        cosine = points[members] @ mean / (np.linalg.norm(points[members], axis=1) * np.linalg.norm(mean))
+        assert cosine[list(members).index(rep)] == pytest.approx(cosine.max())
+
+
+def test_static_selection_takes_one_representative_per_cluster(points):
+    tree = diffuse.Dendrogram(points, diffuse.ward_linkage(points))
+    chosen = diffuse.static_selection(tree, 10)
+    labels = tree.labels(10)
+    assert len(chosen) == 10 and len({labels[i] for i in chosen}) == 10
+    assert chosen == diffuse.static_selection(diffuse.Dendrogram(points, diffuse.ward_linkage(points)), 10)
+
+
+def run_with_oracle(algorithm: diffuse.IterativeDiffUse, oracle: np.ndarray) -> list[list[int]]:
+    batches = [algorithm.to_annotate()]
+    while True:
+        for item in algorithm.to_annotate():
+            algorithm.record(item, oracle[item])
+        new = algorithm.advance()
+        if not new:
+            break
+        batches.append(new)
+    return batches
+
+
+def test_iterative_diffuse_releases_the_representatives_of_each_split(points):
+    oracle = np.array(["a" if i % 3 else "b" for i in range(len(points))])  # a leads 2:1
+    tree = diffuse.Dendrogram(points, diffuse.ward_linkage(points))
+    algorithm = diffuse.IterativeDiffUse(tree, risk=0.05, min_n=4, budget=30)
+    batches = run_with_oracle(algorithm, oracle)
+    assert batches[0] == [tree.representative(n) for n in tree.partition(4)]
+    # Replay the dendrogram from the top: each split releases its children's representatives that
+    # were not released before; a split releasing nothing new is followed at once by the next one.
+    released, k = set(batches[0]), 4
+    for batch in batches[1:]:
+        while True:
+            node = tree.split_node(k)
+            k += 1
+            expected = [r for r in dict.fromkeys(tree.representative(c) for c in tree.children(node))
+                        if r not in released]
+            if expected:
+                break
+        assert batch == expected
+        released.update(batch)
+    assert algorithm.k == k
+    assert algorithm.outcome in ("decided", "inconclusive")
+    status = algorithm.status()
+    if algorithm.outcome == "decided":
+        assert status.risk <= 0.05 and algorithm.winner == status.leader
+    else:
+        assert len(algorithm.labels) >= 30 or algorithm.k == tree.n
+    assert set(algorithm.superseded).isdisjoint(algorithm.decision_items())
+
+
+def test_a_clear_winner_stops_early_and_a_coin_flip_runs_out_of_budget():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(300, 5))
+    tree = diffuse.Dendrogram(x, diffuse.ward_linkage(x))
+    clear = diffuse.IterativeDiffUse(tree, risk=0.1, min_n=5, budget=60)
+    run_with_oracle(clear, np.array(["a"] * 300))
+    assert clear.outcome == "decided" and clear.winner == "a" and len(clear.labels) < 15
+    coin = diffuse.IterativeDiffUse(tree, risk=0.01, min_n=5, budget=20)
+    run_with_oracle(coin, np.array(["a", "b"] * 150))
+    assert coin.outcome == "inconclusive" and 20 <= len(coin.labels) <= 21
