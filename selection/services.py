@@ -32,7 +32,9 @@ def _samples(study: Study) -> dict[tuple[int, int], list[Generation]]:
     return out
 
 
-def compute_separability(study: Study, metric: str = "cosine", progress: Progress | None = None) -> list[SeparabilityRun]:
+def compute_separability(
+    study: Study, metric: str = "cosine", progress: Progress | None = None
+) -> list[SeparabilityRun]:
     """Separability of every system pair of the study under ``metric`` (SPEC §1), stored per item.
 
     Items where a system has a single sample get no delta (undefined, stored as NULL), never 0.
