@@ -1,0 +1,104 @@
+"""Benchmarking selection methods without humans (SPEC §4 "Simulation").
+
+Given an oracle label per item ("a", "b" or "tie"), for each seed draw a pool of 80 % of the items
+and treat it as the whole test set: the *test winner* is the oracle majority over the pool, and a
+method succeeds when the majority over the items it selected names the same winner. A level sample
+(no majority) counts as a failure, the same for every method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable, Sequence
+from functools import cached_property
+
+import numpy as np
+
+from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_linkage
+
+
+def majority(labels: Sequence[str]) -> str | None:
+    """'a' or 'b' by simple majority of the non-tie labels; None when level."""
+    labels = np.asarray(labels)
+    a, b = int(np.sum(labels == "a")), int(np.sum(labels == "b"))
+    return None if a == b else ("a" if a > b else "b")
+
+
+@dataclasses.dataclass
+class Pool:
+    """One seed's pool: the candidate vectors (and deltas), its oracle, and a lazily built Ward tree."""
+
+    x: np.ndarray
+    oracle: np.ndarray
+    delta: np.ndarray | None = None
+
+    @cached_property
+    def tree(self) -> Dendrogram:
+        return Dendrogram(self.x, ward_linkage(self.x))
+
+    @cached_property
+    def winner(self) -> str | None:
+        return majority(self.oracle)
+
+
+Method = Callable[[Pool, int, np.random.Generator], np.ndarray]
+
+
+def draw_pools(x: np.ndarray, oracle: np.ndarray, seeds: int, fraction: float = 0.8, seed: int = 0,
+               delta: np.ndarray | None = None) -> list[Pool]:
+    """``seeds`` pools of ``fraction`` of the items each, reproducibly from ``seed``."""
+    n = len(oracle)
+    size = max(2, int(round(fraction * n)))
+    pools = []
+    for s in range(seeds):
+        index = np.sort(np.random.default_rng([seed, s]).choice(n, size=size, replace=False))
+        pools.append(Pool(x[index], oracle[index], None if delta is None else delta[index]))
+    return pools
+
+
+def success_rates(pools: Sequence[Pool], methods: dict[str, Method], budgets: Sequence[int],
+                  seed: int = 0) -> dict[str, dict[int, float]]:
+    """Success rate per method and budget: the share of pools whose selected-sample majority equals
+    the pool's winner. Each (pool, method, budget) gets its own generator derived from ``seed``."""
+    rates: dict[str, dict[int, float]] = {name: {} for name in methods}
+    for name, method in methods.items():
+        for budget in budgets:
+            hits = 0
+            for s, pool in enumerate(pools):
+                rng = np.random.default_rng([seed, s, budget, zlib.crc32(name.encode())])
+                chosen = method(pool, budget, rng)
+                hits += pool.winner is not None and majority(pool.oracle[chosen]) == pool.winner
+            rates[name][budget] = hits / len(pools)
+    return rates
+
+
+@dataclasses.dataclass(frozen=True)
+class IterativeReport:
+    success: float
+    error: float
+    inconclusive: float
+    mean_annotations: float
+    risk: float
+
+
+def iterative_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200) -> IterativeReport:
+    """Run Algorithm 1 on every pool with its oracle: the share of pools decided for the right winner
+    (success), for the wrong one (error) and undecided within the budget (inconclusive), and the mean
+    number of annotations. ``error`` is what to compare with the promised ``risk``."""
+    outcomes, annotations = [], []
+    for pool in pools:
+        algorithm = IterativeDiffUse(pool.tree, risk=risk, min_n=min_n, budget=budget)
+        while True:
+            for item in algorithm.to_annotate():
+                algorithm.record(item, str(pool.oracle[item]))
+            if not algorithm.advance():
+                break
+        annotations.append(len(algorithm.labels))
+        if algorithm.outcome == "inconclusive":
+            outcomes.append("inconclusive")
+        else:
+            outcomes.append("success" if algorithm.winner == pool.winner else "error")
+    n = len(pools)
+    return IterativeReport(outcomes.count("success") / n, outcomes.count("error") / n,
+                           outcomes.count("inconclusive") / n, float(np.mean(annotations)), risk)

@@ -1,0 +1,97 @@
+"""Selection strategies: budgets, membership, determinism and the properties each promises."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from selection.core import sampling
+from selection.core.diffuse import Dendrogram, ward_linkage
+from selection.core.simulation import Pool, draw_pools, iterative_report, majority, success_rates
+
+
+@pytest.fixture(scope="module")
+def tree():
+    x = np.random.default_rng(7).normal(size=(120, 5))
+    return Dendrogram(x, ward_linkage(x))
+
+
+def test_random_selection_is_seeded_and_without_replacement():
+    a = sampling.random_selection(50, 10, np.random.default_rng(1))
+    assert len(set(a.tolist())) == 10 and a.tolist() == sampling.random_selection(50, 10, np.random.default_rng(1)).tolist()
+    assert sorted(sampling.random_selection(5, 10, np.random.default_rng(1)).tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_proportional_allocation_sums_to_the_budget_and_respects_sizes():
+    np.testing.assert_array_equal(sampling.proportional_allocation(np.array([50, 30, 20]), 10), [5, 3, 2])
+    np.testing.assert_array_equal(sampling.proportional_allocation(np.array([1, 1, 98]), 3), [0, 0, 3])
+    counts = sampling.proportional_allocation(np.array([2, 2, 2]), 10)
+    np.testing.assert_array_equal(counts, [2, 2, 2])
+
+
+def test_cluster_stratified_selection_follows_the_allocation(tree):
+    chosen = sampling.cluster_stratified_selection(tree, 20, np.random.default_rng(3), n_strata=4)
+    assert len(chosen) == 20 == len(set(chosen.tolist()))
+    labels = tree.labels(4)
+    sizes = np.array([np.sum(labels == k) for k in range(1, 5)])
+    expected = sampling.proportional_allocation(sizes, 20)
+    got = Counter(labels[chosen].tolist())
+    assert [got.get(k, 0) for k in range(1, 5)] == expected.tolist()
+
+
+def test_cluster_stratified_sampling_is_unbiased(tree):
+    """Every item has (close to) the same chance of selection: budget / n."""
+    counts = np.zeros(tree.n)
+    for s in range(400):
+        counts[sampling.cluster_stratified_selection(tree, 30, np.random.default_rng(s))] += 1
+    assert abs(counts.mean() / 400 - 30 / 120) < 1e-9
+    assert counts.min() / 400 > 0.10 and counts.max() / 400 < 0.45  # expected 0.25, proportional rounding
+
+
+def test_separability_weight_matches_the_sep_elo_logistic():
+    assert sampling.separability_weight(np.array([0.4]))[0] == pytest.approx(1.0)
+    assert sampling.separability_weight(np.array([0.0]))[0] * 4 == pytest.approx(0.66538, abs=1e-5)
+    assert sampling.separability_weight(np.array([1.0]))[0] * 4 == pytest.approx(7.78722, abs=1e-5)
+
+
+def test_weighted_selection_prefers_heavy_items_and_skips_zero_weights():
+    weights = np.array([0.0, 1.0, 1.0, 8.0])
+    counts = Counter()
+    for s in range(2000):
+        counts.update(sampling.weighted_selection(weights, 1, np.random.default_rng(s)).tolist())
+    assert 0 not in counts and counts[3] > 4 * counts[1]
+    assert sorted(sampling.weighted_selection(weights, 10, np.random.default_rng(0)).tolist()) == [1, 2, 3]
+
+
+def test_value_stratified_selection_takes_equal_counts_per_bin():
+    values = np.concatenate([np.full(10, 0.05), np.full(10, 0.3), np.full(10, 0.6), np.full(10, 0.95)])
+    chosen = sampling.value_stratified_selection(values, 8, np.random.default_rng(0), bins=4)
+    assert Counter(np.round(values[chosen], 2).tolist()) == {0.05: 2, 0.3: 2, 0.6: 2, 0.95: 2}
+
+
+def test_majority():
+    assert majority(["a", "b", "a", "tie"]) == "a"
+    assert majority(["a", "b", "tie"]) is None
+    assert majority([]) is None
+
+
+def test_simulation_counts_successes_against_the_pool_winner():
+    x = np.random.default_rng(0).normal(size=(100, 4))
+    oracle = np.array(["a"] * 70 + ["b"] * 30)
+    pools = draw_pools(x, oracle, seeds=5)
+    assert all(len(p.oracle) == 80 and p.winner == "a" for p in pools)
+    everything = {"all": lambda pool, budget, rng: np.arange(len(pool.oracle)),
+                  "only_b": lambda pool, budget, rng: np.flatnonzero(pool.oracle == "b")[:budget]}
+    rates = success_rates(pools, everything, [10])
+    assert rates == {"all": {10: 1.0}, "only_b": {10: 0.0}}
+
+
+def test_the_iterative_report_separates_success_error_and_inconclusive():
+    x = np.random.default_rng(0).normal(size=(200, 4))
+    clear = iterative_report(draw_pools(x, np.array(["a"] * 200), seeds=4), risk=0.1)
+    assert (clear.success, clear.error, clear.inconclusive) == (1.0, 0.0, 0.0) and clear.mean_annotations < 15
+    level = Pool(x, np.array(["a", "b"] * 100))
+    coin = iterative_report([level], risk=0.01, budget=20)
+    assert coin.inconclusive == 1.0 and coin.success == 0.0
