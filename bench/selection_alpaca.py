@@ -61,9 +61,11 @@ def main() -> None:
         worst = min(gaps) if gaps and "random" in methods else float("nan")
         print(f"| {m} | " + " | ".join(f"{v:.3f}" for v in means) + f" | {worst:+.3f} |")
     rep = [iterative[p] for p in iterative]
-    print(f"\nIterative DiffUse (risk p = {args.risk}, min 5, budget 200): success "
-          f"{np.mean([r.success for r in rep]):.3f}, error {np.mean([r.error for r in rep]):.3f}, inconclusive "
-          f"{np.mean([r.inconclusive for r in rep]):.3f}, mean annotations {np.mean([r.mean_annotations for r in rep]):.1f}")
+    success, error = np.mean([r.success for r in rep]), np.mean([r.error for r in rep])
+    inconclusive, annotations = np.mean([r.inconclusive for r in rep]), np.mean([r.mean_annotations for r in rep])
+    print(f"\nIterative DiffUse (risk p = {args.risk}, min 5, budget 200): success {success:.3f}, "
+          f"error {error:.3f} (promised <= {args.risk}), inconclusive {inconclusive:.3f}, "
+          f"mean annotations {annotations:.1f}")
     if not args.no_plot:
         plot(per_pair, methods, budgets)
 

@@ -20,7 +20,8 @@ def tree():
 
 def test_random_selection_is_seeded_and_without_replacement():
     a = sampling.random_selection(50, 10, np.random.default_rng(1))
-    assert len(set(a.tolist())) == 10 and a.tolist() == sampling.random_selection(50, 10, np.random.default_rng(1)).tolist()
+    again = sampling.random_selection(50, 10, np.random.default_rng(1))
+    assert len(set(a.tolist())) == 10 and a.tolist() == again.tolist()
     assert sorted(sampling.random_selection(5, 10, np.random.default_rng(1)).tolist()) == [0, 1, 2, 3, 4]
 
 
