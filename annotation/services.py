@@ -31,7 +31,7 @@ from annotation.models import (
     TaskPair,
     text_hash,
 )
-from selection.strategies import get_strategy
+from selection import services as selection_services
 
 # Fields of Study that shape the comparison plan; frozen once raters have started.
 PLAN_FIELDS = ("pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
@@ -102,21 +102,31 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
         raise ServiceError("Raters have already started on this study, so its comparison plan is frozen.")
     pairs_wanted = comparison_systems(study, explicit)
     Task.objects.filter(study=study).delete()
-    study.comparisons.all().delete()
-    comparisons = [Comparison.objects.create(study=study, system_a=a, system_b=b) for a, b in pairs_wanted]
+    # Keep the system pairs that stay (their separability results hang off them); drop the others.
+    existing = {(c.system_a_id, c.system_b_id): c for c in study.comparisons.all()}
+    comparisons = [existing.pop((a.pk, b.pk), None) or Comparison.objects.create(study=study, system_a=a, system_b=b)
+                   for a, b in pairs_wanted]
+    for dropped in existing.values():
+        dropped.delete()
     items = list(study.items.all())
     counts: dict[tuple[int, int], int] = {
         (row["item_id"], row["system_id"]): row["k"]
         for row in Generation.objects.filter(item__study=study).values("item_id", "system_id").annotate(k=Count("id"))
     }
     rng = random.Random(study.seed)
-    strategy = get_strategy(study.selection_method)
     units = scheduling.candidate_units(len(items), len(comparisons), study.scheduling, rng)
     per_comparison: dict[int, list[scheduling.Unit]] = {}
-    for c in range(len(comparisons)):
+    for c, comparison in enumerate(comparisons):
         candidates = [u.item for u in units if u.comparison == c]
-        chosen = strategy.select(candidates, study.budget, rng)
-        per_comparison[c] = [scheduling.Unit(i, c) for i in chosen]
+        try:
+            chosen, _ = selection_services.run_selection(
+                study, comparison, study.selection_method, study.budget, study.seed,
+                items=[items[i] for i in candidates],
+            )
+        except ValueError as exc:
+            raise ServiceError(f"{comparison}: {exc}") from None
+        position_of = {item.pk: i for i, item in enumerate(items)}
+        per_comparison[c] = [scheduling.Unit(position_of[item.pk], c) for item in chosen]
     generations = {
         (g.item_id, g.system_id, g.sample_index): g for g in Generation.objects.filter(item__study=study)
     }

@@ -59,3 +59,25 @@ class ItemSeparability(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item_id}: {self.delta}"
+
+
+class SelectionRun(models.Model):
+    """One run of a selection strategy for one system pair: enough to audit and reproduce it."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="selection_runs")
+    comparison = models.ForeignKey(Comparison, null=True, on_delete=models.SET_NULL, related_name="selection_runs")
+    system_a = models.CharField(max_length=200)
+    system_b = models.CharField(max_length=200)
+    method = models.CharField(max_length=40)
+    params = models.JSONField(default=dict)
+    budget = models.PositiveIntegerField(null=True)
+    seed = models.BigIntegerField()
+    items = models.JSONField(help_text="Chosen item ids, in release order.")
+    candidates = models.PositiveIntegerField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.method} on {self.system_a} vs {self.system_b} ({len(self.items)} items)"

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 
 import numpy as np
 from django.db import transaction
 
-from annotation.models import Comparison, Generation, Study
+from annotation.models import Comparison, Generation, Item, Study
 from selection import embedding
 from selection.core import separability as sep
-from selection.models import ItemSeparability, SeparabilityRun
+from selection.core.diffuse import difference_vectors
+from selection.models import ItemSeparability, SelectionRun, SeparabilityRun
+from selection.strategies import SelectionContext, get_strategy
 
 Progress = Callable[[int, int], None]
 
@@ -95,3 +98,51 @@ def _store(study: Study, comparison: Comparison, metric: str, items, result: sep
 def separability_values(run: SeparabilityRun) -> np.ndarray:
     """The defined deltas of a run (items with K >= 2 for both systems)."""
     return np.array([d for d in run.items.values_list("delta", flat=True) if d is not None], dtype=np.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# Selection
+
+
+def selection_context(study: Study, comparison: Comparison, items: list[Item],
+                      params: dict | None = None) -> SelectionContext:
+    """The candidates of one system pair for a strategy: difference vectors of sample 0 of each system
+    (embedded on first use, cached) and separability under a metric (computed if not stored yet)."""
+
+    def vectors() -> np.ndarray:
+        first = {(g.item_id, g.system_id): g.text for g in Generation.objects.filter(
+            item__in=items, sample_index=0, system_id__in=[comparison.system_a_id, comparison.system_b_id])}
+        texts_a = [first[(i.pk, comparison.system_a_id)] for i in items]
+        texts_b = [first[(i.pk, comparison.system_b_id)] for i in items]
+        embedded = embedding.embed_texts(texts_a + texts_b)
+        return difference_vectors(embedded[: len(items)], embedded[len(items):])
+
+    def deltas(metric: str) -> np.ndarray:
+        run = SeparabilityRun.objects.filter(comparison=comparison, metric=metric).first()
+        if run is None:
+            run = next(r for r in compute_separability(study, metric) if r.comparison_id == comparison.pk)
+        by_item = dict(run.items.values_list("item_id", "delta"))
+        return np.array([np.nan if by_item.get(i.pk) is None else by_item[i.pk] for i in items], dtype=np.float64)
+
+    return SelectionContext(len(items), vectors, deltas, dict(params or {}))
+
+
+def run_selection(study: Study, comparison: Comparison, method: str, budget: int | None, seed: int,
+                  params: dict | None = None, items: list[Item] | None = None) -> tuple[list[Item], SelectionRun]:
+    """Run a strategy for one system pair over ``items`` (default: all of the study's items), store the
+    run (method, parameters, seed, chosen items) and return the chosen items in release order.
+    The same inputs and seed always give the same items."""
+    strategy = get_strategy(method)
+    items = list(study.items.order_by("position")) if items is None else items
+    context = selection_context(study, comparison, items, params)
+    # Seeded by the system names, not database ids, so the same file, settings and seed reproduce the
+    # same items in any database.
+    pair_key = zlib.crc32(f"{comparison.system_a.name}\x00{comparison.system_b.name}".encode())
+    rng = np.random.default_rng([seed, pair_key])
+    chosen = [items[i] for i in strategy.select(context, budget, rng)]
+    run = SelectionRun.objects.create(
+        study=study, comparison=comparison, system_a=comparison.system_a.name, system_b=comparison.system_b.name,
+        method=method, params=dict(params or {}), budget=budget, seed=seed, items=[i.external_id for i in chosen],
+        candidates=len(items),
+    )
+    return chosen, run

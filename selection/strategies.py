@@ -1,41 +1,133 @@
-"""Selection strategies: which items of a system pair are sent to raters, and in which order.
+"""Selection strategies: which items of one system pair are sent to raters, and in which order.
 
-The assignment builder (``annotation.services.rebuild_plan``) asks the study's strategy for each
-system pair; new strategies register here and plug in without touching the builder.
+The assignment builder (``annotation.services.rebuild_plan``) and the ``select`` command ask a
+strategy for each system pair through a ``SelectionContext``; strategies look only at what they need
+(difference vectors, separability) and that is computed lazily, once. New strategies register in
+``STRATEGIES`` and plug in without touching the builder. The numerics live in ``selection.core``.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
-from typing import Protocol
+import dataclasses
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from selection.core import sampling
+from selection.core.diffuse import Dendrogram, ward_linkage
+
+DEFAULT_PARAMS: dict[str, Any] = {"metric": "cosine", "threshold": 0.2, "T": 0.4, "alpha": 2.0, "beta": 6.0,
+                                  "bins": 4}
 
 
-class SelectionStrategy(Protocol):
+@dataclasses.dataclass
+class SelectionContext:
+    """One system pair's candidates. ``vectors`` and ``deltas`` are loaders called on first use, so a
+    strategy that needs neither (random) touches no encoder."""
+
+    n: int
+    load_vectors: Callable[[], np.ndarray] | None = None
+    load_deltas: Callable[[str], np.ndarray] | None = None
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def param(self, name: str) -> Any:
+        return self.params.get(name, DEFAULT_PARAMS.get(name))
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        if self.load_vectors is None:
+            raise ValueError("this strategy needs difference vectors, and none can be computed here")
+        return self.load_vectors()
+
+    @cached_property
+    def tree(self) -> Dendrogram:
+        return Dendrogram(self.vectors, ward_linkage(self.vectors))
+
+    @cached_property
+    def deltas(self) -> np.ndarray:
+        if self.load_deltas is None:
+            raise ValueError("this strategy needs separability, and none can be computed here")
+        deltas = np.asarray(self.load_deltas(self.param("metric")), dtype=np.float64)
+        if np.isnan(deltas).all():
+            raise ValueError("separability is undefined for every item (each system needs K >= 2 samples)")
+        return deltas
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
     name: str
     label: str
+    help: str
+    select_fn: Callable[[SelectionContext, int, np.random.Generator], np.ndarray]
+    uses_separability: bool = False
 
-    def select(self, candidates: Sequence[int], budget: int | None, rng: random.Random) -> list[int]:
-        """Return the chosen candidate item indices, in release order."""
-
-
-class RandomSelection:
-    """Uniformly random items (all of them when no budget is set), in random order."""
-
-    name = "random"
-    label = "Random"
-
-    def select(self, candidates: Sequence[int], budget: int | None, rng: random.Random) -> list[int]:
-        chosen = list(candidates)
-        rng.shuffle(chosen)
-        return chosen if budget is None else chosen[:budget]
+    def select(self, context: SelectionContext, budget: int | None, rng: np.random.Generator) -> list[int]:
+        """Chosen candidate indices in release order (every candidate, in random order, without a budget
+        for strategies that rank rather than cut)."""
+        budget = context.n if budget is None else min(budget, context.n)
+        if context.n == 0 or budget == 0:
+            return []
+        return [int(i) for i in self.select_fn(context, budget, rng)]
 
 
-STRATEGIES: dict[str, SelectionStrategy] = {s.name: s for s in (RandomSelection(),)}
+def _eligible(context: SelectionContext) -> np.ndarray:
+    """Items whose separability reaches the threshold (undefined separability never does)."""
+    deltas = context.deltas
+    return np.flatnonzero(np.nan_to_num(deltas, nan=-np.inf) >= context.param("threshold"))
 
 
-def get_strategy(name: str) -> SelectionStrategy:
+def _within(context: SelectionContext, index: np.ndarray, budget: int, rng, how: str) -> np.ndarray:
+    if index.size == 0:
+        raise ValueError(f"no item has separability >= {context.param('threshold')}; lower the threshold")
+    sub = SelectionContext(index.size, lambda: context.vectors[index], None, context.params)
+    if how == "diffuse":
+        return index[sampling.diffuse_selection(sub.tree, min(budget, index.size))]
+    return index[sampling.random_selection(index.size, budget, rng)]
+
+
+def _weighted(context: SelectionContext, budget: int, rng) -> np.ndarray:
+    weights = sampling.separability_weight(np.nan_to_num(context.deltas, nan=0.0), context.param("T"),
+                                           context.param("alpha"), context.param("beta"))
+    return sampling.weighted_selection(weights, budget, rng)
+
+
+def _value_stratified(context: SelectionContext, budget: int, rng) -> np.ndarray:
+    defined = np.flatnonzero(~np.isnan(context.deltas))
+    return defined[sampling.value_stratified_selection(context.deltas[defined], budget, rng, context.param("bins"))]
+
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Strategy("random", "Random", "Items uniformly at random: the honest baseline.",
+             lambda c, b, rng: sampling.random_selection(c.n, b, rng)),
+    Strategy("stratified", "Cluster-stratified (recommended)",
+             "Random items spread over clusters of how the two systems' outputs differ, in proportion to "
+             "cluster size: as unbiased as random, with less variance.",
+             lambda c, b, rng: sampling.cluster_stratified_selection(c.tree, b, rng)),
+    Strategy("diffuse", "DiffUse (static)",
+             "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
+             "very different outputs; compare it with random in a simulation first.",
+             lambda c, b, rng: sampling.diffuse_selection(c.tree, b)),
+    Strategy("separability-weighted", "Separability-weighted",
+             "Random items with probability growing with separability (the sep-ELO logistic).", _weighted, True),
+    Strategy("separability-stratified", "Separability-stratified",
+             "Equal numbers of items from each of 4 equal-width separability bins.", _value_stratified, True),
+    Strategy("separability-threshold", "Separability threshold",
+             "Random items among those whose outputs are distinguishable (delta >= threshold).",
+             lambda c, b, rng: _within(c, _eligible(c), b, rng, "random"), True),
+    Strategy("diffuse-threshold", "DiffUse within the separable items",
+             "DiffUse over the items whose separability reaches the threshold.",
+             lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True),
+)}
+
+
+def get_strategy(name: str) -> Strategy:
     try:
         return STRATEGIES[name]
     except KeyError:
         raise ValueError(f"unknown selection method {name!r}; choose one of {sorted(STRATEGIES)}") from None
+
+
+def strategy_choices() -> Sequence[tuple[str, str]]:
+    return [(s.name, s.label) for s in STRATEGIES.values()]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from annotation import scheduling
-from selection.strategies import RandomSelection, get_strategy
+from selection.strategies import SelectionContext, get_strategy
 
 
 def test_random_schedule_gives_each_item_one_system_pair():
@@ -77,10 +78,10 @@ def test_plans_are_reproducible_from_the_seed():
 
 def test_random_selection_respects_the_budget_and_is_seeded():
     strategy = get_strategy("random")
-    assert isinstance(strategy, RandomSelection)
-    chosen = strategy.select(range(10), 4, random.Random(5))
+    context = SelectionContext(10)
+    chosen = strategy.select(context, 4, np.random.default_rng(5))
     assert len(chosen) == 4 == len(set(chosen)) and set(chosen) <= set(range(10))
-    assert chosen == strategy.select(range(10), 4, random.Random(5))
-    assert sorted(strategy.select(range(10), None, random.Random(5))) == list(range(10))
+    assert chosen == strategy.select(context, 4, np.random.default_rng(5))
+    assert sorted(strategy.select(context, None, np.random.default_rng(5))) == list(range(10))
     with pytest.raises(ValueError, match="unknown selection method"):
         get_strategy("oracle")
