@@ -69,6 +69,8 @@ class Strategy:
         budget = context.n if budget is None else min(budget, context.n)
         if context.n == 0 or budget == 0:
             return []
+        if context.n == 1:
+            return [0]
         return [int(i) for i in self.select_fn(context, budget, rng)]
 
 
@@ -81,6 +83,8 @@ def _eligible(context: SelectionContext) -> np.ndarray:
 def _within(context: SelectionContext, index: np.ndarray, budget: int, rng, how: str) -> np.ndarray:
     if index.size == 0:
         raise ValueError(f"no item has separability >= {context.param('threshold')}; lower the threshold")
+    if index.size <= budget:
+        return rng.permutation(index)
     sub = SelectionContext(index.size, lambda: context.vectors[index], None, context.params)
     if how == "diffuse":
         return index[sampling.diffuse_selection(sub.tree, min(budget, index.size))]

@@ -1,0 +1,84 @@
+"""Every strategy through the ORM: chosen items, stored runs, reproducibility, and the select command."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation import services as annotation_services
+from selection import services
+from selection.models import SelectionRun
+from selection.strategies import STRATEGIES
+from tests.conftest import study_jsonl
+
+
+@pytest.fixture
+def varied_study(researcher):
+    """Eight items whose two systems differ in varied ways, K = 2."""
+    words = ["market", "falcon", "ferry", "library", "bakery", "river", "solar", "museum"]
+    lines = []
+    for i, w in enumerate(words):
+        lines.append(json.dumps({"id": f"v{i}", "input": f"About the {w}.", "outputs": {
+            "a": [f"The {w} opened on Monday.", f"On Monday the {w} opened."],
+            "b": [f"The {w} opened." if i % 2 else f"Nothing about {words[i - 1]} here.", f"A {w} story {i}."]}}))
+    return annotation_services.do_create_study(researcher, "varied", ("\n".join(lines) + "\n").encode(), "v.jsonl")
+
+
+@pytest.mark.parametrize("method", sorted(STRATEGIES))
+def test_every_strategy_chooses_reproducibly_among_the_candidates(varied_study, method):
+    comparison = varied_study.comparisons.get()
+    params = {"metric": "rouge1", "threshold": 0.0}
+    chosen, run = services.run_selection(varied_study, comparison, method, 4, seed=11, params=params)
+    again, _ = services.run_selection(varied_study, comparison, method, 4, seed=11, params=params)
+    ids = [i.external_id for i in chosen]
+    assert 1 <= len(ids) <= 4 and len(set(ids)) == len(ids)
+    assert set(ids) <= {f"v{i}" for i in range(8)}
+    assert ids == [i.external_id for i in again]
+    assert (run.method, run.seed, run.budget, run.items, run.params, run.candidates) == (
+        method, 11, 4, ids, params, 8)
+
+
+def test_the_threshold_keeps_only_separable_items(varied_study):
+    comparison = varied_study.comparisons.get()
+    [sep_run] = services.compute_separability(varied_study, "rouge1")
+    deltas = dict(sep_run.items.values_list("item__external_id", "delta"))
+    cut = sorted(deltas.values())[4]
+    chosen, _ = services.run_selection(varied_study, comparison, "separability-threshold", 8, 1,
+                                       {"metric": "rouge1", "threshold": cut})
+    assert {i.external_id for i in chosen} == {k for k, d in deltas.items() if d >= cut}
+
+
+def test_the_plan_uses_the_studys_strategy_and_budget(varied_study):
+    annotation_services.do_update_settings(varied_study, {"selection_method": "stratified", "budget": 3}, None)
+    assert varied_study.tasks.count() == 3
+    run = SelectionRun.objects.filter(study=varied_study, method="stratified").latest("id")
+    assert sorted(run.items) == sorted(varied_study.tasks.values_list("item__external_id", flat=True))
+
+
+def test_the_select_command_prints_and_stores_runs(varied_study):
+    out = StringIO()
+    call_command("select", "--study", "varied", "--method", "diffuse", "--budget", "3", "--seed", "5", "--json",
+                 stdout=out)
+    [run] = json.loads(out.getvalue())
+    assert run["method"] == "diffuse" and len(run["items"]) == 3 and run["seed"] == 5
+    assert SelectionRun.objects.get(pk=run["id"]).items == run["items"]
+
+
+def test_select_apply_rebuilds_the_plan(varied_study):
+    call_command("select", "--study", "varied", "--method", "random", "--budget", "2", "--apply", stdout=StringIO())
+    varied_study.refresh_from_db()
+    assert (varied_study.selection_method, varied_study.budget, varied_study.tasks.count()) == ("random", 2, 2)
+
+
+def test_select_reports_impossible_requests(varied_study, researcher):
+    with pytest.raises(CommandError, match="no item has separability >= 5.0"):
+        call_command("select", "--study", "varied", "--method", "separability-threshold", "--metric", "rouge1",
+                     "--threshold", "5")
+    single = annotation_services.do_create_study(researcher, "k1", study_jsonl(3, k=1), "k.jsonl")
+    with pytest.raises(CommandError, match="undefined for every item"):
+        call_command("select", "--study", single.name, "--method", "separability-weighted", "--metric", "rouge1")
+    with pytest.raises(CommandError, match="--budget must be at least 1"):
+        call_command("select", "--study", "varied", "--method", "random", "--budget", "0")
