@@ -23,7 +23,8 @@ class Command(BaseCommand):
         parser.add_argument("--threshold", type=float, default=DEFAULT_PARAMS["threshold"],
                             help="Separability threshold for the threshold strategies.")
         parser.add_argument("--json", action="store_true", help="Print the runs as JSON.")
-        parser.add_argument("--apply", action="store_true", help="Make this the study's selection and rebuild its plan.")
+        parser.add_argument("--apply", action="store_true",
+                            help="Make this the study's selection and rebuild its plan.")
 
     def handle(self, *args, **options):
         study = get_study(options["study"])

@@ -1,0 +1,157 @@
+import json
+import sys
+
+import numpy as np
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.management.commands._common import get_study, read_file
+from selection import services
+from selection.core.simulation import Pool, draw_pools, iterative_report, success_rates
+from selection.strategies import STRATEGIES, SelectionContext, get_strategy
+
+DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/README.md for why
+
+
+class Command(BaseCommand):
+    help = ("Benchmark selection methods on a study without raters: given an oracle preference per item "
+            "(JSONL lines {\"item\": ID, \"winner\": SYSTEM | \"tie\"}), draw 80 %% pools per seed and report how often "
+            "each method's sample majority names the pool's winner, per budget, with random as the baseline. "
+            "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", required=True, help="Study name.")
+        parser.add_argument("--oracle", required=True, help="JSONL file of {\"item\", \"winner\"}.")
+        parser.add_argument("--method", default="default",
+                            help="Comma-separated: default, diffuse-iterative, " + ", ".join(sorted(STRATEGIES)))
+        parser.add_argument("--pair", help="SYSTEM_A,SYSTEM_B when the study compares several system pairs.")
+        parser.add_argument("--budgets", default="5,10,20,50,100", help="Comma-separated budgets N.")
+        parser.add_argument("--seeds", type=int, default=10, help="Number of random pools.")
+        parser.add_argument("--seed", type=int, default=0, help="Base seed.")
+        parser.add_argument("--risk", type=float, default=0.1, help="Iterative: risk threshold p.")
+        parser.add_argument("--min", type=int, default=5, dest="min_n", help="Iterative: initial clusters n.")
+        parser.add_argument("--budget", type=int, default=200, help="Iterative: annotation budget b.")
+        parser.add_argument("--metric", default="cosine", help="Separability metric for separability strategies.")
+        parser.add_argument("--threshold", type=float, default=0.2, help="Separability threshold.")
+        parser.add_argument("--plot", help="Write the success-vs-budget plot to this .png or .svg file.")
+        parser.add_argument("--json", action="store_true", help="Print a JSON document.")
+
+    def handle(self, *args, **o):
+        study = get_study(o["study"])
+        comparison = self._comparison(study, o["pair"])
+        try:
+            budgets = [int(b) for b in o["budgets"].split(",")]
+        except ValueError:
+            raise CommandError(f"--budgets must be comma-separated whole numbers, not {o['budgets']!r}") from None
+        methods = [m.strip() for m in o["method"].split(",") if m.strip()]
+        for m in methods:
+            if m not in ("default", "diffuse-iterative") and m not in STRATEGIES:
+                raise CommandError(f"unknown method {m!r}; choose from default, diffuse-iterative, "
+                                   + ", ".join(sorted(STRATEGIES)))
+        items, labels = self._oracle(study, comparison, o["oracle"])
+        if len(items) < 10:
+            raise CommandError(f"only {len(items)} items have an oracle label; a simulation needs at least 10")
+        params = {"metric": o["metric"], "threshold": o["threshold"]}
+        context = services.selection_context(study, comparison, items, params)
+        uses_sep = any(m in STRATEGIES and STRATEGIES[m].uses_separability for m in methods)
+        deltas = context.deltas if uses_sep else None
+        pools = draw_pools(context.vectors, labels, o["seeds"], seed=o["seed"], delta=deltas)
+        static = {"random": "random"} | {m: (DEFAULT_METHOD if m == "default" else m)
+                                        for m in methods if m != "diffuse-iterative"}
+        rates = success_rates(pools, {m: self._method(s, params) for m, s in static.items()}, budgets, seed=o["seed"])
+        document = {
+            "study": study.name, "system_a": comparison.system_a.name, "system_b": comparison.system_b.name,
+            "items": len(items), "pool_fraction": 0.8, "seeds": o["seeds"], "budgets": budgets,
+            "default_method": DEFAULT_METHOD, "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
+        }
+        if "diffuse-iterative" in methods:
+            report = iterative_report(pools, risk=o["risk"], min_n=o["min_n"], budget=o["budget"])
+            document["iterative"] = {"risk": o["risk"], "min": o["min_n"], "budget": o["budget"],
+                                     "success": report.success, "error": report.error,
+                                     "inconclusive": report.inconclusive, "mean_annotations": report.mean_annotations}
+        if o["plot"]:
+            self._plot(rates, budgets, o["plot"], document)
+        if o["json"]:
+            self.stdout.write(json.dumps(document, indent=2))
+            return
+        self.stdout.write(f"{document['system_a']} vs {document['system_b']}: {len(items)} items with an oracle, "
+                          f"{o['seeds']} pools of 80 %")
+        self.stdout.write("method".ljust(26) + "".join(f"N={b}".rjust(8) for b in budgets))
+        for m, by_budget in rates.items():
+            self.stdout.write(m.ljust(26) + "".join(f"{by_budget[b]:8.2f}" for b in budgets))
+        if "iterative" in document:
+            it = document["iterative"]
+            self.stdout.write(f"diffuse-iterative (p={it['risk']}, min {it['min']}, budget {it['budget']}): success "
+                              f"{it['success']:.2f}, error {it['error']:.2f} (promised <= {it['risk']}), "
+                              f"inconclusive {it['inconclusive']:.2f}, mean annotations {it['mean_annotations']:.1f}")
+
+    def _comparison(self, study, pair):
+        comparisons = list(study.comparisons.select_related("system_a", "system_b"))
+        if pair:
+            wanted = [p.strip() for p in pair.split(",")]
+            for c in comparisons:
+                if sorted(wanted) == sorted([c.system_a.name, c.system_b.name]):
+                    return c
+            raise CommandError(f"the study does not compare {pair!r}; its pairs: "
+                               + "; ".join(f"{c.system_a.name},{c.system_b.name}" for c in comparisons))
+        if len(comparisons) != 1:
+            raise CommandError("the study compares several system pairs; choose one with --pair A,B")
+        return comparisons[0]
+
+    def _oracle(self, study, comparison, path):
+        names = {comparison.system_a.name: "a", comparison.system_b.name: "b", "tie": "tie"}
+        by_id = {i.external_id: i for i in study.items.order_by("position")}
+        problems, labels = [], {}
+        for number, raw in enumerate(read_file(path).decode("utf-8", "replace").splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+                item, winner = str(line["item"]), line["winner"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                problems.append(f"line {number}: expected a JSON object with 'item' and 'winner'")
+                continue
+            if item not in by_id:
+                problems.append(f"line {number}, field 'item': unknown item {item!r}")
+            elif winner not in names:
+                problems.append(f"line {number}, field 'winner': must be {comparison.system_a.name!r}, "
+                                f"{comparison.system_b.name!r} or 'tie', not {winner!r}")
+            elif item in labels:
+                problems.append(f"line {number}, field 'item': {item!r} appears twice")
+            else:
+                labels[item] = names[winner]
+        if problems:
+            raise CommandError(f"{path} has problems:\n" + "\n".join(problems[:200]))
+        items = [by_id[i] for i in by_id if i in labels]
+        return items, np.array([labels[i.external_id] for i in items])
+
+    @staticmethod
+    def _method(name, params):
+        strategy = get_strategy(name)
+
+        def run(pool: Pool, budget: int, rng) -> np.ndarray:
+            context = SelectionContext(len(pool.oracle), lambda: pool.x, lambda metric: pool.delta, params)
+            return np.array(strategy.select(context, budget, rng), dtype=np.int64)
+
+        return run
+
+    def _plot(self, rates, budgets, path, document):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for m, by_budget in rates.items():
+            ax.plot(budgets, [by_budget[b] for b in budgets], marker="o", label=m)
+        ax.set_xlabel("budget N")
+        ax.set_ylabel("success rate")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"{document['system_a']} vs {document['system_b']} ({document['seeds']} pools)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        try:
+            fig.savefig(path)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot write the plot to {path}: {exc}") from None
+        print(f"plot: {path}", file=sys.stderr)

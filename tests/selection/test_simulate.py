@@ -1,0 +1,74 @@
+"""The simulate command on a study with an oracle file."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation import services as annotation_services
+
+
+@pytest.fixture
+def oracle_study(researcher, tmp_path):
+    topics = ["market", "falcon", "ferry", "library", "bakery", "river", "solar", "museum", "hedgehog", "flood",
+              "vaccine", "sunset", "climate", "interest", "leaves", "fire"]
+    lines, oracle = [], []
+    for i, t in enumerate(topics):
+        lines.append(json.dumps({"id": f"t{i}", "input": f"Tell me about the {t}.", "outputs": {
+            "good": [f"A careful answer about the {t}.", f"A precise account of the {t}."],
+            "poor": [f"Something about a {t}?", f"{t}."]}}))
+        oracle.append(json.dumps({"item": f"t{i}", "winner": "good" if i % 5 else "poor"}))
+    study = annotation_services.do_create_study(researcher, "oracle", ("\n".join(lines) + "\n").encode(), "o.jsonl")
+    path = tmp_path / "oracle.jsonl"
+    path.write_text("\n".join(oracle) + "\n")
+    return study, path
+
+
+def test_simulate_reports_every_method_with_random_as_baseline(oracle_study, tmp_path):
+    study, path = oracle_study
+    out = StringIO()
+    plot = tmp_path / "plot.svg"
+    call_command("simulate", "--study", "oracle", "--oracle", str(path), "--method", "default,diffuse,diffuse-iterative",
+                 "--budgets", "3,6", "--seeds", "6", "--plot", str(plot), "--json", stdout=out)
+    document = json.loads(out.getvalue())
+    assert set(document["success"]) == {"random", "default", "diffuse"}
+    assert set(document["success"]["random"]) == {"3", "6"}
+    assert all(0.0 <= r <= 1.0 for by_budget in document["success"].values() for r in by_budget.values())
+    iterative = document["iterative"]
+    assert iterative["success"] + iterative["error"] + iterative["inconclusive"] == pytest.approx(1.0)
+    assert iterative["mean_annotations"] >= 5
+    assert document["items"] == 16 and plot.read_text().startswith("<?xml")
+
+
+def test_the_simulation_is_reproducible(oracle_study):
+    study, path = oracle_study
+    runs = []
+    for _ in range(2):
+        out = StringIO()
+        call_command("simulate", "--study", "oracle", "--oracle", str(path), "--method", "stratified",
+                     "--budgets", "4", "--seeds", "5", "--json", stdout=out)
+        runs.append(json.loads(out.getvalue())["success"])
+    assert runs[0] == runs[1]
+
+
+def test_a_bad_oracle_file_is_reported_with_line_numbers(oracle_study, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"item": "t0", "winner": "good"}\n{"item": "nope", "winner": "good"}\n'
+                   '{"item": "t1", "winner": "gpt"}\nnot json\n')
+    with pytest.raises(CommandError) as exc:
+        call_command("simulate", "--study", "oracle", "--oracle", str(bad))
+    message = str(exc.value)
+    assert "line 2, field 'item': unknown item 'nope'" in message
+    assert "line 3, field 'winner': must be 'good', 'poor' or 'tie', not 'gpt'" in message
+    assert "line 4: expected a JSON object" in message
+
+
+def test_unknown_methods_and_pairs_are_refused(oracle_study):
+    study, path = oracle_study
+    with pytest.raises(CommandError, match="unknown method 'magic'"):
+        call_command("simulate", "--study", "oracle", "--oracle", str(path), "--method", "magic")
+    with pytest.raises(CommandError, match="does not compare"):
+        call_command("simulate", "--study", "oracle", "--oracle", str(path), "--pair", "good,great")
