@@ -31,8 +31,9 @@ def test_simulate_reports_every_method_with_random_as_baseline(oracle_study, tmp
     study, path = oracle_study
     out = StringIO()
     plot = tmp_path / "plot.svg"
-    call_command("simulate", "--study", "oracle", "--oracle", str(path), "--method", "default,diffuse,diffuse-iterative",
-                 "--budgets", "3,6", "--seeds", "6", "--plot", str(plot), "--json", stdout=out)
+    call_command("simulate", "--study", "oracle", "--oracle", str(path),
+                 "--method", "default,diffuse,diffuse-iterative", "--budgets", "3,6", "--seeds", "6",
+                 "--plot", str(plot), "--json", stdout=out)
     document = json.loads(out.getvalue())
     assert set(document["success"]) == {"random", "default", "diffuse"}
     assert set(document["success"]["random"]) == {"3", "6"}

@@ -14,8 +14,8 @@ DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/READM
 
 class Command(BaseCommand):
     help = ("Benchmark selection methods on a study without raters: given an oracle preference per item "
-            "(JSONL lines {\"item\": ID, \"winner\": SYSTEM | \"tie\"}), draw 80 %% pools per seed and report how often "
-            "each method's sample majority names the pool's winner, per budget, with random as the baseline. "
+            "(JSONL lines {\"item\": ID, \"winner\": SYSTEM | \"tie\"}), draw 80 %% pools per seed and report "
+            "how often each method's sample majority names the pool's winner, per budget, with random as the baseline. "
             "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations.")
 
     def add_arguments(self, parser):
@@ -61,7 +61,8 @@ class Command(BaseCommand):
         document = {
             "study": study.name, "system_a": comparison.system_a.name, "system_b": comparison.system_b.name,
             "items": len(items), "pool_fraction": 0.8, "seeds": o["seeds"], "budgets": budgets,
-            "default_method": DEFAULT_METHOD, "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
+            "default_method": DEFAULT_METHOD,
+            "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
         if "diffuse-iterative" in methods:
             report = iterative_report(pools, risk=o["risk"], min_n=o["min_n"], budget=o["budget"])
