@@ -3,7 +3,8 @@ from __future__ import annotations
 from django import forms
 
 from annotation.models import Study
-from annotation.services import PLAN_FIELDS
+from annotation.services import ITERATIVE, PLAN_FIELDS
+from selection.core.separability import METRICS
 from selection.strategies import STRATEGIES
 
 
@@ -33,7 +34,7 @@ class StudySettingsForm(forms.ModelForm):
         fields = [
             "elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
             "instructions", "pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
-            "selection_method", "budget", "seed",
+            "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n",
         ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
 
@@ -43,7 +44,11 @@ class StudySettingsForm(forms.ModelForm):
         self.fields["baseline"].queryset = self.instance.systems.all()
         self.fields["pairs_per_assignment"].widget.attrs.update(min=1, max=50)
         self.fields["raters_per_item"].widget.attrs.update(min=1, max=100)
-        self.fields["selection_method"].choices = [(s.name, s.label) for s in STRATEGIES.values()]
+        self.fields["selection_method"].choices = [*((s.name, s.label) for s in STRATEGIES.values()),
+                                                   (ITERATIVE, "DiffUse, iterative with live stopping")]
+        self.fields["separability_metric"] = forms.ChoiceField(
+            choices=[(m, m) for base in METRICS for m in (base, f"{base}-la")],
+            help_text=self.fields["separability_metric"].help_text)
         self.fields["explicit_pairs"].choices = [
             (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1:]
         ]

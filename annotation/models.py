@@ -94,6 +94,19 @@ class Study(models.Model):
         null=True, blank=True, help_text="Items per system pair to send to raters; empty means every item."
     )
     seed = models.BigIntegerField(default=new_seed)
+    separability_metric = models.CharField(
+        max_length=20, default="cosine", help_text="For separability strategies: cosine, rouge1, bleu, or -la forms."
+    )
+    separability_threshold = models.FloatField(
+        default=0.2, help_text="Threshold strategies keep items whose separability reaches this (0 to 1)."
+    )
+    risk = models.FloatField(
+        default=0.1, validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
+        help_text="Iterative DiffUse stops once the hypergeometric risk of a wrong winner is at most this.",
+    )
+    min_n = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1)], help_text="Iterative DiffUse: representatives judged first."
+    )
 
     open_link_enabled = models.BooleanField(default=False)
     open_link_nonce = models.CharField(max_length=32, default=new_nonce)

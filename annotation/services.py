@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
@@ -31,11 +31,15 @@ from annotation.models import (
     TaskPair,
     text_hash,
 )
+from selection import live as selection_live
 from selection import services as selection_services
 
 # Fields of Study that shape the comparison plan; frozen once raters have started.
 PLAN_FIELDS = ("pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
-               "selection_method", "budget", "seed")
+               "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n")
+
+
+ITERATIVE = "diffuse-iterative"
 
 
 class ServiceError(Exception):
@@ -109,33 +113,47 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
     for dropped in existing.values():
         dropped.delete()
     items = list(study.items.all())
-    counts: dict[tuple[int, int], int] = {
-        (row["item_id"], row["system_id"]): row["k"]
-        for row in Generation.objects.filter(item__study=study).values("item_id", "system_id").annotate(k=Count("id"))
-    }
     rng = random.Random(study.seed)
     units = scheduling.candidate_units(len(items), len(comparisons), study.scheduling, rng)
     per_comparison: dict[int, list[scheduling.Unit]] = {}
+    position_of = {item.pk: i for i, item in enumerate(items)}
     for c, comparison in enumerate(comparisons):
-        candidates = [u.item for u in units if u.comparison == c]
+        candidates = [items[u.item] for u in units if u.comparison == c]
         try:
-            chosen, _ = selection_services.run_selection(
-                study, comparison, study.selection_method, study.budget, study.seed,
-                items=[items[i] for i in candidates],
-            )
+            if study.selection_method == ITERATIVE:
+                chosen = selection_live.start(study, comparison, candidates)
+            else:
+                params = {"metric": study.separability_metric, "threshold": study.separability_threshold}
+                chosen, _ = selection_services.run_selection(
+                    study, comparison, study.selection_method, study.budget, study.seed, params, items=candidates)
         except ValueError as exc:
             raise ServiceError(f"{comparison}: {exc}") from None
-        position_of = {item.pk: i for i, item in enumerate(items)}
         per_comparison[c] = [scheduling.Unit(position_of[item.pk], c) for item in chosen]
-    generations = {
-        (g.item_id, g.system_id, g.sample_index): g for g in Generation.objects.filter(item__study=study)
+    releases = [(items[u.item], comparisons[u.comparison]) for u in scheduling.interleave(per_comparison)]
+    return len(release_tasks(study, releases, rng))
+
+
+def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random) -> list[Task]:
+    """Create the rating tasks of (item, system pair) units, after the study's existing tasks: N sampled
+    output pairs each, with base display orders. Units that already have a task are skipped."""
+    if not releases:
+        return []
+    items = {item.pk for item, _ in releases}
+    counts: dict[tuple[int, int], int] = {
+        (row["item_id"], row["system_id"]): row["k"]
+        for row in Generation.objects.filter(item_id__in=items).values("item_id", "system_id").annotate(k=Count("id"))
     }
-    existing_pairs = {(p.generation_a_id, p.generation_b_id): p for p in Pair.objects.filter(item__study=study)}
-    task_pairs: list[TaskPair] = []
-    for position, unit in enumerate(scheduling.interleave(per_comparison)):
-        item, comparison = items[unit.item], comparisons[unit.comparison]
+    generations = {(g.item_id, g.system_id, g.sample_index): g for g in Generation.objects.filter(item_id__in=items)}
+    existing_pairs = {(p.generation_a_id, p.generation_b_id): p for p in Pair.objects.filter(item_id__in=items)}
+    have = set(Task.objects.filter(study=study, item_id__in=items).values_list("item_id", "comparison_id"))
+    position = (Task.objects.filter(study=study).aggregate(m=models.Max("position"))["m"] or -1) + 1
+    tasks, task_pairs = [], []
+    for item, comparison in releases:
+        if (item.pk, comparison.pk) in have:
+            continue
+        have.add((item.pk, comparison.pk))
         plan = scheduling.plan_task(
-            unit,
+            scheduling.Unit(0, 0),
             counts[(item.pk, comparison.system_a_id)],
             counts[(item.pk, comparison.system_b_id)],
             study.pairs_per_assignment,
@@ -143,6 +161,8 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
         )
         task = Task.objects.create(study=study, item=item, comparison=comparison,
                                    raters_required=study.raters_per_item, position=position)
+        position += 1
+        tasks.append(task)
         for index, ((ja, jb), a_first) in enumerate(zip(plan.pairs, plan.a_first, strict=True)):
             ga = generations[(item.pk, comparison.system_a_id, ja)]
             gb = generations[(item.pk, comparison.system_b_id, jb)]
@@ -151,7 +171,7 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
                 pair = existing_pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
             task_pairs.append(TaskPair(task=task, pair=pair, position=index, a_first=a_first))
     TaskPair.objects.bulk_create(task_pairs)
-    return sum(len(u) for u in per_comparison.values())
+    return tasks
 
 
 @transaction.atomic
@@ -324,7 +344,10 @@ def record_judgment(
         if previous is None:
             raise
         return Recorded(previous, False)
-    assignment.status = locked.status
+    if assignment.status != locked.status:
+        assignment.status = locked.status
+        # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
+        selection_live.on_assignment_completed(locked)
     return Recorded(judgment, True)
 
 

@@ -16,6 +16,7 @@ from annotation import exports, services
 from annotation.access import access_study, studies_for
 from annotation.formats import FormatError, check_size
 from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
+from selection.strategies import STRATEGIES
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -97,7 +98,7 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
             messages.success(request, "Settings saved.")
             return redirect(study)
     return render(request, "annotation/study_settings.html",
-                  {"study": study, "form": form, "started": started})
+                  {"study": study, "form": form, "started": started, "strategies": STRATEGIES.values()})
 
 
 @login_required

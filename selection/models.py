@@ -81,3 +81,26 @@ class SelectionRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} on {self.system_a} vs {self.system_b} ({len(self.items)} items)"
+
+
+class IterativeRun(models.Model):
+    """Iterative DiffUse (Algorithm 1) for one system pair, run live: the candidates and their Ward
+    linkage, computed once and stored; the algorithm's state is replayed from the judgments."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="iterative_runs")
+    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, related_name="iterative_run")
+    item_ids = models.JSONField(help_text="Candidate item primary keys, in tree order.")
+    linkage = models.BinaryField(help_text="(n - 1) x 4 float64 Ward linkage, little-endian.")
+    encoder = models.CharField(max_length=300)
+    risk = models.FloatField()
+    min_n = models.PositiveIntegerField()
+    budget = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=20, blank=True, help_text="'decided', 'inconclusive', or empty.")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"iterative DiffUse on {self.comparison}"
+
+    def linkage_matrix(self) -> np.ndarray:
+        n = len(self.item_ids)
+        return np.frombuffer(bytes(self.linkage), dtype="<f8").reshape(n - 1, 4)

@@ -1,0 +1,110 @@
+"""Iterative DiffUse live: a simulated rater judges what is released until the stopping rule stops
+the loop; the released items must be exactly those of Algorithm 1 run offline on the same tree."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from annotation import services as annotation_services
+from annotation.models import Assignment, Judgment, Task
+from selection import live
+from selection.core.diffuse import Dendrogram, IterativeDiffUse
+from selection.models import IterativeRun
+from selection.services import selection_context
+
+TOPICS = ["market", "falcon", "ferry", "library", "bakery", "river", "solar farm", "museum", "hedgehog", "flood",
+          "vaccine", "sunset", "climate", "interest rate", "autumn leaves", "kitchen fire", "bike share", "battery",
+          "sleep study", "lead sensor", "council vote", "bronze artefacts", "peregrine", "food bank"]
+STYLES = ["A short note on the {t}.", "Everything you need to know about the {t}, in detail.",
+          "The {t}: a story in three parts.", "Why the {t} matters to the town."]
+
+
+@pytest.fixture
+def iterative_study(researcher):
+    lines = []
+    for i, t in enumerate(TOPICS):
+        lines.append(json.dumps({"id": f"it{i:02d}", "input": f"Describe the {t}.", "outputs": {
+            "alpha": [STYLES[i % 4].format(t=t), STYLES[(i + 1) % 4].format(t=t)],
+            "beta": [f"{t}?", f"I do not know much about the {t}, sorry."]}}))
+    study = annotation_services.do_create_study(researcher, "live", ("\n".join(lines) + "\n").encode(), "l.jsonl")
+    annotation_services.do_update_settings(study, {
+        "selection_method": "diffuse-iterative", "risk": 0.05, "min_n": 3, "budget": 14,
+        "raters_per_item": 1, "pairs_per_assignment": 2}, None)
+    return study
+
+
+def oracle_of(external_id: str) -> str:
+    return "b" if int(external_id[2:]) % 4 == 0 else "a"  # alpha wins three items in four
+
+
+def judge_like_the_oracle(assignment: Assignment) -> None:
+    label = oracle_of(assignment.item.external_id)
+    for n, pair in enumerate(assignment.pairs.all()):
+        shown = "first" if (label == "a") == pair.a_shown_first else "second"
+        annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", choice=shown)
+
+
+def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_study):
+    run = IterativeRun.objects.get(study=iterative_study)
+    assert Task.objects.filter(study=iterative_study).count() == 3  # min_n representatives first
+
+    rater_number = 0
+    while True:
+        rater_number += 1
+        rater = annotation_services.do_create_rater_link(iterative_study, f"r{rater_number}")
+        assignment = annotation_services.do_start_assignment(rater)
+        if assignment is None:
+            break
+        judge_like_the_oracle(assignment)
+        assert rater_number < 40, "the loop should have stopped"
+
+    # The same algorithm offline, with the oracle as labels, on the stored tree.
+    items = [iterative_study.items.get(pk=pk) for pk in run.item_ids]
+    vectors = selection_context(iterative_study, run.comparison, items).vectors
+    offline = IterativeDiffUse(Dendrogram(vectors, run.linkage_matrix()), risk=0.05, min_n=3, budget=14)
+    while True:
+        for i in offline.to_annotate():
+            offline.record(i, oracle_of(items[i].external_id))
+        if not offline.advance():
+            break
+    released = list(Task.objects.filter(study=iterative_study).order_by("position")
+                    .values_list("item__external_id", flat=True))
+    assert released == [items[i].external_id for i in offline.released]
+
+    run.refresh_from_db()
+    assert run.outcome == offline.outcome
+    status = live.live_status(run)
+    assert status.state == offline.outcome and status.labelled == len(offline.labels)
+    if offline.outcome == "decided":
+        assert status.leader == "alpha" and status.risk <= 0.05
+    superseded = set(Judgment.objects.filter(study=iterative_study, superseded=True)
+                     .values_list("pair__item__external_id", flat=True))
+    assert superseded == {items[i].external_id for i in offline.superseded}
+
+
+def test_rater_preference_is_the_sign_of_the_rating_set():
+    assert live.rater_preference(["a", "a", "b"], [None] * 3) == "a"
+    assert live.rater_preference(["a", "b", "tie"], [None] * 3) == "tie"
+    assert live.rater_preference([None, None], [["b"], ["a", "b"]]) == "b"
+    assert live.rater_preference([None], [None]) is None
+
+
+def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study):
+    annotation_services.do_update_settings(iterative_study, {"raters_per_item": 2}, None)
+    run = IterativeRun.objects.get(study=iterative_study)
+    starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))
+              for n in ("x", "y", "z")]
+    first = starts[0]
+    assert len({a.task_id for a in starts}) == 3  # one rater on each representative first
+    judge_like_the_oracle(first)
+    assert live.item_labels(run.comparison) == {}
+    tasks_before = Task.objects.count()
+    second = annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, "w"))
+    assert second.task_id == first.task_id  # every task has one rater: the first open place comes next
+    judge_like_the_oracle(second)
+    assert live.item_labels(run.comparison) == {first.item_id: oracle_of(first.item.external_id)}
+    assert Task.objects.count() == tasks_before  # other representatives still wait for their judgments
+    assert np.isfinite(live.live_status(run).risk)
