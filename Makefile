@@ -17,9 +17,10 @@ $(VENV)/.installed: requirements.txt
 
 setup: $(VENV)/.installed  ## Create .venv and install requirements.txt
 
-run: setup  ## Migrate, load the demo study and serve http://$(HOST):$(PORT) (SQLite unless DATABASE_URL is set)
+run: setup  ## Migrate, load the demo, start the background worker and serve http://$(HOST):$(PORT) (SQLite by default)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py load_demo --base-url http://$(HOST):$(PORT)
+	$(PY) manage.py db_worker --no-reload & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
 test: setup  ## Run the whole test suite (browser tests need Chromium: `make browser`)

@@ -16,6 +16,7 @@ from annotation import exports, services
 from annotation.access import access_study, studies_for
 from annotation.formats import FormatError, check_size
 from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
+from selection import live as selection_live
 from selection.strategies import STRATEGIES
 
 
@@ -63,6 +64,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "n_judgments": study.judgments.count(),
         "rater_form": RaterLinkForm(),
         "upload_form": UploadForm(),
+        "live_statuses": selection_live.statuses(study),
     }
     return render(request, "annotation/study_detail.html", context)
 

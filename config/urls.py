@@ -9,5 +9,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/", include("annotation.api_urls")),
+    path("", include("selection.urls")),
     path("", include("annotation.urls")),
 ]

@@ -150,3 +150,12 @@ def live_status(run: IterativeRun) -> LiveStatus:
     state = {"decided": "decided", "inconclusive": "inconclusive"}.get(algorithm.outcome or "", "undecided")
     return LiveStatus(str(run.comparison), names.get(status.leader), status.k, status.n, status.ties, status.risk,
                       run.risk, state, len(algorithm.labels), len(algorithm.released), run.budget)
+
+
+def statuses(study: Study) -> list[LiveStatus]:
+    """The live status of every iterative system pair of the study (empty for other methods)."""
+    if study.selection_method != "diffuse-iterative":
+        return []
+    runs = IterativeRun.objects.filter(study=study).select_related("study", "comparison__system_a",
+                                                                   "comparison__system_b")
+    return [live_status(run) for run in runs]

@@ -104,3 +104,39 @@ class IterativeRun(models.Model):
     def linkage_matrix(self) -> np.ndarray:
         n = len(self.item_ids)
         return np.frombuffer(bytes(self.linkage), dtype="<f8").reshape(n - 1, 4)
+
+
+class Job(models.Model):
+    """A background computation (django-tasks) with progress the researcher's page polls."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=40)
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    message = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} for study {self.study_id}: {self.status}"
+
+    @property
+    def percent(self) -> int:
+        if self.status == self.Status.DONE:
+            return 100
+        return round(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)

@@ -1,0 +1,41 @@
+"""Background work. Runs on django-tasks: the database backend by default (`python manage.py
+db_worker`, started by `make run`), or any other django-tasks backend named by SEPLAB_TASKS_BACKEND
+(a Redis-backed queue such as django-tasks-rq for scale-out)."""
+
+from __future__ import annotations
+
+import traceback
+
+from django.utils import timezone
+from django_tasks import task
+
+from selection import services
+from selection.models import Job
+
+
+def start_separability_job(study, metric: str) -> Job:
+    """Record the job and queue it; the researcher's page polls its progress."""
+    services.parse_metric(metric)  # a bad metric is the caller's error, before anything is queued
+    job = Job.objects.create(study=study, kind="separability", params={"metric": metric})
+    run_separability.enqueue(job.pk)
+    return job
+
+
+@task()
+def run_separability(job_id: int) -> None:
+    job = Job.objects.select_related("study").get(pk=job_id)
+    job.status = Job.Status.RUNNING
+    job.message = "Embedding the outputs" if job.params["metric"].startswith("cosine") else "Computing similarities"
+    job.save(update_fields=["status", "message"])
+
+    def progress(done: int, total: int) -> None:
+        Job.objects.filter(pk=job_id).update(done=done, total=total)
+
+    try:
+        runs = services.compute_separability(job.study, job.params["metric"], progress=progress)
+    except Exception as exc:  # the job shows what went wrong instead of spinning forever
+        Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, finished=timezone.now(),
+                                             message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+        raise
+    Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(),
+                                         message=f"Separability computed for {len(runs)} system pair(s).")
