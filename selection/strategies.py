@@ -102,13 +102,26 @@ def _value_stratified(context: SelectionContext, budget: int, rng) -> np.ndarray
     return defined[sampling.value_stratified_selection(context.deltas[defined], budget, rng, context.param("bins"))]
 
 
+def _stratified(context: SelectionContext, budget: int, rng) -> np.ndarray:
+    """Cluster-stratified sampling over the items whose two outputs differ at all: an item whose
+    outputs are identical (zero difference vector) can only be judged a tie, so judging it is wasted."""
+    distinct = np.flatnonzero(np.linalg.norm(context.vectors, axis=1) > IDENTICAL)
+    if distinct.size < 2:
+        return sampling.random_selection(context.n, budget, rng)
+    sub = SelectionContext(distinct.size, lambda: context.vectors[distinct], None, context.params)
+    return distinct[sampling.cluster_stratified_selection(sub.tree, min(budget, distinct.size), rng)]
+
+
+IDENTICAL = 1e-6  # difference-vector norm below which two outputs embed identically
+
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("random", "Random", "Items uniformly at random: the honest baseline.",
              lambda c, b, rng: sampling.random_selection(c.n, b, rng)),
     Strategy("stratified", "Cluster-stratified (recommended)",
              "Random items spread over clusters of how the two systems' outputs differ, in proportion to "
-             "cluster size: as unbiased as random, with less variance.",
-             lambda c, b, rng: sampling.cluster_stratified_selection(c.tree, b, rng)),
+             "cluster size, skipping items whose two outputs are identical: as unbiased as random, with less "
+             "variance. Measured on real data it is never worse than random (see bench/README.md).",
+             _stratified),
     Strategy("diffuse", "DiffUse (static)",
              "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
              "very different outputs; compare it with random in a simulation first.",

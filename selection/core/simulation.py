@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_linkage
+from selection.core.stopping import stopping_status
 
 
 def majority(labels: Sequence[str]) -> str | None:
@@ -82,6 +83,36 @@ class IterativeReport:
     risk: float
 
 
+def _report(outcomes: list[str], annotations: list[int], risk: float) -> IterativeReport:
+    n = len(outcomes)
+    return IterativeReport(outcomes.count("success") / n, outcomes.count("error") / n,
+                           outcomes.count("inconclusive") / n, float(np.mean(annotations)), risk)
+
+
+def iterative_random_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200,
+                            step: int = 2, seed: int = 0) -> IterativeReport:
+    """The random baseline for Algorithm 1: the same stopping rule over items drawn at random —
+    ``min_n`` first, then ``step`` more at a time (DiffUse adds up to two per split)."""
+    outcomes, annotations = [], []
+    for s, pool in enumerate(pools):
+        n = len(pool.oracle)
+        order = np.random.default_rng([seed, s, 7919]).permutation(n)
+        taken = min(min_n, n)
+        while True:
+            labels = pool.oracle[order[:taken]]
+            status = stopping_status(int(np.sum(labels == "a")), int(np.sum(labels == "b")),
+                                     int(np.sum(labels == "tie")), n, risk)
+            if status.decided:
+                outcomes.append("success" if status.leader == pool.winner else "error")
+                break
+            if taken >= budget or taken >= n:
+                outcomes.append("inconclusive")
+                break
+            taken = min(taken + step, n)
+        annotations.append(taken)
+    return _report(outcomes, annotations, risk)
+
+
 def iterative_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200) -> IterativeReport:
     """Run Algorithm 1 on every pool with its oracle: the share of pools decided for the right winner
     (success), for the wrong one (error) and undecided within the budget (inconclusive), and the mean
@@ -99,6 +130,4 @@ def iterative_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, b
             outcomes.append("inconclusive")
         else:
             outcomes.append("success" if algorithm.winner == pool.winner else "error")
-    n = len(pools)
-    return IterativeReport(outcomes.count("success") / n, outcomes.count("error") / n,
-                           outcomes.count("inconclusive") / n, float(np.mean(annotations)), risk)
+    return _report(outcomes, annotations, risk)

@@ -41,6 +41,8 @@ def test_simulate_reports_every_method_with_random_as_baseline(oracle_study, tmp
     iterative = document["iterative"]
     assert iterative["success"] + iterative["error"] + iterative["inconclusive"] == pytest.approx(1.0)
     assert iterative["mean_annotations"] >= 5
+    baseline = document["iterative_random"]
+    assert baseline["success"] + baseline["error"] + baseline["inconclusive"] == pytest.approx(1.0)
     assert document["items"] == 16 and plot.read_text().startswith("<?xml")
 
 

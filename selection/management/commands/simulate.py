@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.management.commands._common import get_study, read_file
 from selection import services
-from selection.core.simulation import Pool, draw_pools, iterative_report, success_rates
+from selection.core.simulation import Pool, draw_pools, iterative_random_report, iterative_report, success_rates
 from selection.strategies import STRATEGIES, SelectionContext, get_strategy
 
 DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/README.md for why
@@ -65,10 +65,12 @@ class Command(BaseCommand):
             "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
         if "diffuse-iterative" in methods:
-            report = iterative_report(pools, risk=o["risk"], min_n=o["min_n"], budget=o["budget"])
-            document["iterative"] = {"risk": o["risk"], "min": o["min_n"], "budget": o["budget"],
-                                     "success": report.success, "error": report.error,
-                                     "inconclusive": report.inconclusive, "mean_annotations": report.mean_annotations}
+            settings = {"risk": o["risk"], "min_n": o["min_n"], "budget": o["budget"]}
+            for key, report in (("iterative", iterative_report(pools, **settings)),
+                                ("iterative_random", iterative_random_report(pools, seed=o["seed"], **settings))):
+                document[key] = {"risk": o["risk"], "min": o["min_n"], "budget": o["budget"],
+                                 "success": report.success, "error": report.error,
+                                 "inconclusive": report.inconclusive, "mean_annotations": report.mean_annotations}
         if o["plot"]:
             self._plot(rates, budgets, o["plot"], document)
         if o["json"]:
@@ -79,11 +81,13 @@ class Command(BaseCommand):
         self.stdout.write("method".ljust(26) + "".join(f"N={b}".rjust(8) for b in budgets))
         for m, by_budget in rates.items():
             self.stdout.write(m.ljust(26) + "".join(f"{by_budget[b]:8.2f}" for b in budgets))
-        if "iterative" in document:
-            it = document["iterative"]
-            self.stdout.write(f"diffuse-iterative (p={it['risk']}, min {it['min']}, budget {it['budget']}): success "
-                              f"{it['success']:.2f}, error {it['error']:.2f} (promised <= {it['risk']}), "
-                              f"inconclusive {it['inconclusive']:.2f}, mean annotations {it['mean_annotations']:.1f}")
+        for key, name in (("iterative", "diffuse-iterative"), ("iterative_random", "random-iterative")):
+            if key in document:
+                it = document[key]
+                self.stdout.write(
+                    f"{name} (p={it['risk']}, min {it['min']}, budget {it['budget']}): success {it['success']:.2f}, "
+                    f"error {it['error']:.2f} (promised <= {it['risk']}), inconclusive {it['inconclusive']:.2f}, "
+                    f"mean annotations {it['mean_annotations']:.1f}")
 
     def _comparison(self, study, pair):
         comparisons = list(study.comparisons.select_related("system_a", "system_b"))

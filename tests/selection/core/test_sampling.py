@@ -9,7 +9,14 @@ import pytest
 
 from selection.core import sampling
 from selection.core.diffuse import Dendrogram, ward_linkage
-from selection.core.simulation import Pool, draw_pools, iterative_report, majority, success_rates
+from selection.core.simulation import (
+    Pool,
+    draw_pools,
+    iterative_random_report,
+    iterative_report,
+    majority,
+    success_rates,
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +103,13 @@ def test_the_iterative_report_separates_success_error_and_inconclusive():
     level = Pool(x, np.array(["a", "b"] * 100))
     coin = iterative_report([level], risk=0.01, budget=20)
     assert coin.inconclusive == 1.0 and coin.success == 0.0
+
+
+def test_the_random_iterative_baseline_uses_the_same_stopping_rule():
+    x = np.random.default_rng(0).normal(size=(200, 4))
+    clear = iterative_random_report(draw_pools(x, np.array(["a"] * 200), seeds=3), risk=0.1, min_n=5)
+    # all-"a" votes: sf(k-1, 160, 80, k) <= 0.1 first at k = 4, so the first 5 items decide
+    assert (clear.success, clear.mean_annotations) == (1.0, 5.0)
+    coin = iterative_random_report([Pool(x, np.array(["a", "b"] * 100))], risk=0.01, budget=20)
+    # 5, 7, ..., 19 are below the budget of 20, so one more step of two is taken, as Algorithm 1 does
+    assert coin.inconclusive == 1.0 and coin.mean_annotations == 21
