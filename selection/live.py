@@ -18,7 +18,7 @@ from django.db.models import Count, F, Q
 
 from annotation.models import Assignment, Comparison, Item, Judgment, Study, Task
 from selection import embedding
-from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_linkage
+from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_tree
 from selection.models import IterativeRun
 from selection.services import selection_context
 
@@ -30,9 +30,12 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
     if len(items) < 2:
         raise ValueError("iterative DiffUse needs at least two candidate items")
     vectors = selection_context(study, comparison, items).vectors
-    z = ward_linkage(vectors)
+    tree = ward_tree(vectors, seed=study.seed)
+    exact = tree.n == tree.n_items
+    groups = [] if exact else [tree.members(leaf).tolist() for leaf in range(tree.n)]
     run, _ = IterativeRun.objects.update_or_create(comparison=comparison, defaults={
-        "study": study, "item_ids": [i.pk for i in items], "linkage": z.astype("<f8").tobytes(),
+        "study": study, "item_ids": [i.pk for i in items], "linkage": tree.z.astype("<f8").tobytes(),
+        "leaf_groups": groups,
         "encoder": embedding.encoder_name(), "risk": study.risk, "min_n": study.min_n,
         "budget": study.budget or DEFAULT_BUDGET, "outcome": "",
     })
@@ -41,7 +44,8 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
 
 
 def _algorithm(run: IterativeRun, vectors: np.ndarray) -> IterativeDiffUse:
-    tree = Dendrogram(vectors, run.linkage_matrix())
+    groups = [np.array(g, dtype=np.int64) for g in run.leaf_groups] or None
+    tree = Dendrogram(vectors, run.linkage_matrix(), groups)
     return IterativeDiffUse(tree, risk=run.risk, min_n=run.min_n, budget=run.budget)
 
 

@@ -90,7 +90,10 @@ class IterativeRun(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="iterative_runs")
     comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, related_name="iterative_run")
     item_ids = models.JSONField(help_text="Candidate item primary keys, in tree order.")
-    linkage = models.BinaryField(help_text="(n - 1) x 4 float64 Ward linkage, little-endian.")
+    linkage = models.BinaryField(help_text="(leaves - 1) x 4 float64 Ward linkage, little-endian.")
+    leaf_groups = models.JSONField(
+        default=list, blank=True, help_text="Two-stage trees: candidate indices of each leaf. Empty: one item per leaf."
+    )
     encoder = models.CharField(max_length=300)
     risk = models.FloatField()
     min_n = models.PositiveIntegerField()
@@ -102,8 +105,7 @@ class IterativeRun(models.Model):
         return f"iterative DiffUse on {self.comparison}"
 
     def linkage_matrix(self) -> np.ndarray:
-        n = len(self.item_ids)
-        return np.frombuffer(bytes(self.linkage), dtype="<f8").reshape(n - 1, 4)
+        return np.frombuffer(bytes(self.linkage), dtype="<f8").reshape(-1, 4)
 
 
 class Job(models.Model):

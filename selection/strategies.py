@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from selection.core import sampling
-from selection.core.diffuse import Dendrogram, ward_linkage
+from selection.core.diffuse import Dendrogram, ward_tree
 
 DEFAULT_PARAMS: dict[str, Any] = {"metric": "cosine", "threshold": 0.2, "T": 0.4, "alpha": 2.0, "beta": 6.0,
                                   "bins": 4}
@@ -43,7 +43,7 @@ class SelectionContext:
 
     @cached_property
     def tree(self) -> Dendrogram:
-        return Dendrogram(self.vectors, ward_linkage(self.vectors))
+        return ward_tree(self.vectors)
 
     @cached_property
     def deltas(self) -> np.ndarray:

@@ -35,19 +35,29 @@ def ward_linkage(x: np.ndarray) -> np.ndarray:
 class Dendrogram:
     """A Ward tree with O(1) access to any node's members (contiguous in the leaf order).
 
-    Nodes are numbered as in scipy: leaves 0..n-1, the merge in row r is node n + r.
+    Nodes are numbered as in scipy: leaves 0..n-1 (``n`` = number of leaves), the merge in row r is
+    node n + r. Normally every leaf is one item; a two-stage tree (``two_stage_tree``) has leaves that
+    are groups of items (``leaf_members``), and ``n_items`` counts the items.
     """
 
-    def __init__(self, x: np.ndarray, z: np.ndarray):
+    def __init__(self, x: np.ndarray, z: np.ndarray, leaf_members: list[np.ndarray] | None = None):
         self.x = np.asarray(x, dtype=np.float64)
         self.z = np.asarray(z)
-        self.n = self.x.shape[0]
-        if self.z.shape != (self.n - 1, 4):
-            raise ValueError(f"linkage of shape {self.z.shape} does not fit {self.n} items")
-        self.order = leaves_list(self.z)
+        self.n_items = self.x.shape[0]
+        self.n = self.z.shape[0] + 1
+        if leaf_members is None:
+            if self.n != self.n_items:
+                raise ValueError(f"linkage of shape {self.z.shape} does not fit {self.n_items} items")
+            leaf_members = [np.array([i]) for i in range(self.n)]
+        elif len(leaf_members) != self.n:
+            raise ValueError(f"{len(leaf_members)} leaf groups for a tree with {self.n} leaves")
+        leaf_order = leaves_list(self.z)
+        self.order = np.concatenate([np.asarray(leaf_members[leaf], dtype=np.int64) for leaf in leaf_order])
         n_nodes = 2 * self.n - 1
-        self.size = np.ones(n_nodes, dtype=np.int64)
-        self.size[self.n:] = self.z[:, 3].astype(np.int64)
+        self.size = np.zeros(n_nodes, dtype=np.int64)
+        self.size[: self.n] = [len(m) for m in leaf_members]
+        for row in range(self.n - 1):
+            self.size[self.n + row] = self.size[int(self.z[row, 0])] + self.size[int(self.z[row, 1])]
         self.start = np.zeros(n_nodes, dtype=np.int64)
         # leaves_list visits the left child (column 0) before the right one, so each node's members
         # are contiguous: left child starts where the parent starts, right child after the left.
@@ -89,7 +99,7 @@ class Dendrogram:
 
     def labels(self, k: int) -> np.ndarray:
         """Cluster label (1..k) of every item for the cut into k clusters (like fcluster)."""
-        out = np.zeros(self.n, dtype=np.int64)
+        out = np.zeros(self.n_items, dtype=np.int64)
         for label, node in enumerate(self.partition(k), start=1):
             out[self.members(node)] = label
         return out
@@ -105,6 +115,104 @@ class Dendrogram:
         with np.errstate(invalid="ignore", divide="ignore"):
             cosine = np.where(norms > 0, vectors @ mean / np.where(norms > 0, norms, 1.0), 0.0)
         return int(members[int(np.argmax(cosine))])
+
+
+def weighted_ward_linkage(centroids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Ward linkage of weighted points (a point of weight w stands for w identical items), in scipy's
+    format, by the nearest-neighbour-chain algorithm with Lance-Williams updates.
+
+    Initial Ward distances are d^2(i, j) = 2 w_i w_j / (w_i + w_j) |c_i - c_j|^2, so with unit weights
+    this is exactly ``scipy.cluster.hierarchy.linkage(x, "ward")``. Column 3 counts leaves, as scipy
+    requires (the weights only enter the distances).
+    """
+    c = np.asarray(centroids, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    m = c.shape[0]
+    if m < 2:
+        raise ValueError("Ward clustering needs at least two points")
+    sq_norm = np.einsum("ij,ij->i", c, c)
+    sq = np.maximum(sq_norm[:, None] + sq_norm[None, :] - 2.0 * c @ c.T, 0.0)
+    d2 = 2.0 * np.outer(w, w) / (w[:, None] + w[None, :]) * sq
+    np.fill_diagonal(d2, np.inf)
+    size = w.copy()
+    active = np.ones(m, dtype=bool)
+    merges: list[tuple[int, int, float]] = []
+    chain: list[int] = []
+    while len(merges) < m - 1:
+        if not chain:
+            chain.append(int(np.flatnonzero(active)[0]))
+        a = chain[-1]
+        row = d2[a]
+        b = int(np.argmin(row))
+        if len(chain) > 1 and row[chain[-2]] <= row[b]:
+            b = chain[-2]  # prefer the previous chain element on ties, or the chain can cycle
+        if len(chain) > 1 and b == chain[-2]:
+            chain.pop()
+            chain.pop()
+            dist2 = row[b]
+            merges.append((a, b, float(np.sqrt(dist2))))
+            na, nb = size[a], size[b]
+            with np.errstate(invalid="ignore"):
+                updated = ((na + size) * d2[a] + (nb + size) * d2[b] - size * dist2) / (na + nb + size)
+            updated[~active] = np.inf
+            d2[a, :] = updated
+            d2[:, a] = updated
+            d2[a, a] = np.inf
+            d2[b, :] = np.inf
+            d2[:, b] = np.inf
+            size[a] = na + nb
+            active[b] = False
+        else:
+            chain.append(b)
+    # The chain finds the same merges as the greedy algorithm in another order: sort by height and
+    # relabel clusters as scipy does.
+    order = sorted(range(len(merges)), key=lambda r: merges[r][2])
+    parent = list(range(m))
+    node_id = list(range(m))
+    leaves = [1] * m
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    z = np.zeros((m - 1, 4))
+    for r, index in enumerate(order):
+        i, j, height = merges[index]
+        ri, rj = find(i), find(j)
+        a, b = sorted((node_id[ri], node_id[rj]))
+        z[r] = (a, b, height, leaves[ri] + leaves[rj])
+        parent[rj] = ri
+        node_id[ri] = m + r
+        leaves[ri] += leaves[rj]
+    return z
+
+
+EXACT_WARD_LIMIT = 20_000
+
+
+def two_stage_tree(x: np.ndarray, n_centroids: int = 2000, seed: int = 0) -> Dendrogram:
+    """Approximate Ward for large n: mini-batch k-means to ``n_centroids`` groups, then size-weighted
+    Ward on the group means. Leaves are the groups; representatives are still chosen among items."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    x = np.asarray(x, dtype=np.float64)
+    kmeans = MiniBatchKMeans(n_clusters=min(n_centroids, x.shape[0]), random_state=seed, batch_size=4096,
+                             n_init=1, max_no_improvement=20).fit(x)
+    groups = [np.flatnonzero(kmeans.labels_ == g) for g in range(kmeans.n_clusters)]
+    groups = [g for g in groups if g.size]
+    centroids = np.stack([x[g].mean(axis=0) for g in groups])
+    z = weighted_ward_linkage(centroids, np.array([g.size for g in groups], dtype=np.float64))
+    return Dendrogram(x, z, groups)
+
+
+def ward_tree(x: np.ndarray, exact_limit: int = EXACT_WARD_LIMIT, seed: int = 0) -> Dendrogram:
+    """Exact Ward up to ``exact_limit`` items (SPEC §4 measurements), the two-stage approximation above."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[0] <= exact_limit:
+        return Dendrogram(x, ward_linkage(x))
+    return two_stage_tree(x, seed=seed)
 
 
 def static_selection(tree: Dendrogram, n_select: int) -> list[int]:
@@ -158,7 +266,7 @@ class IterativeDiffUse:
 
     def status(self) -> StoppingStatus:
         votes = [self.labels[i] for i in self.decision_items() if i in self.labels]
-        return stopping_status(votes.count("a"), votes.count("b"), votes.count("tie"), self.tree.n,
+        return stopping_status(votes.count("a"), votes.count("b"), votes.count("tie"), self.tree.n_items,
                                self.risk, self.ties_count_in_n)
 
     def advance(self) -> list[int]:
@@ -169,7 +277,7 @@ class IterativeDiffUse:
                 return []
             if self.status().decided:
                 self.outcome = "decided"
-            elif len(self.labels) >= self.budget or self.k >= self.tree.n:
+            elif len(self.labels) >= self.budget or self.k >= self.tree.n:  # n = leaves: nothing left to split
                 self.outcome = "inconclusive"
             else:
                 new = self._split()

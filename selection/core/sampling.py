@@ -46,7 +46,7 @@ def cluster_stratified_selection(tree: Dendrogram, budget: int, rng: np.random.G
     self-weighting, so the plain majority over it is an unbiased estimate of the pool's preference —
     unlike DiffUse's one-vote-per-cluster — while the clustering removes between-cluster variance.
     """
-    budget = min(budget, tree.n)
+    budget = min(budget, tree.n_items)
     strata = min(tree.n, n_strata or max(2, budget // 2))
     nodes = tree.partition(strata)
     counts = proportional_allocation(np.array([tree.size[node] for node in nodes]), budget)

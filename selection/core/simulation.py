@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_linkage
+from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_tree
 from selection.core.stopping import stopping_status
 
 
@@ -36,7 +36,7 @@ class Pool:
 
     @cached_property
     def tree(self) -> Dendrogram:
-        return Dendrogram(self.x, ward_linkage(self.x))
+        return ward_tree(self.x)
 
     @cached_property
     def winner(self) -> str | None:

@@ -7,6 +7,7 @@ import pytest
 from scipy.cluster.hierarchy import fcluster
 
 from selection.core import diffuse
+from selection.core.stopping import hypergeometric_risk
 
 
 @pytest.fixture
@@ -120,3 +121,43 @@ def test_a_clear_winner_stops_early_and_a_coin_flip_runs_out_of_budget():
     coin = diffuse.IterativeDiffUse(tree, risk=0.01, min_n=5, budget=20)
     run_with_oracle(coin, np.array(["a", "b"] * 150))
     assert coin.outcome == "inconclusive" and 20 <= len(coin.labels) <= 21
+
+
+def test_weighted_ward_with_unit_weights_is_scipys_ward(points):
+    exact = diffuse.ward_linkage(points)
+    ours = diffuse.weighted_ward_linkage(points, np.ones(len(points)))
+    np.testing.assert_allclose(ours[:, 2], exact[:, 2], rtol=1e-9)
+    np.testing.assert_array_equal(ours[:, 3], exact[:, 3])
+    for k in range(1, len(points)):
+        assert same_partition(fcluster(ours, k, "maxclust"), fcluster(exact, k, "maxclust")), k
+
+
+def test_a_weight_of_two_is_two_identical_points():
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(12, 4))
+    weights = rng.integers(1, 4, size=12)
+    duplicated = np.repeat(base, weights, axis=0)
+    ours = diffuse.weighted_ward_linkage(base, weights.astype(float))
+    exact = diffuse.ward_linkage(duplicated)
+    # merges of identical copies happen at height 0 in the duplicated tree; the rest must agree
+    np.testing.assert_allclose(np.sort(ours[:, 2]), np.sort(exact[:, 2])[-(len(base) - 1):], rtol=1e-9, atol=1e-12)
+
+
+def test_the_two_stage_tree_keeps_items_as_members_and_representatives():
+    x = np.random.default_rng(5).normal(size=(300, 6))
+    tree = diffuse.two_stage_tree(x, n_centroids=40, seed=1)
+    assert tree.n == 40 and tree.n_items == 300
+    assert sorted(tree.members(tree.root).tolist()) == list(range(300))
+    chosen = diffuse.static_selection(tree, 10)
+    labels = tree.labels(10)
+    assert len(chosen) == 10 and len({labels[i] for i in chosen}) == 10
+    algorithm = diffuse.IterativeDiffUse(tree, risk=0.1, min_n=5, budget=50)
+    run_with_oracle(algorithm, np.array(["a"] * 300))
+    status = algorithm.status()
+    assert algorithm.outcome == "decided" and status.risk == pytest.approx(hypergeometric_risk(300, status.n, status.k))
+
+
+def test_ward_tree_switches_to_two_stage_above_the_limit():
+    x = np.random.default_rng(6).normal(size=(60, 3))
+    assert diffuse.ward_tree(x, exact_limit=100).n == 60
+    assert diffuse.ward_tree(x, exact_limit=50).n < 60
