@@ -89,7 +89,10 @@ class Study(models.Model):
     pair_mode = models.CharField(max_length=20, choices=PairMode.choices, default=PairMode.ALL)
     baseline = models.ForeignKey("System", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     scheduling = models.CharField(max_length=20, choices=Scheduling.choices, default=Scheduling.RANDOM)
-    selection_method = models.CharField(max_length=40, default="random")
+    selection_method = models.CharField(
+        max_length=40, default="stratified",
+        help_text="Which items of each system pair raters see when a budget is set (see bench/README.md).",
+    )
     budget = models.PositiveIntegerField(
         null=True, blank=True, help_text="Items per system pair to send to raters; empty means every item."
     )

@@ -62,6 +62,9 @@ class Strategy:
     help: str
     select_fn: Callable[[SelectionContext, int, np.random.Generator], np.ndarray]
     uses_separability: bool = False
+    # A sampling strategy that is asked for every item selects every item: release them in random
+    # order without computing anything (no encoder for a study that sends all its items to raters).
+    takes_all_at_random: bool = False
 
     def select(self, context: SelectionContext, budget: int | None, rng: np.random.Generator) -> list[int]:
         """Chosen candidate indices in release order (every candidate, in random order, without a budget
@@ -71,6 +74,8 @@ class Strategy:
             return []
         if context.n == 1:
             return [0]
+        if budget >= context.n and self.takes_all_at_random:
+            return [int(i) for i in rng.permutation(context.n)]
         return [int(i) for i in self.select_fn(context, budget, rng)]
 
 
@@ -116,12 +121,12 @@ IDENTICAL = 1e-6  # difference-vector norm below which two outputs embed identic
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("random", "Random", "Items uniformly at random: the honest baseline.",
-             lambda c, b, rng: sampling.random_selection(c.n, b, rng)),
+             lambda c, b, rng: sampling.random_selection(c.n, b, rng), takes_all_at_random=True),
     Strategy("stratified", "Cluster-stratified (recommended)",
              "Random items spread over clusters of how the two systems' outputs differ, in proportion to "
              "cluster size, skipping items whose two outputs are identical: as unbiased as random, with less "
              "variance. Measured on real data it is never worse than random (see bench/README.md).",
-             _stratified),
+             _stratified, takes_all_at_random=True),
     Strategy("diffuse", "DiffUse (static)",
              "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
              "very different outputs; compare it with random in a simulation first.",
