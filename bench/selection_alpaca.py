@@ -33,8 +33,9 @@ METHODS = {
     "random": lambda pool, budget, rng: sampling.random_selection(len(pool.oracle), budget, rng),
     "diffuse": lambda pool, budget, rng: sampling.diffuse_selection(pool.tree, budget),
     "stratified-all": lambda pool, budget, rng: sampling.cluster_stratified_selection(pool.tree, budget, rng),
-    "stratified": lambda pool, budget, rng: np.array(
-        STRATEGIES["stratified"].select(SelectionContext(len(pool.oracle), lambda: pool.x), budget, rng)),
+    # the context (and so its Ward tree) is built once per pool, as one study builds it once
+    "stratified": lambda pool, budget, rng: np.array(STRATEGIES["stratified"].select(
+        pool.__dict__.setdefault("context", SelectionContext(len(pool.oracle), lambda: pool.x)), budget, rng)),
 }
 
 

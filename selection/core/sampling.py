@@ -21,14 +21,31 @@ def diffuse_selection(tree: Dendrogram, budget: int) -> np.ndarray:
     return np.array(static_selection(tree, budget), dtype=np.int64)
 
 
-def proportional_allocation(sizes: np.ndarray, budget: int) -> np.ndarray:
-    """Split ``budget`` draws over strata in proportion to their sizes (largest remainder), never more
-    than a stratum holds."""
+def proportional_allocation(sizes: np.ndarray, budget: int, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Split ``budget`` draws over strata in proportion to their sizes, never more than a stratum holds.
+
+    Without ``rng``: deterministic largest-remainder rounding. With ``rng``: randomised systematic
+    rounding of the fractional parts, so that every stratum's *expected* count is exactly
+    budget * size / total — every item then has the same inclusion probability budget / total and
+    the sample majority is unbiased (deterministic rounding favours some strata, which can flip a
+    near-even comparison).
+    """
     sizes = np.asarray(sizes, dtype=np.int64)
     budget = min(budget, int(sizes.sum()))
     quota = budget * sizes / sizes.sum()
     counts = np.minimum(np.floor(quota).astype(np.int64), sizes)
     remainder = quota - counts
+    if rng is not None:
+        extra = budget - int(counts.sum())
+        if extra:
+            # systematic sampling on the cumulative fractional parts: stratum h gets one more draw with
+            # probability remainder[h], and exactly ``extra`` strata get one
+            edges = np.cumsum(remainder)
+            points = rng.uniform(0.0, 1.0) + np.arange(extra)
+            # clip guards against the float sum of the fractions falling a hair short of ``extra``
+            hit = np.minimum(np.searchsorted(edges, points, side="right"), len(sizes) - 1)
+            np.add.at(counts, hit, 1)
+        return counts
     while counts.sum() < budget:
         open_ = counts < sizes
         best = np.flatnonzero(open_)[np.argmax(remainder[open_])]
@@ -49,7 +66,7 @@ def cluster_stratified_selection(tree: Dendrogram, budget: int, rng: np.random.G
     budget = min(budget, tree.n_items)
     strata = min(tree.n, n_strata or max(2, budget // 2))
     nodes = tree.partition(strata)
-    counts = proportional_allocation(np.array([tree.size[node] for node in nodes]), budget)
+    counts = proportional_allocation(np.array([tree.size[node] for node in nodes]), budget, rng)
     chosen = [rng.choice(tree.members(node), size=c, replace=False) for node, c in zip(nodes, counts, strict=True)
               if c > 0]
     selection = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
