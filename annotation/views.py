@@ -17,6 +17,7 @@ from annotation.access import access_study, studies_for
 from annotation.formats import FormatError, check_size
 from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
 from selection import live as selection_live
+from selection import services as selection_services
 from selection.strategies import STRATEGIES
 
 
@@ -65,6 +66,8 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "rater_form": RaterLinkForm(),
         "upload_form": UploadForm(),
         "live_statuses": selection_live.statuses(study),
+        "embedded": selection_services.embedding_coverage(study),
+        "embed_job": study.jobs.filter(kind="embed").first(),
     }
     return render(request, "annotation/study_detail.html", context)
 

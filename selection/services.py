@@ -27,6 +27,22 @@ def parse_metric(metric: str) -> tuple[str, bool]:
     return base, suffix == "la"
 
 
+def embedding_coverage(study: Study) -> tuple[int, int]:
+    """(distinct outputs already embedded with the study encoder, distinct outputs)."""
+    from selection.models import Embedding
+
+    hashes = Generation.objects.filter(item__study=study).values("text_hash").distinct()
+    done = Embedding.objects.filter(encoder=embedding.encoder_name(), text_hash__in=hashes).count()
+    return done, hashes.count()
+
+
+def embed_study(study: Study, progress: Progress | None = None) -> int:
+    """Embed every distinct output of the study (cached ones are skipped); returns how many there are."""
+    texts = list(dict.fromkeys(Generation.objects.filter(item__study=study).values_list("text", flat=True)))
+    embedding.embed_texts(texts, progress=progress)
+    return len(texts)
+
+
 def _samples(study: Study) -> dict[tuple[int, int], list[Generation]]:
     """Generations per (item id, system id), in sample order."""
     out: dict[tuple[int, int], list[Generation]] = {}

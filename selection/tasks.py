@@ -21,6 +21,37 @@ def start_separability_job(study, metric: str) -> Job:
     return job
 
 
+def start_embedding_job(study) -> Job:
+    job = Job.objects.create(study=study, kind="embed", message="Embedding the outputs")
+    run_embedding.enqueue(job.pk)
+    return job
+
+
+def _progress(job_id: int):
+    def progress(done: int, total: int) -> None:
+        Job.objects.filter(pk=job_id).update(done=done, total=total)
+
+    return progress
+
+
+def _fail(job_id: int, exc: Exception) -> None:
+    Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, finished=timezone.now(),
+                                         message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+
+
+@task()
+def run_embedding(job_id: int) -> None:
+    job = Job.objects.select_related("study").get(pk=job_id)
+    Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING)
+    try:
+        total = services.embed_study(job.study, progress=_progress(job_id))
+    except Exception as exc:  # the job shows what went wrong instead of spinning forever
+        _fail(job_id, exc)
+        raise
+    Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(),
+                                         message=f"All {total} distinct outputs are embedded.")
+
+
 @task()
 def run_separability(job_id: int) -> None:
     job = Job.objects.select_related("study").get(pk=job_id)
@@ -28,14 +59,10 @@ def run_separability(job_id: int) -> None:
     job.message = "Embedding the outputs" if job.params["metric"].startswith("cosine") else "Computing similarities"
     job.save(update_fields=["status", "message"])
 
-    def progress(done: int, total: int) -> None:
-        Job.objects.filter(pk=job_id).update(done=done, total=total)
-
     try:
-        runs = services.compute_separability(job.study, job.params["metric"], progress=progress)
+        runs = services.compute_separability(job.study, job.params["metric"], progress=_progress(job_id))
     except Exception as exc:  # the job shows what went wrong instead of spinning forever
-        Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, finished=timezone.now(),
-                                             message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+        _fail(job_id, exc)
         raise
     Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(),
                                          message=f"Separability computed for {len(runs)} system pair(s).")

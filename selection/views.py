@@ -72,6 +72,14 @@ def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def embedding_start(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    tasks.start_embedding_job(study)
+    return redirect(study)
+
+
+@login_required
 def job_progress(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     job = get_object_or_404(Job, pk=job_id, study=study)

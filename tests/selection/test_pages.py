@@ -98,3 +98,25 @@ def test_histogram_svg_counts_and_escapes():
     assert svg.count("<rect") == 2 and "2 items" in svg and "1 item<" in svg
     assert "&lt;delta&gt;" in svg and "<delta>" not in svg
     assert histogram_svg(np.array([np.nan])) == ""
+
+
+@pytest.mark.django_db(transaction=True)  # the worker closes connections, as in production
+def test_the_study_page_embeds_in_the_background_with_progress(researcher_client, study):
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert "0 of 24 distinct outputs are embedded" in page and "Embed the outputs now" in page
+    researcher_client.post(reverse("embedding_start", args=[study.pk]))
+    job = Job.objects.get(kind="embed")
+    assert "Waiting for the worker" in researcher_client.get(study.get_absolute_url()).content.decode() or job.active
+    run_worker()
+    job.refresh_from_db()
+    assert (job.status, job.done, job.total) == ("done", 24, 24)
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert "24 of 24 distinct outputs are embedded" in page and "Embed the outputs now" not in page
+
+
+def test_the_embed_study_command(study):
+    from io import StringIO
+
+    out = StringIO()
+    call_command("embed_study", "--study", "small", stdout=out, stderr=StringIO())
+    assert "24 of 24 distinct outputs embedded" in out.getvalue()
