@@ -103,6 +103,9 @@ class Study(models.Model):
     separability_threshold = models.FloatField(
         default=0.2, help_text="Threshold strategies keep items whose separability reaches this (0 to 1)."
     )
+    sep_threshold_t = models.FloatField(default=0.4, help_text="T of the logistic weight K·α / (1 + exp(−β(δ − T))).")
+    sep_alpha = models.FloatField(default=2.0, help_text="α of the logistic separability weight.")
+    sep_beta = models.FloatField(default=6.0, help_text="β of the logistic separability weight.")
     risk = models.FloatField(
         default=0.1, validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
         help_text="Iterative DiffUse stops once the hypergeometric risk of a wrong winner is at most this.",

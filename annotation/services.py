@@ -36,7 +36,8 @@ from selection import services as selection_services
 
 # Fields of Study that shape the comparison plan; frozen once raters have started.
 PLAN_FIELDS = ("pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
-               "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n")
+               "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n",
+               "sep_threshold_t", "sep_alpha", "sep_beta")
 
 
 ITERATIVE = "diffuse-iterative"
@@ -123,7 +124,8 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
             if study.selection_method == ITERATIVE:
                 chosen = selection_live.start(study, comparison, candidates)
             else:
-                params = {"metric": study.separability_metric, "threshold": study.separability_threshold}
+                params = {"metric": study.separability_metric, "threshold": study.separability_threshold,
+                          "T": study.sep_threshold_t, "alpha": study.sep_alpha, "beta": study.sep_beta}
                 chosen, _ = selection_services.run_selection(
                     study, comparison, study.selection_method, study.budget, study.seed, params, items=candidates)
         except ValueError as exc:

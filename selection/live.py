@@ -18,7 +18,7 @@ from django.db.models import Count, F, Q
 
 from annotation.models import Assignment, Comparison, Item, Judgment, Study, Task
 from selection import embedding
-from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_tree
+from selection.core.diffuse import Dendrogram, IterativeDiffUse
 from selection.models import IterativeRun
 from selection.services import selection_context
 
@@ -29,8 +29,8 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
     """Store the tree of the candidates and return the first representatives to release."""
     if len(items) < 2:
         raise ValueError("iterative DiffUse needs at least two candidate items")
-    vectors = selection_context(study, comparison, items).vectors
-    tree = ward_tree(vectors, seed=study.seed)
+    context = selection_context(study, comparison, items)
+    tree = context.tree
     exact = tree.n == tree.n_items
     groups = [] if exact else [tree.members(leaf).tolist() for leaf in range(tree.n)]
     run, _ = IterativeRun.objects.update_or_create(comparison=comparison, defaults={
@@ -39,7 +39,7 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
         "encoder": embedding.encoder_name(), "risk": study.risk, "min_n": study.min_n,
         "budget": study.budget or DEFAULT_BUDGET, "outcome": "",
     })
-    algorithm = _algorithm(run, vectors)
+    algorithm = _algorithm(run, context.vectors)
     return [items[i] for i in algorithm.released]
 
 

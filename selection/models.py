@@ -142,3 +142,21 @@ class Job(models.Model):
     @property
     def active(self) -> bool:
         return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+
+class StoredTree(models.Model):
+    """The Ward tree of one system pair's candidates, computed once and reused by every selection."""
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="trees")
+    encoder = models.CharField(max_length=300)
+    candidates_digest = models.CharField(max_length=64, help_text="sha256 of the candidate item ids, in order.")
+    linkage = models.BinaryField()
+    leaf_groups = models.JSONField(default=list, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["comparison", "encoder", "candidates_digest"],
+                                               name="stored_tree_unique")]
+
+    def __str__(self) -> str:
+        return f"tree of {self.comparison} ({self.candidates_digest[:8]})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Callable
 
@@ -11,8 +12,8 @@ from django.db import transaction
 from annotation.models import Comparison, Generation, Item, Study
 from selection import embedding
 from selection.core import separability as sep
-from selection.core.diffuse import difference_vectors
-from selection.models import ItemSeparability, SelectionRun, SeparabilityRun
+from selection.core.diffuse import Dendrogram, difference_vectors, ward_tree
+from selection.models import ItemSeparability, SelectionRun, SeparabilityRun, StoredTree
 from selection.strategies import SelectionContext, get_strategy
 
 Progress = Callable[[int, int], None]
@@ -140,7 +141,26 @@ def selection_context(study: Study, comparison: Comparison, items: list[Item],
         by_item = dict(run.items.values_list("item_id", "delta"))
         return np.array([np.nan if by_item.get(i.pk) is None else by_item[i.pk] for i in items], dtype=np.float64)
 
-    return SelectionContext(len(items), vectors, deltas, dict(params or {}))
+    def tree(x: np.ndarray) -> Dendrogram:
+        return stored_tree(comparison, items, x, seed=study.seed)
+
+    return SelectionContext(len(items), vectors, deltas, dict(params or {}), tree)
+
+
+def stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, seed: int = 0) -> Dendrogram:
+    """The Ward tree of these candidates: computed once, stored, then read back (SPEC §4)."""
+    digest = hashlib.sha256(",".join(str(i.pk) for i in items).encode()).hexdigest()
+    key = {"comparison": comparison, "encoder": embedding.encoder_name(), "candidates_digest": digest}
+    found = StoredTree.objects.filter(**key).first()
+    if found is not None:
+        z = np.frombuffer(bytes(found.linkage), dtype="<f8").reshape(-1, 4)
+        groups = [np.array(g, dtype=np.int64) for g in found.leaf_groups] or None
+        return Dendrogram(vectors, z, groups)
+    tree = ward_tree(vectors, seed=seed)
+    groups = [] if tree.n == tree.n_items else [tree.members(leaf).tolist() for leaf in range(tree.n)]
+    StoredTree.objects.get_or_create(**key, defaults={"linkage": tree.z.astype("<f8").tobytes(),
+                                                      "leaf_groups": groups})
+    return tree
 
 
 def run_selection(study: Study, comparison: Comparison, method: str, budget: int | None, seed: int,

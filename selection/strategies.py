@@ -31,6 +31,7 @@ class SelectionContext:
     load_vectors: Callable[[], np.ndarray] | None = None
     load_deltas: Callable[[str], np.ndarray] | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    load_tree: Callable[[np.ndarray], Dendrogram] | None = None
 
     def param(self, name: str) -> Any:
         return self.params.get(name, DEFAULT_PARAMS.get(name))
@@ -43,7 +44,7 @@ class SelectionContext:
 
     @cached_property
     def tree(self) -> Dendrogram:
-        return ward_tree(self.vectors)
+        return self.load_tree(self.vectors) if self.load_tree else ward_tree(self.vectors)
 
     @cached_property
     def deltas(self) -> np.ndarray:

@@ -82,3 +82,29 @@ def test_select_reports_impossible_requests(varied_study, researcher):
         call_command("select", "--study", single.name, "--method", "separability-weighted", "--metric", "rouge1")
     with pytest.raises(CommandError, match="--budget must be at least 1"):
         call_command("select", "--study", "varied", "--method", "random", "--budget", "0")
+
+
+def test_the_tree_is_computed_once_and_stored(varied_study, monkeypatch):
+    from selection.core import diffuse
+    from selection.models import StoredTree
+
+    comparison = varied_study.comparisons.get()
+    first, _ = services.run_selection(varied_study, comparison, "diffuse", 3, seed=1)
+    assert StoredTree.objects.filter(comparison=comparison).count() == 1
+
+    def no_clustering(*args, **kwargs):
+        raise AssertionError("the stored tree must be reused")
+
+    monkeypatch.setattr(services, "ward_tree", no_clustering)
+    monkeypatch.setattr(diffuse, "ward_linkage", no_clustering)
+    again, _ = services.run_selection(varied_study, comparison, "diffuse", 3, seed=1)
+    assert [i.pk for i in again] == [i.pk for i in first]
+
+
+def test_separability_weights_come_from_the_study(varied_study):
+    annotation_services.do_update_settings(varied_study, {
+        "selection_method": "separability-weighted", "budget": 3, "separability_metric": "rouge1",
+        "sep_threshold_t": 0.5, "sep_alpha": 3.0, "sep_beta": 9.0}, None)
+    run = SelectionRun.objects.filter(study=varied_study, method="separability-weighted").latest("id")
+    assert run.params == {"metric": "rouge1", "threshold": 0.2, "T": 0.5, "alpha": 3.0, "beta": 9.0}
+    assert varied_study.tasks.count() == 3
