@@ -1,0 +1,82 @@
+"""Rating consistency and preference strength (Eq. 4 and Eq. 7 of "Compare without Despair"; SPEC §2).
+
+Ratings are in model coordinates: -1 (A preferred), 0 (no preference), +1 (B preferred). A rating set
+is one rater's ratings of the N sampled pairs of one item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+def rating_set_consistency(ratings) -> float:
+    """c(R) = 0 when R holds both -1 and +1, else mean(|r|) (Eq. 4). Empty sets are undefined (NaN)."""
+    r = np.asarray(ratings, dtype=np.float64)
+    if r.size == 0:
+        return float("nan")
+    if np.any(r < 0) and np.any(r > 0):
+        return 0.0
+    return float(np.mean(np.abs(r)))
+
+
+def preference_strength(ratings) -> float:
+    """mean(r) (Eq. 7): negative leans to A, positive to B."""
+    r = np.asarray(ratings, dtype=np.float64)
+    return float(np.mean(r)) if r.size else float("nan")
+
+
+def equal_width_bins(values: np.ndarray, n_bins: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Bin index (0..n_bins-1) of each value over the observed range, and the bin edges (Fig. 6).
+    NaN values get -1."""
+    values = np.asarray(values, dtype=np.float64)
+    index = np.full(values.shape, -1, dtype=np.int64)
+    finite = ~np.isnan(values)
+    if not finite.any():
+        return index, np.array([])
+    low, high = values[finite].min(), values[finite].max()
+    edges = np.linspace(low, high, n_bins + 1) if high > low else np.linspace(low - 0.5, high + 0.5, n_bins + 1)
+    index[finite] = np.clip(np.searchsorted(edges, values[finite], side="right") - 1, 0, n_bins - 1)
+    return index, edges
+
+
+def equal_count_bins(values: np.ndarray, n_bins: int = 5) -> np.ndarray:
+    """Bin index of each value so that bins hold (nearly) equal counts, in value order (Fig. 8).
+    NaN values get -1."""
+    values = np.asarray(values, dtype=np.float64)
+    index = np.full(values.shape, -1, dtype=np.int64)
+    finite = np.flatnonzero(~np.isnan(values))
+    order = finite[np.argsort(values[finite], kind="stable")]
+    for b, chunk in enumerate(np.array_split(order, n_bins)):
+        index[chunk] = b
+    return index
+
+
+@dataclasses.dataclass(frozen=True)
+class BinSummary:
+    bin: int
+    low: float
+    high: float
+    count: int
+    mean: float
+    se: float  # standard error of the mean (NaN for fewer than two values)
+    histogram: dict[float, int]  # consistency value -> number of rating sets
+
+
+def summarize_bins(x: np.ndarray, y: np.ndarray, index: np.ndarray, n_bins: int) -> list[BinSummary]:
+    """Per bin of x: the range, count, mean of y with its standard error, and the distribution of y."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    out = []
+    for b in range(n_bins):
+        mask = index == b
+        ys = y[mask]
+        values, counts = np.unique(np.round(ys, 6), return_counts=True)
+        out.append(BinSummary(
+            bin=b, low=float(x[mask].min()) if mask.any() else float("nan"),
+            high=float(x[mask].max()) if mask.any() else float("nan"), count=int(mask.sum()),
+            mean=float(ys.mean()) if ys.size else float("nan"),
+            se=float(ys.std(ddof=1) / np.sqrt(ys.size)) if ys.size > 1 else float("nan"),
+            histogram={float(v): int(c) for v, c in zip(values, counts, strict=True)},
+        ))
+    return out
