@@ -103,6 +103,16 @@ class Study(models.Model):
     separability_threshold = models.FloatField(
         default=0.2, help_text="Threshold strategies keep items whose separability reaches this (0 to 1)."
     )
+    elo_k = models.FloatField(default=4.0, validators=[MinValueValidator(0.01)], help_text="ELO K factor.")
+    bootstrap_rounds = models.PositiveSmallIntegerField(
+        default=100, validators=[MinValueValidator(10), MaxValueValidator(2000)],
+        help_text="Bootstrap resamples for the leaderboard's 95 % intervals.",
+    )
+    indeterminacy_beta = models.FloatField(
+        default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Sensitivity beta for humans when only forced choices exist (share of 'B' choosers who "
+        "would also accept A).",
+    )
     sep_threshold_t = models.FloatField(default=0.4, help_text="T of the logistic weight K·α / (1 + exp(−β(δ − T))).")
     sep_alpha = models.FloatField(default=2.0, help_text="α of the logistic separability weight.")
     sep_beta = models.FloatField(default=6.0, help_text="β of the logistic separability weight.")

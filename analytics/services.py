@@ -1,0 +1,421 @@
+"""The study report: load judgments from the database, call the analytics core, assemble plain data.
+
+Conventions (documented in the README):
+- model coordinates: rating r = -1 (A preferred), 0 (no preference), +1 (B preferred); a response
+  set of one system counts as a choice of it, of both as no preference;
+- a rating set is one rater's judgments of one item for one system pair;
+- every judgment with a choice is one battle for the leaderboards, in creation order;
+- sep-ELO weights each battle by the separability of its item (the study's separability metric);
+  an item without separability gets the neutral weight K;
+- positional bias is P(first shown chosen) over non-tie choices;
+- indeterminacy compares judges with humans on the pairs both judged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from analytics.core import agreement, bias, consistency, indeterminacy, ratings
+from annotation.models import Comparison, Judgment, Study
+from selection.core.stopping import stopping_status
+from selection.models import ItemSeparability
+
+RATING = {"a": -1, "b": 1, "tie": 0}
+BETA_SWEEP = np.round(np.linspace(0.0, 0.5, 11), 2)
+
+
+@dataclasses.dataclass
+class Row:
+    """One judgment, flattened."""
+
+    item: str
+    item_id: int
+    pair_id: int
+    system_a: str
+    system_b: str
+    rater: str
+    kind: str
+    choice: str | None  # "a" | "b" | "tie" | None, model coordinates
+    response_set: list[str] | None
+    probability_a: float | None
+    a_shown_first: bool
+    superseded: bool
+
+    @property
+    def effective_choice(self) -> str | None:
+        if self.choice is not None:
+            return self.choice
+        if self.response_set:
+            return self.response_set[0] if len(self.response_set) == 1 else "tie"
+        if self.probability_a is not None:
+            return "a" if self.probability_a > 0.5 else ("b" if self.probability_a < 0.5 else "tie")
+        return None
+
+    @property
+    def rating(self) -> int | None:
+        choice = self.effective_choice
+        return None if choice is None else RATING[choice]
+
+
+def load_rows(study: Study) -> list[Row]:
+    queryset = (Judgment.objects.filter(study=study).order_by("created", "id")
+                .values_list("pair__item__external_id", "pair__item_id", "pair_id",
+                             "pair__generation_a__system__name", "pair__generation_b__system__name",
+                             "rater__external_id", "rater__kind", "choice", "response_set", "probability_a",
+                             "a_shown_first", "superseded"))
+    return [Row(*values) for values in queryset]
+
+
+def _nan_to_none(value):
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    return value
+
+
+def clean(obj: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python, NaN to None."""
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return clean(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating | float):
+        return _nan_to_none(float(obj))
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def separability_by_item(study: Study) -> dict[tuple[str, str], dict[int, float]]:
+    """(system_a, system_b) -> {item id: delta} under the study's separability metric (both orders)."""
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    rows = (ItemSeparability.objects.filter(run__study=study, run__metric=study.separability_metric,
+                                            delta__isnull=False)
+            .values_list("run__comparison__system_a__name", "run__comparison__system_b__name", "item_id", "delta"))
+    for a, b, item_id, delta in rows:
+        out.setdefault((a, b), {})[item_id] = delta
+        out.setdefault((b, a), {})[item_id] = delta
+    return out
+
+
+def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, float]]) -> dict:
+    sets: dict[tuple, list[int]] = defaultdict(list)
+    kinds: dict[tuple, str] = {}
+    for row in rows:
+        r = row.rating
+        if r is None:
+            continue
+        key = (row.rater, row.item, row.item_id, *sorted((row.system_a, row.system_b)))
+        # ratings of a rater who saw the pair as (B, A) are flipped to the canonical order
+        sets[key].append(r if (row.system_a, row.system_b) == tuple(sorted((row.system_a, row.system_b))) else -r)
+        kinds[key] = row.kind
+    rating_sets = []
+    for key, rs in sets.items():
+        rater, item, item_id, sa, sb = key
+        rating_sets.append({
+            "rater": rater, "kind": kinds[key], "item": item, "system_a": sa, "system_b": sb, "n": len(rs),
+            "consistency": consistency.rating_set_consistency(rs),
+            "preference_strength": consistency.preference_strength(rs),
+            "separability": deltas.get((sa, sb), {}).get(item_id),
+        })
+    per_item: dict[tuple, dict] = {}
+    for kind in ("human", "judge"):
+        groups: dict[tuple, list[dict]] = defaultdict(list)
+        for s in rating_sets:
+            if s["kind"] == kind:
+                groups[(s["item"], s["system_a"], s["system_b"])].append(s)
+        for (item, sa, sb), group in groups.items():
+            per_item[(kind, item, sa, sb)] = {
+                "kind": kind, "item": item, "system_a": sa, "system_b": sb, "raters": len(group),
+                "consistency": float(np.mean([g["consistency"] for g in group])),
+                "preference_strength": float(np.mean([g["preference_strength"] for g in group])),
+                "separability": group[0]["separability"],
+            }
+    bins = {}
+    for kind in ("human", "judge"):
+        subset = [s for s in rating_sets if s["kind"] == kind and s["separability"] is not None]
+        if not subset:
+            continue
+        x = np.array([s["separability"] for s in subset])
+        y = np.array([s["consistency"] for s in subset])
+        width_index, _ = consistency.equal_width_bins(x, 4)
+        count_index = consistency.equal_count_bins(x, 5)
+        bins[kind] = {
+            "equal_width": [dataclasses.asdict(b) for b in consistency.summarize_bins(x, y, width_index, 4)],
+            "equal_count": [dataclasses.asdict(b) for b in consistency.summarize_bins(x, y, count_index, 5)],
+        }
+    summary = {}
+    for kind in ("human", "judge"):
+        values = [s["consistency"] for s in rating_sets if s["kind"] == kind]
+        if values:
+            summary[kind] = {"rating_sets": len(values), "mean": float(np.mean(values))}
+    return {"summary": summary, "rating_sets": rating_sets, "per_item": list(per_item.values()),
+            "by_separability": bins}
+
+
+def _battles(rows: list[Row], systems: list[str]):
+    index = {s: i for i, s in enumerate(systems)}
+    battle_rows = [r for r in rows if r.effective_choice is not None]
+    a = np.array([index[r.system_a] for r in battle_rows], dtype=np.int64)
+    b = np.array([index[r.system_b] for r in battle_rows], dtype=np.int64)
+    score = np.array([{"a": 1.0, "b": 0.0, "tie": 0.5}[r.effective_choice] for r in battle_rows])
+    return battle_rows, a, b, score
+
+
+def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray) -> list[dict]:
+    interval = ratings.summarize(point, samples)
+    rows = [{"system": s, "rating": interval.estimate[i], "median": interval.median[i], "low": interval.low[i],
+             "high": interval.high[i], "rank": int(interval.rank[i])} for i, s in enumerate(systems)]
+    return sorted(rows, key=lambda r: -r["rating"])
+
+
+def ratings_report(study: Study, rows: list[Row], systems: list[str],
+                   deltas: dict[tuple[str, str], dict[int, float]]) -> dict:
+    battle_rows, a, b, score = _battles(rows, systems)
+    params = {"k": study.elo_k, "T": study.sep_threshold_t, "alpha": study.sep_alpha, "beta": study.sep_beta,
+              "bootstrap_rounds": study.bootstrap_rounds, "seed": study.seed, "order": "creation time",
+              "separability_metric": study.separability_metric}
+    if len(score) == 0:
+        empty = {"available": False, "reason": "no judgments with a choice yet", "parameters": params}
+        return {"elo": empty, "sep_elo": empty, "bradley_terry": empty, "win_rates": {}}
+    n = len(systems)
+    rounds, seed = study.bootstrap_rounds, study.seed
+    elo_point = ratings.online_elo(a, b, score, n, k=study.elo_k)
+    elo = {"available": True, "parameters": params, "battles": len(score),
+           "leaderboard": leaderboard(systems, elo_point, ratings.bootstrap_elo(a, b, score, n, study.elo_k,
+                                                                                rounds, seed))}
+    delta = np.array([deltas.get((r.system_a, r.system_b), {}).get(r.item_id, np.nan) for r in battle_rows])
+    if np.isnan(delta).all():
+        sep_elo = {"available": False, "parameters": params,
+                   "reason": f"no {study.separability_metric} separability yet: compute it on the Separability page"}
+    else:
+        k = ratings.separability_k(np.where(np.isnan(delta), study.sep_threshold_t, delta), study.elo_k,
+                                   study.sep_threshold_t, study.sep_alpha, study.sep_beta)
+        sep_elo = {"available": True, "parameters": params, "battles": len(score),
+                   "battles_without_separability": int(np.isnan(delta).sum()),
+                   "leaderboard": leaderboard(systems, ratings.online_elo(a, b, score, n, k=k),
+                                              ratings.bootstrap_elo(a, b, score, n, k, rounds, seed))}
+    bt = {"available": True, "parameters": params, "battles": len(score),
+          "leaderboard": leaderboard(systems, ratings.bradley_terry(a, b, score, n),
+                                     ratings.bootstrap_bradley_terry(a, b, score, n, rounds, seed))}
+    wins, battles = ratings.win_rate_matrix(a, b, score, n)
+    ratio = ratings.win_ratio_ranking(a, b, score, n)
+    win_rates = {
+        "systems": systems,
+        "matrix": [[(wins[i, j] / battles[i, j]) if battles[i, j] else None for j in range(n)] for i in range(n)],
+        "battles": battles.astype(int).tolist(),
+        "win_ratio": sorted(({"system": s, "win_ratio": ratio[i]} for i, s in enumerate(systems)),
+                            key=lambda r: -(r["win_ratio"] if r["win_ratio"] == r["win_ratio"] else -1)),
+    }
+    return {"elo": elo, "sep_elo": sep_elo, "bradley_terry": bt, "win_rates": win_rates}
+
+
+def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
+    """Per system pair: items decided by the majority of their judgments, and the hypergeometric risk
+    that the leader is wrong (N_pool = the study's items)."""
+    n_pool = study.items.count()
+    out = []
+    for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b"):
+        pair = (c.system_a.name, c.system_b.name)
+        votes: dict[int, list[int]] = defaultdict(list)
+        for r in rows:
+            if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
+                votes[r.item_id].append(r.rating if (r.system_a, r.system_b) == pair else -r.rating)
+        labels = ["tie" if sum(v) == 0 else ("a" if sum(v) < 0 else "b") for v in votes.values()]
+        status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), max(n_pool, 1),
+                                 study.risk)
+        out.append({"system_a": pair[0], "system_b": pair[1],
+                    "leader": {"a": pair[0], "b": pair[1]}.get(status.leader), "wins_a": status.wins_a,
+                    "wins_b": status.wins_b, "ties": status.ties, "k": status.k, "n": status.n, "pool": n_pool,
+                    "risk": status.risk, "threshold": study.risk, "decided": status.decided})
+    return out
+
+
+def positional_bias_report(rows: list[Row]) -> dict:
+    by_rater: dict[str, list[bool]] = defaultdict(list)
+    kind_of: dict[str, str] = {}
+    for r in rows:
+        choice = r.effective_choice
+        if choice in ("a", "b"):
+            by_rater[r.rater].append((choice == "a") == r.a_shown_first)
+            kind_of[r.rater] = r.kind
+    raters = [{"rater": name, "kind": kind_of[name], **dataclasses.asdict(bias.positional_bias(np.array(v)))}
+              for name, v in sorted(by_rater.items())]
+    populations = {}
+    for kind in ("human", "judge"):
+        values = [x for name, v in by_rater.items() if kind_of[name] == kind for x in v]
+        if values:
+            populations[kind] = dataclasses.asdict(bias.positional_bias(np.array(values)))
+    human_majority = _majority_by_pair([r for r in rows if r.kind == "human"])
+    debiasing = {}
+    for name in sorted({r.rater for r in rows if r.kind == "judge" and r.probability_a is not None}):
+        judge_rows = [r for r in rows if r.rater == name and r.probability_a is not None]
+        p_first = np.array([r.probability_a if r.a_shown_first else 1 - r.probability_a for r in judge_rows])
+        truth = [human_majority.get(r.pair_id) for r in judge_rows]
+        known = [i for i, t in enumerate(truth) if t in ("a", "b")]
+        truth_first = (np.array([(truth[i] == "a") == judge_rows[i].a_shown_first for i in known])
+                       if known else None)
+        result = bias.debiasing(p_first[known] if known else p_first, truth_first)
+        debiasing[name] = {**dataclasses.asdict(result), "threshold_all": bias.debias_threshold(p_first),
+                           "compared_with_humans": len(known)}
+    return {"raters": raters, "populations": populations, "debiasing": debiasing}
+
+
+def _majority_by_pair(rows: list[Row]) -> dict[int, str]:
+    votes: dict[int, list[int]] = defaultdict(list)
+    for r in rows:
+        if r.rating is not None:
+            votes[r.pair_id].append(r.rating)
+    return {p: ("tie" if sum(v) == 0 else ("a" if sum(v) < 0 else "b")) for p, v in votes.items()}
+
+
+def agreement_report(rows: list[Row]) -> dict:
+    humans = [r for r in rows if r.kind == "human" and r.effective_choice is not None]
+    units: dict[int, list[str]] = defaultdict(list)
+    labels: dict[str, dict[int, str]] = defaultdict(dict)
+    for r in humans:
+        units[r.pair_id].append(r.effective_choice)
+        labels[r.rater][r.pair_id] = r.effective_choice
+    return {"krippendorff_alpha": agreement.krippendorff_alpha_nominal(list(units.values())),
+            "units_with_two_or_more": sum(1 for u in units.values() if len(u) >= 2),
+            "cohen_kappa": agreement.pairwise_kappas(labels, min_overlap=10)}
+
+
+def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
+    humans = [r for r in rows if r.kind == "human"]
+    human_pairs = {r.pair_id for r in humans}
+    judges = sorted({r.rater for r in rows if r.kind == "judge"})
+    paired = [(r.choice, r.response_set) for r in humans if r.choice and r.response_set]
+    report: dict[str, Any] = {
+        "human_beta_hat": indeterminacy.beta_hat([c for c, _ in paired], [s for _, s in paired]) if paired else None,
+        "human_translation_matrix": (indeterminacy.translation_matrix([c for c, _ in paired],
+                                                                      [s for _, s in paired]).tolist()
+                                     if paired else None),
+        "translation_columns": ["{a}", "{b}", "{a,b}"], "translation_rows": ["a", "b", "tie"],
+        "beta": study.indeterminacy_beta, "judges": {},
+    }
+    if not judges or not humans:
+        report["reason"] = "needs human and judge judgments on the same pairs"
+        return report
+    human_by_pair = _group(humans)
+    for name in judges:
+        judge_rows = [r for r in rows if r.rater == name and r.pair_id in human_pairs]
+        if not judge_rows:
+            continue
+        judge_by_pair = _group(judge_rows)
+        units = sorted(judge_by_pair)
+        report["judges"][name] = _judge_metrics(human_by_pair, judge_by_pair, units, study.indeterminacy_beta)
+        report["judges"][name]["beta_sensitivity"] = [
+            {"beta": float(beta), "mse": _judge_metrics(human_by_pair, judge_by_pair, units, float(beta))["mse"]}
+            for beta in BETA_SWEEP
+        ]
+        jp = [(r.choice, r.response_set) for r in judge_rows if r.choice and r.response_set]
+        report["judges"][name]["beta_hat"] = (indeterminacy.beta_hat([c for c, _ in jp], [s for _, s in jp])
+                                              if jp else None)
+    metrics = ("mse", "hit_rate", "kappa", "kl", "jsd")
+    better_high = {"hit_rate", "kappa"}
+    report["ranking"] = {
+        m: [name for name, _ in sorted(((n, v[m]) for n, v in report["judges"].items() if v[m] is not None),
+                                       key=lambda t: -t[1] if m in better_high else t[1])]
+        for m in metrics
+    }
+    return report
+
+
+def _group(rows: list[Row]) -> dict[int, list[Row]]:
+    out: dict[int, list[Row]] = defaultdict(list)
+    for r in rows:
+        out[r.pair_id].append(r)
+    return out
+
+
+def _omega(rows: list[Row], beta: float) -> np.ndarray:
+    """From response sets where the rows have them; else from forced choices with sensitivity beta."""
+    sets = [r.response_set for r in rows if r.response_set]
+    if sets:
+        return indeterminacy.multilabel_vector(sets)
+    distribution = indeterminacy.forced_choice_distribution([r.effective_choice for r in rows])
+    return indeterminacy.omega_from_forced_choice(distribution, beta)
+
+
+def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
+    omega_h = np.array([_omega(human_by_pair[u], beta) for u in units])
+    omega_j = np.array([_omega(judge_by_pair[u], 0.0) for u in units])
+    fc_h = np.array([indeterminacy.forced_choice_distribution([r.effective_choice for r in human_by_pair[u]])
+                     for u in units])
+    fc_j = np.array([indeterminacy.forced_choice_distribution([r.effective_choice for r in judge_by_pair[u]])
+                     for u in units])
+    judge_choice = [_mode([r.effective_choice for r in judge_by_pair[u]]) for u in units]
+    human_choice = [_mode([r.effective_choice for r in human_by_pair[u]]) for u in units]
+    both = [(h, j) for h, j in zip(human_choice, judge_choice, strict=True) if h and j]
+    sweep = indeterminacy.threshold_sweep(omega_h, omega_j, option=0)
+    return {
+        "units": len(units),
+        "mse": indeterminacy.mse(omega_h, omega_j),
+        "hit_rate": indeterminacy.hit_rate(omega_h, judge_choice),
+        "kappa": agreement.cohen_kappa([h for h, _ in both], [j for _, j in both]) if both else float("nan"),
+        "kl": indeterminacy.kl_divergence(fc_h, fc_j),
+        "jsd": indeterminacy.js_divergence(fc_h, fc_j),
+        "omega_human_mean": np.nanmean(omega_h, axis=0) if len(units) else [None, None],
+        "omega_judge_mean": np.nanmean(omega_j, axis=0) if len(units) else [None, None],
+        "threshold_sweep": [{"tau": float(t), "decision_consistency": c, "estimation_bias": b}
+                            for t, c, b in zip(sweep.taus, sweep.consistency, sweep.bias, strict=True)],
+    }
+
+
+def _mode(choices: list[str | None]) -> str | None:
+    values = [c for c in choices if c is not None]
+    if not values:
+        return None
+    counts = {c: values.count(c) for c in set(values)}
+    best = max(counts.values())
+    winners = sorted(c for c, n in counts.items() if n == best)
+    return winners[0] if len(winners) == 1 else "tie"
+
+
+def separability_report(study: Study) -> dict:
+    from selection.models import SeparabilityRun
+
+    out = {}
+    for run in SeparabilityRun.objects.filter(study=study).select_related("comparison__system_a",
+                                                                          "comparison__system_b"):
+        values = dict(run.items.values_list("item__external_id", "delta"))
+        defined = [v for v in values.values() if v is not None]
+        out.setdefault(run.metric, {})[f"{run.comparison.system_a.name} vs {run.comparison.system_b.name}"] = {
+            "items": values, "mean": float(np.mean(defined)) if defined else None,
+            "undefined": sum(1 for v in values.values() if v is None),
+        }
+    return out
+
+
+def study_report(study: Study) -> dict:
+    """The full report as JSON-ready data (SPEC §8 keys), NaN as null."""
+    rows = load_rows(study)
+    systems = list(study.systems.values_list("name", flat=True))
+    deltas = separability_by_item(study)
+    kinds = defaultdict(int)
+    for r in rows:
+        kinds[r.kind] += 1
+    report = {
+        "study": study.name,
+        "systems": systems,
+        "judgments": {"total": len(rows), "by_kind": dict(kinds),
+                      "superseded": sum(1 for r in rows if r.superseded),
+                      "raters": len({r.rater for r in rows})},
+        "consistency": consistency_report(rows, deltas),
+        "separability": separability_report(study),
+        **ratings_report(study, rows, systems, deltas),
+        "stopping": stopping_report(study, rows),
+        "positional_bias": positional_bias_report(rows),
+        "agreement": agreement_report(rows),
+        "indeterminacy": indeterminacy_report(study, rows),
+    }
+    return clean(report)
