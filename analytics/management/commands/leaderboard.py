@@ -1,0 +1,62 @@
+import json
+
+import numpy as np
+from django.core.management.base import BaseCommand, CommandError
+
+from analytics.battles import parse_battles
+from analytics.core import ratings
+from analytics.services import clean, leaderboard
+from annotation.formats import FormatError
+from annotation.management.commands._common import read_file
+
+
+class Command(BaseCommand):
+    help = ("Leaderboard of a Chatbot-Arena battles file (CSV or JSONL: model_a, model_b, winner in model_a | "
+            "model_b | tie | 'tie (bothbad)'; for sep-elo a separability column), no study needed: online ELO in "
+            "file order, sep-ELO, or Bradley-Terry, with bootstrap 95 %% intervals and CI-based ranks.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="Battles file (.csv or .jsonl).")
+        parser.add_argument("--method", choices=["elo", "sep-elo", "bt"], default="elo")
+        parser.add_argument("--bootstrap", type=int, default=100, help="Bootstrap rounds (0 for none).")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--k", type=float, default=4.0, help="ELO K factor.")
+        parser.add_argument("--T", type=float, default=0.4, dest="threshold", help="sep-ELO threshold T.")
+        parser.add_argument("--alpha", type=float, default=2.0, help="sep-ELO alpha.")
+        parser.add_argument("--beta", type=float, default=6.0, help="sep-ELO beta.")
+        parser.add_argument("--json", action="store_true", help="Print JSON.")
+
+    def handle(self, *args, **o):
+        try:
+            battles = parse_battles(read_file(o["file"]), o["file"])
+        except FormatError as exc:
+            raise CommandError(f"{o['file']} has problems:\n{exc}") from None
+        if o["bootstrap"] < 0:
+            raise CommandError("--bootstrap must be 0 or more")
+        n, a, b, score = len(battles.systems), battles.a, battles.b, battles.score
+        k: float | np.ndarray = o["k"]
+        if o["method"] == "sep-elo":
+            if np.isnan(battles.separability).all():
+                raise CommandError("sep-elo needs a 'separability' column in the battles file")
+            delta = np.where(np.isnan(battles.separability), o["threshold"], battles.separability)
+            k = ratings.separability_k(delta, o["k"], o["threshold"], o["alpha"], o["beta"])
+        if o["method"] == "bt":
+            point = ratings.bradley_terry(a, b, score, n)
+            samples = ratings.bootstrap_bradley_terry(a, b, score, n, o["bootstrap"], o["seed"]) if o["bootstrap"] \
+                else point[None, :]
+        else:
+            point = ratings.online_elo(a, b, score, n, k=k)
+            samples = ratings.bootstrap_elo(a, b, score, n, k, o["bootstrap"], o["seed"]) if o["bootstrap"] \
+                else point[None, :]
+        board = leaderboard(battles.systems, point, samples)
+        document = clean({"method": o["method"], "battles": len(score), "bootstrap": o["bootstrap"], "seed": o["seed"],
+                          "parameters": {"k": o["k"], "T": o["threshold"], "alpha": o["alpha"], "beta": o["beta"]},
+                          "leaderboard": board})
+        if o["json"]:
+            self.stdout.write(json.dumps(document, indent=2))
+            return
+        self.stdout.write(f"{o['method']} on {len(score)} battles ({o['bootstrap']} bootstrap rounds, "
+                          f"seed {o['seed']})")
+        for row in board:
+            self.stdout.write(f"{row['rank']:>3}  {row['system']:<30} {row['rating']:9.2f}  "
+                              f"[{row['low']:.1f}, {row['high']:.1f}]")

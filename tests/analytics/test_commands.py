@@ -1,0 +1,115 @@
+"""The leaderboard and report commands, and the MTurk converter on the real human study."""
+
+from __future__ import annotations
+
+import csv
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation.models import Study
+from tests.analytics.conftest import PRD, SHARED
+
+MTURK = SHARED / "separability_human_study"
+BATTLES = PRD / "battles_prd_human_individual_votes.csv"
+
+
+def needs(path):
+    if not path.exists():
+        pytest.skip(f"{path} is missing: the real data lives in ../shared/data (see shared/data/README.md)")
+
+
+def test_the_leaderboard_command_reproduces_fastchat_on_a_battles_file():
+    needs(BATTLES)
+    reference = json.loads((PRD / "fastchat_reference_outputs.json").read_text())
+    for method, key, tolerance in (("elo", "compute_elo_online_K4", 0.01), ("bt", "compute_bt", 0.5)):
+        out = StringIO()
+        call_command("leaderboard", str(BATTLES), "--method", method, "--bootstrap", "20", "--json", stdout=out)
+        document = json.loads(out.getvalue())
+        got = {row["system"]: row["rating"] for row in document["leaderboard"]}
+        assert document["battles"] == reference["n_battles"]
+        for name, expected in reference[key].items():
+            assert got[name] == pytest.approx(expected, abs=tolerance), (method, name)
+        assert all(row["low"] <= row["median"] <= row["high"] for row in document["leaderboard"])
+
+
+def test_sep_elo_reads_the_separability_column(tmp_path):
+    path = tmp_path / "battles.jsonl"
+    lines = [{"model_a": "x", "model_b": "y", "winner": "model_a", "separability": 1.0},
+             {"model_a": "y", "model_b": "x", "winner": "tie (bothbad)", "separability": 0.0},
+             {"model_a": "x", "model_b": "y", "winner": "model_b"}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = StringIO()
+    call_command("leaderboard", str(path), "--method", "sep-elo", "--bootstrap", "0", "--json", stdout=out)
+    board = {r["system"]: r["rating"] for r in json.loads(out.getvalue())["leaderboard"]}
+    # by hand: K1 = 7.78722 (delta 1): x wins at even ratings -> x +3.89361; tie at delta 0 (K 0.66538) moves
+    # y up by 0.66538 * (0.5 - E_y); the third battle has no separability, so K = 4 (delta = T)
+    k1, k2 = 7.787223, 0.665382
+    x = 1000 + k1 / 2
+    y = 1000 - k1 / 2
+    e_y = 1 / (1 + 10 ** ((x - y) / 400))
+    y, x = y + k2 * (0.5 - e_y), x - k2 * (0.5 - e_y)
+    e_x = 1 / (1 + 10 ** ((y - x) / 400))
+    x, y = x + 4 * (0 - e_x), y - 4 * (0 - e_x)
+    assert board["x"] == pytest.approx(x, abs=1e-4) and board["y"] == pytest.approx(y, abs=1e-4)
+
+
+def test_a_bad_battles_file_is_reported_by_line(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("model_a,model_b,winner\nx,y,model_a\nx,x,model_a\nx,y,draw\n")
+    with pytest.raises(CommandError) as exc:
+        call_command("leaderboard", str(path))
+    assert "line 3, field 'model_b': a model cannot battle itself" in str(exc.value)
+    assert "line 4, field 'winner'" in str(exc.value)
+
+
+@pytest.fixture
+def mturk_study(researcher):
+    needs(MTURK / "human_ratings_long.csv")
+    call_command("import_mturk_ratings", "--data", str(MTURK), "--config", "mistral-7b_vicuna-7b_samsum",
+                 "--owner", "alice", stdout=StringIO())
+    return Study.objects.get(name="mturk-mistral-7b_vicuna-7b_samsum")
+
+
+def test_the_mturk_study_imports_with_every_rating(mturk_study):
+    assert mturk_study.items.count() == 50 and mturk_study.judgments.count() == 750
+    assert set(mturk_study.systems.values_list("name", flat=True)) == {"mistral-7b", "vicuna-7b"}
+
+
+def test_the_report_computes_the_mturk_consistency_as_derived_by_hand(mturk_study):
+    out = StringIO()
+    call_command("report", "--study", mturk_study.name, "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    for key in ("systems", "judgments", "consistency", "separability", "elo", "sep_elo", "bradley_terry", "stopping",
+                "positional_bias", "agreement", "indeterminacy"):
+        assert key in report
+    sets = {(s["rater"], s["item"]): s for s in report["consistency"]["rating_sets"]}
+    assert len(sets) == 150
+    # Read off human_ratings_long.csv by hand (pref_model of the five pairs) and derived with Eq. 4:
+    #   worker 1, instance 0: [1, 1, 1, 1, 1]     -> all one side: 1.0, strength +1.0 (vicuna preferred)
+    #   worker 4, instance 1: [1, -1, -1, 0, -1]  -> mixed signs: 0.0, strength -0.4
+    #   worker 8, instance 3: [0, 0, 0, 0, 0]     -> all ties: 0.0, strength 0.0
+    hand = {("mturk-1", "samsum-0"): (1.0, 1.0), ("mturk-4", "samsum-1"): (0.0, -0.4),
+            ("mturk-8", "samsum-3"): (0.0, 0.0)}
+    for key, (c, strength) in hand.items():
+        assert sets[key]["consistency"] == pytest.approx(c)
+        # rating sets are reported in alphabetical system order (mistral-7b, vicuna-7b) = the file's A, B
+        assert sets[key]["preference_strength"] == pytest.approx(strength)
+    # and every other rating set against the formula applied to the raw file
+
+    with (MTURK / "human_ratings_long.csv").open() as handle:
+        rows = [r for r in csv.DictReader(handle) if r["file"].startswith("mistral-7b_vicuna-7b_samsum")]
+    by_set: dict[tuple, list[int]] = {}
+    for r in rows:
+        by_set.setdefault((f"mturk-{r['worker']}", f"samsum-{r['instance']}"), []).append(int(r["pref_model"]))
+    checked = 0
+    for key, prefs in by_set.items():
+        expected = 0.0 if (-1 in prefs and 1 in prefs) else sum(abs(p) for p in prefs) / len(prefs)
+        assert sets[key]["consistency"] == pytest.approx(expected), key
+        assert sets[key]["n"] == 5
+        checked += 1
+    assert checked == 150
+    mean = sum(s["consistency"] for s in sets.values()) / 150
+    assert report["consistency"]["summary"]["human"]["mean"] == pytest.approx(mean)
