@@ -35,7 +35,7 @@ class StudySettingsForm(forms.ModelForm):
             "elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
             "instructions", "pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
             "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n",
-            "sep_threshold_t", "sep_alpha", "sep_beta",
+            "sep_threshold_t", "sep_alpha", "sep_beta", "elo_k", "bootstrap_rounds", "indeterminacy_beta",
         ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
 

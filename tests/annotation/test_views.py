@@ -121,7 +121,7 @@ def settings_form(**overrides) -> dict:
             "pairs_per_assignment": 5, "raters_per_item": 3, "pair_mode": "all", "scheduling": "random",
             "selection_method": "random", "budget": "", "seed": 1, "separability_metric": "cosine",
             "separability_threshold": 0.2, "risk": 0.1, "min_n": 5, "sep_threshold_t": 0.4, "sep_alpha": 2.0,
-            "sep_beta": 6.0}
+            "sep_beta": 6.0, "elo_k": 4.0, "bootstrap_rounds": 100, "indeterminacy_beta": 0.0}
     form.update(overrides)
     return form
 

@@ -1,0 +1,110 @@
+"""Server-side SVG plots for the report (no JavaScript charting library, no CDN). Every plot's
+numbers are also on the page as a table and as CSV."""
+
+from __future__ import annotations
+
+from html import escape
+
+PALETTE = ["#2457c5", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#5c940d", "#a61e4d"]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, label: str = "rating") -> str:
+    """Horizontal point estimates with 95 % interval whiskers, one row per system (rows: system, rating,
+    low, high)."""
+    rows = [r for r in rows if r.get("low") is not None and r.get("high") is not None]
+    if not rows:
+        return ""
+    lo = min(min(r["low"], r["rating"]) for r in rows)
+    hi = max(max(r["high"], r["rating"]) for r in rows)
+    pad = (hi - lo) * 0.05 or 1.0
+    lo, hi = lo - pad, hi + pad
+    left, right, top = 170, 20, 8
+    height = top + row_height * len(rows) + 26
+    plot_w = width - left - right
+
+    def x(v: float) -> float:
+        return left + plot_w * (v - lo) / (hi - lo)
+
+    parts = [f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+             f'aria-label="{escape(label)} with 95% intervals">']
+    for i, r in enumerate(rows):
+        y = top + row_height * i + row_height / 2
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(str(r["system"]))}</text>')
+        parts.append(f'<line x1="{x(r["low"]):.1f}" y1="{y}" x2="{x(r["high"]):.1f}" y2="{y}" class="whisker"/>')
+        parts.append(f'<circle cx="{x(r["rating"]):.1f}" cy="{y}" r="4" fill="{PALETTE[0]}">'
+                     f'<title>{escape(str(r["system"]))}: {r["rating"]:.1f} [{r["low"]:.1f}, {r["high"]:.1f}]</title>'
+                     "</circle>")
+    base = top + row_height * len(rows) + 4
+    parts.append(f'<line x1="{left}" y1="{base}" x2="{width - right}" y2="{base}" class="axis"/>')
+    parts.append(f'<text x="{left}" y="{base + 16}">{_fmt(lo)}</text>')
+    parts.append(f'<text x="{width - right}" y="{base + 16}" text-anchor="end">{_fmt(hi)}</text>')
+    parts.append(f'<text x="{left + plot_w / 2}" y="{base + 16}" text-anchor="middle">{escape(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def line_plot(series: dict[str, list[tuple[float, float | None]]], xlabel: str, ylabel: str,
+              y_range: tuple[float, float] | None = None, width: int = 460, height: int = 220,
+              errors: dict[str, list[float | None]] | None = None) -> str:
+    """Lines (with optional symmetric error bars) for several named series of (x, y) points."""
+    points = [(x, y) for s in series.values() for x, y in s if y is not None]
+    if not points:
+        return ""
+    xs = [p[0] for p in points]
+    x_lo, x_hi = min(xs), max(xs)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    if y_range is None:
+        ys = [p[1] for p in points]
+        for name, errs in (errors or {}).items():
+            for (_x, y), e in zip(series[name], errs, strict=True):
+                if y is not None and e is not None:
+                    ys += [y - e, y + e]
+        y_lo, y_hi = min(ys), max(ys)
+        if y_hi == y_lo:
+            y_lo, y_hi = y_lo - 0.5, y_hi + 0.5
+    else:
+        y_lo, y_hi = y_range
+    left, right, top, bottom = 46, 12, 10, 40
+    pw, ph = width - left - right, height - top - bottom
+
+    def px(v: float) -> float:
+        return left + pw * (v - x_lo) / (x_hi - x_lo)
+
+    def py(v: float) -> float:
+        return top + ph * (1 - (v - y_lo) / (y_hi - y_lo))
+
+    parts = [f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+             f'aria-label="{escape(ylabel)} against {escape(xlabel)}">']
+    parts.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" class="axis"/>')
+    parts.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" class="axis"/>')
+    for v in (y_lo, (y_lo + y_hi) / 2, y_hi):
+        parts.append(f'<text x="{left - 4}" y="{py(v) + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
+    parts.append(f'<text x="{left}" y="{height - 22}">{_fmt(x_lo)}</text>')
+    parts.append(f'<text x="{left + pw}" y="{height - 22}" text-anchor="end">{_fmt(x_hi)}</text>')
+    parts.append(f'<text x="{left + pw / 2}" y="{height - 22}" text-anchor="middle">{escape(xlabel)}</text>')
+    legend_x = left
+    for n, (name, pts) in enumerate(series.items()):
+        color = PALETTE[n % len(PALETTE)]
+        drawn = [(x, y) for x, y in pts if y is not None]
+        if len(drawn) > 1:
+            path = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for i, (x, y) in enumerate(drawn))
+            parts.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+        errs = (errors or {}).get(name) or [None] * len(pts)
+        for (x, y), e in zip(pts, errs, strict=True):
+            if y is None:
+                continue
+            if e is not None:
+                parts.append(f'<line x1="{px(x):.1f}" y1="{py(y - e):.1f}" x2="{px(x):.1f}" y2="{py(y + e):.1f}" '
+                             f'stroke="{color}"/>')
+            parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}">'
+                         f"<title>{escape(name)}: {_fmt(x)}, {_fmt(y)}</title></circle>")
+        parts.append(f'<rect x="{legend_x}" y="{height - 12}" width="10" height="10" fill="{color}"/>'
+                     f'<text x="{legend_x + 14}" y="{height - 3}">{escape(name)}</text>')
+        legend_x += 24 + 7 * len(name)
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,70 @@
+"""The report's numbers as named tables: shown on the page and downloadable as CSV."""
+
+from __future__ import annotations
+
+Table = tuple[list[str], list[list]]
+
+
+def report_tables(report: dict) -> dict[str, Table]:
+    tables: dict[str, Table] = {}
+    for key in ("elo", "sep_elo", "bradley_terry"):
+        board = report[key]
+        if board.get("available"):
+            tables[f"leaderboard-{key}"] = (
+                ["rank", "system", "rating", "median", "low_2.5", "high_97.5"],
+                [[r["rank"], r["system"], r["rating"], r["median"], r["low"], r["high"]] for r in board["leaderboard"]],
+            )
+    win = report.get("win_rates") or {}
+    if win:
+        systems = win["systems"]
+        tables["win-rates"] = (["system", *systems], [[s, *row] for s, row in zip(systems, win["matrix"], strict=True)])
+        tables["win-ratio"] = (["system", "win_ratio"], [[r["system"], r["win_ratio"]] for r in win["win_ratio"]])
+    columns = ["system_a", "system_b", "leader", "wins_a", "wins_b", "ties", "k", "n", "pool", "risk", "threshold",
+               "decided"]
+    tables["stopping"] = (columns, [[s[c] for c in columns] for s in report["stopping"]])
+    c = report["consistency"]
+    columns = ["rater", "kind", "item", "system_a", "system_b", "n", "consistency", "preference_strength",
+               "separability"]
+    tables["rating-sets"] = (columns, [[s[k] for k in columns] for s in c["rating_sets"]])
+    columns = ["kind", "item", "system_a", "system_b", "raters", "consistency", "preference_strength", "separability"]
+    tables["item-consistency"] = (columns, [[s[k] for k in columns] for s in c["per_item"]])
+    rows = []
+    for kind, bins in c["by_separability"].items():
+        for scheme in ("equal_width", "equal_count"):
+            for b in bins[scheme]:
+                rows.append([kind, scheme, b["bin"], b["low"], b["high"], b["count"], b["mean"], b["se"],
+                             "; ".join(f"{v}: {n}" for v, n in b["histogram"].items())])
+    tables["consistency-bins"] = (["kind", "bins", "bin", "delta_low", "delta_high", "rating_sets", "mean_consistency",
+                                   "standard_error", "distribution"], rows)
+    bias = report["positional_bias"]
+    tables["positional-bias"] = (
+        ["rater", "kind", "non_tie_judgments", "first_chosen", "p_first", "low_95", "high_95", "binomial_p"],
+        [[r["rater"], r["kind"], r["n"], r["first_chosen"], r["rate"], r["low"], r["high"], r["p_value"]]
+         for r in bias["raters"]]
+        + [[f"all {kind}s", kind, p["n"], p["first_chosen"], p["rate"], p["low"], p["high"], p["p_value"]]
+           for kind, p in bias["populations"].items()],
+    )
+    tables["debiasing"] = (
+        ["judge", "threshold", "p_first_before", "p_first_after", "accuracy_before", "accuracy_after",
+         "compared_with_humans"],
+        [[name, d["threshold"], d["first_rate_before"], d["first_rate_after"], d["accuracy_before"],
+          d["accuracy_after"], d["compared_with_humans"]] for name, d in bias["debiasing"].items()],
+    )
+    tables["cohen-kappa"] = (["rater_1", "rater_2", "overlap", "kappa"],
+                             [[k["rater_1"], k["rater_2"], k["overlap"], k["kappa"]]
+                              for k in report["agreement"]["cohen_kappa"]])
+    ind = report["indeterminacy"]
+    tables["judge-metrics"] = (
+        ["judge", "units", "mse", "hit_rate", "kappa", "kl", "jsd", "beta_hat"],
+        [[name, j["units"], j["mse"], j["hit_rate"], j["kappa"], j["kl"], j["jsd"], j["beta_hat"]]
+         for name, j in ind["judges"].items()],
+    )
+    tables["threshold-sweep"] = (
+        ["judge", "tau", "decision_consistency", "estimation_bias"],
+        [[name, t["tau"], t["decision_consistency"], t["estimation_bias"]]
+         for name, j in ind["judges"].items() for t in j["threshold_sweep"]],
+    )
+    tables["beta-sensitivity"] = (["judge", "beta", "mse"], [[name, b["beta"], b["mse"]]
+                                                             for name, j in ind["judges"].items()
+                                                             for b in j["beta_sensitivity"]])
+    return tables

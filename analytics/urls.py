@@ -1,0 +1,9 @@
+from django.urls import path
+
+from analytics import views
+
+urlpatterns = [
+    path("studies/<int:study_id>/report/", views.report, name="report"),
+    path("studies/<int:study_id>/report/<slug:name>.csv", views.report_table, name="report_table"),
+    path("api/studies/<int:study_id>/report/", views.report_api, name="report_api"),
+]

@@ -1,0 +1,125 @@
+"""The researcher's report page, its CSV tables, and the report API."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.http import content_disposition_header
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+from analytics import plots, services
+from analytics.tables import report_tables
+from annotation.access import access_study, studies_for
+
+
+@login_required
+def report(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    data = services.study_report(study)
+    return render(request, "analytics/report.html", {"study": study, "report": data, "sections": sections(data)})
+
+
+@login_required
+def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
+    study = access_study(request, study_id)
+    tables = report_tables(services.study_report(study))
+    if name not in tables:
+        raise Http404("No such table.")
+    columns, rows = tables[name]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    writer.writerows(["" if v is None else v for v in row] for row in rows)
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-{name}.csv")
+    return response
+
+
+@api_view(["GET"])
+def report_api(request, study_id: int):
+    """The study report (SPEC §8 keys) as JSON, for the researcher who owns the study."""
+    from django.shortcuts import get_object_or_404
+
+    study = get_object_or_404(studies_for(request.user), pk=study_id)
+    return Response(services.study_report(study))
+
+
+def figures(data: dict) -> dict[str, str]:
+    """The report's SVG figures (each has a table next to it)."""
+    out = {}
+    for key, label in (("elo", "ELO"), ("sep_elo", "sep-ELO"), ("bradley_terry", "Bradley-Terry")):
+        if data[key].get("available"):
+            out[key] = plots.interval_plot(data[key]["leaderboard"], label=f"{label} rating")
+    for kind, bins in data["consistency"]["by_separability"].items():
+        series = {kind: [((b["low"] + b["high"]) / 2 if b["count"] else b["bin"], b["mean"])
+                         for b in bins["equal_count"]]}
+        out[f"consistency-{kind}"] = plots.line_plot(series, "separability (bin centre, 5 equal-count bins)",
+                                                     "mean consistency", (0, 1),
+                                                     errors={kind: [b["se"] for b in bins["equal_count"]]})
+    judges = data["indeterminacy"]["judges"]
+    if judges:
+        out["threshold-sweep"] = plots.line_plot(
+            {name: [(t["tau"], t["decision_consistency"]) for t in j["threshold_sweep"]] for name, j in judges.items()},
+            "threshold tau", "decision consistency", (0, 1))
+        out["beta-sensitivity"] = plots.line_plot(
+            {name: [(b["beta"], b["mse"]) for b in j["beta_sensitivity"]] for name, j in judges.items()},
+            "human sensitivity beta", "MSE of the multi-label vectors")
+    return out
+
+
+SHOWN_ROWS = 50
+
+SECTIONS = [
+    # (table name, heading, figure key, explanation)
+    ("leaderboard-elo", "Online ELO", "elo", "K = {k}, processed in creation order; 95 % intervals from {rounds} "
+     "bootstrap resamples (seed {seed}); rank = 1 + systems whose lower bound exceeds this one's upper bound."),
+    ("leaderboard-sep_elo", "Separability-weighted ELO", "sep_elo", "Each battle's K is scaled by the logistic of "
+     "its item's separability (T = {T}, alpha = {alpha}, beta = {beta}), so indistinguishable outputs move ratings "
+     "less."),
+    ("leaderboard-bradley_terry", "Bradley-Terry", "bradley_terry", "Maximum likelihood, ties as half a win each "
+     "way, on the Arena scale (1000 + 400 log10-odds)."),
+    ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),
+    ("win-ratio", "Win-ratio ranking", None, "Each system's share of points over all its battles."),
+    ("stopping", "Stopping status per system pair", None, "Items decided by the majority of their judgments; the "
+     "risk is the hypergeometric tail of the leader's lead if both systems were equally good."),
+    ("consistency-bins", "Consistency by separability", "consistency-human", "Mean rating-set consistency "
+     "(Eq. 4) over 5 equal-count separability bins with standard errors, and the distribution of consistency "
+     "over 4 equal-width bins; humans and judges separately."),
+    ("rating-sets", "Rating sets", None, "One rater's judgments of one item for one system pair: consistency (Eq. 4) "
+     "and preference strength (Eq. 7; negative favours the first system)."),
+    ("item-consistency", "Per item", None, "Mean over the item's raters."),
+    ("positional-bias", "Positional bias", None, "P(first shown chosen) over non-tie choices, exact binomial test "
+     "against 0.5, Clopper-Pearson 95 % interval."),
+    ("debiasing", "Debiasing judges with probabilities", None, "The threshold that makes the first-shown output "
+     "win half of the comparisons; accuracy against the human majority on the same pairs."),
+    ("cohen-kappa", "Agreement between raters", None, "Cohen's kappa for rater pairs with at least 10 shared pairs."),
+    ("judge-metrics", "Judges against humans", None, "MSE between multi-label vectors (primary), hit rate (judge's "
+     "choice is an option most humans find reasonable), Cohen's kappa, KL(human || judge) and JS divergence of the "
+     "forced-choice distributions."),
+    ("threshold-sweep", "Decision consistency over tau", "threshold-sweep", "Whether judge and humans agree that "
+     "option A reaches tau, over a sweep of tau, and the judge's estimation bias."),
+    ("beta-sensitivity", "Sensitivity to the human beta", "beta-sensitivity", "MSE when human multi-label vectors "
+     "are built from forced choices with sensitivity beta in [0, 0.5]."),
+]
+
+
+def sections(data: dict) -> list[dict]:
+    tables = report_tables(data)
+    figs = figures(data)
+    params = (data["elo"].get("parameters") or {})
+    values = {"k": params.get("k"), "rounds": params.get("bootstrap_rounds"), "seed": params.get("seed"),
+              "T": params.get("T"), "alpha": params.get("alpha"), "beta": params.get("beta")}
+    out = []
+    for name, heading, figure, note in SECTIONS:
+        columns, rows = tables.get(name, ([], []))
+        figure_svg = figs.get(figure, "") if figure else ""
+        if name == "consistency-bins":
+            figure_svg = "".join(figs.get(f"consistency-{k}", "") for k in ("human", "judge"))
+        out.append({"name": name, "heading": heading, "note": note.format(**values), "figure": figure_svg,
+                    "columns": columns, "rows": rows[:SHOWN_ROWS], "total": len(rows)})
+    return out

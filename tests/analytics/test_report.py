@@ -1,0 +1,133 @@
+"""The study report through the ORM, the page, its CSV tables and the API."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from analytics import services
+from annotation import services as annotation_services
+from tests.conftest import answer_all, study_jsonl
+
+SPEC_KEYS = {"systems", "judgments", "consistency", "separability", "elo", "sep_elo", "bradley_terry", "stopping",
+             "positional_bias", "agreement", "indeterminacy"}
+
+
+def judge_lines(study, judge: str, prefer: str, with_sets: bool) -> bytes:
+    """A judge that prefers one system on every pair humans saw, with probabilities and response sets."""
+    lines = []
+    for line in annotation_services.judgment_lines(study):
+        if line["rater_kind"] != "human":
+            continue
+        for shown in (line["system_a"], line["system_b"]):
+            lines.append({**{k: line[k] for k in ("item", "system_a", "sample_a", "system_b", "sample_b")},
+                          "id": f"{judge}-{line['id']}-{shown}", "shown_first": shown, "rater": judge,
+                          "rater_kind": "judge", "choice": prefer, "probability_a": 0.8 if prefer == "sys-a" else 0.2,
+                          "response_set": [prefer] if with_sets else None})
+    return "".join(json.dumps(x) + "\n" for x in lines).encode()
+
+
+@pytest.fixture
+def judged_study(study):
+    """Two human raters on the same items (forced choice), and two judges on the same pairs."""
+    for name, choice in (("h1", "first"), ("h2", "second")):
+        rater = annotation_services.do_create_rater_link(study, name)
+        while (assignment := annotation_services.do_start_assignment(rater)) is not None:
+            answer_all(assignment, choice=choice)
+    annotation_services.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
+    annotation_services.do_import_judgments(study, judge_lines(study, "judge-b", "sys-b", False), "j.jsonl")
+    return study
+
+
+def test_an_empty_study_reports_what_is_missing(study):
+    report = services.study_report(study)
+    assert SPEC_KEYS <= set(report)
+    assert report["elo"] == {"available": False, "reason": "no judgments with a choice yet",
+                             "parameters": report["elo"]["parameters"]}
+    assert report["indeterminacy"]["reason"] == "needs human and judge judgments on the same pairs"
+
+
+def test_the_report_covers_humans_and_judges(judged_study):
+    report = services.study_report(judged_study)
+    assert report["judgments"]["by_kind"] == {"human": 40, "judge": 160}
+    assert [r["system"] for r in report["elo"]["leaderboard"]] and report["bradley_terry"]["available"]
+    assert report["sep_elo"]["available"] is False and "separability" in report["sep_elo"]["reason"]
+    judges = report["indeterminacy"]["judges"]
+    assert set(judges) == {"judge-a", "judge-b"}
+    assert judges["judge-a"]["units"] == 20 and judges["judge-a"]["beta_hat"] is None
+    # By the definitions: humans gave forced choices only, so with beta = 0 Omega_H = the share of a and b among
+    # their choices on the pair; judge-a's response set is always {a}: Omega_J = [1, 0]; judge-b gave forced
+    # choices only ("b"): Omega_J = [0, 1].
+    by_pair: dict[tuple, list[str]] = {}
+    for line in annotation_services.judgment_lines(judged_study):
+        if line["rater_kind"] == "human":
+            key = (line["item"], line["sample_a"], line["sample_b"])
+            by_pair.setdefault(key, []).append("a" if line["choice"] == line["system_a"] else "b")
+    omega_h = [(c.count("a") / len(c), c.count("b") / len(c)) for c in by_pair.values()]
+    assert judges["judge-a"]["mse"] == pytest.approx(sum((a - 1) ** 2 + b**2 for a, b in omega_h) / len(omega_h))
+    assert judges["judge-b"]["mse"] == pytest.approx(sum(a**2 + (b - 1) ** 2 for a, b in omega_h) / len(omega_h))
+    assert len(judges["judge-a"]["beta_sensitivity"]) == 11
+    populations = report["positional_bias"]["populations"]
+    assert populations["judge"]["rate"] == pytest.approx(0.5)  # each judge saw both orders with the same verdict
+    assert set(report["positional_bias"]["debiasing"]) == {"judge-a", "judge-b"}
+    assert report["agreement"]["cohen_kappa"][0]["overlap"] == 20
+    assert report["stopping"][0]["n"] == 4
+
+
+def test_sep_elo_appears_once_separability_is_computed(judged_study):
+    from selection import services as selection_services
+
+    judged_study.separability_metric = "rouge1"
+    judged_study.save()
+    selection_services.compute_separability(judged_study, "rouge1")
+    report = services.study_report(judged_study)
+    assert report["sep_elo"]["available"] and report["sep_elo"]["battles_without_separability"] == 0
+    assert report["consistency"]["by_separability"]["human"]["equal_count"]
+
+
+def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_study):
+    page = researcher_client.get(reverse("report", args=[judged_study.pk]))
+    content = page.content.decode()
+    assert page.status_code == 200
+    assert "Online ELO" in content and "<svg" in content and "Which judge agrees best" in content
+    response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "judge-metrics"]))
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0] == ["judge", "units", "mse", "hit_rate", "kappa", "kl", "jsd", "beta_hat"] and len(rows) == 3
+    assert researcher_client.get(reverse("report_table", args=[judged_study.pk, "nope"])).status_code == 404
+
+
+def test_the_report_is_private(client, study, other_researcher):
+    assert client.get(reverse("report", args=[study.pk])).status_code == 302
+    client.force_login(other_researcher)
+    assert client.get(reverse("report", args=[study.pk])).status_code == 404
+    assert client.get(reverse("report_table", args=[study.pk, "stopping"])).status_code == 404
+
+
+def test_the_report_api(judged_study, researcher, other_researcher):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    data = api.get(f"/api/studies/{judged_study.pk}/report/").json()
+    assert SPEC_KEYS <= set(data)
+    outsider = APIClient()
+    outsider.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=other_researcher).key}")
+    assert outsider.get(f"/api/studies/{judged_study.pk}/report/").status_code == 404
+    assert APIClient().get(f"/api/studies/{judged_study.pk}/report/").status_code == 401
+
+
+def test_analysis_parameters_change_the_report(judged_study):
+    judged_study.elo_k = 16
+    judged_study.bootstrap_rounds = 10
+    judged_study.save()
+    report = services.study_report(judged_study)
+    assert report["elo"]["parameters"]["k"] == 16 and report["elo"]["parameters"]["bootstrap_rounds"] == 10
+
+
+def test_an_empty_report_page_explains(researcher_client, researcher):
+    study = annotation_services.do_create_study(researcher, "fresh", study_jsonl(2), "f.jsonl")
+    assert b"No judgments yet" in researcher_client.get(reverse("report", args=[study.pk])).content
