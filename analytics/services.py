@@ -302,6 +302,9 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
         "translation_columns": ["{a}", "{b}", "{a,b}"], "translation_rows": ["a", "b", "tie"],
         "beta": study.indeterminacy_beta, "judges": {},
     }
+    if report["human_translation_matrix"] is not None:
+        report["translation_matrix_rows"] = list(zip(report["translation_rows"], report["human_translation_matrix"],
+                                                     strict=True))
     if not judges or not humans:
         report["reason"] = "needs human and judge judgments on the same pairs"
         return report

@@ -65,7 +65,9 @@ def figures(data: dict) -> dict[str, str]:
     if judges:
         out["threshold-sweep"] = plots.line_plot(
             {name: [(t["tau"], t["decision_consistency"]) for t in j["threshold_sweep"]] for name, j in judges.items()},
-            "threshold tau", "decision consistency", (0, 1))
+            "threshold tau", "decision consistency", (0, 1)) + plots.line_plot(
+            {name: [(t["tau"], t["estimation_bias"]) for t in j["threshold_sweep"]] for name, j in judges.items()},
+            "threshold tau", "estimation bias", (-1, 1))
         out["beta-sensitivity"] = plots.line_plot(
             {name: [(b["beta"], b["mse"]) for b in j["beta_sensitivity"]] for name, j in judges.items()},
             "human sensitivity beta", "MSE of the multi-label vectors")

@@ -128,6 +128,25 @@ def test_analysis_parameters_change_the_report(judged_study):
     assert report["elo"]["parameters"]["k"] == 16 and report["elo"]["parameters"]["bootstrap_rounds"] == 10
 
 
+def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher_client, study):
+    annotation_services.do_update_settings(study, {"elicitation": "paired"}, None)
+    rater = annotation_services.do_create_rater_link(study, "p1")
+    assignment = annotation_services.do_start_assignment(rater)
+    pairs = list(assignment.pairs.all())
+    # forced choice of the output shown second, and both outputs acceptable on every other pair
+    for n, pair in enumerate(pairs):
+        annotation_services.record_judgment(pair, idempotency_key=f"p{n}", choice="second",
+                                            response_set=["first", "second"] if n % 2 == 0 else [])
+    report = services.study_report(study)["indeterminacy"]
+    rows = [(j.choice, j.response_set) for j in study.judgments.all()]
+    negatives = [s for c, s in rows if c == "b"]
+    expected = sum("a" in s for s in negatives) / len(negatives) if negatives else None
+    assert report["human_beta_hat"] == (pytest.approx(expected) if expected is not None else None)
+    assert len(report["human_translation_matrix"]) == 3
+    page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
+    assert "How people turn response sets into forced choices" in page
+
+
 def test_an_empty_report_page_explains(researcher_client, researcher):
     study = annotation_services.do_create_study(researcher, "fresh", study_jsonl(2), "f.jsonl")
     assert b"No judgments yet" in researcher_client.get(reverse("report", args=[study.pk])).content
