@@ -65,3 +65,21 @@ def remember_open_link_rater(request: HttpRequest, rater: Rater) -> None:
     raters = dict(request.session.get(SESSION_RATERS, {}))
     raters[str(rater.study_id)] = rater.pk
     request.session[SESSION_RATERS] = raters
+
+
+def frameable(view):
+    """Rater pages may be framed by the crowdsourcing sites in SEPLAB_FRAME_ANCESTORS (and only by them):
+    a Content-Security-Policy frame-ancestors header replaces X-Frame-Options: DENY."""
+    from functools import wraps
+
+    from django.conf import settings
+    from django.views.decorators.clickjacking import xframe_options_exempt
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        ancestors = " ".join(["'self'", *settings.SEPLAB_FRAME_ANCESTORS])
+        response["Content-Security-Policy"] = f"frame-ancestors {ancestors}"
+        return response
+
+    return xframe_options_exempt(wrapped)

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 RATER_TOKEN_SALT = "seplab.rater-link"
 OPEN_LINK_SALT = "seplab.open-link"
+EXTERNAL_LINK_SALT = "seplab.external-link"
 
 
 def new_seed() -> int:
@@ -122,6 +123,29 @@ class Study(models.Model):
     )
     min_n = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(1)], help_text="Iterative DiffUse: representatives judged first."
+    )
+
+    # Crowd work: what a worker may take, when abandoned work returns to the queue, quality control.
+    max_assignments_per_rater = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most assignments (items) one rater may do; empty means no limit."
+    )
+    assignment_timeout_minutes = models.PositiveIntegerField(
+        default=60, validators=[MinValueValidator(1)],
+        help_text="An assignment with no answer for this long expires and its place returns to the queue.",
+    )
+    gold_rate = models.FloatField(
+        default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
+        help_text="Share of attention-check (gold) pairs added to each assignment, e.g. 0.2 = one per five pairs.",
+    )
+    min_seconds_per_pair = models.PositiveIntegerField(
+        default=0, help_text="Answers given faster than this (server-measured) are refused with a reminder."
+    )
+    screen_min_gold = models.PositiveIntegerField(
+        default=3, help_text="Gold answers needed before a rater's accuracy is judged."
+    )
+    screen_accuracy = models.FloatField(
+        default=0.6, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Raters whose gold accuracy falls below this are screened out (no more work).",
     )
 
     open_link_enabled = models.BooleanField(default=False)
@@ -278,6 +302,7 @@ class Rater(models.Model):
         PERSONAL_LINK = "personal_link", "Personal link"
         OPEN_LINK = "open_link", "Open link"
         IMPORT = "import", "Imported"
+        EXTERNAL = "external", "Crowdsourcing site"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="raters")
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.HUMAN)
@@ -285,6 +310,7 @@ class Rater(models.Model):
     source = models.CharField(max_length=20, choices=Source.choices)
     token_nonce = models.CharField(max_length=32, default=new_nonce)
     created = models.DateTimeField(auto_now_add=True)
+    screened_out = models.BooleanField(default=False, help_text="Failed the study's attention checks: no more work.")
 
     class Meta:
         ordering = ["id"]
@@ -299,6 +325,12 @@ class Rater(models.Model):
     def link_path(self) -> str:
         return reverse("rater_home", args=[self.token()])
 
+    @property
+    def site_identity(self) -> tuple[str, str]:
+        """(platform, worker id) of a worker who came from a crowdsourcing site."""
+        platform, _, worker = self.external_id.partition(":")
+        return (platform, worker) if self.source == self.Source.EXTERNAL else ("", "")
+
 
 class Assignment(models.Model):
     """One rater's copy of one task: the N pairs, each with its own display order."""
@@ -306,6 +338,7 @@ class Assignment(models.Model):
     class Status(models.TextChoices):
         ACTIVE = "active", "In progress"
         COMPLETED = "completed", "Completed"
+        EXPIRED = "expired", "Expired"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="assignments")
@@ -317,6 +350,7 @@ class Assignment(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
     created = models.DateTimeField(auto_now_add=True)
     completed = models.DateTimeField(null=True, blank=True)
+    last_activity = models.DateTimeField(default=timezone.now, help_text="Creation or the latest answer.")
     completion_code = models.CharField(max_length=16, default=new_completion_code)
 
     class Meta:
@@ -336,8 +370,11 @@ class Assignment(models.Model):
 
 
 class AssignmentPair(models.Model):
+    """One pair shown in an assignment: a study pair (``pair``) or an attention check (``gold``)."""
+
     assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="pairs")
-    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+")
+    pair = models.ForeignKey(Pair, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    gold = models.ForeignKey("GoldPair", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     position = models.PositiveSmallIntegerField()
     a_shown_first = models.BooleanField()
     shown_at = models.DateTimeField(null=True, blank=True, help_text="Server time the pair was first shown.")
@@ -347,6 +384,7 @@ class AssignmentPair(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["assignment", "position"], name="apair_unique_position"),
             models.UniqueConstraint(fields=["assignment", "pair"], name="apair_unique_pair"),
+            models.CheckConstraint(condition=Q(pair__isnull=True) ^ Q(gold__isnull=True), name="apair_pair_xor_gold"),
         ]
 
     def __str__(self) -> str:
@@ -393,3 +431,96 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"judgment {self.idempotency_key} by rater {self.rater_id}"
+
+
+
+class GoldPair(models.Model):
+    """An attention check: an input with a good and a deliberately bad output. Shown like any pair;
+    the answer is scored, never mixed into the study's judgments."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="gold_pairs")
+    input = models.TextField()
+    good_output = models.TextField()
+    bad_output = models.TextField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"gold {self.pk} of study {self.study_id}"
+
+
+class GoldAnswer(models.Model):
+    assignment_pair = models.OneToOneField(AssignmentPair, on_delete=models.CASCADE, related_name="gold_answer")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="gold_answers")
+    answer = models.CharField(max_length=6, help_text="first | second | tie, as displayed.")
+    correct = models.BooleanField()
+    idempotency_key = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"gold answer {self.pk} ({'right' if self.correct else 'wrong'})"
+
+
+class ExternalLink(models.Model):
+    """A link for a crowdsourcing site: the site appends its worker / assignment parameters."""
+
+    class Platform(models.TextChoices):
+        MTURK = "mturk", "MTurk-style ExternalQuestion (any compatible site)"
+        PROLIFIC = "prolific", "Prolific"
+        GENERIC = "generic", "Generic (completion code shown to the worker)"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="external_links")
+    platform = models.CharField(max_length=10, choices=Platform.choices)
+    nonce = models.CharField(max_length=32, default=new_nonce)
+    enabled = models.BooleanField(default=True)
+    screened_code = models.CharField(max_length=16, default=new_completion_code,
+                                     help_text="The code screened-out workers get instead of the completion code.")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.get_platform_display()} link of {self.study}"
+
+    def token(self) -> str:
+        return signing.Signer(salt=EXTERNAL_LINK_SALT).sign_object({"l": self.pk, "n": self.nonce}, compress=True)
+
+    def path(self) -> str:
+        return reverse("external_entry", args=[self.token()])
+
+
+class WorkerSession(models.Model):
+    """One worker's visit from a site (an MTurk assignment, a Prolific session): resumable, bound to
+    one of our assignments."""
+
+    link = models.ForeignKey(ExternalLink, on_delete=models.CASCADE, related_name="sessions")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="worker_sessions")
+    worker_id = models.CharField(max_length=200)
+    session_key = models.CharField(max_length=200, help_text="MTurk assignmentId, Prolific SESSION_ID, or ours.")
+    hit_id = models.CharField(max_length=200, blank=True)
+    submit_to = models.URLField(blank=True, help_text="MTurk turkSubmitTo (validated against allowed hosts).")
+    assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="worker_sessions")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["link", "session_key"], name="worker_session_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.link.platform}:{self.worker_id}/{self.session_key}"
+
+
+class BlockedWorker(models.Model):
+    """A researcher's blocklist: these workers get no work in any of the researcher's studies."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="blocked_workers")
+    platform = models.CharField(max_length=10, choices=ExternalLink.Platform.choices)
+    worker_id = models.CharField(max_length=200)
+    reason = models.CharField(max_length=300, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "platform", "worker_id"], name="blocked_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.worker_id}"

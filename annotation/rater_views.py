@@ -3,17 +3,20 @@ an anonymous rater for the visiting browser. One URL serves the full page and th
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from annotation import access, services
+from annotation import access, crowd, services
 from annotation.forms import RatingForm
 from annotation.models import Assignment, AssignmentPair, Rater
 
 
+@access.frameable
 def rater_home(request: HttpRequest, token: str) -> HttpResponse:
     rater = access.access_rater(token)
     active = rater.assignments.filter(status=Assignment.Status.ACTIVE).first()
@@ -22,6 +25,8 @@ def rater_home(request: HttpRequest, token: str) -> HttpResponse:
                   {"rater": rater, "study": rater.study, "token": token, "active": active, "completed": completed})
 
 
+@access.frameable
+@csrf_exempt  # authority is the signed rater token in the URL, never a cookie (iframes block third-party cookies)
 @require_POST
 def rater_start(request: HttpRequest, token: str) -> HttpResponse:
     rater = access.access_rater(token)
@@ -30,6 +35,9 @@ def rater_start(request: HttpRequest, token: str) -> HttpResponse:
     except services.AllocationBusy as exc:
         return render(request, "annotation/rater_message.html",
                       {"study": rater.study, "title": "Busy", "message": str(exc)}, status=503)
+    except (services.RaterScreenedOut, services.RaterLimitReached) as exc:
+        return render(request, "annotation/rater_message.html",
+                      {"study": rater.study, "title": "No more work for you here", "message": str(exc)})
     if assignment is None:
         return render(request, "annotation/rater_message.html", {
             "study": rater.study, "title": "Nothing left to rate",
@@ -50,12 +58,15 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
     return render(request, "annotation/open_link.html", {"study": study})
 
 
+@access.frameable
 def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     rater = access.access_rater(token)
     assignment = access.access_assignment(rater, assignment_id)
     return _render_rating(request, rater, token, assignment)
 
 
+@access.frameable
+@csrf_exempt  # see rater_start
 @require_POST
 def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     rater = access.access_rater(token)
@@ -87,24 +98,49 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     return response
 
 
+@dataclasses.dataclass
+class Shown:
+    """What the rating page shows for one pair, study pair or attention check alike."""
+
+    input: str
+    first: str
+    second: str
+
+
+def _shown(current: AssignmentPair) -> Shown:
+    if current.gold_id is not None:
+        gold = current.gold
+        good, bad = gold.good_output, gold.bad_output
+        return Shown(gold.input, *((good, bad) if current.a_shown_first else (bad, good)))
+    pair = current.pair
+    a, b = pair.generation_a.text, pair.generation_b.text
+    return Shown(pair.item.input, *((a, b) if current.a_shown_first else (b, a)))
+
+
+def _answered(p: AssignmentPair) -> bool:
+    return hasattr(p, "judgment") or hasattr(p, "gold_answer")
+
+
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment,
                    error: str | None = None) -> HttpResponse:
     study = assignment.study
-    pairs = list(assignment.pairs.select_related("pair__item", "pair__generation_a", "pair__generation_b")
-                 .prefetch_related("judgment"))
-    current = next((p for p in pairs if not hasattr(p, "judgment")), None) if pairs else None
-    done = sum(1 for p in pairs if hasattr(p, "judgment"))
+    pairs = list(assignment.pairs.select_related("pair__item", "pair__generation_a", "pair__generation_b", "gold")
+                 .prefetch_related("judgment", "gold_answer"))
+    current = next((p for p in pairs if not _answered(p)), None)
+    done = sum(1 for p in pairs if _answered(p))
     context = {"study": study, "rater": rater, "token": token, "assignment": assignment, "error": error,
-               "total": len(pairs), "done": done}
-    if current is None:
+               "total": len(pairs), "done": done, "external": crowd.session_for(assignment)}
+    if assignment.status == Assignment.Status.EXPIRED:
+        context["expired"] = True
+    elif current is None:
         services.complete_if_done(assignment)
+        rater.refresh_from_db(fields=["screened_out"])
         context["completed"] = True
+        if context["external"] is not None:
+            context.update(crowd.completion(context["external"], rater))
     else:
         services.mark_shown(current)
-        first, second = current.pair.generation_a, current.pair.generation_b
-        if not current.a_shown_first:
-            first, second = second, first
-        context.update(current=current, item=current.pair.item, first=first, second=second,
-                       number=done + 1, key=uuid.uuid4().hex, percent=round(100 * done / len(pairs)))
+        context.update(current=current, shown=_shown(current), number=done + 1, key=uuid.uuid4().hex,
+                       percent=round(100 * done / len(pairs)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)

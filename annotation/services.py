@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +22,7 @@ from annotation.models import (
     AssignmentPair,
     Comparison,
     Generation,
+    GoldAnswer,
     Item,
     Judgment,
     Pair,
@@ -49,6 +51,14 @@ class ServiceError(Exception):
 
 class AllocationBusy(ServiceError):
     pass
+
+
+class RaterScreenedOut(ServiceError):
+    """The rater failed the study's attention checks and gets no more work."""
+
+
+class RaterLimitReached(ServiceError):
+    """The rater has done the study's maximum number of assignments."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,18 +243,35 @@ def _next_open_task(rater: Rater) -> Task | None:
     )
 
 
+def expire_stale_assignments(study: Study) -> int:
+    """Active assignments idle for longer than the study's timeout expire: their place returns to the
+    queue (slot freed) and their answers stay stored. Returns how many expired."""
+    cutoff = timezone.now() - timedelta(minutes=study.assignment_timeout_minutes)
+    return Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, last_activity__lt=cutoff).update(
+        status=Assignment.Status.EXPIRED, slot=None)
+
+
 def do_start_assignment(rater: Rater) -> Assignment | None:
     """The rater's active assignment, or a new one on the open task with the fewest raters so far;
     None when nothing is left for this rater.
 
     Concurrency: the database's unique constraints (one rater per task place, one active assignment
     per rater, never the same item twice for a rater) decide races; the loser retries.
+    Raises ``RaterScreenedOut`` / ``RaterLimitReached`` when the rater may not take more work.
     """
     study = rater.study
+    expire_stale_assignments(study)
     for _ in range(25):
         active = Assignment.objects.filter(rater=rater, status=Assignment.Status.ACTIVE).first()
         if active:
             return active
+        if rater.screened_out:
+            raise RaterScreenedOut("Thank you for your time. Your answers did not pass the study's attention "
+                                   "checks, so there is no more work for you here.")
+        if study.max_assignments_per_rater is not None and Assignment.objects.filter(
+                rater=rater, status=Assignment.Status.COMPLETED).count() >= study.max_assignments_per_rater:
+            raise RaterLimitReached(f"You have completed the maximum of {study.max_assignments_per_rater} "
+                                    "assignments for this study. Thank you!")
         task = _next_open_task(rater)
         if task is None:
             return None
@@ -256,17 +283,30 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
             with transaction.atomic():
                 assignment = Assignment.objects.create(study=study, rater=rater, task=task,
                                                        item_id=task.item_id, slot=free[0])
-                base = list(task.task_pairs.all())
-                rng = random.Random(f"{study.seed}:{task.pk}:{free[0]}")
-                orders = scheduling.display_orders([tp.a_first for tp in base], free[0], study.scheduling, rng)
-                AssignmentPair.objects.bulk_create(
-                    AssignmentPair(assignment=assignment, pair_id=tp.pair_id, position=tp.position, a_shown_first=o)
-                    for tp, o in zip(base, orders, strict=True)
-                )
+                _create_assignment_pairs(study, assignment, task, free[0])
             return assignment
         except IntegrityError:
             continue  # another request took this place (or started this rater); look again
     raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
+
+
+def _create_assignment_pairs(study: Study, assignment: Assignment, task: Task, slot: int) -> None:
+    base = list(task.task_pairs.all())
+    rng = random.Random(f"{study.seed}:{task.pk}:{slot}")
+    orders = scheduling.display_orders([tp.a_first for tp in base], slot, study.scheduling, rng)
+    shown: list[tuple[int | None, int | None, bool]] = [(tp.pair_id, None, o) for tp, o in zip(base, orders,
+                                                                                                strict=True)]
+    golds = list(study.gold_pairs.values_list("pk", flat=True))
+    n_gold = min(len(golds), round(study.gold_rate * len(base))) if golds else 0
+    if study.gold_rate > 0 and golds and n_gold == 0:
+        n_gold = 1 if rng.random() < study.gold_rate * len(base) else 0  # small N: in expectation
+    for gold_id in rng.sample(golds, n_gold):
+        shown.insert(rng.randrange(len(shown) + 1), (None, gold_id, rng.random() < 0.5))
+    AssignmentPair.objects.bulk_create(
+        AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=position,
+                       a_shown_first=a_first)
+        for position, (pair_id, gold_id, a_first) in enumerate(shown)
+    )
 
 
 def mark_shown(assignment_pair: AssignmentPair) -> None:
@@ -277,8 +317,12 @@ def mark_shown(assignment_pair: AssignmentPair) -> None:
         assignment_pair.shown_at = now
 
 
+def unanswered(assignment: Assignment):
+    return assignment.pairs.filter(judgment__isnull=True, gold_answer__isnull=True)
+
+
 def complete_if_done(assignment: Assignment) -> None:
-    if assignment.status == Assignment.Status.ACTIVE and not assignment.pairs.filter(judgment__isnull=True).exists():
+    if assignment.status == Assignment.Status.ACTIVE and not unanswered(assignment).exists():
         assignment.status = Assignment.Status.COMPLETED
         assignment.completed = timezone.now()
         assignment.save(update_fields=["status", "completed"])
@@ -286,8 +330,9 @@ def complete_if_done(assignment: Assignment) -> None:
 
 @dataclasses.dataclass
 class Recorded:
-    judgment: Judgment
+    judgment: Judgment | None  # None for an attention check (see gold_answer)
     created: bool  # False: this submission was a repeat and nothing new was stored
+    gold_answer: GoldAnswer | None = None
 
 
 def record_judgment(
@@ -310,9 +355,12 @@ def record_judgment(
     key = (idempotency_key or "").strip()[:64]
     if not key:
         raise ServiceError("The form is missing its submission key; reload the page.")
+    if assignment_pair.gold_id is not None:
+        return _record_gold(assignment_pair, key, choice, response_set)
     previous = Judgment.objects.filter(Q(study=study, idempotency_key=key) | Q(assignment_pair=assignment_pair)).first()
     if previous:
         return Recorded(previous, False)
+    _check_can_answer(assignment_pair)
     to_model = {"first": "a" if assignment_pair.a_shown_first else "b",
                 "second": "b" if assignment_pair.a_shown_first else "a"}
     model_choice = _validate_answer(study, choice, response_set)
@@ -329,6 +377,10 @@ def record_judgment(
         with transaction.atomic():
             # Lock the assignment so concurrent submits of its last pairs complete it exactly once.
             locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
+            if locked.status == Assignment.Status.EXPIRED:
+                raise ServiceError(EXPIRED_MESSAGE)
+            locked.last_activity = now
+            locked.save(update_fields=["last_activity"])
             judgment = Judgment.objects.create(
                 study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=locked,
                 assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first,
@@ -351,6 +403,72 @@ def record_judgment(
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
         selection_live.on_assignment_completed(locked)
     return Recorded(judgment, True)
+
+
+EXPIRED_MESSAGE = ("This assignment expired after a long pause and its pairs went back to the queue; your answers "
+                   "so far are kept. Start a new assignment to continue.")
+
+
+def _check_can_answer(assignment_pair: AssignmentPair) -> None:
+    assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
+    if assignment.status == Assignment.Status.EXPIRED:
+        raise ServiceError(EXPIRED_MESSAGE)
+    shown_at = assignment_pair.shown_at
+    if study.min_seconds_per_pair and shown_at is not None:
+        elapsed = (timezone.now() - shown_at).total_seconds()
+        if elapsed < study.min_seconds_per_pair:
+            raise ServiceError(f"Please read both outputs before answering: take at least "
+                               f"{study.min_seconds_per_pair} seconds per pair.")
+
+
+def _record_gold(assignment_pair: AssignmentPair, key: str, choice: str | None,
+                 response_set: list[str] | None) -> Recorded:
+    """Score an attention-check answer (never a judgment) and screen the rater out when their gold
+    accuracy falls below the study's bar."""
+    previous = GoldAnswer.objects.filter(assignment_pair=assignment_pair).first()
+    if previous:
+        return Recorded(None, False, previous)
+    assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
+    _check_can_answer(assignment_pair)
+    _validate_answer(study, choice, response_set)
+    good = "first" if assignment_pair.a_shown_first else "second"
+    if study.uses_choice:
+        correct = choice == good
+    else:
+        correct = set(response_set or []) == {good}
+    try:
+        with transaction.atomic():
+            locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
+            if locked.status == Assignment.Status.EXPIRED:
+                raise ServiceError(EXPIRED_MESSAGE)
+            locked.last_activity = timezone.now()
+            locked.save(update_fields=["last_activity"])
+            answer = GoldAnswer.objects.create(
+                assignment_pair=assignment_pair, rater_id=assignment.rater_id, correct=correct, idempotency_key=key,
+                answer=choice or ",".join(sorted(response_set or [])),
+            )
+            complete_if_done(locked)
+    except IntegrityError:
+        return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
+    _screen(assignment.rater)
+    if assignment.status != locked.status:
+        assignment.status = locked.status
+        selection_live.on_assignment_completed(locked)
+    return Recorded(None, True, answer)
+
+
+def gold_accuracy(rater: Rater) -> tuple[int, int]:
+    """(correct, answered) attention checks of the rater."""
+    answers = list(GoldAnswer.objects.filter(rater=rater).values_list("correct", flat=True))
+    return sum(answers), len(answers)
+
+
+def _screen(rater: Rater) -> None:
+    study = rater.study
+    correct, answered = gold_accuracy(rater)
+    if answered >= max(1, study.screen_min_gold) and correct / answered < study.screen_accuracy:
+        Rater.objects.filter(pk=rater.pk).update(screened_out=True)
+        rater.screened_out = True
 
 
 def _validate_answer(study: Study, choice: str | None, response_set: list[str] | None) -> str | None:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation import rater_views, views
+from annotation import crowd_views, rater_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -21,4 +21,9 @@ urlpatterns = [
     path("r/<str:token>/a/<int:assignment_id>/", rater_views.rate, name="rate"),
     path("r/<str:token>/a/<int:assignment_id>/submit/", rater_views.rate_submit, name="rate_submit"),
     path("join/<str:token>/", rater_views.open_link, name="open_link"),
+    path("x/<str:token>/", crowd_views.external_entry, name="external_entry"),
+    path("studies/<int:study_id>/external/", crowd_views.external_links, name="external_links"),
+    path("studies/<int:study_id>/external/block/", crowd_views.block_worker, name="block_worker"),
+    path("studies/<int:study_id>/external/unblock/<int:block_id>/", crowd_views.unblock_worker,
+         name="unblock_worker"),
 ]

@@ -122,6 +122,15 @@ TASKS = {
     }
 }
 
+# Crowdsourcing: sites allowed to frame rater pages, and where MTurk-style completion forms may post.
+SEPLAB_FRAME_ANCESTORS = [o for o in os.environ.get(
+    "SEPLAB_FRAME_ANCESTORS",
+    "https://worker.mturk.com https://workersandbox.mturk.com https://www.mturk.com https://app.prolific.com",
+).split() if o]
+SEPLAB_TURK_SUBMIT_HOSTS = [o for o in os.environ.get(
+    "SEPLAB_TURK_SUBMIT_HOSTS", "https://www.mturk.com https://workersandbox.mturk.com").split() if o]
+PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+
 # Uploads: the importer enforces its own limit and reports it as a validation error.
 SEPLAB_MAX_IMPORT_BYTES = envint("SEPLAB_MAX_IMPORT_BYTES", str(50 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024

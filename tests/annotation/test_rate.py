@@ -147,7 +147,7 @@ def test_outputs_are_escaped_and_keep_their_whitespace(client, researcher):
 def test_the_rating_page_runs_a_fixed_number_of_queries(client, rater, django_assert_num_queries):
     assignment = start(client, rater)
     client.get(rate_url(rater, assignment))  # marks the first pair shown
-    with django_assert_num_queries(4):  # rater, assignment, its pairs, their judgments
+    with django_assert_num_queries(6):  # rater, assignment, pairs, judgments, gold answers, worker session
         client.get(rate_url(rater, assignment))
 
 

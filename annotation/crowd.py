@@ -1,0 +1,164 @@
+"""Workers arriving from crowdsourcing sites: the MTurk ExternalQuestion protocol (usable by any
+compatible site), Prolific, and a generic completion-code profile.
+
+A worker's visit is a ``WorkerSession`` keyed by the site's own id for it (MTurk ``assignmentId``,
+Prolific ``SESSION_ID``), so reloading or reopening the link resumes the same assignment. The
+rater's authority travels in signed URLs, never in cookies, because sites frame our pages and
+browsers block third-party cookies in frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from html import escape
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core import signing
+from django.db import IntegrityError, transaction
+from django.http import Http404
+
+from annotation import services
+from annotation.models import (
+    EXTERNAL_LINK_SALT,
+    Assignment,
+    BlockedWorker,
+    ExternalLink,
+    Rater,
+    Study,
+    WorkerSession,
+)
+
+PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+# The query parameters each platform appends to our URL.
+PARAMETERS = {
+    ExternalLink.Platform.MTURK: ("assignmentId", "hitId", "workerId", "turkSubmitTo"),
+    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
+    ExternalLink.Platform.GENERIC: ("worker_id", "session_id"),
+}
+# What researchers paste into the site: our link with the site's placeholders where it has them.
+PLACEHOLDERS = {
+    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
+                                     "&SESSION_ID={{%SESSION_ID%}}"),
+    ExternalLink.Platform.GENERIC: "worker_id=WORKER_ID",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    platform: str
+    worker_id: str
+    session_key: str
+    hit_id: str = ""
+    submit_to: str = ""
+    preview: bool = False
+
+
+def access_external_link(token: str) -> ExternalLink:
+    try:
+        payload = signing.Signer(salt=EXTERNAL_LINK_SALT).unsign_object(token)
+        link = ExternalLink.objects.select_related("study", "study__owner").get(pk=payload["l"])
+    except (signing.BadSignature, ExternalLink.DoesNotExist, KeyError, TypeError):
+        raise Http404("This study link is not valid.") from None
+    if not link.enabled or link.nonce != payload.get("n"):
+        raise Http404("This study link is closed.")
+    return link
+
+
+def parse_arrival(link: ExternalLink, params) -> Arrival:
+    """The worker's identity from the site's query parameters; ``ServiceError`` says what is missing."""
+    def get(name: str) -> str:
+        return (params.get(name) or "").strip()[:200]
+
+    if link.platform == ExternalLink.Platform.MTURK:
+        assignment_id = get("assignmentId")
+        if assignment_id == PREVIEW_ASSIGNMENT or not assignment_id:
+            return Arrival(link.platform, get("workerId"), "", get("hitId"), preview=True)
+        worker = get("workerId")
+        if not worker:
+            raise services.ServiceError("The link is missing workerId; open it from the HIT page.")
+        submit_to = get("turkSubmitTo").rstrip("/")
+        if submit_to and submit_to not in settings.SEPLAB_TURK_SUBMIT_HOSTS:
+            raise services.ServiceError("The link's turkSubmitTo is not a site this study submits to.")
+        return Arrival(link.platform, worker, assignment_id, get("hitId"), submit_to)
+    if link.platform == ExternalLink.Platform.PROLIFIC:
+        worker, session = get("PROLIFIC_PID"), get("SESSION_ID")
+        if not worker or not session:
+            raise services.ServiceError("The link is missing PROLIFIC_PID or SESSION_ID; open it from Prolific.")
+        return Arrival(link.platform, worker, session, get("STUDY_ID"))
+    worker = get("worker_id")
+    if not worker:
+        raise services.ServiceError("The link is missing worker_id (your id on the site that sent you here).")
+    return Arrival(link.platform, worker, get("session_id") or f"worker:{worker}")
+
+
+def is_blocked(study: Study, platform: str, worker_id: str) -> bool:
+    return BlockedWorker.objects.filter(owner_id=study.owner_id, platform=platform, worker_id=worker_id).exists()
+
+
+class OtherSessionActive(services.ServiceError):
+    """The worker already works on this study through another HIT / session."""
+
+
+def do_accept(link: ExternalLink, arrival: Arrival) -> WorkerSession:
+    """The worker's session for this visit (resumed when it exists), bound to an assignment when there
+    is work. Idempotent: the same visit never creates a second session or assignment."""
+    session = WorkerSession.objects.filter(link=link, session_key=arrival.session_key).select_related(
+        "assignment", "rater").first()
+    if session is None:
+        rater, _ = Rater.objects.get_or_create(
+            study=link.study, external_id=f"{link.platform}:{arrival.worker_id}",
+            defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN})
+        try:
+            with transaction.atomic():
+                session = WorkerSession.objects.create(
+                    link=link, rater=rater, worker_id=arrival.worker_id, session_key=arrival.session_key,
+                    hit_id=arrival.hit_id, submit_to=arrival.submit_to)
+        except IntegrityError:  # the same visit arrived twice at once
+            session = WorkerSession.objects.select_related("assignment", "rater").get(
+                link=link, session_key=arrival.session_key)
+    if session.assignment is None or session.assignment.status == Assignment.Status.EXPIRED:
+        active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()
+        if active is not None and WorkerSession.objects.filter(assignment=active).exclude(pk=session.pk).exists():
+            raise OtherSessionActive("You are already working on this study in another task. Finish or return "
+                                     "that one first.")
+        assignment = services.do_start_assignment(session.rater)
+        if assignment is not None:
+            session.assignment = assignment
+            session.save(update_fields=["assignment"])
+    return session
+
+
+def session_for(assignment: Assignment) -> WorkerSession | None:
+    return WorkerSession.objects.filter(assignment=assignment).select_related("link").first()
+
+
+def completion(session: WorkerSession, rater: Rater) -> dict:
+    """How the finished worker is sent back to their site, with the completion (or screening) code."""
+    link = session.link
+    screened = rater.screened_out
+    code = link.screened_code if screened else session.assignment.completion_code
+    out = {"platform": link.platform, "code": code, "screened": screened}
+    if link.platform == ExternalLink.Platform.MTURK and session.submit_to:
+        out["submit_url"] = f"{session.submit_to}/mturk/externalSubmit"
+        out["assignment_id"] = session.session_key
+    elif link.platform == ExternalLink.Platform.PROLIFIC:
+        out["redirect_url"] = settings.PROLIFIC_COMPLETE_URL.format(code=code)
+    return out
+
+
+def link_url(link: ExternalLink, base_url: str) -> str:
+    url = base_url.rstrip("/") + link.path()
+    placeholders = PLACEHOLDERS.get(link.platform)
+    return f"{url}?{placeholders}" if placeholders else url
+
+
+def external_question_xml(url: str, frame_height: int = 0) -> str:
+    """The MTurk ExternalQuestion for our URL (XML-escaped, so '&' becomes '&amp;'). MTurk requires HTTPS."""
+    if urlsplit(url).scheme != "https":
+        raise services.ServiceError("MTurk's ExternalQuestion requires an HTTPS URL; use --base-url https://…")
+    return ('<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/'
+            '2006-07-14/ExternalQuestion.xsd">\n'
+            f"  <ExternalURL>{escape(url, quote=False)}</ExternalURL>\n"
+            f"  <FrameHeight>{int(frame_height)}</FrameHeight>\n"
+            "</ExternalQuestion>")

@@ -1,0 +1,105 @@
+"""Crowdsourcing: the entry point sites send workers to, and the researcher's external-link page."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from annotation import access, crowd, services
+from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater, TaskPair
+
+
+def _message(request, study, title: str, message: str, status: int = 200, code: str | None = None):
+    return render(request, "annotation/rater_message.html",
+                  {"study": study, "title": title, "message": message, "code": code}, status=status)
+
+
+@access.frameable
+def external_entry(request: HttpRequest, token: str) -> HttpResponse:
+    """Sites open this URL with their worker parameters. A preview stores nothing; an accepted visit
+    creates (or resumes) the worker's session and sends them to their assignment."""
+    link = crowd.access_external_link(token)
+    study = link.study
+    try:
+        arrival = crowd.parse_arrival(link, request.GET)
+    except services.ServiceError as exc:
+        return _message(request, study, "This link is incomplete", str(exc), status=400)
+    if arrival.preview:
+        sample = (TaskPair.objects.filter(task__study=study).select_related(
+            "pair__item", "pair__generation_a", "pair__generation_b").order_by("task__position", "position").first())
+        return render(request, "annotation/external_preview.html", {"study": study, "sample": sample})
+    if crowd.is_blocked(study, link.platform, arrival.worker_id):
+        return _message(request, study, "Not available", "This task is not available to your account.")
+    try:
+        session = crowd.do_accept(link, arrival)
+    except services.RaterScreenedOut as exc:
+        return _message(request, study, "Thank you", str(exc), code=link.screened_code)
+    except (services.RaterLimitReached, crowd.OtherSessionActive, services.AllocationBusy) as exc:
+        return _message(request, study, "No more work here", str(exc))
+    if session.assignment is None:
+        return _message(request, study, "Nothing left to rate",
+                        "Every item of this study has all the raters it needs. Please return the task.")
+    return redirect("rate", token=session.rater.token(), assignment_id=session.assignment_id)
+
+
+@login_required
+def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access.access_study(request, study_id)
+    if request.method == "POST":
+        platform = request.POST.get("platform")
+        if platform not in ExternalLink.Platform.values:
+            messages.error(request, "Choose a platform.")
+        else:
+            ExternalLink.objects.create(study=study, platform=platform)
+            messages.success(request, "Link created.")
+        return redirect("external_links", study_id=study.pk)
+    base = settings.SITE_URL if settings.SITE_URL.startswith("https") else request.build_absolute_uri("/")
+    links = []
+    for link in study.external_links.all():
+        url = crowd.link_url(link, base)
+        xml, xml_error = None, None
+        if link.platform == ExternalLink.Platform.MTURK:
+            try:
+                xml = crowd.external_question_xml(url)
+            except services.ServiceError as exc:
+                xml_error = str(exc)
+        links.append({"link": link, "url": url, "xml": xml, "xml_error": xml_error,
+                      "sessions": link.sessions.count()})
+    workers = (Rater.objects.filter(study=study, source=Rater.Source.EXTERNAL)
+               .annotate(done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED),
+                                    distinct=True),
+                         gold=Count("gold_answers", distinct=True),
+                         gold_right=Count("gold_answers", filter=Q(gold_answers__correct=True), distinct=True))
+               .order_by("id"))
+    blocked = BlockedWorker.objects.filter(owner=request.user)
+    return render(request, "annotation/external_links.html", {
+        "study": study, "links": links, "platforms": ExternalLink.Platform.choices, "workers": workers,
+        "blocked": blocked, "blocked_ids": {(b.platform, b.worker_id) for b in blocked},
+    })
+
+
+@login_required
+@require_POST
+def block_worker(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access.access_study(request, study_id)
+    platform, worker = request.POST.get("platform", ""), request.POST.get("worker_id", "").strip()
+    if platform not in ExternalLink.Platform.values or not worker:
+        messages.error(request, "Give the platform and the worker id to block.")
+    else:
+        BlockedWorker.objects.get_or_create(owner=request.user, platform=platform, worker_id=worker,
+                                            defaults={"reason": request.POST.get("reason", "")[:300]})
+        messages.success(request, f"{worker} gets no more work in your studies.")
+    return redirect("external_links", study_id=study.pk)
+
+
+@login_required
+@require_POST
+def unblock_worker(request: HttpRequest, study_id: int, block_id: int) -> HttpResponse:
+    study = access.access_study(request, study_id)
+    get_object_or_404(BlockedWorker, pk=block_id, owner=request.user).delete()
+    return redirect("external_links", study_id=study.pk)
