@@ -1,0 +1,282 @@
+"""Workers from crowdsourcing sites: every branch of the entry point, completion per platform,
+framing, expiry, limits, gold checks and the blocklist."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connections
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation import crowd, services
+from annotation.models import (
+    Assignment,
+    BlockedWorker,
+    ExternalLink,
+    GoldAnswer,
+    GoldPair,
+    Judgment,
+    Rater,
+    WorkerSession,
+)
+from tests.conftest import study_jsonl
+
+SUBMIT_HOST = "https://workersandbox.mturk.com"
+
+
+@pytest.fixture
+def mturk(study):
+    return ExternalLink.objects.create(study=study, platform="mturk")
+
+
+def visit(client, link, **params):
+    return client.get(link.path(), params)
+
+
+def accept(client, link, worker="W1", assignment="A1", hit="H1"):
+    return visit(client, link, assignmentId=assignment, hitId=hit, workerId=worker, turkSubmitTo=SUBMIT_HOST)
+
+
+def answer_everything(client, response, choice="first"):
+    """Follow the redirect to the rating page and answer every pair; returns the final page."""
+    import re
+
+    url = response["Location"]
+    page = client.get(url)
+    while b'name="key"' in page.content:
+        html = page.content.decode()
+        fields = {n: re.search(rf'name="{n}" value="([^"]*)"', html).group(1) for n in ("pair", "key")}
+        client.post(url.rstrip("/") + "/submit/", {**fields, "choice": choice})
+        page = client.get(url)
+    return page
+
+
+def test_a_preview_shows_instructions_and_a_sample_and_stores_nothing(client, mturk):
+    before = (Rater.objects.count(), WorkerSession.objects.count(), Assignment.objects.count())
+    page = visit(client, mturk, assignmentId=crowd.PREVIEW_ASSIGNMENT, hitId="H1")
+    content = page.content.decode()
+    assert page.status_code == 200 and "Accept the task to start" in content
+    assert mturk.study.instructions in content and "What a pair looks like" in content
+    assert (Rater.objects.count(), WorkerSession.objects.count(), Assignment.objects.count()) == before
+
+
+def test_accepting_starts_an_assignment_and_reloading_resumes_it(client, mturk):
+    first = accept(client, mturk)
+    assert first.status_code == 302
+    session = WorkerSession.objects.get()
+    assert (session.worker_id, session.session_key, session.hit_id) == ("W1", "A1", "H1")
+    assert first["Location"] == reverse("rate", args=[session.rater.token(), session.assignment_id])
+    again = accept(client, mturk)
+    assert again["Location"] == first["Location"]
+    assert WorkerSession.objects.count() == 1 and Assignment.objects.count() == 1
+
+
+def test_a_second_hit_while_the_first_is_open_is_refused(client, mturk):
+    accept(client, mturk, assignment="A1")
+    page = accept(client, mturk, assignment="A2")
+    assert b"already working on this study in another task" in page.content
+    assert Assignment.objects.count() == 1
+
+
+def test_the_mturk_completion_posts_to_turk_submit_to(client, mturk):
+    page = accept(client, mturk)
+    rating = client.get(page["Location"])
+    assert b"/mturk/externalSubmit" not in rating.content  # no submit button before the work is done
+    done = answer_everything(client, page).content.decode()
+    session = WorkerSession.objects.get()
+    assert f'action="{SUBMIT_HOST}/mturk/externalSubmit"' in done
+    assert 'name="assignmentId" value="A1"' in done
+    assert f'name="completion_code" value="{session.assignment.completion_code}"' in done
+    # a new HIT after finishing gets a new item
+    second = accept(client, mturk, assignment="A2")
+    assert WorkerSession.objects.get(session_key="A2").assignment.item_id != session.assignment.item_id
+    assert second.status_code == 302
+
+
+def test_turk_submit_to_must_be_an_allowed_host(client, mturk):
+    page = visit(client, mturk, assignmentId="A1", hitId="H1", workerId="W1", turkSubmitTo="https://evil.example")
+    assert page.status_code == 400 and b"not a site this study submits to" in page.content
+    assert not WorkerSession.objects.exists()
+
+
+def test_missing_parameters_are_explained(client, study):
+    prolific = ExternalLink.objects.create(study=study, platform="prolific")
+    page = visit(client, prolific, PROLIFIC_PID="P1")
+    assert page.status_code == 400 and b"missing PROLIFIC_PID or SESSION_ID" in page.content
+    generic = ExternalLink.objects.create(study=study, platform="generic")
+    assert b"missing worker_id" in visit(client, generic).content
+
+
+def test_prolific_sends_the_worker_back_with_the_code(client, study):
+    link = ExternalLink.objects.create(study=study, platform="prolific")
+    page = visit(client, link, PROLIFIC_PID="P1", STUDY_ID="S1", SESSION_ID="X1")
+    done = answer_everything(client, page).content.decode()
+    code = WorkerSession.objects.get().assignment.completion_code
+    assert f"https://app.prolific.com/submissions/complete?cc={code}" in done
+
+
+def test_generic_links_show_the_code(client, study):
+    link = ExternalLink.objects.create(study=study, platform="generic")
+    done = answer_everything(client, visit(client, link, worker_id="G1")).content.decode()
+    assert WorkerSession.objects.get().assignment.completion_code in done
+    assert "Copy the code into the site that sent you here" in done
+
+
+def test_rater_pages_can_be_framed_by_the_sites_only(client, mturk, researcher_client, study):
+    page = client.get(accept(client, mturk)["Location"])
+    assert "X-Frame-Options" not in page
+    assert page["Content-Security-Policy"].startswith("frame-ancestors 'self' https://worker.mturk.com")
+    assert researcher_client.get(study.get_absolute_url())["X-Frame-Options"] == "DENY"
+
+
+def test_rater_posts_need_no_cookies(mturk):
+    strict = Client(enforce_csrf_checks=True)
+    page = accept(strict, mturk)
+    strict.cookies.clear()
+    answer_everything(strict, page)
+    assert Judgment.objects.count() == 5
+
+
+def test_blocked_workers_get_nothing(client, mturk, researcher):
+    BlockedWorker.objects.create(owner=researcher, platform="mturk", worker_id="W1")
+    page = accept(client, mturk)
+    assert b"not available to your account" in page.content
+    assert not WorkerSession.objects.exists() and not Rater.objects.filter(source="external").exists()
+
+
+def test_the_researcher_blocks_and_unblocks_from_the_page(researcher_client, client, mturk, study):
+    accept(client, mturk)
+    page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
+    assert "mturk:W1" in page
+    researcher_client.post(reverse("block_worker", args=[study.pk]), {"platform": "mturk", "worker_id": "W1"})
+    block = BlockedWorker.objects.get()
+    researcher_client.post(reverse("unblock_worker", args=[study.pk, block.pk]))
+    assert not BlockedWorker.objects.exists()
+
+
+def test_the_per_rater_limit(client, mturk, study):
+    study.max_assignments_per_rater = 1
+    study.save()
+    answer_everything(client, accept(client, mturk, assignment="A1"))
+    page = accept(client, mturk, assignment="A2")
+    assert b"maximum of 1 assignments" in page.content
+
+
+def test_abandoned_assignments_expire_and_their_place_returns(client, study):
+    services.do_update_settings(study, {"raters_per_item": 1, "budget": 1}, None)
+    first = services.do_start_assignment(services.do_create_rater_link(study, "slow"))
+    other = services.do_create_rater_link(study, "next")
+    assert services.do_start_assignment(other) is None  # the only place is taken
+    Assignment.objects.filter(pk=first.pk).update(last_activity=timezone.now() - timedelta(minutes=61))
+    taken = services.do_start_assignment(other)
+    first.refresh_from_db()
+    assert taken is not None and taken.task_id == first.task_id
+    assert (first.status, first.slot) == ("expired", None)
+    page = client.get(reverse("rate", args=[first.rater.token(), first.pk]))
+    assert b"This assignment expired" in page.content
+    with pytest.raises(services.ServiceError, match="expired"):
+        services.record_judgment(first.pairs.first(), idempotency_key="late", choice="first")
+
+
+@pytest.fixture
+def gold_study(study):
+    GoldPair.objects.create(study=study, input="Translate 'bonjour'.", good_output="Hello.",
+                            bad_output="asdf qwer zxcv")
+    study.gold_rate = 0.2
+    study.screen_min_gold = 1
+    study.save()
+    return study
+
+
+def test_gold_pairs_are_added_scored_and_never_judgments(gold_study):
+    rater = services.do_create_rater_link(gold_study, "g")
+    assignment = services.do_start_assignment(rater)
+    pairs = list(assignment.pairs.all())
+    golds = [p for p in pairs if p.gold_id]
+    assert len(pairs) == 6 and len(golds) == 1
+    good = "first" if golds[0].a_shown_first else "second"
+    result = services.record_judgment(golds[0], idempotency_key="g1", choice=good)
+    assert result.judgment is None and result.gold_answer.correct
+    assert not Judgment.objects.exists() and services.gold_accuracy(rater) == (1, 1)
+
+
+def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_study):
+    link = ExternalLink.objects.create(study=gold_study, platform="generic")
+    page = visit(client, link, worker_id="bad")
+    session = WorkerSession.objects.get()
+    gold = session.assignment.pairs.get(gold__isnull=False)
+    wrong = "second" if gold.a_shown_first else "first"
+    for p in session.assignment.pairs.all():
+        services.record_judgment(p, idempotency_key=f"k{p.pk}", choice=wrong if p.gold_id else "first")
+    assert Rater.objects.get(pk=session.rater_id).screened_out and GoldAnswer.objects.get().correct is False
+    done = client.get(page["Location"]).content.decode()
+    assert link.screened_code in done and "did not pass" in done
+    again = visit(client, link, worker_id="bad", session_id="second-visit")
+    assert b"no more work for you here" in again.content
+
+
+def test_answers_faster_than_the_minimum_time_are_refused(study):
+    study.min_seconds_per_pair = 30
+    study.save()
+    pair = services.do_start_assignment(services.do_create_rater_link(study, "fast")).pairs.first()
+    services.mark_shown(pair)
+    with pytest.raises(services.ServiceError, match="at least 30 seconds per pair"):
+        services.record_judgment(pair, idempotency_key="k", choice="first")
+    assert not Judgment.objects.exists()
+
+
+def test_external_question_xml_escapes_and_requires_https():
+    xml = crowd.external_question_xml("https://x.example/x/t/?a=1&b=2")
+    assert "<ExternalURL>https://x.example/x/t/?a=1&amp;b=2</ExternalURL>" in xml
+    assert "<FrameHeight>0</FrameHeight>" in xml
+    with pytest.raises(services.ServiceError, match="HTTPS"):
+        crowd.external_question_xml("http://x.example/")
+
+
+def test_the_external_link_page_and_command(researcher_client, study, settings):
+    settings.SITE_URL = "https://seplab.example.org"
+    researcher_client.post(reverse("external_links", args=[study.pk]), {"platform": "mturk"})
+    page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
+    link = ExternalLink.objects.get()
+    assert f"https://seplab.example.org{link.path()}" in page and "ExternalQuestion" in page
+    out = StringIO()
+    call_command("external_link", "--study", "small", "--platform", "prolific", "--base-url", "https://s.example",
+                 stdout=out)
+    assert "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}" in out.getvalue()
+    with pytest.raises(CommandError, match="requires an HTTPS URL"):
+        call_command("external_link", "--study", "small", "--platform", "mturk", "--base-url", "http://s.example",
+                     stdout=StringIO())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_arrivals_get_distinct_places(researcher):
+    study = services.do_create_study(researcher, "rush", study_jsonl(2), "r.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 2}, None)
+    link = ExternalLink.objects.create(study=study, platform="generic")
+    barrier = threading.Barrier(6)
+    errors = []
+
+    def arrive(n: int) -> None:
+        try:
+            barrier.wait()
+            Client().get(link.path(), {"worker_id": f"w{n}"})
+        except Exception as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=arrive, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    places = list(Assignment.objects.values_list("task_id", "slot"))
+    assert len(places) == 4 == len(set(places))  # 2 items x 2 raters; the other two workers get no work
+    assert WorkerSession.objects.filter(assignment__isnull=True).count() == 2
