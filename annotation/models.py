@@ -501,6 +501,8 @@ class WorkerSession(models.Model):
     submit_to = models.URLField(blank=True, help_text="MTurk turkSubmitTo (validated against allowed hosts).")
     assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="worker_sessions")
+    platform_status = models.CharField(max_length=20, blank=True,
+                                       help_text="The site's own status, from the last sync (e.g. Submitted).")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -524,3 +526,18 @@ class BlockedWorker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.platform}:{self.worker_id}"
+
+
+class MTurkHIT(models.Model):
+    """A HIT this study created through the MTurk API (for existing requesters)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="mturk_hits")
+    hit_id = models.CharField(max_length=100, unique=True)
+    hit_type_id = models.CharField(max_length=100, blank=True)
+    sandbox = models.BooleanField()
+    max_assignments = models.PositiveIntegerField()
+    reward = models.CharField(max_length=20)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{'sandbox' if self.sandbox else 'live'} HIT {self.hit_id}"
