@@ -162,3 +162,25 @@ def external_question_xml(url: str, frame_height: int = 0) -> str:
             f"  <ExternalURL>{escape(url, quote=False)}</ExternalURL>\n"
             f"  <FrameHeight>{int(frame_height)}</FrameHeight>\n"
             "</ExternalQuestion>")
+
+
+def do_generate_gold(study: Study, count: int, seed: int | None = None) -> list:
+    """Attention checks made from the study's own outputs: a real output against the same words
+    shuffled into nonsense, which any attentive rater rejects."""
+    import random
+
+    from annotation.models import Generation, GoldPair
+
+    rng = random.Random(study.seed if seed is None else seed)
+    generations = list(Generation.objects.filter(item__study=study, sample_index=0).select_related("item"))
+    made = []
+    for g in rng.sample(generations, min(count, len(generations))):
+        words = g.text.split()
+        if len(words) < 4:
+            continue
+        shuffled = words[:]
+        while shuffled == words:
+            rng.shuffle(shuffled)
+        made.append(GoldPair.objects.create(study=study, input=g.item.input, good_output=g.text,
+                                            bad_output=" ".join(shuffled)))
+    return made

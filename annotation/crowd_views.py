@@ -11,7 +11,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from annotation import access, crowd, services
-from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater, TaskPair
+from annotation.forms import GenerateGoldForm, GoldPairForm
+from annotation.models import Assignment, BlockedWorker, ExternalLink, GoldPair, Rater, TaskPair
 
 
 def _message(request, study, title: str, message: str, status: int = 200, code: str | None = None):
@@ -76,11 +77,37 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
                          gold=Count("gold_answers", distinct=True),
                          gold_right=Count("gold_answers", filter=Q(gold_answers__correct=True), distinct=True))
                .order_by("id"))
+    workers = list(workers)
+    for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
+        w.flagged = bool(w.gold) and not w.screened_out and w.gold_right / w.gold < study.screen_accuracy
     blocked = BlockedWorker.objects.filter(owner=request.user)
     return render(request, "annotation/external_links.html", {
+        "gold_form": GoldPairForm(), "generate_form": GenerateGoldForm(), "n_gold": study.gold_pairs.count(),
         "study": study, "links": links, "platforms": ExternalLink.Platform.choices, "workers": workers,
         "blocked": blocked, "blocked_ids": {(b.platform, b.worker_id) for b in blocked},
     })
+
+
+@login_required
+@require_POST
+def gold_pairs(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Add an attention check by hand, or generate some from the study's outputs."""
+    study = access.access_study(request, study_id)
+    if "generate" in request.POST:
+        form = GenerateGoldForm(request.POST)
+        if form.is_valid():
+            made = crowd.do_generate_gold(study, form.cleaned_data["count"])
+            messages.success(request, f"Added {len(made)} attention checks made from the study's outputs.")
+        else:
+            messages.error(request, "Give how many attention checks to generate (1 to 100).")
+    else:
+        form = GoldPairForm(request.POST)
+        if form.is_valid():
+            GoldPair.objects.create(study=study, **form.cleaned_data)
+            messages.success(request, "Attention check added.")
+        else:
+            messages.error(request, "An attention check needs an input, a good output and a bad output.")
+    return redirect("external_links", study_id=study.pk)
 
 
 @login_required

@@ -36,6 +36,8 @@ class StudySettingsForm(forms.ModelForm):
             "instructions", "pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
             "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n",
             "sep_threshold_t", "sep_alpha", "sep_beta", "elo_k", "bootstrap_rounds", "indeterminacy_beta",
+            "max_assignments_per_rater", "assignment_timeout_minutes", "gold_rate", "min_seconds_per_pair",
+            "screen_min_gold", "screen_accuracy",
         ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
 
@@ -84,3 +86,14 @@ class RatingForm(forms.Form):
     choice = forms.ChoiceField(choices=[("first", "first"), ("second", "second"), ("tie", "tie")], required=False)
     response = forms.MultipleChoiceField(choices=[("first", "first"), ("second", "second")], required=False)
     client_ms = forms.IntegerField(required=False, min_value=0)
+
+
+class GoldPairForm(forms.Form):
+    input = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    good_output = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    bad_output = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
+                                 help_text="Deliberately wrong, e.g. off-topic or garbled.")
+
+
+class GenerateGoldForm(forms.Form):
+    count = forms.IntegerField(min_value=1, max_value=100, initial=5)

@@ -24,6 +24,7 @@ urlpatterns = [
     path("x/<str:token>/", crowd_views.external_entry, name="external_entry"),
     path("studies/<int:study_id>/external/", crowd_views.external_links, name="external_links"),
     path("studies/<int:study_id>/external/block/", crowd_views.block_worker, name="block_worker"),
+    path("studies/<int:study_id>/external/gold/", crowd_views.gold_pairs, name="gold_pairs"),
     path("studies/<int:study_id>/external/unblock/<int:block_id>/", crowd_views.unblock_worker,
          name="unblock_worker"),
 ]

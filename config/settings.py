@@ -130,6 +130,7 @@ SEPLAB_FRAME_ANCESTORS = [o for o in os.environ.get(
 SEPLAB_TURK_SUBMIT_HOSTS = [o for o in os.environ.get(
     "SEPLAB_TURK_SUBMIT_HOSTS", "https://www.mturk.com https://workersandbox.mturk.com").split() if o]
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com")
 
 # Uploads: the importer enforces its own limit and reports it as a validation error.
 SEPLAB_MAX_IMPORT_BYTES = envint("SEPLAB_MAX_IMPORT_BYTES", str(50 * 1024 * 1024))

@@ -280,3 +280,29 @@ def test_concurrent_arrivals_get_distinct_places(researcher):
     places = list(Assignment.objects.values_list("task_id", "slot"))
     assert len(places) == 4 == len(set(places))  # 2 items x 2 raters; the other two workers get no work
     assert WorkerSession.objects.filter(assignment__isnull=True).count() == 2
+
+
+def test_attention_checks_are_generated_or_written_on_the_page(researcher_client, study):
+    researcher_client.post(reverse("gold_pairs", args=[study.pk]), {"generate": "1", "count": 3})
+    golds = list(GoldPair.objects.filter(study=study))
+    assert len(golds) == 3
+    for g in golds:
+        assert sorted(g.bad_output.split()) == sorted(g.good_output.split()) and g.bad_output != g.good_output
+    researcher_client.post(reverse("gold_pairs", args=[study.pk]),
+                           {"input": "2 + 2?", "good_output": "4", "bad_output": "banana"})
+    assert GoldPair.objects.filter(study=study).count() == 4
+    page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
+    assert "4 gold pairs" in page
+
+
+def test_workers_below_the_bar_are_flagged_before_they_are_screened(researcher_client, client, gold_study):
+    gold_study.screen_min_gold = 5
+    gold_study.save()
+    link = ExternalLink.objects.create(study=gold_study, platform="generic")
+    visit(client, link, worker_id="shaky")
+    session = WorkerSession.objects.get()
+    gold = session.assignment.pairs.get(gold__isnull=False)
+    services.record_judgment(gold, idempotency_key="g", choice="second" if gold.a_shown_first else "first")
+    page = researcher_client.get(reverse("external_links", args=[gold_study.pk])).content.decode()
+    assert "flagged: below the accuracy bar" in page and "0 / 1" in page
+    assert not Rater.objects.get(pk=session.rater_id).screened_out
