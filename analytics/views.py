@@ -9,6 +9,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
@@ -40,6 +42,7 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
     return response
 
 
+@extend_schema(responses={200: OpenApiTypes.OBJECT}, description="The study report (see `report --json`).")
 @api_view(["GET"])
 def report_api(request, study_id: int):
     """The study report (SPEC §8 keys) as JSON, for the researcher who owns the study."""

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -23,9 +24,33 @@ def envint(name: str, default: str) -> int:
 
 
 DEBUG = envbool("DEBUG", "1")
-SECRET_KEY = os.environ.get("SECRET_KEY", "seplab-local-development-key-not-for-production")
+DEVELOPMENT_KEY = "seplab-local-development-key-not-for-production"
+SECRET_KEY = os.environ.get("SECRET_KEY", DEVELOPMENT_KEY)
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
+if not DEBUG:
+    # Production refuses to start on development defaults rather than run insecurely.
+    if SECRET_KEY == DEVELOPMENT_KEY or len(SECRET_KEY) < 50:
+        raise ImproperlyConfigured("DEBUG=0 needs a real SECRET_KEY (50+ random characters) in the environment.")
+    if not os.environ.get("ALLOWED_HOSTS"):
+        raise ImproperlyConfigured("DEBUG=0 needs ALLOWED_HOSTS (comma-separated host names) in the environment.")
+
+# HTTPS=1 when the site is served over TLS (directly or behind a proxy that sets X-Forwarded-Proto).
+HTTPS = envbool("HTTPS", "0")
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("BEHIND_PROXY", "0") else None
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+# The Content-Security-Policy of every page (rater pages add the crowdsourcing sites as frame ancestors).
+# (form-action adds SEPLAB_TURK_SUBMIT_HOSTS, where finished MTurk-style workers post their HIT.)
+SEPLAB_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+              "object-src 'none'; base-uri 'self'")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -48,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -56,6 +82,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+if not DEBUG:  # production serves collected static files itself (runserver does it in development)
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
 
 ROOT_URLCONF = "config.urls"
 
@@ -108,7 +137,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Production serves hashed, compressed static files through whitenoise (after collectstatic).
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage" if DEBUG
+                    else "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 # The sentence encoder: the packaged all-MiniLM-L6-v2 by default, or a local model directory.
 SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER", "all-MiniLM-L6-v2")

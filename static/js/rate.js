@@ -50,5 +50,13 @@
     window.scrollTo(0, 0);
   });
 
+  // Prolific: send the finished worker back with their completion code (the link works without this).
+  function autoReturn() {
+    const link = document.querySelector("a[data-auto-return]");
+    if (link) window.setTimeout(function () { window.top.location.href = link.href; }, 1500);
+  }
+  document.addEventListener("htmx:afterSwap", autoReturn);
+  autoReturn();
+
   document.documentElement.dataset.shortcuts = "on";  // lets tests (and CSS) know the keys are live
 })();
