@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from analytics import plots, services
 from analytics.tables import report_tables
 from annotation.access import access_study, studies_for
+from annotation.formats import csv_safe
 
 
 @login_required
@@ -36,7 +37,7 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(columns)
-    writer.writerows(["" if v is None else v for v in row] for row in rows)
+    writer.writerows(["" if v is None else (csv_safe(v) if isinstance(v, str) else v) for v in row] for row in rows)
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-{name}.csv")
     return response

@@ -98,6 +98,10 @@ class ParsedStudy:
 def decode_upload(data: bytes, max_bytes: int) -> str:
     """Check size and encoding; return the text without a byte-order mark."""
     check_size(len(data), max_bytes)
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data[:nul].count(b"\n") + 1
+        raise FormatError([Problem(line, None, "the file contains a NUL byte; is it a text file (JSONL or CSV)?")])
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -126,6 +130,24 @@ def detect_format(text: str, filename: str | None) -> str:
     return "jsonl" if text.lstrip().startswith("{") else "csv"
 
 
+MAX_DEPTH = 20
+
+
+def _depth_and_nul(value: Any, depth: int = 0) -> tuple[int, bool]:
+    """(nesting depth, whether any string holds a NUL character) of a parsed JSON value."""
+    if depth > MAX_DEPTH:
+        return depth, False
+    if isinstance(value, str):
+        return depth, "\x00" in value
+    if isinstance(value, dict):
+        children = [_depth_and_nul(x, depth + 1) for pair in value.items() for x in pair]
+    elif isinstance(value, list):
+        children = [_depth_and_nul(v, depth + 1) for v in value]
+    else:
+        return depth, False
+    return max([depth, *(d for d, _ in children)]), any(n for _, n in children)
+
+
 def _jsonl_lines(text: str, problems: list[Problem]) -> Iterable[tuple[int, dict[str, Any]]]:
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
@@ -134,6 +156,16 @@ def _jsonl_lines(text: str, problems: list[Problem]) -> Iterable[tuple[int, dict
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
             problems.append(Problem(number, None, f"malformed JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        except RecursionError:
+            problems.append(Problem(number, None, f"JSON nested too deeply (more than {MAX_DEPTH} levels)"))
+            continue
+        depth, nul = _depth_and_nul(value)
+        if depth > MAX_DEPTH:
+            problems.append(Problem(number, None, f"JSON nested too deeply (more than {MAX_DEPTH} levels)"))
+            continue
+        if nul:
+            problems.append(Problem(number, None, "text contains a NUL character (\\u0000), which cannot be stored"))
             continue
         if not isinstance(value, dict):
             problems.append(Problem(number, None, f"each line must be a JSON object, not {type(value).__name__}"))
@@ -463,6 +495,7 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
     for line, row in rows:
         obj: dict[str, Any] = {}
         for column, value in row.items():
+            value = csv_unsafe(value)
             if value == "":
                 continue
             if column in ("response_set", "extra"):
@@ -617,6 +650,20 @@ def format_timestamp(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: str) -> str:
+    """Neutralise spreadsheet formulas in exported text (CSV injection): a cell that starts with
+    = + - @ (or a tab / carriage return) gets a leading apostrophe, which spreadsheets show as text."""
+    return "'" + value if value.startswith(FORMULA_PREFIXES) else value
+
+
+def csv_unsafe(value: str) -> str:
+    """Undo ``csv_safe`` on import, so export -> import stays lossless."""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_PREFIXES) else value
+
+
 def judgment_csv_row(line: Mapping[str, Any]) -> list[str]:
     """One exported judgment (the JSONL object) as a CSV row in ``JUDGMENT_CSV_COLUMNS`` order."""
     extra = {k: v for k, v in line.items() if k not in JUDGMENT_FIELDS}
@@ -629,7 +676,9 @@ def judgment_csv_row(line: Mapping[str, Any]) -> list[str]:
             row.append(json.dumps(value, ensure_ascii=False))
         elif isinstance(value, bool):
             row.append("true" if value else "false")
+        elif isinstance(value, str):
+            row.append(csv_safe(value))
         else:
             row.append(str(value))
-    row.append(json.dumps(extra, ensure_ascii=False, sort_keys=True) if extra else "")
+    row.append(csv_safe(json.dumps(extra, ensure_ascii=False, sort_keys=True)) if extra else "")
     return row

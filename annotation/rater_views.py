@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from annotation import access, crowd, services
 from annotation.forms import RatingForm
 from annotation.models import Assignment, AssignmentPair, Rater
+from annotation.ratelimit import limit_posts
 
 
 @access.frameable
@@ -46,6 +47,7 @@ def rater_start(request: HttpRequest, token: str) -> HttpResponse:
     return redirect("rate", token=token, assignment_id=assignment.pk)
 
 
+@limit_posts("open-link", 30, 3600)  # each POST creates an anonymous rater
 def open_link(request: HttpRequest, token: str) -> HttpResponse:
     study = access.access_open_link(token)
     rater = access.open_link_rater(request, study)

@@ -167,6 +167,10 @@ SEPLAB_TURK_SUBMIT_HOSTS = [o for o in os.environ.get(
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com")
 
+# The cache backs rate limiting; use Redis when several server processes must share the counts.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"]}
+          if os.environ.get("REDIS_URL") else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 # Uploads: the importer enforces its own limit and reports it as a validation error.
 SEPLAB_MAX_IMPORT_BYTES = envint("SEPLAB_MAX_IMPORT_BYTES", str(50 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024

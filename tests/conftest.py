@@ -58,3 +58,12 @@ def answer_all(assignment, choice: str = "first") -> None:
     """Judge every pair of an assignment through the service."""
     for index, pair in enumerate(assignment.pairs.all()):
         services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", choice=choice)
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Rate-limit counters live in the cache: every test starts from zero."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

@@ -1,0 +1,167 @@
+"""Hostile input and access control: each bad request gets a clear 4xx and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from annotation import formats, services
+from annotation.models import Assignment, ExternalLink, Judgment, Rater, Study
+from tests.conftest import answer_all, study_jsonl
+
+# ---- CSV injection --------------------------------------------------------------------------
+
+def test_exported_csv_cells_cannot_run_formulas_and_still_round_trip(study, researcher):
+    line = {"item": "item-0", "system_a": "sys-a", "system_b": "sys-b", "shown_first": "sys-a",
+            "rater": "=HYPERLINK(\"http://evil\")", "rater_kind": "judge", "choice": "sys-a", "note": "+1 cmd"}
+    services.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
+    row = formats.judgment_csv_row(next(services.judgment_lines(study)))
+    assert "'=HYPERLINK(\"http://evil\")" in row and not any(c.startswith(("=", "+", "@")) for c in row)
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
+    writer.writerow(row)
+    copy = services.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
+    services.do_import_judgments(copy, buffer.getvalue().encode(), "j.csv")
+    assert list(services.judgment_lines(copy)) == list(services.judgment_lines(study))
+
+
+# ---- hostile files ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"[" * 50000 + b"]" * 50000 + b"\n", "nested too deeply"),
+    (b'{"id": "x", "input": "a\\u0000b", "outputs": {"a": ["x"], "b": ["y"]}}\n', "NUL character"),
+    (b'{"id": "x"}\x00\n', "NUL byte"),
+    (b"\xff\xfe\x00garbage", "NUL byte"),
+    (b'{"id": "x", "input": "\xc3\x28"}\n', "not valid UTF-8"),
+])
+def test_hostile_study_files_are_refused_and_change_nothing(researcher_client, data, message):
+    response = researcher_client.post(reverse("study_create"), {
+        "name": "hostile", "file": SimpleUploadedFile("h.jsonl", data)})
+    assert response.status_code == 400 and message in response.content.decode()
+    assert not Study.objects.exists()
+
+
+def test_a_million_item_file_over_the_limit_is_refused_before_parsing(researcher_client, settings):
+    settings.SEPLAB_MAX_IMPORT_BYTES = 10 * 1024 * 1024
+    line = b'{"id": "i", "input": "x", "outputs": {"a": ["x"], "b": ["y"]}}\n'
+    data = line * 1_000_000  # ~66 MB
+    response = researcher_client.post(reverse("study_create"), {
+        "name": "huge", "file": SimpleUploadedFile("h.jsonl", data)})
+    assert response.status_code == 400 and b"file too large" in response.content
+    assert not Study.objects.exists()
+
+
+# ---- rater endpoints --------------------------------------------------------------------------
+
+def test_tampered_and_replayed_tokens_are_404(client, rater, study):
+    token = rater.token()
+    tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    assert client.get(reverse("rater_home", args=[tampered])).status_code == 404
+    other_study = Study.objects.create(owner=study.owner, name="other")
+    forged = Rater(pk=rater.pk + 1000, study=other_study, external_id="x", token_nonce=rater.token_nonce)
+    assert client.get(reverse("rater_home", args=[forged.token()])).status_code == 404
+    link = ExternalLink.objects.create(study=study, platform="generic")
+    old = link.path()
+    link.nonce = "rotated"
+    link.save()
+    assert client.get(old, {"worker_id": "w"}).status_code == 404
+
+
+def test_wrong_methods_and_missing_fields(client, rater):
+    assignment = services.do_start_assignment(rater)
+    submit = reverse("rate_submit", args=[rater.token(), assignment.pk])
+    assert client.get(submit).status_code == 405
+    assert client.get(reverse("rater_start", args=[rater.token()])).status_code == 405
+    response = client.post(submit, {"choice": "first", "unexpected": "x"})
+    assert response.status_code == 400 and b"incomplete" in response.content
+    assert not Judgment.objects.exists()
+
+
+# ---- rate limiting ----------------------------------------------------------------------------
+
+def test_login_attempts_are_rate_limited(client, researcher):
+    for _ in range(10):
+        assert client.post(reverse("login"), {"username": "alice", "password": "wrong"}).status_code == 200
+    blocked = client.post(reverse("login"), {"username": "alice", "password": "pw-alice"})
+    assert blocked.status_code == 429 and b"Too many attempts" in blocked.content
+
+
+def test_open_link_sign_ups_are_rate_limited(client, study):
+    study.open_link_enabled = True
+    study.save()
+    for _ in range(30):
+        fresh = type(client)()
+        assert fresh.post(study.open_link_path()).status_code == 302
+    assert type(client)().post(study.open_link_path()).status_code == 429
+    assert Rater.objects.filter(source="open_link").count() == 30
+
+
+def redis_up() -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_rate_limits_are_shared_through_redis(client, researcher, settings):
+    if not redis_up():
+        if os.environ.get("SEPLAB_REQUIRE_SERVICES") == "1":
+            pytest.fail("Redis is not answering on 127.0.0.1:6379")
+        pytest.skip("Redis is not running on 127.0.0.1:6379 (install and start redis-server to run this)")
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": "redis://127.0.0.1:6379/15", "KEY_PREFIX": "seplab-test"}}
+    from django.core.cache import cache
+
+    cache.clear()
+    for _ in range(10):
+        client.post(reverse("login"), {"username": "alice", "password": "wrong"})
+    assert client.post(reverse("login"), {"username": "alice", "password": "wrong"}).status_code == 429
+    cache.clear()
+
+
+# ---- access matrix ---------------------------------------------------------------------------
+
+@pytest.fixture
+def world(study, researcher, other_researcher):
+    admin = get_user_model().objects.create_superuser("root", password="pw-root")
+    rater = services.do_create_rater_link(study, "r1")
+    other = services.do_create_rater_link(study, "r2")
+    assignment = services.do_start_assignment(rater)
+    answer_all(assignment)
+    return {"study": study, "admin": admin, "researcher": researcher, "other_researcher": other_researcher,
+            "rater": rater, "other_rater": other, "assignment": assignment}
+
+
+RESEARCHER_URLS = ["study_detail", "study_items", "study_settings", "separability", "report", "external_links",
+                   "live_selection"]
+
+
+@pytest.mark.parametrize("role", ["anonymous", "rater", "other_rater", "researcher", "other_researcher", "admin"])
+def test_the_access_matrix(client, world, role):
+    study, assignment = world["study"], world["assignment"]
+    if role in ("researcher", "other_researcher", "admin"):
+        client.force_login(world[role])
+    expected_researcher = {"anonymous": 302, "rater": 302, "other_rater": 302, "researcher": 200,
+                           "other_researcher": 404, "admin": 404}[role]
+    for name in RESEARCHER_URLS:
+        assert client.get(reverse(name, args=[study.pk])).status_code == expected_researcher, (role, name)
+    export = client.get(reverse("judgments_export", args=[study.pk, "jsonl"]))
+    assert export.status_code == expected_researcher
+    # the assignment page: only its own rater's token opens it, whoever is logged in
+    token = world["other_rater"].token() if role == "other_rater" else world["rater"].token()
+    status = client.get(reverse("rate", args=[token, assignment.pk])).status_code
+    assert status == (404 if role == "other_rater" else 200), role
+    admin_page = client.get("/admin/").status_code
+    assert admin_page == (200 if role == "admin" else 302)
+    assert Judgment.objects.count() == 5 and Assignment.objects.count() == 1
