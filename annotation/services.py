@@ -231,16 +231,24 @@ def do_join_open_link(study: Study) -> Rater:
     raise ServiceError("Could not create a rater; please try again.")
 
 
+SPREAD = 16  # concurrent starters pick among this many open tasks, so they rarely collide on one place
+
+
 def _next_open_task(rater: Rater) -> Task | None:
+    """An open task the rater has not seen, among those with the fewest raters so far (breadth first),
+    chosen at random among the first few so that raters starting at the same moment spread out."""
     seen_items = Assignment.objects.filter(rater=rater).values("item_id")
-    return (
+    candidates = list(
         Task.objects.filter(study_id=rater.study_id)
         .exclude(item_id__in=seen_items)
         .annotate(taken=Count("assignments", filter=Q(assignments__slot__isnull=False)))
         .filter(taken__lt=F("raters_required"))
-        .order_by("taken", "position")
-        .first()
+        .order_by("taken", "position")[:SPREAD]
     )
+    if not candidates:
+        return None
+    fewest = [t for t in candidates if t.taken == candidates[0].taken]
+    return random.SystemRandom().choice(fewest)
 
 
 def expire_stale_assignments(study: Study) -> int:

@@ -268,3 +268,12 @@ def test_progress_counts_judgments_against_the_target(study, rater):
     [progress] = services.study_progress(study)
     assert (progress.label, progress.tasks, progress.target, progress.judgments) == ("sys-a vs sys-b", 4, 60, 5)
     assert progress.assignments_completed == 1 and progress.percent == 8
+
+
+def test_starters_spread_over_the_tasks_with_the_fewest_raters(researcher):
+    study = services.do_create_study(researcher, "spread", study_jsonl(30), "s.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 2}, None)
+    first_wave = [services.do_start_assignment(services.do_create_rater_link(study, f"r{i}")) for i in range(30)]
+    assert len({a.task_id for a in first_wave}) == 30  # breadth first: every task gets one rater first
+    tasks = [services.do_start_assignment(services.do_create_rater_link(study, f"s{i}")).task_id for i in range(8)]
+    assert len(set(tasks)) == 8

@@ -92,7 +92,8 @@ def test_rater_preference_is_the_sign_of_the_rating_set():
     assert live.rater_preference([None], [None]) is None
 
 
-def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study):
+def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study, monkeypatch):
+    monkeypatch.setattr(annotation_services, "SPREAD", 1)  # strict breadth-first order, no random spread
     annotation_services.do_update_settings(iterative_study, {"raters_per_item": 2}, None)
     run = IterativeRun.objects.get(study=iterative_study)
     starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))

@@ -1,0 +1,242 @@
+"""Load test: N simulated raters against gunicorn + PostgreSQL (or SQLite), loopback only, bounded in
+time and requests. Each rater fetches its next pair (GET) and submits a judgment (POST), at a
+person's pace (1-3 s per pair) or as fast as possible; at the end the database is compared with the
+client's log: every acknowledged judgment must be present exactly once.
+
+    python bench/load_raters.py --raters 50 --seconds 30 --database postgres|sqlite [--pace human|max]
+
+The last line is machine-readable:
+    raters=50 requests=… p95_next_ms=… p95_submit_ms=… errors=… lost=… duplicated=…
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIR = re.compile(rb'name="pair" value="(\d+)"')
+KEY = re.compile(rb'name="key" value="([0-9a-f]+)"')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prepare_database(kind: str, workdir: Path) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{workdir / 'load.sqlite3'}"
+    import psycopg
+
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS seplab_load WITH (FORCE)")
+        conn.execute("CREATE DATABASE seplab_load")
+    return "postgres://postgres@127.0.0.1:5432/seplab_load"
+
+
+def setup_study(raters: int, items: int) -> list[str]:
+    """Migrate, create a study with ``items`` items and one rater link per simulated rater."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from annotation import services
+
+    call_command("migrate", verbosity=0)
+    call_command("collectstatic", "--noinput", verbosity=0)  # production serves hashed static files
+    owner = get_user_model().objects.create_user("load-owner")
+    lines = []
+    for i in range(items):
+        outputs = {s: [f"{s}{i}-{k}" for k in range(3)] for s in ("a", "b")}
+        lines.append(json.dumps({"id": f"i{i}", "input": f"Input {i}", "outputs": outputs}))
+    study = services.do_create_study(owner, "load", ("\n".join(lines) + "\n").encode(), "load.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 1, "pairs_per_assignment": 5}, None)
+    return [services.do_create_rater_link(study, f"load-{n}").link_path() for n in range(raters)]
+
+
+class Rater(threading.Thread):
+    def __init__(self, base: str, path: str, deadline: float, pace: str, budget: Budget, seed: int):
+        super().__init__(daemon=True)
+        self.host = urlsplit(base).netloc
+        self.path = path.rstrip("/")
+        self.deadline, self.pace, self.budget = deadline, pace, budget
+        self.rng = random.Random(seed)
+        self.next_ms: list[float] = []
+        self.submit_ms: list[float] = []
+        self.acknowledged: list[str] = []
+        self.errors = 0
+        self.error_kinds: Counter = Counter()
+        self.requests = 0
+        self.conn = http.client.HTTPConnection(self.host, timeout=30)
+
+    def request(self, method: str, path: str, body: dict | None = None):
+        data = urlencode(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/x-www-form-urlencoded"} if data else {}
+        for attempt in range(2):
+            try:
+                started = time.perf_counter()
+                self.conn.request(method, path, body=data, headers=headers)
+                response = self.conn.getresponse()
+                payload = response.read()
+                self.requests += 1
+                return response.status, response.getheader("Location"), payload, (time.perf_counter() - started) * 1e3
+            except (OSError, http.client.HTTPException):
+                self.conn.close()
+                self.conn = http.client.HTTPConnection(self.host, timeout=30)
+                if attempt:
+                    raise
+        raise RuntimeError("unreachable")
+
+    def run(self) -> None:
+        assignment = None
+        while time.time() < self.deadline and self.budget.take():
+            try:
+                if assignment is None:
+                    status, location, _, _ = self.request("POST", f"{self.path}/start/", {})
+                    if status != 302 or not location:
+                        if status >= 400:
+                            self.errors += 1
+                            self.error_kinds[f"start {status}"] += 1
+                            continue
+                        return  # nothing left for this rater
+                    assignment = location
+                status, _, page, ms = self.request("GET", assignment)
+                if status != 200:
+                    self.errors += 1
+                    self.error_kinds[f"next {status}"] += 1
+                    continue
+                self.next_ms.append(ms)
+                pair, key = PAIR.search(page), KEY.search(page)
+                if pair is None:  # assignment complete: start the next one
+                    assignment = None
+                    continue
+                if self.pace == "human":
+                    time.sleep(self.rng.uniform(1.0, 3.0))
+                fields = {"pair": pair.group(1).decode(), "key": key.group(1).decode(),
+                          "choice": self.rng.choice(["first", "second", "tie"])}
+                status, _, _, ms = self.request("POST", assignment.rstrip("/") + "/submit/", fields)
+                if status == 302:
+                    self.submit_ms.append(ms)
+                    self.acknowledged.append(fields["key"])
+                else:
+                    self.errors += 1
+                    self.error_kinds[f"submit {status}"] += 1
+            except Exception as exc:  # a failed request is an error in the figures, not a crash of the run
+                self.errors += 1
+                self.error_kinds[type(exc).__name__] += 1
+
+
+class Budget:
+    """A global cap on loop iterations, so the run is bounded in requests as well as time."""
+
+    def __init__(self, limit: int):
+        self.left, self.lock = limit, threading.Lock()
+
+    def take(self) -> bool:
+        with self.lock:
+            self.left -= 1
+            return self.left >= 0
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--raters", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--pace", choices=["human", "max"], default="human")
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=16, help="threads per gunicorn worker")
+    parser.add_argument("--max-requests", type=int, default=200_000, help="upper bound on client iterations")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="seplab-load-"))
+    env = {**os.environ, "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "127.0.0.1",
+           "DATABASE_URL": prepare_database(args.database, workdir), "STATIC_ROOT": str(workdir / "static"),
+           "DJANGO_SETTINGS_MODULE": "config.settings", "DB_CONN_MAX_AGE": "60"}
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    items = max(200, args.raters * 40)
+    paths = setup_study(args.raters, items)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind",
+                               f"127.0.0.1:{port}", "--workers", str(args.workers), "--worker-class", "gthread",
+                               "--threads", str(args.threads), "--keep-alive", "30", "--preload"],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        warm = http.client.HTTPConnection(f"127.0.0.1:{port}", timeout=30)
+        for _ in range(4 * args.workers):  # first requests compile templates: not part of the figures
+            warm.request("GET", "/accounts/login/")
+            warm.getresponse().read()
+        warm.close()
+        deadline = time.time() + args.seconds
+        budget = Budget(args.max_requests)
+        raters = [Rater(base, p, deadline, args.pace, budget, n) for n, p in enumerate(paths)]
+        started = time.perf_counter()
+        for r in raters:
+            r.start()
+        for r in raters:
+            r.join(args.seconds + 60)
+        elapsed = time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    from annotation.models import Judgment
+
+    acknowledged = [k for r in raters for k in r.acknowledged]
+    stored = Counter(Judgment.objects.filter(study__name="load").values_list("idempotency_key", flat=True))
+    lost = sum(1 for k in acknowledged if k not in stored)
+    duplicated = sum(n - 1 for n in stored.values() if n > 1) + sum(n - 1 for n in Counter(acknowledged).values()
+                                                                   if n > 1)
+    requests = sum(r.requests for r in raters)
+    errors = sum(r.errors for r in raters)
+    next_ms = [v for r in raters for v in r.next_ms]
+    submit_ms = [v for r in raters for v in r.submit_ms]
+    print(f"{args.raters} raters, {args.pace} pace, {args.database}, gunicorn {args.workers}x{args.threads} threads, "
+          f"{elapsed:.1f} s: {requests} requests ({requests / elapsed:.1f}/s), {len(acknowledged)} judgments "
+          f"acknowledged, {len(stored)} stored")
+    print(f"next pair  ms: p50 {percentile(next_ms, 50):.1f}  p95 {percentile(next_ms, 95):.1f}  "
+          f"p99 {percentile(next_ms, 99):.1f}")
+    print(f"submit     ms: p50 {percentile(submit_ms, 50):.1f}  p95 {percentile(submit_ms, 95):.1f}  "
+          f"p99 {percentile(submit_ms, 99):.1f}")
+    kinds = sum((r.error_kinds for r in raters), Counter())
+    if kinds:
+        print("errors by kind: " + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()))
+    print(f"raters={args.raters} requests={requests} p95_next_ms={percentile(next_ms, 95):.1f} "
+          f"p95_submit_ms={percentile(submit_ms, 95):.1f} errors={errors} lost={lost} duplicated={duplicated}")
+
+
+if __name__ == "__main__":
+    main()
