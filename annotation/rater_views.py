@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
@@ -89,6 +90,15 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
                 )
             except services.ServiceError as exc:
                 error = str(exc)
+            except (OperationalError, InterfaceError):
+                # The database is briefly unavailable: nothing was stored. Show the same pair with the
+                # same submission key, so the retry is recorded once.
+                response = _render_rating(request, rater, token, assignment, key=form.cleaned_data["key"],
+                                          error="Your answer could not be saved just now. Please submit it again "
+                                                "in a moment; it will be counted once.")
+                response.status_code = 503
+                response["Retry-After"] = "2"
+                return response
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
     assignment.refresh_from_db()
@@ -124,7 +134,7 @@ def _answered(p: AssignmentPair) -> bool:
 
 
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment,
-                   error: str | None = None) -> HttpResponse:
+                   error: str | None = None, key: str | None = None) -> HttpResponse:
     study = assignment.study
     pairs = list(assignment.pairs.select_related("pair__item", "pair__generation_a", "pair__generation_b", "gold")
                  .prefetch_related("judgment", "gold_answer"))
@@ -142,7 +152,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
             context.update(crowd.completion(context["external"], rater))
     else:
         services.mark_shown(current)
-        context.update(current=current, shown=_shown(current), number=done + 1, key=uuid.uuid4().hex,
+        context.update(current=current, shown=_shown(current), number=done + 1, key=key or uuid.uuid4().hex,
                        percent=round(100 * done / len(pairs)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)

@@ -184,3 +184,28 @@ def test_response_sets_are_collected_through_the_form(client, study, rater, mode
         data["choice"] = "first"
     client.post(rate_url(rater, assignment, True), data)
     assert Judgment.objects.get().response_set == ["a", "b"]
+
+
+def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, rater, monkeypatch):
+    from django.db import OperationalError
+
+    assignment = start(client, rater)
+    fields = {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "first"}
+    real = services.record_judgment
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(kwargs["idempotency_key"])
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(services, "record_judgment", flaky)
+    failed = client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
+    assert failed.status_code == 503 and failed["Retry-After"] == "2"
+    assert b"could not be saved just now" in failed.content
+    assert form_of(failed.content)["key"] == fields["key"]  # the retry carries the same key
+    assert not Judgment.objects.exists()
+    client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
+    client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")  # and a double retry
+    assert calls == [fields["key"]] * 3 and Judgment.objects.count() == 1

@@ -94,3 +94,34 @@ def test_narrow_screens_stack_the_outputs(browser_page, live_server, researcher,
     first, second = (page.get_by_test_id(f"output-{i}").bounding_box() for i in (1, 2))
     assert second["y"] > first["y"] + first["height"] - 1  # below, not beside
     page.screenshot(path=str(artifacts / "rate-narrow.png"), full_page=True)
+
+
+def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_page, live_server, researcher,
+                                                                      monkeypatch):
+    from django.db import OperationalError
+
+    study = services.do_create_study(researcher, "flaky", study_jsonl(1), "f.jsonl")
+    rater = services.do_create_rater_link(study, "r")
+    real, failures = services.record_judgment, []
+
+    def flaky(*args, **kwargs):
+        if not failures:
+            failures.append(kwargs["idempotency_key"])
+            raise OperationalError("database restarting")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(services, "record_judgment", flaky)
+    page = browser_page.new_page()
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    expect(page.locator("html")).to_have_attribute("data-shortcuts", "on")
+    page.wait_for_function("typeof htmx !== 'undefined'")
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    expect(page.get_by_text("could not be saved just now")).to_be_visible()
+    expect(page.get_by_text("Pair 1 of 5")).to_be_visible()
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    expect(page.get_by_text("Pair 2 of 5")).to_be_visible()
+    [judgment] = Judgment.objects.filter(rater=rater)
+    assert judgment.idempotency_key == failures[0]
