@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -142,6 +143,7 @@ class Rater(threading.Thread):
             except Exception as exc:  # a failed request is an error in the figures, not a crash of the run
                 self.errors += 1
                 self.error_kinds[type(exc).__name__] += 1
+                time.sleep(0.2)  # the server may be restarting: do not spin
 
 
 class Budget:
@@ -154,6 +156,61 @@ class Budget:
         with self.lock:
             self.left -= 1
             return self.left >= 0
+
+
+def start_server(env: dict, port: int, workers: int, threads: int) -> subprocess.Popen:
+    """gunicorn on loopback; returns once it accepts connections."""
+    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind",
+                               f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
+                               "--threads", str(threads), "--keep-alive", "30", "--preload"],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(150):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return server
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise RuntimeError("gunicorn did not start within 30 s")
+
+
+@dataclass
+class ClientResult:
+    next_ms: list[float]
+    submit_ms: list[float]
+    acknowledged: list[str]
+    errors: int
+    error_kinds: Counter
+    requests: int
+
+
+def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: int, first_seed: int) -> ClientResult:
+    """One client process: its raters as threads (several processes keep the client's own GIL out of
+    the measured latencies)."""
+    shared = Budget(budget)
+    raters = [Rater(base, p, deadline, pace, shared, first_seed + n) for n, p in enumerate(paths)]
+    for r in raters:
+        r.start()
+    for r in raters:
+        r.join(max(1.0, deadline - time.time()) + 60)
+    return ClientResult([v for r in raters for v in r.next_ms], [v for r in raters for v in r.submit_ms],
+                        [k for r in raters for k in r.acknowledged], sum(r.errors for r in raters),
+                        sum((r.error_kinds for r in raters), Counter()), sum(r.requests for r in raters))
+
+
+def run_clients(base: str, paths: list[str], seconds: float, pace: str, max_requests: int,
+                processes: int) -> ClientResult:
+    from concurrent.futures import ProcessPoolExecutor
+
+    deadline = time.time() + seconds
+    chunks = [paths[i::processes] for i in range(processes) if paths[i::processes]]
+    with ProcessPoolExecutor(len(chunks)) as pool:
+        futures = [pool.submit(run_chunk, base, chunk, deadline, pace, max_requests // len(chunks), n * 100_000)
+                   for n, chunk in enumerate(chunks)]
+        results = [f.result() for f in futures]
+    return ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
+                        [k for r in results for k in r.acknowledged], sum(r.errors for r in results),
+                        sum((r.error_kinds for r in results), Counter()), sum(r.requests for r in results))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -172,6 +229,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=16, help="threads per gunicorn worker")
     parser.add_argument("--max-requests", type=int, default=200_000, help="upper bound on client iterations")
+    parser.add_argument("--client-processes", type=int, default=4, help="processes simulating the raters")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="seplab-load-"))
@@ -183,31 +241,16 @@ def main() -> None:
     items = max(200, args.raters * 40)
     paths = setup_study(args.raters, items)
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind",
-                               f"127.0.0.1:{port}", "--workers", str(args.workers), "--worker-class", "gthread",
-                               "--threads", str(args.threads), "--keep-alive", "30", "--preload"],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = start_server(env, port, args.workers, args.threads)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(150):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
         warm = http.client.HTTPConnection(f"127.0.0.1:{port}", timeout=30)
         for _ in range(4 * args.workers):  # first requests compile templates: not part of the figures
             warm.request("GET", "/accounts/login/")
             warm.getresponse().read()
         warm.close()
-        deadline = time.time() + args.seconds
-        budget = Budget(args.max_requests)
-        raters = [Rater(base, p, deadline, args.pace, budget, n) for n, p in enumerate(paths)]
         started = time.perf_counter()
-        for r in raters:
-            r.start()
-        for r in raters:
-            r.join(args.seconds + 60)
+        result = run_clients(base, paths, args.seconds, args.pace, args.max_requests, args.client_processes)
         elapsed = time.perf_counter() - started
     finally:
         server.terminate()
@@ -215,15 +258,12 @@ def main() -> None:
 
     from annotation.models import Judgment
 
-    acknowledged = [k for r in raters for k in r.acknowledged]
+    acknowledged = result.acknowledged
     stored = Counter(Judgment.objects.filter(study__name="load").values_list("idempotency_key", flat=True))
     lost = sum(1 for k in acknowledged if k not in stored)
     duplicated = sum(n - 1 for n in stored.values() if n > 1) + sum(n - 1 for n in Counter(acknowledged).values()
                                                                    if n > 1)
-    requests = sum(r.requests for r in raters)
-    errors = sum(r.errors for r in raters)
-    next_ms = [v for r in raters for v in r.next_ms]
-    submit_ms = [v for r in raters for v in r.submit_ms]
+    requests, errors, next_ms, submit_ms = result.requests, result.errors, result.next_ms, result.submit_ms
     print(f"{args.raters} raters, {args.pace} pace, {args.database}, gunicorn {args.workers}x{args.threads} threads, "
           f"{elapsed:.1f} s: {requests} requests ({requests / elapsed:.1f}/s), {len(acknowledged)} judgments "
           f"acknowledged, {len(stored)} stored")
@@ -231,7 +271,7 @@ def main() -> None:
           f"p99 {percentile(next_ms, 99):.1f}")
     print(f"submit     ms: p50 {percentile(submit_ms, 50):.1f}  p95 {percentile(submit_ms, 95):.1f}  "
           f"p99 {percentile(submit_ms, 99):.1f}")
-    kinds = sum((r.error_kinds for r in raters), Counter())
+    kinds = result.error_kinds
     if kinds:
         print("errors by kind: " + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()))
     print(f"raters={args.raters} requests={requests} p95_next_ms={percentile(next_ms, 95):.1f} "
