@@ -6,11 +6,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 
 import numpy as np
 
-from annotation.formats import FormatError, Problem, decode_upload, detect_format
+from annotation.formats import FormatError, Problem, decode_upload, detect_format, jsonl_objects
 
 WINNERS = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5, "tie (bothbad)": 0.5}
 
@@ -29,18 +28,7 @@ def parse_battles(data: bytes, filename: str | None, max_bytes: int = 500 * 1024
     problems: list[Problem] = []
     rows: list[tuple[int, dict]] = []
     if detect_format(text, filename) == "jsonl":
-        for number, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                problems.append(Problem(number, None, f"malformed JSON: {exc.msg}"))
-                continue
-            if not isinstance(value, dict):
-                problems.append(Problem(number, None, "each line must be a JSON object"))
-                continue
-            rows.append((number, value))
+        rows = list(jsonl_objects(text, problems))
     else:
         reader = csv.DictReader(io.StringIO(text, newline=""))
         for column in ("model_a", "model_b", "winner"):

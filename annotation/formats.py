@@ -148,7 +148,8 @@ def _depth_and_nul(value: Any, depth: int = 0) -> tuple[int, bool]:
     return max([depth, *(d for d, _ in children)]), any(n for _, n in children)
 
 
-def _jsonl_lines(text: str, problems: list[Problem]) -> Iterable[tuple[int, dict[str, Any]]]:
+def jsonl_objects(text: str, problems: list[Problem]) -> Iterable[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every JSON-object line; every other line becomes a Problem."""
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -267,7 +268,7 @@ def check_size(n_bytes: int, max_bytes: int) -> None:
 def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:
     items: list[ParsedItem] = []
     seen: dict[str, int] = {}
-    for line, obj in _jsonl_lines(text, problems):
+    for line, obj in jsonl_objects(text, problems):
         before = len(problems)
         for key in obj:
             if key not in STUDY_FIELDS:
@@ -466,7 +467,7 @@ def parse_judgments(
     text = decode_upload(data, max_bytes)
     problems: list[Problem] = []
     if detect_format(text, filename) == "jsonl":
-        lines = list(_jsonl_lines(text, problems))
+        lines = list(jsonl_objects(text, problems))
     else:
         lines = _judgment_csv_lines(text, problems)
     rater_kinds = dict(rater_kinds or {})
