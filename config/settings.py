@@ -197,6 +197,9 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact_tokens": {"()": "config.logfilters.RedactTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_tokens"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # django.request logs 4xx/5xx with the path: route it through the same redacting handler
+    "loggers": {"django.request": {"handlers": ["console"], "level": "WARNING", "propagate": False}},
 }

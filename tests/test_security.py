@@ -165,3 +165,26 @@ def test_the_access_matrix(client, world, role):
     admin_page = client.get("/admin/").status_code
     assert admin_page == (200 if role == "admin" else 302)
     assert Judgment.objects.count() == 5 and Assignment.objects.count() == 1
+
+
+def test_link_tokens_never_reach_the_logs(client, rater, study):
+    import io
+    import logging
+
+    from config.logfilters import RedactTokens, redact
+
+    token = rater.token()
+    assert redact(f"Not Found: /r/{token}/a/9/") == "Not Found: /r/[redacted]/a/9/"
+    record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "Not Found: %s", (f"/x/{token}/",),
+                               None)
+    RedactTokens().filter(record)
+    assert token not in record.getMessage() and "/x/[redacted]/" in record.getMessage()
+    [handler] = logging.getLogger("django.request").handlers  # the configured console handler
+    stream = io.StringIO()
+    previous = handler.setStream(stream)
+    try:
+        assert client.get(f"/r/{token}/a/999999/").status_code == 404  # Django logs 404s with their path
+    finally:
+        handler.setStream(previous)
+    logged = stream.getvalue()
+    assert "Not Found: /r/[redacted]/a/999999/" in logged and token not in logged
