@@ -25,16 +25,45 @@ def access_study(request: HttpRequest, study_id: int) -> Study:
     return get_object_or_404(studies_for(request.user), pk=study_id)
 
 
-def access_rater(token: str) -> Rater:
-    """The rater a personal link belongs to; revoked or forged links are 404."""
+def _rater_token(token: str) -> dict:
     try:
         payload = signing.Signer(salt=RATER_TOKEN_SALT).unsign_object(token)
-        rater = Rater.objects.select_related("study").get(pk=payload["r"])
-    except (signing.BadSignature, Rater.DoesNotExist, KeyError, TypeError):
+        if not isinstance(payload, dict) or not isinstance(payload.get("r"), int):
+            raise TypeError
+    except (signing.BadSignature, TypeError, ValueError):
         raise Http404("This rater link is not valid.") from None
+    return payload
+
+
+def _check_nonce(rater: Rater, payload: dict) -> None:
     if rater.token_nonce != payload.get("n"):
         raise Http404("This rater link is no longer valid.")
+
+
+def access_rater(token: str) -> Rater:
+    """The rater a personal link belongs to; revoked or forged links are 404."""
+    payload = _rater_token(token)
+    rater = Rater.objects.select_related("study").filter(pk=payload["r"]).first()
+    if rater is None:
+        raise Http404("This rater link is not valid.")
+    _check_nonce(rater, payload)
     return rater
+
+
+def access_rater_assignment(token: str, assignment_id: int) -> tuple[Rater, Assignment]:
+    """The rater of a personal link and one of their own assignments, in one query (the rating page
+    and its submit are the hot path under load)."""
+    payload = _rater_token(token)
+    assignment = (Assignment.objects.select_related("rater", "study")
+                  .filter(pk=assignment_id, rater_id=payload["r"]).first())
+    if assignment is None:
+        # A valid link with someone else's (or no) assignment and a forged link both end here: 404.
+        access_rater(token)
+        raise Http404("No such assignment.")
+    rater = assignment.rater
+    _check_nonce(rater, payload)
+    rater.study = assignment.study
+    return rater, assignment
 
 
 def access_open_link(token: str) -> Study:
@@ -46,11 +75,6 @@ def access_open_link(token: str) -> Study:
     if not study.open_link_enabled or study.open_link_nonce != payload.get("n"):
         raise Http404("This study link is closed.")
     return study
-
-
-def access_assignment(rater: Rater, assignment_id: int) -> Assignment:
-    """One of the rater's own assignments."""
-    return get_object_or_404(Assignment.objects.select_related("study", "item"), pk=assignment_id, rater=rater)
 
 
 def open_link_rater(request: HttpRequest, study: Study) -> Rater | None:

@@ -63,8 +63,7 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
 
 @access.frameable
 def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
-    rater = access.access_rater(token)
-    assignment = access.access_assignment(rater, assignment_id)
+    rater, assignment = access.access_rater_assignment(token, assignment_id)
     return _render_rating(request, rater, token, assignment)
 
 
@@ -72,14 +71,15 @@ def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
 @csrf_exempt  # see rater_start
 @require_POST
 def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
-    rater = access.access_rater(token)
-    assignment = access.access_assignment(rater, assignment_id)
+    rater, assignment = access.access_rater_assignment(token, assignment_id)
     form = RatingForm(request.POST)
     error = None
     if not form.is_valid():
         error = "The submission was incomplete; please answer again."
     else:
         pair = AssignmentPair.objects.filter(assignment=assignment, pk=form.cleaned_data["pair"]).first()
+        if pair is not None:
+            pair.assignment = assignment  # already loaded with its study: no second query
         if pair is None:
             error = "That pair is not part of your assignment."
         else:
@@ -130,18 +130,23 @@ def _shown(current: AssignmentPair) -> Shown:
 
 
 def _answered(p: AssignmentPair) -> bool:
-    return hasattr(p, "judgment") or hasattr(p, "gold_answer")
+    return hasattr(p, "judgment") or (p.gold_id is not None and hasattr(p, "gold_answer"))
 
 
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment,
                    error: str | None = None, key: str | None = None) -> HttpResponse:
     study = assignment.study
-    pairs = list(assignment.pairs.select_related("pair__item", "pair__generation_a", "pair__generation_b", "gold")
-                 .prefetch_related("judgment", "gold_answer"))
+    # One query: the reverse one-to-ones (judgment, gold answer) join like foreign keys. Attention checks
+    # are joined only when the study inserts them (an old one left after gold_rate went to 0 loads lazily).
+    related = ["pair__item", "pair__generation_a", "pair__generation_b", "judgment"]
+    if study.gold_rate > 0:
+        related += ["gold", "gold_answer"]
+    pairs = list(assignment.pairs.select_related(*related))
     current = next((p for p in pairs if not _answered(p)), None)
     done = sum(1 for p in pairs if _answered(p))
+    external = crowd.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
     context = {"study": study, "rater": rater, "token": token, "assignment": assignment, "error": error,
-               "total": len(pairs), "done": done, "external": crowd.session_for(assignment)}
+               "total": len(pairs), "done": done, "external": external}
     if assignment.status == Assignment.Status.EXPIRED:
         context["expired"] = True
     elif current is None:

@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, models, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, Exists, F, Q
 from django.utils import timezone
 
 from annotation import formats, scheduling
@@ -383,14 +383,9 @@ def record_judgment(
     shown_at = assignment_pair.shown_at
     try:
         with transaction.atomic():
-            # Lock the assignment so concurrent submits of its last pairs complete it exactly once.
-            locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
-            if locked.status == Assignment.Status.EXPIRED:
-                raise ServiceError(EXPIRED_MESSAGE)
-            locked.last_activity = now
-            locked.save(update_fields=["last_activity"])
+            _touch_locked(assignment, now)
             judgment = Judgment.objects.create(
-                study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=locked,
+                study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
                 assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first,
                 choice=model_choice if study.uses_choice else None, response_set=model_set,
                 created=now, shown_at=shown_at,
@@ -398,7 +393,7 @@ def record_judgment(
                 client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
                 idempotency_key=key,
             )
-            complete_if_done(locked)
+            completed = _complete_locked(assignment, now)
     except IntegrityError:
         previous = Judgment.objects.filter(
             Q(study=study, idempotency_key=key) | Q(assignment_pair=assignment_pair)
@@ -406,11 +401,32 @@ def record_judgment(
         if previous is None:
             raise
         return Recorded(previous, False)
-    if assignment.status != locked.status:
-        assignment.status = locked.status
+    if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
-        selection_live.on_assignment_completed(locked)
+        selection_live.on_assignment_completed(assignment)
     return Recorded(judgment, True)
+
+
+def _touch_locked(assignment: Assignment, now) -> None:
+    """Inside a transaction: record activity on a live assignment and hold its row lock until commit, so
+    concurrent submits of its last pairs complete it exactly once (the UPDATE takes the lock that a
+    SELECT ... FOR UPDATE would, in one round trip). An expired assignment refuses the answer."""
+    touched = (Assignment.objects.filter(pk=assignment.pk).exclude(status=Assignment.Status.EXPIRED)
+               .update(last_activity=now))
+    if not touched:
+        assignment.status = Assignment.Status.EXPIRED
+        raise ServiceError(EXPIRED_MESSAGE)
+    assignment.last_activity = now
+
+
+def _complete_locked(assignment: Assignment, now) -> bool:
+    """Inside the transaction of ``_touch_locked``: mark the assignment completed when no pair is left
+    unanswered, in one statement. True when this call completed it."""
+    done = (Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
+            .filter(~Exists(unanswered(assignment))).update(status=Assignment.Status.COMPLETED, completed=now))
+    if done:
+        assignment.status, assignment.completed = Assignment.Status.COMPLETED, now
+    return bool(done)
 
 
 EXPIRED_MESSAGE = ("This assignment expired after a long pause and its pairs went back to the queue; your answers "
@@ -444,24 +460,20 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, choice: str | None,
         correct = choice == good
     else:
         correct = set(response_set or []) == {good}
+    now = timezone.now()
     try:
         with transaction.atomic():
-            locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
-            if locked.status == Assignment.Status.EXPIRED:
-                raise ServiceError(EXPIRED_MESSAGE)
-            locked.last_activity = timezone.now()
-            locked.save(update_fields=["last_activity"])
+            _touch_locked(assignment, now)
             answer = GoldAnswer.objects.create(
                 assignment_pair=assignment_pair, rater_id=assignment.rater_id, correct=correct, idempotency_key=key,
                 answer=choice or ",".join(sorted(response_set or [])),
             )
-            complete_if_done(locked)
+            completed = _complete_locked(assignment, now)
     except IntegrityError:
         return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
     _screen(assignment.rater)
-    if assignment.status != locked.status:
-        assignment.status = locked.status
-        selection_live.on_assignment_completed(locked)
+    if completed:
+        selection_live.on_assignment_completed(assignment)
     return Recorded(None, True, answer)
 
 

@@ -74,8 +74,10 @@ def setup_study(raters: int, items: int) -> list[str]:
 
 
 class Rater(threading.Thread):
-    def __init__(self, base: str, path: str, deadline: float, pace: str, budget: Budget, seed: int):
+    def __init__(self, base: str, path: str, deadline: float, pace: str, budget: Budget, seed: int,
+                 arrive: float = 0.0):
         super().__init__(daemon=True)
+        self.arrive = arrive  # when this rater opens the study (people do not all arrive in the same millisecond)
         self.host = urlsplit(base).netloc
         self.path = path.rstrip("/")
         self.deadline, self.pace, self.budget = deadline, pace, budget
@@ -107,6 +109,7 @@ class Rater(threading.Thread):
         raise RuntimeError("unreachable")
 
     def run(self) -> None:
+        time.sleep(max(0.0, self.arrive - time.time()))
         assignment = None
         while time.time() < self.deadline and self.budget.take():
             try:
@@ -158,11 +161,14 @@ class Budget:
             return self.left >= 0
 
 
-def start_server(env: dict, port: int, workers: int, threads: int) -> subprocess.Popen:
-    """gunicorn on loopback; returns once it accepts connections."""
+def start_server(env: dict, port: int, workers: int, threads: int, access_log: Path | None = None,
+                 worker_class: str = "gthread") -> subprocess.Popen:
+    """gunicorn on loopback; returns once it accepts connections. With ``access_log``, gunicorn writes
+    one line per request: method, path, status and the server-side time in microseconds."""
+    log = ["--access-logfile", str(access_log), "--access-logformat", '%(m)s %(U)s %(s)s %(D)s'] if access_log else []
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind",
-                               f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
-                               "--threads", str(threads), "--keep-alive", "30", "--preload"],
+                               f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", worker_class,
+                               "--threads", str(threads), "--keep-alive", "30", "--preload", *log],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(150):
         try:
@@ -184,11 +190,15 @@ class ClientResult:
     requests: int
 
 
-def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: int, first_seed: int) -> ClientResult:
+def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: int, first_seed: int,
+              ramp: float = 0.0) -> ClientResult:
     """One client process: its raters as threads (several processes keep the client's own GIL out of
-    the measured latencies)."""
+    the measured latencies). Raters arrive at uniformly random moments over the first ``ramp`` seconds."""
     shared = Budget(budget)
-    raters = [Rater(base, p, deadline, pace, shared, first_seed + n) for n, p in enumerate(paths)]
+    arrivals = random.Random(first_seed)
+    start = time.time()
+    raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp))
+              for n, p in enumerate(paths)]
     for r in raters:
         r.start()
     for r in raters:
@@ -199,18 +209,29 @@ def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: i
 
 
 def run_clients(base: str, paths: list[str], seconds: float, pace: str, max_requests: int,
-                processes: int) -> ClientResult:
+                processes: int, ramp: float = 0.0) -> ClientResult:
     from concurrent.futures import ProcessPoolExecutor
 
     deadline = time.time() + seconds
     chunks = [paths[i::processes] for i in range(processes) if paths[i::processes]]
     with ProcessPoolExecutor(len(chunks)) as pool:
-        futures = [pool.submit(run_chunk, base, chunk, deadline, pace, max_requests // len(chunks), n * 100_000)
+        futures = [pool.submit(run_chunk, base, chunk, deadline, pace, max_requests // len(chunks), n * 100_000, ramp)
                    for n, chunk in enumerate(chunks)]
         results = [f.result() for f in futures]
     return ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
                         [k for r in results for k in r.acknowledged], sum(r.errors for r in results),
                         sum((r.error_kinds for r in results), Counter()), sum(r.requests for r in results))
+
+
+def server_times(access_log: Path) -> tuple[list[float], list[float]]:
+    """Server-side milliseconds of the rating page (GET) and its submit (POST) from gunicorn's access log."""
+    next_ms, submit_ms = [], []
+    for line in access_log.read_text().splitlines():
+        method, path, _, micros = line.split(" ")
+        if "/a/" not in path:
+            continue
+        (submit_ms if method == "POST" else next_ms).append(int(micros) / 1e3)
+    return next_ms, submit_ms
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -228,6 +249,9 @@ def main() -> None:
     parser.add_argument("--pace", choices=["human", "max"], default="human")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=16, help="threads per gunicorn worker")
+    parser.add_argument("--worker-class", choices=["sync", "gthread"], default="gthread", help="gunicorn worker class")
+    parser.add_argument("--ramp", type=float, default=3.0,
+                        help="seconds over which the raters arrive (default: one human pair time)")
     parser.add_argument("--max-requests", type=int, default=200_000, help="upper bound on client iterations")
     parser.add_argument("--client-processes", type=int, default=4, help="processes simulating the raters")
     args = parser.parse_args()
@@ -241,7 +265,8 @@ def main() -> None:
     items = max(200, args.raters * 40)
     paths = setup_study(args.raters, items)
     port = free_port()
-    server = start_server(env, port, args.workers, args.threads)
+    access_log = workdir / "access.log"
+    server = start_server(env, port, args.workers, args.threads, access_log, args.worker_class)
     base = f"http://127.0.0.1:{port}"
     try:
         warm = http.client.HTTPConnection(f"127.0.0.1:{port}", timeout=30)
@@ -250,7 +275,8 @@ def main() -> None:
             warm.getresponse().read()
         warm.close()
         started = time.perf_counter()
-        result = run_clients(base, paths, args.seconds, args.pace, args.max_requests, args.client_processes)
+        result = run_clients(base, paths, args.seconds, args.pace, args.max_requests, args.client_processes,
+                             args.ramp)
         elapsed = time.perf_counter() - started
     finally:
         server.terminate()
@@ -271,6 +297,10 @@ def main() -> None:
           f"p99 {percentile(next_ms, 99):.1f}")
     print(f"submit     ms: p50 {percentile(submit_ms, 50):.1f}  p95 {percentile(submit_ms, 95):.1f}  "
           f"p99 {percentile(submit_ms, 99):.1f}")
+    server_next, server_submit = server_times(access_log)
+    print(f"server-side (gunicorn, request in to response out) ms: next p50 {percentile(server_next, 50):.1f} "
+          f"p95 {percentile(server_next, 95):.1f}; submit p50 {percentile(server_submit, 50):.1f} "
+          f"p95 {percentile(server_submit, 95):.1f}")
     kinds = result.error_kinds
     if kinds:
         print("errors by kind: " + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()))

@@ -118,6 +118,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"transaction_mode": "IMMEDIATE", "timeout": 20})
     # A file-backed test database lets threads (concurrency tests, the browser's live server) share it.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and envbool("DB_SERVER_SIDE_BINDING", "1"):
+    # Server-side parameter binding + prepared statements: psycopg prepares a query after 5 executions
+    # on a connection, so PostgreSQL stops re-planning the rating page's joins on every request
+    # (bench/README.md: planning, not execution, dominated them). Pays with persistent connections
+    # (DB_CONN_MAX_AGE). Behind a transaction-pooling PgBouncer set DB_SERVER_SIDE_BINDING=0.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

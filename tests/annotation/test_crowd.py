@@ -3,6 +3,7 @@ framing, expiry, limits, gold checks and the blocklist."""
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import timedelta
 from io import StringIO
@@ -206,6 +207,24 @@ def test_gold_pairs_are_added_scored_and_never_judgments(gold_study):
     result = services.record_judgment(golds[0], idempotency_key="g1", choice=good)
     assert result.judgment is None and result.gold_answer.correct
     assert not Judgment.objects.exists() and services.gold_accuracy(rater) == (1, 1)
+
+
+def test_an_attention_check_left_after_gold_is_switched_off_is_still_shown_and_scored(client, gold_study):
+    rater = services.do_create_rater_link(gold_study, "late-off")
+    assignment = services.do_start_assignment(rater)
+    gold = assignment.pairs.get(gold__isnull=False)
+    gold_study.gold_rate = 0  # the rating page no longer joins attention checks; this one loads lazily
+    gold_study.save()
+    url = reverse("rate", args=[rater.token(), assignment.pk])
+    for p in assignment.pairs.order_by("position"):
+        page = client.get(url).content.decode()
+        if p.pk == gold.pk:
+            assert "Translate &#x27;bonjour&#x27;." in page and "asdf qwer zxcv" in page
+        key = re.search(r'name="key" value="([^"]*)"', page).group(1)
+        assert client.post(url + "submit/", {"pair": p.pk, "key": key, "choice": "first"}).status_code == 302
+    assert GoldAnswer.objects.filter(assignment_pair=gold).count() == 1
+    assert Judgment.objects.filter(assignment=assignment).count() == assignment.pairs.count() - 1
+    assert b"data-testid=\"completion-code\"" in client.get(url).content
 
 
 def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_study):

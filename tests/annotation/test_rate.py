@@ -147,8 +147,20 @@ def test_outputs_are_escaped_and_keep_their_whitespace(client, researcher):
 def test_the_rating_page_runs_a_fixed_number_of_queries(client, rater, django_assert_num_queries):
     assignment = start(client, rater)
     client.get(rate_url(rater, assignment))  # marks the first pair shown
-    with django_assert_num_queries(6):  # rater, assignment, pairs, judgments, gold answers, worker session
+    # The hot path under load: assignment with its rater and study; pairs with outputs and answers.
+    with django_assert_num_queries(2):
         client.get(rate_url(rater, assignment))
+
+
+def test_a_submit_runs_a_fixed_number_of_queries(client, rater, django_assert_num_queries):
+    assignment = start(client, rater)
+    fields = form_of(client.get(rate_url(rater, assignment)).content)
+    # assignment + rater + study; the pair; an earlier answer with this key?; then in one transaction
+    # (savepoint here, BEGIN/COMMIT in production): touch + lock the assignment, insert, complete-if-done.
+    with django_assert_num_queries(8):
+        response = client.post(rate_url(rater, assignment, submit=True), {**fields, "choice": "first"})
+    assert response.status_code == 302
+    assert Judgment.objects.filter(assignment=assignment, idempotency_key=fields["key"]).count() == 1
 
 
 def test_the_open_link_makes_one_anonymous_rater_per_browser(client, study):
