@@ -4,8 +4,9 @@ judgments are also exported in the SPEC §8 formats."""
 from __future__ import annotations
 
 from django.db.models import Count
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -14,6 +15,28 @@ from annotation import services
 from annotation.access import studies_for
 from annotation.exports import export_response
 from annotation.models import Generation, Item, Study
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+ERROR_RESPONSES = {
+    "400": OpenApiResponse(OpenApiTypes.OBJECT, "Invalid query parameter: {parameter: [what is wrong]}."),
+    "401": OpenApiResponse(ErrorSerializer, "Missing or invalid token."),
+    "404": OpenApiResponse(ErrorSerializer, "No such study (or not yours), or no such page."),
+}
+
+
+class SepLabAutoSchema(AutoSchema):
+    """Every operation documents its error answers too, so clients (and schemathesis) know them."""
+
+    def _get_response_bodies(self, direction="response"):
+        bodies = super()._get_response_bodies(direction)
+        if direction == "response":
+            for code, response in ERROR_RESPONSES.items():
+                bodies.setdefault(code, self._get_response_for_code(response, code, direction=direction))
+        return bodies
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -69,6 +92,7 @@ class JudgmentSerializer(serializers.Serializer):
 
 class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = StudySerializer
+    lookup_value_regex = "[0-9]+"
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model matters

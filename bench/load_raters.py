@@ -163,13 +163,15 @@ class Budget:
 
 def start_server(env: dict, port: int, workers: int, threads: int, access_log: Path | None = None,
                  worker_class: str = "gthread") -> subprocess.Popen:
-    """gunicorn on loopback; returns once it accepts connections. With ``access_log``, gunicorn writes
-    one line per request: method, path, status and the server-side time in microseconds."""
+    """gunicorn with the production settings (config/gunicorn.conf.py) on loopback; returns once it accepts
+    connections. With ``access_log``, gunicorn writes one line per request: method, path (tokens
+    redacted), status and the server-side time in microseconds."""
     log = ["--access-logfile", str(access_log), "--access-logformat", '%(m)s %(U)s %(s)s %(D)s'] if access_log else []
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind",
-                               f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", worker_class,
-                               "--threads", str(threads), "--keep-alive", "30", "--preload", *log],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py",
+                               "config.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+                               "--worker-class", worker_class, "--threads", str(threads), *log],
+                              cwd=ROOT, env={**env, "WEB_ACCESS_LOG": ""}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     for _ in range(150):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

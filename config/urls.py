@@ -17,3 +17,7 @@ urlpatterns = [
     path("", include("selection.urls")),
     path("", include("annotation.urls")),
 ]
+
+handler400 = "config.errors.bad_request"
+handler404 = "config.errors.not_found"
+handler500 = "config.errors.server_error"

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -78,9 +79,9 @@ def test_gunicorn_serves_the_app_with_static_files_and_security_headers(tmp_path
         result = manage(env, *args)
         assert result.returncode == 0, result.stderr
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", "2",
-                               "--bind", f"127.0.0.1:{port}", "--access-logfile", "-"], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py",
+                               "config.wsgi:application", "--workers", "2", "--bind", f"127.0.0.1:{port}"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
         for _ in range(100):
@@ -104,6 +105,15 @@ def test_gunicorn_serves_the_app_with_static_files_and_security_headers(tmp_path
         assert css.startswith("/static/css/seplab.") and css.endswith(".css")
         with urllib.request.urlopen(f"{base}{css}", timeout=5) as r:
             assert r.status == 200 and "max-age" in r.headers["Cache-Control"]
+        # The access log (on, to stdout) never holds a link token or a credential.
+        secret = "eyJyIjoxLCJuIjoiYWJjIn0:SECRETSIGNATURE"
+        request = urllib.request.Request(f"{base}/r/{secret}/", headers={
+            "Authorization": "Token APITOKENSECRET", "Referer": f"{base}/x/{secret}/?assignmentId=A1"})
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(request, timeout=5)
+        assert missing.value.code == 404
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        output = server.communicate(timeout=10)[0].decode()
+    assert '"GET /r/[redacted]/ HTTP/1.1" 404' in output and f"{base}/x/[redacted]/" in output
+    assert "SECRETSIGNATURE" not in output and "APITOKENSECRET" not in output

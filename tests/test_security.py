@@ -61,6 +61,34 @@ def test_a_million_item_file_over_the_limit_is_refused_before_parsing(researcher
     assert not Study.objects.exists()
 
 
+def test_uploaded_files_are_never_stored_or_served_back_raw(researcher_client, settings):
+    from django.apps import apps
+    from django.db import models
+
+    html = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+    lines = [{"id": "evil", "input": html, "outputs": {"a": [html], "b": ["plain"]}},
+             {"id": "fine", "input": "ok", "outputs": {"a": ["x"], "b": ["y"]}}]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    response = researcher_client.post(reverse("study_create"), {
+        "name": "uploaded", "file": SimpleUploadedFile("evil.html", data, content_type="text/html")})
+    assert response.status_code == 302
+    study = Study.objects.get(name="uploaded")
+    # Nothing keeps the upload as a file: it is parsed in memory and only its rows are stored.
+    assert not [f for m in apps.get_models() for f in m._meta.get_fields() if isinstance(f, models.FileField)]
+    assert settings.MEDIA_ROOT == "" and settings.MEDIA_URL in ("", "/")
+    for path in ("/media/evil.html", "/static/evil.html", "/evil.html", "/uploads/evil.html"):
+        assert researcher_client.get(path).status_code == 404, path
+    # Its contents come back only as escaped text on pages and as attachments that browsers never render.
+    item = study.items.get(external_id="evil")
+    page = researcher_client.get(reverse("item_detail", args=[study.pk, item.pk])).content.decode()
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page and "<script>alert(" not in page
+    assert "<img src=x" not in page
+    for fmt, content_type in (("jsonl", "application/x-ndjson"), ("csv", "text/csv")):
+        download = researcher_client.get(reverse("judgments_export", args=[study.pk, fmt]))
+        assert download["Content-Type"].startswith(content_type) and download["X-Content-Type-Options"] == "nosniff"
+        assert download["Content-Disposition"].startswith("attachment")
+
+
 # ---- rater endpoints --------------------------------------------------------------------------
 
 def test_tampered_and_replayed_tokens_are_404(client, rater, study):
@@ -189,3 +217,55 @@ def test_link_tokens_never_reach_the_logs(client, rater, study):
         handler.setStream(previous)
     logged = stream.getvalue()
     assert "Not Found: /r/[redacted]/a/999999/" in logged and token not in logged
+
+
+def test_secrets_never_reach_the_logs(client, researcher, study, rater, settings, monkeypatch):
+    """A server error on an authenticated API call, a failed login and a rater page: what the configured
+    handlers write names the failures but holds no secret key, API token, password or link token."""
+    import io
+    import logging
+
+    from django.test import Client
+    from rest_framework.authtoken.models import Token
+
+    from analytics import services as analytics_services
+
+    handlers = {h for name in ("", "django.request") for h in logging.getLogger(name).handlers
+                if isinstance(h, logging.StreamHandler)}
+    assert handlers
+    stream = io.StringIO()
+    previous = {h: h.setStream(stream) for h in handlers}
+    api_token = Token.objects.create(user=researcher).key
+
+    def broken_report(study):
+        raise RuntimeError("the report failed")
+
+    monkeypatch.setattr(analytics_services, "study_report", broken_report)
+    try:
+        api = Client(raise_request_exception=False)
+        failed = api.get(f"/api/studies/{study.pk}/report/", HTTP_AUTHORIZATION=f"Token {api_token}")
+        assert failed.status_code == 500 and failed.json() == {"detail": "Server error; it has been logged."}
+        login = client.post(reverse("login"), {"username": "alice", "password": "wrong-Pa55word-secret"})
+        assert login.status_code == 200
+        assert client.get(f"/r/{rater.token()}/a/999999/").status_code == 404
+    finally:
+        for handler, old in previous.items():
+            handler.setStream(old)
+    logged = stream.getvalue()
+    assert f"Internal Server Error: /api/studies/{study.pk}/report/" in logged and "the report failed" in logged
+    for secret in (settings.SECRET_KEY, api_token, "wrong-Pa55word-secret", rater.token()):
+        assert secret not in logged
+
+
+def test_api_errors_are_json_everywhere_under_api_and_html_elsewhere(client, researcher):
+    from rest_framework.authtoken.models import Token
+
+    auth = {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=researcher).key}"}
+    for path in ("/api/no-such-thing/", "/api/studies/abc/", "/api/studies/999999/"):
+        response = client.get(path, **auth)
+        assert response.status_code == 404 and response["Content-Type"] == "application/json", path
+        assert response.json() == {"detail": "Not found."} or "detail" in response.json()
+    bad_page = client.get("/api/studies/?page=abc", **auth)
+    assert bad_page.status_code == 400 and bad_page.json() == {"page": ["A page number is one positive integer."]}
+    html = client.get("/no-such-page/")
+    assert html.status_code == 404 and html["Content-Type"].startswith("text/html")

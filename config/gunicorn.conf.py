@@ -1,0 +1,17 @@
+"""gunicorn settings for production (README, "Production deployment"):
+
+    gunicorn -c config/gunicorn.conf.py config.wsgi:application
+
+Command-line options and GUNICORN_CMD_ARGS override these. bench/load_raters.py measures this setup.
+"""
+
+import os
+
+workers = int(os.environ.get("WEB_WORKERS", "3"))
+worker_class = "gthread"
+threads = int(os.environ.get("WEB_THREADS", "16"))
+preload_app = True  # load Django (and numpy/scipy) once, fork the workers
+keepalive = 30  # seconds: a rater's browser reuses its connection from one pair to the next
+graceful_timeout = 20
+accesslog = os.environ.get("WEB_ACCESS_LOG", "-") or None  # "-" is stdout, empty turns it off
+logger_class = "config.gunicorn_logging.RedactingLogger"  # no link tokens or credentials in the access log
