@@ -269,11 +269,15 @@ class Task(models.Model):
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="tasks")
     raters_required = models.PositiveSmallIntegerField()
     position = models.PositiveIntegerField(help_text="Release order; lower positions are handed out first.")
+    taken = models.PositiveSmallIntegerField(
+        default=0, help_text="Rater places held (assignments with a slot), kept in step by the assignment "
+                             "service so finding the next open task reads an index instead of counting.")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["item", "comparison"], name="task_unique_item_comparison")]
+        indexes = [models.Index(fields=["study", "taken", "position"], name="task_open_order")]
 
     def __str__(self) -> str:
         return f"task {self.pk}: item {self.item_id}, comparison {self.comparison_id}"

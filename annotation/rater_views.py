@@ -77,7 +77,8 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     if not form.is_valid():
         error = "The submission was incomplete; please answer again."
     else:
-        pair = AssignmentPair.objects.filter(assignment=assignment, pk=form.cleaned_data["pair"]).first()
+        pair = (AssignmentPair.objects.select_related("judgment")
+                .filter(assignment=assignment, pk=form.cleaned_data["pair"]).first())
         if pair is not None:
             pair.assignment = assignment  # already loaded with its study: no second query
         if pair is None:

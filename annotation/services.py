@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, models, transaction
-from django.db.models import Count, Exists, F, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from annotation import formats, scheduling
@@ -238,11 +240,11 @@ def _next_open_task(rater: Rater) -> Task | None:
     """An open task the rater has not seen, among those with the fewest raters so far (breadth first),
     chosen at random among the first few so that raters starting at the same moment spread out."""
     seen_items = Assignment.objects.filter(rater=rater).values("item_id")
+    # Task.taken is kept in step with the held places, so this reads the (study, taken, position) index
+    # and stops after SPREAD rows instead of counting the assignments of every task of the study.
     candidates = list(
-        Task.objects.filter(study_id=rater.study_id)
+        Task.objects.filter(study_id=rater.study_id, taken__lt=F("raters_required"))
         .exclude(item_id__in=seen_items)
-        .annotate(taken=Count("assignments", filter=Q(assignments__slot__isnull=False)))
-        .filter(taken__lt=F("raters_required"))
         .order_by("taken", "position")[:SPREAD]
     )
     if not candidates:
@@ -255,8 +257,26 @@ def expire_stale_assignments(study: Study) -> int:
     """Active assignments idle for longer than the study's timeout expire: their place returns to the
     queue (slot freed) and their answers stay stored. Returns how many expired."""
     cutoff = timezone.now() - timedelta(minutes=study.assignment_timeout_minutes)
-    return Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, last_activity__lt=cutoff).update(
-        status=Assignment.Status.EXPIRED, slot=None)
+    stale = Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, last_activity__lt=cutoff)
+    if not stale.exists():  # the common case: one cheap read, no transaction
+        return 0
+    with transaction.atomic():
+        # Lock the stale rows (a submit racing with us waits, then finds its assignment expired) and give
+        # their places back, keeping Task.taken in step.
+        rows = list(stale.select_for_update(skip_locked=True).values_list("pk", "task_id"))
+        expired = Assignment.objects.filter(pk__in=[pk for pk, _ in rows]).update(
+            status=Assignment.Status.EXPIRED, slot=None)
+        for task_id, n in Counter(task_id for _, task_id in rows).items():
+            Task.objects.filter(pk=task_id).update(taken=Greatest(F("taken") - n, 0))
+    return expired
+
+
+def recount_places(task_ids) -> None:
+    """Set Task.taken from the assignments that hold a place (repairs a counter that fell out of step,
+    e.g. after assignments were written by hand)."""
+    held = (Assignment.objects.filter(task_id=OuterRef("pk"), slot__isnull=False).order_by()
+            .values("task_id").annotate(n=Count("pk")).values("n"))
+    Task.objects.filter(pk__in=task_ids).update(taken=Coalesce(Subquery(held), 0))
 
 
 def do_start_assignment(rater: Rater) -> Assignment | None:
@@ -286,11 +306,13 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
         taken = set(task.assignments.filter(slot__isnull=False).values_list("slot", flat=True))
         free = [s for s in range(task.raters_required) if s not in taken]
         if not free:
+            recount_places([task.pk])  # the counter was behind the places held: repair it, look again
             continue
         try:
             with transaction.atomic():
                 assignment = Assignment.objects.create(study=study, rater=rater, task=task,
                                                        item_id=task.item_id, slot=free[0])
+                Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
                 _create_assignment_pairs(study, assignment, task, free[0])
             return assignment
         except IntegrityError:
@@ -365,7 +387,10 @@ def record_judgment(
         raise ServiceError("The form is missing its submission key; reload the page.")
     if assignment_pair.gold_id is not None:
         return _record_gold(assignment_pair, key, choice, response_set)
-    previous = Judgment.objects.filter(Q(study=study, idempotency_key=key) | Q(assignment_pair=assignment_pair)).first()
+    # The pair's own judgment (a repeat, or the back button with a new key); select_related("judgment")
+    # by the caller makes this free. A key already used on another pair is caught by its unique
+    # constraint below.
+    previous = assignment_pair.judgment if hasattr(assignment_pair, "judgment") else None
     if previous:
         return Recorded(previous, False)
     _check_can_answer(assignment_pair)

@@ -82,8 +82,9 @@ class Rater(threading.Thread):
         self.path = path.rstrip("/")
         self.deadline, self.pace, self.budget = deadline, pace, budget
         self.rng = random.Random(seed)
-        self.next_ms: list[float] = []
-        self.submit_ms: list[float] = []
+        self.next_ms: list[tuple[float, float]] = []  # (wall-clock time sent, milliseconds)
+        self.submit_ms: list[tuple[float, float]] = []
+        self.sent: list[float] = []  # wall-clock time of every request
         self.acknowledged: list[str] = []
         self.errors = 0
         self.error_kinds: Counter = Counter()
@@ -96,6 +97,7 @@ class Rater(threading.Thread):
         for attempt in range(2):
             try:
                 started = time.perf_counter()
+                self.sent.append(time.time())
                 self.conn.request(method, path, body=data, headers=headers)
                 response = self.conn.getresponse()
                 payload = response.read()
@@ -127,7 +129,7 @@ class Rater(threading.Thread):
                     self.errors += 1
                     self.error_kinds[f"next {status}"] += 1
                     continue
-                self.next_ms.append(ms)
+                self.next_ms.append((time.time() - ms / 1e3, ms))
                 pair, key = PAIR.search(page), KEY.search(page)
                 if pair is None:  # assignment complete: start the next one
                     assignment = None
@@ -138,7 +140,7 @@ class Rater(threading.Thread):
                           "choice": self.rng.choice(["first", "second", "tie"])}
                 status, _, _, ms = self.request("POST", assignment.rstrip("/") + "/submit/", fields)
                 if status == 302:
-                    self.submit_ms.append(ms)
+                    self.submit_ms.append((time.time() - ms / 1e3, ms))
                     self.acknowledged.append(fields["key"])
                 else:
                     self.errors += 1
@@ -166,7 +168,8 @@ def start_server(env: dict, port: int, workers: int, threads: int, access_log: P
     """gunicorn with the production settings (config/gunicorn.conf.py) on loopback; returns once it accepts
     connections. With ``access_log``, gunicorn writes one line per request: method, path (tokens
     redacted), status and the server-side time in microseconds."""
-    log = ["--access-logfile", str(access_log), "--access-logformat", '%(m)s %(U)s %(s)s %(D)s'] if access_log else []
+    fmt = "%(t)s %(m)s %(U)s %(s)s %(D)s"
+    log = ["--access-logfile", str(access_log), "--access-logformat", fmt] if access_log else []
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py",
                                "config.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
                                "--worker-class", worker_class, "--threads", str(threads), *log],
@@ -184,8 +187,9 @@ def start_server(env: dict, port: int, workers: int, threads: int, access_log: P
 
 @dataclass
 class ClientResult:
-    next_ms: list[float]
-    submit_ms: list[float]
+    next_ms: list[tuple[float, float]]
+    submit_ms: list[tuple[float, float]]
+    sent: list[float]
     acknowledged: list[str]
     errors: int
     error_kinds: Counter
@@ -206,6 +210,7 @@ def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: i
     for r in raters:
         r.join(max(1.0, deadline - time.time()) + 60)
     return ClientResult([v for r in raters for v in r.next_ms], [v for r in raters for v in r.submit_ms],
+                        [t for r in raters for t in r.sent],
                         [k for r in raters for k in r.acknowledged], sum(r.errors for r in raters),
                         sum((r.error_kinds for r in raters), Counter()), sum(r.requests for r in raters))
 
@@ -221,16 +226,22 @@ def run_clients(base: str, paths: list[str], seconds: float, pace: str, max_requ
                    for n, chunk in enumerate(chunks)]
         results = [f.result() for f in futures]
     return ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
+                        [t for r in results for t in r.sent],
                         [k for r in results for k in r.acknowledged], sum(r.errors for r in results),
                         sum((r.error_kinds for r in results), Counter()), sum(r.requests for r in results))
 
 
-def server_times(access_log: Path) -> tuple[list[float], list[float]]:
-    """Server-side milliseconds of the rating page (GET) and its submit (POST) from gunicorn's access log."""
+def server_times(access_log: Path, since: float) -> tuple[list[float], list[float]]:
+    """Server-side milliseconds of the rating page (GET) and its submit (POST) from gunicorn's access log,
+    for requests that finished at or after ``since`` (Unix time; the log has one-second resolution)."""
+    from datetime import datetime
+
     next_ms, submit_ms = [], []
     for line in access_log.read_text().splitlines():
-        method, path, _, micros = line.split(" ")
-        if "/a/" not in path:
+        parts = line.split(" ")  # [22/Nov/2026:12:30:01 +0000] GET /r/[redacted]/a/5/ 200 14021
+        when = datetime.strptime(" ".join(parts[:2]), "[%d/%b/%Y:%H:%M:%S %z]").timestamp()
+        method, path, _, micros = parts[-4:]
+        if "/a/" not in path or when < int(since):
             continue
         (submit_ms if method == "POST" else next_ms).append(int(micros) / 1e3)
     return next_ms, submit_ms
@@ -246,7 +257,9 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--raters", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--seconds", type=float, default=30, help="measured seconds, after the warm-up")
+    parser.add_argument("--warmup", type=float, default=10,
+                        help="seconds of load before measuring (cold workers; reported separately)")
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
     parser.add_argument("--pace", choices=["human", "max"], default="human")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
@@ -276,30 +289,43 @@ def main() -> None:
             warm.request("GET", "/accounts/login/")
             warm.getresponse().read()
         warm.close()
-        started = time.perf_counter()
-        result = run_clients(base, paths, args.seconds, args.pace, args.max_requests, args.client_processes,
-                             args.ramp)
-        elapsed = time.perf_counter() - started
+        started_at = time.time()
+        result = run_clients(base, paths, args.warmup + args.seconds, args.pace, args.max_requests,
+                             args.client_processes, args.ramp)
+        ended_at = time.time()
     finally:
         server.terminate()
         server.wait(timeout=30)
 
     from annotation.models import Judgment
 
+    # Every acknowledged judgment counts for the loss check, warm-up included.
     acknowledged = result.acknowledged
     stored = Counter(Judgment.objects.filter(study__name="load").values_list("idempotency_key", flat=True))
     lost = sum(1 for k in acknowledged if k not in stored)
     duplicated = sum(n - 1 for n in stored.values() if n > 1) + sum(n - 1 for n in Counter(acknowledged).values()
                                                                    if n > 1)
-    requests, errors, next_ms, submit_ms = result.requests, result.errors, result.next_ms, result.submit_ms
+    # Latencies and throughput from the measured window; the warm-up (cold workers, connections and
+    # prepared statements being made, raters arriving) is reported on its own line.
+    measure_from = started_at + args.warmup
+    window = ended_at - measure_from
+    requests = sum(1 for t in result.sent if t >= measure_from)
+    next_ms = [ms for t, ms in result.next_ms if t >= measure_from]
+    submit_ms = [ms for t, ms in result.submit_ms if t >= measure_from]
+    warm_next = [ms for t, ms in result.next_ms if t < measure_from]
+    warm_submit = [ms for t, ms in result.submit_ms if t < measure_from]
+    errors = result.errors
     print(f"{args.raters} raters, {args.pace} pace, {args.database}, gunicorn {args.workers}x{args.threads} threads, "
-          f"{elapsed:.1f} s: {requests} requests ({requests / elapsed:.1f}/s), {len(acknowledged)} judgments "
-          f"acknowledged, {len(stored)} stored")
+          f"{args.warmup:.0f} s warm-up + {window:.1f} s measured: {requests} requests ({requests / window:.1f}/s); "
+          f"{len(acknowledged)} judgments acknowledged, {len(stored)} stored")
+    if warm_next:
+        print(f"warm-up    ms: next p50 {percentile(warm_next, 50):.1f}  p95 {percentile(warm_next, 95):.1f}; "
+              f"submit p50 {percentile(warm_submit, 50):.1f}  p95 {percentile(warm_submit, 95):.1f}")
     print(f"next pair  ms: p50 {percentile(next_ms, 50):.1f}  p95 {percentile(next_ms, 95):.1f}  "
           f"p99 {percentile(next_ms, 99):.1f}")
     print(f"submit     ms: p50 {percentile(submit_ms, 50):.1f}  p95 {percentile(submit_ms, 95):.1f}  "
           f"p99 {percentile(submit_ms, 99):.1f}")
-    server_next, server_submit = server_times(access_log)
+    server_next, server_submit = server_times(access_log, measure_from)
     print(f"server-side (gunicorn, request in to response out) ms: next p50 {percentile(server_next, 50):.1f} "
           f"p95 {percentile(server_next, 95):.1f}; submit p50 {percentile(server_submit, 50):.1f} "
           f"p95 {percentile(server_submit, 95):.1f}")

@@ -66,7 +66,7 @@ def judgments_curve(sizes: list[int], rounds: int = 100, systems: int = 20) -> l
 NEXT = re.compile(r"next pair\s+ms: p50 ([\d.]+)\s+p95 ([\d.]+)")
 LAST = re.compile(r"raters=(\d+) requests=(\d+) p95_next_ms=([\d.]+) p95_submit_ms=([\d.]+) errors=(\d+) "
                   r"lost=(\d+) duplicated=(\d+)")
-ELAPSED = re.compile(r", ([\d.]+) s: (\d+) requests")
+RATE = re.compile(r"\(([\d.]+)/s\)")
 
 
 def raters_curve(counts: list[int], seconds: float, database: str) -> list[dict]:
@@ -75,8 +75,8 @@ def raters_curve(counts: list[int], seconds: float, database: str) -> list[dict]
         out = subprocess.run([sys.executable, str(ROOT / "bench" / "load_raters.py"), "--raters", str(n),
                               "--seconds", str(seconds), "--database", database],
                              capture_output=True, text=True, check=True).stdout
-        last, nxt, elapsed = LAST.search(out), NEXT.search(out), ELAPSED.search(out)
-        row = {"n": n, "requests_per_s": round(int(elapsed.group(2)) / float(elapsed.group(1)), 1),
+        last, nxt, rate = LAST.search(out), NEXT.search(out), RATE.search(out)
+        row = {"n": n, "requests_per_s": float(rate.group(1)),
                "p50_next_ms": float(nxt.group(1)), "p95_next_ms": float(last.group(3)),
                "p95_submit_ms": float(last.group(4)), "errors": int(last.group(5)), "lost": int(last.group(6)),
                "duplicated": int(last.group(7))}

@@ -277,3 +277,43 @@ def test_starters_spread_over_the_tasks_with_the_fewest_raters(researcher):
     assert len({a.task_id for a in first_wave}) == 30  # breadth first: every task gets one rater first
     tasks = [services.do_start_assignment(services.do_create_rater_link(study, f"s{i}")).task_id for i in range(8)]
     assert len(set(tasks)) == 8
+
+
+def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
+    from datetime import timedelta
+
+    from django.db.models import Count, Q
+    from django.utils import timezone
+
+    def consistent() -> None:
+        actual = dict(Task.objects.filter(study=study).annotate(
+            n=Count("assignments", filter=Q(assignments__slot__isnull=False))).values_list("pk", "n"))
+        assert dict(Task.objects.filter(study=study).values_list("pk", "taken")) == actual
+
+    raters = [services.do_create_rater_link(study, f"c{i}") for i in range(4)]
+    first = [services.do_start_assignment(r) for r in raters]
+    consistent()
+    assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 4
+    answer_all(first[0])
+    consistent()  # a completed assignment keeps its place
+    Assignment.objects.filter(pk__in=[a.pk for a in first[1:3]]).update(
+        last_activity=timezone.now() - timedelta(minutes=study.assignment_timeout_minutes + 1))
+    assert services.expire_stale_assignments(study) == 2
+    consistent()
+    assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 2
+
+
+def test_a_counter_that_fell_behind_is_repaired_when_the_task_is_offered(study):
+    study.raters_per_item = 1
+    study.save()
+    services.rebuild_plan(study)
+    tasks = list(Task.objects.filter(study=study))
+    rater = services.do_create_rater_link(study, "first")
+    held = services.do_start_assignment(rater)
+    Task.objects.filter(pk=held.task_id).update(taken=0)  # as if written by hand, bypassing the service
+    others = [services.do_start_assignment(services.do_create_rater_link(study, f"o{i}"))
+              for i in range(len(tasks) - 1)]
+    assert len({a.task_id for a in others} | {held.task_id}) == len(tasks)  # every task once, none twice
+    # Every place is held now; the task whose counter lies is still offered, found full, and repaired.
+    assert services.do_start_assignment(services.do_create_rater_link(study, "late")) is None
+    assert Task.objects.get(pk=held.task_id).taken == 1
