@@ -115,7 +115,12 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # IMMEDIATE transactions take the write lock up front, so concurrent writers queue (for up to
     # `timeout` seconds) instead of failing with "database is locked" half-way through a transaction.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"transaction_mode": "IMMEDIATE", "timeout": 20})
+    # Write-ahead logging: readers (every rating page) never wait for a writer, and a commit is one
+    # append + fsync of the log; synchronous=FULL keeps every acknowledged judgment on disk.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "transaction_mode": "IMMEDIATE", "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
+    })
     # A file-backed test database lets threads (concurrency tests, the browser's live server) share it.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and envbool("DB_SERVER_SIDE_BINDING", "1"):
