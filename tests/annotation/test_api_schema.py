@@ -20,7 +20,7 @@ from tests.conftest import answer_all
 schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
 schema.config.generation.update(modes=["positive", "negative"])
 
-FUZZ = settings(max_examples=30, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                        HealthCheck.filter_too_much])
 
