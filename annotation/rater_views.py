@@ -120,34 +120,35 @@ class Shown:
     second: str
 
 
-def _shown(current: AssignmentPair) -> Shown:
-    if current.gold_id is not None:
-        gold = current.gold
-        good, bad = gold.good_output, gold.bad_output
-        return Shown(gold.input, *((good, bad) if current.a_shown_first else (bad, good)))
-    pair = current.pair
-    a, b = pair.generation_a.text, pair.generation_b.text
-    return Shown(pair.item.input, *((a, b) if current.a_shown_first else (b, a)))
+# What the rating page reads of an assignment's pairs: flat columns, no model objects. This is the hot
+# path under load, and the ORM's cost grows with the number of columns and objects it handles.
+PAIR_COLUMNS = ("pk", "shown_at", "a_shown_first", "gold_id", "judgment__id", "gold_answer__id",
+                "pair__item__input", "pair__generation_a__text", "pair__generation_b__text",
+                "gold__input", "gold__good_output", "gold__bad_output")
 
 
-def _answered(p: AssignmentPair) -> bool:
-    return hasattr(p, "judgment") or (p.gold_id is not None and hasattr(p, "gold_answer"))
+def _shown(row: dict) -> Shown:
+    """Both outputs in display order, study pair or attention check alike."""
+    if row["gold_id"] is not None:
+        good, bad = row["gold__good_output"], row["gold__bad_output"]
+        return Shown(row["gold__input"], *((good, bad) if row["a_shown_first"] else (bad, good)))
+    a, b = row["pair__generation_a__text"], row["pair__generation_b__text"]
+    return Shown(row["pair__item__input"], *((a, b) if row["a_shown_first"] else (b, a)))
+
+
+def _answered(row: dict) -> bool:
+    return row["judgment__id"] is not None or row["gold_answer__id"] is not None
 
 
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment,
                    error: str | None = None, key: str | None = None) -> HttpResponse:
     study = assignment.study
-    # One query: the reverse one-to-ones (judgment, gold answer) join like foreign keys. Attention checks
-    # are joined only when the study inserts them (an old one left after gold_rate went to 0 loads lazily).
-    related = ["pair__item", "pair__generation_a", "pair__generation_b", "judgment"]
-    if study.gold_rate > 0:
-        related += ["gold", "gold_answer"]
-    pairs = list(assignment.pairs.select_related(*related))
-    current = next((p for p in pairs if not _answered(p)), None)
-    done = sum(1 for p in pairs if _answered(p))
+    rows = list(assignment.pairs.order_by("position").values(*PAIR_COLUMNS))  # one query
+    current = next((r for r in rows if not _answered(r)), None)
+    done = sum(1 for r in rows if _answered(r))
     external = crowd.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
     context = {"study": study, "rater": rater, "token": token, "assignment": assignment, "error": error,
-               "total": len(pairs), "done": done, "external": external}
+               "total": len(rows), "done": done, "external": external}
     if assignment.status == Assignment.Status.EXPIRED:
         context["expired"] = True
     elif current is None:
@@ -157,8 +158,9 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         if context["external"] is not None:
             context.update(crowd.completion(context["external"], rater))
     else:
-        services.mark_shown(current)
-        context.update(current=current, shown=_shown(current), number=done + 1, key=key or uuid.uuid4().hex,
-                       percent=round(100 * done / len(pairs)))
+        pair = AssignmentPair(pk=current["pk"], shown_at=current["shown_at"])
+        services.mark_shown(pair)
+        context.update(current=pair, shown=_shown(current), number=done + 1, key=key or uuid.uuid4().hex,
+                       percent=round(100 * done / len(rows)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)
