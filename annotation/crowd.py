@@ -109,6 +109,11 @@ def do_accept(link: ExternalLink, arrival: Arrival) -> WorkerSession:
         rater, _ = Rater.objects.get_or_create(
             study=link.study, external_id=f"{link.platform}:{arrival.worker_id}",
             defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN})
+        if rater.source != Rater.Source.EXTERNAL:
+            # The same worker id was already known (imported judgments, or a personal link named like a
+            # platform id): they now work through a crowdsourcing site, whose completion they must see.
+            Rater.objects.filter(pk=rater.pk).update(source=Rater.Source.EXTERNAL)
+            rater.source = Rater.Source.EXTERNAL
         try:
             with transaction.atomic():
                 session = WorkerSession.objects.create(

@@ -100,6 +100,14 @@ def test_the_mturk_completion_posts_to_turk_submit_to(client, mturk):
     assert second.status_code == 302
 
 
+def test_a_worker_known_from_imported_judgments_still_gets_the_completion(client, mturk):
+    known = Rater.objects.create(study=mturk.study, external_id="mturk:W1", source=Rater.Source.IMPORT)
+    done = answer_everything(client, accept(client, mturk)).content.decode()
+    session = WorkerSession.objects.get()
+    assert session.rater_id == known.pk and Rater.objects.get(pk=known.pk).source == Rater.Source.EXTERNAL
+    assert f'name="completion_code" value="{session.assignment.completion_code}"' in done
+
+
 def test_turk_submit_to_must_be_an_allowed_host(client, mturk):
     page = visit(client, mturk, assignmentId="A1", hitId="H1", workerId="W1", turkSubmitTo="https://evil.example")
     assert page.status_code == 400 and b"not a site this study submits to" in page.content
