@@ -1,8 +1,8 @@
 """Playwright (Python) driving Debian's Chromium against pytest-django's live server.
 
-Never downloads a browser: it uses the system Chromium (`make browser` / `apt-get install chromium`,
-or CHROMIUM=/path/to/chromium). On a machine without one the tests skip with that advice, unless
-SEPLAB_REQUIRE_BROWSER=1 (set by .ci/run), which turns the missing browser into a failure.
+Never downloads a browser: it uses the system Chromium, which `make test` installs when missing
+(`make browser` / `apt-get install chromium`), or CHROMIUM=/path/to/chromium. Without one the browser
+tests fail with that advice: the rater flow is a feature, not an optional extra.
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ def browser_page(live_server) -> Iterator:
     if executable is None:
         message = ("No Chromium found for the browser tests: install Debian's chromium "
                    "(`make browser`, or `apt-get install chromium`) or set CHROMIUM=/path/to/chromium.")
-        if os.environ.get("SEPLAB_REQUIRE_BROWSER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        pytest.fail(message)
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still
