@@ -351,11 +351,18 @@ def unanswered(assignment: Assignment):
     return assignment.pairs.filter(judgment__isnull=True, gold_answer__isnull=True)
 
 
-def complete_if_done(assignment: Assignment) -> None:
-    if assignment.status == Assignment.Status.ACTIVE and not unanswered(assignment).exists():
-        assignment.status = Assignment.Status.COMPLETED
-        assignment.completed = timezone.now()
-        assignment.save(update_fields=["status", "completed"])
+def complete_if_done(assignment: Assignment, now=None) -> bool:
+    """Mark an active assignment completed when no pair is left unanswered, in one statement (inside a
+    submit's transaction, after ``_touch_locked``, this completes it exactly once). True when this call
+    completed it."""
+    if assignment.status != Assignment.Status.ACTIVE:
+        return False
+    now = now or timezone.now()
+    done = (Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
+            .filter(~Exists(unanswered(assignment))).update(status=Assignment.Status.COMPLETED, completed=now))
+    if done:
+        assignment.status, assignment.completed = Assignment.Status.COMPLETED, now
+    return bool(done)
 
 
 @dataclasses.dataclass
@@ -418,7 +425,7 @@ def record_judgment(
                 client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
                 idempotency_key=key,
             )
-            completed = _complete_locked(assignment, now)
+            completed = complete_if_done(assignment, now)
     except IntegrityError:
         previous = Judgment.objects.filter(
             Q(study=study, idempotency_key=key) | Q(assignment_pair=assignment_pair)
@@ -442,16 +449,6 @@ def _touch_locked(assignment: Assignment, now) -> None:
         assignment.status = Assignment.Status.EXPIRED
         raise ServiceError(EXPIRED_MESSAGE)
     assignment.last_activity = now
-
-
-def _complete_locked(assignment: Assignment, now) -> bool:
-    """Inside the transaction of ``_touch_locked``: mark the assignment completed when no pair is left
-    unanswered, in one statement. True when this call completed it."""
-    done = (Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
-            .filter(~Exists(unanswered(assignment))).update(status=Assignment.Status.COMPLETED, completed=now))
-    if done:
-        assignment.status, assignment.completed = Assignment.Status.COMPLETED, now
-    return bool(done)
 
 
 EXPIRED_MESSAGE = ("This assignment expired after a long pause and its pairs went back to the queue; your answers "
@@ -493,7 +490,7 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, choice: str | None,
                 assignment_pair=assignment_pair, rater_id=assignment.rater_id, correct=correct, idempotency_key=key,
                 answer=choice or ",".join(sorted(response_set or [])),
             )
-            completed = _complete_locked(assignment, now)
+            completed = complete_if_done(assignment, now)
     except IntegrityError:
         return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
     _screen(assignment.rater)
