@@ -254,21 +254,33 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
+def positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return value
+    return parse
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--raters", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=30, help="measured seconds, after the warm-up")
+    parser.add_argument("--raters", type=positive(int), default=50)
+    parser.add_argument("--seconds", type=positive(float), default=30, help="measured seconds, after the warm-up")
     parser.add_argument("--warmup", type=float, default=10,
                         help="seconds of load before measuring (cold workers; reported separately)")
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
     parser.add_argument("--pace", choices=["human", "max"], default="human")
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=16, help="threads per gunicorn worker")
+    parser.add_argument("--workers", type=positive(int), default=3, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=positive(int), default=16, help="threads per gunicorn worker")
     parser.add_argument("--worker-class", choices=["sync", "gthread"], default="gthread", help="gunicorn worker class")
     parser.add_argument("--ramp", type=float, default=3.0,
                         help="seconds over which the raters arrive (default: one human pair time)")
-    parser.add_argument("--max-requests", type=int, default=200_000, help="upper bound on client iterations")
-    parser.add_argument("--client-processes", type=int, default=4, help="processes simulating the raters")
+    parser.add_argument("--max-requests", type=positive(int), default=200_000, help="upper bound on client iterations")
+    parser.add_argument("--client-processes", type=positive(int), default=4, help="processes simulating the raters")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="seplab-load-"))

@@ -139,7 +139,13 @@ def main() -> None:
     args = parser.parse_args()
 
     def sizes(text: str) -> list[int]:
-        return [int(s) for s in text.split(",") if s.strip()]
+        try:
+            values = [int(s) for s in text.split(",") if s.strip()]
+        except ValueError:
+            parser.error(f"sizes are comma-separated whole numbers, got {text!r}")
+        if any(v <= 0 for v in values):
+            parser.error(f"sizes must be greater than 0, got {text!r}")
+        return values
 
     print("items:")
     items = items_curve(sizes(args.items))
