@@ -1,5 +1,6 @@
-"""Error pages: API clients get JSON errors everywhere under /api/ (also for URLs no route matches),
-people get the HTML pages."""
+"""Error pages: API clients get JSON errors everywhere under /api/ (also for URLs no route matches,
+through the catch-all route at the end of config/urls.py, whatever DEBUG says), people get the HTML
+pages."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
 
-def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if _is_api(request):
-        return JsonResponse({"detail": "Not found."}, status=404)
-    return defaults.page_not_found(request, exception)
+def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """The last route: an /api/ URL that matched nothing."""
+    return JsonResponse({"detail": "Not found."}, status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

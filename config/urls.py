@@ -1,9 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
 from annotation.ratelimit import limit_posts
+from config.errors import api_not_found
 from config.health import health
 
 urlpatterns = [
@@ -16,8 +17,8 @@ urlpatterns = [
     path("api/", include("annotation.api_urls")),
     path("", include("selection.urls")),
     path("", include("annotation.urls")),
+    re_path(r"^api/(?P<rest>[\s\S]*)\Z", api_not_found),  # JSON 404 for any other /api/ URL, DEBUG or not
 ]
 
 handler400 = "config.errors.bad_request"
-handler404 = "config.errors.not_found"
 handler500 = "config.errors.server_error"
