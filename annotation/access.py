@@ -11,6 +11,7 @@ from django.core import signing
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 
+from annotation.compiled import CompiledQuery, instance, model_columns
 from annotation.models import OPEN_LINK_SALT, RATER_TOKEN_SALT, Assignment, Rater, Study
 
 SESSION_RATERS = "seplab_open_link_raters"
@@ -50,19 +51,29 @@ def access_rater(token: str) -> Rater:
     return rater
 
 
+# The rating page and its submit are the hot path under load: the assignment with its rater and study
+# in one query, compiled once per thread (annotation/compiled.py).
+_ASSIGNMENT_RATER_STUDY = CompiledQuery(
+    lambda assignment, rater: (Assignment.objects.filter(pk=assignment, rater_id=rater).order_by()
+                               .values(*model_columns(Assignment), *model_columns(Rater, "rater__"),
+                                       *model_columns(Study, "study__"))),
+    assignment=int, rater=int,
+)
+
+
 def access_rater_assignment(token: str, assignment_id: int) -> tuple[Rater, Assignment]:
-    """The rater of a personal link and one of their own assignments, in one query (the rating page
-    and its submit are the hot path under load)."""
+    """The rater of a personal link and one of their own assignments, in one query."""
     payload = _rater_token(token)
-    assignment = (Assignment.objects.select_related("rater", "study")
-                  .filter(pk=assignment_id, rater_id=payload["r"]).first())
-    if assignment is None:
+    rows = _ASSIGNMENT_RATER_STUDY.rows(assignment=assignment_id, rater=payload["r"])
+    if not rows:
         # A valid link with someone else's (or no) assignment and a forged link both end here: 404.
         access_rater(token)
         raise Http404("No such assignment.")
-    rater = assignment.rater
+    row = rows[0]
+    assignment, rater = instance(Assignment, row), instance(Rater, row, "rater__")
+    study = instance(Study, row, "study__")
     _check_nonce(rater, payload)
-    rater.study = assignment.study
+    assignment.rater, assignment.study, rater.study = rater, study, study
     return rater, assignment
 
 

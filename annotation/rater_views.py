@@ -13,8 +13,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from annotation import access, crowd, services
+from annotation.compiled import CompiledQuery, instance, model_columns
 from annotation.forms import RatingForm
-from annotation.models import Assignment, AssignmentPair, Rater
+from annotation.models import Assignment, AssignmentPair, Judgment, Rater
 from annotation.ratelimit import limit_posts
 
 
@@ -77,10 +78,7 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     if not form.is_valid():
         error = "The submission was incomplete; please answer again."
     else:
-        pair = (AssignmentPair.objects.select_related("judgment")
-                .filter(assignment=assignment, pk=form.cleaned_data["pair"]).first())
-        if pair is not None:
-            pair.assignment = assignment  # already loaded with its study: no second query
+        pair = _assignment_pair(assignment, form.cleaned_data["pair"])
         if pair is None:
             error = "That pair is not part of your assignment."
         else:
@@ -127,6 +125,32 @@ PAIR_COLUMNS = ("pk", "shown_at", "a_shown_first", "gold_id", "judgment__id", "g
                 "gold__input", "gold__good_output", "gold__bad_output")
 
 
+_PAIRS = CompiledQuery(
+    lambda assignment: AssignmentPair.objects.filter(assignment_id=assignment).order_by("position")
+    .values(*PAIR_COLUMNS),
+    assignment=int,
+)
+_PAIR_WITH_JUDGMENT = CompiledQuery(
+    lambda assignment, pair: AssignmentPair.objects.filter(assignment_id=assignment, pk=pair).order_by()
+    .values(*model_columns(AssignmentPair), "judgment__id"),
+    assignment=int, pair=int,
+)
+
+
+def _assignment_pair(assignment: Assignment, pair_id: int) -> AssignmentPair | None:
+    """One pair of the assignment, with its earlier judgment if it has one (a repeated submit)."""
+    rows = _PAIR_WITH_JUDGMENT.rows(assignment=assignment.pk, pair=pair_id)
+    if not rows:
+        return None
+    pair = instance(AssignmentPair, rows[0])
+    pair.assignment = assignment  # already loaded with its study: no second query
+    judgment_id = rows[0]["judgment__id"]
+    # What select_related("judgment") would cache: None when unanswered, so no query asks again.
+    AssignmentPair.judgment.related.set_cached_value(
+        pair, None if judgment_id is None else Judgment.objects.get(pk=judgment_id))
+    return pair
+
+
 def _shown(row: dict) -> Shown:
     """Both outputs in display order, study pair or attention check alike."""
     if row["gold_id"] is not None:
@@ -143,7 +167,7 @@ def _answered(row: dict) -> bool:
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment,
                    error: str | None = None, key: str | None = None) -> HttpResponse:
     study = assignment.study
-    rows = list(assignment.pairs.order_by("position").values(*PAIR_COLUMNS))  # one query
+    rows = _PAIRS.rows(assignment=assignment.pk)  # one query
     current = next((r for r in rows if not _answered(r)), None)
     done = sum(1 for r in rows if _answered(r))
     external = crowd.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None

@@ -4,6 +4,7 @@ or ``record_*`` function per change), so the rules live in one place."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from annotation import formats, scheduling
+from annotation.compiled import CompiledUpdate
 from annotation.formats import FormatError, Problem
 from annotation.models import (
     Assignment,
@@ -339,16 +341,28 @@ def _create_assignment_pairs(study: Study, assignment: Assignment, task: Task, s
     )
 
 
+_MARK_SHOWN = CompiledUpdate(
+    lambda pair, now: (AssignmentPair.objects.filter(pk=pair, shown_at__isnull=True), {"shown_at": now}),
+    pair=int, now=dt.datetime,
+)
+
+
 def mark_shown(assignment_pair: AssignmentPair) -> None:
     """Record when the rater first saw the pair (for the server-side time on task)."""
     if assignment_pair.shown_at is None:
         now = timezone.now()
-        AssignmentPair.objects.filter(pk=assignment_pair.pk, shown_at__isnull=True).update(shown_at=now)
+        _MARK_SHOWN(pair=assignment_pair.pk, now=now)
         assignment_pair.shown_at = now
 
 
-def unanswered(assignment: Assignment):
-    return assignment.pairs.filter(judgment__isnull=True, gold_answer__isnull=True)
+_COMPLETE_IF_DONE = CompiledUpdate(
+    lambda assignment, now: (
+        Assignment.objects.filter(pk=assignment, status=Assignment.Status.ACTIVE).filter(~Exists(
+            AssignmentPair.objects.filter(assignment_id=assignment, judgment__isnull=True, gold_answer__isnull=True))),
+        {"status": Assignment.Status.COMPLETED, "completed": now},
+    ),
+    assignment=int, now=dt.datetime,
+)
 
 
 def complete_if_done(assignment: Assignment, now=None) -> bool:
@@ -357,9 +371,7 @@ def complete_if_done(assignment: Assignment, now=None) -> bool:
     completed it."""
     if assignment.status != Assignment.Status.ACTIVE:
         return False
-    now = now or timezone.now()
-    done = (Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
-            .filter(~Exists(unanswered(assignment))).update(status=Assignment.Status.COMPLETED, completed=now))
+    done = _COMPLETE_IF_DONE(assignment=assignment.pk, now=now or timezone.now())
     if done:
         assignment.status, assignment.completed = Assignment.Status.COMPLETED, now
     return bool(done)
@@ -439,12 +451,18 @@ def record_judgment(
     return Recorded(judgment, True)
 
 
+_TOUCH = CompiledUpdate(
+    lambda assignment, now: (Assignment.objects.filter(pk=assignment).exclude(status=Assignment.Status.EXPIRED),
+                             {"last_activity": now}),
+    assignment=int, now=dt.datetime,
+)
+
+
 def _touch_locked(assignment: Assignment, now) -> None:
     """Inside a transaction: record activity on a live assignment and hold its row lock until commit, so
     concurrent submits of its last pairs complete it exactly once (the UPDATE takes the lock that a
     SELECT ... FOR UPDATE would, in one round trip). An expired assignment refuses the answer."""
-    touched = (Assignment.objects.filter(pk=assignment.pk).exclude(status=Assignment.Status.EXPIRED)
-               .update(last_activity=now))
+    touched = _TOUCH(assignment=assignment.pk, now=now)
     if not touched:
         assignment.status = Assignment.Status.EXPIRED
         raise ServiceError(EXPIRED_MESSAGE)
