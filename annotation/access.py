@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 
 from annotation.compiled import CompiledQuery, instance, model_columns
-from annotation.models import OPEN_LINK_SALT, RATER_TOKEN_SALT, Assignment, Rater, Study
+from annotation.models import OPEN_LINK_SALT, RATER_TOKEN_SALT, Assignment, AssignmentPair, Judgment, Rater, Study
 
 SESSION_RATERS = "seplab_open_link_raters"
 
@@ -69,12 +69,64 @@ def access_rater_assignment(token: str, assignment_id: int) -> tuple[Rater, Assi
         # A valid link with someone else's (or no) assignment and a forged link both end here: 404.
         access_rater(token)
         raise Http404("No such assignment.")
-    row = rows[0]
-    assignment, rater = instance(Assignment, row), instance(Rater, row, "rater__")
-    study = instance(Study, row, "study__")
+    return _assignment_from(rows[0], payload)
+
+
+def _assignment_from(row: dict, payload: dict, prefix: str = "") -> tuple[Rater, Assignment]:
+    assignment, rater = instance(Assignment, row, prefix), instance(Rater, row, f"{prefix}rater__")
+    study = instance(Study, row, f"{prefix}study__")
     _check_nonce(rater, payload)
     assignment.rater, assignment.study, rater.study = rater, study, study
     return rater, assignment
+
+
+def assignment_columns(prefix: str = "assignment__") -> tuple[str, ...]:
+    """The columns ``access_rater_assignment_rows`` reads of the assignment, its rater and its study,
+    reached from the queried model through ``prefix``."""
+    return (*model_columns(Assignment, prefix), *model_columns(Rater, f"{prefix}rater__"),
+            *model_columns(Study, f"{prefix}study__"))
+
+
+def access_rater_assignment_rows(token: str, assignment_id: int, query: CompiledQuery
+                                 ) -> tuple[Rater, Assignment, list[dict]]:
+    """The rater of a personal link, one of their own assignments and rows about it, in one query:
+    ``query`` takes ``assignment`` and ``rater``, keeps only rows of that assignment of that rater
+    (``assignment_id=assignment, assignment__rater_id=rater``) and selects ``assignment_columns()``.
+    With no rows, the assignment is looked up on its own (404 when it is not the rater's)."""
+    payload = _rater_token(token)
+    rows = query.rows(assignment=assignment_id, rater=payload["r"])
+    if not rows:
+        return *access_rater_assignment(token, assignment_id), []
+    return *_assignment_from(rows[0], payload, "assignment__"), rows
+
+
+# A submit's lookup: the pair, its earlier judgment if any, and the assignment with its rater and study.
+_PAIR_ASSIGNMENT_RATER_STUDY = CompiledQuery(
+    lambda pair, assignment, rater: (
+        AssignmentPair.objects.filter(pk=pair, assignment_id=assignment, assignment__rater_id=rater).order_by()
+        .values(*model_columns(AssignmentPair), "judgment__id", *assignment_columns())),
+    pair=int, assignment=int, rater=int,
+)
+
+
+def access_rater_pair(token: str, assignment_id: int, pair_id: int
+                      ) -> tuple[Rater, Assignment, AssignmentPair | None]:
+    """The rater of a personal link, one of their own assignments and the pair they answer, in one query
+    (a submit); the pair is None when it is not part of the assignment. Its earlier judgment, if any,
+    is loaded with it (a repeated submit)."""
+    payload = _rater_token(token)
+    rows = _PAIR_ASSIGNMENT_RATER_STUDY.rows(pair=pair_id, assignment=assignment_id, rater=payload["r"])
+    if not rows:
+        return *access_rater_assignment(token, assignment_id), None
+    row = rows[0]
+    rater, assignment = _assignment_from(row, payload, "assignment__")
+    pair = instance(AssignmentPair, row)
+    pair.assignment = assignment
+    judgment_id = row["judgment__id"]
+    # What select_related("judgment") caches: None when unanswered, so no later access queries again.
+    AssignmentPair.judgment.related.set_cached_value(
+        pair, None if judgment_id is None else Judgment.objects.get(pk=judgment_id))
+    return rater, assignment, pair
 
 
 def access_open_link(token: str) -> Study:

@@ -18,6 +18,7 @@ range of a key matches no row, as in the ORM, without reaching the database.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 from collections.abc import Callable
@@ -67,24 +68,30 @@ class CompiledQuery:
             given[name], landed[prepared] = value, name
         return given, landed
 
-    def _compile(self, queryset: QuerySet, connection) -> tuple[str, tuple, Any, tuple[str, ...]]:
-        """SQL, parameters, the compiler (for the result conversion) and the row's names."""
+    def _compile(self, queryset: QuerySet, connection) -> tuple[str, tuple, _Results | None]:
+        """SQL, parameters and how to read the rows."""
         compiler = queryset.query.get_compiler(connection=connection)
         sql, params = compiler.as_sql()
         query = queryset.query
-        return sql, params, compiler, (*query.extra_select, *query.values_select, *query.annotation_select)
+        # What results_iter() would work out on every call: the converters of the selected columns.
+        fields = [column[0] for column in compiler.select[0:compiler.col_count]]
+        if compiler.has_composite_fields(fields):
+            raise TypeError("A compiled query selects plain columns, not composite primary keys.")
+        converters = compiler.get_converters(fields)
+        names = (*query.extra_select, *query.values_select, *query.annotation_select)
+        return sql, params, _Results(compiler, converters, names)
 
     def _compiled(self) -> _Plan:
         plan = getattr(self._local, "plan", None)
         if plan is None:
             connection = connections[DEFAULT_DB_ALIAS]
             given, landed = self._sentinels(connection)
-            sql, params, compiler, names = self._compile(self.build(**given), connection)
+            sql, params, results = self._compile(self.build(**given), connection)
             slots = [(i, landed[p]) for i, p in enumerate(params) if _hashable(p) and p in landed]
             missing = set(self.kinds) - {name for _, name in slots}
             if missing:
                 raise RuntimeError(f"Parameters {sorted(missing)} do not appear in the compiled SQL: {sql}")
-            plan = _Plan(sql, list(params), slots, compiler, names)
+            plan = _Plan(sql, list(params), slots, results)
             self._local.plan = plan
         return plan
 
@@ -121,15 +128,17 @@ class CompiledQuery:
             fetched = cursor.fetchall()
         if not fetched:
             return []
-        names = plan.names
-        return [dict(zip(names, row, strict=True)) for row in plan.compiler.results_iter(results=[fetched])]
+        results = plan.results
+        if results.converters:
+            fetched = results.compiler.apply_converters(fetched, results.converters)
+        return [dict(zip(results.names, row, strict=True)) for row in fetched]
 
 
 class CompiledUpdate(CompiledQuery):
     """An ``UPDATE`` compiled once per thread: ``build`` returns ``(queryset, {field: new value})``;
     calling it returns the number of rows updated, like ``QuerySet.update``."""
 
-    def _compile(self, built, connection) -> tuple[str, tuple, Any, tuple[str, ...]]:
+    def _compile(self, built, connection) -> tuple[str, tuple, _Results | None]:
         queryset, changes = built
         query = queryset.query.chain(UpdateQuery)
         query.add_update_values(changes)
@@ -137,7 +146,7 @@ class CompiledUpdate(CompiledQuery):
         if query.related_updates:
             raise TypeError("A compiled update changes one table only.")
         sql, params = query.get_compiler(connection=connection).as_sql()
-        return sql, params, None, ()
+        return sql, params, None
 
     def __call__(self, **values: Any) -> int:
         plan = self._compiled()
@@ -151,11 +160,19 @@ class CompiledUpdate(CompiledQuery):
                 return cursor.rowcount
 
 
-class _Plan:
-    __slots__ = ("sql", "params", "slots", "compiler", "names")
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Results:
+    compiler: Any  # the SQLCompiler, bound to this thread's connection
+    converters: dict  # column position -> the ORM's converters for it
+    names: tuple[str, ...]
 
-    def __init__(self, sql: str, params: list, slots: list[tuple[int, str]], compiler, names: tuple[str, ...]):
-        self.sql, self.params, self.slots, self.compiler, self.names = sql, params, slots, compiler, names
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    sql: str
+    params: list  # with the sentinels still in place; copied and filled on each call
+    slots: list[tuple[int, str]]  # (position in params, parameter name)
+    results: _Results | None  # None for an update
 
 
 def _hashable(value: Any) -> bool:

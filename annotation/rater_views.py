@@ -13,9 +13,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from annotation import access, crowd, services
-from annotation.compiled import CompiledQuery, instance, model_columns
+from annotation.compiled import CompiledQuery
 from annotation.forms import RatingForm
-from annotation.models import Assignment, AssignmentPair, Judgment, Rater
+from annotation.models import Assignment, AssignmentPair, Rater
 from annotation.ratelimit import limit_posts
 
 
@@ -64,21 +64,21 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
 
 @access.frameable
 def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
-    rater, assignment = access.access_rater_assignment(token, assignment_id)
-    return _render_rating(request, rater, token, assignment)
+    rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
+    return _render_rating(request, rater, token, assignment, rows=rows)
 
 
 @access.frameable
 @csrf_exempt  # see rater_start
 @require_POST
 def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
-    rater, assignment = access.access_rater_assignment(token, assignment_id)
     form = RatingForm(request.POST)
     error = None
     if not form.is_valid():
+        rater, assignment = access.access_rater_assignment(token, assignment_id)
         error = "The submission was incomplete; please answer again."
     else:
-        pair = _assignment_pair(assignment, form.cleaned_data["pair"])
+        rater, assignment, pair = access.access_rater_pair(token, assignment_id, form.cleaned_data["pair"])
         if pair is None:
             error = "That pair is not part of your assignment."
         else:
@@ -130,27 +130,12 @@ _PAIRS = CompiledQuery(
     .values(*PAIR_COLUMNS),
     assignment=int,
 )
-_PAIR_WITH_JUDGMENT = CompiledQuery(
-    lambda assignment, pair: AssignmentPair.objects.filter(assignment_id=assignment, pk=pair).order_by()
-    .values(*model_columns(AssignmentPair), "judgment__id"),
-    assignment=int, pair=int,
+# The rating page: the same rows, each with the assignment, rater and study (one query instead of two).
+_PAGE = CompiledQuery(
+    lambda assignment, rater: AssignmentPair.objects.filter(assignment_id=assignment, assignment__rater_id=rater)
+    .order_by("position").values(*PAIR_COLUMNS, *access.assignment_columns()),
+    assignment=int, rater=int,
 )
-
-
-def _assignment_pair(assignment: Assignment, pair_id: int) -> AssignmentPair | None:
-    """One pair of the assignment, with its earlier judgment if it has one (a repeated submit)."""
-    rows = _PAIR_WITH_JUDGMENT.rows(assignment=assignment.pk, pair=pair_id)
-    if not rows:
-        return None
-    pair = instance(AssignmentPair, rows[0])
-    pair.assignment = assignment  # already loaded with its study: no second query
-    judgment_id = rows[0]["judgment__id"]
-    # What select_related("judgment") would cache: None when unanswered, so no query asks again.
-    AssignmentPair.judgment.related.set_cached_value(
-        pair, None if judgment_id is None else Judgment.objects.get(pk=judgment_id))
-    return pair
-
-
 def _shown(row: dict) -> Shown:
     """Both outputs in display order, study pair or attention check alike."""
     if row["gold_id"] is not None:
@@ -165,9 +150,11 @@ def _answered(row: dict) -> bool:
 
 
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment,
-                   error: str | None = None, key: str | None = None) -> HttpResponse:
+                   error: str | None = None, key: str | None = None, rows: list[dict] | None = None
+                   ) -> HttpResponse:
     study = assignment.study
-    rows = _PAIRS.rows(assignment=assignment.pk)  # one query
+    if rows is None:
+        rows = _PAIRS.rows(assignment=assignment.pk)
     current = next((r for r in rows if not _answered(r)), None)
     done = sum(1 for r in rows if _answered(r))
     external = crowd.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None

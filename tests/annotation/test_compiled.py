@@ -128,4 +128,4 @@ def test_each_thread_compiles_its_own_plan(two_assignments):
     thread = threading.Thread(target=lambda: seen.append(getattr(_ASSIGNMENT_RATER_STUDY._local, "plan", None)))
     thread.start()
     thread.join()
-    assert mine.compiler.connection is connections["default"] and seen == [None]
+    assert mine.results.compiler.connection is connections["default"] and seen == [None]

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from annotation import services
-from annotation.models import Assignment, Judgment, Rater
+from annotation.models import Assignment, AssignmentPair, Judgment, Rater
 
 
 def start(client, rater) -> Assignment:
@@ -125,6 +125,18 @@ def test_a_rater_cannot_see_or_submit_another_raters_assignment(client, study, r
     assert not Judgment.objects.exists()
 
 
+def test_a_revoked_link_can_neither_show_nor_submit_its_own_pairs(client, rater):
+    assignment = start(client, rater)
+    token = rater.token()
+    fields = {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "first"}
+    rater.token_nonce = "revoked"
+    rater.save()
+    assert client.get(reverse("rate", args=[token, assignment.pk])).status_code == 404
+    assert client.post(reverse("rate_submit", args=[token, assignment.pk]), fields).status_code == 404
+    assert client.post(reverse("rate_submit", args=[token, assignment.pk]), {"pair": "x"}).status_code == 404
+    assert not Judgment.objects.exists()
+
+
 def test_a_rater_cannot_open_researcher_pages(client, study, rater):
     start(client, rater)
     for url in (study.get_absolute_url(), reverse("study_list"), reverse("judgments_export", args=[study.pk, "csv"])):
@@ -146,18 +158,23 @@ def test_outputs_are_escaped_and_keep_their_whitespace(client, researcher):
 
 def test_the_rating_page_runs_a_fixed_number_of_queries(client, rater, django_assert_num_queries):
     assignment = start(client, rater)
-    client.get(rate_url(rater, assignment))  # marks the first pair shown
-    # The hot path under load: assignment with its rater and study; pairs with outputs and answers.
+    # The hot path under load: the pairs with outputs and answers, each with the assignment, its rater and
+    # study, in one query; the first view of a pair also records when it was shown.
     with django_assert_num_queries(2):
-        client.get(rate_url(rater, assignment))
+        first = client.get(rate_url(rater, assignment))
+    with django_assert_num_queries(1):
+        again = client.get(rate_url(rater, assignment))
+    assert first.content.count(b'name="pair"') == again.content.count(b'name="pair"') == 1
+    assert AssignmentPair.objects.filter(assignment=assignment, shown_at__isnull=False).count() == 1
 
 
 def test_a_submit_runs_a_fixed_number_of_queries(client, rater, django_assert_num_queries):
     assignment = start(client, rater)
     fields = form_of(client.get(rate_url(rater, assignment)).content)
-    # assignment + rater + study; the pair with any earlier answer; then in one transaction (savepoint
-    # here, BEGIN/COMMIT in production): touch + lock the assignment, insert, complete-if-done.
-    with django_assert_num_queries(7):
+    # The pair with any earlier answer, its assignment, rater and study in one query; then in one
+    # transaction (savepoint here, BEGIN/COMMIT in production): touch + lock the assignment, insert,
+    # complete-if-done.
+    with django_assert_num_queries(6):
         response = client.post(rate_url(rater, assignment, submit=True), {**fields, "choice": "first"})
     assert response.status_code == 302
     assert Judgment.objects.filter(assignment=assignment, idempotency_key=fields["key"]).count() == 1
