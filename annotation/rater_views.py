@@ -136,6 +136,8 @@ _PAGE = CompiledQuery(
     .order_by("position").values(*PAIR_COLUMNS, *access.assignment_columns()),
     assignment=int, rater=int,
 )
+
+
 def _shown(row: dict) -> Shown:
     """Both outputs in display order, study pair or attention check alike."""
     if row["gold_id"] is not None:

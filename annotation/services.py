@@ -371,7 +371,8 @@ def complete_if_done(assignment: Assignment, now=None) -> bool:
     completed it."""
     if assignment.status != Assignment.Status.ACTIVE:
         return False
-    done = _COMPLETE_IF_DONE(assignment=assignment.pk, now=now or timezone.now())
+    now = now or timezone.now()
+    done = _COMPLETE_IF_DONE(assignment=assignment.pk, now=now)
     if done:
         assignment.status, assignment.completed = Assignment.Status.COMPLETED, now
     return bool(done)

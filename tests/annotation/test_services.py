@@ -219,6 +219,23 @@ def test_the_last_answer_completes_the_assignment(study, rater):
     assert len(assignment.completion_code) == 10
 
 
+def test_complete_if_done_completes_once_and_only_when_nothing_is_left(study, rater):
+    assignment = services.do_start_assignment(rater)
+    pairs = list(assignment.pairs.order_by("position"))
+    for index, pair in enumerate(pairs[:-1]):
+        services.record_judgment(pair, idempotency_key=f"k{index}", choice="first")
+    stale = Assignment.objects.get(pk=assignment.pk)
+    assert not services.complete_if_done(stale) and stale.status == Assignment.Status.ACTIVE
+    # The last answer arrives without completing (as if a page view came first): the page completes it.
+    Judgment.objects.create(study=study, rater=rater, pair_id=pairs[-1].pair_id, assignment=assignment,
+                            assignment_pair=pairs[-1], a_shown_first=True, choice="a", idempotency_key="last")
+    assert services.complete_if_done(stale)
+    stored = Assignment.objects.get(pk=assignment.pk)
+    assert stored.status == stale.status == Assignment.Status.COMPLETED
+    assert stored.completed == stale.completed and stored.completed is not None
+    assert not services.complete_if_done(Assignment.objects.get(pk=assignment.pk))  # once
+
+
 def test_export_then_import_is_lossless(study, researcher):
     rater = services.do_create_rater_link(study, "human-1")
     answer_all(services.do_start_assignment(rater), choice="second")
