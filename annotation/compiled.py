@@ -18,6 +18,7 @@ range of a key matches no row, as in the ORM, without reaching the database.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import datetime as dt
 import threading
@@ -37,14 +38,8 @@ class _NoMatch(Exception):
     """An integer parameter no key can equal: the query matches no row."""
 
 
-class CompiledQuery:
-    """A ``values()`` query compiled once per thread.
-
-    ``build`` receives one keyword argument per declared parameter and returns the queryset, e.g.::
-
-        PAIR = CompiledQuery(lambda pk: AssignmentPair.objects.filter(pk=pk).values("pk", "shown_at"), pk=int)
-        PAIR.rows(pk=5)  # [{"pk": 5, "shown_at": ...}]
-    """
+class _Compiled(abc.ABC):
+    """What compiled selects and updates share: parameters, sentinels, the per-thread plan."""
 
     def __init__(self, build: Callable[..., Any], **kinds: type) -> None:
         for name, kind in kinds.items():
@@ -52,8 +47,6 @@ class CompiledQuery:
                 raise TypeError(f"Parameter {name!r}: a compiled query takes int or datetime parameters, not {kind}.")
         self.build, self.kinds = build, kinds
         self._local = threading.local()
-
-    # Compiling --------------------------------------------------------------------------------------
 
     def _sentinels(self, connection) -> tuple[dict[str, Any], dict[Any, str]]:
         """One distinctive value per parameter, and the value each becomes in the SQL's parameters."""
@@ -68,18 +61,9 @@ class CompiledQuery:
             given[name], landed[prepared] = value, name
         return given, landed
 
-    def _compile(self, queryset: QuerySet, connection) -> tuple[str, tuple, _Results | None]:
-        """SQL, parameters and how to read the rows."""
-        compiler = queryset.query.get_compiler(connection=connection)
-        sql, params = compiler.as_sql()
-        query = queryset.query
-        # What results_iter() would work out on every call: the converters of the selected columns.
-        fields = [column[0] for column in compiler.select[0:compiler.col_count]]
-        if compiler.has_composite_fields(fields):
-            raise TypeError("A compiled query selects plain columns, not composite primary keys.")
-        converters = compiler.get_converters(fields)
-        names = (*query.extra_select, *query.values_select, *query.annotation_select)
-        return sql, params, _Results(compiler, converters, names)
+    @abc.abstractmethod
+    def _compile(self, built: Any, connection) -> tuple[str, tuple, _Results | None]:
+        """SQL, parameters and how to read the rows (None for an update) of what ``build`` returned."""
 
     def _compiled(self) -> _Plan:
         plan = getattr(self._local, "plan", None)
@@ -114,7 +98,28 @@ class CompiledQuery:
                 params[index] = ops.adapt_datetimefield_value(value)
         return params
 
-    # Running ----------------------------------------------------------------------------------------
+
+class CompiledQuery(_Compiled):
+    """A ``values()`` query compiled once per thread.
+
+    ``build`` receives one keyword argument per declared parameter and returns the queryset, e.g.::
+
+        PAIR = CompiledQuery(lambda pk: AssignmentPair.objects.filter(pk=pk).values("pk", "shown_at"), pk=int)
+        PAIR.rows(pk=5)  # [{"pk": 5, "shown_at": ...}]
+    """
+
+    def _compile(self, queryset: QuerySet, connection) -> tuple[str, tuple, _Results | None]:
+        """SQL, parameters and how to read the rows."""
+        compiler = queryset.query.get_compiler(connection=connection)
+        sql, params = compiler.as_sql()
+        query = queryset.query
+        # What results_iter() would work out on every call: the converters of the selected columns.
+        fields = [column[0] for column in compiler.select[0:compiler.col_count]]
+        if compiler.has_composite_fields(fields):
+            raise TypeError("A compiled query selects plain columns, not composite primary keys.")
+        converters = compiler.get_converters(fields)
+        names = (*query.extra_select, *query.values_select, *query.annotation_select)
+        return sql, params, _Results(compiler, converters, names)
 
     def rows(self, **values: Any) -> list[dict[str, Any]]:
         """The rows as dicts keyed like ``values()``, converted exactly as the ORM converts them."""
@@ -134,7 +139,7 @@ class CompiledQuery:
         return [dict(zip(results.names, row, strict=True)) for row in fetched]
 
 
-class CompiledUpdate(CompiledQuery):
+class CompiledUpdate(_Compiled):
     """An ``UPDATE`` compiled once per thread: ``build`` returns ``(queryset, {field: new value})``;
     calling it returns the number of rows updated, like ``QuerySet.update``."""
 
