@@ -87,14 +87,14 @@ def assignment_columns(prefix: str = "assignment__") -> tuple[str, ...]:
             *model_columns(Study, f"{prefix}study__"))
 
 
-def access_rater_assignment_rows(token: str, assignment_id: int, query: CompiledQuery
+def access_rater_assignment_rows(token: str, assignment_id: int, query: CompiledQuery, **params: int
                                  ) -> tuple[Rater, Assignment, list[dict]]:
     """The rater of a personal link, one of their own assignments and rows about it, in one query:
-    ``query`` takes ``assignment`` and ``rater``, keeps only rows of that assignment of that rater
-    (``assignment_id=assignment, assignment__rater_id=rater``) and selects ``assignment_columns()``.
+    ``query`` takes ``assignment``, ``rater`` (and ``params``), keeps only rows of that assignment of that
+    rater (``assignment_id=assignment, assignment__rater_id=rater``) and selects ``assignment_columns()``.
     With no rows, the assignment is looked up on its own (404 when it is not the rater's)."""
     payload = _rater_token(token)
-    rows = query.rows(assignment=assignment_id, rater=payload["r"])
+    rows = query.rows(assignment=assignment_id, rater=payload["r"], **params)
     if not rows:
         return *access_rater_assignment(token, assignment_id), []
     return *_assignment_from(rows[0], payload, "assignment__"), rows
@@ -114,12 +114,11 @@ def access_rater_pair(token: str, assignment_id: int, pair_id: int
     """The rater of a personal link, one of their own assignments and the pair they answer, in one query
     (a submit); the pair is None when it is not part of the assignment. Its earlier judgment, if any,
     is loaded with it (a repeated submit)."""
-    payload = _rater_token(token)
-    rows = _PAIR_ASSIGNMENT_RATER_STUDY.rows(pair=pair_id, assignment=assignment_id, rater=payload["r"])
+    rater, assignment, rows = access_rater_assignment_rows(token, assignment_id, _PAIR_ASSIGNMENT_RATER_STUDY,
+                                                           pair=pair_id)
     if not rows:
-        return *access_rater_assignment(token, assignment_id), None
+        return rater, assignment, None
     row = rows[0]
-    rater, assignment = _assignment_from(row, payload, "assignment__")
     pair = instance(AssignmentPair, row)
     pair.assignment = assignment
     judgment_id = row["judgment__id"]

@@ -125,12 +125,7 @@ PAIR_COLUMNS = ("pk", "shown_at", "a_shown_first", "gold_id", "judgment__id", "g
                 "gold__input", "gold__good_output", "gold__bad_output")
 
 
-_PAIRS = CompiledQuery(
-    lambda assignment: AssignmentPair.objects.filter(assignment_id=assignment).order_by("position")
-    .values(*PAIR_COLUMNS),
-    assignment=int,
-)
-# The rating page: the same rows, each with the assignment, rater and study (one query instead of two).
+# The rating page: its pairs, each with the assignment, rater and study (one query instead of two).
 _PAGE = CompiledQuery(
     lambda assignment, rater: AssignmentPair.objects.filter(assignment_id=assignment, assignment__rater_id=rater)
     .order_by("position").values(*PAIR_COLUMNS, *access.assignment_columns()),
@@ -155,8 +150,8 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
                    error: str | None = None, key: str | None = None, rows: list[dict] | None = None
                    ) -> HttpResponse:
     study = assignment.study
-    if rows is None:
-        rows = _PAIRS.rows(assignment=assignment.pk)
+    if rows is None:  # after a submit
+        rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
     current = next((r for r in rows if not _answered(r)), None)
     done = sum(1 for r in rows if _answered(r))
     external = crowd.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
