@@ -170,11 +170,23 @@ def _battles(rows: list[Row], systems: list[str]):
     return battle_rows, a, b, score
 
 
-def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray) -> list[dict]:
+def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, method: str) -> list[dict]:
+    """Leaderboard rows, best first, for ``method`` "elo" (ELO and sep-ELO) or "bt".
+
+    ELO's headline ``rating`` is the bootstrap median, as FastChat's leaderboard reports it
+    (``elo_rating_final = elo_rating_median``): the online value depends on the order the battles came in
+    and can fall outside its own interval; it stays in the row as ``online``. Bradley-Terry does not depend
+    on order, so its headline is the maximum-likelihood fit on all battles (as FastChat's)."""
     interval = ratings.summarize(point, samples)
-    rows = [{"system": s, "rating": interval.estimate[i], "median": interval.median[i], "low": interval.low[i],
-             "high": interval.high[i], "rank": int(interval.rank[i])} for i, s in enumerate(systems)]
-    return sorted(rows, key=lambda r: -r["rating"])
+    headline = interval.median if method == "elo" else interval.estimate
+    rows = []
+    for i, s in enumerate(systems):
+        row = {"system": s, "rating": headline[i], "median": interval.median[i], "low": interval.low[i],
+               "high": interval.high[i], "rank": int(interval.rank[i])}
+        if method == "elo":
+            row["online"] = interval.estimate[i]
+        rows.append(row)
+    return sorted(rows, key=lambda r: (-r["rating"], r["system"]))
 
 
 def ratings_report(study: Study, rows: list[Row], systems: list[str],
@@ -191,7 +203,7 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
     elo_point = ratings.online_elo(a, b, score, n, k=study.elo_k)
     elo = {"available": True, "parameters": params, "battles": len(score),
            "leaderboard": leaderboard(systems, elo_point, ratings.bootstrap_elo(a, b, score, n, study.elo_k,
-                                                                                rounds, seed))}
+                                                                                rounds, seed), "elo")}
     delta = np.array([deltas.get((r.system_a, r.system_b), {}).get(r.item_id, np.nan) for r in battle_rows])
     if np.isnan(delta).all():
         sep_elo = {"available": False, "parameters": params,
@@ -202,10 +214,10 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
         sep_elo = {"available": True, "parameters": params, "battles": len(score),
                    "battles_without_separability": int(np.isnan(delta).sum()),
                    "leaderboard": leaderboard(systems, ratings.online_elo(a, b, score, n, k=k),
-                                              ratings.bootstrap_elo(a, b, score, n, k, rounds, seed))}
+                                              ratings.bootstrap_elo(a, b, score, n, k, rounds, seed), "elo")}
     bt = {"available": True, "parameters": params, "battles": len(score),
           "leaderboard": leaderboard(systems, ratings.bradley_terry(a, b, score, n),
-                                     ratings.bootstrap_bradley_terry(a, b, score, n, rounds, seed))}
+                                     ratings.bootstrap_bradley_terry(a, b, score, n, rounds, seed), "bt")}
     wins, battles = ratings.win_rate_matrix(a, b, score, n)
     ratio = ratings.win_ratio_ranking(a, b, score, n)
     win_rates = {

@@ -10,9 +10,11 @@ def report_tables(report: dict) -> dict[str, Table]:
     for key in ("elo", "sep_elo", "bradley_terry"):
         board = report[key]
         if board.get("available"):
+            online = key != "bradley_terry"
             tables[f"leaderboard-{key}"] = (
-                ["rank", "system", "rating", "median", "low_2.5", "high_97.5"],
-                [[r["rank"], r["system"], r["rating"], r["median"], r["low"], r["high"]] for r in board["leaderboard"]],
+                ["rank", "system", "rating", "low_2.5", "high_97.5", *(["online"] if online else [])],
+                [[r["rank"], r["system"], r["rating"], r["low"], r["high"], *([r["online"]] if online else [])]
+                 for r in board["leaderboard"]],
             )
     win = report.get("win_rates") or {}
     if win:

@@ -82,11 +82,13 @@ SHOWN_ROWS = 50
 
 SECTIONS = [
     # (table name, heading, figure key, explanation)
-    ("leaderboard-elo", "Online ELO", "elo", "K = {k}, processed in creation order; 95 % intervals from {rounds} "
-     "bootstrap resamples (seed {seed}); rank = 1 + systems whose lower bound exceeds this one's upper bound."),
+    ("leaderboard-elo", "ELO", "elo", "K = {k}. The rating is the median over {rounds} bootstrap resamples (seed "
+     "{seed}), each processed in a random order, with their 95 % interval, as Chatbot Arena reports it; 'online' is "
+     "the single pass in creation order, which depends on that order. Rank = 1 + systems whose lower bound exceeds "
+     "this one's upper bound."),
     ("leaderboard-sep_elo", "Separability-weighted ELO", "sep_elo", "Each battle's K is scaled by the logistic of "
      "its item's separability (T = {T}, alpha = {alpha}, beta = {beta}), so indistinguishable outputs move ratings "
-     "less."),
+     "less. Rating = bootstrap median, as for ELO."),
     ("leaderboard-bradley_terry", "Bradley-Terry", "bradley_terry", "Maximum likelihood, ties as half a win each "
      "way, on the Arena scale (1000 + 400 log10-odds)."),
     ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),

@@ -24,15 +24,51 @@ def needs(path):
 def test_the_leaderboard_command_reproduces_fastchat_on_a_battles_file():
     needs(BATTLES)
     reference = json.loads((PRD / "fastchat_reference_outputs.json").read_text())
-    for method, key, tolerance in (("elo", "compute_elo_online_K4", 0.01), ("bt", "compute_bt", 0.5)):
+    for method, key, column, tolerance in (("elo", "compute_elo_online_K4", "online", 0.01),
+                                           ("bt", "compute_bt", "rating", 0.5)):
         out = StringIO()
         call_command("leaderboard", str(BATTLES), "--method", method, "--bootstrap", "20", "--json", stdout=out)
         document = json.loads(out.getvalue())
-        got = {row["system"]: row["rating"] for row in document["leaderboard"]}
+        got = {row["system"]: row[column] for row in document["leaderboard"]}
         assert document["battles"] == reference["n_battles"]
         for name, expected in reference[key].items():
             assert got[name] == pytest.approx(expected, abs=tolerance), (method, name)
         assert all(row["low"] <= row["median"] <= row["high"] for row in document["leaderboard"])
+
+
+def test_the_elo_leaderboard_ranks_by_the_bootstrap_median_as_fastchat_does(tmp_path):
+    # FastChat's leaderboard reports elo_rating_final = the bootstrap median. On the PRD human votes the
+    # file-order online value puts claude above gpt4 and leaves gpt4 outside its own interval.
+    needs(BATTLES)
+    reference = json.loads((PRD / "fastchat_reference_outputs.json").read_text())
+    online = reference["compute_elo_online_K4"]
+    assert online["claude"] > online["gpt-4"]  # the trap the online value sets
+    # sep-ELO with every battle at delta = T has K_i = K exactly (Eq. 6), so it must give the same board
+    with BATTLES.open() as handle:
+        rows = list(csv.DictReader(handle))
+    at_threshold = tmp_path / "battles-at-T.jsonl"
+    at_threshold.write_text("".join(json.dumps({**r, "separability": 0.4}) + "\n" for r in rows))
+    for method, path in (("elo", BATTLES), ("sep-elo", at_threshold)):
+        out = StringIO()
+        call_command("leaderboard", str(path), "--method", method, "--bootstrap", "100", "--json", stdout=out)
+        document = json.loads(out.getvalue())
+        board = document["leaderboard"]
+        assert document["rating"] == "bootstrap median"
+        assert board[0]["system"] == "gpt-4"
+        assert [r["rating"] for r in board] == sorted((r["rating"] for r in board), reverse=True)
+        for row in board:
+            assert row["rating"] == row["median"]
+            assert row["low"] <= row["rating"] <= row["high"], row
+            assert row["online"] == pytest.approx(online[row["system"]], abs=0.01)
+
+
+def test_the_text_leaderboard_says_which_rating_it_shows():
+    needs(BATTLES)
+    out = StringIO()
+    call_command("leaderboard", str(BATTLES), "--bootstrap", "10", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert "rating = bootstrap median" in lines[0]
+    assert "online" in lines[1]
 
 
 def test_sep_elo_reads_the_separability_column(tmp_path):

@@ -95,7 +95,7 @@ def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_st
     page = researcher_client.get(reverse("report", args=[judged_study.pk]))
     content = page.content.decode()
     assert page.status_code == 200
-    assert "Online ELO" in content and "<svg" in content and "Which judge agrees best" in content
+    assert "<h2>ELO</h2>" in content and "<svg" in content and "Which judge agrees best" in content
     response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "judge-metrics"]))
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0] == ["judge", "units", "mse", "hit_rate", "kappa", "kl", "jsd", "beta_hat"] and len(rows) == 3

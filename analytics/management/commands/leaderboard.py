@@ -12,8 +12,9 @@ from annotation.management.commands._common import read_file
 
 class Command(BaseCommand):
     help = ("Leaderboard of a Chatbot-Arena battles file (CSV or JSONL: model_a, model_b, winner in model_a | "
-            "model_b | tie | 'tie (bothbad)'; for sep-elo a separability column), no study needed: online ELO in "
-            "file order, sep-ELO, or Bradley-Terry, with bootstrap 95 %% intervals and CI-based ranks.")
+            "model_b | tie | 'tie (bothbad)'; for sep-elo a separability column), no study needed: ELO, sep-ELO or "
+            "Bradley-Terry with bootstrap 95 %% intervals and CI-based ranks. ELO and sep-ELO are ranked by their "
+            "bootstrap median (as Chatbot Arena does); the online value in file order is kept as 'online'.")
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="Battles file (.csv or .jsonl).")
@@ -48,15 +49,19 @@ class Command(BaseCommand):
             point = ratings.online_elo(a, b, score, n, k=k)
             samples = ratings.bootstrap_elo(a, b, score, n, k, o["bootstrap"], o["seed"]) if o["bootstrap"] \
                 else point[None, :]
-        board = leaderboard(battles.systems, point, samples)
+        board = leaderboard(battles.systems, point, samples, "bt" if o["method"] == "bt" else "elo")
+        headline = "maximum likelihood" if o["method"] == "bt" else (
+            "bootstrap median" if o["bootstrap"] else "online, in file order (no bootstrap)")
         document = clean({"method": o["method"], "battles": len(score), "bootstrap": o["bootstrap"], "seed": o["seed"],
+                          "rating": headline,
                           "parameters": {"k": o["k"], "T": o["threshold"], "alpha": o["alpha"], "beta": o["beta"]},
                           "leaderboard": board})
         if o["json"]:
             self.stdout.write(json.dumps(document, indent=2))
             return
         self.stdout.write(f"{o['method']} on {len(score)} battles ({o['bootstrap']} bootstrap rounds, "
-                          f"seed {o['seed']})")
+                          f"seed {o['seed']}); rating = {headline}")
         for row in board:
+            online = f"  online {row['online']:.2f}" if "online" in row else ""
             self.stdout.write(f"{row['rank']:>3}  {row['system']:<30} {row['rating']:9.2f}  "
-                              f"[{row['low']:.1f}, {row['high']:.1f}]")
+                              f"[{row['low']:.1f}, {row['high']:.1f}]{online}")
