@@ -335,8 +335,8 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
         jp = [(r.choice, r.response_set) for r in judge_rows if r.choice and r.response_set]
         report["judges"][name]["beta_hat"] = (indeterminacy.beta_hat([c for c, _ in jp], [s for _, s in jp])
                                               if jp else None)
-    metrics = ("mse", "hit_rate", "kappa", "kl", "jsd")
-    better_high = {"hit_rate", "kappa"}
+    metrics = ("mse", "coverage", "hit_rate", "kappa", "kl", "jsd")
+    better_high = {"coverage", "hit_rate", "kappa"}
     report["ranking"] = {
         m: [name for name, _ in sorted(((n, v[m]) for n, v in report["judges"].items() if v[m] is not None),
                                        key=lambda t: -t[1] if m in better_high else t[1])]
@@ -353,12 +353,8 @@ def _group(rows: list[Row]) -> dict[int, list[Row]]:
 
 
 def _omega(rows: list[Row], beta: float) -> np.ndarray:
-    """From response sets where the rows have them; else from forced choices with sensitivity beta."""
-    sets = [r.response_set for r in rows if r.response_set]
-    if sets:
-        return indeterminacy.multilabel_vector(sets)
-    distribution = indeterminacy.forced_choice_distribution([r.effective_choice for r in rows])
-    return indeterminacy.omega_from_forced_choice(distribution, beta)
+    """Omega of one unit: response sets as given; forced choices (a tie = both) with sensitivity beta."""
+    return indeterminacy.omega([r.response_set for r in rows], [r.effective_choice for r in rows], beta)
 
 
 def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
@@ -375,7 +371,8 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
     return {
         "units": len(units),
         "mse": indeterminacy.mse(omega_h, omega_j),
-        "hit_rate": indeterminacy.hit_rate(omega_h, judge_choice),
+        "hit_rate": indeterminacy.hit_rate(human_choice, judge_choice),
+        "coverage": indeterminacy.coverage(omega_h, judge_choice),
         "kappa": agreement.cohen_kappa([h for h, _ in both], [j for _, j in both]) if both else float("nan"),
         "kl": indeterminacy.kl_divergence(fc_h, fc_j),
         "jsd": indeterminacy.js_divergence(fc_h, fc_j),

@@ -57,8 +57,8 @@ def report_tables(report: dict) -> dict[str, Table]:
                               for k in report["agreement"]["cohen_kappa"]])
     ind = report["indeterminacy"]
     tables["judge-metrics"] = (
-        ["judge", "units", "mse", "hit_rate", "kappa", "kl", "jsd", "beta_hat"],
-        [[name, j["units"], j["mse"], j["hit_rate"], j["kappa"], j["kl"], j["jsd"], j["beta_hat"]]
+        ["judge", "units", "mse", "coverage", "hit_rate", "kappa", "kl", "jsd", "beta_hat"],
+        [[name, j["units"], j["mse"], j["coverage"], j["hit_rate"], j["kappa"], j["kl"], j["jsd"], j["beta_hat"]]
          for name, j in ind["judges"].items()],
     )
     tables["threshold-sweep"] = (

@@ -106,9 +106,11 @@ SECTIONS = [
     ("debiasing", "Debiasing judges with probabilities", None, "The threshold that makes the first-shown output "
      "win half of the comparisons; accuracy against the human majority on the same pairs."),
     ("cohen-kappa", "Agreement between raters", None, "Cohen's kappa for rater pairs with at least 10 shared pairs."),
-    ("judge-metrics", "Judges against humans", None, "MSE between multi-label vectors (primary), hit rate (judge's "
-     "choice is an option most humans find reasonable), Cohen's kappa, KL(human || judge) and JS divergence of the "
-     "forced-choice distributions."),
+    ("judge-metrics", "Judges against humans", None, "MSE between multi-label vectors (primary; a tie counts as "
+     "both outputs reasonable), coverage (the judge's choice is among the options most humans find reasonable, "
+     "the reference code's COV), hit rate (the judge's choice equals the human majority's, the reference code's HR; "
+     "the blog finds it unreliable under indeterminacy), Cohen's kappa, KL(human || judge) and JS divergence of "
+     "the forced-choice distributions over (first system, second system, tie)."),
     ("threshold-sweep", "Decision consistency over tau", "threshold-sweep", "Whether judge and humans agree that "
      "option A reaches tau, over a sweep of tau, and the judge's estimation bias."),
     ("beta-sensitivity", "Sensitivity to the human beta", "beta-sensitivity", "MSE when human multi-label vectors "

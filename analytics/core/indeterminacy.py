@@ -13,6 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 
 OPTIONS = ("a", "b")
+# A forced choice with a tie option maps one-to-one onto the response sets of a binary task (the blog's first
+# tip): {a}, {b} and {a, b} ("both reasonable"). CHOICES is the forced-choice option set in that order.
+CHOICES = ("a", "b", "tie")
+RESPONSE_SET_OF_CHOICE = {"a": ("a",), "b": ("b",), "tie": ("a", "b")}
 
 
 def multilabel_vector(response_sets: Sequence[Sequence[str]], options: Sequence[str] = OPTIONS) -> np.ndarray:
@@ -23,30 +27,52 @@ def multilabel_vector(response_sets: Sequence[Sequence[str]], options: Sequence[
     return np.array([np.mean([o in set(s) for s in response_sets]) for o in options], dtype=np.float64)
 
 
-def forced_choice_distribution(choices: Sequence[str], options: Sequence[str] = OPTIONS) -> np.ndarray:
-    """O[k] = share of forced choices equal to option k; choices outside the options (ties) are left
-    out and the rest renormalised. NaN when no choice falls in the options."""
-    kept = [c for c in choices if c in options]
+def forced_choice_distribution(choices: Sequence[str | None], categories: Sequence[str] = CHOICES) -> np.ndarray:
+    """O[k] = share of the forced choices equal to category k (by default a, b and tie); missing choices
+    (None) are left out. NaN when there is no choice."""
+    kept = [c for c in choices if c is not None]
     if not kept:
-        return np.full(len(options), np.nan)
-    return np.array([kept.count(o) / len(kept) for o in options], dtype=np.float64)
+        return np.full(len(categories), np.nan)
+    unknown = set(kept) - set(categories)
+    if unknown:
+        raise ValueError(f"choices {sorted(unknown)} are not among {list(categories)}")
+    return np.array([kept.count(o) / len(kept) for o in categories], dtype=np.float64)
 
 
-def omega_from_forced_choice(distribution: np.ndarray, beta: float, positive: int = 0) -> np.ndarray:
-    """Omega from forced-choice data only, for a binary task with sensitivity beta (SPEC §6):
-    Omega = [O_pos + beta O_neg, O_neg] (for positive = 0). The reference code moves the beta mass so that
-    Omega sums to 1; we follow the definition, so Omega_pos + Omega_neg = 1 + beta O_neg."""
+def omega_from_forced_choice(distribution: np.ndarray, beta: float) -> np.ndarray:
+    """Omega from forced-choice data only, shape (2,), from O over (a, b, tie) with sensitivity beta.
+
+    A tie is the response set {a, b}, so it counts for both options. SPEC §6 defines, for a binary task
+    with a positive option, Omega = [O_pos + beta O_neg, O_neg]. A preference question has no positive
+    option: calling a system "A" is arbitrary, so beta is applied both ways (each option also gets beta of
+    the other's forced-choice share) and Omega does not depend on which system is called A:
+    Omega_a = O_a + O_tie + beta O_b,  Omega_b = O_b + O_tie + beta O_a.
+    Like the definition (unlike the reference code), Omega need not sum to 1."""
     o = np.asarray(distribution, dtype=np.float64)
-    negative = 1 - positive
-    omega = o.copy()
-    omega[positive] = o[positive] + beta * o[negative]
-    return omega
+    if o.shape != (3,):
+        raise ValueError(f"the distribution must be over (a, b, tie), got shape {o.shape}")
+    return np.array([o[0] + o[2] + beta * o[1], o[1] + o[2] + beta * o[0]])
 
 
-def beta_hat(forced: Sequence[str], response_sets: Sequence[Sequence[str]], positive: str = "a",
-             negative: str = "b") -> float:
-    """P(positive in response set | forced choice = negative), from paired elicitation."""
-    hits = [positive in set(s) for f, s in zip(forced, response_sets, strict=True) if f == negative]
+def omega(response_sets: Sequence[Sequence[str] | None], choices: Sequence[str | None], beta: float) -> np.ndarray:
+    """Omega of one unit from its judgments, shape (2,): a judgment with a response set counts as that set;
+    one with only a forced choice counts by ``omega_from_forced_choice`` (a tie as {a, b}, beta for the
+    option not chosen). Judgments with neither are left out; NaN when none is left."""
+    rows = []
+    for response, choice in zip(response_sets, choices, strict=True):
+        if response:
+            rows.append(multilabel_vector([response]))
+        elif choice is not None:
+            rows.append(omega_from_forced_choice(forced_choice_distribution([choice]), beta))
+    return np.mean(rows, axis=0) if rows else np.full(len(OPTIONS), np.nan)
+
+
+def beta_hat(forced: Sequence[str], response_sets: Sequence[Sequence[str]]) -> float:
+    """P(the other option is in the response set | forced choice = one option), from paired elicitation,
+    pooled over both options so that it does not depend on which system is called A (the blog's
+    P(pos in S | forced = neg), applied symmetrically like ``omega_from_forced_choice``)."""
+    hits = [("b" if f == "a" else "a") in set(s) for f, s in zip(forced, response_sets, strict=True)
+            if f in OPTIONS]
     return float(np.mean(hits)) if hits else float("nan")
 
 
@@ -54,7 +80,7 @@ RESPONSE_SETS = (("a",), ("b",), ("a", "b"))
 
 
 def translation_matrix(forced: Sequence[str], response_sets: Sequence[Sequence[str]],
-                       choices: Sequence[str] = ("a", "b", "tie")) -> np.ndarray:
+                       choices: Sequence[str] = CHOICES) -> np.ndarray:
     """F[o, S] = P(forced choice = o | response set = S), columns in RESPONSE_SETS order ({a}, {b},
     {a, b}); a column with no observations is NaN."""
     f = np.full((len(choices), len(RESPONSE_SETS)), np.nan)
@@ -72,12 +98,21 @@ def mse(omega_h: np.ndarray, omega_j: np.ndarray) -> float:
     return float(np.mean(np.sum((h[ok] - j[ok]) ** 2, axis=1))) if ok.any() else float("nan")
 
 
-def hit_rate(omega_h: np.ndarray, judge_choice: Sequence[str], options: Sequence[str] = OPTIONS) -> float:
-    """Share of units where the judge's forced choice is an option most humans find reasonable
-    (Omega^H[choice] >= 0.5). Judge ties and undefined units are left out."""
+def hit_rate(human_choice: Sequence[str | None], judge_choice: Sequence[str | None]) -> float:
+    """Hit rate (the reference code's HR_h_h): share of units where the judge's forced choice equals the
+    humans' forced-choice majority (a split with no single most common answer counts as a tie). Units
+    where either is missing are left out."""
+    hits = [h == j for h, j in zip(human_choice, judge_choice, strict=True) if h is not None and j is not None]
+    return float(np.mean(hits)) if hits else float("nan")
+
+
+def coverage(omega_h: np.ndarray, judge_choice: Sequence[str | None], tau: float = 0.5) -> float:
+    """Coverage (the reference code's COV_h_hrs): share of units where the judge's forced choice is among
+    the options most humans find reasonable (Omega^H[k] >= tau). A judge's tie is the response set
+    {a, b}: covered when both options reach tau. Missing choices and undefined units are left out."""
     h = np.atleast_2d(omega_h)
-    hits = [h[i, options.index(c)] >= 0.5 for i, c in enumerate(judge_choice)
-            if c in options and not np.isnan(h[i]).any()]
+    hits = [all(h[i, OPTIONS.index(o)] >= tau for o in RESPONSE_SET_OF_CHOICE[c])
+            for i, c in enumerate(judge_choice) if c is not None and not np.isnan(h[i]).any()]
     return float(np.mean(hits)) if hits else float("nan")
 
 
@@ -112,6 +147,10 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
     return float(np.mean(0.5 * kl(p, m) + 0.5 * kl(q, m)))
 
 
+# 0.05, 0.10, ..., 0.95, rounded so that they print as written (linspace gives 0.49999999999999994)
+TAUS = np.round(np.linspace(0.05, 0.95, 19), 2)
+
+
 @dataclasses.dataclass(frozen=True)
 class ThresholdSweep:
     taus: np.ndarray
@@ -123,7 +162,7 @@ def threshold_sweep(omega_h: np.ndarray, omega_j: np.ndarray, option: int = 0,
                     taus: np.ndarray | None = None) -> ThresholdSweep:
     """Decision consistency C^tau = mean_i 1[1[Omega_J >= tau] = 1[Omega_H >= tau]] and estimation bias
     B^tau = mean_i 1[Omega_J >= tau] - mean_i 1[Omega_H >= tau] for option ``option``, over tau."""
-    taus = np.linspace(0.05, 0.95, 19) if taus is None else np.asarray(taus, dtype=np.float64)
+    taus = TAUS if taus is None else np.asarray(taus, dtype=np.float64)
     h, j = np.atleast_2d(omega_h)[:, option], np.atleast_2d(omega_j)[:, option]
     ok = ~(np.isnan(h) | np.isnan(j))
     h, j = h[ok], j[ok]

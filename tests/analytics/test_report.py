@@ -60,7 +60,9 @@ def test_the_report_covers_humans_and_judges(judged_study):
     assert report["sep_elo"]["available"] is False and "separability" in report["sep_elo"]["reason"]
     judges = report["indeterminacy"]["judges"]
     assert set(judges) == {"judge-a", "judge-b"}
-    assert judges["judge-a"]["units"] == 20 and judges["judge-a"]["beta_hat"] is None
+    # judge-a always chose one system and put only that one in its response set: beta-hat = 0
+    assert judges["judge-a"]["units"] == 20 and judges["judge-a"]["beta_hat"] == 0.0
+    assert judges["judge-b"]["beta_hat"] is None  # no response sets
     # By the definitions: humans gave forced choices only, so with beta = 0 Omega_H = the share of a and b among
     # their choices on the pair; judge-a's response set is always {a}: Omega_J = [1, 0]; judge-b gave forced
     # choices only ("b"): Omega_J = [0, 1].
@@ -98,7 +100,8 @@ def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_st
     assert "<h2>ELO</h2>" in content and "<svg" in content and "Which judge agrees best" in content
     response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "judge-metrics"]))
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows[0] == ["judge", "units", "mse", "hit_rate", "kappa", "kl", "jsd", "beta_hat"] and len(rows) == 3
+    assert rows[0] == ["judge", "units", "mse", "coverage", "hit_rate", "kappa", "kl", "jsd", "beta_hat"]
+    assert len(rows) == 3
     assert researcher_client.get(reverse("report_table", args=[judged_study.pk, "nope"])).status_code == 404
 
 
@@ -139,9 +142,9 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
                                             response_set=["first", "second"] if n % 2 == 0 else [])
     report = services.study_report(study)["indeterminacy"]
     rows = [(j.choice, j.response_set) for j in study.judgments.all()]
-    negatives = [s for c, s in rows if c == "b"]
-    expected = sum("a" in s for s in negatives) / len(negatives) if negatives else None
-    assert report["human_beta_hat"] == (pytest.approx(expected) if expected is not None else None)
+    # beta-hat = P(the option not chosen is also in the response set | forced choice a or b), both ways pooled
+    other = [{"a": "b", "b": "a"}[c] in (s or []) for c, s in rows if c in ("a", "b")]
+    assert report["human_beta_hat"] == pytest.approx(sum(other) / len(other))
     assert len(report["human_translation_matrix"]) == 3
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
     assert "How people turn response sets into forced choices" in page
@@ -150,3 +153,44 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
 def test_an_empty_report_page_explains(researcher_client, researcher):
     study = annotation_services.do_create_study(researcher, "fresh", study_jsonl(2), "f.jsonl")
     assert b"No judgments yet" in researcher_client.get(reverse("report", args=[study.pk])).content
+
+
+def imported(study, rows, system_a: str = "sys-a", system_b: str = "sys-b") -> None:
+    """Import judgments on sample 0 of item-0: rows of (rater, kind, choice, system shown first)."""
+    lines = [{"id": f"{rater}-{n}", "item": "item-0", "system_a": system_a, "sample_a": 0, "system_b": system_b,
+              "sample_b": 0, "shown_first": first, "rater": rater, "rater_kind": kind, "choice": choice}
+             for n, (rater, kind, choice, first) in enumerate(rows)]
+    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+
+
+def test_a_human_tie_counts_as_both_outputs_reasonable_in_the_judge_metrics(study):
+    imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "tie", "sys-a"),
+                     ("h3", "human", "tie", "sys-b"), ("j", "judge", "sys-a", "sys-a")])
+    judge = services.study_report(study)["indeterminacy"]["judges"]["j"]
+    # response sets {a}, {a, b}, {a, b}: Omega_H = [1, 2/3]; the judge's {a}: Omega_J = [1, 0]
+    assert judge["omega_human_mean"] == pytest.approx([1.0, 2 / 3])
+    assert judge["mse"] == pytest.approx((2 / 3) ** 2)
+    assert judge["coverage"] == 1.0  # a is reasonable to every human
+    assert judge["hit_rate"] == 0.0  # but the human forced-choice majority is the tie
+    tau_half = next(t for t in judge["threshold_sweep"] if t["tau"] == 0.5)
+    assert tau_half["decision_consistency"] == 1.0  # option a reaches 0.5 for both
+
+
+def test_the_judge_metrics_do_not_depend_on_which_system_is_called_a(researcher):
+    # The same judgments in two studies whose systems are named the other way round
+    results = []
+    for name, (first, second) in (("ab", ("sys-a", "sys-b")), ("ba", ("sys-b", "sys-a"))):
+        study = annotation_services.do_create_study(researcher, name, study_jsonl(systems=(first, second)), "s.jsonl")
+        study.indeterminacy_beta = 0.3
+        study.save()
+        imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-b", "sys-a"),
+                         ("h3", "human", "sys-a", "sys-b"), ("h4", "human", "tie", "sys-b"),
+                         ("j", "judge", "sys-b", "sys-a")], system_a=first, system_b=second)
+        assert [r["system_a"] for r in services.study_report(study)["stopping"]] == [first]
+        results.append(services.study_report(study)["indeterminacy"]["judges"]["j"])
+    # sys-a got 2 of 4 forced choices, sys-b 1, tie 1; with beta = 0.3 applied both ways:
+    # Omega_sys-a = 0.5 + 0.25 + 0.3 * 0.25, Omega_sys-b = 0.25 + 0.25 + 0.3 * 0.5; the judge's {sys-b}
+    expected = (0.5 + 0.25 + 0.3 * 0.25) ** 2 + (0.25 + 0.25 + 0.3 * 0.5 - 1) ** 2
+    for judge in results:
+        assert judge["mse"] == pytest.approx(expected)
+    assert results[0]["beta_sensitivity"] == results[1]["beta_sensitivity"]

@@ -60,16 +60,57 @@ def test_the_multilabel_vector_need_not_sum_to_one():
 
 def test_omega_from_forced_choice_follows_the_definition():
     o = indeterminacy.forced_choice_distribution(["a", "a", "a", "b", "tie"])
-    np.testing.assert_allclose(o, [0.75, 0.25])
+    np.testing.assert_allclose(o, [0.6, 0.2, 0.2])  # over (a, b, tie)
     omega = indeterminacy.omega_from_forced_choice(o, beta=0.4)
-    np.testing.assert_allclose(omega, [0.75 + 0.4 * 0.25, 0.25])
-    assert omega.sum() == pytest.approx(1 + 0.4 * 0.25)
+    # Omega_a = O_a + O_tie + beta O_b, Omega_b = O_b + O_tie + beta O_a
+    np.testing.assert_allclose(omega, [0.6 + 0.2 + 0.4 * 0.2, 0.2 + 0.2 + 0.4 * 0.6])
+
+
+def test_a_tie_counts_as_both_options_reasonable():
+    # The blog's first tip: with a tie option, forced choices map one-to-one onto response sets, tie = {a, b}.
+    # An item rated [a, tie, tie]: a is in all three sets, b in the two ties.
+    omega = indeterminacy.omega([None, None, None], ["a", "tie", "tie"], beta=0.0)
+    np.testing.assert_allclose(omega, [1.0, 2 / 3])
+    np.testing.assert_allclose(omega, indeterminacy.multilabel_vector([("a",), ("a", "b"), ("a", "b")]))
+    # the same ratings given as response sets or forced choices give the same Omega, hence the same MSE and C^tau
+    judge = np.array([[1.0, 0.0]])
+    assert indeterminacy.mse(omega[None, :], judge) == pytest.approx((2 / 3) ** 2)
+    sweep = indeterminacy.threshold_sweep(omega[None, :], judge, option=1, taus=np.array([0.5]))
+    assert sweep.consistency[0] == 0.0 and sweep.bias[0] == -1.0  # humans find b reasonable, the judge does not
+
+
+def test_a_response_set_is_taken_as_given_and_beta_fills_in_for_forced_choices_only():
+    omega = indeterminacy.omega([("a", "b"), None], ["a", "b"], beta=0.3)
+    # the first judgment's set {a, b}; the second is a forced b: [beta, 1]
+    np.testing.assert_allclose(omega, [(1 + 0.3) / 2, (1 + 1) / 2])
+    assert np.isnan(indeterminacy.omega([None], [None], 0.0)).all()
+
+
+def swap(label):
+    return {"a": "b", "b": "a"}.get(label, label)
+
+
+def test_omega_and_its_metrics_do_not_depend_on_which_system_is_called_a():
+    rng = np.random.default_rng(3)
+    units = [[str(c) for c in rng.choice(["a", "b", "tie"], size=3, p=[0.5, 0.3, 0.2])] for _ in range(40)]
+    judge = [str(rng.choice(["a", "b", "tie"])) for _ in range(40)]
+    for beta in (0.0, 0.25, 0.6):
+        h = np.array([indeterminacy.omega([None] * 3, u, beta) for u in units])
+        h_swapped = np.array([indeterminacy.omega([None] * 3, [swap(c) for c in u], beta) for u in units])
+        np.testing.assert_allclose(h_swapped, h[:, ::-1])  # relabelling only swaps the entries
+        j = np.array([indeterminacy.omega([None], [c], 0.0) for c in judge])
+        j_swapped = np.array([indeterminacy.omega([None], [swap(c)], 0.0) for c in judge])
+        assert indeterminacy.mse(h, j) == pytest.approx(indeterminacy.mse(h_swapped, j_swapped))
+        assert indeterminacy.coverage(h, judge) == indeterminacy.coverage(h_swapped, [swap(c) for c in judge])
 
 
 def test_beta_hat_and_the_translation_matrix():
     forced = ["b", "b", "b", "a", "a", "tie"]
     sets = [("b",), ("a", "b"), ("a", "b"), ("a",), ("a", "b"), ("a", "b")]
-    assert indeterminacy.beta_hat(forced, sets, positive="a", negative="b") == pytest.approx(2 / 3)
+    # P(the other option in the set | forced a or b): b -> 0, 1, 1; a -> 0, 1 => 3 of 5
+    assert indeterminacy.beta_hat(forced, sets) == pytest.approx(3 / 5)
+    swapped = indeterminacy.beta_hat([swap(f) for f in forced], [tuple(swap(o) for o in s) for s in sets])
+    assert swapped == pytest.approx(3 / 5)
     f = indeterminacy.translation_matrix(forced, sets)
     np.testing.assert_allclose(f[:, 0], [1, 0, 0])  # {a}: always forced a
     np.testing.assert_allclose(f[:, 1], [0, 1, 0])  # {b}
@@ -80,12 +121,28 @@ def test_agreement_metrics_between_humans_and_a_judge():
     h = np.array([[0.8, 0.5], [0.2, 1.0]])
     j = np.array([[1.0, 0.0], [0.2, 0.8]])
     assert indeterminacy.mse(h, j) == pytest.approx(((0.04 + 0.25) + (0 + 0.04)) / 2)
-    assert indeterminacy.hit_rate(h, ["a", "a"]) == 0.5
-    p, q = np.array([[0.5, 0.5]]), np.array([[0.9, 0.1]])
+    p, q = np.array([[0.5, 0.5, 0.0]]), np.array([[0.9, 0.1, 0.0]])
     assert indeterminacy.kl_divergence(p, q) == pytest.approx(0.5 * np.log(0.5 / 0.9) + 0.5 * np.log(0.5 / 0.1),
                                                               rel=1e-4)
     assert indeterminacy.js_divergence(p, p) == 0.0
     assert 0 < indeterminacy.js_divergence(p, q) < np.log(2)
+
+
+def test_coverage_and_hit_rate_are_different_metrics():
+    # Coverage (COV_h_hrs): is the judge's choice among the options most humans find reasonable?
+    # Hit rate (HR_h_h): does the judge's choice equal the human forced-choice majority?
+    h = np.array([[0.8, 0.5], [0.2, 1.0], [1.0, 0.6]])
+    human_majority = ["a", "b", "a"]
+    judge = ["b", "a", "tie"]
+    # unit 1: b has 0.5 >= 0.5, covered; unit 2: a has 0.2, not; unit 3: tie = {a, b}, both >= 0.5, covered
+    assert indeterminacy.coverage(h, judge) == pytest.approx(2 / 3)
+    assert indeterminacy.hit_rate(human_majority, judge) == 0.0
+    assert indeterminacy.hit_rate(["a", "tie", None], ["a", "b", "a"]) == 0.5  # missing units left out
+
+
+def test_the_tau_grid_prints_as_written():
+    assert [str(t) for t in indeterminacy.TAUS[:2]] == ["0.05", "0.1"]
+    assert 0.5 in indeterminacy.TAUS.tolist() and str(indeterminacy.TAUS[9]) == "0.5"
 
 
 def test_decision_consistency_and_estimation_bias():
