@@ -37,7 +37,7 @@ def cosine_matrix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def text_similarity_matrix(x: Sequence[str], y: Sequence[str], similarity: Callable[[str, str], float]) -> np.ndarray:
-    """s(x_j, y_l) for every pair, with ``similarity(hypothesis, reference)``: (len(x), len(y))."""
+    """s(x_j, y_l) for every pair: (len(x), len(y))."""
     return np.array([[similarity(a, b) for b in y] for a in x], dtype=np.float64).reshape(len(x), len(y))
 
 
@@ -112,8 +112,21 @@ def rouge1_similarity() -> Callable[[str, str], float]:
 
 
 def bleu_similarity() -> Callable[[str, str], float]:
-    """Sentence BLEU / 100 (``sacrebleu``), hypothesis against one reference."""
+    """Sentence BLEU / 100 (``sacrebleu``) with the longer of the two texts (in words) as the reference,
+    as the separability paper does ("we arbitrarily choose the longer generation as the reference"), so
+    s(x, y) = s(y, x) and delta does not depend on which system is called A. Texts of equal length get
+    the mean of both directions, which keeps the symmetry where sacrebleu's tokens would break the tie."""
     from sacrebleu.metrics import BLEU
 
     bleu = BLEU(effective_order=True)
-    return lambda hyp, ref: bleu.sentence_score(hyp, [ref]).score / 100.0
+
+    def score(hyp: str, ref: str) -> float:
+        return bleu.sentence_score(hyp, [ref]).score / 100.0
+
+    def similarity(x: str, y: str) -> float:
+        lx, ly = len(x.split()), len(y.split())
+        if lx == ly:
+            return (score(x, y) + score(y, x)) / 2
+        return score(x, y) if lx < ly else score(y, x)
+
+    return similarity

@@ -70,3 +70,34 @@ def test_unknown_metrics_are_refused(study):
         services.compute_separability(study, "jaccard")
     with pytest.raises(CommandError, match="unknown metric"):
         call_command("compute_separability", "--study", "small", "--metric", "cosine-xx")
+
+
+VARIED = [
+    {"id": "council", "input": "x", "outputs": {
+        "a": ["The council approved the new market after a long debate.", "Council backs market.",
+              "After hours of debate the city council voted to approve the market on the square."],
+        "b": ["Councillors voted for the market.", "The market plan was approved by the council on Monday night.",
+              "A new market is coming."]}},
+    {"id": "falcons", "input": "y", "outputs": {
+        "a": ["Falcons nested on the hospital roof this spring.", "Four chicks hatched.",
+              "Peregrine falcons have returned to the roof of the hospital and four chicks hatched."],
+        "b": ["The council approved the market.", "Birds on a roof.", "Four falcon chicks hatched on a roof."]}},
+    {"id": "rain", "input": "z", "outputs": {
+        "a": ["Heavy rain closed two roads.", "Two roads were closed by flooding after heavy rain overnight.",
+              "Rain."],
+        "b": ["Flooding shut roads near the river.", "Heavy overnight rain closed two roads by the river.",
+              "Roads closed after heavy rain."]}},
+]
+
+
+@pytest.mark.parametrize("metric", ["cosine", "cosine-la", "rouge1", "rouge1-la", "bleu", "bleu-la"])
+def test_separability_does_not_depend_on_which_system_is_called_a(researcher, metric):
+    swapped = [{**item, "outputs": {"b": item["outputs"]["b"], "a": item["outputs"]["a"]}} for item in VARIED]
+    ab, ba = make_study(researcher, VARIED, "ab"), make_study(researcher, swapped, "ba")
+    deltas = []
+    for study in (ab, ba):
+        [run] = services.compute_separability(study, metric)
+        assert run.comparison.system_a.name == ("a" if study is ab else "b")
+        deltas.append(dict(run.items.values_list("item__external_id", "delta")))
+    assert deltas[0] == pytest.approx(deltas[1], abs=1e-12)
+    assert len(set(deltas[0].values())) == 3  # the items differ, so the check is not vacuous

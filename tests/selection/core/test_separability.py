@@ -81,3 +81,16 @@ def test_rouge1_and_bleu_similarities():
     assert bleu("alpha beta gamma delta", "one two three four") == pytest.approx(0.0, abs=1e-9)
     m = sep.text_similarity_matrix(["a b c", "d e f"], ["a b c"], rouge)
     assert m.shape == (2, 1) and m[0, 0] == pytest.approx(1.0) and m[1, 0] == 0.0
+
+
+def test_bleu_takes_the_longer_text_as_the_reference_so_it_is_symmetric():
+    from sacrebleu.metrics import BLEU
+
+    bleu, reference = sep.bleu_similarity(), BLEU(effective_order=True)
+    short, long = "the cat sat on the mat", "the black cat sat quietly on the old mat today"
+    # the paper: "we arbitrarily choose the longer generation as the reference"
+    assert bleu(short, long) == pytest.approx(reference.sentence_score(short, [long]).score / 100)
+    assert bleu(long, short) == bleu(short, long)
+    assert reference.sentence_score(long, [short]).score != reference.sentence_score(short, [long]).score
+    same_length_x, same_length_y = "a cat sat on a red mat", "the cat sat on the mat ."
+    assert bleu(same_length_x, same_length_y) == bleu(same_length_y, same_length_x)
