@@ -21,10 +21,10 @@ import numpy as np
 
 from analytics.core import agreement, bias, consistency, indeterminacy, ratings
 from annotation.models import Comparison, Judgment, Study
+from selection import services as selection_services
 from selection.core.stopping import stopping_status
 from selection.models import ItemSeparability
 
-RATING = {"a": -1, "b": 1, "tie": 0}
 BETA_SWEEP = np.round(np.linspace(0.0, 0.5, 11), 2)
 
 
@@ -47,18 +47,12 @@ class Row:
 
     @property
     def effective_choice(self) -> str | None:
-        if self.choice is not None:
-            return self.choice
-        if self.response_set:
-            return self.response_set[0] if len(self.response_set) == 1 else "tie"
-        if self.probability_a is not None:
-            return "a" if self.probability_a > 0.5 else ("b" if self.probability_a < 0.5 else "tie")
-        return None
+        return consistency.effective_choice(self.choice, self.response_set, self.probability_a)
 
     @property
     def rating(self) -> int | None:
         choice = self.effective_choice
-        return None if choice is None else RATING[choice]
+        return None if choice is None else consistency.RATING[choice]
 
 
 def load_rows(study: Study) -> list[Row]:
@@ -231,23 +225,31 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
 
 
 def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
-    """Per system pair: items decided by the majority of their judgments, and the hypergeometric risk
-    that the leader is wrong (N_pool = the study's items)."""
-    n_pool = study.items.count()
+    """Per system pair: who won each item by the one item-winner rule (``consistency.item_winner``, the
+    live DiffUse loop's oracle too) over the human judgments that are not superseded, and the
+    hypergeometric risk that the leader is wrong, with N_pool = the candidates of the pair's selection.
+    ``risk_beyond_pool`` is the same test with an unbounded pool (binomial): it stays honest when every
+    pool item is judged and the hypergeometric risk is 0 by construction."""
+    pools = selection_services.selection_pools(study)
     out = []
     for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b"):
         pair = (c.system_a.name, c.system_b.name)
-        votes: dict[int, list[int]] = defaultdict(list)
+        sets: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
-            if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
-                votes[r.item_id].append(r.rating if (r.system_a, r.system_b) == pair else -r.rating)
-        labels = ["tie" if sum(v) == 0 else ("a" if sum(v) < 0 else "b") for v in votes.values()]
-        status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), max(n_pool, 1),
-                                 study.risk)
-        out.append({"system_a": pair[0], "system_b": pair[1],
-                    "leader": {"a": pair[0], "b": pair[1]}.get(status.leader), "wins_a": status.wins_a,
-                    "wins_b": status.wins_b, "ties": status.ties, "k": status.k, "n": status.n, "pool": n_pool,
-                    "risk": status.risk, "threshold": study.risk, "decided": status.decided})
+            if r.kind == "human" and {r.system_a, r.system_b} == set(pair) and r.rating is not None \
+                    and not r.superseded:
+                sets[r.item][r.rater].append(r.rating if (r.system_a, r.system_b) == pair else -r.rating)
+        winners = {item: consistency.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
+        labels = list(winners.values())
+        n_pool = max(pools.get(c.pk, 0), len(winners), 1)
+        status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), n_pool, study.risk,
+                                 study.stopping_ties_in_n)
+        names = {"a": pair[0], "b": pair[1], "tie": "tie"}
+        out.append({"system_a": pair[0], "system_b": pair[1], "leader": names.get(status.leader or ""),
+                    "wins_a": status.wins_a, "wins_b": status.wins_b, "ties": status.ties, "k": status.k,
+                    "n": status.n, "pool": n_pool, "risk": status.risk, "risk_beyond_pool": status.risk_beyond_pool,
+                    "threshold": study.risk, "decided": status.decided, "ties_count_in_n": study.stopping_ties_in_n,
+                    "items": {item: names[w] for item, w in sorted(winners.items())}})
     return out
 
 

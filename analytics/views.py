@@ -93,8 +93,12 @@ SECTIONS = [
      "way, on the Arena scale (1000 + 400 log10-odds)."),
     ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),
     ("win-ratio", "Win-ratio ranking", None, "Each system's share of points over all its battles."),
-    ("stopping", "Stopping status per system pair", None, "Items decided by the majority of their judgments; the "
-     "risk is the hypergeometric tail of the leader's lead if both systems were equally good."),
+    ("stopping", "Stopping status per system pair", None, "Each item goes to the majority of its human raters, "
+     "each rater's preference being the sign of their preference strength (Eq. 7) over their rating set; a level "
+     "count is a tie (the live DiffUse loop uses the same rule). The risk is the hypergeometric tail of the "
+     "leader's lead if both systems were equally good on the pool of items the selection drew from (ties count in "
+     "n, not in k, unless the settings say otherwise); 'beyond pool' is the same test for an unbounded pool, which "
+     "stays meaningful when every pool item is judged."),
     ("consistency-bins", "Consistency by separability", "consistency-human", "Mean rating-set consistency "
      "(Eq. 4) over 5 equal-count separability bins with standard errors, and the distribution of consistency "
      "over 4 equal-width bins; humans and judges separately."),

@@ -33,9 +33,10 @@ class StudySettingsForm(forms.ModelForm):
         model = Study
         fields = [
             "elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
-            "instructions", "pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
-            "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n",
-            "sep_threshold_t", "sep_alpha", "sep_beta", "elo_k", "bootstrap_rounds", "indeterminacy_beta",
+            "instructions", "pairs_per_assignment", "sample_pairing", "raters_per_item", "pair_mode", "baseline",
+            "scheduling", "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk",
+            "min_n", "stopping_ties_in_n", "sep_threshold_t", "sep_alpha", "sep_beta", "elo_k", "bootstrap_rounds",
+            "rating_aggregation", "indeterminacy_beta",
             "max_assignments_per_rater", "assignment_timeout_minutes", "gold_rate", "min_seconds_per_pair",
             "screen_min_gold", "screen_accuracy",
         ]

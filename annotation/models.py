@@ -52,6 +52,15 @@ class Study(models.Model):
         BASELINE = "baseline", "Each system against a baseline"
         EXPLICIT = "explicit", "An explicit list of pairs"
 
+    class SamplePairing(models.TextChoices):
+        ONE_TO_ONE = "one_to_one", "One-to-one: each sample of a system shown at most once per rating set (the paper)"
+        GRID = "grid", "Grid: N distinct pairs from all K_A × K_B combinations (a sample may repeat)"
+
+    class RatingAggregation(models.TextChoices):
+        EVERY = "every", "Every judgment is a battle"
+        MAJORITY = "majority", "The majority of each pair's judgments is one battle"
+        ONE_SAMPLED = "one_sampled", "One judgment sampled per item and system pair (the separability paper)"
+
     class Scheduling(models.TextChoices):
         RANDOM = "random", "Random: one random system pair per item, random display order"
         NO_REPEAT = "no_repeat", "No-repeat: every system pair once per item, random display order"
@@ -84,6 +93,11 @@ class Study(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(50)],
         help_text="N: sampled output pairs of one item a rater judges in one assignment.",
     )
+    sample_pairing = models.CharField(
+        max_length=20, choices=SamplePairing.choices, default=SamplePairing.ONE_TO_ONE,
+        help_text="How the N pairs of a rating set are drawn from the K samples of each system. One-to-one is the "
+        "paper's protocol (a random matching; at most min(N, K_A, K_B) pairs); the grid allows N > K.",
+    )
     raters_per_item = models.PositiveSmallIntegerField(
         default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
@@ -99,7 +113,9 @@ class Study(models.Model):
     )
     seed = models.BigIntegerField(default=new_seed)
     separability_metric = models.CharField(
-        max_length=20, default="cosine", help_text="For separability strategies: cosine, rouge1, bleu, or -la forms."
+        max_length=20, default="cosine-la",
+        help_text="cosine, rouge1, bleu, or their length-adjusted -la forms (cosine-la: the paper's length "
+        "adjustment, the best on its human data; see bench/README.md).",
     )
     separability_threshold = models.FloatField(
         default=0.2, help_text="Threshold strategies keep items whose separability reaches this (0 to 1)."
@@ -120,6 +136,14 @@ class Study(models.Model):
     risk = models.FloatField(
         default=0.1, validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
         help_text="Iterative DiffUse stops once the hypergeometric risk of a wrong winner is at most this.",
+    )
+    stopping_ties_in_n = models.BooleanField(
+        default=True, help_text="Stopping rule: tied items count among the n decided items (conservative: a tie "
+        "never helps the leader). Untick to leave them out of n.",
+    )
+    rating_aggregation = models.CharField(
+        max_length=20, choices=RatingAggregation.choices, default=RatingAggregation.EVERY,
+        help_text="Which judgments become battles for ELO, sep-ELO and Bradley-Terry.",
     )
     min_n = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(1)], help_text="Iterative DiffUse: representatives judged first."

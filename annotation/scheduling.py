@@ -15,6 +15,9 @@ RANDOM = "random"
 NO_REPEAT = "no_repeat"
 SYMMETRIC = "symmetric"
 SCHEDULINGS = (RANDOM, NO_REPEAT, SYMMETRIC)
+ONE_TO_ONE = "one_to_one"
+GRID = "grid"
+PAIRINGS = (ONE_TO_ONE, GRID)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,17 +52,30 @@ def candidate_units(n_items: int, n_comparisons: int, scheduling: str, rng: rand
     return [Unit(i, c) for i in range(n_items) for c in range(n_comparisons)]
 
 
-def sample_pairs(k_a: int, k_b: int, n: int, rng: random.Random) -> tuple[tuple[int, int], ...]:
-    """N distinct (sample_a, sample_b) pairs drawn uniformly without replacement from the K_A x K_B
-    grid; fewer when the grid is smaller than N (a pair is never shown twice in one assignment)."""
+def sample_pairs(k_a: int, k_b: int, n: int, rng: random.Random,
+                 pairing: str = ONE_TO_ONE) -> tuple[tuple[int, int], ...]:
+    """The (sample_a, sample_b) pairs of one rating set.
+
+    ``one_to_one`` (the separability paper's protocol, §3.1: P_AB = {(y_A^j, y_B^j)}, j = 1..N): a random
+    matching of N samples of A with N samples of B, so each sample is shown at most once; with K_A = K_B = N
+    every sample is shown exactly once. Gives min(N, K_A, K_B) pairs.
+    ``grid``: N distinct pairs drawn uniformly without replacement from the K_A x K_B grid (a sample may
+    appear in several pairs; allows N > K); fewer when the grid is smaller than N. A pair is never shown
+    twice in one assignment either way.
+    """
     if k_a < 1 or k_b < 1 or n < 1:
         raise ValueError("k_a, k_b and n must be at least 1")
-    grid = [(j, m) for j in range(k_a) for m in range(k_b)]
-    return tuple(rng.sample(grid, min(n, len(grid))))
+    if pairing == GRID:
+        grid = [(j, m) for j in range(k_a) for m in range(k_b)]
+        return tuple(rng.sample(grid, min(n, len(grid))))
+    if pairing != ONE_TO_ONE:
+        raise ValueError(f"unknown pairing {pairing!r}; choose one of {PAIRINGS}")
+    size = min(n, k_a, k_b)
+    return tuple(zip(rng.sample(range(k_a), size), rng.sample(range(k_b), size), strict=True))
 
 
-def plan_task(unit: Unit, k_a: int, k_b: int, n: int, rng: random.Random) -> TaskPlan:
-    pairs = sample_pairs(k_a, k_b, n, rng)
+def plan_task(unit: Unit, k_a: int, k_b: int, n: int, rng: random.Random, pairing: str = ONE_TO_ONE) -> TaskPlan:
+    pairs = sample_pairs(k_a, k_b, n, rng, pairing)
     return TaskPlan(unit.item, unit.comparison, pairs, tuple(rng.random() < 0.5 for _ in pairs))
 
 

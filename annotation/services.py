@@ -41,9 +41,9 @@ from selection import live as selection_live
 from selection import services as selection_services
 
 # Fields of Study that shape the comparison plan; frozen once raters have started.
-PLAN_FIELDS = ("pairs_per_assignment", "raters_per_item", "pair_mode", "baseline", "scheduling",
+PLAN_FIELDS = ("pairs_per_assignment", "sample_pairing", "raters_per_item", "pair_mode", "baseline", "scheduling",
                "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n",
-               "sep_threshold_t", "sep_alpha", "sep_beta")
+               "stopping_ties_in_n", "sep_threshold_t", "sep_alpha", "sep_beta")
 
 
 ITERATIVE = "diffuse-iterative"
@@ -174,6 +174,7 @@ def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
             counts[(item.pk, comparison.system_b_id)],
             study.pairs_per_assignment,
             rng,
+            study.sample_pairing,
         )
         task = Task.objects.create(study=study, item=item, comparison=comparison,
                                    raters_required=study.raters_per_item, position=position)

@@ -16,6 +16,7 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Count, F, Q
 
+from analytics.core import consistency
 from annotation.models import Assignment, Comparison, Item, Judgment, Study, Task
 from selection import embedding
 from selection.core.diffuse import Dendrogram, IterativeDiffUse
@@ -46,49 +47,31 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
 def _algorithm(run: IterativeRun, vectors: np.ndarray) -> IterativeDiffUse:
     groups = [np.array(g, dtype=np.int64) for g in run.leaf_groups] or None
     tree = Dendrogram(vectors, run.linkage_matrix(), groups)
-    return IterativeDiffUse(tree, risk=run.risk, min_n=run.min_n, budget=run.budget)
-
-
-def rater_preference(choices: list[str | None], response_sets: list[list[str] | None]) -> str | None:
-    """One rater's preference on an item from their rating set (Eq. 7's sign): 'a', 'b', 'tie', or
-    None without usable answers. A response set of one system counts as a vote for it."""
-    score, counted = 0, 0
-    for choice, response in zip(choices, response_sets, strict=True):
-        if choice is None and response is not None:
-            choice = response[0] if len(response) == 1 else "tie"
-        if choice is None:
-            continue
-        counted += 1
-        score += {"a": -1, "b": 1, "tie": 0}[choice]
-    if not counted:
-        return None
-    return "tie" if score == 0 else ("a" if score < 0 else "b")
+    return IterativeDiffUse(tree, risk=run.risk, min_n=run.min_n, budget=run.budget,
+                            ties_count_in_n=run.study.stopping_ties_in_n)
 
 
 def item_labels(comparison: Comparison) -> dict[int, str]:
-    """The oracle of every item whose required judgments are in: the majority of its raters'
-    preferences; a level vote is a tie."""
+    """The oracle of every item whose required judgments are in, by the one item-winner rule
+    (``analytics.core.consistency.item_winner``): each rater's preference is the sign of Eq. 7 over their
+    rating set, the item goes to the majority of raters, a level count is a tie."""
     done_tasks = (Task.objects.filter(comparison=comparison)
                   .annotate(done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED)))
                   .filter(done__gte=F("raters_required")))
-    by_assignment: dict[int, tuple[int, list, list]] = {}
-    for item_id, assignment_id, choice, response in (
+    by_assignment: dict[int, tuple[int, list[int]]] = {}
+    for item_id, assignment_id, choice, response, probability in (
         Judgment.objects.filter(assignment__task__in=done_tasks, assignment__status=Assignment.Status.COMPLETED)
-        .values_list("pair__item_id", "assignment_id", "choice", "response_set")
+        .values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
     ):
-        entry = by_assignment.setdefault(assignment_id, (item_id, [], []))
-        entry[1].append(choice)
-        entry[2].append(response)
-    votes: dict[int, list[str]] = {}
-    for item_id, choices, responses in by_assignment.values():
-        preference = rater_preference(choices, responses)
-        if preference is not None:
-            votes.setdefault(item_id, []).append(preference)
-    labels = {}
-    for item_id, vs in votes.items():
-        a, b = vs.count("a"), vs.count("b")
-        labels[item_id] = "tie" if a == b else ("a" if a > b else "b")
-    return labels
+        entry = by_assignment.setdefault(assignment_id, (item_id, []))
+        answer = consistency.effective_choice(choice, response, probability)
+        if answer is not None:
+            entry[1].append(consistency.RATING[answer])
+    rating_sets: dict[int, list[list[int]]] = {}
+    for item_id, ratings in by_assignment.values():
+        if ratings:
+            rating_sets.setdefault(item_id, []).append(ratings)
+    return {item_id: consistency.item_winner(sets) for item_id, sets in rating_sets.items()}
 
 
 def replay(run: IterativeRun) -> tuple[IterativeDiffUse, list[Item]]:

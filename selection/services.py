@@ -182,3 +182,18 @@ def run_selection(study: Study, comparison: Comparison, method: str, budget: int
         candidates=len(items),
     )
     return chosen, run
+
+
+def selection_pools(study: Study) -> dict[int, int]:
+    """Comparison id -> N_pool, the number of candidate items the comparison's selection drew from: the
+    live iterative run's candidates, else the latest stored selection run's; the study's items when no
+    selection has run (judgments imported into a study without a plan)."""
+    pools = {c: study.items.count() for c in study.comparisons.values_list("id", flat=True)}
+    for comparison_id, candidates in (SelectionRun.objects.filter(study=study, comparison__isnull=False)
+                                      .order_by("created", "id").values_list("comparison_id", "candidates")):
+        pools[comparison_id] = candidates  # the latest run wins
+    from selection.models import IterativeRun
+
+    for comparison_id, item_ids in IterativeRun.objects.filter(study=study).values_list("comparison_id", "item_ids"):
+        pools[comparison_id] = len(item_ids)
+    return pools

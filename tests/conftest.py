@@ -16,7 +16,7 @@ def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-def study_jsonl(n_items: int = 4, systems: tuple[str, ...] = ("sys-a", "sys-b"), k: int = 3) -> bytes:
+def study_jsonl(n_items: int = 4, systems: tuple[str, ...] = ("sys-a", "sys-b"), k: int = 5) -> bytes:
     lines = []
     for i in range(n_items):
         lines.append(json.dumps({
@@ -45,7 +45,7 @@ def researcher_client(client, researcher):
 
 @pytest.fixture
 def study(researcher):
-    """Two systems, four items, K = 3, N = 5, three raters per item."""
+    """Two systems, four items, K = N = 5 (each sample shown once per rating set), three raters per item."""
     return services.do_create_study(researcher, "small", study_jsonl(), "small.jsonl")
 
 

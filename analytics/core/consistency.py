@@ -27,6 +27,37 @@ def preference_strength(ratings) -> float:
     return float(np.mean(r)) if r.size else float("nan")
 
 
+RATING = {"a": -1, "b": 1, "tie": 0}
+WINNER = {-1: "a", 0: "tie", 1: "b"}
+
+
+def effective_choice(choice: str | None, response_set=None, probability_a: float | None = None) -> str | None:
+    """One answer in model coordinates ("a", "b", "tie", or None without one): the forced choice when there
+    is one; else a response set of one system votes for it and of both is no preference; else a judge's
+    P(A) above / below / at 1/2."""
+    if choice is not None:
+        return choice
+    if response_set:
+        return response_set[0] if len(response_set) == 1 else "tie"
+    if probability_a is not None:
+        return "a" if probability_a > 0.5 else ("b" if probability_a < 0.5 else "tie")
+    return None
+
+
+def rater_preference(ratings) -> int:
+    """One rater's preference on an item: the sign of their preference strength (Eq. 7) over their rating
+    set, -1 (A), 0 (none, or no ratings) or +1 (B)."""
+    r = np.asarray(ratings, dtype=np.float64)
+    return int(np.sign(r.sum())) if r.size else 0
+
+
+def item_winner(rating_sets) -> str:
+    """Who won an item: each rater's preference (``rater_preference``), then the majority of the raters
+    that prefer a system; a level count (including no rater with a preference) is a tie. Returns "a", "b"
+    or "tie". This is the one rule the report's stopping table and the live DiffUse loop both use."""
+    return WINNER[int(np.sign(sum(rater_preference(r) for r in rating_sets)))]
+
+
 def equal_width_bins(values: np.ndarray, n_bins: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """Bin index (0..n_bins-1) of each value over the observed range, and the bin edges (Fig. 6).
     NaN values get -1."""

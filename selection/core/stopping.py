@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from scipy.stats import hypergeom
+from scipy.stats import binom, hypergeom
 
 
 def hypergeometric_risk(n_pool: int, n_decided: int, k_leading: int) -> float:
@@ -19,6 +19,15 @@ def hypergeometric_risk(n_pool: int, n_decided: int, k_leading: int) -> float:
     if n_decided == 0:
         return 1.0
     return float(hypergeom.sf(k_leading - 1, n_pool, n_pool // 2, n_decided))
+
+
+def binomial_risk(n_decided: int, k_leading: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, 1/2): the hypergeometric risk's limit as the pool grows without bound.
+    It speaks of the systems beyond the pool: when every pool item is decided the hypergeometric risk is 0
+    (the pool's winner is known), but this one is not. 1.0 when nothing is decided."""
+    if not 0 <= k_leading <= n_decided:
+        raise ValueError(f"need 0 <= k <= n, got k={k_leading}, n={n_decided}")
+    return float(binom.sf(k_leading - 1, n_decided, 0.5)) if n_decided else 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +40,8 @@ class StoppingStatus:
     k: int
     risk: float
     threshold: float
+    n_pool: int
+    risk_beyond_pool: float
 
     @property
     def decided(self) -> bool:
@@ -44,4 +55,5 @@ def stopping_status(wins_a: int, wins_b: int, ties: int, n_pool: int, threshold:
     k = max(wins_a, wins_b)
     n = wins_a + wins_b + (ties if ties_count_in_n else 0)
     leader = None if wins_a == wins_b else ("a" if wins_a > wins_b else "b")
-    return StoppingStatus(leader, wins_a, wins_b, ties, n, k, hypergeometric_risk(n_pool, n, k), threshold)
+    return StoppingStatus(leader, wins_a, wins_b, ties, n, k, hypergeometric_risk(n_pool, n, k), threshold, n_pool,
+                          binomial_risk(n, k))

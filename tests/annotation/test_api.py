@@ -43,7 +43,7 @@ def test_items_come_with_their_generations(api, study):
     data = api.get(f"/api/studies/{study.pk}/items/").json()
     assert data["count"] == 4
     first = data["results"][0]
-    assert first["id"] == "item-0" and len(first["generations"]) == 6
+    assert first["id"] == "item-0" and len(first["generations"]) == 10  # 2 systems x K = 5
     assert first["generations"][0] == {"system": "sys-a", "sample_index": 0, "text": "sys-a output 0 for item 0."}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 
@@ -31,20 +32,51 @@ def test_unknown_schedule_is_an_error():
         scheduling.candidate_units(1, 1, "sideways", random.Random(0))
 
 
-def test_sampled_pairs_are_distinct_cells_of_the_k_by_k_grid():
-    pairs = scheduling.sample_pairs(3, 3, 5, random.Random(2))
+def test_one_to_one_pairing_shows_every_sample_once_when_k_equals_n():
+    # The paper's protocol (§3.1): P_AB = {(y_A^j, y_B^j)}, j = 1..N — each sample in exactly one pair
+    for seed in range(50):
+        pairs = scheduling.sample_pairs(5, 5, 5, random.Random(seed))
+        assert sorted(a for a, _ in pairs) == list(range(5)) and sorted(b for _, b in pairs) == list(range(5))
+
+
+def test_one_to_one_pairing_is_a_uniform_random_matching():
+    rng = random.Random(3)
+    counts = Counter(frozenset(scheduling.sample_pairs(3, 3, 3, rng)) for _ in range(6000))
+    assert len(counts) == 6 and all(850 < c < 1150 for c in counts.values())  # 3! matchings, 1000 each, sd ~29
+
+
+def test_one_to_one_pairing_gives_min_of_n_and_k_pairs():
+    pairs = scheduling.sample_pairs(5, 3, 5, random.Random(0))
+    assert len(pairs) == 3 and len({a for a, _ in pairs}) == 3 and len({b for _, b in pairs}) == 3
+    assert len(scheduling.sample_pairs(5, 5, 2, random.Random(0))) == 2
+    assert scheduling.sample_pairs(1, 1, 5, random.Random(0)) == ((0, 0),)
+    with pytest.raises(ValueError, match="unknown pairing"):
+        scheduling.sample_pairs(2, 2, 2, random.Random(0), "diagonal")
+
+
+def test_the_grid_shows_fewer_samples_than_the_paper_which_is_why_it_is_not_the_default():
+    # Drawing 5 of the 25 grid cells, the expected number of distinct A samples is 5 (1 - C(20,5) / C(25,5))
+    expected = 5 * (1 - math.comb(20, 5) / math.comb(25, 5))
+    rng = random.Random(1)
+    seen = [len({a for a, _ in scheduling.sample_pairs(5, 5, 5, rng, scheduling.GRID)}) for _ in range(4000)]
+    assert sum(seen) / len(seen) == pytest.approx(expected, abs=0.03)  # ~3.54 of 5
+    assert expected < 3.6
+
+
+def test_grid_pairs_are_distinct_cells_of_the_k_by_k_grid():
+    pairs = scheduling.sample_pairs(3, 3, 5, random.Random(2), scheduling.GRID)
     assert len(pairs) == 5 == len(set(pairs))
     assert all(0 <= a < 3 and 0 <= b < 3 for a, b in pairs)
 
 
-def test_sampled_pairs_are_capped_by_the_grid():
-    assert scheduling.sample_pairs(1, 2, 5, random.Random(0)) in {((0, 0), (0, 1)), ((0, 1), (0, 0))}
-    assert scheduling.sample_pairs(1, 1, 1, random.Random(0)) == ((0, 0),)
+def test_grid_pairs_are_capped_by_the_grid():
+    assert scheduling.sample_pairs(1, 2, 5, random.Random(0), scheduling.GRID) in {((0, 0), (0, 1)), ((0, 1), (0, 0))}
+    assert scheduling.sample_pairs(1, 1, 1, random.Random(0), scheduling.GRID) == ((0, 0),)
 
 
-def test_sampled_pairs_are_uniform_over_the_grid():
+def test_grid_pairs_are_uniform_over_the_grid():
     rng = random.Random(3)
-    counts = Counter(p for _ in range(9000) for p in scheduling.sample_pairs(3, 3, 1, rng))
+    counts = Counter(p for _ in range(9000) for p in scheduling.sample_pairs(3, 3, 1, rng, scheduling.GRID))
     assert len(counts) == 9 and all(850 < c < 1150 for c in counts.values())  # expected 1000, sd ~30
 
 

@@ -334,3 +334,21 @@ def test_a_counter_that_fell_behind_is_repaired_when_the_task_is_offered(study):
     # Every place is held now; the task whose counter lies is still offered, found full, and repaired.
     assert services.do_start_assignment(services.do_create_rater_link(study, "late")) is None
     assert Task.objects.get(pk=held.task_id).taken == 1
+
+
+def test_a_rating_set_shows_each_sample_once_by_default(study):
+    # K = N = 5: every task's five pairs use each of A's and B's five samples exactly once (the paper's P_AB)
+    assert study.sample_pairing == "one_to_one"
+    for task in study.tasks.all():
+        pairs = [tp.pair for tp in task.task_pairs.select_related("pair__generation_a", "pair__generation_b")]
+        assert sorted(p.generation_a.sample_index for p in pairs) == list(range(5))
+        assert sorted(p.generation_b.sample_index for p in pairs) == list(range(5))
+
+
+def test_the_grid_pairing_is_an_explicit_option(study):
+    services.do_update_settings(study, {"sample_pairing": "grid", "pairs_per_assignment": 8}, None)
+    for task in study.tasks.all():
+        cells = {(tp.pair.generation_a.sample_index, tp.pair.generation_b.sample_index)
+                 for tp in task.task_pairs.select_related("pair__generation_a", "pair__generation_b")}
+        assert len(cells) == 8  # 8 distinct cells of the 5 x 5 grid: some sample is shown twice
+        assert len({a for a, _ in cells}) < 8

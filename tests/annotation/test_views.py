@@ -118,7 +118,8 @@ def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
 def settings_form(**overrides) -> dict:
     form = {"elicitation": "forced_choice", "question": "Q", "response_set_question": "q",
             "also_acceptable_question": "a", "allow_tie": "on", "tie_label": "No preference", "instructions": "Read.",
-            "pairs_per_assignment": 5, "raters_per_item": 3, "pair_mode": "all", "scheduling": "random",
+            "pairs_per_assignment": 5, "sample_pairing": "one_to_one", "raters_per_item": 3, "pair_mode": "all",
+            "scheduling": "random", "stopping_ties_in_n": "on", "rating_aggregation": "every",
             "selection_method": "random", "budget": "", "seed": 1, "separability_metric": "cosine",
             "separability_threshold": 0.2, "risk": 0.1, "min_n": 5, "sep_threshold_t": 0.4, "sep_alpha": 2.0,
             "sep_beta": 6.0, "elo_k": 4.0, "bootstrap_rounds": 100, "indeterminacy_beta": 0.0,

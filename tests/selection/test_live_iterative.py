@@ -85,11 +85,33 @@ def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_st
     assert superseded == {items[i].external_id for i in offline.superseded}
 
 
-def test_rater_preference_is_the_sign_of_the_rating_set():
-    assert live.rater_preference(["a", "a", "b"], [None] * 3) == "a"
-    assert live.rater_preference(["a", "b", "tie"], [None] * 3) == "tie"
-    assert live.rater_preference([None, None], [["b"], ["a", "b"]]) == "b"
-    assert live.rater_preference([None], [None]) is None
+def answer(assignment: Assignment, labels: list[str]) -> None:
+    """Answer the assignment's pairs with these model-coordinate labels ("a", "b", "tie")."""
+    for n, (pair, label) in enumerate(zip(assignment.pairs.all(), labels, strict=True)):
+        shown = "tie" if label == "tie" else ("first" if (label == "a") == pair.a_shown_first else "second")
+        annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", choice=shown)
+
+
+def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study, monkeypatch):
+    from analytics import services as analytics_services
+
+    monkeypatch.setattr(annotation_services, "SPREAD", 1)  # strict breadth-first order
+    annotation_services.do_update_settings(iterative_study, {"raters_per_item": 3}, None)
+    run = IterativeRun.objects.get(study=iterative_study)
+    starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))
+              for n in [f"r{i}" for i in range(9)]]
+    first_task = [a for a in starts if a.task_id == starts[0].task_id]
+    assert len(first_task) == 3
+    # Rater 1 prefers alpha on both pairs; raters 2 and 3 prefer beta once and see no difference once.
+    # By rater (sign of Eq. 7 per rating set): alpha, beta, beta -> beta. Summing every rating instead
+    # (-2 + 1 + 1 = 0) would call it a tie.
+    for assignment, labels in zip(first_task, (["a", "a"], ["b", "tie"], ["tie", "b"]), strict=True):
+        answer(assignment, labels)
+    item = first_task[0].item
+    assert live.item_labels(run.comparison) == {item.pk: "b"}
+    [stopping] = analytics_services.study_report(iterative_study)["stopping"]
+    assert stopping["items"] == {item.external_id: "beta"}
+    assert stopping["pool"] == len(run.item_ids) == 24  # the candidates the selection drew from
 
 
 def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study, monkeypatch):

@@ -76,7 +76,7 @@ def test_the_embedding_progress_is_recorded(researcher_client, study):
     researcher_client.post(reverse("separability_start", args=[study.pk]), {"metric": "cosine"})
     run_worker()
     job = Job.objects.get()
-    assert (job.status, job.done, job.total) == ("done", 24, 24)  # 4 items x 2 systems x 3 samples
+    assert (job.status, job.done, job.total) == ("done", 40, 40)  # 4 items x 2 systems x 5 samples
 
 
 def test_the_live_page_shows_the_stopping_status(researcher_client, researcher):
@@ -103,15 +103,15 @@ def test_histogram_svg_counts_and_escapes():
 @pytest.mark.django_db(transaction=True)  # the worker closes connections, as in production
 def test_the_study_page_embeds_in_the_background_with_progress(researcher_client, study):
     page = researcher_client.get(study.get_absolute_url()).content.decode()
-    assert "0 of 24 distinct outputs are embedded" in page and "Embed the outputs now" in page
+    assert "0 of 40 distinct outputs are embedded" in page and "Embed the outputs now" in page
     researcher_client.post(reverse("embedding_start", args=[study.pk]))
     job = Job.objects.get(kind="embed")
     assert "Waiting for the worker" in researcher_client.get(study.get_absolute_url()).content.decode() or job.active
     run_worker()
     job.refresh_from_db()
-    assert (job.status, job.done, job.total) == ("done", 24, 24)
+    assert (job.status, job.done, job.total) == ("done", 40, 40)
     page = researcher_client.get(study.get_absolute_url()).content.decode()
-    assert "24 of 24 distinct outputs are embedded" in page and "Embed the outputs now" not in page
+    assert "40 of 40 distinct outputs are embedded" in page and "Embed the outputs now" not in page
 
 
 def test_the_embed_study_command(study):
@@ -119,4 +119,4 @@ def test_the_embed_study_command(study):
 
     out = StringIO()
     call_command("embed_study", "--study", "small", stdout=out, stderr=StringIO())
-    assert "24 of 24 distinct outputs embedded" in out.getvalue()
+    assert "40 of 40 distinct outputs embedded" in out.getvalue()

@@ -34,6 +34,8 @@ class Command(BaseCommand):
                 user, options["study"], DEMO_FILE.read_bytes(), DEMO_FILE.name,
                 description="Demo: news summaries and short answers from three fictional systems.",
             )
+            # Three samples per system: three pairs per rating set show each sample once (the paper's protocol).
+            services.do_update_settings(study, {"pairs_per_assignment": 3}, None)
         if not study.open_link_enabled:
             study.open_link_enabled = True
             study.save(update_fields=["open_link_enabled"])
