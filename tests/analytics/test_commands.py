@@ -149,3 +149,36 @@ def test_the_report_computes_the_mturk_consistency_as_derived_by_hand(mturk_stud
     assert checked == 150
     mean = sum(s["consistency"] for s in sets.values()) / 150
     assert report["consistency"]["summary"]["human"]["mean"] == pytest.approx(mean)
+
+
+def test_the_stopping_table_labels_the_real_mturk_items_by_the_item_winner_rule(mturk_study):
+    out = StringIO()
+    call_command("report", "--study", mturk_study.name, "--json", stdout=out)
+    [stopping] = json.loads(out.getvalue())["stopping"]
+    with (MTURK / "human_ratings_long.csv").open() as handle:
+        rows = [r for r in csv.DictReader(handle) if r["file"].startswith("mistral-7b_vicuna-7b_samsum")]
+    by_item: dict[str, dict[str, int]] = {}
+    for r in rows:
+        workers = by_item.setdefault(f"samsum-{r['instance']}", {})
+        workers[r["worker"]] = workers.get(r["worker"], 0) + int(r["pref_model"])
+
+    def sign(x):
+        return (x > 0) - (x < 0)
+
+    names = {-1: "mistral-7b", 0: "tie", 1: "vicuna-7b"}
+    # by hand: each worker's preference is the sign of their rating set's sum (Eq. 7); the item, the sign of
+    # the sum of the workers' preferences
+    expected = {item: names[sign(sum(sign(s) for s in workers.values()))] for item, workers in by_item.items()}
+    assert stopping["items"] == expected and len(expected) == 50
+    summed = {item: names[sign(sum(workers.values()))] for item, workers in by_item.items()}
+    assert 4 <= sum(expected[i] != summed[i] for i in expected) <= 10  # what summing every rating got wrong
+    assert stopping["pool"] == 50
+    assert stopping["wins_a"] == list(expected.values()).count("mistral-7b")
+    # every pool item is judged (25 mistral, 21 vicuna, 4 ties; ties count in n): with n = N_pool the
+    # hypergeometric count is fixed at N_pool // 2 = 25, so k = 25 gives risk 1 and any k > 25 would give 0;
+    # the unbounded-pool (binomial) risk tells what the lead says beyond these 50 items
+    from scipy.stats import binom, hypergeom
+
+    assert (stopping["k"], stopping["n"]) == (25, 50)
+    assert stopping["risk"] == pytest.approx(hypergeom.sf(24, 50, 25, 50))
+    assert stopping["risk_beyond_pool"] == pytest.approx(binom.sf(24, 50, 0.5))

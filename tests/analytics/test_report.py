@@ -194,3 +194,18 @@ def test_the_judge_metrics_do_not_depend_on_which_system_is_called_a(researcher)
     for judge in results:
         assert judge["mse"] == pytest.approx(expected)
     assert results[0]["beta_sensitivity"] == results[1]["beta_sensitivity"]
+
+
+def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
+    imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "tie", "sys-a")])
+    lines = [{"id": f"t{n}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
+              "sample_b": 0, "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": "tie"}
+             for n in (1, 2)]
+    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
+    [stopping] = services.study_report(study)["stopping"]
+    # item-0 goes to sys-a (h1 prefers it, h2 has no preference); items 1 and 2 are ties
+    assert (stopping["wins_a"], stopping["ties"], stopping["k"], stopping["n"]) == (1, 2, 1, 3)
+    study.stopping_ties_in_n = False
+    study.save()
+    [stopping] = services.study_report(study)["stopping"]
+    assert (stopping["k"], stopping["n"], stopping["ties_count_in_n"]) == (1, 1, False)
