@@ -4,7 +4,8 @@ Conventions (documented in the README):
 - model coordinates: rating r = -1 (A preferred), 0 (no preference), +1 (B preferred); a response
   set of one system counts as a choice of it, of both as no preference;
 - a rating set is one rater's judgments of one item for one system pair;
-- every judgment with a choice is one battle for the leaderboards, in creation order;
+- every judgment with a choice is one battle for the leaderboards, in creation order (or, per the study's
+  setting, the majority of each rated pair, or one judgment sampled per item and system pair);
 - sep-ELO weights each battle by the separability of its item (the study's separability metric);
   an item without separability gets the neutral weight K;
 - positional bias is P(first shown chosen) over non-tie choices;
@@ -155,13 +156,25 @@ def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, 
             "by_separability": bins}
 
 
-def _battles(rows: list[Row], systems: list[str]):
+def _battles(rows: list[Row], systems: list[str], aggregation: str = "every", seed: int = 0):
+    """Battles in creation order, aggregated per the study's setting (``ratings.aggregate_battles``):
+    "majority" groups the judgments of one rated pair, "one_sampled" those of one item and system pair."""
     index = {s: i for i, s in enumerate(systems)}
     battle_rows = [r for r in rows if r.effective_choice is not None]
     a = np.array([index[r.system_a] for r in battle_rows], dtype=np.int64)
     b = np.array([index[r.system_b] for r in battle_rows], dtype=np.int64)
     score = np.array([{"a": 1.0, "b": 0.0, "tie": 0.5}[r.effective_choice] for r in battle_rows])
-    return battle_rows, a, b, score
+    if aggregation == "every" or not battle_rows:
+        return battle_rows, a, b, score
+    # the same system is "a" in every battle of a group: the one that comes first in the study's order
+    flip = a > b
+    a, b, score = np.where(flip, b, a), np.where(flip, a, b), np.where(flip, 1 - score, score)
+    keys = [(r.pair_id,) if aggregation == "majority" else (r.item_id, int(x), int(y))
+            for r, x, y in zip(battle_rows, a, b, strict=True)]
+    ids: dict[tuple, int] = {}
+    group = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
+    kept, score = ratings.aggregate_battles(group, score, aggregation, seed)
+    return [battle_rows[i] for i in kept], a[kept], b[kept], score
 
 
 def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, method: str) -> list[dict]:
@@ -185,10 +198,10 @@ def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, meth
 
 def ratings_report(study: Study, rows: list[Row], systems: list[str],
                    deltas: dict[tuple[str, str], dict[int, float]]) -> dict:
-    battle_rows, a, b, score = _battles(rows, systems)
+    battle_rows, a, b, score = _battles(rows, systems, study.rating_aggregation, study.seed)
     params = {"k": study.elo_k, "T": study.sep_threshold_t, "alpha": study.sep_alpha, "beta": study.sep_beta,
               "bootstrap_rounds": study.bootstrap_rounds, "seed": study.seed, "order": "creation time",
-              "separability_metric": study.separability_metric}
+              "separability_metric": study.separability_metric, "aggregation": study.rating_aggregation}
     if len(score) == 0:
         empty = {"available": False, "reason": "no judgments with a choice yet", "parameters": params}
         return {"elo": empty, "sep_elo": empty, "bradley_terry": empty, "win_rates": {}}

@@ -97,6 +97,37 @@ def bootstrap_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_s
     return np.stack([bradley_terry(unique[:, 0], unique[:, 1], unique[:, 2] / 2.0, n_systems, d) for d in draws])
 
 
+AGGREGATIONS = ("every", "majority", "one_sampled")
+
+
+def aggregate_battles(group: np.ndarray, score: np.ndarray, how: str = "every",
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Which judgments become battles (SPEC §3: a multi-rater judgment is one battle; alternatives are options).
+
+    ``group`` (n,) is the group of each battle (a rated pair for "majority", an item and system pair for
+    "one_sampled"); ``score`` (n,) the outcome for the same system in every battle of a group. Returns the
+    index of the battle that stands for each kept battle (for its systems and separability) and its score,
+    groups in order of first appearance:
+    "every" keeps all battles; "majority" makes one battle per group whose outcome is the majority of its
+    scores (more wins than losses: 1, fewer: 0, level: 0.5); "one_sampled" keeps one battle per group drawn
+    uniformly with ``seed`` — the separability paper's "we sample one rating for each input" (§4)."""
+    group, score = np.asarray(group), np.asarray(score, dtype=np.float64)
+    if how == "every":
+        return np.arange(len(score)), score
+    if how not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {how!r}; choose one of {AGGREGATIONS}")
+    _, first, inverse = np.unique(group, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # groups in order of first appearance
+    if how == "majority":
+        lean = np.zeros(len(first))
+        np.add.at(lean, inverse, np.sign(score - 0.5))
+        return first[order], (np.sign(lean[order]) + 1) / 2
+    rng = np.random.default_rng(seed)
+    members = [np.flatnonzero(inverse == g) for g in order]
+    chosen = np.array([m[rng.integers(len(m))] for m in members], dtype=np.int64)
+    return chosen, score[chosen]
+
+
 @dataclasses.dataclass(frozen=True)
 class Interval:
     estimate: np.ndarray  # the point estimate on all battles

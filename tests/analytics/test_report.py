@@ -209,3 +209,24 @@ def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
     study.save()
     [stopping] = services.study_report(study)["stopping"]
     assert (stopping["k"], stopping["n"], stopping["ties_count_in_n"]) == (1, 1, False)
+
+
+def test_the_leaderboards_can_count_the_majority_of_each_pair_or_one_judgment_per_input(study):
+    # pair (item-0, samples 0/0): sys-a, sys-a, sys-b -> sys-a wins one battle; item-1: sys-b and a tie on two
+    # different pairs of the same item
+    imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-a", "sys-b"),
+                     ("h3", "human", "sys-b", "sys-a")])
+    lines = [{"id": f"x{n}", "item": "item-1", "system_a": "sys-a", "sample_a": n, "system_b": "sys-b",
+              "sample_b": n, "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": c}
+             for n, c in enumerate(("sys-b", "tie"))]
+    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl")
+    assert services.study_report(study)["elo"]["battles"] == 5
+    study.rating_aggregation = "majority"
+    study.save()
+    report = services.study_report(study)
+    assert report["elo"]["battles"] == 3 and report["elo"]["parameters"]["aggregation"] == "majority"
+    wins = dict(zip(report["win_rates"]["systems"], report["win_rates"]["matrix"], strict=True))
+    assert wins["sys-a"][1] == pytest.approx((1 + 0 + 0.5) / 3)  # sys-a: the pair won, a loss, a tie
+    study.rating_aggregation = "one_sampled"
+    study.save()
+    assert services.study_report(study)["bradley_terry"]["battles"] == 2  # one per item

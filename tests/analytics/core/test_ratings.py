@@ -70,3 +70,29 @@ def test_win_rates_and_win_ratio():
     assert wins[0, 1] == 1.5 and wins[1, 0] == 0.5 and battles[0, 1] == 2
     assert wins[2, 1] == 1.0 and battles[1, 2] == 1
     np.testing.assert_allclose(ratings.win_ratio_ranking(a, b, score, 3), [0.75, 0.5 / 3, 1.0])
+
+
+def test_every_judgment_is_a_battle_by_default():
+    index, score = ratings.aggregate_battles(np.array([0, 0, 1]), np.array([1.0, 0.0, 0.5]))
+    assert index.tolist() == [0, 1, 2] and score.tolist() == [1.0, 0.0, 0.5]
+
+
+def test_the_majority_of_a_pair_is_one_battle():
+    group = np.array([7, 3, 7, 7, 3, 5])
+    score = np.array([1.0, 0.0, 1.0, 0.0, 1.0, 0.5])
+    index, out = ratings.aggregate_battles(group, score, "majority")
+    # groups in order of first appearance: 7 (win, win, loss -> win), 3 (loss, win -> level), 5 (tie -> level)
+    assert index.tolist() == [0, 1, 5] and out.tolist() == [1.0, 0.5, 0.5]
+
+
+def test_one_sampled_judgment_per_input_is_seeded_and_uniform():
+    group = np.repeat(np.arange(3), 4)
+    score = np.tile([1.0, 0.0, 0.0, 0.5], 3)
+    index, out = ratings.aggregate_battles(group, score, "one_sampled", seed=4)
+    assert [i // 4 for i in index] == [0, 1, 2] and out.tolist() == score[index].tolist()
+    assert index.tolist() == ratings.aggregate_battles(group, score, "one_sampled", seed=4)[0].tolist()
+    picks = [ratings.aggregate_battles(group, score, "one_sampled", seed=s)[0][0] for s in range(4000)]
+    counts = np.bincount(picks, minlength=4)
+    assert all(900 < c < 1100 for c in counts)  # 1000 each, sd ~27
+    with pytest.raises(ValueError, match="unknown aggregation"):
+        ratings.aggregate_battles(group, score, "median")
