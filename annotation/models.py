@@ -18,6 +18,8 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from selection.core.separability import DEFAULT_METRIC
+
 RATER_TOKEN_SALT = "seplab.rater-link"
 OPEN_LINK_SALT = "seplab.open-link"
 EXTERNAL_LINK_SALT = "seplab.external-link"
@@ -113,7 +115,7 @@ class Study(models.Model):
     )
     seed = models.BigIntegerField(default=new_seed)
     separability_metric = models.CharField(
-        max_length=20, default="cosine-la",
+        max_length=20, default=DEFAULT_METRIC,
         help_text="cosine, rouge1, bleu, or their length-adjusted -la forms (cosine-la: the paper's length "
         "adjustment, the best on its human data; see bench/README.md).",
     )

@@ -53,7 +53,7 @@ def _samples(study: Study) -> dict[tuple[int, int], list[Generation]]:
 
 
 def compute_separability(
-    study: Study, metric: str = "cosine", progress: Progress | None = None
+    study: Study, metric: str = sep.DEFAULT_METRIC, progress: Progress | None = None
 ) -> list[SeparabilityRun]:
     """Separability of every system pair of the study under ``metric`` (SPEC §1), stored per item.
 

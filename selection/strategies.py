@@ -17,8 +17,9 @@ import numpy as np
 
 from selection.core import sampling
 from selection.core.diffuse import Dendrogram, ward_tree
+from selection.core.separability import DEFAULT_METRIC
 
-DEFAULT_PARAMS: dict[str, Any] = {"metric": "cosine", "threshold": 0.2, "T": 0.4, "alpha": 2.0, "beta": 6.0,
+DEFAULT_PARAMS: dict[str, Any] = {"metric": DEFAULT_METRIC, "threshold": 0.2, "T": 0.4, "alpha": 2.0, "beta": 6.0,
                                   "bins": 4}
 
 

@@ -31,7 +31,9 @@ def test_selection_pages_are_private(client, study, other_researcher, name):
 
 def test_the_separability_page_explains_what_to_do_first(researcher_client, study):
     response = researcher_client.get(reverse("separability", args=[study.pk]))
-    assert b"No cosine separability yet" in response.content and b"Compute cosine separability" in response.content
+    # the page opens on the study's metric: cosine-la for a new study
+    assert b"No cosine-la separability yet" in response.content
+    assert b"Compute cosine-la separability" in response.content
 
 
 @pytest.mark.django_db(transaction=True)  # the worker closes connections, as in production

@@ -12,12 +12,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
-        parser.add_argument("--metric", default="cosine",
+        parser.add_argument("--metric",
                             help="Similarity: " + ", ".join(f"{m}, {m}-la" for m in METRICS)
-                            + " (-la = length-adjusted). Default: cosine of the study encoder's embeddings.")
+                            + " (-la = length-adjusted). Default: the study's separability metric (cosine-la unless "
+                            "changed: cosine of the study encoder's embeddings, length-adjusted).")
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
+        options["metric"] = options["metric"] or study.separability_metric
         try:
             services.parse_metric(options["metric"])
         except ValueError as exc:

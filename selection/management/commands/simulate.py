@@ -30,7 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--risk", type=float, default=0.1, help="Iterative: risk threshold p.")
         parser.add_argument("--min", type=int, default=5, dest="min_n", help="Iterative: initial clusters n.")
         parser.add_argument("--budget", type=int, default=200, help="Iterative: annotation budget b.")
-        parser.add_argument("--metric", default="cosine", help="Separability metric for separability strategies.")
+        parser.add_argument("--metric", help="Separability metric for separability strategies (default: the study's).")
         parser.add_argument("--threshold", type=float, default=0.2, help="Separability threshold.")
         parser.add_argument("--plot", help="Write the success-vs-budget plot to this .png or .svg file.")
         parser.add_argument("--json", action="store_true", help="Print a JSON document.")
@@ -50,7 +50,7 @@ class Command(BaseCommand):
         items, labels = self._oracle(study, comparison, o["oracle"])
         if len(items) < 10:
             raise CommandError(f"only {len(items)} items have an oracle label; a simulation needs at least 10")
-        params = {"metric": o["metric"], "threshold": o["threshold"]}
+        params = {"metric": o["metric"] or study.separability_metric, "threshold": o["threshold"]}
         context = services.selection_context(study, comparison, items, params)
         uses_sep = any(m in STRATEGIES and STRATEGIES[m].uses_separability for m in methods)
         deltas = context.deltas if uses_sep else None
