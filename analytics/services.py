@@ -89,10 +89,10 @@ def clean(obj: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def separability_by_item(study: Study) -> dict[tuple[str, str], dict[int, float]]:
-    """(system_a, system_b) -> {item id: delta} under the study's separability metric (both orders)."""
+def separability_by_item(study: Study, metric: str | None = None) -> dict[tuple[str, str], dict[int, float]]:
+    """(system_a, system_b) -> {item id: delta} under ``metric`` (default: the study's), both orders."""
     out: dict[tuple[str, str], dict[int, float]] = {}
-    rows = (ItemSeparability.objects.filter(run__study=study, run__metric=study.separability_metric,
+    rows = (ItemSeparability.objects.filter(run__study=study, run__metric=metric or study.separability_metric,
                                             delta__isnull=False)
             .values_list("run__comparison__system_a__name", "run__comparison__system_b__name", "item_id", "delta"))
     for a, b, item_id, delta in rows:
@@ -134,6 +134,19 @@ def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, 
                 "preference_strength": float(np.mean([g["preference_strength"] for g in group])),
                 "separability": group[0]["separability"],
             }
+    bins = consistency_bins(rating_sets)
+    summary = {}
+    for kind in ("human", "judge"):
+        values = [s["consistency"] for s in rating_sets if s["kind"] == kind]
+        if values:
+            summary[kind] = {"rating_sets": len(values), "mean": float(np.mean(values))}
+    return {"summary": summary, "rating_sets": rating_sets, "per_item": list(per_item.values()),
+            "by_separability": bins}
+
+
+def consistency_bins(rating_sets: list[dict]) -> dict:
+    """Per rater kind: rating-set consistency over 4 equal-width separability bins (Fig. 6) and 5
+    equal-count bins (Fig. 8), from rating sets that have a separability."""
     bins = {}
     for kind in ("human", "judge"):
         subset = [s for s in rating_sets if s["kind"] == kind and s["separability"] is not None]
@@ -147,13 +160,33 @@ def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, 
             "equal_width": [dataclasses.asdict(b) for b in consistency.summarize_bins(x, y, width_index, 4)],
             "equal_count": [dataclasses.asdict(b) for b in consistency.summarize_bins(x, y, count_index, 5)],
         }
-    summary = {}
-    for kind in ("human", "judge"):
-        values = [s["consistency"] for s in rating_sets if s["kind"] == kind]
-        if values:
-            summary[kind] = {"rating_sets": len(values), "mean": float(np.mean(values))}
-    return {"summary": summary, "rating_sets": rating_sets, "per_item": list(per_item.values()),
-            "by_separability": bins}
+    return bins
+
+
+def pooled_consistency(studies: list[Study], metric: str | None = None) -> dict:
+    """Fig. 8 across studies: every rating set of every study with its item's separability under ``metric``
+    (default: each study's own), pooled into one set of bins, as the paper pools its four configurations.
+    Also per study: mean separability and Spearman's rank correlation between an item's separability and
+    its mean human consistency. Separability is min-max normalised within each study and system pair
+    (SPEC §1), so pooled values compare positions within each study's range."""
+    from scipy.stats import spearmanr
+
+    pooled: list[dict] = []
+    per_study = []
+    for study in studies:
+        used = metric or study.separability_metric
+        report = consistency_report(load_rows(study), separability_by_item(study, used))
+        sets = [{**s, "study": study.name} for s in report["rating_sets"]]
+        pooled.extend(sets)
+        items = [i for i in report["per_item"] if i["kind"] == "human" and i["separability"] is not None]
+        deltas = [i["separability"] for i in items]
+        rho = (spearmanr(deltas, [i["consistency"] for i in items]).statistic
+               if len(items) > 2 and len(set(deltas)) > 1 else float("nan"))
+        per_study.append({"study": study.name, "metric": used, "rating_sets": len(sets),
+                          "with_separability": sum(1 for s in sets if s["separability"] is not None),
+                          "mean_separability": float(np.mean(deltas)) if deltas else None,
+                          "spearman_separability_consistency": rho})
+    return clean({"metric": metric or "each study's own", "studies": per_study, "bins": consistency_bins(pooled)})
 
 
 def _battles(rows: list[Row], systems: list[str], aggregation: str = "every", seed: int = 0):

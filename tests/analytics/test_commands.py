@@ -182,3 +182,49 @@ def test_the_stopping_table_labels_the_real_mturk_items_by_the_item_winner_rule(
     assert (stopping["k"], stopping["n"]) == (25, 50)
     assert stopping["risk"] == pytest.approx(hypergeom.sf(24, 50, 25, 50))
     assert stopping["risk_beyond_pool"] == pytest.approx(binom.sf(24, 50, 0.5))
+
+
+HIGH = "mturk-flan-t5-xxl_gpt-3.5_turbo_instruct_cnn_dm"
+MEDIUM = ("mturk-vicuna-7b_gpt-3.5-turbo-instruct_samsum", "mturk-mistral-7b_vicuna-7b_samsum")
+LOW = "mturk-vicuna-7b_gpt-3.5-turbo-instruct_cnn_dm"
+
+
+def test_cosine_la_reproduces_the_papers_findings_on_its_own_human_data_and_plain_cosine_does_not(researcher):
+    # The paper chose its four configurations as Low / High / Medium / Medium average separability (§3.2) and
+    # found mean consistency rising over five equal-count separability bins pooled over them (Fig. 8).
+    needs(MTURK / "human_ratings_long.csv")
+    call_command("import_mturk_ratings", "--data", str(MTURK), "--owner", "alice", stdout=StringIO())
+    names = [HIGH, *MEDIUM, LOW]
+    pooled = {}
+    for metric in ("cosine-la", "cosine"):
+        for name in names:
+            call_command("compute_separability", "--study", name, "--metric", metric, stdout=StringIO(),
+                         stderr=StringIO())
+        out = StringIO()
+        call_command("report", "--studies", ",".join(names), "--metric", metric, "--json", stdout=out)
+        pooled[metric] = json.loads(out.getvalue())
+    la = {s["study"]: s for s in pooled["cosine-la"]["studies"]}
+    assert all(la[n]["with_separability"] == la[n]["rating_sets"] == 150 for n in names)
+    means = {n: la[n]["mean_separability"] for n in names}
+    assert means[HIGH] > max(means[m] for m in MEDIUM) and min(means[m] for m in MEDIUM) > means[LOW]
+    assert all(la[n]["spearman_separability_consistency"] > 0.25 for n in names)
+    curve = [b["mean"] for b in pooled["cosine-la"]["bins"]["human"]["equal_count"]]
+    assert curve == sorted(curve) and curve[-1] - curve[0] > 0.2
+    assert sum(b["count"] for b in pooled["cosine-la"]["bins"]["human"]["equal_count"]) == 600
+    # plain cosine: the curve is not monotone, and a Medium configuration comes out above High
+    plain = {s["study"]: s["mean_separability"] for s in pooled["cosine"]["studies"]}
+    plain_curve = [b["mean"] for b in pooled["cosine"]["bins"]["human"]["equal_count"]]
+    assert plain_curve != sorted(plain_curve)
+    assert max(plain[m] for m in MEDIUM) > plain[HIGH]
+
+
+def test_the_pooled_report_refuses_unknown_studies_and_metrics(study):
+    with pytest.raises(CommandError, match="No study named 'nope'"):
+        call_command("report", "--studies", "small,nope")
+    with pytest.raises(CommandError, match="unknown metric"):
+        call_command("report", "--studies", "small", "--metric", "jaccard")
+    with pytest.raises(CommandError, match="--metric goes with --studies"):
+        call_command("report", "--study", "small", "--metric", "cosine")
+    out = StringIO()
+    call_command("report", "--studies", "small", stdout=out)
+    assert "No rating set has a separability yet" in out.getvalue()

@@ -1,6 +1,6 @@
 import json
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from analytics import services
 from annotation.management.commands._common import get_study
@@ -11,10 +11,19 @@ class Command(BaseCommand):
             "stopping status, positional bias, agreement and judge validation under rating indeterminacy.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--study", required=True, help="Study name.")
+        target = parser.add_mutually_exclusive_group(required=True)
+        target.add_argument("--study", help="Study name.")
+        target.add_argument("--studies", help="Comma-separated study names: consistency by separability pooled "
+                            "across them (the separability paper's Fig. 8 over its four configurations).")
+        parser.add_argument("--metric", help="With --studies: the separability metric to use (default: each "
+                            "study's own).")
         parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
 
     def handle(self, *args, **options):
+        if options["studies"]:
+            return self._pooled(options)
+        if options["metric"]:
+            raise CommandError("--metric goes with --studies (a single study's report uses its own metric)")
         study = get_study(options["study"])
         report = services.study_report(study)
         if options["json"]:
@@ -38,3 +47,35 @@ class Command(BaseCommand):
         for kind, summary in report["consistency"]["summary"].items():
             self.stdout.write(f"consistency ({kind}): mean {summary['mean']:.3f} over {summary['rating_sets']} "
                               "rating sets")
+
+    def _pooled(self, options) -> None:
+        names = [n.strip() for n in options["studies"].split(",") if n.strip()]
+        if len(set(names)) != len(names) or not names:
+            raise CommandError("--studies needs distinct study names, separated by commas")
+        if options["metric"]:
+            from selection.services import parse_metric
+
+            try:
+                parse_metric(options["metric"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+        pooled = services.pooled_consistency([get_study(n) for n in names], options["metric"])
+        if options["json"]:
+            self.stdout.write(json.dumps(pooled, indent=2))
+            return
+        self.stdout.write(f"Consistency by separability, pooled over {len(names)} studies ({pooled['metric']})")
+        for s in pooled["studies"]:
+            self.stdout.write(f"  {s['study']:<40} {s['metric']:<10} mean delta {number(s['mean_separability'])}  "
+                              f"Spearman(delta, consistency) {number(s['spearman_separability_consistency'], 2)}  "
+                              f"{s['with_separability']} of {s['rating_sets']} rating sets with delta")
+        for kind, bins in pooled["bins"].items():
+            self.stdout.write(f"{kind}s, 5 equal-count bins:")
+            for b in bins["equal_count"]:
+                self.stdout.write(f"  delta {number(b['low'])}..{number(b['high'])}  n={b['count']:<4} "
+                                  f"mean consistency {number(b['mean'])}")
+        if not pooled["bins"]:
+            self.stdout.write("No rating set has a separability yet: compute it first (compute_separability).")
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
