@@ -126,8 +126,9 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              lambda c, b, rng: sampling.random_selection(c.n, b, rng), takes_all_at_random=True),
     Strategy("stratified", "Cluster-stratified (recommended)",
              "Random items spread over clusters of how the two systems' outputs differ, in proportion to "
-             "cluster size, skipping items whose two outputs are identical: as unbiased as random, with less "
-             "variance. Measured on real data it is never worse than random (see bench/README.md).",
+             "cluster size, skipping items whose two outputs are identical: unbiased like random. On real data "
+             "(AlpacaEval-1) it was within a point of random on average, not measurably better, and a few points "
+             "behind on some pairs (see bench/README.md).",
              _stratified, takes_all_at_random=True),
     Strategy("diffuse", "DiffUse (static)",
              "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
