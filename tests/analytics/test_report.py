@@ -230,3 +230,13 @@ def test_the_leaderboards_can_count_the_majority_of_each_pair_or_one_judgment_pe
     study.rating_aggregation = "one_sampled"
     study.save()
     assert services.study_report(study)["bradley_terry"]["battles"] == 2  # one per item
+
+
+def test_the_report_ranks_elo_by_its_bootstrap_median_and_keeps_the_online_pass(judged_study):
+    report = services.study_report(judged_study)
+    for key in ("elo", "bradley_terry"):
+        board = report[key]["leaderboard"]
+        assert [r["rating"] for r in board] == sorted((r["rating"] for r in board), reverse=True)
+        assert all(r["low"] <= r["median"] <= r["high"] for r in board)
+    assert all(r["rating"] == r["median"] and "online" in r for r in report["elo"]["leaderboard"])
+    assert all("online" not in r for r in report["bradley_terry"]["leaderboard"])
