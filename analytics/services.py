@@ -25,6 +25,7 @@ from annotation.models import Comparison, Judgment, Study
 from selection import services as selection_services
 from selection.core.stopping import stopping_status
 from selection.models import ItemSeparability
+from selection.strategies import strategy_parameters
 
 BETA_SWEEP = np.round(np.linspace(0.0, 0.5, 11), 2)
 
@@ -232,9 +233,10 @@ def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, meth
 def ratings_report(study: Study, rows: list[Row], systems: list[str],
                    deltas: dict[tuple[str, str], dict[int, float]]) -> dict:
     battle_rows, a, b, score = _battles(rows, systems, study.rating_aggregation, study.seed)
-    params = {"k": study.elo_k, "T": study.sep_threshold_t, "alpha": study.sep_alpha, "beta": study.sep_beta,
+    weight = strategy_parameters(study)  # the same T, alpha, beta and metric as separability-weighted selection
+    params = {"k": study.elo_k, "T": weight["T"], "alpha": weight["alpha"], "beta": weight["beta"],
               "bootstrap_rounds": study.bootstrap_rounds, "seed": study.seed, "order": "creation time",
-              "separability_metric": study.separability_metric, "aggregation": study.rating_aggregation}
+              "separability_metric": weight["metric"], "aggregation": study.rating_aggregation}
     if len(score) == 0:
         empty = {"available": False, "reason": "no judgments with a choice yet", "parameters": params}
         return {"elo": empty, "sep_elo": empty, "bradley_terry": empty, "win_rates": {}}
@@ -247,10 +249,10 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
     delta = np.array([deltas.get((r.system_a, r.system_b), {}).get(r.item_id, np.nan) for r in battle_rows])
     if np.isnan(delta).all():
         sep_elo = {"available": False, "parameters": params,
-                   "reason": f"no {study.separability_metric} separability yet: compute it on the Separability page"}
+                   "reason": f"no {weight['metric']} separability yet: compute it on the Separability page"}
     else:
-        k = ratings.separability_k(np.where(np.isnan(delta), study.sep_threshold_t, delta), study.elo_k,
-                                   study.sep_threshold_t, study.sep_alpha, study.sep_beta)
+        k = ratings.separability_k(np.where(np.isnan(delta), weight["T"], delta), study.elo_k, weight["T"],
+                                   weight["alpha"], weight["beta"])
         sep_elo = {"available": True, "parameters": params, "battles": len(score),
                    "battles_without_separability": int(np.isnan(delta).sum()),
                    "leaderboard": leaderboard(systems, ratings.online_elo(a, b, score, n, k=k),

@@ -39,6 +39,7 @@ from annotation.models import (
 )
 from selection import live as selection_live
 from selection import services as selection_services
+from selection.strategies import strategy_parameters
 
 # Fields of Study that shape the comparison plan; frozen once raters have started.
 PLAN_FIELDS = ("pairs_per_assignment", "sample_pairing", "raters_per_item", "pair_mode", "baseline", "scheduling",
@@ -127,26 +128,34 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
                    for a, b in pairs_wanted]
     for dropped in existing.values():
         dropped.delete()
+    comparisons.sort(key=lambda c: c.pk)  # the order study.comparisons has, so `select` sees the same candidates
     items = list(study.items.all())
     rng = random.Random(study.seed)
-    units = scheduling.candidate_units(len(items), len(comparisons), study.scheduling, rng)
     per_comparison: dict[int, list[scheduling.Unit]] = {}
     position_of = {item.pk: i for i, item in enumerate(items)}
-    for c, comparison in enumerate(comparisons):
-        candidates = [items[u.item] for u in units if u.comparison == c]
+    for c, (comparison, candidates) in enumerate(zip(comparisons, plan_candidates(study, comparisons, rng, items),
+                                                     strict=True)):
         try:
             if study.selection_method == ITERATIVE:
                 chosen = selection_live.start(study, comparison, candidates)
             else:
-                params = {"metric": study.separability_metric, "threshold": study.separability_threshold,
-                          "T": study.sep_threshold_t, "alpha": study.sep_alpha, "beta": study.sep_beta}
                 chosen, _ = selection_services.run_selection(
-                    study, comparison, study.selection_method, study.budget, study.seed, params, items=candidates)
+                    study, comparison, study.selection_method, study.budget, study.seed,
+                    strategy_parameters(study), items=candidates)
         except ValueError as exc:
             raise ServiceError(f"{comparison}: {exc}") from None
         per_comparison[c] = [scheduling.Unit(position_of[item.pk], c) for item in chosen]
     releases = [(items[u.item], comparisons[u.comparison]) for u in scheduling.interleave(per_comparison)]
     return len(release_tasks(study, releases, rng))
+
+
+def plan_candidates(study: Study, comparisons: list[Comparison], rng: random.Random,
+                    items: list[Item] | None = None) -> list[list[Item]]:
+    """The candidate items of each system pair under the study's comparison schedule (before selection),
+    drawn with ``rng`` (the plan's, seeded by the study's seed)."""
+    items = list(study.items.all()) if items is None else items
+    units = scheduling.candidate_units(len(items), len(comparisons), study.scheduling, rng)
+    return [[items[u.item] for u in units if u.comparison == c] for c in range(len(comparisons))]
 
 
 def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random) -> list[Task]:

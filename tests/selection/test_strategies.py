@@ -108,3 +108,61 @@ def test_separability_weights_come_from_the_study(varied_study):
     run = SelectionRun.objects.filter(study=varied_study, method="separability-weighted").latest("id")
     assert run.params == {"metric": "rouge1", "threshold": 0.2, "T": 0.5, "alpha": 3.0, "beta": 9.0}
     assert varied_study.tasks.count() == 3
+
+
+@pytest.fixture
+def forty_items(researcher):
+    """Forty items, three systems (three system pairs, so random scheduling splits the items), K = 3."""
+    topics = ["market", "falcon", "ferry", "library", "bakery", "river", "solar", "museum", "flood", "bridge"]
+    lines = []
+    for i in range(40):
+        t, u = topics[i % 10], topics[(i * 3 + 1) % 10]
+        lines.append(json.dumps({"id": f"i{i}", "input": f"About the {t}.", "outputs": {
+            "a": [f"The {t} opened on day {i}.", f"On day {i} the {t} opened.", f"{t} {i}"],
+            "b": [f"The {u} closed.", f"Nothing about the {t}." if i % 3 else f"The {t} opened on day {i}.",
+                  f"A {u} story {i % 7}."],
+            "c": [f"{t} and {u}", f"The {t} and the {u} on day {i}.", "No comment."]}}))
+    return annotation_services.do_create_study(researcher, "forty", ("\n".join(lines) + "\n").encode(), "f.jsonl")
+
+
+def released(study) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for c in study.comparisons.select_related("system_a", "system_b"):
+        out[f"{c.system_a.name}-{c.system_b.name}"] = list(
+            study.tasks.filter(comparison=c).order_by("position").values_list("item__external_id", flat=True))
+    return out
+
+
+def test_select_apply_reports_the_run_the_plan_released(forty_items):
+    # The defect: the plan used the stored T, alpha, beta while `select` used the defaults, so the command
+    # printed (and stored) another run than the one raters got.
+    annotation_services.do_update_settings(forty_items, {"sep_threshold_t": 0.9, "sep_alpha": 5, "sep_beta": 40},
+                                           None)
+    out = StringIO()
+    call_command("select", "--study", "forty", "--method", "separability-weighted", "--budget", "5", "--metric",
+                 "rouge1", "--apply", "--json", stdout=out)
+    runs = json.loads(out.getvalue())
+    forty_items.refresh_from_db()
+    assert forty_items.separability_metric == "rouge1"  # the override is the study's setting now
+    plan = released(forty_items)
+    assert {f"{r['system_a']}-{r['system_b']}": r["items"] for r in runs} == plan
+    assert all(r["params"] == {"metric": "rouge1", "threshold": 0.2, "T": 0.9, "alpha": 5, "beta": 40} for r in runs)
+
+
+@pytest.mark.parametrize("method", sorted(STRATEGIES))
+def test_the_plan_select_and_simulate_use_the_same_parameters_and_items(forty_items, method, tmp_path):
+    annotation_services.do_update_settings(forty_items, {
+        "selection_method": method, "budget": 4, "separability_metric": "rouge1", "separability_threshold": -0.5,
+        "sep_threshold_t": 0.3, "sep_alpha": 3, "sep_beta": 9, "seed": 5}, None)
+    plan = released(forty_items)
+    out = StringIO()
+    call_command("select", "--study", "forty", "--method", method, "--budget", "4", "--json", stdout=out)
+    assert {f"{r['system_a']}-{r['system_b']}": r["items"] for r in json.loads(out.getvalue())} == plan
+    oracle = tmp_path / "oracle.jsonl"
+    oracle.write_text("".join(json.dumps({"item": f"i{i}", "winner": "a"}) + "\n" for i in range(40)))
+    out = StringIO()
+    call_command("simulate", "--study", "forty", "--pair", "a,b", "--oracle", str(oracle), "--method", method,
+                 "--budgets", "4", "--seeds", "2", "--json", stdout=out)
+    stored = SelectionRun.objects.filter(study=forty_items).latest("pk").params
+    assert json.loads(out.getvalue())["parameters"] == stored == {
+        "metric": "rouge1", "threshold": -0.5, "T": 0.3, "alpha": 3, "beta": 9}

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.management.commands._common import get_study, read_file
 from selection import services
 from selection.core.simulation import Pool, draw_pools, iterative_random_report, iterative_report, success_rates
-from selection.strategies import STRATEGIES, SelectionContext, get_strategy
+from selection.strategies import STRATEGIES, SelectionContext, get_strategy, strategy_parameters
 
 DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/README.md for why
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--min", type=int, default=5, dest="min_n", help="Iterative: initial clusters n.")
         parser.add_argument("--budget", type=int, default=200, help="Iterative: annotation budget b.")
         parser.add_argument("--metric", help="Separability metric for separability strategies (default: the study's).")
-        parser.add_argument("--threshold", type=float, default=0.2, help="Separability threshold.")
+        parser.add_argument("--threshold", type=float, help="Separability threshold (default: the study's).")
         parser.add_argument("--plot", help="Write the success-vs-budget plot to this .png or .svg file.")
         parser.add_argument("--json", action="store_true", help="Print a JSON document.")
 
@@ -50,7 +50,7 @@ class Command(BaseCommand):
         items, labels = self._oracle(study, comparison, o["oracle"])
         if len(items) < 10:
             raise CommandError(f"only {len(items)} items have an oracle label; a simulation needs at least 10")
-        params = {"metric": o["metric"] or study.separability_metric, "threshold": o["threshold"]}
+        params = strategy_parameters(study, metric=o["metric"], threshold=o["threshold"])
         context = services.selection_context(study, comparison, items, params)
         uses_sep = any(m in STRATEGIES and STRATEGIES[m].uses_separability for m in methods)
         deltas = context.deltas if uses_sep else None
@@ -61,7 +61,7 @@ class Command(BaseCommand):
         document = {
             "study": study.name, "system_a": comparison.system_a.name, "system_b": comparison.system_b.name,
             "items": len(items), "pool_fraction": 0.8, "seeds": o["seeds"], "budgets": budgets,
-            "default_method": DEFAULT_METHOD,
+            "default_method": DEFAULT_METHOD, "parameters": params,
             "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
         if "diffuse-iterative" in methods:
