@@ -100,8 +100,10 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
                 return response
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
-    assignment.refresh_from_db()
-    response = _render_rating(request, rater, token, assignment, error=error)
+    # The next pair, with the assignment as the submit left it (status, completion), its rater and study: one
+    # query, where refreshing the assignment and then its study and pairs took three.
+    rater, assignment, rows = access.access_rater_assignment_rows(token, assignment.pk, _PAGE)
+    response = _render_rating(request, rater, token, assignment, error=error, rows=rows)
     if error is None:
         response["HX-Trigger"] = "judgmentRecorded"
     elif not request.htmx:

@@ -180,6 +180,22 @@ def test_a_submit_runs_a_fixed_number_of_queries(client, rater, django_assert_nu
     assert Judgment.objects.filter(assignment=assignment, idempotency_key=fields["key"]).count() == 1
 
 
+def test_an_htmx_submit_records_and_returns_the_next_pair_in_a_fixed_number_of_queries(
+        client, rater, django_assert_num_queries):
+    # The path every browser with JavaScript takes: the submit's six statements (lookup; savepoint, touch,
+    # insert, complete-if-done, release), then the next pair with the assignment, rater and study in one
+    # query, and the first view of that pair. It was ten: the assignment was refreshed and its study
+    # loaded lazily before the pairs were read.
+    assignment = start(client, rater)
+    fields = form_of(client.get(rate_url(rater, assignment)).content)
+    with django_assert_num_queries(8):
+        response = client.post(rate_url(rater, assignment, submit=True), {**fields, "choice": "first"},
+                               HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and b"<html" not in response.content
+    assert b"Pair 2 of 5" in response.content
+    assert Judgment.objects.filter(assignment=assignment, idempotency_key=fields["key"]).count() == 1
+
+
 def test_the_open_link_makes_one_anonymous_rater_per_browser(client, study):
     study.open_link_enabled = True
     study.save()
