@@ -1,9 +1,13 @@
 """Load test: N simulated raters against gunicorn + PostgreSQL (or SQLite), loopback only, bounded in
-time and requests. Each rater fetches its next pair (GET) and submits a judgment (POST), at a
-person's pace (1-3 s per pair) or as fast as possible; at the end the database is compared with the
-client's log: every acknowledged judgment must be present exactly once.
+time and requests, at a person's pace (1-3 s per pair) or as fast as possible. With ``--client htmx``
+(the default: what a browser with JavaScript does) a rater loads the assignment's page once and then
+submits each answer with an ``HX-Request`` header, and the 200 response is the next pair's fragment (one
+request per judgment); with ``--client nojs`` each answer is a form post, a 302, and a GET of the next
+pair (two requests). At the end the database is compared with the client's log: every acknowledged
+judgment must be present exactly once.
 
     python bench/load_raters.py --raters 50 --seconds 30 --database postgres|sqlite [--pace human|max]
+                                [--client htmx|nojs]
 
 The last line is machine-readable:
     raters=50 requests=… p95_next_ms=… p95_submit_ms=… errors=… lost=… duplicated=…
@@ -75,12 +79,12 @@ def setup_study(raters: int, items: int) -> list[str]:
 
 class Rater(threading.Thread):
     def __init__(self, base: str, path: str, deadline: float, pace: str, budget: Budget, seed: int,
-                 arrive: float = 0.0):
+                 arrive: float = 0.0, htmx: bool = False):
         super().__init__(daemon=True)
         self.arrive = arrive  # when this rater opens the study (people do not all arrive in the same millisecond)
         self.host = urlsplit(base).netloc
         self.path = path.rstrip("/")
-        self.deadline, self.pace, self.budget = deadline, pace, budget
+        self.deadline, self.pace, self.budget, self.htmx = deadline, pace, budget, htmx
         self.rng = random.Random(seed)
         self.next_ms: list[tuple[float, float]] = []  # (wall-clock time sent, milliseconds)
         self.submit_ms: list[tuple[float, float]] = []
@@ -91,9 +95,11 @@ class Rater(threading.Thread):
         self.requests = 0
         self.conn = http.client.HTTPConnection(self.host, timeout=30)
 
-    def request(self, method: str, path: str, body: dict | None = None):
+    def request(self, method: str, path: str, body: dict | None = None, htmx: bool = False):
         data = urlencode(body).encode() if body is not None else None
         headers = {"Content-Type": "application/x-www-form-urlencoded"} if data else {}
+        if htmx:  # what htmx sends with a swap request
+            headers.update({"HX-Request": "true", "HX-Target": "rating"})
         for attempt in range(2):
             try:
                 started = time.perf_counter()
@@ -113,6 +119,7 @@ class Rater(threading.Thread):
     def run(self) -> None:
         time.sleep(max(0.0, self.arrive - time.time()))
         assignment = None
+        page: bytes | None = None
         while time.time() < self.deadline and self.budget.take():
             try:
                 if assignment is None:
@@ -124,12 +131,15 @@ class Rater(threading.Thread):
                             continue
                         return  # nothing left for this rater
                     assignment = location
-                status, _, page, ms = self.request("GET", assignment)
-                if status != 200:
-                    self.errors += 1
-                    self.error_kinds[f"next {status}"] += 1
-                    continue
-                self.next_ms.append((time.time() - ms / 1e3, ms))
+                    page = None
+                if page is None:  # a new assignment, or the no-JavaScript client after a submit
+                    status, _, page, ms = self.request("GET", assignment)
+                    if status != 200:
+                        self.errors += 1
+                        self.error_kinds[f"next {status}"] += 1
+                        page = None
+                        continue
+                    self.next_ms.append((time.time() - ms / 1e3, ms))
                 pair, key = PAIR.search(page), KEY.search(page)
                 if pair is None:  # assignment complete: start the next one
                     assignment = None
@@ -138,13 +148,15 @@ class Rater(threading.Thread):
                     time.sleep(self.rng.uniform(1.0, 3.0))
                 fields = {"pair": pair.group(1).decode(), "key": key.group(1).decode(),
                           "choice": self.rng.choice(["first", "second", "tie"])}
-                status, _, _, ms = self.request("POST", assignment.rstrip("/") + "/submit/", fields)
-                if status == 302:
+                status, _, body, ms = self.request("POST", assignment.rstrip("/") + "/submit/", fields, self.htmx)
+                if status == (200 if self.htmx else 302):
                     self.submit_ms.append((time.time() - ms / 1e3, ms))
                     self.acknowledged.append(fields["key"])
+                    page = body if self.htmx else None  # htmx: the response is the next pair
                 else:
                     self.errors += 1
                     self.error_kinds[f"submit {status}"] += 1
+                    page = None
             except Exception as exc:  # a failed request is an error in the figures, not a crash of the run
                 self.errors += 1
                 self.error_kinds[type(exc).__name__] += 1
@@ -197,13 +209,13 @@ class ClientResult:
 
 
 def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: int, first_seed: int,
-              ramp: float = 0.0) -> ClientResult:
+              ramp: float = 0.0, htmx: bool = False) -> ClientResult:
     """One client process: its raters as threads (several processes keep the client's own GIL out of
     the measured latencies). Raters arrive at uniformly random moments over the first ``ramp`` seconds."""
     shared = Budget(budget)
     arrivals = random.Random(first_seed)
     start = time.time()
-    raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp))
+    raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp), htmx)
               for n, p in enumerate(paths)]
     for r in raters:
         r.start()
@@ -216,13 +228,14 @@ def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: i
 
 
 def run_clients(base: str, paths: list[str], seconds: float, pace: str, max_requests: int,
-                processes: int, ramp: float = 0.0) -> ClientResult:
+                processes: int, ramp: float = 0.0, htmx: bool = False) -> ClientResult:
     from concurrent.futures import ProcessPoolExecutor
 
     deadline = time.time() + seconds
     chunks = [paths[i::processes] for i in range(processes) if paths[i::processes]]
     with ProcessPoolExecutor(len(chunks)) as pool:
-        futures = [pool.submit(run_chunk, base, chunk, deadline, pace, max_requests // len(chunks), n * 100_000, ramp)
+        futures = [pool.submit(run_chunk, base, chunk, deadline, pace, max_requests // len(chunks), n * 100_000, ramp,
+                               htmx)
                    for n, chunk in enumerate(chunks)]
         results = [f.result() for f in futures]
     return ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
@@ -274,6 +287,8 @@ def main() -> None:
                         help="seconds of load before measuring (cold workers; reported separately)")
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
     parser.add_argument("--pace", choices=["human", "max"], default="human")
+    parser.add_argument("--client", choices=["htmx", "nojs"], default="htmx",
+                        help="htmx: a submit returns the next pair (as browsers); nojs: post, redirect, get")
     parser.add_argument("--workers", type=positive(int), default=3, help="gunicorn worker processes")
     parser.add_argument("--threads", type=positive(int), default=16, help="threads per gunicorn worker")
     parser.add_argument("--worker-class", choices=["sync", "gthread"], default="gthread", help="gunicorn worker class")
@@ -303,7 +318,7 @@ def main() -> None:
         warm.close()
         started_at = time.time()
         result = run_clients(base, paths, args.warmup + args.seconds, args.pace, args.max_requests,
-                             args.client_processes, args.ramp)
+                             args.client_processes, args.ramp, args.client == "htmx")
         ended_at = time.time()
     finally:
         server.terminate()
@@ -327,7 +342,8 @@ def main() -> None:
     warm_next = [ms for t, ms in result.next_ms if t < measure_from]
     warm_submit = [ms for t, ms in result.submit_ms if t < measure_from]
     errors = result.errors
-    print(f"{args.raters} raters, {args.pace} pace, {args.database}, gunicorn {args.workers}x{args.threads} threads, "
+    print(f"{args.raters} raters, {args.client} client, {args.pace} pace, {args.database}, "
+          f"gunicorn {args.workers}x{args.threads} threads, "
           f"{args.warmup:.0f} s warm-up + {window:.1f} s measured: {requests} requests ({requests / window:.1f}/s); "
           f"{len(acknowledged)} judgments acknowledged, {len(stored)} stored")
     if warm_next:
