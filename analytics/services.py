@@ -197,7 +197,8 @@ def _battles(rows: list[Row], systems: list[str], aggregation: str = "every", se
     battle_rows = [r for r in rows if r.effective_choice is not None]
     a = np.array([index[r.system_a] for r in battle_rows], dtype=np.int64)
     b = np.array([index[r.system_b] for r in battle_rows], dtype=np.int64)
-    score = np.array([{"a": 1.0, "b": 0.0, "tie": 0.5}[r.effective_choice] for r in battle_rows])
+    # the battle's outcome for system A from the one rating map: r = -1 (A) -> 1, 0 -> 0.5, +1 (B) -> 0
+    score = np.array([(1 - consistency.RATING[r.effective_choice]) / 2 for r in battle_rows])
     if aggregation == "every" or not battle_rows:
         return battle_rows, a, b, score
     # the same system is "a" in every battle of a group: the one that comes first in the study's order

@@ -104,9 +104,7 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     # query, where refreshing the assignment and then its study and pairs took three.
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment.pk, _PAGE)
     response = _render_rating(request, rater, token, assignment, error=error, rows=rows)
-    if error is None:
-        response["HX-Trigger"] = "judgmentRecorded"
-    elif not request.htmx:
+    if error is not None and not request.htmx:
         response.status_code = 400
     return response
 

@@ -9,7 +9,7 @@ strategy for each system pair through a ``SelectionContext``; strategies look on
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -167,6 +167,3 @@ def get_strategy(name: str) -> Strategy:
     except KeyError:
         raise ValueError(f"unknown selection method {name!r}; choose one of {sorted(STRATEGIES)}") from None
 
-
-def strategy_choices() -> Sequence[tuple[str, str]]:
-    return [(s.name, s.label) for s in STRATEGIES.values()]
