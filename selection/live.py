@@ -1,10 +1,12 @@
 """Iterative DiffUse run live with human raters (SPEC §4, Algorithm 1 of the DiffUse paper).
 
-At plan time the first ``min_n`` representatives are released; the Ward linkage is stored. Each time
-an item's required judgments are in (its task has all its raters' assignments completed), the
-algorithm is replayed from the stored tree and the judgments: if the risk is still above p and the
-budget allows, the next split's representatives are released into the rater queue and judgments of
-items that left the decision set are flagged superseded (kept, never deleted).
+At plan time the Ward linkage and Algorithm 1's split schedule are computed once and stored (which
+representatives each split releases does not depend on the labels, only when to stop does), and the
+first ``min_n`` representatives are released. Each time an item's required judgments are in (its task
+has all its raters' assignments completed), the algorithm is replayed from the stored schedule and the
+item labels — no vectors, no tree: if the risk is still above p and the budget allows, the next split's
+representatives are released into the rater queue and judgments of items that left the decision set are
+flagged superseded (kept, never deleted).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.db.models import Count, F, Q
 from analytics.core import consistency
 from annotation.models import Assignment, Comparison, Item, Judgment, Study, Task
 from selection import embedding
-from selection.core.diffuse import Dendrogram, IterativeDiffUse
+from selection.core.diffuse import Dendrogram, IterativeDiffUse, SplitSchedule
 from selection.models import IterativeRun
 from selection.services import selection_context
 
@@ -30,25 +32,33 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
     """Store the tree of the candidates and return the first representatives to release."""
     if len(items) < 2:
         raise ValueError("iterative DiffUse needs at least two candidate items")
-    context = selection_context(study, comparison, items)
-    tree = context.tree
+    tree = selection_context(study, comparison, items).tree
     exact = tree.n == tree.n_items
     groups = [] if exact else [tree.members(leaf).tolist() for leaf in range(tree.n)]
+    budget = study.budget or DEFAULT_BUDGET
     run, _ = IterativeRun.objects.update_or_create(comparison=comparison, defaults={
         "study": study, "item_ids": [i.pk for i in items], "linkage": tree.z.astype("<f8").tobytes(),
-        "leaf_groups": groups,
-        "encoder": embedding.encoder_name(), "risk": study.risk, "min_n": study.min_n,
-        "budget": study.budget or DEFAULT_BUDGET, "outcome": "",
+        "leaf_groups": groups, "schedule": SplitSchedule.from_tree(tree, study.min_n, budget).to_json(),
+        "encoder": embedding.encoder_name(), "risk": study.risk, "min_n": study.min_n, "budget": budget,
+        "outcome": "",
     })
-    algorithm = _algorithm(run, context.vectors)
-    return [items[i] for i in algorithm.released]
+    return [items[i] for i in _algorithm(run).released]
 
 
-def _algorithm(run: IterativeRun, vectors: np.ndarray) -> IterativeDiffUse:
-    groups = [np.array(g, dtype=np.int64) for g in run.leaf_groups] or None
-    tree = Dendrogram(vectors, run.linkage_matrix(), groups)
-    return IterativeDiffUse(tree, risk=run.risk, min_n=run.min_n, budget=run.budget,
-                            ties_count_in_n=run.study.stopping_ties_in_n)
+def _schedule(run: IterativeRun) -> SplitSchedule:
+    if not run.schedule:  # a run stored before schedules were: computed once from its stored tree, then kept
+        by_pk = Item.objects.in_bulk(run.item_ids)
+        vectors = selection_context(run.study, run.comparison, [by_pk[pk] for pk in run.item_ids]).vectors
+        groups = [np.array(g, dtype=np.int64) for g in run.leaf_groups] or None
+        tree = Dendrogram(vectors, run.linkage_matrix(), groups)
+        run.schedule = SplitSchedule.from_tree(tree, run.min_n, run.budget).to_json()
+        run.save(update_fields=["schedule"])
+    return SplitSchedule.from_json(run.schedule)
+
+
+def _algorithm(run: IterativeRun) -> IterativeDiffUse:
+    return IterativeDiffUse(risk=run.risk, min_n=run.min_n, budget=run.budget,
+                            ties_count_in_n=run.study.stopping_ties_in_n, schedule=_schedule(run))
 
 
 def item_labels(comparison: Comparison) -> dict[int, str]:
@@ -74,13 +84,11 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
     return {item_id: consistency.item_winner(sets) for item_id, sets in rating_sets.items()}
 
 
-def replay(run: IterativeRun) -> tuple[IterativeDiffUse, list[Item]]:
-    """Rebuild the algorithm's state from the stored tree and the labels available now."""
-    by_pk = Item.objects.in_bulk(run.item_ids)
-    items = [by_pk[pk] for pk in run.item_ids]
-    vectors = selection_context(run.study, run.comparison, items).vectors
-    algorithm = _algorithm(run, vectors)
-    index = {item.pk: i for i, item in enumerate(items)}
+def replay(run: IterativeRun) -> IterativeDiffUse:
+    """The algorithm's state from the stored schedule and the labels available now (item indices are
+    positions in ``run.item_ids``)."""
+    algorithm = _algorithm(run)
+    index = {pk: i for i, pk in enumerate(run.item_ids)}
     labels = {index[pk]: label for pk, label in item_labels(run.comparison).items() if pk in index}
     while True:
         for i in algorithm.to_annotate():
@@ -88,7 +96,7 @@ def replay(run: IterativeRun) -> tuple[IterativeDiffUse, list[Item]]:
                 algorithm.record(i, labels[i])
         if not algorithm.advance():
             break
-    return algorithm, items
+    return algorithm
 
 
 def on_assignment_completed(assignment: Assignment) -> list[Task]:
@@ -103,10 +111,16 @@ def on_assignment_completed(assignment: Assignment) -> list[Task]:
                .filter(comparison_id=assignment.task.comparison_id).first())
         if run is None:
             return []
-        algorithm, items = replay(run)
-        rng = random.Random(f"{study.seed}:{run.comparison_id}:{algorithm.k}")
-        released = release_tasks(study, [(items[i], run.comparison) for i in algorithm.released], rng)
-        current = {items[i].pk for i in algorithm.decision_items()}
+        algorithm = replay(run)
+        wanted = [run.item_ids[i] for i in algorithm.released]
+        have = set(Task.objects.filter(comparison=run.comparison, item_id__in=wanted).values_list("item_id", flat=True))
+        new = [pk for pk in wanted if pk not in have]
+        released = []
+        if new:  # only new items cost anything: release_tasks skips (and draws nothing for) existing ones
+            by_pk = Item.objects.in_bulk(new)
+            rng = random.Random(f"{study.seed}:{run.comparison_id}:{algorithm.k}")
+            released = release_tasks(study, [(by_pk[pk], run.comparison) for pk in new], rng)
+        current = {run.item_ids[i] for i in algorithm.decision_items()}
         judgments = Judgment.objects.filter(study=study, assignment__task__comparison=run.comparison)
         judgments.exclude(pair__item_id__in=current).filter(superseded=False).update(superseded=True)
         judgments.filter(pair__item_id__in=current, superseded=True).update(superseded=False)
@@ -131,7 +145,7 @@ class LiveStatus:
 
 
 def live_status(run: IterativeRun) -> LiveStatus:
-    algorithm, _ = replay(run)
+    algorithm = replay(run)
     status = algorithm.status()
     names = {"a": run.comparison.system_a.name, "b": run.comparison.system_b.name}
     state = {"decided": "decided", "inconclusive": "inconclusive"}.get(algorithm.outcome or "", "undecided")

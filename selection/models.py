@@ -94,6 +94,10 @@ class IterativeRun(models.Model):
     leaf_groups = models.JSONField(
         default=list, blank=True, help_text="Two-stage trees: candidate indices of each leaf. Empty: one item per leaf."
     )
+    schedule = models.JSONField(
+        default=dict, blank=True, help_text="Algorithm 1's splits computed ahead (SplitSchedule.to_json()); empty for "
+        "runs stored before schedules, which compute it once on first use.",
+    )
     encoder = models.CharField(max_length=300)
     risk = models.FloatField()
     min_n = models.PositiveIntegerField()

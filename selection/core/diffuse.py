@@ -222,39 +222,122 @@ def static_selection(tree: Dendrogram, n_select: int) -> list[int]:
     return [tree.representative(node) for node in tree.partition(n_select)]
 
 
+class TreeSplits:
+    """Algorithm 1's splits read off a tree, in order: the decision set starts as the representatives of the
+    ``min_n``-cluster partition, and split j takes the partition from k to k + 1 clusters, so the parent's
+    representative leaves the decision set and its children's enter. None of this depends on labels."""
+
+    def __init__(self, tree: Dendrogram, min_n: int):
+        self.tree, self.n_items = tree, tree.n_items
+        self.k0 = min(max(1, min_n), tree.n)
+        self.clusters = tree.partition(self.k0)
+        self.reps = {node: tree.representative(node) for node in self.clusters}
+        self.initial = [self.reps[node] for node in self.clusters]
+        self.done = 0  # splits computed so far
+
+    def has_split(self, j: int) -> bool:
+        return self.k0 + j < self.tree.n
+
+    def split(self, j: int) -> tuple[int, list[int]]:
+        """(representative leaving the decision set, representatives entering) of the j-th split; splits
+        are computed in order."""
+        if j != self.done or not self.has_split(j):
+            raise ValueError(f"split {j} cannot follow split {self.done - 1}")
+        node = self.tree.split_node(self.k0 + j)
+        self.clusters.remove(node)
+        leaving = self.reps.pop(node)
+        children = self.tree.children(node)
+        self.clusters.extend(children)
+        for child in children:
+            self.reps[child] = self.tree.representative(child)
+        self.done += 1
+        return leaving, [self.reps[c] for c in children]
+
+
+@dataclasses.dataclass
+class SplitSchedule:
+    """The splits of ``TreeSplits`` computed ahead and stored (JSON-ready), so a live run replays Algorithm 1
+    from labels alone, with no vectors or tree. It holds every split until ``max_released`` distinct items
+    have been released (the budget: the algorithm stops there) or the tree has no split left."""
+
+    n_items: int
+    k0: int
+    initial: list[int]
+    splits: list[tuple[int, list[int]]]
+    exhausted: bool  # the tree has no split after the last one stored
+
+    @classmethod
+    def from_tree(cls, tree: Dendrogram, min_n: int, max_released: int) -> SplitSchedule:
+        source = TreeSplits(tree, min_n)
+        released = set(source.initial)
+        splits = []
+        while len(released) < max_released and source.has_split(len(splits)):
+            leaving, entering = source.split(len(splits))
+            splits.append((leaving, entering))
+            released.update(entering)
+        return cls(tree.n_items, source.k0, source.initial, splits, not source.has_split(len(splits)))
+
+    def has_split(self, j: int) -> bool:
+        if j < len(self.splits):
+            return True
+        if self.exhausted:
+            return False
+        raise ValueError("the stored schedule ends before the budget: it was built for a smaller budget")
+
+    def split(self, j: int) -> tuple[int, list[int]]:
+        return self.splits[j]
+
+    def to_json(self) -> dict:
+        return {"n_items": self.n_items, "k0": self.k0, "initial": [int(i) for i in self.initial],
+                "splits": [[int(out), [int(i) for i in entering]] for out, entering in self.splits],
+                "exhausted": self.exhausted}
+
+    @classmethod
+    def from_json(cls, data: dict) -> SplitSchedule:
+        return cls(data["n_items"], data["k0"], list(data["initial"]),
+                   [(out, list(entering)) for out, entering in data["splits"]], data["exhausted"])
+
+
 @dataclasses.dataclass
 class IterativeDiffUse:
     """Algorithm 1 of the DiffUse paper as a state machine that works with a simulated oracle and with
     live raters alike: ask ``to_annotate()``, feed labels with ``record()``, then ``advance()``.
 
     Labels are "a", "b" or "tie" per item index. The decision set is the representatives of the
-    current partition; a split drops the parent's representative from it (it stays labelled).
+    current partition; a split drops the parent's representative from it (it stays labelled). The splits
+    come from ``tree`` as needed, or from a stored ``schedule`` (``SplitSchedule``): the same releases.
     """
 
-    tree: Dendrogram
+    tree: Dendrogram | None = None
     risk: float = 0.1
     min_n: int = 5
     budget: int = 200
     ties_count_in_n: bool = True
+    schedule: SplitSchedule | None = None
 
     def __post_init__(self):
         if not 0 < self.risk < 1:
             raise ValueError("risk must be in (0, 1)")
-        self.k = min(max(1, self.min_n), self.tree.n)
-        self.clusters = self.tree.partition(self.k)
-        self.reps = {node: self.tree.representative(node) for node in self.clusters}
+        if (self.tree is None) == (self.schedule is None):
+            raise ValueError("give a tree or a stored schedule")
+        self._splits = TreeSplits(self.tree, self.min_n) if self.schedule is None else self.schedule
+        self.n_items = self._splits.n_items
+        self.k = self._splits.k0
+        self.decision: list[int] = list(self._splits.initial)
         self.labels: dict[int, str] = {}
         self.released: list[int] = []  # every item ever sent for annotation, in release order
+        self._released_items: set[int] = set()
         self.outcome: str | None = None  # "decided" | "inconclusive"
-        self._release(self.reps.values())
+        self._release(self.decision)
 
     def _release(self, items) -> list[int]:
-        new = [i for i in dict.fromkeys(items) if i not in self.released]
+        new = [i for i in dict.fromkeys(items) if i not in self._released_items]
         self.released.extend(new)
+        self._released_items.update(new)
         return new
 
     def decision_items(self) -> list[int]:
-        return [self.reps[node] for node in self.clusters]
+        return list(self.decision)
 
     def to_annotate(self) -> list[int]:
         return [i for i in self.released if i not in self.labels]
@@ -265,20 +348,20 @@ class IterativeDiffUse:
         self.labels[item] = label
 
     def status(self) -> StoppingStatus:
-        votes = [self.labels[i] for i in self.decision_items() if i in self.labels]
-        return stopping_status(votes.count("a"), votes.count("b"), votes.count("tie"), self.tree.n_items,
+        votes = [self.labels[i] for i in self.decision if i in self.labels]
+        return stopping_status(votes.count("a"), votes.count("b"), votes.count("tie"), self.n_items,
                                self.risk, self.ties_count_in_n)
 
     def advance(self) -> list[int]:
         """Re-evaluate the stopping rule once every decision item is labelled. Returns the items newly
         released for annotation (empty when waiting for labels, decided or out of budget)."""
         while self.outcome is None:
-            if any(i not in self.labels for i in self.decision_items()):
+            if any(i not in self.labels for i in self.decision):
                 return []
             if self.status().decided:
                 self.outcome = "decided"
-            elif len(self.labels) >= self.budget or self.k >= self.tree.n:  # n = leaves: nothing left to split
-                self.outcome = "inconclusive"
+            elif len(self.labels) >= self.budget or not self._splits.has_split(self.k - self._splits.k0):
+                self.outcome = "inconclusive"  # out of budget, or every leaf is its own cluster
             else:
                 new = self._split()
                 if new:
@@ -286,21 +369,17 @@ class IterativeDiffUse:
         return []
 
     def _split(self) -> list[int]:
-        node = self.tree.split_node(self.k)
+        leaving, entering = self._splits.split(self.k - self._splits.k0)
         self.k += 1
-        del self.reps[node]
-        self.clusters.remove(node)
-        children = self.tree.children(node)
-        self.clusters.extend(children)
-        for child in children:
-            self.reps[child] = self.tree.representative(child)
-        return self._release(self.reps[c] for c in children)
+        self.decision.remove(leaving)
+        self.decision.extend(entering)
+        return self._release(entering)
 
     @property
     def superseded(self) -> list[int]:
         """Released items that are no longer in the decision set (their labels stay stored). A
         representative can come back when a deeper cluster picks it again."""
-        current = set(self.decision_items())
+        current = set(self.decision)
         return [i for i in self.released if i not in current]
 
     @property

@@ -131,3 +131,30 @@ def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study, 
     assert live.item_labels(run.comparison) == {first.item_id: oracle_of(first.item.external_id)}
     assert Task.objects.count() == tasks_before  # other representatives still wait for their judgments
     assert np.isfinite(live.live_status(run).risk)
+
+
+def test_a_completed_assignment_advances_the_loop_without_vectors_or_a_tree(iterative_study, monkeypatch):
+    # The schedule is stored at plan time: completing an assignment reads labels and counts only.
+    def no_vectors(*args, **kwargs):
+        raise AssertionError("the live loop rebuilt the difference vectors")
+
+    monkeypatch.setattr(live, "selection_context", no_vectors)
+    run = IterativeRun.objects.get(study=iterative_study)
+    assert run.schedule["initial"] and run.schedule["n_items"] == 24
+    tasks = Task.objects.filter(study=iterative_study).count()
+    for n in range(3):  # the three first representatives
+        assignment = annotation_services.do_start_assignment(
+            annotation_services.do_create_rater_link(iterative_study, f"s{n}"))
+        judge_like_the_oracle(assignment)
+    assert Task.objects.filter(study=iterative_study).count() > tasks  # the next split was released
+    assert live.live_status(run).labelled == 3
+
+
+def test_a_run_stored_before_schedules_computes_its_schedule_once(iterative_study):
+    run = IterativeRun.objects.get(study=iterative_study)
+    stored = run.schedule
+    IterativeRun.objects.filter(pk=run.pk).update(schedule={})
+    run.refresh_from_db()
+    assert live.live_status(run).released == 3
+    run.refresh_from_db()
+    assert run.schedule == stored

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy.cluster.hierarchy import fcluster
@@ -161,3 +163,38 @@ def test_ward_tree_switches_to_two_stage_above_the_limit():
     x = np.random.default_rng(6).normal(size=(60, 3))
     assert diffuse.ward_tree(x, exact_limit=100).n == 60
     assert diffuse.ward_tree(x, exact_limit=50).n < 60
+
+
+@pytest.mark.parametrize("oracle_kind", ["clear", "coin", "mixed"])
+def test_a_stored_schedule_replays_exactly_what_the_tree_releases(oracle_kind):
+    # Algorithm 1's releases depend on the labels only through when it stops, so splits computed ahead
+    # (and stored as JSON) must give the same releases, decisions and outcome as splits read off the tree.
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(400, 6))
+    oracle = {"clear": np.array(["a"] * 400), "coin": np.array(["a", "b"] * 200),
+              "mixed": rng.choice(["a", "b", "tie"], size=400, p=[0.5, 0.35, 0.15])}[oracle_kind]
+    tree = diffuse.Dendrogram(x, diffuse.ward_linkage(x))
+    from_tree = diffuse.IterativeDiffUse(tree, risk=0.05, min_n=5, budget=40)
+    stored = diffuse.SplitSchedule.from_tree(tree, min_n=5, max_released=40)
+    again = diffuse.SplitSchedule.from_json(json.loads(json.dumps(stored.to_json())))
+    from_schedule = diffuse.IterativeDiffUse(risk=0.05, min_n=5, budget=40, schedule=again)
+    assert run_with_oracle(from_tree, oracle) == run_with_oracle(from_schedule, oracle)
+    assert (from_tree.released, from_tree.outcome, from_tree.k) == (from_schedule.released, from_schedule.outcome,
+                                                                    from_schedule.k)
+    assert sorted(from_tree.decision_items()) == sorted(from_schedule.decision_items())
+    assert from_tree.status() == from_schedule.status()
+
+
+def test_a_schedule_stops_at_its_budget_and_says_when_it_is_too_short():
+    x = np.random.default_rng(9).normal(size=(50, 3))
+    tree = diffuse.Dendrogram(x, diffuse.ward_linkage(x))
+    schedule = diffuse.SplitSchedule.from_tree(tree, min_n=3, max_released=10)
+    released = set(schedule.initial) | {i for _, entering in schedule.splits for i in entering}
+    assert len(released) >= 10 and not schedule.exhausted
+    whole = diffuse.SplitSchedule.from_tree(tree, min_n=3, max_released=10**6)
+    assert whole.exhausted and len(whole.splits) == tree.n - 3
+    algorithm = diffuse.IterativeDiffUse(risk=0.05, min_n=3, budget=20, schedule=schedule)
+    with pytest.raises(ValueError, match="built for a smaller budget"):
+        run_with_oracle(algorithm, np.array(["a", "b"] * 25))
+    with pytest.raises(ValueError, match="give a tree or a stored schedule"):
+        diffuse.IterativeDiffUse(risk=0.05)
