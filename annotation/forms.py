@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from annotation.models import Study
-from annotation.services import ITERATIVE, PLAN_FIELDS
+from annotation.services import PLAN_FIELDS
 from selection.core.separability import METRICS
 from selection.strategies import STRATEGIES
 
@@ -48,8 +48,7 @@ class StudySettingsForm(forms.ModelForm):
         self.fields["baseline"].queryset = self.instance.systems.all()
         self.fields["pairs_per_assignment"].widget.attrs.update(min=1, max=50)
         self.fields["raters_per_item"].widget.attrs.update(min=1, max=100)
-        self.fields["selection_method"].choices = [*((s.name, s.label) for s in STRATEGIES.values()),
-                                                   (ITERATIVE, "DiffUse, iterative with live stopping")]
+        self.fields["selection_method"].choices = [(s.name, s.label) for s in STRATEGIES.values()]
         self.fields["separability_metric"] = forms.ChoiceField(
             choices=[(m, m) for base in METRICS for m in (base, f"{base}-la")],
             help_text=self.fields["separability_metric"].help_text)

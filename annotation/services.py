@@ -39,7 +39,7 @@ from annotation.models import (
 )
 from selection import live as selection_live
 from selection import services as selection_services
-from selection.strategies import strategy_parameters
+from selection.strategies import is_live, strategy_parameters
 
 # Fields of Study that shape the comparison plan; frozen once raters have started.
 PLAN_FIELDS = ("pairs_per_assignment", "sample_pairing", "raters_per_item", "pair_mode", "baseline", "scheduling",
@@ -47,7 +47,6 @@ PLAN_FIELDS = ("pairs_per_assignment", "sample_pairing", "raters_per_item", "pai
                "stopping_ties_in_n", "sep_threshold_t", "sep_alpha", "sep_beta")
 
 
-ITERATIVE = "diffuse-iterative"
 
 
 class ServiceError(Exception):
@@ -136,7 +135,7 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
     for c, (comparison, candidates) in enumerate(zip(comparisons, plan_candidates(study, comparisons, rng, items),
                                                      strict=True)):
         try:
-            if study.selection_method == ITERATIVE:
+            if is_live(study.selection_method):
                 chosen = selection_live.start(study, comparison, candidates)
             else:
                 chosen, _ = selection_services.run_selection(
@@ -156,6 +155,17 @@ def plan_candidates(study: Study, comparisons: list[Comparison], rng: random.Ran
     items = list(study.items.all()) if items is None else items
     units = scheduling.candidate_units(len(items), len(comparisons), study.scheduling, rng)
     return [[items[u.item] for u in units if u.comparison == c] for c in range(len(comparisons))]
+
+
+def advance_live_selection(assignment: Assignment) -> list[Task]:
+    """After an assignment completed, let a live selection loop (iterative DiffUse) react: release the next
+    items it asks for, in the same transaction as its decision. Returns the tasks newly created."""
+    with transaction.atomic():
+        release = selection_live.advance(assignment)
+        if release is None or not release.items:
+            return []
+        return release_tasks(assignment.study, [(item, release.comparison) for item in release.items],
+                             random.Random(release.seed))
 
 
 def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random) -> list[Task]:
@@ -458,7 +468,7 @@ def record_judgment(
         return Recorded(previous, False)
     if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
-        selection_live.on_assignment_completed(assignment)
+        advance_live_selection(assignment)
     return Recorded(judgment, True)
 
 
@@ -524,7 +534,7 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, choice: str | None,
         return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
     _screen(assignment.rater)
     if completed:
-        selection_live.on_assignment_completed(assignment)
+        advance_live_selection(assignment)
     return Recorded(None, True, answer)
 
 

@@ -12,7 +12,6 @@ flagged superseded (kept, never deleted).
 from __future__ import annotations
 
 import dataclasses
-import random
 
 import numpy as np
 from django.db import transaction
@@ -24,6 +23,7 @@ from selection import embedding
 from selection.core.diffuse import Dendrogram, IterativeDiffUse, SplitSchedule
 from selection.models import IterativeRun
 from selection.services import selection_context
+from selection.strategies import is_live
 
 DEFAULT_BUDGET = 200
 
@@ -99,34 +99,40 @@ def replay(run: IterativeRun) -> IterativeDiffUse:
     return algorithm
 
 
-def on_assignment_completed(assignment: Assignment) -> list[Task]:
-    """Advance the live loop of the assignment's system pair; returns the tasks newly released."""
-    from annotation.services import release_tasks
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """What the live loop wants released now: items of one system pair, and the seed of their plans."""
 
+    comparison: Comparison
+    items: list[Item]
+    seed: str
+
+
+def advance(assignment: Assignment) -> Release | None:
+    """Advance the live loop of the assignment's system pair after the assignment completed: flag the
+    judgments of items that left the decision set as superseded (and back), store the outcome, and return
+    the items to release (``annotation.services`` creates their tasks, in the caller's transaction, so
+    selection never calls back into annotation). Locks the run's row until the caller's transaction ends."""
     study = assignment.study
-    if study.selection_method != "diffuse-iterative":
-        return []
+    if not is_live(study.selection_method):
+        return None
     with transaction.atomic():
         run = (IterativeRun.objects.select_for_update().select_related("study", "comparison")
                .filter(comparison_id=assignment.task.comparison_id).first())
         if run is None:
-            return []
+            return None
         algorithm = replay(run)
         wanted = [run.item_ids[i] for i in algorithm.released]
         have = set(Task.objects.filter(comparison=run.comparison, item_id__in=wanted).values_list("item_id", flat=True))
         new = [pk for pk in wanted if pk not in have]
-        released = []
-        if new:  # only new items cost anything: release_tasks skips (and draws nothing for) existing ones
-            by_pk = Item.objects.in_bulk(new)
-            rng = random.Random(f"{study.seed}:{run.comparison_id}:{algorithm.k}")
-            released = release_tasks(study, [(by_pk[pk], run.comparison) for pk in new], rng)
+        by_pk = Item.objects.in_bulk(new) if new else {}
         current = {run.item_ids[i] for i in algorithm.decision_items()}
         judgments = Judgment.objects.filter(study=study, assignment__task__comparison=run.comparison)
         judgments.exclude(pair__item_id__in=current).filter(superseded=False).update(superseded=True)
         judgments.filter(pair__item_id__in=current, superseded=True).update(superseded=False)
         run.outcome = algorithm.outcome or ""
         run.save(update_fields=["outcome", "updated"])
-    return released
+    return Release(run.comparison, [by_pk[pk] for pk in new], f"{study.seed}:{run.comparison_id}:{algorithm.k}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +161,7 @@ def live_status(run: IterativeRun) -> LiveStatus:
 
 def statuses(study: Study) -> list[LiveStatus]:
     """The live status of every iterative system pair of the study (empty for other methods)."""
-    if study.selection_method != "diffuse-iterative":
+    if not is_live(study.selection_method):
         return []
     runs = IterativeRun.objects.filter(study=study).select_related("study", "comparison__system_a",
                                                                    "comparison__system_b")

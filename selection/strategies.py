@@ -81,10 +81,15 @@ class Strategy:
     # A sampling strategy that is asked for every item selects every item: release them in random
     # order without computing anything (no encoder for a study that sends all its items to raters).
     takes_all_at_random: bool = False
+    # A live strategy releases items while judgments come in (selection.live), so it has no static choice.
+    live: bool = False
 
     def select(self, context: SelectionContext, budget: int | None, rng: np.random.Generator) -> list[int]:
         """Chosen candidate indices in release order (every candidate, in random order, without a budget
         for strategies that rank rather than cut)."""
+        if self.live:
+            raise ValueError(f"{self.name} releases items as judgments come in: make it the study's selection "
+                             "method (settings, or select --apply) instead of running it once")
         budget = context.n if budget is None else min(budget, context.n)
         if context.n == 0 or budget == 0:
             return []
@@ -158,7 +163,20 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("diffuse-threshold", "DiffUse within the separable items",
              "DiffUse over the items whose separability reaches the threshold.",
              lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True),
+    Strategy("diffuse-iterative", "DiffUse, iterative with live stopping",
+             "Starts with the representatives of a few clusters of output differences; each time an item's "
+             "judgments are in it re-checks the hypergeometric stopping rule and, while the risk of naming the "
+             "wrong winner is above the threshold, releases the next split's representatives to raters. The "
+             "budget caps the items judged (200 when empty).",
+             lambda c, b, rng: np.array([], dtype=np.int64), live=True),
 )}
+STATIC_STRATEGIES = sorted(name for name, s in STRATEGIES.items() if not s.live)
+
+
+def is_live(name: str) -> bool:
+    """Whether the selection method ``name`` runs live (an unknown name is not)."""
+    strategy = STRATEGIES.get(name)
+    return strategy is not None and strategy.live
 
 
 def get_strategy(name: str) -> Strategy:

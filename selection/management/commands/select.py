@@ -7,7 +7,7 @@ from annotation import services as annotation_services
 from annotation.management.commands._common import get_study
 from selection import services
 from selection.models import SelectionRun
-from selection.strategies import STRATEGIES, strategy_parameters
+from selection.strategies import STATIC_STRATEGIES, strategy_parameters
 
 
 class Command(BaseCommand):
@@ -17,7 +17,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
-        parser.add_argument("--method", required=True, choices=sorted(STRATEGIES), help="Selection strategy.")
+        parser.add_argument("--method", required=True, choices=STATIC_STRATEGIES,
+                            help="Selection strategy (diffuse-iterative runs live: choose it in the settings).")
         parser.add_argument("--budget", type=int, help="Items per system pair (default: all, in strategy order).")
         parser.add_argument("--seed", type=int, help="Random seed (default: the study's seed).")
         parser.add_argument("--metric", help="Separability metric for the separability strategies (default: the "

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.management.commands._common import get_study, read_file
 from selection import services
 from selection.core.simulation import Pool, draw_pools, iterative_random_report, iterative_report, success_rates
-from selection.strategies import STRATEGIES, SelectionContext, get_strategy, strategy_parameters
+from selection.strategies import STRATEGIES, SelectionContext, get_strategy, is_live, strategy_parameters
 
 DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/README.md for why
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--study", required=True, help="Study name.")
         parser.add_argument("--oracle", required=True, help="JSONL file of {\"item\", \"winner\"}.")
         parser.add_argument("--method", default="default",
-                            help="Comma-separated: default, diffuse-iterative, " + ", ".join(sorted(STRATEGIES)))
+                            help="Comma-separated: default, " + ", ".join(sorted(STRATEGIES)))
         parser.add_argument("--pair", help="SYSTEM_A,SYSTEM_B when the study compares several system pairs.")
         parser.add_argument("--budgets", default="5,10,20,50,100", help="Comma-separated budgets N.")
         parser.add_argument("--seeds", type=int, default=10, help="Number of random pools.")
@@ -44,9 +44,8 @@ class Command(BaseCommand):
             raise CommandError(f"--budgets must be comma-separated whole numbers, not {o['budgets']!r}") from None
         methods = [m.strip() for m in o["method"].split(",") if m.strip()]
         for m in methods:
-            if m not in ("default", "diffuse-iterative") and m not in STRATEGIES:
-                raise CommandError(f"unknown method {m!r}; choose from default, diffuse-iterative, "
-                                   + ", ".join(sorted(STRATEGIES)))
+            if m != "default" and m not in STRATEGIES:
+                raise CommandError(f"unknown method {m!r}; choose from default, " + ", ".join(sorted(STRATEGIES)))
         items, labels = self._oracle(study, comparison, o["oracle"])
         if len(items) < 10:
             raise CommandError(f"only {len(items)} items have an oracle label; a simulation needs at least 10")
@@ -56,7 +55,7 @@ class Command(BaseCommand):
         deltas = context.deltas if uses_sep else None
         pools = draw_pools(context.vectors, labels, o["seeds"], seed=o["seed"], delta=deltas)
         static = {"random": "random"} | {m: (DEFAULT_METHOD if m == "default" else m)
-                                        for m in methods if m != "diffuse-iterative"}
+                                        for m in methods if not is_live(m)}
         rates = success_rates(pools, {m: self._method(s, params) for m, s in static.items()}, budgets, seed=o["seed"])
         document = {
             "study": study.name, "system_a": comparison.system_a.name, "system_b": comparison.system_b.name,
@@ -64,7 +63,7 @@ class Command(BaseCommand):
             "default_method": DEFAULT_METHOD, "parameters": params,
             "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
-        if "diffuse-iterative" in methods:
+        if any(is_live(m) for m in methods):
             settings = {"risk": o["risk"], "min_n": o["min_n"], "budget": o["budget"]}
             for key, report in (("iterative", iterative_report(pools, **settings)),
                                 ("iterative_random", iterative_random_report(pools, seed=o["seed"], **settings))):
