@@ -524,105 +524,129 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
     return out
 
 
+@dataclasses.dataclass
+class _Line:
+    """One judgment line being checked: its number, its object, and the problems found so far."""
+
+    number: int
+    obj: dict[str, Any]
+    problems: list[Problem]
+
+    def problem(self, field: str | None, message: str) -> None:
+        self.problems.append(Problem(self.number, field, message))
+
+    def string(self, field: str) -> str:
+        value = self.obj.get(field)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            self.problem(field, f"missing {field}")
+            return ""
+        if not isinstance(value, str):
+            self.problem(field, f"{field} must be a string")
+            return ""
+        return value.strip()
+
+    def count(self, field: str, default: int | None = None) -> int | None:
+        """A whole number >= 0; ``default`` when the field is absent. An explicit null is allowed only
+        where the default is None."""
+        value = self.obj.get(field, default)
+        if (value is None and default is not None) or (
+                value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0)):
+            self.problem(field, f"{field} must be a whole number >= 0")
+        return value
+
+
+def _judged_pair(line: _Line, samples: Mapping[str, Mapping[str, int]]) -> tuple[str | None, str, str, dict]:
+    """The item, both systems and both sample indices, checked against the study."""
+    item = _item_id(line.obj.get("item"))
+    if not item:
+        line.problem("item", "missing item")
+    elif item not in samples:
+        line.problem("item", f"unknown item '{item}'")
+        item = None
+    system_a, system_b = line.string("system_a"), line.string("system_b")
+    known = samples.get(item or "", {})
+    for field, system in (("system_a", system_a), ("system_b", system_b)):
+        if system and item and system not in known:
+            line.problem(field, f"unknown system '{system}'")
+    if system_a and system_a == system_b:
+        line.problem("system_b", "system_b must differ from system_a")
+    sample_idx = {}
+    for field, system in (("sample_a", system_a), ("sample_b", system_b)):
+        before = len(line.problems)
+        value = line.count(field, 0)
+        if len(line.problems) == before and system in known and value >= known[system]:
+            line.problem(field, f"item '{item}' has {known[system]} sample(s) of '{system}'; {value} is out of range")
+        sample_idx[field] = value
+    return item, system_a, system_b, sample_idx
+
+
+def _judging_rater(line: _Line, system_a: str, system_b: str, rater_kinds: dict[str, str]) -> tuple[str, str, str]:
+    """Which system was shown first, the rater and its kind (one kind per rater across the file)."""
+    shown_first = line.string("shown_first")
+    if shown_first and shown_first not in (system_a, system_b):
+        line.problem("shown_first", "shown_first must be system_a or system_b")
+    rater, rater_kind = line.string("rater"), line.string("rater_kind")
+    if rater_kind and rater_kind not in ("human", "judge"):
+        line.problem("rater_kind", "rater_kind must be 'human' or 'judge'")
+    elif rater and rater_kind and rater_kinds.setdefault(rater, rater_kind) != rater_kind:
+        line.problem("rater_kind", f"rater '{rater}' is already a {rater_kinds[rater]}, not a {rater_kind}")
+    return shown_first, rater, rater_kind
+
+
+def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any]:
+    """The choice, response set and P(A) as given (system names), each checked; at least one is needed."""
+    choice, response_set, probability_a = (line.obj.get(f) for f in ("choice", "response_set", "probability_a"))
+    if choice is not None and choice != "tie" and choice not in code_of:
+        line.problem("choice", "choice must be system_a, system_b, 'tie' or null")
+    if response_set is not None and (
+        not isinstance(response_set, list) or not response_set or any(s not in code_of for s in response_set)
+        or len(set(response_set)) != len(response_set)
+    ):
+        line.problem("response_set", "response_set must be a non-empty list of distinct systems of the pair, or null")
+    if probability_a is not None and (
+        isinstance(probability_a, bool) or not isinstance(probability_a, int | float) or not 0 <= probability_a <= 1
+    ):
+        line.problem("probability_a", "probability_a must be a number from 0 to 1, or null")
+    if choice is None and response_set is None and probability_a is None:
+        line.problem(None, "a judgment needs a choice, a response_set or a probability_a")
+    return choice, response_set, probability_a
+
+
+def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
+    """The creation time (ISO 8601 with a time zone), the time-on-task fields and the superseded flag."""
+    created = None
+    if line.obj.get("created") is not None:
+        try:
+            created = datetime.fromisoformat(str(line.obj["created"]))
+            if created.tzinfo is None:
+                line.problem("created", "created needs a time zone, e.g. 2026-01-01T12:00:00Z")
+        except ValueError:
+            line.problem("created", "created must be an ISO 8601 date-time, e.g. 2026-01-01T12:00:00Z")
+    times = {field: line.count(field) for field in ("time_on_task_ms", "client_time_ms")}
+    superseded = line.obj.get("superseded", False)
+    if not isinstance(superseded, bool):
+        line.problem("superseded", "superseded must be true or false")
+    return created, times, superseded
+
+
 def _parse_judgment(
-    line: int,
+    number: int,
     obj: dict[str, Any],
     samples: Mapping[str, Mapping[str, int]],
     rater_kinds: dict[str, str],
     problems: list[Problem],
 ) -> ParsedJudgment | None:
+    """One judgment line in SPEC §8's format, every problem reported with its line and field."""
     before = len(problems)
-
-    def need_str(field: str) -> str:
-        value = obj.get(field)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            problems.append(Problem(line, field, f"missing {field}"))
-            return ""
-        if not isinstance(value, str):
-            problems.append(Problem(line, field, f"{field} must be a string"))
-            return ""
-        return value.strip()
-
-    item = _item_id(obj.get("item"))
-    if not item:
-        problems.append(Problem(line, "item", "missing item"))
-    elif item not in samples:
-        problems.append(Problem(line, "item", f"unknown item '{item}'"))
-        item = None
-    system_a, system_b = need_str("system_a"), need_str("system_b")
-    known = samples.get(item or "", {})
-    for field, system in (("system_a", system_a), ("system_b", system_b)):
-        if system and item and system not in known:
-            problems.append(Problem(line, field, f"unknown system '{system}'"))
-    if system_a and system_a == system_b:
-        problems.append(Problem(line, "system_b", "system_b must differ from system_a"))
-    sample_idx = {}
-    for field, system in (("sample_a", system_a), ("sample_b", system_b)):
-        value = obj.get(field, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            problems.append(Problem(line, field, f"{field} must be a whole number >= 0"))
-        elif system in known and value >= known[system]:
-            problems.append(
-                Problem(line, field,
-                        f"item '{item}' has {known[system]} sample(s) of '{system}'; {value} is out of range")
-            )
-        sample_idx[field] = value
-    shown_first = need_str("shown_first")
-    if shown_first and shown_first not in (system_a, system_b):
-        problems.append(Problem(line, "shown_first", "shown_first must be system_a or system_b"))
-    rater = need_str("rater")
-    rater_kind = need_str("rater_kind")
-    if rater_kind and rater_kind not in ("human", "judge"):
-        problems.append(Problem(line, "rater_kind", "rater_kind must be 'human' or 'judge'"))
-    elif rater and rater_kind:
-        if rater_kinds.setdefault(rater, rater_kind) != rater_kind:
-            problems.append(
-                Problem(line, "rater_kind", f"rater '{rater}' is already a {rater_kinds[rater]}, not a {rater_kind}")
-            )
-    choice = obj.get("choice")
+    line = _Line(number, obj, problems)
+    item, system_a, system_b, sample_idx = _judged_pair(line, samples)
+    shown_first, rater, rater_kind = _judging_rater(line, system_a, system_b, rater_kinds)
     code_of = {system_a: "a", system_b: "b"}
-    if choice is not None and choice != "tie" and choice not in code_of:
-        problems.append(Problem(line, "choice", "choice must be system_a, system_b, 'tie' or null"))
-    response_set = obj.get("response_set")
-    if response_set is not None:
-        if (
-            not isinstance(response_set, list)
-            or not response_set
-            or any(s not in code_of for s in response_set)
-            or len(set(response_set)) != len(response_set)
-        ):
-            problems.append(
-                Problem(line, "response_set",
-                        "response_set must be a non-empty list of distinct systems of the pair, or null")
-            )
-    probability_a = obj.get("probability_a")
-    if probability_a is not None and (
-        isinstance(probability_a, bool) or not isinstance(probability_a, int | float) or not 0 <= probability_a <= 1
-    ):
-        problems.append(Problem(line, "probability_a", "probability_a must be a number from 0 to 1, or null"))
-    if choice is None and response_set is None and probability_a is None:
-        problems.append(Problem(line, None, "a judgment needs a choice, a response_set or a probability_a"))
-    created = None
-    if obj.get("created") is not None:
-        try:
-            created = datetime.fromisoformat(str(obj["created"]))
-            if created.tzinfo is None:
-                problems.append(Problem(line, "created", "created needs a time zone, e.g. 2026-01-01T12:00:00Z"))
-        except ValueError:
-            message = "created must be an ISO 8601 date-time, e.g. 2026-01-01T12:00:00Z"
-            problems.append(Problem(line, "created", message))
-    times = {}
-    for field in ("time_on_task_ms", "client_time_ms"):
-        value = obj.get(field)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            problems.append(Problem(line, field, f"{field} must be a whole number >= 0"))
-        times[field] = value
-    superseded = obj.get("superseded", False)
-    if not isinstance(superseded, bool):
-        problems.append(Problem(line, "superseded", "superseded must be true or false"))
+    choice, response_set, probability_a = _answer(line, code_of)
+    created, times, superseded = _when(line)
     key = judgment_key(obj)
     if len(key) > 64:
-        problems.append(Problem(line, "id", "id longer than 64 characters"))
+        line.problem("id", "id longer than 64 characters")
     if len(problems) != before:
         return None
     return ParsedJudgment(
@@ -643,7 +667,7 @@ def _parse_judgment(
         client_time_ms=times["client_time_ms"],
         superseded=superseded,
         extra={k: v for k, v in obj.items() if k not in PARSED_JUDGMENT_FIELDS},
-        line=line,
+        line=number,
     )
 
 

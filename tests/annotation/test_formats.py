@@ -225,3 +225,11 @@ def test_the_key_is_the_id_or_a_content_hash():
     key = judgment_key(judgment())
     assert key.startswith("sha256:") and len(key) == 64
     assert judgment_key(dict(reversed(list(judgment().items())))) == key
+
+
+def test_a_null_sample_index_is_a_problem_not_a_crash():
+    line = {"item": "i1", "system_a": "a", "sample_a": None, "system_b": "b", "sample_b": 0, "shown_first": "a",
+            "rater": "r", "rater_kind": "human", "choice": "a"}
+    with pytest.raises(FormatError) as exc:
+        parse_judgments((json.dumps(line) + "\n").encode(), "j.jsonl", {"i1": {"a": 1, "b": 1}})
+    assert "line 1, field 'sample_a': sample_a must be a whole number >= 0" in str(exc.value)
