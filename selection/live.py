@@ -26,6 +26,8 @@ from selection.services import selection_context
 from selection.strategies import is_live
 
 DEFAULT_BUDGET = 200
+# What only the one-time schedule computation reads (megabytes at 10^5 items): never loaded per completion.
+TREE_FIELDS = ("linkage", "leaf_groups", "item_ids")
 
 
 def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]:
@@ -36,13 +38,15 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
     exact = tree.n == tree.n_items
     groups = [] if exact else [tree.members(leaf).tolist() for leaf in range(tree.n)]
     budget = study.budget or DEFAULT_BUDGET
+    pks = [i.pk for i in items]
+    schedule = SplitSchedule.from_tree(tree, study.min_n, budget).relabelled(pks)
     run, _ = IterativeRun.objects.update_or_create(comparison=comparison, defaults={
-        "study": study, "item_ids": [i.pk for i in items], "linkage": tree.z.astype("<f8").tobytes(),
-        "leaf_groups": groups, "schedule": SplitSchedule.from_tree(tree, study.min_n, budget).to_json(),
-        "encoder": embedding.encoder_name(), "risk": study.risk, "min_n": study.min_n, "budget": budget,
-        "outcome": "",
+        "study": study, "item_ids": pks, "linkage": tree.z.astype("<f8").tobytes(), "leaf_groups": groups,
+        "schedule": schedule.to_json(), "encoder": embedding.encoder_name(), "risk": study.risk,
+        "min_n": study.min_n, "budget": budget, "outcome": "",
     })
-    return [items[i] for i in _algorithm(run).released]
+    by_pk = {item.pk: item for item in items}
+    return [by_pk[pk] for pk in _algorithm(run).released]
 
 
 def _schedule(run: IterativeRun) -> SplitSchedule:
@@ -51,7 +55,7 @@ def _schedule(run: IterativeRun) -> SplitSchedule:
         vectors = selection_context(run.study, run.comparison, [by_pk[pk] for pk in run.item_ids]).vectors
         groups = [np.array(g, dtype=np.int64) for g in run.leaf_groups] or None
         tree = Dendrogram(vectors, run.linkage_matrix(), groups)
-        run.schedule = SplitSchedule.from_tree(tree, run.min_n, run.budget).to_json()
+        run.schedule = SplitSchedule.from_tree(tree, run.min_n, run.budget).relabelled(run.item_ids).to_json()
         run.save(update_fields=["schedule"])
     return SplitSchedule.from_json(run.schedule)
 
@@ -85,15 +89,15 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
 
 
 def replay(run: IterativeRun) -> IterativeDiffUse:
-    """The algorithm's state from the stored schedule and the labels available now (item indices are
-    positions in ``run.item_ids``)."""
+    """The algorithm's state from the stored schedule and the labels available now; the schedule names
+    items by primary key, so released and decision items are keys."""
     algorithm = _algorithm(run)
-    index = {pk: i for i, pk in enumerate(run.item_ids)}
-    labels = {index[pk]: label for pk, label in item_labels(run.comparison).items() if pk in index}
+    labels = item_labels(run.comparison)
     while True:
-        for i in algorithm.to_annotate():
-            if i in labels:
-                algorithm.record(i, labels[i])
+        for pk in algorithm.to_annotate():
+            label = labels.get(pk)
+            if label is not None:
+                algorithm.record(pk, label)
         if not algorithm.advance():
             break
     return algorithm
@@ -117,16 +121,16 @@ def advance(assignment: Assignment) -> Release | None:
     if not is_live(study.selection_method):
         return None
     with transaction.atomic():
-        run = (IterativeRun.objects.select_for_update().select_related("study", "comparison")
+        run = (IterativeRun.objects.select_for_update().select_related("study", "comparison").defer(*TREE_FIELDS)
                .filter(comparison_id=assignment.task.comparison_id).first())
         if run is None:
             return None
         algorithm = replay(run)
-        wanted = [run.item_ids[i] for i in algorithm.released]
+        wanted = algorithm.released
         have = set(Task.objects.filter(comparison=run.comparison, item_id__in=wanted).values_list("item_id", flat=True))
         new = [pk for pk in wanted if pk not in have]
         by_pk = Item.objects.in_bulk(new) if new else {}
-        current = {run.item_ids[i] for i in algorithm.decision_items()}
+        current = set(algorithm.decision_items())
         judgments = Judgment.objects.filter(study=study, assignment__task__comparison=run.comparison)
         judgments.exclude(pair__item_id__in=current).filter(superseded=False).update(superseded=True)
         judgments.filter(pair__item_id__in=current, superseded=True).update(superseded=False)
@@ -163,6 +167,6 @@ def statuses(study: Study) -> list[LiveStatus]:
     """The live status of every iterative system pair of the study (empty for other methods)."""
     if not is_live(study.selection_method):
         return []
-    runs = IterativeRun.objects.filter(study=study).select_related("study", "comparison__system_a",
-                                                                   "comparison__system_b")
+    runs = (IterativeRun.objects.filter(study=study).defer(*TREE_FIELDS)
+            .select_related("study", "comparison__system_a", "comparison__system_b"))
     return [live_status(run) for run in runs]

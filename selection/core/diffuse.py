@@ -287,6 +287,13 @@ class SplitSchedule:
     def split(self, j: int) -> tuple[int, list[int]]:
         return self.splits[j]
 
+    def relabelled(self, ids) -> SplitSchedule:
+        """The same schedule naming item ``i`` as ``ids[i]`` (for example database keys), so a replay needs no
+        index of the candidates."""
+        return SplitSchedule(self.n_items, self.k0, [int(ids[i]) for i in self.initial],
+                             [(int(ids[out]), [int(ids[i]) for i in entering]) for out, entering in self.splits],
+                             self.exhausted)
+
     def to_json(self) -> dict:
         return {"n_items": self.n_items, "k0": self.k0, "initial": [int(i) for i in self.initial],
                 "splits": [[int(out), [int(i) for i in entering]] for out, entering in self.splits],

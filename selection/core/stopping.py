@@ -41,7 +41,10 @@ class StoppingStatus:
     risk: float
     threshold: float
     n_pool: int
-    risk_beyond_pool: float
+
+    @property
+    def risk_beyond_pool(self) -> float:
+        return binomial_risk(self.n, self.k)
 
     @property
     def decided(self) -> bool:
@@ -55,5 +58,4 @@ def stopping_status(wins_a: int, wins_b: int, ties: int, n_pool: int, threshold:
     k = max(wins_a, wins_b)
     n = wins_a + wins_b + (ties if ties_count_in_n else 0)
     leader = None if wins_a == wins_b else ("a" if wins_a > wins_b else "b")
-    return StoppingStatus(leader, wins_a, wins_b, ties, n, k, hypergeometric_risk(n_pool, n, k), threshold, n_pool,
-                          binomial_risk(n, k))
+    return StoppingStatus(leader, wins_a, wins_b, ties, n, k, hypergeometric_risk(n_pool, n, k), threshold, n_pool)
