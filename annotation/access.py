@@ -12,7 +12,17 @@ from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 
 from annotation.compiled import CompiledQuery, instance, model_columns
-from annotation.models import OPEN_LINK_SALT, RATER_TOKEN_SALT, Assignment, AssignmentPair, Judgment, Rater, Study
+from annotation.models import (
+    EXTERNAL_LINK_SALT,
+    OPEN_LINK_SALT,
+    RATER_TOKEN_SALT,
+    Assignment,
+    AssignmentPair,
+    ExternalLink,
+    Judgment,
+    Rater,
+    Study,
+)
 
 SESSION_RATERS = "seplab_open_link_raters"
 
@@ -126,6 +136,18 @@ def access_rater_pair(token: str, assignment_id: int, pair_id: int
     AssignmentPair.judgment.related.set_cached_value(
         pair, None if judgment_id is None else Judgment.objects.get(pk=judgment_id))
     return rater, assignment, pair
+
+
+def access_external_link(token: str) -> ExternalLink:
+    """The crowd link a worker arrived through (404 when forged, unknown or closed)."""
+    try:
+        payload = signing.Signer(salt=EXTERNAL_LINK_SALT).unsign_object(token)
+        link = ExternalLink.objects.select_related("study", "study__owner").get(pk=payload["l"])
+    except (signing.BadSignature, ExternalLink.DoesNotExist, KeyError, TypeError):
+        raise Http404("This study link is not valid.") from None
+    if not link.enabled or link.nonce != payload.get("n"):
+        raise Http404("This study link is closed.")
+    return link
 
 
 def access_open_link(token: str) -> Study:

@@ -14,13 +14,10 @@ from html import escape
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core import signing
 from django.db import IntegrityError, transaction
-from django.http import Http404
 
 from annotation import services
 from annotation.models import (
-    EXTERNAL_LINK_SALT,
     Assignment,
     BlockedWorker,
     ExternalLink,
@@ -52,17 +49,6 @@ class Arrival:
     hit_id: str = ""
     submit_to: str = ""
     preview: bool = False
-
-
-def access_external_link(token: str) -> ExternalLink:
-    try:
-        payload = signing.Signer(salt=EXTERNAL_LINK_SALT).unsign_object(token)
-        link = ExternalLink.objects.select_related("study", "study__owner").get(pk=payload["l"])
-    except (signing.BadSignature, ExternalLink.DoesNotExist, KeyError, TypeError):
-        raise Http404("This study link is not valid.") from None
-    if not link.enabled or link.nonce != payload.get("n"):
-        raise Http404("This study link is closed.")
-    return link
 
 
 def parse_arrival(link: ExternalLink, params) -> Arrival:

@@ -24,7 +24,7 @@ def _message(request, study, title: str, message: str, status: int = 200, code: 
 def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     """Sites open this URL with their worker parameters. A preview stores nothing; an accepted visit
     creates (or resumes) the worker's session and sends them to their assignment."""
-    link = crowd.access_external_link(token)
+    link = access.access_external_link(token)
     study = link.study
     try:
         arrival = crowd.parse_arrival(link, request.GET)
