@@ -15,12 +15,14 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.http import Http404
 
 from annotation import services
 from annotation.models import (
     Assignment,
     BlockedWorker,
     ExternalLink,
+    GoldPair,
     Rater,
     Study,
     WorkerSession,
@@ -175,3 +177,29 @@ def do_generate_gold(study: Study, count: int, seed: int | None = None) -> list:
         made.append(GoldPair.objects.create(study=study, input=g.item.input, good_output=g.text,
                                             bad_output=" ".join(shuffled)))
     return made
+
+
+def do_create_external_link(study: Study, platform: str) -> ExternalLink:
+    if platform not in ExternalLink.Platform.values:
+        raise services.ServiceError("Choose a platform.")
+    return ExternalLink.objects.create(study=study, platform=platform)
+
+
+def do_add_gold_pair(study: Study, input: str, good_output: str, bad_output: str) -> GoldPair:
+    return GoldPair.objects.create(study=study, input=input, good_output=good_output, bad_output=bad_output)
+
+
+def do_block_worker(owner, platform: str, worker_id: str, reason: str = "") -> BlockedWorker:
+    """Keep a crowd worker out of all of ``owner``'s studies."""
+    worker_id = worker_id.strip()
+    if platform not in ExternalLink.Platform.values or not worker_id:
+        raise services.ServiceError("Give the platform and the worker id to block.")
+    blocked, _ = BlockedWorker.objects.get_or_create(owner=owner, platform=platform, worker_id=worker_id,
+                                                     defaults={"reason": reason[:300]})
+    return blocked
+
+
+def do_unblock_worker(owner, block_id: int) -> None:
+    deleted, _ = BlockedWorker.objects.filter(pk=block_id, owner=owner).delete()
+    if not deleted:
+        raise Http404("No such blocked worker.")

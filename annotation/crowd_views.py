@@ -7,12 +7,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from annotation import access, crowd, services
 from annotation.forms import GenerateGoldForm, GoldPairForm
-from annotation.models import Assignment, BlockedWorker, ExternalLink, GoldPair, Rater, TaskPair
+from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater, TaskPair
 
 
 def _message(request, study, title: str, message: str, status: int = 200, code: str | None = None):
@@ -52,12 +52,11 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
 def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     if request.method == "POST":
-        platform = request.POST.get("platform")
-        if platform not in ExternalLink.Platform.values:
-            messages.error(request, "Choose a platform.")
-        else:
-            ExternalLink.objects.create(study=study, platform=platform)
+        try:
+            crowd.do_create_external_link(study, request.POST.get("platform", ""))
             messages.success(request, "Link created.")
+        except services.ServiceError as exc:
+            messages.error(request, str(exc))
         return redirect("external_links", study_id=study.pk)
     base = settings.SITE_URL if settings.SITE_URL.startswith("https") else request.build_absolute_uri("/")
     links = []
@@ -79,7 +78,7 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
                .order_by("id"))
     workers = list(workers)
     for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
-        w.flagged = bool(w.gold) and not w.screened_out and w.gold_right / w.gold < study.screen_accuracy
+        w.flagged = not w.screened_out and study.below_gold_bar(w.gold_right, w.gold)
     blocked = BlockedWorker.objects.filter(owner=request.user)
     return render(request, "annotation/external_links.html", {
         "gold_form": GoldPairForm(), "generate_form": GenerateGoldForm(), "n_gold": study.gold_pairs.count(),
@@ -103,7 +102,7 @@ def gold_pairs(request: HttpRequest, study_id: int) -> HttpResponse:
     else:
         form = GoldPairForm(request.POST)
         if form.is_valid():
-            GoldPair.objects.create(study=study, **form.cleaned_data)
+            crowd.do_add_gold_pair(study, **form.cleaned_data)
             messages.success(request, "Attention check added.")
         else:
             messages.error(request, "An attention check needs an input, a good output and a bad output.")
@@ -114,13 +113,12 @@ def gold_pairs(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def block_worker(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
-    platform, worker = request.POST.get("platform", ""), request.POST.get("worker_id", "").strip()
-    if platform not in ExternalLink.Platform.values or not worker:
-        messages.error(request, "Give the platform and the worker id to block.")
-    else:
-        BlockedWorker.objects.get_or_create(owner=request.user, platform=platform, worker_id=worker,
-                                            defaults={"reason": request.POST.get("reason", "")[:300]})
-        messages.success(request, f"{worker} gets no more work in your studies.")
+    try:
+        blocked = crowd.do_block_worker(request.user, request.POST.get("platform", ""),
+                                        request.POST.get("worker_id", ""), request.POST.get("reason", ""))
+        messages.success(request, f"{blocked.worker_id} gets no more work in your studies.")
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
     return redirect("external_links", study_id=study.pk)
 
 
@@ -128,5 +126,5 @@ def block_worker(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def unblock_worker(request: HttpRequest, study_id: int, block_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
-    get_object_or_404(BlockedWorker, pk=block_id, owner=request.user).delete()
+    crowd.do_unblock_worker(request.user, block_id)
     return redirect("external_links", study_id=study.pk)

@@ -187,6 +187,12 @@ class Study(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("study_detail", args=[self.pk])
 
+    def below_gold_bar(self, correct: int, answered: int) -> bool:
+        """Whether a gold accuracy of ``correct`` of ``answered`` attention checks is below the study's bar
+        (the one rule: screening applies it once ``screen_min_gold`` answers are in, the crowd page flags
+        it before that)."""
+        return answered > 0 and correct / answered < self.screen_accuracy
+
     @property
     def uses_choice(self) -> bool:
         return self.elicitation in (self.Elicitation.FORCED_CHOICE, self.Elicitation.PAIRED)

@@ -17,6 +17,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from annotation import formats, scheduling
 from annotation.compiled import CompiledUpdate
@@ -230,6 +231,13 @@ def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tup
 
 # --------------------------------------------------------------------------------------------
 # Raters and assignments
+
+
+def do_rotate_api_token(user: AbstractBaseUser) -> Token:
+    """A new API token for the researcher; the old one stops working."""
+    with transaction.atomic():
+        Token.objects.filter(user=user).delete()
+        return Token.objects.create(user=user)
 
 
 def do_create_rater_link(study: Study, name: str) -> Rater:
@@ -547,7 +555,7 @@ def gold_accuracy(rater: Rater) -> tuple[int, int]:
 def _screen(rater: Rater) -> None:
     study = rater.study
     correct, answered = gold_accuracy(rater)
-    if answered >= max(1, study.screen_min_gold) and correct / answered < study.screen_accuracy:
+    if answered >= max(1, study.screen_min_gold) and study.below_gold_bar(correct, answered):
         Rater.objects.filter(pk=rater.pk).update(screened_out=True)
         rater.screened_out = True
 

@@ -162,8 +162,7 @@ def judgments_export(request: HttpRequest, study_id: int, fmt: str) -> Streaming
 @login_required
 def api_token(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        Token.objects.filter(user=request.user).delete()
-        Token.objects.create(user=request.user)
+        services.do_rotate_api_token(request.user)
         messages.success(request, "A new API token was created; the old one no longer works.")
         return redirect("api_token")
     token = Token.objects.filter(user=request.user).first()
