@@ -586,7 +586,7 @@ class ImportSummary:
     skipped: int
 
 
-def _study_samples(study: Study) -> dict[str, dict[str, int]]:
+def study_samples(study: Study) -> dict[str, dict[str, int]]:
     samples: dict[str, dict[str, int]] = {}
     rows = (Generation.objects.filter(item__study=study)
             .values("item__external_id", "system__name").annotate(k=Count("id")))
@@ -601,7 +601,7 @@ def do_import_judgments(study: Study, data: bytes, filename: str | None) -> Impo
     judgments already present (same id, or same content for lines without id) are skipped."""
     raters = {r.external_id: r for r in study.raters.all()}
     parsed = formats.parse_judgments(
-        data, filename, _study_samples(study), rater_kinds={n: r.kind for n, r in raters.items()},
+        data, filename, study_samples(study), rater_kinds={n: r.kind for n, r in raters.items()},
         max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES,
     )
     present = set(

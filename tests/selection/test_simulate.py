@@ -75,3 +75,29 @@ def test_unknown_methods_and_pairs_are_refused(oracle_study):
         call_command("simulate", "--study", "oracle", "--oracle", str(path), "--method", "magic")
     with pytest.raises(CommandError, match="does not compare"):
         call_command("simulate", "--study", "oracle", "--oracle", str(path), "--pair", "good,great")
+
+
+def test_a_judgments_file_is_an_oracle_by_the_item_winner_rule(oracle_study, tmp_path):
+    study, _ = oracle_study
+
+    def judgment(item, rater, sample, choice):
+        return {"id": f"{item}-{rater}-{sample}", "item": item, "system_a": "good", "sample_a": sample,
+                "system_b": "poor", "sample_b": sample, "shown_first": "good", "rater": rater,
+                "rater_kind": "judge", "choice": choice}
+
+    lines = [judgment(f"t{i}", "j1", 0, "good" if i % 5 else "poor") for i in range(1, 16)]
+    # t0: one rater prefers poor on both pairs, two prefer good once and see no difference once: by raters
+    # (sign of Eq. 7 each, then the majority) good wins; summing the six ratings (-2 + 1 + 1) would be a tie
+    lines += [judgment("t0", "j1", 0, "poor"), judgment("t0", "j1", 1, "poor"), judgment("t0", "j2", 0, "good"),
+              judgment("t0", "j2", 1, "tie"), judgment("t0", "j3", 0, "tie"), judgment("t0", "j3", 1, "good")]
+    path = tmp_path / "judgments.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = StringIO()
+    call_command("simulate", "--study", "oracle", "--oracle", str(path), "--budgets", "3", "--seeds", "2", "--json",
+                 stdout=out)
+    document = json.loads(out.getvalue())
+    assert document["oracle"] == {"good": 1 + 12, "poor": 3, "tie": 0}  # t0 and 12 of t1..t15 go to good
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**lines[0], "item": "nope"}) + "\n")
+    with pytest.raises(CommandError, match="field 'item': unknown item 'nope'"):
+        call_command("simulate", "--study", "oracle", "--oracle", str(bad), "--budgets", "3", "--seeds", "2")

@@ -4,6 +4,9 @@ import sys
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
+from analytics.core import consistency
+from annotation import formats
+from annotation import services as annotation_services
 from annotation.management.commands._common import get_study, read_file
 from selection import services
 from selection.core.simulation import Pool, draw_pools, iterative_random_report, iterative_report, success_rates
@@ -14,13 +17,17 @@ DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/READM
 
 class Command(BaseCommand):
     help = ("Benchmark selection methods on a study without raters: given an oracle preference per item "
-            "(JSONL lines {\"item\": ID, \"winner\": SYSTEM | \"tie\"}), draw 80 %% pools per seed and report "
+            "(JSONL lines {\"item\": ID, \"winner\": SYSTEM | \"tie\"}, or a judgments file in the SPEC §8 "
+            "format, whose item winners follow the report's item-winner rule), draw 80 %% pools per seed and report "
             "how often each method's sample majority names the pool's winner, per budget, with random as the baseline. "
             "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations.")
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
-        parser.add_argument("--oracle", required=True, help="JSONL file of {\"item\", \"winner\"}.")
+        parser.add_argument("--oracle", required=True,
+                            help="JSONL file of {\"item\", \"winner\"}, or of judgments (SPEC §8): then each "
+                            "item's winner is the majority of its raters, each rater's preference the sign of "
+                            "Eq. 7 over their judgments of the item (the report's and live loop's rule).")
         parser.add_argument("--method", default="default",
                             help="Comma-separated: default, " + ", ".join(sorted(STRATEGIES)))
         parser.add_argument("--pair", help="SYSTEM_A,SYSTEM_B when the study compares several system pairs.")
@@ -61,6 +68,8 @@ class Command(BaseCommand):
             "study": study.name, "system_a": comparison.system_a.name, "system_b": comparison.system_b.name,
             "items": len(items), "pool_fraction": 0.8, "seeds": o["seeds"], "budgets": budgets,
             "default_method": DEFAULT_METHOD, "parameters": params,
+            "oracle": {name: int((labels == code).sum()) for code, name in
+                       (("a", comparison.system_a.name), ("b", comparison.system_b.name), ("tie", "tie"))},
             "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
         if any(is_live(m) for m in methods):
@@ -102,10 +111,18 @@ class Command(BaseCommand):
         return comparisons[0]
 
     def _oracle(self, study, comparison, path):
+        data = read_file(path)
+        first = next((line for line in data.decode("utf-8", "replace").splitlines() if line.strip()), "")
+        try:
+            is_judgments = "winner" not in json.loads(first)
+        except (json.JSONDecodeError, TypeError):
+            is_judgments = False
+        if is_judgments:
+            return self._oracle_from_judgments(study, comparison, data, path)
         names = {comparison.system_a.name: "a", comparison.system_b.name: "b", "tie": "tie"}
         by_id = {i.external_id: i for i in study.items.order_by("position")}
         problems, labels = [], {}
-        for number, raw in enumerate(read_file(path).decode("utf-8", "replace").splitlines(), start=1):
+        for number, raw in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
             if not raw.strip():
                 continue
             try:
@@ -126,6 +143,27 @@ class Command(BaseCommand):
         if problems:
             raise CommandError(f"{path} has problems:\n" + "\n".join(problems[:200]))
         items = [by_id[i] for i in by_id if i in labels]
+        return items, np.array([labels[i.external_id] for i in items])
+
+    @staticmethod
+    def _oracle_from_judgments(study, comparison, data: bytes, path):
+        """Item winners from judgments of the simulated system pair, by ``consistency.item_winner``."""
+        try:
+            parsed = formats.parse_judgments(data, path, annotation_services.study_samples(study))
+        except formats.FormatError as exc:
+            raise CommandError(f"{path} has problems:\n{exc}") from None
+        pair = (comparison.system_a.name, comparison.system_b.name)
+        sets: dict[str, dict[str, list[int]]] = {}
+        for j in parsed:
+            answer = consistency.effective_choice(j.choice, j.response_set, j.probability_a)
+            if {j.system_a, j.system_b} != set(pair) or answer is None:
+                continue
+            rating = consistency.RATING[answer] * (1 if (j.system_a, j.system_b) == pair else -1)
+            sets.setdefault(j.item, {}).setdefault(j.rater, []).append(rating)
+        if not sets:
+            raise CommandError(f"{path} has no judgments of {pair[0]} vs {pair[1]}")
+        labels = {item: consistency.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
+        items = [i for i in study.items.order_by("position") if i.external_id in labels]
         return items, np.array([labels[i.external_id] for i in items])
 
     @staticmethod
