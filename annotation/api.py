@@ -11,7 +11,7 @@ from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 
-from annotation import services
+from annotation import formats, services
 from annotation.access import studies_for
 from annotation.exports import export_response
 from annotation.models import Generation, Item, Study
@@ -68,26 +68,24 @@ class ItemSerializer(serializers.ModelSerializer):
         fields = ["id", "input", "reference", "metadata", "generations"]
 
 
-class JudgmentSerializer(serializers.Serializer):
-    """One judgment in the SPEC §8 judgment format."""
+def _judgment_field(field: formats.JudgmentField) -> serializers.Field:
+    options = {"allow_null": field.nullable, "required": field.exported}
+    return {
+        "text": lambda: serializers.CharField(**options),
+        "count": lambda: serializers.IntegerField(min_value=0, **options),
+        "rater_kind": lambda: serializers.ChoiceField(choices=formats.RATER_KINDS, **options),
+        "systems": lambda: serializers.ListField(child=serializers.CharField(), **options),
+        "probability": lambda: serializers.FloatField(min_value=0, max_value=1, **options),
+        "timestamp": lambda: serializers.CharField(**options),
+        "flag": lambda: serializers.BooleanField(**options),
+    }[field.kind]()
 
-    id = serializers.CharField()
-    item = serializers.CharField()
-    system_a = serializers.CharField()
-    sample_a = serializers.IntegerField()
-    system_b = serializers.CharField()
-    sample_b = serializers.IntegerField()
-    shown_first = serializers.CharField()
-    rater = serializers.CharField()
-    rater_kind = serializers.ChoiceField(choices=["human", "judge"])
-    choice = serializers.CharField(allow_null=True)
-    response_set = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    probability_a = serializers.FloatField(allow_null=True)
-    created = serializers.CharField()
-    time_on_task_ms = serializers.IntegerField(allow_null=True)
-    client_time_ms = serializers.IntegerField(allow_null=True)
-    superseded = serializers.BooleanField()
-    assignment = serializers.IntegerField(required=False)
+
+# One judgment in the SPEC §8 judgment format, its fields read off the one schema (formats.JUDGMENT_SCHEMA).
+JudgmentSerializer = type("JudgmentSerializer", (serializers.Serializer,), {
+    "__doc__": "One judgment in the SPEC §8 judgment format.", "__module__": __name__,
+    **{f.name: _judgment_field(f) for f in formats.JUDGMENT_SCHEMA},
+})
 
 
 class StudyViewSet(viewsets.ReadOnlyModelViewSet):

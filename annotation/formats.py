@@ -19,25 +19,43 @@ from typing import Any
 STUDY_FIELDS = ("id", "input", "reference", "outputs", "metadata")
 STUDY_CSV_REQUIRED = ("item_id", "input", "system", "sample", "output")
 STUDY_CSV_OPTIONAL = ("reference", "metadata")
-JUDGMENT_FIELDS = (
-    "id",
-    "item",
-    "system_a",
-    "sample_a",
-    "system_b",
-    "sample_b",
-    "shown_first",
-    "rater",
-    "rater_kind",
-    "choice",
-    "response_set",
-    "probability_a",
-    "created",
-    "time_on_task_ms",
-    "client_time_ms",
-    "assignment",
-    "superseded",
+RATER_KINDS = ("human", "judge")
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgmentField:
+    """One field of the SPEC §8 judgment format. ``kind`` is its type: text, count (whole number >= 0),
+    rater_kind, systems (a list of system names), probability, timestamp (ISO 8601) or flag (true/false).
+    ``nullable``: null is a value; ``exported``: every exported line has it (else only when it applies)."""
+
+    name: str
+    kind: str
+    nullable: bool = False
+    exported: bool = True
+
+
+# The judgment format, once: the file formats (import, JSONL/CSV export), the API serializer and the
+# OpenAPI schema are all read off this table.
+JUDGMENT_SCHEMA = (
+    JudgmentField("id", "text"),
+    JudgmentField("item", "text"),
+    JudgmentField("system_a", "text"),
+    JudgmentField("sample_a", "count"),
+    JudgmentField("system_b", "text"),
+    JudgmentField("sample_b", "count"),
+    JudgmentField("shown_first", "text"),
+    JudgmentField("rater", "text"),
+    JudgmentField("rater_kind", "rater_kind"),
+    JudgmentField("choice", "text", nullable=True),  # system_a, system_b or "tie"
+    JudgmentField("response_set", "systems", nullable=True),
+    JudgmentField("probability_a", "probability", nullable=True),
+    JudgmentField("created", "timestamp"),
+    JudgmentField("time_on_task_ms", "count", nullable=True),
+    JudgmentField("client_time_ms", "count", nullable=True),
+    JudgmentField("assignment", "count", exported=False),  # the SepLab assignment, for judgments collected here
+    JudgmentField("superseded", "flag"),
 )
+JUDGMENT_FIELDS = tuple(f.name for f in JUDGMENT_SCHEMA)
 # Fields stored in their own columns on import; any other field of a line is kept verbatim in
 # ``Judgment.extra`` (the assignment id of another study is only meaningful as such a note).
 PARSED_JUDGMENT_FIELDS = frozenset(JUDGMENT_FIELDS) - {"assignment"}
@@ -586,7 +604,7 @@ def _judging_rater(line: _Line, system_a: str, system_b: str, rater_kinds: dict[
     if shown_first and shown_first not in (system_a, system_b):
         line.problem("shown_first", "shown_first must be system_a or system_b")
     rater, rater_kind = line.string("rater"), line.string("rater_kind")
-    if rater_kind and rater_kind not in ("human", "judge"):
+    if rater_kind and rater_kind not in RATER_KINDS:
         line.problem("rater_kind", "rater_kind must be 'human' or 'judge'")
     elif rater and rater_kind and rater_kinds.setdefault(rater, rater_kind) != rater_kind:
         line.problem("rater_kind", f"rater '{rater}' is already a {rater_kinds[rater]}, not a {rater_kind}")

@@ -74,3 +74,18 @@ def test_the_openapi_schema_describes_the_endpoints(api):
     for path in ("/api/studies/", "/api/studies/{id}/", "/api/studies/{id}/items/",
                  "/api/studies/{id}/judgments/", "/api/studies/{id}/judgments/export/"):
         assert path in schema["paths"], path
+
+
+def test_the_api_serializer_the_export_and_the_import_share_one_judgment_schema(api, study, rater):
+    from annotation import formats
+    from annotation.api import JudgmentSerializer
+
+    assert list(JudgmentSerializer().fields) == list(formats.JUDGMENT_FIELDS)
+    assert formats.JUDGMENT_CSV_COLUMNS[:-1] == formats.JUDGMENT_FIELDS
+    answer_all(services.do_start_assignment(rater))
+    lines = list(services.judgment_lines(study))
+    exported = {f.name for f in formats.JUDGMENT_SCHEMA if f.exported}
+    assert lines and all(exported <= set(line) <= set(formats.JUDGMENT_FIELDS) for line in lines)
+    assert all(JudgmentSerializer(data=line).is_valid() for line in lines)
+    api_lines = api.get(f"/api/studies/{study.pk}/judgments/").json()["results"]
+    assert [line["id"] for line in api_lines] == [line["id"] for line in lines]
