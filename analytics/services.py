@@ -8,8 +8,11 @@ Conventions (documented in the README):
   setting, the majority of each rated pair, or one judgment sampled per item and system pair);
 - sep-ELO weights each battle by the separability of its item (the study's separability metric);
   an item without separability gets the neutral weight K;
+- ELO and sep-ELO are headlined and ranked by their bootstrap median (the online pass is kept as "online");
+- who won an item is ``consistency.item_winner`` over its human raters (the live loop's rule too);
 - positional bias is P(first shown chosen) over non-tie choices;
-- indeterminacy compares judges with humans on the pairs both judged.
+- indeterminacy compares judges with humans on the pairs both judged; a forced-choice tie is the
+  response set {A, B}, and beta is applied to both options.
 """
 
 from __future__ import annotations
