@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from analytics.core import agreement, bias, consistency, indeterminacy, ratings
+from annotation import orientation
 from annotation.models import Comparison, Judgment, Study
 from selection import services as selection_services
 from selection.core.stopping import stopping_status
@@ -311,7 +312,7 @@ def positional_bias_report(rows: list[Row]) -> dict:
     for r in rows:
         choice = r.effective_choice
         if choice in ("a", "b"):
-            by_rater[r.rater].append((choice == "a") == r.a_shown_first)
+            by_rater[r.rater].append(orientation.to_display(choice, r.a_shown_first) == "first")
             kind_of[r.rater] = r.kind
     raters = [{"rater": name, "kind": kind_of[name], **dataclasses.asdict(bias.positional_bias(np.array(v)))}
               for name, v in sorted(by_rater.items())]
@@ -324,10 +325,11 @@ def positional_bias_report(rows: list[Row]) -> dict:
     debiasing = {}
     for name in sorted({r.rater for r in rows if r.kind == "judge" and r.probability_a is not None}):
         judge_rows = [r for r in rows if r.rater == name and r.probability_a is not None]
-        p_first = np.array([r.probability_a if r.a_shown_first else 1 - r.probability_a for r in judge_rows])
+        p_first = np.array([orientation.probability_first(r.probability_a, r.a_shown_first) for r in judge_rows])
         truth = [human_majority.get(r.pair_id) for r in judge_rows]
         known = [i for i, t in enumerate(truth) if t in ("a", "b")]
-        truth_first = (np.array([(truth[i] == "a") == judge_rows[i].a_shown_first for i in known])
+        truth_first = (np.array([orientation.to_display(truth[i], judge_rows[i].a_shown_first) == "first"
+                                 for i in known])
                        if known else None)
         result = bias.debiasing(p_first[known] if known else p_first, truth_first)
         debiasing[name] = {**dataclasses.asdict(result), "threshold_all": bias.debias_threshold(p_first),

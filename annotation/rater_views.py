@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from annotation import access, crowd, services
+from annotation import access, crowd, orientation, services
 from annotation.compiled import CompiledQuery
 from annotation.forms import RatingForm
 from annotation.models import Assignment, AssignmentPair, Rater
@@ -137,9 +137,9 @@ def _shown(row: dict) -> Shown:
     """Both outputs in display order, study pair or attention check alike."""
     if row["gold_id"] is not None:
         good, bad = row["gold__good_output"], row["gold__bad_output"]
-        return Shown(row["gold__input"], *((good, bad) if row["a_shown_first"] else (bad, good)))
+        return Shown(row["gold__input"], *orientation.in_display_order(good, bad, row["a_shown_first"]))
     a, b = row["pair__generation_a__text"], row["pair__generation_b__text"]
-    return Shown(row["pair__item__input"], *((a, b) if row["a_shown_first"] else (b, a)))
+    return Shown(row["pair__item__input"], *orientation.in_display_order(a, b, row["a_shown_first"]))
 
 
 def _answered(row: dict) -> bool:

@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from annotation import formats, scheduling
+from annotation import formats, orientation, scheduling
 from annotation.compiled import CompiledUpdate
 from annotation.formats import FormatError, Problem
 from annotation.models import (
@@ -442,14 +442,12 @@ def record_judgment(
     if previous:
         return Recorded(previous, False)
     _check_can_answer(assignment_pair)
-    to_model = {"first": "a" if assignment_pair.a_shown_first else "b",
-                "second": "b" if assignment_pair.a_shown_first else "a"}
     model_choice = _validate_answer(study, choice, response_set)
-    if model_choice is not None and model_choice != "tie":
-        model_choice = to_model[model_choice]
+    if model_choice is not None:
+        model_choice = orientation.to_model(model_choice, assignment_pair.a_shown_first)
     model_set = None
     if study.uses_response_set:
-        model_set = sorted({to_model[s] for s in response_set or []})
+        model_set = sorted({orientation.to_model(s, assignment_pair.a_shown_first) for s in response_set or []})
         if study.elicitation == Study.Elicitation.PAIRED and model_choice in ("a", "b"):
             model_set = sorted(set(model_set) | {model_choice})
     now = timezone.now()
@@ -524,7 +522,7 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, choice: str | None,
     assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
     _check_can_answer(assignment_pair)
     _validate_answer(study, choice, response_set)
-    good = "first" if assignment_pair.a_shown_first else "second"
+    good = orientation.to_display("a", assignment_pair.a_shown_first)  # the gold pair's good output is its "a"
     if study.uses_choice:
         correct = choice == good
     else:
@@ -661,7 +659,7 @@ def judgment_line(j: Judgment) -> dict[str, Any]:
         "sample_a": j.pair.generation_a.sample_index,
         "system_b": system_b,
         "sample_b": j.pair.generation_b.sample_index,
-        "shown_first": system_a if j.a_shown_first else system_b,
+        "shown_first": orientation.in_display_order(system_a, system_b, j.a_shown_first)[0],
         "rater": j.rater.external_id,
         "rater_kind": j.rater.kind,
         "choice": name[j.choice],
