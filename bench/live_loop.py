@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.scratch import setup_scratch_database  # noqa: E402
 
 
 def positive_list(value: str) -> list[int]:
@@ -40,16 +41,9 @@ def main() -> None:
     parser.add_argument("--items", type=positive_list, default=[5000, 50000])
     parser.add_argument("--completions", type=int, default=40, help="completed assignments measured per size")
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="seplab-live-"))
-    os.environ.update({"DATABASE_URL": f"sqlite:///{workdir / 'live.sqlite3'}",
-                       "DJANGO_SETTINGS_MODULE": "config.settings"})
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    if args.completions < 1:
+        parser.error("--completions must be at least 1")
+    setup_scratch_database("live")
     print(f"{'items':>7} {'plan s':>7}  {'submit that completes ms p50 / p95':>35}  {'loop alone ms p50':>18}  "
           f"{'previous replay ms p50':>23}  {'study page ms: now / previous':>30}")
     for n in args.items:

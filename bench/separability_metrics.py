@@ -14,14 +14,16 @@ consistency over 5 equal-count delta bins pooled over the four configurations (t
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from io import StringIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.scratch import setup_scratch_database  # noqa: E402
+
 DATA = ROOT.parent / "shared" / "data" / "separability_human_study"
 CONFIGS = [  # the paper's order (§3.2) with its intended separability level
     ("vicuna-7b_gpt-3.5-turbo-instruct_cnn_dm", "Low"),
@@ -37,13 +39,15 @@ def main() -> None:
     args = parser.parse_args()
     if not (DATA / "human_ratings_long.csv").exists():
         sys.exit(f"{DATA} is missing: the human study lives in ../shared/data (see shared/data/README.md)")
-    workdir = Path(tempfile.mkdtemp(prefix="seplab-metrics-"))
-    os.environ.update({"DATABASE_URL": f"sqlite:///{workdir / 'metrics.sqlite3'}",
-                       "DJANGO_SETTINGS_MODULE": "config.settings"})
-    sys.path.insert(0, str(ROOT))
-    import django
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    setup_scratch_database("metrics")
+    from selection.services import parse_metric
 
-    django.setup()
+    for metric in metrics:
+        try:
+            parse_metric(metric)
+        except ValueError as exc:
+            parser.error(str(exc))
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
@@ -51,14 +55,13 @@ def main() -> None:
     from annotation.models import Study
     from selection import services as selection_services
 
-    call_command("migrate", verbosity=0)
     get_user_model().objects.create_user("bench")
     call_command("import_mturk_ratings", "--data", str(DATA), "--owner", "bench", stdout=StringIO())
     studies = [Study.objects.get(name=f"mturk-{config}") for config, _ in CONFIGS]
     labels = [f"{level} ({config.split('_')[0]}…{config.rsplit('_', 1)[-1]})" for config, level in CONFIGS]
     print(f"{'metric':<10} {'seconds':>7}  " + "  ".join(f"{label:>24}" for label in labels)
           + "   equal-count bins (pooled, mean consistency)  monotone")
-    for metric in args.metrics.split(","):
+    for metric in metrics:
         started = time.perf_counter()
         for study in studies:
             selection_services.compute_separability(study, metric)
