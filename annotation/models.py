@@ -55,8 +55,8 @@ class Study(models.Model):
         EXPLICIT = "explicit", "An explicit list of pairs"
 
     class SamplePairing(models.TextChoices):
-        ONE_TO_ONE = "one_to_one", "One-to-one: each sample of a system shown at most once per rating set (the paper)"
-        GRID = "grid", "Grid: N distinct pairs from all K_A × K_B combinations (a sample may repeat)"
+        ONE_TO_ONE = "one_to_one", "One-to-one: each sample shown once (the paper)"
+        GRID = "grid", "Grid: any N of the K_A × K_B pairs"
 
     class RatingAggregation(models.TextChoices):
         EVERY = "every", "Every judgment is a battle"
@@ -129,8 +129,8 @@ class Study(models.Model):
     )
     indeterminacy_beta = models.FloatField(
         default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="Sensitivity beta for humans when only forced choices exist (share of 'B' choosers who "
-        "would also accept A).",
+        help_text="Sensitivity beta for humans when only forced choices exist: the share of raters who chose one "
+        "output but would also accept the other (applied to both outputs).",
     )
     sep_threshold_t = models.FloatField(default=0.4, help_text="T of the logistic weight K·α / (1 + exp(−β(δ − T))).")
     sep_alpha = models.FloatField(default=2.0, help_text="α of the logistic separability weight.")

@@ -42,7 +42,8 @@ class Command(BaseCommand):
                                   f"[{row['low']:.1f}, {row['high']:.1f}]")
         for s in report["stopping"]:
             self.stdout.write(f"stopping {s['system_a']} vs {s['system_b']}: leader {s['leader'] or 'none'}, "
-                              f"k={s['k']} of n={s['n']}, risk {s['risk']:.4f} (p={s['threshold']}) "
+                              f"k={s['k']} of n={s['n']} in a pool of {s['pool']}, risk {s['risk']:.4f} "
+                              f"(p={s['threshold']}; beyond the pool {s['risk_beyond_pool']:.4f}) "
                               + ("decided" if s["decided"] else "undecided"))
         for kind, summary in report["consistency"]["summary"].items():
             self.stdout.write(f"consistency ({kind}): mean {summary['mean']:.3f} over {summary['rating_sets']} "
