@@ -22,6 +22,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from analytics.core import agreement, bias, consistency, indeterminacy, ratings
 from annotation import orientation
@@ -174,8 +175,6 @@ def pooled_consistency(studies: list[Study], metric: str | None = None) -> dict:
     Also per study: mean separability and Spearman's rank correlation between an item's separability and
     its mean human consistency. Separability is min-max normalised within each study and system pair
     (SPEC §1), so pooled values compare positions within each study's range."""
-    from scipy.stats import spearmanr
-
     pooled: list[dict] = []
     per_study = []
     for study in studies:
@@ -338,11 +337,13 @@ def positional_bias_report(rows: list[Row]) -> dict:
 
 
 def _majority_by_pair(rows: list[Row]) -> dict[int, str]:
-    votes: dict[int, list[int]] = defaultdict(list)
+    """Who won each rated pair by the one item-winner rule, each rater's one judgment of the pair being
+    their rating set."""
+    sets: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r.rating is not None:
-            votes[r.pair_id].append(r.rating)
-    return {p: ("tie" if sum(v) == 0 else ("a" if sum(v) < 0 else "b")) for p, v in votes.items()}
+            sets[r.pair_id][r.rater].append(r.rating)
+    return {p: consistency.item_winner(list(by_rater.values())) for p, by_rater in sets.items()}
 
 
 def agreement_report(rows: list[Row]) -> dict:
