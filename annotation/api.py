@@ -78,6 +78,7 @@ def _judgment_field(field: formats.JudgmentField) -> serializers.Field:
         "probability": lambda: serializers.FloatField(min_value=0, max_value=1, **options),
         "timestamp": lambda: serializers.CharField(**options),
         "flag": lambda: serializers.BooleanField(**options),
+        "strength": lambda: serializers.ChoiceField(choices=formats.STRENGTHS, **options),
     }[field.kind]()
 
 

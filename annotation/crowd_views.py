@@ -33,7 +33,10 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     if arrival.preview:
         sample = (TaskPair.objects.filter(task__study=study).select_related(
             "pair__item", "pair__generation_a", "pair__generation_b").order_by("task__position", "position").first())
-        return render(request, "annotation/external_preview.html", {"study": study, "sample": sample})
+        mode = study.elicitation_mode
+        return render(request, "annotation/external_preview.html", {
+            "study": study, "sample": sample, "mode": mode, "fieldsets": mode.fieldsets(study), "disabled": True,
+            "key_help": mode.key_help(study)})
     if crowd.is_blocked(study, link.platform, arrival.worker_id):
         return _message(request, study, "Not available", "This task is not available to your account.")
     try:

@@ -25,7 +25,8 @@ RATER_KINDS = ("human", "judge")
 @dataclasses.dataclass(frozen=True)
 class JudgmentField:
     """One field of the SPEC §8 judgment format. ``kind`` is its type: text, count (whole number >= 0),
-    rater_kind, systems (a list of system names), probability, timestamp (ISO 8601) or flag (true/false).
+    rater_kind, systems (a list of system names), probability, timestamp (ISO 8601), flag (true/false) or
+    strength (1 = better, 2 = much better).
     ``nullable``: null is a value; ``exported``: every exported line has it (else only when it applies)."""
 
     name: str
@@ -47,14 +48,18 @@ JUDGMENT_SCHEMA = (
     JudgmentField("rater", "text"),
     JudgmentField("rater_kind", "rater_kind"),
     JudgmentField("choice", "text", nullable=True),  # system_a, system_b or "tie"
-    JudgmentField("response_set", "systems", nullable=True),
+    JudgmentField("response_set", "systems", nullable=True),  # [] = no output acceptable ("both are bad")
     JudgmentField("probability_a", "probability", nullable=True),
     JudgmentField("created", "timestamp"),
     JudgmentField("time_on_task_ms", "count", nullable=True),
     JudgmentField("client_time_ms", "count", nullable=True),
     JudgmentField("assignment", "count", exported=False),  # the SepLab assignment, for judgments collected here
     JudgmentField("superseded", "flag"),
+    # Extensions after SPEC §8's fields (CSV columns are appended, so readers by position keep working):
+    # the 5-point preference scale's strength of the choice.
+    JudgmentField("strength", "strength", nullable=True),
 )
+STRENGTHS = (1, 2)
 JUDGMENT_FIELDS = tuple(f.name for f in JUDGMENT_SCHEMA)
 # Fields stored in their own columns on import; any other field of a line is kept verbatim in
 # ``Judgment.extra`` (the assignment id of another study is only meaningful as such a note).
@@ -452,6 +457,7 @@ class ParsedJudgment:
     choice: str | None
     response_set: list[str] | None
     probability_a: float | None
+    strength: int | None
     created: datetime | None
     time_on_task_ms: int | None
     client_time_ms: int | None
@@ -522,7 +528,7 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
                     obj[column] = json.loads(value)
                 except json.JSONDecodeError as exc:
                     problems.append(Problem(line, column, f"malformed JSON: {exc.msg}"))
-            elif column in ("sample_a", "sample_b", "time_on_task_ms", "client_time_ms", "assignment"):
+            elif column in ("sample_a", "sample_b", "time_on_task_ms", "client_time_ms", "assignment", "strength"):
                 obj[column] = int(value) if value.strip().lstrip("-").isdigit() else value
             elif column == "probability_a":
                 try:
@@ -611,23 +617,30 @@ def _judging_rater(line: _Line, system_a: str, system_b: str, rater_kinds: dict[
     return shown_first, rater, rater_kind
 
 
-def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any]:
-    """The choice, response set and P(A) as given (system names), each checked; at least one is needed."""
-    choice, response_set, probability_a = (line.obj.get(f) for f in ("choice", "response_set", "probability_a"))
+def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
+    """The choice, response set, P(A) and strength as given (system names), each checked; one of the first
+    three is needed."""
+    choice, response_set, probability_a, strength = (
+        line.obj.get(f) for f in ("choice", "response_set", "probability_a", "strength"))
     if choice is not None and choice != "tie" and choice not in code_of:
         line.problem("choice", "choice must be system_a, system_b, 'tie' or null")
     if response_set is not None and (
-        not isinstance(response_set, list) or not response_set or any(s not in code_of for s in response_set)
+        not isinstance(response_set, list) or any(not isinstance(s, str) or s not in code_of for s in response_set)
         or len(set(response_set)) != len(response_set)
     ):
-        line.problem("response_set", "response_set must be a non-empty list of distinct systems of the pair, or null")
+        line.problem("response_set", "response_set must be a list of distinct systems of the pair ([] when neither "
+                                     "is acceptable), or null")
+    if strength is not None and (strength not in STRENGTHS or isinstance(strength, bool)):
+        line.problem("strength", "strength must be 1 (better), 2 (much better) or null")
+    elif strength is not None and choice not in code_of:
+        line.problem("strength", "strength needs a choice of system_a or system_b")
     if probability_a is not None and (
         isinstance(probability_a, bool) or not isinstance(probability_a, int | float) or not 0 <= probability_a <= 1
     ):
         line.problem("probability_a", "probability_a must be a number from 0 to 1, or null")
     if choice is None and response_set is None and probability_a is None:
         line.problem(None, "a judgment needs a choice, a response_set or a probability_a")
-    return choice, response_set, probability_a
+    return choice, response_set, probability_a, strength
 
 
 def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
@@ -660,7 +673,7 @@ def _parse_judgment(
     item, system_a, system_b, sample_idx = _judged_pair(line, samples)
     shown_first, rater, rater_kind = _judging_rater(line, system_a, system_b, rater_kinds)
     code_of = {system_a: "a", system_b: "b"}
-    choice, response_set, probability_a = _answer(line, code_of)
+    choice, response_set, probability_a, strength = _answer(line, code_of)
     created, times, superseded = _when(line)
     key = judgment_key(obj)
     if len(key) > 64:
@@ -680,6 +693,7 @@ def _parse_judgment(
         choice=None if choice is None else ("tie" if choice == "tie" else code_of[choice]),
         response_set=None if response_set is None else [code_of[s] for s in response_set],
         probability_a=None if probability_a is None else float(probability_a),
+        strength=strength,
         created=created,
         time_on_task_ms=times["time_on_task_ms"],
         client_time_ms=times["client_time_ms"],

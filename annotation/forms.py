@@ -33,6 +33,7 @@ class StudySettingsForm(forms.ModelForm):
         model = Study
         fields = [
             "elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
+            "neither_option", "neither_label",
             "instructions", "pairs_per_assignment", "sample_pairing", "raters_per_item", "pair_mode", "baseline",
             "scheduling", "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk",
             "min_n", "stopping_ties_in_n", "sep_threshold_t", "sep_alpha", "sep_beta", "elo_k", "bootstrap_rounds",
@@ -66,6 +67,8 @@ class StudySettingsForm(forms.ModelForm):
         data = super().clean()
         if data.get("allow_tie") and not (data.get("tie_label") or "").strip():
             self.add_error("tie_label", "Give the tie option a label, e.g. 'No preference'.")
+        if data.get("neither_option") and not (data.get("neither_label") or "").strip():
+            self.add_error("neither_label", "Give the option a label, e.g. 'Both are bad'.")
         if data.get("pair_mode") == Study.PairMode.BASELINE and not data.get("baseline"):
             self.add_error("baseline", "Choose the baseline system.")
         if data.get("pair_mode") == Study.PairMode.EXPLICIT and not data.get("explicit_pairs"):
@@ -79,12 +82,11 @@ class StudySettingsForm(forms.ModelForm):
 
 
 class RatingForm(forms.Form):
-    """A rater's submission, in display coordinates."""
+    """A rater's submission: which pair, exactly-once key and timing. The answer's own fields belong to the
+    study's elicitation mode, which reads and checks them (``annotation/elicitation.py``)."""
 
     pair = forms.IntegerField()
     key = forms.CharField(max_length=64)
-    choice = forms.ChoiceField(choices=[("first", "first"), ("second", "second"), ("tie", "tie")], required=False)
-    response = forms.MultipleChoiceField(choices=[("first", "first"), ("second", "second")], required=False)
     client_ms = forms.IntegerField(required=False, min_value=0)
 
 

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation import elicitation as elicitation_modes
 from selection.core.separability import DEFAULT_METRIC
 
 RATER_TOKEN_SALT = "seplab.rater-link"
@@ -44,11 +45,6 @@ def text_hash(text: str) -> str:
 
 
 class Study(models.Model):
-    class Elicitation(models.TextChoices):
-        FORCED_CHOICE = "forced_choice", "Forced choice (pick one)"
-        RESPONSE_SET = "response_set", "Response set (select every acceptable answer)"
-        PAIRED = "paired", "Paired (pick one, then mark the others that are also acceptable)"
-
     class PairMode(models.TextChoices):
         ALL = "all", "All system pairs"
         BASELINE = "baseline", "Each system against a baseline"
@@ -74,9 +70,17 @@ class Study(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     # What raters are asked and how they answer (SPEC §6).
-    elicitation = models.CharField(max_length=20, choices=Elicitation.choices, default=Elicitation.FORCED_CHOICE)
+    elicitation = models.CharField(
+        max_length=20, choices=elicitation_modes.CHOICES, default=elicitation_modes.ForcedChoice.name,
+        help_text="How raters answer: one registered mode of annotation/elicitation.py.",
+    )
     allow_tie = models.BooleanField(default=True, help_text="Offer a third option besides the two outputs.")
     tie_label = models.CharField(max_length=60, default="No preference")
+    neither_option = models.BooleanField(
+        default=False, help_text="Offer 'neither is acceptable / both are bad': a forced choice gets it as an "
+        "option (a tie in ratings, no output acceptable in indeterminacy); a response set may then be empty.",
+    )
+    neither_label = models.CharField(max_length=60, default="Both are bad")
     question = models.CharField(max_length=500, default="Which output is better?")
     also_acceptable_question = models.CharField(
         max_length=500, default="Which other outputs are also acceptable?", help_text="Paired elicitation only."
@@ -194,12 +198,8 @@ class Study(models.Model):
         return answered > 0 and correct / answered < self.screen_accuracy
 
     @property
-    def uses_choice(self) -> bool:
-        return self.elicitation in (self.Elicitation.FORCED_CHOICE, self.Elicitation.PAIRED)
-
-    @property
-    def uses_response_set(self) -> bool:
-        return self.elicitation in (self.Elicitation.RESPONSE_SET, self.Elicitation.PAIRED)
+    def elicitation_mode(self) -> elicitation_modes.Mode:
+        return elicitation_modes.mode_of(self)
 
     def open_link_token(self) -> str:
         return signing.Signer(salt=OPEN_LINK_SALT).sign_object({"s": self.pk, "n": self.open_link_nonce}, compress=True)
@@ -447,7 +447,13 @@ class Judgment(models.Model):
     )
     a_shown_first = models.BooleanField()
     choice = models.CharField(max_length=3, choices=Choice.choices, null=True, blank=True)
-    response_set = models.JSONField(null=True, blank=True, help_text='Subset of ["a", "b"], model coordinates.')
+    response_set = models.JSONField(
+        null=True, blank=True, help_text='Subset of ["a", "b"], model coordinates; [] = no output acceptable.'
+    )
+    strength = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(2)],
+        help_text="Preference scale: 1 = better, 2 = much better (the choice says which output).",
+    )
     probability_a = models.FloatField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now, help_text="When the judgment was made.")
     recorded = models.DateTimeField(auto_now_add=True, help_text="When the server stored it.")
@@ -487,7 +493,7 @@ class GoldPair(models.Model):
 class GoldAnswer(models.Model):
     assignment_pair = models.OneToOneField(AssignmentPair, on_delete=models.CASCADE, related_name="gold_answer")
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="gold_answers")
-    answer = models.CharField(max_length=6, help_text="first | second | tie, as displayed.")
+    answer = models.CharField(max_length=20, help_text="The answer as displayed, e.g. first, second:2, first,second.")
     correct = models.BooleanField()
     idempotency_key = models.CharField(max_length=64)
     created = models.DateTimeField(auto_now_add=True)

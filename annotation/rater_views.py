@@ -24,8 +24,10 @@ def rater_home(request: HttpRequest, token: str) -> HttpResponse:
     rater = access.access_rater(token)
     active = rater.assignments.filter(status=Assignment.Status.ACTIVE).first()
     completed = rater.assignments.filter(status=Assignment.Status.COMPLETED).count()
+    study = rater.study
     return render(request, "annotation/rater_home.html",
-                  {"rater": rater, "study": rater.study, "token": token, "active": active, "completed": completed})
+                  {"rater": rater, "study": study, "token": token, "active": active, "completed": completed,
+                   "key_help": study.elicitation_mode.key_help(study)})
 
 
 @access.frameable
@@ -84,8 +86,9 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
         else:
             try:
                 services.record_judgment(
-                    pair, idempotency_key=form.cleaned_data["key"], choice=form.cleaned_data["choice"] or None,
-                    response_set=form.cleaned_data["response"], client_time_ms=form.cleaned_data["client_ms"],
+                    pair, idempotency_key=form.cleaned_data["key"],
+                    answer=assignment.study.elicitation_mode.read(request.POST),
+                    client_time_ms=form.cleaned_data["client_ms"],
                 )
             except services.ServiceError as exc:
                 error = str(exc)
@@ -168,7 +171,8 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
     else:
         pair = AssignmentPair(pk=current["pk"], shown_at=current["shown_at"])
         services.mark_shown(pair)
+        mode = study.elicitation_mode
         context.update(current=pair, shown=_shown(current), number=done + 1, key=key or uuid.uuid4().hex,
-                       percent=round(100 * done / len(rows)))
+                       percent=round(100 * done / len(rows)), mode=mode, fieldsets=mode.fieldsets(study))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)

@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from annotation import formats, orientation, scheduling
+from annotation import elicitation, formats, orientation, scheduling
 from annotation.compiled import CompiledUpdate
 from annotation.formats import FormatError, Problem
 from annotation.models import (
@@ -417,14 +417,13 @@ def record_judgment(
     assignment_pair: AssignmentPair,
     *,
     idempotency_key: str,
-    choice: str | None = None,
-    response_set: list[str] | None = None,
+    answer: elicitation.Answer,
     client_time_ms: int | None = None,
 ) -> Recorded:
     """Store one rater answer, exactly once.
 
-    ``choice`` ("first" | "second" | "tie") and ``response_set`` (subset of {"first", "second"})
-    are in display coordinates; they are stored in model coordinates with the display order.
+    ``answer`` is in display coordinates, as the study's elicitation mode read it from the form; it is
+    checked and stored in model coordinates with the display order by that mode (``annotation/elicitation.py``).
     A repeated submission (same idempotency key, or a pair that already has its judgment) returns
     the stored judgment with ``created=False``.
     """
@@ -434,7 +433,7 @@ def record_judgment(
     if not key:
         raise ServiceError("The form is missing its submission key; reload the page.")
     if assignment_pair.gold_id is not None:
-        return _record_gold(assignment_pair, key, choice, response_set)
+        return _record_gold(assignment_pair, key, answer)
     # The pair's own judgment (a repeat, or the back button with a new key); select_related("judgment")
     # by the caller makes this free. A key already used on another pair is caught by its unique
     # constraint below.
@@ -442,14 +441,8 @@ def record_judgment(
     if previous:
         return Recorded(previous, False)
     _check_can_answer(assignment_pair)
-    model_choice = _validate_answer(study, choice, response_set)
-    if model_choice is not None:
-        model_choice = orientation.to_model(model_choice, assignment_pair.a_shown_first)
-    model_set = None
-    if study.uses_response_set:
-        model_set = sorted({orientation.to_model(s, assignment_pair.a_shown_first) for s in response_set or []})
-        if study.elicitation == Study.Elicitation.PAIRED and model_choice in ("a", "b"):
-            model_set = sorted(set(model_set) | {model_choice})
+    mode = _checked_mode(study, answer)
+    stored = mode.to_model(answer, assignment_pair.a_shown_first)
     now = timezone.now()
     shown_at = assignment_pair.shown_at
     try:
@@ -457,8 +450,7 @@ def record_judgment(
             _touch_locked(assignment, now)
             judgment = Judgment.objects.create(
                 study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
-                assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first,
-                choice=model_choice if study.uses_choice else None, response_set=model_set,
+                assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
                 created=now, shown_at=shown_at,
                 time_on_task_ms=int((now - shown_at).total_seconds() * 1000) if shown_at else None,
                 client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
@@ -512,8 +504,7 @@ def _check_can_answer(assignment_pair: AssignmentPair) -> None:
                                f"{study.min_seconds_per_pair} seconds per pair.")
 
 
-def _record_gold(assignment_pair: AssignmentPair, key: str, choice: str | None,
-                 response_set: list[str] | None) -> Recorded:
+def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.Answer) -> Recorded:
     """Score an attention-check answer (never a judgment) and screen the rater out when their gold
     accuracy falls below the study's bar."""
     previous = GoldAnswer.objects.filter(assignment_pair=assignment_pair).first()
@@ -521,19 +512,16 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, choice: str | None,
         return Recorded(None, False, previous)
     assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
     _check_can_answer(assignment_pair)
-    _validate_answer(study, choice, response_set)
+    mode = _checked_mode(study, answer)
     good = orientation.to_display("a", assignment_pair.a_shown_first)  # the gold pair's good output is its "a"
-    if study.uses_choice:
-        correct = choice == good
-    else:
-        correct = set(response_set or []) == {good}
+    correct = mode.gold_correct(answer, good)
     now = timezone.now()
     try:
         with transaction.atomic():
             _touch_locked(assignment, now)
             answer = GoldAnswer.objects.create(
                 assignment_pair=assignment_pair, rater_id=assignment.rater_id, correct=correct, idempotency_key=key,
-                answer=choice or ",".join(sorted(response_set or [])),
+                answer=mode.describe(answer),
             )
             completed = complete_if_done(assignment, now)
     except IntegrityError:
@@ -558,20 +546,14 @@ def _screen(rater: Rater) -> None:
         rater.screened_out = True
 
 
-def _validate_answer(study: Study, choice: str | None, response_set: list[str] | None) -> str | None:
-    allowed = {"first", "second"} | ({"tie"} if study.allow_tie else set())
-    if study.uses_choice:
-        if not choice:
-            raise ServiceError("Choose one of the options before submitting.")
-        if choice not in allowed:
-            raise ServiceError("That option is not offered in this study.")
-    if response_set and any(s not in ("first", "second") for s in response_set):
-        raise ServiceError("Only the two outputs can be marked acceptable.")
-    if study.elicitation == Study.Elicitation.RESPONSE_SET and not response_set:
-        raise ServiceError("Select at least one output you find acceptable.")
-    if study.elicitation == Study.Elicitation.PAIRED and choice == "tie" and not response_set:
-        raise ServiceError("You chose no preference: also mark which outputs are acceptable.")
-    return choice if study.uses_choice else None
+def _checked_mode(study: Study, answer: elicitation.Answer) -> elicitation.Mode:
+    """The study's elicitation mode, once it has accepted the answer."""
+    mode = elicitation.mode_of(study)
+    try:
+        mode.validate(study, answer)
+    except elicitation.AnswerError as exc:
+        raise ServiceError(str(exc)) from exc
+    return mode
 
 
 # --------------------------------------------------------------------------------------------
@@ -629,7 +611,7 @@ def do_import_judgments(study: Study, data: bytes, filename: str | None) -> Impo
             pair = pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
         new.append(Judgment(
             study=study, rater=rater, pair=pair, a_shown_first=p.shown_first == p.system_a, choice=p.choice,
-            response_set=p.response_set, probability_a=p.probability_a, created=p.created or now,
+            response_set=p.response_set, probability_a=p.probability_a, strength=p.strength, created=p.created or now,
             time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
             superseded=p.superseded, extra=p.extra,
         ))
@@ -669,6 +651,7 @@ def judgment_line(j: Judgment) -> dict[str, Any]:
         "time_on_task_ms": j.time_on_task_ms,
         "client_time_ms": j.client_time_ms,
         "superseded": j.superseded,
+        "strength": j.strength,
     })
     if j.assignment_id is not None:
         line["assignment"] = j.assignment_id

@@ -55,6 +55,7 @@ def measure(n_items: int, completions: int) -> None:
     from django.contrib.auth import get_user_model
 
     from annotation import services
+    from annotation.elicitation import Answer
     from annotation.models import Item
     from selection import embedding, live
     from selection.core.diffuse import Dendrogram, IterativeDiffUse
@@ -86,7 +87,8 @@ def measure(n_items: int, completions: int) -> None:
             break
         [pair] = assignment.pairs.all()
         started = time.perf_counter()
-        services.record_judgment(pair, idempotency_key=f"k{number}", choice=str(coin.choice(["first", "second"])))
+        services.record_judgment(pair, idempotency_key=f"k{number}",
+                                 answer=Answer(choice=str(coin.choice(["first", "second"]))))
         submit_ms.append((time.perf_counter() - started) * 1e3)
         started = time.perf_counter()
         services.advance_live_selection(assignment)  # the loop's part of that submit, again (nothing new to release)

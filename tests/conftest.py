@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from annotation import services
+from annotation.elicitation import Answer
 from annotation.models import Rater
 
 
@@ -57,7 +58,7 @@ def rater(study) -> Rater:
 def answer_all(assignment, choice: str = "first") -> None:
     """Judge every pair of an assignment through the service."""
     for index, pair in enumerate(assignment.pairs.all()):
-        services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", choice=choice)
+        services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", answer=Answer(choice=choice))
 
 
 @pytest.fixture(autouse=True)

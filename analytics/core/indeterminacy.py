@@ -1,7 +1,8 @@
 """Judge validation under rating indeterminacy (SPEC §6; Guerdan et al., the rating-indeterminacy blog).
 
 Options are the study question's option set, here the two systems of a pair ("a", "b"). A response
-set is the non-empty subset of options a rater finds reasonable; a forced choice is one option.
+set is the subset of options a rater finds reasonable (empty when a study lets raters say that neither is);
+a forced choice is one option.
 Units are the rated objects shared by humans and judges (pairs of outputs).
 """
 
@@ -55,12 +56,13 @@ def omega_from_forced_choice(distribution: np.ndarray, beta: float) -> np.ndarra
 
 
 def omega(response_sets: Sequence[Sequence[str] | None], choices: Sequence[str | None], beta: float) -> np.ndarray:
-    """Omega of one unit from its judgments, shape (2,): a judgment with a response set counts as that set;
-    one with only a forced choice counts by ``omega_from_forced_choice`` (a tie as {a, b}, beta for the
-    option not chosen). Judgments with neither are left out; NaN when none is left."""
+    """Omega of one unit from its judgments, shape (2,): a judgment with a response set counts as that set
+    (the empty set -- "neither is acceptable", or a forced "both are bad" -- as [0, 0]); one with only a
+    forced choice counts by ``omega_from_forced_choice`` (a tie as {a, b}, beta for the option not chosen).
+    Judgments with neither are left out; NaN when none is left."""
     rows = []
     for response, choice in zip(response_sets, choices, strict=True):
-        if response:
+        if response is not None:
             rows.append(multilabel_vector([response]))
         elif choice is not None:
             rows.append(omega_from_forced_choice(forced_choice_distribution([choice]), beta))

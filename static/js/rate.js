@@ -6,14 +6,23 @@
 
   function form() { return document.getElementById("rating-form"); }
 
-  const choiceKeys = { "1": "1", ArrowLeft: "1", "2": "2", ArrowRight: "2", "3": "3", ArrowDown: "3" };
+  // Each option carries the key that selects it (data-key, and data-alt-key for an arrow), written by the
+  // study's elicitation mode on the server: a radio button is chosen, a check box toggled. Shift+digit
+  // keys are written "shift-<digit>".
+  function optionFor(f, event) {
+    const digit = event.code && event.code.startsWith("Digit") ? event.code.slice(5) : null;
+    if (event.shiftKey) {
+      return digit ? f.querySelector('input[data-key="shift-' + digit + '"]') : null;
+    }
+    const key = CSS.escape(event.key);
+    return f.querySelector('input[data-key="' + key + '"], input[data-alt-key="' + key + '"]');
+  }
 
   document.addEventListener("keydown", function (event) {
     const f = form();
     if (!f || event.ctrlKey || event.metaKey || event.altKey) return;
     const target = event.target;
     if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type === "text"))) return;
-    const mode = f.closest(".rating").dataset.mode;
     if (event.key === "Enter") {
       event.preventDefault();
       // A form swapped in a moment ago may not be wired up by htmx yet; make sure it is, so a fast
@@ -22,20 +31,14 @@
       f.requestSubmit();
       return;
     }
-    const digit = event.code && event.code.startsWith("Digit") ? event.code.slice(5) : null;
-    if (event.shiftKey && digit) {
-      const box = f.querySelector('input[data-toggle="shift-' + digit + '"]');
-      if (box) { event.preventDefault(); box.checked = !box.checked; }
-      return;
-    }
-    const key = choiceKeys[event.key];
-    if (!key) return;
-    if (mode === "response_set") {
-      const box = f.querySelector('input[data-toggle="' + key + '"]');
-      if (box) { event.preventDefault(); box.checked = !box.checked; }
+    const option = optionFor(f, event);
+    if (!option) return;
+    event.preventDefault();
+    if (option.type === "checkbox") {
+      option.checked = !option.checked;
     } else {
-      const radio = f.querySelector('input[name="choice"][data-key="' + key + '"]');
-      if (radio) { event.preventDefault(); radio.checked = true; radio.focus(); }
+      option.checked = true;
+      option.focus();
     }
   });
 

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from analytics import services
 from annotation import services as annotation_services
+from annotation.elicitation import Answer
 from tests.conftest import answer_all, study_jsonl
 
 SPEC_KEYS = {"systems", "judgments", "consistency", "separability", "elo", "sep_elo", "bradley_terry", "stopping",
@@ -138,8 +139,8 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
     pairs = list(assignment.pairs.all())
     # forced choice of the output shown second, and both outputs acceptable on every other pair
     for n, pair in enumerate(pairs):
-        annotation_services.record_judgment(pair, idempotency_key=f"p{n}", choice="second",
-                                            response_set=["first", "second"] if n % 2 == 0 else [])
+        annotation_services.record_judgment(pair, idempotency_key=f"p{n}", answer=Answer(
+            choice="second", response=frozenset(["first", "second"] if n % 2 == 0 else [])))
     report = services.study_report(study)["indeterminacy"]
     rows = [(j.choice, j.response_set) for j in study.judgments.all()]
     # beta-hat = P(the option not chosen is also in the response set | forced choice a or b), both ways pooled

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import crowd, services
+from annotation.elicitation import Answer
 from annotation.models import (
     Assignment,
     BlockedWorker,
@@ -192,7 +193,7 @@ def test_abandoned_assignments_expire_and_their_place_returns(client, study):
     page = client.get(reverse("rate", args=[first.rater.token(), first.pk]))
     assert b"This assignment expired" in page.content
     with pytest.raises(services.ServiceError, match="expired"):
-        services.record_judgment(first.pairs.first(), idempotency_key="late", choice="first")
+        services.record_judgment(first.pairs.first(), idempotency_key="late", answer=Answer(choice="first"))
 
 
 @pytest.fixture
@@ -212,7 +213,7 @@ def test_gold_pairs_are_added_scored_and_never_judgments(gold_study):
     golds = [p for p in pairs if p.gold_id]
     assert len(pairs) == 6 and len(golds) == 1
     good = "first" if golds[0].a_shown_first else "second"
-    result = services.record_judgment(golds[0], idempotency_key="g1", choice=good)
+    result = services.record_judgment(golds[0], idempotency_key="g1", answer=Answer(choice=good))
     assert result.judgment is None and result.gold_answer.correct
     assert not Judgment.objects.exists() and services.gold_accuracy(rater) == (1, 1)
 
@@ -242,7 +243,7 @@ def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_s
     gold = session.assignment.pairs.get(gold__isnull=False)
     wrong = "second" if gold.a_shown_first else "first"
     for p in session.assignment.pairs.all():
-        services.record_judgment(p, idempotency_key=f"k{p.pk}", choice=wrong if p.gold_id else "first")
+        services.record_judgment(p, idempotency_key=f"k{p.pk}", answer=Answer(choice=wrong if p.gold_id else "first"))
     assert Rater.objects.get(pk=session.rater_id).screened_out and GoldAnswer.objects.get().correct is False
     done = client.get(page["Location"]).content.decode()
     assert link.screened_code in done and "did not pass" in done
@@ -256,7 +257,7 @@ def test_answers_faster_than_the_minimum_time_are_refused(study):
     pair = services.do_start_assignment(services.do_create_rater_link(study, "fast")).pairs.first()
     services.mark_shown(pair)
     with pytest.raises(services.ServiceError, match="at least 30 seconds per pair"):
-        services.record_judgment(pair, idempotency_key="k", choice="first")
+        services.record_judgment(pair, idempotency_key="k", answer=Answer(choice="first"))
     assert not Judgment.objects.exists()
 
 
@@ -331,7 +332,8 @@ def test_workers_below_the_bar_are_flagged_before_they_are_screened(researcher_c
     visit(client, link, worker_id="shaky")
     session = WorkerSession.objects.get()
     gold = session.assignment.pairs.get(gold__isnull=False)
-    services.record_judgment(gold, idempotency_key="g", choice="second" if gold.a_shown_first else "first")
+    services.record_judgment(gold, idempotency_key="g",
+                             answer=Answer(choice="second" if gold.a_shown_first else "first"))
     page = researcher_client.get(reverse("external_links", args=[gold_study.pk])).content.decode()
     assert "flagged: below the accuracy bar" in page and "0 / 1" in page
     assert not Rater.objects.get(pk=session.rater_id).screened_out

@@ -187,24 +187,30 @@ def test_judgment_problems_name_the_field():
         judgment(sample_b=2),
         judgment(shown_first="c"),
         judgment(choice="c"),
-        judgment(response_set=[]),
+        judgment(response_set=["a", "a"]),
         judgment(probability_a=1.5),
         judgment(choice=None, response_set=None),
         judgment(created="2026-01-01T12:00:00"),
         judgment(rater_kind="robot"),
+        judgment(strength=3),
+        judgment(choice="tie", strength=2),
     ) == [
         "line 1, field 'item': unknown item 'nope'",
         "line 2, field 'system_b': unknown system 'c'",
         "line 2, field 'shown_first': shown_first must be system_a or system_b",
-        "line 2, field 'response_set': response_set must be a non-empty list of distinct systems of the pair, or null",
+        "line 2, field 'response_set': response_set must be a list of distinct systems of the pair ([] when neither "
+        "is acceptable), or null",
         "line 3, field 'sample_b': item 'x1' has 2 sample(s) of 'b'; 2 is out of range",
         "line 4, field 'shown_first': shown_first must be system_a or system_b",
         "line 5, field 'choice': choice must be system_a, system_b, 'tie' or null",
-        "line 6, field 'response_set': response_set must be a non-empty list of distinct systems of the pair, or null",
+        "line 6, field 'response_set': response_set must be a list of distinct systems of the pair ([] when neither "
+        "is acceptable), or null",
         "line 7, field 'probability_a': probability_a must be a number from 0 to 1, or null",
         "line 8: a judgment needs a choice, a response_set or a probability_a",
         "line 9, field 'created': created needs a time zone, e.g. 2026-01-01T12:00:00Z",
         "line 10, field 'rater_kind': rater_kind must be 'human' or 'judge'",
+        "line 11, field 'strength': strength must be 1 (better), 2 (much better) or null",
+        "line 12, field 'strength': strength needs a choice of system_a or system_b",
     ]
 
 

@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 
 from annotation import services
+from annotation.elicitation import Answer
 from annotation.models import Assignment, AssignmentPair, Judgment, Rater
 
 
@@ -106,7 +107,7 @@ def test_a_rater_with_nothing_left_is_thanked(client, study):
     rater = services.do_create_rater_link(study, "solo")
     assignment = start(client, rater)
     for pair in assignment.pairs.all():
-        services.record_judgment(pair, idempotency_key=f"k{pair.pk}", choice="first")
+        services.record_judgment(pair, idempotency_key=f"k{pair.pk}", answer=Answer(choice="first"))
     response = client.post(reverse("rater_start", args=[rater.token()]))
     assert response.status_code == 200 and b"Nothing left to rate" in response.content
 

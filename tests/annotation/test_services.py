@@ -10,6 +10,7 @@ import pytest
 from django.db import connection, connections
 
 from annotation import services
+from annotation.elicitation import Answer
 from annotation.formats import FormatError
 from annotation.models import Assignment, Item, Judgment, Rater, Study, Task
 from tests.conftest import answer_all, study_jsonl
@@ -151,8 +152,8 @@ def test_concurrent_raters_never_overfill_a_task(researcher):
 def test_a_judgment_is_recorded_once_per_key(study, rater):
     assignment = services.do_start_assignment(rater)
     pair = assignment.pairs.first()
-    first = services.record_judgment(pair, idempotency_key="k1", choice="first")
-    again = services.record_judgment(pair, idempotency_key="k1", choice="first")
+    first = services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    again = services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
     assert first.created and not again.created and again.judgment.pk == first.judgment.pk
     assert Judgment.objects.count() == 1
 
@@ -160,8 +161,8 @@ def test_a_judgment_is_recorded_once_per_key(study, rater):
 def test_a_second_answer_to_the_same_pair_does_not_count_twice(study, rater):
     assignment = services.do_start_assignment(rater)
     pair = assignment.pairs.first()
-    services.record_judgment(pair, idempotency_key="k1", choice="first")
-    repeat = services.record_judgment(pair, idempotency_key="k2", choice="second")
+    services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    repeat = services.record_judgment(pair, idempotency_key="k2", answer=Answer(choice="second"))
     assert not repeat.created and repeat.judgment.choice is not None
     assert Judgment.objects.count() == 1
 
@@ -174,7 +175,8 @@ def test_choices_are_stored_in_model_coordinates(study, rater, a_first, shown, m
     pair.a_shown_first = a_first
     pair.save()
     services.mark_shown(pair)
-    judgment = services.record_judgment(pair, idempotency_key="k", choice=shown, client_time_ms=1234).judgment
+    judgment = services.record_judgment(pair, idempotency_key="k",
+                                        answer=Answer(choice=shown), client_time_ms=1234).judgment
     assert judgment.choice == model and judgment.a_shown_first is a_first
     assert judgment.client_time_ms == 1234 and judgment.time_on_task_ms is not None
     assert judgment.rater == rater and judgment.assignment == assignment
@@ -184,9 +186,9 @@ def test_tie_is_refused_when_the_study_has_no_tie(study, rater):
     services.do_update_settings(study, {"allow_tie": False}, None)
     pair = services.do_start_assignment(rater).pairs.first()
     with pytest.raises(services.ServiceError, match="not offered"):
-        services.record_judgment(pair, idempotency_key="k", choice="tie")
+        services.record_judgment(pair, idempotency_key="k", answer=Answer(choice="tie"))
     with pytest.raises(services.ServiceError, match="Choose one"):
-        services.record_judgment(pair, idempotency_key="k", choice=None)
+        services.record_judgment(pair, idempotency_key="k", answer=Answer(choice=None))
     assert not Judgment.objects.exists()
 
 
@@ -194,8 +196,9 @@ def test_response_set_elicitation_stores_the_set(study, rater):
     services.do_update_settings(study, {"elicitation": "response_set"}, None)
     pair = services.do_start_assignment(rater).pairs.first()
     with pytest.raises(services.ServiceError, match="at least one"):
-        services.record_judgment(pair, idempotency_key="k", response_set=[])
-    judgment = services.record_judgment(pair, idempotency_key="k", response_set=["first", "second"]).judgment
+        services.record_judgment(pair, idempotency_key="k", answer=Answer(response=frozenset()))
+    both = Answer(response=frozenset(["first", "second"]))
+    judgment = services.record_judgment(pair, idempotency_key="k", answer=both).judgment
     assert judgment.choice is None and judgment.response_set == ["a", "b"]
 
 
@@ -204,11 +207,12 @@ def test_paired_elicitation_adds_the_choice_to_the_set(study, rater):
     pair = services.do_start_assignment(rater).pairs.first()
     pair.a_shown_first = False
     pair.save()
-    judgment = services.record_judgment(pair, idempotency_key="k", choice="first", response_set=[]).judgment
+    answer = Answer(choice="first", response=frozenset())
+    judgment = services.record_judgment(pair, idempotency_key="k", answer=answer).judgment
     assert judgment.choice == "b" and judgment.response_set == ["b"]
     other = services.do_start_assignment(rater).pairs.all()[1]
     with pytest.raises(services.ServiceError, match="no preference"):
-        services.record_judgment(other, idempotency_key="k2", choice="tie", response_set=[])
+        services.record_judgment(other, idempotency_key="k2", answer=Answer(choice="tie", response=frozenset()))
 
 
 def test_the_last_answer_completes_the_assignment(study, rater):
@@ -223,7 +227,7 @@ def test_complete_if_done_completes_once_and_only_when_nothing_is_left(study, ra
     assignment = services.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
     for index, pair in enumerate(pairs[:-1]):
-        services.record_judgment(pair, idempotency_key=f"k{index}", choice="first")
+        services.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
     stale = Assignment.objects.get(pk=assignment.pk)
     assert not services.complete_if_done(stale) and stale.status == Assignment.Status.ACTIVE
     # The last answer arrives without completing (as if a page view came first): the page completes it.

@@ -125,3 +125,31 @@ def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_p
     expect(page.get_by_text("Pair 2 of 5")).to_be_visible()
     [judgment] = Judgment.objects.filter(rater=rater)
     assert judgment.idempotency_key == failures[0]
+
+
+# The 5-point scale with "both are bad": the key pressed, and the stored (side shown, strength) it means.
+SCALE_STEPS = [("5", ("second", 2)), ("1", ("first", 2)), ("3", ("tie", None)), ("0", ("both_bad", None)),
+               ("4", ("second", 1))]
+
+
+def test_the_preference_scale_is_answered_with_the_keys_its_mode_defines(browser_page, live_server, researcher):
+    study = services.do_create_study(researcher, "scale", study_jsonl(2), "s.jsonl")
+    services.do_update_settings(study, {"elicitation": "preference_scale", "neither_option": True}, None)
+    rater = services.do_create_rater_link(study, "scale-rater")
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    page.wait_for_function("typeof htmx !== 'undefined'")
+    for number, (key, _) in enumerate(SCALE_STEPS, start=1):
+        expect(page.get_by_text(f"Pair {number} of 5")).to_be_visible()
+        page.keyboard.press(key)
+        page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Assignment complete")).to_be_visible()
+    judgments = list(Judgment.objects.filter(rater=rater).order_by("id"))
+    stored = []
+    for judgment, (_, (shown, strength)) in zip(judgments, SCALE_STEPS, strict=True):
+        side = {"first": "a" if judgment.a_shown_first else "b", "second": "b" if judgment.a_shown_first else "a"}
+        stored.append((judgment.choice, judgment.response_set, judgment.strength))
+        assert stored[-1] == ((side[shown], None, strength) if shown in side else
+                              ("tie", [] if shown == "both_bad" else None, None))
+    assert len(stored) == 5

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from annotation import services as annotation_services
+from annotation.elicitation import Answer
 from annotation.models import Assignment, Judgment, Task
 from selection import live
 from selection.core.diffuse import Dendrogram, IterativeDiffUse
@@ -44,7 +45,7 @@ def judge_like_the_oracle(assignment: Assignment) -> None:
     label = oracle_of(assignment.item.external_id)
     for n, pair in enumerate(assignment.pairs.all()):
         shown = "first" if (label == "a") == pair.a_shown_first else "second"
-        annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", choice=shown)
+        annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
 def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_study):
@@ -89,7 +90,7 @@ def answer(assignment: Assignment, labels: list[str]) -> None:
     """Answer the assignment's pairs with these model-coordinate labels ("a", "b", "tie")."""
     for n, (pair, label) in enumerate(zip(assignment.pairs.all(), labels, strict=True)):
         shown = "tie" if label == "tie" else ("first" if (label == "a") == pair.a_shown_first else "second")
-        annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", choice=shown)
+        annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
 def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study, monkeypatch):

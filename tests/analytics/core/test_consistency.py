@@ -75,4 +75,7 @@ def test_an_answer_in_model_coordinates():
     assert consistency.effective_choice(None, ["a", "b"]) == "tie"
     assert consistency.effective_choice(None, None, 0.7) == "a"
     assert consistency.effective_choice(None, None, 0.5) == "tie"
-    assert consistency.effective_choice(None, [], None) is None
+    # "neither is acceptable" (an empty response set) prefers neither output: no preference
+    assert consistency.effective_choice(None, [], None) == "tie"
+    assert consistency.effective_choice("tie", [], None) == "tie"  # a forced "both are bad"
+    assert consistency.effective_choice(None, None, None) is None

@@ -1,0 +1,277 @@
+"""What an answer is, in one place (SPEC §6): each elicitation mode is one registered unit, like the
+selection strategies in ``selection/strategies.py``.
+
+A mode defines what a rater is asked and how the answer is kept:
+
+- ``fieldsets(study)``: its form fields (radio buttons / check boxes), each with the keyboard key that
+  selects it; the page renders them with the mode's ``template`` partial, and ``static/js/rate.js`` only
+  follows the keys written on the options (it knows no mode);
+- ``read(data)``: the submitted form, in display coordinates (``Answer``), and ``validate(study, answer)``:
+  what is missing or contradictory, said to the rater;
+- ``to_model(answer, a_shown_first)``: storage, in model coordinates (``Stored``: the judgment's ``choice``,
+  ``response_set`` and ``strength`` columns); the display <-> model flip is ``annotation/orientation.py``;
+- ``gold_correct(answer, good)``: how an attention check is scored.
+
+Every mode stores the same three columns, so the export (SPEC §8, extended with ``strength``) and the
+analytics read any judgment, imported or collected, the same way: the rating in {-1, 0, +1} of Eq. 4 / 7 is
+``analytics.core.consistency.effective_choice`` of the stored answer (a 5-point answer counts by its sign,
+"both bad" as a tie), and Omega for the indeterminacy metrics is ``analytics.core.indeterminacy.omega`` (a
+response set as given, an empty one -- "neither is acceptable" / "both are bad" -- as [0, 0]).
+
+The study option "neither is acceptable / both are bad" (``Study.neither_option``) adds to a forced
+choice the display answer ``both_bad`` (stored: choice "tie", response set [] -- no preference, and no
+output acceptable) and to a response set the box "neither is acceptable" (stored: the empty set).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from annotation import orientation
+
+FIRST, SECOND, TIE, BOTH_BAD = "first", "second", "tie", "both_bad"
+OUTPUTS = (FIRST, SECOND)
+NEITHER = "neither"  # the response-set box "neither is acceptable"
+STRENGTHS = {1: "better", 2: "much better"}
+
+
+class AnswerError(ValueError):
+    """An answer the study does not accept; the message is for the rater."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """A rater's answer as submitted, in display coordinates."""
+
+    choice: str | None = None  # first | second | tie | both_bad
+    response: frozenset[str] | None = None  # subset of {first, second}, or {neither}
+    strength: int | None = None  # 1 = better, 2 = much better (the preference scale)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """An answer as stored on a judgment, in model coordinates."""
+
+    choice: str | None  # a | b | tie
+    response_set: list[str] | None  # sorted subset of {a, b}; [] = no output acceptable
+    strength: int | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One input of the answer form."""
+
+    input: str  # radio | checkbox
+    name: str  # the form field
+    value: str
+    label: str
+    key: str  # the key that selects it, as written on data-key ("1", "shift-1")
+    key_label: str  # as shown ("1", "⇧1")
+    alt_key: str = ""  # a second key (event.key, e.g. "ArrowLeft")
+    alt_label: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fieldset:
+    legend: str
+    options: tuple[Option, ...]
+
+
+_ARROWS = {"1": ("ArrowLeft", "←"), "2": ("ArrowRight", "→"), "3": ("ArrowDown", "↓")}
+
+
+def _option(kind: str, name: str, value: str, label: str, key: str) -> Option:
+    alt, alt_label = _ARROWS.get(key, ("", ""))
+    return Option(kind, name, value, label, key, key, alt, alt_label)
+
+
+def _read_set(data: Mapping) -> frozenset[str] | None:
+    values = data.getlist("response") if hasattr(data, "getlist") else data.get("response") or []
+    return frozenset(values)
+
+
+def _check_set(answer: Answer, study, *, allow_empty: bool) -> None:
+    response = answer.response or frozenset()
+    if response - {*OUTPUTS, NEITHER} or (NEITHER in response and not study.neither_option):
+        raise AnswerError("Only the two outputs can be marked acceptable.")
+    if NEITHER in response and response & set(OUTPUTS):
+        raise AnswerError("You marked an output acceptable and also 'neither is acceptable': choose one.")
+    if not response and not allow_empty:
+        raise AnswerError("Select at least one output you find acceptable"
+                          + (", or 'neither is acceptable'." if study.neither_option else "."))
+
+
+def _model_set(response: frozenset[str] | None, a_shown_first: bool) -> list[str]:
+    return sorted(orientation.to_model(s, a_shown_first) for s in (response or ()) if s in OUTPUTS)
+
+
+class Mode(abc.ABC):
+    """One elicitation mode. Subclasses set the class attributes and override what differs."""
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    template: ClassVar[str] = "annotation/answers/options.html"
+    asks_choice: ClassVar[bool] = True  # a single choice (radio buttons) is part of the answer
+
+    @abc.abstractmethod
+    def fieldsets(self, study) -> tuple[Fieldset, ...]:
+        """The form, in display order."""
+
+    def read(self, data: Mapping) -> Answer:
+        return Answer(choice=data.get("choice") or None)
+
+    @abc.abstractmethod
+    def validate(self, study, answer: Answer) -> None:
+        """Raise ``AnswerError`` (a message for the rater) for an answer the study does not accept."""
+
+    def to_model(self, answer: Answer, a_shown_first: bool) -> Stored:
+        if answer.choice == BOTH_BAD:
+            return Stored("tie", [], None)
+        return Stored(orientation.to_model(answer.choice, a_shown_first), None, answer.strength)
+
+    def gold_correct(self, answer: Answer, good: str) -> bool:
+        """``good`` is where the attention check's good output was shown (first / second)."""
+        return answer.choice == good
+
+    def describe(self, answer: Answer) -> str:
+        """The answer in a few characters, as kept for an attention check."""
+        if answer.choice is not None:
+            return answer.choice + (f":{answer.strength}" if answer.strength else "")
+        return ",".join(sorted(answer.response or ()))
+
+    def _choices(self, study) -> tuple[Option, ...]:
+        options = [_option("radio", "choice", FIRST, "Output 1", "1"),
+                   _option("radio", "choice", SECOND, "Output 2", "2")]
+        if study.allow_tie:
+            options.append(_option("radio", "choice", TIE, study.tie_label, "3"))
+        if study.neither_option:
+            options.append(_option("radio", "choice", BOTH_BAD, study.neither_label, "0"))
+        return tuple(options)
+
+    def _check_choice(self, study, answer: Answer) -> None:
+        if not answer.choice:
+            raise AnswerError("Choose one of the options before submitting.")
+        if answer.choice not in {o.value for o in self._choices(study)}:
+            raise AnswerError("That option is not offered in this study.")
+
+    def key_help(self, study) -> list[tuple[tuple[str, ...], str]]:
+        """(keys, what they do) for the instructions, in the form's order."""
+        return [(tuple(filter(None, (o.key_label, o.alt_label))), o.label)
+                for fieldset in self.fieldsets(study) for o in fieldset.options] + [(("Enter",), "submit")]
+
+
+class ForcedChoice(Mode):
+    name = "forced_choice"
+    label = "Forced choice (pick one)"
+
+    def fieldsets(self, study):
+        return (Fieldset(study.question, self._choices(study)),)
+
+    def validate(self, study, answer):
+        self._check_choice(study, answer)
+
+
+class ResponseSet(Mode):
+    name = "response_set"
+    label = "Response set (select every acceptable answer)"
+    asks_choice = False
+
+    def fieldsets(self, study):
+        options = [_option("checkbox", "response", FIRST, "Output 1", "1"),
+                   _option("checkbox", "response", SECOND, "Output 2", "2")]
+        if study.neither_option:
+            options.append(_option("checkbox", "response", NEITHER, study.neither_label, "0"))
+        return (Fieldset(study.response_set_question, tuple(options)),)
+
+    def read(self, data):
+        return Answer(response=_read_set(data))
+
+    def validate(self, study, answer):
+        _check_set(answer, study, allow_empty=False)
+
+    def to_model(self, answer, a_shown_first):
+        return Stored(None, _model_set(answer.response, a_shown_first), None)
+
+    def gold_correct(self, answer, good):
+        return answer.response == {good}
+
+
+class Paired(Mode):
+    name = "paired"
+    label = "Paired (pick one, then mark the others that are also acceptable)"
+
+    def fieldsets(self, study):
+        also = (Option("checkbox", "response", FIRST, "Output 1 is acceptable", "shift-1", "⇧1"),
+                Option("checkbox", "response", SECOND, "Output 2 is acceptable", "shift-2", "⇧2"))
+        return (Fieldset(study.question, self._choices(study)), Fieldset(study.also_acceptable_question, also))
+
+    def read(self, data):
+        return Answer(choice=data.get("choice") or None, response=_read_set(data))
+
+    def validate(self, study, answer):
+        self._check_choice(study, answer)
+        response = answer.response or frozenset()
+        if response - set(OUTPUTS):
+            raise AnswerError("Only the two outputs can be marked acceptable.")
+        if answer.choice == BOTH_BAD and response:
+            raise AnswerError("You said both are bad: leave the 'also acceptable' boxes empty.")
+        if answer.choice == TIE and not response:
+            raise AnswerError("You chose no preference: also mark which outputs are acceptable.")
+
+    def to_model(self, answer, a_shown_first):
+        if answer.choice == BOTH_BAD:
+            return Stored("tie", [], None)
+        choice = orientation.to_model(answer.choice, a_shown_first)
+        chosen = {choice} if choice in ("a", "b") else set()  # the chosen output is acceptable
+        return Stored(choice, sorted(set(_model_set(answer.response, a_shown_first)) | chosen), None)
+
+
+class PreferenceScale(Mode):
+    """Five points: output 1 much better / better / the same / output 2 better / much better. Ratings
+    (Eq. 4 / 7) use its sign; the strength is stored and exported."""
+
+    name = "preference_scale"
+    label = "5-point preference scale (1 much better … 2 much better)"
+    _POINTS = ((FIRST, 2), (FIRST, 1), (TIE, None), (SECOND, 1), (SECOND, 2))
+
+    def fieldsets(self, study):
+        options = []
+        for key, (side, strength) in enumerate(self._POINTS, start=1):
+            if side == TIE:
+                options.append(Option("radio", "choice", TIE, "About the same", str(key), str(key)))
+            else:
+                number = "1" if side == FIRST else "2"
+                options.append(Option("radio", "choice", f"{side}:{strength}",
+                                      f"Output {number} is {STRENGTHS[strength]}", str(key), str(key)))
+        if study.neither_option:
+            options.append(_option("radio", "choice", BOTH_BAD, study.neither_label, "0"))
+        return (Fieldset(study.question, tuple(options)),)
+
+    def read(self, data):
+        value = data.get("choice") or ""
+        side, _, strength = value.partition(":")
+        if side in OUTPUTS and strength in ("1", "2"):
+            return Answer(choice=side, strength=int(strength))
+        return Answer(choice=value or None)
+
+    def validate(self, study, answer):
+        if not answer.choice:
+            raise AnswerError("Choose one of the options before submitting.")
+        offered = {(s, n) for s, n in self._POINTS} | ({(BOTH_BAD, None)} if study.neither_option else set())
+        if (answer.choice, answer.strength) not in offered:
+            raise AnswerError("That option is not offered in this study.")
+
+
+MODES: dict[str, Mode] = {mode.name: mode for mode in (ForcedChoice(), ResponseSet(), Paired(), PreferenceScale())}
+CHOICES = [(mode.name, mode.label) for mode in MODES.values()]
+
+
+def mode_of(study) -> Mode:
+    return MODES[study.elicitation]
+
