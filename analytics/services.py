@@ -1,8 +1,10 @@
 """The study report: load judgments from the database, call the analytics core, assemble plain data.
 
 Conventions (documented in the README):
-- model coordinates: rating r = -1 (A preferred), 0 (no preference), +1 (B preferred); a response
-  set of one system counts as a choice of it, of both as no preference;
+- model coordinates: rating r = -1 (A preferred), 0 (no preference), +1 (B preferred), read off the stored
+  answer by ``consistency.effective_choice`` whatever the elicitation mode (annotation/elicitation.py): a
+  5-point answer by its side, a response set of one system as a choice of it, of both or of neither (and a
+  forced "both are bad") as no preference;
 - a rating set is one rater's judgments of one item for one system pair;
 - every judgment with a choice is one battle for the leaderboards, in creation order (or, per the study's
   setting, the majority of each rated pair, or one judgment sampled per item and system pair);
@@ -12,7 +14,8 @@ Conventions (documented in the README):
 - who won an item is ``consistency.item_winner`` over its human raters (the live loop's rule too);
 - positional bias is P(first shown chosen) over non-tie choices;
 - indeterminacy compares judges with humans on the pairs both judged; a forced-choice tie is the
-  response set {A, B}, and beta is applied to both options.
+  response set {A, B}, an empty response set ("both are bad") is Omega = [0, 0], and beta is applied to
+  both options.
 """
 
 from __future__ import annotations
