@@ -110,32 +110,20 @@ def access_rater_assignment_rows(token: str, assignment_id: int, query: Compiled
     return *_assignment_from(rows[0], payload, "assignment__"), rows
 
 
-# A submit's lookup: the pair, its earlier judgment if any, and the assignment with its rater and study.
-_PAIR_ASSIGNMENT_RATER_STUDY = CompiledQuery(
-    lambda pair, assignment, rater: (
-        AssignmentPair.objects.filter(pk=pair, assignment_id=assignment, assignment__rater_id=rater).order_by()
-        .values(*model_columns(AssignmentPair), "judgment__id", *assignment_columns())),
-    pair=int, assignment=int, rater=int,
-)
-
-
-def access_rater_pair(token: str, assignment_id: int, pair_id: int
-                      ) -> tuple[Rater, Assignment, AssignmentPair | None]:
-    """The rater of a personal link, one of their own assignments and the pair they answer, in one query
-    (a submit); the pair is None when it is not part of the assignment. Its earlier judgment, if any,
-    is loaded with it (a repeated submit)."""
-    rater, assignment, rows = access_rater_assignment_rows(token, assignment_id, _PAIR_ASSIGNMENT_RATER_STUDY,
-                                                           pair=pair_id)
-    if not rows:
-        return rater, assignment, None
-    row = rows[0]
+def rater_pair(assignment: Assignment, rows: list[dict], pair_id: int) -> AssignmentPair | None:
+    """The pair a rater answers, from the rows ``access_rater_assignment_rows`` read of *their* assignment
+    (each with ``model_columns(AssignmentPair)`` and ``judgment__id``); None when it is not one of them. Its
+    earlier judgment, if any, is attached (a repeated submit); an unanswered pair costs no query."""
+    row = next((r for r in rows if r["id"] == pair_id), None)
+    if row is None:
+        return None
     pair = instance(AssignmentPair, row)
     pair.assignment = assignment
     judgment_id = row["judgment__id"]
     # What select_related("judgment") caches: None when unanswered, so no later access queries again.
     AssignmentPair.judgment.related.set_cached_value(
         pair, None if judgment_id is None else Judgment.objects.get(pk=judgment_id))
-    return rater, assignment, pair
+    return pair
 
 
 def access_external_link(token: str) -> ExternalLink:

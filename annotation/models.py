@@ -388,6 +388,10 @@ class Assignment(models.Model):
     completed = models.DateTimeField(null=True, blank=True)
     last_activity = models.DateTimeField(default=timezone.now, help_text="Creation or the latest answer.")
     completion_code = models.CharField(max_length=16, default=new_completion_code)
+    n_pairs = models.PositiveSmallIntegerField(default=0, help_text="Pairs shown, attention checks included.")
+    answered = models.PositiveSmallIntegerField(
+        default=0, help_text="Pairs answered so far, kept in step by the submit's one UPDATE (which completes the "
+                             "assignment when it reaches n_pairs).")
 
     class Meta:
         ordering = ["id"]

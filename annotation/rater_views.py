@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from annotation import access, crowd, orientation, services
-from annotation.compiled import CompiledQuery
+from annotation.compiled import CompiledQuery, model_columns
 from annotation.forms import RatingForm
 from annotation.models import Assignment, AssignmentPair, Rater
 from annotation.ratelimit import limit_posts
@@ -67,49 +67,58 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
 @access.frameable
 def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
-    return _render_rating(request, rater, token, assignment, rows=rows)
+    return _render_rating(request, rater, token, assignment, rows)
 
 
 @access.frameable
 @csrf_exempt  # see rater_start
 @require_POST
 def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    # One read: the rater, the assignment with its study, and all its pairs (the one answered, and the next
+    # one to show); then the answer's UPDATE and INSERT, and the next pair's first view.
+    rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
     form = RatingForm(request.POST)
     error = None
     if not form.is_valid():
-        rater, assignment = access.access_rater_assignment(token, assignment_id)
         error = "The submission was incomplete; please answer again."
+    elif (pair := access.rater_pair(assignment, rows, form.cleaned_data["pair"])) is None:
+        error = "That pair is not part of your assignment."
     else:
-        rater, assignment, pair = access.access_rater_pair(token, assignment_id, form.cleaned_data["pair"])
-        if pair is None:
-            error = "That pair is not part of your assignment."
+        try:
+            recorded = services.record_judgment(
+                pair, idempotency_key=form.cleaned_data["key"],
+                answer=assignment.study.elicitation_mode.read(request.POST),
+                client_time_ms=form.cleaned_data["client_ms"],
+            )
+        except services.ServiceError as exc:
+            error = str(exc)
+        except (OperationalError, InterfaceError):
+            # The database is briefly unavailable: nothing was stored. Show the same pair with the
+            # same submission key, so the retry is recorded once.
+            response = _render_rating(request, rater, token, assignment, rows, key=form.cleaned_data["key"],
+                                      error="Your answer could not be saved just now. Please submit it again "
+                                            "in a moment; it will be counted once.")
+            response.status_code = 503
+            response["Retry-After"] = "2"
+            return response
         else:
-            try:
-                services.record_judgment(
-                    pair, idempotency_key=form.cleaned_data["key"],
-                    answer=assignment.study.elicitation_mode.read(request.POST),
-                    client_time_ms=form.cleaned_data["client_ms"],
-                )
-            except services.ServiceError as exc:
-                error = str(exc)
-            except (OperationalError, InterfaceError):
-                # The database is briefly unavailable: nothing was stored. Show the same pair with the
-                # same submission key, so the retry is recorded once.
-                response = _render_rating(request, rater, token, assignment, key=form.cleaned_data["key"],
-                                          error="Your answer could not be saved just now. Please submit it again "
-                                                "in a moment; it will be counted once.")
-                response.status_code = 503
-                response["Retry-After"] = "2"
-                return response
+            _mark_answered(rows, pair.pk, recorded)
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
-    # The next pair, with the assignment as the submit left it (status, completion), its rater and study: one
-    # query, where refreshing the assignment and then its study and pairs took three.
-    rater, assignment, rows = access.access_rater_assignment_rows(token, assignment.pk, _PAGE)
-    response = _render_rating(request, rater, token, assignment, error=error, rows=rows)
+    response = _render_rating(request, rater, token, assignment, rows, error=error)
     if error is not None and not request.htmx:
         response.status_code = 400
     return response
+
+
+def _mark_answered(rows: list[dict], pair_id: int, recorded: services.Recorded) -> None:
+    """The page's rows as the submit left them: the answered pair now has its judgment or gold answer."""
+    for row in rows:
+        if row["id"] == pair_id:
+            if recorded.judgment is not None:
+                row["judgment__id"] = recorded.judgment.pk
+            elif recorded.gold_answer is not None:
+                row["gold_answer__id"] = recorded.gold_answer.pk
 
 
 @dataclasses.dataclass
@@ -123,7 +132,7 @@ class Shown:
 
 # What the rating page reads of an assignment's pairs: flat columns, no model objects. This is the hot
 # path under load, and the ORM's cost grows with the number of columns and objects it handles.
-PAIR_COLUMNS = ("pk", "shown_at", "a_shown_first", "gold_id", "judgment__id", "gold_answer__id",
+PAIR_COLUMNS = (*model_columns(AssignmentPair), "judgment__id", "gold_answer__id",
                 "pair__item__input", "pair__generation_a__text", "pair__generation_b__text",
                 "gold__input", "gold__good_output", "gold__bad_output")
 
@@ -149,12 +158,9 @@ def _answered(row: dict) -> bool:
     return row["judgment__id"] is not None or row["gold_answer__id"] is not None
 
 
-def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment,
-                   error: str | None = None, key: str | None = None, rows: list[dict] | None = None
-                   ) -> HttpResponse:
+def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment, rows: list[dict],
+                   error: str | None = None, key: str | None = None) -> HttpResponse:
     study = assignment.study
-    if rows is None:  # after a submit
-        rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
     current = next((r for r in rows if not _answered(r)), None)
     done = sum(1 for r in rows if _answered(r))
     external = crowd.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
@@ -163,13 +169,12 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
     if assignment.status == Assignment.Status.EXPIRED:
         context["expired"] = True
     elif current is None:
-        services.complete_if_done(assignment)
         rater.refresh_from_db(fields=["screened_out"])
         context["completed"] = True
         if context["external"] is not None:
             context.update(crowd.completion(context["external"], rater))
     else:
-        pair = AssignmentPair(pk=current["pk"], shown_at=current["shown_at"])
+        pair = AssignmentPair(pk=current["id"], shown_at=current["shown_at"])
         services.mark_shown(pair)
         mode = study.elicitation_mode
         context.update(current=pair, shown=_shown(current), number=done + 1, key=key or uuid.uuid4().hex,

@@ -13,8 +13,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, models, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -339,18 +339,25 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
             recount_places([task.pk])  # the counter was behind the places held: repair it, look again
             continue
         try:
+            shown = _assignment_pairs(study, task, free[0])
             with transaction.atomic():
-                assignment = Assignment.objects.create(study=study, rater=rater, task=task,
-                                                       item_id=task.item_id, slot=free[0])
+                assignment = Assignment.objects.create(study=study, rater=rater, task=task, item_id=task.item_id,
+                                                       slot=free[0], n_pairs=len(shown))
                 Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
-                _create_assignment_pairs(study, assignment, task, free[0])
+                AssignmentPair.objects.bulk_create(
+                    AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=position,
+                                   a_shown_first=a_first)
+                    for position, (pair_id, gold_id, a_first) in enumerate(shown)
+                )
             return assignment
         except IntegrityError:
             continue  # another request took this place (or started this rater); look again
     raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
 
 
-def _create_assignment_pairs(study: Study, assignment: Assignment, task: Task, slot: int) -> None:
+def _assignment_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, int | None, bool]]:
+    """What one rater place of a task shows, in order: (pair id, gold pair id, A shown first) per position --
+    the task's pairs in this place's display orders, with attention checks mixed in at the study's rate."""
     base = list(task.task_pairs.all())
     rng = random.Random(f"{study.seed}:{task.pk}:{slot}")
     orders = scheduling.display_orders([tp.a_first for tp in base], slot, study.scheduling, rng)
@@ -362,11 +369,7 @@ def _create_assignment_pairs(study: Study, assignment: Assignment, task: Task, s
         n_gold = 1 if rng.random() < study.gold_rate * len(base) else 0  # small N: in expectation
     for gold_id in rng.sample(golds, n_gold):
         shown.insert(rng.randrange(len(shown) + 1), (None, gold_id, rng.random() < 0.5))
-    AssignmentPair.objects.bulk_create(
-        AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=position,
-                       a_shown_first=a_first)
-        for position, (pair_id, gold_id, a_first) in enumerate(shown)
-    )
+    return shown
 
 
 _MARK_SHOWN = CompiledUpdate(
@@ -381,29 +384,6 @@ def mark_shown(assignment_pair: AssignmentPair) -> None:
         now = timezone.now()
         _MARK_SHOWN(pair=assignment_pair.pk, now=now)
         assignment_pair.shown_at = now
-
-
-_COMPLETE_IF_DONE = CompiledUpdate(
-    lambda assignment, now: (
-        Assignment.objects.filter(pk=assignment, status=Assignment.Status.ACTIVE).filter(~Exists(
-            AssignmentPair.objects.filter(assignment_id=assignment, judgment__isnull=True, gold_answer__isnull=True))),
-        {"status": Assignment.Status.COMPLETED, "completed": now},
-    ),
-    assignment=int, now=dt.datetime,
-)
-
-
-def complete_if_done(assignment: Assignment, now=None) -> bool:
-    """Mark an active assignment completed when no pair is left unanswered, in one statement (inside a
-    submit's transaction, after ``_touch_locked``, this completes it exactly once). True when this call
-    completed it."""
-    if assignment.status != Assignment.Status.ACTIVE:
-        return False
-    now = now or timezone.now()
-    done = _COMPLETE_IF_DONE(assignment=assignment.pk, now=now)
-    if done:
-        assignment.status, assignment.completed = Assignment.Status.COMPLETED, now
-    return bool(done)
 
 
 @dataclasses.dataclass
@@ -447,7 +427,7 @@ def record_judgment(
     shown_at = assignment_pair.shown_at
     try:
         with transaction.atomic():
-            _touch_locked(assignment, now)
+            completed = _count_answer(assignment, now)
             judgment = Judgment.objects.create(
                 study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
                 assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
@@ -456,7 +436,6 @@ def record_judgment(
                 client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
                 idempotency_key=key,
             )
-            completed = complete_if_done(assignment, now)
     except IntegrityError:
         previous = Judgment.objects.filter(
             Q(study=study, idempotency_key=key) | Q(assignment_pair=assignment_pair)
@@ -470,22 +449,38 @@ def record_judgment(
     return Recorded(judgment, True)
 
 
-_TOUCH = CompiledUpdate(
-    lambda assignment, now: (Assignment.objects.filter(pk=assignment).exclude(status=Assignment.Status.EXPIRED),
-                             {"last_activity": now}),
-    assignment=int, now=dt.datetime,
-)
-
-
-def _touch_locked(assignment: Assignment, now) -> None:
-    """Inside a transaction: record activity on a live assignment and hold its row lock until commit, so
-    concurrent submits of its last pairs complete it exactly once (the UPDATE takes the lock that a
-    SELECT ... FOR UPDATE would, in one round trip). An expired assignment refuses the answer."""
-    touched = _TOUCH(assignment=assignment.pk, now=now)
-    if not touched:
+def _count_answer(assignment: Assignment, now: dt.datetime) -> bool:
+    """Inside a submit's transaction, before its insert: count one more answered pair on a live assignment,
+    record the activity, and complete the assignment when this answer is its last -- one UPDATE, which also
+    holds the assignment's row lock until commit. Concurrent submits of its last pairs queue on that lock and
+    each re-reads the row's own counter (PostgreSQL re-evaluates an UPDATE's row expressions on the latest
+    row version), so exactly one of them completes it; an insert that fails rolls its count back. An expired
+    assignment refuses the answer. True when this answer completed the assignment."""
+    when = connection.ops.adapt_datetimefield_value(now)
+    active, completed_, expired = Assignment.Status.ACTIVE, Assignment.Status.COMPLETED, Assignment.Status.EXPIRED
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_ANSWER_SQL, [when, active, completed_, active, when, assignment.pk, expired])
+        row = cursor.fetchone()
+    if row is None:
         assignment.status = Assignment.Status.EXPIRED
         raise ServiceError(EXPIRED_MESSAGE)
-    assignment.last_activity = now
+    status, answered, n_pairs = row
+    completed = status == Assignment.Status.COMPLETED and answered == n_pairs
+    assignment.last_activity, assignment.answered = now, answered
+    if completed:
+        assignment.status, assignment.completed = status, now
+    return completed
+
+
+# UPDATE ... RETURNING (PostgreSQL; SQLite >= 3.35): every right-hand side reads the row before the update.
+_COUNT_ANSWER_SQL = f"""
+UPDATE {Assignment._meta.db_table}
+   SET last_activity = %s,
+       answered = answered + 1,
+       status = CASE WHEN status = %s AND answered + 1 >= n_pairs THEN %s ELSE status END,
+       completed = CASE WHEN status = %s AND answered + 1 >= n_pairs THEN %s ELSE completed END
+ WHERE id = %s AND status <> %s
+RETURNING status, answered, n_pairs"""
 
 
 EXPIRED_MESSAGE = ("This assignment expired after a long pause and its pairs went back to the queue; your answers "
@@ -518,12 +513,11 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.
     now = timezone.now()
     try:
         with transaction.atomic():
-            _touch_locked(assignment, now)
+            completed = _count_answer(assignment, now)
             answer = GoldAnswer.objects.create(
                 assignment_pair=assignment_pair, rater_id=assignment.rater_id, correct=correct, idempotency_key=key,
                 answer=mode.describe(answer),
             )
-            completed = complete_if_done(assignment, now)
     except IntegrityError:
         return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
     _screen(assignment.rater)

@@ -89,7 +89,7 @@ def test_ids_beyond_64_bits_match_nothing_without_a_query(two_assignments, djang
     with django_assert_num_queries(0):
         assert _ASSIGNMENT_RATER_STUDY.rows(assignment=10**30, rater=first.rater_id) == []
         assert _ASSIGNMENT_RATER_STUDY.rows(assignment=-(10**30), rater=first.rater_id) == []
-        assert services._TOUCH(assignment=2**63, now=timezone.now()) == 0
+        assert services._MARK_SHOWN(pair=2**63, now=timezone.now()) == 0
 
 
 def test_a_huge_assignment_id_in_a_rater_url_is_404(client, rater):
@@ -108,7 +108,7 @@ def test_wrong_parameters_are_refused(two_assignments):
     with pytest.raises(TypeError, match="Expected parameters"):
         _ASSIGNMENT_RATER_STUDY.rows(assignment=first.pk)
     with pytest.raises(TypeError, match="must be a datetime"):
-        services._TOUCH(assignment=first.pk, now="2026-01-01")
+        services._MARK_SHOWN(pair=first.pk, now="2026-01-01")
     with pytest.raises(TypeError, match="int or datetime"):
         compiled.CompiledQuery(lambda name: Study.objects.filter(name=name).values("pk"), name=str)
 

@@ -12,7 +12,7 @@ from django.db import connection, connections
 from annotation import services
 from annotation.elicitation import Answer
 from annotation.formats import FormatError
-from annotation.models import Assignment, Item, Judgment, Rater, Study, Task
+from annotation.models import Assignment, AssignmentPair, Item, Judgment, Rater, Study, Task
 from tests.conftest import answer_all, study_jsonl
 
 
@@ -223,21 +223,54 @@ def test_the_last_answer_completes_the_assignment(study, rater):
     assert len(assignment.completion_code) == 10
 
 
-def test_complete_if_done_completes_once_and_only_when_nothing_is_left(study, rater):
+def test_the_answer_counter_completes_once_and_only_with_the_last_answer(study, rater):
     assignment = services.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
+    assert assignment.n_pairs == len(pairs) == 5 and assignment.answered == 0
     for index, pair in enumerate(pairs[:-1]):
         services.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
-    stale = Assignment.objects.get(pk=assignment.pk)
-    assert not services.complete_if_done(stale) and stale.status == Assignment.Status.ACTIVE
-    # The last answer arrives without completing (as if a page view came first): the page completes it.
-    Judgment.objects.create(study=study, rater=rater, pair_id=pairs[-1].pair_id, assignment=assignment,
-                            assignment_pair=pairs[-1], a_shown_first=True, choice="a", idempotency_key="last")
-    assert services.complete_if_done(stale)
+        stored = Assignment.objects.get(pk=assignment.pk)
+        assert (stored.answered, stored.status) == (index + 1, Assignment.Status.ACTIVE)
+    # a repeat (same key, or the same pair again) counts nothing
+    services.record_judgment(pairs[0], idempotency_key="k0", answer=Answer(choice="first"))
+    services.record_judgment(Assignment.objects.get(pk=assignment.pk).pairs.order_by("position").first(),
+                             idempotency_key="other", answer=Answer(choice="second"))
+    assert Assignment.objects.get(pk=assignment.pk).answered == 4
+    last = services.record_judgment(pairs[-1], idempotency_key="k-last", answer=Answer(choice="first"))
     stored = Assignment.objects.get(pk=assignment.pk)
-    assert stored.status == stale.status == Assignment.Status.COMPLETED
-    assert stored.completed == stale.completed and stored.completed is not None
-    assert not services.complete_if_done(Assignment.objects.get(pk=assignment.pk))  # once
+    assert last.created and (stored.answered, stored.status) == (5, Assignment.Status.COMPLETED)
+    assert stored.completed == last.judgment.created
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(researcher):
+    study = services.do_create_study(researcher, "race", study_jsonl(1), "r.jsonl")
+    rater = services.do_create_rater_link(study, "racer")
+    assignment = services.do_start_assignment(rater)
+    pairs = list(assignment.pairs.order_by("position"))
+    for index, pair in enumerate(pairs[:-2]):
+        services.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
+    barrier = threading.Barrier(2)
+    completed = []
+
+    def submit(pair):
+        try:
+            barrier.wait()
+            fresh = AssignmentPair.objects.select_related("assignment__study").get(pk=pair.pk)
+            recorded = services.record_judgment(fresh, idempotency_key=f"race-{pair.pk}", answer=Answer(choice="tie"))
+            completed.append(fresh.assignment.status == Assignment.Status.COMPLETED and recorded.created)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=submit, args=(p,)) for p in pairs[-2:]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stored = Assignment.objects.get(pk=assignment.pk)
+    assert (stored.answered, stored.status) == (5, Assignment.Status.COMPLETED)
+    assert sorted(completed) == [False, True]  # one of the two saw its answer complete the assignment
+    assert Judgment.objects.filter(assignment=assignment).count() == 5
 
 
 def test_export_then_import_is_lossless(study, researcher):
