@@ -1,9 +1,9 @@
 """Hot-path queries whose SQL is compiled once per thread, then run with new parameter values.
 
 Django builds and compiles a query's SQL on every call. On the rating page and its submit, the two
-requests every rater makes for every pair, that is most of what a request spends in the ORM: the
-assignment + rater + study lookup took 3.4 ms through the ORM, of which 1.7 ms was compiling and 0.9 ms
-the database (bench/README.md, "Compiled hot-path queries"). A ``CompiledQuery`` keeps the query written
+requests every rater makes for every pair, that is most of what a request spends in the ORM -- more than
+the database's own time (measured in bench/README.md, "Compiled hot-path queries", against the plain
+ORM and a lean plain-ORM query, in-process and under load). A ``CompiledQuery`` keeps the query written
 in ORM terms — filters, joins, the model's columns — and compiles it the first time a thread runs it:
 each parameter is given a sentinel value, the SQL is compiled once, and the positions where the
 sentinels landed in the SQL's parameters are remembered. Later calls put the real values in those
