@@ -101,8 +101,8 @@ def clean(obj: Any) -> Any:
 def separability_by_item(study: Study, metric: str | None = None) -> dict[tuple[str, str], dict[int, float]]:
     """(system_a, system_b) -> {item id: delta} under ``metric`` (default: the study's), both orders."""
     out: dict[tuple[str, str], dict[int, float]] = {}
-    rows = (ItemSeparability.objects.filter(run__study=study, run__metric=metric or study.separability_metric,
-                                            delta__isnull=False)
+    metric = metric or study.selection_settings.separability_metric
+    rows = (ItemSeparability.objects.filter(run__study=study, run__metric=metric, delta__isnull=False)
             .values_list("run__comparison__system_a__name", "run__comparison__system_b__name", "item_id", "delta"))
     for a, b, item_id, delta in rows:
         out.setdefault((a, b), {})[item_id] = delta
@@ -181,7 +181,7 @@ def pooled_consistency(studies: list[Study], metric: str | None = None) -> dict:
     pooled: list[dict] = []
     per_study = []
     for study in studies:
-        used = metric or study.separability_metric
+        used = metric or study.selection_settings.separability_metric
         report = consistency_report(load_rows(study), separability_by_item(study, used))
         sets = [{**s, "study": study.name} for s in report["rating_sets"]]
         pooled.extend(sets)
@@ -237,29 +237,46 @@ def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, meth
     return sorted(rows, key=lambda r: (-r["rating"], r["system"]))
 
 
+def analysis_parameters(study: Study) -> dict[str, Any]:
+    """The one map from a study's stored settings to the report's parameters: its analysis settings
+    (analytics.models.AnalysisSettings), the separability weight's T, alpha, beta and metric (the same
+    ``strategy_parameters`` as separability-weighted selection), the stopping rule's risk and tie rule (the
+    live loop's), and the study's seed."""
+    stored, selection = study.analysis_settings, study.selection_settings
+    weight = strategy_parameters(study)
+    return {"k": stored.elo_k, "T": weight["T"], "alpha": weight["alpha"], "beta": weight["beta"],
+            "bootstrap_rounds": stored.bootstrap_rounds, "seed": study.seed, "order": "creation time",
+            "separability_metric": weight["metric"], "aggregation": stored.rating_aggregation,
+            "indeterminacy_beta": stored.indeterminacy_beta, "risk": selection.risk,
+            "ties_count_in_n": selection.stopping_ties_in_n}
+
+
+RATING_PARAMETERS = ("k", "T", "alpha", "beta", "bootstrap_rounds", "seed", "order", "separability_metric",
+                     "aggregation")
+
+
 def ratings_report(study: Study, rows: list[Row], systems: list[str],
                    deltas: dict[tuple[str, str], dict[int, float]]) -> dict:
-    battle_rows, a, b, score = _battles(rows, systems, study.rating_aggregation, study.seed)
-    weight = strategy_parameters(study)  # the same T, alpha, beta and metric as separability-weighted selection
-    params = {"k": study.elo_k, "T": weight["T"], "alpha": weight["alpha"], "beta": weight["beta"],
-              "bootstrap_rounds": study.bootstrap_rounds, "seed": study.seed, "order": "creation time",
-              "separability_metric": weight["metric"], "aggregation": study.rating_aggregation}
+    settings = analysis_parameters(study)
+    params = {name: settings[name] for name in RATING_PARAMETERS}
+    battle_rows, a, b, score = _battles(rows, systems, params["aggregation"], params["seed"])
     if len(score) == 0:
         empty = {"available": False, "reason": "no judgments with a choice yet", "parameters": params}
         return {"elo": empty, "sep_elo": empty, "bradley_terry": empty, "win_rates": {}}
     n = len(systems)
-    rounds, seed = study.bootstrap_rounds, study.seed
-    elo_point = ratings.online_elo(a, b, score, n, k=study.elo_k)
+    k_elo, rounds, seed = params["k"], params["bootstrap_rounds"], params["seed"]
+    elo_point = ratings.online_elo(a, b, score, n, k=k_elo)
     elo = {"available": True, "parameters": params, "battles": len(score),
-           "leaderboard": leaderboard(systems, elo_point, ratings.bootstrap_elo(a, b, score, n, study.elo_k,
+           "leaderboard": leaderboard(systems, elo_point, ratings.bootstrap_elo(a, b, score, n, k_elo,
                                                                                 rounds, seed), "elo")}
     delta = np.array([deltas.get((r.system_a, r.system_b), {}).get(r.item_id, np.nan) for r in battle_rows])
     if np.isnan(delta).all():
         sep_elo = {"available": False, "parameters": params,
-                   "reason": f"no {weight['metric']} separability yet: compute it on the Separability page"}
+                   "reason": f"no {params['separability_metric']} separability yet: compute it on the Separability "
+                             "page"}
     else:
-        k = ratings.separability_k(np.where(np.isnan(delta), weight["T"], delta), study.elo_k, weight["T"],
-                                   weight["alpha"], weight["beta"])
+        k = ratings.separability_k(np.where(np.isnan(delta), params["T"], delta), k_elo, params["T"],
+                                   params["alpha"], params["beta"])
         sep_elo = {"available": True, "parameters": params, "battles": len(score),
                    "battles_without_separability": int(np.isnan(delta).sum()),
                    "leaderboard": leaderboard(systems, ratings.online_elo(a, b, score, n, k=k),
@@ -286,6 +303,7 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     ``risk_beyond_pool`` is the same test with an unbounded pool (binomial): it stays honest when every
     pool item is judged and the hypergeometric risk is 0 by construction."""
     pools = selection_services.selection_pools(study)
+    settings = analysis_parameters(study)
     out = []
     for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b"):
         pair = (c.system_a.name, c.system_b.name)
@@ -297,13 +315,14 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
         winners = {item: consistency.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
         labels = list(winners.values())
         n_pool = max(pools.get(c.pk, 0), len(winners), 1)
-        status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), n_pool, study.risk,
-                                 study.stopping_ties_in_n)
+        status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), n_pool,
+                                 settings["risk"], settings["ties_count_in_n"])
         names = {"a": pair[0], "b": pair[1], "tie": "tie"}
         out.append({"system_a": pair[0], "system_b": pair[1], "leader": names.get(status.leader or ""),
                     "wins_a": status.wins_a, "wins_b": status.wins_b, "ties": status.ties, "k": status.k,
                     "n": status.n, "pool": n_pool, "risk": status.risk, "risk_beyond_pool": status.risk_beyond_pool,
-                    "threshold": study.risk, "decided": status.decided, "ties_count_in_n": study.stopping_ties_in_n,
+                    "threshold": settings["risk"], "decided": status.decided,
+                    "ties_count_in_n": settings["ties_count_in_n"],
                     "items": {item: names[w] for item, w in sorted(winners.items())}})
     return out
 
@@ -372,7 +391,7 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
                                                                       [s for _, s in paired]).tolist()
                                      if paired else None),
         "translation_columns": ["{a}", "{b}", "{a,b}"], "translation_rows": ["a", "b", "tie"],
-        "beta": study.indeterminacy_beta, "judges": {},
+        "beta": analysis_parameters(study)["indeterminacy_beta"], "judges": {},
     }
     if report["human_translation_matrix"] is not None:
         report["translation_matrix_rows"] = list(zip(report["translation_rows"], report["human_translation_matrix"],
@@ -387,7 +406,7 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
             continue
         judge_by_pair = _group(judge_rows)
         units = sorted(judge_by_pair)
-        report["judges"][name] = _judge_metrics(human_by_pair, judge_by_pair, units, study.indeterminacy_beta)
+        report["judges"][name] = _judge_metrics(human_by_pair, judge_by_pair, units, report["beta"])
         report["judges"][name]["beta_sensitivity"] = [
             {"beta": float(beta), "mse": _judge_metrics(human_by_pair, judge_by_pair, units, float(beta))["mse"]}
             for beta in BETA_SWEEP

@@ -11,6 +11,7 @@ from django.core import signing
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 
+from annotation import study_settings
 from annotation.compiled import CompiledQuery, instance, model_columns
 from annotation.models import (
     EXTERNAL_LINK_SALT,
@@ -18,6 +19,7 @@ from annotation.models import (
     RATER_TOKEN_SALT,
     Assignment,
     AssignmentPair,
+    CrowdSettings,
     ExternalLink,
     Judgment,
     Rater,
@@ -32,8 +34,8 @@ def studies_for(user: AbstractBaseUser):
 
 
 def access_study(request: HttpRequest, study_id: int) -> Study:
-    """The study, if the logged-in researcher owns it."""
-    return get_object_or_404(studies_for(request.user), pk=study_id)
+    """The study, if the logged-in researcher owns it, with every app's settings row (one query)."""
+    return get_object_or_404(studies_for(request.user).select_related(*study_settings.GROUPS), pk=study_id)
 
 
 def _rater_token(token: str) -> dict:
@@ -65,8 +67,7 @@ def access_rater(token: str) -> Rater:
 # in one query, compiled once per thread (annotation/compiled.py).
 _ASSIGNMENT_RATER_STUDY = CompiledQuery(
     lambda assignment, rater: (Assignment.objects.filter(pk=assignment, rater_id=rater).order_by()
-                               .values(*model_columns(Assignment), *model_columns(Rater, "rater__"),
-                                       *model_columns(Study, "study__"))),
+                               .values(*assignment_columns(""))),
     assignment=int, rater=int,
 )
 
@@ -85,16 +86,20 @@ def access_rater_assignment(token: str, assignment_id: int) -> tuple[Rater, Assi
 def _assignment_from(row: dict, payload: dict, prefix: str = "") -> tuple[Rater, Assignment]:
     assignment, rater = instance(Assignment, row, prefix), instance(Rater, row, f"{prefix}rater__")
     study = instance(Study, row, f"{prefix}study__")
+    # What select_related("crowd_settings") caches: the submit reads them (min_seconds_per_pair).
+    crowd = instance(CrowdSettings, row, f"{prefix}study__crowd_settings__")
+    Study.crowd_settings.related.set_cached_value(study, crowd)
     _check_nonce(rater, payload)
     assignment.rater, assignment.study, rater.study = rater, study, study
     return rater, assignment
 
 
 def assignment_columns(prefix: str = "assignment__") -> tuple[str, ...]:
-    """The columns ``access_rater_assignment_rows`` reads of the assignment, its rater and its study,
-    reached from the queried model through ``prefix``."""
+    """The columns ``access_rater_assignment_rows`` reads of the assignment, its rater, its study and the
+    study's crowd settings, reached from the queried model through ``prefix``."""
     return (*model_columns(Assignment, prefix), *model_columns(Rater, f"{prefix}rater__"),
-            *model_columns(Study, f"{prefix}study__"))
+            *model_columns(Study, f"{prefix}study__"),
+            *model_columns(CrowdSettings, f"{prefix}study__crowd_settings__"))
 
 
 def access_rater_assignment_rows(token: str, assignment_id: int, query: CompiledQuery, **params: int

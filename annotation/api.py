@@ -41,14 +41,16 @@ class SepLabAutoSchema(AutoSchema):
 
 class StudySerializer(serializers.ModelSerializer):
     systems = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    selection_method = serializers.CharField(source="selection_settings.selection_method", read_only=True)
+    budget = serializers.IntegerField(source="selection_settings.budget", read_only=True, allow_null=True)
     n_items = serializers.IntegerField(read_only=True)
     n_judgments = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = Study
         fields = ["id", "name", "description", "created", "systems", "n_items", "n_judgments", "elicitation",
-                  "allow_tie", "tie_label", "question", "pairs_per_assignment", "raters_per_item", "pair_mode",
-                  "scheduling", "selection_method", "budget", "seed"]
+                  "allow_tie", "tie_label", "neither_option", "neither_label", "question", "pairs_per_assignment",
+                  "raters_per_item", "pair_mode", "scheduling", "selection_method", "budget", "seed"]
 
 
 class GenerationSerializer(serializers.ModelSerializer):
@@ -98,7 +100,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
             return Study.objects.none()
         return (studies_for(self.request.user)
                 .annotate(n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True))
-                .prefetch_related("systems").order_by("-created"))
+                .select_related("selection_settings").prefetch_related("systems").order_by("-created"))
 
     @extend_schema(responses=ItemSerializer(many=True))
     @action(detail=True)

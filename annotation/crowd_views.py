@@ -81,7 +81,7 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
                .order_by("id"))
     workers = list(workers)
     for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
-        w.flagged = not w.screened_out and study.below_gold_bar(w.gold_right, w.gold)
+        w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
     blocked = BlockedWorker.objects.filter(owner=request.user)
     return render(request, "annotation/external_links.html", {
         "gold_form": GoldPairForm(), "generate_form": GenerateGoldForm(), "n_gold": study.gold_pairs.count(),

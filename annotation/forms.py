@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
+from annotation import study_settings
 from annotation.models import Study
 from annotation.services import PLAN_FIELDS
 from selection.core.separability import METRICS
@@ -23,35 +24,38 @@ class RaterLinkForm(forms.Form):
 
 
 class StudySettingsForm(forms.ModelForm):
+    """The settings page: the study's own fields, and every app's settings row (annotation/study_settings.py),
+    one form."""
+
     explicit_pairs = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple,
         help_text="Used when the pair mode is 'an explicit list of pairs'.",
     )
-    selection_method = forms.ChoiceField(choices=[])
 
     class Meta:
         model = Study
         fields = [
             "elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
-            "neither_option", "neither_label",
-            "instructions", "pairs_per_assignment", "sample_pairing", "raters_per_item", "pair_mode", "baseline",
-            "scheduling", "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk",
-            "min_n", "stopping_ties_in_n", "sep_threshold_t", "sep_alpha", "sep_beta", "elo_k", "bootstrap_rounds",
-            "rating_aggregation", "indeterminacy_beta",
-            "max_assignments_per_rater", "assignment_timeout_minutes", "gold_rate", "min_seconds_per_pair",
-            "screen_min_gold", "screen_accuracy",
+            "neither_option", "neither_label", "instructions", "pairs_per_assignment", "sample_pairing",
+            "raters_per_item", "pair_mode", "baseline", "scheduling", "seed",
         ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
 
     def __init__(self, *args, frozen: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        for group in study_settings.GROUPS.values():
+            self.fields.update(forms.fields_for_model(group.model, fields=group.fields))
+            row = getattr(self.instance, group.accessor)
+            self.initial.update({name: getattr(row, name) for name in group.fields if name not in self.initial})
         systems = list(self.instance.systems.all())
         self.fields["baseline"].queryset = self.instance.systems.all()
         self.fields["pairs_per_assignment"].widget.attrs.update(min=1, max=50)
         self.fields["raters_per_item"].widget.attrs.update(min=1, max=100)
-        self.fields["selection_method"].choices = [(s.name, s.label) for s in STRATEGIES.values()]
+        self.fields["selection_method"] = forms.ChoiceField(
+            choices=[(s.name, s.label) for s in STRATEGIES.values()], label="Selection method",
+            help_text=self.fields["selection_method"].help_text)
         self.fields["separability_metric"] = forms.ChoiceField(
-            choices=[(m, m) for base in METRICS for m in (base, f"{base}-la")],
+            choices=[(m, m) for base in METRICS for m in (base, f"{base}-la")], label="Separability metric",
             help_text=self.fields["separability_metric"].help_text)
         self.fields["explicit_pairs"].choices = [
             (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1:]
@@ -62,6 +66,10 @@ class StudySettingsForm(forms.ModelForm):
         if frozen:  # raters have started: the plan is shown but not editable (values come from initial)
             for name in (*PLAN_FIELDS, "explicit_pairs"):
                 self.fields[name].disabled = True
+
+    def setting_names(self) -> list[str]:
+        """Every setting the form edits, wherever it is stored."""
+        return [name for name in self.fields if name != "explicit_pairs"]
 
     def clean(self):
         data = super().clean()

@@ -19,7 +19,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import elicitation as elicitation_modes
-from selection.core.separability import DEFAULT_METRIC
 
 RATER_TOKEN_SALT = "seplab.rater-link"
 OPEN_LINK_SALT = "seplab.open-link"
@@ -53,11 +52,6 @@ class Study(models.Model):
     class SamplePairing(models.TextChoices):
         ONE_TO_ONE = "one_to_one", "One-to-one: each sample shown once (the paper)"
         GRID = "grid", "Grid: any N of the K_A × K_B pairs"
-
-    class RatingAggregation(models.TextChoices):
-        EVERY = "every", "Every judgment is a battle"
-        MAJORITY = "majority", "The majority of each pair's judgments is one battle"
-        ONE_SAMPLED = "one_sampled", "One judgment sampled per item and system pair (the separability paper)"
 
     class Scheduling(models.TextChoices):
         RANDOM = "random", "Random: one random system pair per item, random display order"
@@ -110,52 +104,44 @@ class Study(models.Model):
     pair_mode = models.CharField(max_length=20, choices=PairMode.choices, default=PairMode.ALL)
     baseline = models.ForeignKey("System", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     scheduling = models.CharField(max_length=20, choices=Scheduling.choices, default=Scheduling.RANDOM)
-    selection_method = models.CharField(
-        max_length=40, default="stratified",
-        help_text="Which items of each system pair raters see when a budget is set (see bench/README.md).",
-    )
-    budget = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Items per system pair to send to raters; empty means every item."
-    )
-    seed = models.BigIntegerField(default=new_seed)
-    separability_metric = models.CharField(
-        max_length=20, default=DEFAULT_METRIC,
-        help_text="cosine, rouge1, bleu, or their length-adjusted -la forms (cosine-la: the paper's length "
-        "adjustment, the best on its human data; see bench/README.md).",
-    )
-    separability_threshold = models.FloatField(
-        default=0.2, help_text="Threshold strategies keep items whose separability reaches this (0 to 1)."
-    )
-    elo_k = models.FloatField(default=4.0, validators=[MinValueValidator(0.01)], help_text="ELO K factor.")
-    bootstrap_rounds = models.PositiveSmallIntegerField(
-        default=100, validators=[MinValueValidator(10), MaxValueValidator(2000)],
-        help_text="Bootstrap resamples for the leaderboard's 95 % intervals.",
-    )
-    indeterminacy_beta = models.FloatField(
-        default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="Sensitivity beta for humans when only forced choices exist: the share of raters who chose one "
-        "output but would also accept the other (applied to both outputs).",
-    )
-    sep_threshold_t = models.FloatField(default=0.4, help_text="T of the logistic weight K·α / (1 + exp(−β(δ − T))).")
-    sep_alpha = models.FloatField(default=2.0, help_text="α of the logistic separability weight.")
-    sep_beta = models.FloatField(default=6.0, help_text="β of the logistic separability weight.")
-    risk = models.FloatField(
-        default=0.1, validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
-        help_text="Iterative DiffUse stops once the hypergeometric risk of a wrong winner is at most this.",
-    )
-    stopping_ties_in_n = models.BooleanField(
-        default=True, help_text="Stopping rule: tied items count among the n decided items (conservative: a tie "
-        "never helps the leader). Untick to leave them out of n.",
-    )
-    rating_aggregation = models.CharField(
-        max_length=20, choices=RatingAggregation.choices, default=RatingAggregation.EVERY,
-        help_text="Which judgments become battles for ELO, sep-ELO and Bradley-Terry.",
-    )
-    min_n = models.PositiveSmallIntegerField(
-        default=5, validators=[MinValueValidator(1)], help_text="Iterative DiffUse: representatives judged first."
-    )
+    seed = models.BigIntegerField(default=new_seed, help_text="Makes the plan, the selection and the bootstrap "
+                                                              "reproducible.")
+    # Other apps' settings are their own rows (annotation/study_settings.py): study.selection_settings,
+    # study.analysis_settings, study.crowd_settings.
 
-    # Crowd work: what a worker may take, when abandoned work returns to the queue, quality control.
+    open_link_enabled = models.BooleanField(default=False)
+    open_link_nonce = models.CharField(max_length=32, default=new_nonce)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name_plural = "studies"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("study_detail", args=[self.pk])
+
+    @property
+    def elicitation_mode(self) -> elicitation_modes.Mode:
+        return elicitation_modes.mode_of(self)
+
+    def open_link_token(self) -> str:
+        return signing.Signer(salt=OPEN_LINK_SALT).sign_object({"s": self.pk, "n": self.open_link_nonce}, compress=True)
+
+    def open_link_path(self) -> str:
+        return reverse("open_link", args=[self.open_link_token()])
+
+    def has_started(self) -> bool:
+        """True once any rater holds an assignment: the comparison plan is then frozen."""
+        return Assignment.objects.filter(study=self).exists()
+
+
+class CrowdSettings(models.Model):
+    """A study's crowd work and quality control: what a worker may take, when abandoned work returns to the
+    queue, attention checks and screening (registered in ``annotation/study_settings.py``)."""
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="crowd_settings")
     max_assignments_per_rater = models.PositiveIntegerField(
         null=True, blank=True, help_text="Most assignments (items) one rater may do; empty means no limit."
     )
@@ -178,38 +164,17 @@ class Study(models.Model):
         help_text="Raters whose gold accuracy falls below this are screened out (no more work).",
     )
 
-    open_link_enabled = models.BooleanField(default=False)
-    open_link_nonce = models.CharField(max_length=32, default=new_nonce)
-
     class Meta:
-        ordering = ["-created"]
-        verbose_name_plural = "studies"
+        verbose_name_plural = "crowd settings"
 
     def __str__(self) -> str:
-        return self.name
-
-    def get_absolute_url(self) -> str:
-        return reverse("study_detail", args=[self.pk])
+        return f"crowd settings of study {self.study_id}"
 
     def below_gold_bar(self, correct: int, answered: int) -> bool:
         """Whether a gold accuracy of ``correct`` of ``answered`` attention checks is below the study's bar
         (the one rule: screening applies it once ``screen_min_gold`` answers are in, the crowd page flags
         it before that)."""
         return answered > 0 and correct / answered < self.screen_accuracy
-
-    @property
-    def elicitation_mode(self) -> elicitation_modes.Mode:
-        return elicitation_modes.mode_of(self)
-
-    def open_link_token(self) -> str:
-        return signing.Signer(salt=OPEN_LINK_SALT).sign_object({"s": self.pk, "n": self.open_link_nonce}, compress=True)
-
-    def open_link_path(self) -> str:
-        return reverse("open_link", args=[self.open_link_token()])
-
-    def has_started(self) -> bool:
-        """True once any rater holds an assignment: the comparison plan is then frozen."""
-        return Assignment.objects.filter(study=self).exists()
 
 
 class System(models.Model):

@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from annotation import elicitation, formats, orientation, scheduling
+from annotation import elicitation, formats, orientation, scheduling, study_settings
 from annotation.compiled import CompiledUpdate
 from annotation.formats import FormatError, Problem
 from annotation.models import (
@@ -82,6 +82,7 @@ def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: s
         raise FormatError([Problem(None, "name", f"a study named '{name}' already exists; choose another name")])
     parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
     study = Study.objects.create(owner=owner, name=name, description=description)
+    study_settings.create_for(study)
     systems = {n: System.objects.create(study=study, name=n) for n in parsed.systems}
     items = Item.objects.bulk_create(
         Item(study=study, external_id=p.external_id, input=p.input, reference=p.reference,
@@ -133,14 +134,15 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
     rng = random.Random(study.seed)
     per_comparison: dict[int, list[scheduling.Unit]] = {}
     position_of = {item.pk: i for i, item in enumerate(items)}
+    chosen_settings = study.selection_settings
     for c, (comparison, candidates) in enumerate(zip(comparisons, plan_candidates(study, comparisons, rng, items),
                                                      strict=True)):
         try:
-            if is_live(study.selection_method):
+            if is_live(chosen_settings.selection_method):
                 chosen = selection_live.start(study, comparison, candidates)
             else:
                 chosen, _ = selection_services.run_selection(
-                    study, comparison, study.selection_method, study.budget, study.seed,
+                    study, comparison, chosen_settings.selection_method, chosen_settings.budget, study.seed,
                     strategy_parameters(study), items=candidates)
         except ValueError as exc:
             raise ServiceError(f"{comparison}: {exc}") from None
@@ -214,16 +216,14 @@ def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
 @transaction.atomic
 def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None) -> Study:
     """Apply a validated settings form; rebuild the plan when a plan field changed."""
-    plan_changed = any(getattr(study, f) != changes[f] for f in PLAN_FIELDS if f in changes)
+    plan_changed = any(study_settings.value(study, f) != changes[f] for f in PLAN_FIELDS if f in changes)
     if study.pair_mode == Study.PairMode.EXPLICIT or changes.get("pair_mode") == Study.PairMode.EXPLICIT:
         current = sorted(study.comparisons.values_list("system_a_id", "system_b_id"))
         plan_changed = plan_changed or (explicit is not None and sorted(explicit) != current)
     if plan_changed and study.has_started():
         raise ServiceError("Raters have already started on this study, so its comparison plan "
                            "(pairs per assignment, raters per item, system pairs, scheduling) is frozen.")
-    for field, value in changes.items():
-        setattr(study, field, value)
-    study.save()
+    study_settings.apply(study, changes)
     if plan_changed:
         rebuild_plan(study, explicit)
     return study
@@ -286,7 +286,7 @@ def _next_open_task(rater: Rater) -> Task | None:
 def expire_stale_assignments(study: Study) -> int:
     """Active assignments idle for longer than the study's timeout expire: their place returns to the
     queue (slot freed) and their answers stay stored. Returns how many expired."""
-    cutoff = timezone.now() - timedelta(minutes=study.assignment_timeout_minutes)
+    cutoff = timezone.now() - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes)
     stale = Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, last_activity__lt=cutoff)
     if not stale.exists():  # the common case: one cheap read, no transaction
         return 0
@@ -326,9 +326,10 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
         if rater.screened_out:
             raise RaterScreenedOut("Thank you for your time. Your answers did not pass the study's attention "
                                    "checks, so there is no more work for you here.")
-        if study.max_assignments_per_rater is not None and Assignment.objects.filter(
-                rater=rater, status=Assignment.Status.COMPLETED).count() >= study.max_assignments_per_rater:
-            raise RaterLimitReached(f"You have completed the maximum of {study.max_assignments_per_rater} "
+        limit = study.crowd_settings.max_assignments_per_rater
+        if limit is not None and Assignment.objects.filter(
+                rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
+            raise RaterLimitReached(f"You have completed the maximum of {limit} "
                                     "assignments for this study. Thank you!")
         task = _next_open_task(rater)
         if task is None:
@@ -364,9 +365,10 @@ def _assignment_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | N
     shown: list[tuple[int | None, int | None, bool]] = [(tp.pair_id, None, o) for tp, o in zip(base, orders,
                                                                                                 strict=True)]
     golds = list(study.gold_pairs.values_list("pk", flat=True))
-    n_gold = min(len(golds), round(study.gold_rate * len(base))) if golds else 0
-    if study.gold_rate > 0 and golds and n_gold == 0:
-        n_gold = 1 if rng.random() < study.gold_rate * len(base) else 0  # small N: in expectation
+    gold_rate = study.crowd_settings.gold_rate
+    n_gold = min(len(golds), round(gold_rate * len(base))) if golds else 0
+    if gold_rate > 0 and golds and n_gold == 0:
+        n_gold = 1 if rng.random() < gold_rate * len(base) else 0  # small N: in expectation
     for gold_id in rng.sample(golds, n_gold):
         shown.insert(rng.randrange(len(shown) + 1), (None, gold_id, rng.random() < 0.5))
     return shown
@@ -492,11 +494,12 @@ def _check_can_answer(assignment_pair: AssignmentPair) -> None:
     if assignment.status == Assignment.Status.EXPIRED:
         raise ServiceError(EXPIRED_MESSAGE)
     shown_at = assignment_pair.shown_at
-    if study.min_seconds_per_pair and shown_at is not None:
+    minimum = study.crowd_settings.min_seconds_per_pair
+    if minimum and shown_at is not None:
         elapsed = (timezone.now() - shown_at).total_seconds()
-        if elapsed < study.min_seconds_per_pair:
+        if elapsed < minimum:
             raise ServiceError(f"Please read both outputs before answering: take at least "
-                               f"{study.min_seconds_per_pair} seconds per pair.")
+                               f"{minimum} seconds per pair.")
 
 
 def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.Answer) -> Recorded:
@@ -535,7 +538,8 @@ def gold_accuracy(rater: Rater) -> tuple[int, int]:
 def _screen(rater: Rater) -> None:
     study = rater.study
     correct, answered = gold_accuracy(rater)
-    if answered >= max(1, study.screen_min_gold) and study.below_gold_bar(correct, answered):
+    crowd = study.crowd_settings
+    if answered >= max(1, crowd.screen_min_gold) and crowd.below_gold_bar(correct, answered):
         Rater.objects.filter(pk=rater.pk).update(screened_out=True)
         rater.screened_out = True
 

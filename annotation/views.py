@@ -12,13 +12,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
+from analytics.services import analysis_parameters
 from annotation import exports, services
 from annotation.access import access_study, studies_for
 from annotation.formats import FormatError, check_size
 from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
 from selection import live as selection_live
 from selection import services as selection_services
-from selection.strategies import STRATEGIES
+from selection.strategies import STRATEGIES, strategy_parameters
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -93,7 +94,7 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
     started = study.has_started()
     form = StudySettingsForm(request.POST or None, instance=study, frozen=started)
     if request.method == "POST" and form.is_valid():
-        changes = {f: form.cleaned_data[f] for f in form.Meta.fields}
+        changes = {f: form.cleaned_data[f] for f in form.setting_names()}
         study.refresh_from_db()  # the ModelForm already wrote the values onto the instance
         try:
             services.do_update_settings(study, changes, form.explicit())
@@ -102,8 +103,15 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
         else:
             messages.success(request, "Settings saved.")
             return redirect(study)
-    return render(request, "annotation/study_settings.html",
-                  {"study": study, "form": form, "started": started, "strategies": STRATEGIES.values()})
+    stored = study.selection_settings
+    return render(request, "annotation/study_settings.html", {
+        "study": study, "form": form, "started": started, "strategies": STRATEGIES.values(),
+        # what the stored settings become, through the same functions the plan, select, simulate and the
+        # report call
+        "strategy_parameters": {"method": stored.selection_method, "budget": stored.budget or "every item",
+                                "seed": study.seed, **strategy_parameters(study)},
+        "analysis_parameters": analysis_parameters(study),
+    })
 
 
 @login_required

@@ -37,13 +37,13 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
     tree = selection_context(study, comparison, items).tree
     exact = tree.n == tree.n_items
     groups = [] if exact else [tree.members(leaf).tolist() for leaf in range(tree.n)]
-    budget = study.budget or DEFAULT_BUDGET
+    budget = study.selection_settings.budget or DEFAULT_BUDGET
     pks = [i.pk for i in items]
-    schedule = SplitSchedule.from_tree(tree, study.min_n, budget).relabelled(pks)
+    schedule = SplitSchedule.from_tree(tree, study.selection_settings.min_n, budget).relabelled(pks)
     run, _ = IterativeRun.objects.update_or_create(comparison=comparison, defaults={
         "study": study, "item_ids": pks, "linkage": tree.z.astype("<f8").tobytes(), "leaf_groups": groups,
-        "schedule": schedule.to_json(), "encoder": embedding.encoder_name(), "risk": study.risk,
-        "min_n": study.min_n, "budget": budget, "outcome": "",
+        "schedule": schedule.to_json(), "encoder": embedding.encoder_name(), "risk": study.selection_settings.risk,
+        "min_n": study.selection_settings.min_n, "budget": budget, "outcome": "",
     })
     by_pk = {item.pk: item for item in items}
     return [by_pk[pk] for pk in _algorithm(run).released]
@@ -62,7 +62,7 @@ def _schedule(run: IterativeRun) -> SplitSchedule:
 
 def _algorithm(run: IterativeRun) -> IterativeDiffUse:
     return IterativeDiffUse(risk=run.risk, min_n=run.min_n, budget=run.budget,
-                            ties_count_in_n=run.study.stopping_ties_in_n, schedule=_schedule(run))
+                            ties_count_in_n=run.study.selection_settings.stopping_ties_in_n, schedule=_schedule(run))
 
 
 def item_labels(comparison: Comparison) -> dict[int, str]:
@@ -118,7 +118,7 @@ def advance(assignment: Assignment) -> Release | None:
     the items to release (``annotation.services`` creates their tasks, in the caller's transaction, so
     selection never calls back into annotation). Locks the run's row until the caller's transaction ends."""
     study = assignment.study
-    if not is_live(study.selection_method):
+    if not is_live(study.selection_settings.selection_method):
         return None
     with transaction.atomic():
         run = (IterativeRun.objects.select_for_update().select_related("study", "comparison").defer(*TREE_FIELDS)
@@ -165,7 +165,7 @@ def live_status(run: IterativeRun) -> LiveStatus:
 
 def statuses(study: Study) -> list[LiveStatus]:
     """The live status of every iterative system pair of the study (empty for other methods)."""
-    if not is_live(study.selection_method):
+    if not is_live(study.selection_settings.selection_method):
         return []
     runs = (IterativeRun.objects.filter(study=study).defer(*TREE_FIELDS)
             .select_related("study", "comparison__system_a", "comparison__system_b"))

@@ -3,9 +3,55 @@
 from __future__ import annotations
 
 import numpy as np
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from annotation.models import Comparison, Item, Study
+from selection.core.separability import DEFAULT_METRIC
+
+
+class SelectionSettings(models.Model):
+    """A study's selection settings: which items of each system pair raters see (SPEC §4-5) and when the
+    live loop stops. ``selection.strategies.strategy_parameters`` is the one map from them to a strategy's
+    parameters (registered in ``annotation/study_settings.py``)."""
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True,
+                                 related_name="selection_settings")
+    selection_method = models.CharField(
+        max_length=40, default="stratified",
+        help_text="Which items of each system pair raters see when a budget is set.",
+    )
+    budget = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Items per system pair to send to raters; empty means every item."
+    )
+    separability_metric = models.CharField(
+        max_length=20, default=DEFAULT_METRIC,
+        help_text="cosine, rouge1, bleu, or their length-adjusted -la forms (cosine-la: the paper's length "
+        "adjustment, the best on its human data; see bench/README.md).",
+    )
+    separability_threshold = models.FloatField(
+        default=0.2, help_text="Threshold strategies keep items whose separability reaches this (0 to 1)."
+    )
+    sep_threshold_t = models.FloatField(default=0.4, help_text="T of the logistic weight K·α / (1 + exp(−β(δ − T))).")
+    sep_alpha = models.FloatField(default=2.0, help_text="α of the logistic separability weight.")
+    sep_beta = models.FloatField(default=6.0, help_text="β of the logistic separability weight.")
+    risk = models.FloatField(
+        default=0.1, validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
+        help_text="Iterative DiffUse stops once the hypergeometric risk of a wrong winner is at most this.",
+    )
+    min_n = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1)], help_text="Iterative DiffUse: representatives judged first."
+    )
+    stopping_ties_in_n = models.BooleanField(
+        default=True, help_text="Stopping rule: tied items count among the n decided items (conservative: a tie "
+        "never helps the leader). Untick to leave them out of n.",
+    )
+
+    class Meta:
+        verbose_name_plural = "selection settings"
+
+    def __str__(self) -> str:
+        return f"selection settings of study {self.study_id}"
 
 
 class Embedding(models.Model):

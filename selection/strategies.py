@@ -21,7 +21,7 @@ from selection.core.separability import DEFAULT_METRIC
 
 DEFAULT_PARAMS: dict[str, Any] = {"metric": DEFAULT_METRIC, "threshold": 0.2, "T": 0.4, "alpha": 2.0, "beta": 6.0,
                                   "bins": 4}
-# Which stored study setting feeds which strategy parameter.
+# Which stored selection setting (selection.models.SelectionSettings) feeds which strategy parameter.
 SETTING_OF_PARAM = {"metric": "separability_metric", "threshold": "separability_threshold", "T": "sep_threshold_t",
                     "alpha": "sep_alpha", "beta": "sep_beta"}
 
@@ -29,7 +29,8 @@ SETTING_OF_PARAM = {"metric": "separability_metric", "threshold": "separability_
 def strategy_parameters(study: Any, **overrides: Any) -> dict[str, Any]:
     """The one mapping from a study's stored settings to strategy parameters, used by the plan, ``select``
     and ``simulate``; ``overrides`` (for example a command's ``--metric``) replace a setting when not None."""
-    params = {param: getattr(study, setting) for param, setting in SETTING_OF_PARAM.items()}
+    stored = study.selection_settings
+    params = {param: getattr(stored, setting) for param, setting in SETTING_OF_PARAM.items()}
     params.update({k: v for k, v in overrides.items() if v is not None})
     unknown = set(params) - set(DEFAULT_PARAMS)
     if unknown:

@@ -23,9 +23,9 @@ SHOWN_ITEMS = 5
 @login_required
 def separability(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    metric = request.GET.get("metric", study.separability_metric)
+    metric = request.GET.get("metric", study.selection_settings.separability_metric)
     if metric not in METRIC_CHOICES:
-        metric = study.separability_metric
+        metric = study.selection_settings.separability_metric
     runs = SeparabilityRun.objects.filter(study=study, metric=metric).select_related(
         "comparison__system_a", "comparison__system_b")
     panels = [_panel(run) for run in runs]
@@ -63,7 +63,7 @@ def _panel(run: SeparabilityRun) -> dict:
 @require_POST
 def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    metric = request.POST.get("metric", study.separability_metric)
+    metric = request.POST.get("metric", study.selection_settings.separability_metric)
     if metric not in METRIC_CHOICES:
         messages.error(request, f"Unknown metric {metric!r}.")
         return redirect("separability", study_id=study.pk)

@@ -86,8 +86,8 @@ def test_the_report_covers_humans_and_judges(judged_study):
 def test_sep_elo_appears_once_separability_is_computed(judged_study):
     from selection import services as selection_services
 
-    judged_study.separability_metric = "rouge1"
-    judged_study.save()
+    judged_study.selection_settings.separability_metric = "rouge1"
+    judged_study.selection_settings.save()
     selection_services.compute_separability(judged_study, "rouge1")
     report = services.study_report(judged_study)
     assert report["sep_elo"]["available"] and report["sep_elo"]["battles_without_separability"] == 0
@@ -125,9 +125,9 @@ def test_the_report_api(judged_study, researcher, other_researcher):
 
 
 def test_analysis_parameters_change_the_report(judged_study):
-    judged_study.elo_k = 16
-    judged_study.bootstrap_rounds = 10
-    judged_study.save()
+    judged_study.analysis_settings.elo_k = 16
+    judged_study.analysis_settings.bootstrap_rounds = 10
+    judged_study.analysis_settings.save()
     report = services.study_report(judged_study)
     assert report["elo"]["parameters"]["k"] == 16 and report["elo"]["parameters"]["bootstrap_rounds"] == 10
 
@@ -182,8 +182,8 @@ def test_the_judge_metrics_do_not_depend_on_which_system_is_called_a(researcher)
     results = []
     for name, (first, second) in (("ab", ("sys-a", "sys-b")), ("ba", ("sys-b", "sys-a"))):
         study = annotation_services.do_create_study(researcher, name, study_jsonl(systems=(first, second)), "s.jsonl")
-        study.indeterminacy_beta = 0.3
-        study.save()
+        study.analysis_settings.indeterminacy_beta = 0.3
+        study.analysis_settings.save()
         imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-b", "sys-a"),
                          ("h3", "human", "sys-a", "sys-b"), ("h4", "human", "tie", "sys-b"),
                          ("j", "judge", "sys-b", "sys-a")], system_a=first, system_b=second)
@@ -206,8 +206,8 @@ def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
     [stopping] = services.study_report(study)["stopping"]
     # item-0 goes to sys-a (h1 prefers it, h2 has no preference); items 1 and 2 are ties
     assert (stopping["wins_a"], stopping["ties"], stopping["k"], stopping["n"]) == (1, 2, 1, 3)
-    study.stopping_ties_in_n = False
-    study.save()
+    study.selection_settings.stopping_ties_in_n = False
+    study.selection_settings.save()
     [stopping] = services.study_report(study)["stopping"]
     assert (stopping["k"], stopping["n"], stopping["ties_count_in_n"]) == (1, 1, False)
 
@@ -222,14 +222,14 @@ def test_the_leaderboards_can_count_the_majority_of_each_pair_or_one_judgment_pe
              for n, c in enumerate(("sys-b", "tie"))]
     annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl")
     assert services.study_report(study)["elo"]["battles"] == 5
-    study.rating_aggregation = "majority"
-    study.save()
+    study.analysis_settings.rating_aggregation = "majority"
+    study.analysis_settings.save()
     report = services.study_report(study)
     assert report["elo"]["battles"] == 3 and report["elo"]["parameters"]["aggregation"] == "majority"
     wins = dict(zip(report["win_rates"]["systems"], report["win_rates"]["matrix"], strict=True))
     assert wins["sys-a"][1] == pytest.approx((1 + 0 + 0.5) / 3)  # sys-a: the pair won, a loss, a tie
-    study.rating_aggregation = "one_sampled"
-    study.save()
+    study.analysis_settings.rating_aggregation = "one_sampled"
+    study.analysis_settings.save()
     assert services.study_report(study)["bradley_terry"]["battles"] == 2  # one per item
 
 

@@ -13,16 +13,16 @@ from django.utils import timezone
 
 from annotation import compiled, services
 from annotation.access import _ASSIGNMENT_RATER_STUDY
-from annotation.models import Assignment, AssignmentPair, Rater, Study
+from annotation.models import Assignment, AssignmentPair, CrowdSettings, Rater, Study
 
 COLUMNS = (*compiled.model_columns(Assignment), *compiled.model_columns(Rater, "rater__"),
-           *compiled.model_columns(Study, "study__"))
+           *compiled.model_columns(Study, "study__"), *compiled.model_columns(CrowdSettings, "study__crowd_settings__"))
 
 
 @pytest.fixture
 def two_assignments(study):
-    study.min_seconds_per_pair = 0
-    study.save()
+    study.crowd_settings.min_seconds_per_pair = 0
+    study.crowd_settings.save()
     first = services.do_start_assignment(services.do_create_rater_link(study, "one"))
     second = services.do_start_assignment(services.do_create_rater_link(study, "two"))
     return first, second

@@ -173,8 +173,8 @@ def test_the_researcher_blocks_and_unblocks_from_the_page(researcher_client, cli
 
 
 def test_the_per_rater_limit(client, mturk, study):
-    study.max_assignments_per_rater = 1
-    study.save()
+    study.crowd_settings.max_assignments_per_rater = 1
+    study.crowd_settings.save()
     answer_everything(client, accept(client, mturk, assignment="A1"))
     page = accept(client, mturk, assignment="A2")
     assert b"maximum of 1 assignments" in page.content
@@ -200,9 +200,9 @@ def test_abandoned_assignments_expire_and_their_place_returns(client, study):
 def gold_study(study):
     GoldPair.objects.create(study=study, input="Translate 'bonjour'.", good_output="Hello.",
                             bad_output="asdf qwer zxcv")
-    study.gold_rate = 0.2
-    study.screen_min_gold = 1
-    study.save()
+    study.crowd_settings.gold_rate = 0.2
+    study.crowd_settings.screen_min_gold = 1
+    study.crowd_settings.save()
     return study
 
 
@@ -222,8 +222,8 @@ def test_an_attention_check_left_after_gold_is_switched_off_is_still_shown_and_s
     rater = services.do_create_rater_link(gold_study, "late-off")
     assignment = services.do_start_assignment(rater)
     gold = assignment.pairs.get(gold__isnull=False)
-    gold_study.gold_rate = 0  # the rating page no longer joins attention checks; this one loads lazily
-    gold_study.save()
+    gold_study.crowd_settings.gold_rate = 0  # the rating page no longer joins attention checks; this one loads lazily
+    gold_study.crowd_settings.save()
     url = reverse("rate", args=[rater.token(), assignment.pk])
     for p in assignment.pairs.order_by("position"):
         page = client.get(url).content.decode()
@@ -252,8 +252,8 @@ def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_s
 
 
 def test_answers_faster_than_the_minimum_time_are_refused(study):
-    study.min_seconds_per_pair = 30
-    study.save()
+    study.crowd_settings.min_seconds_per_pair = 30
+    study.crowd_settings.save()
     pair = services.do_start_assignment(services.do_create_rater_link(study, "fast")).pairs.first()
     services.mark_shown(pair)
     with pytest.raises(services.ServiceError, match="at least 30 seconds per pair"):
@@ -326,8 +326,8 @@ def test_attention_checks_are_generated_or_written_on_the_page(researcher_client
 
 
 def test_workers_below_the_bar_are_flagged_before_they_are_screened(researcher_client, client, gold_study):
-    gold_study.screen_min_gold = 5
-    gold_study.save()
+    gold_study.crowd_settings.screen_min_gold = 5
+    gold_study.crowd_settings.save()
     link = ExternalLink.objects.create(study=gold_study, platform="generic")
     visit(client, link, worker_id="shaky")
     session = WorkerSession.objects.get()

@@ -351,7 +351,7 @@ def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
     answer_all(first[0])
     consistent()  # a completed assignment keeps its place
     Assignment.objects.filter(pk__in=[a.pk for a in first[1:3]]).update(
-        last_activity=timezone.now() - timedelta(minutes=study.assignment_timeout_minutes + 1))
+        last_activity=timezone.now() - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes + 1))
     assert services.expire_stale_assignments(study) == 2
     consistent()
     assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 2

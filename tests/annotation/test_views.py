@@ -226,3 +226,17 @@ def test_login_page_and_home_redirect(client, researcher):
     assert client.get("/")["Location"] == reverse("login")
     response = client.post(reverse("login"), {"username": "alice", "password": "pw-alice"})
     assert response["Location"] == reverse("study_list")
+
+
+def test_the_settings_page_edits_every_apps_settings_and_shows_what_they_become(researcher_client, study):
+    form = settings_form(selection_method="random", budget=3, sep_alpha=3.5, elo_k=8, gold_rate=0.1,
+                         neither_option="on", neither_label="Neither works")
+    assert researcher_client.post(reverse("study_settings", args=[study.pk]), form).status_code == 302
+    study = type(study).objects.get(pk=study.pk)
+    assert (study.selection_settings.selection_method, study.selection_settings.budget,
+            study.selection_settings.sep_alpha) == ("random", 3, 3.5)
+    assert (study.analysis_settings.elo_k, study.crowd_settings.gold_rate) == (8, 0.1)
+    assert (study.neither_option, study.neither_label) == (True, "Neither works")
+    page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
+    assert "<code>method = random</code>" in page and "<code>alpha = 3.5</code>" in page
+    assert "<code>k = 8.0</code>" in page and 'name="neither_label" value="Neither works"' in page

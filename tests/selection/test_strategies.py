@@ -70,7 +70,8 @@ def test_the_select_command_prints_and_stores_runs(varied_study):
 def test_select_apply_rebuilds_the_plan(varied_study):
     call_command("select", "--study", "varied", "--method", "random", "--budget", "2", "--apply", stdout=StringIO())
     varied_study.refresh_from_db()
-    assert (varied_study.selection_method, varied_study.budget, varied_study.tasks.count()) == ("random", 2, 2)
+    stored = varied_study.selection_settings
+    assert (stored.selection_method, stored.budget, varied_study.tasks.count()) == ("random", 2, 2)
 
 
 def test_select_reports_impossible_requests(varied_study, researcher):
@@ -143,7 +144,7 @@ def test_select_apply_reports_the_run_the_plan_released(forty_items):
                  "rouge1", "--apply", "--json", stdout=out)
     runs = json.loads(out.getvalue())
     forty_items.refresh_from_db()
-    assert forty_items.separability_metric == "rouge1"  # the override is the study's setting now
+    assert forty_items.selection_settings.separability_metric == "rouge1"  # the override is the study's setting now
     plan = released(forty_items)
     assert {f"{r['system_a']}-{r['system_b']}": r["items"] for r in runs} == plan
     assert all(r["params"] == {"metric": "rouge1", "threshold": 0.2, "T": 0.9, "alpha": 5, "beta": 40} for r in runs)

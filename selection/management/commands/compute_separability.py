@@ -19,7 +19,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
-        options["metric"] = options["metric"] or study.separability_metric
+        options["metric"] = options["metric"] or study.selection_settings.separability_metric
         try:
             services.parse_metric(options["metric"])
         except ValueError as exc:

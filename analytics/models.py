@@ -1,0 +1,41 @@
+"""Analytics' table: a study's analysis settings (the report's parameters)."""
+
+from __future__ import annotations
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from annotation.models import Study
+
+
+class AnalysisSettings(models.Model):
+    """How the report analyses a study's judgments. ``analytics.services.analysis_parameters`` is the one
+    map from them (and the separability weight's settings) to the report's parameters (registered in
+    ``annotation/study_settings.py``)."""
+
+    class RatingAggregation(models.TextChoices):
+        EVERY = "every", "Every judgment is a battle"
+        MAJORITY = "majority", "The majority of each pair's judgments is one battle"
+        ONE_SAMPLED = "one_sampled", "One judgment sampled per item and system pair (the separability paper)"
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="analysis_settings")
+    elo_k = models.FloatField(default=4.0, validators=[MinValueValidator(0.01)], help_text="ELO K factor.")
+    bootstrap_rounds = models.PositiveSmallIntegerField(
+        default=100, validators=[MinValueValidator(10), MaxValueValidator(2000)],
+        help_text="Bootstrap resamples for the leaderboard's 95 % intervals.",
+    )
+    indeterminacy_beta = models.FloatField(
+        default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Sensitivity beta for humans when only forced choices exist: the share of raters who chose one "
+        "output but would also accept the other (applied to both outputs).",
+    )
+    rating_aggregation = models.CharField(
+        max_length=20, choices=RatingAggregation.choices, default=RatingAggregation.EVERY,
+        help_text="Which judgments become battles for ELO, sep-ELO and Bradley-Terry.",
+    )
+
+    class Meta:
+        verbose_name_plural = "analysis settings"
+
+    def __str__(self) -> str:
+        return f"analysis settings of study {self.study_id}"
