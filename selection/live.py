@@ -23,9 +23,8 @@ from selection import embedding
 from selection.core.diffuse import Dendrogram, IterativeDiffUse, SplitSchedule
 from selection.models import IterativeRun
 from selection.services import selection_context
-from selection.strategies import is_live
+from selection.strategies import is_live, iterative_parameters
 
-DEFAULT_BUDGET = 200
 # What only the one-time schedule computation reads (megabytes at 10^5 items): never loaded per completion.
 TREE_FIELDS = ("linkage", "leaf_groups", "item_ids")
 
@@ -37,13 +36,13 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
     tree = selection_context(study, comparison, items).tree
     exact = tree.n == tree.n_items
     groups = [] if exact else [tree.members(leaf).tolist() for leaf in range(tree.n)]
-    budget = study.selection_settings.budget or DEFAULT_BUDGET
+    params = iterative_parameters(study)
     pks = [i.pk for i in items]
-    schedule = SplitSchedule.from_tree(tree, study.selection_settings.min_n, budget).relabelled(pks)
+    schedule = SplitSchedule.from_tree(tree, params["min_n"], params["budget"]).relabelled(pks)
     run, _ = IterativeRun.objects.update_or_create(comparison=comparison, defaults={
         "study": study, "item_ids": pks, "linkage": tree.z.astype("<f8").tobytes(), "leaf_groups": groups,
-        "schedule": schedule.to_json(), "encoder": embedding.encoder_name(), "risk": study.selection_settings.risk,
-        "min_n": study.selection_settings.min_n, "budget": budget, "outcome": "",
+        "schedule": schedule.to_json(), "encoder": embedding.encoder_name(), "risk": params["risk"],
+        "min_n": params["min_n"], "budget": params["budget"], "outcome": "",
     })
     by_pk = {item.pk: item for item in items}
     return [by_pk[pk] for pk in _algorithm(run).released]
@@ -62,7 +61,7 @@ def _schedule(run: IterativeRun) -> SplitSchedule:
 
 def _algorithm(run: IterativeRun) -> IterativeDiffUse:
     return IterativeDiffUse(risk=run.risk, min_n=run.min_n, budget=run.budget,
-                            ties_count_in_n=run.study.selection_settings.stopping_ties_in_n, schedule=_schedule(run))
+                            ties_count_in_n=iterative_parameters(run.study)["ties_count_in_n"], schedule=_schedule(run))
 
 
 def item_labels(comparison: Comparison) -> dict[int, str]:

@@ -38,6 +38,23 @@ def strategy_parameters(study: Any, **overrides: Any) -> dict[str, Any]:
     return params
 
 
+ITERATIVE_BUDGET = 200  # Algorithm 1's default annotation budget b (SPEC §4), when the study sets none
+
+
+def iterative_parameters(study: Any, **overrides: Any) -> dict[str, Any]:
+    """The one mapping from a study's stored settings to Algorithm 1's parameters (iterative DiffUse: risk p,
+    minimum n, budget b, whether ties count in n), used by the live loop and ``simulate``; ``overrides``
+    (a command's ``--risk`` ...) replace a setting when not None."""
+    stored = study.selection_settings
+    params = {"risk": stored.risk, "min_n": stored.min_n, "budget": stored.budget or ITERATIVE_BUDGET,
+              "ties_count_in_n": stored.stopping_ties_in_n}
+    params.update({k: v for k, v in overrides.items() if v is not None})
+    unknown = set(params) - {"risk", "min_n", "budget", "ties_count_in_n"}
+    if unknown:
+        raise ValueError(f"unknown iterative parameters {sorted(unknown)}")
+    return params
+
+
 @dataclasses.dataclass
 class SelectionContext:
     """One system pair's candidates. ``vectors`` and ``deltas`` are loaders called on first use, so a

@@ -90,7 +90,7 @@ def _report(outcomes: list[str], annotations: list[int], risk: float) -> Iterati
 
 
 def iterative_random_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200,
-                            step: int = 2, seed: int = 0) -> IterativeReport:
+                            step: int = 2, seed: int = 0, ties_count_in_n: bool = True) -> IterativeReport:
     """The random baseline for Algorithm 1: the same stopping rule over items drawn at random —
     ``min_n`` first, then ``step`` more at a time (DiffUse adds up to two per split)."""
     outcomes, annotations = [], []
@@ -101,7 +101,7 @@ def iterative_random_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int
         while True:
             labels = pool.oracle[order[:taken]]
             status = stopping_status(int(np.sum(labels == "a")), int(np.sum(labels == "b")),
-                                     int(np.sum(labels == "tie")), n, risk)
+                                     int(np.sum(labels == "tie")), n, risk, ties_count_in_n)
             if status.decided:
                 outcomes.append("success" if status.leader == pool.winner else "error")
                 break
@@ -113,13 +113,14 @@ def iterative_random_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int
     return _report(outcomes, annotations, risk)
 
 
-def iterative_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200) -> IterativeReport:
+def iterative_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200,
+                     ties_count_in_n: bool = True) -> IterativeReport:
     """Run Algorithm 1 on every pool with its oracle: the share of pools decided for the right winner
     (success), for the wrong one (error) and undecided within the budget (inconclusive), and the mean
     number of annotations. ``error`` is what to compare with the promised ``risk``."""
     outcomes, annotations = [], []
     for pool in pools:
-        algorithm = IterativeDiffUse(pool.tree, risk=risk, min_n=min_n, budget=budget)
+        algorithm = IterativeDiffUse(pool.tree, risk=risk, min_n=min_n, budget=budget, ties_count_in_n=ties_count_in_n)
         while True:
             for item in algorithm.to_annotate():
                 algorithm.record(item, str(pool.oracle[item]))

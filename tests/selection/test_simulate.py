@@ -9,6 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation import services as annotation_services
+from selection import live
+from selection.models import IterativeRun
 
 
 @pytest.fixture
@@ -101,3 +103,23 @@ def test_a_judgments_file_is_an_oracle_by_the_item_winner_rule(oracle_study, tmp
     bad.write_text(json.dumps({**lines[0], "item": "nope"}) + "\n")
     with pytest.raises(CommandError, match="field 'item': unknown item 'nope'"):
         call_command("simulate", "--study", "oracle", "--oracle", str(bad), "--budgets", "3", "--seeds", "2")
+
+
+def test_simulate_and_the_live_loop_take_algorithm_1s_parameters_from_the_same_stored_settings(oracle_study):
+    study, path = oracle_study
+    annotation_services.do_update_settings(
+        study, {"risk": 0.05, "min_n": 4, "budget": 12, "stopping_ties_in_n": False}, None)
+    out = StringIO()
+    call_command("simulate", "--study", "oracle", "--oracle", str(path), "--method", "diffuse-iterative",
+                 "--budgets", "3", "--seeds", "2", "--json", stdout=out)
+    iterative = json.loads(out.getvalue())["iterative"]
+    assert (iterative["risk"], iterative["min"], iterative["budget"], iterative["ties_count_in_n"]) == (
+        0.05, 4, 12, False)
+    annotation_services.do_update_settings(study, {"selection_method": "diffuse-iterative"}, None)
+    run = IterativeRun.objects.get(study=study)
+    assert (run.risk, run.min_n, run.budget) == (0.05, 4, 12)
+    assert live._algorithm(run).ties_count_in_n is False
+    out = StringIO()  # a command option still overrides the stored setting
+    call_command("simulate", "--study", "oracle", "--oracle", str(path), "--method", "diffuse-iterative",
+                 "--budgets", "3", "--seeds", "2", "--risk", "0.2", "--json", stdout=out)
+    assert json.loads(out.getvalue())["iterative"]["risk"] == 0.2

@@ -10,7 +10,14 @@ from annotation import services as annotation_services
 from annotation.management.commands._common import get_study, read_file
 from selection import services
 from selection.core.simulation import Pool, draw_pools, iterative_random_report, iterative_report, success_rates
-from selection.strategies import STRATEGIES, SelectionContext, get_strategy, is_live, strategy_parameters
+from selection.strategies import (
+    STRATEGIES,
+    SelectionContext,
+    get_strategy,
+    is_live,
+    iterative_parameters,
+    strategy_parameters,
+)
 
 DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/README.md for why
 
@@ -34,9 +41,11 @@ class Command(BaseCommand):
         parser.add_argument("--budgets", default="5,10,20,50,100", help="Comma-separated budgets N.")
         parser.add_argument("--seeds", type=int, default=10, help="Number of random pools.")
         parser.add_argument("--seed", type=int, default=0, help="Base seed.")
-        parser.add_argument("--risk", type=float, default=0.1, help="Iterative: risk threshold p.")
-        parser.add_argument("--min", type=int, default=5, dest="min_n", help="Iterative: initial clusters n.")
-        parser.add_argument("--budget", type=int, default=200, help="Iterative: annotation budget b.")
+        parser.add_argument("--risk", type=float, help="Iterative: risk threshold p (default: the study's).")
+        parser.add_argument("--min", type=int, dest="min_n",
+                            help="Iterative: initial clusters n (default: the study's).")
+        parser.add_argument("--budget", type=int,
+                            help="Iterative: annotation budget b (default: the study's, else 200).")
         parser.add_argument("--metric", help="Separability metric for separability strategies (default: the study's).")
         parser.add_argument("--threshold", type=float, help="Separability threshold (default: the study's).")
         parser.add_argument("--plot", help="Write the success-vs-budget plot to this .png or .svg file.")
@@ -73,10 +82,11 @@ class Command(BaseCommand):
             "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
         if any(is_live(m) for m in methods):
-            settings = {"risk": o["risk"], "min_n": o["min_n"], "budget": o["budget"]}
+            settings = iterative_parameters(study, risk=o["risk"], min_n=o["min_n"], budget=o["budget"])
             for key, report in (("iterative", iterative_report(pools, **settings)),
                                 ("iterative_random", iterative_random_report(pools, seed=o["seed"], **settings))):
-                document[key] = {"risk": o["risk"], "min": o["min_n"], "budget": o["budget"],
+                document[key] = {"risk": settings["risk"], "min": settings["min_n"], "budget": settings["budget"],
+                                 "ties_count_in_n": settings["ties_count_in_n"],
                                  "success": report.success, "error": report.error,
                                  "inconclusive": report.inconclusive, "mean_annotations": report.mean_annotations}
         if o["plot"]:
