@@ -35,7 +35,7 @@ from annotation import orientation
 FIRST, SECOND, TIE, BOTH_BAD = "first", "second", "tie", "both_bad"
 OUTPUTS = (FIRST, SECOND)
 NEITHER = "neither"  # the response-set box "neither is acceptable"
-STRENGTHS = {1: "better", 2: "much better"}
+STRENGTHS = {1: "better", 2: "much better"}  # the preference scale's strengths: stored, exported, imported
 
 
 class AnswerError(ValueError):
@@ -117,7 +117,6 @@ class Mode(abc.ABC):
     name: ClassVar[str]
     label: ClassVar[str]
     template: ClassVar[str] = "annotation/answers/options.html"
-    asks_choice: ClassVar[bool] = True  # a single choice (radio buttons) is part of the answer
 
     @abc.abstractmethod
     def fieldsets(self, study) -> tuple[Fieldset, ...]:
@@ -180,7 +179,6 @@ class ForcedChoice(Mode):
 class ResponseSet(Mode):
     name = "response_set"
     label = "Response set (select every acceptable answer)"
-    asks_choice = False
 
     def fieldsets(self, study):
         options = [_option("checkbox", "response", FIRST, "Output 1", "1"),

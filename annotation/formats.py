@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from annotation import elicitation
+
 STUDY_FIELDS = ("id", "input", "reference", "outputs", "metadata")
 STUDY_CSV_REQUIRED = ("item_id", "input", "system", "sample", "output")
 STUDY_CSV_OPTIONAL = ("reference", "metadata")
@@ -59,7 +61,7 @@ JUDGMENT_SCHEMA = (
     # the 5-point preference scale's strength of the choice.
     JudgmentField("strength", "strength", nullable=True),
 )
-STRENGTHS = (1, 2)
+STRENGTHS = tuple(elicitation.STRENGTHS)
 JUDGMENT_FIELDS = tuple(f.name for f in JUDGMENT_SCHEMA)
 # Fields stored in their own columns on import; any other field of a line is kept verbatim in
 # ``Judgment.extra`` (the assignment id of another study is only meaningful as such a note).

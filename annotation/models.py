@@ -420,7 +420,9 @@ class Judgment(models.Model):
         null=True, blank=True, help_text='Subset of ["a", "b"], model coordinates; [] = no output acceptable.'
     )
     strength = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(2)],
+        null=True, blank=True,
+        validators=[MinValueValidator(min(elicitation_modes.STRENGTHS)),
+                    MaxValueValidator(max(elicitation_modes.STRENGTHS))],
         help_text="Preference scale: 1 = better, 2 = much better (the choice says which output).",
     )
     probability_a = models.FloatField(null=True, blank=True)
