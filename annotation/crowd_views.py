@@ -34,8 +34,11 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         sample = (TaskPair.objects.filter(task__study=study).select_related(
             "pair__item", "pair__generation_a", "pair__generation_b").order_by("task__position", "position").first())
         mode = study.elicitation_mode
+        shown = None if sample is None else {
+            "input": sample.pair.item.input, "first": sample.pair.generation_a.text,
+            "second": sample.pair.generation_b.text}
         return render(request, "annotation/external_preview.html", {
-            "study": study, "sample": sample, "mode": mode, "fieldsets": mode.fieldsets(study), "disabled": True,
+            "study": study, "shown": shown, "mode": mode, "fieldsets": mode.fieldsets(study), "disabled": True,
             "key_help": mode.key_help(study)})
     if crowd.is_blocked(study, link.platform, arrival.worker_id):
         return _message(request, study, "Not available", "This task is not available to your account.")

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import elicitation as elicitation_modes
+from annotation import rendering
 
 RATER_TOKEN_SALT = "seplab.rater-link"
 OPEN_LINK_SALT = "seplab.open-link"
@@ -81,6 +82,11 @@ class Study(models.Model):
     )
     response_set_question = models.CharField(
         max_length=500, default="Select every output you find acceptable.", help_text="Response-set elicitation only."
+    )
+    output_format = models.CharField(
+        max_length=10, choices=rendering.FORMATS, default=rendering.MARKDOWN,
+        help_text="How raters see inputs and outputs: rendered Markdown (code highlighted, tables, lists; raw HTML "
+        "is shown as text) or plain text. Raters can show either pair's source.",
     )
     instructions = models.TextField(
         default="You will see an input and two outputs written by different systems. "

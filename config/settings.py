@@ -49,7 +49,9 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 # The Content-Security-Policy of every page (rater pages add the crowdsourcing sites as frame ancestors).
 # (form-action adds SEPLAB_TURK_SUBMIT_HOSTS, where finished MTurk-style workers post their HIT.)
-SEPLAB_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+# No 'unsafe-inline' anywhere: progress bars are <progress> elements, htmx's indicator style is off
+# (htmx-config), and rendered Markdown carries class names only (annotation/rendering.py).
+SEPLAB_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
               "object-src 'none'; base-uri 'self'")
 
 INSTALLED_APPS = [

@@ -118,7 +118,7 @@ def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
 def settings_form(**overrides) -> dict:
     form = {"elicitation": "forced_choice", "question": "Q", "response_set_question": "q",
             "also_acceptable_question": "a", "allow_tie": "on", "tie_label": "No preference", "instructions": "Read.",
-            "neither_label": "Both are bad",
+            "neither_label": "Both are bad", "output_format": "markdown",
             "pairs_per_assignment": 5, "sample_pairing": "one_to_one", "raters_per_item": 3, "pair_mode": "all",
             "scheduling": "random", "stopping_ties_in_n": "on", "rating_aggregation": "every",
             "selection_method": "random", "budget": "", "seed": 1, "separability_metric": "cosine",

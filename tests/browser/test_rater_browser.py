@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from annotation import services
 from annotation.models import Assignment, Judgment
+from tests.annotation.test_rendering import XSS
 from tests.conftest import study_jsonl
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -62,11 +63,46 @@ def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server,
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()
     outputs = page.locator(".output").all_inner_texts()
-    assert "<script>alert(1)</script>\nHello   there" in outputs
-    expect(page.get_by_text("Say hello <b>politely</b>.")).to_be_visible()
+    assert "<script>alert(1)</script> Hello there" in outputs  # Markdown: one paragraph, the tag as text
+    expect(page.get_by_role("paragraph").filter(has_text="Say hello <b>politely</b>.")).to_be_visible()
+    expect(page.locator("pre.source").first).to_be_hidden()
+    page.get_by_text("Show the source text").click()  # the source keeps every space and line break
+    assert "<script>alert(1)</script>\nHello   there" in page.locator("pre.source").all_inner_texts()
     assert page.locator("main script").count() == 0
     page.screenshot(path=str(artifacts / "rate-xss.png"))
     assert dialogs == []
+
+
+def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_host(browser_page, live_server,
+                                                                                    researcher, artifacts):
+    lines = [{"id": "corpus", "input": "Answer. " + XSS[0], "outputs": {
+        "evil": ["\n\n".join(XSS)], "good": ["Hello **there**.\n\n```python\nprint('hi')\n```\n\n- a\n- b"]}}]
+    lines += [{"id": f"v{n}", "input": vector, "outputs": {"evil": [vector], "good": ["Fine."]}}
+              for n, vector in enumerate(XSS)]
+    study = services.do_create_study(researcher, "xss-corpus", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+                                     "x.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 1}, None)
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    dialogs: list[str] = []
+    foreign: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.on("request", lambda request: None if request.url.startswith(live_server.url) else foreign.append(request.url))
+    checked_code = False
+    for n in range(len(lines)):  # every item: its input and both outputs, rendered and as source
+        rater = services.do_create_rater_link(study, f"r{n}")
+        response = page.goto(live_server.url + rater.link_path())
+        assert "unsafe-inline" not in response.headers["content-security-policy"]
+        page.get_by_role("button", name="Start rating").click()
+        expect(page.get_by_test_id("output-1")).to_be_visible()
+        code = page.locator(".rendered pre code")
+        if code.count():  # the corpus item: highlighted code in a monospace font
+            assert "monospace" in code.first.evaluate("e => getComputedStyle(e).fontFamily")
+            page.screenshot(path=str(artifacts / "rate-xss-corpus.png"), full_page=True)
+            checked_code = True
+        page.get_by_text("Show the source text").click()
+        expect(page.get_by_test_id("source-1")).to_be_visible()
+    page.wait_for_timeout(300)
+    assert dialogs == [] and foreign == [] and checked_code
 
 
 def test_the_rating_page_works_without_javascript(browser_page, live_server, researcher):
