@@ -34,7 +34,11 @@ def rater_home(request: HttpRequest, token: str) -> HttpResponse:
 @csrf_exempt  # authority is the signed rater token in the URL, never a cookie (iframes block third-party cookies)
 @require_POST
 def rater_start(request: HttpRequest, token: str) -> HttpResponse:
-    rater = access.access_rater(token)
+    return _start(request, access.access_rater(token), token)
+
+
+def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
+    """The rater's next assignment (their first pair), or a page that says why there is none."""
     try:
         assignment = services.do_start_assignment(rater)
     except services.AllocationBusy as exc:
@@ -57,10 +61,10 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
     rater = access.open_link_rater(request, study)
     if rater is not None:
         return redirect("rater_home", token=rater.token())
-    if request.method == "POST":
+    if request.method == "POST":  # joining has shown the instructions: straight to the first pair
         rater = services.do_join_open_link(study)
         access.remember_open_link_rater(request, rater)
-        return redirect("rater_home", token=rater.token())
+        return _start(request, rater, rater.token())
     return render(request, "annotation/open_link.html", {"study": study})
 
 

@@ -20,7 +20,13 @@
 
   document.addEventListener("keydown", function (event) {
     const f = form();
-    if (!f || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (!f) {
+      // The completion (or expired) page: Enter continues to the next assignment where one is offered.
+      const next = document.querySelector("button[data-enter]");
+      if (next && event.key === "Enter" && event.target === document.body) { event.preventDefault(); next.click(); }
+      return;
+    }
     const target = event.target;
     if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type === "text"))) return;
     if (event.key === "Enter") {
@@ -51,7 +57,27 @@
   document.addEventListener("htmx:afterSwap", function () {
     shownAt = performance.now();
     window.scrollTo(0, 0);
+    layout();
   });
+
+  // Long outputs: a cue on each output that goes on below the answer bar, and code blocks or tables that
+  // scroll sideways reachable from the keyboard.
+  function layout() {
+    const bar = form();
+    const limit = bar ? bar.getBoundingClientRect().top : window.innerHeight;
+    document.querySelectorAll(".rating .output-box").forEach(function (box) {
+      box.classList.toggle("continues", box.getBoundingClientRect().bottom > limit + 4);
+    });
+    document.querySelectorAll(".rendered pre, .rendered table").forEach(function (el) {
+      if (el.scrollWidth > el.clientWidth && !el.hasAttribute("tabindex")) {
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("aria-label", el.tagName === "PRE" ? "Code (scrolls sideways)" : "Table (scrolls sideways)");
+      }
+    });
+  }
+  window.addEventListener("scroll", layout, { passive: true });
+  window.addEventListener("resize", layout);
+  layout();
 
   // Prolific: send the finished worker back with their completion code (the link works without this).
   function autoReturn() {

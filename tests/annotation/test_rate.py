@@ -223,7 +223,9 @@ def test_the_open_link_makes_one_anonymous_rater_per_browser(client, study):
     assert b"Join and start" in client.get(url).content
     response = client.post(url)
     rater = Rater.objects.get(study=study, source="open_link")
-    assert response["Location"] == rater.link_path()
+    # joining shows the instructions once: the POST goes straight to the first pair, not a second welcome
+    assignment = Assignment.objects.get(rater=rater)
+    assert response["Location"] == rate_url(rater, assignment)
     assert client.get(url)["Location"] == rater.link_path()  # same browser, same rater
     assert Rater.objects.filter(source="open_link").count() == 1
 

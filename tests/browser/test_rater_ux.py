@@ -1,0 +1,90 @@
+"""The rater's page on long real-world outputs, at desktop and phone size: answers in reach, instructions at
+hand, the way forward from the last pair, and nothing that leads a rater to the researcher login."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from annotation import services
+from annotation.models import Assignment, Judgment
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# An AlpacaEval-like answer: prose, a list, a fenced code block and a table, long enough to run past a screen.
+LONG = ("Here is how to list the files of a directory in Python.\n\n1. Import `os`.\n2. Call `os.listdir`.\n"
+        "3. Filter what you need.\n\n```python\nimport os\n\nfor name in sorted(os.listdir('.')):\n"
+        "    if name.endswith('.py'):\n        print(name)\n```\n\n| function | returns |\n|---|---|\n"
+        "| `os.listdir` | names |\n| `os.scandir` | entries |\n\n"
+        + "\n\n".join(f"Paragraph {n}: more detail about directory listings, globbing and pathlib." for n in range(40)))
+
+
+def long_study(researcher, name="long"):
+    lines = [{"id": f"q{i}", "input": f"How do I list Python files? ({i})",
+              "outputs": {"verbose": [LONG], "short": ["Use `glob.glob('*.py')`."]}} for i in range(3)]
+    study = services.do_create_study(researcher, name, "".join(json.dumps(x) + "\n" for x in lines).encode(),
+                                     "l.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 1}, None)
+    return study
+
+
+def test_on_a_phone_the_answer_bar_is_on_screen_and_no_key_hints_show(browser_page, live_server, researcher,
+                                                                        artifacts):
+    study = long_study(researcher)
+    rater = services.do_create_rater_link(study, "phone")
+    context = browser_page.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").tap()
+    expect(page.get_by_role("heading", name="Pair 1 of 1")).to_be_visible()
+    bar = page.locator("#rating-form")
+    box = bar.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 844  # the options, without scrolling
+    expect(page.get_by_role("radio", name="Output 1")).to_be_in_viewport()
+    assert page.locator("kbd").first.is_hidden()  # no keyboard on a touch screen
+    expect(page.locator(".output-box.continues").first).to_be_visible()  # the long output goes on below
+    page.screenshot(path=str(artifacts / "rate-phone.png"))
+    page.get_by_role("radio", name="Output 2").tap()
+    page.get_by_role("button", name="Submit").tap()
+    expect(page.get_by_role("heading", name="Assignment complete")).to_be_visible()
+    assert Judgment.objects.filter(rater=rater).count() == 1
+    context.close()
+
+
+def test_desktop_instructions_at_hand_and_enter_continues_after_the_last_pair(browser_page, live_server, researcher,
+                                                                              artifacts):
+    study = long_study(researcher, "desk")
+    services.do_update_settings(study, {"instructions": "Prefer the **correct** answer; length is no merit."},
+                                None)
+    rater = services.do_create_rater_link(study, "desk")
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live_server.url + rater.link_path())
+    assert page.locator("a.brand").count() == 0  # the logo leads no rater to the researcher login
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Pair 1 of 1")).to_be_visible()
+    panel = page.locator("details.instructions-panel")
+    expect(panel).to_have_attribute("open", "")
+    expect(panel.locator("strong")).to_have_text("correct")
+    expect(page.locator("#rating-form")).to_be_in_viewport()
+    assert "monospace" in page.locator(".rendered pre code").first.evaluate("e => getComputedStyle(e).fontFamily")
+    page.screenshot(path=str(artifacts / "rate-desktop.png"))
+    page.wait_for_function("typeof htmx !== 'undefined'")
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Assignment complete")).to_be_visible()
+    first = Assignment.objects.get(rater=rater)
+    page.keyboard.press("Enter")  # continues to the next assignment
+    expect(page.get_by_role("heading", name="Pair 1 of 1")).to_be_visible()
+    assert Assignment.objects.filter(rater=rater).exclude(pk=first.pk).count() == 1
+
+
+def test_the_open_link_goes_from_join_straight_to_the_first_pair(browser_page, live_server, researcher):
+    study = long_study(researcher, "open")
+    study.open_link_enabled = True
+    study.save()
+    page = browser_page.new_page()
+    page.goto(live_server.url + study.open_link_path())
+    page.get_by_role("button", name="Join and start").click()
+    expect(page.get_by_role("heading", name="Pair 1 of 1")).to_be_visible()
