@@ -1,0 +1,77 @@
+"""axe-core (through axe-playwright-python, which ships it) on every page raters and researchers use, with the
+CSP on: no critical and no serious violation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from django.test import Client
+from django.urls import reverse
+
+from annotation import crowd, elicitation, services
+from annotation.elicitation import Answer
+from tests.browser.test_rater_ux import LONG
+from tests.conftest import answer_all, study_jsonl
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+AXE = Axe()
+
+
+def serious(page) -> list[str]:
+    """The critical and serious violations on the page, one line each with the elements involved."""
+    violations = AXE.run(page).response["violations"]
+    return [f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
+            for v in violations if v["impact"] in ("critical", "serious")]
+
+
+@pytest.mark.parametrize("mode", list(elicitation.MODES))
+def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(browser_page, live_server, researcher,
+                                                                               mode):
+    lines = [{"id": "long", "input": "How do I list Python files?", "outputs": {"a": [LONG], "b": ["Use glob."]}},
+             {"id": "short", "input": "Say hi.", "outputs": {"a": ["Hi."], "b": ["Hello!"]}}]
+    study = services.do_create_study(researcher, f"axe-{mode}", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+                                     "a.jsonl")
+    services.do_update_settings(study, {"elicitation": mode, "neither_option": True, "raters_per_item": 2}, None)
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    found: dict[str, list[str]] = {}
+    for n in range(2):  # two raters: both items, whichever comes first
+        rater = services.do_create_rater_link(study, f"r{n}")
+        page.goto(live_server.url + rater.link_path())
+        found[f"welcome {n}"] = serious(page)
+        page.get_by_role("button", name="Start rating").click()
+        page.locator("#rating-form").wait_for()
+        found[f"rating page {n}"] = serious(page)
+    link = crowd.do_create_external_link(study, "mturk")
+    page.goto(live_server.url + link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h")
+    found["mturk preview"] = serious(page)
+    assert found == {name: [] for name in found}
+
+
+def test_the_completion_page_and_the_researcher_pages(browser_page, live_server, researcher, study):
+    rater = services.do_create_rater_link(study, "done")
+    assignment = services.do_start_assignment(rater)
+    answer_all(assignment)
+    other = services.do_create_study(researcher, "judged", study_jsonl(3), "j.jsonl")
+    for n in range(2):
+        answer_all(services.do_start_assignment(services.do_create_rater_link(other, f"j{n}")), choice="second")
+    services.record_judgment(services.do_start_assignment(services.do_create_rater_link(other, "t")).pairs.first(),
+                             idempotency_key="tie", answer=Answer(choice="tie"))
+    client = Client()
+    client.force_login(researcher)
+    context = browser_page.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+    page = context.new_page()
+    found: dict[str, list[str]] = {}
+    page.goto(live_server.url + reverse("rate", args=[rater.token(), assignment.pk]))
+    found["completion page"] = serious(page)
+    for name in ("study_detail", "report", "study_settings", "separability", "external_links", "study_items"):
+        for s in (study, other):
+            page.goto(live_server.url + reverse(name, args=[s.pk]))
+            found[f"{name} {s.name}"] = serious(page)
+    page.goto(live_server.url + reverse("study_list"))
+    found["study list"] = serious(page)
+    context.close()
+    assert found == {name: [] for name in found}
