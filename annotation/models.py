@@ -44,6 +44,10 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
 class Study(models.Model):
     class PairMode(models.TextChoices):
         ALL = "all", "All system pairs"
@@ -217,6 +221,7 @@ class Generation(models.Model):
     sample_index = models.PositiveIntegerField()
     text = models.TextField()
     text_hash = models.CharField(max_length=64, db_index=True)
+    n_words = models.PositiveIntegerField(default=0, help_text="Words (whitespace-separated) in the text.")
 
     class Meta:
         ordering = ["item_id", "system_id", "sample_index"]

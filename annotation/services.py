@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import random
+import statistics
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
@@ -37,6 +38,7 @@ from annotation.models import (
     Task,
     TaskPair,
     text_hash,
+    word_count,
 )
 from selection import live as selection_live
 from selection import services as selection_services
@@ -90,7 +92,8 @@ def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: s
         for i, p in enumerate(parsed.items)
     )
     Generation.objects.bulk_create(
-        Generation(item=item, system=systems[name], sample_index=k, text=text, text_hash=text_hash(text))
+        Generation(item=item, system=systems[name], sample_index=k, text=text, text_hash=text_hash(text),
+                   n_words=word_count(text))
         for item, p in zip(items, parsed.items, strict=True)
         for name, samples in p.outputs.items()
         for k, text in enumerate(samples)
@@ -709,10 +712,28 @@ def study_progress(study: Study) -> list[ComparisonProgress]:
     ]
 
 
-def rater_progress(study: Study):
-    """Raters with their completed / active assignments and judgment counts."""
-    return study.raters.annotate(
+# Quality defaults: a rater whose median time per pair on long outputs is below this reads implausibly fast.
+FAST_SECONDS = 1.5
+LONG_OUTPUT_WORDS = 200
+
+
+def rater_progress(study: Study) -> list[Rater]:
+    """Raters with their completed / active assignments and judgment counts, and ``median_long_seconds``:
+    the median server-measured time per pair on pairs with an output over ``LONG_OUTPUT_WORDS`` words (None
+    without such a pair); ``too_fast`` flags a median under ``FAST_SECONDS``."""
+    raters = list(study.raters.annotate(
         completed=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
         active=Count("assignments", filter=Q(assignments__status=Assignment.Status.ACTIVE), distinct=True),
         n_judgments=Count("judgments", distinct=True),
-    ).order_by("id")
+    ).order_by("id"))
+    times: dict[int, list[int]] = {}
+    long_pairs = (Q(pair__generation_a__n_words__gt=LONG_OUTPUT_WORDS)
+                  | Q(pair__generation_b__n_words__gt=LONG_OUTPUT_WORDS))
+    for rater_id, ms in (Judgment.objects.filter(long_pairs, study=study, time_on_task_ms__isnull=False)
+                         .values_list("rater_id", "time_on_task_ms")):
+        times.setdefault(rater_id, []).append(ms)
+    for rater in raters:
+        spent = times.get(rater.pk)
+        rater.median_long_seconds = statistics.median(spent) / 1000 if spent else None
+        rater.too_fast = rater.median_long_seconds is not None and rater.median_long_seconds < FAST_SECONDS
+    return raters

@@ -63,6 +63,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "n_generations": services.Generation.objects.filter(item__study=study).count(),
         "progress": services.study_progress(study),
         "raters": services.rater_progress(study),
+        "fast_seconds": services.FAST_SECONDS,
         "n_judgments": study.judgments.count(),
         "rater_form": RaterLinkForm(),
         "upload_form": UploadForm(),

@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 
 from annotation import services
+from annotation.elicitation import Answer
 from annotation.models import Judgment, Study
 from tests.conftest import answer_all, study_jsonl
 
@@ -169,7 +170,8 @@ def test_the_study_page_shows_progress_per_pair_and_rater(researcher_client, stu
     answer_all(services.do_start_assignment(rater))
     for name in ("rater-2", "rater-3"):  # more raters must not mean more queries
         services.do_start_assignment(services.do_create_rater_link(study, name))
-    with django_assert_num_queries(15):  # + embedding coverage (2) and the latest embed job (1)
+    # + embedding coverage (2), the latest embed job (1), the times on long outputs (1)
+    with django_assert_num_queries(16):
         response = researcher_client.get(study.get_absolute_url())
     content = response.content.decode()
     assert "sys-a vs sys-b" in content and "5 / 60" in content
@@ -240,3 +242,26 @@ def test_the_settings_page_edits_every_apps_settings_and_shows_what_they_become(
     page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
     assert "<code>method = random</code>" in page and "<code>alpha = 3.5</code>" in page
     assert "<code>k = 8.0</code>" in page and 'name="neither_label" value="Neither works"' in page
+
+
+def test_the_study_page_warns_without_a_minimum_time_and_flags_implausibly_fast_raters(researcher_client, researcher):
+    long_text = " ".join(["word"] * (services.LONG_OUTPUT_WORDS + 1))
+    lines = [{"id": f"i{n}", "input": "Q", "outputs": {"a": [long_text], "b": ["short"]}} for n in range(3)]
+    study = services.do_create_study(researcher, "speed", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+                                     "s.jsonl")
+    times = {"careful": [4000, 6000, 5000], "hasty": [900, 1200, 30000]}  # medians 5.0 s and 1.2 s
+    for name, spent in times.items():
+        rater = services.do_create_rater_link(study, name)
+        for ms in spent:
+            assignment = services.do_start_assignment(rater)
+            pair = assignment.pairs.get()
+            services.record_judgment(pair, idempotency_key=f"{name}{ms}", answer=Answer(choice="first"))
+            Judgment.objects.filter(assignment_pair=pair).update(time_on_task_ms=ms)
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert 'data-testid="no-minimum-time"' in page
+    rows = {r.external_id: r for r in services.rater_progress(study)}
+    assert (rows["careful"].median_long_seconds, rows["careful"].too_fast) == (5.0, False)
+    assert (rows["hasty"].median_long_seconds, rows["hasty"].too_fast) == (1.2, True)
+    assert page.count('data-testid="too-fast"') == 1
+    services.do_update_settings(study, {"min_seconds_per_pair": 3}, None)
+    assert 'data-testid="no-minimum-time"' not in researcher_client.get(study.get_absolute_url()).content.decode()
