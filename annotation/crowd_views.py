@@ -39,7 +39,7 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
             "second": sample.pair.generation_b.text}
         return render(request, "annotation/external_preview.html", {
             "study": study, "shown": shown, "mode": mode, "fieldsets": mode.fieldsets(study), "disabled": True,
-            "key_help": mode.key_help(study)})
+            "key_help": mode.key_help(study), "size": services.assignment_size(study)})
     if crowd.is_blocked(study, link.platform, arrival.worker_id):
         return _message(request, study, "Not available", "This task is not available to your account.")
     try:

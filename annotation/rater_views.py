@@ -27,7 +27,7 @@ def rater_home(request: HttpRequest, token: str) -> HttpResponse:
     study = rater.study
     return render(request, "annotation/rater_home.html",
                   {"rater": rater, "study": study, "token": token, "active": active, "completed": completed,
-                   "key_help": study.elicitation_mode.key_help(study)})
+                   "key_help": study.elicitation_mode.key_help(study), "size": services.assignment_size(study)})
 
 
 @access.frameable

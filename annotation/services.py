@@ -668,6 +668,36 @@ def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 # Progress (read-only)
 
+DEFAULT_SECONDS_PER_PAIR = 30.0  # the estimate before this study has enough timed human judgments
+MIN_TIMED_JUDGMENTS = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class AssignmentSize:
+    """What one assignment asks of a rater, as the welcome page, the previews and the study page state it."""
+
+    pairs: int  # pairs to judge, attention checks included (the typical assignment of the plan)
+    seconds_per_pair: float  # this study's median time per pair, or the default before there is data
+    measured: bool  # False: the default
+
+    @property
+    def minutes(self) -> int:
+        return max(1, round(self.pairs * self.seconds_per_pair / 60))
+
+
+def assignment_size(study: Study) -> AssignmentSize:
+    """The plan's typical assignment (the median task's pairs, plus the attention checks the study's gold rate
+    adds on average) and the time it takes at this study's median server-measured time per pair."""
+    sizes = sorted(Task.objects.filter(study=study).annotate(n=Count("task_pairs")).values_list("n", flat=True))
+    pairs = sizes[len(sizes) // 2] if sizes else 0
+    if study.gold_pairs.exists():
+        pairs += round(study.crowd_settings.gold_rate * pairs)
+    timed = list(Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
+                 .order_by("-created").values_list("time_on_task_ms", flat=True)[:500])
+    if len(timed) >= MIN_TIMED_JUDGMENTS:
+        return AssignmentSize(pairs, statistics.median(timed) / 1000, True)
+    return AssignmentSize(pairs, DEFAULT_SECONDS_PER_PAIR, False)
+
 
 @dataclasses.dataclass
 class ComparisonProgress:

@@ -64,6 +64,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "progress": services.study_progress(study),
         "raters": services.rater_progress(study),
         "fast_seconds": services.FAST_SECONDS,
+        "size": services.assignment_size(study),
         "n_judgments": study.judgments.count(),
         "rater_form": RaterLinkForm(),
         "upload_form": UploadForm(),

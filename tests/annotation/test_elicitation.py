@@ -18,6 +18,7 @@ from annotation import crowd, elicitation, services
 from annotation.elicitation import Answer, Stored
 from annotation.models import GoldPair, Judgment, Study
 from tests.annotation.test_rate import form_of, rate_url, start
+from tests.conftest import study_jsonl
 
 
 def unsaved_study(**settings) -> Study:
@@ -209,3 +210,28 @@ def test_the_welcome_page_and_the_crowd_preview_show_the_modes_own_keys(client, 
     link = crowd.do_create_external_link(scale_study, "mturk")
     preview = client.get(link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h1").content.decode()
     assert 'value="second:2" data-key="5" disabled' in preview and "<kbd>5</kbd> Output 2 is much better" in preview
+
+
+@pytest.mark.parametrize("name", list(elicitation.MODES))
+def test_welcome_preview_and_rating_page_state_the_real_task_of_each_mode(client, researcher, name):
+    study = services.do_create_study(researcher, f"truth-{name}", study_jsonl(2, k=1), "t.jsonl")
+    services.do_update_settings(study, {"elicitation": name, "neither_option": True,
+                                        "question": f"Q for {name}?"}, None)
+    mode = study.elicitation_mode
+    options = [o for fieldset in mode.fieldsets(study) for o in fieldset.options]
+    rater = services.do_create_rater_link(study, "truth")
+    welcome = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
+    link = crowd.do_create_external_link(study, "mturk")
+    preview = client.get(link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h").content.decode()
+    assignment = start(client, rater)
+    page = client.get(rate_url(rater, assignment)).content.decode()
+    for text in (welcome, preview):  # K = 1: one pair per assignment, said as it is
+        assert "Each assignment: <strong>1 pair</strong>" in text
+        for o in options:
+            assert f"<kbd>{o.key_label}</kbd>" in text and o.label in text
+    for text in (preview, page):
+        for fieldset in mode.fieldsets(study):
+            assert f"<legend>{fieldset.legend}</legend>" in text
+        for o in options:
+            assert f'type="{o.input}" name="{o.name}" value="{o.value}" data-key="{o.key}"' in text
+    assert "Pair 1 of 1" in page and " disabled" in preview

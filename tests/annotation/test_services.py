@@ -389,3 +389,14 @@ def test_the_grid_pairing_is_an_explicit_option(study):
                  for tp in task.task_pairs.select_related("pair__generation_a", "pair__generation_b")}
         assert len(cells) == 8  # 8 distinct cells of the 5 x 5 grid: some sample is shown twice
         assert len({a for a, _ in cells}) < 8
+
+
+def test_the_assignment_size_and_time_come_from_the_plan_and_this_studys_median_time(study):
+    size = services.assignment_size(study)
+    assert (size.pairs, size.seconds_per_pair, size.measured) == (5, services.DEFAULT_SECONDS_PER_PAIR, False)
+    assert size.minutes == round(5 * services.DEFAULT_SECONDS_PER_PAIR / 60)
+    for n in range(2):
+        answer_all(services.do_start_assignment(services.do_create_rater_link(study, f"timed-{n}")))
+    Judgment.objects.filter(study=study).update(time_on_task_ms=12000)  # 10 timed judgments of 12 s
+    size = services.assignment_size(study)
+    assert (size.seconds_per_pair, size.measured, size.minutes) == (12.0, True, 1)
