@@ -668,6 +668,18 @@ def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 # Progress (read-only)
 
+def preview_pairs(study: Study) -> list[dict[str, str]]:
+    """What the first task of the plan shows a rater, pair by pair in its base display order: the input and
+    both outputs (for the researcher's "preview as a rater")."""
+    task = Task.objects.filter(study=study).order_by("position").first()
+    if task is None:
+        return []
+    rows = (task.task_pairs.order_by("position")
+            .values_list("a_first", "pair__item__input", "pair__generation_a__text", "pair__generation_b__text"))
+    return [dict(zip(("input", "first", "second"), (item, *orientation.in_display_order(a, b, a_first)),
+                     strict=True)) for a_first, item, a, b in rows]
+
+
 DEFAULT_SECONDS_PER_PAIR = 30.0  # the estimate before this study has enough timed human judgments
 MIN_TIMED_JUDGMENTS = 10
 

@@ -8,6 +8,7 @@ urlpatterns = [
     path("studies/new/", views.study_create, name="study_create"),
     path("studies/<int:study_id>/", views.study_detail, name="study_detail"),
     path("studies/<int:study_id>/items/", views.study_items, name="study_items"),
+    path("studies/<int:study_id>/preview/", views.study_preview, name="study_preview"),
     path("studies/<int:study_id>/items/<int:item_id>/", views.item_detail, name="item_detail"),
     path("studies/<int:study_id>/settings/", views.study_settings, name="study_settings"),
     path("studies/<int:study_id>/raters/new/", views.rater_create, name="rater_create"),

@@ -9,11 +9,12 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
 from analytics.services import analysis_parameters
-from annotation import exports, services
+from annotation import elicitation, exports, services
 from annotation.access import access_study, studies_for
 from annotation.formats import FormatError, check_size
 from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
@@ -73,6 +74,36 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "embed_job": study.jobs.filter(kind="embed").first(),
     }
     return render(request, "annotation/study_detail.html", context)
+
+
+@login_required
+def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The real rating page on the study's first task, for its researcher: answers are read and checked by
+    the study's elicitation mode, nothing is stored (a GET per pair; ``n`` is how many were answered)."""
+    study = access_study(request, study_id)
+    pairs = services.preview_pairs(study)
+    if not pairs:
+        messages.error(request, "There is nothing to preview yet: the plan has no tasks.")
+        return redirect(study)
+    context = {"study": study, "preview": True, "submit_url": reverse("study_preview", args=[study.pk]),
+               "total": len(pairs)}
+    try:
+        done = max(0, int(request.GET.get("n", 0)))
+    except ValueError:
+        done = 0
+    mode = study.elicitation_mode
+    if done and "n" in request.GET and done <= len(pairs):
+        try:  # the answer to pair ``done`` (1-based), checked as a submit would be
+            mode.validate(study, mode.read(request.GET))
+        except elicitation.AnswerError as exc:
+            context["error"] = str(exc)
+            done -= 1
+    if done >= len(pairs):
+        return render(request, "annotation/rate.html", {**context, "preview_done": True})
+    shown = pairs[done]
+    context.update(shown=shown, number=done + 1, done=done, percent=round(100 * done / len(pairs)), mode=mode,
+                   fieldsets=mode.fieldsets(study), current=None)
+    return render(request, "annotation/rate.html", context)
 
 
 @login_required

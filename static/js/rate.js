@@ -51,7 +51,8 @@
   document.addEventListener("submit", function (event) {
     const f = event.target;
     if (f.id !== "rating-form") return;
-    f.querySelector('input[name="client_ms"]').value = String(Math.round(performance.now() - shownAt));
+    const timing = f.querySelector('input[name="client_ms"]');  // absent in the researcher's preview
+    if (timing) timing.value = String(Math.round(performance.now() - shownAt));
   }, true);
 
   document.addEventListener("htmx:afterSwap", function () {

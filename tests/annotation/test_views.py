@@ -265,3 +265,21 @@ def test_the_study_page_warns_without_a_minimum_time_and_flags_implausibly_fast_
     assert page.count('data-testid="too-fast"') == 1
     services.do_update_settings(study, {"min_seconds_per_pair": 3}, None)
     assert 'data-testid="no-minimum-time"' not in researcher_client.get(study.get_absolute_url()).content.decode()
+
+
+def test_preview_as_a_rater_runs_the_real_page_and_stores_nothing(researcher_client, study):
+    url = reverse("study_preview", args=[study.pk])
+    page = researcher_client.get(url).content.decode()
+    assert 'data-testid="preview-banner"' in page and "Pair 1 of 5" in page
+    assert 'type="radio" name="choice" value="first" data-key="1"' in page
+    refused = researcher_client.get(url, {"n": 1}).content.decode()  # no answer: the mode says what is missing
+    assert "Choose one of the options" in refused and "Pair 1 of 5" in refused
+    assert "Pair 2 of 5" in researcher_client.get(url, {"n": 1, "choice": "first"}).content.decode()
+    end = researcher_client.get(url, {"n": 5, "choice": "tie"}).content.decode()
+    assert "End of the preview" in end
+    assert not (Judgment.objects.exists() or study.raters.exists() or study.assignments.exists())
+
+
+def test_the_preview_is_the_researchers_own(client, other_researcher, study):
+    client.force_login(other_researcher)
+    assert client.get(reverse("study_preview", args=[study.pk])).status_code == 404

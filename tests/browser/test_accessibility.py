@@ -67,7 +67,8 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     found: dict[str, list[str]] = {}
     page.goto(live_server.url + reverse("rate", args=[rater.token(), assignment.pk]))
     found["completion page"] = serious(page)
-    for name in ("study_detail", "report", "study_settings", "separability", "external_links", "study_items"):
+    for name in ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
+                 "study_preview"):
         for s in (study, other):
             page.goto(live_server.url + reverse(name, args=[s.pk]))
             found[f"{name} {s.name}"] = serious(page)
