@@ -60,7 +60,10 @@ JUDGMENT_SCHEMA = (
     # Extensions after SPEC §8's fields (CSV columns are appended, so readers by position keep working):
     # the 5-point preference scale's strength of the choice.
     JudgmentField("strength", "strength", nullable=True),
+    # the rater's optional comment on the pair (null without one)
+    JudgmentField("comment", "text", nullable=True),
 )
+COMMENT_MAX_CHARS = 2000  # a rater's comment, in the form and in imported files
 STRENGTHS = tuple(elicitation.STRENGTHS)
 JUDGMENT_FIELDS = tuple(f.name for f in JUDGMENT_SCHEMA)
 # Fields stored in their own columns on import; any other field of a line is kept verbatim in
@@ -460,6 +463,7 @@ class ParsedJudgment:
     response_set: list[str] | None
     probability_a: float | None
     strength: int | None
+    comment: str
     created: datetime | None
     time_on_task_ms: int | None
     client_time_ms: int | None
@@ -645,6 +649,16 @@ def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
     return choice, response_set, probability_a, strength
 
 
+def _comment(line: _Line) -> str:
+    comment = line.obj.get("comment")
+    if comment is None:
+        return ""
+    if not isinstance(comment, str) or len(comment) > COMMENT_MAX_CHARS:
+        line.problem("comment", f"comment must be text of at most {COMMENT_MAX_CHARS} characters, or null")
+        return ""
+    return comment
+
+
 def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
     """The creation time (ISO 8601 with a time zone), the time-on-task fields and the superseded flag."""
     created = None
@@ -696,6 +710,7 @@ def _parse_judgment(
         response_set=None if response_set is None else [code_of[s] for s in response_set],
         probability_a=None if probability_a is None else float(probability_a),
         strength=strength,
+        comment=_comment(line),
         created=created,
         time_on_task_ms=times["time_on_task_ms"],
         client_time_ms=times["client_time_ms"],

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from annotation import study_settings
+from annotation.formats import COMMENT_MAX_CHARS
 from annotation.models import Study
 from annotation.services import PLAN_FIELDS
 from selection.core.separability import METRICS
@@ -36,7 +37,7 @@ class StudySettingsForm(forms.ModelForm):
         model = Study
         fields = [
             "elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
-            "neither_option", "neither_label", "output_format", "instructions", "pairs_per_assignment",
+            "neither_option", "neither_label", "allow_comment", "output_format", "instructions", "pairs_per_assignment",
             "sample_pairing", "raters_per_item", "pair_mode", "baseline", "scheduling", "seed",
         ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
@@ -96,6 +97,7 @@ class RatingForm(forms.Form):
     pair = forms.IntegerField()
     key = forms.CharField(max_length=64)
     client_ms = forms.IntegerField(required=False, min_value=0)
+    comment = forms.CharField(required=False, max_length=COMMENT_MAX_CHARS, strip=True)
 
 
 class GoldPairForm(forms.Form):

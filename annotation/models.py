@@ -80,6 +80,8 @@ class Study(models.Model):
         "option (a tie in ratings, no output acceptable in indeterminacy); a response set may then be empty.",
     )
     neither_label = models.CharField(max_length=60, default="Both are bad")
+    allow_comment = models.BooleanField(default=False, help_text="Offer an optional free-text comment per pair "
+                                                                 "(stored with the judgment and exported).")
     question = models.CharField(max_length=500, default="Which output is better?")
     also_acceptable_question = models.CharField(
         max_length=500, default="Which other outputs are also acceptable?", help_text="Paired elicitation only."
@@ -437,6 +439,7 @@ class Judgment(models.Model):
         help_text="Preference scale: 1 = better, 2 = much better (the choice says which output).",
     )
     probability_a = models.FloatField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="", help_text="The rater's optional comment on the pair.")
     created = models.DateTimeField(default=timezone.now, help_text="When the judgment was made.")
     recorded = models.DateTimeField(auto_now_add=True, help_text="When the server stored it.")
     shown_at = models.DateTimeField(null=True, blank=True)

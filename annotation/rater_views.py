@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from annotation import access, crowd, orientation, services
 from annotation.compiled import CompiledQuery, model_columns
+from annotation.formats import COMMENT_MAX_CHARS
 from annotation.forms import RatingForm
 from annotation.models import Assignment, AssignmentPair, Rater
 from annotation.ratelimit import limit_posts
@@ -92,7 +93,7 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
             recorded = services.record_judgment(
                 pair, idempotency_key=form.cleaned_data["key"],
                 answer=assignment.study.elicitation_mode.read(request.POST),
-                client_time_ms=form.cleaned_data["client_ms"],
+                client_time_ms=form.cleaned_data["client_ms"], comment=form.cleaned_data["comment"],
             )
         except services.ServiceError as exc:
             error = str(exc)
@@ -182,6 +183,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         services.mark_shown(pair)
         mode = study.elicitation_mode
         context.update(current=pair, shown=_shown(current), number=done + 1, key=key or uuid.uuid4().hex,
-                       percent=round(100 * done / len(rows)), mode=mode, fieldsets=mode.fieldsets(study))
+                       percent=round(100 * done / len(rows)), mode=mode, fieldsets=mode.fieldsets(study),
+                       comment_max=COMMENT_MAX_CHARS)
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)

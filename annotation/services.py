@@ -404,6 +404,7 @@ def record_judgment(
     idempotency_key: str,
     answer: elicitation.Answer,
     client_time_ms: int | None = None,
+    comment: str = "",
 ) -> Recorded:
     """Store one rater answer, exactly once.
 
@@ -439,7 +440,7 @@ def record_judgment(
                 created=now, shown_at=shown_at,
                 time_on_task_ms=int((now - shown_at).total_seconds() * 1000) if shown_at else None,
                 client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
-                idempotency_key=key,
+                idempotency_key=key, comment=comment if study.allow_comment else "",
             )
     except IntegrityError:
         previous = Judgment.objects.filter(
@@ -612,7 +613,8 @@ def do_import_judgments(study: Study, data: bytes, filename: str | None) -> Impo
             pair = pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
         new.append(Judgment(
             study=study, rater=rater, pair=pair, a_shown_first=p.shown_first == p.system_a, choice=p.choice,
-            response_set=p.response_set, probability_a=p.probability_a, strength=p.strength, created=p.created or now,
+            response_set=p.response_set, probability_a=p.probability_a, strength=p.strength, comment=p.comment,
+            created=p.created or now,
             time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
             superseded=p.superseded, extra=p.extra,
         ))
@@ -653,6 +655,7 @@ def judgment_line(j: Judgment) -> dict[str, Any]:
         "client_time_ms": j.client_time_ms,
         "superseded": j.superseded,
         "strength": j.strength,
+        "comment": j.comment or None,
     })
     if j.assignment_id is not None:
         line["assignment"] = j.assignment_id

@@ -194,6 +194,7 @@ def test_judgment_problems_name_the_field():
         judgment(rater_kind="robot"),
         judgment(strength=3),
         judgment(choice="tie", strength=2),
+        judgment(comment=["not", "text"]),
     ) == [
         "line 1, field 'item': unknown item 'nope'",
         "line 2, field 'system_b': unknown system 'c'",
@@ -211,6 +212,7 @@ def test_judgment_problems_name_the_field():
         "line 10, field 'rater_kind': rater_kind must be 'human' or 'judge'",
         "line 11, field 'strength': strength must be 1 (better), 2 (much better) or null",
         "line 12, field 'strength': strength needs a choice of system_a or system_b",
+        "line 13, field 'comment': comment must be text of at most 2000 characters, or null",
     ]
 
 

@@ -276,3 +276,23 @@ def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, ra
     client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
     client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")  # and a double retry
     assert calls == [fields["key"]] * 3 and Judgment.objects.count() == 1
+
+
+def test_an_optional_comment_is_stored_with_the_judgment_and_exported(client, study, rater, researcher_client):
+    services.do_update_settings(study, {"allow_comment": True}, None)
+    assignment = start(client, rater)
+    page = client.get(rate_url(rater, assignment)).content
+    assert b'<textarea name="comment" id="id_comment"' in page
+    client.post(rate_url(rater, assignment, True), {**form_of(page), "choice": "first",
+                                                    "comment": "  Output 2 invents a citation.  "})
+    page = client.get(rate_url(rater, assignment)).content
+    client.post(rate_url(rater, assignment, True), {**form_of(page), "choice": "second"})  # none: fine
+    too_long = client.post(rate_url(rater, assignment, True),
+                           {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "tie",
+                            "comment": "x" * 2001})
+    assert too_long.status_code == 400 and Judgment.objects.count() == 2
+    assert list(Judgment.objects.order_by("id").values_list("comment", flat=True)) == [
+        "Output 2 invents a citation.", ""]
+    lines = [json.loads(x) for x in researcher_client.get(
+        reverse("judgments_export", args=[study.pk, "jsonl"])).getvalue().decode().splitlines()]
+    assert [x["comment"] for x in lines] == ["Output 2 invents a citation.", None]
