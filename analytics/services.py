@@ -66,7 +66,7 @@ class Row:
 
 
 def load_rows(study: Study) -> list[Row]:
-    queryset = (Judgment.objects.filter(study=study).order_by("created", "id")
+    queryset = (Judgment.objects.filter(study=study, revised=False).order_by("created", "id")
                 .values_list("pair__item__external_id", "pair__item_id", "pair_id",
                              "pair__generation_a__system__name", "pair__generation_b__system__name",
                              "rater__external_id", "rater__kind", "choice", "response_set", "probability_a",

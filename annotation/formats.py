@@ -62,6 +62,8 @@ JUDGMENT_SCHEMA = (
     JudgmentField("strength", "strength", nullable=True),
     # the rater's optional comment on the pair (null without one)
     JudgmentField("comment", "text", nullable=True),
+    # true: the rater replaced this answer with a later one on the same pair (kept, not analysed)
+    JudgmentField("revised", "flag"),
 )
 COMMENT_MAX_CHARS = 2000  # a rater's comment, in the form and in imported files
 STRENGTHS = tuple(elicitation.STRENGTHS)
@@ -468,6 +470,7 @@ class ParsedJudgment:
     time_on_task_ms: int | None
     client_time_ms: int | None
     superseded: bool
+    revised: bool
     extra: dict[str, Any]
     line: int
 
@@ -541,7 +544,7 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
                     obj[column] = float(value)
                 except ValueError:
                     obj[column] = value
-            elif column == "superseded":
+            elif column in ("superseded", "revised"):
                 obj[column] = value.strip().lower() in ("true", "1", "yes")
             else:
                 obj[column] = value
@@ -660,7 +663,8 @@ def _comment(line: _Line) -> str:
 
 
 def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
-    """The creation time (ISO 8601 with a time zone), the time-on-task fields and the superseded flag."""
+    """The creation time (ISO 8601 with a time zone), the time-on-task fields and the superseded and revised
+    flags."""
     created = None
     if line.obj.get("created") is not None:
         try:
@@ -670,10 +674,11 @@ def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
         except ValueError:
             line.problem("created", "created must be an ISO 8601 date-time, e.g. 2026-01-01T12:00:00Z")
     times = {field: line.count(field) for field in ("time_on_task_ms", "client_time_ms")}
-    superseded = line.obj.get("superseded", False)
-    if not isinstance(superseded, bool):
-        line.problem("superseded", "superseded must be true or false")
-    return created, times, superseded
+    flags = {name: line.obj.get(name, False) for name in ("superseded", "revised")}
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            line.problem(name, f"{name} must be true or false")
+    return created, times, flags
 
 
 def _parse_judgment(
@@ -690,7 +695,7 @@ def _parse_judgment(
     shown_first, rater, rater_kind = _judging_rater(line, system_a, system_b, rater_kinds)
     code_of = {system_a: "a", system_b: "b"}
     choice, response_set, probability_a, strength = _answer(line, code_of)
-    created, times, superseded = _when(line)
+    created, times, flags = _when(line)
     key = judgment_key(obj)
     if len(key) > 64:
         line.problem("id", "id longer than 64 characters")
@@ -714,7 +719,8 @@ def _parse_judgment(
         created=created,
         time_on_task_ms=times["time_on_task_ms"],
         client_time_ms=times["client_time_ms"],
-        superseded=superseded,
+        superseded=flags["superseded"],
+        revised=flags["revised"],
         extra={k: v for k, v in obj.items() if k not in PARSED_JUDGMENT_FIELDS},
         line=number,
     )

@@ -447,6 +447,9 @@ class Judgment(models.Model):
     client_time_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Browser-measured.")
     idempotency_key = models.CharField(max_length=64)
     superseded = models.BooleanField(default=False)
+    revised = models.BooleanField(
+        default=False, help_text="Replaced by the rater's later answer to the same pair in the same assignment: "
+                                 "kept and exported, left out of the analysis.")
     extra = models.JSONField(default=dict, blank=True, help_text="Unknown fields of an imported line, kept.")
 
     class Meta:

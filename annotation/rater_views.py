@@ -72,7 +72,16 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
 @access.frameable
 def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
-    return _render_rating(request, rater, token, assignment, rows)
+    return _render_rating(request, rater, token, assignment, rows, revise=_revisable(rows, request.GET.get("revise")))
+
+
+def _revisable(rows: list[dict], pair_id) -> dict | None:
+    """The row of an answered study pair of the assignment (one the rater may change), or None."""
+    try:
+        pair_id = int(pair_id)
+    except (TypeError, ValueError):
+        return None
+    return next((r for r in rows if r["id"] == pair_id and r["judgment__id"] is not None), None)
 
 
 @access.frameable
@@ -89,8 +98,9 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     elif (pair := access.rater_pair(assignment, rows, form.cleaned_data["pair"])) is None:
         error = "That pair is not part of your assignment."
     else:
+        submit = services.revise_judgment if request.POST.get("revise") == "1" else services.record_judgment
         try:
-            recorded = services.record_judgment(
+            recorded = submit(
                 pair, idempotency_key=form.cleaned_data["key"],
                 answer=assignment.study.elicitation_mode.read(request.POST),
                 client_time_ms=form.cleaned_data["client_ms"], comment=form.cleaned_data["comment"],
@@ -164,10 +174,14 @@ def _answered(row: dict) -> bool:
 
 
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment, rows: list[dict],
-                   error: str | None = None, key: str | None = None) -> HttpResponse:
+                   error: str | None = None, key: str | None = None, revise: dict | None = None) -> HttpResponse:
     study = assignment.study
     current = next((r for r in rows if not _answered(r)), None)
     done = sum(1 for r in rows if _answered(r))
+    # the latest answered study pair: the rater may change that answer while the assignment is open
+    previous = next((r for r in reversed(rows) if r["judgment__id"] is not None), None)
+    if revise is not None and assignment.status == Assignment.Status.ACTIVE:
+        current = revise
     external = crowd.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
     context = {"study": study, "rater": rater, "token": token, "assignment": assignment, "error": error,
                "total": len(rows), "done": done, "external": external}
@@ -182,7 +196,12 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         pair = AssignmentPair(pk=current["id"], shown_at=current["shown_at"])
         services.mark_shown(pair)
         mode = study.elicitation_mode
-        context.update(current=pair, shown=_shown(current), number=done + 1, key=key or uuid.uuid4().hex,
+        if revise is not None:
+            context["revising"] = rows.index(revise) + 1
+        elif previous is not None:
+            context["previous"] = {"pk": previous["id"], "number": rows.index(previous) + 1}
+        context.update(current=pair, shown=_shown(current), number=rows.index(current) + 1,
+                       key=key or uuid.uuid4().hex,
                        percent=round(100 * done / len(rows)), mode=mode, fieldsets=mode.fieldsets(study),
                        comment_max=COMMENT_MAX_CHARS)
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"

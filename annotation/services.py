@@ -479,6 +479,52 @@ def _count_answer(assignment: Assignment, now: dt.datetime) -> bool:
 
 
 # UPDATE ... RETURNING (PostgreSQL; SQLite >= 3.35): every right-hand side reads the row before the update.
+def revise_judgment(
+    assignment_pair: AssignmentPair,
+    *,
+    idempotency_key: str,
+    answer: elicitation.Answer,
+    client_time_ms: int | None = None,
+    comment: str = "",
+) -> Recorded:
+    """Replace the rater's answer to a pair of their active assignment: a new judgment takes the pair, the
+    one it replaces stays stored, flagged ``revised`` (exported, left out of the analysis). Exactly once: a
+    repeated key returns the judgment it stored; the assignment's answer count does not change."""
+    assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
+    key = (idempotency_key or "").strip()[:64]
+    if not key:
+        raise ServiceError("The form is missing its submission key; reload the page.")
+    if assignment_pair.gold_id is not None:
+        raise ServiceError("That answer cannot be changed.")
+    repeat = Judgment.objects.filter(study=study, idempotency_key=key).first()
+    if repeat is not None:
+        return Recorded(repeat, False)
+    mode = _checked_mode(study, answer)
+    stored = mode.to_model(answer, assignment_pair.a_shown_first)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            # the assignment's row lock orders revisions of its pairs; a finished one keeps its answers
+            if not Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ACTIVE).update(
+                    last_activity=now):
+                raise ServiceError("This assignment is finished, so its answers can no longer be changed.")
+            if not Judgment.objects.filter(assignment_pair=assignment_pair).update(assignment_pair=None, revised=True):
+                raise ServiceError("There is no answer to change on that pair yet.")
+            judgment = Judgment.objects.create(
+                study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
+                assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
+                created=now, shown_at=assignment_pair.shown_at, idempotency_key=key,
+                client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
+                comment=comment if study.allow_comment else "",
+            )
+    except IntegrityError:
+        repeat = Judgment.objects.filter(study=study, idempotency_key=key).first()
+        if repeat is None:
+            raise
+        return Recorded(repeat, False)
+    return Recorded(judgment, True)
+
+
 _COUNT_ANSWER_SQL = f"""
 UPDATE {Assignment._meta.db_table}
    SET last_activity = %s,
@@ -616,7 +662,7 @@ def do_import_judgments(study: Study, data: bytes, filename: str | None) -> Impo
             response_set=p.response_set, probability_a=p.probability_a, strength=p.strength, comment=p.comment,
             created=p.created or now,
             time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
-            superseded=p.superseded, extra=p.extra,
+            superseded=p.superseded, revised=p.revised, extra=p.extra,
         ))
     Judgment.objects.bulk_create(new)
     return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
@@ -656,6 +702,7 @@ def judgment_line(j: Judgment) -> dict[str, Any]:
         "superseded": j.superseded,
         "strength": j.strength,
         "comment": j.comment or None,
+        "revised": j.revised,
     })
     if j.assignment_id is not None:
         line["assignment"] = j.assignment_id

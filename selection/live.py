@@ -73,7 +73,8 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
                   .filter(done__gte=F("raters_required")))
     by_assignment: dict[int, tuple[int, list[int]]] = {}
     for item_id, assignment_id, choice, response, probability in (
-        Judgment.objects.filter(assignment__task__in=done_tasks, assignment__status=Assignment.Status.COMPLETED)
+        Judgment.objects.filter(assignment__task__in=done_tasks, assignment__status=Assignment.Status.COMPLETED,
+                                revised=False)
         .values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
     ):
         entry = by_assignment.setdefault(assignment_id, (item_id, []))

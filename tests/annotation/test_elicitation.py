@@ -145,7 +145,8 @@ def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(client, s
     assert [(x["strength"], x["response_set"]) for x in lines] == [(2, None), (1, None), (None, [])]
     table = list(csv.DictReader(io.StringIO(researcher_client.get(
         reverse("judgments_export", args=[scale_study.pk, "csv"])).getvalue().decode())))
-    assert [row["strength"] for row in table] == ["2", "1", ""] and list(table[0])[-3:] == ["strength", "comment", "extra"]
+    assert [row["strength"] for row in table] == ["2", "1", ""]
+    assert list(table[0])[-4:] == ["strength", "comment", "revised", "extra"]  # extensions after SPEC §8's
 
     copy = services.do_create_study(researcher, "copy", services_study_file(scale_study), "c.jsonl")
     services.do_import_judgments(copy, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")

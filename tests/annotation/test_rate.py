@@ -296,3 +296,40 @@ def test_an_optional_comment_is_stored_with_the_judgment_and_exported(client, st
     lines = [json.loads(x) for x in researcher_client.get(
         reverse("judgments_export", args=[study.pk, "jsonl"])).getvalue().decode().splitlines()]
     assert [x["comment"] for x in lines] == ["Output 2 invents a citation.", None]
+
+
+def test_the_previous_answer_can_be_revised_once_per_submit_and_the_old_one_is_kept(client, study, rater,
+                                                                                   researcher_client):
+    assignment = start(client, rater)
+    first = client.get(rate_url(rater, assignment)).content
+    response = client.post(rate_url(rater, assignment, True), {**form_of(first), "choice": "first"},
+                           HTTP_HX_REQUEST="true")
+    page = response.content.decode()
+    assert "Pair 2 of 5" in page and 'data-testid="revise-link"' in page
+    pair_1 = AssignmentPair.objects.get(assignment=assignment, position=0)
+    revising = client.get(rate_url(rater, assignment), {"revise": pair_1.pk}).content
+    assert b'data-testid="revising"' in revising and b"Pair 1 of 5" in revising
+    fields = {**form_of(revising), "choice": "second", "revise": "1"}
+    assert fields["pair"] == str(pair_1.pk)
+    again = client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
+    client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")  # a double submit
+    assert b"Pair 2 of 5" in again.content
+    old, new = Judgment.objects.order_by("id")
+    assert (old.revised, old.assignment_pair_id, new.revised, new.assignment_pair_id) == (True, None, False, pair_1.pk)
+    assert {old.choice, new.choice} == {"a", "b"} and Assignment.objects.get(pk=assignment.pk).answered == 1
+    from analytics import services as analytics_services
+    assert [r.choice for r in analytics_services.load_rows(study)] == [new.choice]  # the replaced one is not analysed
+    lines = [json.loads(x) for x in researcher_client.get(
+        reverse("judgments_export", args=[study.pk, "jsonl"])).getvalue().decode().splitlines()]
+    assert [x["revised"] for x in lines] == [True, False]
+
+
+def test_a_finished_assignment_cannot_be_revised(study, rater):
+    assignment = services.do_start_assignment(rater)
+    pairs = list(assignment.pairs.order_by("position"))
+    for n, pair in enumerate(pairs):
+        services.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
+    with pytest.raises(services.ServiceError, match="finished"):
+        services.revise_judgment(AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),
+                                 idempotency_key="r", answer=Answer(choice="second"))
+    assert not Judgment.objects.filter(revised=True).exists()

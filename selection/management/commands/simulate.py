@@ -166,7 +166,7 @@ class Command(BaseCommand):
         sets: dict[str, dict[str, list[int]]] = {}
         for j in parsed:
             answer = consistency.effective_choice(j.choice, j.response_set, j.probability_a)
-            if {j.system_a, j.system_b} != set(pair) or answer is None:
+            if {j.system_a, j.system_b} != set(pair) or answer is None or j.revised:  # a replaced answer
                 continue
             rating = consistency.RATING[answer] * (1 if (j.system_a, j.system_b) == pair else -1)
             sets.setdefault(j.item, {}).setdefault(j.rater, []).append(rating)
