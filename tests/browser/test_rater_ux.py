@@ -88,3 +88,31 @@ def test_the_open_link_goes_from_join_straight_to_the_first_pair(browser_page, l
     page.goto(live_server.url + study.open_link_path())
     page.get_by_role("button", name="Join and start").click()
     expect(page.get_by_role("heading", name="Pair 1 of 1")).to_be_visible()
+
+
+def test_both_bad_by_key_then_revised_to_a_choice_in_the_browser(browser_page, live_server, researcher):
+    lines = [{"id": "m0", "input": "Q", "outputs": {"a": ["A one", "A two"], "b": ["B one", "B two"]}}]
+    multi = services.do_create_study(researcher, "honest-k2", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+                                     "m.jsonl")
+    services.do_update_settings(multi, {"neither_option": True, "pairs_per_assignment": 2, "raters_per_item": 1},
+                                None)
+    rater = services.do_create_rater_link(multi, "honest")
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    page.wait_for_function("typeof htmx !== 'undefined'")
+    expect(page.get_by_role("heading", name="Pair 1 of 2")).to_be_visible()
+    page.keyboard.press("0")  # both are bad
+    expect(page.get_by_role("radio", name="Both are bad")).to_be_checked()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Pair 2 of 2")).to_be_visible()
+    page.get_by_test_id("revise-link").click()
+    expect(page.get_by_test_id("revising")).to_be_visible()
+    expect(page.get_by_role("heading", name="Pair 1 of 2")).to_be_visible()
+    page.wait_for_function("typeof htmx !== 'undefined'")
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Pair 2 of 2")).to_be_visible()
+    old, new = Judgment.objects.filter(rater=rater).order_by("id")
+    assert (old.choice, old.response_set, old.revised) == ("tie", [], True)
+    assert new.choice in ("a", "b") and not new.revised and new.response_set is None
