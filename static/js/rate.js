@@ -66,6 +66,8 @@
   function layout() {
     const bar = form();
     const limit = bar ? bar.getBoundingClientRect().top : window.innerHeight;
+    // the cue sits just above the sticky answer bar (CSSOM, not a style attribute: the CSP allows it)
+    document.documentElement.style.setProperty("--answer-bar-height", (bar ? bar.offsetHeight : 0) + "px");
     document.querySelectorAll(".rating .output-box").forEach(function (box) {
       box.classList.toggle("continues", box.getBoundingClientRect().bottom > limit + 4);
     });
