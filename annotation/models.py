@@ -113,6 +113,11 @@ class Study(models.Model):
     raters_per_item = models.PositiveSmallIntegerField(
         default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
+    judgments_per_assignment = models.PositiveSmallIntegerField(
+        default=10, validators=[MinValueValidator(1), MaxValueValidator(200)],
+        help_text="How many pairs one assignment bundles: whole items (each with its N sampled pairs) up to this "
+        "size, with one completion code. Crowd sites pay per assignment.",
+    )
     pair_mode = models.CharField(max_length=20, choices=PairMode.choices, default=PairMode.ALL)
     baseline = models.ForeignKey("System", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     scheduling = models.CharField(max_length=20, choices=Scheduling.choices, default=Scheduling.RANDOM)
@@ -356,11 +361,6 @@ class Assignment(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="assignments")
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="assignments")
-    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
-    slot = models.PositiveSmallIntegerField(
-        null=True, help_text="Which of the task's rater places this holds; NULL frees the place."
-    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
     created = models.DateTimeField(auto_now_add=True)
     completed = models.DateTimeField(null=True, blank=True)
@@ -374,10 +374,6 @@ class Assignment(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [
-            # A rater never sees the same item twice, and a task place is held by one rater at most;
-            # the database enforces both, so concurrent requests cannot break them.
-            models.UniqueConstraint(fields=["rater", "item"], name="assignment_unique_rater_item"),
-            models.UniqueConstraint(fields=["task", "slot"], name="assignment_unique_task_slot"),
             models.UniqueConstraint(
                 fields=["rater"], condition=Q(status="active"), name="assignment_one_active_per_rater"
             ),
@@ -385,6 +381,31 @@ class Assignment(models.Model):
 
     def __str__(self) -> str:
         return f"assignment {self.pk} of rater {self.rater_id}"
+
+
+class AssignmentTask(models.Model):
+    """A task's rater place held by an assignment. An assignment bundles several tasks (items, each with its
+    N sampled pairs) up to the study's judgments per assignment."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="places")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="places")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="+")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    slot = models.PositiveSmallIntegerField(
+        null=True, help_text="Which of the task's rater places this holds; NULL frees the place."
+    )
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # A rater never sees the same item twice, and a task place is held by one rater at most;
+            # the database enforces both, so concurrent requests cannot break them.
+            models.UniqueConstraint(fields=["rater", "item"], name="place_unique_rater_item"),
+            models.UniqueConstraint(fields=["task", "slot"], name="place_unique_task_slot"),
+        ]
+
+    def __str__(self) -> str:
+        return f"place {self.slot} of task {self.task_id} in assignment {self.assignment_id}"
 
 
 class AssignmentPair(models.Model):

@@ -26,6 +26,7 @@ from annotation.formats import FormatError, Problem
 from annotation.models import (
     Assignment,
     AssignmentPair,
+    AssignmentTask,
     Comparison,
     Generation,
     GoldAnswer,
@@ -166,12 +167,15 @@ def plan_candidates(study: Study, comparisons: list[Comparison], rng: random.Ran
 def advance_live_selection(assignment: Assignment) -> list[Task]:
     """After an assignment completed, let a live selection loop (iterative DiffUse) react: release the next
     items it asks for, in the same transaction as its decision. Returns the tasks newly created."""
+    created: list[Task] = []
+    comparisons = sorted(set(assignment.places.values_list("task__comparison_id", flat=True)))
     with transaction.atomic():
-        release = selection_live.advance(assignment)
-        if release is None or not release.items:
-            return []
-        return release_tasks(assignment.study, [(item, release.comparison) for item in release.items],
-                             random.Random(release.seed))
+        for comparison_id in comparisons:  # each system pair the assignment had a place in
+            release = selection_live.advance(assignment.study, comparison_id)
+            if release is not None and release.items:
+                created += release_tasks(assignment.study, [(item, release.comparison) for item in release.items],
+                                         random.Random(release.seed))
+    return created
 
 
 def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random) -> list[Task]:
@@ -269,21 +273,35 @@ def do_join_open_link(study: Study) -> Rater:
 SPREAD = 16  # concurrent starters pick among this many open tasks, so they rarely collide on one place
 
 
-def _next_open_task(rater: Rater) -> Task | None:
-    """An open task the rater has not seen, among those with the fewest raters so far (breadth first),
-    chosen at random among the first few so that raters starting at the same moment spread out."""
-    seen_items = Assignment.objects.filter(rater=rater).values("item_id")
+def _open_tasks(rater: Rater, size: int) -> list[Task]:
+    """Open tasks the rater has not seen, breadth first (the fewest raters so far), one per item, whole tasks
+    up to ``size`` pairs (at least one task). The first is chosen at random among the fewest-rated few, so
+    that raters starting at the same moment spread out; the rest follow in plan order."""
+    seen_items = AssignmentTask.objects.filter(rater=rater).values("item_id")
     # Task.taken is kept in step with the held places, so this reads the (study, taken, position) index
-    # and stops after SPREAD rows instead of counting the assignments of every task of the study.
+    # and stops after a few rows instead of counting the places of every task of the study.
     candidates = list(
         Task.objects.filter(study_id=rater.study_id, taken__lt=F("raters_required"))
         .exclude(item_id__in=seen_items)
-        .order_by("taken", "position")[:SPREAD]
+        .order_by("taken", "position")[:SPREAD + size]
     )
     if not candidates:
-        return None
-    fewest = [t for t in candidates if t.taken == candidates[0].taken]
-    return random.SystemRandom().choice(fewest)
+        return []
+    pairs = dict(TaskPair.objects.filter(task__in=candidates).values("task_id").annotate(n=Count("id"))
+                 .values_list("task_id", "n"))
+    fewest = [t for t in candidates[:SPREAD] if t.taken == candidates[0].taken]
+    first = random.SystemRandom().choice(fewest)
+    chosen, items, total = [], set(), 0
+    for task in [first, *(t for t in candidates if t is not first)]:
+        n = pairs.get(task.pk, 0)
+        if task.item_id in items or (chosen and total + n > size):
+            continue
+        chosen.append(task)
+        items.add(task.item_id)
+        total += n
+        if total >= size:
+            break
+    return chosen
 
 
 def expire_stale_assignments(study: Study) -> int:
@@ -296,10 +314,12 @@ def expire_stale_assignments(study: Study) -> int:
     with transaction.atomic():
         # Lock the stale rows (a submit racing with us waits, then finds its assignment expired) and give
         # their places back, keeping Task.taken in step.
-        rows = list(stale.select_for_update(skip_locked=True).values_list("pk", "task_id"))
-        expired = Assignment.objects.filter(pk__in=[pk for pk, _ in rows]).update(
-            status=Assignment.Status.EXPIRED, slot=None)
-        for task_id, n in Counter(task_id for _, task_id in rows).items():
+        pks = list(stale.select_for_update(skip_locked=True).values_list("pk", flat=True))
+        expired = Assignment.objects.filter(pk__in=pks).update(status=Assignment.Status.EXPIRED)
+        places = AssignmentTask.objects.filter(assignment_id__in=pks, slot__isnull=False)
+        freed = list(places.values_list("task_id", flat=True))
+        places.update(slot=None)
+        for task_id, n in Counter(freed).items():
             Task.objects.filter(pk=task_id).update(taken=Greatest(F("taken") - n, 0))
     return expired
 
@@ -307,7 +327,7 @@ def expire_stale_assignments(study: Study) -> int:
 def recount_places(task_ids) -> None:
     """Set Task.taken from the assignments that hold a place (repairs a counter that fell out of step,
     e.g. after assignments were written by hand)."""
-    held = (Assignment.objects.filter(task_id=OuterRef("pk"), slot__isnull=False).order_by()
+    held = (AssignmentTask.objects.filter(task_id=OuterRef("pk"), slot__isnull=False).order_by()
             .values("task_id").annotate(n=Count("pk")).values("n"))
     Task.objects.filter(pk__in=task_ids).update(taken=Coalesce(Subquery(held), 0))
 
@@ -334,20 +354,26 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
                 rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
             raise RaterLimitReached(f"You have completed the maximum of {limit} "
                                     "assignments for this study. Thank you!")
-        task = _next_open_task(rater)
-        if task is None:
+        tasks = _open_tasks(rater, study.judgments_per_assignment)
+        if not tasks:
             return None
-        taken = set(task.assignments.filter(slot__isnull=False).values_list("slot", flat=True))
-        free = [s for s in range(task.raters_required) if s not in taken]
-        if not free:
-            recount_places([task.pk])  # the counter was behind the places held: repair it, look again
+        held: dict[int, set[int]] = {}
+        for task_id, slot in AssignmentTask.objects.filter(task__in=tasks, slot__isnull=False).values_list(
+                "task_id", "slot"):
+            held.setdefault(task_id, set()).add(slot)
+        slots = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None) for t in tasks}
+        full = [pk for pk, slot in slots.items() if slot is None]
+        if full:
+            recount_places(full)  # the counter was behind the places held: repair it, look again
             continue
+        shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0], slots)
         try:
-            shown = _assignment_pairs(study, task, free[0])
             with transaction.atomic():
-                assignment = Assignment.objects.create(study=study, rater=rater, task=task, item_id=task.item_id,
-                                                       slot=free[0], n_pairs=len(shown))
-                Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
+                assignment = Assignment.objects.create(study=study, rater=rater, n_pairs=len(shown))
+                AssignmentTask.objects.bulk_create(
+                    AssignmentTask(assignment=assignment, task=t, rater=rater, item_id=t.item_id, slot=slots[t.pk])
+                    for t in tasks)
+                Task.objects.filter(pk__in=[t.pk for t in tasks]).update(taken=F("taken") + 1)
                 AssignmentPair.objects.bulk_create(
                     AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=position,
                                    a_shown_first=a_first)
@@ -355,23 +381,30 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
                 )
             return assignment
         except IntegrityError:
-            continue  # another request took this place (or started this rater); look again
+            continue  # another request took one of these places (or started this rater); look again
     raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
 
 
-def _assignment_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, int | None, bool]]:
-    """What one rater place of a task shows, in order: (pair id, gold pair id, A shown first) per position --
-    the task's pairs in this place's display orders, with attention checks mixed in at the study's rate."""
+def _task_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, int | None, bool]]:
+    """What one rater place of a task shows, in order: (pair id, None, A shown first) per position -- the
+    task's pairs in this place's display orders."""
     base = list(task.task_pairs.all())
     rng = random.Random(f"{study.seed}:{task.pk}:{slot}")
     orders = scheduling.display_orders([tp.a_first for tp in base], slot, study.scheduling, rng)
-    shown: list[tuple[int | None, int | None, bool]] = [(tp.pair_id, None, o) for tp, o in zip(base, orders,
-                                                                                                strict=True)]
+    return [(tp.pair_id, None, o) for tp, o in zip(base, orders, strict=True)]
+
+
+def _with_gold(study: Study, shown: list[tuple[int | None, int | None, bool]], first: Task,
+               slots: dict[int, int]) -> list[tuple[int | None, int | None, bool]]:
+    """An assignment's pairs with attention checks mixed in at the study's rate (distinct gold pairs at
+    random positions, seeded by the assignment's first place)."""
+    rng = random.Random(f"{study.seed}:{first.pk}:{slots[first.pk]}:gold")
     golds = list(study.gold_pairs.values_list("pk", flat=True))
     gold_rate = study.crowd_settings.gold_rate
-    n_gold = min(len(golds), round(gold_rate * len(base))) if golds else 0
+    n_gold = min(len(golds), round(gold_rate * len(shown))) if golds else 0
     if gold_rate > 0 and golds and n_gold == 0:
-        n_gold = 1 if rng.random() < gold_rate * len(base) else 0  # small N: in expectation
+        n_gold = 1 if rng.random() < gold_rate * len(shown) else 0  # small assignments: in expectation
+    shown = list(shown)
     for gold_id in rng.sample(golds, n_gold):
         shown.insert(rng.randrange(len(shown) + 1), (None, gold_id, rng.random() < 0.5))
     return shown
@@ -748,10 +781,13 @@ class AssignmentSize:
 
 
 def assignment_size(study: Study) -> AssignmentSize:
-    """The plan's typical assignment (the median task's pairs, plus the attention checks the study's gold rate
-    adds on average) and the time it takes at this study's median server-measured time per pair."""
+    """The plan's typical assignment -- whole tasks (the median task's pairs) up to the study's judgments per
+    assignment, one per item, plus the attention checks the gold rate adds on average -- and the time it takes
+    at this study's median server-measured time per pair."""
     sizes = sorted(Task.objects.filter(study=study).annotate(n=Count("task_pairs")).values_list("n", flat=True))
-    pairs = sizes[len(sizes) // 2] if sizes else 0
+    per_task = sizes[len(sizes) // 2] if sizes else 0
+    items = Task.objects.filter(study=study).values("item_id").distinct().count()  # never an item twice
+    pairs = per_task * min(items, max(1, study.judgments_per_assignment // per_task)) if per_task else 0
     if study.gold_pairs.exists():
         pairs += round(study.crowd_settings.gold_rate * pairs)
     timed = list(Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
@@ -783,8 +819,8 @@ def study_progress(study: Study) -> list[ComparisonProgress]:
                                            .values_list("comparison_id", "p", "raters_required")):
         tasks[comparison_id] = tasks.get(comparison_id, 0) + 1
         targets[comparison_id] = targets.get(comparison_id, 0) + n_pairs * raters
-    done = dict(
-        Assignment.objects.filter(study=study, status=Assignment.Status.COMPLETED)
+    done = dict(  # completed places (an assignment bundles several)
+        AssignmentTask.objects.filter(assignment__study=study, assignment__status=Assignment.Status.COMPLETED)
         .values_list("task__comparison_id").annotate(n=Count("id"))
     )
     by_systems: dict[frozenset[int], int] = {}

@@ -75,7 +75,8 @@ def measure(n_items: int, completions: int) -> None:
     study = services.do_create_study(owner, f"live-{n_items}", lines.encode(), "live.jsonl")
     started = time.perf_counter()
     services.do_update_settings(study, {"selection_method": "diffuse-iterative", "risk": 0.001, "min_n": 5,
-                                        "budget": 200, "raters_per_item": 1, "pairs_per_assignment": 1}, None)
+                                        "budget": 200, "raters_per_item": 1, "pairs_per_assignment": 1,
+                                        "judgments_per_assignment": 1}, None)
     plan_seconds = time.perf_counter() - started
     run = IterativeRun.objects.get(study=study)
     submit_ms, loop_ms, previous_ms, page_ms, previous_page_ms = [], [], [], [], []

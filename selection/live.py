@@ -68,16 +68,16 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
     """The oracle of every item whose required judgments are in, by the one item-winner rule
     (``analytics.core.consistency.item_winner``): each rater's preference is the sign of Eq. 7 over their
     rating set, the item goes to the majority of raters, a level count is a tie."""
-    done_tasks = (Task.objects.filter(comparison=comparison)
-                  .annotate(done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED)))
+    completed = Q(places__assignment__status=Assignment.Status.COMPLETED)
+    done_tasks = (Task.objects.filter(comparison=comparison).annotate(done=Count("places", filter=completed))
                   .filter(done__gte=F("raters_required")))
-    by_assignment: dict[int, tuple[int, list[int]]] = {}
+    by_assignment: dict[tuple[int, int], tuple[int, list[int]]] = {}  # (assignment, item): one rating set
     for item_id, assignment_id, choice, response, probability in (
-        Judgment.objects.filter(assignment__task__in=done_tasks, assignment__status=Assignment.Status.COMPLETED,
-                                revised=False)
+        _of_comparison(Judgment.objects.filter(assignment__status=Assignment.Status.COMPLETED, revised=False),
+                       assignment__places__task__in=done_tasks)
         .values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
     ):
-        entry = by_assignment.setdefault(assignment_id, (item_id, []))
+        entry = by_assignment.setdefault((assignment_id, item_id), (item_id, []))
         answer = consistency.effective_choice(choice, response, probability)
         if answer is not None:
             entry[1].append(consistency.RATING[answer])
@@ -86,6 +86,12 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
         if ratings:
             rating_sets.setdefault(item_id, []).append(ratings)
     return {item_id: consistency.item_winner(sets) for item_id, sets in rating_sets.items()}
+
+
+def _of_comparison(judgments, **place):
+    """The judgments made in an assignment place matching ``place`` (an assignment holds one place per item,
+    so the place of a judgment is the one of its pair's item)."""
+    return judgments.filter(assignment__places__item_id=F("pair__item_id"), **place)
 
 
 def replay(run: IterativeRun) -> IterativeDiffUse:
@@ -112,17 +118,16 @@ class Release:
     seed: str
 
 
-def advance(assignment: Assignment) -> Release | None:
-    """Advance the live loop of the assignment's system pair after the assignment completed: flag the
+def advance(study: Study, comparison_id: int) -> Release | None:
+    """Advance the live loop of one system pair after an assignment with a place in it completed: flag the
     judgments of items that left the decision set as superseded (and back), store the outcome, and return
     the items to release (``annotation.services`` creates their tasks, in the caller's transaction, so
     selection never calls back into annotation). Locks the run's row until the caller's transaction ends."""
-    study = assignment.study
     if not is_live(study.selection_settings.selection_method):
         return None
     with transaction.atomic():
         run = (IterativeRun.objects.select_for_update().select_related("study", "comparison").defer(*TREE_FIELDS)
-               .filter(comparison_id=assignment.task.comparison_id).first())
+               .filter(comparison_id=comparison_id).first())
         if run is None:
             return None
         algorithm = replay(run)
@@ -131,7 +136,8 @@ def advance(assignment: Assignment) -> Release | None:
         new = [pk for pk in wanted if pk not in have]
         by_pk = Item.objects.in_bulk(new) if new else {}
         current = set(algorithm.decision_items())
-        judgments = Judgment.objects.filter(study=study, assignment__task__comparison=run.comparison)
+        judgments = _of_comparison(Judgment.objects.filter(study=study),
+                                   assignment__places__task__comparison=run.comparison)
         judgments.exclude(pair__item_id__in=current).filter(superseded=False).update(superseded=True)
         judgments.filter(pair__item_id__in=current, superseded=True).update(superseded=False)
         run.outcome = algorithm.outcome or ""

@@ -46,8 +46,10 @@ def researcher_client(client, researcher):
 
 @pytest.fixture
 def study(researcher):
-    """Two systems, four items, K = N = 5 (each sample shown once per rating set), three raters per item."""
-    return services.do_create_study(researcher, "small", study_jsonl(), "small.jsonl")
+    """Two systems, four items, K = N = 5 (each sample shown once per rating set), three raters per item, and
+    one item (its five pairs) per assignment."""
+    study = services.do_create_study(researcher, "small", study_jsonl(), "small.jsonl")
+    return services.do_update_settings(study, {"judgments_per_assignment": 5}, None)
 
 
 @pytest.fixture

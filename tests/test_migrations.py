@@ -75,6 +75,8 @@ def test_settings_and_answer_counters_survive_the_migrations():
             crowd.min_seconds_per_pair, crowd.screen_min_gold, crowd.screen_accuracy) == (3, 30, 0.2, 4, 2, 0.7)
     words = new.get_model("annotation", "Generation").objects.values_list("n_words", flat=True)
     assert list(words) == [1, 1]  # counted for the outputs already there
+    place = new.get_model("annotation", "AssignmentTask").objects.get(assignment_id=assignment.pk)
+    assert (place.task_id, place.item_id, place.rater_id, place.slot) == (task.pk, item.pk, rater.pk, 0)
     counted = new.get_model("annotation", "Assignment").objects.get(pk=assignment.pk)
     assert (counted.n_pairs, counted.answered) == (3, 2)  # a judgment and a gold answer of three pairs
 

@@ -19,6 +19,7 @@ from annotation import crowd, services
 from annotation.elicitation import Answer
 from annotation.models import (
     Assignment,
+    AssignmentTask,
     BlockedWorker,
     ExternalLink,
     GoldAnswer,
@@ -97,7 +98,8 @@ def test_the_mturk_completion_posts_to_turk_submit_to(client, mturk):
     assert f'name="completion_code" value="{session.assignment.completion_code}"' in done
     # a new HIT after finishing gets a new item
     second = accept(client, mturk, assignment="A2")
-    assert WorkerSession.objects.get(session_key="A2").assignment.item_id != session.assignment.item_id
+    items = [set(w.assignment.places.values_list("item_id", flat=True)) for w in WorkerSession.objects.order_by("id")]
+    assert len(items) == 2 and not items[0] & items[1]
     assert second.status_code == 302
 
 
@@ -188,8 +190,8 @@ def test_abandoned_assignments_expire_and_their_place_returns(client, study):
     Assignment.objects.filter(pk=first.pk).update(last_activity=timezone.now() - timedelta(minutes=61))
     taken = services.do_start_assignment(other)
     first.refresh_from_db()
-    assert taken is not None and taken.task_id == first.task_id
-    assert (first.status, first.slot) == ("expired", None)
+    assert taken is not None and taken.places.get().task_id == first.places.get().task_id
+    assert (first.status, first.places.get().slot) == ("expired", None)
     page = client.get(reverse("rate", args=[first.rater.token(), first.pk]))
     assert b"This assignment expired" in page.content
     with pytest.raises(services.ServiceError, match="expired"):
@@ -287,7 +289,7 @@ def test_the_external_link_page_and_command(researcher_client, study, settings):
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_arrivals_get_distinct_places(researcher):
     study = services.do_create_study(researcher, "rush", study_jsonl(2), "r.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 2}, None)
+    services.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)  # one item each
     link = ExternalLink.objects.create(study=study, platform="generic")
     barrier = threading.Barrier(6)
     errors = []
@@ -307,7 +309,7 @@ def test_concurrent_arrivals_get_distinct_places(researcher):
     for t in threads:
         t.join()
     assert errors == []
-    places = list(Assignment.objects.values_list("task_id", "slot"))
+    places = list(AssignmentTask.objects.values_list("task_id", "slot"))
     assert len(places) == 4 == len(set(places))  # 2 items x 2 raters; the other two workers get no work
     assert WorkerSession.objects.filter(assignment__isnull=True).count() == 2
 

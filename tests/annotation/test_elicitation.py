@@ -226,8 +226,8 @@ def test_welcome_preview_and_rating_page_state_the_real_task_of_each_mode(client
     preview = client.get(link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h").content.decode()
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment)).content.decode()
-    for text in (welcome, preview):  # K = 1: one pair per assignment, said as it is
-        assert "Each assignment: <strong>1 pair</strong>" in text
+    for text in (welcome, preview):  # K = 1, two items: both in one assignment (size 10), said as it is
+        assert "Each assignment: <strong>2 pairs</strong>" in text
         for o in options:
             assert f"<kbd>{o.key_label}</kbd>" in text and o.label in text
     for text in (preview, page):
@@ -235,4 +235,4 @@ def test_welcome_preview_and_rating_page_state_the_real_task_of_each_mode(client
             assert f"<legend>{fieldset.legend}</legend>" in text
         for o in options:
             assert f'type="{o.input}" name="{o.name}" value="{o.value}" data-key="{o.key}"' in text
-    assert "Pair 1 of 1" in page and " disabled" in preview
+    assert "Pair 1 of 2" in page and " disabled" in preview

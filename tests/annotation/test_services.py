@@ -12,7 +12,7 @@ from django.db import connection, connections
 from annotation import services
 from annotation.elicitation import Answer
 from annotation.formats import FormatError
-from annotation.models import Assignment, AssignmentPair, Item, Judgment, Rater, Study, Task
+from annotation.models import Assignment, AssignmentPair, AssignmentTask, Item, Judgment, Rater, Study, Task
 from tests.conftest import answer_all, study_jsonl
 
 
@@ -77,7 +77,7 @@ def test_the_plan_is_frozen_once_raters_start(study, rater):
 
 def test_an_assignment_holds_the_tasks_pairs_in_a_stored_display_order(study, rater):
     assignment = services.do_start_assignment(rater)
-    task_pairs = list(assignment.task.task_pairs.values_list("pair_id", flat=True))
+    task_pairs = list(assignment.places.get().task.task_pairs.values_list("pair_id", flat=True))
     assert list(assignment.pairs.values_list("pair_id", flat=True)) == task_pairs
     assert assignment.pairs.count() == 5
     assert services.do_start_assignment(rater) == assignment  # the active one comes back
@@ -88,9 +88,9 @@ def test_raters_never_get_an_item_twice_and_tasks_get_their_raters(study):
     for rater in raters:
         while (assignment := services.do_start_assignment(rater)) is not None:
             answer_all(assignment)
-    per_task = Counter(Assignment.objects.values_list("task_id", flat=True))
+    per_task = Counter(AssignmentTask.objects.values_list("task_id", flat=True))
     assert set(per_task.values()) == {3} and len(per_task) == 4
-    per_rater_item = Counter(Assignment.objects.values_list("rater_id", "item_id"))
+    per_rater_item = Counter(AssignmentTask.objects.values_list("rater_id", "item_id"))
     assert set(per_rater_item.values()) == {1}
     assert Judgment.objects.count() == 4 * 3 * 5
 
@@ -99,21 +99,24 @@ def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
     """Another request takes the place between our read and our insert: the unique constraint
     rejects our insert and the rater gets a different place."""
     first, second = (services.do_create_rater_link(study, n) for n in ("first", "second"))
-    original = services._next_open_task
+    original = services._open_tasks
     raced = []
 
-    def racing_next_open_task(rater):
-        task = original(rater)
-        if task is not None and not raced and rater == second:
-            raced.append(task)
-            Assignment.objects.create(study=study, rater=first, task=task, item_id=task.item_id, slot=0)
-        return task
+    def racing_open_tasks(rater, size):
+        tasks = original(rater, size)
+        if tasks and not raced and rater == second:
+            raced.append(tasks[0])
+            taken = Assignment.objects.create(study=study, rater=first)
+            AssignmentTask.objects.create(assignment=taken, task=tasks[0], rater=first, item_id=tasks[0].item_id,
+                                          slot=0)
+        return tasks
 
-    monkeypatch.setattr(services, "_next_open_task", racing_next_open_task)
+    monkeypatch.setattr(services, "_open_tasks", racing_open_tasks)
     assignment = services.do_start_assignment(second)
     assert assignment is not None
-    assert (assignment.task_id, assignment.slot) != (raced[0].pk, 0)
-    assert Assignment.objects.filter(task=raced[0], slot=0).count() == 1
+    place = assignment.places.get()
+    assert (place.task_id, place.slot) != (raced[0].pk, 0)
+    assert AssignmentTask.objects.filter(task=raced[0], slot=0).count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -121,7 +124,7 @@ def test_concurrent_raters_never_overfill_a_task(researcher):
     """Eight threads, each with its own database connection, start assignments at once for a study
     with room for exactly 2 x 2 places: four get one, nobody gets a place twice."""
     study = services.do_create_study(researcher, "race", study_jsonl(2), "r.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 2}, None)
+    services.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)  # an item each
     raters = [services.do_create_rater_link(study, f"r{i}") for i in range(8)]
     barrier = threading.Barrier(len(raters))
     results: dict[int, object] = {}
@@ -143,7 +146,7 @@ def test_concurrent_raters_never_overfill_a_task(researcher):
     errors = [r for r in results.values() if isinstance(r, Exception)]
     assert errors == []
     assert sum(1 for r in results.values() if r is not None) == 4
-    assert Counter(Assignment.objects.values_list("task_id", flat=True)) == Counter(
+    assert Counter(AssignmentTask.objects.values_list("task_id", flat=True)) == Counter(
         {t.pk: 2 for t in Task.objects.filter(study=study)}
     )
     assert connection.vendor in ("sqlite", "postgresql")
@@ -326,10 +329,10 @@ def test_progress_counts_judgments_against_the_target(study, rater):
 
 def test_starters_spread_over_the_tasks_with_the_fewest_raters(researcher):
     study = services.do_create_study(researcher, "spread", study_jsonl(30), "s.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 2}, None)
+    services.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)
     first_wave = [services.do_start_assignment(services.do_create_rater_link(study, f"r{i}")) for i in range(30)]
-    assert len({a.task_id for a in first_wave}) == 30  # breadth first: every task gets one rater first
-    tasks = [services.do_start_assignment(services.do_create_rater_link(study, f"s{i}")).task_id for i in range(8)]
+    assert len({task_of(a) for a in first_wave}) == 30  # breadth first: every task gets one rater first
+    tasks = [task_of(services.do_start_assignment(services.do_create_rater_link(study, f"s{i}"))) for i in range(8)]
     assert len(set(tasks)) == 8
 
 
@@ -341,7 +344,7 @@ def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
 
     def consistent() -> None:
         actual = dict(Task.objects.filter(study=study).annotate(
-            n=Count("assignments", filter=Q(assignments__slot__isnull=False))).values_list("pk", "n"))
+            n=Count("places", filter=Q(places__slot__isnull=False))).values_list("pk", "n"))
         assert dict(Task.objects.filter(study=study).values_list("pk", "taken")) == actual
 
     raters = [services.do_create_rater_link(study, f"c{i}") for i in range(4)]
@@ -364,13 +367,13 @@ def test_a_counter_that_fell_behind_is_repaired_when_the_task_is_offered(study):
     tasks = list(Task.objects.filter(study=study))
     rater = services.do_create_rater_link(study, "first")
     held = services.do_start_assignment(rater)
-    Task.objects.filter(pk=held.task_id).update(taken=0)  # as if written by hand, bypassing the service
+    Task.objects.filter(pk=task_of(held)).update(taken=0)  # as if written by hand, bypassing the service
     others = [services.do_start_assignment(services.do_create_rater_link(study, f"o{i}"))
               for i in range(len(tasks) - 1)]
-    assert len({a.task_id for a in others} | {held.task_id}) == len(tasks)  # every task once, none twice
+    assert len({task_of(a) for a in others} | {task_of(held)}) == len(tasks)  # every task once, none twice
     # Every place is held now; the task whose counter lies is still offered, found full, and repaired.
     assert services.do_start_assignment(services.do_create_rater_link(study, "late")) is None
-    assert Task.objects.get(pk=held.task_id).taken == 1
+    assert Task.objects.get(pk=task_of(held)).taken == 1
 
 
 def test_a_rating_set_shows_each_sample_once_by_default(study):
@@ -400,3 +403,49 @@ def test_the_assignment_size_and_time_come_from_the_plan_and_this_studys_median_
     Judgment.objects.filter(study=study).update(time_on_task_ms=12000)  # 10 timed judgments of 12 s
     size = services.assignment_size(study)
     assert (size.seconds_per_pair, size.measured, size.minutes) == (12.0, True, 1)
+
+
+def task_of(assignment: Assignment) -> int:
+    """The task of an assignment that holds one place (one item)."""
+    return assignment.places.get().task_id
+
+
+def k1_study(researcher, name: str, n_items: int):
+    """One output per system (K = 1, so N = 1 pair per item), one rater per item, the default bundle size."""
+    study = services.do_create_study(researcher, name, study_jsonl(n_items, k=1), f"{name}.jsonl")
+    return services.do_update_settings(study, {"raters_per_item": 1}, None)
+
+
+def test_an_assignment_bundles_whole_items_up_to_the_studys_size_with_one_code(researcher):
+    study = k1_study(researcher, "bundle", 12)
+    assert study.judgments_per_assignment == 10
+    rater = services.do_create_rater_link(study, "crowd-worker")
+    first = services.do_start_assignment(rater)
+    items = list(first.places.values_list("item_id", flat=True))
+    assert (first.n_pairs, first.pairs.count(), len(items), len(set(items))) == (10, 10, 10, 10)
+    assert services.assignment_size(study).pairs == 10
+    answer_all(first)
+    first.refresh_from_db()
+    assert first.status == Assignment.Status.COMPLETED and len(first.completion_code) == 10
+    second = services.do_start_assignment(rater)  # the two items left, none seen before
+    rest = set(second.places.values_list("item_id", flat=True))
+    assert second.n_pairs == 2 and not rest & set(items)
+    assert sorted(Task.objects.filter(study=study).values_list("taken", flat=True)) == [1] * 12
+    assert services.do_start_assignment(services.do_create_rater_link(study, "late")) is None
+
+
+def test_an_expired_bundle_returns_every_place(researcher):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    study = k1_study(researcher, "expiring", 4)
+    services.do_update_settings(study, {"judgments_per_assignment": 3}, None)
+    slow = services.do_start_assignment(services.do_create_rater_link(study, "slow"))
+    assert slow.places.count() == 3
+    Assignment.objects.filter(pk=slow.pk).update(last_activity=timezone.now() - timedelta(hours=2))
+    assert services.expire_stale_assignments(study) == 1
+    assert not AssignmentTask.objects.filter(assignment=slow, slot__isnull=False).exists()
+    assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 0
+    other = services.do_start_assignment(services.do_create_rater_link(study, "next"))
+    assert other.places.count() == 3

@@ -120,7 +120,8 @@ def settings_form(**overrides) -> dict:
     form = {"elicitation": "forced_choice", "question": "Q", "response_set_question": "q",
             "also_acceptable_question": "a", "allow_tie": "on", "tie_label": "No preference", "instructions": "Read.",
             "neither_label": "Both are bad", "output_format": "markdown",
-            "pairs_per_assignment": 5, "sample_pairing": "one_to_one", "raters_per_item": 3, "pair_mode": "all",
+            "pairs_per_assignment": 5, "sample_pairing": "one_to_one", "raters_per_item": 3,
+            "judgments_per_assignment": 5, "pair_mode": "all",
             "scheduling": "random", "stopping_ties_in_n": "on", "rating_aggregation": "every",
             "selection_method": "random", "budget": "", "seed": 1, "separability_metric": "cosine",
             "separability_threshold": 0.2, "risk": 0.1, "min_n": 5, "sep_threshold_t": 0.4, "sep_alpha": 2.0,
@@ -170,8 +171,8 @@ def test_the_study_page_shows_progress_per_pair_and_rater(researcher_client, stu
     answer_all(services.do_start_assignment(rater))
     for name in ("rater-2", "rater-3"):  # more raters must not mean more queries
         services.do_start_assignment(services.do_create_rater_link(study, name))
-    # + embedding coverage (2), the latest embed job (1), the times on long outputs (1), the assignment size (3)
-    with django_assert_num_queries(19):
+    # + embedding coverage (2), the latest embed job (1), the times on long outputs (1), the assignment size (4)
+    with django_assert_num_queries(20):
         response = researcher_client.get(study.get_absolute_url())
     content = response.content.decode()
     assert "sys-a vs sys-b" in content and "5 / 60" in content
@@ -249,6 +250,7 @@ def test_the_study_page_warns_without_a_minimum_time_and_flags_implausibly_fast_
     lines = [{"id": f"i{n}", "input": "Q", "outputs": {"a": [long_text], "b": ["short"]}} for n in range(3)]
     study = services.do_create_study(researcher, "speed", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "s.jsonl")
+    services.do_update_settings(study, {"judgments_per_assignment": 1}, None)  # one pair per assignment
     times = {"careful": [4000, 6000, 5000], "hasty": [900, 1200, 30000]}  # medians 5.0 s and 1.2 s
     for name, spent in times.items():
         rater = services.do_create_rater_link(study, name)

@@ -20,6 +20,7 @@ KEY_STEPS = [("1", "first"), ("ArrowRight", "second"), ("3", "tie"), ("ArrowLeft
 
 def test_a_rater_completes_an_assignment_with_the_keyboard_only(browser_page, live_server, researcher, artifacts):
     study = services.do_create_study(researcher, "kbd", study_jsonl(2), "k.jsonl")
+    services.do_update_settings(study, {"judgments_per_assignment": 5}, None)  # one item's five pairs
     rater = services.do_create_rater_link(study, "keyboard-rater")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
@@ -81,7 +82,7 @@ def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_hos
               for n, vector in enumerate(XSS)]
     study = services.do_create_study(researcher, "xss-corpus", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "x.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1}, None)
+    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)  # an item each
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     dialogs: list[str] = []
     foreign: list[str] = []
@@ -170,7 +171,8 @@ SCALE_STEPS = [("5", ("second", 2)), ("1", ("first", 2)), ("3", ("tie", None)), 
 
 def test_the_preference_scale_is_answered_with_the_keys_its_mode_defines(browser_page, live_server, researcher):
     study = services.do_create_study(researcher, "scale", study_jsonl(2), "s.jsonl")
-    services.do_update_settings(study, {"elicitation": "preference_scale", "neither_option": True}, None)
+    services.do_update_settings(study, {"elicitation": "preference_scale", "neither_option": True,
+                                        "judgments_per_assignment": 5}, None)
     rater = services.do_create_rater_link(study, "scale-rater")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())

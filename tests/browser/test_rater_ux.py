@@ -26,7 +26,7 @@ def long_study(researcher, name="long"):
               "outputs": {"verbose": [LONG], "short": ["Use `glob.glob('*.py')`."]}} for i in range(3)]
     study = services.do_create_study(researcher, name, "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "l.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1}, None)
+    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)  # one each
     return study
 
 
@@ -116,3 +116,27 @@ def test_both_bad_by_key_then_revised_to_a_choice_in_the_browser(browser_page, l
     old, new = Judgment.objects.filter(rater=rater).order_by("id")
     assert (old.choice, old.response_set, old.revised) == ("tie", [], True)
     assert new.choice in ("a", "b") and not new.revised and new.response_set is None
+
+
+def test_ten_judgments_on_a_k1_study_are_one_assignment_with_one_completion_code(browser_page, live_server, researcher,
+                                                                                   artifacts):
+    lines = [{"id": f"a{i}", "input": f"Question {i}?", "outputs": {"x": [f"Answer X{i}."], "y": [f"Answer Y{i}."]}}
+             for i in range(12)]
+    study = services.do_create_study(researcher, "bundled", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+                                     "b.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 1}, None)
+    rater = services.do_create_rater_link(study, "worker")
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live_server.url + rater.link_path())
+    expect(page.get_by_test_id("assignment-size")).to_contain_text("10 pairs")
+    page.keyboard.press("Enter")
+    page.wait_for_function("typeof htmx !== 'undefined'")
+    for number in range(1, 11):
+        expect(page.get_by_role("heading", name=f"Pair {number} of 10")).to_be_visible()
+        page.keyboard.press("1" if number % 2 else "2")
+        page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Assignment complete")).to_be_visible()
+    [assignment] = Assignment.objects.filter(rater=rater)
+    expect(page.get_by_test_id("completion-code")).to_have_text(assignment.completion_code)
+    assert assignment.places.count() == 10 and Judgment.objects.filter(rater=rater).count() == 10
+    page.screenshot(path=str(artifacts / "rate-bundle-complete.png"))

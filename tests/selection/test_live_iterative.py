@@ -33,7 +33,7 @@ def iterative_study(researcher):
     study = annotation_services.do_create_study(researcher, "live", ("\n".join(lines) + "\n").encode(), "l.jsonl")
     annotation_services.do_update_settings(study, {
         "selection_method": "diffuse-iterative", "risk": 0.05, "min_n": 3, "budget": 14,
-        "raters_per_item": 1, "pairs_per_assignment": 2}, None)
+        "raters_per_item": 1, "pairs_per_assignment": 2, "judgments_per_assignment": 2}, None)  # an item each
     return study
 
 
@@ -42,8 +42,8 @@ def oracle_of(external_id: str) -> str:
 
 
 def judge_like_the_oracle(assignment: Assignment) -> None:
-    label = oracle_of(assignment.item.external_id)
-    for n, pair in enumerate(assignment.pairs.all()):
+    for n, pair in enumerate(assignment.pairs.select_related("pair__item")):
+        label = oracle_of(pair.pair.item.external_id)
         shown = "first" if (label == "a") == pair.a_shown_first else "second"
         annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
@@ -101,14 +101,14 @@ def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study, monk
     run = IterativeRun.objects.get(study=iterative_study)
     starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))
               for n in [f"r{i}" for i in range(9)]]
-    first_task = [a for a in starts if a.task_id == starts[0].task_id]
+    first_task = [a for a in starts if task_of(a) == task_of(starts[0])]
     assert len(first_task) == 3
     # Rater 1 prefers alpha on both pairs; raters 2 and 3 prefer beta once and see no difference once.
     # By rater (sign of Eq. 7 per rating set): alpha, beta, beta -> beta. Summing every rating instead
     # (-2 + 1 + 1 = 0) would call it a tie.
     for assignment, labels in zip(first_task, (["a", "a"], ["b", "tie"], ["tie", "b"]), strict=True):
         answer(assignment, labels)
-    item = first_task[0].item
+    item = first_task[0].places.get().item
     assert live.item_labels(run.comparison) == {item.pk: "b"}
     [stopping] = analytics_services.study_report(iterative_study)["stopping"]
     assert stopping["items"] == {item.external_id: "beta"}
@@ -122,14 +122,15 @@ def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study, 
     starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))
               for n in ("x", "y", "z")]
     first = starts[0]
-    assert len({a.task_id for a in starts}) == 3  # one rater on each representative first
+    assert len({task_of(a) for a in starts}) == 3  # one rater on each representative first
     judge_like_the_oracle(first)
     assert live.item_labels(run.comparison) == {}
     tasks_before = Task.objects.count()
     second = annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, "w"))
-    assert second.task_id == first.task_id  # every task has one rater: the first open place comes next
+    assert task_of(second) == task_of(first)  # every task has one rater: the first open place comes next
     judge_like_the_oracle(second)
-    assert live.item_labels(run.comparison) == {first.item_id: oracle_of(first.item.external_id)}
+    item = first.places.get().item
+    assert live.item_labels(run.comparison) == {item.pk: oracle_of(item.external_id)}
     assert Task.objects.count() == tasks_before  # other representatives still wait for their judgments
     assert np.isfinite(live.live_status(run).risk)
 
@@ -159,3 +160,17 @@ def test_a_run_stored_before_schedules_computes_its_schedule_once(iterative_stud
     assert live.live_status(run).released == 3
     run.refresh_from_db()
     assert run.schedule == stored
+
+
+def task_of(assignment: Assignment) -> int:
+    return assignment.places.get().task_id
+
+
+def test_a_bundled_assignment_labels_each_of_its_items(iterative_study):
+    annotation_services.do_update_settings(iterative_study, {"judgments_per_assignment": 6}, None)
+    run = IterativeRun.objects.get(study=iterative_study)
+    assignment = annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, "b"))
+    items = list(assignment.places.select_related("item").order_by("id"))
+    assert len(items) == 3  # the three first representatives, two pairs each, in one assignment
+    judge_like_the_oracle(assignment)
+    assert live.item_labels(run.comparison) == {p.item.pk: oracle_of(p.item.external_id) for p in items}
