@@ -37,9 +37,9 @@ class StudySettingsForm(forms.ModelForm):
         model = Study
         fields = [
             "elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
-            "neither_option", "neither_label", "allow_comment", "output_format", "instructions", "pairs_per_assignment",
-            "sample_pairing", "raters_per_item", "judgments_per_assignment", "pair_mode", "baseline", "scheduling",
-            "seed",
+            "neither_option", "neither_label", "allow_skip", "allow_comment", "output_format", "instructions",
+            "pairs_per_assignment", "sample_pairing", "raters_per_item", "judgments_per_assignment", "pair_mode",
+            "baseline", "scheduling", "seed",
         ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
 

@@ -80,6 +80,8 @@ class Study(models.Model):
         "option (a tie in ratings, no output acceptable in indeterminacy); a response set may then be empty.",
     )
     neither_label = models.CharField(max_length=60, default="Both are bad")
+    allow_skip = models.BooleanField(default=False, help_text="Let raters skip an item, with a reason: stored as a "
+                                                              "skip, and the item's place returns to the queue.")
     allow_comment = models.BooleanField(default=False, help_text="Offer an optional free-text comment per pair "
                                                                  "(stored with the judgment and exported).")
     question = models.CharField(max_length=500, default="Which output is better?")
@@ -483,6 +485,25 @@ class Judgment(models.Model):
     def __str__(self) -> str:
         return f"judgment {self.idempotency_key} by rater {self.rater_id}"
 
+
+
+class Skip(models.Model):
+    """A pair the rater skipped, with the reason: never a judgment; the item's place went back to the queue."""
+
+    class Reason(models.TextChoices):
+        CANNOT_JUDGE = "cannot_judge", "I cannot judge this (outside what I know)"
+        UNREADABLE = "unreadable", "The input or an output is unreadable or broken"
+        OFFENSIVE = "offensive", "The content is offensive or disturbing"
+        OTHER = "other", "Another reason"
+
+    assignment_pair = models.OneToOneField(AssignmentPair, on_delete=models.CASCADE, related_name="skip")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="skips")
+    reason = models.CharField(max_length=20, choices=Reason.choices)
+    idempotency_key = models.CharField(max_length=64)
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"skip of assignment pair {self.assignment_pair_id} ({self.reason})"
 
 
 class GoldPair(models.Model):

@@ -16,7 +16,7 @@ from annotation import access, crowd, orientation, services
 from annotation.compiled import CompiledQuery, model_columns
 from annotation.formats import COMMENT_MAX_CHARS
 from annotation.forms import RatingForm
-from annotation.models import Assignment, AssignmentPair, Rater
+from annotation.models import Assignment, AssignmentPair, Rater, Skip
 from annotation.ratelimit import limit_posts
 
 
@@ -100,11 +100,17 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     else:
         submit = services.revise_judgment if request.POST.get("revise") == "1" else services.record_judgment
         try:
-            recorded = submit(
-                pair, idempotency_key=form.cleaned_data["key"],
-                answer=assignment.study.elicitation_mode.read(request.POST),
-                client_time_ms=form.cleaned_data["client_ms"], comment=form.cleaned_data["comment"],
-            )
+            if request.POST.get("skip") == "1":
+                services.skip_item(pair, idempotency_key=form.cleaned_data["key"],
+                                   reason=request.POST.get("skip_reason", ""))
+                rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)  # every skipped pair
+                recorded = None
+            else:
+                recorded = submit(
+                    pair, idempotency_key=form.cleaned_data["key"],
+                    answer=assignment.study.elicitation_mode.read(request.POST),
+                    client_time_ms=form.cleaned_data["client_ms"], comment=form.cleaned_data["comment"],
+                )
         except services.ServiceError as exc:
             error = str(exc)
         except (OperationalError, InterfaceError):
@@ -117,7 +123,8 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
             response["Retry-After"] = "2"
             return response
         else:
-            _mark_answered(rows, pair.pk, recorded)
+            if recorded is not None:
+                _mark_answered(rows, pair.pk, recorded)
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
     response = _render_rating(request, rater, token, assignment, rows, error=error)
@@ -147,7 +154,7 @@ class Shown:
 
 # What the rating page reads of an assignment's pairs: flat columns, no model objects. This is the hot
 # path under load, and the ORM's cost grows with the number of columns and objects it handles.
-PAIR_COLUMNS = (*model_columns(AssignmentPair), "judgment__id", "gold_answer__id",
+PAIR_COLUMNS = (*model_columns(AssignmentPair), "judgment__id", "gold_answer__id", "skip__id",
                 "pair__item__input", "pair__generation_a__text", "pair__generation_b__text",
                 "gold__input", "gold__good_output", "gold__bad_output")
 
@@ -170,7 +177,7 @@ def _shown(row: dict) -> Shown:
 
 
 def _answered(row: dict) -> bool:
-    return row["judgment__id"] is not None or row["gold_answer__id"] is not None
+    return row["judgment__id"] is not None or row["gold_answer__id"] is not None or row["skip__id"] is not None
 
 
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment, rows: list[dict],
@@ -203,6 +210,6 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         context.update(current=pair, shown=_shown(current), number=rows.index(current) + 1,
                        key=key or uuid.uuid4().hex,
                        percent=round(100 * done / len(rows)), mode=mode, fieldsets=mode.fieldsets(study),
-                       comment_max=COMMENT_MAX_CHARS)
+                       comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices)
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)

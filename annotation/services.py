@@ -34,6 +34,7 @@ from annotation.models import (
     Judgment,
     Pair,
     Rater,
+    Skip,
     Study,
     System,
     Task,
@@ -488,8 +489,9 @@ def record_judgment(
     return Recorded(judgment, True)
 
 
-def _count_answer(assignment: Assignment, now: dt.datetime) -> bool:
-    """Inside a submit's transaction, before its insert: count one more answered pair on a live assignment,
+def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> bool:
+    """Inside a submit's transaction, before its insert: count ``pairs`` more answered (or skipped) pairs on a
+    live assignment,
     record the activity, and complete the assignment when this answer is its last -- one UPDATE, which also
     holds the assignment's row lock until commit. Concurrent submits of its last pairs queue on that lock and
     each re-reads the row's own counter (PostgreSQL re-evaluates an UPDATE's row expressions on the latest
@@ -498,20 +500,59 @@ def _count_answer(assignment: Assignment, now: dt.datetime) -> bool:
     when = connection.ops.adapt_datetimefield_value(now)
     active, completed_, expired = Assignment.Status.ACTIVE, Assignment.Status.COMPLETED, Assignment.Status.EXPIRED
     with connection.cursor() as cursor:
-        cursor.execute(_COUNT_ANSWER_SQL, [when, active, completed_, active, when, assignment.pk, expired])
+        cursor.execute(_COUNT_ANSWER_SQL, [when, pairs, active, pairs, completed_, active, pairs, when, assignment.pk,
+                                           expired])
         row = cursor.fetchone()
     if row is None:
         assignment.status = Assignment.Status.EXPIRED
         raise ServiceError(EXPIRED_MESSAGE)
     status, answered, n_pairs = row
-    completed = status == Assignment.Status.COMPLETED and answered == n_pairs
+    completed = status == Assignment.Status.COMPLETED and answered - pairs < n_pairs <= answered
     assignment.last_activity, assignment.answered = now, answered
     if completed:
         assignment.status, assignment.completed = status, now
     return completed
 
 
-# UPDATE ... RETURNING (PostgreSQL; SQLite >= 3.35): every right-hand side reads the row before the update.
+def skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reason: str) -> int:
+    """Skip the item of a pair: its unanswered pairs in this assignment are stored as skips (never judgments)
+    with the reason, counted as done for the assignment, and the item's task place returns to the queue for
+    other raters. Exactly once by key. Returns how many pairs were skipped."""
+    assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
+    key = (idempotency_key or "").strip()[:64]
+    if not key:
+        raise ServiceError("The form is missing its submission key; reload the page.")
+    if not study.allow_skip:
+        raise ServiceError("This study does not offer skipping.")
+    if reason not in Skip.Reason.values:
+        raise ServiceError("Choose why you skip this item.")
+    if assignment_pair.gold_id is not None:
+        raise ServiceError("Please answer this pair; it cannot be skipped.")
+    if Skip.objects.filter(idempotency_key=key, rater_id=assignment.rater_id).exists():
+        return 0
+    _check_can_answer(assignment_pair)
+    item_id = Pair.objects.filter(pk=assignment_pair.pair_id).values_list("item_id", flat=True).get()
+    open_pairs = list(assignment.pairs.filter(pair__item_id=item_id, judgment__isnull=True, skip__isnull=True)
+                      .values_list("pk", flat=True))
+    if not open_pairs:
+        return 0
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            completed = _count_answer(assignment, now, len(open_pairs))
+            Skip.objects.bulk_create(Skip(assignment_pair_id=pk, rater_id=assignment.rater_id, reason=reason,
+                                          idempotency_key=key, created=now) for pk in open_pairs)
+            place = AssignmentTask.objects.filter(assignment=assignment, item_id=item_id, slot__isnull=False)
+            freed = list(place.values_list("task_id", flat=True))
+            place.update(slot=None)
+            Task.objects.filter(pk__in=freed).update(taken=Greatest(F("taken") - 1, 0))
+    except IntegrityError:
+        return 0  # a repeat of this skip (or an answer that arrived first) won
+    if completed:
+        advance_live_selection(assignment)
+    return len(open_pairs)
+
+
 def revise_judgment(
     assignment_pair: AssignmentPair,
     *,
@@ -558,12 +599,13 @@ def revise_judgment(
     return Recorded(judgment, True)
 
 
+# UPDATE ... RETURNING (PostgreSQL; SQLite >= 3.35): every right-hand side reads the row before the update.
 _COUNT_ANSWER_SQL = f"""
 UPDATE {Assignment._meta.db_table}
    SET last_activity = %s,
-       answered = answered + 1,
-       status = CASE WHEN status = %s AND answered + 1 >= n_pairs THEN %s ELSE status END,
-       completed = CASE WHEN status = %s AND answered + 1 >= n_pairs THEN %s ELSE completed END
+       answered = answered + %s,
+       status = CASE WHEN status = %s AND answered + %s >= n_pairs THEN %s ELSE status END,
+       completed = CASE WHEN status = %s AND answered + %s >= n_pairs THEN %s ELSE completed END
  WHERE id = %s AND status <> %s
 RETURNING status, answered, n_pairs"""
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from annotation import services
 from annotation.elicitation import Answer
 from annotation.models import Assignment, AssignmentPair, Judgment, Rater
+from tests.conftest import study_jsonl
 
 
 def start(client, rater) -> Assignment:
@@ -335,3 +336,28 @@ def test_a_finished_assignment_cannot_be_revised(study, rater):
         services.revise_judgment(AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),
                                  idempotency_key="r", answer=Answer(choice="second"))
     assert not Judgment.objects.filter(revised=True).exists()
+
+
+def test_a_skipped_item_is_a_skip_not_a_judgment_and_its_place_returns_to_the_queue(client, researcher):
+    from annotation.models import Skip, Task
+
+    study = services.do_create_study(researcher, "skippy", study_jsonl(4, k=1), "s.jsonl")
+    services.do_update_settings(study, {"allow_skip": True, "raters_per_item": 1, "judgments_per_assignment": 3},
+                                None)
+    rater = services.do_create_rater_link(study, "skipper")
+    assignment = start(client, rater)
+    page = client.get(rate_url(rater, assignment)).content
+    assert b'name="skip" value="1"' in page and b'name="skip_reason"' in page
+    refused = client.post(rate_url(rater, assignment, True), {**form_of(page), "skip": "1", "skip_reason": "nope"})
+    assert refused.status_code == 400 and b"Choose why you skip" in refused.content and not Skip.objects.exists()
+    fields = {**form_of(page), "skip": "1", "skip_reason": "cannot_judge"}
+    response = client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
+    client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")  # a double click
+    assert b"Pair 2 of 3" in response.content
+    skip = Skip.objects.get()
+    assert (skip.reason, skip.rater_id, Judgment.objects.count()) == ("cannot_judge", rater.pk, 0)
+    skipped_item = skip.assignment_pair.pair.item_id
+    assert Task.objects.get(item_id=skipped_item).taken == 0  # the place went back to the queue
+    assert Assignment.objects.get(pk=assignment.pk).answered == 1
+    other = services.do_start_assignment(services.do_create_rater_link(study, "other"))
+    assert skipped_item in set(other.places.values_list("item_id", flat=True))

@@ -140,3 +140,20 @@ def test_ten_judgments_on_a_k1_study_are_one_assignment_with_one_completion_code
     expect(page.get_by_test_id("completion-code")).to_have_text(assignment.completion_code)
     assert assignment.places.count() == 10 and Judgment.objects.filter(rater=rater).count() == 10
     page.screenshot(path=str(artifacts / "rate-bundle-complete.png"))
+
+
+def test_skipping_an_item_with_a_reason_in_the_browser(browser_page, live_server, researcher):
+    from annotation.models import Skip
+
+    study = long_study(researcher, "skip")
+    services.do_update_settings(study, {"allow_skip": True, "judgments_per_assignment": 2}, None)
+    rater = services.do_create_rater_link(study, "skipper")
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    expect(page.get_by_role("heading", name="Pair 1 of 2")).to_be_visible()
+    page.get_by_text("Skip this item").click()
+    page.get_by_label("Why?").select_option("unreadable")
+    page.get_by_test_id("skip").click()
+    expect(page.get_by_role("heading", name="Pair 2 of 2")).to_be_visible()
+    assert Skip.objects.get(rater=rater).reason == "unreadable" and not Judgment.objects.filter(rater=rater).exists()
