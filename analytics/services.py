@@ -25,11 +25,12 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from django.db.models import Count
 from scipy.stats import spearmanr
 
 from analytics.core import agreement, bias, consistency, indeterminacy, ratings
 from annotation import orientation
-from annotation.models import Comparison, Judgment, Study
+from annotation.models import Comparison, Judgment, Skip, Study
 from selection import services as selection_services
 from selection.core.stopping import stopping_status
 from selection.models import ItemSeparability
@@ -500,7 +501,11 @@ def study_report(study: Study) -> dict:
         "systems": systems,
         "judgments": {"total": len(rows), "by_kind": dict(kinds),
                       "superseded": sum(1 for r in rows if r.superseded),
-                      "raters": len({r.rater for r in rows})},
+                      "revised": Judgment.objects.filter(study=study, revised=True).count(),
+                      "raters": len({r.rater for r in rows}),
+                      # skipped pairs are no judgments: counted apart, by reason
+                      "skipped": dict(Skip.objects.filter(rater__study=study).values_list("reason")
+                                      .annotate(n=Count("id")).order_by("reason"))},
         "consistency": consistency_report(rows, deltas),
         "separability": separability_report(study),
         **ratings_report(study, rows, systems, deltas),

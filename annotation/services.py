@@ -895,6 +895,7 @@ def rater_progress(study: Study) -> list[Rater]:
         completed=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
         active=Count("assignments", filter=Q(assignments__status=Assignment.Status.ACTIVE), distinct=True),
         n_judgments=Count("judgments", distinct=True),
+        n_skipped=Count("skips", distinct=True),
     ).order_by("id"))
     times: dict[int, list[int]] = {}
     long_pairs = (Q(pair__generation_a__n_words__gt=LONG_OUTPUT_WORDS)

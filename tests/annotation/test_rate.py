@@ -361,3 +361,7 @@ def test_a_skipped_item_is_a_skip_not_a_judgment_and_its_place_returns_to_the_qu
     assert Assignment.objects.get(pk=assignment.pk).answered == 1
     other = services.do_start_assignment(services.do_create_rater_link(study, "other"))
     assert skipped_item in set(other.places.values_list("item_id", flat=True))
+    from analytics import services as analytics_services
+    judgments = analytics_services.study_report(study)["judgments"]
+    assert (judgments["total"], judgments["skipped"]) == (0, {"cannot_judge": 1})  # apart from judgments
+    assert [r.n_skipped for r in services.rater_progress(study) if r.external_id == "skipper"] == [1]
