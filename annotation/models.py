@@ -44,6 +44,9 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+DEFAULT_SECONDS_PER_PAIR = 30.0  # the time estimate before a study has enough timed human judgments
+
+
 def word_count(text: str) -> int:
     return len(text.split())
 
@@ -369,6 +372,10 @@ class Assignment(models.Model):
     last_activity = models.DateTimeField(default=timezone.now, help_text="Creation or the latest answer.")
     completion_code = models.CharField(max_length=16, default=new_completion_code)
     n_pairs = models.PositiveSmallIntegerField(default=0, help_text="Pairs shown, attention checks included.")
+    seconds_per_pair = models.FloatField(
+        default=DEFAULT_SECONDS_PER_PAIR,
+        help_text="The study's median time per pair when the assignment started: the rating page's estimate of the "
+                  "time left.")
     answered = models.PositiveSmallIntegerField(
         default=0, help_text="Pairs answered so far, kept in step by the submit's one UPDATE (which completes the "
                              "assignment when it reaches n_pairs).")

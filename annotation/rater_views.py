@@ -210,6 +210,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         context.update(current=pair, shown=_shown(current), number=rows.index(current) + 1,
                        key=key or uuid.uuid4().hex,
                        percent=round(100 * done / len(rows)), mode=mode, fieldsets=mode.fieldsets(study),
-                       comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices)
+                       comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices,
+                       minutes_left=max(1, round((len(rows) - done) * assignment.seconds_per_pair / 60)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)

@@ -24,6 +24,7 @@ from annotation import elicitation, formats, orientation, scheduling, study_sett
 from annotation.compiled import CompiledUpdate
 from annotation.formats import FormatError, Problem
 from annotation.models import (
+    DEFAULT_SECONDS_PER_PAIR,
     Assignment,
     AssignmentPair,
     AssignmentTask,
@@ -370,7 +371,8 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
         shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0], slots)
         try:
             with transaction.atomic():
-                assignment = Assignment.objects.create(study=study, rater=rater, n_pairs=len(shown))
+                assignment = Assignment.objects.create(study=study, rater=rater, n_pairs=len(shown),
+                                                       seconds_per_pair=seconds_per_pair(study)[0])
                 AssignmentTask.objects.bulk_create(
                     AssignmentTask(assignment=assignment, task=t, rater=rater, item_id=t.item_id, slot=slots[t.pk])
                     for t in tasks)
@@ -805,7 +807,6 @@ def preview_pairs(study: Study) -> list[dict[str, str]]:
                      strict=True)) for a_first, item, a, b in rows]
 
 
-DEFAULT_SECONDS_PER_PAIR = 30.0  # the estimate before this study has enough timed human judgments
 MIN_TIMED_JUDGMENTS = 10
 
 
@@ -832,11 +833,17 @@ def assignment_size(study: Study) -> AssignmentSize:
     pairs = per_task * min(items, max(1, study.judgments_per_assignment // per_task)) if per_task else 0
     if study.gold_pairs.exists():
         pairs += round(study.crowd_settings.gold_rate * pairs)
+    return AssignmentSize(pairs, *seconds_per_pair(study))
+
+
+def seconds_per_pair(study: Study) -> tuple[float, bool]:
+    """This study's median server-measured time per pair over its latest 500 timed human judgments, and True;
+    or the default and False before there are ``MIN_TIMED_JUDGMENTS`` of them."""
     timed = list(Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
                  .order_by("-created").values_list("time_on_task_ms", flat=True)[:500])
     if len(timed) >= MIN_TIMED_JUDGMENTS:
-        return AssignmentSize(pairs, statistics.median(timed) / 1000, True)
-    return AssignmentSize(pairs, DEFAULT_SECONDS_PER_PAIR, False)
+        return statistics.median(timed) / 1000, True
+    return DEFAULT_SECONDS_PER_PAIR, False
 
 
 @dataclasses.dataclass

@@ -49,6 +49,7 @@ def test_a_rater_judges_a_pair_without_javascript(client, rater):
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment))
     assert b"Pair 1 of 5" in page.content and b"Input text number" in page.content
+    assert b"about 2 min left" in page.content  # 5 pairs at the default 30 s, before the study has timings
     response = client.post(rate_url(rater, assignment, True), {**form_of(page.content), "choice": "first"})
     assert response.status_code == 302 and response["Location"] == rate_url(rater, assignment)
     assert b"Pair 2 of 5" in client.get(rate_url(rater, assignment)).content

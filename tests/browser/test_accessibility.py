@@ -47,6 +47,12 @@ def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(br
     link = crowd.do_create_external_link(study, "mturk")
     page.goto(live_server.url + link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h")
     found["mturk preview"] = serious(page)
+    # the preview shows this mode's own question, options and keys, and the real size
+    for fieldset in study.elicitation_mode.fieldsets(study):
+        assert page.get_by_role("group", name=fieldset.legend).is_visible()
+        for option in fieldset.options:
+            assert page.locator(f'input[name="{option.name}"][value="{option.value}"][disabled]').count() == 1
+    assert "Each assignment: 2 pairs" in page.get_by_test_id("assignment-size").inner_text()
     assert found == {name: [] for name in found}
 
 
