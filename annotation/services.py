@@ -434,6 +434,14 @@ class Recorded:
     gold_answer: GoldAnswer | None = None
 
 
+def _submission_key(idempotency_key: str | None) -> str:
+    """The exactly-once key of a rater's submission (answer, revision or skip), as stored."""
+    key = (idempotency_key or "").strip()[:64]
+    if not key:
+        raise ServiceError("The form is missing its submission key; reload the page.")
+    return key
+
+
 def record_judgment(
     assignment_pair: AssignmentPair,
     *,
@@ -451,9 +459,7 @@ def record_judgment(
     """
     assignment = assignment_pair.assignment
     study = assignment.study
-    key = (idempotency_key or "").strip()[:64]
-    if not key:
-        raise ServiceError("The form is missing its submission key; reload the page.")
+    key = _submission_key(idempotency_key)
     if assignment_pair.gold_id is not None:
         return _record_gold(assignment_pair, key, answer)
     # The pair's own judgment (a repeat, or the back button with a new key); select_related("judgment")
@@ -521,9 +527,7 @@ def skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reason: 
     with the reason, counted as done for the assignment, and the item's task place returns to the queue for
     other raters. Exactly once by key. Returns how many pairs were skipped."""
     assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
-    key = (idempotency_key or "").strip()[:64]
-    if not key:
-        raise ServiceError("The form is missing its submission key; reload the page.")
+    key = _submission_key(idempotency_key)
     if not study.allow_skip:
         raise ServiceError("This study does not offer skipping.")
     if reason not in Skip.Reason.values:
@@ -567,9 +571,7 @@ def revise_judgment(
     one it replaces stays stored, flagged ``revised`` (exported, left out of the analysis). Exactly once: a
     repeated key returns the judgment it stored; the assignment's answer count does not change."""
     assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
-    key = (idempotency_key or "").strip()[:64]
-    if not key:
-        raise ServiceError("The form is missing its submission key; reload the page.")
+    key = _submission_key(idempotency_key)
     if assignment_pair.gold_id is not None:
         raise ServiceError("That answer cannot be changed.")
     repeat = Judgment.objects.filter(study=study, idempotency_key=key).first()
