@@ -39,3 +39,21 @@ class AnalysisSettings(models.Model):
 
     def __str__(self) -> str:
         return f"analysis settings of study {self.study_id}"
+
+
+class StoredReport(models.Model):
+    """A study's report for one rater population, computed in the background once per data version
+    (``analytics.stored``): pages, CSV tables and the API serve it instead of recomputing the bootstraps."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="stored_reports")
+    population_key = models.CharField(max_length=500, help_text="analytics.populations.Population.key")
+    version = models.CharField(max_length=64, help_text="The data version the report was computed from.")
+    data = models.JSONField()
+    computed = models.DateTimeField()
+    seconds = models.FloatField(help_text="How long the computation took.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "population_key"], name="stored_report_unique")]
+
+    def __str__(self) -> str:
+        return f"report of study {self.study_id} for {self.population_key}"

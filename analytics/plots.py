@@ -3,13 +3,23 @@ numbers are also on the page as a table and as CSV."""
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 PALETTE = ["#2457c5", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#5c940d", "#a61e4d"]
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.3g}"
+def fmt(v: float) -> str:
+    """An axis label a person reads: never scientific notation; thousands grouped (1,100), otherwise three
+    significant digits without trailing zeros (0.123, 2.5, 40)."""
+    v = float(v)
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if v == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(v))))
+    text = f"{v:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, label: str = "rating") -> str:
@@ -40,8 +50,8 @@ def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, labe
                      "</circle>")
     base = top + row_height * len(rows) + 4
     parts.append(f'<line x1="{left}" y1="{base}" x2="{width - right}" y2="{base}" class="axis"/>')
-    parts.append(f'<text x="{left}" y="{base + 16}">{_fmt(lo)}</text>')
-    parts.append(f'<text x="{width - right}" y="{base + 16}" text-anchor="end">{_fmt(hi)}</text>')
+    parts.append(f'<text x="{left}" y="{base + 16}">{fmt(lo)}</text>')
+    parts.append(f'<text x="{width - right}" y="{base + 16}" text-anchor="end">{fmt(hi)}</text>')
     parts.append(f'<text x="{left + plot_w / 2}" y="{base + 16}" text-anchor="middle">{escape(label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -83,9 +93,9 @@ def line_plot(series: dict[str, list[tuple[float, float | None]]], xlabel: str, 
     parts.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" class="axis"/>')
     parts.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" class="axis"/>')
     for v in (y_lo, (y_lo + y_hi) / 2, y_hi):
-        parts.append(f'<text x="{left - 4}" y="{py(v) + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
-    parts.append(f'<text x="{left}" y="{height - 22}">{_fmt(x_lo)}</text>')
-    parts.append(f'<text x="{left + pw}" y="{height - 22}" text-anchor="end">{_fmt(x_hi)}</text>')
+        parts.append(f'<text x="{left - 4}" y="{py(v) + 4:.1f}" text-anchor="end">{fmt(v)}</text>')
+    parts.append(f'<text x="{left}" y="{height - 22}">{fmt(x_lo)}</text>')
+    parts.append(f'<text x="{left + pw}" y="{height - 22}" text-anchor="end">{fmt(x_hi)}</text>')
     parts.append(f'<text x="{left + pw / 2}" y="{height - 22}" text-anchor="middle">{escape(xlabel)}</text>')
     legend_x = left
     for n, (name, pts) in enumerate(series.items()):
@@ -102,7 +112,7 @@ def line_plot(series: dict[str, list[tuple[float, float | None]]], xlabel: str, 
                 parts.append(f'<line x1="{px(x):.1f}" y1="{py(y - e):.1f}" x2="{px(x):.1f}" y2="{py(y + e):.1f}" '
                              f'stroke="{color}"/>')
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}">'
-                         f"<title>{escape(name)}: {_fmt(x)}, {_fmt(y)}</title></circle>")
+                         f"<title>{escape(name)}: {fmt(x)}, {fmt(y)}</title></circle>")
         parts.append(f'<rect x="{legend_x}" y="{height - 12}" width="10" height="10" fill="{color}"/>'
                      f'<text x="{legend_x + 14}" y="{height - 3}">{escape(name)}</text>')
         legend_x += 24 + 7 * len(name)

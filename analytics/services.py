@@ -27,8 +27,10 @@ from typing import Any
 import numpy as np
 from django.db.models import Count
 from scipy.stats import spearmanr
+from scipy.stats import t as student_t
 
 from analytics.core import agreement, bias, consistency, indeterminacy, ratings
+from analytics.populations import ALL, HUMANS, Population
 from annotation import orientation
 from annotation.models import Comparison, Judgment, Skip, Study
 from selection import services as selection_services
@@ -37,6 +39,8 @@ from selection.models import ItemSeparability
 from selection.strategies import strategy_parameters
 
 BETA_SWEEP = np.round(np.linspace(0.0, 0.5, 11), 2)
+# A judge is ranked against the humans only on at least this many pairs both judged; fewer are shown, unranked.
+MIN_SHARED_PAIRS = 20
 
 
 @dataclasses.dataclass
@@ -55,6 +59,8 @@ class Row:
     probability_a: float | None
     a_shown_first: bool
     superseded: bool
+    source: str
+    screened_out: bool
 
     @property
     def effective_choice(self) -> str | None:
@@ -71,8 +77,25 @@ def load_rows(study: Study) -> list[Row]:
                 .values_list("pair__item__external_id", "pair__item_id", "pair_id",
                              "pair__generation_a__system__name", "pair__generation_b__system__name",
                              "rater__external_id", "rater__kind", "choice", "response_set", "probability_a",
-                             "a_shown_first", "superseded"))
+                             "a_shown_first", "superseded", "rater__source", "rater__screened_out"))
     return [Row(*values) for values in queryset]
+
+
+def admitted(rows: list[Row], population: Population) -> list[Row]:
+    """The rows of the judgments that belong to ``population`` (analytics/populations.py)."""
+    return [r for r in rows if population.admits(r.kind, r.rater, r.source, r.screened_out)]
+
+
+def population_choices(rows: list[Row]) -> list[dict]:
+    """The populations a study's report can be computed for, with their judgment counts (screened-out raters
+    left out, as by default): humans, each judge, and everyone mixed."""
+    kept = [r for r in rows if not r.screened_out]
+    judges = sorted({r.rater for r in kept if r.kind == "judge"})
+    out = [{"key": HUMANS, "label": "Humans", "judgments": sum(1 for r in kept if r.kind == "human")}]
+    out += [{"key": f"judge:{j}", "label": f"Judge {j}", "judgments": sum(1 for r in kept if r.rater == j)}
+            for j in judges]
+    out.append({"key": ALL, "label": "Everyone (mixes humans and judges)", "judgments": len(kept)})
+    return out
 
 
 def _nan_to_none(value):
@@ -138,9 +161,10 @@ def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, 
             if s["kind"] == kind:
                 groups[(s["item"], s["system_a"], s["system_b"])].append(s)
         for (item, sa, sb), group in groups.items():
+            defined = [g["consistency"] for g in group if not np.isnan(g["consistency"])]
             per_item[(kind, item, sa, sb)] = {
                 "kind": kind, "item": item, "system_a": sa, "system_b": sb, "raters": len(group),
-                "consistency": float(np.mean([g["consistency"] for g in group])),
+                "consistency": float(np.mean(defined)) if defined else None,
                 "preference_strength": float(np.mean([g["preference_strength"] for g in group])),
                 "separability": group[0]["separability"],
             }
@@ -149,17 +173,34 @@ def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, 
     for kind in ("human", "judge"):
         values = [s["consistency"] for s in rating_sets if s["kind"] == kind]
         if values:
-            summary[kind] = {"rating_sets": len(values), "mean": float(np.mean(values))}
+            summary[kind] = mean_with_interval([v for v in values if not np.isnan(v)], of=len(values),
+                                               reason=consistency.NOT_APPLICABLE)
     return {"summary": summary, "rating_sets": rating_sets, "per_item": list(per_item.values()),
             "by_separability": bins}
 
 
+def mean_with_interval(values: list[float], of: int, reason: str) -> dict:
+    """A headline mean with its n and Student's t 95 % interval; "not applicable" with ``reason`` when no value
+    is defined (``of`` values were looked at)."""
+    n = len(values)
+    if not n:
+        return {"available": False, "n": 0, "of": of, "mean": None, "low": None, "high": None, "reason": reason}
+    mean = float(np.mean(values))
+    if n > 1:
+        half = float(student_t.ppf(0.975, n - 1) * np.std(values, ddof=1) / np.sqrt(n))
+        low, high = max(0.0, mean - half), min(1.0, mean + half)
+    else:
+        low = high = None
+    return {"available": True, "n": n, "of": of, "mean": mean, "low": low, "high": high}
+
+
 def consistency_bins(rating_sets: list[dict]) -> dict:
     """Per rater kind: rating-set consistency over 4 equal-width separability bins (Fig. 6) and 5
-    equal-count bins (Fig. 8), from rating sets that have a separability."""
+    equal-count bins (Fig. 8), from rating sets that have a separability and a defined consistency (n >= 2)."""
     bins = {}
     for kind in ("human", "judge"):
-        subset = [s for s in rating_sets if s["kind"] == kind and s["separability"] is not None]
+        subset = [s for s in rating_sets if s["kind"] == kind and s["separability"] is not None
+                  and not np.isnan(s["consistency"])]
         if not subset:
             continue
         x = np.array([s["separability"] for s in subset])
@@ -186,7 +227,9 @@ def pooled_consistency(studies: list[Study], metric: str | None = None) -> dict:
         report = consistency_report(load_rows(study), separability_by_item(study, used))
         sets = [{**s, "study": study.name} for s in report["rating_sets"]]
         pooled.extend(sets)
-        items = [i for i in report["per_item"] if i["kind"] == "human" and i["separability"] is not None]
+        sets = [s for s in sets if not np.isnan(s["consistency"])]
+        items = [i for i in report["per_item"] if i["kind"] == "human" and i["separability"] is not None
+                 and i["consistency"] is not None]
         deltas = [i["separability"] for i in items]
         rho = (spearmanr(deltas, [i["consistency"] for i in items]).statistic
                if len(items) > 2 and len(set(deltas)) > 1 else float("nan"))
@@ -299,7 +342,8 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
 
 def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     """Per system pair: who won each item by the one item-winner rule (``consistency.item_winner``, the
-    live DiffUse loop's oracle too) over the human judgments that are not superseded, and the
+    live DiffUse loop's oracle too) over the population's judgments (humans by default) that are not
+    superseded, and the
     hypergeometric risk that the leader is wrong, with N_pool = the candidates of the pair's selection.
     ``risk_beyond_pool`` is the same test with an unbounded pool (binomial): it stays honest when every
     pool item is judged and the hypergeometric risk is 0 by construction."""
@@ -310,8 +354,7 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
         pair = (c.system_a.name, c.system_b.name)
         sets: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
-            if r.kind == "human" and {r.system_a, r.system_b} == set(pair) and r.rating is not None \
-                    and not r.superseded:
+            if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
                 sets[r.item][r.rater].append(r.rating if (r.system_a, r.system_b) == pair else -r.rating)
         winners = {item: consistency.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
         labels = list(winners.values())
@@ -328,7 +371,10 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     return out
 
 
-def positional_bias_report(rows: list[Row]) -> dict:
+def positional_bias_report(rows: list[Row], reference: list[Row]) -> dict:
+    """P(first shown chosen) per rater and per kind over ``rows`` (the population), and each judge's
+    debiasing threshold checked against the human majority, both from ``reference`` (the filtered humans and
+    every judge)."""
     by_rater: dict[str, list[bool]] = defaultdict(list)
     kind_of: dict[str, str] = {}
     for r in rows:
@@ -343,10 +389,10 @@ def positional_bias_report(rows: list[Row]) -> dict:
         values = [x for name, v in by_rater.items() if kind_of[name] == kind for x in v]
         if values:
             populations[kind] = dataclasses.asdict(bias.positional_bias(np.array(values)))
-    human_majority = _majority_by_pair([r for r in rows if r.kind == "human"])
+    human_majority = _majority_by_pair([r for r in reference if r.kind == "human"])
     debiasing = {}
-    for name in sorted({r.rater for r in rows if r.kind == "judge" and r.probability_a is not None}):
-        judge_rows = [r for r in rows if r.rater == name and r.probability_a is not None]
+    for name in sorted({r.rater for r in reference if r.kind == "judge" and r.probability_a is not None}):
+        judge_rows = [r for r in reference if r.rater == name and r.probability_a is not None]
         p_first = np.array([orientation.probability_first(r.probability_a, r.a_shown_first) for r in judge_rows])
         truth = [human_majority.get(r.pair_id) for r in judge_rows]
         known = [i for i, t in enumerate(truth) if t in ("a", "b")]
@@ -370,14 +416,18 @@ def _majority_by_pair(rows: list[Row]) -> dict[int, str]:
 
 
 def agreement_report(rows: list[Row]) -> dict:
-    humans = [r for r in rows if r.kind == "human" and r.effective_choice is not None]
+    """Agreement between the population's raters (Krippendorff's alpha over rated pairs, Cohen's kappa
+    between raters with at least 10 shared pairs)."""
+    humans = [r for r in rows if r.effective_choice is not None]
     units: dict[int, list[str]] = defaultdict(list)
     labels: dict[str, dict[int, str]] = defaultdict(dict)
     for r in humans:
         units[r.pair_id].append(r.effective_choice)
         labels[r.rater][r.pair_id] = r.effective_choice
+    pairable = sum(1 for u in units.values() if len(u) >= 2)
     return {"krippendorff_alpha": agreement.krippendorff_alpha_nominal(list(units.values())),
-            "units_with_two_or_more": sum(1 for u in units.values() if len(u) >= 2),
+            "units_with_two_or_more": pairable,
+            "krippendorff_reason": None if pairable else "not applicable: no pair has judgments by two raters",
             "cohen_kappa": agreement.pairwise_kappas(labels, min_overlap=10)}
 
 
@@ -417,8 +467,12 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
                                               if jp else None)
     metrics = ("mse", "coverage", "hit_rate", "kappa", "kl", "jsd")
     better_high = {"coverage", "hit_rate", "kappa"}
+    ranked = {n: v for n, v in report["judges"].items() if v["units"] >= MIN_SHARED_PAIRS}
+    report["ranking_min_shared_pairs"] = MIN_SHARED_PAIRS
+    report["shared_pairs"] = {n: v["units"] for n, v in report["judges"].items()}
+    report["unranked"] = sorted(n for n in report["judges"] if n not in ranked)
     report["ranking"] = {
-        m: [name for name, _ in sorted(((n, v[m]) for n, v in report["judges"].items() if v[m] is not None),
+        m: [name for name, _ in sorted(((n, v[m]) for n, v in ranked.items() if v[m] is not None),
                                        key=lambda t: -t[1] if m in better_high else t[1])]
         for m in metrics
     }
@@ -488,18 +542,28 @@ def separability_report(study: Study) -> dict:
     return out
 
 
-def study_report(study: Study) -> dict:
-    """The full report as JSON-ready data (SPEC §8 keys), NaN as null."""
-    rows = load_rows(study)
+def study_report(study: Study, population: Population | None = None) -> dict:
+    """The full report as JSON-ready data (SPEC §8 keys), NaN as null, for one rater ``population``
+    (analytics/populations.py; humans by default). Leaderboards, win rates, stopping, consistency, positional
+    bias and agreement use the population's judgments only; judges are checked against the humans under the
+    same filters."""
+    population = population or Population()
+    every = load_rows(study)
+    rows = admitted(every, population)
+    reference = admitted(every, population.humans()) + [r for r in every if r.kind == "judge"]
     systems = list(study.systems.values_list("name", flat=True))
     deltas = separability_by_item(study)
-    kinds = defaultdict(int)
-    for r in rows:
+    kinds: dict[str, int] = defaultdict(int)
+    for r in every:
         kinds[r.kind] += 1
     report = {
         "study": study.name,
         "systems": systems,
-        "judgments": {"total": len(rows), "by_kind": dict(kinds),
+        "population": population.as_dict(),
+        "populations": population_choices(every),
+        "judgments": {"total": len(rows), "study_total": len(every), "by_kind": dict(kinds),
+                      "screened_out_left_out": (0 if population.include_screened
+                                                else sum(1 for r in every if r.screened_out)),
                       "superseded": sum(1 for r in rows if r.superseded),
                       "revised": Judgment.objects.filter(study=study, revised=True).count(),
                       "raters": len({r.rater for r in rows}),
@@ -510,8 +574,8 @@ def study_report(study: Study) -> dict:
         "separability": separability_report(study),
         **ratings_report(study, rows, systems, deltas),
         "stopping": stopping_report(study, rows),
-        "positional_bias": positional_bias_report(rows),
+        "positional_bias": positional_bias_report(rows, reference),
         "agreement": agreement_report(rows),
-        "indeterminacy": indeterminacy_report(study, rows),
+        "indeterminacy": indeterminacy_report(study, reference),
     }
     return clean(report)

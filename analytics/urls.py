@@ -4,6 +4,7 @@ from analytics import views
 
 urlpatterns = [
     path("studies/<int:study_id>/report/", views.report, name="report"),
+    path("studies/<int:study_id>/report/status/", views.report_status, name="report_status"),
     path("studies/<int:study_id>/report/<slug:name>.csv", views.report_table, name="report_table"),
     path("api/studies/<int:study_id>/report/", views.report_api, name="report_api"),
 ]

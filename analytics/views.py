@@ -4,33 +4,88 @@ from __future__ import annotations
 
 import csv
 import io
+from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from analytics import plots, services
+from analytics import plots, populations, stored
+from analytics.populations import Population
 from analytics.tables import report_tables
 from annotation.access import access_study, studies_for
 from annotation.formats import csv_safe
 
 
+def population_of(request: HttpRequest, study) -> Population:
+    """The rater population the request asks for (humans by default); a bad parameter is a 400 naming it."""
+    raters = dict(study.raters.values_list("external_id", "kind"))
+    params = {name: request.GET.get(name, "") for name in ("population", "rater", "screened")}
+    params["source"] = ",".join(request.GET.getlist("source"))  # checkboxes, or one comma-separated value
+    try:
+        return populations.parse(params, judges=[r for r, k in raters.items() if k == "judge"], raters=raters)
+    except populations.PopulationError as exc:
+        raise BadPopulation(str(exc)) from None
+
+
+class BadPopulation(Exception):
+    pass
+
+
 @login_required
 def report(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    data = services.study_report(study)
-    return render(request, "analytics/report.html", {"study": study, "report": data, "sections": sections(data)})
+    try:
+        population = population_of(request, study)
+    except BadPopulation as exc:
+        return render(request, "analytics/report.html", {"study": study, "error": str(exc),
+                                                         "population": Population(),
+                                                         "sources": populations.SOURCES}, status=400)
+    served = stored.serve(study, population)
+    context = {"study": study, "population": population, "served": served, "query": urlencode(population.query()),
+               "sources": populations.SOURCES, "rater_ids": study.raters.values_list("external_id", flat=True)[:1000]}
+    if served.report is not None:
+        context.update(report=served.report, sections=sections(served.report), headlines=headlines(served.report))
+    return render(request, "analytics/report.html", context)
+
+
+@login_required
+def report_status(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Polled by the report page while its report is missing or stale: reloads the page once the stored
+    report is fresh, else shows the refresh job's progress."""
+    study = access_study(request, study_id)
+    try:
+        population = population_of(request, study)
+    except BadPopulation as exc:
+        return HttpResponse(str(exc), status=400)
+    served = stored.serve(study, population)
+    response = render(request, "analytics/_report_status.html", {"study": study, "served": served,
+                                                                 "query": urlencode(population.query())})
+    if served.state == "fresh":
+        response["HX-Refresh"] = "true"
+    return response
 
 
 @login_required
 def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse:
     study = access_study(request, study_id)
-    tables = report_tables(services.study_report(study))
+    try:
+        population = population_of(request, study)
+    except BadPopulation as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    served = stored.serve(study, population)
+    if served.report is None:
+        messages.info(request, "The report is being computed; its tables can be downloaded once it is ready.")
+        return redirect(f"{reverse('report', args=[study.pk])}?{urlencode(population.query())}")
+    tables = report_tables(served.report)
     if name not in tables:
         raise Http404("No such table.")
     columns, rows = tables[name]
@@ -39,18 +94,59 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
     writer.writerow(columns)
     writer.writerows(["" if v is None else (csv_safe(v) if isinstance(v, str) else v) for v in row] for row in rows)
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-{name}.csv")
+    suffix = "" if population.key == populations.HUMANS else "-" + slugify(population.key.replace(":", "-"))
+    response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-{name}{suffix}.csv")
     return response
 
 
-@extend_schema(responses={200: OpenApiTypes.OBJECT}, description="The study report (see `report --json`).")
+@extend_schema(
+    parameters=[
+        OpenApiParameter("population", str, description="humans (default), all (mixes humans and judges), or "
+                         "judge:<rater id>"),
+        OpenApiParameter("source", str, description="Comma-separated: personal_link, open_link, external, import"),
+        OpenApiParameter("rater", str, description="One rater's id"),
+        OpenApiParameter("screened", str, description="include | exclude (default) screened-out raters"),
+    ],
+    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+    description="The study report (see `report --json`) for one rater population, served from the stored "
+                "result; `report_state` says whether it is fresh or stale (a refresh is then queued). 202 while "
+                "the first report is computed.")
 @api_view(["GET"])
 def report_api(request, study_id: int):
     """The study report (SPEC §8 keys) as JSON, for the researcher who owns the study."""
-    from django.shortcuts import get_object_or_404
-
     study = get_object_or_404(studies_for(request.user), pk=study_id)
-    return Response(services.study_report(study))
+    try:
+        population = population_of(request, study)
+    except BadPopulation as exc:
+        return Response({"detail": str(exc)}, status=400)
+    served = stored.serve(study, population)
+    if served.report is None:
+        return Response({"report_state": served.meta(), "population": population.as_dict()}, status=202,
+                        headers={"Retry-After": "2"})
+    return Response({**served.report, "report_state": served.meta()})
+
+
+def headlines(data: dict) -> list[dict]:
+    """The numbers at the top of the report, each with its n and, where it has one, its interval; a number
+    that is undefined says why instead."""
+    out = [{"label": "judgments", "value": data["judgments"]["total"],
+            "note": f"of {data['judgments']['study_total']} in the study"},
+           {"label": "raters", "value": data["judgments"]["raters"], "note": ""}]
+    for kind, s in data["consistency"]["summary"].items():
+        label = f"mean consistency ({kind}s)"
+        if s["available"]:
+            interval = f", 95 % CI [{s['low']:.3f}, {s['high']:.3f}]" if s["low"] is not None else ""
+            out.append({"label": label, "value": f"{s['mean']:.3f}",
+                        "note": f"n = {s['n']} rating sets with two or more judgments{interval}"})
+        else:
+            out.append({"label": label, "value": "not applicable", "note": s["reason"]})
+    agreement = data["agreement"]
+    if agreement["krippendorff_alpha"] is not None:
+        out.append({"label": "Krippendorff's α", "value": f"{agreement['krippendorff_alpha']:.3f}",
+                    "note": f"n = {agreement['units_with_two_or_more']} pairs rated by two or more raters"})
+    elif data["judgments"]["total"]:
+        out.append({"label": "Krippendorff's α", "value": "not applicable", "note": agreement["krippendorff_reason"]})
+    return out
 
 
 def figures(data: dict) -> dict[str, str]:
@@ -122,6 +218,25 @@ SECTIONS = [
 ]
 
 
+def empty_reason(name: str, data: dict) -> str:
+    """Why a section has nothing to show, in the population's words."""
+    who = data["population"]["label"].lower()
+    board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry"}
+    if name in board and data[board[name]].get("reason"):
+        return f"Not available: {data[board[name]]['reason']}."
+    if name in ("debiasing", "judge-metrics", "threshold-sweep", "beta-sensitivity"):
+        return ("No judge has judged the pairs the humans judged (with probabilities, for debiasing): import a "
+                "judge's verdicts on the study page.")
+    if name in ("consistency-bins",):
+        return ("Needs rating sets of two or more judgments and the items' separability (computed on the "
+                "Separability page).")
+    if name == "cohen-kappa":
+        return "Needs two raters with at least 10 pairs in common."
+    if not data["judgments"]["total"]:
+        return f"No judgments by {who} yet."
+    return "Nothing to show for this population."
+
+
 def sections(data: dict) -> list[dict]:
     tables = report_tables(data)
     figs = figures(data)
@@ -135,5 +250,6 @@ def sections(data: dict) -> list[dict]:
         if name == "consistency-bins":
             figure_svg = "".join(figs.get(f"consistency-{k}", "") for k in ("human", "judge"))
         out.append({"name": name, "heading": heading, "note": note.format(**values), "figure": figure_svg,
-                    "columns": columns, "rows": rows[:SHOWN_ROWS], "total": len(rows)})
+                    "columns": columns, "rows": rows[:SHOWN_ROWS], "total": len(rows),
+                    "empty": empty_reason(name, data)})
     return out

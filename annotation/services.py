@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import random
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -850,11 +850,15 @@ def seconds_per_pair(study: Study) -> tuple[float, bool]:
 
 @dataclasses.dataclass
 class ComparisonProgress:
+    """One system pair's human work against the plan; imported human judgments and judge verdicts apart."""
+
     label: str
     tasks: int
     target: int
     judgments: int
     assignments_completed: int
+    imported_human: int = 0
+    judge: int = 0
 
     @property
     def percent(self) -> int:
@@ -862,7 +866,9 @@ class ComparisonProgress:
 
 
 def study_progress(study: Study) -> list[ComparisonProgress]:
-    """Judgments collected per system pair against the plan's target; a constant number of queries."""
+    """Per system pair: the human judgments made in the study's assignments (the plan's work; a revised
+    answer counts once) against the plan's target, and apart from them imported human judgments and judge
+    verdicts, which never fill the plan. A constant number of queries."""
     comparisons = list(study.comparisons.select_related("system_a", "system_b"))
     tasks: dict[int, int] = {}
     targets: dict[int, int] = {}
@@ -874,18 +880,26 @@ def study_progress(study: Study) -> list[ComparisonProgress]:
         AssignmentTask.objects.filter(assignment__study=study, assignment__status=Assignment.Status.COMPLETED)
         .values_list("task__comparison_id").annotate(n=Count("id"))
     )
-    by_systems: dict[frozenset[int], int] = {}
-    for a, b, n in (Judgment.objects.filter(study=study)
-                    .values_list("pair__generation_a__system_id", "pair__generation_b__system_id")
-                    .annotate(n=Count("id"))):
-        by_systems[frozenset((a, b))] = by_systems.get(frozenset((a, b)), 0) + n
+    counts: dict[tuple[frozenset[int], str], int] = defaultdict(int)
+    human = Q(rater__kind=Rater.Kind.HUMAN)
+    for a, b, planned, imported, judge in (
+            Judgment.objects.filter(study=study, revised=False)
+            .values_list("pair__generation_a__system_id", "pair__generation_b__system_id")
+            .annotate(planned=Count("id", filter=human & Q(assignment__isnull=False)),
+                      imported=Count("id", filter=human & Q(assignment__isnull=True)),
+                      judge=Count("id", filter=Q(rater__kind=Rater.Kind.JUDGE)))
+            .order_by()):
+        for name, n in (("planned", planned), ("imported", imported), ("judge", judge)):
+            counts[(frozenset((a, b)), name)] += n
     return [
         ComparisonProgress(
             label=f"{c.system_a.name} vs {c.system_b.name}",
             tasks=tasks.get(c.pk, 0),
             target=targets.get(c.pk, 0),
-            judgments=by_systems.get(frozenset((c.system_a_id, c.system_b_id)), 0),
+            judgments=counts[(frozenset((c.system_a_id, c.system_b_id)), "planned")],
             assignments_completed=done.get(c.pk, 0),
+            imported_human=counts[(frozenset((c.system_a_id, c.system_b_id)), "imported")],
+            judge=counts[(frozenset((c.system_a_id, c.system_b_id)), "judge")],
         )
         for c in comparisons
     ]

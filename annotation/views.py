@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -66,7 +66,8 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "raters": services.rater_progress(study),
         "fast_seconds": services.FAST_SECONDS,
         "size": services.assignment_size(study),
-        "n_judgments": study.judgments.count(),
+        "n_judgments": study.judgments.filter(revised=False).aggregate(
+            human=Count("id", filter=Q(rater__kind="human")), judge=Count("id", filter=Q(rater__kind="judge"))),
         "rater_form": RaterLinkForm(),
         "upload_form": UploadForm(),
         "live_statuses": selection_live.statuses(study),

@@ -70,3 +70,15 @@ def fresh_cache():
 
     cache.clear()
     yield
+
+
+def refresh_reports() -> int:
+    """Run the queued report refresh jobs in this test's transaction (``db_worker`` closes the connection,
+    which only transactional tests survive; tests/analytics/test_stored_report.py runs the real worker)."""
+    from analytics.tasks import run_report
+    from selection.models import Job
+
+    jobs = list(Job.objects.filter(kind="report", status=Job.Status.QUEUED).values_list("pk", flat=True))
+    for pk in jobs:
+        run_report.call(pk)
+    return len(jobs)

@@ -10,11 +10,16 @@ import dataclasses
 
 import numpy as np
 
+MIN_RATINGS = 2  # ratings of one item by one rater before Eq. 4 says anything
+NOT_APPLICABLE = ("not applicable: every rating set has one judgment, and consistency (Eq. 4) compares a rater's "
+                  "ratings of the N sampled pairs of one item (N >= 2 pairs per assignment)")
+
 
 def rating_set_consistency(ratings) -> float:
-    """c(R) = 0 when R holds both -1 and +1, else mean(|r|) (Eq. 4). Empty sets are undefined (NaN)."""
+    """c(R) = 0 when R holds both -1 and +1, else mean(|r|) (Eq. 4). Undefined (NaN) for fewer than two
+    ratings: one rating of an item cannot agree or disagree with anything (``MIN_RATINGS``)."""
     r = np.asarray(ratings, dtype=np.float64)
-    if r.size == 0:
+    if r.size < MIN_RATINGS:
         return float("nan")
     if np.any(r < 0) and np.any(r > 0):
         return 0.0

@@ -7,6 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from annotation import services as annotation_services
+from tests.conftest import answer_all
+
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 PRD = SHARED / "prd_vicuna80_human"
 
@@ -32,3 +35,29 @@ def prd_battles():
     score = np.array([{"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[r["winner"]] for r in rows])
     reference = json.loads((PRD / "fastchat_reference_outputs.json").read_text())
     return a, b, score, systems, reference
+
+
+def judge_lines(study, judge: str, prefer: str, with_sets: bool) -> bytes:
+    """A judge that prefers one system on every pair humans saw, with probabilities and response sets."""
+    lines = []
+    for line in annotation_services.judgment_lines(study):
+        if line["rater_kind"] != "human":
+            continue
+        for shown in (line["system_a"], line["system_b"]):
+            lines.append({**{k: line[k] for k in ("item", "system_a", "sample_a", "system_b", "sample_b")},
+                          "id": f"{judge}-{line['id']}-{shown}", "shown_first": shown, "rater": judge,
+                          "rater_kind": "judge", "choice": prefer, "probability_a": 0.8 if prefer == "sys-a" else 0.2,
+                          "response_set": [prefer] if with_sets else None})
+    return "".join(json.dumps(x) + "\n" for x in lines).encode()
+
+
+@pytest.fixture
+def judged_study(study):
+    """Two human raters on the same items (forced choice), and two judges on the same pairs."""
+    for name, choice in (("h1", "first"), ("h2", "second")):
+        rater = annotation_services.do_create_rater_link(study, name)
+        while (assignment := annotation_services.do_start_assignment(rater)) is not None:
+            answer_all(assignment, choice=choice)
+    annotation_services.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
+    annotation_services.do_import_judgments(study, judge_lines(study, "judge-b", "sys-b", False), "j.jsonl")
+    return study

@@ -12,38 +12,13 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from analytics import services
+from analytics.populations import ALL, Population
 from annotation import services as annotation_services
 from annotation.elicitation import Answer
-from tests.conftest import answer_all, study_jsonl
+from tests.conftest import refresh_reports, study_jsonl
 
 SPEC_KEYS = {"systems", "judgments", "consistency", "separability", "elo", "sep_elo", "bradley_terry", "stopping",
              "positional_bias", "agreement", "indeterminacy"}
-
-
-def judge_lines(study, judge: str, prefer: str, with_sets: bool) -> bytes:
-    """A judge that prefers one system on every pair humans saw, with probabilities and response sets."""
-    lines = []
-    for line in annotation_services.judgment_lines(study):
-        if line["rater_kind"] != "human":
-            continue
-        for shown in (line["system_a"], line["system_b"]):
-            lines.append({**{k: line[k] for k in ("item", "system_a", "sample_a", "system_b", "sample_b")},
-                          "id": f"{judge}-{line['id']}-{shown}", "shown_first": shown, "rater": judge,
-                          "rater_kind": "judge", "choice": prefer, "probability_a": 0.8 if prefer == "sys-a" else 0.2,
-                          "response_set": [prefer] if with_sets else None})
-    return "".join(json.dumps(x) + "\n" for x in lines).encode()
-
-
-@pytest.fixture
-def judged_study(study):
-    """Two human raters on the same items (forced choice), and two judges on the same pairs."""
-    for name, choice in (("h1", "first"), ("h2", "second")):
-        rater = annotation_services.do_create_rater_link(study, name)
-        while (assignment := annotation_services.do_start_assignment(rater)) is not None:
-            answer_all(assignment, choice=choice)
-    annotation_services.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
-    annotation_services.do_import_judgments(study, judge_lines(study, "judge-b", "sys-b", False), "j.jsonl")
-    return study
 
 
 def test_an_empty_study_reports_what_is_missing(study):
@@ -76,7 +51,8 @@ def test_the_report_covers_humans_and_judges(judged_study):
     assert judges["judge-a"]["mse"] == pytest.approx(sum((a - 1) ** 2 + b**2 for a, b in omega_h) / len(omega_h))
     assert judges["judge-b"]["mse"] == pytest.approx(sum(a**2 + (b - 1) ** 2 for a, b in omega_h) / len(omega_h))
     assert len(judges["judge-a"]["beta_sensitivity"]) == 11
-    populations = report["positional_bias"]["populations"]
+    assert set(report["positional_bias"]["populations"]) == {"human"}  # the default population is the humans
+    populations = services.study_report(judged_study, Population(ALL))["positional_bias"]["populations"]
     assert populations["judge"]["rate"] == pytest.approx(0.5)  # each judge saw both orders with the same verdict
     assert set(report["positional_bias"]["debiasing"]) == {"judge-a", "judge-b"}
     assert report["agreement"]["cohen_kappa"][0]["overlap"] == 20
@@ -95,8 +71,12 @@ def test_sep_elo_appears_once_separability_is_computed(judged_study):
 
 
 def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_study):
+    first = researcher_client.get(reverse("report", args=[judged_study.pk])).content.decode()
+    assert 'data-testid="report-state-missing"' in first and "Computing the report" in first
+    refresh_reports()
     page = researcher_client.get(reverse("report", args=[judged_study.pk]))
     content = page.content.decode()
+    assert 'data-testid="report-state-fresh"' in content
     assert page.status_code == 200
     assert "<h2>ELO</h2>" in content and "<svg" in content and "Which judge agrees best" in content
     response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "judge-metrics"]))
@@ -116,7 +96,11 @@ def test_the_report_is_private(client, study, other_researcher):
 def test_the_report_api(judged_study, researcher, other_researcher):
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    pending = api.get(f"/api/studies/{judged_study.pk}/report/")
+    assert pending.status_code == 202 and pending.json()["report_state"]["state"] == "missing"
+    refresh_reports()
     data = api.get(f"/api/studies/{judged_study.pk}/report/").json()
+    assert data["report_state"]["state"] == "fresh" and data["population"]["key"] == "humans"
     assert SPEC_KEYS <= set(data)
     outsider = APIClient()
     outsider.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=other_researcher).key}")
@@ -147,13 +131,17 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
     other = [{"a": "b", "b": "a"}[c] in (s or []) for c, s in rows if c in ("a", "b")]
     assert report["human_beta_hat"] == pytest.approx(sum(other) / len(other))
     assert len(report["human_translation_matrix"]) == 3
+    researcher_client.get(reverse("report", args=[study.pk]))
+    refresh_reports()
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
     assert "How people turn response sets into forced choices" in page
 
 
 def test_an_empty_report_page_explains(researcher_client, researcher):
     study = annotation_services.do_create_study(researcher, "fresh", study_jsonl(2), "f.jsonl")
-    assert b"No judgments yet" in researcher_client.get(reverse("report", args=[study.pk])).content
+    researcher_client.get(reverse("report", args=[study.pk]))
+    refresh_reports()
+    assert b"No judgments by humans yet" in researcher_client.get(reverse("report", args=[study.pk])).content
 
 
 def imported(study, rows, system_a: str = "sys-a", system_b: str = "sys-b") -> None:

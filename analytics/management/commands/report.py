@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analytics import services
+from analytics import populations, services
 from annotation.management.commands._common import get_study
 
 
@@ -18,6 +18,14 @@ class Command(BaseCommand):
         parser.add_argument("--metric", help="With --studies: the separability metric to use (default: each "
                             "study's own).")
         parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
+        parser.add_argument("--population", default="humans",
+                            help="Whose judgments: humans (default), all (mixes humans and judges), or "
+                                 "judge:<rater id>.")
+        parser.add_argument("--source", default="", help="Keep only these rater sources, comma-separated: "
+                            + ", ".join(populations.SOURCES) + " (default: every source).")
+        parser.add_argument("--rater", default="", help="Keep only this rater's judgments.")
+        parser.add_argument("--include-screened", action="store_true",
+                            help="Keep raters screened out by attention checks (left out by default).")
 
     def handle(self, *args, **options):
         if options["studies"]:
@@ -25,12 +33,21 @@ class Command(BaseCommand):
         if options["metric"]:
             raise CommandError("--metric goes with --studies (a single study's report uses its own metric)")
         study = get_study(options["study"])
-        report = services.study_report(study)
+        raters = dict(study.raters.values_list("external_id", "kind"))
+        try:
+            population = populations.parse(
+                {"population": options["population"], "source": options["source"], "rater": options["rater"],
+                 "screened": "include" if options["include_screened"] else "exclude"},
+                judges=[r for r, k in raters.items() if k == "judge"], raters=raters)
+        except populations.PopulationError as exc:
+            raise CommandError(f"--{exc}") from None
+        report = services.study_report(study, population)
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2))
             return
-        self.stdout.write(f"{report['study']}: {report['judgments']['total']} judgments by "
-                          f"{report['judgments']['raters']} raters on {len(report['systems'])} systems")
+        self.stdout.write(f"{report['study']} · {report['population']['label']}: {report['judgments']['total']} "
+                          f"judgments (of {report['judgments']['study_total']}) by {report['judgments']['raters']} "
+                          f"raters on {len(report['systems'])} systems")
         for name in ("elo", "sep_elo", "bradley_terry"):
             board = report[name]
             if not board["available"]:
@@ -46,8 +63,13 @@ class Command(BaseCommand):
                               f"(p={s['threshold']}; beyond the pool {s['risk_beyond_pool']:.4f}) "
                               + ("decided" if s["decided"] else "undecided"))
         for kind, summary in report["consistency"]["summary"].items():
-            self.stdout.write(f"consistency ({kind}): mean {summary['mean']:.3f} over {summary['rating_sets']} "
-                              "rating sets")
+            if not summary["available"]:
+                self.stdout.write(f"consistency ({kind}): {summary['reason']}")
+                continue
+            interval = (f", 95 % CI [{summary['low']:.3f}, {summary['high']:.3f}]" if summary["low"] is not None
+                        else "")
+            self.stdout.write(f"consistency ({kind}): mean {summary['mean']:.3f} over {summary['n']} rating sets "
+                              f"with two or more judgments{interval}")
 
     def _pooled(self, options) -> None:
         names = [n.strip() for n in options["studies"].split(",") if n.strip()]

@@ -23,6 +23,8 @@ def test_the_cases_of_eq_4():
     assert rating_set_consistency([-1, -1, -1, -1, -1]) == 1.0
     assert rating_set_consistency([1, 1, 0, 1, 0]) == 0.6  # ties dilute
     assert math.isnan(rating_set_consistency([]))
+    # one rating cannot be consistent or inconsistent with anything: Eq. 4 is undefined for n = 1
+    assert math.isnan(rating_set_consistency([1])) and math.isnan(rating_set_consistency([0]))
 
 
 def test_preference_strength_is_the_signed_mean():

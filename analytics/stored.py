@@ -1,0 +1,111 @@
+"""The report, computed once per data version in the background and served from the database.
+
+A report's *data version* is a fingerprint of everything it is computed from: the study's judgments (count,
+newest id, revised and superseded counts), which raters are screened out, the analysis settings (the one
+map ``analysis_parameters``), the separability runs and the selection's pools. A new judgment changes it,
+so the stored report is then *stale*: pages keep serving it, say so, and a refresh job (django-tasks, like
+the other jobs) computes the new one. Reading the version is a handful of aggregate queries on indexed
+columns; the bootstraps run only in the worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from analytics import services
+from analytics.models import StoredReport
+from analytics.populations import Population
+from annotation.models import Comparison, Judgment, Rater, Study
+from selection.models import IterativeRun, Job, SelectionRun, SeparabilityRun
+
+JOB_KIND = "report"
+
+
+def data_version(study: Study) -> str:
+    """The fingerprint of the data and settings a report of ``study`` depends on."""
+    parts = [
+        Judgment.objects.filter(study=study).aggregate(
+            n=Count("id"), newest=Max("id"), revised=Count("id", filter=Q(revised=True)),
+            superseded=Count("id", filter=Q(superseded=True))),
+        Rater.objects.filter(study=study).aggregate(n=Count("id"), screened=Count("id", filter=Q(screened_out=True))),
+        SeparabilityRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("created")),
+        SelectionRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
+        IterativeRun.objects.filter(comparison__study=study).aggregate(n=Count("id"), newest=Max("id")),
+        Comparison.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
+        services.analysis_parameters(study),
+    ]
+    return hashlib.sha256(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class Served:
+    """What a page shows: the stored report (None before the first one exists), whether it is older than
+    the data, and the refresh job when one is queued or running."""
+
+    report: dict | None
+    stale: bool
+    computed: object | None
+    seconds: float | None
+    job: Job | None
+
+    @property
+    def state(self) -> str:
+        return "missing" if self.report is None else ("stale" if self.stale else "fresh")
+
+    def meta(self) -> dict:
+        return {"state": self.state, "computed": self.computed.isoformat() if self.computed else None,
+                "seconds": self.seconds, "job": self.job.pk if self.job else None}
+
+
+def serve(study: Study, population: Population) -> Served:
+    """The stored report for ``population``; queues a refresh when it is missing or stale."""
+    version = data_version(study)
+    stored = (StoredReport.objects.filter(study=study, population_key=population.key)
+              .only("data", "version", "computed", "seconds").first())
+    if stored is not None and stored.version == version:
+        return Served(stored.data, False, stored.computed, stored.seconds, None)
+    job = request_refresh(study, population, version)
+    if stored is None:
+        return Served(None, True, None, None, job)
+    return Served(stored.data, True, stored.computed, stored.seconds, job)
+
+
+def request_refresh(study: Study, population: Population, version: str) -> Job:
+    """The queued or running refresh of this population's report, or a new one queued (one at a time). A
+    refresh that failed on this very data version is returned as it is (the page shows the error) instead
+    of being retried on every request; new data or settings queue a new one."""
+    from analytics.tasks import run_report
+
+    latest = Job.objects.filter(study=study, kind=JOB_KIND, params__key=population.key).first()
+    if latest is not None and (latest.active or (latest.status == Job.Status.FAILED
+                                                 and latest.params.get("version") == version)):
+        return latest
+    job = Job.objects.create(study=study, kind=JOB_KIND, message="Computing the report",
+                             params={"key": population.key, "query": population.query(), "version": version})
+    run_report.enqueue(job.pk)
+    return job
+
+
+def refresh(study: Study, population: Population) -> StoredReport:
+    """Compute and store the report for ``population``. The version is read *before* computing, so a judgment
+    that arrives meanwhile leaves the stored report stale (it is computed again), never wrongly fresh."""
+    version = data_version(study)
+    started = time.perf_counter()
+    data = services.study_report(study, population)
+    seconds = time.perf_counter() - started
+    values = {"version": version, "data": data, "computed": timezone.now(), "seconds": seconds}
+    try:
+        with transaction.atomic():
+            stored, _ = StoredReport.objects.update_or_create(study=study, population_key=population.key,
+                                                              defaults=values)
+    except IntegrityError:  # two workers stored the same population at once: the later one wins
+        stored = StoredReport.objects.get(study=study, population_key=population.key)
+        StoredReport.objects.filter(pk=stored.pk).update(**values)
+    return stored
