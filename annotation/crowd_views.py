@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation import access, crowd, services
+from annotation import access, crowd, services, study_admin
 from annotation.forms import GenerateGoldForm, GoldPairForm
 from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater, TaskPair
 
@@ -26,6 +25,9 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     creates (or resumes) the worker's session and sends them to their assignment."""
     link = access.access_external_link(token)
     study = link.study
+    if not study.accepts_raters:
+        return _message(request, study, "Rating is paused", "The researcher has paused this study; please "
+                        "come back later (your answers so far are saved).", status=503)
     try:
         arrival = crowd.parse_arrival(link, request.GET)
     except services.ServiceError as exc:
@@ -64,7 +66,7 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
         except services.ServiceError as exc:
             messages.error(request, str(exc))
         return redirect("external_links", study_id=study.pk)
-    base = settings.SITE_URL if settings.SITE_URL.startswith("https") else request.build_absolute_uri("/")
+    base = study_admin.public_base_url(study, request)
     links = []
     for link in study.external_links.all():
         url = crowd.link_url(link, base)
@@ -91,6 +93,25 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
         "study": study, "links": links, "platforms": ExternalLink.Platform.choices, "workers": workers,
         "blocked": blocked, "blocked_ids": {(b.platform, b.worker_id) for b in blocked},
     })
+
+
+@login_required
+@require_POST
+def external_link_action(request: HttpRequest, study_id: int, link_id: int, action: str) -> HttpResponse:
+    """Disable, enable or rotate a crowd link: disabling and rotating stop its workers at once."""
+    study = access.access_study(request, study_id)
+    link = get_object_or_404(study.external_links, pk=link_id)
+    if action in ("disable", "enable"):
+        stopped = study_admin.do_set_external_link(link, action == "enable")
+        messages.success(request, "Link enabled." if action == "enable" else
+                         f"Link disabled; {stopped} worker(s) who came through it can no longer rate.")
+    elif action == "rotate":
+        stopped = study_admin.do_rotate_external_link(link)
+        messages.success(request, f"New URL made: paste it on the site again. The old one, and the pages of "
+                                  f"{stopped} worker(s) who came through it, stopped working.")
+    else:
+        raise Http404("No such action.")
+    return redirect("external_links", study_id=study.pk)
 
 
 @login_required

@@ -24,10 +24,26 @@ class RaterLinkForm(forms.Form):
     name = forms.CharField(max_length=200, help_text="How this rater appears in exports, e.g. an id or initials.")
 
 
+class BulkLinksForm(forms.Form):
+    names = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=200_000,
+                            help_text="One rater name per line; you get a CSV of name and link to send out.")
+
+
+class DuplicateForm(forms.Form):
+    name = forms.CharField(max_length=200, label="Name of the copy")
+
+
+class DeleteForm(forms.Form):
+    confirm = forms.CharField(max_length=200, label="Type the study's name to confirm")
+
+
 class StudySettingsForm(forms.ModelForm):
     """The settings page: the study's own fields, and every app's settings row (annotation/study_settings.py),
     one form."""
 
+    public_base_url = forms.URLField(
+        required=False, assume_scheme="https", label="Public base URL",
+        help_text=Study._meta.get_field("public_base_url").help_text)
     explicit_pairs = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple,
         help_text="Used when the pair mode is 'an explicit list of pairs'.",
@@ -45,6 +61,7 @@ class StudySettingsForm(forms.ModelForm):
 
     def __init__(self, *args, frozen: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        self.initial.setdefault("public_base_url", self.instance.public_base_url)
         for group in study_settings.GROUPS.values():
             self.fields.update(forms.fields_for_model(group.model, fields=group.fields))
             row = getattr(self.instance, group.accessor)

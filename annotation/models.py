@@ -134,6 +134,20 @@ class Study(models.Model):
     open_link_enabled = models.BooleanField(default=False)
     open_link_nonce = models.CharField(max_length=32, default=new_nonce)
 
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        PAUSED = "paused", "Paused"
+        ARCHIVED = "archived", "Archived"
+
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.ACTIVE,
+        help_text="Paused and archived studies give raters no pairs (an answer to a pair already shown is still "
+                  "stored); archived studies are also left off the study list.")
+    public_base_url = models.URLField(
+        blank=True, help_text="The address raters reach this server at (e.g. https://eval.example.org), used in "
+        "every link the study shows and exports. Empty: the site's SITE_URL when it is https, else the address "
+        "you are browsing.")
+
     class Meta:
         ordering = ["-created"]
         verbose_name_plural = "studies"
@@ -153,6 +167,10 @@ class Study(models.Model):
 
     def open_link_path(self) -> str:
         return reverse("open_link", args=[self.open_link_token()])
+
+    @property
+    def accepts_raters(self) -> bool:
+        return self.status == self.Status.ACTIVE
 
     def has_started(self) -> bool:
         """True once any rater holds an assignment: the comparison plan is then frozen."""
@@ -335,6 +353,8 @@ class Rater(models.Model):
     token_nonce = models.CharField(max_length=32, default=new_nonce)
     created = models.DateTimeField(auto_now_add=True)
     screened_out = models.BooleanField(default=False, help_text="Failed the study's attention checks: no more work.")
+    revoked = models.BooleanField(default=False, help_text="The researcher revoked this rater's link: it no longer "
+                                                           "opens anything (their judgments are kept).")
 
     class Meta:
         ordering = ["id"]

@@ -38,8 +38,18 @@ def rater_start(request: HttpRequest, token: str) -> HttpResponse:
     return _start(request, access.access_rater(token), token)
 
 
+def paused_message(request: HttpRequest, study) -> HttpResponse:
+    """What a rater sees while the researcher has paused (or archived) the study."""
+    return render(request, "annotation/rater_message.html", {
+        "study": study, "title": "Rating is paused",
+        "message": "The researcher has paused this study. Your answers so far are saved; please come back later "
+                   "through the same link."}, status=503)
+
+
 def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
     """The rater's next assignment (their first pair), or a page that says why there is none."""
+    if not rater.study.accepts_raters:
+        return paused_message(request, rater.study)
     try:
         assignment = services.do_start_assignment(rater)
     except services.AllocationBusy as exc:
@@ -59,6 +69,8 @@ def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
 @limit_posts("open-link", 30, 3600)  # each POST creates an anonymous rater
 def open_link(request: HttpRequest, token: str) -> HttpResponse:
     study = access.access_open_link(token)
+    if not study.accepts_raters:
+        return paused_message(request, study)
     rater = access.open_link_rater(request, study)
     if rater is not None:
         return redirect("rater_home", token=rater.token())
@@ -194,6 +206,8 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
                "total": len(rows), "done": done, "external": external}
     if assignment.status == Assignment.Status.EXPIRED:
         context["expired"] = True
+    elif current is not None and not study.accepts_raters:
+        context["paused"] = True  # an answer to the pair shown before the pause was stored; nothing more now
     elif current is None:
         rater.refresh_from_db(fields=["screened_out"])
         context["completed"] = True

@@ -10,14 +10,24 @@ from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
 from analytics.services import analysis_parameters
-from annotation import elicitation, exports, services
+from annotation import elicitation, exports, services, study_admin
 from annotation.access import access_study, studies_for
 from annotation.formats import FormatError, check_size
-from annotation.forms import RaterLinkForm, StudyCreateForm, StudySettingsForm, UploadForm
+from annotation.forms import (
+    BulkLinksForm,
+    DeleteForm,
+    DuplicateForm,
+    RaterLinkForm,
+    StudyCreateForm,
+    StudySettingsForm,
+    UploadForm,
+)
+from annotation.models import Study
 from selection import live as selection_live
 from selection import services as selection_services
 from selection.strategies import STRATEGIES, strategy_parameters
@@ -29,10 +39,13 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def study_list(request: HttpRequest) -> HttpResponse:
-    studies = studies_for(request.user).annotate(
-        n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True)
-    )
-    return render(request, "annotation/study_list.html", {"studies": studies})
+    archived = request.GET.get("archived") == "1"
+    studies = studies_for(request.user).filter(
+        status__in=[Study.Status.ARCHIVED] if archived else [Study.Status.ACTIVE, Study.Status.PAUSED]
+    ).annotate(n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True))
+    n_archived = 0 if archived else studies_for(request.user).filter(status=Study.Status.ARCHIVED).count()
+    return render(request, "annotation/study_list.html", {"studies": studies, "archived": archived,
+                                                          "n_archived": n_archived})
 
 
 @login_required
@@ -73,6 +86,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "live_statuses": selection_live.statuses(study),
         "embedded": selection_services.embedding_coverage(study),
         "embed_job": study.jobs.filter(kind="embed").first(),
+        "base_url": study_admin.public_base_url(study, request),
     }
     return render(request, "annotation/study_detail.html", context)
 
@@ -169,9 +183,109 @@ def rater_create(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def open_link_toggle(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    study.open_link_enabled = request.POST.get("enabled") == "1"
-    study.save(update_fields=["open_link_enabled"])
+    enabled = request.POST.get("enabled") == "1"
+    stopped = study_admin.do_set_open_link(study, enabled)
+    messages.success(request, "The open link is open." if enabled else
+                     f"The open link is closed; {stopped} rater{'s' if stopped != 1 else ''} who joined through it "
+                     "can no longer rate.")
     return redirect(study)
+
+
+@login_required
+@require_POST
+def open_link_rotate(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    stopped = study_admin.do_rotate_open_link(study)
+    messages.success(request, f"New open link made; the old one and the pages of the {stopped} rater(s) who joined "
+                              "through it stopped working.")
+    return redirect(study)
+
+
+@login_required
+@require_POST
+def rater_link(request: HttpRequest, study_id: int, rater_id: int, action: str) -> HttpResponse:
+    """Rotate (a new link, the old one stops) or revoke (no link) one rater's personal link."""
+    study = access_study(request, study_id)
+    rater = get_object_or_404(study.raters, pk=rater_id)
+    if action == "rotate":
+        study_admin.do_rotate_rater_link(rater)
+        messages.success(request, f"New link for {rater.external_id}; the old one no longer works.")
+    elif action == "revoke":
+        study_admin.do_revoke_rater_link(rater)
+        messages.success(request, f"{rater.external_id}'s link is revoked; their judgments are kept.")
+    else:
+        raise Http404("No such action.")
+    return redirect(reverse("study_detail", args=[study.pk]) + "#raters")
+
+
+@login_required
+def rater_links_bulk(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Personal links for a list of names, all or none, downloaded as a CSV of name and link."""
+    study = access_study(request, study_id)
+    form = BulkLinksForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            raters = study_admin.do_bulk_create_rater_links(study, study_admin.parse_names(form.cleaned_data["names"]))
+        except services.ServiceError as exc:
+            form.add_error("names", str(exc))
+        else:
+            response = HttpResponse(study_admin.links_csv(raters, study_admin.public_base_url(study, request)),
+                                    content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-rater-links.csv")
+            return response
+    return render(request, "annotation/rater_links_bulk.html", {"study": study, "form": form},
+                  status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def study_status(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    try:
+        study_admin.do_set_status(study, request.POST.get("status", ""))
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, {"active": "Rating resumed.", "paused": "Rating is paused: raters see a notice "
+                                   "and get no more pairs until you resume.",
+                                   "archived": "Study archived: raters get no more pairs and the study list "
+                                   "hides it (show archived studies to find it)."}[study.status])
+    return redirect(study)
+
+
+@login_required
+def study_delete(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Confirm, with the exports offered first; then delete the study and everything in it."""
+    study = access_study(request, study_id)
+    form = DeleteForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            study_admin.do_delete_study(study, form.cleaned_data["confirm"])
+        except services.ServiceError as exc:
+            form.add_error("confirm", str(exc))
+        else:
+            messages.success(request, f"Study {study.name} deleted.")
+            return redirect("study_list")
+    counts = study.judgments.aggregate(n=Count("id"))["n"], study.raters.count(), study.items.count()
+    return render(request, "annotation/study_delete.html", {"study": study, "form": form, "counts": counts},
+                  status=400 if form.errors else 200)
+
+
+@login_required
+def study_duplicate(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    form = DuplicateForm(request.POST or None, initial={"name": f"{study.name} (copy)"})
+    if request.method == "POST" and form.is_valid():
+        try:
+            copy = study_admin.do_duplicate_study(study, form.cleaned_data["name"])
+        except services.ServiceError as exc:
+            form.add_error("name", str(exc).removeprefix("name: "))
+        else:
+            messages.success(request, f"{copy.name}: the items, outputs and settings of {study.name}, no raters "
+                                      "or judgments yet.")
+            return redirect(copy)
+    return render(request, "annotation/study_duplicate.html", {"study": study, "form": form},
+                  status=400 if form.errors else 200)
 
 
 @login_required

@@ -1,0 +1,19 @@
+// Copy buttons: <button data-copy="ID"> copies the value of the element with that id (a link box).
+// No inline script (the CSP forbids it); works without a secure context through a selection fallback.
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-copy]");
+  if (!button) return;
+  const box = document.getElementById(button.dataset.copy);
+  if (!box) return;
+  const text = box.value ?? box.textContent;
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    box.select();
+    document.execCommand("copy");
+  }
+  const label = button.textContent;
+  button.textContent = "Copied";
+  button.setAttribute("aria-live", "polite");
+  setTimeout(() => { button.textContent = label; }, 1500);
+});
