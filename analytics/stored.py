@@ -34,7 +34,7 @@ def data_version(study: Study) -> str:
         Judgment.objects.filter(study=study).aggregate(
             n=Count("id"), newest=Max("id"), revised=Count("id", filter=Q(revised=True)),
             superseded=Count("id", filter=Q(superseded=True))),
-        Rater.objects.filter(study=study).aggregate(n=Count("id"), screened=Count("id", filter=Q(screened_out=True))),
+        Rater.objects.filter(study=study, screened_out=True).aggregate(screened=Count("id"), newest=Max("id")),
         SeparabilityRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("created")),
         SelectionRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
         IterativeRun.objects.filter(comparison__study=study).aggregate(n=Count("id"), newest=Max("id")),

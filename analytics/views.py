@@ -40,6 +40,10 @@ class BadPopulation(Exception):
     pass
 
 
+_SOURCE = "(" + "|".join(populations.SOURCES) + ")"
+SOURCE_PATTERN = f"^{_SOURCE}(,{_SOURCE})*$"
+
+
 @login_required
 def report(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
@@ -101,13 +105,16 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
 
 @extend_schema(
     parameters=[
-        OpenApiParameter("population", str, description="humans (default), all (mixes humans and judges), or "
-                         "judge:<rater id>"),
-        OpenApiParameter("source", str, description="Comma-separated: personal_link, open_link, external, import"),
+        OpenApiParameter("population", str, pattern=r"^(humans|all|judge:.+)$",
+                         description="humans (default), all (mixes humans and judges), or judge:<rater id>"),
+        OpenApiParameter("source", str, pattern=SOURCE_PATTERN,
+                         description="Comma-separated: " + ", ".join(populations.SOURCES)),
         OpenApiParameter("rater", str, description="One rater's id"),
-        OpenApiParameter("screened", str, description="include | exclude (default) screened-out raters"),
+        OpenApiParameter("screened", str, enum=["include", "exclude"],
+                         description="include | exclude (default) screened-out raters"),
     ],
-    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT,
+               404: OpenApiTypes.OBJECT},
     description="The study report (see `report --json`) for one rater population, served from the stored "
                 "result; `report_state` says whether it is fresh or stale (a refresh is then queued). 202 while "
                 "the first report is computed.")
@@ -117,8 +124,8 @@ def report_api(request, study_id: int):
     study = get_object_or_404(studies_for(request.user), pk=study_id)
     try:
         population = population_of(request, study)
-    except BadPopulation as exc:
-        return Response({"detail": str(exc)}, status=400)
+    except BadPopulation as exc:  # a judge or rater the study does not have is not found; bad syntax is a 400
+        return Response({"detail": str(exc)}, status=404 if "this study has no" in str(exc) else 400)
     served = stored.serve(study, population)
     if served.report is None:
         return Response({"report_state": served.meta(), "population": population.as_dict()}, status=202,

@@ -227,7 +227,7 @@ def test_secrets_never_reach_the_logs(client, researcher, study, rater, settings
     from django.test import Client
     from rest_framework.authtoken.models import Token
 
-    from analytics import services as analytics_services
+    from analytics import stored
 
     handlers = {h for name in ("", "django.request") for h in logging.getLogger(name).handlers
                 if isinstance(h, logging.StreamHandler)}
@@ -236,10 +236,10 @@ def test_secrets_never_reach_the_logs(client, researcher, study, rater, settings
     previous = {h: h.setStream(stream) for h in handlers}
     api_token = Token.objects.create(user=researcher).key
 
-    def broken_report(study):
+    def broken_report(study, population):
         raise RuntimeError("the report failed")
 
-    monkeypatch.setattr(analytics_services, "study_report", broken_report)
+    monkeypatch.setattr(stored, "serve", broken_report)
     try:
         api = Client(raise_request_exception=False)
         failed = api.get(f"/api/studies/{study.pk}/report/", HTTP_AUTHORIZATION=f"Token {api_token}")

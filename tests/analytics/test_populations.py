@@ -111,6 +111,7 @@ def test_the_page_csv_and_api_carry_the_population(researcher_client, researcher
     data = api.get(f"/api/studies/{judged_study.pk}/report/?population=judge:judge-a").json()
     assert data["population"]["judge"] == "judge-a" and data["elo"]["battles"] == 80
     assert api.get(f"/api/studies/{judged_study.pk}/report/?source=mail").status_code == 400
+    assert api.get(f"/api/studies/{judged_study.pk}/report/?population=judge:nobody").status_code == 404
 
 
 def test_report_json_carries_the_population(judged_study):

@@ -113,3 +113,20 @@ def test_load_demo_sets_up_a_working_demo_and_can_run_again(db):
     assert {g for g in study.items.first().generations.values_list("sample_index", flat=True)} == {0, 1, 2}
     text = out.getvalue()
     assert "user 'researcher'  password '" in text and "/r/" in text and "/join/" in text
+    # The demo tells the story: judgments by simulated people through the rating services, one simulated
+    # judge on the same pairs in both orders, separability and a fresh stored report, all on first open.
+    from analytics import stored
+    from analytics.populations import Population
+    from annotation.demo import population
+
+    humans = study.judgments.filter(rater__kind="human")
+    judge = study.judgments.filter(rater__kind="judge")
+    assert humans.count() == population.HUMANS * population.ASSIGNMENTS_PER_HUMAN * 9  # 3 items x N = 3 pairs
+    assert set(humans.values_list("assignment__status", flat=True)) == {"completed"}
+    assert judge.count() == 2 * humans.values("pair").distinct().count()
+    assert judge.filter(a_shown_first=True).count() == judge.filter(a_shown_first=False).count()
+    assert study.separability_runs.filter(metric="rouge1-la").count() == 3
+    served = stored.serve(study, Population())
+    assert served.state == "fresh" and served.report["elo"]["available"] and served.report["sep_elo"]["available"]
+    assert "Simulated" in text
+    assert not Study.objects.get(name="demo").raters.get(external_id="demo-rater").judgments.exists()
