@@ -87,6 +87,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "embedded": selection_services.embedding_coverage(study),
         "embed_job": study.jobs.filter(kind="embed").first(),
         "base_url": study_admin.public_base_url(study, request),
+        "settings": study.selection_settings, "strategy": STRATEGIES.get(study.selection_settings.selection_method),
     }
     return render(request, "annotation/study_detail.html", context)
 

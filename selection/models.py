@@ -120,6 +120,8 @@ class SelectionRun(models.Model):
     seed = models.BigIntegerField()
     items = models.JSONField(help_text="Chosen item ids, in release order.")
     candidates = models.PositiveIntegerField()
+    details = models.JSONField(default=dict, blank=True, help_text="What the strategy reported about its choice, "
+                               "e.g. DiffUse's cluster_sizes (aligned with items).")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

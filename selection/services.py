@@ -179,7 +179,7 @@ def run_selection(study: Study, comparison: Comparison, method: str, budget: int
     run = SelectionRun.objects.create(
         study=study, comparison=comparison, system_a=comparison.system_a.name, system_b=comparison.system_b.name,
         method=method, params=dict(params or {}), budget=budget, seed=seed, items=[i.external_id for i in chosen],
-        candidates=len(items),
+        candidates=len(items), details=context.notes,
     )
     return chosen, run
 
@@ -197,3 +197,35 @@ def selection_pools(study: Study) -> dict[int, int]:
     for comparison_id, item_ids in IterativeRun.objects.filter(study=study).values_list("comparison_id", "item_ids"):
         pools[comparison_id] = len(item_ids)
     return pools
+
+
+def chosen_items(study: Study) -> list[dict]:
+    """What the selection did, per system pair: the items released to raters (the plan's tasks, in release
+    order), each with its DiffUse cluster size when the strategy reported one (how many candidates the
+    representative stands for) and its separability under the study's metric; the method of the pair's
+    latest selection run and the number of candidates it drew from."""
+    from annotation.models import Task
+
+    settings = study.selection_settings
+    runs = {run.comparison_id: run for run in SelectionRun.objects.filter(study=study, comparison__isnull=False)
+            .order_by("created", "id")}  # the latest run of each pair wins
+    pools = selection_pools(study)
+    deltas = {(c, i): d for c, i, d in ItemSeparability.objects.filter(
+        run__study=study, run__metric=settings.separability_metric).values_list("run__comparison_id", "item_id",
+                                                                                 "delta")}
+    released: dict[int, list[tuple[int, str]]] = {}
+    for comparison_id, item_id, external_id in (Task.objects.filter(study=study).order_by("position")
+                                                .values_list("comparison_id", "item_id", "item__external_id")):
+        released.setdefault(comparison_id, []).append((item_id, external_id))
+    out = []
+    for c in study.comparisons.select_related("system_a", "system_b"):
+        run = runs.get(c.pk)
+        sizes = dict(zip(run.items, run.details.get("cluster_sizes", []), strict=False)) if run else {}
+        out.append({
+            "comparison": c, "label": f"{c.system_a.name} vs {c.system_b.name}",
+            "method": run.method if run else settings.selection_method, "candidates": pools.get(c.pk, 0),
+            "items": [{"item_id": item_id, "external_id": external_id, "cluster_size": sizes.get(external_id),
+                       "delta": deltas.get((c.pk, item_id))} for item_id, external_id in released.get(c.pk, [])],
+            "has_clusters": bool(sizes),
+        })
+    return out

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from selection.core import sampling
-from selection.core.diffuse import Dendrogram, ward_tree
+from selection.core.diffuse import Dendrogram, static_clusters, ward_tree
 from selection.core.separability import DEFAULT_METRIC
 
 DEFAULT_PARAMS: dict[str, Any] = {"metric": DEFAULT_METRIC, "threshold": 0.2, "T": 0.4, "alpha": 2.0, "beta": 6.0,
@@ -65,6 +65,9 @@ class SelectionContext:
     load_deltas: Callable[[str], np.ndarray] | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     load_tree: Callable[[np.ndarray], Dendrogram] | None = None
+    # What a strategy reports about its choice, stored with the run (DiffUse: each representative's cluster
+    # size, aligned with the chosen items).
+    notes: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def param(self, name: str) -> Any:
         return self.params.get(name, DEFAULT_PARAMS.get(name))
@@ -131,8 +134,15 @@ def _within(context: SelectionContext, index: np.ndarray, budget: int, rng, how:
         return rng.permutation(index)
     sub = SelectionContext(index.size, lambda: context.vectors[index], None, context.params)
     if how == "diffuse":
-        return index[sampling.diffuse_selection(sub.tree, min(budget, index.size))]
+        return index[_diffuse(sub, min(budget, index.size), context.notes)]
     return index[sampling.random_selection(index.size, budget, rng)]
+
+
+def _diffuse(context: SelectionContext, budget: int, notes: dict | None = None) -> np.ndarray:
+    """Static DiffUse: one representative per cluster; each cluster's size goes into the run's notes."""
+    clusters = static_clusters(context.tree, budget)
+    (context.notes if notes is None else notes)["cluster_sizes"] = [size for _, size in clusters]
+    return np.array([rep for rep, _ in clusters], dtype=np.int64)
 
 
 def _weighted(context: SelectionContext, budget: int, rng) -> np.ndarray:
@@ -170,7 +180,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("diffuse", "DiffUse (static)",
              "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
              "very different outputs; compare it with random in a simulation first.",
-             lambda c, b, rng: sampling.diffuse_selection(c.tree, b)),
+             lambda c, b, rng: _diffuse(c, b)),
     Strategy("separability-weighted", "Separability-weighted",
              "Random items with probability growing with separability (the sep-ELO logistic).", _weighted, True),
     Strategy("separability-stratified", "Separability-stratified",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -11,10 +12,11 @@ from django.views.decorators.http import require_POST
 
 from annotation.access import access_study
 from annotation.models import Generation
-from selection import live, tasks
+from selection import live, services, tasks
 from selection.core.separability import METRICS
 from selection.models import Job, SeparabilityRun
 from selection.plots import histogram_svg
+from selection.strategies import STRATEGIES
 
 METRIC_CHOICES = [m for base in METRICS for m in (base, f"{base}-la")]
 SHOWN_ITEMS = 5
@@ -28,15 +30,19 @@ def separability(request: HttpRequest, study_id: int) -> HttpResponse:
         metric = study.selection_settings.separability_metric
     runs = SeparabilityRun.objects.filter(study=study, metric=metric).select_related(
         "comparison__system_a", "comparison__system_b")
-    panels = [_panel(run) for run in runs]
+    panels = [_panel(run, study.output_format) for run in runs]
     job = Job.objects.filter(study=study, kind="separability").first()
+    # K: samples per system and item; separability compares a system's own samples, so K = 1 leaves it undefined
+    per_system = (Generation.objects.filter(item__study=study).values("system").annotate(k=Max("sample_index"))
+                  .values_list("k", flat=True))
+    k = min(per_system) + 1 if per_system else 0
     return render(request, "selection/separability.html", {
         "study": study, "metric": metric, "metrics": METRIC_CHOICES, "panels": panels, "job": job,
-        "n_comparisons": study.comparisons.count(),
+        "n_comparisons": study.comparisons.count(), "k": k,
     })
 
 
-def _panel(run: SeparabilityRun) -> dict:
+def _panel(run: SeparabilityRun, output_format: str) -> dict:
     rows = list(run.items.select_related("item").order_by("delta"))
     defined = [r for r in rows if r.delta is not None]
     texts: dict[tuple[int, int], list[str]] = {}
@@ -46,7 +52,9 @@ def _panel(run: SeparabilityRun) -> dict:
         texts.setdefault((g.item_id, g.system_id), []).append((g.sample_index, g.text))
 
     def entry(row):
-        return {"row": row, "a": [t for _, t in sorted(texts.get((row.item_id, run.comparison.system_a_id), []))],
+        return {"row": row, "input": row.item.input, "format": output_format,
+                "system_a": run.comparison.system_a.name, "system_b": run.comparison.system_b.name,
+                "a": [t for _, t in sorted(texts.get((row.item_id, run.comparison.system_a_id), []))],
                 "b": [t for _, t in sorted(texts.get((row.item_id, run.comparison.system_b_id), []))]}
 
     values = [r.delta for r in defined]
@@ -64,6 +72,10 @@ def _panel(run: SeparabilityRun) -> dict:
 def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     metric = request.POST.get("metric", study.selection_settings.separability_metric)
+    if not Generation.objects.filter(item__study=study, sample_index__gte=1).exists():
+        messages.error(request, "Separability needs at least two outputs per system and item (K >= 2); this study "
+                                "has one, so it would be undefined for every item.")
+        return redirect("separability", study_id=study.pk)
     if metric not in METRIC_CHOICES:
         messages.error(request, f"Unknown metric {metric!r}.")
         return redirect("separability", study_id=study.pk)
@@ -91,5 +103,10 @@ def job_progress(request: HttpRequest, study_id: int, job_id: int) -> HttpRespon
 
 @login_required
 def live_selection(request: HttpRequest, study_id: int) -> HttpResponse:
+    """What the selection did: its method, budget and seed, the items it chose per system pair (with DiffUse's
+    cluster sizes and each item's separability), and the live stopping status when it runs live."""
     study = access_study(request, study_id)
-    return render(request, "selection/live.html", {"study": study, "statuses": live.statuses(study)})
+    stored = study.selection_settings
+    return render(request, "selection/live.html", {
+        "study": study, "statuses": live.statuses(study), "pairs": services.chosen_items(study),
+        "strategy": STRATEGIES.get(stored.selection_method), "settings": stored})

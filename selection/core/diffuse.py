@@ -215,11 +215,17 @@ def ward_tree(x: np.ndarray, exact_limit: int = EXACT_WARD_LIMIT, seed: int = 0)
     return two_stage_tree(x, seed=seed)
 
 
-def static_selection(tree: Dendrogram, n_select: int) -> list[int]:
-    """DiffUse for a fixed budget: cut into n_select clusters, one representative each (item indices,
-    in cluster order)."""
+def static_clusters(tree: Dendrogram, n_select: int) -> list[tuple[int, int]]:
+    """DiffUse for a fixed budget: cut into n_select clusters; (representative item index, cluster size in
+    items) for each, in cluster order. The size is how many candidates the representative stands for."""
     n_select = min(n_select, tree.n)
-    return [tree.representative(node) for node in tree.partition(n_select)]
+    return [(tree.representative(node), int(tree.size[node])) for node in tree.partition(n_select)]
+
+
+def static_selection(tree: Dendrogram, n_select: int) -> list[int]:
+    """DiffUse for a fixed budget: one representative per cluster of the cut into n_select clusters (item
+    indices, in cluster order)."""
+    return [rep for rep, _ in static_clusters(tree, n_select)]
 
 
 class TreeSplits:

@@ -87,7 +87,8 @@ def test_the_live_page_shows_the_stopping_status(researcher_client, researcher):
         "a": [f"The {t} opened.", f"A {t} story."], "b": [f"{t}?", f"No idea about the {t}."]}}) for t in topics]
     study = annotation_services.do_create_study(researcher, "it", ("\n".join(lines) + "\n").encode(), "i.jsonl")
     empty = researcher_client.get(reverse("live_selection", args=[study.pk]))
-    assert b"does not use iterative DiffUse" in empty.content
+    assert b"every item (no budget)" in empty.content and b"stopping status" not in empty.content
+    assert b"8 of 8 candidate items released to raters" in empty.content
     annotation_services.do_update_settings(study, {"selection_method": "diffuse-iterative", "min_n": 3}, None)
     page = researcher_client.get(reverse("live_selection", args=[study.pk])).content.decode()
     assert "a vs b" in page and "undecided" in page and "0 / 3 / 200" in page
@@ -122,3 +123,23 @@ def test_the_embed_study_command(study):
     out = StringIO()
     call_command("embed_study", "--study", "small", stdout=out, stderr=StringIO())
     assert "40 of 40 distinct outputs embedded" in out.getvalue()
+
+
+def test_a_k1_study_explains_before_starting_that_separability_is_undefined(researcher_client, researcher):
+    from tests.conftest import study_jsonl
+
+    study = annotation_services.do_create_study(researcher, "k1", study_jsonl(3, k=1), "k1.jsonl")
+    page = researcher_client.get(reverse("separability", args=[study.pk])).content.decode()
+    assert 'data-testid="k1-notice"' in page and "K ≥ 2" in page and "separability_start" not in page
+    assert reverse("separability_start", args=[study.pk]) not in page
+    refused = researcher_client.post(reverse("separability_start", args=[study.pk]), {"metric": "rouge1"}, follow=True)
+    assert "needs at least two outputs per system" in refused.content.decode() and not Job.objects.exists()
+
+
+def test_separability_examples_name_the_systems_and_show_the_input(researcher_client, study):
+    from selection import services as selection_services
+
+    selection_services.compute_separability(study, "rouge1")
+    page = researcher_client.get(reverse("separability", args=[study.pk]) + "?metric=rouge1").content.decode()
+    assert "<h4>sys-a <span" in page and "<h4>sys-b <span" in page and "(5 samples)" in page
+    assert "Input text number" in page and 'data-testid="k1-notice"' not in page

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from annotation import services as annotation_services
 from selection import services
@@ -167,3 +169,21 @@ def test_the_plan_select_and_simulate_use_the_same_parameters_and_items(forty_it
     stored = SelectionRun.objects.filter(study=forty_items).latest("pk").params
     assert json.loads(out.getvalue())["parameters"] == stored == {
         "metric": "rouge1", "threshold": -0.5, "T": 0.3, "alpha": 3, "beta": 9}
+
+
+def test_the_study_shows_what_the_selection_did_with_diffuse_cluster_sizes(researcher_client, varied_study):
+    annotation_services.do_update_settings(varied_study, {"selection_method": "diffuse", "budget": 3}, None)
+    run = SelectionRun.objects.filter(study=varied_study, method="diffuse").latest("id")
+    sizes = run.details["cluster_sizes"]
+    # one representative per cluster of the cut into 3: the clusters partition the 8 candidates
+    assert len(sizes) == 3 and sum(sizes) == 8 and min(sizes) >= 1
+    study_page = researcher_client.get(varied_study.get_absolute_url()).content.decode()
+    assert "DiffUse (static)" in study_page and "a budget of <strong>3</strong>" in study_page
+    assert f"seed <code>{varied_study.seed}</code>" in study_page and "with DiffUse's cluster sizes" in study_page
+    page = researcher_client.get(reverse("live_selection", args=[varied_study.pk])).content.decode()
+    assert "3 of 8 candidate items released to raters" in page and "Cluster size" in page
+    released = list(varied_study.tasks.order_by("position").values_list("item__external_id", flat=True))
+    rows = re.findall(r'<td>\d+</td><td><a href="[^"]+">(v\d)</a></td>\s*<td>(\d+)</td>', page)
+    assert [r[0] for r in rows] == released
+    assert sorted(int(r[1]) for r in rows) == sorted(sizes)
+    assert dict(rows) == {item: str(size) for item, size in zip(run.items, sizes, strict=True)}
