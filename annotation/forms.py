@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.core.exceptions import ImproperlyConfigured
 
 from annotation import study_settings
 from annotation.formats import COMMENT_MAX_CHARS
@@ -85,6 +86,30 @@ class StudySettingsForm(forms.ModelForm):
         if frozen:  # raters have started: the plan is shown but not editable (values come from initial)
             for name in (*PLAN_FIELDS, "explicit_pairs"):
                 self.fields[name].disabled = True
+        for name, (label, help_text) in LABELS.items():
+            if name in self.fields:
+                self.fields[name].label, self.fields[name].help_text = label, help_text
+
+    def groups(self) -> list[dict]:
+        """The settings page: groups by task, each with the settings that apply to the study as saved and,
+        apart, those that do not (still in the form), each with its default."""
+        study = self.instance
+
+        def stored(name):
+            return study_settings.value(study, name)
+
+        out = []
+        for anchor, title, intro, names in LAYOUT:
+            shown, others = [], []
+            for name in names:
+                entry = {"field": self[name], "default": setting_default(name)}
+                (shown if _applies(name, stored) else others).append(entry)
+            out.append({"anchor": anchor, "title": title, "intro": intro, "fields": shown, "others": others})
+        listed = {n for *_, names in LAYOUT for n in names}
+        missing = [n for n in self.fields if n not in listed]
+        if missing:  # a new setting must be placed in a group: fail loudly in tests, never hide it
+            raise ImproperlyConfigured(f"settings not on the settings page: {', '.join(missing)}")
+        return out
 
     def setting_names(self) -> list[str]:
         """Every setting the form edits, wherever it is stored."""
@@ -127,3 +152,126 @@ class GoldPairForm(forms.Form):
 
 class GenerateGoldForm(forms.Form):
     count = forms.IntegerField(min_value=1, max_value=100, initial=5)
+
+
+# The settings page, grouped by task. Each setting: (human label, one line on what it does). A setting shows
+# in its group when it applies to the study as saved (``applies``); the others sit in a closed "not used now"
+# list of the same group, still in the form, so saving never loses them.
+LABELS: dict[str, tuple[str, str]] = {
+    "elicitation": ("How raters answer", "Forced choice: one answer. Response set: every acceptable output. Paired: "
+                    "both, in that order. 5-point scale: which is better and by how much."),
+    "question": ("Question", "Shown above each pair."),
+    "response_set_question": ("Question (response set)", "Shown above each pair when raters mark every acceptable "
+                              "output."),
+    "also_acceptable_question": ("Follow-up question (paired)", "Asked after the forced choice."),
+    "allow_tie": ("Offer a tie", "A third option besides the two outputs."),
+    "tie_label": ("Tie label", "What the tie option says."),
+    "neither_option": ("Offer “both are bad”", "Counted as a tie in ratings and as no acceptable output in the "
+                       "judge metrics."),
+    "neither_label": ("“Both are bad” label", "What that option says."),
+    "allow_skip": ("Let raters skip an item", "With a reason; the item goes back to the queue."),
+    "allow_comment": ("Comment box", "An optional free-text comment per pair, exported with the judgment."),
+    "output_format": ("Show outputs as", "Rendered Markdown (code highlighted, raw HTML shown as text) or plain text."),
+    "instructions": ("Instructions", "Shown before the first pair and on demand while rating (Markdown)."),
+    "pairs_per_assignment": ("Sampled pairs per item (N)", "A rater judges N pairs of one item's sampled outputs; "
+                             "N ≥ 2 measures how consistent they are. N = 1 is a plain pairwise study."),
+    "sample_pairing": ("How the N pairs are drawn", "One-to-one shows each sample once (the paper); the grid allows "
+                       "N larger than the samples."),
+    "judgments_per_assignment": ("Pairs per assignment", "Whole items are bundled up to this many pairs, with one "
+                                 "completion code (what a crowd site pays for)."),
+    "raters_per_item": ("Raters per item", "How many different raters judge each selected item."),
+    "pair_mode": ("Which system pairs", "All pairs, each system against a baseline, or a list you tick."),
+    "baseline": ("Baseline system", "Every other system is compared with it."),
+    "explicit_pairs": ("System pairs to compare", "Tick the pairs."),
+    "scheduling": ("Scheduling", "How system pairs and display orders are spread over items."),
+    "seed": ("Random seed", "The same file, settings and seed give the same plan, selection and bootstrap."),
+    "selection_method": ("Selection method", "Which items of each system pair raters see when there is a budget."),
+    "budget": ("Budget (items per system pair)", "Empty: every item. For iterative DiffUse, the most items it may "
+               "release."),
+    "separability_metric": ("Separability metric", "How distinguishable two systems' outputs are, per item "
+                            "(cosine-la: length-adjusted embedding similarity, the default)."),
+    "separability_threshold": ("Separability threshold", "Threshold methods keep items whose separability reaches "
+                               "this (0 to 1)."),
+    "risk": ("Stopping risk", "Iterative DiffUse stops once the chance of naming the wrong winner is at most this."),
+    "min_n": ("Items judged first", "Iterative DiffUse: representatives judged before the first stopping check."),
+    "stopping_ties_in_n": ("Ties count as decided items", "In the stopping test a tie never helps the leader "
+                           "(conservative)."),
+    "sep_threshold_t": ("Separability midpoint (T)", "sep-ELO and separability-weighted selection give half weight "
+                        "here: K·α / (1 + exp(−β(δ − T)))."),
+    "sep_alpha": ("Weight scale (α)", "The largest weight is α times the ELO K."),
+    "sep_beta": ("Weight steepness (β)", "How sharply the weight rises around T."),
+    "elo_k": ("ELO K factor", "How far one battle moves a rating."),
+    "bootstrap_rounds": ("Bootstrap rounds", "Resamples behind the leaderboards' 95 % intervals."),
+    "rating_aggregation": ("Which judgments are battles", "Every judgment, the majority per pair, or one sampled "
+                           "per item and system pair."),
+    "indeterminacy_beta": ("Human sensitivity β (forced choice only)", "The share of raters who chose one output "
+                           "but would accept the other, for judge metrics when humans gave forced choices only."),
+    "max_assignments_per_rater": ("Most assignments per rater", "Empty: no limit."),
+    "assignment_timeout_minutes": ("Assignment timeout (minutes)", "Unanswered this long, an assignment expires and "
+                                   "its places return to the queue."),
+    "gold_rate": ("Attention checks per pair", "E.g. 0.2 adds one gold pair per five pairs."),
+    "min_seconds_per_pair": ("Minimum seconds per pair", "Faster answers are refused with a reminder (0: off)."),
+    "screen_min_gold": ("Gold answers before screening", "A rater's accuracy is judged after this many."),
+    "screen_accuracy": ("Gold accuracy bar", "Raters below it are screened out (no more work)."),
+    "public_base_url": ("Public base URL", "The address raters reach this server at; every link of the study is "
+                        "built on it (empty: the address you are browsing)."),
+}
+
+THRESHOLD_METHODS = ("separability-threshold", "diffuse-threshold")
+LIVE_METHOD = "diffuse-iterative"
+
+
+def _applies(name: str, s) -> bool:
+    """Whether a setting does anything for the study as saved (``s`` reads a setting by name)."""
+    mode = s("elicitation")
+    rules = {
+        "question": mode != "response_set",
+        "response_set_question": mode == "response_set",
+        "also_acceptable_question": mode == "paired",
+        "tie_label": s("allow_tie"),
+        "neither_label": s("neither_option"),
+        "baseline": s("pair_mode") == Study.PairMode.BASELINE,
+        "explicit_pairs": s("pair_mode") == Study.PairMode.EXPLICIT,
+        "sample_pairing": s("pairs_per_assignment") > 1,
+        "separability_threshold": s("selection_method") in THRESHOLD_METHODS,
+        "risk": s("selection_method") == LIVE_METHOD,
+        "min_n": s("selection_method") == LIVE_METHOD,
+        "screen_min_gold": s("gold_rate") > 0,
+        "screen_accuracy": s("gold_rate") > 0,
+    }
+    return bool(rules.get(name, True))
+
+
+LAYOUT = [
+    ("raters-see", "What raters see", "The question, the answer options and how much one assignment holds.",
+     ["elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
+      "neither_option", "neither_label", "allow_skip", "allow_comment", "output_format", "instructions",
+      "pairs_per_assignment", "sample_pairing", "judgments_per_assignment"]),
+    ("who-rates", "Who rates", "How many raters, crowd work and quality control, and the address links use.",
+     ["raters_per_item", "max_assignments_per_rater", "assignment_timeout_minutes", "gold_rate",
+      "min_seconds_per_pair", "screen_min_gold", "screen_accuracy", "public_base_url"]),
+    ("selection", "Which items", "Which system pairs are compared and which of their items raters judge.",
+     ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",
+      "separability_threshold", "risk", "min_n", "seed"]),
+    ("analysis", "How results are computed", "The report's leaderboards, stopping test and judge metrics.",
+     ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
+      "stopping_ties_in_n", "indeterminacy_beta"]),
+]
+
+
+def setting_default(name: str):
+    """A setting's default as a person reads it, or None (no fixed default)."""
+    groups = [Study, *(g.model for g in study_settings.GROUPS.values())]
+    for model in groups:
+        try:
+            field = model._meta.get_field(name)
+        except Exception:  # noqa: BLE001 -- not this model's field
+            continue
+        if not field.has_default() or callable(field.default):
+            return None
+        default = field.default
+        if field.choices:
+            default = dict(field.flatchoices).get(default, default)
+        return "empty" if default in (None, "") else ("on" if default is True else "off" if default is False
+                                                        else default)
+    return None

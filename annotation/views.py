@@ -154,7 +154,7 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
             return redirect(study)
     stored = study.selection_settings
     return render(request, "annotation/study_settings.html", {
-        "study": study, "form": form, "started": started, "strategies": STRATEGIES.values(),
+        "study": study, "form": form, "started": started, "strategies": STRATEGIES.values(), "groups": form.groups(),
         # what the stored settings become, through the same functions the plan, select, simulate and the
         # report call
         "strategy_parameters": {"method": stored.selection_method, "budget": stored.budget or "every item",

@@ -27,7 +27,7 @@ class SelectionSettings(models.Model):
     separability_metric = models.CharField(
         max_length=20, default=DEFAULT_METRIC,
         help_text="cosine, rouge1, bleu, or their length-adjusted -la forms (cosine-la: the paper's length "
-        "adjustment, the best on its human data; see bench/README.md).",
+        "adjustment, the best on the separability paper's human data).",
     )
     separability_threshold = models.FloatField(
         default=0.2, help_text="Threshold strategies keep items whose separability reaches this (0 to 1)."

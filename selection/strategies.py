@@ -175,7 +175,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "Random items spread over clusters of how the two systems' outputs differ, in proportion to "
              "cluster size, skipping items whose two outputs are identical: unbiased like random. On real data "
              "(AlpacaEval-1) it was within a point of random on average, not measurably better, and a few points "
-             "behind on some pairs (see bench/README.md).",
+             "behind on some pairs.",
              _stratified, takes_all_at_random=True),
     Strategy("diffuse", "DiffUse (static)",
              "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "

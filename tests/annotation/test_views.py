@@ -154,7 +154,7 @@ def test_settings_validation_errors_are_shown(researcher_client, study):
 def test_settings_freeze_the_plan_once_raters_started(researcher_client, study, rater):
     services.do_start_assignment(rater)
     response = researcher_client.get(reverse("study_settings", args=[study.pk]))
-    assert b"these settings are frozen" in response.content
+    assert b"what is compared is frozen" in response.content
     [field] = re.findall(r'<input[^>]*name="pairs_per_assignment"[^>]*>', response.content.decode())
     assert 'value="5"' in field and " disabled" in field
 
@@ -285,3 +285,29 @@ def test_preview_as_a_rater_runs_the_real_page_and_stores_nothing(researcher_cli
 def test_the_preview_is_the_researchers_own(client, other_researcher, study):
     client.force_login(other_researcher)
     assert client.get(reverse("study_preview", args=[study.pk])).status_code == 404
+
+
+def test_the_settings_page_is_grouped_by_task_with_readable_labels_and_defaults(researcher_client, study):
+    page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
+    legends = re.findall(r"<legend>([^<]+)</legend>", page)
+    assert legends == ["What raters see", "Who rates", "Which items", "How results are computed"]
+    # human labels with a one-line explanation and the default, no raw field names
+    assert ">ELO K factor</label>" in page and "Default: 4.0." in page and "Elo k" not in page
+    assert ">Separability midpoint (T)</label>" in page and "Sep threshold t" not in page and "Min n" not in page
+    assert "bench/README" not in page
+    # only what applies to the saved choices is shown; the rest waits, closed, still in the form
+    not_used = page.split('data-testid="not-used-selection"')[1].split("</details>")[0]
+    for name in ("risk", "min_n", "separability_threshold", "baseline"):
+        assert f'name="{name}"' in not_used
+    services.do_update_settings(study, {"selection_method": "diffuse-iterative"}, None)
+    page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
+    not_used = page.split('data-testid="not-used-selection"')[1].split("</details>")[0]
+    assert 'name="risk"' not in not_used and 'name="min_n"' not in not_used and 'name="risk"' in page
+
+
+def test_every_setting_is_placed_on_the_settings_page(study):
+    from annotation.forms import LABELS, StudySettingsForm
+
+    form = StudySettingsForm(instance=study)
+    placed = {e["field"].name for g in form.groups() for e in g["fields"] + g["others"]}
+    assert placed == set(form.fields) and set(form.fields) <= set(LABELS)
