@@ -14,3 +14,14 @@ register = template.Library()
 def shown_as(text: str, fmt: str = rendering.MARKDOWN) -> str:
     """Sanitised HTML of ``text`` in the format ``fmt`` (markdown | plain)."""
     return mark_safe(rendering.as_html(text or "", fmt))  # noqa: S308 -- rendering.as_html escapes / sanitises
+
+
+@register.filter
+def metadata_rows(metadata) -> list[tuple[str, str]]:
+    """An item's metadata as (key, value) rows a person reads: strings as they are, everything else as JSON
+    (true / null / [1, 2], never Python's True / None / ['a']). Escaped by the template like any text."""
+    import json
+
+    if not isinstance(metadata, dict):
+        return [("", json.dumps(metadata, ensure_ascii=False))]
+    return [(str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) for k, v in metadata.items()]

@@ -311,3 +311,14 @@ def test_every_setting_is_placed_on_the_settings_page(study):
     form = StudySettingsForm(instance=study)
     placed = {e["field"].name for g in form.groups() for e in g["fields"] + g["others"]}
     assert placed == set(form.fields) and set(form.fields) <= set(LABELS)
+
+
+def test_item_metadata_reads_as_json_not_python(researcher_client, researcher):
+    line = {"id": "m", "input": "i", "outputs": {"a": ["x"], "b": ["y"]},
+            "metadata": {"source": "cnn", "verified": True, "note": None, "tags": ["a", "<b>"]}}
+    study = services.do_create_study(researcher, "meta", (json.dumps(line) + "\n").encode(), "m.jsonl")
+    page = researcher_client.get(reverse("item_detail", args=[study.pk, study.items.get().pk])).content.decode()
+    rows = dict(re.findall(r'<tr><th scope="row">([^<]+)</th><td>([^<]*)</td></tr>', page))
+    assert rows == {"source": "cnn", "verified": "true", "note": "null",
+                    "tags": "[&quot;a&quot;, &quot;&lt;b&gt;&quot;]"}
+    assert "True" not in page.split('data-testid="metadata"')[1].split("</table>")[0]
