@@ -48,7 +48,9 @@ class StoredReport(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="stored_reports")
     population_key = models.CharField(max_length=500, help_text="analytics.populations.Population.key")
     version = models.CharField(max_length=64, help_text="The data version the report was computed from.")
-    data = models.JSONField()
+    data = models.JSONField(help_text="The whole report (the CSV tables and the API read it).")
+    summary = models.JSONField(default=dict, help_text="What the page reads besides the body: population, counts.")
+    body = models.TextField(default="", help_text="The page body rendered from the report (analytics.presentation).")
     computed = models.DateTimeField()
     seconds = models.FloatField(help_text="How long the computation took.")
 

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from analytics import services
+from analytics import presentation, services
 from analytics.models import StoredReport
 from analytics.populations import Population
 from annotation.models import Comparison, Judgment, Rater, Study
@@ -46,14 +46,16 @@ def data_version(study: Study) -> str:
 
 @dataclass
 class Served:
-    """What a page shows: the stored report (None before the first one exists), whether it is older than
-    the data, and the refresh job when one is queued or running."""
+    """What a page shows: the stored report (None before the first one exists) -- the whole report, or for
+    the page only its summary and rendered body -- whether it is older than the data, and the refresh job
+    when one is queued or running."""
 
     report: dict | None
     stale: bool
     computed: object | None
     seconds: float | None
     job: Job | None
+    body: str = ""
 
     @property
     def state(self) -> str:
@@ -64,17 +66,19 @@ class Served:
                 "seconds": self.seconds, "job": self.job.pk if self.job else None}
 
 
-def serve(study: Study, population: Population) -> Served:
-    """The stored report for ``population``; queues a refresh when it is missing or stale."""
+def serve(study: Study, population: Population, page: bool = False) -> Served:
+    """The stored report for ``population`` (with ``page``: its summary and rendered body instead of the whole
+    report, which is all a page view reads); queues a refresh when it is missing or stale."""
     version = data_version(study)
+    fields = ("summary", "body") if page else ("data",)
     stored = (StoredReport.objects.filter(study=study, population_key=population.key)
-              .only("data", "version", "computed", "seconds").first())
-    if stored is not None and stored.version == version:
-        return Served(stored.data, False, stored.computed, stored.seconds, None)
-    job = request_refresh(study, population, version)
+              .only(*fields, "version", "computed", "seconds").first())
     if stored is None:
-        return Served(None, True, None, None, job)
-    return Served(stored.data, True, stored.computed, stored.seconds, job)
+        return Served(None, True, None, None, request_refresh(study, population, version))
+    fresh = stored.version == version
+    report = stored.summary if page else stored.data
+    return Served(report, not fresh, stored.computed, stored.seconds,
+                  None if fresh else request_refresh(study, population, version), stored.body if page else "")
 
 
 def request_refresh(study: Study, population: Population, version: str) -> Job:
@@ -99,8 +103,9 @@ def refresh(study: Study, population: Population) -> StoredReport:
     version = data_version(study)
     started = time.perf_counter()
     data = services.study_report(study, population)
-    seconds = time.perf_counter() - started
-    values = {"version": version, "data": data, "computed": timezone.now(), "seconds": seconds}
+    values = {"version": version, "data": data, "summary": presentation.summary(data),
+              "body": presentation.render_body(study, population, data), "computed": timezone.now()}
+    values["seconds"] = time.perf_counter() - started
     try:
         with transaction.atomic():
             stored, _ = StoredReport.objects.update_or_create(study=study, population_key=population.key,

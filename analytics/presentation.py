@@ -1,0 +1,154 @@
+"""How a stored report is presented: the headline numbers, the sections with their tables and figures,
+and the page body rendered once per refresh (``analytics.stored``), so a page view only reads it."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.template.loader import render_to_string
+
+from analytics import plots
+from analytics.populations import Population
+from analytics.tables import report_tables
+
+
+def headlines(data: dict) -> list[dict]:
+    """The numbers at the top of the report, each with its n and, where it has one, its interval; a number
+    that is undefined says why instead."""
+    out = [{"label": "judgments", "value": data["judgments"]["total"],
+            "note": f"of {data['judgments']['study_total']} in the study"},
+           {"label": "raters", "value": data["judgments"]["raters"], "note": ""}]
+    for kind, s in data["consistency"]["summary"].items():
+        label = f"mean consistency ({kind}s)"
+        if s["available"]:
+            interval = f", 95 % CI [{s['low']:.3f}, {s['high']:.3f}]" if s["low"] is not None else ""
+            out.append({"label": label, "value": f"{s['mean']:.3f}",
+                        "note": f"n = {s['n']} rating sets with two or more judgments{interval}"})
+        else:
+            out.append({"label": label, "value": "not applicable", "note": s["reason"]})
+    agreement = data["agreement"]
+    if agreement["krippendorff_alpha"] is not None:
+        out.append({"label": "Krippendorff's α", "value": f"{agreement['krippendorff_alpha']:.3f}",
+                    "note": f"n = {agreement['units_with_two_or_more']} pairs rated by two or more raters"})
+    elif data["judgments"]["total"]:
+        out.append({"label": "Krippendorff's α", "value": "not applicable", "note": agreement["krippendorff_reason"]})
+    return out
+
+
+def figures(data: dict) -> dict[str, str]:
+    """The report's SVG figures (each has a table next to it)."""
+    out = {}
+    for key, label in (("elo", "ELO"), ("sep_elo", "sep-ELO"), ("bradley_terry", "Bradley-Terry")):
+        if data[key].get("available"):
+            out[key] = plots.interval_plot(data[key]["leaderboard"], label=f"{label} rating")
+    for kind, bins in data["consistency"]["by_separability"].items():
+        series = {kind: [((b["low"] + b["high"]) / 2 if b["count"] else b["bin"], b["mean"])
+                         for b in bins["equal_count"]]}
+        out[f"consistency-{kind}"] = plots.line_plot(series, "separability (bin centre, 5 equal-count bins)",
+                                                     "mean consistency", (0, 1),
+                                                     errors={kind: [b["se"] for b in bins["equal_count"]]})
+    judges = data["indeterminacy"]["judges"]
+    if judges:
+        out["threshold-sweep"] = plots.line_plot(
+            {name: [(t["tau"], t["decision_consistency"]) for t in j["threshold_sweep"]] for name, j in judges.items()},
+            "threshold tau", "decision consistency", (0, 1)) + plots.line_plot(
+            {name: [(t["tau"], t["estimation_bias"]) for t in j["threshold_sweep"]] for name, j in judges.items()},
+            "threshold tau", "estimation bias", (-1, 1))
+        out["beta-sensitivity"] = plots.line_plot(
+            {name: [(b["beta"], b["mse"]) for b in j["beta_sensitivity"]] for name, j in judges.items()},
+            "human sensitivity beta", "MSE of the multi-label vectors")
+    return out
+
+
+SHOWN_ROWS = 50
+
+SECTIONS = [
+    # (table name, heading, figure key, explanation)
+    ("leaderboard-elo", "ELO", "elo", "K = {k}. The rating is the median over {rounds} bootstrap resamples (seed "
+     "{seed}), each processed in a random order, with their 95 % interval, as Chatbot Arena reports it; 'online' is "
+     "the single pass in creation order, which depends on that order. Rank = 1 + systems whose lower bound exceeds "
+     "this one's upper bound."),
+    ("leaderboard-sep_elo", "Separability-weighted ELO", "sep_elo", "Each battle's K is scaled by the logistic of "
+     "its item's separability (T = {T}, alpha = {alpha}, beta = {beta}), so indistinguishable outputs move ratings "
+     "less. Rating = bootstrap median, as for ELO."),
+    ("leaderboard-bradley_terry", "Bradley-Terry", "bradley_terry", "Maximum likelihood, ties as half a win each "
+     "way, on the Arena scale (1000 + 400 log10-odds)."),
+    ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),
+    ("win-ratio", "Win-ratio ranking", None, "Each system's share of points over all its battles."),
+    ("stopping", "Stopping status per system pair", None, "Each item goes to the majority of its human raters, "
+     "each rater's preference being the sign of their preference strength (Eq. 7) over their rating set; a level "
+     "count is a tie (the live DiffUse loop uses the same rule). The risk is the hypergeometric tail of the "
+     "leader's lead if both systems were equally good on the pool of items the selection drew from (ties count in "
+     "n, not in k, unless the settings say otherwise); 'beyond pool' is the same test for an unbounded pool, which "
+     "stays meaningful when every pool item is judged."),
+    ("consistency-bins", "Consistency by separability", "consistency-human", "Mean rating-set consistency "
+     "(Eq. 4) over 5 equal-count separability bins with standard errors, and the distribution of consistency "
+     "over 4 equal-width bins; humans and judges separately."),
+    ("rating-sets", "Rating sets", None, "One rater's judgments of one item for one system pair: consistency (Eq. 4) "
+     "and preference strength (Eq. 7; negative favours the first system)."),
+    ("item-consistency", "Per item", None, "Mean over the item's raters."),
+    ("positional-bias", "Positional bias", None, "P(first shown chosen) over non-tie choices, exact binomial test "
+     "against 0.5, Clopper-Pearson 95 % interval."),
+    ("debiasing", "Debiasing judges with probabilities", None, "The threshold that makes the first-shown output "
+     "win half of the comparisons; accuracy against the human majority on the same pairs."),
+    ("cohen-kappa", "Agreement between raters", None, "Cohen's kappa for rater pairs with at least 10 shared pairs."),
+    ("judge-metrics", "Judges against humans", None, "MSE between multi-label vectors (primary; a tie counts as "
+     "both outputs reasonable), coverage (the judge's choice is among the options most humans find reasonable, "
+     "the reference code's COV), hit rate (the judge's choice equals the human majority's, the reference code's HR; "
+     "the blog finds it unreliable under indeterminacy), Cohen's kappa, KL(human || judge) and JS divergence of "
+     "the forced-choice distributions over (first system, second system, tie)."),
+    ("threshold-sweep", "Decision consistency over tau", "threshold-sweep", "Whether judge and humans agree that "
+     "option A reaches tau, over a sweep of tau, and the judge's estimation bias."),
+    ("beta-sensitivity", "Sensitivity to the human beta", "beta-sensitivity", "MSE when human multi-label vectors "
+     "are built from forced choices with sensitivity beta in [0, 0.5]."),
+]
+
+
+def empty_reason(name: str, data: dict) -> str:
+    """Why a section has nothing to show, in the population's words."""
+    who = data["population"]["label"].lower()
+    board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry"}
+    if name in board and data[board[name]].get("reason"):
+        return f"Not available: {data[board[name]]['reason']}."
+    if name in ("debiasing", "judge-metrics", "threshold-sweep", "beta-sensitivity"):
+        return ("No judge has judged the pairs the humans judged (with probabilities, for debiasing): import a "
+                "judge's verdicts on the study page.")
+    if name in ("consistency-bins",):
+        return ("Needs rating sets of two or more judgments and the items' separability (computed on the "
+                "Separability page).")
+    if name == "cohen-kappa":
+        return "Needs two raters with at least 10 pairs in common."
+    if not data["judgments"]["total"]:
+        return f"No judgments by {who} yet."
+    return "Nothing to show for this population."
+
+
+def sections(data: dict) -> list[dict]:
+    tables = report_tables(data)
+    figs = figures(data)
+    params = (data["elo"].get("parameters") or {})
+    values = {"k": params.get("k"), "rounds": params.get("bootstrap_rounds"), "seed": params.get("seed"),
+              "T": params.get("T"), "alpha": params.get("alpha"), "beta": params.get("beta")}
+    out = []
+    for name, heading, figure, note in SECTIONS:
+        columns, rows = tables.get(name, ([], []))
+        figure_svg = figs.get(figure, "") if figure else ""
+        if name == "consistency-bins":
+            figure_svg = "".join(figs.get(f"consistency-{k}", "") for k in ("human", "judge"))
+        out.append({"name": name, "heading": heading, "note": note.format(**values), "figure": figure_svg,
+                    "columns": columns, "rows": rows[:SHOWN_ROWS], "total": len(rows),
+                    "empty": empty_reason(name, data)})
+    return out
+
+
+def render_body(study, population: Population, data: dict) -> str:
+    """The report page's body (everything below the population form) as HTML, from our templates (every value
+    escaped); stored with the report and inserted as it is."""
+    return render_to_string("analytics/_report_body.html", {
+        "study": study, "report": data, "sections": sections(data), "headlines": headlines(data),
+        "query": urlencode(population.query())})
+
+
+def summary(data: dict) -> dict:
+    """What the page reads besides the body: the population, the populations to choose from, the counts."""
+    return {key: data[key] for key in ("population", "populations", "judgments")}
