@@ -65,6 +65,11 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
         answer_all(services.do_start_assignment(services.do_create_rater_link(other, f"j{n}")), choice="second")
     services.record_judgment(services.do_start_assignment(services.do_create_rater_link(other, "t")).pairs.first(),
                              idempotency_key="tie", answer=Answer(choice="tie"))
+    from analytics import stored
+    from analytics.populations import Population
+
+    for s in (study, other):  # the report's body, not only its "computing" notice
+        stored.refresh(s, Population())
     client = Client()
     client.force_login(researcher)
     context = browser_page.new_context(viewport={"width": 1280, "height": 900})
@@ -74,7 +79,7 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     page.goto(live_server.url + reverse("rate", args=[rater.token(), assignment.pk]))
     found["completion page"] = serious(page)
     for name in ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
-                 "study_preview"):
+                 "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk"):
         for s in (study, other):
             page.goto(live_server.url + reverse(name, args=[s.pk]))
             found[f"{name} {s.name}"] = serious(page)

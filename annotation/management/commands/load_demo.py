@@ -9,6 +9,7 @@ from annotation import services
 from annotation.demo import population
 from annotation.models import Rater, Study
 
+DEMO_SEED = 20261124  # the same plan, simulated answers and report on every machine
 DEMO_FILE = Path(__file__).resolve().parents[2] / "demo" / "demo_study.jsonl"
 
 
@@ -39,7 +40,8 @@ class Command(BaseCommand):
             )
             # Three samples per system: three pairs per rating set show each sample once (the paper's protocol).
             # rouge1-la separability needs no encoder, so the demo's separability page fills in at once.
-            services.do_update_settings(study, {"pairs_per_assignment": 3, "separability_metric": "rouge1-la"}, None)
+            services.do_update_settings(study, {"pairs_per_assignment": 3, "separability_metric": "rouge1-la",
+                                                "seed": DEMO_SEED}, None)
             if not options["empty"]:
                 self._populate(study)
         if not study.open_link_enabled:
