@@ -41,4 +41,4 @@ browser:  ## Install Debian's Chromium for the browser tests when it is missing 
 	fi
 
 clean:  ## Remove the virtualenv and local databases
-	rm -rf $(VENV) db.sqlite3 .test-db.sqlite3
+	rm -rf $(VENV) db.sqlite3 .test-db*.sqlite3*

@@ -24,3 +24,6 @@ def run_report(job_id: int) -> None:
         raise
     Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(), done=1, total=1,
                                          message=f"Report computed in {result.seconds:.1f} s.")
+    # a refresh runs after every change of the data: keep only the latest finished one per population
+    (Job.objects.filter(study=job.study, kind=stored.JOB_KIND, params__key=job.params["key"],
+                        status__in=(Job.Status.DONE, Job.Status.FAILED)).exclude(pk=job_id).delete())

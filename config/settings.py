@@ -123,7 +123,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE", "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
     })
-    # A file-backed test database lets threads (concurrency tests, the browser's live server) share it.
+    # A file-backed test database lets threads (concurrency tests, the browser's live server) share it
+    # (tests/conftest.py gives each test run its own file name).
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and envbool("DB_SERVER_SIDE_BINDING", "1"):
     # Server-side parameter binding + prepared statements: psycopg prepares a query after 5 executions

@@ -12,6 +12,26 @@ from annotation.elicitation import Answer
 from annotation.models import Rater
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """Every test run gets a database of its own, with a unique name (two runs on one machine, e.g. CI next
+    to a developer's run, never share or drop each other's): test_seplab_<pid>_<random> on PostgreSQL,
+    .test-db-<pid>_<random>.sqlite3 on SQLite. pytest-django drops it at the end of the run."""
+    import os
+    import secrets
+    from pathlib import Path
+
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    suffix = f"{os.getpid()}_{secrets.token_hex(3)}"
+    test = db.setdefault("TEST", {})
+    if db["ENGINE"].endswith("sqlite3"):
+        test["NAME"] = str(Path(settings.BASE_DIR) / f".test-db-{suffix}.sqlite3")
+    else:
+        test["NAME"] = f"test_{db['NAME']}_{suffix}"
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

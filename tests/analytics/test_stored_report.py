@@ -101,3 +101,14 @@ def test_the_real_worker_stores_the_report(researcher_client, study, rater):
     report = StoredReport.objects.get(study=study, population_key="all")
     assert report.data["judgments"]["total"] == 5 and report.version == stored.data_version(study)
     assert Job.objects.get(kind="report").status == "done"
+
+
+def test_finished_refreshes_do_not_pile_up(study, rater):
+    assignment = annotation_services.do_start_assignment(rater)
+    for n, pair in enumerate(assignment.pairs.all()):
+        stored.serve(study, Population())
+        refresh_reports()
+        from annotation.elicitation import Answer
+
+        annotation_services.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
+    assert Job.objects.filter(kind="report").count() == 1
