@@ -42,7 +42,9 @@ def study_list(request: HttpRequest) -> HttpResponse:
     archived = request.GET.get("archived") == "1"
     studies = studies_for(request.user).filter(
         status__in=[Study.Status.ARCHIVED] if archived else [Study.Status.ACTIVE, Study.Status.PAUSED]
-    ).annotate(n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True))
+    ).annotate(n_items=Count("items", distinct=True),
+               n_human=Count("judgments", filter=Q(judgments__rater__kind="human"), distinct=True),
+               n_judge=Count("judgments", filter=Q(judgments__rater__kind="judge"), distinct=True))
     n_archived = 0 if archived else studies_for(request.user).filter(status=Study.Status.ARCHIVED).count()
     return render(request, "annotation/study_list.html", {"studies": studies, "archived": archived,
                                                           "n_archived": n_archived})

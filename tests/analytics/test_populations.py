@@ -171,3 +171,8 @@ def test_axis_labels_are_readable_numbers():
     svg = plots.interval_plot([{"system": "x", "rating": 1100.0, "low": 1050.0, "high": 1150.0}])
     assert "e+" not in svg and "1,0" in svg
     assert plots.fmt(0.123456) == "0.123" and plots.fmt(1100) == "1,100" and plots.fmt(-2.5) == "-2.5"
+
+
+def test_the_study_list_counts_humans_and_judges_apart(researcher_client, judged_study):
+    page = researcher_client.get(reverse("study_list")).content.decode()
+    assert "<th>Human judgments</th><th>Judge verdicts</th>" in page and "<td>40</td><td>160</td>" in page
