@@ -20,6 +20,7 @@ from django.db import transaction
 from django.http import HttpRequest
 
 from annotation import study_settings
+from annotation.formats import csv_safe
 from annotation.models import (
     Comparison,
     ExternalLink,
@@ -190,8 +191,6 @@ def links_csv(raters: Iterable[Rater], base_url: str) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["name", "link"])
-    from annotation.formats import csv_safe
-
     for rater in raters:
         writer.writerow([csv_safe(rater.external_id), base_url.rstrip("/") + rater.link_path()])
     return buffer.getvalue()
