@@ -1,17 +1,35 @@
-"""A small fixed-window rate limiter on Django's cache (local memory by default, Redis in production
-via REDIS_URL), for login attempts and anonymous open-link sign-ups."""
+"""Who the client is, and a small fixed-window rate limiter on Django's cache (local memory by default, Redis
+in production via REDIS_URL) for anonymous open-link sign-ups and new crowd workers. Login lockout is
+django-axes (config/settings.py), keyed by the same ``client_ip``."""
 
 from __future__ import annotations
 
+from functools import cache as memoize
 from functools import wraps
 
+from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from python_ipware import IpWare
+
+
+@memoize
+def _forwarded() -> IpWare:
+    # python-ipware counts the trusted proxies whose own addresses are in X-Forwarded-For: the last proxy is
+    # REMOTE_ADDR, so a chain of SEPLAB_PROXY_COUNT proxies leaves SEPLAB_PROXY_COUNT - 1 of them in the header,
+    # and the client is the entry just left of them (the right-most hop no trusted proxy vouches for).
+    return IpWare(precedence=("HTTP_X_FORWARDED_FOR",), proxy_count=max(0, settings.SEPLAB_PROXY_COUNT - 1))
 
 
 def client_ip(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR", "unknown")
+    """The client's address: REMOTE_ADDR; behind the trusted proxy (BEHIND_PROXY=1), the address that proxy
+    appended to X-Forwarded-For. Whatever a client writes into the header itself is never used."""
+    remote = request.META.get("REMOTE_ADDR", "unknown")
+    if not settings.BEHIND_PROXY:
+        return remote
+    ip, _ = _forwarded().get_client_ip(request.META)
+    return str(ip) if ip is not None else remote
 
 
 def allow(key: str, limit: int, window_seconds: int) -> bool:

@@ -6,6 +6,7 @@ Defaults give a working local install on SQLite; production overrides come from 
 
 from __future__ import annotations
 
+import datetime
 import os
 from pathlib import Path
 
@@ -37,7 +38,12 @@ if not DEBUG:
 
 # HTTPS=1 when the site is served over TLS (directly or behind a proxy that sets X-Forwarded-Proto).
 HTTPS = envbool("HTTPS", "0")
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("BEHIND_PROXY", "0") else None
+# Behind a reverse proxy (the README's nginx): the client's address is the one the proxy appended to
+# X-Forwarded-For (annotation.ratelimit.client_ip), never a value the client sent; SEPLAB_PROXY_COUNT trusted
+# proxies in a chain (a CDN in front of nginx is 2). Without BEHIND_PROXY the header is ignored.
+BEHIND_PROXY = envbool("BEHIND_PROXY", "0")
+SEPLAB_PROXY_COUNT = envint("SEPLAB_PROXY_COUNT", "1")
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 SECURE_SSL_REDIRECT = HTTPS
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
@@ -68,6 +74,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_tasks",
     "django_tasks_db",
+    "axes",
     "annotation",
     "selection",
     "analytics",
@@ -83,7 +90,21 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its 429 page
 ]
+
+# Login lockout (django-axes, for the researcher login and /admin/login/ alike): 10 failed logins lock the
+# username for 15 minutes whatever address they come from, and lock the client's address for every username;
+# a success resets the count. Attempts are recorded in the database (visible in /admin/, reset with
+# `python manage.py axes_reset`).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("SEPLAB_LOGIN_FAILURES", "10")
+AXES_COOLOFF_TIME = datetime.timedelta(minutes=envint("SEPLAB_LOGIN_COOLOFF_MINUTES", "15"))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "annotation.ratelimit.client_ip"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 
 if not DEBUG:  # production serves collected static files itself (runserver does it in development)
     MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")

@@ -3,14 +3,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from annotation.ratelimit import limit_posts
 from config.errors import api_not_found
 from config.health import health
 
 urlpatterns = [
     path("healthz", health, name="health"),
     path("admin/", admin.site.urls),
-    path("accounts/login/", limit_posts("login", 10, 300)(auth_views.LoginView.as_view()), name="login"),
+    # failed logins are limited per username and per client by django-axes (config/settings.py)
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("", include("analytics.urls")),
