@@ -18,6 +18,11 @@ from typing import Any
 
 from annotation import elicitation
 
+# The largest whole number every integer column holds on every supported database (PostgreSQL's int4):
+# every input is checked against it (imports, forms, the services), so no database driver ever narrows a
+# value on the way in.
+MAX_STORED_INT = 2_147_483_647
+
 STUDY_FIELDS = ("id", "input", "reference", "outputs", "metadata")
 STUDY_CSV_REQUIRED = ("item_id", "input", "system", "sample", "output")
 STUDY_CSV_OPTIONAL = ("reference", "metadata")
@@ -583,8 +588,9 @@ class _Line:
         where the default is None."""
         value = self.obj.get(field, default)
         if (value is None and default is not None) or (
-                value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0)):
-            self.problem(field, f"{field} must be a whole number >= 0")
+                value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0
+                                       or value > MAX_STORED_INT)):
+            self.problem(field, f"{field} must be a whole number from 0 to {MAX_STORED_INT}")
         return value
 
 
@@ -671,8 +677,13 @@ def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
             created = datetime.fromisoformat(str(line.obj["created"]))
             if created.tzinfo is None:
                 line.problem("created", "created needs a time zone, e.g. 2026-01-01T12:00:00Z")
+            else:
+                created.astimezone(UTC)  # stored in UTC: it must be a date-time there too
         except ValueError:
             line.problem("created", "created must be an ISO 8601 date-time, e.g. 2026-01-01T12:00:00Z")
+        except OverflowError:
+            line.problem("created", "created is outside the representable range: in UTC it must fall between "
+                                    "0001-01-01 and 9999-12-31")
     times = {field: line.count(field) for field in ("time_on_task_ms", "client_time_ms")}
     flags = {name: line.obj.get(name, False) for name in ("superseded", "revised")}
     for name, value in flags.items():

@@ -4,7 +4,7 @@ from django import forms
 from django.core.exceptions import ImproperlyConfigured
 
 from annotation import study_settings
-from annotation.formats import COMMENT_MAX_CHARS
+from annotation.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
 from annotation.models import Study
 from annotation.services import PLAN_FIELDS
 from selection.core.separability import METRICS
@@ -139,7 +139,7 @@ class RatingForm(forms.Form):
 
     pair = forms.IntegerField()
     key = forms.CharField(max_length=64)
-    client_ms = forms.IntegerField(required=False, min_value=0)
+    client_ms = forms.IntegerField(required=False, min_value=0, max_value=MAX_STORED_INT)
     comment = forms.CharField(required=False, max_length=COMMENT_MAX_CHARS, strip=True)
 
 

@@ -59,3 +59,14 @@ def limit_posts(scope: str, limit: int, window_seconds: int):
             return view(request, *args, **kwargs)
         return wrapped
     return decorator
+
+
+def login_client_ip(request: HttpRequest) -> str | None:
+    """``client_ip`` for django-axes, which stores it in an address column: None for a request that has no
+    address at all (Django's test client's force_login)."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(client_ip(request)))
+    except ValueError:
+        return None

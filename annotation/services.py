@@ -480,8 +480,7 @@ def record_judgment(
                 study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
                 assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
                 created=now, shown_at=shown_at,
-                time_on_task_ms=int((now - shown_at).total_seconds() * 1000) if shown_at else None,
-                client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
+                time_on_task_ms=_measured_ms(now, shown_at), client_time_ms=_client_ms(client_time_ms),
                 idempotency_key=key, comment=comment if study.allow_comment else "",
             )
     except IntegrityError:
@@ -495,6 +494,19 @@ def record_judgment(
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
         advance_live_selection(assignment)
     return Recorded(judgment, True)
+
+
+def _measured_ms(now: dt.datetime, shown_at: dt.datetime | None) -> int | None:
+    """Server-measured time on a pair, capped at what the column holds (24.8 days: a pair left open longer
+    reads as that)."""
+    return None if shown_at is None else min(int((now - shown_at).total_seconds() * 1000), formats.MAX_STORED_INT)
+
+
+def _client_ms(value: int | None) -> int | None:
+    """The browser's own timing, as the rating form checked it; out of range is the caller's error."""
+    if value is not None and not 0 <= value <= formats.MAX_STORED_INT:
+        raise ServiceError(f"client_ms must be a whole number from 0 to {formats.MAX_STORED_INT}.")
+    return value
 
 
 def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> bool:
@@ -592,7 +604,7 @@ def revise_judgment(
                 study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
                 assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
                 created=now, shown_at=assignment_pair.shown_at, idempotency_key=key,
-                client_time_ms=client_time_ms if client_time_ms is not None and client_time_ms >= 0 else None,
+                client_time_ms=_client_ms(client_time_ms),
                 comment=comment if study.allow_comment else "",
             )
     except IntegrityError:

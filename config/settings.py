@@ -102,9 +102,10 @@ AXES_FAILURE_LIMIT = envint("SEPLAB_LOGIN_FAILURES", "10")
 AXES_COOLOFF_TIME = datetime.timedelta(minutes=envint("SEPLAB_LOGIN_COOLOFF_MINUTES", "15"))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "annotation.ratelimit.client_ip"
+AXES_CLIENT_IP_CALLABLE = "annotation.ratelimit.login_client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
+AXES_DISABLE_ACCESS_LOG = True  # failures are what the lockout needs; successful logins are not logged
 
 if not DEBUG:  # production serves collected static files itself (runserver does it in development)
     MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")

@@ -1,5 +1,8 @@
 import csv
 import json
+import os
+import tempfile
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -17,23 +20,42 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
+        if not options["output"]:
+            count = self._write(study, options["format"], self.stdout)
+            self.stderr.write(f"Exported {count} judgments of '{study.name}'.")
+            return
+        # Written whole or not at all: into a temporary file next to the target, renamed over it only once
+        # every judgment is written (a failure leaves any earlier file as it was, and no partial one).
+        target = Path(options["output"])
         try:
-            out = open(options["output"], "w", encoding="utf-8", newline="") if options["output"] else self.stdout
+            handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part",
+                                                 dir=target.parent if str(target.parent) else ".")
         except OSError as exc:
-            raise CommandError(f"Cannot write {options['output']}: {exc.strerror}") from None
-        count = 0
+            raise CommandError(f"Cannot write {target}: {exc.strerror}") from None
         try:
-            if options["format"] == "csv":
-                writer = csv.writer(out)
-                writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
-                for line in services.judgment_lines(study):
-                    writer.writerow(formats.judgment_csv_row(line))
-                    count += 1
-            else:
-                for line in services.judgment_lines(study):
-                    out.write(json.dumps(line, ensure_ascii=False) + "\n")
-                    count += 1
-        finally:
-            if out is not self.stdout:
-                out.close()
-        self.stderr.write(f"Exported {count} judgments of '{study.name}'.")
+            with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+                count = self._write(study, options["format"], out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, target)
+        except BaseException as exc:
+            Path(temporary).unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise CommandError(f"Cannot write {target}: {exc.strerror}") from None
+            raise
+        self.stderr.write(f"Exported {count} judgments of '{study.name}' to {target}.")
+
+    @staticmethod
+    def _write(study, fmt: str, out) -> int:
+        count = 0
+        if fmt == "csv":
+            writer = csv.writer(out)
+            writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
+            for line in services.judgment_lines(study):
+                writer.writerow(formats.judgment_csv_row(line))
+                count += 1
+        else:
+            for line in services.judgment_lines(study):
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                count += 1
+        return count
