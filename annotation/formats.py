@@ -400,10 +400,11 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
             ok = False
         try:
             sample = int(row["sample"])
-            if sample < 0:
+            if not 0 <= sample <= MAX_STORED_INT:
                 raise ValueError
         except ValueError:
-            problems.append(Problem(line, "sample", f"sample must be a whole number >= 0, not '{row['sample']}'"))
+            problems.append(Problem(line, "sample", f"sample must be a whole number from 0 to {MAX_STORED_INT}, "
+                                                    f"not '{row['sample']}'"))
             ok = False
         if not row["output"].strip():
             problems.append(Problem(line, "output", "empty output"))

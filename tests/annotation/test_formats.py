@@ -134,7 +134,7 @@ def test_csv_problems_carry_line_and_column():
         "i1,in,a,0,again\n"
     )
     assert problems_of(data.encode(), "s.csv") == [
-        "line 3, field 'sample': sample must be a whole number >= 0, not 'two'",
+        "line 3, field 'sample': sample must be a whole number from 0 to 2147483647, not 'two'",
         "line 4, field 'output': empty output",
         "line 5, field 'item_id': missing id",
         "line 6, field 'sample': duplicate sample 0 of 'a' for item 'i1' (first on line 2)",
@@ -240,4 +240,4 @@ def test_a_null_sample_index_is_a_problem_not_a_crash():
             "rater": "r", "rater_kind": "human", "choice": "a"}
     with pytest.raises(FormatError) as exc:
         parse_judgments((json.dumps(line) + "\n").encode(), "j.jsonl", {"i1": {"a": 1, "b": 1}})
-    assert "line 1, field 'sample_a': sample_a must be a whole number >= 0" in str(exc.value)
+    assert "line 1, field 'sample_a': sample_a must be a whole number from 0 to 2147483647" in str(exc.value)
