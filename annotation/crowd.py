@@ -168,14 +168,18 @@ def do_generate_gold(study: Study, count: int, seed: int | None = None) -> list:
 
     rng = random.Random(study.seed if seed is None else seed)
     generations = list(Generation.objects.filter(item__study=study, sample_index=0).select_related("item"))
+    rng.shuffle(generations)
     made = []
-    for g in rng.sample(generations, min(count, len(generations))):
+    for g in generations:
+        if len(made) == count:
+            break
         words = g.text.split()
-        if len(words) < 4:
+        if len(words) < 4 or len(set(words)) < 2:  # one word repeated cannot be scrambled into nonsense
             continue
         shuffled = words[:]
-        while shuffled == words:
-            rng.shuffle(shuffled)
+        rng.shuffle(shuffled)
+        if shuffled == words:  # a rotation by one differs from the original whenever two words differ
+            shuffled = words[1:] + words[:1]
         made.append(GoldPair.objects.create(study=study, input=g.item.input, good_output=g.text,
                                             bad_output=" ".join(shuffled)))
     return made
