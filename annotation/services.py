@@ -635,8 +635,13 @@ def _check_can_answer(assignment_pair: AssignmentPair) -> None:
     if assignment.status == Assignment.Status.EXPIRED:
         raise ServiceError(EXPIRED_MESSAGE)
     shown_at = assignment_pair.shown_at
+    if shown_at is None:
+        # Only the pair on the rater's screen can be answered: the rating page marks a pair shown when it shows
+        # it, one at a time, so an answer to a pair further on (a guessed id) is refused, and every answer has
+        # a server-measured time on task that the minimum time applies to.
+        raise ServiceError("That pair has not been shown to you yet: answer the pair on your screen.")
     minimum = study.crowd_settings.min_seconds_per_pair
-    if minimum and shown_at is not None:
+    if minimum:
         elapsed = (timezone.now() - shown_at).total_seconds()
         if elapsed < minimum:
             raise ServiceError(f"Please read both outputs before answering: take at least "

@@ -88,6 +88,7 @@ def measure(n_items: int, completions: int) -> None:
             break
         [pair] = assignment.pairs.all()
         started = time.perf_counter()
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key=f"k{number}",
                                  answer=Answer(choice=str(coin.choice(["first", "second"]))))
         submit_ms.append((time.perf_counter() - started) * 1e3)

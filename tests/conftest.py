@@ -80,6 +80,7 @@ def rater(study) -> Rater:
 def answer_all(assignment, choice: str = "first") -> None:
     """Judge every pair of an assignment through the service."""
     for index, pair in enumerate(assignment.pairs.all()):
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", answer=Answer(choice=choice))
 
 

@@ -123,6 +123,7 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
     pairs = list(assignment.pairs.all())
     # forced choice of the output shown second, and both outputs acceptable on every other pair
     for n, pair in enumerate(pairs):
+        annotation_services.mark_shown(pair)  # as the rating page does before an answer
         annotation_services.record_judgment(pair, idempotency_key=f"p{n}", answer=Answer(
             choice="second", response=frozenset(["first", "second"] if n % 2 == 0 else [])))
     report = services.study_report(study)["indeterminacy"]

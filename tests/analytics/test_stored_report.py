@@ -110,5 +110,6 @@ def test_finished_refreshes_do_not_pile_up(study, rater):
         refresh_reports()
         from annotation.elicitation import Answer
 
+        annotation_services.mark_shown(pair)  # as the rating page does before an answer
         annotation_services.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
     assert Job.objects.filter(kind="report").count() == 1

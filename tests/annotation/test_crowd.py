@@ -215,6 +215,7 @@ def test_gold_pairs_are_added_scored_and_never_judgments(gold_study):
     golds = [p for p in pairs if p.gold_id]
     assert len(pairs) == 6 and len(golds) == 1
     good = "first" if golds[0].a_shown_first else "second"
+    services.mark_shown(golds[0])  # as the rating page does before an answer
     result = services.record_judgment(golds[0], idempotency_key="g1", answer=Answer(choice=good))
     assert result.judgment is None and result.gold_answer.correct
     assert not Judgment.objects.exists() and services.gold_accuracy(rater) == (1, 1)
@@ -245,6 +246,7 @@ def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_s
     gold = session.assignment.pairs.get(gold__isnull=False)
     wrong = "second" if gold.a_shown_first else "first"
     for p in session.assignment.pairs.all():
+        services.mark_shown(p)  # as the rating page does before an answer
         services.record_judgment(p, idempotency_key=f"k{p.pk}", answer=Answer(choice=wrong if p.gold_id else "first"))
     assert Rater.objects.get(pk=session.rater_id).screened_out and GoldAnswer.objects.get().correct is False
     done = client.get(page["Location"]).content.decode()
@@ -259,6 +261,7 @@ def test_answers_faster_than_the_minimum_time_are_refused(study):
     pair = services.do_start_assignment(services.do_create_rater_link(study, "fast")).pairs.first()
     services.mark_shown(pair)
     with pytest.raises(services.ServiceError, match="at least 30 seconds per pair"):
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key="k", answer=Answer(choice="first"))
     assert not Judgment.objects.exists()
 
@@ -334,6 +337,7 @@ def test_workers_below_the_bar_are_flagged_before_they_are_screened(researcher_c
     visit(client, link, worker_id="shaky")
     session = WorkerSession.objects.get()
     gold = session.assignment.pairs.get(gold__isnull=False)
+    services.mark_shown(gold)  # as the rating page does before an answer
     services.record_judgment(gold, idempotency_key="g",
                              answer=Answer(choice="second" if gold.a_shown_first else "first"))
     page = researcher_client.get(reverse("external_links", args=[gold_study.pk])).content.decode()

@@ -177,6 +177,7 @@ def test_a_human_who_says_both_are_bad_gives_omega_zero_against_a_judge(study, r
     assignment = services.do_start_assignment(rater)
     pair = assignment.pairs.select_related("pair__item", "pair__generation_a__system",
                                            "pair__generation_b__system").first()
+    services.mark_shown(pair)  # as the rating page does before an answer
     services.record_judgment(pair, idempotency_key="h", answer=Answer(choice="both_bad"))
     p = pair.pair
     judge = {"item": p.item.external_id, "system_a": p.generation_a.system.name,
@@ -197,10 +198,12 @@ def test_attention_checks_are_scored_by_the_mode(study, rater):
     GoldPair.objects.create(study=study, input="2 + 2?", good_output="4", bad_output="fish")
     gold = services.do_start_assignment(rater).pairs.get(gold__isnull=False)
     good = "first" if gold.a_shown_first else "second"
+    services.mark_shown(gold)  # as the rating page does before an answer
     recorded = services.record_judgment(gold, idempotency_key="g", answer=Answer(choice=good, strength=1))
     assert recorded.gold_answer.correct and recorded.gold_answer.answer == f"{good}:1"
     other = services.do_create_rater_link(study, "r2")
     gold = services.do_start_assignment(other).pairs.get(gold__isnull=False)
+    services.mark_shown(gold)  # as the rating page does before an answer
     wrong = services.record_judgment(gold, idempotency_key="g2", answer=Answer(choice="both_bad"))
     assert not wrong.gold_answer.correct
 

@@ -113,6 +113,7 @@ def test_a_rater_with_nothing_left_is_thanked(client, study):
     rater = services.do_create_rater_link(study, "solo")
     assignment = start(client, rater)
     for pair in assignment.pairs.all():
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key=f"k{pair.pk}", answer=Answer(choice="first"))
     response = client.post(reverse("rater_start", args=[rater.token()]))
     assert response.status_code == 200 and b"Nothing left to rate" in response.content
@@ -332,6 +333,7 @@ def test_a_finished_assignment_cannot_be_revised(study, rater):
     assignment = services.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
     for n, pair in enumerate(pairs):
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
     with pytest.raises(services.ServiceError, match="finished"):
         services.revise_judgment(AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),

@@ -155,7 +155,9 @@ def test_concurrent_raters_never_overfill_a_task(researcher):
 def test_a_judgment_is_recorded_once_per_key(study, rater):
     assignment = services.do_start_assignment(rater)
     pair = assignment.pairs.first()
+    services.mark_shown(pair)  # as the rating page does before an answer
     first = services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    services.mark_shown(pair)  # as the rating page does before an answer
     again = services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
     assert first.created and not again.created and again.judgment.pk == first.judgment.pk
     assert Judgment.objects.count() == 1
@@ -164,7 +166,9 @@ def test_a_judgment_is_recorded_once_per_key(study, rater):
 def test_a_second_answer_to_the_same_pair_does_not_count_twice(study, rater):
     assignment = services.do_start_assignment(rater)
     pair = assignment.pairs.first()
+    services.mark_shown(pair)  # as the rating page does before an answer
     services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    services.mark_shown(pair)  # as the rating page does before an answer
     repeat = services.record_judgment(pair, idempotency_key="k2", answer=Answer(choice="second"))
     assert not repeat.created and repeat.judgment.choice is not None
     assert Judgment.objects.count() == 1
@@ -178,6 +182,7 @@ def test_choices_are_stored_in_model_coordinates(study, rater, a_first, shown, m
     pair.a_shown_first = a_first
     pair.save()
     services.mark_shown(pair)
+    services.mark_shown(pair)  # as the rating page does before an answer
     judgment = services.record_judgment(pair, idempotency_key="k",
                                         answer=Answer(choice=shown), client_time_ms=1234).judgment
     assert judgment.choice == model and judgment.a_shown_first is a_first
@@ -189,8 +194,10 @@ def test_tie_is_refused_when_the_study_has_no_tie(study, rater):
     services.do_update_settings(study, {"allow_tie": False}, None)
     pair = services.do_start_assignment(rater).pairs.first()
     with pytest.raises(services.ServiceError, match="not offered"):
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key="k", answer=Answer(choice="tie"))
     with pytest.raises(services.ServiceError, match="Choose one"):
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key="k", answer=Answer(choice=None))
     assert not Judgment.objects.exists()
 
@@ -199,8 +206,10 @@ def test_response_set_elicitation_stores_the_set(study, rater):
     services.do_update_settings(study, {"elicitation": "response_set"}, None)
     pair = services.do_start_assignment(rater).pairs.first()
     with pytest.raises(services.ServiceError, match="at least one"):
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key="k", answer=Answer(response=frozenset()))
     both = Answer(response=frozenset(["first", "second"]))
+    services.mark_shown(pair)  # as the rating page does before an answer
     judgment = services.record_judgment(pair, idempotency_key="k", answer=both).judgment
     assert judgment.choice is None and judgment.response_set == ["a", "b"]
 
@@ -211,10 +220,12 @@ def test_paired_elicitation_adds_the_choice_to_the_set(study, rater):
     pair.a_shown_first = False
     pair.save()
     answer = Answer(choice="first", response=frozenset())
+    services.mark_shown(pair)  # as the rating page does before an answer
     judgment = services.record_judgment(pair, idempotency_key="k", answer=answer).judgment
     assert judgment.choice == "b" and judgment.response_set == ["b"]
     other = services.do_start_assignment(rater).pairs.all()[1]
     with pytest.raises(services.ServiceError, match="no preference"):
+        services.mark_shown(other)  # as the rating page does before an answer
         services.record_judgment(other, idempotency_key="k2", answer=Answer(choice="tie", response=frozenset()))
 
 
@@ -231,14 +242,17 @@ def test_the_answer_counter_completes_once_and_only_with_the_last_answer(study, 
     pairs = list(assignment.pairs.order_by("position"))
     assert assignment.n_pairs == len(pairs) == 5 and assignment.answered == 0
     for index, pair in enumerate(pairs[:-1]):
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
         stored = Assignment.objects.get(pk=assignment.pk)
         assert (stored.answered, stored.status) == (index + 1, Assignment.Status.ACTIVE)
     # a repeat (same key, or the same pair again) counts nothing
+    services.mark_shown(pairs[0])  # as the rating page does before an answer
     services.record_judgment(pairs[0], idempotency_key="k0", answer=Answer(choice="first"))
     services.record_judgment(Assignment.objects.get(pk=assignment.pk).pairs.order_by("position").first(),
                              idempotency_key="other", answer=Answer(choice="second"))
     assert Assignment.objects.get(pk=assignment.pk).answered == 4
+    services.mark_shown(pairs[-1])  # as the rating page does before an answer
     last = services.record_judgment(pairs[-1], idempotency_key="k-last", answer=Answer(choice="first"))
     stored = Assignment.objects.get(pk=assignment.pk)
     assert last.created and (stored.answered, stored.status) == (5, Assignment.Status.COMPLETED)
@@ -252,6 +266,7 @@ def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(r
     assignment = services.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
     for index, pair in enumerate(pairs[:-2]):
+        services.mark_shown(pair)  # as the rating page does before an answer
         services.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
     barrier = threading.Barrier(2)
     completed = []
@@ -260,6 +275,7 @@ def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(r
         try:
             barrier.wait()
             fresh = AssignmentPair.objects.select_related("assignment__study").get(pk=pair.pk)
+            services.mark_shown(fresh)  # as the rating page does before an answer
             recorded = services.record_judgment(fresh, idempotency_key=f"race-{pair.pk}", answer=Answer(choice="tie"))
             completed.append(fresh.assignment.status == Assignment.Status.COMPLETED and recorded.created)
         finally:

@@ -257,6 +257,7 @@ def test_the_study_page_warns_without_a_minimum_time_and_flags_implausibly_fast_
         for ms in spent:
             assignment = services.do_start_assignment(rater)
             pair = assignment.pairs.get()
+            services.mark_shown(pair)  # as the rating page does before an answer
             services.record_judgment(pair, idempotency_key=f"{name}{ms}", answer=Answer(choice="first"))
             Judgment.objects.filter(assignment_pair=pair).update(time_on_task_ms=ms)
     page = researcher_client.get(study.get_absolute_url()).content.decode()

@@ -62,8 +62,10 @@ def test_the_rating_form_refuses_a_client_time_beyond_the_column(client, study, 
     assert refused.status_code == 400 and not Judgment.objects.exists()
     client.post(url + "submit/", {"pair": pair, "key": "k2", "choice": "first", "client_ms": MAX_STORED_INT})
     assert Judgment.objects.get().client_time_ms == MAX_STORED_INT
+    second = assignment.pairs.all()[1]
+    services.mark_shown(second)
     with pytest.raises(services.ServiceError, match="client_ms"):
-        services.record_judgment(assignment.pairs.all()[1], idempotency_key="k3",
+        services.record_judgment(second, idempotency_key="k3",
                                  answer=services.elicitation.Answer(choice="first"), client_time_ms=2**31)
 
 

@@ -45,6 +45,7 @@ def judge_like_the_oracle(assignment: Assignment) -> None:
     for n, pair in enumerate(assignment.pairs.select_related("pair__item")):
         label = oracle_of(pair.pair.item.external_id)
         shown = "first" if (label == "a") == pair.a_shown_first else "second"
+        annotation_services.mark_shown(pair)  # as the rating page does before an answer
         annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
@@ -90,6 +91,7 @@ def answer(assignment: Assignment, labels: list[str]) -> None:
     """Answer the assignment's pairs with these model-coordinate labels ("a", "b", "tie")."""
     for n, (pair, label) in enumerate(zip(assignment.pairs.all(), labels, strict=True)):
         shown = "tie" if label == "tie" else ("first" if (label == "a") == pair.a_shown_first else "second")
+        annotation_services.mark_shown(pair)  # as the rating page does before an answer
         annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
