@@ -117,8 +117,13 @@ def do_accept(link: ExternalLink, arrival: Arrival) -> WorkerSession:
                                      "that one first.")
         assignment = services.do_start_assignment(session.rater)
         if assignment is not None:
+            try:
+                with transaction.atomic():  # the database holds one session per assignment
+                    WorkerSession.objects.filter(pk=session.pk).update(assignment=assignment)
+            except IntegrityError:  # another session of this worker took it a moment earlier
+                raise OtherSessionActive("You are already working on this study in another task. Finish or "
+                                         "return that one first.") from None
             session.assignment = assignment
-            session.save(update_fields=["assignment"])
     return session
 
 

@@ -605,7 +605,13 @@ class WorkerSession(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["link", "session_key"], name="worker_session_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["link", "session_key"], name="worker_session_unique"),
+            # One site session per SepLab assignment: two sessions of one worker racing to start can never
+            # both be bound to the worker's one active assignment (each would be reported as answered).
+            models.UniqueConstraint(fields=["assignment"], condition=Q(assignment__isnull=False),
+                                    name="worker_session_one_per_assignment"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.link.platform}:{self.worker_id}/{self.session_key}"
