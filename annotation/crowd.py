@@ -88,11 +88,20 @@ class OtherSessionActive(services.ServiceError):
     """The worker already works on this study through another HIT / session."""
 
 
+class SessionOfAnotherWorker(services.ServiceError):
+    """A visit brought a session id that belongs to another worker."""
+
+
 def do_accept(link: ExternalLink, arrival: Arrival) -> WorkerSession:
     """The worker's session for this visit (resumed when it exists), bound to an assignment when there
-    is work. Idempotent: the same visit never creates a second session or assignment."""
+    is work. Idempotent: the same visit never creates a second session or assignment. A session belongs to
+    the worker who opened it: another worker bringing its id (an assignmentId or session_id they learnt)
+    gets nothing of it."""
     session = WorkerSession.objects.filter(link=link, session_key=arrival.session_key).select_related(
         "assignment", "rater").first()
+    if session is not None and session.worker_id != arrival.worker_id:
+        raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your own "
+                                     "task page on the site.")
     if session is None:
         rater, _ = Rater.objects.get_or_create(
             study=link.study, external_id=f"{link.platform}:{arrival.worker_id}",
@@ -110,6 +119,9 @@ def do_accept(link: ExternalLink, arrival: Arrival) -> WorkerSession:
         except IntegrityError:  # the same visit arrived twice at once
             session = WorkerSession.objects.select_related("assignment", "rater").get(
                 link=link, session_key=arrival.session_key)
+            if session.worker_id != arrival.worker_id:
+                raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your "
+                                             "own task page on the site.") from None
     if session.assignment is None or session.assignment.status == Assignment.Status.EXPIRED:
         active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()
         if active is not None and WorkerSession.objects.filter(assignment=active).exclude(pk=session.pk).exists():

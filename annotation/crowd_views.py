@@ -48,6 +48,8 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         session = crowd.do_accept(link, arrival)
     except services.RaterScreenedOut as exc:
         return _message(request, study, "Thank you", str(exc), code=link.screened_code)
+    except crowd.SessionOfAnotherWorker as exc:
+        return _message(request, study, "Not your task", str(exc), status=403)
     except (services.RaterLimitReached, crowd.OtherSessionActive, services.AllocationBusy) as exc:
         return _message(request, study, "No more work here", str(exc))
     if session.assignment is None:
