@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from annotation import study_settings
 from annotation.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
 from annotation.models import Study
-from annotation.services import PLAN_FIELDS
+from annotation.services import FROZEN_AFTER_START
 from selection.core.separability import METRICS
 from selection.strategies import STRATEGIES
 
@@ -84,7 +84,7 @@ class StudySettingsForm(forms.ModelForm):
             f"{a}-{b}" for a, b in self.instance.comparisons.values_list("system_a_id", "system_b_id")
         ]
         if frozen:  # raters have started: the plan is shown but not editable (values come from initial)
-            for name in (*PLAN_FIELDS, "explicit_pairs"):
+            for name in (*FROZEN_AFTER_START, "explicit_pairs"):
                 self.fields[name].disabled = True
         for name, (label, help_text) in LABELS.items():
             if name in self.fields:

@@ -51,6 +51,9 @@ from selection.strategies import is_live, strategy_parameters
 PLAN_FIELDS = ("pairs_per_assignment", "sample_pairing", "raters_per_item", "pair_mode", "baseline", "scheduling",
                "selection_method", "budget", "seed", "separability_metric", "separability_threshold", "risk", "min_n",
                "stopping_ties_in_n", "sep_threshold_t", "sep_alpha", "sep_beta")
+# What an answer is cannot change once raters have answered: forced choices and response sets would mix.
+ANSWER_FIELDS = ("elicitation",)
+FROZEN_AFTER_START = (*PLAN_FIELDS, *ANSWER_FIELDS)
 
 
 
@@ -229,9 +232,11 @@ def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tup
     if study.pair_mode == Study.PairMode.EXPLICIT or changes.get("pair_mode") == Study.PairMode.EXPLICIT:
         current = sorted(study.comparisons.values_list("system_a_id", "system_b_id"))
         plan_changed = plan_changed or (explicit is not None and sorted(explicit) != current)
-    if plan_changed and study.has_started():
+    answer_changed = any(study_settings.value(study, f) != changes[f] for f in ANSWER_FIELDS if f in changes)
+    if (plan_changed or answer_changed) and study.has_started():
         raise ServiceError("Raters have already started on this study, so its comparison plan "
-                           "(pairs per assignment, raters per item, system pairs, scheduling) is frozen.")
+                           "(pairs per assignment, raters per item, system pairs, scheduling) and how raters "
+                           "answer (the elicitation mode) are frozen.")
     study_settings.apply(study, changes)
     if plan_changed:
         rebuild_plan(study, explicit)
@@ -484,11 +489,15 @@ def record_judgment(
                 idempotency_key=key, comment=comment if study.allow_comment else "",
             )
     except IntegrityError:
-        previous = Judgment.objects.filter(
-            Q(study=study, idempotency_key=key) | Q(assignment_pair=assignment_pair)
-        ).first()
+        # the pair's own judgment (a racing repeat) first; else the key's, which may be another pair's
+        previous = (Judgment.objects.filter(assignment_pair=assignment_pair).first()
+                    or Judgment.objects.filter(study=study, idempotency_key=key).first())
         if previous is None:
             raise
+        if previous.assignment_pair_id != assignment_pair.pk:
+            # the key of an answer to another pair: acknowledging it would lose this answer without a word
+            raise ServiceError("This answer's submission key was already used for another pair; reload the page "
+                               "and answer again.") from None
         return Recorded(previous, False)
     if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
