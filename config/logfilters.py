@@ -5,14 +5,26 @@ from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import unquote
 
-TOKEN_IN_PATH = re.compile(r"/(r|x|join)/[^/\s]+")
+# A capability segment: /r/, /x/ or /join/, also percent-encoded (/%72/ routes like /r/), then the token.
+# Zero-width, so candidates may overlap (/a/r/TOKEN/ has the candidate a/r and then r/TOKEN).
+TOKEN_IN_PATH = re.compile(r"(?=/((?:[A-Za-z]|%[0-9A-Fa-f]{2}){1,12})/([^/\s?\"]+))")
+CAPABILITY_SEGMENTS = {"r", "x", "join"}
 SITE_IDS = ("assignmentId", "workerId", "hitId", "worker_id", "session_id", "PROLIFIC_PID", "SESSION_ID", "STUDY_ID")
 SITE_ID_IN_QUERY = re.compile(r"((?:^|[?&])(?:" + "|".join(SITE_IDS) + r")=)[^&\s\"']*")
 
 
 def redact(text: str) -> str:
-    text = TOKEN_IN_PATH.sub(lambda m: f"/{m.group(1)}/[redacted]", text)
+    out, done = [], 0
+    for match in TOKEN_IN_PATH.finditer(text):
+        start = match.start()
+        segment = unquote(match.group(1))
+        if start < done or segment not in CAPABILITY_SEGMENTS:
+            continue
+        out.append(f"{text[done:start]}/{segment}/[redacted]")
+        done = start + len(match.group(1)) + len(match.group(2)) + 2
+    text = "".join(out) + text[done:]
     return SITE_ID_IN_QUERY.sub(lambda m: f"{m.group(1)}[redacted]", text)
 
 

@@ -48,3 +48,13 @@ def test_site_ids_are_redacted_from_logs():
         assert secret not in out
     assert "assignmentId=[redacted]" in out and "turkSubmitTo=https" in out
     assert redact("assignmentId=3ABC&workerId=W9") == "assignmentId=[redacted]&workerId=[redacted]"  # %(q)s atom
+
+
+def test_a_percent_encoded_capability_path_is_redacted_too(client, rater, caplog):
+    token = rater.token()
+    assert client.get(f"/%72/{token}/").status_code == 200  # Django routes /%72/ as /r/
+    line = f'"GET /%72/{token}/ HTTP/1.1" 200 - "/a/r/{token}/"'
+    assert token not in redact(line) and redact(line).count("/r/[redacted]/") == 2
+    missing = client.get(f"/%72/{token}x/a/1/")
+    assert missing.status_code == 404
+    assert token not in caplog.text
