@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Development mode is explicit: the settings default to production-safe (DEBUG off).
+run test: export DEBUG ?= 1
 
 .PHONY: help setup run test lint browser clean
 

@@ -79,6 +79,7 @@ def main() -> None:
         parser.error("--calls must be at least 1")
     if args.database:
         os.environ.update({"DATABASE_URL": args.database, "DJANGO_SETTINGS_MODULE": "config.settings"})
+        os.environ.setdefault("DEBUG", "1")  # a local measurement, in development mode
         sys.path.insert(0, str(ROOT))
         print(json.dumps(measure(args.calls)))
         return

@@ -45,14 +45,28 @@ def free_port() -> int:
 
 
 def prepare_database(kind: str, workdir: Path) -> str:
+    """A database of this run's own: a SQLite file in its folder, or a PostgreSQL database with a unique name,
+    dropped when the run ends (another run's database is never touched)."""
     if kind == "sqlite":
         return f"sqlite:///{workdir / 'load.sqlite3'}"
+    import atexit
+
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS seplab_load WITH (FORCE)")
-        conn.execute("CREATE DATABASE seplab_load")
-    return "postgres://postgres@127.0.0.1:5432/seplab_load"
+    name = f"seplab_load_{os.getpid()}_{secrets.token_hex(4)}"
+    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+
+    def drop() -> None:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    atexit.register(drop)
+    return f"postgres://postgres@127.0.0.1:5432/{name}"
 
 
 def setup_study(raters: int, items: int) -> list[str]:

@@ -17,6 +17,7 @@ def setup_scratch_database(prefix: str) -> Path:
     workdir = Path(tempfile.mkdtemp(prefix=f"seplab-{prefix}-"))
     os.environ.update({"DATABASE_URL": f"sqlite:///{workdir / f'{prefix}.sqlite3'}",
                        "DJANGO_SETTINGS_MODULE": "config.settings"})
+    os.environ.setdefault("DEBUG", "1")  # a local scratch run, in development mode
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     import django

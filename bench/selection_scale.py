@@ -70,6 +70,7 @@ def embedding_throughput(n_texts: int) -> dict:
     workdir = tempfile.mkdtemp()
     os.environ["DATABASE_URL"] = f"sqlite:///{workdir}/bench.sqlite3"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DEBUG", "1")  # a local measurement, in development mode
     import django
 
     django.setup()

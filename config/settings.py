@@ -24,7 +24,9 @@ def envint(name: str, default: str) -> int:
     return int(os.environ.get(name, default))
 
 
-DEBUG = envbool("DEBUG", "1")
+# Production-safe by default: DEBUG is off unless the environment says DEBUG=1 (`make run`, `make test` and the
+# bench scripts do; so does a developer's shell). Off, the app refuses to start on the development key.
+DEBUG = envbool("DEBUG", "0")
 DEVELOPMENT_KEY = "seplab-local-development-key-not-for-production"
 SECRET_KEY = os.environ.get("SECRET_KEY", DEVELOPMENT_KEY)
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
@@ -32,7 +34,8 @@ SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
 if not DEBUG:
     # Production refuses to start on development defaults rather than run insecurely.
     if SECRET_KEY == DEVELOPMENT_KEY or len(SECRET_KEY) < 50:
-        raise ImproperlyConfigured("DEBUG=0 needs a real SECRET_KEY (50+ random characters) in the environment.")
+        raise ImproperlyConfigured("DEBUG=0 needs a real SECRET_KEY (50+ random characters) in the environment; "
+                                   "for local development set DEBUG=1 (make run does).")
     if not os.environ.get("ALLOWED_HOSTS"):
         raise ImproperlyConfigured("DEBUG=0 needs ALLOWED_HOSTS (comma-separated host names) in the environment.")
 
