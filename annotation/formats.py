@@ -125,6 +125,14 @@ class ParsedStudy:
     systems: list[str]
     items: list[ParsedItem]
 
+    @property
+    def warnings(self) -> list[Problem]:
+        """What imports but deserves a look: empty outputs (a model that answered nothing is real data; it
+        loses its comparisons, and raters see it marked "(empty output)")."""
+        return [Problem(item.line, f"outputs.{system}[{k}]", f"empty output of item {item.external_id}")
+                for item in self.items for system, samples in item.outputs.items()
+                for k, text in enumerate(samples) if not text.strip()]
+
 
 # --------------------------------------------------------------------------------------------
 # Shared helpers
@@ -365,8 +373,6 @@ def _validate_outputs(outputs: Any, line: int, problems: list[Problem]) -> dict[
         for index, sample in enumerate(samples):
             if not isinstance(sample, str):
                 problems.append(Problem(line, f"{field}[{index}]", "output must be a string"))
-            elif not sample.strip():
-                problems.append(Problem(line, f"{field}[{index}]", "empty output"))
         clean[system] = samples
     return clean
 
@@ -405,9 +411,6 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
         except ValueError:
             problems.append(Problem(line, "sample", f"sample must be a whole number from 0 to {MAX_STORED_INT}, "
                                                     f"not '{row['sample']}'"))
-            ok = False
-        if not row["output"].strip():
-            problems.append(Problem(line, "output", "empty output"))
             ok = False
         metadata: Any = {}
         if row.get("metadata", "").strip():

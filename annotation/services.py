@@ -105,6 +105,7 @@ def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: s
         for k, text in enumerate(samples)
     )
     rebuild_plan(study)
+    study.import_warnings = parsed.warnings  # for the page and the command to show; not stored
     return study
 
 

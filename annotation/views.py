@@ -64,6 +64,13 @@ def study_create(request: HttpRequest) -> HttpResponse:
             problems = exc.messages()
         else:
             messages.success(request, f"Imported {study.items.count()} items.")
+            warnings = study.import_warnings
+            if warnings:
+                shown = "; ".join(str(w) for w in warnings[:10])
+                more = f" and {len(warnings) - 10} more" if len(warnings) > 10 else ""
+                messages.warning(request, f"{len(warnings)} empty output{'s' if len(warnings) != 1 else ''} imported "
+                                          f"(raters see “(empty output)”; the system loses those comparisons): "
+                                          f"{shown}{more}.")
             return redirect(study)
     status = 400 if problems else 200
     return render(request, "annotation/study_create.html", {"form": form, "problems": problems}, status=status)

@@ -17,6 +17,15 @@ def shown_as(text: str, fmt: str = rendering.MARKDOWN) -> str:
 
 
 @register.filter
+def shown_output(text: str, fmt: str = rendering.MARKDOWN) -> str:
+    """A model output as ``shown_as`` renders it; an empty one as a visible placeholder, so a rater sees that
+    the system answered nothing (and is not left wondering whether the page failed)."""
+    if not (text or "").strip():
+        return mark_safe('<p class="empty-output" data-testid="empty-output">(empty output)</p>')
+    return shown_as(text, fmt)
+
+
+@register.filter
 def metadata_rows(metadata) -> list[tuple[str, str]]:
     """An item's metadata as (key, value) rows a person reads: strings as they are, everything else as JSON
     (true / null / [1, 2], never Python's True / None / ['a']). Escaped by the template like any text."""

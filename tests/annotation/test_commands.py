@@ -59,10 +59,14 @@ def test_a_failing_command_exits_non_zero_from_the_shell(tmp_path):
     assert manage("migrate", "-v0").returncode == 0
     assert manage("createsuperuser", "--noinput", "--username", "admin", "--email", "admin@example.org").returncode == 0
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"id": "x", "input": "in", "outputs": {"a": [""], "b": ["ok"]}}\n')
+    bad.write_text('{"id": "x", "outputs": {"a": ["no"], "b": ["ok"]}}\n')
     result = manage("import_study", str(bad), "--name", "bad")
     assert result.returncode == 1
-    assert "line 1, field 'outputs.a[0]': empty output" in result.stderr
+    assert "line 1, field 'input'" in result.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"id": "x", "input": "in", "outputs": {"a": [""], "b": ["ok"]}}\n')
+    result = manage("import_study", str(empty), "--name", "empty")
+    assert result.returncode == 0 and "warning: line 1, field 'outputs.a[0]': empty output of item x" in result.stderr
     good = tmp_path / "good.jsonl"
     good.write_bytes(study_jsonl(2))
     result = manage("import_study", str(good), "--name", "good")

@@ -70,9 +70,13 @@ def test_it_needs_two_systems():
     assert messages == ["a study needs outputs of at least two systems; found 1: ['a']"]
 
 
-def test_it_reports_an_empty_output_with_its_index():
-    bad = item("x1", outputs={"a": ["a0", "   "], "b": ["b0"]})
-    assert problems_of(jl(bad)) == ["line 1, field 'outputs.a[1]': empty output"]
+def test_an_empty_output_is_real_data_imported_with_a_warning():
+    # phi-2 answered one AlpacaEval question with nothing: that loses the comparison, it does not block the study
+    parsed = parse_study(jl(item("x0")) + jl(item("x1", outputs={"a": ["a0", "   "], "b": ["b0"]})))
+    assert parsed.items[1].outputs["a"] == ["a0", "   "]
+    assert [str(w) for w in parsed.warnings] == ["line 2, field 'outputs.a[1]': empty output of item x1"]
+    csv_parsed = parse_study(b"item_id,input,system,sample,output\ni1,in,a,0,x\ni1,in,b,0,\n", "s.csv")
+    assert [str(w) for w in csv_parsed.warnings] == ["line 2, field 'outputs.b[0]': empty output of item i1"]
 
 
 def test_it_reports_wrong_encoding_with_the_line():
@@ -135,10 +139,8 @@ def test_csv_problems_carry_line_and_column():
     )
     assert problems_of(data.encode(), "s.csv") == [
         "line 3, field 'sample': sample must be a whole number from 0 to 2147483647, not 'two'",
-        "line 4, field 'output': empty output",
         "line 5, field 'item_id': missing id",
         "line 6, field 'sample': duplicate sample 0 of 'a' for item 'i1' (first on line 2)",
-        "a study needs outputs of at least two systems; found 1: ['a']",
     ]
 
 

@@ -27,3 +27,5 @@ class Command(BaseCommand):
             f"Created study '{study.name}': {study.items.count()} items, {study.systems.count()} systems, "
             f"{study.tasks.count()} rating tasks."
         ))
+        for warning in study.import_warnings:
+            self.stderr.write(f"warning: {warning} (imported; raters see \"(empty output)\")")
