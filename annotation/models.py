@@ -67,7 +67,7 @@ class Study(models.Model):
         SYMMETRIC = "symmetric", "Symmetric: every system pair, both display orders equally often"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="studies")
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200, help_text="Unique among the owner's studies.")
     description = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
@@ -151,6 +151,8 @@ class Study(models.Model):
     class Meta:
         ordering = ["-created"]
         verbose_name_plural = "studies"
+        # Per researcher: a name taken by someone else's study is free (refusing it would reveal that study).
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="study_unique_owner_name")]
 
     def __str__(self) -> str:
         return self.name

@@ -86,8 +86,8 @@ def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: s
     name = name.strip()
     if not name:
         raise FormatError([Problem(None, "name", "a study needs a name")])
-    if Study.objects.filter(name=name).exists():
-        raise FormatError([Problem(None, "name", f"a study named '{name}' already exists; choose another name")])
+    if Study.objects.filter(owner=owner, name=name).exists():
+        raise FormatError([Problem(None, "name", f"you already have a study named '{name}'; choose another name")])
     parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
     study = Study.objects.create(owner=owner, name=name, description=description)
     study_settings.create_for(study)

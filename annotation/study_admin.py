@@ -60,8 +60,8 @@ def do_duplicate_study(study: Study, name: str) -> Study:
     name = name.strip()
     if not name:
         raise ServiceError("name: give the new study a name")
-    if Study.objects.filter(name=name).exists():
-        raise ServiceError(f"name: a study named '{name}' already exists; choose another name")
+    if Study.objects.filter(owner=study.owner, name=name).exists():
+        raise ServiceError(f"name: you already have a study named '{name}'; choose another name")
     skip = {"id", "name", "created", "open_link_enabled", "open_link_nonce", "status", "baseline"}
     copy = Study.objects.create(name=name, **{f.name: getattr(study, f.name) for f in Study._meta.concrete_fields
                                               if f.name not in skip and f.attname not in skip | {"baseline_id"}})

@@ -24,7 +24,7 @@ def test_a_bad_file_creates_nothing(researcher):
 
 
 def test_study_names_are_unique(study, researcher):
-    with pytest.raises(FormatError, match="a study named 'small' already exists"):
+    with pytest.raises(FormatError, match="you already have a study named 'small'"):
         services.do_create_study(researcher, "small", study_jsonl(), "s.jsonl")
 
 

@@ -83,7 +83,7 @@ def test_duplicate_copies_items_outputs_and_settings_but_no_people(researcher_cl
     assert not copy.raters.exists() and not copy.judgments.exists()
     assert copy.tasks.count() == study.tasks.count()  # the plan, built afresh from the same settings and seed
     taken = researcher_client.post(reverse("study_duplicate", args=[study.pk]), {"name": "small again"})
-    assert taken.status_code == 400 and "already exists" in taken.content.decode()
+    assert taken.status_code == 400 and "already have a study named" in taken.content.decode()
 
 
 def test_revoking_and_rotating_a_personal_link_stop_the_rater_at_once(researcher_client, client, study, rater):

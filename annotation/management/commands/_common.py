@@ -10,11 +10,21 @@ from annotation.models import Study
 
 
 def get_study(name: str) -> Study:
-    try:
-        return Study.objects.get(name=name)
-    except Study.DoesNotExist:
-        known = ", ".join(Study.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
-        raise CommandError(f"No study named '{name}'. Studies: {known}.") from None
+    """The study a command's --study names: its name, or OWNER/NAME (study names are unique per researcher, so
+    two researchers' studies may share a name; the owner then says which)."""
+    matches = list(Study.objects.filter(name=name).select_related("owner").order_by("owner__username")[:10])
+    if not matches and "/" in name:
+        owner, _, bare = name.partition("/")
+        matches = list(Study.objects.filter(owner__username=owner, name=bare).select_related("owner"))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        choices = ", ".join(f"{s.owner.username}/{s.name}" for s in matches)
+        raise CommandError(f"{len(matches)} researchers have a study named '{name}': say whose, as --study "
+                           f"OWNER/NAME ({choices}).")
+    known = ", ".join(f"{o}/{n}" for o, n in Study.objects.order_by("owner__username", "name")
+                      .values_list("owner__username", "name")[:20]) or "none"
+    raise CommandError(f"No study named '{name}'. Studies: {known}.")
 
 
 def get_owner(username: str | None):

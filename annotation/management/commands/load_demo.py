@@ -32,7 +32,7 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(9)
         user.set_password(password)
         user.save()
-        study = Study.objects.filter(name=options["study"]).first()
+        study = Study.objects.filter(owner=user, name=options["study"]).first()
         if study is None:
             study = services.do_create_study(
                 user, options["study"], DEMO_FILE.read_bytes(), DEMO_FILE.name,
