@@ -191,9 +191,16 @@ def _depth_and_nul(value: Any, depth: int = 0) -> tuple[int, bool]:
     return max([depth, *(d for d, _ in children)]), any(n for _, n in children)
 
 
+def file_lines(text: str) -> list[str]:
+    """A text file's lines, split at line feeds only (with an optional carriage return before): U+2028,
+    U+2029, U+0085 and the other characters ``str.splitlines`` also breaks at are valid inside a JSON string
+    and stay in their line."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def jsonl_objects(text: str, problems: list[Problem]) -> Iterable[tuple[int, dict[str, Any]]]:
     """(line number, object) for every JSON-object line; every other line becomes a Problem."""
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(file_lines(text), start=1):
         if not raw.strip():
             continue
         try:
@@ -748,15 +755,22 @@ def format_timestamp(value: datetime) -> str:
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
+def _escaped(value: str) -> bool:
+    """What ``csv_safe`` produces by adding an apostrophe: one, then a formula character or another one."""
+    return value.startswith("'") and value[1:].startswith((*FORMULA_PREFIXES, "'"))
+
+
 def csv_safe(value: str) -> str:
     """Neutralise spreadsheet formulas in exported text (CSV injection): a cell that starts with
-    = + - @ (or a tab / carriage return) gets a leading apostrophe, which spreadsheets show as text."""
-    return "'" + value if value.startswith(FORMULA_PREFIXES) else value
+    = + - @ (or a tab / carriage return) gets a leading apostrophe, which spreadsheets show as text. A value
+    that would read as already escaped (an apostrophe, then one of those or another apostrophe) gets one too,
+    so ``csv_unsafe`` gives every value back exactly."""
+    return "'" + value if value.startswith(FORMULA_PREFIXES) or _escaped(value) else value
 
 
 def csv_unsafe(value: str) -> str:
     """Undo ``csv_safe`` on import, so export -> import stays lossless."""
-    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_PREFIXES) else value
+    return value[1:] if _escaped(value) else value
 
 
 def judgment_csv_row(line: Mapping[str, Any]) -> list[str]:

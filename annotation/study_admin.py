@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest
 
-from annotation import study_settings
+from annotation import formats, study_settings
 from annotation.formats import csv_safe
 from annotation.models import (
     Comparison,
@@ -156,7 +156,7 @@ def parse_names(text: str) -> list[str]:
     names: list[str] = []
     problems: list[str] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(formats.file_lines(text), start=1):
         name = raw.strip()
         if not name:
             continue
