@@ -63,8 +63,9 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     other = services.do_create_study(researcher, "judged", study_jsonl(3), "j.jsonl")
     for n in range(2):
         answer_all(services.do_start_assignment(services.do_create_rater_link(other, f"j{n}")), choice="second")
-    services.record_judgment(services.do_start_assignment(services.do_create_rater_link(other, "t")).pairs.first(),
-                             idempotency_key="tie", answer=Answer(choice="tie"))
+    tie = services.do_start_assignment(services.do_create_rater_link(other, "t")).pairs.first()
+    services.mark_shown(tie)  # as the rating page does before an answer
+    services.record_judgment(tie, idempotency_key="tie", answer=Answer(choice="tie"))
     from analytics import stored
     from analytics.populations import Population
 
