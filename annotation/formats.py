@@ -12,6 +12,8 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -176,12 +178,16 @@ def detect_format(text: str, filename: str | None) -> str:
 MAX_DEPTH = 20
 
 
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and lone surrogates (not encodable as UTF-8)
+
+
 def _depth_and_nul(value: Any, depth: int = 0) -> tuple[int, bool]:
-    """(nesting depth, whether any string holds a NUL character) of a parsed JSON value."""
+    """(nesting depth, whether any string -- key or value -- holds a character no database can store: NUL or a
+    lone surrogate) of a parsed JSON value."""
     if depth > MAX_DEPTH:
         return depth, False
     if isinstance(value, str):
-        return depth, "\x00" in value
+        return depth, UNSTORABLE.search(value) is not None
     if isinstance(value, dict):
         children = [_depth_and_nul(x, depth + 1) for pair in value.items() for x in pair]
     elif isinstance(value, list):
@@ -189,6 +195,32 @@ def _depth_and_nul(value: Any, depth: int = 0) -> tuple[int, bool]:
     else:
         return depth, False
     return max([depth, *(d for d, _ in children)]), any(n for _, n in children)
+
+
+class NotJSON(ValueError):
+    """Python's json module accepts it, standard JSON does not (or nothing can store it)."""
+
+
+def _no_constant(name: str):
+    raise NotJSON(f"{name} is not a JSON number (write null, or a finite number)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise NotJSON(f"the number {text[:20]} is too large to store")
+    return value
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` holding to standard JSON: NaN and Infinity are refused, a float too large to store is
+    refused, and a number of more digits than Python converts (4,300) is a clear problem, not a crash."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError | NotJSON):
+            raise
+        raise NotJSON("a number has more than 4,300 digits") from None
 
 
 def file_lines(text: str) -> list[str]:
@@ -204,9 +236,12 @@ def jsonl_objects(text: str, problems: list[Problem]) -> Iterable[tuple[int, dic
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw)
+            value = strict_json(raw)
         except json.JSONDecodeError as exc:
             problems.append(Problem(number, None, f"malformed JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        except NotJSON as exc:
+            problems.append(Problem(number, None, str(exc)))
             continue
         except RecursionError:
             problems.append(Problem(number, None, f"JSON nested too deeply (more than {MAX_DEPTH} levels)"))
@@ -216,7 +251,8 @@ def jsonl_objects(text: str, problems: list[Problem]) -> Iterable[tuple[int, dic
             problems.append(Problem(number, None, f"JSON nested too deeply (more than {MAX_DEPTH} levels)"))
             continue
         if nul:
-            problems.append(Problem(number, None, "text contains a NUL character (\\u0000), which cannot be stored"))
+            problems.append(Problem(number, None, "text contains a NUL character (\\u0000) or an unpaired surrogate "
+                                                  "(\\ud800-\\udfff), which cannot be stored"))
             continue
         if not isinstance(value, dict):
             problems.append(Problem(number, None, f"each line must be a JSON object, not {type(value).__name__}"))
@@ -225,6 +261,9 @@ def jsonl_objects(text: str, problems: list[Problem]) -> Iterable[tuple[int, dic
 
 
 def _csv_rows(text: str, problems: list[Problem]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    # A field may be as long as the file (the upload limit caps it): the csv module's own 131,072-character
+    # limit would refuse an output JSONL accepts. The limit is process-wide and only ever raised here.
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[tuple[int, dict[str, str]]] = []
     try:
@@ -539,6 +578,9 @@ def parse_judgments(
     return parsed
 
 
+CSV_INTEGER = re.compile(r"-?[0-9]{1,18}")
+
+
 def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, dict[str, Any]]]:
     header, rows = _csv_rows(text, problems)
     out: list[tuple[int, dict[str, Any]]] = []
@@ -550,11 +592,15 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
                 continue
             if column in ("response_set", "extra"):
                 try:
-                    obj[column] = json.loads(value)
+                    obj[column] = strict_json(value)
                 except json.JSONDecodeError as exc:
                     problems.append(Problem(line, column, f"malformed JSON: {exc.msg}"))
+                except NotJSON as exc:
+                    problems.append(Problem(line, column, str(exc)))
             elif column in ("sample_a", "sample_b", "time_on_task_ms", "client_time_ms", "assignment", "strength"):
-                obj[column] = int(value) if value.strip().lstrip("-").isdigit() else value
+                # ASCII digits only (int() would also take '²' or '٣'); anything else stays text, and the field's
+                # own check names it
+                obj[column] = int(value) if CSV_INTEGER.fullmatch(value.strip()) else value
             elif column == "probability_a":
                 try:
                     obj[column] = float(value)
@@ -636,6 +682,8 @@ def _judging_rater(line: _Line, system_a: str, system_b: str, rater_kinds: dict[
     if shown_first and shown_first not in (system_a, system_b):
         line.problem("shown_first", "shown_first must be system_a or system_b")
     rater, rater_kind = line.string("rater"), line.string("rater_kind")
+    if len(rater) > 200:
+        line.problem("rater", "rater longer than 200 characters")
     if rater_kind and rater_kind not in RATER_KINDS:
         line.problem("rater_kind", "rater_kind must be 'human' or 'judge'")
     elif rater and rater_kind and rater_kinds.setdefault(rater, rater_kind) != rater_kind:
@@ -648,7 +696,8 @@ def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
     three is needed."""
     choice, response_set, probability_a, strength = (
         line.obj.get(f) for f in ("choice", "response_set", "probability_a", "strength"))
-    if choice is not None and choice != "tie" and choice not in code_of:
+    chosen_system = isinstance(choice, str) and choice in code_of
+    if choice is not None and not (chosen_system or choice == "tie"):
         line.problem("choice", "choice must be system_a, system_b, 'tie' or null")
     if response_set is not None and (
         not isinstance(response_set, list) or any(not isinstance(s, str) or s not in code_of for s in response_set)
@@ -656,9 +705,10 @@ def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
     ):
         line.problem("response_set", "response_set must be a list of distinct systems of the pair ([] when neither "
                                      "is acceptable), or null")
-    if strength is not None and (strength not in STRENGTHS or isinstance(strength, bool)):
+    if strength is not None and (not isinstance(strength, int) or isinstance(strength, bool)
+                                 or strength not in STRENGTHS):
         line.problem("strength", "strength must be 1 (better), 2 (much better) or null")
-    elif strength is not None and choice not in code_of:
+    elif strength is not None and not chosen_system:
         line.problem("strength", "strength needs a choice of system_a or system_b")
     if probability_a is not None and (
         isinstance(probability_a, bool) or not isinstance(probability_a, int | float) or not 0 <= probability_a <= 1
