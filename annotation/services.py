@@ -129,6 +129,7 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
     Which items each system pair gets comes from the study's selection strategy; the sampled output
     pairs and display orders come from ``annotation.scheduling``. Refuses once raters have started.
     """
+    lock_plan(study, exclusive=True)
     if study.has_started():
         raise ServiceError("Raters have already started on this study, so its comparison plan is frozen.")
     pairs_wanted = comparison_systems(study, explicit)
@@ -226,6 +227,18 @@ def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
     return tasks
 
 
+def lock_plan(study: Study, *, exclusive: bool) -> None:
+    """Order plan rebuilds against assignment starts (inside the caller's transaction). PostgreSQL: a rebuild
+    holds the study row FOR UPDATE, a start FOR SHARE, so starts never wait for each other, a start waits for
+    a rebuild in progress (and then sees the new plan), and a rebuild waits for starts in progress (and then
+    sees that raters have started). SQLite's IMMEDIATE transactions already run one writer at a time."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {Study._meta.db_table} WHERE id = %s FOR {'UPDATE' if exclusive else 'SHARE'}",
+                       [study.pk])
+
+
 @transaction.atomic
 def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None) -> Study:
     """Apply a validated settings form; rebuild the plan when a plan field changed."""
@@ -234,6 +247,8 @@ def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tup
         current = sorted(study.comparisons.values_list("system_a_id", "system_b_id"))
         plan_changed = plan_changed or (explicit is not None and sorted(explicit) != current)
     answer_changed = any(study_settings.value(study, f) != changes[f] for f in ANSWER_FIELDS if f in changes)
+    if plan_changed or answer_changed:
+        lock_plan(study, exclusive=True)  # no rater starts between the check below and the new plan
     if (plan_changed or answer_changed) and study.has_started():
         raise ServiceError("Raters have already started on this study, so its comparison plan "
                            "(pairs per assignment, raters per item, system pairs, scheduling) and how raters "
@@ -377,6 +392,9 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
         shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0], slots)
         try:
             with transaction.atomic():
+                lock_plan(study, exclusive=False)  # a plan rebuild in progress finishes first
+                if Task.objects.filter(pk__in=[t.pk for t in tasks]).count() != len(tasks):
+                    continue  # the plan was rebuilt meanwhile: look again at the new one
                 assignment = Assignment.objects.create(study=study, rater=rater, n_pairs=len(shown),
                                                        seconds_per_pair=seconds_per_pair(study)[0])
                 AssignmentTask.objects.bulk_create(
