@@ -15,3 +15,40 @@ class ContentSecurityPolicyMiddleware:
         form_action = " ".join(["'self'", *settings.SEPLAB_TURK_SUBMIT_HOSTS])
         response["Content-Security-Policy"] = f"{settings.SEPLAB_CSP}; form-action {form_action}; {frame}"
         return response
+
+
+class DatabaseUnavailableMiddleware:
+    """When the database is briefly unavailable (down, restarting, or a SQLite write lock held past its
+    timeout), every request gets a 503 that says to try again -- a rater the retry page on every rater URL
+    (their answers so far are stored), the API JSON -- with Retry-After, never a bare 500."""
+
+    RATER_PREFIXES = ("/r/", "/x/", "/join/")
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        from django.db import InterfaceError, OperationalError
+
+        if not isinstance(exception, OperationalError | InterfaceError):
+            return None
+        import logging
+
+        from django.http import HttpResponse, JsonResponse
+        from django.template.loader import render_to_string
+
+        logging.getLogger("seplab.database").warning("database unavailable on %s: %s", request.path, exception)
+        if request.path.startswith("/api/"):
+            response = JsonResponse({"detail": "The database is briefly unavailable; retry in a few seconds."},
+                                    status=503)
+        else:
+            # rendered without the request: its context processors (session, messages) would need the database
+            message = ("The server is briefly busy. Nothing you answered is lost: reload this page in a few seconds "
+                       "to continue." if request.path.startswith(self.RATER_PREFIXES) else
+                       "The server is briefly busy; reload this page in a few seconds.")
+            response = HttpResponse(render_to_string("unavailable.html", {"message": message}), status=503)
+        response["Retry-After"] = "2"
+        return response

@@ -1,0 +1,65 @@
+"""Issue 15, L2: while the database is unavailable every rater request gets the retry page (503, Retry-After),
+never a bare 500; /healthz tells the truth about a held SQLite write lock."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+from django.db import OperationalError, connection
+from django.test import Client
+from django.urls import reverse
+
+from annotation import access, rater_views, services
+
+
+@pytest.fixture
+def down(monkeypatch):
+    def fail(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    return fail
+
+
+def test_every_rater_request_gets_the_retry_page(client, study, rater, monkeypatch, down):
+    assignment = services.do_start_assignment(rater)
+    page = reverse("rate", args=[rater.token(), assignment.pk])
+    monkeypatch.setattr(rater_views._PAGE, "rows", down)  # the page's and the submit's lookup
+    monkeypatch.setattr(access.Rater.objects, "select_related", lambda *a: (_ for _ in ()).throw(
+        OperationalError("database is locked")))  # the welcome page's and the start's lookup
+    for response in (client.get(page), client.post(page + "submit/", {"pair": 1, "key": "k", "choice": "first"}),
+                     client.get(reverse("rater_home", args=[rater.token()])),
+                     client.post(reverse("rater_start", args=[rater.token()]))):
+        assert response.status_code == 503 and response["Retry-After"] == "2"
+        assert b"Nothing you answered is lost" in response.content
+
+
+def test_the_api_says_so_in_json(researcher, study, monkeypatch, down):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    monkeypatch.setattr("annotation.api.StudyViewSet.get_queryset", down)
+    response = api.get("/api/studies/")
+    assert response.status_code == 503 and "briefly unavailable" in response.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_health_reports_a_held_sqlite_write_lock():
+    if connection.vendor != "sqlite":
+        pytest.skip("the write-lock probe is SQLite's; PostgreSQL writers do not lock the database")
+    client = Client()
+    assert client.get("/healthz").json() == {"status": "ok", "database": "ok"}
+    holder = sqlite3.connect(connection.settings_dict["NAME"], timeout=1)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        locked = client.get("/healthz")
+        assert locked.status_code == 503 and locked.json()["database"] == "locked"
+        assert time.monotonic() - started < 5
+    finally:
+        holder.rollback()
+        holder.close()
+    assert client.get("/healthz").status_code == 200
