@@ -10,12 +10,14 @@ browsers block third-party cookies in frames.
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from html import escape
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.http import Http404
+from django.utils import timezone
 
 from annotation import services
 from annotation.models import (
@@ -92,7 +94,28 @@ class SessionOfAnotherWorker(services.ServiceError):
     """A visit brought a session id that belongs to another worker."""
 
 
-def do_accept(link: ExternalLink, arrival: Arrival) -> WorkerSession:
+class TooManyNewWorkers(services.ServiceError):
+    """A link, or one client on it, started new worker sessions faster than people do."""
+
+
+# New worker sessions a link accepts: per client (a person starts one; a few share an address) and in all
+# (a crowd site's launch brings many people at once, never hundreds a minute).
+NEW_WORKERS_PER_CLIENT = (10, 600)
+NEW_WORKERS_PER_LINK = (120, 60)
+# What the crowd page calls faster than people: this many new workers on a link within one minute.
+MINT_WARNING_PER_MINUTE = 10
+
+
+def _allow_new_worker(link: ExternalLink, client: str) -> None:
+    from annotation.ratelimit import allow
+
+    per_client, per_link = NEW_WORKERS_PER_CLIENT, NEW_WORKERS_PER_LINK
+    if not allow(f"new-worker:{link.pk}:{client}", *per_client) or not allow(f"new-worker:{link.pk}", *per_link):
+        raise TooManyNewWorkers("Too many new workers are arriving through this link right now; please try again "
+                                "in a few minutes.")
+
+
+def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerSession:
     """The worker's session for this visit (resumed when it exists), bound to an assignment when there
     is work. Idempotent: the same visit never creates a second session or assignment. A session belongs to
     the worker who opened it: another worker bringing its id (an assignmentId or session_id they learnt)
@@ -103,6 +126,10 @@ def do_accept(link: ExternalLink, arrival: Arrival) -> WorkerSession:
         raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your own "
                                      "task page on the site.")
     if session is None:
+        if (link.platform == ExternalLink.Platform.PROLIFIC and link.site_study_id
+                and arrival.hit_id != link.site_study_id):
+            raise services.ServiceError("This link belongs to another Prolific study (STUDY_ID does not match).")
+        _allow_new_worker(link, client)  # only new sessions count: a worker coming back is never refused
         rater, _ = Rater.objects.get_or_create(
             study=link.study, external_id=f"{link.platform}:{arrival.worker_id}",
             defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN})
@@ -137,6 +164,26 @@ def do_accept(link: ExternalLink, arrival: Arrival) -> WorkerSession:
                                          "return that one first.") from None
             session.assignment = assignment
     return session
+
+
+def minting_warnings(study: Study) -> dict[int, int]:
+    """Link id -> the most new worker sessions it started within any one minute of the last hour, for links
+    that started at least ``MINT_WARNING_PER_MINUTE`` (faster than people arrive: likely invented ids)."""
+    since = timezone.now() - timedelta(hours=1)
+    times: dict[int, list] = {}
+    for link_id, created in (WorkerSession.objects.filter(link__study=study, created__gte=since)
+                             .order_by("created").values_list("link_id", "created")):
+        times.setdefault(link_id, []).append(created)
+    out = {}
+    for link_id, stamps in times.items():
+        most, start = 0, 0
+        for end, stamp in enumerate(stamps):
+            while stamp - stamps[start] > timedelta(minutes=1):
+                start += 1
+            most = max(most, end - start + 1)
+        if most >= MINT_WARNING_PER_MINUTE:
+            out[link_id] = most
+    return out
 
 
 def session_for(assignment: Assignment) -> WorkerSession | None:
@@ -202,10 +249,14 @@ def do_generate_gold(study: Study, count: int, seed: int | None = None) -> list:
     return made
 
 
-def do_create_external_link(study: Study, platform: str) -> ExternalLink:
+def do_create_external_link(study: Study, platform: str, site_study_id: str = "") -> ExternalLink:
     if platform not in ExternalLink.Platform.values:
         raise services.ServiceError("Choose a platform.")
-    return ExternalLink.objects.create(study=study, platform=platform)
+    site_study_id = site_study_id.strip()
+    if len(site_study_id) > 100:
+        raise services.ServiceError("The Prolific study id has at most 100 characters.")
+    prolific = platform == ExternalLink.Platform.PROLIFIC
+    return ExternalLink.objects.create(study=study, platform=platform, site_study_id=site_study_id if prolific else "")
 
 
 def do_add_gold_pair(study: Study, input: str, good_output: str, bad_output: str) -> GoldPair:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from annotation import access, crowd, services, study_admin
 from annotation.forms import GenerateGoldForm, GoldPairForm
 from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater, TaskPair
+from annotation.ratelimit import client_ip
 
 
 def _message(request, study, title: str, message: str, status: int = 200, code: str | None = None):
@@ -45,13 +46,19 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     if crowd.is_blocked(study, link.platform, arrival.worker_id):
         return _message(request, study, "Not available", "This task is not available to your account.")
     try:
-        session = crowd.do_accept(link, arrival)
+        session = crowd.do_accept(link, arrival, client_ip(request))
+    except crowd.TooManyNewWorkers as exc:
+        response = _message(request, study, "Too many new workers right now", str(exc), status=429)
+        response["Retry-After"] = "600"
+        return response
     except services.RaterScreenedOut as exc:
         return _message(request, study, "Thank you", str(exc), code=link.screened_code)
     except crowd.SessionOfAnotherWorker as exc:
         return _message(request, study, "Not your task", str(exc), status=403)
     except (services.RaterLimitReached, crowd.OtherSessionActive, services.AllocationBusy) as exc:
         return _message(request, study, "No more work here", str(exc))
+    except services.ServiceError as exc:  # e.g. a Prolific link opened from another Prolific study
+        return _message(request, study, "This link does not fit", str(exc), status=400)
     if session.assignment is None:
         return _message(request, study, "Nothing left to rate",
                         "Every item of this study has all the raters it needs. Please return the task.")
@@ -63,12 +70,14 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     if request.method == "POST":
         try:
-            crowd.do_create_external_link(study, request.POST.get("platform", ""))
+            crowd.do_create_external_link(study, request.POST.get("platform", ""),
+                                          request.POST.get("site_study_id", ""))
             messages.success(request, "Link created.")
         except services.ServiceError as exc:
             messages.error(request, str(exc))
         return redirect("external_links", study_id=study.pk)
     base = study_admin.public_base_url(study, request)
+    minted = crowd.minting_warnings(study)
     links = []
     for link in study.external_links.all():
         url = crowd.link_url(link, base)
@@ -79,7 +88,7 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
             except services.ServiceError as exc:
                 xml_error = str(exc)
         links.append({"link": link, "url": url, "xml": xml, "xml_error": xml_error,
-                      "sessions": link.sessions.count()})
+                      "sessions": link.sessions.count(), "minted": minted.get(link.pk)})
     workers = (Rater.objects.filter(study=study, source=Rater.Source.EXTERNAL)
                .annotate(done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED),
                                     distinct=True),

@@ -207,6 +207,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "indeterminacy_beta": ("Human sensitivity β (forced choice only)", "The share of raters who chose one output "
                            "but would accept the other, for judge metrics when humans gave forced choices only."),
     "max_assignments_per_rater": ("Most assignments per rater", "Empty: no limit."),
+    "first_answer_minutes": ("Crowd worker's first answer within (minutes)", "A crowd worker with no answer by then "
+                             "loses the places they took, so invented worker ids cannot hold the study's places."),
     "assignment_timeout_minutes": ("Assignment timeout (minutes)", "Unanswered this long, an assignment expires and "
                                    "its places return to the queue."),
     "gold_rate": ("Attention checks per pair", "E.g. 0.2 adds one gold pair per five pairs."),
@@ -248,7 +250,7 @@ LAYOUT = [
       "neither_option", "neither_label", "allow_skip", "allow_comment", "output_format", "instructions",
       "pairs_per_assignment", "sample_pairing", "judgments_per_assignment"]),
     ("who-rates", "Who rates", "How many raters, crowd work and quality control, and the address links use.",
-     ["raters_per_item", "max_assignments_per_rater", "assignment_timeout_minutes", "gold_rate",
+     ["raters_per_item", "max_assignments_per_rater", "assignment_timeout_minutes", "first_answer_minutes", "gold_rate",
       "min_seconds_per_pair", "screen_min_gold", "screen_accuracy", "public_base_url"]),
     ("selection", "Which items", "Which system pairs are compared and which of their items raters judge.",
      ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",

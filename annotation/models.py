@@ -198,6 +198,11 @@ class CrowdSettings(models.Model):
     min_seconds_per_pair = models.PositiveIntegerField(
         default=0, help_text="Answers given faster than this (server-measured) are refused with a reminder."
     )
+    first_answer_minutes = models.PositiveIntegerField(
+        default=5, validators=[MinValueValidator(1)],
+        help_text="A crowd worker holds their places only once they answer: an assignment with no answer after "
+                  "this many minutes expires and its places return to the queue.",
+    )
     screen_min_gold = models.PositiveIntegerField(
         default=3, help_text="Gold answers needed before a rater's accuracy is judged."
     )
@@ -575,6 +580,9 @@ class ExternalLink(models.Model):
     enabled = models.BooleanField(default=True)
     screened_code = models.CharField(max_length=16, default=new_completion_code,
                                      help_text="The code screened-out workers get instead of the completion code.")
+    site_study_id = models.CharField(
+        max_length=100, blank=True,
+        help_text="Prolific: the study's id on Prolific; visits whose STUDY_ID differs are refused.")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

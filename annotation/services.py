@@ -330,8 +330,14 @@ def _open_tasks(rater: Rater, size: int) -> list[Task]:
 def expire_stale_assignments(study: Study) -> int:
     """Active assignments idle for longer than the study's timeout expire: their place returns to the
     queue (slot freed) and their answers stay stored. Returns how many expired."""
-    cutoff = timezone.now() - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes)
-    stale = Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, last_activity__lt=cutoff)
+    now = timezone.now()
+    cutoff = now - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes)
+    # a crowd worker who has not answered yet holds places for a short while only (invented worker ids
+    # cannot drain a study's places for an hour)
+    unanswered = now - timedelta(minutes=study.crowd_settings.first_answer_minutes)
+    stale = Assignment.objects.filter(
+        Q(last_activity__lt=cutoff) | Q(answered=0, created__lt=unanswered, rater__source=Rater.Source.EXTERNAL),
+        study=study, status=Assignment.Status.ACTIVE)
     if not stale.exists():  # the common case: one cheap read, no transaction
         return 0
     with transaction.atomic():

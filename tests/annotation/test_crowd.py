@@ -300,7 +300,7 @@ def test_concurrent_arrivals_get_distinct_places(researcher):
     def arrive(n: int) -> None:
         try:
             barrier.wait()
-            Client().get(link.path(), {"worker_id": f"w{n}"})
+            Client(REMOTE_ADDR=f"198.51.100.{n}").get(link.path(), {"worker_id": f"w{n}"})
         except Exception as exc:  # reported below
             errors.append(exc)
         finally:

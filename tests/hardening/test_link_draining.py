@@ -1,0 +1,65 @@
+"""Issue 15, H2: a crowd link cannot be drained with invented worker ids: new worker sessions are limited per
+client and per link, a worker holds places only once they answer (a short hold, not the hour), a Prolific
+link refuses visits from another Prolific study, and the researcher is warned when a link mints workers
+faster than people arrive."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation import crowd, services
+from annotation.models import Assignment, AssignmentTask, ExternalLink, WorkerSession
+from tests.conftest import study_jsonl
+
+
+def test_one_client_cannot_take_every_place_with_invented_ids(researcher):
+    study = services.do_create_study(researcher, "ten", study_jsonl(30), "t.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)  # one item each
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    bot = Client(REMOTE_ADDR="203.0.113.66")
+    codes = [bot.get(link.path(), {"worker_id": f"bot{n}"}).status_code for n in range(40)]
+    per_client, _ = crowd.NEW_WORKERS_PER_CLIENT
+    assert codes[:per_client] == [302] * per_client and set(codes[per_client:]) == {429}
+    assert WorkerSession.objects.count() == per_client and AssignmentTask.objects.count() == per_client
+    # a real worker elsewhere still gets work, and a worker coming back is never refused
+    assert Client(REMOTE_ADDR="198.51.100.5").get(link.path(), {"worker_id": "real"}).status_code == 302
+    assert bot.get(link.path(), {"worker_id": "bot0"}).status_code == 302
+
+
+def test_places_of_a_worker_who_never_answers_return_after_the_short_hold(study):
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    personal = services.do_create_rater_link(study, "person")
+    mine = services.do_start_assignment(personal)
+    Client().get(link.path(), {"worker_id": "idle"})
+    idle = Assignment.objects.get(rater__source="external")
+    hold = study.crowd_settings.first_answer_minutes
+    Assignment.objects.filter(pk__in=[idle.pk, mine.pk]).update(
+        created=timezone.now() - dt.timedelta(minutes=hold + 1))
+    services.expire_stale_assignments(study)
+    idle.refresh_from_db()
+    mine.refresh_from_db()
+    assert idle.status == "expired" and not idle.places.filter(slot__isnull=False).exists()
+    assert mine.status == "active"  # a personal link's rater reading the instructions keeps the hour
+
+
+def test_a_prolific_link_refuses_another_prolific_study(client, study):
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.PROLIFIC, "abc123")
+    other = client.get(link.path(), {"PROLIFIC_PID": "p1", "STUDY_ID": "zzz", "SESSION_ID": "s1"})
+    assert other.status_code == 400 and b"another Prolific study" in other.content
+    assert not WorkerSession.objects.exists()
+    ours = client.get(link.path(), {"PROLIFIC_PID": "p1", "STUDY_ID": "abc123", "SESSION_ID": "s1"})
+    assert ours.status_code == 302
+
+
+def test_the_researcher_is_warned_when_a_link_mints_workers_too_fast(researcher_client, study):
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    page = reverse("external_links", args=[study.pk])
+    assert 'data-testid="minting-warning"' not in researcher_client.get(page).content.decode()
+    for n in range(crowd.MINT_WARNING_PER_MINUTE):
+        Client(REMOTE_ADDR=f"198.51.100.{n}").get(link.path(), {"worker_id": f"w{n}"})
+    warned = researcher_client.get(page).content.decode()
+    assert 'data-testid="minting-warning"' in warned and f"{crowd.MINT_WARNING_PER_MINUTE} new workers" in warned
