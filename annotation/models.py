@@ -138,6 +138,7 @@ class Study(models.Model):
         ACTIVE = "active", "Active"
         PAUSED = "paused", "Paused"
         ARCHIVED = "archived", "Archived"
+        IMPORTING = "importing", "Importing"
 
     status = models.CharField(
         max_length=10, choices=Status.choices, default=Status.ACTIVE,
@@ -177,6 +178,18 @@ class Study(models.Model):
     def has_started(self) -> bool:
         """True once any rater holds an assignment: the comparison plan is then frozen."""
         return Assignment.objects.filter(study=self).exists()
+
+
+class StudyUpload(models.Model):
+    """A large study file waiting for its background import (annotation/tasks.py), removed once imported."""
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="upload")
+    filename = models.CharField(max_length=255, blank=True)
+    data = models.BinaryField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"upload of study {self.study_id}"
 
 
 class CrowdSettings(models.Model):

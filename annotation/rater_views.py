@@ -39,7 +39,12 @@ def rater_start(request: HttpRequest, token: str) -> HttpResponse:
 
 
 def paused_message(request: HttpRequest, study) -> HttpResponse:
-    """What a rater sees while the researcher has paused (or archived) the study."""
+    """What a rater sees while the researcher has paused (or archived) the study, or it is still importing."""
+    if study.status == study.Status.IMPORTING:
+        return render(request, "annotation/rater_message.html", {
+            "study": study, "title": "Not open yet",
+            "message": "This study is still being set up; please come back later through the same link."},
+            status=503)
     return render(request, "annotation/rater_message.html", {
         "study": study, "title": "Rating is paused",
         "message": "The researcher has paused this study. Your answers so far are saved; please come back later "

@@ -8,7 +8,7 @@ import datetime as dt
 import random
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -37,6 +37,7 @@ from annotation.models import (
     Rater,
     Skip,
     Study,
+    StudyUpload,
     System,
     Task,
     TaskPair,
@@ -78,34 +79,120 @@ class RaterLimitReached(ServiceError):
 # Studies
 
 
-@transaction.atomic
+# A study file with more items than this is imported in steps, each its own short transaction, into a study
+# raters cannot see until the last step publishes it (from the browser: a background job with progress).
+IMPORT_CHUNK = 2000
+
+
 def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: str | None,
-                    description: str = "") -> Study:
-    """Create a study from a study file (SPEC §8). All or nothing: a bad file raises
-    ``FormatError`` listing every problem and leaves the database untouched."""
+                    description: str = "", progress: Callable[[int, int], None] | None = None) -> Study:
+    """Create a study from a study file (SPEC §8). All or nothing: a bad file raises ``FormatError`` listing
+    every problem and leaves the database untouched. Up to ``IMPORT_CHUNK`` items it is one transaction;
+    a larger file is imported by ``import_staged`` (short transactions, published at the end, removed again
+    if a step fails)."""
+    name = _new_study_name(owner, name)
+    parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+    if len(parsed.items) <= IMPORT_CHUNK:
+        with transaction.atomic():
+            study = _new_study(owner, name, description, Study.Status.ACTIVE)
+            _insert_items(study, parsed, 0, len(parsed.items))
+            rebuild_plan(study)
+    else:
+        study = _new_study(owner, name, description, Study.Status.IMPORTING)
+        try:
+            import_staged(study, parsed, progress)
+        except BaseException:
+            study.delete()  # nothing of a failed import stays
+            raise
+    study.import_warnings = parsed.warnings  # for the page and the command to show; not stored
+    return study
+
+
+def do_start_study_import(owner: AbstractBaseUser, name: str, data: bytes, filename: str | None,
+                          description: str = "") -> tuple[Study, Any]:
+    """The browser's import: the file is checked whole in the request (every problem listed, nothing saved);
+    a file of up to ``IMPORT_CHUNK`` items is imported at once, a larger one by a background job with
+    progress (returned; None otherwise), into a study raters cannot see until it is published."""
+    from annotation.tasks import start_study_import
+
+    name = _new_study_name(owner, name)
+    parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+    if len(parsed.items) <= IMPORT_CHUNK:
+        return do_create_study(owner, name, data, filename, description), None
+    with transaction.atomic():
+        study = _new_study(owner, name, description, Study.Status.IMPORTING)
+        StudyUpload.objects.create(study=study, filename=filename or "", data=data)
+        job = start_study_import(study, len(parsed.items))
+    study.import_warnings = parsed.warnings
+    return study, job
+
+
+def _new_study_name(owner: AbstractBaseUser, name: str) -> str:
     name = name.strip()
     if not name:
         raise FormatError([Problem(None, "name", "a study needs a name")])
     if Study.objects.filter(owner=owner, name=name).exists():
         raise FormatError([Problem(None, "name", f"you already have a study named '{name}'; choose another name")])
-    parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
-    study = Study.objects.create(owner=owner, name=name, description=description)
+    return name
+
+
+@transaction.atomic
+def _new_study(owner: AbstractBaseUser, name: str, description: str, status: str) -> Study:
+    study = Study.objects.create(owner=owner, name=name, description=description, status=status)
     study_settings.create_for(study)
-    systems = {n: System.objects.create(study=study, name=n) for n in parsed.systems}
+    return study
+
+
+def _insert_items(study: Study, parsed: formats.ParsedStudy, start: int, stop: int) -> None:
+    """Items ``start``..``stop`` of the file, with their outputs (and the study's systems on first use)."""
+    systems = {s.name: s for s in study.systems.all()}
+    for name in parsed.systems:
+        if name not in systems:
+            systems[name] = System.objects.create(study=study, name=name)
+    chunk = parsed.items[start:stop]
     items = Item.objects.bulk_create(
         Item(study=study, external_id=p.external_id, input=p.input, reference=p.reference,
-             metadata=p.metadata, position=i)
-        for i, p in enumerate(parsed.items)
+             metadata=p.metadata, position=start + i)
+        for i, p in enumerate(chunk)
     )
     Generation.objects.bulk_create(
-        Generation(item=item, system=systems[name], sample_index=k, text=text, text_hash=text_hash(text),
-                   n_words=word_count(text))
-        for item, p in zip(items, parsed.items, strict=True)
-        for name, samples in p.outputs.items()
-        for k, text in enumerate(samples)
+        (Generation(item=item, system=systems[name], sample_index=k, text=text, text_hash=text_hash(text),
+                    n_words=word_count(text))
+         for item, p in zip(items, chunk, strict=True)
+         for name, samples in p.outputs.items()
+         for k, text in enumerate(samples)),
+        batch_size=5000,
     )
-    rebuild_plan(study)
-    study.import_warnings = parsed.warnings  # for the page and the command to show; not stored
+
+
+def import_staged(study: Study, parsed: formats.ParsedStudy,
+                  progress: Callable[[int, int], None] | None = None) -> Study:
+    """Import a large file into ``study`` (status importing: invisible to raters) in steps of ``IMPORT_CHUNK``
+    items or tasks, each its own transaction, so no step holds the database for long; the last step makes
+    it active. ``progress(done, total)`` is told after every step."""
+    n_items = len(parsed.items)
+    item_steps = range(0, n_items, IMPORT_CHUNK)
+    total = len(item_steps) * 2 + 1  # item steps, about as many plan steps, and the publication
+    done = 0
+    for start in item_steps:
+        with transaction.atomic():
+            _insert_items(study, parsed, start, min(start + IMPORT_CHUNK, n_items))
+        done += 1
+        if progress:
+            progress(done, total)
+    with transaction.atomic():
+        releases, rng = plan_releases(study)
+    position = 0
+    for start in range(0, len(releases), IMPORT_CHUNK):
+        with transaction.atomic():
+            _, position = _release_chunk(study, releases[start:start + IMPORT_CHUNK], rng, position)
+        done = min(done + 1, total - 1)
+        if progress:
+            progress(done, total)
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.ACTIVE)
+    study.status = Study.Status.ACTIVE
+    if progress:
+        progress(total, total)
     return study
 
 
@@ -132,6 +219,15 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
     lock_plan(study, exclusive=True)
     if study.has_started():
         raise ServiceError("Raters have already started on this study, so its comparison plan is frozen.")
+    releases, rng = plan_releases(study, explicit)
+    return len(release_tasks(study, releases, rng))
+
+
+def plan_releases(study: Study, explicit: list[tuple[int, int]] | None = None
+                  ) -> tuple[list[tuple[Item, Comparison]], random.Random]:
+    """The plan's (item, system pair) units in release order, and the random generator that draws their pairs
+    next: the study's comparisons are made to match its settings (in the caller's transaction), its tasks are
+    cleared, and each system pair's selection runs on its candidates."""
     pairs_wanted = comparison_systems(study, explicit)
     Task.objects.filter(study=study).delete()
     # Keep the system pairs that stay (their separability results hang off them); drop the others.
@@ -158,8 +254,7 @@ def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) ->
         except ValueError as exc:
             raise ServiceError(f"{comparison}: {exc}") from None
         per_comparison[c] = [scheduling.Unit(position_of[item.pk], c) for item in chosen]
-    releases = [(items[u.item], comparisons[u.comparison]) for u in scheduling.interleave(per_comparison)]
-    return len(release_tasks(study, releases, rng))
+    return [(items[u.item], comparisons[u.comparison]) for u in scheduling.interleave(per_comparison)], rng
 
 
 def plan_candidates(study: Study, comparisons: list[Comparison], rng: random.Random,
@@ -185,21 +280,38 @@ def advance_live_selection(assignment: Assignment) -> list[Task]:
     return created
 
 
+RELEASE_CHUNK = 2000  # units per batch: every query's parameters stay far below PostgreSQL's 65,535
+
+
 def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random) -> list[Task]:
     """Create the rating tasks of (item, system pair) units, after the study's existing tasks: N sampled
-    output pairs each, with base display orders. Units that already have a task are skipped."""
+    output pairs each, with base display orders. Units that already have a task are skipped. Works in batches
+    of ``RELEASE_CHUNK`` units (bulk inserts; the same random draws in the same order as one by one)."""
     if not releases:
         return []
+    position = (Task.objects.filter(study=study).aggregate(m=models.Max("position"))["m"] or -1) + 1
+    created: list[Task] = []
+    for start in range(0, len(releases), RELEASE_CHUNK):
+        tasks, position = _release_chunk(study, releases[start:start + RELEASE_CHUNK], rng, position)
+        created += tasks
+    return created
+
+
+def _release_chunk(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random,
+                   position: int) -> tuple[list[Task], int]:
     items = {item.pk for item, _ in releases}
     counts: dict[tuple[int, int], int] = {
         (row["item_id"], row["system_id"]): row["k"]
         for row in Generation.objects.filter(item_id__in=items).values("item_id", "system_id").annotate(k=Count("id"))
     }
-    generations = {(g.item_id, g.system_id, g.sample_index): g for g in Generation.objects.filter(item_id__in=items)}
-    existing_pairs = {(p.generation_a_id, p.generation_b_id): p for p in Pair.objects.filter(item_id__in=items)}
+    generations = {(g.item_id, g.system_id, g.sample_index): g.pk
+                   for g in Generation.objects.filter(item_id__in=items).only("id", "item_id", "system_id",
+                                                                              "sample_index")}
+    pair_ids = {(a, b): pk for pk, a, b in Pair.objects.filter(item_id__in=items)
+                .values_list("pk", "generation_a_id", "generation_b_id")}
     have = set(Task.objects.filter(study=study, item_id__in=items).values_list("item_id", "comparison_id"))
-    position = (Task.objects.filter(study=study).aggregate(m=models.Max("position"))["m"] or -1) + 1
-    tasks, task_pairs = [], []
+    tasks: list[Task] = []
+    wanted: list[list[tuple[int, int, int, bool]]] = []  # per task: (item, generation a, generation b, a first)
     for item, comparison in releases:
         if (item.pk, comparison.pk) in have:
             continue
@@ -212,19 +324,21 @@ def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
             rng,
             study.sample_pairing,
         )
-        task = Task.objects.create(study=study, item=item, comparison=comparison,
-                                   raters_required=study.raters_per_item, position=position)
+        tasks.append(Task(study=study, item=item, comparison=comparison, raters_required=study.raters_per_item,
+                          position=position))
         position += 1
-        tasks.append(task)
-        for index, ((ja, jb), a_first) in enumerate(zip(plan.pairs, plan.a_first, strict=True)):
-            ga = generations[(item.pk, comparison.system_a_id, ja)]
-            gb = generations[(item.pk, comparison.system_b_id, jb)]
-            pair = existing_pairs.get((ga.pk, gb.pk))
-            if pair is None:
-                pair = existing_pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
-            task_pairs.append(TaskPair(task=task, pair=pair, position=index, a_first=a_first))
-    TaskPair.objects.bulk_create(task_pairs)
-    return tasks
+        wanted.append([(item.pk, generations[(item.pk, comparison.system_a_id, ja)],
+                        generations[(item.pk, comparison.system_b_id, jb)], a_first)
+                       for (ja, jb), a_first in zip(plan.pairs, plan.a_first, strict=True)])
+    Task.objects.bulk_create(tasks)
+    missing = {(ga, gb): item for row in wanted for item, ga, gb, _ in row if (ga, gb) not in pair_ids}
+    for pair in Pair.objects.bulk_create(Pair(item_id=item, generation_a_id=ga, generation_b_id=gb)
+                                         for (ga, gb), item in missing.items()):
+        pair_ids[(pair.generation_a_id, pair.generation_b_id)] = pair.pk
+    TaskPair.objects.bulk_create(
+        TaskPair(task=task, pair_id=pair_ids[(ga, gb)], position=index, a_first=a_first)
+        for task, row in zip(tasks, wanted, strict=True) for index, (_, ga, gb, a_first) in enumerate(row))
+    return tasks, position
 
 
 def lock_plan(study: Study, *, exclusive: bool) -> None:

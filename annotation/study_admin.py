@@ -38,9 +38,14 @@ MAX_BULK_LINKS = 1000
 NAME_MAX = Rater._meta.get_field("external_id").max_length
 
 
+SETTABLE_STATUSES = (Study.Status.ACTIVE, Study.Status.PAUSED, Study.Status.ARCHIVED)
+
+
 def do_set_status(study: Study, status: str) -> Study:
-    if status not in Study.Status.values:
-        raise ServiceError(f"status: {status!r} is not one of {', '.join(Study.Status.values)}")
+    if status not in SETTABLE_STATUSES:
+        raise ServiceError(f"status: {status!r} is not one of {', '.join(SETTABLE_STATUSES)}")
+    if study.status == Study.Status.IMPORTING:
+        raise ServiceError("status: the study is still being imported")
     Study.objects.filter(pk=study.pk).update(status=status)
     study.status = status
     return study

@@ -41,7 +41,8 @@ def home(request: HttpRequest) -> HttpResponse:
 def study_list(request: HttpRequest) -> HttpResponse:
     archived = request.GET.get("archived") == "1"
     studies = studies_for(request.user).filter(
-        status__in=[Study.Status.ARCHIVED] if archived else [Study.Status.ACTIVE, Study.Status.PAUSED]
+        status__in=[Study.Status.ARCHIVED] if archived else [Study.Status.ACTIVE, Study.Status.PAUSED,
+                                                               Study.Status.IMPORTING]
     ).annotate(n_items=Count("items", distinct=True),
                n_human=Count("judgments", filter=Q(judgments__rater__kind="human"), distinct=True),
                n_judge=Count("judgments", filter=Q(judgments__rater__kind="judge"), distinct=True))
@@ -58,12 +59,15 @@ def study_create(request: HttpRequest) -> HttpResponse:
         upload = form.cleaned_data["file"]
         try:
             check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
-            study = services.do_create_study(request.user, form.cleaned_data["name"], upload.read(), upload.name,
-                                             form.cleaned_data["description"])
+            study, job = services.do_start_study_import(request.user, form.cleaned_data["name"], upload.read(),
+                                                        upload.name, form.cleaned_data["description"])
         except FormatError as exc:
             problems = exc.messages()
         else:
-            messages.success(request, f"Imported {study.items.count()} items.")
+            if job is None:
+                messages.success(request, f"Imported {study.items.count()} items.")
+            else:
+                messages.success(request, "The file is valid; its items are being imported in the background.")
             warnings = study.import_warnings
             if warnings:
                 shown = "; ".join(str(w) for w in warnings[:10])
@@ -79,6 +83,9 @@ def study_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
+    if study.status == Study.Status.IMPORTING:  # nothing to show or manage until the import is published
+        return render(request, "annotation/study_importing.html",
+                      {"study": study, "job": study.jobs.filter(kind="import").first()})
     context = {
         "study": study,
         "systems": study.systems.all(),

@@ -16,11 +16,17 @@ class Command(BaseCommand):
         parser.add_argument("--owner", help="Username of the researcher who owns it (default: the only superuser).")
         parser.add_argument("--description", default="", help="Optional description.")
 
+    def _progress(self, done: int, total: int) -> None:
+        """A large file is imported in steps (services.import_staged): say how far it is."""
+        self.stderr.write(f"\rimporting: step {done} of {total}", ending="\n" if done == total else "")
+        self.stderr.flush()
+
     def handle(self, *args, **options):
         owner = get_owner(options["owner"])
         data = read_file(options["file"])
         try:
-            study = services.do_create_study(owner, options["name"], data, options["file"], options["description"])
+            study = services.do_create_study(owner, options["name"], data, options["file"], options["description"],
+                                             progress=self._progress)
         except FormatError as exc:
             raise CommandError(f"{options['file']} was not imported (nothing was saved):\n{exc}") from None
         self.stdout.write(self.style.SUCCESS(

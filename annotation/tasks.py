@@ -1,0 +1,42 @@
+"""The background import of a large study file (django-tasks, run by ``python manage.py db_worker`` like the
+other jobs), with its progress on the study page."""
+
+from __future__ import annotations
+
+import traceback
+
+from django.utils import timezone
+from django_tasks import task
+
+from annotation import formats, services
+from annotation.models import Study, StudyUpload
+from selection.models import Job
+
+JOB_KIND = "import"
+
+
+def start_study_import(study: Study, n_items: int) -> Job:
+    job = Job.objects.create(study=study, kind=JOB_KIND, total=1, message=f"Importing {n_items} items")
+    run_study_import.enqueue(job.pk)
+    return job
+
+
+@task()
+def run_study_import(job_id: int) -> None:
+    job = Job.objects.select_related("study").get(pk=job_id)
+    Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING)
+
+    def progress(done: int, total: int) -> None:
+        Job.objects.filter(pk=job_id).update(done=done, total=total)
+
+    try:
+        upload = StudyUpload.objects.get(study=job.study)
+        parsed = formats.parse_study(bytes(upload.data), upload.filename or None)
+        services.import_staged(job.study, parsed, progress)
+    except Exception as exc:  # the study page shows what went wrong; the unpublished study can be deleted
+        Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, finished=timezone.now(),
+                                             message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+        raise
+    StudyUpload.objects.filter(study=job.study).delete()
+    Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(),
+                                         message=f"Imported {len(parsed.items)} items.")

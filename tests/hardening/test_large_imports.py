@@ -1,0 +1,85 @@
+"""Issue 15, M7 and M8: a large study file is imported in short transactions into a study raters cannot see,
+published at the end (from the browser: a background job with progress; the request only checks the file);
+a failed step leaves nothing; PostgreSQL imports more items than its 65,535 query parameters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.urls import reverse
+
+from annotation import services, tasks
+from annotation.models import Item, Study, StudyUpload, Task
+from selection.models import Job
+
+
+def study_file(n: int) -> bytes:
+    return "".join(json.dumps({"id": f"i{i}", "input": f"in {i}", "outputs": {"a": [f"a {i}"], "b": [f"b {i}"]}})
+                   + "\n" for i in range(n)).encode()
+
+
+def test_the_browser_checks_the_file_then_imports_it_in_the_background(researcher_client, client, monkeypatch):
+    monkeypatch.setattr(services, "IMPORT_CHUNK", 3)
+    response = researcher_client.post(reverse("study_create"), {
+        "name": "big", "file": SimpleUploadedFile("b.jsonl", study_file(10))})
+    study = Study.objects.get(name="big")
+    assert response.status_code == 302 and study.status == "importing" and not study.items.exists()
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert 'data-testid="importing"' in page and 'hx-get="' in page  # progress, polled
+    rater = services.do_create_rater_link(study, "early")
+    assert client.post(reverse("rater_start", args=[rater.token()])).status_code == 503  # not open yet
+    job = Job.objects.get(kind="import")
+    tasks.run_study_import.call(job.pk)
+    study.refresh_from_db()
+    job.refresh_from_db()
+    assert study.status == "active" and study.items.count() == 10 and Task.objects.filter(study=study).count() == 10
+    assert (job.status, job.percent) == ("done", 100) and not StudyUpload.objects.exists()
+    assert client.post(reverse("rater_start", args=[rater.token()])).status_code == 302
+
+
+def test_a_bad_large_file_is_refused_in_the_request_with_nothing_saved(researcher_client, monkeypatch):
+    monkeypatch.setattr(services, "IMPORT_CHUNK", 3)
+    bad = study_file(10) + b'{"id": "x"}\n'
+    response = researcher_client.post(reverse("study_create"), {"name": "bad", "file": SimpleUploadedFile("b.jsonl",
+                                                                                                        bad)})
+    assert response.status_code == 400 and b"line 11" in response.content
+    assert not Study.objects.exists() and not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_step_is_a_short_transaction_and_raters_see_nothing_until_published(researcher, monkeypatch):
+    monkeypatch.setattr(services, "IMPORT_CHUNK", 4)
+    seen = []
+
+    def progress(done, total):
+        study = Study.objects.get(name="steps")
+        seen.append((done, total, connection.in_atomic_block, study.status, study.accepts_raters))
+
+    study = services.do_create_study(researcher, "steps", study_file(10), "s.jsonl", progress=progress)
+    assert all(not in_transaction for _, _, in_transaction, _, _ in seen)  # the database is free between steps
+    assert all(status == "importing" and not open_ for _, _, _, status, open_ in seen[:-1])
+    assert seen[-1][:2] == (seen[-1][1], seen[-1][1]) and study.status == "active"
+    assert Item.objects.filter(study=study).count() == 10 and len(seen) >= 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_step_leaves_nothing(researcher, monkeypatch):
+    monkeypatch.setattr(services, "IMPORT_CHUNK", 4)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(services, "_release_chunk", broken)
+    with pytest.raises(RuntimeError):
+        services.do_create_study(researcher, "half", study_file(10), "s.jsonl")
+    assert not Study.objects.exists() and not Item.objects.exists()
+
+
+def test_postgresql_imports_more_items_than_its_query_parameters(researcher):
+    if connection.vendor != "postgresql":
+        pytest.skip("the 65,535-parameter limit is PostgreSQL's; SQLite has no such limit")
+    study = services.do_create_study(researcher, "huge", study_file(66_000), "h.jsonl")
+    assert study.items.count() == 66_000 and Task.objects.filter(study=study).count() == 66_000
