@@ -92,7 +92,10 @@ SECTIONS = [
     ("debiasing", "Debiasing judges with probabilities", None, "The threshold that makes the first-shown output "
      "win half of the comparisons; accuracy against the human majority on the same pairs."),
     ("cohen-kappa", "Agreement between raters", None, "Cohen's kappa for rater pairs with at least 10 shared pairs."),
-    ("judge-metrics", "Judges against humans", None, "MSE between multi-label vectors (primary; a tie counts as "
+    ("judge-metrics", "Judges against humans", None, "Agreement: each verdict (each presentation order on its own) "
+     "against the human majority of its pair, a split counted as a tie; p_first: the share of its non-tie verdicts "
+     "that chose the output shown first (0.5 = no positional bias), first_share the same over all its verdicts. "
+     "MSE between multi-label vectors (primary; a tie counts as "
      "both outputs reasonable), coverage (the judge's choice is among the options most humans find reasonable, "
      "the reference code's COV), hit rate (the judge's choice equals the human majority's, the reference code's HR; "
      "the blog finds it unreliable under indeterminacy), Cohen's kappa, KL(human || judge) and JS divergence of "

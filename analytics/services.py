@@ -501,9 +501,21 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
     judge_choice = [_mode([r.effective_choice for r in judge_by_pair[u]]) for u in units]
     human_choice = [_mode([r.effective_choice for r in human_by_pair[u]]) for u in units]
     both = [(h, j) for h, j in zip(human_choice, judge_choice, strict=True) if h and j]
+    # every verdict on its own (each presentation order counts) against the human majority of its pair (a split
+    # with no single most common answer is a tie), and how often the judge picked the output shown first
+    verdicts = [(human, r) for u, human in zip(units, human_choice, strict=True) if human
+                for r in judge_by_pair[u] if r.effective_choice is not None]
+    sided = [r for _, r in verdicts if r.effective_choice in ("a", "b")]
     sweep = indeterminacy.threshold_sweep(omega_h, omega_j, option=0)
     return {
         "units": len(units),
+        "verdicts": len(verdicts),
+        "agreement": (sum(r.effective_choice == human for human, r in verdicts) / len(verdicts)
+                      if verdicts else float("nan")),
+        "p_first": (sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided)
+                    / len(sided) if sided else float("nan")),
+        "first_share": (sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided)
+                        / len(verdicts) if verdicts else float("nan")),
         "mse": indeterminacy.mse(omega_h, omega_j),
         "hit_rate": indeterminacy.hit_rate(human_choice, judge_choice),
         "coverage": indeterminacy.coverage(omega_h, judge_choice),

@@ -20,7 +20,7 @@ from tests.conftest import answer_all, study_jsonl
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("command", ["import_study", "import_judgments", "export_judgments", "load_demo"])
+@pytest.mark.parametrize("command", ["import_study", "import_judgments", "export_judgments", "load_demo", "load_prd"])
 def test_every_command_has_help(command):
     result = subprocess.run([sys.executable, "manage.py", command, "--help"], cwd=ROOT, capture_output=True,
                             text=True, check=False)
