@@ -22,6 +22,13 @@ CHROMIUM_FLAGS = [
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
+def wait_until_rating_page_ready(page) -> None:
+    """Until rate.js has bound its shortcuts (it marks <html data-shortcuts="on">; htmx, loaded in the head,
+    runs before it). Waiting on htmx alone raced the deferred rate.js on a busy machine. A locator, not
+    wait_for_function: polling a JavaScript expression needs eval, which the page's CSP forbids."""
+    page.locator("html[data-shortcuts='on']").wait_for(state="attached")
+
+
 def find_chromium() -> str | None:
     for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
                       shutil.which("chromium-browser")):

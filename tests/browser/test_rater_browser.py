@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 from annotation import services
 from annotation.models import Assignment, Judgment
 from tests.annotation.test_rendering import XSS
+from tests.browser.conftest import wait_until_rating_page_ready
 from tests.conftest import study_jsonl
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -28,7 +29,7 @@ def test_a_rater_completes_an_assignment_with_the_keyboard_only(browser_page, li
     page.keyboard.press("Enter")  # the autofocused start button
     expect(page.get_by_text("Pair 1 of 5")).to_be_visible()
     expect(page.locator("html")).to_have_attribute("data-shortcuts", "on")
-    page.wait_for_function("typeof htmx !== 'undefined'")
+    wait_until_rating_page_ready(page)
     page.evaluate("window.__sameDocument = true")  # gone if any step reloads the page
     for number, (key, _) in enumerate(KEY_STEPS, start=1):
         expect(page.get_by_text(f"Pair {number} of 5")).to_be_visible()
@@ -152,7 +153,7 @@ def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_p
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()
     expect(page.locator("html")).to_have_attribute("data-shortcuts", "on")
-    page.wait_for_function("typeof htmx !== 'undefined'")
+    wait_until_rating_page_ready(page)
     page.keyboard.press("1")
     page.keyboard.press("Enter")
     expect(page.get_by_text("could not be saved just now")).to_be_visible()
@@ -177,7 +178,7 @@ def test_the_preference_scale_is_answered_with_the_keys_its_mode_defines(browser
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()
-    page.wait_for_function("typeof htmx !== 'undefined'")
+    wait_until_rating_page_ready(page)
     for number, (key, _) in enumerate(SCALE_STEPS, start=1):
         expect(page.get_by_text(f"Pair {number} of 5")).to_be_visible()
         page.keyboard.press(key)

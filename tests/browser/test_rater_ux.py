@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from annotation import services
 from annotation.models import Assignment, Judgment
+from tests.browser.conftest import wait_until_rating_page_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -70,7 +71,7 @@ def test_desktop_instructions_at_hand_and_enter_continues_after_the_last_pair(br
     expect(page.locator("#rating-form")).to_be_in_viewport()
     assert "monospace" in page.locator(".rendered pre code").first.evaluate("e => getComputedStyle(e).fontFamily")
     page.screenshot(path=str(artifacts / "rate-desktop.png"))
-    page.wait_for_function("typeof htmx !== 'undefined'")
+    wait_until_rating_page_ready(page)
     page.keyboard.press("1")
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Assignment complete")).to_be_visible()
@@ -100,7 +101,7 @@ def test_both_bad_by_key_then_revised_to_a_choice_in_the_browser(browser_page, l
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()
-    page.wait_for_function("typeof htmx !== 'undefined'")
+    wait_until_rating_page_ready(page)
     expect(page.get_by_role("heading", name="Pair 1 of 2")).to_be_visible()
     page.keyboard.press("0")  # both are bad
     expect(page.get_by_role("radio", name="Both are bad")).to_be_checked()
@@ -109,7 +110,7 @@ def test_both_bad_by_key_then_revised_to_a_choice_in_the_browser(browser_page, l
     page.get_by_test_id("revise-link").click()
     expect(page.get_by_test_id("revising")).to_be_visible()
     expect(page.get_by_role("heading", name="Pair 1 of 2")).to_be_visible()
-    page.wait_for_function("typeof htmx !== 'undefined'")
+    wait_until_rating_page_ready(page)
     page.keyboard.press("1")
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Pair 2 of 2")).to_be_visible()
@@ -130,7 +131,7 @@ def test_ten_judgments_on_a_k1_study_are_one_assignment_with_one_completion_code
     page.goto(live_server.url + rater.link_path())
     expect(page.get_by_test_id("assignment-size")).to_contain_text("10 pairs")
     page.keyboard.press("Enter")
-    page.wait_for_function("typeof htmx !== 'undefined'")
+    wait_until_rating_page_ready(page)
     for number in range(1, 11):
         expect(page.get_by_role("heading", name=f"Pair {number} of 10")).to_be_visible()
         page.keyboard.press("1" if number % 2 else "2")
