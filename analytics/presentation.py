@@ -100,6 +100,11 @@ SECTIONS = [
      "the reference code's COV), hit rate (the judge's choice equals the human majority's, the reference code's HR; "
      "the blog finds it unreliable under indeterminacy), Cohen's kappa, KL(human || judge) and JS divergence of "
      "the forced-choice distributions over (first system, second system, tie)."),
+    ("hybrid", "Humans and a judge in one estimate", None, "The first system's win rate from the human "
+     "judgments alone, and from the humans and the judge together (prediction-powered inference with power "
+     "tuning: the judge's verdicts on the items no human judged, corrected by how it differs from the humans on "
+     "the items both judged; lambda is the weight it earns, 0 = humans alone). Width ratio below 1: the judge "
+     "narrowed the interval. Weakly correlated judges earn little weight (bench/README.md measures it on PRD)."),
     ("threshold-sweep", "Decision consistency over tau", "threshold-sweep", "Whether judge and humans agree that "
      "option A reaches tau, over a sweep of tau, and the judge's estimation bias."),
     ("beta-sensitivity", "Sensitivity to the human beta", "beta-sensitivity", "MSE when human multi-label vectors "
@@ -113,6 +118,9 @@ def empty_reason(name: str, data: dict) -> str:
     board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry"}
     if name in board and data[board[name]].get("reason"):
         return f"Not available: {data[board[name]]['reason']}."
+    if name == "hybrid":
+        return ("Needs a judge's verdicts on items humans judged (at least two) and on items they did not: import "
+                "a judge that judged more of the study than the humans.")
     if name in ("debiasing", "judge-metrics", "threshold-sweep", "beta-sensitivity"):
         return ("No judge has judged the pairs the humans judged (with probabilities, for debiasing): import a "
                 "judge's verdicts on the study page.")

@@ -29,7 +29,7 @@ from django.db.models import Count
 from scipy.stats import spearmanr
 from scipy.stats import t as student_t
 
-from analytics.core import agreement, bias, consistency, indeterminacy, ratings
+from analytics.core import agreement, bias, consistency, indeterminacy, ppi, ratings
 from analytics.populations import ALL, HUMANS, Population
 from annotation import orientation
 from annotation.models import Comparison, Judgment, Skip, Study
@@ -539,6 +539,43 @@ def _mode(choices: list[str | None]) -> str | None:
     return winners[0] if len(winners) == 1 else "tie"
 
 
+def hybrid_report(study: Study, humans: list[Row], judges: list[Row]) -> list[dict]:
+    """Per judge and system pair: the first system's win rate from the humans alone and from the humans and the
+    judge in one estimate (prediction-powered inference with power tuning, analytics/core/ppi.py). Per item,
+    Y = the human judgments' mean score for the first system (1 a win, 1/2 a tie, 0 a loss) and f = the judge's
+    mean score; labelled are the items with both, the judge alone covers the others. Human-only uses the same
+    labelled items, so the two intervals compare like with like."""
+    out = []
+    pairs = [(c.system_a.name, c.system_b.name)
+             for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b")]
+
+    def scores(rows: list[Row], pair: tuple[str, str]) -> dict[int, float]:
+        by_item: dict[int, list[float]] = defaultdict(list)
+        for r in rows:
+            if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
+                rating = r.rating if (r.system_a, r.system_b) == pair else -r.rating
+                by_item[r.item_id].append((1 - rating) / 2)
+        return {item: float(np.mean(v)) for item, v in by_item.items()}
+
+    for name in sorted({r.rater for r in judges}):
+        rows = [r for r in judges if r.rater == name]
+        for pair in pairs:
+            y_by, f_by = scores(humans, pair), scores(rows, pair)
+            labelled = sorted(set(y_by) & set(f_by))
+            rest = sorted(set(f_by) - set(y_by))
+            if len(labelled) < 2 or not rest:
+                continue
+            y = np.array([y_by[i] for i in labelled])
+            human = ppi.classical_mean(y)
+            hybrid = ppi.ppi_mean(y, np.array([f_by[i] for i in labelled]), np.array([f_by[i] for i in rest]))
+            out.append({"judge": name, "system_a": pair[0], "system_b": pair[1], "labelled": len(labelled),
+                        "judge_only": len(rest), "human_only": human.estimate, "human_low": human.low,
+                        "human_high": human.high, "hybrid": hybrid.estimate, "low": hybrid.low, "high": hybrid.high,
+                        "lambda": hybrid.lam,
+                        "width_ratio": hybrid.width / human.width if human.width else None})
+    return out
+
+
 def separability_report(study: Study) -> dict:
     from selection.models import SeparabilityRun
 
@@ -589,5 +626,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "positional_bias": positional_bias_report(rows, reference),
         "agreement": agreement_report(rows),
         "indeterminacy": indeterminacy_report(study, reference),
+        "hybrid": hybrid_report(study, [r for r in reference if r.kind == "human"],
+                                [r for r in reference if r.kind == "judge"]),
     }
     return clean(report)

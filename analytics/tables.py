@@ -70,4 +70,7 @@ def report_tables(report: dict) -> dict[str, Table]:
     tables["beta-sensitivity"] = (["judge", "beta", "mse"], [[name, b["beta"], b["mse"]]
                                                              for name, j in ind["judges"].items()
                                                              for b in j["beta_sensitivity"]])
+    columns = ["judge", "system_a", "system_b", "labelled", "judge_only", "human_only", "human_low", "human_high",
+               "hybrid", "low", "high", "lambda", "width_ratio"]
+    tables["hybrid"] = (columns, [[h[c] for c in columns] for h in report.get("hybrid", [])])
     return tables

@@ -231,3 +231,33 @@ def test_the_report_ranks_elo_by_its_bootstrap_median_and_keeps_the_online_pass(
         assert all(r["low"] <= r["median"] <= r["high"] for r in board)
     assert all(r["rating"] == r["median"] and "online" in r for r in report["elo"]["leaderboard"])
     assert all("online" not in r for r in report["bradley_terry"]["leaderboard"])
+
+
+def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researcher_client, study):
+    from analytics.core.ppi import classical_mean, ppi_mean
+
+    # humans on item-0..item-2 (sample 0), a judge on every item: the judge alone covers item-3
+    lines = []
+    humans = {"item-0": ["sys-a", "sys-a"], "item-1": ["sys-b", "tie"], "item-2": ["sys-a", "sys-b"]}
+    judge = {"item-0": "sys-a", "item-1": "sys-b", "item-2": "sys-a", "item-3": "sys-b"}
+    for item, choices in humans.items():
+        for n, choice in enumerate(choices):
+            lines.append({"id": f"h{n}-{item}", "item": item, "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
+                          "sample_b": 0, "shown_first": "sys-a", "rater": f"h{n}", "rater_kind": "human",
+                          "choice": choice})
+    for item, choice in judge.items():
+        lines.append({"id": f"j-{item}", "item": item, "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
+                      "sample_b": 0, "shown_first": "sys-b", "rater": "j", "rater_kind": "judge", "choice": choice})
+    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    [row] = services.study_report(study)["hybrid"]
+    # per item, the first system's score: a win 1, a tie 1/2, a loss 0, averaged over the raters
+    y, f, f_rest = [1.0, 0.25, 0.5], [1.0, 0.0, 1.0], [0.0]
+    expected, human = ppi_mean(y, f, f_rest), classical_mean(y)
+    assert (row["judge"], row["labelled"], row["judge_only"]) == ("j", 3, 1)
+    assert row["hybrid"] == pytest.approx(expected.estimate) and row["lambda"] == pytest.approx(expected.lam)
+    assert row["human_only"] == pytest.approx(human.estimate)
+    assert row["width_ratio"] == pytest.approx(expected.width / human.width)
+    researcher_client.get(reverse("report", args=[study.pk]))
+    refresh_reports()
+    page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
+    assert "Humans and a judge in one estimate" in page
