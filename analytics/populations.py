@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
+from annotation.models import Rater
+
 HUMANS, JUDGE, ALL = "humans", "judge", "all"
-SOURCES = {"personal_link": "personal links", "open_link": "the open link", "external": "crowdsourcing sites",
-           "import": "imported"}
+# Where raters come from: the rater model's own sources (one home), named as a filter reads them.
+SOURCES = {value: label.lower() for value, label in Rater.Source.choices}
 
 
 class PopulationError(ValueError):

@@ -248,7 +248,7 @@ def _battles(rows: list[Row], systems: list[str], aggregation: str = "every", se
     a = np.array([index[r.system_a] for r in battle_rows], dtype=np.int64)
     b = np.array([index[r.system_b] for r in battle_rows], dtype=np.int64)
     # the battle's outcome for system A from the one rating map: r = -1 (A) -> 1, 0 -> 0.5, +1 (B) -> 0
-    score = np.array([(1 - consistency.RATING[r.effective_choice]) / 2 for r in battle_rows])
+    score = consistency.score_for_a([r.rating for r in battle_rows]).reshape(-1)
     if aggregation == "every" or not battle_rows:
         return battle_rows, a, b, score
     # the same system is "a" in every battle of a group: the one that comes first in the study's order
@@ -554,7 +554,7 @@ def hybrid_report(study: Study, humans: list[Row], judges: list[Row]) -> list[di
         for r in rows:
             if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
                 rating = r.rating if (r.system_a, r.system_b) == pair else -r.rating
-                by_item[r.item_id].append((1 - rating) / 2)
+                by_item[r.item_id].append(float(consistency.score_for_a(rating)))
         return {item: float(np.mean(v)) for item, v in by_item.items()}
 
     for name in sorted({r.rater for r in judges}):

@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation import access, crowd, services, study_admin
+from annotation import access, crowd, rater_views, services, study_admin
 from annotation.forms import GenerateGoldForm, GoldPairForm
 from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater, TaskPair
 from annotation.ratelimit import client_ip
@@ -27,8 +27,7 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     link = access.access_external_link(token)
     study = link.study
     if not study.accepts_raters:
-        return _message(request, study, "Rating is paused", "The researcher has paused this study; please "
-                        "come back later (your answers so far are saved).", status=503)
+        return rater_views.paused_message(request, study)
     try:
         arrival = crowd.parse_arrival(link, request.GET)
     except services.ServiceError as exc:

@@ -36,6 +36,12 @@ RATING = {"a": -1, "b": 1, "tie": 0}
 WINNER = {-1: "a", 0: "tie", 1: "b"}
 
 
+def score_for_a(rating):
+    """System A's score of a rating (or an array of them): 1 for a win (r = -1), 1/2 for no preference, 0 for a
+    loss -- a battle's outcome for the leaderboards and an item's outcome for win rates."""
+    return (1 - np.asarray(rating, dtype=np.float64)) / 2
+
+
 def effective_choice(choice: str | None, response_set=None, probability_a: float | None = None) -> str | None:
     """One answer in model coordinates ("a", "b", "tie", or None without one): the forced choice when there
     is one (a 5-point answer is stored as its side, so ratings use its sign; "both are bad" is stored as a
