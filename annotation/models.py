@@ -365,6 +365,7 @@ class Rater(models.Model):
         OPEN_LINK = "open_link", "Open link"
         IMPORT = "import", "Imported"
         EXTERNAL = "external", "Crowdsourcing site"
+        RUN = "run", "Judge run by SepLab"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="raters")
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.HUMAN)
@@ -669,3 +670,82 @@ class MTurkHIT(models.Model):
 
     def __str__(self) -> str:
         return f"{'sandbox' if self.sandbox else 'live'} HIT {self.hit_id}"
+
+
+class Judge(models.Model):
+    """An LLM judge SepLab runs on a study's pairs through an OpenAI-compatible endpoint
+    (``annotation/judge_runner.py``). Its verdicts are the judgments of ``rater`` (kind judge)."""
+
+    class Scope(models.TextChoices):
+        SHOWN = "shown", "The pairs released to human raters"
+        ALL = "all", "Every item of every system pair (first samples)"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judges")
+    rater = models.OneToOneField(Rater, on_delete=models.CASCADE, related_name="judge")
+    base_url = models.URLField(max_length=500, help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 "
+                                                         "or http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
+    model = models.CharField(max_length=200, help_text="The model name the endpoint expects.")
+    api_key_env = models.CharField(
+        max_length=100, blank=True, default="OPENAI_API_KEY",
+        help_text="Read the API key from this environment variable of the worker (preferred).")
+    api_key = models.CharField(
+        max_length=500, blank=True, default="",
+        help_text="Or a key stored with the study (never shown again, never logged); used when set.")
+    prompt_template = models.TextField(help_text="The prompt; {input}, {first}, {second} and {answer_format} are "
+                                                 "filled in, {question} too if present.")
+    temperature = models.FloatField(default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
+    max_tokens = models.PositiveIntegerField(default=400, validators=[MinValueValidator(1),
+                                                                      MaxValueValidator(32_000)])
+    logprobs = models.BooleanField(default=False, help_text="Ask for log-probabilities and keep P(A) from the option "
+                                                            "tokens (not every endpoint returns them).")
+    max_concurrency = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1),
+                                                                              MaxValueValidator(64)])
+    request_budget = models.PositiveIntegerField(
+        default=1000, validators=[MinValueValidator(1)],
+        help_text="Most replies to pay for: the run stops when this many have been received.")
+    timeout_seconds = models.FloatField(default=60.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
+    max_retries = models.PositiveSmallIntegerField(
+        default=4, validators=[MaxValueValidator(20)],
+        help_text="Retries with backoff on 429, 5xx, timeouts and dropped connections (the openai client's).")
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.SHOWN)
+    price_input = models.DecimalField(max_digits=10, decimal_places=4, default=0,
+                                      help_text="US$ per million prompt tokens, for the cost shown.")
+    price_output = models.DecimalField(max_digits=10, decimal_places=4, default=0,
+                                       help_text="US$ per million completion tokens.")
+    stop_requested = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.rater.external_id
+
+
+class JudgeCall(models.Model):
+    """One request of a judge on one pair in one display order: the ledger that makes a run resumable (at most
+    one per pair and order) and keeps the raw reply."""
+
+    class Status(models.TextChoices):
+        JUDGED = "judged", "Judged"
+        UNPARSEABLE = "unparseable", "Unparseable"
+        FAILED = "failed", "Failed (retried on resume)"
+
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="calls")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+")
+    a_shown_first = models.BooleanField()
+    status = models.CharField(max_length=12, choices=Status.choices)
+    reply = models.TextField(blank=True, help_text="The reply's text.")
+    problem = models.TextField(blank=True, help_text="Why it is unparseable, or the error after the retries.")
+    response = models.JSONField(null=True, blank=True, help_text="The endpoint's whole response, as received.")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    judgment = models.OneToOneField(Judgment, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["judge", "pair", "a_shown_first"], name="judgecall_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.judge} on pair {self.pair_id} ({'A' if self.a_shown_first else 'B'} first): {self.status}"

@@ -40,3 +40,39 @@ def run_study_import(job_id: int) -> None:
     StudyUpload.objects.filter(study=job.study).delete()
     Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(),
                                          message=f"Imported {len(parsed.items)} items.")
+
+
+@task()
+def run_judge(job_id: int) -> None:
+    """One run of an LLM judge (``annotation.judge_runner``): progress, tokens and cost on the judges page."""
+    from annotation import judge_runner
+    from annotation.models import Judge
+
+    job = Job.objects.get(pk=job_id)
+    judge = Judge.objects.select_related("study", "rater").get(pk=job.params["judge"])
+    Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING, heartbeat=timezone.now(),
+                                         message=f"Judge {judge} is judging")
+
+    def progress(done: int, total: int) -> None:
+        Job.objects.filter(pk=job_id).update(done=done, total=total, heartbeat=timezone.now())
+
+    def should_stop() -> bool:
+        return Judge.objects.filter(pk=judge.pk, stop_requested=True).exists()
+
+    try:
+        result = judge_runner.run(judge, progress=progress, should_stop=should_stop)
+    except Exception as exc:  # the judges page shows what went wrong; resuming retries what is missing
+        message = judge_runner.redact(f"{type(exc).__name__}: {exc}", judge)
+        Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, finished=timezone.now(), message=message)
+        raise
+    used = judge_runner.usage(judge)
+    summary = (f"{used.judged} judged, {used.unparseable} unparseable, {used.failed} failed after retries; "
+               f"{used.tokens:,} tokens, ${used.cost}.")
+    if result.stopped:
+        status, summary = Job.Status.STOPPED, f"Stopped: {summary} Resume to go on."
+    elif result.budget_reached:
+        status, summary = Job.Status.DONE, f"Request budget reached: {summary}"
+    else:
+        status = Job.Status.DONE
+    Job.objects.filter(pk=job_id).update(status=status, finished=timezone.now(), message=summary,
+                                         heartbeat=timezone.now())

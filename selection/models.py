@@ -168,6 +168,7 @@ class Job(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+        STOPPED = "stopped", "Stopped"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="jobs")
     kind = models.CharField(max_length=40)
@@ -178,6 +179,7 @@ class Job(models.Model):
     message = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True, help_text="Last sign of life of a long job's worker.")
 
     class Meta:
         ordering = ["-created", "-id"]

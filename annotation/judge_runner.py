@@ -1,0 +1,366 @@
+"""Running an LLM judge on a study's pairs through an OpenAI-compatible endpoint with the official ``openai``
+client (it speaks to hosted APIs, vLLM, Ollama and the llama.cpp server alike, and brings the retries with
+exponential backoff on 429, 5xx, timeouts and dropped connections, honouring Retry-After).
+
+Each pair is judged **in both display orders**. The ``JudgeCall`` ledger holds at most one call per judge, pair
+and order (a database constraint), written in the same transaction as the judgment, so a run stopped or
+crashed anywhere resumes with exactly the calls that are missing: no pair is judged twice, nothing recorded is
+lost; calls that failed after the client's retries are tried again on resume. The requests run on worker
+threads; every database write happens on the calling thread.
+
+What a reply means is ``annotation/judging.py``'s business (strict verdict grammar, P(A) from log-probabilities);
+how it is stored is the study's elicitation mode's (``elicitation.Mode.to_model``), as for a person's answer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import datetime as dt
+import os
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import Any
+
+import openai
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from annotation import elicitation, judging, orientation
+from annotation.models import Generation, Judge, JudgeCall, Judgment, Pair, Rater, Study, TaskPair
+from selection.models import Job
+
+JOB_KIND = "judge"
+STALE_AFTER = dt.timedelta(minutes=2)  # a running job without a heartbeat this long has lost its worker
+TOP_LOGPROBS = 5
+# Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
+FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError, openai.BadRequestError,
+         openai.UnprocessableEntityError)
+
+
+class JudgeError(Exception):
+    """A judge that cannot run as configured; the message is for the researcher."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Creating and configuring
+
+
+def create_judge(study: Study, name: str, **fields: Any) -> Judge:
+    """A judge with its rater (kind judge, source "run"); the name is the rater's, unique in the study."""
+    name = name.strip()
+    if not name:
+        raise JudgeError("Give the judge a name.")
+    if study.raters.filter(external_id=name).exists():
+        raise JudgeError(f"The study already has a rater named {name!r}.")
+    judging.check_template(fields.get("prompt_template") or judging.DEFAULT_TEMPLATE)
+    with transaction.atomic():
+        rater = Rater.objects.create(study=study, external_id=name, kind=Rater.Kind.JUDGE, source=Rater.Source.RUN)
+        fields.setdefault("prompt_template", judging.DEFAULT_TEMPLATE)
+        return Judge.objects.create(study=study, rater=rater, **fields)
+
+
+def api_key(judge: Judge) -> str:
+    """The stored key, else the named environment variable of the worker; a local server that needs none is
+    configured with neither (the client still sends a placeholder)."""
+    if judge.api_key:
+        return judge.api_key
+    if judge.api_key_env:
+        value = os.environ.get(judge.api_key_env, "")
+        if not value:
+            raise JudgeError(f"The environment variable {judge.api_key_env} (the judge's API key) is not set for the "
+                             "worker; set it, store a key with the judge, or clear both for a server that needs "
+                             "no key.")
+        return value
+    return "no-key"
+
+
+def redact(text: str, judge: Judge) -> str:
+    """An error message with the judge's key taken out (endpoints sometimes echo it)."""
+    try:
+        key = api_key(judge)
+    except JudgeError:
+        return text
+    return text.replace(key, "[key]") if len(key) >= 4 else text
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What is judged
+
+
+def judged_pairs(judge: Judge) -> list[Pair]:
+    """The pairs of the judge's scope: those of the tasks released to people, or one pair (first samples) of
+    every item for every system pair of the study, created where missing."""
+    study = judge.study
+    if judge.scope == Judge.Scope.SHOWN:
+        ids = TaskPair.objects.filter(task__study=study).values_list("pair_id", flat=True).distinct()
+        return list(Pair.objects.filter(pk__in=ids).order_by("pk"))
+    first = {(g.item_id, g.system_id): g.pk
+             for g in Generation.objects.filter(item__study=study, sample_index=0).only("pk", "item_id", "system_id")}
+    wanted = []
+    for comparison in study.comparisons.all():
+        for item_id in study.items.values_list("pk", flat=True):
+            a, b = first.get((item_id, comparison.system_a_id)), first.get((item_id, comparison.system_b_id))
+            if a and b:
+                wanted.append((item_id, a, b))
+    Pair.objects.bulk_create([Pair(item_id=i, generation_a_id=a, generation_b_id=b) for i, a, b in wanted],
+                             ignore_conflicts=True)
+    keys = {(a, b) for _, a, b in wanted}
+    pairs = Pair.objects.filter(item__study=study).order_by("pk")
+    return [p for p in pairs if (p.generation_a_id, p.generation_b_id) in keys]
+
+
+def pending(judge: Judge) -> list[tuple[Pair, bool]]:
+    """(pair, a shown first) still to ask: both orders of each pair, without a judged or unparseable call."""
+    settled = set(JudgeCall.objects.filter(judge=judge).exclude(status=JudgeCall.Status.FAILED)
+                  .values_list("pair_id", "a_shown_first"))
+    return [(p, a_first) for p in judged_pairs(judge) for a_first in (True, False)
+            if (p.pk, a_first) not in settled]
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    replies: int  # judged + unparseable: what the budget counts
+    judged: int
+    unparseable: int
+    failed: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal  # US$
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def usage(judge: Judge) -> Usage:
+    S = JudgeCall.Status
+    row = JudgeCall.objects.filter(judge=judge).aggregate(
+        judged=Count("id", filter=Q(status=S.JUDGED)), unparseable=Count("id", filter=Q(status=S.UNPARSEABLE)),
+        failed=Count("id", filter=Q(status=S.FAILED)),
+        prompt=Sum("prompt_tokens", default=0), completion=Sum("completion_tokens", default=0))
+    cost = (Decimal(row["prompt"]) * judge.price_input + Decimal(row["completion"]) * judge.price_output) / 10**6
+    return Usage(row["judged"] + row["unparseable"], row["judged"], row["unparseable"], row["failed"], row["prompt"],
+                 row["completion"], cost.quantize(Decimal("0.0001")))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Asking (worker threads: no database)
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    pair_id: int
+    a_shown_first: bool
+    prompt: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    request: Request
+    text: str = ""
+    response: dict | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens: tuple[judging.Token, ...] = ()
+    error: str = ""
+
+
+def make_client(judge: Judge) -> openai.OpenAI:
+    return openai.OpenAI(base_url=judge.base_url, api_key=api_key(judge), timeout=judge.timeout_seconds,
+                         max_retries=judge.max_retries)
+
+
+def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
+    """One chat completion; errors that survive the client's retries become the reply's ``error``, except the
+    ones no retry mends (``FATAL``), which are raised."""
+    extra = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if judge.logprobs else {}
+    try:
+        completion = client.chat.completions.create(
+            model=judge.model, messages=[{"role": "user", "content": request.prompt}],
+            temperature=judge.temperature, max_tokens=judge.max_tokens, n=1, **extra)
+    except FATAL:
+        raise
+    except openai.OpenAIError as exc:
+        return Reply(request, error=f"{type(exc).__name__}: {exc}")
+    if not completion.choices:
+        return Reply(request, response=completion.model_dump(mode="json"), error="The response has no choices.")
+    choice = completion.choices[0]
+    tokens: tuple[judging.Token, ...] = ()
+    if choice.logprobs is not None and choice.logprobs.content:
+        tokens = tuple((t.token, tuple((a.token, a.logprob) for a in t.top_logprobs))
+                       for t in choice.logprobs.content)
+    used = completion.usage
+    return Reply(request, text=choice.message.content or "", response=completion.model_dump(mode="json"),
+                 prompt_tokens=used.prompt_tokens if used else 0,
+                 completion_tokens=used.completion_tokens if used else 0, tokens=tokens)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Recording (the calling thread)
+
+
+def call_key(judge: Judge, pair_id: int, a_shown_first: bool) -> str:
+    """The judgment's idempotency key: one per judge, pair and order."""
+    return f"judge-{judge.pk}-{pair_id}-{'ab' if a_shown_first else 'ba'}"
+
+
+def record(judge: Judge, reply: Reply) -> JudgeCall | None:
+    """Store one reply: a judgment and its call in one transaction, an unparseable reply or a failure as a call.
+    None when the pair and order were already settled (another run got there first)."""
+    request, offer = reply.request, judging.Offer.of(judge.study)
+    fields: dict[str, Any] = {"reply": reply.text, "response": reply.response, "prompt_tokens": reply.prompt_tokens,
+                              "completion_tokens": reply.completion_tokens, "created": timezone.now(),
+                              "problem": "", "judgment": None}
+    verdict = None
+    if reply.error:
+        fields.update(status=JudgeCall.Status.FAILED, problem=redact(reply.error, judge))
+    else:
+        try:
+            verdict = judging.parse(offer, reply.text)
+            fields["status"] = JudgeCall.Status.JUDGED
+        except judging.Unparseable as exc:
+            fields.update(status=JudgeCall.Status.UNPARSEABLE, problem=str(exc))
+    try:
+        with transaction.atomic():
+            previous = (JudgeCall.objects.select_for_update()
+                        .filter(judge=judge, pair_id=request.pair_id, a_shown_first=request.a_shown_first).first())
+            if previous is not None and previous.status != JudgeCall.Status.FAILED:
+                return None
+            if verdict is not None:
+                fields["judgment"] = _judgment(judge, request, verdict, reply)
+            if previous is not None:
+                for name, value in fields.items():
+                    setattr(previous, name, value)
+                previous.save()
+                return previous
+            return JudgeCall.objects.create(judge=judge, pair_id=request.pair_id,
+                                            a_shown_first=request.a_shown_first, **fields)
+    except IntegrityError:  # a concurrent run recorded this pair and order in between
+        return None
+
+
+def _judgment(judge: Judge, request: Request, verdict: judging.Verdict, reply: Reply) -> Judgment:
+    stored = elicitation.mode_of(judge.study).to_model(verdict.answer, request.a_shown_first)
+    p_first = judging.probability_first(reply.tokens, verdict.label_offset)
+    probability_a = None if p_first is None else orientation.probability_first(p_first, request.a_shown_first)
+    return Judgment.objects.create(
+        study=judge.study, rater=judge.rater, pair_id=request.pair_id, a_shown_first=request.a_shown_first,
+        probability_a=probability_a, idempotency_key=call_key(judge, request.pair_id, request.a_shown_first),
+        **stored.fields())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A run
+
+
+@dataclasses.dataclass
+class RunResult:
+    asked: int = 0
+    recorded: int = 0
+    stopped: bool = False
+    budget_reached: bool = False
+
+
+def requests(judge: Judge, todo: list[tuple[Pair, bool]]) -> Iterator[Request]:
+    offer = judging.Offer.of(judge.study)
+    pairs = {p.pk: p for p in Pair.objects.filter(pk__in={p.pk for p, _ in todo})
+             .select_related("item", "generation_a", "generation_b")}
+    for pair, a_first in todo:
+        p = pairs[pair.pk]
+        first, second = orientation.in_display_order(p.generation_a.text, p.generation_b.text, a_first)
+        yield Request(p.pk, a_first, judging.render_prompt(judge.prompt_template, offer, p.item.input, first, second))
+
+
+def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, total: None,
+        should_stop: Callable[[], bool] = lambda: False) -> RunResult:
+    """Ask for every pending call within the budget, ``max_concurrency`` at a time, recording each reply as it
+    arrives. ``should_stop`` is checked after each reply: no new request is sent once it says so, and the
+    replies in flight are still recorded."""
+    result = RunResult()
+    todo = pending(judge)
+    room = max(judge.request_budget - usage(judge).replies, 0)
+    if len(todo) > room:
+        todo, result.budget_reached = todo[:room], True
+    client = make_client(judge)
+    total = len(todo)
+    progress(0, total)
+    source = requests(judge, todo)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=judge.max_concurrency,
+                                               thread_name_prefix=f"judge-{judge.pk}") as pool:
+        in_flight: set[concurrent.futures.Future] = set()
+
+        def refill() -> None:
+            while len(in_flight) < judge.max_concurrency and not result.stopped:
+                request = next(source, None)
+                if request is None:
+                    return
+                in_flight.add(pool.submit(ask, client, judge, request))
+                result.asked += 1
+
+        refill()
+        try:
+            while in_flight:
+                finished, _ = concurrent.futures.wait(in_flight, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in finished:
+                    in_flight.discard(future)
+                    if record(judge, future.result()) is not None:
+                        result.recorded += 1
+                    progress(result.recorded, total)
+                if not result.stopped and should_stop():
+                    result.stopped = True
+                refill()
+        except BaseException:
+            for future in in_flight:
+                future.cancel()
+            raise
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Jobs: start, stop, resume
+
+
+def current_job(judge: Judge) -> Job | None:
+    return Job.objects.filter(study=judge.study, kind=JOB_KIND, params__judge=judge.pk).order_by("-pk").first()
+
+
+def is_live(job: Job | None) -> bool:
+    """Queued, or running with a recent heartbeat (a running job whose worker died can be resumed)."""
+    if job is None or not job.active:
+        return False
+    if job.status == Job.Status.QUEUED:
+        return True
+    return job.heartbeat is not None and timezone.now() - job.heartbeat < STALE_AFTER
+
+
+def start(judge: Judge) -> Job:
+    """Queue a run (a first run or a resume): refused while one is live; a running job whose worker stopped
+    answering is marked failed first."""
+    from annotation.tasks import run_judge
+
+    with transaction.atomic():
+        Judge.objects.select_for_update().filter(pk=judge.pk).first()
+        job = current_job(judge)
+        if is_live(job):
+            raise JudgeError("This judge is already running; stop it first.")
+        if job is not None and job.active:
+            Job.objects.filter(pk=job.pk).update(
+                status=Job.Status.FAILED, finished=timezone.now(),
+                message="The worker stopped without finishing (a crash or a restart); the run was resumed.")
+        api_key(judge)  # a missing key is said now, not by a failed job
+        if not pending(judge):
+            raise JudgeError("Every pair of the judge's scope is judged in both orders.")
+        if usage(judge).replies >= judge.request_budget:
+            raise JudgeError(f"The request budget ({judge.request_budget}) is used up; raise it to go on.")
+        Judge.objects.filter(pk=judge.pk).update(stop_requested=False)
+        job = Job.objects.create(study=judge.study, kind=JOB_KIND, params={"judge": judge.pk},
+                                 message=f"Judge {judge} queued")
+    run_judge.enqueue(job.pk)
+    return job
+
+
+def stop(judge: Judge) -> None:
+    """Ask the running job to stop after the replies in flight."""
+    Judge.objects.filter(pk=judge.pk).update(stop_requested=True)

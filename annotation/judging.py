@@ -1,0 +1,230 @@
+"""What an LLM judge is asked and how its reply is read: the prompt per elicitation mode, the strict verdict
+grammar, and P(first) from the option tokens' log-probabilities (comparative-assessment seed, Eq. 3). Pure
+functions, no Django: the runner (``annotation/judge_runner.py``) sends and stores, this module decides.
+
+A reply is read **strictly**: its last non-empty lines must be the mode's verdict lines (below), in any case,
+with Markdown emphasis (``*``, ``_``) and a final full stop ignored. Anything else -- no verdict line, two
+verdicts, an option the study does not offer -- is *unparseable*: counted and shown, never guessed.
+
+- forced choice: ``Verdict: A`` | ``Verdict: B`` | ``Verdict: Tie`` | ``Verdict: Both bad``
+- response set: ``Acceptable: A`` | ``Acceptable: B`` | ``Acceptable: A, B`` | ``Acceptable: none``
+- paired: ``Verdict: …`` then ``Also acceptable: A`` | ``B`` | ``A, B`` | ``none``
+- 5-point scale: ``Verdict: A much better`` | ``A better`` | ``Same`` | ``B better`` | ``B much better`` |
+  ``Both bad``
+
+"A" is the output shown first in the prompt, "B" the second: a verdict is in display coordinates, like a
+person's answer (``elicitation.Answer``), and the study's mode stores it in model coordinates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Sequence
+
+from annotation import elicitation
+from annotation.elicitation import BOTH_BAD, FIRST, NEITHER, SECOND, TIE, Answer
+
+PLACEHOLDERS = ("{input}", "{first}", "{second}", "{answer_format}")
+OPTIONAL_PLACEHOLDERS = ("{question}",)
+
+DEFAULT_TEMPLATE = """{question}
+
+[Input]
+{input}
+
+[Output A]
+{first}
+
+[Output B]
+{second}
+
+Judge the two outputs for the input above on their own merits; the order in which they are shown must not \
+matter, nor their length. Explain your judgment in at most three sentences, then end your reply with \
+{answer_format}"""
+
+LABELS = {FIRST: "A", SECOND: "B"}
+_LABEL_TO_SIDE = {"A": FIRST, "B": SECOND}
+
+
+class Unparseable(ValueError):
+    """A reply that does not follow the verdict grammar, or names an option the study does not offer."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Offer:
+    """What the study lets a rater answer (the fields of ``Study`` the grammar needs)."""
+
+    mode: str  # elicitation mode name
+    allow_tie: bool = True
+    neither_option: bool = False
+    question: str = "Which output is better?"
+    tie_label: str = "No preference"
+    neither_label: str = "Both are bad"
+
+    @classmethod
+    def of(cls, study) -> Offer:
+        question = study.response_set_question if study.elicitation == "response_set" else study.question
+        return cls(study.elicitation, study.allow_tie, study.neither_option, question, study.tie_label,
+                   study.neither_label)
+
+
+def answer_format(offer: Offer) -> str:
+    """The closing instruction that tells the judge the exact verdict line(s) this study accepts."""
+    choices = ["Verdict: A", "Verdict: B"]
+    if offer.allow_tie:
+        choices.append("Verdict: Tie")
+    if offer.neither_option:
+        choices.append("Verdict: Both bad")
+    sets = ["Acceptable: A", "Acceptable: B", "Acceptable: A, B"] + (["Acceptable: none"] if offer.neither_option
+                                                                     else [])
+    if offer.mode == "response_set":
+        return ("one line listing every output that is an acceptable answer, exactly one of: "
+                + " | ".join(sets))
+    if offer.mode == "paired":
+        return ("two lines: first your choice, exactly one of: " + " | ".join(choices)
+                + "; then every output that is also acceptable, exactly one of: "
+                + "Also acceptable: A | Also acceptable: B | Also acceptable: A, B | Also acceptable: none")
+    if offer.mode == "preference_scale":
+        scale = ["A much better", "A better", "Same", "B better", "B much better"]
+        if offer.neither_option:
+            scale.append("Both bad")
+        return "one line, exactly one of: " + " | ".join(f"Verdict: {s}" for s in scale)
+    return "one line, exactly one of: " + " | ".join(choices)
+
+
+def check_template(template: str) -> None:
+    """Raise ValueError naming the placeholders a prompt template lacks."""
+    missing = [p for p in PLACEHOLDERS if p not in template]
+    if missing:
+        raise ValueError("The prompt template must contain " + ", ".join(missing) + ".")
+
+
+def render_prompt(template: str, offer: Offer, input_text: str, first: str, second: str) -> str:
+    """The template with its placeholders filled. Plain replacement (never str.format): braces in a template
+    or in the outputs are kept as they are, and one output's text is never read as a placeholder."""
+    check_template(template)
+    values = {"{question}": offer.question, "{input}": input_text, "{first}": first, "{second}": second,
+              "{answer_format}": answer_format(offer)}
+    pattern = re.compile("|".join(re.escape(k) for k in values))
+    return pattern.sub(lambda m: values[m.group(0)], template)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    answer: Answer  # display coordinates
+    label_offset: int | None  # where the deciding label ("A" / "B" / "Tie" …) starts in the reply
+
+
+_CLEAN = re.compile(r"[*_`]")
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """(offset of the line in ``text``, the line) for each non-empty line."""
+    out, offset = [], 0
+    for line in text.splitlines(keepends=True):
+        if line.strip():
+            out.append((offset, line))
+        offset += len(line)
+    return out
+
+
+def _match(prefix: str, line: str) -> tuple[str, int] | None:
+    """(value, offset of the value within the raw line) of a line ``<prefix>: <value>``, emphasis ignored."""
+    cleaned = _CLEAN.sub(" ", line)  # same length: offsets stay valid
+    m = re.fullmatch(rf"\s*{prefix}\s*:\s*(.+?)\s*\.?\s*", cleaned, flags=re.IGNORECASE)
+    if m is None:
+        return None
+    return m.group(1).strip(), m.start(1)
+
+
+def _choice(value: str) -> str:
+    v = " ".join(value.lower().split())
+    table = {"a": FIRST, "b": SECOND, "tie": TIE, "both bad": BOTH_BAD}
+    if v not in table:
+        raise Unparseable(f"The verdict {value!r} is none of A, B, Tie, Both bad.")
+    return table[v]
+
+
+def _set(value: str) -> frozenset[str]:
+    v = value.replace(" ", "").lower()
+    table = {"a": {FIRST}, "b": {SECOND}, "a,b": {FIRST, SECOND}, "b,a": {FIRST, SECOND}, "none": {NEITHER}}
+    if v not in table:
+        raise Unparseable(f"The acceptable outputs {value!r} are none of A | B | A, B | none.")
+    return frozenset(table[v])
+
+
+_SCALE = {"a much better": (FIRST, 2), "a better": (FIRST, 1), "same": (TIE, None), "b better": (SECOND, 1),
+          "b much better": (SECOND, 2), "both bad": (BOTH_BAD, None)}
+
+
+def parse(offer: Offer, text: str) -> Verdict:
+    """The verdict of a reply, strictly (module docstring), checked against what the study offers."""
+    lines = _lines(text or "")
+    if not lines:
+        raise Unparseable("The reply is empty.")
+    mode = offer.mode
+    if mode == "paired":
+        if len(lines) < 2:
+            raise Unparseable("The reply does not end with a 'Verdict:' and an 'Also acceptable:' line.")
+        (off_v, line_v), (_, line_s) = lines[-2], lines[-1]
+        verdict, also = _match("verdict", line_v), _match("also acceptable", line_s)
+        if verdict is None or also is None:
+            raise Unparseable("The reply does not end with a 'Verdict:' and an 'Also acceptable:' line.")
+        choice = _choice(verdict[0])
+        response = _set(also[0]) - {NEITHER}
+        answer, offset = Answer(choice=choice, response=frozenset(response)), off_v + verdict[1]
+    else:
+        off, line = lines[-1]
+        prefix = "acceptable" if mode == "response_set" else "verdict"
+        found = _match(prefix, line)
+        if found is None:
+            raise Unparseable(f"The reply's last line is not a '{prefix.capitalize()}:' line.")
+        value, at = found
+        offset = off + at
+        if mode == "response_set":
+            answer = Answer(response=_set(value))
+        elif mode == "preference_scale":
+            key = " ".join(value.lower().split())
+            if key not in _SCALE:
+                raise Unparseable(f"The verdict {value!r} is not a point of the 5-point scale.")
+            side, strength = _SCALE[key]
+            answer = Answer(choice=side, strength=strength)
+        else:
+            answer = Answer(choice=_choice(value))
+    check_offered(offer, answer)
+    return Verdict(answer, offset)
+
+
+def check_offered(offer: Offer, answer: Answer) -> None:
+    """The study's own validation (``elicitation``), so a judge can answer only what a person could."""
+    try:
+        elicitation.MODES[offer.mode].validate(offer, answer)
+    except elicitation.AnswerError as exc:
+        raise Unparseable(f"Not an answer this study accepts: {exc}") from exc
+
+
+# A token of the reply with its alternatives: (token text, [(alternative text, log-probability), ...]).
+Token = tuple[str, Sequence[tuple[str, float]]]
+
+
+def probability_first(tokens: Sequence[Token], label_offset: int | None) -> float | None:
+    """P(first is better) = P(A) / (P(A) + P(B)) from the alternatives of the token that carries the verdict's
+    label (Eq. 3 of the comparative-assessment seed); None when the reply has no log-probabilities there, or
+    neither label is among the alternatives."""
+    if label_offset is None or not tokens:
+        return None
+    position = 0
+    for text, alternatives in tokens:
+        end = position + len(text)
+        if end > label_offset:
+            mass = {"A": 0.0, "B": 0.0}
+            for alt, logprob in alternatives:
+                key = _CLEAN.sub("", alt).strip().upper()
+                if key in mass and math.isfinite(logprob):
+                    mass[key] += math.exp(logprob)
+            total = mass["A"] + mass["B"]
+            return mass["A"] / total if total > 0 else None
+        position = end
+    return None

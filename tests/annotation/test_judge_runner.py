@@ -1,0 +1,207 @@
+"""Running an LLM judge against the local OpenAI-compatible server (tests/judge_server.py), which validates
+every request against the openai client's own request types and answers by a fixed rule:
+P(first) = sigmoid((len(first) − len(second)) / 20 + 0.4), verdict A when P(first) > 0.5."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from annotation import judge_runner, orientation, services
+from annotation.models import Judge, JudgeCall, Judgment, Pair, TaskPair
+from annotation.tasks import run_judge
+from selection.models import Job
+from tests.judge_server import JudgeServer, p_first
+
+KEY = "sk-test-0123456789abcdef"
+
+
+@pytest.fixture
+def server():
+    server = JudgeServer().start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def study_with(researcher, inputs: list[str], name: str = "judged", **settings):
+    """Two systems whose outputs differ in length from item to item (so the rule's verdicts differ)."""
+    lines = []
+    for i, text in enumerate(inputs):
+        lines.append(json.dumps({"id": f"item-{i}", "input": text, "outputs": {
+            "sys-a": [f"Answer a{i}." + " more" * (i % 3)], "sys-b": [f"Answer b{i}." + " more" * (2 - i % 3)]}}))
+    study = services.do_create_study(researcher, name, ("\n".join(lines) + "\n").encode(), "s.jsonl")
+    return services.do_update_settings(study, {"pairs_per_assignment": 1, "judgments_per_assignment": 1,
+                                               **settings}, None)
+
+
+def make_judge(study, server, **fields) -> Judge:
+    defaults = {"base_url": server.base_url, "model": "judge-model", "api_key_env": "", "max_retries": 3,
+                "timeout_seconds": 5.0}
+    return judge_runner.create_judge(study, fields.pop("name", "local-judge"), **{**defaults, **fields})
+
+
+def expected_first_wins(pair: Pair, a_first: bool) -> bool:
+    first, second = orientation.in_display_order(pair.generation_a.text, pair.generation_b.text, a_first)
+    return p_first(first, second) > 0.5
+
+
+def test_judges_every_shown_pair_in_both_orders(researcher, server):
+    study = study_with(researcher, [f"Question {i}?" for i in range(6)])
+    judge = make_judge(study, server, temperature=0.3, max_tokens=50)
+    result = judge_runner.run(judge)
+    shown = set(TaskPair.objects.filter(task__study=study).values_list("pair_id", flat=True))
+    assert len(shown) == 6 and result.recorded == 12 and not server.invalid
+    judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a",
+                                                                          "pair__generation_b")
+    assert sorted((j.pair_id, j.a_shown_first) for j in judgments) == sorted(
+        (p, o) for p in shown for o in (True, False))
+    for j in judgments:  # the rule's verdict, stored in model coordinates
+        first_wins = expected_first_wins(j.pair, j.a_shown_first)
+        assert j.choice == orientation.to_model("first" if first_wins else "second", j.a_shown_first)
+        assert j.probability_a is None  # no log-probabilities asked for
+    body = server.requests[0]
+    assert (body["model"], body["temperature"], body["max_tokens"]) == ("judge-model", 0.3, 50)
+    assert "logprobs" not in body
+    used = judge_runner.usage(judge)
+    assert used.judged == 12 and used.prompt_tokens == sum(len(b["messages"][0]["content"].split())
+                                                           for b in server.requests)
+    assert judge.rater.kind == "judge" and judge.rater.source == "run"
+
+
+def test_logprobs_give_probability_a(researcher, server):
+    study = study_with(researcher, ["Q0?", "Q1?", "Q2?"])
+    judge = make_judge(study, server, logprobs=True)
+    judge_runner.run(judge)
+    assert server.requests[0]["logprobs"] is True and server.requests[0]["top_logprobs"] == 5
+    judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a",
+                                                                          "pair__generation_b")
+    assert judgments.count() == 6
+    for j in judgments:  # P(A) = P(first) of the rule (A: 0.98 p, B: 0.98 (1 - p)), flipped when B was first
+        first, second = orientation.in_display_order(j.pair.generation_a.text, j.pair.generation_b.text,
+                                                     j.a_shown_first)
+        assert j.probability_a == pytest.approx(orientation.probability_first(p_first(first, second),
+                                                                              j.a_shown_first))
+
+
+def test_faults_retried_counted_and_shown(researcher, server):
+    inputs = ["[[rate-limit]] Q0?", "[[server-error]] Q1?", "[[malformed]] Q2?", "[[slow]] Q3?", "[[always-429]] Q4?",
+              "Q5?"]
+    study = study_with(researcher, inputs)
+    server.slow_seconds = 1.5
+    judge = make_judge(study, server, timeout_seconds=0.5, max_retries=2)
+    result = judge_runner.run(judge)
+    assert result.recorded == 12 and not server.invalid
+    calls = {(c.pair.item.input.split()[0], c.a_shown_first): c
+             for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
+    status = {key: c.status for key, c in calls.items()}
+    for marker in ("[[rate-limit]]", "[[server-error]]", "[[slow]]"):  # mended by the client's retries
+        assert status[(marker, True)] == status[(marker, False)] == "judged"
+    assert status[("[[malformed]]", True)] == "unparseable"
+    assert "last line is not a 'Verdict:' line" in calls[("[[malformed]]", True)].problem
+    assert calls[("[[malformed]]", True)].reply.startswith("Both outputs have merits")
+    assert status[("[[always-429]]", True)] == "failed" and "RateLimitError" in calls[("[[always-429]]", True)].problem
+    assert server.statuses[429] >= 2 * 2 + 2 * 3  # two per rate-limited prompt, three tries per always-429 prompt
+    used = judge_runner.usage(judge)
+    assert (used.judged, used.unparseable, used.failed, used.replies) == (8, 2, 2, 10)
+    assert Judgment.objects.filter(rater=judge.rater).count() == 8  # an unparseable reply is never a judgment
+    # resuming asks only for the failed calls again (still 429: they stay failed, nothing else is touched)
+    before = len(server.requests)
+    assert [(p.item.input.split()[0], o) for p, o in judge_runner.pending(judge)] == [
+        ("[[always-429]]", True), ("[[always-429]]", False)]
+    judge_runner.run(judge)
+    assert len(server.requests) - before == 2 * 3
+    assert JudgeCall.objects.filter(judge=judge).count() == 12
+
+
+def test_budget_and_concurrency(researcher, server):
+    study = study_with(researcher, [f"Q{i}?" for i in range(8)])
+    server.delay = 0.1
+    judge = make_judge(study, server, max_concurrency=3, request_budget=9)
+    result = judge_runner.run(judge)
+    assert result.budget_reached and result.recorded == 9 and len(server.requests) == 9
+    assert server.max_in_flight == 3
+    with pytest.raises(judge_runner.JudgeError, match="budget"):
+        judge_runner.start(judge)
+
+
+def test_crash_and_stop_resume_without_judging_twice(researcher, server):
+    study = study_with(researcher, [f"Q{i}?" for i in range(8)])
+    judge = make_judge(study, server, max_concurrency=2)
+    answered = []
+
+    def crash(done, total):
+        answered.append(done)
+        if done == 5:
+            raise RuntimeError("worker killed")
+
+    with pytest.raises(RuntimeError):
+        judge_runner.run(judge, progress=crash)
+    assert JudgeCall.objects.filter(judge=judge).count() == 5
+    result = judge_runner.run(judge, should_stop=lambda: True)  # stop after the first reply
+    assert result.stopped and 1 <= result.recorded <= 2
+    judge_runner.run(judge)
+    keys = list(Judgment.objects.filter(rater=judge.rater).values_list("pair_id", "a_shown_first"))
+    assert len(keys) == 16 == len(set(keys))
+    assert len(server.requests) <= 16 + 2  # at most the requests in flight at the crash were asked again
+    assert judge_runner.pending(judge) == []
+    # a reply recorded twice (two runs racing) is stored once
+    call = JudgeCall.objects.filter(judge=judge).first()
+    request = judge_runner.Request(call.pair_id, call.a_shown_first, "p")
+    assert judge_runner.record(judge, judge_runner.Reply(request, text="Verdict: A")) is None
+
+
+def test_all_pairs_scope_creates_first_sample_pairs(researcher, server):
+    study = study_with(researcher, [f"Q{i}?" for i in range(3)])
+    judge = make_judge(study, server, scope=Judge.Scope.ALL)
+    pairs = judge_runner.judged_pairs(judge)
+    assert len(pairs) == 3 and all(p.generation_a.sample_index == p.generation_b.sample_index == 0 for p in pairs)
+    assert {p.generation_a.system.name for p in pairs} == {"sys-a"}
+
+
+def test_key_is_sent_never_logged_and_bad_key_stops_the_job(researcher, caplog):
+    server = JudgeServer(api_key=KEY).start()
+    try:
+        study = study_with(researcher, ["Q0?"])
+        judge = make_judge(study, server, api_key=KEY)
+        caplog.set_level(logging.DEBUG)
+        job = judge_runner.start(judge)
+        run_judge.call(job.pk)
+        job.refresh_from_db()
+        assert job.status == "done" and "2 judged, 0 unparseable" in job.message
+        assert not any(KEY in r.getMessage() for r in caplog.records)
+        Judge.objects.filter(pk=judge.pk).update(api_key=KEY + "-wrong")
+        JudgeCall.objects.filter(judge=judge).delete()
+        judge.refresh_from_db()
+        job = judge_runner.start(judge)
+        with pytest.raises(Exception, match="AuthenticationError|Incorrect API key"):
+            run_judge.call(job.pk)
+        job.refresh_from_db()
+        assert job.status == "failed" and "AuthenticationError" in job.message and KEY not in job.message
+        assert not any(KEY in r.getMessage() for r in caplog.records)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_missing_environment_key_is_said_before_the_job(researcher, server, monkeypatch):
+    monkeypatch.delenv("SEPLAB_TEST_JUDGE_KEY", raising=False)
+    judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key_env="SEPLAB_TEST_JUDGE_KEY")
+    with pytest.raises(judge_runner.JudgeError, match="SEPLAB_TEST_JUDGE_KEY"):
+        judge_runner.start(judge)
+    assert not Job.objects.filter(kind="judge").exists()
+
+
+def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, server):
+    from django.utils import timezone
+
+    judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server)
+    job = judge_runner.start(judge)
+    with pytest.raises(judge_runner.JudgeError, match="already running"):
+        judge_runner.start(judge)
+    Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - judge_runner.STALE_AFTER * 2)
+    again = judge_runner.start(judge)
+    job.refresh_from_db()
+    assert again.pk != job.pk and job.status == "failed" and "resumed" in job.message

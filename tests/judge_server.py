@@ -1,0 +1,214 @@
+"""A local OpenAI-compatible chat-completions server for the judge tests (and for trying a judge by hand:
+``python -m tests.judge_server --port 8765``, then a judge with base URL http://127.0.0.1:8765/v1).
+
+Every request is validated against the ``openai`` client's own request types
+(``CompletionCreateParamsNonStreaming`` and ``ChatCompletionMessageParam``, with pydantic, unknown fields
+refused); an invalid one is answered 400 and kept in ``server.invalid`` for the test to assert on. Replies are
+built from the client's response types (``ChatCompletion``) and are deterministic:
+
+- the judge prefers the longer output, with a pull towards the first-shown one:
+  P(first) = sigmoid((len(first) − len(second)) / 20 + 0.4) (``p_first``); the verdict is A when P(first) > 0.5;
+- the reply follows the answer format the prompt asks for (forced choice, response set, paired, 5-point);
+- markers in an item's input trigger faults: ``[[rate-limit]]`` (two 429s, then an answer), ``[[server-error]]``
+  (one 500), ``[[always-429]]``, ``[[slow]]`` (the first reply after ``slow_seconds``), ``[[malformed]]`` (a reply
+  without a verdict line);
+- with ``logprobs`` requested, each token carries its log-probability and the label token its alternatives
+  A / B / Tie with P(A) = P(first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import re
+import threading
+import time
+import typing
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from pydantic import TypeAdapter, ValidationError
+
+PARAMS = TypeAdapter(CompletionCreateParamsNonStreaming)
+MESSAGE = TypeAdapter(ChatCompletionMessageParam)
+KNOWN = set(typing.get_type_hints(CompletionCreateParamsNonStreaming))
+OUTPUTS = re.compile(r"\[Output A\]\n(?P<first>.*?)\n\n\[Output B\]\n(?P<second>.*?)\n\n", re.S)
+
+
+def p_first(first: str, second: str) -> float:
+    return 1 / (1 + math.exp(-((len(first) - len(second)) / 20 + 0.4)))
+
+
+def verdict_lines(prompt: str, first_wins: bool) -> str:
+    winner = "A" if first_wins else "B"
+    if "Also acceptable:" in prompt:
+        return f"Verdict: {winner}\nAlso acceptable: {winner}"
+    if "Acceptable: A, B" in prompt:
+        return f"Acceptable: {winner}"
+    if "A much better" in prompt:
+        return f"Verdict: {winner} better"
+    return f"Verdict: {winner}"
+
+
+class JudgeServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, port: int = 0, api_key: str | None = None, slow_seconds: float = 2.0) -> None:
+        super().__init__(("127.0.0.1", port), Handler)
+        self.api_key = api_key
+        self.slow_seconds = slow_seconds
+        self.lock = threading.Lock()
+        self.seen: collections.Counter[str] = collections.Counter()  # requests per prompt
+        self.requests: list[dict] = []  # every valid request body
+        self.invalid: list[str] = []  # why requests were refused
+        self.statuses: collections.Counter[int] = collections.Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.delay = 0.0  # seconds before every reply (to hold requests in flight)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def start(self) -> JudgeServer:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: JudgeServer
+
+    def log_message(self, format: str, *args) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        with self.server.lock:
+            self.server.statuses[status] += 1
+
+    def _error(self, status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> None:
+        self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": None}}, headers)
+
+    def _validate(self, body: object) -> str:
+        if not isinstance(body, dict):
+            return "the body is not a JSON object"
+        unknown = set(body) - KNOWN
+        if unknown:
+            return f"unknown parameters: {sorted(unknown)}"
+        if body.get("stream"):
+            return "stream is not expected"
+        try:
+            PARAMS.validate_python(body)
+            if not isinstance(body.get("messages"), list) or not body["messages"]:
+                return "messages must be a non-empty list"
+            for message in body["messages"]:
+                MESSAGE.validate_python(message)
+                if not isinstance(message.get("content"), str):
+                    return "message content must be text"
+        except ValidationError as exc:
+            return str(exc)
+        return ""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        if not self.path.endswith("/chat/completions"):
+            self._error(404, f"no route {self.path}", "invalid_request_error")
+            return
+        if self.server.api_key is not None and self.headers.get("Authorization") != f"Bearer {self.server.api_key}":
+            self._error(401, "Incorrect API key provided.", "invalid_request_error")
+            return
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        except ValueError:
+            body = None
+        problem = self._validate(body)
+        if problem:
+            with self.server.lock:
+                self.server.invalid.append(problem)
+            self._error(400, problem, "invalid_request_error")
+            return
+        prompt = body["messages"][-1]["content"]
+        with self.server.lock:
+            self.server.requests.append(body)
+            self.server.seen[prompt] += 1
+            attempt = self.server.seen[prompt]
+            self.server.in_flight += 1
+            self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
+        try:
+            self._answer(body, prompt, attempt)
+        finally:
+            with self.server.lock:
+                self.server.in_flight -= 1
+
+    def _answer(self, body: dict, prompt: str, attempt: int) -> None:
+        if self.server.delay:
+            time.sleep(self.server.delay)
+        if "[[always-429]]" in prompt or ("[[rate-limit]]" in prompt and attempt <= 2):
+            self._error(429, "Rate limit reached.", "rate_limit_error", {"retry-after-ms": "5"})
+            return
+        if "[[server-error]]" in prompt and attempt == 1:
+            self._error(500, "The server had an error.", "server_error", {"retry-after-ms": "5"})
+            return
+        if "[[slow]]" in prompt and attempt == 1:
+            time.sleep(self.server.slow_seconds)
+        found = OUTPUTS.search(prompt)
+        first, second = (found["first"], found["second"]) if found else ("", "")
+        p = p_first(first, second)
+        if "[[malformed]]" in prompt:
+            text = "Both outputs have merits, so it is hard to say."
+        else:
+            text = "The chosen output is more complete.\n" + verdict_lines(prompt, p > 0.5)
+        completion = {
+            "id": f"chatcmpl-{abs(hash(prompt)) % 10**8}", "object": "chat.completion", "created": 1_700_000_000,
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text},
+                         "logprobs": self._logprobs(text, p) if body.get("logprobs") else None}],
+            "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
+                      "total_tokens": len(prompt.split()) + len(text.split())},
+        }
+        self._send(200, ChatCompletion.model_validate(completion).model_dump(mode="json", exclude_none=True))
+
+    @staticmethod
+    def _logprobs(text: str, p: float) -> dict:
+        """Tokens: runs of word characters, each with the spaces before it; the verdict's label (the token after
+        the first colon) has A / B / Tie alternatives."""
+        pieces = re.findall(r"\s*\w+|\s*[^\w\s]|\s+", text)
+        label_at = min(i for i, t in enumerate(pieces) if t.strip() == ":") + 1
+        content = []
+        for i, token in enumerate(pieces):
+            if i == label_at:
+                alts = [("A", p * 0.98), ("B", (1 - p) * 0.98), ("Tie", 0.02)]
+                alts = [(" " + a if token.startswith(" ") else a, q) for a, q in alts]
+                chosen = dict(alts).get(token, 0.02)
+                top = [{"token": a, "logprob": math.log(q), "bytes": list(a.encode())} for a, q in alts]
+            else:
+                chosen = 0.99
+                top = [{"token": token, "logprob": math.log(chosen), "bytes": list(token.encode())}]
+            content.append({"token": token, "logprob": math.log(chosen), "bytes": list(token.encode()),
+                            "top_logprobs": top})
+        return {"content": content, "refusal": None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--api-key", default=None, help="Require this key (Authorization: Bearer …).")
+    args = parser.parse_args()
+    server = JudgeServer(args.port, args.api_key)
+    print(f"OpenAI-compatible judge server on {server.base_url} (Ctrl-C stops it)")
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
