@@ -277,3 +277,64 @@ def setting_default(name: str):
         return "empty" if default in (None, "") else ("on" if default is True else "off" if default is False
                                                         else default)
     return None
+
+
+class JudgeForm(forms.ModelForm):
+    """A judge's endpoint and how it is asked. The stored API key is write-only: the field is never filled in
+    again, and leaving it empty keeps the key (``clear_api_key`` removes it)."""
+
+    name = forms.CharField(max_length=200, help_text="How the judge appears in the report (a rater name).")
+    base_url = forms.URLField(max_length=500, assume_scheme="https", label="Base URL",
+                              help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 or "
+                                        "http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
+    api_key = forms.CharField(
+        required=False, max_length=500, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        label="API key (stored)", help_text="Optional: stored with the study and never shown again. Prefer the "
+                                            "environment variable; leave both empty for a local server that needs "
+                                            "no key.")
+    clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
+
+    class Meta:
+        from annotation.models import Judge
+
+        model = Judge
+        fields = ["base_url", "model", "api_key_env", "api_key", "prompt_template", "temperature", "max_tokens",
+                  "logprobs", "scope", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",
+                  "price_input", "price_output"]
+        widgets = {"prompt_template": forms.Textarea(attrs={"rows": 14, "class": "mono"})}
+        labels = {"base_url": "Base URL", "api_key_env": "API key environment variable",
+                  "max_tokens": "Most tokens per reply", "logprobs": "Ask for log-probabilities",
+                  "scope": "Pairs to judge", "max_concurrency": "Requests at once",
+                  "request_budget": "Request budget", "timeout_seconds": "Timeout per request (s)",
+                  "max_retries": "Retries", "price_input": "Price of prompt tokens ($ / million)",
+                  "price_output": "Price of completion tokens ($ / million)"}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["name"].disabled = True
+            self.fields["name"].initial = self.instance.rater.external_id
+            if self.instance.api_key:
+                self.fields["api_key"].help_text = ("A key is stored (not shown). Type a new one to replace it; "
+                                                    "leave empty to keep it.")
+        else:
+            del self.fields["clear_api_key"]
+        self.fields["api_key"].initial = ""
+
+    def clean_prompt_template(self) -> str:
+        from annotation import judging
+
+        template = self.cleaned_data["prompt_template"]
+        try:
+            judging.check_template(template)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return template
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and not data.get("api_key") and not data.get("clear_api_key"):
+            data["api_key"] = self.instance.api_key  # empty keeps the stored key
+        if data.get("clear_api_key"):
+            data["api_key"] = ""
+        return data

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation import crowd_views, rater_views, views
+from annotation import crowd_views, judge_views, rater_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -23,6 +23,12 @@ urlpatterns = [
          name="external_link_action"),
     path("studies/<int:study_id>/judgments/import/", views.judgments_import, name="judgments_import"),
     path("studies/<int:study_id>/judgments.<str:fmt>", views.judgments_export, name="judgments_export"),
+    path("studies/<int:study_id>/judges/", judge_views.judges, name="judges"),
+    path("studies/<int:study_id>/judges/<int:judge_id>/", judge_views.judge_detail, name="judge_detail"),
+    path("studies/<int:study_id>/judges/<int:judge_id>/progress/", judge_views.judge_progress,
+         name="judge_progress"),
+    path("studies/<int:study_id>/judges/<int:judge_id>/<slug:action>/", judge_views.judge_action,
+         name="judge_action"),
     path("account/api-token/", views.api_token, name="api_token"),
     # Raters: no account, identified by a signed link.
     path("r/<str:token>/", rater_views.rater_home, name="rater_home"),

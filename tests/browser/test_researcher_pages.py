@@ -82,3 +82,69 @@ def test_a_stale_report_says_so_and_refreshes_in_place(browser_page, live_server
     expect(page.get_by_test_id("report-state-fresh")).to_be_visible(timeout=10_000)
     expect(page.locator(".stats > div").first).to_contain_text("3 judgments")
     context.close()
+
+
+def test_a_judge_runs_from_the_browser_with_stop_and_resume(browser_page, live_server, researcher):
+    """Add a judge against the local OpenAI-compatible server, start it, watch the progress bar, stop it, resume
+    it; the worker's job runs on a thread as ``db_worker`` would run it."""
+    import threading
+
+    from django.db import connections
+
+    from annotation.models import Judge, Judgment
+    from annotation.tasks import run_judge
+    from selection.models import Job
+    from tests.annotation.test_judge_runner import KEY, study_with
+    from tests.judge_server import JudgeServer
+
+    server = JudgeServer(api_key=KEY).start()
+    server.delay = 0.25
+    study = study_with(researcher, [f"Question {i}?" for i in range(6)])
+
+    def work() -> threading.Thread:
+        job = Job.objects.filter(kind="judge").first()
+
+        def run() -> None:
+            try:
+                run_judge.call(job.pk)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    try:
+        context = logged_in(browser_page, live_server, study)
+        page = context.new_page()
+        page.goto(live_server.url + reverse("judges", args=[study.pk]))
+        page.get_by_label("Name").fill("local-judge")
+        page.get_by_label("Base URL").fill(server.base_url)
+        page.get_by_label("Model", exact=True).fill("judge-model")
+        page.get_by_label("API key environment variable").fill("")
+        page.get_by_label("API key (stored)").fill(KEY)
+        page.get_by_label("Requests at once").fill("1")
+        page.get_by_role("button", name="Add the judge").click()
+        expect(page.get_by_test_id("judge-start")).to_have_text("Start (12 requests to go)")
+        page.get_by_test_id("judge-start").click()
+        thread = work()
+        expect(page.locator("progress[aria-label='Judge progress']")).to_be_visible()
+        expect(page.get_by_test_id("judge-usage")).not_to_contain_text("0 judged", timeout=10_000)
+        page.get_by_test_id("judge-stop").click()
+        thread.join(timeout=30)
+        expect(page.get_by_test_id("judge-message")).to_contain_text("Stopped:", timeout=10_000)
+        done = Judgment.objects.filter(rater__judge__isnull=False).count()
+        assert 1 <= done < 12
+        expect(page.get_by_test_id("judge-start")).to_have_text(f"Resume ({12 - done} requests to go)")
+        page.get_by_test_id("judge-start").click()
+        thread = work()
+        expect(page.get_by_text("Every pair of the judge's scope is judged in both orders.")).to_be_visible(
+            timeout=20_000)
+        thread.join(timeout=30)
+        expect(page.get_by_test_id("judge-usage")).to_contain_text("12 judged")
+        keys = list(Judgment.objects.filter(rater=Judge.objects.get().rater).values_list("pair_id", "a_shown_first"))
+        assert len(keys) == 12 == len(set(keys)) and not server.invalid
+        context.close()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,99 @@
+"""The judges pages over HTTP: add (validated), the key write-only, start / stop / resume, progress."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from annotation import judge_runner, judging
+from annotation.models import Judge, JudgeCall
+from annotation.tasks import run_judge
+from selection.models import Job
+from tests.annotation.test_judge_runner import KEY, study_with
+from tests.judge_server import JudgeServer
+
+
+@pytest.fixture
+def server():
+    server = JudgeServer(api_key=KEY).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def form_data(server, **changes) -> dict:
+    data = {"name": "gpt-local", "base_url": server.base_url, "model": "m", "api_key_env": "", "api_key": KEY,
+            "prompt_template": judging.DEFAULT_TEMPLATE, "temperature": "0", "max_tokens": "100",
+            "scope": "shown", "max_concurrency": "2", "request_budget": "100", "timeout_seconds": "5",
+            "max_retries": "2", "price_input": "2.5", "price_output": "10"}
+    return {**data, **changes}
+
+
+def test_add_judge_validates_and_never_shows_the_key(researcher_client, researcher, server):
+    study = study_with(researcher, ["Q0?", "Q1?"])
+    url = reverse("judges", args=[study.pk])
+    page = researcher_client.get(url)
+    assert b"No judges yet" in page.content and b"Verdict: A | Verdict: B | Verdict: Tie" in page.content
+    bad = researcher_client.post(url, form_data(server, prompt_template="Compare {first} and {second}",
+                                                temperature="3", base_url="not a url"))
+    assert bad.status_code == 200 and not Judge.objects.exists()
+    text = bad.content.decode()
+    assert "must contain {input}, {answer_format}" in text and "less than or equal to 2.0" in text
+    assert "Enter a valid URL" in text and KEY not in text  # the typed key is not sent back either
+    done = researcher_client.post(url, form_data(server), follow=True)
+    judge = Judge.objects.get()
+    assert judge.api_key == KEY and judge.rater.external_id == "gpt-local" and judge.rater.kind == "judge"
+    assert KEY not in done.content.decode() and "A key is stored (not shown)" in done.content.decode()
+    # saving without typing the key keeps it; "remove" clears it
+    detail = reverse("judge_detail", args=[study.pk, judge.pk])
+    researcher_client.post(detail, form_data(server, api_key="", model="m2"))
+    judge.refresh_from_db()
+    assert (judge.model, judge.api_key) == ("m2", KEY)
+    researcher_client.post(detail, form_data(server, api_key="", clear_api_key="on"))
+    judge.refresh_from_db()
+    assert judge.api_key == ""
+    dup = researcher_client.post(url, form_data(server))
+    assert "already has a rater named" in dup.content.decode()
+
+
+def test_start_progress_stop_resume_over_http(researcher_client, researcher, server):
+    study = study_with(researcher, ["Q0?", "[[malformed]] Q1?", "Q2?"])
+    researcher_client.post(reverse("judges", args=[study.pk]), form_data(server))
+    judge = Judge.objects.get()
+    detail = reverse("judge_detail", args=[study.pk, judge.pk])
+    assert "Start (6 requests to go)" in researcher_client.get(detail).content.decode()
+    researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]))
+    job = Job.objects.get(kind="judge")
+    progress = researcher_client.get(reverse("judge_progress", args=[study.pk, judge.pk])).content.decode()
+    assert 'hx-trigger="every 1s"' in progress and "Waiting for the worker" in progress
+    again = researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]), follow=True)
+    assert "already running" in again.content.decode()
+    researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "stop"]))
+    run_judge.call(job.pk)  # the worker sees the stop after its first replies
+    job.refresh_from_db()
+    assert job.status == "stopped" and "Resume to go on" in job.message
+    stopped = JudgeCall.objects.filter(judge=judge).count()
+    assert 1 <= stopped <= 2
+    page = researcher_client.get(detail).content.decode()
+    assert f"Resume ({6 - stopped} request" in page
+    researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]))
+    run_judge.call(Job.objects.filter(kind="judge").first().pk)
+    page = researcher_client.get(detail).content.decode()
+    used = judge_runner.usage(judge)
+    assert (used.judged, used.unparseable) == (4, 2)
+    assert "Every pair of the judge" in page and "Replies it could not read (2)" in page
+    assert "Both outputs have merits" in page and f"${used.cost}" in page
+    expected = (used.prompt_tokens * 2.5 + used.completion_tokens * 10) / 1e6
+    assert float(used.cost) == pytest.approx(expected, abs=1e-4)
+    assert KEY not in page
+
+
+def test_judge_pages_belong_to_the_owner(client, other_researcher, researcher, server):
+    study = study_with(researcher, ["Q0?"])
+    judge = judge_runner.create_judge(study, "j", base_url=server.base_url, model="m")
+    client.force_login(other_researcher)
+    for url in (reverse("judges", args=[study.pk]), reverse("judge_detail", args=[study.pk, judge.pk]),
+                reverse("judge_progress", args=[study.pk, judge.pk])):
+        assert client.get(url).status_code == 404
+    assert client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"])).status_code == 404
+    assert not Job.objects.exists()
