@@ -205,3 +205,26 @@ def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, s
     again = judge_runner.start(judge)
     job.refresh_from_db()
     assert again.pk != job.pk and job.status == "failed" and "resumed" in job.message
+
+
+def test_a_run_judge_is_in_the_report_with_its_debiasing_threshold(researcher, server):
+    """Both orders and P(A): the report's positional bias and debiasing (SPEC §7) read the run judge like an
+    imported one; the threshold is the median P(first) over the symmetric set."""
+    import numpy as np
+
+    from analytics import services as analytics
+    from analytics.populations import Population
+
+    study = study_with(researcher, [f"Q{i}?" for i in range(6)])
+    judge = make_judge(study, server, logprobs=True)
+    judge_runner.run(judge)
+    p = []
+    for pair in Pair.objects.filter(pk__in=TaskPair.objects.filter(task__study=study).values("pair_id")):
+        for a_first in (True, False):
+            first, second = orientation.in_display_order(pair.generation_a.text, pair.generation_b.text, a_first)
+            p.append(p_first(first, second))
+    report = analytics.study_report(study, Population(kind="judge", judge="local-judge"))
+    debiasing = report["positional_bias"]["debiasing"]["local-judge"]
+    assert debiasing["threshold_all"] == pytest.approx(float(np.median(p)))
+    bias = report["positional_bias"]["populations"]["judge"]
+    assert bias["n"] == 12 and bias["first_chosen"] == sum(x > 0.5 for x in p)
