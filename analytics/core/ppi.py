@@ -73,3 +73,121 @@ def ppi_mean(y, f, f_unlabelled, alpha: float = 0.05, lam: float | None = None) 
     se = float(np.sqrt(variance))
     z = norm.ppf(1 - alpha / 2)
     return MeanEstimate(estimate, estimate - z * se, estimate + z * se, se, n, big_n, lam)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bradley-Terry strengths (logistic M-estimation, PPI++ section 3 / Algorithm 2).
+#
+# A battle of systems a and b is a row x = e_a - e_b (system 0's column dropped: its strength is 0), its label
+# the score of a (1 a win, 1/2 a tie, 0 a loss; fractional labels are fine for the cross-entropy loss
+# l_theta(x, y) = -y x.theta + log(1 + exp(x.theta))). With n labelled battles (Y: the humans' score, f: the
+# judge's on the same battle) and N battles the judge alone scored (f~):
+#
+#     theta_lambda = argmin (1/n) sum l(x, Y) + lambda [ (1/N) sum l(x~, f~) - (1/n) sum l(x, f) ]
+#     Sigma        = H^-1 ( (n/N) Cov(lambda g~_f) + Cov(g_Y - lambda g_f) ) H^-1,      se = sqrt(diag Sigma / n)
+#     lambda_hat   = tr(H^-1 C H^-1) / (2 (1 + n/N) tr(H^-1 V_f H^-1)),  clipped to [0, 1]
+#
+# with g the per-battle gradients x (sigma(x.theta) - label), C = (1/n)(G_Y'G_f + G_f'G_Y) on centred gradients,
+# V_f the covariance of the judge's gradients on all n + N battles, and H the Hessian of the loss over all
+# battles (the labelled ones alone when lambda = 0). These are the published formulas the ppi-python package
+# implements; it is not used because its logistic fit starts from scikit-learn's LogisticRegression, which
+# refuses fractional labels (a tie is 1/2 here), and it pulls numba, pandas, statsmodels and gdown.
+
+
+@dataclasses.dataclass(frozen=True)
+class StrengthEstimate:
+    theta: np.ndarray  # log-odds strengths, system 0 = 0
+    low: np.ndarray
+    high: np.ndarray
+    se: np.ndarray
+    n_labelled: int
+    n_unlabelled: int
+    lam: float
+
+
+def battle_design(a, b, n_systems: int) -> np.ndarray:
+    """Rows e_a - e_b without system 0's column."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    x = np.zeros((len(a), n_systems))
+    rows = np.arange(len(a))
+    x[rows, a] += 1.0
+    x[rows, b] -= 1.0
+    return x[:, 1:]
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def _log1pexp(z: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, z)
+
+
+def _rectified_fit(x, y, f, xu, fu, lam: float, start: np.ndarray) -> np.ndarray:
+    from scipy.optimize import minimize
+
+    n, big_n = len(y), len(fu)
+
+    def loss_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        z, zu = x @ theta, xu @ theta
+        loss = np.mean(-y * z + _log1pexp(z))
+        grad = x.T @ (_sigmoid(z) - y) / n
+        if lam:
+            loss += lam * (np.mean(-fu * zu + _log1pexp(zu)) - np.mean(-f * z + _log1pexp(z)))
+            grad += lam * (xu.T @ (_sigmoid(zu) - fu) / big_n - x.T @ (_sigmoid(z) - f) / n)
+        return float(loss), grad
+
+    return minimize(loss_and_grad, start, jac=True, method="L-BFGS-B", options={"gtol": 1e-10, "maxiter": 500}).x
+
+
+def _stats(theta, x, y, f, xu, fu, use_unlabelled: bool):
+    mu, muu = _sigmoid(x @ theta), _sigmoid(xu @ theta)
+    if use_unlabelled:
+        hessian = ((x * (mu * (1 - mu))[:, None]).T @ x + (xu * (muu * (1 - muu))[:, None]).T @ xu) / (len(y) + len(fu))
+    else:
+        hessian = (x * (mu * (1 - mu))[:, None]).T @ x / len(y)
+    g_y = x * (mu - y)[:, None]
+    g_f = x * (mu - f)[:, None]
+    g_fu = xu * (muu - fu)[:, None]
+    return g_y, g_f, g_fu, np.linalg.inv(hessian)
+
+
+def _tuned_lambda(g_y, g_f, g_fu, inv_h) -> float:
+    n, big_n = len(g_y), len(g_fu)
+    cy, cf = g_y - g_y.mean(axis=0), g_f - g_f.mean(axis=0)
+    cov = (cy.T @ cf + cf.T @ cy) / n
+    var_f = np.atleast_2d(np.cov(np.concatenate([g_f, g_fu]).T))
+    denominator = 2 * (1 + n / big_n) * np.trace(inv_h @ var_f @ inv_h)
+    if denominator <= 0:
+        return 0.0
+    return float(np.clip(np.trace(inv_h @ cov @ inv_h) / denominator, 0.0, 1.0))
+
+
+def ppi_bradley_terry(a, b, y, f, a_unlabelled, b_unlabelled, f_unlabelled, n_systems: int, alpha: float = 0.05,
+                      lam: float | None = None) -> StrengthEstimate:
+    """Bradley-Terry log-odds strengths from n labelled battles (systems ``a`` vs ``b``, human score ``y`` for a,
+    the judge's ``f``) and N battles only the judge scored, with power tuning (``lam=None``) or a fixed lambda
+    (0: the humans alone). Raises ValueError when the labelled battles do not connect every system."""
+    x = battle_design(a, b, n_systems)
+    xu = battle_design(a_unlabelled, b_unlabelled, n_systems)
+    y, f, fu = (np.asarray(v, dtype=np.float64) for v in (y, f, f_unlabelled))
+    n, big_n = len(y), len(fu)
+    if n < 2 or big_n < 1:
+        raise ValueError("need at least two labelled battles and one scored by the judge alone")
+    if np.linalg.matrix_rank(x) < n_systems - 1:
+        raise ValueError("the labelled battles do not connect every system")
+    classical = _rectified_fit(x, y, f, xu, fu, 0.0, np.zeros(n_systems - 1))
+    if lam is None:
+        first = _rectified_fit(x, y, f, xu, fu, 1.0, classical)
+        lam = _tuned_lambda(*_stats(first, x, y, f, xu, fu, True))
+    theta = classical if lam == 0 else _rectified_fit(x, y, f, xu, fu, lam, classical)
+    g_y, g_f, g_fu, inv_h = _stats(theta, x, y, f, xu, fu, lam != 0)
+    d = n_systems - 1
+    var_u = np.atleast_2d(np.cov((lam * g_fu).T)).reshape(d, d) if big_n > 1 else np.zeros((d, d))
+    var = np.atleast_2d(np.cov((g_y - lam * g_f).T)).reshape(d, d)
+    sigma = inv_h @ (n / big_n * var_u + var) @ inv_h
+    se = np.sqrt(np.clip(np.diag(sigma), 0, None) / n)
+    z = norm.ppf(1 - alpha / 2)
+    full = np.concatenate([[0.0], theta])
+    se_full = np.concatenate([[0.0], se])
+    return StrengthEstimate(full, full - z * se_full, full + z * se_full, se_full, n, big_n, float(lam))
