@@ -105,6 +105,11 @@ SECTIONS = [
      "tuning: the judge's verdicts on the items no human judged, corrected by how it differs from the humans on "
      "the items both judged; lambda is the weight it earns, 0 = humans alone). Width ratio below 1: the judge "
      "narrowed the interval. Weakly correlated judges earn little weight (bench/README.md measures it on PRD)."),
+    ("hybrid-strengths", "Bradley-Terry strengths from humans and a judge", None, "Each system's Bradley-Terry "
+     "rating (1000 + 400 log10-odds against the study's first system, the reference) from the humans alone and "
+     "from the humans and the judge together (PPI++ with power tuning over all system pairs at once: a unit is "
+     "one item of one system pair, labelled where humans judged it). Width ratio below 1: the judge narrowed "
+     "the interval."),
     ("threshold-sweep", "Decision consistency over tau", "threshold-sweep", "Whether judge and humans agree that "
      "option A reaches tau, over a sweep of tau, and the judge's estimation bias."),
     ("beta-sensitivity", "Sensitivity to the human beta", "beta-sensitivity", "MSE when human multi-label vectors "
@@ -118,7 +123,7 @@ def empty_reason(name: str, data: dict) -> str:
     board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry"}
     if name in board and data[board[name]].get("reason"):
         return f"Not available: {data[board[name]]['reason']}."
-    if name == "hybrid":
+    if name in ("hybrid", "hybrid-strengths"):
         return ("Needs a judge's verdicts on items humans judged (at least two) and on items they did not: import "
                 "a judge that judged more of the study than the humans.")
     if name in ("debiasing", "judge-metrics", "threshold-sweep", "beta-sensitivity"):

@@ -21,6 +21,7 @@ Conventions (documented in the README):
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -539,6 +540,22 @@ def _mode(choices: list[str | None]) -> str | None:
     return winners[0] if len(winners) == 1 else "tie"
 
 
+def _item_scores(rows: list[Row], pair: tuple[str, str]) -> dict[int, float]:
+    """Per item: the mean score of the rows' judgments of ``pair`` for its first system (1 a win, 1/2 a tie, 0 a
+    loss), whichever system each judgment calls A."""
+    by_item: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
+            rating = r.rating if (r.system_a, r.system_b) == pair else -r.rating
+            by_item[r.item_id].append(float(consistency.score_for_a(rating)))
+    return {item: float(np.mean(v)) for item, v in by_item.items()}
+
+
+def _system_pairs(study: Study) -> list[tuple[str, str]]:
+    return [(c.system_a.name, c.system_b.name)
+            for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b")]
+
+
 def hybrid_report(study: Study, humans: list[Row], judges: list[Row]) -> list[dict]:
     """Per judge and system pair: the first system's win rate from the humans alone and from the humans and the
     judge in one estimate (prediction-powered inference with power tuning, analytics/core/ppi.py). Per item,
@@ -546,21 +563,11 @@ def hybrid_report(study: Study, humans: list[Row], judges: list[Row]) -> list[di
     mean score; labelled are the items with both, the judge alone covers the others. Human-only uses the same
     labelled items, so the two intervals compare like with like."""
     out = []
-    pairs = [(c.system_a.name, c.system_b.name)
-             for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b")]
-
-    def scores(rows: list[Row], pair: tuple[str, str]) -> dict[int, float]:
-        by_item: dict[int, list[float]] = defaultdict(list)
-        for r in rows:
-            if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
-                rating = r.rating if (r.system_a, r.system_b) == pair else -r.rating
-                by_item[r.item_id].append(float(consistency.score_for_a(rating)))
-        return {item: float(np.mean(v)) for item, v in by_item.items()}
-
+    pairs = _system_pairs(study)
     for name in sorted({r.rater for r in judges}):
         rows = [r for r in judges if r.rater == name]
         for pair in pairs:
-            y_by, f_by = scores(humans, pair), scores(rows, pair)
+            y_by, f_by = _item_scores(humans, pair), _item_scores(rows, pair)
             labelled = sorted(set(y_by) & set(f_by))
             rest = sorted(set(f_by) - set(y_by))
             if len(labelled) < 2 or not rest:
@@ -573,6 +580,46 @@ def hybrid_report(study: Study, humans: list[Row], judges: list[Row]) -> list[di
                         "human_high": human.high, "hybrid": hybrid.estimate, "low": hybrid.low, "high": hybrid.high,
                         "lambda": hybrid.lam,
                         "width_ratio": hybrid.width / human.width if human.width else None})
+    return out
+
+
+def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row]) -> list[dict]:
+    """Per judge: Bradley-Terry strengths of every system from the humans alone and from the humans and the judge
+    (PPI++ logistic M-estimation, analytics/core/ppi.py), on the Arena scale against the study's first system
+    (1000 + 400 log10-odds; that system is the reference, without an interval). A unit is one item of one system
+    pair: Y the humans' mean score for its first system, f the judge's; labelled where both judged it."""
+    systems = list(study.systems.order_by("id").values_list("name", flat=True))
+    index = {s: i for i, s in enumerate(systems)}
+
+    def arena(theta: float) -> float:  # log-odds against the reference -> 1000 + 400 log10-odds
+        return ratings.INITIAL + ratings.SCALE / math.log(ratings.BASE) * theta
+
+    out = []
+    for name in sorted({r.rater for r in judges}):
+        rows = [r for r in judges if r.rater == name]
+        lab: list[tuple[int, int, float, float]] = []
+        rest: list[tuple[int, int, float]] = []
+        for pair in _system_pairs(study):
+            y_by, f_by = _item_scores(humans, pair), _item_scores(rows, pair)
+            a, b = index[pair[0]], index[pair[1]]
+            lab += [(a, b, y_by[i], f_by[i]) for i in sorted(set(y_by) & set(f_by))]
+            rest += [(a, b, f_by[i]) for i in sorted(set(f_by) - set(y_by))]
+        if len(lab) < 2 or not rest:
+            continue
+        la, lb, y, f = (np.array(v) for v in zip(*lab, strict=True))
+        ra, rb, fu = (np.array(v) for v in zip(*rest, strict=True))
+        try:
+            human = ppi.ppi_bradley_terry(la, lb, y, f, ra, rb, fu, len(systems), lam=0.0)
+            hybrid = ppi.ppi_bradley_terry(la, lb, y, f, ra, rb, fu, len(systems))
+        except ValueError:  # the labelled units do not connect every system
+            continue
+        for i, system in enumerate(systems):
+            width = human.high[i] - human.low[i]
+            out.append({"judge": name, "system": system, "labelled": len(lab), "judge_only": len(rest),
+                        "human_only": arena(human.theta[i]), "human_low": arena(human.low[i]),
+                        "human_high": arena(human.high[i]), "hybrid": arena(hybrid.theta[i]),
+                        "low": arena(hybrid.low[i]), "high": arena(hybrid.high[i]), "lambda": hybrid.lam,
+                        "width_ratio": (hybrid.high[i] - hybrid.low[i]) / width if width else None})
     return out
 
 
@@ -626,6 +673,8 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "positional_bias": positional_bias_report(rows, reference),
         "agreement": agreement_report(rows),
         "indeterminacy": indeterminacy_report(study, reference),
+        "hybrid_strengths": hybrid_strengths(study, [r for r in reference if r.kind == "human"],
+                                             [r for r in reference if r.kind == "judge"]),
         "hybrid": hybrid_report(study, [r for r in reference if r.kind == "human"],
                                 [r for r in reference if r.kind == "judge"]),
     }

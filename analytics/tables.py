@@ -73,4 +73,7 @@ def report_tables(report: dict) -> dict[str, Table]:
     columns = ["judge", "system_a", "system_b", "labelled", "judge_only", "human_only", "human_low", "human_high",
                "hybrid", "low", "high", "lambda", "width_ratio"]
     tables["hybrid"] = (columns, [[h[c] for c in columns] for h in report.get("hybrid", [])])
+    columns = ["judge", "system", "labelled", "judge_only", "human_only", "human_low", "human_high", "hybrid", "low",
+               "high", "lambda", "width_ratio"]
+    tables["hybrid-strengths"] = (columns, [[h[c] for c in columns] for h in report.get("hybrid_strengths", [])])
     return tables

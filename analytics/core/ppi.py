@@ -105,6 +105,9 @@ class StrengthEstimate:
     lam: float
 
 
+MAX_LOG_ODDS = 20.0  # beyond this a fit has run off to infinity (odds of 5e8 to 1)
+
+
 def battle_design(a, b, n_systems: int) -> np.ndarray:
     """Rows e_a - e_b without system 0's column."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
@@ -178,9 +181,12 @@ def ppi_bradley_terry(a, b, y, f, a_unlabelled, b_unlabelled, f_unlabelled, n_sy
         raise ValueError("the labelled battles do not connect every system")
     classical = _rectified_fit(x, y, f, xu, fu, 0.0, np.zeros(n_systems - 1))
     if lam is None:
-        first = _rectified_fit(x, y, f, xu, fu, 1.0, classical)
-        lam = _tuned_lambda(*_stats(first, x, y, f, xu, fu, True))
+        # the gradients for lambda are taken at the humans' fit (consistent, and finite whenever any fit is;
+        # the package takes them at the lambda = 1 fit, which small samples can push to infinity)
+        lam = _tuned_lambda(*_stats(classical, x, y, f, xu, fu, True))
     theta = classical if lam == 0 else _rectified_fit(x, y, f, xu, fu, lam, classical)
+    if not np.all(np.isfinite(theta)) or np.max(np.abs(theta), initial=0.0) > MAX_LOG_ODDS:
+        raise ValueError(f"no finite strengths at lambda = {lam:.2f}: a system wins or loses every battle")
     g_y, g_f, g_fu, inv_h = _stats(theta, x, y, f, xu, fu, lam != 0)
     d = n_systems - 1
     var_u = np.atleast_2d(np.cov((lam * g_fu).T)).reshape(d, d) if big_n > 1 else np.zeros((d, d))

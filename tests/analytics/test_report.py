@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 import pytest
 from django.urls import reverse
@@ -261,3 +262,16 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
     refresh_reports()
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
     assert "Humans and a judge in one estimate" in page
+    assert "Bradley-Terry strengths from humans and a judge" in page
+    # the same units in one Bradley-Terry fit over every system pair (here one): sys-a is the reference
+    from analytics.core.ppi import ppi_bradley_terry
+
+    strengths = {r["system"]: r for r in services.study_report(study)["hybrid_strengths"]}
+    hybrid = ppi_bradley_terry([0, 0, 0], [1, 1, 1], y, f, [0], [1], f_rest, 2)
+    alone = ppi_bradley_terry([0, 0, 0], [1, 1, 1], y, f, [0], [1], f_rest, 2, lam=0.0)
+    arena = 400 / math.log(10)
+    assert strengths["sys-a"]["hybrid"] == strengths["sys-a"]["low"] == 1000.0
+    assert strengths["sys-b"]["hybrid"] == pytest.approx(1000 + arena * hybrid.theta[1])
+    assert strengths["sys-b"]["human_only"] == pytest.approx(1000 + arena * alone.theta[1])
+    assert strengths["sys-b"]["lambda"] == pytest.approx(hybrid.lam)
+    assert strengths["sys-b"]["human_only"] < 1000  # the humans preferred sys-a (y mean 0.58)
