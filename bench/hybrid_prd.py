@@ -9,7 +9,12 @@ their human Y, gives the judge's f on all the others, and computes the human-onl
 normal 95 % interval) and the hybrid one (analytics/core/ppi.py); it reports the mean width ratio (hybrid /
 human-only) and how often each interval covers the full-human value.
 
-    python bench/hybrid_prd.py [--n 10,20,40] [--rounds 500]
+Then Bradley-Terry strengths of the five systems (analytics/core/ppi.py, PPI++ logistic M-estimation): each
+round labels n random questions of every pair, fits the strengths from those human units alone and from them
+with the judge on all the other units, against the full-human fit (every question with a vote; bard is the
+reference). It reports the mean width ratio and the per-system coverage over the four non-reference systems.
+
+    python bench/hybrid_prd.py [--n 10,20,40] [--rounds 500] [--bt-rounds 100]
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analytics.core.ppi import classical_mean, ppi_mean  # noqa: E402
+from analytics.core.ppi import classical_mean, ppi_bradley_terry, ppi_mean  # noqa: E402
+from analytics.core.ratings import BASE, SCALE, bradley_terry  # noqa: E402
 
 PRD = ROOT.parent / "shared" / "data" / "prd_vicuna80_human"
 MODELS = ("bard", "claude", "gpt35", "gpt4", "vicuna-13b")
@@ -57,6 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", default="10,20,40", help="human-labelled questions per pair, comma-separated")
     parser.add_argument("--rounds", type=int, default=500, help="random labelled subsets per pair, judge and n")
+    parser.add_argument("--bt-rounds", type=int, default=100, help="random labelled subsets for the strengths")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     sizes = [int(v) for v in args.n.split(",")]
@@ -94,6 +101,49 @@ def main() -> None:
                     rounds += 1
             print(f"{judge:<11} {n:>3}  {np.mean(ratios):>11.3f}  {covered / rounds:>15.3f}  "
                   f"{covered_human / rounds:>19.3f}  {np.mean(lambdas):>6.2f}  {np.mean(correlations):>10.2f}")
+    strengths(humans, sizes, args.bt_rounds, rng)
+
+
+def strengths(humans, sizes: list[int], rounds: int, rng: np.random.Generator) -> None:
+    index = {m: i for i, m in enumerate(MODELS)}
+    print(f"\nBradley-Terry strengths ({rounds} rounds; reference {MODELS[0]})")
+    print(f"{'judge':<11} {'n':>3}  {'width ratio':>11}  {'coverage hybrid':>15}  {'coverage human-only':>19}  "
+          f"{'lambda':>6}")
+    for judge in JUDGES:
+        verdicts = read(PRD / f"ratings-{judge}", judge)
+        units = []  # (a, b, Y, f) per question of each pair with both
+        for pair, by_question in sorted(humans.items()):
+            for q in sorted(by_question):
+                if q in verdicts.get(pair, {}):
+                    units.append((index[pair[0]], index[pair[1]], float(np.mean(by_question[q])),
+                                  float(np.mean(verdicts[pair][q])), pair))
+        a = np.array([u[0] for u in units])
+        b = np.array([u[1] for u in units])
+        y = np.array([u[2] for u in units])
+        f = np.array([u[3] for u in units])
+        full = bradley_terry(a, b, y, len(MODELS))
+        truth = np.log(BASE) * (full - full[0]) / SCALE
+        by_pair = defaultdict(list)
+        for i, u in enumerate(units):
+            by_pair[u[4]].append(i)
+        for n in sizes:
+            ratios, covered, covered_human, lambdas, cells = [], 0, 0, [], 0
+            for _ in range(rounds):
+                chosen = np.concatenate([rng.choice(ix, size=min(n, len(ix) - 1), replace=False)
+                                         for ix in by_pair.values()])
+                rest = np.setdiff1d(np.arange(len(units)), chosen)
+                args = (a[chosen], b[chosen], y[chosen], f[chosen], a[rest], b[rest], f[rest], len(MODELS))
+                try:
+                    hybrid, human = ppi_bradley_terry(*args), ppi_bradley_terry(*args, lam=0.0)
+                except ValueError:
+                    continue
+                ratios.append(np.mean((hybrid.high - hybrid.low)[1:] / (human.high - human.low)[1:]))
+                covered += int(np.sum((hybrid.low[1:] <= truth[1:]) & (truth[1:] <= hybrid.high[1:])))
+                covered_human += int(np.sum((human.low[1:] <= truth[1:]) & (truth[1:] <= human.high[1:])))
+                cells += len(MODELS) - 1
+                lambdas.append(hybrid.lam)
+            print(f"{judge:<11} {n:>3}  {np.mean(ratios):>11.3f}  {covered / cells:>15.3f}  "
+                  f"{covered_human / cells:>19.3f}  {np.mean(lambdas):>6.2f}")
 
 
 if __name__ == "__main__":
