@@ -594,12 +594,13 @@ def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row]) -> list
     def arena(theta: float) -> float:  # log-odds against the reference -> 1000 + 400 log10-odds
         return ratings.INITIAL + ratings.SCALE / math.log(ratings.BASE) * theta
 
+    pairs = _system_pairs(study)
     out = []
     for name in sorted({r.rater for r in judges}):
         rows = [r for r in judges if r.rater == name]
         lab: list[tuple[int, int, float, float]] = []
         rest: list[tuple[int, int, float]] = []
-        for pair in _system_pairs(study):
+        for pair in pairs:
             y_by, f_by = _item_scores(humans, pair), _item_scores(rows, pair)
             a, b = index[pair[0]], index[pair[1]]
             lab += [(a, b, y_by[i], f_by[i]) for i in sorted(set(y_by) & set(f_by))]

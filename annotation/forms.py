@@ -5,7 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from annotation import study_settings
 from annotation.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
-from annotation.models import Study
+from annotation.models import Judge, Study
 from annotation.services import FROZEN_AFTER_START
 from selection.core.separability import METRICS
 from selection.strategies import STRATEGIES
@@ -295,8 +295,6 @@ class JudgeForm(forms.ModelForm):
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
 
     class Meta:
-        from annotation.models import Judge
-
         model = Judge
         fields = ["base_url", "model", "api_key_env", "api_key", "prompt_template", "temperature", "max_tokens",
                   "logprobs", "scope", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",

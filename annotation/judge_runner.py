@@ -33,6 +33,7 @@ from selection.models import Job
 
 JOB_KIND = "judge"
 STALE_AFTER = dt.timedelta(minutes=2)  # a running job without a heartbeat this long has lost its worker
+TICK = 15.0  # seconds; well inside STALE_AFTER
 TOP_LOGPROBS = 5
 # Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
 FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError, openai.BadRequestError,
@@ -89,34 +90,48 @@ def redact(text: str, judge: Judge) -> str:
 # What is judged
 
 
-def judged_pairs(judge: Judge) -> list[Pair]:
-    """The pairs of the judge's scope: those of the tasks released to people, or one pair (first samples) of
-    every item for every system pair of the study, created where missing."""
+def _scope(judge: Judge) -> list[tuple[int, int, int]]:
+    """(item, generation a, generation b) of each pair in the judge's scope: those of the tasks released to
+    people, or one pair (first samples) of every item for every system pair of the study. Reads only."""
     study = judge.study
     if judge.scope == Judge.Scope.SHOWN:
-        ids = TaskPair.objects.filter(task__study=study).values_list("pair_id", flat=True).distinct()
-        return list(Pair.objects.filter(pk__in=ids).order_by("pk"))
+        return list(Pair.objects.filter(pk__in=TaskPair.objects.filter(task__study=study).values("pair_id"))
+                    .order_by("pk").values_list("item_id", "generation_a_id", "generation_b_id"))
     first = {(g.item_id, g.system_id): g.pk
              for g in Generation.objects.filter(item__study=study, sample_index=0).only("pk", "item_id", "system_id")}
+    items = list(study.items.values_list("pk", flat=True))
     wanted = []
     for comparison in study.comparisons.all():
-        for item_id in study.items.values_list("pk", flat=True):
+        for item_id in items:
             a, b = first.get((item_id, comparison.system_a_id)), first.get((item_id, comparison.system_b_id))
             if a and b:
                 wanted.append((item_id, a, b))
-    Pair.objects.bulk_create([Pair(item_id=i, generation_a_id=a, generation_b_id=b) for i, a, b in wanted],
-                             ignore_conflicts=True)
-    keys = {(a, b) for _, a, b in wanted}
-    pairs = Pair.objects.filter(item__study=study).order_by("pk")
-    return [p for p in pairs if (p.generation_a_id, p.generation_b_id) in keys]
+    return wanted
+
+
+def _settled(judge: Judge) -> set[tuple[int, int, bool]]:
+    """(generation a, generation b, a shown first) of the calls that need no new request."""
+    return set(JudgeCall.objects.filter(judge=judge).exclude(status=JudgeCall.Status.FAILED)
+               .values_list("pair__generation_a_id", "pair__generation_b_id", "a_shown_first"))
+
+
+def remaining(judge: Judge) -> int:
+    """How many requests are still to go (both orders of each pair in scope, less those settled); reads only,
+    for the pages."""
+    settled = _settled(judge)
+    return sum((a, b, a_first) not in settled for _, a, b in _scope(judge) for a_first in (True, False))
 
 
 def pending(judge: Judge) -> list[tuple[Pair, bool]]:
-    """(pair, a shown first) still to ask: both orders of each pair, without a judged or unparseable call."""
-    settled = set(JudgeCall.objects.filter(judge=judge).exclude(status=JudgeCall.Status.FAILED)
-                  .values_list("pair_id", "a_shown_first"))
-    return [(p, a_first) for p in judged_pairs(judge) for a_first in (True, False)
-            if (p.pk, a_first) not in settled]
+    """(pair, a shown first) still to ask, the pairs of an all-items scope created where missing."""
+    wanted, settled = _scope(judge), _settled(judge)
+    if judge.scope == Judge.Scope.ALL:
+        Pair.objects.bulk_create([Pair(item_id=i, generation_a_id=a, generation_b_id=b) for i, a, b in wanted],
+                                 ignore_conflicts=True)
+    pairs = {(p.generation_a_id, p.generation_b_id): p
+             for p in Pair.objects.filter(generation_a_id__in={a for _, a, _ in wanted})}
+    return [(pairs[(a, b)], a_first) for _, a, b in wanted for a_first in (True, False)
+            if (a, b, a_first) not in settled]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,8 +291,8 @@ def requests(judge: Judge, todo: list[tuple[Pair, bool]]) -> Iterator[Request]:
 def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, total: None,
         should_stop: Callable[[], bool] = lambda: False) -> RunResult:
     """Ask for every pending call within the budget, ``max_concurrency`` at a time, recording each reply as it
-    arrives. ``should_stop`` is checked after each reply: no new request is sent once it says so, and the
-    replies in flight are still recorded."""
+    arrives. ``should_stop`` is checked after each reply (and every ``TICK`` seconds): no new request is sent once
+    it says so, and the replies in flight are still recorded."""
     result = RunResult()
     todo = pending(judge)
     room = max(judge.request_budget - usage(judge).replies, 0)
@@ -302,12 +317,15 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
         refill()
         try:
             while in_flight:
-                finished, _ = concurrent.futures.wait(in_flight, return_when=concurrent.futures.FIRST_COMPLETED)
+                # a tick at least every TICK seconds keeps the job's heartbeat fresh and hears a stop while
+                # slow requests (timeouts, backoff) are out
+                finished, _ = concurrent.futures.wait(in_flight, timeout=TICK,
+                                                      return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in finished:
                     in_flight.discard(future)
                     if record(judge, future.result()) is not None:
                         result.recorded += 1
-                    progress(result.recorded, total)
+                progress(result.recorded, total)
                 if not result.stopped and should_stop():
                     result.stopped = True
                 refill()

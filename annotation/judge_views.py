@@ -24,7 +24,7 @@ def _judge(request: HttpRequest, study_id: int, judge_id: int) -> Judge:
 def _state(judge: Judge) -> dict:
     job = judge_runner.current_job(judge)
     return {"judge": judge, "job": job, "live": judge_runner.is_live(job), "usage": judge_runner.usage(judge),
-            "todo": len(judge_runner.pending(judge)) if not judge_runner.is_live(job) else None}
+            "todo": judge_runner.remaining(judge) if not judge_runner.is_live(job) else None}
 
 
 @login_required
