@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 import openai
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
@@ -56,10 +57,17 @@ def create_judge(study: Study, name: str, **fields: Any) -> Judge:
     if study.raters.filter(external_id=name).exists():
         raise JudgeError(f"The study already has a rater named {name!r}.")
     judging.check_template(fields.get("prompt_template") or judging.DEFAULT_TEMPLATE)
+    fields.setdefault("prompt_template", judging.DEFAULT_TEMPLATE)
     with transaction.atomic():
         rater = Rater.objects.create(study=study, external_id=name, kind=Rater.Kind.JUDGE, source=Rater.Source.RUN)
-        fields.setdefault("prompt_template", judging.DEFAULT_TEMPLATE)
-        return Judge.objects.create(study=study, rater=rater, **fields)
+        judge = Judge(study=study, rater=rater, **fields)
+        try:
+            judge.full_clean()  # every caller, not only the form: ranges, URL, and prices as decimals
+        except ValidationError as exc:
+            raise JudgeError("; ".join(f"{field}: {' '.join(errors)}"
+                                       for field, errors in exc.message_dict.items())) from exc
+        judge.save()
+        return judge
 
 
 def api_key(judge: Judge) -> str:

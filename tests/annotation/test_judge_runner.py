@@ -243,3 +243,12 @@ def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, mon
                               should_stop=lambda: len(calls) >= 3)
     assert calls[:4] == [0, 0, 0, 0]  # the start, then ticks before the first reply
     assert result.stopped and result.asked == 1 and result.recorded == 1 and len(server.requests) == 1
+
+
+def test_create_judge_validates_every_caller(researcher, server):
+    study = study_with(researcher, ["Q0?"])
+    with pytest.raises(judge_runner.JudgeError, match="temperature: .*2.0"):
+        make_judge(study, server, temperature=5)
+    assert not study.raters.exists()  # nothing half-made
+    judge = make_judge(study, server, price_input=2.5, price_output=10)  # floats, as a script passes them
+    assert judge_runner.usage(judge).cost == 0
