@@ -183,7 +183,8 @@ class Handler(BaseHTTPRequestHandler):
         """Tokens: runs of word characters, each with the spaces before it; the verdict's label (the token after
         the first colon) has A / B / Tie alternatives."""
         pieces = re.findall(r"\s*\w+|\s*[^\w\s]|\s+", text)
-        label_at = min(i for i, t in enumerate(pieces) if t.strip() == ":") + 1
+        colons = [i for i, t in enumerate(pieces) if t.strip() == ":"]
+        label_at = colons[0] + 1 if colons else -1  # a malformed reply has no label token
         content = []
         for i, token in enumerate(pieces):
             if i == label_at:

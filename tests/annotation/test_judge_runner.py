@@ -72,10 +72,11 @@ def test_judges_every_shown_pair_in_both_orders(researcher, server):
 
 
 def test_logprobs_give_probability_a(researcher, server):
-    study = study_with(researcher, ["Q0?", "Q1?", "Q2?"])
+    study = study_with(researcher, ["Q0?", "Q1?", "Q2?", "[[malformed]] Q3?"])
     judge = make_judge(study, server, logprobs=True)
     judge_runner.run(judge)
     assert server.requests[0]["logprobs"] is True and server.requests[0]["top_logprobs"] == 5
+    assert judge_runner.usage(judge).unparseable == 2 and not server.statuses[500]  # a reply, not a crash
     judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a",
                                                                           "pair__generation_b")
     assert judgments.count() == 6
