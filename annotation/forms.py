@@ -307,6 +307,8 @@ class JudgeForm(forms.ModelForm):
                   "max_retries": "Retries", "price_input": "Price of prompt tokens ($ / million)",
                   "price_output": "Price of completion tokens ($ / million)"}
 
+    field_order = ["name"]  # the rest in Meta.fields' order
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.instance.pk:

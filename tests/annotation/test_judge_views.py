@@ -97,3 +97,17 @@ def test_judge_pages_belong_to_the_owner(client, other_researcher, researcher, s
         assert client.get(url).status_code == 404
     assert client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"])).status_code == 404
     assert not Job.objects.exists()
+
+
+def test_a_used_up_budget_says_so_instead_of_offering_resume(researcher_client, researcher, server):
+    study = study_with(researcher, ["Q0?", "Q1?"])
+    researcher_client.post(reverse("judges", args=[study.pk]), form_data(server, request_budget="2"))
+    judge = Judge.objects.get()
+    detail = reverse("judge_detail", args=[study.pk, judge.pk])
+    page = researcher_client.get(detail).content.decode()
+    assert page.index('name="name"') < page.index('name="base_url"')  # the name comes first
+    judge_runner.run(judge)
+    page = researcher_client.get(detail).content.decode()
+    assert "The request budget is used up with 2 requests to go" in page and 'data-testid="judge-start"' not in page
+    researcher_client.post(detail, form_data(server, api_key="", request_budget="10"))
+    assert "Resume (2 requests to go)" in researcher_client.get(detail).content.decode()
