@@ -104,3 +104,89 @@ def value_stratified_selection(values: np.ndarray, budget: int, rng: np.random.G
             if pool and len(chosen) < budget:
                 chosen.append(pool.pop())
     return np.array(chosen, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Humans where the judges are unsure: sampling with known inclusion probabilities (active statistical inference,
+# Zrnic and Candes 2024). An item's chance of going to people grows with how much the LLM judges' verdicts on it
+# disagree (between judges, or one judge between the two presentation orders); every item keeps a floor, and the
+# inclusion probability of each item is known exactly, so the inverse-probability-weighted estimate over the
+# people's labels (analytics.core.ppi.active_mean) stays unbiased.
+
+
+def judge_disagreement(scores: np.ndarray) -> np.ndarray:
+    """Per item (row), how much its judge verdicts disagree: 4 x the variance of the verdicts' scores for the first
+    system (1 a win, 1/2 a tie, 0 a loss; NaN where a row has fewer verdicts), in [0, 1] — 0 when every verdict says
+    the same, 1 when they split evenly between the two systems. A row with fewer than two verdicts tells nothing
+    about disagreement and gets 1, so people look at what no judge settled."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 2:
+        raise ValueError("scores must be a 2-D array: one row per item, one column per verdict (NaN if none)")
+    if np.any((scores < 0) | (scores > 1)):
+        raise ValueError("verdict scores must lie in [0, 1]")
+    counts = np.sum(~np.isnan(scores), axis=1)
+    out = np.ones(scores.shape[0])
+    enough = counts >= 2
+    if enough.any():
+        rows = scores[enough]
+        mean = np.nanmean(rows, axis=1, keepdims=True)
+        out[enough] = 4.0 * np.nanmean((rows - mean) ** 2, axis=1)
+    return np.clip(out, 0.0, 1.0)
+
+
+def inclusion_probabilities(weights: np.ndarray, budget: int) -> np.ndarray:
+    """pi_i = min(1, c w_i) with c such that sum(pi) = budget (the items whose share would pass 1 are taken for
+    certain and the rest of the budget is spread over the others in proportion to their weights). Every weight must
+    be positive, so every item can be drawn."""
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 1 or weights.size == 0:
+        raise ValueError("weights must be a non-empty 1-D array")
+    if not np.isfinite(weights).all() or np.any(weights <= 0):
+        raise ValueError("every weight must be finite and positive, so every item keeps a chance to be drawn")
+    budget = min(int(budget), weights.size)
+    if budget <= 0:
+        raise ValueError("the budget must be at least 1")
+    pi = np.zeros_like(weights)
+    certain = np.zeros(weights.size, dtype=bool)
+    while True:  # at most n rounds: each one takes at least one more item for certain or stops
+        left = budget - int(certain.sum())
+        rest = ~certain
+        pi[rest] = left * weights[rest] / weights[rest].sum()
+        over = rest & (pi >= 1.0)
+        if not over.any():
+            break
+        certain |= over
+        pi[certain] = 1.0
+    return pi
+
+
+def active_inclusion(disagreement: np.ndarray, budget: int, uniform_share: float = 0.5) -> np.ndarray:
+    """The inclusion probabilities of the judge-disagreement strategy: budget x [(1 - s) u_i / sum(u) + s / N],
+    capped at 1 (``inclusion_probabilities``), with u the judges' disagreement and s the uniform share that keeps
+    every item's chance at least s x budget / N (so the weighted estimate's variance is at most 1/s times that of a
+    uniform sample of the same size). Judges that agree everywhere give the uniform design."""
+    u = np.asarray(disagreement, dtype=np.float64)
+    if not 0.0 < uniform_share <= 1.0:
+        raise ValueError("the uniform share must be in (0, 1]")
+    total = float(u.sum())
+    weights = np.full(u.size, 1.0 / u.size) if total == 0 else (1 - uniform_share) * u / total + uniform_share / u.size
+    return inclusion_probabilities(weights, budget)
+
+
+def systematic_pps(pi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Draw round(sum(pi)) items, item i with probability exactly pi_i (systematic sampling with probabilities
+    proportional to size over a random order: one uniform start, then unit steps along the cumulative pi).
+    Returns the drawn indices in random order. Every pi_i must be in [0, 1] and sum(pi) a whole number."""
+    pi = np.asarray(pi, dtype=np.float64)
+    if np.any((pi < 0) | (pi > 1 + 1e-12)):
+        raise ValueError("inclusion probabilities must lie in [0, 1]")
+    size = int(round(float(pi.sum())))
+    if abs(pi.sum() - size) > 1e-6:
+        raise ValueError(f"inclusion probabilities must sum to a whole number of items, not {pi.sum():.6f}")
+    order = rng.permutation(pi.size)
+    edges = np.cumsum(pi[order])
+    edges[-1] = size  # the float sum can fall a hair short of the whole number
+    points = rng.uniform(0.0, 1.0) + np.arange(size)
+    hit = np.searchsorted(edges, points, side="right")
+    chosen = order[hit]
+    return rng.permutation(chosen)
