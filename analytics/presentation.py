@@ -104,7 +104,10 @@ SECTIONS = [
      "judgments alone, and from the humans and the judge together (prediction-powered inference with power "
      "tuning: the judge's verdicts on the items no human judged, corrected by how it differs from the humans on "
      "the items both judged; lambda is the weight it earns, 0 = humans alone). Width ratio below 1: the judge "
-     "narrowed the interval. Weakly correlated judges earn little weight (bench/README.md measures it on PRD)."),
+     "narrowed the interval. Weakly correlated judges earn little weight (bench/README.md measures it on PRD). "
+     "Design 'judge-disagreement (weighted)': people judged items drawn where the judges disagree, each with a "
+     "known chance, and both estimates weight each labelled item by one over its chance (human-only is then the "
+     "Horvitz-Thompson estimate)."),
     ("hybrid-strengths", "Bradley-Terry strengths from humans and a judge", None, "Each system's Bradley-Terry "
      "rating (1000 + 400 log10-odds against the study's first system, the reference) from the humans alone and "
      "from the humans and the judge together (PPI++ with power tuning over all system pairs at once: a unit is "
@@ -123,6 +126,12 @@ def empty_reason(name: str, data: dict) -> str:
     board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry"}
     if name in board and data[board[name]].get("reason"):
         return f"Not available: {data[board[name]]['reason']}."
+    weighted = sorted({f"{h['system_a']} vs {h['system_b']}" for h in data.get("hybrid", [])
+                       if h.get("design", "uniform") != "uniform"})
+    if name == "hybrid-strengths" and weighted:
+        return (f"Not computed: the items people judged for {', '.join(weighted)} were drawn where the judges "
+                "disagree, with unequal (known) chances, and this fit takes its labelled items for a uniform sample. "
+                "The win rates above weight each item by its chance.")
     if name in ("hybrid", "hybrid-strengths"):
         return ("Needs a judge's verdicts on items humans judged (at least two) and on items they did not: import "
                 "a judge that judged more of the study than the humans.")

@@ -556,27 +556,86 @@ def _system_pairs(study: Study) -> list[tuple[str, str]]:
             for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b")]
 
 
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """A system pair's people-labelled sample drawn with known, unequal inclusion probabilities (the
+    judge-disagreement strategy): the candidates it drew from and each chosen item's probability (item ids)."""
+
+    method: str
+    candidates: list[int]
+    inclusion: dict[int, float]
+
+
+def weighted_designs(study: Study) -> dict[tuple[str, str], Design]:
+    """System pair -> its design, for the pairs whose latest selection run states inclusion probabilities."""
+    from selection.models import SelectionRun
+
+    runs = {}
+    for run in SelectionRun.objects.filter(study=study, comparison__isnull=False).order_by("created", "id"):
+        runs[(run.system_a, run.system_b)] = run  # the latest run of each pair wins
+    ids = dict(study.items.values_list("external_id", "id"))
+    out = {}
+    for pair, run in runs.items():
+        inclusion, candidates = run.details.get("inclusion"), run.details.get("candidate_items")
+        if inclusion and candidates:
+            out[pair] = Design(run.method, [ids[c] for c in candidates if c in ids],
+                               {ids[i]: float(p) for i, p in zip(run.items, inclusion, strict=True) if i in ids})
+    return out
+
+
+def _weighted_estimates(design: Design, y_by: dict[int, float], f_by: dict[int, float]):
+    """(human-only, hybrid, labelled, judge-only) under a weighted design: the people's labels on the items the
+    design chose (labels elsewhere were not drawn with a known chance and are left out), each item's inclusion
+    probability scaled by the share of the chosen items labelled so far (released in random order, so the labelled
+    ones are a random part of the draw); the judge's score on every candidate, 1/2 where it gave none."""
+    population = np.array(design.candidates)
+    sampled = np.array([i in design.inclusion and i in y_by for i in design.candidates])
+    done = int(sampled.sum())
+    if done < 2:
+        return None
+    share = done / len(design.inclusion)
+    pi = np.array([design.inclusion.get(i, 1.0) * share for i in design.candidates])
+    y = np.array([y_by.get(i, np.nan) for i in design.candidates])
+    f = np.array([f_by.get(i, 0.5) for i in design.candidates])
+    human = ppi.active_mean(y, f, pi, sampled, lam=0.0)
+    hybrid = ppi.active_mean(y, f, pi, sampled)
+    return human, hybrid, done, int(population.size) - done
+
+
 def hybrid_report(study: Study, humans: list[Row], judges: list[Row]) -> list[dict]:
     """Per judge and system pair: the first system's win rate from the humans alone and from the humans and the
     judge in one estimate (prediction-powered inference with power tuning, analytics/core/ppi.py). Per item,
     Y = the human judgments' mean score for the first system (1 a win, 1/2 a tie, 0 a loss) and f = the judge's
     mean score; labelled are the items with both, the judge alone covers the others. Human-only uses the same
-    labelled items, so the two intervals compare like with like."""
+    labelled items, so the two intervals compare like with like. A pair whose people-labelled items were drawn
+    with unequal known probabilities (``weighted_designs``) is estimated with inverse-probability weights, both
+    ways (``ppi.active_mean``; human-only is then the Horvitz-Thompson estimate)."""
     out = []
     pairs = _system_pairs(study)
+    designs = weighted_designs(study)
     for name in sorted({r.rater for r in judges}):
         rows = [r for r in judges if r.rater == name]
         for pair in pairs:
             y_by, f_by = _item_scores(humans, pair), _item_scores(rows, pair)
-            labelled = sorted(set(y_by) & set(f_by))
-            rest = sorted(set(f_by) - set(y_by))
-            if len(labelled) < 2 or not rest:
-                continue
-            y = np.array([y_by[i] for i in labelled])
-            human = ppi.classical_mean(y)
-            hybrid = ppi.ppi_mean(y, np.array([f_by[i] for i in labelled]), np.array([f_by[i] for i in rest]))
-            out.append({"judge": name, "system_a": pair[0], "system_b": pair[1], "labelled": len(labelled),
-                        "judge_only": len(rest), "human_only": human.estimate, "human_low": human.low,
+            design = designs.get(pair)
+            if design is not None:
+                found = _weighted_estimates(design, y_by, f_by)
+                if found is None:
+                    continue
+                human, hybrid, labelled, rest = found
+            else:
+                labelled_items = sorted(set(y_by) & set(f_by))
+                rest_items = sorted(set(f_by) - set(y_by))
+                if len(labelled_items) < 2 or not rest_items:
+                    continue
+                y = np.array([y_by[i] for i in labelled_items])
+                human = ppi.classical_mean(y)
+                hybrid = ppi.ppi_mean(y, np.array([f_by[i] for i in labelled_items]),
+                                      np.array([f_by[i] for i in rest_items]))
+                labelled, rest = len(labelled_items), len(rest_items)
+            out.append({"judge": name, "system_a": pair[0], "system_b": pair[1],
+                        "design": f"{design.method} (weighted)" if design else "uniform", "labelled": labelled,
+                        "judge_only": rest, "human_only": human.estimate, "human_low": human.low,
                         "human_high": human.high, "hybrid": hybrid.estimate, "low": hybrid.low, "high": hybrid.high,
                         "lambda": hybrid.lam,
                         "width_ratio": hybrid.width / human.width if human.width else None})
@@ -594,6 +653,9 @@ def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row]) -> list
     def arena(theta: float) -> float:  # log-odds against the reference -> 1000 + 400 log10-odds
         return ratings.INITIAL + ratings.SCALE / math.log(ratings.BASE) * theta
 
+    designs = weighted_designs(study)
+    if designs:  # its M-estimation takes the labelled units for a uniform sample; a weighted one would bias it
+        return []
     pairs = _system_pairs(study)
     out = []
     for name in sorted({r.rater for r in judges}):

@@ -70,9 +70,11 @@ def report_tables(report: dict) -> dict[str, Table]:
     tables["beta-sensitivity"] = (["judge", "beta", "mse"], [[name, b["beta"], b["mse"]]
                                                              for name, j in ind["judges"].items()
                                                              for b in j["beta_sensitivity"]])
-    columns = ["judge", "system_a", "system_b", "labelled", "judge_only", "human_only", "human_low", "human_high",
-               "hybrid", "low", "high", "lambda", "width_ratio"]
-    tables["hybrid"] = (columns, [[h[c] for c in columns] for h in report.get("hybrid", [])])
+    columns = ["judge", "system_a", "system_b", "design", "labelled", "judge_only", "human_only", "human_low",
+               "human_high", "hybrid", "low", "high", "lambda", "width_ratio"]
+    # a report stored before designs were told apart has no "design": its samples were uniform
+    tables["hybrid"] = (columns, [[h.get(c, "uniform") if c == "design" else h[c] for c in columns]
+                                  for h in report.get("hybrid", [])])
     columns = ["judge", "system", "labelled", "judge_only", "human_only", "human_low", "human_high", "hybrid", "low",
                "high", "lambda", "width_ratio"]
     tables["hybrid-strengths"] = (columns, [[h[c] for c in columns] for h in report.get("hybrid_strengths", [])])

@@ -144,7 +144,36 @@ def selection_context(study: Study, comparison: Comparison, items: list[Item],
     def tree(x: np.ndarray) -> Dendrogram:
         return stored_tree(comparison, items, x, seed=study.seed)
 
-    return SelectionContext(len(items), vectors, deltas, dict(params or {}), tree)
+    return SelectionContext(len(items), vectors, deltas, dict(params or {}), tree,
+                            load_judges=lambda: judge_scores(comparison, items))
+
+
+def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
+    """The LLM judges' verdicts on each item of a system pair (the judgments of raters of kind judge, current
+    ones only), as their scores for the pair's first system (1 a win, 1/2 no preference, 0 a loss, whichever
+    system the judgment calls A): one row per item, NaN-padded to the item with the most verdicts."""
+    from analytics.core import consistency
+    from annotation.models import Judgment, Rater
+
+    first, second = comparison.system_a_id, comparison.system_b_id
+    rows = (Judgment.objects.filter(pair__item__in=items, revised=False, superseded=False, rater__kind=Rater.Kind.JUDGE,
+                                    pair__generation_a__system_id__in=[first, second],
+                                    pair__generation_b__system_id__in=[first, second])
+            .values_list("pair__item_id", "pair__generation_a__system_id", "pair__generation_b__system_id", "choice",
+                         "response_set", "probability_a"))
+    by_item: dict[int, list[float]] = {}
+    for item_id, system_a, system_b, choice, response_set, probability_a in rows:
+        answer = consistency.effective_choice(choice, response_set, probability_a)
+        if answer is None or system_a == system_b:
+            continue
+        rating = consistency.RATING[answer] * (1 if system_a == first else -1)
+        by_item.setdefault(item_id, []).append(float(consistency.score_for_a(rating)))
+    width = max((len(v) for v in by_item.values()), default=0)
+    out = np.full((len(items), width), np.nan)
+    for row, item in enumerate(items):
+        scores = by_item.get(item.pk, [])
+        out[row, : len(scores)] = scores
+    return out
 
 
 def stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, seed: int = 0) -> Dendrogram:
@@ -176,6 +205,8 @@ def run_selection(study: Study, comparison: Comparison, method: str, budget: int
     pair_key = zlib.crc32(f"{comparison.system_a.name}\x00{comparison.system_b.name}".encode())
     rng = np.random.default_rng([seed, pair_key])
     chosen = [items[i] for i in strategy.select(context, budget, rng)]
+    if "inclusion" in context.notes:  # a design with known inclusion probabilities: keep what it drew from
+        context.notes["candidate_items"] = [i.external_id for i in items]
     run = SelectionRun.objects.create(
         study=study, comparison=comparison, system_a=comparison.system_a.name, system_b=comparison.system_b.name,
         method=method, params=dict(params or {}), budget=budget, seed=seed, items=[i.external_id for i in chosen],

@@ -20,7 +20,7 @@ from selection.core.diffuse import Dendrogram, static_clusters, ward_tree
 from selection.core.separability import DEFAULT_METRIC
 
 DEFAULT_PARAMS: dict[str, Any] = {"metric": DEFAULT_METRIC, "threshold": 0.2, "T": 0.4, "alpha": 2.0, "beta": 6.0,
-                                  "bins": 4}
+                                  "bins": 4, "uniform_share": 0.5}
 # Which stored selection setting (selection.models.SelectionSettings) feeds which strategy parameter.
 SETTING_OF_PARAM = {"metric": "separability_metric", "threshold": "separability_threshold", "T": "sep_threshold_t",
                     "alpha": "sep_alpha", "beta": "sep_beta"}
@@ -65,6 +65,9 @@ class SelectionContext:
     load_deltas: Callable[[str], np.ndarray] | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     load_tree: Callable[[np.ndarray], Dendrogram] | None = None
+    # The LLM judges' verdicts on each candidate: one row per item, one column per verdict (a judge in one
+    # presentation order), each the verdict's score for the pair's first system (1, 1/2, 0), NaN-padded.
+    load_judges: Callable[[], np.ndarray] | None = None
     # What a strategy reports about its choice, stored with the run (DiffUse: each representative's cluster
     # size, aligned with the chosen items).
     notes: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -81,6 +84,14 @@ class SelectionContext:
     @cached_property
     def tree(self) -> Dendrogram:
         return self.load_tree(self.vectors) if self.load_tree else ward_tree(self.vectors)
+
+    @cached_property
+    def judges(self) -> np.ndarray:
+        scores = None if self.load_judges is None else np.asarray(self.load_judges(), dtype=np.float64)
+        if scores is None or scores.size == 0 or np.isnan(scores).all():
+            raise ValueError("no LLM judge has judged these items: run a judge over every item of every system pair "
+                             "(its page, 'which pairs': all) before selecting by the judges' disagreement")
+        return scores
 
     @cached_property
     def deltas(self) -> np.ndarray:
@@ -166,6 +177,18 @@ def _stratified(context: SelectionContext, budget: int, rng) -> np.ndarray:
     return distinct[sampling.cluster_stratified_selection(sub.tree, min(budget, distinct.size), rng)]
 
 
+def _judge_disagreement(context: SelectionContext, budget: int, rng) -> np.ndarray:
+    """Items drawn with probability growing with the judges' disagreement (a floor of ``uniform_share`` kept
+    for every item), by systematic sampling, so each item's inclusion probability is known exactly; they go into
+    the run's notes (aligned with the chosen items) for the report's weighted estimate. Released in random order,
+    so a study stopped part-way has a random part of the sample labelled."""
+    scores = context.judges
+    pi = sampling.active_inclusion(sampling.judge_disagreement(scores), budget, context.param("uniform_share"))
+    chosen = sampling.systematic_pps(pi, rng)
+    context.notes["inclusion"] = [float(p) for p in pi[chosen]]
+    return chosen
+
+
 IDENTICAL = 1e-6  # difference-vector norm below which two outputs embed identically
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
@@ -191,6 +214,12 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("diffuse-threshold", "DiffUse within the separable items",
              "DiffUse over the items whose separability reaches the threshold.",
              lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True),
+    Strategy("judge-disagreement", "Where the LLM judges disagree",
+             "Random items, with people sent more often where the study's LLM judges disagree with each other or "
+             "change their verdict with the presentation order (half the budget spread evenly, so every item keeps a "
+             "chance). Each item's chance is known, so the report's estimate from people and judges stays unbiased. "
+             "Run a judge over every item first.",
+             _judge_disagreement),
     Strategy("diffuse-iterative", "DiffUse, iterative with live stopping",
              "Starts with the representatives of a few clusters of output differences; each time an item's "
              "judgments are in it re-checks the hypergeometric stopping rule and, while the risk of naming the "

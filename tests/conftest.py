@@ -103,3 +103,24 @@ def refresh_reports() -> int:
     for pk in jobs:
         run_report.call(pk)
     return len(jobs)
+
+
+def import_judge_verdicts(study, judges: tuple[str, ...] = ("judge-x", "judge-y")) -> int:
+    """Give every item of every system pair of ``study`` verdicts by LLM judges in both presentation orders (the
+    study's first samples), varied by item so some items see the judges agree and others split or flip. Returns the
+    number of verdicts imported."""
+    items = list(study.items.order_by("position").values_list("external_id", flat=True))
+    pairs = [(c.system_a.name, c.system_b.name) for c in study.comparisons.select_related("system_a", "system_b")]
+    lines = []
+    for i, item in enumerate(items):
+        for a, b in pairs:
+            for j, judge in enumerate(judges):
+                for order, first in enumerate((a, b)):
+                    # judge j says: the first system on most items; on every third item the answer shown first;
+                    # on every fifth a tie
+                    choice = "tie" if (i + j) % 5 == 0 else (first if (i + j) % 3 == 0 else a)
+                    lines.append({"id": f"{judge}-{item}-{a}-{b}-{order}", "item": item, "system_a": a,
+                                  "sample_a": 0, "system_b": b, "sample_b": 0, "shown_first": first, "rater": judge,
+                                  "rater_kind": "judge", "choice": choice})
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    return services.do_import_judgments(study, data, "judges.jsonl").created

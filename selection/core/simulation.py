@@ -15,6 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
+from analytics.core import ppi
 from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_tree
 from selection.core.stopping import stopping_status
 
@@ -33,6 +34,21 @@ class Pool:
     x: np.ndarray
     oracle: np.ndarray
     delta: np.ndarray | None = None
+    judges: np.ndarray | None = None  # the LLM judges' verdict scores per item (rows), NaN-padded
+
+    @cached_property
+    def y(self) -> np.ndarray:
+        """Each item's oracle as the first system's score: 1 a win, 1/2 a tie, 0 a loss."""
+        return np.array([SCORE[label] for label in self.oracle], dtype=np.float64)
+
+    @cached_property
+    def f(self) -> np.ndarray:
+        """The judges' mean score per item (1/2 where no judge gave a verdict): the prediction beside the oracle."""
+        if self.judges is None:
+            raise ValueError("this pool has no judge verdicts")
+        counts = np.sum(~np.isnan(self.judges), axis=1)
+        totals = np.nansum(self.judges, axis=1)
+        return np.where(counts > 0, totals / np.maximum(counts, 1), 0.5)
 
     @cached_property
     def tree(self) -> Dendrogram:
@@ -44,17 +60,19 @@ class Pool:
 
 
 Method = Callable[[Pool, int, np.random.Generator], np.ndarray]
+SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 
 
 def draw_pools(x: np.ndarray, oracle: np.ndarray, seeds: int, fraction: float = 0.8, seed: int = 0,
-               delta: np.ndarray | None = None) -> list[Pool]:
+               delta: np.ndarray | None = None, judges: np.ndarray | None = None) -> list[Pool]:
     """``seeds`` pools of ``fraction`` of the items each, reproducibly from ``seed``."""
     n = len(oracle)
     size = max(2, int(round(fraction * n)))
     pools = []
     for s in range(seeds):
         index = np.sort(np.random.default_rng([seed, s]).choice(n, size=size, replace=False))
-        pools.append(Pool(x[index], oracle[index], None if delta is None else delta[index]))
+        pools.append(Pool(x[index], oracle[index], None if delta is None else delta[index],
+                          None if judges is None else judges[index]))
     return pools
 
 
@@ -72,6 +90,76 @@ def success_rates(pools: Sequence[Pool], methods: dict[str, Method], budgets: Se
                 hits += pool.winner is not None and majority(pool.oracle[chosen]) == pool.winner
             rates[name][budget] = hits / len(pools)
     return rates
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Estimates from people and judges: how close each design's estimate of the pool's win rate comes, and how often
+# its interval covers it. A design draws the items people label (with their inclusion probabilities when these are
+# not uniform); an estimator turns the labels (and the judges' scores on every item) into a mean with an interval.
+
+Draw = Callable[[Pool, int, np.random.Generator], "tuple[np.ndarray, np.ndarray | None]"]
+
+
+def _people(pool: Pool, chosen: np.ndarray, inclusion: np.ndarray | None) -> ppi.MeanEstimate:
+    return ppi.classical_mean(pool.y[chosen])
+
+
+def _people_and_judges(pool: Pool, chosen: np.ndarray, inclusion: np.ndarray | None) -> ppi.MeanEstimate:
+    rest = np.setdiff1d(np.arange(len(pool.oracle)), chosen)
+    return ppi.ppi_mean(pool.y[chosen], pool.f[chosen], pool.f[rest])
+
+
+def _weighted(lam: float | None):
+    def estimate(pool: Pool, chosen: np.ndarray, inclusion: np.ndarray | None) -> ppi.MeanEstimate:
+        if inclusion is None:
+            raise ValueError("a weighted estimate needs the design's inclusion probabilities")
+        sampled = np.zeros(len(pool.oracle), dtype=bool)
+        sampled[chosen] = True
+        pi = np.ones(len(pool.oracle))
+        pi[chosen] = inclusion
+        f = pool.f if pool.judges is not None else np.full(len(pool.oracle), 0.5)
+        return ppi.active_mean(np.where(sampled, pool.y, np.nan), f, pi, sampled, lam=lam)
+    return estimate
+
+
+ESTIMATORS = {
+    "people": _people,  # the labelled mean (a uniform or self-weighting sample)
+    "people+judges": _people_and_judges,  # prediction-powered, power-tuned (a uniform sample)
+    "weighted": _weighted(None),  # inverse-probability weighted, the judges as control variate, power-tuned
+    "weighted people": _weighted(0.0),  # Horvitz-Thompson from the people alone
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimateFigures:
+    success: float  # share of pools whose estimate names the pool's winner (above or below 1/2 as the pool is)
+    error: float  # mean |estimate - the pool's win rate|
+    width: float  # mean width of the 95 % interval
+    coverage: float  # share of intervals that hold the pool's win rate
+
+
+def estimate_rates(pools: Sequence[Pool], designs: dict[str, tuple[Draw, str]], budgets: Sequence[int],
+                   seed: int = 0) -> dict[str, dict[int, EstimateFigures]]:
+    """Per design (a draw and the name of an estimator in ``ESTIMATORS``) and budget: success, mean error, mean
+    interval width and coverage of the pool's win rate (the mean oracle score of its first system). Each
+    (pool, design, budget) draws with its own generator derived from ``seed``; a budget below 2 is skipped."""
+    out: dict[str, dict[int, EstimateFigures]] = {name: {} for name in designs}
+    for name, (draw, estimator) in designs.items():
+        for budget in budgets:
+            if budget < 2:
+                continue
+            rows = []
+            for s, pool in enumerate(pools):
+                rng = np.random.default_rng([seed, s, budget, zlib.crc32(name.encode())])
+                chosen, inclusion = draw(pool, budget, rng)
+                estimate = ESTIMATORS[estimator](pool, np.asarray(chosen, dtype=np.int64), inclusion)
+                truth = float(pool.y.mean())
+                named = None if estimate.estimate == 0.5 else ("a" if estimate.estimate > 0.5 else "b")
+                rows.append((pool.winner is not None and named == pool.winner, abs(estimate.estimate - truth),
+                             estimate.width, estimate.low <= truth <= estimate.high))
+            success, error, width, covered = (float(np.mean(column)) for column in zip(*rows, strict=True))
+            out[name][budget] = EstimateFigures(success, error, width, covered)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

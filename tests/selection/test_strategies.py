@@ -14,7 +14,7 @@ from annotation import services as annotation_services
 from selection import services
 from selection.models import SelectionRun
 from selection.strategies import STATIC_STRATEGIES
-from tests.conftest import study_jsonl
+from tests.conftest import import_judge_verdicts, study_jsonl
 
 
 @pytest.fixture
@@ -26,7 +26,9 @@ def varied_study(researcher):
         lines.append(json.dumps({"id": f"v{i}", "input": f"About the {w}.", "outputs": {
             "a": [f"The {w} opened on Monday.", f"On Monday the {w} opened."],
             "b": [f"The {w} opened." if i % 2 else f"Nothing about {words[i - 1]} here.", f"A {w} story {i}."]}}))
-    return annotation_services.do_create_study(researcher, "varied", ("\n".join(lines) + "\n").encode(), "v.jsonl")
+    study = annotation_services.do_create_study(researcher, "varied", ("\n".join(lines) + "\n").encode(), "v.jsonl")
+    import_judge_verdicts(study)  # for the judge-disagreement strategy
+    return study
 
 
 @pytest.mark.parametrize("method", STATIC_STRATEGIES)
@@ -125,7 +127,9 @@ def forty_items(researcher):
             "b": [f"The {u} closed.", f"Nothing about the {t}." if i % 3 else f"The {t} opened on day {i}.",
                   f"A {u} story {i % 7}."],
             "c": [f"{t} and {u}", f"The {t} and the {u} on day {i}.", "No comment."]}}))
-    return annotation_services.do_create_study(researcher, "forty", ("\n".join(lines) + "\n").encode(), "f.jsonl")
+    study = annotation_services.do_create_study(researcher, "forty", ("\n".join(lines) + "\n").encode(), "f.jsonl")
+    import_judge_verdicts(study)  # for the judge-disagreement strategy
+    return study
 
 
 def released(study) -> dict[str, list[str]]:

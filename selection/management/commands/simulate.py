@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import sys
 
@@ -9,7 +10,14 @@ from annotation import formats
 from annotation import services as annotation_services
 from annotation.management.commands._common import get_study, read_file
 from selection import services
-from selection.core.simulation import Pool, draw_pools, iterative_random_report, iterative_report, success_rates
+from selection.core.simulation import (
+    Pool,
+    draw_pools,
+    estimate_rates,
+    iterative_random_report,
+    iterative_report,
+    success_rates,
+)
 from selection.strategies import (
     STRATEGIES,
     SelectionContext,
@@ -20,6 +28,8 @@ from selection.strategies import (
 )
 
 DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/README.md for why
+JUDGE_METHOD = "judge-disagreement"
+SELF_WEIGHTING = ("default", "random", "stratified")  # designs whose plain sample mean is unbiased
 
 
 class Command(BaseCommand):
@@ -27,14 +37,21 @@ class Command(BaseCommand):
             "(JSONL lines {\"item\": ID, \"winner\": SYSTEM | \"tie\"}, or a judgments file in the SPEC §8 "
             "format, whose item winners follow the report's item-winner rule), draw 80 %% pools per seed and report "
             "how often each method's sample majority names the pool's winner, per budget, with random as the baseline. "
-            "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations.")
+            "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations. "
+            "--method judge-disagreement (the study's LLM judges must have judged the pair's items) compares estimates "
+            "of the pool's win rate instead: people alone and people with the judges, on random, default and "
+            "judge-disagreement samples, with their error, interval width and coverage.")
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
         parser.add_argument("--oracle", required=True,
                             help="JSONL file of {\"item\", \"winner\"}, or of judgments (SPEC §8): then each "
-                            "item's winner is the majority of its raters, each rater's preference the sign of "
-                            "Eq. 7 over their judgments of the item (the report's and live loop's rule).")
+                            "item's winner is the majority of its raters (see --oracle-kind), each rater's "
+                            "preference the sign of Eq. 7 over their judgments of the item (the report's and live "
+                            "loop's rule).")
+        parser.add_argument("--oracle-kind", choices=["any", "human", "judge"], default="any",
+                            help="With a judgments file: whose judgments make the oracle (human: the people's votes "
+                            "only, as when a study's LLM judges are being tested against them).")
         parser.add_argument("--method", default="default",
                             help="Comma-separated: default, " + ", ".join(sorted(STRATEGIES)))
         parser.add_argument("--pair", help="SYSTEM_A,SYSTEM_B when the study compares several system pairs.")
@@ -48,6 +65,9 @@ class Command(BaseCommand):
                             help="Iterative: annotation budget b (default: the study's, else 200).")
         parser.add_argument("--metric", help="Separability metric for separability strategies (default: the study's).")
         parser.add_argument("--threshold", type=float, help="Separability threshold (default: the study's).")
+        parser.add_argument("--uniform-share", type=float,
+                            help="judge-disagreement: the share of the budget spread evenly over all items "
+                            "(default 0.5; 1 is a uniform sample).")
         parser.add_argument("--plot", help="Write the success-vs-budget plot to this .png or .svg file.")
         parser.add_argument("--json", action="store_true", help="Print a JSON document.")
 
@@ -62,16 +82,22 @@ class Command(BaseCommand):
         for m in methods:
             if m != "default" and m not in STRATEGIES:
                 raise CommandError(f"unknown method {m!r}; choose from default, " + ", ".join(sorted(STRATEGIES)))
-        items, labels = self._oracle(study, comparison, o["oracle"])
+        items, labels = self._oracle(study, comparison, o["oracle"], o["oracle_kind"])
         if len(items) < 10:
             raise CommandError(f"only {len(items)} items have an oracle label; a simulation needs at least 10")
-        params = strategy_parameters(study, metric=o["metric"], threshold=o["threshold"])
+        if o["uniform_share"] is not None and not 0 < o["uniform_share"] <= 1:
+            raise CommandError("--uniform-share must be above 0 and at most 1")
+        params = strategy_parameters(study, metric=o["metric"], threshold=o["threshold"],
+                                     uniform_share=o["uniform_share"])
         context = services.selection_context(study, comparison, items, params)
         uses_sep = any(m in STRATEGIES and STRATEGIES[m].uses_separability for m in methods)
         deltas = context.deltas if uses_sep else None
-        pools = draw_pools(context.vectors, labels, o["seeds"], seed=o["seed"], delta=deltas)
+        judges = context.judges if JUDGE_METHOD in methods else None
+        pools = draw_pools(context.vectors, labels, o["seeds"], seed=o["seed"], delta=deltas, judges=judges)
+        # the sample majority of a judge-disagreement draw is not an estimate of anything (its items are weighted):
+        # that design is compared in the estimates table only
         static = {"random": "random"} | {m: (DEFAULT_METHOD if m == "default" else m)
-                                        for m in methods if not is_live(m)}
+                                        for m in methods if not is_live(m) and m != JUDGE_METHOD}
         rates = success_rates(pools, {m: self._method(s, params) for m, s in static.items()}, budgets, seed=o["seed"])
         document = {
             "study": study.name, "system_a": comparison.system_a.name, "system_b": comparison.system_b.name,
@@ -81,6 +107,21 @@ class Command(BaseCommand):
                        (("a", comparison.system_a.name), ("b", comparison.system_b.name), ("tie", "tie"))},
             "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
+        if judges is not None:
+            designs = {}
+            for m in ["random", *[m for m in methods if m in SELF_WEIGHTING and m != "random"]]:
+                draw = self._draw(DEFAULT_METHOD if m == "default" else m, params)
+                designs[f"{m}: people"] = (draw, "people")
+                designs[f"{m}: people+judges"] = (draw, "people+judges")
+            draw = self._draw(JUDGE_METHOD, params)
+            designs[f"{JUDGE_METHOD}: people"] = (draw, "weighted people")
+            designs[f"{JUDGE_METHOD}: people+judges"] = (draw, "weighted")
+            figures = estimate_rates(pools, designs, budgets, seed=o["seed"])
+            document["estimates"] = {
+                "judged_items": int(np.sum(~np.isnan(judges).all(axis=1))),
+                "verdicts": int(np.sum(~np.isnan(judges))),
+                "designs": {name: {str(b): dataclasses.asdict(f) for b, f in by_budget.items()}
+                            for name, by_budget in figures.items()}}
         if any(is_live(m) for m in methods):
             settings = iterative_parameters(study, risk=o["risk"], min_n=o["min_n"], budget=o["budget"])
             for key, report in (("iterative", iterative_report(pools, **settings)),
@@ -99,6 +140,8 @@ class Command(BaseCommand):
         self.stdout.write("method".ljust(26) + "".join(f"N={b}".rjust(8) for b in budgets))
         for m, by_budget in rates.items():
             self.stdout.write(m.ljust(26) + "".join(f"{by_budget[b]:8.2f}" for b in budgets))
+        if "estimates" in document:
+            self._print_estimates(document["estimates"], budgets)
         for key, name in (("iterative", "diffuse-iterative"), ("iterative_random", "random-iterative")):
             if key in document:
                 it = document[key]
@@ -120,7 +163,7 @@ class Command(BaseCommand):
             raise CommandError("the study compares several system pairs; choose one with --pair A,B")
         return comparisons[0]
 
-    def _oracle(self, study, comparison, path):
+    def _oracle(self, study, comparison, path, kind="any"):
         data = read_file(path)
         first = next((line for line in data.decode("utf-8", "replace").splitlines() if line.strip()), "")
         try:
@@ -128,7 +171,7 @@ class Command(BaseCommand):
         except (json.JSONDecodeError, TypeError):
             is_judgments = False
         if is_judgments:
-            return self._oracle_from_judgments(study, comparison, data, path)
+            return self._oracle_from_judgments(study, comparison, data, path, kind)
         names = {comparison.system_a.name: "a", comparison.system_b.name: "b", "tie": "tie"}
         by_id = {i.external_id: i for i in study.items.order_by("position")}
         problems, labels = [], {}
@@ -156,7 +199,7 @@ class Command(BaseCommand):
         return items, np.array([labels[i.external_id] for i in items])
 
     @staticmethod
-    def _oracle_from_judgments(study, comparison, data: bytes, path):
+    def _oracle_from_judgments(study, comparison, data: bytes, path, kind: str):
         """Item winners from judgments of the simulated system pair, by ``consistency.item_winner``."""
         try:
             parsed = formats.parse_judgments(data, path, annotation_services.study_samples(study))
@@ -166,25 +209,47 @@ class Command(BaseCommand):
         sets: dict[str, dict[str, list[int]]] = {}
         for j in parsed:
             answer = consistency.effective_choice(j.choice, j.response_set, j.probability_a)
-            if {j.system_a, j.system_b} != set(pair) or answer is None or j.revised:  # a replaced answer
+            if (kind != "any" and j.rater_kind != kind) or {j.system_a, j.system_b} != set(pair) or answer is None \
+                    or j.revised:  # another kind of rater, another pair, no answer, or a replaced answer
                 continue
             rating = consistency.RATING[answer] * (1 if (j.system_a, j.system_b) == pair else -1)
             sets.setdefault(j.item, {}).setdefault(j.rater, []).append(rating)
         if not sets:
-            raise CommandError(f"{path} has no judgments of {pair[0]} vs {pair[1]}")
+            whose = "" if kind == "any" else f"{kind} "
+            raise CommandError(f"{path} has no {whose}judgments of {pair[0]} vs {pair[1]}")
         labels = {item: consistency.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
         items = [i for i in study.items.order_by("position") if i.external_id in labels]
         return items, np.array([labels[i.external_id] for i in items])
 
+    def _print_estimates(self, estimates, budgets):
+        self.stdout.write(f"\nEstimates of the pool's win rate ({estimates['verdicts']} judge verdicts on "
+                          f"{estimates['judged_items']} items): success / mean error / 95 % interval width / coverage")
+        shown = [b for b in budgets if b >= 2]
+        self.stdout.write("design".ljust(36) + "".join(f"N={b}".rjust(26) for b in shown))
+        for name, by_budget in estimates["designs"].items():
+            cells = "".join(f"{f['success']:.2f} {f['error']:.3f} {f['width']:.3f} {f['coverage']:.2f}".rjust(26)
+                            for f in (by_budget[str(b)] for b in shown))
+            self.stdout.write(name.ljust(36) + cells)
+
     @staticmethod
-    def _method(name, params):
+    def _draw(name, params):
+        """A strategy as a simulation draw: (chosen pool indices, their inclusion probabilities when the strategy
+        states them)."""
         strategy = get_strategy(name)
 
-        def run(pool: Pool, budget: int, rng) -> np.ndarray:
-            context = SelectionContext(len(pool.oracle), lambda: pool.x, lambda metric: pool.delta, params)
-            return np.array(strategy.select(context, budget, rng), dtype=np.int64)
+        def run(pool: Pool, budget: int, rng) -> tuple[np.ndarray, np.ndarray | None]:
+            context = SelectionContext(len(pool.oracle), lambda: pool.x, lambda metric: pool.delta, params,
+                                       load_judges=lambda: pool.judges)
+            chosen = np.array(strategy.select(context, budget, rng), dtype=np.int64)
+            inclusion = context.notes.get("inclusion")
+            return chosen, None if inclusion is None else np.asarray(inclusion, dtype=np.float64)
 
         return run
+
+    @classmethod
+    def _method(cls, name, params):
+        draw = cls._draw(name, params)
+        return lambda pool, budget, rng: draw(pool, budget, rng)[0]
 
     def _plot(self, rates, budgets, path, document):
         import matplotlib

@@ -1,0 +1,167 @@
+"""People where the LLM judges disagree, through the product: the judges' verdicts read from the database, the
+stored run with its inclusion probabilities, the plan, the report's weighted estimate, and `simulate`."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+
+from analytics import services as analytics_services
+from analytics.core.ppi import active_mean
+from analytics.presentation import empty_reason
+from annotation import services as annotation_services
+from annotation.services import ServiceError
+from selection import services
+from selection.core.sampling import active_inclusion, judge_disagreement
+from selection.models import SelectionRun
+from tests.conftest import import_judge_verdicts
+
+
+@pytest.fixture
+def judged(researcher):
+    """Thirty items, two systems, first samples only; two judges gave verdicts in both orders on every item."""
+    lines = [json.dumps({"id": f"q{i}", "input": f"Question {i} about topic {i % 7}.", "outputs": {
+        "x": [f"An answer to question {i} that explains topic {i % 7} at length."],
+        "y": [f"Short reply {i}."]}}) for i in range(30)]
+    study = annotation_services.do_create_study(researcher, "judged", ("\n".join(lines) + "\n").encode(), "j.jsonl")
+    assert import_judge_verdicts(study) == 30 * 2 * 2
+    return study
+
+
+def test_the_judges_verdicts_are_read_per_item_as_scores_for_the_first_system(judged):
+    comparison = judged.comparisons.select_related("system_a", "system_b").get()
+    items = list(judged.items.order_by("position"))
+    scores = services.judge_scores(comparison, items)
+    assert scores.shape == (30, 4)
+    # the helper's rule: judge j on item i says a tie when (i + j) % 5 == 0, the answer shown first when
+    # (i + j) % 3 == 0 (so it flips with the order), else the first system of the pair
+    for i in range(30):
+        expected = []
+        for j in range(2):
+            if (i + j) % 5 == 0:
+                expected += [0.5, 0.5]
+            elif (i + j) % 3 == 0:
+                expected += [1.0, 0.0]
+            else:
+                expected += [1.0, 1.0]
+        assert sorted(scores[i]) == sorted(expected), i
+
+
+def test_the_run_keeps_each_chosen_items_inclusion_probability_and_what_it_drew_from(judged):
+    comparison = judged.comparisons.select_related("system_a", "system_b").get()
+    items = list(judged.items.order_by("position"))
+    chosen, run = services.run_selection(judged, comparison, "judge-disagreement", 10, seed=3)
+    assert len(chosen) == 10 and len({i.pk for i in chosen}) == 10
+    pi = active_inclusion(judge_disagreement(services.judge_scores(comparison, items)), 10, 0.5)
+    by_id = {item.external_id: p for item, p in zip(items, pi, strict=True)}
+    assert run.details["inclusion"] == pytest.approx([by_id[i] for i in run.items])
+    assert run.details["candidate_items"] == [i.external_id for i in items]
+    # items where the judges split get more than the floor; where they agree, exactly the floor s * n / N
+    u = judge_disagreement(services.judge_scores(comparison, items))
+    assert pi[u == 0] == pytest.approx(0.5 * 10 / 30) and np.all(pi[u > 0] > 0.5 * 10 / 30)
+
+
+def test_over_many_seeds_each_item_is_drawn_as_often_as_its_probability_says(judged):
+    comparison = judged.comparisons.select_related("system_a", "system_b").get()
+    items = list(judged.items.order_by("position"))
+    pi = active_inclusion(judge_disagreement(services.judge_scores(comparison, items)), 8, 0.5)
+    context = services.selection_context(judged, comparison, items)
+    from selection.strategies import get_strategy
+
+    counts, rounds = np.zeros(30), 3000
+    for seed in range(rounds):
+        counts[get_strategy("judge-disagreement").select(context, 8, np.random.default_rng(seed))] += 1
+    assert np.all(np.abs(counts / rounds - pi) <= 4 * np.sqrt(pi * (1 - pi) / rounds) + 1e-9)
+
+
+def test_without_judge_verdicts_the_plan_says_what_to_do_first(researcher):
+    lines = [json.dumps({"id": f"q{i}", "input": f"Q{i}", "outputs": {"x": [f"a{i}"], "y": [f"b{i}"]}})
+             for i in range(6)]
+    study = annotation_services.do_create_study(researcher, "unjudged", ("\n".join(lines) + "\n").encode(), "u.jsonl")
+    with pytest.raises(ServiceError, match="no LLM judge has judged these items: run a judge over every item"):
+        annotation_services.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 3}, None)
+    stored = type(study).objects.get(pk=study.pk).selection_settings
+    assert stored.selection_method != "judge-disagreement"  # the failed change changed nothing
+
+
+def _human_votes(study, items: list[str], winner_of) -> None:
+    lines = [{"id": f"h-{item}", "item": item, "system_a": "x", "sample_a": 0, "system_b": "y", "sample_b": 0,
+              "shown_first": "x", "rater": f"person-{n % 3}", "rater_kind": "human", "choice": winner_of(item)}
+             for n, item in enumerate(items)]
+    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
+
+
+def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(judged):
+    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
+    run = SelectionRun.objects.filter(study=judged).latest("id")
+    chosen = run.items
+    assert sorted(judged.tasks.values_list("item__external_id", flat=True)) == sorted(chosen)
+
+    def winner(item):  # people prefer x on even questions, y on odd ones
+        return "x" if int(item[1:]) % 2 == 0 else "y"
+
+    labelled = chosen[:6]  # a study stopped part-way: 6 of the 10 drawn items judged
+    _human_votes(judged, labelled, winner)
+    report = analytics_services.study_report(judged)
+    rows = [h for h in report["hybrid"] if h["judge"] == "judge-x"]
+    assert len(rows) == 1 and rows[0]["design"] == "judge-disagreement (weighted)"
+    assert (rows[0]["labelled"], rows[0]["judge_only"]) == (6, 24)
+    # human-only: the weighted estimate over all 30 candidates, each labelled item's pi scaled by 6/10 (the part
+    # of the draw judged so far)
+    pi = dict(zip(chosen, run.details["inclusion"], strict=True))
+    ids = [f"q{i}" for i in range(30)]
+    is_labelled = np.array([i in labelled for i in ids])
+    expected = active_mean(np.array([1.0 if winner(i) == "x" else 0.0 for i in ids]), np.full(30, 0.5),
+                           np.array([pi.get(i, 1.0) * 6 / 10 for i in ids]), is_labelled, lam=0.0)
+    assert rows[0]["human_only"] == pytest.approx(expected.estimate)
+    assert (rows[0]["human_low"], rows[0]["human_high"]) == pytest.approx((expected.low, expected.high))
+    assert 0 <= rows[0]["lambda"] <= 1 and rows[0]["low"] <= rows[0]["hybrid"] <= rows[0]["high"]
+    # the strengths' fit takes its labelled units for a uniform sample: not computed, and the page says why
+    assert report["hybrid_strengths"] == []
+    assert "were drawn where the judges disagree" in empty_reason("hybrid-strengths", report)
+
+
+def test_labels_outside_the_draw_are_left_out_of_the_weighted_estimate(judged):
+    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
+    chosen = SelectionRun.objects.filter(study=judged).latest("id").items
+    outside = [f"q{i}" for i in range(30) if f"q{i}" not in chosen][:5]
+    _human_votes(judged, chosen + outside, lambda item: "x")
+    [row] = [h for h in analytics_services.study_report(judged)["hybrid"] if h["judge"] == "judge-y"]
+    assert row["labelled"] == 10  # the five labels outside the draw are not counted
+    # every label in the draw says x: the weighted estimate is exactly 1 (analytics/core/ppi.py: mu = 1)
+    assert row["human_only"] == pytest.approx(1.0) and row["hybrid"] == pytest.approx(1.0)
+
+
+def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_oracle(judged, tmp_path):
+    votes = [{"id": f"h{i}-{r}", "item": f"q{i}", "system_a": "x", "sample_a": 0, "system_b": "y", "sample_b": 0,
+              "shown_first": "x", "rater": f"p{r}", "rater_kind": "human", "choice": "x" if i % 3 else "y"}
+             for i in range(30) for r in range(2)]
+    # a judge in the file says the opposite everywhere: with --oracle-kind human it is not part of the oracle
+    votes += [{**v, "id": f"j{v['id']}", "rater": "judge-z", "rater_kind": "judge",
+               "choice": "y" if v["choice"] == "x" else "x"} for v in votes[::2]]
+    oracle = tmp_path / "votes.jsonl"
+    oracle.write_text("".join(json.dumps(v) + "\n" for v in votes))
+    out = StringIO()
+    call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--oracle-kind", "human",
+                 "--method", "judge-disagreement,default", "--budgets", "6,12", "--seeds", "8", "--json", stdout=out)
+    document = json.loads(out.getvalue())
+    assert document["oracle"] == {"x": 20, "y": 10, "tie": 0}
+    assert "judge-disagreement" not in document["success"]  # its sample majority estimates nothing
+    designs = document["estimates"]["designs"]
+    assert set(designs) == {"random: people", "random: people+judges", "default: people", "default: people+judges",
+                            "judge-disagreement: people", "judge-disagreement: people+judges"}
+    for by_budget in designs.values():
+        for figures in by_budget.values():
+            assert 0 <= figures["success"] <= 1 and 0 <= figures["coverage"] <= 1 and figures["width"] > 0
+    assert document["estimates"]["verdicts"] == 120 and document["estimates"]["judged_items"] == 30
+    out = StringIO()
+    call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--oracle-kind", "judge",
+                 "--budgets", "6", "--seeds", "2", "--json", stdout=out)
+    assert json.loads(out.getvalue())["oracle"] == {"x": 10, "y": 20, "tie": 0}  # judge-z's view
+    with pytest.raises(CommandError, match="--uniform-share must be above 0"):
+        call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--method", "judge-disagreement",
+                     "--uniform-share", "0")
