@@ -233,7 +233,8 @@ def selection_pools(study: Study) -> dict[int, int]:
 def chosen_items(study: Study) -> list[dict]:
     """What the selection did, per system pair: the items released to raters (the plan's tasks, in release
     order), each with its DiffUse cluster size when the strategy reported one (how many candidates the
-    representative stands for) and its separability under the study's metric; the method of the pair's
+    representative stands for), its inclusion probability when the strategy drew with known unequal chances, and
+    its separability under the study's metric; the method of the pair's
     latest selection run and the number of candidates it drew from."""
     from annotation.models import Task
 
@@ -252,11 +253,13 @@ def chosen_items(study: Study) -> list[dict]:
     for c in study.comparisons.select_related("system_a", "system_b"):
         run = runs.get(c.pk)
         sizes = dict(zip(run.items, run.details.get("cluster_sizes", []), strict=False)) if run else {}
+        chances = dict(zip(run.items, run.details.get("inclusion", []), strict=False)) if run else {}
         out.append({
             "comparison": c, "label": f"{c.system_a.name} vs {c.system_b.name}",
             "method": run.method if run else settings.selection_method, "candidates": pools.get(c.pk, 0),
             "items": [{"item_id": item_id, "external_id": external_id, "cluster_size": sizes.get(external_id),
-                       "delta": deltas.get((c.pk, item_id))} for item_id, external_id in released.get(c.pk, [])],
-            "has_clusters": bool(sizes),
+                       "inclusion": chances.get(external_id), "delta": deltas.get((c.pk, item_id))}
+                      for item_id, external_id in released.get(c.pk, [])],
+            "has_clusters": bool(sizes), "has_inclusion": bool(chances),
         })
     return out

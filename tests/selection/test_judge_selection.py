@@ -165,3 +165,16 @@ def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_o
     with pytest.raises(CommandError, match="--uniform-share must be above 0"):
         call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--method", "judge-disagreement",
                      "--uniform-share", "0")
+
+
+def test_the_selection_page_shows_each_items_chance(client, researcher, judged):
+    from django.urls import reverse
+
+    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 6}, None)
+    run = SelectionRun.objects.filter(study=judged).latest("id")
+    client.force_login(researcher)
+    page = client.get(reverse("live_selection", args=[judged.pk])).content.decode()
+    assert "6 of 30 candidate items released to raters" in page and "<th>Chance drawn</th>" in page
+    assert "higher where the LLM judges disagree" in page
+    for chance in run.details["inclusion"]:
+        assert f"<td>{chance:.3f}</td>" in page
