@@ -70,7 +70,7 @@ class Row:
     @property
     def rating(self) -> int | None:
         choice = self.effective_choice
-        return None if choice is None else consistency.RATING[choice]
+        return None if choice is None else consistency.rating_for(choice)
 
 
 def load_rows(study: Study) -> list[Row]:
@@ -356,7 +356,8 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
         sets: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
             if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
-                sets[r.item][r.rater].append(r.rating if (r.system_a, r.system_b) == pair else -r.rating)
+                flipped = (r.system_a, r.system_b) != pair
+                sets[r.item][r.rater].append(consistency.rating_for(r.effective_choice, flipped))
         winners = {item: consistency.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
         labels = list(winners.values())
         n_pool = max(pools.get(c.pk, 0), len(winners), 1)
@@ -546,7 +547,7 @@ def _item_scores(rows: list[Row], pair: tuple[str, str]) -> dict[int, float]:
     by_item: dict[int, list[float]] = defaultdict(list)
     for r in rows:
         if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
-            rating = r.rating if (r.system_a, r.system_b) == pair else -r.rating
+            rating = consistency.rating_for(r.effective_choice, (r.system_a, r.system_b) != pair)
             by_item[r.item_id].append(float(consistency.score_for_a(rating)))
     return {item: float(np.mean(v)) for item, v in by_item.items()}
 

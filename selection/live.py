@@ -80,7 +80,7 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
         entry = by_assignment.setdefault((assignment_id, item_id), (item_id, []))
         answer = consistency.effective_choice(choice, response, probability)
         if answer is not None:
-            entry[1].append(consistency.RATING[answer])
+            entry[1].append(consistency.rating_for(answer))
     rating_sets: dict[int, list[list[int]]] = {}
     for item_id, ratings in by_assignment.values():
         if ratings:

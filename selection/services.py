@@ -166,7 +166,7 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
         answer = consistency.effective_choice(choice, response_set, probability_a)
         if answer is None or system_a == system_b:
             continue
-        rating = consistency.RATING[answer] * (1 if system_a == first else -1)
+        rating = consistency.rating_for(answer, flipped=system_a != first)
         by_item.setdefault(item_id, []).append(float(consistency.score_for_a(rating)))
     width = max((len(v) for v in by_item.values()), default=0)
     out = np.full((len(items), width), np.nan)

@@ -36,6 +36,12 @@ RATING = {"a": -1, "b": 1, "tie": 0}
 WINNER = {-1: "a", 0: "tie", 1: "b"}
 
 
+def rating_for(answer: str, flipped: bool = False) -> int:
+    """The rating r of an answer in model coordinates ("a", "b", "tie"), seen from a system pair's order: as is when
+    the judgment's A is the pair's first system, negated when it is the second (``flipped``)."""
+    return -RATING[answer] if flipped else RATING[answer]
+
+
 def score_for_a(rating):
     """System A's score of a rating (or an array of them): 1 for a win (r = -1), 1/2 for no preference, 0 for a
     loss -- a battle's outcome for the leaderboards and an item's outcome for win rates."""

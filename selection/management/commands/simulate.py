@@ -212,7 +212,7 @@ class Command(BaseCommand):
             if (kind != "any" and j.rater_kind != kind) or {j.system_a, j.system_b} != set(pair) or answer is None \
                     or j.revised:  # another kind of rater, another pair, no answer, or a replaced answer
                 continue
-            rating = consistency.RATING[answer] * (1 if (j.system_a, j.system_b) == pair else -1)
+            rating = consistency.rating_for(answer, (j.system_a, j.system_b) != pair)
             sets.setdefault(j.item, {}).setdefault(j.rater, []).append(rating)
         if not sets:
             whose = "" if kind == "any" else f"{kind} "
