@@ -106,8 +106,8 @@ SECTIONS = [
      "the items both judged; lambda is the weight it earns, 0 = humans alone). Width ratio below 1: the judge "
      "narrowed the interval. Weakly correlated judges earn little weight (bench/README.md measures it on PRD). "
      "Design 'judge-disagreement (weighted)': people judged items drawn where the judges disagree, each with a "
-     "known chance, and both estimates weight each labelled item by one over its chance (human-only is then the "
-     "Horvitz-Thompson estimate)."),
+     "known chance, and both estimates weight each labelled item by one over its chance (analytics/core/ppi.py: "
+     "active_mean), so they stay unbiased; items judged outside the draw are left out."),
     ("hybrid-strengths", "Bradley-Terry strengths from humans and a judge", None, "Each system's Bradley-Terry "
      "rating (1000 + 400 log10-odds against the study's first system, the reference) from the humans alone and "
      "from the humans and the judge together (PPI++ with power tuning over all system pairs at once: a unit is "

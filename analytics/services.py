@@ -603,17 +603,19 @@ def _weighted_estimates(design: Design, y_by: dict[int, float], f_by: dict[int, 
     return human, hybrid, done, int(population.size) - done
 
 
-def hybrid_report(study: Study, humans: list[Row], judges: list[Row]) -> list[dict]:
+def hybrid_report(study: Study, humans: list[Row], judges: list[Row],
+                  designs: dict[tuple[str, str], Design] | None = None) -> list[dict]:
     """Per judge and system pair: the first system's win rate from the humans alone and from the humans and the
     judge in one estimate (prediction-powered inference with power tuning, analytics/core/ppi.py). Per item,
     Y = the human judgments' mean score for the first system (1 a win, 1/2 a tie, 0 a loss) and f = the judge's
     mean score; labelled are the items with both, the judge alone covers the others. Human-only uses the same
     labelled items, so the two intervals compare like with like. A pair whose people-labelled items were drawn
     with unequal known probabilities (``weighted_designs``) is estimated with inverse-probability weights, both
-    ways (``ppi.active_mean``; human-only is then the Horvitz-Thompson estimate)."""
+    ways (``ppi.active_mean``; human-only is then the people alone, weighted). ``designs``: the study's
+    ``weighted_designs`` when the caller has them."""
     out = []
     pairs = _system_pairs(study)
-    designs = weighted_designs(study)
+    designs = weighted_designs(study) if designs is None else designs
     for name in sorted({r.rater for r in judges}):
         rows = [r for r in judges if r.rater == name]
         for pair in pairs:
@@ -643,7 +645,8 @@ def hybrid_report(study: Study, humans: list[Row], judges: list[Row]) -> list[di
     return out
 
 
-def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row]) -> list[dict]:
+def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row],
+                     designs: dict[tuple[str, str], Design] | None = None) -> list[dict]:
     """Per judge: Bradley-Terry strengths of every system from the humans alone and from the humans and the judge
     (PPI++ logistic M-estimation, analytics/core/ppi.py), on the Arena scale against the study's first system
     (1000 + 400 log10-odds; that system is the reference, without an interval). A unit is one item of one system
@@ -654,7 +657,7 @@ def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row]) -> list
     def arena(theta: float) -> float:  # log-odds against the reference -> 1000 + 400 log10-odds
         return ratings.INITIAL + ratings.SCALE / math.log(ratings.BASE) * theta
 
-    designs = weighted_designs(study)
+    designs = weighted_designs(study) if designs is None else designs
     if designs:  # its M-estimation takes the labelled units for a uniform sample; a weighted one would bias it
         return []
     pairs = _system_pairs(study)
@@ -711,6 +714,8 @@ def study_report(study: Study, population: Population | None = None) -> dict:
     every = load_rows(study)
     rows = admitted(every, population)
     reference = admitted(every, population.humans()) + [r for r in every if r.kind == "judge"]
+    humans, judges = [r for r in reference if r.kind == "human"], [r for r in reference if r.kind == "judge"]
+    designs = weighted_designs(study)
     systems = list(study.systems.values_list("name", flat=True))
     deltas = separability_by_item(study)
     kinds: dict[str, int] = defaultdict(int)
@@ -737,9 +742,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "positional_bias": positional_bias_report(rows, reference),
         "agreement": agreement_report(rows),
         "indeterminacy": indeterminacy_report(study, reference),
-        "hybrid_strengths": hybrid_strengths(study, [r for r in reference if r.kind == "human"],
-                                             [r for r in reference if r.kind == "judge"]),
-        "hybrid": hybrid_report(study, [r for r in reference if r.kind == "human"],
-                                [r for r in reference if r.kind == "judge"]),
+        "hybrid_strengths": hybrid_strengths(study, humans, judges, designs),
+        "hybrid": hybrid_report(study, humans, judges, designs),
     }
     return clean(report)

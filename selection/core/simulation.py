@@ -126,7 +126,7 @@ ESTIMATORS = {
     "people": _people,  # the labelled mean (a uniform or self-weighting sample)
     "people+judges": _people_and_judges,  # prediction-powered, power-tuned (a uniform sample)
     "weighted": _weighted(None),  # inverse-probability weighted, the judges as control variate, power-tuned
-    "weighted people": _weighted(0.0),  # Horvitz-Thompson from the people alone
+    "weighted people": _weighted(0.0),  # the people alone, weighted (a constant as the only control)
 }
 
 
