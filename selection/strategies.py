@@ -89,8 +89,9 @@ class SelectionContext:
     def judges(self) -> np.ndarray:
         scores = None if self.load_judges is None else np.asarray(self.load_judges(), dtype=np.float64)
         if scores is None or scores.size == 0 or np.isnan(scores).all():
-            raise ValueError("no LLM judge has judged these items: run a judge over every item of every system pair "
-                             "(its page, 'which pairs': all) before selecting by the judges' disagreement")
+            raise ValueError("no LLM judge has judged these items: run a judge with 'Pairs to judge' set to every item "
+                             "of every system pair (the study's LLM judges page), or import a judge's verdicts, "
+                             "before selecting by the judges' disagreement")
         return scores
 
     @cached_property

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 
+import numpy as np
 import pytest
 
 from annotation import judge_runner, orientation, services
@@ -253,3 +254,24 @@ def test_create_judge_validates_every_caller(researcher, server):
     assert not study.raters.exists()  # nothing half-made
     judge = make_judge(study, server, price_input=2.5, price_output=10)  # floats, as a script passes them
     assert judge_runner.usage(judge).cost == 0
+
+
+def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(researcher, server):
+    """The whole path a researcher takes: run a judge over every item, then choose the selection method that sends
+    people where the judges disagree; the plan draws from the run's verdicts and states each item's chance."""
+    from selection.core.sampling import active_inclusion, judge_disagreement
+    from selection.models import SelectionRun
+    from selection.services import judge_scores
+
+    study = study_with(researcher, [f"Question {i}?" for i in range(12)], name="judged-all")
+    judge = make_judge(study, server, scope=Judge.Scope.ALL)
+    assert judge_runner.run(judge).recorded == 24 and not server.invalid
+    study = services.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 4}, None)
+    run = SelectionRun.objects.filter(study=study).latest("id")
+    assert run.method == "judge-disagreement" and len(run.items) == 4 == study.tasks.count()
+    comparison = study.comparisons.select_related("system_a", "system_b").get()
+    items = list(study.items.order_by("position"))
+    scores = judge_scores(comparison, items)
+    assert scores.shape == (12, 2) and not np.isnan(scores).any()  # one verdict per order on every item
+    pi = dict(zip([i.external_id for i in items], active_inclusion(judge_disagreement(scores), 4), strict=True))
+    assert run.details["inclusion"] == pytest.approx([pi[i] for i in run.items])

@@ -78,14 +78,18 @@ def test_over_many_seeds_each_item_is_drawn_as_often_as_its_probability_says(jud
     assert np.all(np.abs(counts / rounds - pi) <= 4 * np.sqrt(pi * (1 - pi) / rounds) + 1e-9)
 
 
-def test_without_judge_verdicts_the_plan_says_what_to_do_first(researcher):
+def test_without_judge_verdicts_the_plan_and_simulate_say_what_to_do_first(researcher, tmp_path):
     lines = [json.dumps({"id": f"q{i}", "input": f"Q{i}", "outputs": {"x": [f"a{i}"], "y": [f"b{i}"]}})
-             for i in range(6)]
+             for i in range(12)]
     study = annotation_services.do_create_study(researcher, "unjudged", ("\n".join(lines) + "\n").encode(), "u.jsonl")
-    with pytest.raises(ServiceError, match="no LLM judge has judged these items: run a judge over every item"):
+    with pytest.raises(ServiceError, match="no LLM judge has judged these items: run a judge with 'Pairs to judge'"):
         annotation_services.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 3}, None)
     stored = type(study).objects.get(pk=study.pk).selection_settings
     assert stored.selection_method != "judge-disagreement"  # the failed change changed nothing
+    oracle = tmp_path / "oracle.jsonl"
+    oracle.write_text("".join(json.dumps({"item": f"q{i}", "winner": "x"}) + "\n" for i in range(12)))
+    with pytest.raises(CommandError, match="no LLM judge has judged these items"):
+        call_command("simulate", "--study", "unjudged", "--oracle", str(oracle), "--method", "judge-disagreement")
 
 
 def _human_votes(study, items: list[str], winner_of) -> None:

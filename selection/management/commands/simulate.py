@@ -91,8 +91,11 @@ class Command(BaseCommand):
                                      uniform_share=o["uniform_share"])
         context = services.selection_context(study, comparison, items, params)
         uses_sep = any(m in STRATEGIES and STRATEGIES[m].uses_separability for m in methods)
-        deltas = context.deltas if uses_sep else None
-        judges = context.judges if JUDGE_METHOD in methods else None
+        try:
+            deltas = context.deltas if uses_sep else None
+            judges = context.judges if JUDGE_METHOD in methods else None
+        except ValueError as exc:  # what a method needs cannot be had: say it, without a traceback
+            raise CommandError(str(exc)) from None
         pools = draw_pools(context.vectors, labels, o["seeds"], seed=o["seed"], delta=deltas, judges=judges)
         # the sample majority of a judge-disagreement draw is not an estimate of anything (its items are weighted):
         # that design is compared in the estimates table only
