@@ -93,7 +93,9 @@ SECTIONS = [
      "win half of the comparisons; accuracy against the human majority on the same pairs."),
     ("cohen-kappa", "Agreement between raters", None, "Cohen's kappa for rater pairs with at least 10 shared pairs."),
     ("judge-metrics", "Judges against humans", None, "Agreement: each verdict (each presentation order on its own) "
-     "against the human majority of its pair, a split counted as a tie; p_first: the share of its non-tie verdicts "
+     "against the human majority of its pair, a split (no single most common human answer, e.g. one vote each "
+     "for A, B and tie) counted as a tie; agreement_split_first breaks a split by the first human vote, "
+     "agreement_split_left_out leaves split pairs out; p_first: the share of its non-tie verdicts "
      "that chose the output shown first (0.5 = no positional bias), first_share the same over all its verdicts. "
      "MSE between multi-label vectors (primary; a tie counts as "
      "both outputs reasonable), coverage (the judge's choice is among the options most humans find reasonable, "

@@ -500,20 +500,21 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
                      for u in units])
     fc_j = np.array([indeterminacy.forced_choice_distribution([r.effective_choice for r in judge_by_pair[u]])
                      for u in units])
-    judge_choice = [_mode([r.effective_choice for r in judge_by_pair[u]]) for u in units]
-    human_choice = [_mode([r.effective_choice for r in human_by_pair[u]]) for u in units]
+    judge_choice = [agreement.plurality([r.effective_choice for r in judge_by_pair[u]]) for u in units]
+    human_choice = [agreement.plurality([r.effective_choice for r in human_by_pair[u]]) for u in units]
     both = [(h, j) for h, j in zip(human_choice, judge_choice, strict=True) if h and j]
     # every verdict on its own (each presentation order counts) against the human majority of its pair (a split
-    # with no single most common answer is a tie), and how often the judge picked the output shown first
-    verdicts = [(human, r) for u, human in zip(units, human_choice, strict=True) if human
-                for r in judge_by_pair[u] if r.effective_choice is not None]
+    # with no single most common answer is a tie; the other split rules are reported beside it), and how often
+    # the judge picked the output shown first
+    verdicts = _verdicts_against(human_by_pair, judge_by_pair, units, "tie")
     sided = [r for _, r in verdicts if r.effective_choice in ("a", "b")]
     sweep = indeterminacy.threshold_sweep(omega_h, omega_j, option=0)
     return {
         "units": len(units),
         "verdicts": len(verdicts),
-        "agreement": (sum(r.effective_choice == human for human, r in verdicts) / len(verdicts)
-                      if verdicts else float("nan")),
+        "agreement": _agreement(verdicts),
+        "agreement_split_first": _agreement(_verdicts_against(human_by_pair, judge_by_pair, units, "first")),
+        "agreement_split_left_out": _agreement(_verdicts_against(human_by_pair, judge_by_pair, units, "left_out")),
         "p_first": (sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided)
                     / len(sided) if sided else float("nan")),
         "first_share": (sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided)
@@ -531,14 +532,19 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
     }
 
 
-def _mode(choices: list[str | None]) -> str | None:
-    values = [c for c in choices if c is not None]
-    if not values:
-        return None
-    counts = {c: values.count(c) for c in set(values)}
-    best = max(counts.values())
-    winners = sorted(c for c, n in counts.items() if n == best)
-    return winners[0] if len(winners) == 1 else "tie"
+def _verdicts_against(human_by_pair, judge_by_pair, units, split: str) -> list[tuple[str, Row]]:
+    """Each judge verdict with the human majority of its pair under the split rule ``split``
+    (analytics/core/agreement.py: plurality); pairs with no human majority are left out."""
+    out = []
+    for u in units:
+        human = agreement.plurality([r.effective_choice for r in human_by_pair[u]], split)
+        if human is not None:
+            out.extend((human, r) for r in judge_by_pair[u] if r.effective_choice is not None)
+    return out
+
+
+def _agreement(verdicts: list[tuple[str, Row]]) -> float:
+    return sum(r.effective_choice == human for human, r in verdicts) / len(verdicts) if verdicts else float("nan")
 
 
 def _item_scores(rows: list[Row], pair: tuple[str, str]) -> dict[int, float]:

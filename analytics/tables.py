@@ -57,10 +57,11 @@ def report_tables(report: dict) -> dict[str, Table]:
                               for k in report["agreement"]["cohen_kappa"]])
     ind = report["indeterminacy"]
     tables["judge-metrics"] = (
-        ["judge", "units", "verdicts", "agreement", "p_first", "first_share", "mse", "coverage", "hit_rate", "kappa",
-         "kl", "jsd", "beta_hat"],
-        [[name, j["units"], j["verdicts"], j["agreement"], j["p_first"], j["first_share"], j["mse"], j["coverage"],
-          j["hit_rate"], j["kappa"], j["kl"], j["jsd"], j["beta_hat"]] for name, j in ind["judges"].items()],
+        ["judge", "units", "verdicts", "agreement", "agreement_split_first", "agreement_split_left_out", "p_first",
+         "first_share", "mse", "coverage", "hit_rate", "kappa", "kl", "jsd", "beta_hat"],
+        [[name, j["units"], j["verdicts"], j["agreement"], j["agreement_split_first"], j["agreement_split_left_out"],
+          j["p_first"], j["first_share"], j["mse"], j["coverage"], j["hit_rate"], j["kappa"], j["kl"], j["jsd"],
+          j["beta_hat"]] for name, j in ind["judges"].items()],
     )
     tables["threshold-sweep"] = (
         ["judge", "tau", "decision_consistency", "estimation_bias"],

@@ -1,4 +1,5 @@
-"""Inter-rater agreement: Krippendorff's alpha (nominal) over units, Cohen's kappa between two raters."""
+"""Inter-rater agreement: Krippendorff's alpha (nominal) over units, Cohen's kappa between two raters, and the
+most common answer of a unit's raters under a named rule for splits."""
 
 from __future__ import annotations
 
@@ -30,6 +31,30 @@ def krippendorff_alpha_nominal(units: Sequence[Sequence[Hashable]]) -> float:
     if expected == 0:
         return float("nan") if observed else 1.0
     return float(1.0 - observed / expected)
+
+
+SPLIT_RULES = ("tie", "first", "left_out")
+
+
+def plurality(choices: Sequence[Hashable | None], split: str = "tie") -> Hashable | None:
+    """The most common answer among ``choices`` (in the order given; None entries are no answer). When two or
+    more answers are equally common (a *split*, e.g. one vote each for A, B and tie) ``split`` decides:
+    "tie" answers "tie", "first" answers the first given among the equally common answers' votes (the first
+    vote, in collection order), "left_out" answers None, so the unit drops out of whatever is counted.
+    No answers: None."""
+    if split not in SPLIT_RULES:
+        raise ValueError(f"split must be one of {', '.join(SPLIT_RULES)}, not {split!r}")
+    values = [c for c in choices if c is not None]
+    if not values:
+        return None
+    counts: dict[Hashable, int] = {}
+    for c in values:
+        counts[c] = counts.get(c, 0) + 1
+    best = max(counts.values())
+    winners = [c for c in values if counts[c] == best]
+    if len(set(winners)) == 1:
+        return winners[0]
+    return {"tie": "tie", "first": winners[0], "left_out": None}[split]
 
 
 def cohen_kappa(x: Sequence[Hashable], y: Sequence[Hashable]) -> float:

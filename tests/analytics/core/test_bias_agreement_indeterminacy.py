@@ -45,6 +45,24 @@ def test_krippendorff_alpha_by_hand():
     assert math.isnan(agreement.krippendorff_alpha_nominal([["a"]]))
 
 
+def test_the_plurality_answer_and_the_three_rules_for_a_split():
+    assert agreement.plurality(["a", "b", "a"]) == "a"
+    assert agreement.plurality(["tie", "tie", "b"]) == "tie"
+    assert agreement.plurality([None, "b"]) == "b"
+    assert agreement.plurality([None]) is None and agreement.plurality([]) is None
+    one_each = ["b", "tie", "a"]
+    assert agreement.plurality(one_each) == "tie"
+    assert agreement.plurality(one_each, split="first") == "b"
+    assert agreement.plurality(one_each, split="left_out") is None
+    # the first vote among the equally common answers, not the first vote of all
+    assert agreement.plurality(["tie", "a", "b", "b", "a"], split="first") == "a"
+    # no split, no rule: the single most common answer whatever the rule
+    for rule in agreement.SPLIT_RULES:
+        assert agreement.plurality(["a", "b", "b"], split=rule) == "b"
+    with pytest.raises(ValueError, match="split must be one of tie, first, left_out"):
+        agreement.plurality(one_each, split="coin")
+
+
 def test_pairwise_kappas_need_enough_overlap():
     labels = {"r1": {u: "a" if u % 2 else "b" for u in range(12)}, "r2": {u: "a" if u % 2 else "b" for u in range(12)},
               "r3": {0: "a"}}
