@@ -82,8 +82,8 @@ def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_st
     assert "<h2>ELO</h2>" in content and "<svg" in content and "Which judge agrees best" in content
     response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "judge-metrics"]))
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows[0] == ["judge", "units", "verdicts", "agreement", "p_first", "first_share", "mse", "coverage",
-                       "hit_rate", "kappa", "kl", "jsd", "beta_hat"]
+    assert rows[0] == ["judge", "units", "verdicts", "agreement", "agreement_split_first", "agreement_split_left_out",
+                       "p_first", "first_share", "mse", "coverage", "hit_rate", "kappa", "kl", "jsd", "beta_hat"]
     assert len(rows) == 3
     assert researcher_client.get(reverse("report_table", args=[judged_study.pk, "nope"])).status_code == 404
 
