@@ -31,6 +31,7 @@ from scipy.stats import spearmanr
 from scipy.stats import t as student_t
 
 from analytics.core import agreement, bias, consistency, indeterminacy, ppi, ratings
+from analytics.leaderboards import clean, leaderboard, rate
 from analytics.populations import ALL, HUMANS, Population
 from annotation import orientation
 from annotation.models import Comparison, Judgment, Skip, Study
@@ -97,27 +98,6 @@ def population_choices(rows: list[Row]) -> list[dict]:
             for j in judges]
     out.append({"key": ALL, "label": "Everyone (mixes humans and judges)", "judgments": len(kept)})
     return out
-
-
-def _nan_to_none(value):
-    if isinstance(value, float) and np.isnan(value):
-        return None
-    return value
-
-
-def clean(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars to Python, NaN to None."""
-    if isinstance(obj, dict):
-        return {str(k): clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [clean(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return clean(obj.tolist())
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating | float):
-        return _nan_to_none(float(obj))
-    return obj
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,25 +243,6 @@ def _battles(rows: list[Row], systems: list[str], aggregation: str = "every", se
     return [battle_rows[i] for i in kept], a[kept], b[kept], score
 
 
-def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, method: str) -> list[dict]:
-    """Leaderboard rows, best first, for ``method`` "elo" (ELO and sep-ELO) or "bt".
-
-    ELO's headline ``rating`` is the bootstrap median, as FastChat's leaderboard reports it
-    (``elo_rating_final = elo_rating_median``): the online value depends on the order the battles came in
-    and can fall outside its own interval; it stays in the row as ``online``. Bradley-Terry does not depend
-    on order, so its headline is the maximum-likelihood fit on all battles (as FastChat's)."""
-    interval = ratings.summarize(point, samples)
-    headline = interval.median if method == "elo" else interval.estimate
-    rows = []
-    for i, s in enumerate(systems):
-        row = {"system": s, "rating": headline[i], "median": interval.median[i], "low": interval.low[i],
-               "high": interval.high[i], "rank": int(interval.rank[i])}
-        if method == "elo":
-            row["online"] = interval.estimate[i]
-        rows.append(row)
-    return sorted(rows, key=lambda r: (-r["rating"], r["system"]))
-
-
 def analysis_parameters(study: Study) -> dict[str, Any]:
     """The one map from a study's stored settings to the report's parameters: its analysis settings
     (analytics.models.AnalysisSettings), the separability weight's T, alpha, beta and metric (the same
@@ -310,10 +271,8 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
         return {"elo": empty, "sep_elo": empty, "bradley_terry": empty, "win_rates": {}}
     n = len(systems)
     k_elo, rounds, seed = params["k"], params["bootstrap_rounds"], params["seed"]
-    elo_point = ratings.online_elo(a, b, score, n, k=k_elo)
     elo = {"available": True, "parameters": params, "battles": len(score),
-           "leaderboard": leaderboard(systems, elo_point, ratings.bootstrap_elo(a, b, score, n, k_elo,
-                                                                                rounds, seed), "elo")}
+           "leaderboard": leaderboard(systems, *rate("elo", a, b, score, n, k_elo, rounds, seed), "elo")}
     delta = np.array([deltas.get((r.system_a, r.system_b), {}).get(r.item_id, np.nan) for r in battle_rows])
     if np.isnan(delta).all():
         sep_elo = {"available": False, "parameters": params,
@@ -324,11 +283,10 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
                                    params["alpha"], params["beta"])
         sep_elo = {"available": True, "parameters": params, "battles": len(score),
                    "battles_without_separability": int(np.isnan(delta).sum()),
-                   "leaderboard": leaderboard(systems, ratings.online_elo(a, b, score, n, k=k),
-                                              ratings.bootstrap_elo(a, b, score, n, k, rounds, seed), "elo")}
+                   "leaderboard": leaderboard(systems, *rate("sep-elo", a, b, score, n, k, rounds, seed),
+                                              "sep-elo")}
     bt = {"available": True, "parameters": params, "battles": len(score),
-          "leaderboard": leaderboard(systems, ratings.bradley_terry(a, b, score, n),
-                                     ratings.bootstrap_bradley_terry(a, b, score, n, rounds, seed), "bt")}
+          "leaderboard": leaderboard(systems, *rate("bt", a, b, score, n, rounds=rounds, seed=seed), "bt")}
     wins, battles = ratings.win_rate_matrix(a, b, score, n)
     ratio = ratings.win_ratio_ranking(a, b, score, n)
     win_rates = {

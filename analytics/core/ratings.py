@@ -3,6 +3,12 @@ paper Eq. 5-6; Chatbot Arena / FastChat's rating code for the conventions).
 
 Battles are arrays: ``a`` and ``b`` (system indices, shape (n,)), ``score`` = outcome for a
 (1 win, 0.5 tie, 0 loss), in processing order.
+
+ELO is sequential within a pass, so its loops are compiled with numba (analytics/core/elo_loops.py);
+Bradley-Terry is fitted on the distinct (a, b, outcome) rows weighted by their counts, which is the same
+likelihood as over every battle. numba and scipy.optimize are imported by the function that needs them:
+``manage.py leaderboard`` then loads only what its method uses (each costs 50-70 MB and up to half a
+second at start, bench/README.md, "Leaderboards").
 """
 
 from __future__ import annotations
@@ -11,26 +17,24 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import expit
 
 INITIAL = 1000.0
 SCALE = 400.0
 BASE = 10.0
+# Random battle indices are drawn this many battles of every round at a time, so the bootstrap holds
+# rounds x CHUNK indices instead of rounds x n (800 MB for 10^6 battles and 100 rounds).
+CHUNK = 1 << 15
 
 
 def online_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, k: float | np.ndarray = 4.0,
                initial: float = INITIAL) -> np.ndarray:
     """Online ELO in the given order: E_A = 1 / (1 + 10^((R_B - R_A) / 400)), R_A += K (S_A - E_A),
     R_B -= K (S_A - E_A). ``k`` may be one value or one per battle (sep-ELO)."""
+    from analytics.core import elo_loops
+
+    a, b, score, ks = _elo_inputs(a, b, score, k)
     ratings = np.full(n_systems, initial, dtype=np.float64)
-    ks = np.broadcast_to(np.asarray(k, dtype=np.float64), np.shape(score))
-    for i, j, s, kk in zip(a.tolist(), b.tolist(), np.asarray(score, dtype=np.float64).tolist(), ks.tolist(),
-                           strict=True):
-        expected = 1.0 / (1.0 + BASE ** ((ratings[j] - ratings[i]) / SCALE))
-        update = kk * (s - expected)
-        ratings[i] += update
-        ratings[j] -= update
+    elo_loops.in_order(ratings, a, b, score, ks, math.log(BASE) / SCALE)
     return ratings
 
 
@@ -42,32 +46,82 @@ def separability_k(delta: np.ndarray, k: float = 4.0, threshold: float = 0.4, al
 
 def bootstrap_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, k: float | np.ndarray = 4.0,
                   rounds: int = 100, seed: int = 0) -> np.ndarray:
-    """ELO on ``rounds`` resamples (with replacement) of the battles, each in a random order, all rounds
-    advanced together: (rounds, n_systems)."""
+    """ELO on ``rounds`` resamples (with replacement) of the battles, each in a random order: (rounds, n_systems).
+
+    Round r plays n battles drawn uniformly with replacement, in the order drawn (so each round is a resample
+    in a random order, SPEC §3). The draws come from ``np.random.default_rng(seed)``, CHUNK battles of every
+    round at a time; the rounds run in parallel on the machine's cores."""
+    from analytics.core import elo_loops
+
+    a, b, score, ks = _elo_inputs(a, b, score, k)
     n = len(score)
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, n, size=(n, rounds))  # row t: the t-th battle of every round (random order)
-    ks = np.broadcast_to(np.asarray(k, dtype=np.float64), (n,))
     ratings = np.full((rounds, n_systems), INITIAL)
-    columns = np.arange(rounds)
-    score = np.asarray(score, dtype=np.float64)
-    alpha = math.log(BASE) / SCALE
-    for row in index:
-        ia, ib = a[row], b[row]
-        expected = expit(alpha * (ratings[columns, ia] - ratings[columns, ib]))
-        update = ks[row] * (score[row] - expected)
-        ratings[columns, ia] += update  # one battle per round per step: no repeated index
-        ratings[columns, ib] -= update
+    if n == 0 or rounds == 0:
+        return ratings
+    codes = battle_codes(a, b, score)
+    rng = np.random.default_rng(seed)
+    index_type = np.int32 if n < 2**31 else np.int64
+    for start in range(0, n, CHUNK):
+        index = rng.integers(0, n, size=(rounds, min(CHUNK, n - start)), dtype=index_type)
+        elo_loops.resampled_rounds(ratings, codes, ks, index, math.log(BASE) / SCALE)
     return ratings
+
+
+def _elo_inputs(a, b, score, k) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Contiguous int64 / float64 copies for the compiled loops; ``k`` as one value (shape (1,)) or one per
+    battle."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    b = np.ascontiguousarray(b, dtype=np.int64)
+    score = np.ascontiguousarray(score, dtype=np.float64)
+    ks = np.ascontiguousarray(np.atleast_1d(np.asarray(k, dtype=np.float64)))
+    if not (a.shape == b.shape == score.shape) or ks.shape not in ((1,), score.shape):
+        raise ValueError("a, b, score (and a per-battle k) must have the same length")
+    return a, b, score, ks
+
+
+def battle_codes(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """One uint64 per battle, a | b << 30 | (2 score) << 60, so a resampled battle costs one memory read.
+    Scores must be 0, 0.5 or 1 and system indices below 2^30."""
+    halves = np.rint(np.asarray(score, dtype=np.float64) * 2)
+    if len(halves) and (not np.all(np.isin(halves, (0.0, 1.0, 2.0))) or not np.allclose(halves, 2 * score)):
+        raise ValueError("battle scores must be 0, 0.5 or 1")
+    if len(a) and max(int(np.max(a)), int(np.max(b))) >= 2**30:
+        raise ValueError("at most 2^30 systems")
+    return (np.asarray(a, dtype=np.uint64) | (np.asarray(b, dtype=np.uint64) << np.uint64(30))
+            | (halves.astype(np.uint64) << np.uint64(60)))
+
+
+def distinct_outcomes(a: np.ndarray, b: np.ndarray, score: np.ndarray,
+                      n_systems: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (a, b, outcome) rows and how often each occurs: (a, b, score, count), each (m,).
+    Scores must be 0, 0.5 or 1 (``battle_codes``)."""
+    codes = battle_codes(a, b, score)
+    key = ((codes & np.uint64(2**30 - 1)) * np.uint64(n_systems) + ((codes >> np.uint64(30)) & np.uint64(2**30 - 1))
+           ) * np.uint64(3) + (codes >> np.uint64(60))
+    if n_systems * n_systems * 3 <= 50_000_000:  # counting sort over every possible row
+        counts = np.bincount(key.astype(np.int64), minlength=n_systems * n_systems * 3)
+        unique = np.flatnonzero(counts).astype(np.uint64)
+        counts = counts[counts > 0]
+    else:
+        unique, counts = np.unique(key, return_counts=True)
+    outcome, pair = unique % np.uint64(3), unique // np.uint64(3)
+    return ((pair // np.uint64(n_systems)).astype(np.int64), (pair % np.uint64(n_systems)).astype(np.int64),
+            outcome.astype(np.float64) / 2.0, counts.astype(np.float64))
 
 
 def bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int,
                   weights: np.ndarray | None = None, tol: float = 1e-6) -> np.ndarray:
     """Bradley-Terry maximum likelihood, ties counting as half a win each way, on the Arena scale
-    1000 + 400 log10-odds (ratings centred on 1000)."""
-    a, b = np.asarray(a), np.asarray(b)
-    score = np.asarray(score, dtype=np.float64)
-    w = np.ones(len(score)) if weights is None else np.asarray(weights, dtype=np.float64)
+    1000 + 400 log10-odds (ratings centred on 1000). Without ``weights`` the battles are first collapsed
+    to their distinct (a, b, outcome) rows with counts as weights (the same likelihood)."""
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
+    if weights is None:
+        a, b, score, w = distinct_outcomes(a, b, score, n_systems)
+    else:
+        a, b = np.asarray(a), np.asarray(b)
+        score, w = np.asarray(score, dtype=np.float64), np.asarray(weights, dtype=np.float64)
     alpha = math.log(BASE)
 
     def loss_and_grad(r: np.ndarray) -> tuple[float, np.ndarray]:
@@ -75,9 +129,7 @@ def bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: in
         p = np.clip(p, 1e-15, 1 - 1e-15)
         loss = -np.sum(w * (score * np.log(p) + (1 - score) * np.log(1 - p)))
         g = -alpha * (score - p) * w
-        grad = np.zeros(n_systems)
-        np.add.at(grad, a, g)
-        np.add.at(grad, b, -g)
+        grad = np.bincount(a, weights=g, minlength=n_systems) - np.bincount(b, weights=g, minlength=n_systems)
         return loss, grad
 
     result = minimize(loss_and_grad, np.zeros(n_systems), jac=True, method="L-BFGS-B",
@@ -88,13 +140,13 @@ def bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: in
 
 def bootstrap_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, rounds: int = 100,
                             seed: int = 0) -> np.ndarray:
-    """BT on ``rounds`` resamples: unique (a, b, outcome) rows reweighted by multinomial counts (the
+    """BT on ``rounds`` resamples: the distinct (a, b, outcome) rows reweighted by multinomial counts (the
     same as resampling battles, far cheaper). (rounds, n_systems)."""
-    rows = np.column_stack([a, b, np.round(np.asarray(score) * 2).astype(np.int64)])
-    unique, counts = np.unique(rows, axis=0, return_counts=True)
+    ua, ub, us, counts = distinct_outcomes(a, b, score, n_systems)
     rng = np.random.default_rng(seed)
     draws = rng.multinomial(len(score), counts / counts.sum(), size=rounds)
-    return np.stack([bradley_terry(unique[:, 0], unique[:, 1], unique[:, 2] / 2.0, n_systems, d) for d in draws])
+    return np.stack([bradley_terry(ua, ub, us, n_systems, d) for d in draws]) if rounds else \
+        np.empty((0, n_systems))
 
 
 AGGREGATIONS = ("every", "majority", "one_sampled")

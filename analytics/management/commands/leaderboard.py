@@ -1,16 +1,20 @@
 import json
 
 import numpy as np
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from analytics.battles import parse_battles
+from analytics.battles import read_battles
 from analytics.core import ratings
-from analytics.services import clean, leaderboard
+from analytics.leaderboards import clean, leaderboard, rate
 from annotation.formats import FormatError
-from annotation.management.commands._common import read_file
 
 
 class Command(BaseCommand):
+    # A battles file needs no database and no URLs: skipping the system checks (which import every view) and
+    # the report's services keeps the start under half a second (bench/README.md, "Leaderboards").
+    requires_system_checks: list[str] = []
+
     help = ("Leaderboard of a Chatbot-Arena battles file (CSV or JSONL: model_a, model_b, winner in model_a | "
             "model_b | tie | 'tie (bothbad)'; for sep-elo a separability column), no study needed: ELO, sep-ELO or "
             "Bradley-Terry with bootstrap 95 %% intervals and CI-based ranks. ELO and sep-ELO are ranked by their "
@@ -28,12 +32,14 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print JSON.")
 
     def handle(self, *args, **o):
-        try:
-            battles = parse_battles(read_file(o["file"]), o["file"])
-        except FormatError as exc:
-            raise CommandError(f"{o['file']} has problems:\n{exc}") from None
         if o["bootstrap"] < 0:
             raise CommandError("--bootstrap must be 0 or more")
+        try:
+            battles = read_battles(o["file"], settings.SEPLAB_MAX_IMPORT_BYTES)
+        except FormatError as exc:
+            raise CommandError(f"{o['file']} has problems:\n{exc}") from None
+        except OSError as exc:
+            raise CommandError(f"Cannot read {o['file']}: {exc.strerror}") from None
         n, a, b, score = len(battles.systems), battles.a, battles.b, battles.score
         k: float | np.ndarray = o["k"]
         if o["method"] == "sep-elo":
@@ -41,15 +47,8 @@ class Command(BaseCommand):
                 raise CommandError("sep-elo needs a 'separability' column in the battles file")
             delta = np.where(np.isnan(battles.separability), o["threshold"], battles.separability)
             k = ratings.separability_k(delta, o["k"], o["threshold"], o["alpha"], o["beta"])
-        if o["method"] == "bt":
-            point = ratings.bradley_terry(a, b, score, n)
-            samples = ratings.bootstrap_bradley_terry(a, b, score, n, o["bootstrap"], o["seed"]) if o["bootstrap"] \
-                else point[None, :]
-        else:
-            point = ratings.online_elo(a, b, score, n, k=k)
-            samples = ratings.bootstrap_elo(a, b, score, n, k, o["bootstrap"], o["seed"]) if o["bootstrap"] \
-                else point[None, :]
-        board = leaderboard(battles.systems, point, samples, "bt" if o["method"] == "bt" else "elo")
+        point, samples = rate(o["method"], a, b, score, n, k, o["bootstrap"], o["seed"])
+        board = leaderboard(battles.systems, point, samples, o["method"])
         headline = "maximum likelihood" if o["method"] == "bt" else (
             "bootstrap median" if o["bootstrap"] else "online, in file order (no bootstrap)")
         document = clean({"method": o["method"], "battles": len(score), "bootstrap": o["bootstrap"], "seed": o["seed"],

@@ -96,3 +96,79 @@ def test_one_sampled_judgment_per_input_is_seeded_and_uniform():
     assert all(900 < c < 1100 for c in counts)  # 1000 each, sd ~27
     with pytest.raises(ValueError, match="unknown aggregation"):
         ratings.aggregate_battles(group, score, "median")
+
+
+def _elo_by_hand(ratings_row, a, b, score, k, order):
+    """The ELO update of SPEC §3 written out, for the compiled loops to be checked against."""
+    r = list(ratings_row)
+    for t in order:
+        expected = 1 / (1 + 10 ** ((r[b[t]] - r[a[t]]) / 400))
+        update = (k[t] if len(k) > 1 else k[0]) * (score[t] - expected)
+        r[a[t]] += update
+        r[b[t]] -= update
+    return r
+
+
+def test_each_bootstrap_round_is_elo_over_its_own_draws_in_the_order_drawn():
+    from analytics.core import elo_loops
+
+    rng = np.random.default_rng(3)
+    n, systems, rounds = 200, 6, 4
+    a = rng.integers(0, systems, n)
+    b = (a + rng.integers(1, systems, n)) % systems
+    score = rng.choice([0.0, 0.5, 1.0], n)
+    index = rng.integers(0, n, size=(rounds, 300)).astype(np.int32)
+    for k in (np.array([4.0]), ratings.separability_k(rng.uniform(0, 1, n))):
+        got = np.full((rounds, systems), 1000.0)
+        elo_loops.resampled_rounds(got, ratings.battle_codes(a, b, score), k, index, np.log(10) / 400)
+        for r in range(rounds):
+            np.testing.assert_allclose(got[r], _elo_by_hand([1000.0] * systems, a, b, score, k, index[r]),
+                                       rtol=0, atol=1e-9)
+
+
+def test_the_bootstrap_rounds_are_different_zero_sum_resamples():
+    rng = np.random.default_rng(5)
+    n = 1000
+    a = rng.integers(0, 4, n)
+    b = (a + 1 + rng.integers(0, 3, n)) % 4
+    score = rng.choice([0.0, 0.5, 1.0], n)
+    whole = ratings.bootstrap_elo(a, b, score, 4, rounds=8, seed=2)
+    assert whole.shape == (8, 4) and np.allclose(whole.sum(axis=1), 4000)  # every round is zero-sum
+    assert len({tuple(np.round(r, 6)) for r in whole}) == 8  # the rounds are different resamples
+    # a battle that always ends the same way moves the ratings the same way in every round
+    one_sided = ratings.bootstrap_elo(np.zeros(50, int), np.ones(50, int), np.ones(50), 2, rounds=5, seed=0)
+    np.testing.assert_allclose(one_sided, np.tile(ratings.online_elo(np.zeros(50, int), np.ones(50, int),
+                                                                     np.ones(50), 2), (5, 1)))
+    assert ratings.bootstrap_elo(a, b, score, 4, rounds=0).shape == (0, 4)
+
+
+def test_battle_codes_refuse_scores_that_are_not_halves():
+    with pytest.raises(ValueError, match="0, 0.5 or 1"):
+        ratings.battle_codes(np.array([0]), np.array([1]), np.array([0.3]))
+
+
+def test_bradley_terry_on_distinct_outcomes_is_the_fit_on_every_battle():
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
+    rng = np.random.default_rng(11)
+    n, systems = 3000, 5
+    strength = np.array([0.0, 0.3, -0.2, 0.8, 0.1])
+    a = rng.integers(0, systems, n)
+    b = (a + rng.integers(1, systems, n)) % systems
+    p = expit(np.log(10) * (strength[a] - strength[b]))
+    u = rng.random(n)
+    score = np.where(u < 0.1, 0.5, (u < 0.1 + 0.9 * p).astype(float))
+    ua, ub, us, counts = ratings.distinct_outcomes(a, b, score, systems)
+    assert counts.sum() == n and len(ua) <= systems * (systems - 1) * 3
+    rows = {(x, y, s): c for x, y, s, c in zip(ua, ub, us, counts, strict=True)}
+    for x, y, s in {(x, y, s) for x, y, s in zip(a, b, score, strict=True)}:
+        assert rows[(x, y, s)] == np.sum((a == x) & (b == y) & (score == s))
+
+    def loss(r):  # the likelihood over every battle, minimised directly
+        q = np.clip(expit(np.log(10) * (r[a] - r[b])), 1e-15, 1 - 1e-15)
+        return -np.sum(score * np.log(q) + (1 - score) * np.log(1 - q))
+
+    direct = minimize(loss, np.zeros(systems), method="BFGS", options={"gtol": 1e-8}).x
+    np.testing.assert_allclose(ratings.bradley_terry(a, b, score, systems),
+                               1000 + 400 * (direct - direct.mean()), atol=0.05)

@@ -1,0 +1,67 @@
+"""Leaderboards from battles: the one place where a method's point ratings, their bootstrap and the rows
+people read are made, for the study report (analytics/services.py) and ``manage.py leaderboard`` alike.
+
+Imports no Django models, so the command starts in a fraction of a second (bench/README.md, "Leaderboards").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from analytics.core import ratings
+
+METHODS = ("elo", "sep-elo", "bt")
+
+
+def rate(method: str, a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int,
+         k: float | np.ndarray = 4.0, rounds: int = 100, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(point ratings (n_systems,), bootstrap samples (rounds, n_systems)) for ``method``: ELO and sep-ELO
+    (``k`` one value, or one per battle from ``ratings.separability_k``) online in the given order and on
+    ``rounds`` resamples; Bradley-Terry's fit and its multinomial bootstrap. With no rounds the samples are
+    the point itself, so an interval collapses onto it."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    if method == "bt":
+        point = ratings.bradley_terry(a, b, score, n_systems)
+        samples = ratings.bootstrap_bradley_terry(a, b, score, n_systems, rounds, seed) if rounds else None
+    else:
+        point = ratings.online_elo(a, b, score, n_systems, k=k)
+        samples = ratings.bootstrap_elo(a, b, score, n_systems, k, rounds, seed) if rounds else None
+    return point, point[None, :] if samples is None else samples
+
+
+def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, method: str) -> list[dict]:
+    """Leaderboard rows, best first, for ``method`` "elo" (ELO and sep-ELO) or "bt".
+
+    ELO's headline ``rating`` is the bootstrap median, as FastChat's leaderboard reports it
+    (``elo_rating_final = elo_rating_median``): the online value depends on the order the battles came in
+    and can fall outside its own interval; it stays in the row as ``online``. Bradley-Terry does not depend
+    on order, so its headline is the maximum-likelihood fit on all battles (as FastChat's)."""
+    interval = ratings.summarize(point, samples)
+    headline = interval.median if method != "bt" else interval.estimate
+    rows = []
+    for i, s in enumerate(systems):
+        row = {"system": s, "rating": headline[i], "median": interval.median[i], "low": interval.low[i],
+               "high": interval.high[i], "rank": int(interval.rank[i])}
+        if method != "bt":
+            row["online"] = interval.estimate[i]
+        rows.append(row)
+    return sorted(rows, key=lambda r: (-r["rating"], r["system"]))
+
+
+def clean(obj: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python, NaN to None."""
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return clean(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating | float):
+        value = float(obj)
+        return None if np.isnan(value) else value
+    return obj
