@@ -4,7 +4,8 @@ paper Eq. 5-6; Chatbot Arena / FastChat's rating code for the conventions).
 Battles are arrays: ``a`` and ``b`` (system indices, shape (n,)), ``score`` = outcome for a
 (1 win, 0.5 tie, 0 loss), in processing order.
 
-ELO is sequential within a pass, so its loops are compiled with numba (analytics/core/elo_loops.py);
+ELO is sequential within a pass, so from COMPILED_FROM battles its loops are compiled with numba
+(analytics/core/elo_loops.py), below with the same steps in numpy and Python;
 Bradley-Terry is fitted on the distinct (a, b, outcome) rows weighted by their counts, which is the same
 likelihood as over every battle. numba and scipy.optimize are imported by the function that needs them:
 ``manage.py leaderboard`` then loads only what its method uses (each costs 50-70 MB and up to half a
@@ -24,18 +25,30 @@ BASE = 10.0
 # Random battle indices are drawn this many battles of every round at a time, so the bootstrap holds
 # rounds x CHUNK indices instead of rounds x n (800 MB for 10^6 battles and 100 rounds).
 CHUNK = 1 << 15
+# From this many battles ELO runs compiled (elo_loops). Loading numba and its compiled code costs ~0.6 s and
+# ~130 MB once per process, more than the numpy and Python loops spend on fewer battles (bench/README.md).
+COMPILED_FROM = 50_000
 
 
 def online_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, k: float | np.ndarray = 4.0,
                initial: float = INITIAL) -> np.ndarray:
     """Online ELO in the given order: E_A = 1 / (1 + 10^((R_B - R_A) / 400)), R_A += K (S_A - E_A),
     R_B -= K (S_A - E_A). ``k`` may be one value or one per battle (sep-ELO)."""
-    from analytics.core import elo_loops
-
     a, b, score, ks = _elo_inputs(a, b, score, k)
     ratings = np.full(n_systems, initial, dtype=np.float64)
-    elo_loops.in_order(ratings, a, b, score, ks, math.log(BASE) / SCALE)
-    return ratings
+    if len(score) >= COMPILED_FROM:
+        from analytics.core import elo_loops
+
+        elo_loops.in_order(ratings, a, b, score, ks, math.log(BASE) / SCALE)
+        return ratings
+    r = ratings.tolist()
+    per_battle = ks.tolist() if len(ks) > 1 else None
+    constant = float(ks[0])
+    for t, (i, j, s) in enumerate(zip(a.tolist(), b.tolist(), score.tolist(), strict=True)):
+        update = (per_battle[t] if per_battle else constant) * (s - 1.0 / (1.0 + BASE ** ((r[j] - r[i]) / SCALE)))
+        r[i] += update
+        r[j] -= update
+    return np.array(r)
 
 
 def separability_k(delta: np.ndarray, k: float = 4.0, threshold: float = 0.4, alpha: float = 2.0,
@@ -50,21 +63,42 @@ def bootstrap_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: in
 
     Round r plays n battles drawn uniformly with replacement, in the order drawn (so each round is a resample
     in a random order, SPEC §3). The draws come from ``np.random.default_rng(seed)``, CHUNK battles of every
-    round at a time; the rounds run in parallel on the machine's cores."""
-    from analytics.core import elo_loops
-
+    round at a time; from COMPILED_FROM battles the rounds run compiled and in parallel on the machine's
+    cores."""
     a, b, score, ks = _elo_inputs(a, b, score, k)
     n = len(score)
     ratings = np.full((rounds, n_systems), INITIAL)
     if n == 0 or rounds == 0:
         return ratings
-    codes = battle_codes(a, b, score)
+    compiled = n >= COMPILED_FROM
+    if compiled:
+        from analytics.core import elo_loops
+
+        codes = battle_codes(a, b, score)
     rng = np.random.default_rng(seed)
     index_type = np.int32 if n < 2**31 else np.int64
     for start in range(0, n, CHUNK):
         index = rng.integers(0, n, size=(rounds, min(CHUNK, n - start)), dtype=index_type)
-        elo_loops.resampled_rounds(ratings, codes, ks, index, math.log(BASE) / SCALE)
+        if compiled:
+            elo_loops.resampled_rounds(ratings, codes, ks, index, math.log(BASE) / SCALE)
+        else:
+            _resampled_rounds_numpy(ratings, a, b, score, ks, index)
     return ratings
+
+
+def _resampled_rounds_numpy(ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, ks: np.ndarray,
+                            index: np.ndarray) -> None:
+    """``elo_loops.resampled_rounds`` for fewer than COMPILED_FROM battles: every round advanced together, one
+    numpy step per battle position (FastChat's ``fit_vectorized_elo``)."""
+    alpha = math.log(BASE) / SCALE
+    rows = np.arange(ratings.shape[0])
+    ia, ib, s = a[index], b[index], score[index]
+    kk = ks[index] if len(ks) > 1 else np.full(index.shape, ks[0])
+    for t in range(index.shape[1]):
+        i, j = ia[:, t], ib[:, t]
+        update = kk[:, t] * (s[:, t] - 1.0 / (1.0 + np.exp(alpha * (ratings[rows, j] - ratings[rows, i]))))
+        ratings[rows, i] += update  # one battle per round per step: no index repeats within a step
+        ratings[rows, j] -= update
 
 
 def _elo_inputs(a, b, score, k) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -172,3 +172,20 @@ def test_bradley_terry_on_distinct_outcomes_is_the_fit_on_every_battle():
     direct = minimize(loss, np.zeros(systems), method="BFGS", options={"gtol": 1e-8}).x
     np.testing.assert_allclose(ratings.bradley_terry(a, b, score, systems),
                                1000 + 400 * (direct - direct.mean()), atol=0.05)
+
+
+@pytest.mark.parametrize("per_battle_k", [False, True])
+def test_the_compiled_and_the_numpy_loops_give_the_same_ratings(monkeypatch, per_battle_k):
+    rng = np.random.default_rng(8)
+    n = 3000
+    a = rng.integers(0, 7, n)
+    b = (a + rng.integers(1, 7, n)) % 7
+    score = rng.choice([0.0, 0.5, 1.0], n)
+    k = ratings.separability_k(rng.uniform(0, 1, n)) if per_battle_k else 4.0
+    results = {}
+    for compiled_from in (0, n + 1):
+        monkeypatch.setattr(ratings, "COMPILED_FROM", compiled_from)
+        results[compiled_from] = (ratings.online_elo(a, b, score, 7, k),
+                                  ratings.bootstrap_elo(a, b, score, 7, k, rounds=12, seed=4))
+    for compiled, plain in zip(results[0], results[n + 1], strict=True):
+        np.testing.assert_allclose(compiled, plain, rtol=0, atol=1e-8)
