@@ -6,7 +6,7 @@
    384-dimensional difference vectors: exact Ward up to 20k, the two-stage approximation above.
 3. How often the two-stage approximation picks the same representatives as exact Ward (at 10k).
 
-    python bench/selection_scale.py [--sizes 1000,10000,50000] [--texts 400]
+    python bench/selection_scale.py [--sizes 1000,10000,50000] [--texts 400] [--embedding-only]
 Each size runs in its own process so that its peak memory is its own.
 """
 
@@ -66,7 +66,12 @@ def agreement(n: int = 10_000, k: int = 50) -> dict:
             "adjusted_rand_index": round(float(adjusted_rand_score(exact.labels(k), approx.labels(k))), 3)}
 
 
-def embedding_throughput(n_texts: int) -> dict:
+def embedding_throughput(n_texts: int, repeats: int = 6) -> dict:
+    """Texts per second of sentence-transformers called directly (one encode() call) and of SepLab's
+    embed_texts (hashing, cache lookups, encoding, cache writes), on the same loaded model, in alternating
+    order over ``repeats`` rounds of texts new to the cache; then all cached."""
+    import statistics
+
     workdir = tempfile.mkdtemp()
     os.environ["DATABASE_URL"] = f"sqlite:///{workdir}/bench.sqlite3"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -81,26 +86,34 @@ def embedding_throughput(n_texts: int) -> dict:
 
     demo = [json.loads(line) for line in (ROOT / "annotation" / "demo" / "demo_study.jsonl").read_text().splitlines()]
     sentences = [s for item in demo for samples in item["outputs"].values() for s in samples]
-    texts = [f"{sentences[i % len(sentences)]} (variant {i})" for i in range(n_texts)]
     model = embedding.load_encoder()
-    model.encode(texts[:32])  # warm up both paths on the same loaded model
-    started = time.perf_counter()
-    model.encode(texts, batch_size=embedding.BATCH_SIZE, convert_to_numpy=True, show_progress_bar=False)
-    direct = n_texts / (time.perf_counter() - started)
-    started = time.perf_counter()
-    embedding.embed_texts(texts)
-    ours = n_texts / (time.perf_counter() - started)
+    model.encode(sentences[:32])  # warm up both paths on the same loaded model
+    direct, ours = [], []
+    for r in range(repeats):
+        # outputs of uneven length, as real ones are: one to four sentences, new to the cache every round
+        texts = [" ".join(sentences[(i + j) % len(sentences)] for j in range(1 + i % 4)) + f" (round {r}, {i})"
+                 for i in range(n_texts)]
+        for path in (("direct", "ours") if r % 2 == 0 else ("ours", "direct")):
+            started = time.perf_counter()
+            if path == "direct":
+                model.encode(texts, batch_size=embedding.BATCH_SIZE, convert_to_numpy=True, show_progress_bar=False)
+            else:
+                embedding.embed_texts(texts)
+            (direct if path == "direct" else ours).append(n_texts / (time.perf_counter() - started))
     started = time.perf_counter()
     embedding.embed_texts(texts)
     cached = n_texts / (time.perf_counter() - started)
-    return {"texts": n_texts, "direct_per_s": round(direct, 1), "seplab_per_s": round(ours, 1),
-            "ratio": round(ours / direct, 3), "cached_per_s": round(cached)}
+    ratios = [o / d for o, d in zip(ours, direct, strict=True)]
+    return {"texts": n_texts, "rounds": repeats, "direct_per_s": round(statistics.median(direct), 1),
+            "seplab_per_s": round(statistics.median(ours), 1), "ratio": round(statistics.median(ratios), 3),
+            "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3), "cached_per_s": round(cached)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,10000,50000")
-    parser.add_argument("--texts", type=int, default=400)
+    parser.add_argument("--texts", type=int, default=400, help="texts per embedding round")
+    parser.add_argument("--embedding-only", action="store_true", help="measure the embedding throughput only")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--agreement", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--embedding", action="store_true", help=argparse.SUPPRESS)
@@ -120,9 +133,12 @@ def main() -> None:
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     e = child("--embedding", "--texts", str(args.texts))
-    print(f"Embedding {e['texts']} short texts (all-MiniLM-L6-v2, CPU): sentence-transformers directly "
-          f"{e['direct_per_s']} texts/s, SepLab embed_texts (hashing + DB cache writes) {e['seplab_per_s']} texts/s "
-          f"= {e['ratio']:.2f} x direct; again, all cached: {e['cached_per_s']} texts/s")
+    print(f"Embedding {e['texts']} texts x {e['rounds']} rounds (all-MiniLM-L6-v2, CPU), medians: "
+          f"sentence-transformers directly {e['direct_per_s']} texts/s, SepLab embed_texts (hashing + DB cache "
+          f"writes) {e['seplab_per_s']} texts/s = {e['ratio']:.3f} x direct (rounds {e['ratio_min']:.3f}-"
+          f"{e['ratio_max']:.3f}); again, all cached: {e['cached_per_s']} texts/s", flush=True)
+    if args.embedding_only:
+        return
     print("\n| items | tree | build (s) | 100 representatives (s) | peak RSS (MB) |\n|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         r = child("--one-size", str(n))

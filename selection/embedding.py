@@ -19,6 +19,7 @@ from django.conf import settings
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 BATCH_SIZE = 64
+BATCHES_PER_CALL = 8  # batches per encode() call: progress is reported (and vectors stored) after each call
 
 
 def encoder_name() -> str:
@@ -72,10 +73,14 @@ def embed_texts(texts: Sequence[str], progress: Callable[[int, int], None] | Non
     missing = [h for h in unique if h not in cached]
     if missing:
         by_hash = {h: t for h, t in zip(hashes, texts, strict=True)}
+        # Longest first over all the new texts, as sentence-transformers orders one encode() call: each batch
+        # then holds texts of about one length and pads little. Encoding a group of batches per call (for the
+        # progress bar) in submission order padded every batch to its longest text: 0.85x of one direct call.
+        missing.sort(key=lambda h: -len(by_hash[h]))
         model = load_encoder(name)
         done = 0
-        for start in range(0, len(missing), BATCH_SIZE):
-            batch = missing[start:start + BATCH_SIZE]
+        for start in range(0, len(missing), BATCH_SIZE * BATCHES_PER_CALL):
+            batch = missing[start:start + BATCH_SIZE * BATCHES_PER_CALL]
             vectors = model.encode([by_hash[h] for h in batch], batch_size=BATCH_SIZE, convert_to_numpy=True,
                                    show_progress_bar=False).astype("<f4")
             Embedding.objects.bulk_create(

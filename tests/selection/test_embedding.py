@@ -43,11 +43,20 @@ def test_nothing_is_embedded_twice(db, monkeypatch):
     np.testing.assert_array_equal(embedding.embed_texts(["gamma delta", "alpha beta"]), first[[1, 0]])
 
 
-def test_progress_is_reported_per_batch(db, monkeypatch):
+def test_progress_is_reported_per_encoder_call(db, monkeypatch):
     monkeypatch.setattr(embedding, "BATCH_SIZE", 2)
+    monkeypatch.setattr(embedding, "BATCHES_PER_CALL", 1)
     seen = []
     embedding.embed_texts([f"sentence number {i}" for i in range(5)], progress=lambda d, t: seen.append((d, t)))
     assert seen == [(2, 5), (4, 5), (5, 5)]
+
+
+def test_texts_encoded_longest_first_come_back_in_their_own_order(db, monkeypatch):
+    monkeypatch.setattr(embedding, "BATCH_SIZE", 2)
+    texts = ["short", "a much longer sentence about the covered market and its council vote", "mid length text",
+             "tiny", "another fairly long sentence, about falcons nesting on a hospital roof"]
+    direct = embedding.load_encoder().encode(texts, convert_to_numpy=True)
+    np.testing.assert_allclose(embedding.embed_texts(texts), direct, atol=1e-5)
 
 
 def test_an_unknown_encoder_directory_is_a_clear_error(tmp_path):
