@@ -32,20 +32,22 @@ def in_order(ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarra
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def resampled_rounds(ratings: np.ndarray, codes: np.ndarray, k: np.ndarray, index: np.ndarray,
-                     alpha: float) -> None:
+def resampled_rounds(ratings: np.ndarray, battles: np.ndarray, k: float, index: np.ndarray, alpha: float) -> None:
     """Advance every round (row of ``ratings``, (rounds, n_systems)) by its row of ``index`` (rounds, m): the
-    battles it plays next, in order, each a ``ratings.battle_codes`` value. Rounds run in parallel."""
-    per_battle = k.shape[0] > 1
+    battles it plays next, in order. ``battles`` (n, 1) holds each battle's ``ratings.battle_codes`` value, or
+    (n, 2) that and its own K as float64 bits (sep-ELO; ``k`` is then unused): one cache line per battle drawn.
+    Rounds run in parallel."""
+    per_battle = battles.shape[1] > 1
+    own_k = battles.view(np.float64)
     for r in numba.prange(ratings.shape[0]):
         row = ratings[r]
         for t in range(index.shape[1]):
             battle = index[r, t]
-            code = codes[battle]
+            code = battles[battle, 0]
             i = code & _LOW_30
             j = (code >> 30) & _LOW_30
             score = (code >> 60) * 0.5
             expected = 1.0 / (1.0 + math.exp(alpha * (row[j] - row[i])))
-            update = (k[battle] if per_battle else k[0]) * (score - expected)
+            update = (own_k[battle, 1] if per_battle else k) * (score - expected)
             row[i] += update
             row[j] -= update

@@ -74,13 +74,15 @@ def bootstrap_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: in
     if compiled:
         from analytics.core import elo_loops
 
-        codes = battle_codes(a, b, score)
+        battles = battle_codes(a, b, score)[:, None]
+        if len(ks) > 1:  # each battle's K beside its code (elo_loops.resampled_rounds)
+            battles = np.column_stack([battles[:, 0], ks.view(np.uint64)])
     rng = np.random.default_rng(seed)
     index_type = np.int32 if n < 2**31 else np.int64
     for start in range(0, n, CHUNK):
         index = rng.integers(0, n, size=(rounds, min(CHUNK, n - start)), dtype=index_type)
         if compiled:
-            elo_loops.resampled_rounds(ratings, codes, ks, index, math.log(BASE) / SCALE)
+            elo_loops.resampled_rounds(ratings, battles, float(ks[0]), index, math.log(BASE) / SCALE)
         else:
             _resampled_rounds_numpy(ratings, a, b, score, ks, index)
     return ratings

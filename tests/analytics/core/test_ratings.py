@@ -118,9 +118,11 @@ def test_each_bootstrap_round_is_elo_over_its_own_draws_in_the_order_drawn():
     b = (a + rng.integers(1, systems, n)) % systems
     score = rng.choice([0.0, 0.5, 1.0], n)
     index = rng.integers(0, n, size=(rounds, 300)).astype(np.int32)
+    codes = ratings.battle_codes(a, b, score)
     for k in (np.array([4.0]), ratings.separability_k(rng.uniform(0, 1, n))):
         got = np.full((rounds, systems), 1000.0)
-        elo_loops.resampled_rounds(got, ratings.battle_codes(a, b, score), k, index, np.log(10) / 400)
+        battles = codes[:, None] if len(k) == 1 else np.column_stack([codes, k.view(np.uint64)])
+        elo_loops.resampled_rounds(got, battles, float(k[0]), index, np.log(10) / 400)
         for r in range(rounds):
             np.testing.assert_allclose(got[r], _elo_by_hand([1000.0] * systems, a, b, score, k, index[r]),
                                        rtol=0, atol=1e-9)
