@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import random
 import statistics
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -407,29 +408,33 @@ def do_join_open_link(study: Study) -> Rater:
     raise ServiceError("Could not create a rater; please try again.")
 
 
-SPREAD = 16  # concurrent starters pick among this many open tasks, so they rarely collide on one place
+def _unseen_open_tasks(rater: Rater) -> models.QuerySet[Task]:
+    """Tasks of the rater's study with a place left, on items the rater has not had."""
+    seen_items = AssignmentTask.objects.filter(rater=rater).values("item_id")
+    return Task.objects.filter(study_id=rater.study_id, taken__lt=F("raters_required")).exclude(item_id__in=seen_items)
+
+
+LOOKAHEAD = 16  # open tasks read beyond ``size``, for when several of the first are on the same item
 
 
 def _open_tasks(rater: Rater, size: int) -> list[Task]:
-    """Open tasks the rater has not seen, breadth first (the fewest raters so far), one per item, whole tasks
-    up to ``size`` pairs (at least one task). The first is chosen at random among the fewest-rated few, so
-    that raters starting at the same moment spread out; the rest follow in plan order."""
-    seen_items = AssignmentTask.objects.filter(rater=rater).values("item_id")
+    """Inside the start's transaction: open tasks the rater has not seen, breadth first (the fewest raters so
+    far, then plan order), one per item, whole tasks up to ``size`` pairs (at least one task). On PostgreSQL
+    their rows are locked until the start commits, and rows another start holds are skipped (``FOR UPDATE SKIP
+    LOCKED``, the queue idiom), so starts at the same moment take different tasks without waiting for or
+    colliding with each other. Earlier, starts read the open tasks unlocked and spread out by a random draw
+    among the first 16; at 50 raters at maximum pace most of them still collided, waited for the other
+    start's commit and retried, and a start took 2-3 s (bench/README.md, "Raters under load")."""
     # Task.taken is kept in step with the held places, so this reads the (study, taken, position) index
     # and stops after a few rows instead of counting the places of every task of the study.
-    candidates = list(
-        Task.objects.filter(study_id=rater.study_id, taken__lt=F("raters_required"))
-        .exclude(item_id__in=seen_items)
-        .order_by("taken", "position")[:SPREAD + size]
-    )
+    candidates = list(_unseen_open_tasks(rater).select_for_update(skip_locked=True)
+                      .order_by("taken", "position")[:size + LOOKAHEAD])
     if not candidates:
         return []
     pairs = dict(TaskPair.objects.filter(task__in=candidates).values("task_id").annotate(n=Count("id"))
                  .values_list("task_id", "n"))
-    fewest = [t for t in candidates[:SPREAD] if t.taken == candidates[0].taken]
-    first = random.SystemRandom().choice(fewest)
     chosen, items, total = [], set(), 0
-    for task in [first, *(t for t in candidates if t is not first)]:
+    for task in candidates:
         n = pairs.get(task.pk, 0)
         if task.item_id in items or (chosen and total + n > size):
             continue
@@ -476,16 +481,21 @@ def recount_places(task_ids) -> None:
 
 
 def do_start_assignment(rater: Rater) -> Assignment | None:
-    """The rater's active assignment, or a new one on the open task with the fewest raters so far;
+    """The rater's active assignment, or a new one on the open tasks with the fewest raters so far;
     None when nothing is left for this rater.
 
-    Concurrency: the database's unique constraints (one rater per task place, one active assignment
-    per rater, never the same item twice for a rater) decide races; the loser retries.
+    Concurrency: a start reads and claims its tasks in one transaction, their rows locked (PostgreSQL skips
+    the rows other starts hold, see ``_open_tasks``; SQLite runs one writer at a time). The database's unique
+    constraints (one rater per task place, one active assignment per rater, never the same item twice for a
+    rater) still decide any race the locks do not cover; the loser retries.
     Raises ``RaterScreenedOut`` / ``RaterLimitReached`` when the rater may not take more work.
     """
     study = rater.study
     expire_stale_assignments(study)
+    claimed_elsewhere = False
     for _ in range(25):
+        if claimed_elsewhere:
+            time.sleep(random.uniform(0.005, 0.02))
         active = Assignment.objects.filter(rater=rater, status=Assignment.Status.ACTIVE).first()
         if active:
             return active
@@ -497,30 +507,35 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
                 rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
             raise RaterLimitReached(f"You have completed the maximum of {limit} "
                                     "assignments for this study. Thank you!")
-        tasks = _open_tasks(rater, study.judgments_per_assignment)
-        if not tasks:
-            return None
-        held: dict[int, set[int]] = {}
-        for task_id, slot in AssignmentTask.objects.filter(task__in=tasks, slot__isnull=False).values_list(
-                "task_id", "slot"):
-            held.setdefault(task_id, set()).add(slot)
-        slots = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None) for t in tasks}
-        full = [pk for pk, slot in slots.items() if slot is None]
-        if full:
-            recount_places(full)  # the counter was behind the places held: repair it, look again
-            continue
-        shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0], slots)
         try:
             with transaction.atomic():
                 lock_plan(study, exclusive=False)  # a plan rebuild in progress finishes first
-                if Task.objects.filter(pk__in=[t.pk for t in tasks]).count() != len(tasks):
-                    continue  # the plan was rebuilt meanwhile: look again at the new one
+                tasks = _open_tasks(rater, study.judgments_per_assignment)
+                if not tasks:
+                    # every open task is being claimed by other starts, which commit in milliseconds: look again
+                    claimed_elsewhere = _unseen_open_tasks(rater).exists()
+                    if claimed_elsewhere:
+                        continue
+                    return None
+                ids = [t.pk for t in tasks]
+                held: dict[int, set[int]] = {}
+                for task_id, slot in AssignmentTask.objects.filter(
+                        task_id__in=ids, slot__isnull=False).values_list("task_id", "slot"):
+                    held.setdefault(task_id, set()).add(slot)
+                slots = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None)
+                         for t in tasks}
+                full = [pk for pk, slot in slots.items() if slot is None]
+                if full:
+                    recount_places(full)  # the counter was behind the places held: repair it, look again
+                    continue
+                shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
+                                   slots)
                 assignment = Assignment.objects.create(study=study, rater=rater, n_pairs=len(shown),
                                                        seconds_per_pair=seconds_per_pair(study)[0])
                 AssignmentTask.objects.bulk_create(
                     AssignmentTask(assignment=assignment, task=t, rater=rater, item_id=t.item_id, slot=slots[t.pk])
                     for t in tasks)
-                Task.objects.filter(pk__in=[t.pk for t in tasks]).update(taken=F("taken") + 1)
+                Task.objects.filter(pk__in=ids).update(taken=F("taken") + 1)
                 AssignmentPair.objects.bulk_create(
                     AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=position,
                                    a_shown_first=a_first)

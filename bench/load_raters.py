@@ -7,7 +7,12 @@ pair (two requests). At the end the database is compared with the client's log: 
 judgment must be present exactly once.
 
     python bench/load_raters.py --raters 50 --seconds 30 --database postgres|sqlite [--pace human|max]
-                                [--client htmx|nojs]
+                                [--client htmx|nojs] [--compare-bare]
+
+With ``--compare-bare`` the same clients then load a bare Django view (bench/bare_django.py: a fresh
+project's middleware, no database) under the same gunicorn settings for the same time, and the run prints
+SepLab's judgments/s and requests/s as a share of the bare view's requests/s: the framework floor,
+measured in the same run.
 
 The last line is machine-readable:
     raters=50 requests=… p95_next_ms=… p95_submit_ms=… errors=… lost=… duplicated=…
@@ -93,8 +98,9 @@ def setup_study(raters: int, items: int) -> list[str]:
 
 class Rater(threading.Thread):
     def __init__(self, base: str, path: str, deadline: float, pace: str, budget: Budget, seed: int,
-                 arrive: float = 0.0, htmx: bool = False):
+                 arrive: float = 0.0, htmx: bool = False, bare: bool = False):
         super().__init__(daemon=True)
+        self.bare = bare  # the framework floor: GET the same path again and again
         self.arrive = arrive  # when this rater opens the study (people do not all arrive in the same millisecond)
         self.host = urlsplit(base).netloc
         self.path = path.rstrip("/")
@@ -132,6 +138,8 @@ class Rater(threading.Thread):
 
     def run(self) -> None:
         time.sleep(max(0.0, self.arrive - time.time()))
+        if self.bare:
+            return self.run_bare()
         assignment = None
         page: bytes | None = None
         while time.time() < self.deadline and self.budget.take():
@@ -177,6 +185,23 @@ class Rater(threading.Thread):
                 time.sleep(0.2)  # the server may be restarting: do not spin
 
 
+    def run_bare(self) -> None:
+        while time.time() < self.deadline and self.budget.take():
+            try:
+                status, _, _, ms = self.request("GET", self.path + "/")
+                if status == 200:
+                    self.next_ms.append((time.time() - ms / 1e3, ms))
+                else:
+                    self.errors += 1
+                    self.error_kinds[f"bare {status}"] += 1
+            except Exception as exc:
+                self.errors += 1
+                self.error_kinds[type(exc).__name__] += 1
+                time.sleep(0.2)
+            if self.pace == "human":
+                time.sleep(self.rng.uniform(1.0, 3.0))
+
+
 class Budget:
     """A global cap on loop iterations, so the run is bounded in requests as well as time."""
 
@@ -190,14 +215,14 @@ class Budget:
 
 
 def start_server(env: dict, port: int, workers: int, threads: int, access_log: Path | None = None,
-                 worker_class: str = "gthread") -> subprocess.Popen:
+                 worker_class: str = "gthread", app: str = "config.wsgi:application") -> subprocess.Popen:
     """gunicorn with the production settings (config/gunicorn.conf.py) on loopback; returns once it accepts
     connections. With ``access_log``, gunicorn writes one line per request: method, path (tokens
     redacted), status and the server-side time in microseconds."""
     fmt = "%(t)s %(m)s %(U)s %(s)s %(D)s"
     log = ["--access-logfile", str(access_log), "--access-logformat", fmt] if access_log else []
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py",
-                               "config.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+                               app, "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
                                "--worker-class", worker_class, "--threads", str(threads), *log],
                               cwd=ROOT, env={**env, "WEB_ACCESS_LOG": ""}, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
@@ -223,13 +248,13 @@ class ClientResult:
 
 
 def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: int, first_seed: int,
-              ramp: float = 0.0, htmx: bool = False) -> ClientResult:
+              ramp: float = 0.0, htmx: bool = False, bare: bool = False) -> ClientResult:
     """One client process: its raters as threads (several processes keep the client's own GIL out of
     the measured latencies). Raters arrive at uniformly random moments over the first ``ramp`` seconds."""
     shared = Budget(budget)
     arrivals = random.Random(first_seed)
     start = time.time()
-    raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp), htmx)
+    raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp), htmx, bare)
               for n, p in enumerate(paths)]
     for r in raters:
         r.start()
@@ -242,14 +267,14 @@ def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: i
 
 
 def run_clients(base: str, paths: list[str], seconds: float, pace: str, max_requests: int,
-                processes: int, ramp: float = 0.0, htmx: bool = False) -> ClientResult:
+                processes: int, ramp: float = 0.0, htmx: bool = False, bare: bool = False) -> ClientResult:
     from concurrent.futures import ProcessPoolExecutor
 
     deadline = time.time() + seconds
     chunks = [paths[i::processes] for i in range(processes) if paths[i::processes]]
     with ProcessPoolExecutor(len(chunks)) as pool:
         futures = [pool.submit(run_chunk, base, chunk, deadline, pace, max_requests // len(chunks), n * 100_000, ramp,
-                               htmx)
+                               htmx, bare)
                    for n, chunk in enumerate(chunks)]
         results = [f.result() for f in futures]
     return ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
@@ -310,6 +335,9 @@ def main() -> None:
                         help="seconds over which the raters arrive (default: one human pair time)")
     parser.add_argument("--max-requests", type=positive(int), default=200_000, help="upper bound on client iterations")
     parser.add_argument("--client-processes", type=positive(int), default=4, help="processes simulating the raters")
+    parser.add_argument("--compare-bare", action="store_true",
+                        help="then load a bare Django view the same way (same clients, gunicorn settings, seconds) "
+                             "and print the ratios")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="seplab-load-"))
@@ -374,8 +402,39 @@ def main() -> None:
     kinds = result.error_kinds
     if kinds:
         print("errors by kind: " + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()))
-    print(f"raters={args.raters} requests={requests} p95_next_ms={percentile(next_ms, 95):.1f} "
-          f"p95_submit_ms={percentile(submit_ms, 95):.1f} errors={errors} lost={lost} duplicated={duplicated}")
+    judgments = len(submit_ms)  # acknowledged in the measured window
+    print(f"judgments acknowledged in the measured window: {judgments} ({judgments / window:.1f}/s)")
+    floor = ""
+    if args.compare_bare:
+        bare_rate = measure_bare(env, args)
+        print(f"bare Django view, same clients and gunicorn settings: {bare_rate:.1f} requests/s; SepLab / bare: "
+              f"judgments {judgments / window / bare_rate:.3f}, requests {requests / window / bare_rate:.3f}")
+        floor = f" bare_rps={bare_rate:.1f} judgments_per_bare_request={judgments / window / bare_rate:.3f}"
+    print(f"raters={args.raters} requests={requests} judgments_per_s={judgments / window:.1f} "
+          f"p95_next_ms={percentile(next_ms, 95):.1f} p95_submit_ms={percentile(submit_ms, 95):.1f} "
+          f"errors={errors} lost={lost} duplicated={duplicated}{floor}")
+
+
+def measure_bare(env: dict, args: argparse.Namespace) -> float:
+    """Requests per second of the bare Django view (bench/bare_django.py) under the same gunicorn settings,
+    driven by the same clients at the same pace, over the same warm-up and measured seconds."""
+    bare_env = {k: v for k, v in env.items() if k != "DJANGO_SETTINGS_MODULE"}
+    port = free_port()
+    server = start_server(bare_env, port, args.workers, args.threads, None, args.worker_class,
+                          app="bench.bare_django:application")
+    try:
+        started_at = time.time()
+        result = run_clients(f"http://127.0.0.1:{port}", [f"/floor/{n}" for n in range(args.raters)],
+                             args.warmup + args.seconds, args.pace, args.max_requests, args.client_processes,
+                             args.ramp, bare=True)
+        ended_at = time.time()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    if result.errors:
+        raise SystemExit(f"the bare view answered {result.errors} requests with errors: {dict(result.error_kinds)}")
+    measure_from = started_at + args.warmup
+    return sum(1 for t in result.sent if t >= measure_from) / (ended_at - measure_from)
 
 
 if __name__ == "__main__":

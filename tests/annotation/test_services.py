@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from annotation import services
 from annotation.elicitation import Answer
@@ -96,8 +96,8 @@ def test_raters_never_get_an_item_twice_and_tasks_get_their_raters(study):
 
 
 def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
-    """Another request takes the place between our read and our insert: the unique constraint
-    rejects our insert and the rater gets a different place."""
+    """Another request takes the place between our read of the open tasks and our claim: the claim reads
+    the places held under its lock and the rater gets a different place."""
     first, second = (services.do_create_rater_link(study, n) for n in ("first", "second"))
     original = services._open_tasks
     raced = []
@@ -117,6 +117,39 @@ def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
     place = assignment.places.get()
     assert (place.task_id, place.slot) != (raced[0].pk, 0)
     assert AssignmentTask.objects.filter(task=raced[0], slot=0).count() == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: SQLite runs one writer at a time")
+@pytest.mark.django_db(transaction=True)
+def test_a_start_skips_a_task_another_start_is_claiming_without_waiting(researcher):
+    """PostgreSQL: while another transaction holds a task's row (a start claiming it), a new start takes
+    the next task at once instead of waiting for that transaction or colliding with it."""
+    study = services.do_create_study(researcher, "locks", study_jsonl(), "l.jsonl")
+    services.do_update_settings(study, {"judgments_per_assignment": 5}, None)  # one task per assignment
+    first = Task.objects.filter(study=study).order_by("taken", "position").first()  # what a start takes unlocked
+    locked, release, outcome = threading.Event(), threading.Event(), {}
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                Task.objects.select_for_update().filter(pk=first.pk).get()
+                locked.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        assignment = services.do_start_assignment(services.do_create_rater_link(study, "r"))
+        outcome["tasks"] = set(assignment.places.values_list("task_id", flat=True))
+        outcome["holder still waiting"] = holder.is_alive() and not release.is_set()
+    finally:
+        release.set()
+        holder.join()
+    assert outcome["holder still waiting"]  # the start finished while the other transaction held its task
+    assert first.pk not in outcome["tasks"] and len(outcome["tasks"]) == 1
 
 
 @pytest.mark.django_db(transaction=True)

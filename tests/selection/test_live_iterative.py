@@ -95,10 +95,9 @@ def answer(assignment: Assignment, labels: list[str]) -> None:
         annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
-def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study, monkeypatch):
+def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study):
     from analytics import services as analytics_services
 
-    monkeypatch.setattr(annotation_services, "SPREAD", 1)  # strict breadth-first order
     annotation_services.do_update_settings(iterative_study, {"raters_per_item": 3}, None)
     run = IterativeRun.objects.get(study=iterative_study)
     starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))
@@ -117,8 +116,7 @@ def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study, monk
     assert stopping["pool"] == len(run.item_ids) == 24  # the candidates the selection drew from
 
 
-def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study, monkeypatch):
-    monkeypatch.setattr(annotation_services, "SPREAD", 1)  # strict breadth-first order, no random spread
+def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study):
     annotation_services.do_update_settings(iterative_study, {"raters_per_item": 2}, None)
     run = IterativeRun.objects.get(study=iterative_study)
     starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))
