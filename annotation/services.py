@@ -494,8 +494,9 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
     expire_stale_assignments(study)
     claimed_elsewhere = False
     for _ in range(25):
-        if claimed_elsewhere:
+        if claimed_elsewhere:  # give those starts a moment to commit
             time.sleep(random.uniform(0.005, 0.02))
+            claimed_elsewhere = False
         active = Assignment.objects.filter(rater=rater, status=Assignment.Status.ACTIVE).first()
         if active:
             return active

@@ -152,6 +152,36 @@ def test_a_start_skips_a_task_another_start_is_claiming_without_waiting(research
     assert first.pk not in outcome["tasks"] and len(outcome["tasks"]) == 1
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: SQLite runs one writer at a time")
+@pytest.mark.django_db(transaction=True)
+def test_a_start_waits_when_every_open_task_is_being_claimed_instead_of_saying_nothing_is_left(researcher):
+    """PostgreSQL: while other transactions hold every open task's row, a start neither takes one of them nor
+    tells the rater there is nothing left: it looks again until they commit (here: release their locks)."""
+    study = services.do_create_study(researcher, "all-locked", study_jsonl(), "l.jsonl")
+    services.do_update_settings(study, {"judgments_per_assignment": 5}, None)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                list(Task.objects.select_for_update().filter(study=study))
+                locked.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert locked.wait(10)
+    threading.Timer(0.05, release.set).start()  # the other starts commit after 50 ms
+    try:
+        assignment = services.do_start_assignment(services.do_create_rater_link(study, "r"))
+    finally:
+        release.set()
+        holder.join()
+    assert assignment is not None and assignment.places.count() == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_raters_never_overfill_a_task(researcher):
     """Eight threads, each with its own database connection, start assignments at once for a study
