@@ -33,6 +33,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.ratings_scale import synthetic  # noqa: E402  (one generator for both leaderboard benchmarks)
+
 METHODS = ("bt", "elo", "sep-elo")
 # Measured by the issue's author on this machine when issue 17 was filed (3 interleaved runs): seconds, MB.
 REFERENCE = {(1_000_000, "bt"): ("4.0-6.2", 232), (1_000_000, "elo"): ("20-23", 941),
@@ -54,15 +58,10 @@ print(json.dumps({"point": {k: float(v) for k, v in point.items()}, "median": bo
 
 
 def write_battles(path: Path, n: int, systems: int = 20, seed: int = 0) -> None:
-    """n battles among ``systems`` models of normally spread strength, 10 % ties, a separability column."""
-    rng = np.random.default_rng(seed)
-    strength = rng.normal(0, 150, systems)
-    a = rng.integers(0, systems, n)
-    b = (a + rng.integers(1, systems, n)) % systems
-    p = 1 / (1 + 10 ** ((strength[b] - strength[a]) / 400))
-    u = rng.random(n)
-    winner = np.where(u < 0.1, "tie", np.where(u < 0.1 + 0.9 * p, "model_a", "model_b"))
-    delta = rng.uniform(0, 1, n)
+    """The battles of bench/ratings_scale.py (n among ``systems`` models of normally spread strength, 10 % ties,
+    a separability column) as a Chatbot-Arena CSV file."""
+    a, b, score, delta = synthetic(n, systems, seed)
+    winner = np.where(score == 0.5, "tie", np.where(score == 1.0, "model_a", "model_b"))
     names = [f"model-{i:02d}" for i in range(systems)]
     with path.open("w") as handle:
         handle.write("question_id,model_a,model_b,winner,separability\n")

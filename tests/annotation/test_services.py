@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import Counter
@@ -119,20 +120,16 @@ def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
     assert AssignmentTask.objects.filter(task=raced[0], slot=0).count() == 1
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: SQLite runs one writer at a time")
-@pytest.mark.django_db(transaction=True)
-def test_a_start_skips_a_task_another_start_is_claiming_without_waiting(researcher):
-    """PostgreSQL: while another transaction holds a task's row (a start claiming it), a new start takes
-    the next task at once instead of waiting for that transaction or colliding with it."""
-    study = services.do_create_study(researcher, "locks", study_jsonl(), "l.jsonl")
-    services.do_update_settings(study, {"judgments_per_assignment": 5}, None)  # one task per assignment
-    first = Task.objects.filter(study=study).order_by("taken", "position").first()  # what a start takes unlocked
-    locked, release, outcome = threading.Event(), threading.Event(), {}
+@contextlib.contextmanager
+def rows_held_elsewhere(tasks, release: threading.Event):
+    """The tasks' rows locked FOR UPDATE by another connection's transaction (as a start claiming them holds
+    them) until ``release`` is set; yields the holding thread."""
+    locked = threading.Event()
 
     def hold() -> None:
         try:
             with transaction.atomic():
-                Task.objects.select_for_update().filter(pk=first.pk).get()
+                list(tasks.select_for_update())
                 locked.set()
                 release.wait(30)
         finally:
@@ -142,14 +139,27 @@ def test_a_start_skips_a_task_another_start_is_claiming_without_waiting(research
     holder.start()
     try:
         assert locked.wait(10)
-        assignment = services.do_start_assignment(services.do_create_rater_link(study, "r"))
-        outcome["tasks"] = set(assignment.places.values_list("task_id", flat=True))
-        outcome["holder still waiting"] = holder.is_alive() and not release.is_set()
+        yield holder
     finally:
         release.set()
         holder.join()
-    assert outcome["holder still waiting"]  # the start finished while the other transaction held its task
-    assert first.pk not in outcome["tasks"] and len(outcome["tasks"]) == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: SQLite runs one writer at a time")
+@pytest.mark.django_db(transaction=True)
+def test_a_start_skips_a_task_another_start_is_claiming_without_waiting(researcher):
+    """PostgreSQL: while another transaction holds a task's row (a start claiming it), a new start takes
+    the next task at once instead of waiting for that transaction or colliding with it."""
+    study = services.do_create_study(researcher, "locks", study_jsonl(), "l.jsonl")
+    services.do_update_settings(study, {"judgments_per_assignment": 5}, None)  # one task per assignment
+    first = Task.objects.filter(study=study).order_by("taken", "position").first()  # what a start takes unlocked
+    release = threading.Event()
+    with rows_held_elsewhere(Task.objects.filter(pk=first.pk), release) as holder:
+        assignment = services.do_start_assignment(services.do_create_rater_link(study, "r"))
+        holder_still_waiting = holder.is_alive() and not release.is_set()
+    assert holder_still_waiting  # the start finished while the other transaction held its task
+    tasks = set(assignment.places.values_list("task_id", flat=True))
+    assert first.pk not in tasks and len(tasks) == 1
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: SQLite runs one writer at a time")
@@ -159,26 +169,10 @@ def test_a_start_waits_when_every_open_task_is_being_claimed_instead_of_saying_n
     tells the rater there is nothing left: it looks again until they commit (here: release their locks)."""
     study = services.do_create_study(researcher, "all-locked", study_jsonl(), "l.jsonl")
     services.do_update_settings(study, {"judgments_per_assignment": 5}, None)
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                list(Task.objects.select_for_update().filter(study=study))
-                locked.set()
-                release.wait(30)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert locked.wait(10)
-    threading.Timer(0.05, release.set).start()  # the other starts commit after 50 ms
-    try:
+    release = threading.Event()
+    with rows_held_elsewhere(Task.objects.filter(study=study), release):
+        threading.Timer(0.05, release.set).start()  # the other starts commit after 50 ms
         assignment = services.do_start_assignment(services.do_create_rater_link(study, "r"))
-    finally:
-        release.set()
-        holder.join()
     assert assignment is not None and assignment.places.count() == 1
 
 
