@@ -492,6 +492,7 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
     """
     study = rater.study
     expire_stale_assignments(study)
+    pace = seconds_per_pair(study)[0]  # read before the transaction: it holds its tasks' rows no longer than needed
     claimed_elsewhere = False
     for _ in range(25):
         if claimed_elsewhere:  # give those starts a moment to commit
@@ -529,10 +530,11 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
                 if full:
                     recount_places(full)  # the counter was behind the places held: repair it, look again
                     continue
+                models.prefetch_related_objects(tasks, "task_pairs")  # one query for every task's pairs
                 shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
                                    slots)
                 assignment = Assignment.objects.create(study=study, rater=rater, n_pairs=len(shown),
-                                                       seconds_per_pair=seconds_per_pair(study)[0])
+                                                       seconds_per_pair=pace)
                 AssignmentTask.objects.bulk_create(
                     AssignmentTask(assignment=assignment, task=t, rater=rater, item_id=t.item_id, slot=slots[t.pk])
                     for t in tasks)

@@ -31,10 +31,7 @@ urlpatterns = [
          name="judge_action"),
     path("account/api-token/", views.api_token, name="api_token"),
     # Raters: no account, identified by a signed link.
-    path("r/<str:token>/", rater_views.rater_home, name="rater_home"),
-    path("r/<str:token>/start/", rater_views.rater_start, name="rater_start"),
-    path("r/<str:token>/a/<int:assignment_id>/", rater_views.rate, name="rate"),
-    path("r/<str:token>/a/<int:assignment_id>/submit/", rater_views.rate_submit, name="rate_submit"),
+    # (their own links, /r/<token>/..., are in annotation/rater_urls.py, listed first in config/urls.py)
     path("join/<str:token>/", rater_views.open_link, name="open_link"),
     path("x/<str:token>/", crowd_views.external_entry, name="external_entry"),
     path("studies/<int:study_id>/external/", crowd_views.external_links, name="external_links"),

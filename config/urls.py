@@ -7,6 +7,7 @@ from config.errors import api_not_found
 from config.health import health
 
 urlpatterns = [
+    path("r/<str:token>/", include("annotation.rater_urls")),  # first: the raters' traffic (see that module)
     path("healthz", health, name="health"),
     path("admin/", admin.site.urls),
     # failed logins are limited per username and per client by django-axes (config/settings.py)

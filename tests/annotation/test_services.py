@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from annotation import services
 from annotation.elicitation import Answer
@@ -118,6 +119,20 @@ def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
     place = assignment.places.get()
     assert (place.task_id, place.slot) != (raced[0].pk, 0)
     assert AssignmentTask.objects.filter(task=raced[0], slot=0).count() == 1
+
+
+def test_a_start_reads_its_tasks_pairs_in_one_query_however_many_tasks(researcher):
+    """A bundle of one task and a bundle of two take the same number of queries to start."""
+    counts = []
+    for per_assignment in (5, 10):  # one task (item) of 5 pairs, two of them
+        study = services.do_create_study(researcher, f"q{per_assignment}", study_jsonl(), "q.jsonl")
+        services.do_update_settings(study, {"judgments_per_assignment": per_assignment}, None)
+        rater = services.do_create_rater_link(study, "r")
+        with CaptureQueriesContext(connection) as captured:
+            assignment = services.do_start_assignment(rater)
+        assert assignment.places.count() == per_assignment // 5
+        counts.append(len(captured))
+    assert counts[0] == counts[1]
 
 
 @contextlib.contextmanager
