@@ -15,7 +15,8 @@ SepLab's judgments/s and requests/s as a share of the bare view's requests/s: th
 measured in the same run.
 
 The last line is machine-readable:
-    raters=50 requests=… p95_next_ms=… p95_submit_ms=… errors=… lost=… duplicated=…
+    raters=50 requests=… judgments_per_s=… p95_next_ms=… p95_submit_ms=… errors=… lost=… duplicated=…
+    [bare_rps=… judgments_per_bare_request=…]
 """
 
 from __future__ import annotations
@@ -183,7 +184,6 @@ class Rater(threading.Thread):
                 self.errors += 1
                 self.error_kinds[type(exc).__name__] += 1
                 time.sleep(0.2)  # the server may be restarting: do not spin
-
 
     def run_bare(self) -> None:
         while time.time() < self.deadline and self.budget.take():
@@ -406,7 +406,7 @@ def main() -> None:
     print(f"judgments acknowledged in the measured window: {judgments} ({judgments / window:.1f}/s)")
     floor = ""
     if args.compare_bare:
-        bare_rate = measure_bare(env, args)
+        bare_rate = measure_bare(env, args, workdir / "bare-access.log")
         print(f"bare Django view, same clients and gunicorn settings: {bare_rate:.1f} requests/s; SepLab / bare: "
               f"judgments {judgments / window / bare_rate:.3f}, requests {requests / window / bare_rate:.3f}")
         floor = f" bare_rps={bare_rate:.1f} judgments_per_bare_request={judgments / window / bare_rate:.3f}"
@@ -415,12 +415,13 @@ def main() -> None:
           f"errors={errors} lost={lost} duplicated={duplicated}{floor}")
 
 
-def measure_bare(env: dict, args: argparse.Namespace) -> float:
-    """Requests per second of the bare Django view (bench/bare_django.py) under the same gunicorn settings,
-    driven by the same clients at the same pace, over the same warm-up and measured seconds."""
+def measure_bare(env: dict, args: argparse.Namespace, access_log: Path) -> float:
+    """Requests per second of the bare Django view (bench/bare_django.py) under the same gunicorn settings
+    (access log included), driven by the same clients at the same pace, over the same warm-up and measured
+    seconds."""
     bare_env = {k: v for k, v in env.items() if k != "DJANGO_SETTINGS_MODULE"}
     port = free_port()
-    server = start_server(bare_env, port, args.workers, args.threads, None, args.worker_class,
+    server = start_server(bare_env, port, args.workers, args.threads, access_log, args.worker_class,
                           app="bench.bare_django:application")
     try:
         started_at = time.time()
