@@ -13,28 +13,47 @@ from selection.core.sampling import active_inclusion, judge_disagreement, system
 
 
 def test_a_case_worked_by_hand():
-    y = np.array([1.0, 0.0, np.nan, np.nan])
-    f, pi, sampled = np.array([1.0, 0.0, 1.0, 0.0]), np.full(4, 0.5), np.array([True, True, False, False])
-    # w = (2, 2, 0, 0); A = w y = (2, 0, 0, 0); B = f (1 - w) = (-1, 0, 1, 0); C = 1 - w = (-1, -1, 1, 1)
-    # least squares of -(A - 1/2) = (-1.5, .5, .5, .5) on B and C: B.B = 2, B.C = 2, C.C = 4, B.(-A) = 2, C.(-A) = 2
-    # -> lam + mu = 1 and lam + 2 mu = 1: lam = 1, mu = 0; z = A + B = (1, 0, 1, 0): mean 1/2, sd sqrt(1/3)
-    est = active_mean(y, f, pi, sampled)
-    assert est.lam == pytest.approx(1.0) and est.estimate == pytest.approx(0.5)
-    assert est.se == pytest.approx(np.sqrt(1 / 3) / 2)
-    assert (est.n_labelled, est.n_unlabelled) == (2, 2)
-    # lam = 0: mu = -Cov(A, C) / Var(C) = (2/3) / (4/3) = 1/2; z = A + C/2 = (1.5, -.5, .5, .5): mean 1/2 (the
-    # labelled mean), sd sqrt(2/3)
-    people = active_mean(y, f, pi, sampled, lam=0.0)
-    assert people.estimate == pytest.approx(0.5) and people.se == pytest.approx(np.sqrt(2 / 3) / 2)
+    y = np.array([1.0, 0.0, 1.0, np.nan, 0.5])
+    f, pi = np.array([1.0, 0.0, 0.5, 1.0, 0.5]), np.array([0.5, 0.5, 1.0, 0.25, 0.25])
+    sampled = ~np.isnan(y)
+    lam = 0.5
+    est = active_mean(y, f, pi, sampled, lam=lam)
+    # the Hajek difference estimator, term by term: w = 1/pi on the labelled items, e = y - lam f
+    w = np.array([2.0, 2.0, 1.0, 4.0])
+    e = np.array([1.0, 0.0, 1.0, 0.5]) - lam * np.array([1.0, 0.0, 0.5, 0.5])  # (0.5, 0, 0.75, 0.25)
+    e_w = np.sum(w * e) / w.sum()  # 3.25 / 9
+    assert est.estimate == pytest.approx(lam * f.mean() + e_w)
+    # V_d = n / (n - 1) sum (1 - pi) w^2 (e - e_w)^2 / N^2 (one coefficient fitted: the weighted mean)
+    u = np.array([0.5, 0.5, 0.0, 0.75]) * w**2
+    design = 4 / 3 * np.sum(u * (e - e_w) ** 2) / 25
+    y_s = np.array([1.0, 0.0, 1.0, 0.5])
+    y_w = np.sum(w * y_s) / w.sum()
+    spread = 4 / 3 * np.sum(w * (y_s - y_w) ** 2) / w.sum()
+    assert est.se**2 == pytest.approx(design + spread / 5)
+    assert active_mean(y, f, pi, sampled, lam=lam, finite=True).se ** 2 == pytest.approx(design)
+    assert (est.n_labelled, est.n_unlabelled, est.lam) == (4, 1, 0.5)
 
 
-def test_labels_that_all_agree_give_exactly_that_value_whatever_the_chances():
-    # y = 1 wherever labelled: A = w, C = 1 - A, so mu = Var(A) / Var(A) = 1 and z = 1 on every item
+def test_the_tuned_weight_is_the_design_weighted_slope():
+    rng = np.random.default_rng(1)
+    f = rng.random(60)
+    y_all = np.clip(np.round(2 * (0.4 * f + rng.normal(0.3, 0.3, 60))) / 2, 0, 1)
+    pi = rng.uniform(0.2, 0.6, 60)
+    sampled = rng.random(60) < pi
+    est = active_mean(np.where(sampled, y_all, np.nan), f, pi, sampled)
+    w, ys, fs = 1 / pi[sampled], y_all[sampled], f[sampled]
+    u = (1 - pi[sampled]) * w**2
+    dy, df = ys - np.sum(w * ys) / w.sum(), fs - np.sum(w * fs) / w.sum()
+    assert 0 < est.lam < 1 and est.lam == pytest.approx(np.sum(u * dy * df) / np.sum(u * df**2))
+
+
+def test_labels_that_all_agree_give_that_value_with_an_interval_that_holds_it():
     rng = np.random.default_rng(2)
     pi = rng.uniform(0.1, 0.9, 50)
     sampled = rng.random(50) < pi
     est = active_mean(np.where(sampled, 1.0, np.nan), rng.random(50), pi, sampled, lam=0.0)
     assert est.estimate == pytest.approx(1.0) and est.se == pytest.approx(0.0, abs=1e-12)
+    assert est.low < 1.0 and est.high == 1.0  # Wilson's pseudo-labels: never zero width while items are unlabelled
 
 
 def test_with_equal_chances_it_is_the_uniform_estimators():
@@ -45,13 +64,15 @@ def test_with_equal_chances_it_is_the_uniform_estimators():
     sampled[rng.choice(n_items, n, replace=False)] = True
     pi = np.full(n_items, n / n_items)
     y = np.where(sampled, y_all, np.nan)
-    # lambda = 0: (1/N) sum (N/n) y = the labelled mean
-    assert active_mean(y, f, pi, sampled, lam=0.0).estimate == pytest.approx(classical_mean(y_all[sampled]).estimate)
-    # its interval is the plain mean's too, up to the degrees of freedom (sd over N items of z vs over n of y)
     people, plain = active_mean(y, f, pi, sampled, lam=0.0), classical_mean(y_all[sampled])
-    assert people.se == pytest.approx(plain.se, rel=0.05)
-    # lambda fixed: the constant absorbs the level, so the estimate is lam mean(f) + mean over the labelled of
-    # (y - lam f), the prediction-powered mean with the judge's mean over every item
+    assert (people.estimate, people.se, people.low, people.high) == pytest.approx(
+        (plain.estimate, plain.se, plain.low, plain.high))
+    these, census = (active_mean(y, f, pi, sampled, lam=0.0, finite=True),
+                     classical_mean(y_all[sampled], population_size=n_items))
+    assert (these.se, these.low, these.high, these.target) == pytest.approx(
+        (census.se, census.low, census.high, census.target))
+    # lambda fixed: the weighted mean absorbs the level, so the estimate is lam mean(f) + mean over the labelled of
+    # (y - lam f)
     lam = 0.4
     expected = lam * f.mean() + np.mean(y_all[sampled] - lam * f[sampled])
     assert active_mean(y, f, pi, sampled, lam=lam).estimate == pytest.approx(expected)

@@ -81,33 +81,3 @@ def test_coverage_counts_a_human_tie_as_both_answers_reasonable(prd):
         hit = indeterminacy.hit_rate([majority(humans[(q, frozenset((f, s)))]) for q, f, s, _ in verdicts],
                                      [w for *_, w in verdicts])
         assert coverage > hit  # a judge that picks any answer most people accept is covered, not always a hit
-
-
-def test_the_hybrid_estimate_on_prd_is_narrower_than_human_only_and_keeps_coverage():
-    """bench/hybrid_prd.py's measurement, smaller: per question, gpt4's mean verdict correlates with the human
-    vote mean at about 0.27 (the figure the issue reports), and the power-tuned hybrid with n = 20 labelled
-    questions per pair gives narrower intervals than human-only that still cover the full-human win rate."""
-    if not PRD.exists():
-        pytest.skip(f"{PRD} is missing: the real data lives in ../shared/data (see shared/data/README.md)")
-    from analytics.core.ppi import classical_mean, ppi_mean
-    from bench.hybrid_prd import read
-
-    humans, judge = read(PRD, "human"), read(PRD / "ratings-gpt4", "gpt4")
-    rng = np.random.default_rng(0)
-    correlations, ratios, covered, rounds = [], [], 0, 0
-    for pair, by_question in sorted(humans.items()):
-        questions = [q for q in sorted(by_question) if q in judge.get(pair, {})]
-        y = np.array([np.mean(by_question[q]) for q in questions])
-        f = np.array([np.mean(judge[pair][q]) for q in questions])
-        correlations.append(np.corrcoef(y, f)[0, 1])
-        for _ in range(100):
-            labelled = rng.choice(len(questions), size=20, replace=False)
-            rest = np.setdiff1d(np.arange(len(questions)), labelled)
-            hybrid, human = ppi_mean(y[labelled], f[labelled], f[rest]), classical_mean(y[labelled])
-            if human.width == 0:  # every labelled question unanimous: no interval to compare with
-                continue
-            ratios.append(hybrid.width / human.width)
-            covered += hybrid.low <= y.mean() <= hybrid.high
-            rounds += 1
-    assert len(correlations) == 10 and np.mean(correlations) == pytest.approx(0.27, abs=0.03)
-    assert np.mean(ratios) < 0.97 and covered / rounds >= 0.92

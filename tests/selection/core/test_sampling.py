@@ -122,3 +122,61 @@ def test_randomised_allocation_is_exact_in_expectation():
     draws = np.array([sampling.proportional_allocation(sizes, 10, rng) for _ in range(4000)])
     assert (draws.sum(axis=1) == 10).all() and (draws <= sizes).all()
     np.testing.assert_allclose(draws.mean(axis=0), 10 * sizes / sizes.sum(), atol=0.03)
+
+
+# ---- stratified sampling over bands of the judges' score
+
+
+def test_proportional_allocation_gives_each_stratum_its_share_and_at_least_two():
+    from selection.core.sampling import stratified_allocation
+
+    assert list(stratified_allocation(np.array([40, 40, 20]), 10)) == [4, 4, 2]
+    # a small stratum keeps its minimum of two; the rest follows the sizes
+    assert list(stratified_allocation(np.array([90, 5, 5]), 10)) == [6, 2, 2]
+    # never more than a stratum holds, and the budget is spent
+    counts = stratified_allocation(np.array([3, 50, 50]), 60)
+    assert counts[0] <= 3 and counts.sum() == 60
+    with pytest.raises(ValueError, match="need at least 6 draws"):
+        stratified_allocation(np.array([10, 10, 10]), 5)
+
+
+def test_neyman_allocation_follows_size_times_spread():
+    from selection.core.sampling import stratified_allocation
+
+    # N_h S_h = (50 * 0.1, 50 * 0.4) = (5, 20): 20 draws split 1 : 4
+    assert list(stratified_allocation(np.array([50, 50]), 20, spread=np.array([0.1, 0.4]))) == [4, 16]
+    # (5, 20, 0.5 floored to 0.05 * 50 = 2.5): shares (3.64, 14.55, 1.82) -> the third is raised to 2, the others
+    # share the 18 left 1 : 4
+    assert list(stratified_allocation(np.array([50, 50, 50]), 20, spread=np.array([0.1, 0.4, 0.0]))) == [4, 14, 2]
+
+
+def test_a_stratified_draw_takes_each_item_with_its_stated_probability():
+    from selection.core.sampling import stratified_draw
+
+    strata = np.array([0] * 10 + [1] * 30)
+    counts = np.array([3, 6])
+    rng = np.random.default_rng(4)
+    hits = np.zeros(40)
+    for _ in range(4000):
+        chosen, pi = stratified_draw(strata, counts, rng)
+        assert len(chosen) == 9 and len(set(chosen.tolist())) == 9
+        hits[chosen] += 1
+    np.testing.assert_allclose(pi, np.where(strata == 0, 0.3, 0.2))
+    np.testing.assert_allclose(hits / 4000, pi, atol=0.03)
+
+
+def test_judge_stratified_selection_cuts_the_judges_scores_into_bands():
+    from selection.core.sampling import judge_stratified_selection
+
+    rng = np.random.default_rng(5)
+    f = np.round(rng.random(64) * 4) / 4  # five distinct scores, as the mean of a few verdicts gives
+    chosen, strata, pi = judge_stratified_selection(f, 20, rng)
+    assert len(chosen) == 20 and strata.max() + 1 == 4  # about one band per five labels
+    for h in range(4):  # bands are ranges of the score, each with its own share
+        members = strata == h
+        assert np.ptp(pi[members]) == 0 and np.sum(np.isin(chosen, np.flatnonzero(members))) >= 2
+    assert pi.sum() == pytest.approx(20)
+    # Neyman (defensive): more draws where the judges' verdicts are near 1/2
+    _, strata_n, pi_n = judge_stratified_selection(f, 20, rng, neyman=True)
+    middle, edge = np.abs(f - 0.5) <= 0.25, np.abs(f - 0.5) > 0.25
+    assert pi_n[middle].mean() > pi_n[edge].mean()
