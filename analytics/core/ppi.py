@@ -49,6 +49,7 @@ import functools
 import numpy as np
 from scipy.stats import norm
 
+
 @functools.lru_cache(maxsize=16)
 def _z(alpha: float) -> float:
     """The normal quantile of a two-sided (1 - alpha) interval (cached: scipy's ppf costs more than the estimate)."""
@@ -337,8 +338,9 @@ def stratified_mean(y, strata, sampled, alpha: float = 0.05, finite: bool = Fals
         means.append(mean_h)
         sizes.append(size)
         noise.append((1 - n_h / size) * var_h / n_h)  # Var(mean_h), which inflates the spread between means
-    # the population's variance S^2 = (sum (N_h - 1) S_h^2 + sum N_h (mean_h - theta)^2) / (N - 1), the between part
-    # corrected for the noise of the sample means (E sum W_h (m_h - theta)^2 = true between + sum W_h (1 - W_h) Var(m_h))
+    # the population's variance S^2 = (sum (N_h - 1) S_h^2 + sum N_h (mean_h - theta)^2) / (N - 1), the between
+    # part corrected for the noise of the sample means:
+    # E sum W_h (m_h - theta)^2 = true between + sum W_h (1 - W_h) Var(m_h)
     sizes_, means_, noise_ = np.array(sizes, dtype=np.float64), np.array(means), np.array(noise)
     weights_ = sizes_ / big_n
     between = float(np.sum(sizes_ * (means_ - estimate) ** 2) - big_n * np.sum(weights_ * (1 - weights_) * noise_))

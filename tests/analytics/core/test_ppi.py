@@ -81,7 +81,8 @@ def test_the_prediction_powered_mean_on_a_case_worked_by_hand():
     # theta = lambda * mean(f~) + mean(y - lambda f) = 5/12 + (1/2 - 5/24) = 17/24
     assert est.estimate == pytest.approx(17 / 24) and est.lam == pytest.approx(5 / 12)
     # Var = s^2(y - lambda f) / n + lambda^2 s^2(f, all six) / N; y - lambda f = 7/12 y, whose sum of squares is
-    # (7/12)^2 * 1 over n - 2 = 2 degrees of freedom (the mean and lambda were fitted): (49/288) / 4 + (25/144)(4/15) / 2
+    # (7/12)^2 * 1 over n - 2 = 2 degrees of freedom (the mean and lambda were fitted):
+    # (49/288) / 4 + (25/144)(4/15) / 2
     assert est.se**2 == pytest.approx(49 / 288 / 4 + 25 / 144 * 4 / 15 / 2)
     # worth in labels: the labelled mean's variance (1/3) / 4 against this one's, each with z^2 / 4 coin labels
     assert est.efficiency == pytest.approx((16 * (1 / 12) + Z**2 / 4) / (16 * est.se**2 + Z**2 / 4))
