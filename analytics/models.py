@@ -34,6 +34,17 @@ class AnalysisSettings(models.Model):
         help_text="Which judgments become battles for ELO, sep-ELO and Bradley-Terry.",
     )
 
+    class EstimateTarget(models.TextChoices):
+        ITEMS_LIKE_THESE = "items_like_these", "Items like these (the population the study's items come from)"
+        THESE_ITEMS = "these_items", "These items (the study's own items, nothing beyond them)"
+
+    estimate_target = models.CharField(
+        max_length=20, choices=EstimateTarget.choices, default=EstimateTarget.ITEMS_LIKE_THESE,
+        help_text="What the report's win-rate estimates and their intervals are for: items like the study's (the "
+        "uncertainty includes which items the study happens to have) or the study's own items (only which of them "
+        "people judged; judging every item gives the exact answer).",
+    )
+
     class Meta:
         verbose_name_plural = "analysis settings"
 

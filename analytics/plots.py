@@ -22,9 +22,10 @@ def fmt(v: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, label: str = "rating") -> str:
+def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, label: str = "rating",
+                  decimals: int = 1) -> str:
     """Horizontal point estimates with 95 % interval whiskers, one row per system (rows: system, rating,
-    low, high)."""
+    low, high); ``decimals`` for the values in each point's tooltip."""
     rows = [r for r in rows if r.get("low") is not None and r.get("high") is not None]
     if not rows:
         return ""
@@ -46,7 +47,8 @@ def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, labe
         parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(str(r["system"]))}</text>')
         parts.append(f'<line x1="{x(r["low"]):.1f}" y1="{y}" x2="{x(r["high"]):.1f}" y2="{y}" class="whisker"/>')
         parts.append(f'<circle cx="{x(r["rating"]):.1f}" cy="{y}" r="4" fill="{PALETTE[0]}">'
-                     f'<title>{escape(str(r["system"]))}: {r["rating"]:.1f} [{r["low"]:.1f}, {r["high"]:.1f}]</title>'
+                     f'<title>{escape(str(r["system"]))}: {r["rating"]:.{decimals}f} '
+                     f'[{r["low"]:.{decimals}f}, {r["high"]:.{decimals}f}]</title>'
                      "</circle>")
     base = top + row_height * len(rows) + 4
     parts.append(f'<line x1="{left}" y1="{base}" x2="{width - right}" y2="{base}" class="axis"/>')

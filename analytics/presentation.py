@@ -90,7 +90,9 @@ SECTIONS = [
     ("positional-bias", "Positional bias", None, "P(first shown chosen) over non-tie choices, exact binomial test "
      "against 0.5, Clopper-Pearson 95 % interval."),
     ("debiasing", "Debiasing judges with probabilities", None, "The threshold that makes the first-shown output "
-     "win half of the comparisons; accuracy against the human majority on the same pairs."),
+     "win half of the comparisons (the median of P(first) over both orders; comparisons exactly at it are decided "
+     "'first' the share of the time shown, at random, so that the half holds even when many tie there); accuracy "
+     "against the human majority on the same pairs (after debiasing: its expectation over that randomisation)."),
     ("cohen-kappa", "Agreement between raters", None, "Cohen's kappa for rater pairs with at least 10 shared pairs."),
     ("judge-metrics", "Judges against humans", None, "Agreement: each verdict (each presentation order on its own) "
      "against the human majority of its pair, a split (no single most common human answer, e.g. one vote each "
@@ -100,21 +102,27 @@ SECTIONS = [
      "MSE between multi-label vectors (primary; a tie counts as "
      "both outputs reasonable), coverage (the judge's choice is among the options most humans find reasonable, "
      "the reference code's COV), hit rate (the judge's choice equals the human majority's, the reference code's HR; "
-     "the blog finds it unreliable under indeterminacy), Cohen's kappa, KL(human || judge) and JS divergence of "
-     "the forced-choice distributions over (first system, second system, tie)."),
-    ("hybrid", "Humans and a judge in one estimate", None, "The first system's win rate from the human "
-     "judgments alone, and from the humans and the judge together (prediction-powered inference with power "
-     "tuning: the judge's verdicts on the items no human judged, corrected by how it differs from the humans on "
-     "the items both judged; lambda is the weight it earns, 0 = humans alone). Width ratio below 1: the judge "
-     "narrowed the interval. Weakly correlated judges earn little weight (bench/README.md measures it on PRD). "
-     "Design 'judge-disagreement (weighted)': people judged items drawn where the judges disagree, each with a "
-     "known chance, and both estimates weight each labelled item by one over its chance (analytics/core/ppi.py: "
-     "active_mean), so they stay unbiased; items judged outside the draw are left out."),
+     "the blog finds it unreliable under indeterminacy), Cohen's kappa over the three answers every pair offers (its "
+     "first system, its second, a tie) per verdict (each verdict against the human majority of its pair, as "
+     "agreement is counted) and per item (the judge's most common verdict on the pair over both orders against "
+     "the human majority: a judge that flips with the order counts as a tie there, so it is lower), KL(human || judge) and JS divergence of the forced-choice distributions over (first system, "
+     "second system, tie)."),
+    ("win-rate-estimates", "Win rates with honest intervals: people alone, and people with judges", None,
+     "Each system pair's win rate of its first system (ties half), estimated as the way its items were drawn allows: "
+     "from a random sample, people alone and people with each judge (and all judges together) in one estimate "
+     "(prediction-powered inference with the judge's weight tuned, or weighted by each item's known chance, or by "
+     "stratum); from items chosen on purpose (DiffUse, a threshold), only the mean of those items, which describes "
+     "them and nothing beyond. Every interval is a 95 % interval for the target named above it, checked to cover "
+     "on real data at 10 to 40 judged items (tests/analytics/core/test_coverage_prd.py). 'Worth' is how many "
+     "labels by people alone on a random sample the estimate is worth, measured from its own and that sample's "
+     "variance; on PRD the best judge was worth about 4 % more labels and all five judges together about 5 %, "
+     "so expect little from judges that agree with people on barely two questions in three."),
     ("hybrid-strengths", "Bradley-Terry strengths from humans and a judge", None, "Each system's Bradley-Terry "
      "rating (1000 + 400 log10-odds against the study's first system, the reference) from the humans alone and "
      "from the humans and the judge together (PPI++ with power tuning over all system pairs at once: a unit is "
-     "one item of one system pair, labelled where humans judged it). Width ratio below 1: the judge narrowed "
-     "the interval."),
+     "one item of one system pair, labelled where humans judged it); for items like these. Efficiency: the "
+     "squared ratio of the interval widths, how many units judged by people alone one unit with the judge is "
+     "worth (checked against the realised error on PRD)."),
     ("threshold-sweep", "Decision consistency over tau", "threshold-sweep", "Whether judge and humans agree that "
      "option A reaches tau, over a sweep of tau, and the judge's estimation bias."),
     ("beta-sensitivity", "Sensitivity to the human beta", "beta-sensitivity", "MSE when human multi-label vectors "
@@ -128,15 +136,16 @@ def empty_reason(name: str, data: dict) -> str:
     board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry"}
     if name in board and data[board[name]].get("reason"):
         return f"Not available: {data[board[name]]['reason']}."
-    weighted = sorted({f"{h['system_a']} vs {h['system_b']}" for h in data.get("hybrid", [])
-                       if h.get("design", "uniform") != "uniform"})
-    if name == "hybrid-strengths" and weighted:
-        return (f"Not computed: the items people judged for {', '.join(weighted)} were drawn where the judges "
-                "disagree, with unequal (known) chances, and this fit takes its labelled items for a uniform sample. "
-                "The win rates above weight each item by its chance.")
-    if name in ("hybrid", "hybrid-strengths"):
+    other = sorted({f"{e['system_a']} vs {e['system_b']}" for e in data.get("win_rate_estimates", [])
+                    if e["design"] not in ("uniform", "unrecorded")})
+    if name == "hybrid-strengths" and other:
+        return (f"Not computed: the items people judged for {', '.join(other)} were not a uniform random sample, and "
+                "this fit takes its labelled items for one. The win rates above use each pair's own design.")
+    if name == "hybrid-strengths":
         return ("Needs a judge's verdicts on items humans judged (at least two) and on items they did not: import "
                 "a judge that judged more of the study than the humans.")
+    if name == "win-rate-estimates":
+        return "No system pair has two or more items judged by people yet."
     if name in ("debiasing", "judge-metrics", "threshold-sweep", "beta-sensitivity"):
         return ("No judge has judged the pairs the humans judged (with probabilities, for debiasing): import a "
                 "judge's verdicts on the study page.")
@@ -168,12 +177,24 @@ def sections(data: dict) -> list[dict]:
     return out
 
 
+def win_rate_blocks(data: dict) -> list[dict]:
+    """The win-rate estimates as the page shows them: per system pair, a sentence on the design and the target,
+    an interval plot of its estimates and their rows in words."""
+    blocks = []
+    for entry in data.get("win_rate_estimates", []):
+        rows = [{"system": e["label"], "rating": e["estimate"], "low": e["low"], "high": e["high"]}
+                for e in entry["estimates"]]
+        blocks.append({**entry, "figure": plots.interval_plot(rows, label=f"win rate of {entry['system_a']}",
+                                                                   decimals=3)})
+    return blocks
+
+
 def render_body(study, population: Population, data: dict) -> str:
     """The report page's body (everything below the population form) as HTML, from our templates (every value
     escaped); stored with the report and inserted as it is."""
     return render_to_string("analytics/_report_body.html", {
         "study": study, "report": data, "sections": sections(data), "headlines": headlines(data),
-        "query": urlencode(population.query())})
+        "win_rates": win_rate_blocks(data), "query": urlencode(population.query())})
 
 
 def summary(data: dict) -> dict:

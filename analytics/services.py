@@ -38,7 +38,8 @@ from annotation.models import Comparison, Judgment, Skip, Study
 from selection import services as selection_services
 from selection.core.stopping import stopping_status
 from selection.models import ItemSeparability
-from selection.strategies import strategy_parameters
+from selection.services import UNRECORDED, SampleDesign
+from selection.strategies import PURPOSIVE, STRATIFIED, UNIFORM, WEIGHTED, strategy_parameters
 
 BETA_SWEEP = np.round(np.linspace(0.0, 0.5, 11), 2)
 # A judge is ranked against the humans only on at least this many pairs both judged; fewer are shown, unranked.
@@ -253,7 +254,8 @@ def analysis_parameters(study: Study) -> dict[str, Any]:
     return {"k": stored.elo_k, "T": weight["T"], "alpha": weight["alpha"], "beta": weight["beta"],
             "bootstrap_rounds": stored.bootstrap_rounds, "seed": study.seed, "order": "creation time",
             "separability_metric": weight["metric"], "aggregation": stored.rating_aggregation,
-            "indeterminacy_beta": stored.indeterminacy_beta, "risk": selection.risk,
+            "indeterminacy_beta": stored.indeterminacy_beta, "estimate_target": stored.estimate_target,
+            "risk": selection.risk,
             "ties_count_in_n": selection.stopping_ties_in_n}
 
 
@@ -467,6 +469,7 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
     verdicts = _verdicts_against(human_by_pair, judge_by_pair, units, "tie")
     sided = [r for _, r in verdicts if r.effective_choice in ("a", "b")]
     sweep = indeterminacy.threshold_sweep(omega_h, omega_j, option=0)
+    kappa_per_item = agreement.cohen_kappa([h for h, _ in both], [j for _, j in both]) if both else float("nan")
     return {
         "units": len(units),
         "verdicts": len(verdicts),
@@ -480,7 +483,13 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
         "mse": indeterminacy.mse(omega_h, omega_j),
         "hit_rate": indeterminacy.hit_rate(human_choice, judge_choice),
         "coverage": indeterminacy.coverage(omega_h, judge_choice),
-        "kappa": agreement.cohen_kappa([h for h, _ in both], [j for _, j in both]) if both else float("nan"),
+        # Cohen's kappa two ways: per item (the judge's plurality over its verdicts on the pair, both orders, against
+        # the human majority: a judge that flips with the order counts as a tie) and per verdict (each verdict on
+        # its own against the human majority of its pair, as agreement is counted)
+        "kappa": kappa_per_item,  # the name the ranking and earlier reports use
+        "kappa_per_item": kappa_per_item,
+        "kappa_per_verdict": (agreement.cohen_kappa([h for h, _ in verdicts], [r.effective_choice for _, r in verdicts])
+                              if verdicts else float("nan")),
         "kl": indeterminacy.kl_divergence(fc_h, fc_j),
         "jsd": indeterminacy.js_divergence(fc_h, fc_j),
         "omega_human_mean": np.nanmean(omega_h, axis=0) if len(units) else [None, None],
@@ -521,109 +530,133 @@ def _system_pairs(study: Study) -> list[tuple[str, str]]:
             for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b")]
 
 
-@dataclasses.dataclass(frozen=True)
-class Design:
-    """A system pair's people-labelled sample drawn with known, unequal inclusion probabilities (the
-    judge-disagreement strategy): the candidates it drew from and each chosen item's probability (item ids)."""
+ALL_JUDGES = "all judges"  # the several-judges predictor: the mean of every judge's verdicts on an item
 
-    method: str
-    candidates: list[int]
-    inclusion: dict[int, float]
-
-
-def weighted_designs(study: Study) -> dict[tuple[str, str], Design]:
-    """System pair -> its design, for the pairs whose latest selection run states inclusion probabilities."""
-    from selection.models import SelectionRun
-
-    runs = {}
-    for run in SelectionRun.objects.filter(study=study, comparison__isnull=False).order_by("created", "id"):
-        runs[(run.system_a, run.system_b)] = run  # the latest run of each pair wins
-    ids = dict(study.items.values_list("external_id", "id"))
-    out = {}
-    for pair, run in runs.items():
-        inclusion, candidates = run.details.get("inclusion"), run.details.get("candidate_items")
-        if inclusion and candidates:
-            out[pair] = Design(run.method, [ids[c] for c in candidates if c in ids],
-                               {ids[i]: float(p) for i, p in zip(run.items, inclusion, strict=True) if i in ids})
-    return out
+DESIGN_WORDS = {
+    UNIFORM: "a uniform random sample",
+    WEIGHTED: "a random sample with unequal, known chances (each judged item weighted by one over its chance)",
+    STRATIFIED: "a stratified random sample (each stratum weighted by its size)",
+    PURPOSIVE: "items chosen on purpose",
+    UNRECORDED: "items chosen in a way no selection run records",
+}
 
 
-def _weighted_estimates(design: Design, y_by: dict[int, float], f_by: dict[int, float]):
-    """(human-only, hybrid, labelled, judge-only) under a weighted design: the people's labels on the items the
-    design chose (labels elsewhere were not drawn with a known chance and are left out), each item's inclusion
-    probability scaled by the share of the chosen items labelled so far (released in random order, so the labelled
-    ones are a random part of the draw); the judge's score on every candidate, 1/2 where it gave none."""
-    population = np.array(design.candidates)
-    sampled = np.array([i in design.inclusion and i in y_by for i in design.candidates])
-    done = int(sampled.sum())
-    if done < 2:
-        return None
-    share = done / len(design.inclusion)
-    pi = np.array([design.inclusion.get(i, 1.0) * share for i in design.candidates])
-    y = np.array([y_by.get(i, np.nan) for i in design.candidates])
-    f = np.array([f_by.get(i, 0.5) for i in design.candidates])
-    human = ppi.active_mean(y, f, pi, sampled, lam=0.0)
-    hybrid = ppi.active_mean(y, f, pi, sampled)
-    return human, hybrid, done, int(population.size) - done
+def _estimate_row(name: str, label: str, judge: str | None, est: ppi.MeanEstimate) -> dict:
+    return {"estimator": name, "label": label, "judge": judge, "labelled": est.n_labelled,
+            "judge_only": est.n_unlabelled, "estimate": est.estimate, "low": est.low, "high": est.high,
+            "lambda": None if math.isnan(est.lam) else est.lam, "efficiency": est.efficiency,
+            "labels_worth": est.efficiency * est.n_labelled, "target": est.target}
 
 
-def hybrid_report(study: Study, humans: list[Row], judges: list[Row],
-                  designs: dict[tuple[str, str], Design] | None = None) -> list[dict]:
-    """Per judge and system pair: the first system's win rate from the humans alone and from the humans and the
-    judge in one estimate (prediction-powered inference with power tuning, analytics/core/ppi.py). Per item,
-    Y = the human judgments' mean score for the first system (1 a win, 1/2 a tie, 0 a loss) and f = the judge's
-    mean score; labelled are the items with both, the judge alone covers the others. Human-only uses the same
-    labelled items, so the two intervals compare like with like. A pair whose people-labelled items were drawn
-    with unequal known probabilities (``weighted_designs``) is estimated with inverse-probability weights, both
-    ways (``ppi.active_mean``; human-only is then the people alone, weighted). ``designs``: the study's
-    ``weighted_designs`` when the caller has them."""
+def _pair_estimates(design: SampleDesign, y_by: dict[int, float], predictors: dict[str, dict[int, float]],
+                    finite: bool) -> tuple[int, list[dict], str]:
+    """The win-rate estimates one design allows: (labelled items, rows, why none when empty). ``predictors``: judge
+    name -> the judge's score per item (``ALL_JUDGES``: every judge's verdicts pooled); an item a judge did not
+    score takes 1/2, a fixed value that keeps the estimate unbiased."""
+    frame = design.frame
+    drawn = set(design.chosen) if design.kind != UNRECORDED else set(frame)
+    labelled = [i for i in frame if i in y_by and i in drawn]
+    n = len(labelled)
+    if n < 2:
+        return n, [], "needs two or more judged items of the sample"
+    y = np.array([y_by.get(i, np.nan) for i in frame])
+    sampled = np.array([i in y_by and i in drawn for i in frame])
+    rows = []
+    if design.kind in (UNIFORM, UNRECORDED):  # unrecorded: only a census reaches here
+        people = ppi.classical_mean(y[sampled], population_size=len(frame) if finite else None)
+        rows.append(_estimate_row("people", "People alone", None, people))
+        rest = [i for i in frame if i not in set(labelled)]
+        if rest:
+            for name, f_by in predictors.items():
+                if not any(i in f_by for i in rest):
+                    continue  # a judge that scored none of the items people did not judge adds nothing
+                f_lab = np.array([f_by.get(i, 0.5) for i in labelled])
+                f_rest = np.array([f_by.get(i, 0.5) for i in rest])
+                est = ppi.ppi_mean(y[sampled], f_lab, f_rest, finite=finite)
+                label = "People + all judges (their mean verdict)" if name == ALL_JUDGES else f"People + {name}"
+                rows.append(_estimate_row("ppi", label, name, est))
+    elif design.kind == WEIGHTED:
+        share = n / len(design.inclusion)  # released in random order: the judged ones are a random part of the draw
+        pi = np.array([design.inclusion.get(i, 1.0) * share for i in frame])
+        people = ppi.active_mean(y, np.full(len(frame), 0.5), pi, sampled, lam=0.0, finite=finite)
+        rows.append(_estimate_row("weighted", "People alone, weighted", None, people))
+        for name, f_by in predictors.items():
+            f = np.array([f_by.get(i, 0.5) for i in frame])
+            est = ppi.active_mean(y, f, pi, sampled, finite=finite)
+            label = "People + all judges, weighted" if name == ALL_JUDGES else f"People + {name}, weighted"
+            rows.append(_estimate_row("weighted", label, name, est))
+    elif design.kind == STRATIFIED:
+        strata = ppi.merge_strata(np.array([design.strata.get(i, -1) for i in frame]), sampled)
+        est = ppi.stratified_mean(y, strata, sampled, finite=finite)
+        rows.append(_estimate_row("stratified", f"People alone, {int(strata.max()) + 1} strata", None, est))
+    return n, rows, ""
+
+
+def win_rate_estimates(study: Study, humans: list[Row], judges: list[Row],
+                       designs: dict[tuple[str, str], SampleDesign] | None = None) -> list[dict]:
+    """Per system pair: the first system's win rate among the items people judged, estimated the way the pair's
+    sample design allows (``selection.services.sample_designs``), for the study's target (items like these, or
+    these items with the finite-population correction; analytics/core/ppi.py):
+
+    - a probability sample: people alone (the labelled mean, weighted by one over each item's chance, or by
+      stratum) and, for each judge and for all judges together, people and the judge in one estimate
+      (prediction-powered with power tuning on a uniform sample, the weighted difference estimator on a weighted
+      one; a stratified sample already uses its strata). Each with its 95 % interval and what it is worth in
+      labels by people alone on a uniform sample (``MeanEstimate.efficiency``, checked against the realised
+      efficiency on PRD by tests/analytics/core/test_coverage_prd.py);
+    - items chosen on purpose (DiffUse, a threshold) or a draw no run records: the mean over the judged items,
+      which describes those items only, and why no estimate beyond them is given.
+
+    Per item, Y = the humans' mean score for the first system (1 a win, 1/2 a tie, 0 a loss), f = a judge's."""
+    designs = selection_services.sample_designs(study) if designs is None else designs
+    finite = analysis_parameters(study)["estimate_target"] == "these_items"
+    judge_names = sorted({r.rater for r in judges})
     out = []
-    pairs = _system_pairs(study)
-    designs = weighted_designs(study) if designs is None else designs
-    for name in sorted({r.rater for r in judges}):
-        rows = [r for r in judges if r.rater == name]
-        for pair in pairs:
-            y_by, f_by = _item_scores(humans, pair), _item_scores(rows, pair)
-            design = designs.get(pair)
-            if design is not None:
-                found = _weighted_estimates(design, y_by, f_by)
-                if found is None:
-                    continue
-                human, hybrid, labelled, rest = found
-            else:
-                labelled_items = sorted(set(y_by) & set(f_by))
-                rest_items = sorted(set(f_by) - set(y_by))
-                if len(labelled_items) < 2 or not rest_items:
-                    continue
-                y = np.array([y_by[i] for i in labelled_items])
-                human = ppi.classical_mean(y)
-                hybrid = ppi.ppi_mean(y, np.array([f_by[i] for i in labelled_items]),
-                                      np.array([f_by[i] for i in rest_items]))
-                labelled, rest = len(labelled_items), len(rest_items)
-            out.append({"judge": name, "system_a": pair[0], "system_b": pair[1],
-                        "design": f"{design.method} (weighted)" if design else "uniform", "labelled": labelled,
-                        "judge_only": rest, "human_only": human.estimate, "human_low": human.low,
-                        "human_high": human.high, "hybrid": hybrid.estimate, "low": hybrid.low, "high": hybrid.high,
-                        "lambda": hybrid.lam,
-                        "width_ratio": hybrid.width / human.width if human.width else None})
+    for pair in _system_pairs(study):
+        design = designs.get(pair)
+        if design is None:
+            continue
+        y_by = _item_scores(humans, pair)
+        predictors = {name: _item_scores([r for r in judges if r.rater == name], pair) for name in judge_names}
+        if len(judge_names) > 1:
+            predictors[ALL_JUDGES] = _item_scores(judges, pair)
+        predictors = {name: f_by for name, f_by in predictors.items() if f_by}
+        entry = {"system_a": pair[0], "system_b": pair[1], "method": design.method, "design": design.kind,
+                 "design_words": DESIGN_WORDS[design.kind], "frame": len(design.frame),
+                 "target": ppi.THESE_ITEMS if finite else ppi.ITEMS_LIKE_THESE, "estimates": [], "reason": "",
+                 "description": None}
+        judged = [i for i in (design.chosen or design.frame) if i in y_by]
+        if design.probability_sample or (design.kind == UNRECORDED and _census(design, y_by)):
+            entry["labelled"], entry["estimates"], entry["reason"] = _pair_estimates(design, y_by, predictors, finite)
+        else:
+            entry["labelled"] = len(judged)
+            entry["reason"] = design.reason  # the page: the mean describes the judged items only, and why
+            if judged:
+                entry["description"] = float(np.mean([y_by[i] for i in judged]))
+        out.append(entry)
     return out
 
 
 def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row],
-                     designs: dict[tuple[str, str], Design] | None = None) -> list[dict]:
+                     designs: dict[tuple[str, str], SampleDesign] | None = None) -> list[dict]:
     """Per judge: Bradley-Terry strengths of every system from the humans alone and from the humans and the judge
     (PPI++ logistic M-estimation, analytics/core/ppi.py), on the Arena scale against the study's first system
     (1000 + 400 log10-odds; that system is the reference, without an interval). A unit is one item of one system
-    pair: Y the humans' mean score for its first system, f the judge's; labelled where both judged it."""
+    pair: Y the humans' mean score for its first system, f the judge's; labelled where both judged it. Only when
+    every system pair's items were drawn uniformly at random (or all judged): the fit takes its labelled units for
+    a uniform sample. ``efficiency``: the squared ratio of the two intervals' widths, what one labelled unit with
+    the judge is worth in units by people alone (checked against the realised ratio of mean squared errors on PRD
+    by tests/analytics/core/test_coverage_prd.py)."""
     systems = list(study.systems.order_by("id").values_list("name", flat=True))
     index = {s: i for i, s in enumerate(systems)}
 
     def arena(theta: float) -> float:  # log-odds against the reference -> 1000 + 400 log10-odds
         return ratings.INITIAL + ratings.SCALE / math.log(ratings.BASE) * theta
 
-    designs = weighted_designs(study) if designs is None else designs
-    if designs:  # its M-estimation takes the labelled units for a uniform sample; a weighted one would bias it
-        return []
+    designs = selection_services.sample_designs(study) if designs is None else designs
+    for pair, design in designs.items():
+        if design.kind != UNIFORM and not (design.kind == UNRECORDED and _census(design, _item_scores(humans, pair))):
+            return []  # its M-estimation takes the labelled units for a uniform sample; any other would bias it
     pairs = _system_pairs(study)
     out = []
     for name in sorted({r.rater for r in judges}):
@@ -650,8 +683,13 @@ def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row],
                         "human_only": arena(human.theta[i]), "human_low": arena(human.low[i]),
                         "human_high": arena(human.high[i]), "hybrid": arena(hybrid.theta[i]),
                         "low": arena(hybrid.low[i]), "high": arena(hybrid.high[i]), "lambda": hybrid.lam,
-                        "width_ratio": (hybrid.high[i] - hybrid.low[i]) / width if width else None})
+                        "efficiency": (width / (hybrid.high[i] - hybrid.low[i])) ** 2 if width else None})
     return out
+
+
+def _census(design: SampleDesign, y_by: dict[int, float]) -> bool:
+    """Whether people judged every item a design stands for (a census needs no record of how items were drawn)."""
+    return bool(design.frame) and all(i in y_by for i in design.frame)
 
 
 def separability_report(study: Study) -> dict:
@@ -679,7 +717,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
     rows = admitted(every, population)
     reference = admitted(every, population.humans()) + [r for r in every if r.kind == "judge"]
     humans, judges = [r for r in reference if r.kind == "human"], [r for r in reference if r.kind == "judge"]
-    designs = weighted_designs(study)
+    designs = selection_services.sample_designs(study)
     systems = list(study.systems.values_list("name", flat=True))
     deltas = separability_by_item(study)
     kinds: dict[str, int] = defaultdict(int)
@@ -707,6 +745,6 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "agreement": agreement_report(rows),
         "indeterminacy": indeterminacy_report(study, reference),
         "hybrid_strengths": hybrid_strengths(study, humans, judges, designs),
-        "hybrid": hybrid_report(study, humans, judges, designs),
+        "win_rate_estimates": win_rate_estimates(study, humans, judges, designs),
     }
     return clean(report)

@@ -47,9 +47,9 @@ def report_tables(report: dict) -> dict[str, Table]:
            for kind, p in bias["populations"].items()],
     )
     tables["debiasing"] = (
-        ["judge", "threshold", "p_first_before", "p_first_after", "accuracy_before", "accuracy_after",
-         "compared_with_humans"],
-        [[name, d["threshold"], d["first_rate_before"], d["first_rate_after"], d["accuracy_before"],
+        ["judge", "threshold", "first_at_threshold", "p_first_before", "p_first_after", "accuracy_before",
+         "accuracy_after", "compared_with_humans"],
+        [[name, d["threshold"], d.get("tie_share"), d["first_rate_before"], d["first_rate_after"], d["accuracy_before"],
           d["accuracy_after"], d["compared_with_humans"]] for name, d in bias["debiasing"].items()],
     )
     tables["cohen-kappa"] = (["rater_1", "rater_2", "overlap", "kappa"],
@@ -58,10 +58,10 @@ def report_tables(report: dict) -> dict[str, Table]:
     ind = report["indeterminacy"]
     tables["judge-metrics"] = (
         ["judge", "units", "verdicts", "agreement", "agreement_split_first", "agreement_split_left_out", "p_first",
-         "first_share", "mse", "coverage", "hit_rate", "kappa", "kl", "jsd", "beta_hat"],
+         "first_share", "mse", "coverage", "hit_rate", "kappa_per_verdict", "kappa_per_item", "kl", "jsd", "beta_hat"],
         [[name, j["units"], j["verdicts"], j["agreement"], j["agreement_split_first"], j["agreement_split_left_out"],
-          j["p_first"], j["first_share"], j["mse"], j["coverage"], j["hit_rate"], j["kappa"], j["kl"], j["jsd"],
-          j["beta_hat"]] for name, j in ind["judges"].items()],
+          j["p_first"], j["first_share"], j["mse"], j["coverage"], j["hit_rate"], j.get("kappa_per_verdict"),
+          j["kappa"], j["kl"], j["jsd"], j["beta_hat"]] for name, j in ind["judges"].items()],
     )
     tables["threshold-sweep"] = (
         ["judge", "tau", "decision_consistency", "estimation_bias"],
@@ -71,12 +71,20 @@ def report_tables(report: dict) -> dict[str, Table]:
     tables["beta-sensitivity"] = (["judge", "beta", "mse"], [[name, b["beta"], b["mse"]]
                                                              for name, j in ind["judges"].items()
                                                              for b in j["beta_sensitivity"]])
-    columns = ["judge", "system_a", "system_b", "design", "labelled", "judge_only", "human_only", "human_low",
-               "human_high", "hybrid", "low", "high", "lambda", "width_ratio"]
-    # a report stored before designs were told apart has no "design": its samples were uniform
-    tables["hybrid"] = (columns, [[h.get(c, "uniform") if c == "design" else h[c] for c in columns]
-                                  for h in report.get("hybrid", [])])
+    columns = ["system_a", "system_b", "design", "method", "target", "estimator", "judge", "labelled", "judge_only",
+               "estimate", "low", "high", "efficiency", "labels_worth", "lambda"]
+    rows = []
+    for e in report.get("win_rate_estimates", []):
+        for est in e["estimates"]:
+            rows.append([e["system_a"], e["system_b"], e["design"], e["method"], est["target"], est["label"],
+                         est["judge"], est["labelled"], est["judge_only"], est["estimate"], est["low"], est["high"],
+                         est["efficiency"], est["labels_worth"], est["lambda"]])
+        if e["description"] is not None:  # items chosen on purpose: their mean, describing them only
+            rows.append([e["system_a"], e["system_b"], e["design"], e["method"], "the judged items only",
+                         "mean of the judged items", None, e["labelled"], None, e["description"], None, None, None,
+                         None, None])
+    tables["win-rate-estimates"] = (columns, rows)
     columns = ["judge", "system", "labelled", "judge_only", "human_only", "human_low", "human_high", "hybrid", "low",
-               "high", "lambda", "width_ratio"]
-    tables["hybrid-strengths"] = (columns, [[h[c] for c in columns] for h in report.get("hybrid_strengths", [])])
+               "high", "lambda", "efficiency"]
+    tables["hybrid-strengths"] = (columns, [[h.get(c) for c in columns] for h in report.get("hybrid_strengths", [])])
     return tables

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -73,4 +74,104 @@ def load(folder: Path = PRD) -> list[PairData]:
         out.append(PairData(pair, questions, np.array([np.mean(by_question[q]) for q in questions]),
                             {j: np.array([np.mean(judges[j][pair][q]) for q in questions]) for j in JUDGES},
                             verdicts))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The simulation behind the coverage suite and bench/hybrid_prd.py: each pair's ~80 questions stand for the
+# population the questions come from. For *items like these*, a study is POOL questions drawn from them at random
+# (with replacement) and the target the mean of Y over the 80; for *these items*, the study is the 80 questions and
+# the target their mean. People label n questions by each design; every estimate is the product's
+# (analytics/core/ppi.py) on the product's designs (selection/core/sampling.py).
+
+POOL = 64
+
+
+def design_estimates(pair: PairData, n: int, rounds: int, rng: np.random.Generator, finite: bool,
+                     judges: tuple[str, ...] = ("gpt4",)) -> dict[str, list]:
+    """Estimator name -> its estimate in each of ``rounds`` simulated studies of ``pair`` with n labels: people
+    alone, people + each of ``judges`` and + all judges (a uniform sample), the judge-disagreement design and the
+    judges' strata with proportional and defensive Neyman allocation (all judges' mean verdict)."""
+    from analytics.core import ppi
+    from selection.core.sampling import (
+        active_inclusion,
+        judge_disagreement,
+        judge_stratified_selection,
+        systematic_pps,
+    )
+
+    out: dict[str, list] = defaultdict(list)
+    size = POOL if not finite else len(pair.y)
+    fixed_pi = None if not finite else active_inclusion(judge_disagreement(pair.verdicts), n, 0.5)
+    for _ in range(rounds):
+        if finite:
+            index = np.arange(size)
+            labelled = np.zeros(size, dtype=bool)
+            labelled[rng.choice(size, n, replace=False)] = True
+        else:
+            index = rng.integers(0, len(pair.y), size)
+            labelled = np.arange(size) < n  # the pool is in random order: its first n are a uniform sample
+        y, f_all, verdicts = pair.y[index], pair.f_all[index], pair.verdicts[index]
+        out["people"].append(ppi.classical_mean(y[labelled], population_size=size if finite else None))
+        for judge in judges:
+            f = pair.f[judge][index]
+            out[f"people + {judge}"].append(ppi.ppi_mean(y[labelled], f[labelled], f[~labelled], finite=finite))
+        out["people + all judges"].append(ppi.ppi_mean(y[labelled], f_all[labelled], f_all[~labelled],
+                                                       finite=finite))
+        pi = fixed_pi if finite else active_inclusion(judge_disagreement(verdicts), n, 0.5)
+        drawn = np.zeros(size, dtype=bool)
+        drawn[systematic_pps(pi, rng)] = True
+        out["judge-disagreement design"].append(ppi.active_mean(np.where(drawn, y, np.nan), f_all, pi, drawn,
+                                                                finite=finite))
+        for name, neyman in (("judges' strata, proportional", False), ("judges' strata, Neyman", True)):
+            chosen, strata, _ = judge_stratified_selection(f_all, n, rng, neyman=neyman)
+            drawn = np.zeros(size, dtype=bool)
+            drawn[chosen] = True
+            out[name].append(ppi.stratified_mean(np.where(drawn, y, np.nan), strata, drawn, finite=finite))
+    return out
+
+
+def reference_mse(pair: PairData, n: int, finite: bool) -> float:
+    """The mean squared error of people alone with n labels drawn at random, exactly: sigma^2 / n over the 80 for
+    items like these, (1 - n / N) S^2 / n for these N items."""
+    if finite:
+        return (1 - n / len(pair.y)) * float(np.var(pair.y, ddof=1)) / n
+    return float(np.var(pair.y)) / n
+
+
+def summarise(estimates: list, truth: float) -> tuple[float, float, float, float]:
+    """(coverage, mean squared error, mean width, mean claimed efficiency) of a list of ``MeanEstimate``."""
+    values = np.array([(e.estimate, e.low, e.high, e.efficiency) for e in estimates])
+    covered = np.mean((values[:, 1] <= truth + 1e-12) & (truth - 1e-12 <= values[:, 2]))
+    return (float(covered), float(np.mean((values[:, 0] - truth) ** 2)), float(np.mean(values[:, 2] - values[:, 1])),
+            float(values[:, 3].mean()))
+
+
+def pair_summaries(pair: PairData, n: int, rounds: int, seed: int, finite: bool) -> dict[str, tuple]:
+    """Per estimator of ``design_estimates``: (coverage, mean squared error, people alone's exact mean squared
+    error, mean claimed efficiency) over ``rounds`` simulated studies of ``pair``."""
+    rng = np.random.default_rng([seed, n, int(finite), zlib.crc32("/".join(pair.pair).encode())])
+    truth = float(pair.y.mean())
+    out = {}
+    for name, estimates in design_estimates(pair, n, rounds, rng, finite).items():
+        coverage, mse, _, claimed = summarise(estimates, truth)
+        out[name] = (coverage, mse, reference_mse(pair, n, finite), claimed)
+    return out
+
+
+def all_summaries(pairs: list[PairData], n: int, rounds: int, seed: int, finite: bool,
+                  processes: int = 2) -> dict[str, list[tuple]]:
+    """``pair_summaries`` of every pair, in ``processes`` worker processes: estimator -> one tuple per pair."""
+    import multiprocessing
+
+    jobs = [(pair, n, rounds, seed, finite) for pair in pairs]
+    if processes > 1:
+        with multiprocessing.get_context("fork").Pool(processes) as workers:
+            results = workers.starmap(pair_summaries, jobs)
+    else:
+        results = [pair_summaries(*job) for job in jobs]
+    out: dict[str, list[tuple]] = defaultdict(list)
+    for by_name in results:
+        for name, row in by_name.items():
+            out[name].append(row)
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import zlib
 from collections.abc import Callable
@@ -14,7 +15,17 @@ from selection import embedding
 from selection.core import separability as sep
 from selection.core.diffuse import Dendrogram, difference_vectors, ward_tree
 from selection.models import ItemSeparability, SelectionRun, SeparabilityRun, StoredTree
-from selection.strategies import SelectionContext, get_strategy
+from selection.strategies import (
+    PURPOSIVE,
+    STRATEGIES,
+    STRATIFIED,
+    UNIFORM,
+    WEIGHTED,
+    SelectionContext,
+    get_strategy,
+)
+
+LIVE_METHOD = "diffuse-iterative"
 
 Progress = Callable[[int, int], None]
 
@@ -205,8 +216,11 @@ def run_selection(study: Study, comparison: Comparison, method: str, budget: int
     pair_key = zlib.crc32(f"{comparison.system_a.name}\x00{comparison.system_b.name}".encode())
     rng = np.random.default_rng([seed, pair_key])
     chosen = [items[i] for i in strategy.select(context, budget, rng)]
-    if "inclusion" in context.notes:  # a design with known inclusion probabilities: keep what it drew from
-        context.notes["candidate_items"] = [i.external_id for i in items]
+    frame = context.notes.pop("frame", None)
+    if strategy.design != PURPOSIVE and (frame is not None or len(chosen) < len(items)):
+        # a sample of part of the candidates: keep what it was drawn from (selection.services.sample_designs)
+        context.notes["candidate_items"] = [items[i].external_id for i in (range(len(items)) if frame is None
+                                                                             else frame)]
     run = SelectionRun.objects.create(
         study=study, comparison=comparison, system_a=comparison.system_a.name, system_b=comparison.system_b.name,
         method=method, params=dict(params or {}), budget=budget, seed=seed, items=[i.external_id for i in chosen],
@@ -262,4 +276,70 @@ def chosen_items(study: Study) -> list[dict]:
                       for item_id, external_id in released.get(c.pk, [])],
             "has_clusters": bool(sizes), "has_inclusion": bool(chances),
         })
+    return out
+
+
+UNRECORDED = "unrecorded"
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleDesign:
+    """How the items people judge for one system pair were drawn: the one home of "what kind of sample is this",
+    read by the report's estimates (analytics.services) and the selection page. Built from the pair's latest
+    selection run (or its live iterative run).
+
+    ``kind``: strategies.UNIFORM (every frame item had the same chance), WEIGHTED (unequal chances, stored),
+    STRATIFIED (a fixed share of each stratum, stored with the strata), PURPOSIVE (chosen on purpose: a mean over
+    the judged items describes them and estimates nothing beyond them; ``reason`` says why) or UNRECORDED (no
+    selection run says how the items were chosen)."""
+
+    method: str
+    kind: str
+    frame: list[int]  # the item ids the sample stands for (the candidates it was drawn from)
+    chosen: list[int]  # the item ids drawn, in release order
+    inclusion: dict[int, float]  # chosen item id -> its inclusion probability (weighted and stratified designs)
+    strata: dict[int, int]  # frame item id -> its stratum (stratified designs)
+    reason: str = ""
+
+    @property
+    def probability_sample(self) -> bool:
+        return self.kind in (UNIFORM, WEIGHTED, STRATIFIED)
+
+
+def sample_designs(study: Study) -> dict[tuple[str, str], SampleDesign]:
+    """(system a, system b) of each comparison -> how its items were drawn (``SampleDesign``)."""
+    from selection.models import IterativeRun
+
+    ids = dict(study.items.values_list("external_id", "id"))
+    all_items = list(study.items.order_by("position").values_list("id", flat=True))
+    runs = {}
+    for run in SelectionRun.objects.filter(study=study, comparison__isnull=False).order_by("created", "id"):
+        runs[run.comparison_id] = run  # the latest run of each pair wins
+    live = {run.comparison_id: run for run in IterativeRun.objects.filter(study=study)}
+    out = {}
+    for c in study.comparisons.select_related("system_a", "system_b"):
+        pair = (c.system_a.name, c.system_b.name)
+        if c.pk in live:
+            strategy = get_strategy(LIVE_METHOD)
+            out[pair] = SampleDesign(LIVE_METHOD, PURPOSIVE, [], [], {}, {}, strategy.purposive_reason)
+            continue
+        run = runs.get(c.pk)
+        if run is None:
+            out[pair] = SampleDesign("", UNRECORDED, all_items, [], {}, {},
+                                     "no selection run records how the judged items were chosen")
+            continue
+        strategy = STRATEGIES.get(run.method)
+        kind = strategy.design if strategy else UNRECORDED
+        chosen = [ids[i] for i in run.items if i in ids]
+        frame_ids = run.details.get("candidate_items")
+        frame = [ids[i] for i in frame_ids if i in ids] if frame_ids is not None else chosen
+        if frame_ids is None and len(chosen) < run.candidates and kind != PURPOSIVE:
+            kind = UNRECORDED  # a sample stored before its candidates were kept: what it stands for is unknown
+        inclusion = {ids[i]: float(p) for i, p in zip(run.items, run.details.get("inclusion", []), strict=False)
+                     if i in ids}
+        strata = {ids[i]: int(h) for i, h in zip(frame_ids or [], run.details.get("strata", []), strict=False)
+                  if i in ids}
+        reason = (strategy.purposive_reason if kind == PURPOSIVE and strategy else
+                  "the selection run does not record what its items were drawn from" if kind == UNRECORDED else "")
+        out[pair] = SampleDesign(run.method, kind, frame, chosen, inclusion, strata, reason)
     return out

@@ -104,6 +104,13 @@ class SelectionContext:
         return deltas
 
 
+# What kind of sample a strategy draws (selection.services.SampleDesign reads it): a probability sample whose
+# every item's chance is known -- equal ("uniform"), unequal and stored ("weighted"), or fixed per stratum and stored
+# with the strata ("stratified") -- or items chosen on purpose ("purposive"), for which a mean over the labelled
+# items describes those items and estimates nothing beyond them.
+UNIFORM, WEIGHTED, STRATIFIED, PURPOSIVE = "uniform", "weighted", "stratified", "purposive"
+
+
 @dataclasses.dataclass(frozen=True)
 class Strategy:
     name: str
@@ -111,6 +118,9 @@ class Strategy:
     help: str
     select_fn: Callable[[SelectionContext, int, np.random.Generator], np.ndarray]
     uses_separability: bool = False
+    design: str = UNIFORM
+    # purposive designs: why the items people judge say nothing about the rest, in a person's words
+    purposive_reason: str = ""
     # A sampling strategy that is asked for every item selects every item: release them in random
     # order without computing anything (no encoder for a study that sends all its items to raters).
     takes_all_at_random: bool = False
@@ -158,14 +168,49 @@ def _diffuse(context: SelectionContext, budget: int, notes: dict | None = None) 
 
 
 def _weighted(context: SelectionContext, budget: int, rng) -> np.ndarray:
+    """Items drawn with probability proportional to the sep-ELO logistic of their separability (an item without
+    separability takes the weight of 0), by systematic sampling, so each item's inclusion probability is known
+    exactly and stored (aligned with the chosen items) for the report's weighted estimate."""
     weights = sampling.separability_weight(np.nan_to_num(context.deltas, nan=0.0), context.param("T"),
                                            context.param("alpha"), context.param("beta"))
-    return sampling.weighted_selection(weights, budget, rng)
+    pi = sampling.inclusion_probabilities(weights, budget)
+    chosen = sampling.systematic_pps(pi, rng)
+    context.notes["inclusion"] = [float(p) for p in pi[chosen]]
+    return chosen
 
 
 def _value_stratified(context: SelectionContext, budget: int, rng) -> np.ndarray:
+    """Equal counts from each separability bin: a stratified sample over the items with a separability, each bin's
+    items drawn uniformly, so an item's chance is its bin's count over its bin's size (stored with the bins)."""
     defined = np.flatnonzero(~np.isnan(context.deltas))
-    return defined[sampling.value_stratified_selection(context.deltas[defined], budget, rng, context.param("bins"))]
+    values = context.deltas[defined]
+    chosen = sampling.value_stratified_selection(values, budget, rng, context.param("bins"))
+    bins = sampling.value_bins(values, context.param("bins"))
+    sizes = np.bincount(bins, minlength=int(context.param("bins")))
+    counts = np.bincount(bins[chosen], minlength=sizes.size)
+    _stratified_notes(context, defined, bins, (counts / np.maximum(sizes, 1))[bins[chosen]])
+    return defined[chosen]
+
+
+def _stratified_notes(context: SelectionContext, frame: np.ndarray, strata: np.ndarray, inclusion) -> None:
+    """A stratified design's record: the items it drew from (candidate indices), each one's stratum, and the chosen
+    items' inclusion probabilities (aligned with the chosen items)."""
+    context.notes["frame"] = [int(i) for i in frame]
+    context.notes["strata"] = [int(h) for h in strata]
+    context.notes["inclusion"] = [float(p) for p in inclusion]
+
+
+def _judge_stratified(neyman: bool):
+    def select(context: SelectionContext, budget: int, rng) -> np.ndarray:
+        """Stratified sampling over bands of the judges' mean score (proportional or defensive Neyman allocation,
+        ``sampling.judge_stratified_selection``); the bands and chances are stored with the run."""
+        scores = context.judges
+        counts = np.sum(~np.isnan(scores), axis=1)
+        f = np.where(counts > 0, np.nansum(scores, axis=1) / np.maximum(counts, 1), 0.5)
+        chosen, strata, pi = sampling.judge_stratified_selection(f, budget, rng, neyman=neyman)
+        _stratified_notes(context, np.arange(context.n), strata, pi[chosen])
+        return chosen
+    return select
 
 
 def _stratified(context: SelectionContext, budget: int, rng) -> np.ndarray:
@@ -174,6 +219,8 @@ def _stratified(context: SelectionContext, budget: int, rng) -> np.ndarray:
     distinct = np.flatnonzero(np.linalg.norm(context.vectors, axis=1) > IDENTICAL)
     if distinct.size < 2:
         return sampling.random_selection(context.n, budget, rng)
+    if distinct.size < context.n:  # the items a sample of this design stands for
+        context.notes["frame"] = [int(i) for i in distinct]
     sub = SelectionContext(distinct.size, lambda: context.vectors[distinct], None, context.params)
     return distinct[sampling.cluster_stratified_selection(sub.tree, min(budget, distinct.size), rng)]
 
@@ -204,30 +251,51 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("diffuse", "DiffUse (static)",
              "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
              "very different outputs; compare it with random in a simulation first.",
-             lambda c, b, rng: _diffuse(c, b)),
+             lambda c, b, rng: _diffuse(c, b), design=PURPOSIVE,
+             purposive_reason="DiffUse picked one representative per cluster of output differences on purpose, so "
+             "each judged item stands for a cluster of a different size and the rest had no known chance"),
     Strategy("separability-weighted", "Separability-weighted",
-             "Random items with probability growing with separability (the sep-ELO logistic).", _weighted, True),
+             "Random items with probability growing with separability (the sep-ELO logistic); each item's chance "
+             "is known, so the report weights each judged item by it.", _weighted, True, design=WEIGHTED),
     Strategy("separability-stratified", "Separability-stratified",
-             "Equal numbers of items from each of 4 equal-width separability bins.", _value_stratified, True),
+             "Equal numbers of items from each of 4 equal-width separability bins; each bin's share is known, so "
+             "the report weights the bins by their sizes.", _value_stratified, True, design=STRATIFIED),
     Strategy("separability-threshold", "Separability threshold",
              "Random items among those whose outputs are distinguishable (delta >= threshold).",
-             lambda c, b, rng: _within(c, _eligible(c), b, rng, "random"), True),
+             lambda c, b, rng: _within(c, _eligible(c), b, rng, "random"), True, design=PURPOSIVE,
+             purposive_reason="items below the separability threshold could never be drawn, so the judged items "
+             "stand for the separable items only"),
     Strategy("diffuse-threshold", "DiffUse within the separable items",
              "DiffUse over the items whose separability reaches the threshold.",
-             lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True),
+             lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True, design=PURPOSIVE,
+             purposive_reason="DiffUse picked representatives of the separable items on purpose; the others could "
+             "never be drawn"),
     Strategy("judge-disagreement", "Where the LLM judges disagree",
              "Random items, with people sent more often where the study's LLM judges disagree with each other or "
              "change their verdict with the presentation order (half the budget spread evenly, so every item keeps a "
              "chance). Each item's chance is known, so the report's estimate from people and judges stays unbiased. "
              "Run a judge over every item first.",
-             _judge_disagreement),
+             _judge_disagreement, design=WEIGHTED),
+    Strategy("judge-stratified", "Stratified by the LLM judges' verdicts",
+             "Items cut into bands of the judges' mean verdict (about one band per five items of the budget), each "
+             "band sampled in proportion to its size: the report's stratified estimate then needs no weight fitted "
+             "on people's labels. Run a judge over every item first.",
+             _judge_stratified(neyman=False), design=STRATIFIED),
+    Strategy("judge-neyman", "Stratified by the LLM judges' verdicts, more where they are unsure",
+             "As stratified by the judges' verdicts, with more items from bands where the verdicts are near a tie "
+             "(half Neyman's allocation, half proportional: the judges' uncertainty is only a guess at people's). "
+             "Run a judge over every item first.",
+             _judge_stratified(neyman=True), design=STRATIFIED),
     Strategy("diffuse-iterative", "DiffUse, iterative with live stopping",
              "Starts with the representatives of a few clusters of output differences; each time an item's "
              "judgments are in it re-checks the hypergeometric stopping rule and, while the risk of naming the "
              "wrong winner is above the threshold, releases the next split's representatives to raters. The "
              "budget caps the items judged (200 when empty).",
-             lambda c, b, rng: np.array([], dtype=np.int64), live=True),
+             lambda c, b, rng: np.array([], dtype=np.int64), live=True, design=PURPOSIVE,
+             purposive_reason="iterative DiffUse released cluster representatives until its stopping rule held, "
+             "so the judged items were chosen on purpose"),
 )}
+JUDGE_STRATEGIES = ("judge-disagreement", "judge-stratified", "judge-neyman")  # these read the judges' verdicts
 STATIC_STRATEGIES = sorted(name for name, s in STRATEGIES.items() if not s.live)
 
 

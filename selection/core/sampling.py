@@ -90,13 +90,19 @@ def weighted_selection(weights: np.ndarray, budget: int, rng: np.random.Generato
     return positive[rng.choice(positive.size, size=budget, replace=False, p=p)]
 
 
+def value_bins(values: np.ndarray, bins: int = 4) -> np.ndarray:
+    """Each value's bin among ``bins`` equal-width bins over the values' range (0 .. bins - 1)."""
+    values = np.asarray(values, dtype=np.float64)
+    edges = np.linspace(values.min(), values.max(), bins + 1)
+    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, bins - 1)
+
+
 def value_stratified_selection(values: np.ndarray, budget: int, rng: np.random.Generator,
                                bins: int = 4) -> np.ndarray:
     """Equal counts from each of ``bins`` equal-width bins of ``values`` (e.g. delta); a bin with too
-    few items gives what it has and the rest is spread over the others."""
-    values = np.asarray(values, dtype=np.float64)
-    edges = np.linspace(values.min(), values.max(), bins + 1)
-    which = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, bins - 1)
+    few items gives what it has and the rest is spread over the others. The counts per bin depend only on the bins'
+    sizes and the budget, so each item's chance is its bin's count over its bin's size."""
+    which = value_bins(values, bins)
     pools = [rng.permutation(np.flatnonzero(which == b)).tolist() for b in range(bins)]
     budget = min(budget, values.size)
     chosen: list[int] = []

@@ -93,40 +93,62 @@ def success_rates(pools: Sequence[Pool], methods: dict[str, Method], budgets: Se
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Estimates from people and judges: how close each design's estimate of the pool's win rate comes, and how often
-# its interval covers it. A design draws the items people label (with their inclusion probabilities when these are
-# not uniform); an estimator turns the labels (and the judges' scores on every item) into a mean with an interval.
-
-Draw = Callable[[Pool, int, np.random.Generator], "tuple[np.ndarray, np.ndarray | None]"]
-
-
-def _people(pool: Pool, chosen: np.ndarray, inclusion: np.ndarray | None) -> ppi.MeanEstimate:
-    return ppi.classical_mean(pool.y[chosen])
+# Estimates from people and judges: how close each design's estimate of the pool's win rate comes, how often its
+# interval covers it, and how many labels by people alone on a uniform sample it is worth, both as it claims and as
+# it delivers. A design draws the items people label (with their inclusion probabilities and strata when the
+# strategy states them); an estimator turns the labels (and the judges' scores on every item) into a mean with an
+# interval. The target is the pool's own mean (these items: the finite-population correction applies).
 
 
-def _people_and_judges(pool: Pool, chosen: np.ndarray, inclusion: np.ndarray | None) -> ppi.MeanEstimate:
-    rest = np.setdiff1d(np.arange(len(pool.oracle)), chosen)
-    return ppi.ppi_mean(pool.y[chosen], pool.f[chosen], pool.f[rest])
+@dataclasses.dataclass(frozen=True)
+class Drawn:
+    """One draw of a design: the chosen pool indices, their inclusion probabilities and every pool item's stratum
+    when the strategy states them."""
+
+    chosen: np.ndarray
+    inclusion: np.ndarray | None = None
+    strata: np.ndarray | None = None
+
+
+Draw = Callable[[Pool, int, np.random.Generator], Drawn]
+
+
+def _people(pool: Pool, drawn: Drawn) -> ppi.MeanEstimate:
+    return ppi.classical_mean(pool.y[drawn.chosen], population_size=len(pool.oracle))
+
+
+def _people_and_judges(pool: Pool, drawn: Drawn) -> ppi.MeanEstimate:
+    rest = np.setdiff1d(np.arange(len(pool.oracle)), drawn.chosen)
+    return ppi.ppi_mean(pool.y[drawn.chosen], pool.f[drawn.chosen], pool.f[rest], finite=True)
 
 
 def _weighted(lam: float | None):
-    def estimate(pool: Pool, chosen: np.ndarray, inclusion: np.ndarray | None) -> ppi.MeanEstimate:
-        if inclusion is None:
+    def estimate(pool: Pool, drawn: Drawn) -> ppi.MeanEstimate:
+        if drawn.inclusion is None:
             raise ValueError("a weighted estimate needs the design's inclusion probabilities")
         sampled = np.zeros(len(pool.oracle), dtype=bool)
-        sampled[chosen] = True
+        sampled[drawn.chosen] = True
         pi = np.ones(len(pool.oracle))
-        pi[chosen] = inclusion
+        pi[drawn.chosen] = drawn.inclusion
         f = pool.f if pool.judges is not None else np.full(len(pool.oracle), 0.5)
-        return ppi.active_mean(np.where(sampled, pool.y, np.nan), f, pi, sampled, lam=lam)
+        return ppi.active_mean(np.where(sampled, pool.y, np.nan), f, pi, sampled, lam=lam, finite=True)
     return estimate
+
+
+def _stratified(pool: Pool, drawn: Drawn) -> ppi.MeanEstimate:
+    if drawn.strata is None:
+        raise ValueError("a stratified estimate needs the design's strata")
+    sampled = np.zeros(len(pool.oracle), dtype=bool)
+    sampled[drawn.chosen] = True
+    return ppi.stratified_mean(np.where(sampled, pool.y, np.nan), drawn.strata, sampled, finite=True)
 
 
 ESTIMATORS = {
     "people": _people,  # the labelled mean (a uniform or self-weighting sample)
     "people+judges": _people_and_judges,  # prediction-powered, power-tuned (a uniform sample)
     "weighted": _weighted(None),  # inverse-probability weighted, the judges as control variate, power-tuned
-    "weighted people": _weighted(0.0),  # the people alone, weighted (a constant as the only control)
+    "weighted people": _weighted(0.0),  # the people alone, weighted
+    "stratified": _stratified,  # the stratified mean (a stratified sample)
 }
 
 
@@ -134,15 +156,18 @@ ESTIMATORS = {
 class EstimateFigures:
     success: float  # share of pools whose estimate names the pool's winner (above or below 1/2 as the pool is)
     error: float  # mean |estimate - the pool's win rate|
+    mse: float  # mean squared error
     width: float  # mean width of the 95 % interval
     coverage: float  # share of intervals that hold the pool's win rate
+    claimed: float  # mean efficiency the estimate claims (labels by people alone on a uniform sample, per label)
 
 
 def estimate_rates(pools: Sequence[Pool], designs: dict[str, tuple[Draw, str]], budgets: Sequence[int],
                    seed: int = 0) -> dict[str, dict[int, EstimateFigures]]:
     """Per design (a draw and the name of an estimator in ``ESTIMATORS``) and budget: success, mean error, mean
-    interval width and coverage of the pool's win rate (the mean oracle score of its first system). Each
-    (pool, design, budget) draws with its own generator derived from ``seed``; a budget below 2 is skipped."""
+    squared error, mean interval width, coverage of the pool's win rate (the mean oracle score of its first system)
+    and the efficiency the estimates claim. Each (pool, design, budget) draws with its own generator derived from
+    ``seed``; a budget below 2 is skipped. ``realised_efficiency`` turns the errors into what each design delivers."""
     out: dict[str, dict[int, EstimateFigures]] = {name: {} for name in designs}
     for name, (draw, estimator) in designs.items():
         for budget in budgets:
@@ -151,15 +176,23 @@ def estimate_rates(pools: Sequence[Pool], designs: dict[str, tuple[Draw, str]], 
             rows = []
             for s, pool in enumerate(pools):
                 rng = np.random.default_rng([seed, s, budget, zlib.crc32(name.encode())])
-                chosen, inclusion = draw(pool, budget, rng)
-                estimate = ESTIMATORS[estimator](pool, np.asarray(chosen, dtype=np.int64), inclusion)
+                drawn = draw(pool, budget, rng)
+                drawn = dataclasses.replace(drawn, chosen=np.asarray(drawn.chosen, dtype=np.int64))
+                estimate = ESTIMATORS[estimator](pool, drawn)
                 truth = float(pool.y.mean())
                 named = None if estimate.estimate == 0.5 else ("a" if estimate.estimate > 0.5 else "b")
                 rows.append((pool.winner is not None and named == pool.winner, abs(estimate.estimate - truth),
-                             estimate.width, estimate.low <= truth <= estimate.high))
-            success, error, width, covered = (float(np.mean(column)) for column in zip(*rows, strict=True))
-            out[name][budget] = EstimateFigures(success, error, width, covered)
+                             (estimate.estimate - truth) ** 2, estimate.width,
+                             estimate.low - 1e-12 <= truth <= estimate.high + 1e-12, estimate.efficiency))
+            out[name][budget] = EstimateFigures(*(float(np.mean(column)) for column in zip(*rows, strict=True)))
     return out
+
+
+def realised_efficiency(figures: dict[str, dict[int, EstimateFigures]], baseline: str) -> dict[str, dict[int, float]]:
+    """Per design and budget: the baseline's mean squared error over the design's (labels by people alone on a
+    uniform sample, here ``baseline``, that one label of the design was worth in this simulation)."""
+    return {name: {b: (figures[baseline][b].mse / f.mse if f.mse else float("inf")) for b, f in by_budget.items()}
+            for name, by_budget in figures.items()}
 
 
 @dataclasses.dataclass(frozen=True)

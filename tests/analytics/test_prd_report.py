@@ -42,6 +42,10 @@ def test_the_report_checks_each_prd_judge_against_the_humans(prd_study):
     # the issue: gpt4 picks the answer shown first 53 % of the time, claude 33 %
     assert judges["gpt4"]["first_share"] == pytest.approx(0.53, abs=0.005)
     assert judges["claude"]["first_share"] == pytest.approx(0.33, abs=0.005)
+    # Cohen's kappa both ways, named (issue 25): per verdict as agreement counts, per item where a judge that flips
+    # with the order is a tie (tests/analytics/core/test_judges_on_prd.py derives both from the files)
+    assert judges["gpt4"]["kappa_per_verdict"] == pytest.approx(0.413, abs=5e-4)
+    assert judges["gpt4"]["kappa_per_item"] == pytest.approx(0.380, abs=5e-4) == judges["gpt4"]["kappa"]
 
 
 def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
@@ -50,4 +54,5 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
     page = researcher_client.get(reverse("report", args=[prd_study.pk])).content.decode()
     assert "Judges against humans" in page and "<th>agreement</th>" in page and "<th>first_share</th>" in page
     assert "<th>agreement_split_first</th>" in page and "<th>agreement_split_left_out</th>" in page
+    assert "<th>kappa_per_verdict</th>" in page and "<th>kappa_per_item</th>" in page
     assert "Shared pairs: <strong>bard</strong> 800" in page

@@ -83,7 +83,8 @@ def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_st
     response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "judge-metrics"]))
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0] == ["judge", "units", "verdicts", "agreement", "agreement_split_first", "agreement_split_left_out",
-                       "p_first", "first_share", "mse", "coverage", "hit_rate", "kappa", "kl", "jsd", "beta_hat"]
+                       "p_first", "first_share", "mse", "coverage", "hit_rate", "kappa_per_verdict", "kappa_per_item",
+                       "kl", "jsd", "beta_hat"]
     assert len(rows) == 3
     assert researcher_client.get(reverse("report_table", args=[judged_study.pk, "nope"])).status_code == 404
 
@@ -250,18 +251,24 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
         lines.append({"id": f"j-{item}", "item": item, "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
                       "sample_b": 0, "shown_first": "sys-b", "rater": "j", "rater_kind": "judge", "choice": choice})
     annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
-    [row] = services.study_report(study)["hybrid"]
+    [entry] = services.study_report(study)["win_rate_estimates"]
+    assert (entry["design"], entry["labelled"], entry["frame"], entry["target"]) == ("uniform", 3, 4,
+                                                                                    "items like these")
+    people, row = entry["estimates"]
     # per item, the first system's score: a win 1, a tie 1/2, a loss 0, averaged over the raters
     y, f, f_rest = [1.0, 0.25, 0.5], [1.0, 0.0, 1.0], [0.0]
     expected, human = ppi_mean(y, f, f_rest), classical_mean(y)
     assert (row["judge"], row["labelled"], row["judge_only"]) == ("j", 3, 1)
-    assert row["hybrid"] == pytest.approx(expected.estimate) and row["lambda"] == pytest.approx(expected.lam)
-    assert row["human_only"] == pytest.approx(human.estimate)
-    assert row["width_ratio"] == pytest.approx(expected.width / human.width)
+    assert row["estimate"] == pytest.approx(expected.estimate) and row["lambda"] == pytest.approx(expected.lam)
+    assert (row["low"], row["high"], row["efficiency"]) == pytest.approx((expected.low, expected.high,
+                                                                          expected.efficiency))
+    assert (people["judge"], people["estimate"], people["low"]) == (None, pytest.approx(human.estimate),
+                                                                     pytest.approx(human.low))
     researcher_client.get(reverse("report", args=[study.pk]))
     refresh_reports()
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
-    assert "Humans and a judge in one estimate" in page
+    assert "Win rates with honest intervals" in page and 'data-testid="win-rate-sys-a-sys-b"' in page
+    assert "Estimates for <strong>items like these</strong>" in page
     assert "Bradley-Terry strengths from humans and a judge" in page
     # the same units in one Bradley-Terry fit over every system pair (here one): sys-a is the reference
     from analytics.core.ppi import ppi_bradley_terry

@@ -126,6 +126,7 @@ def settings_form(**overrides) -> dict:
             "selection_method": "random", "budget": "", "seed": 1, "separability_metric": "cosine",
             "separability_threshold": 0.2, "risk": 0.1, "min_n": 5, "sep_threshold_t": 0.4, "sep_alpha": 2.0,
             "sep_beta": 6.0, "elo_k": 4.0, "bootstrap_rounds": 100, "indeterminacy_beta": 0.0,
+            "estimate_target": "items_like_these",
             "max_assignments_per_rater": "", "assignment_timeout_minutes": 60, "gold_rate": 0.0,
             "min_seconds_per_pair": 0, "first_answer_minutes": 5, "screen_min_gold": 3, "screen_accuracy": 0.6}
     form.update(overrides)

@@ -111,22 +111,26 @@ def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(
     labelled = chosen[:6]  # a study stopped part-way: 6 of the 10 drawn items judged
     _human_votes(judged, labelled, winner)
     report = analytics_services.study_report(judged)
-    rows = [h for h in report["hybrid"] if h["judge"] == "judge-x"]
-    assert len(rows) == 1 and rows[0]["design"] == "judge-disagreement (weighted)"
-    assert (rows[0]["labelled"], rows[0]["judge_only"]) == (6, 24)
-    # human-only: the weighted estimate over all 30 candidates, each labelled item's pi scaled by 6/10 (the part
+    [entry] = report["win_rate_estimates"]
+    assert (entry["design"], entry["method"], entry["labelled"], entry["frame"]) == ("weighted", "judge-disagreement",
+                                                                                    6, 30)
+    people = entry["estimates"][0]
+    assert people["label"] == "People alone, weighted" and (people["labelled"], people["judge_only"]) == (6, 24)
+    # people alone: the weighted estimate over all 30 candidates, each labelled item's pi scaled by 6/10 (the part
     # of the draw judged so far)
     pi = dict(zip(chosen, run.details["inclusion"], strict=True))
     ids = [f"q{i}" for i in range(30)]
     is_labelled = np.array([i in labelled for i in ids])
     expected = active_mean(np.array([1.0 if winner(i) == "x" else 0.0 for i in ids]), np.full(30, 0.5),
                            np.array([pi.get(i, 1.0) * 6 / 10 for i in ids]), is_labelled, lam=0.0)
-    assert rows[0]["human_only"] == pytest.approx(expected.estimate)
-    assert (rows[0]["human_low"], rows[0]["human_high"]) == pytest.approx((expected.low, expected.high))
-    assert 0 <= rows[0]["lambda"] <= 1 and rows[0]["low"] <= rows[0]["hybrid"] <= rows[0]["high"]
+    assert people["estimate"] == pytest.approx(expected.estimate)
+    assert (people["low"], people["high"]) == pytest.approx((expected.low, expected.high))
+    [with_x] = [e for e in entry["estimates"] if e["judge"] == "judge-x"]
+    assert 0 <= with_x["lambda"] <= 1 and with_x["low"] <= with_x["estimate"] <= with_x["high"]
+    assert {e["judge"] for e in entry["estimates"]} == {None, "judge-x", "judge-y", "all judges"}
     # the strengths' fit takes its labelled units for a uniform sample: not computed, and the page says why
     assert report["hybrid_strengths"] == []
-    assert "were drawn where the judges disagree" in empty_reason("hybrid-strengths", report)
+    assert "were not a uniform random sample" in empty_reason("hybrid-strengths", report)
 
 
 def test_labels_outside_the_draw_are_left_out_of_the_weighted_estimate(judged):
@@ -134,10 +138,11 @@ def test_labels_outside_the_draw_are_left_out_of_the_weighted_estimate(judged):
     chosen = SelectionRun.objects.filter(study=judged).latest("id").items
     outside = [f"q{i}" for i in range(30) if f"q{i}" not in chosen][:5]
     _human_votes(judged, chosen + outside, lambda item: "x")
-    [row] = [h for h in analytics_services.study_report(judged)["hybrid"] if h["judge"] == "judge-y"]
-    assert row["labelled"] == 10  # the five labels outside the draw are not counted
-    # every label in the draw says x: the weighted estimate is exactly 1 (analytics/core/ppi.py: mu = 1)
-    assert row["human_only"] == pytest.approx(1.0) and row["hybrid"] == pytest.approx(1.0)
+    [entry] = analytics_services.study_report(judged)["win_rate_estimates"]
+    assert entry["labelled"] == 10  # the five labels outside the draw are not counted
+    # every label in the draw says x: the weighted estimate is exactly 1, with or without the judge
+    for row in entry["estimates"]:
+        assert row["labelled"] == 10 and row["estimate"] == pytest.approx(1.0) and row["high"] == 1.0
 
 
 def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_oracle(judged, tmp_path):
@@ -161,6 +166,8 @@ def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_o
     for by_budget in designs.values():
         for figures in by_budget.values():
             assert 0 <= figures["success"] <= 1 and 0 <= figures["coverage"] <= 1 and figures["width"] > 0
+            assert figures["claimed"] > 0 and figures["realised"] > 0
+    assert all(f["realised"] == 1.0 for f in designs["random: people"].values())  # the baseline
     assert document["estimates"]["verdicts"] == 120 and document["estimates"]["judged_items"] == 30
     out = StringIO()
     call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--oracle-kind", "judge",

@@ -11,15 +11,21 @@ from annotation import services as annotation_services
 from annotation.management.commands._common import get_study, read_file
 from selection import services
 from selection.core.simulation import (
+    Drawn,
     Pool,
     draw_pools,
     estimate_rates,
     iterative_random_report,
     iterative_report,
+    realised_efficiency,
     success_rates,
 )
 from selection.strategies import (
+    JUDGE_STRATEGIES,
     STRATEGIES,
+    STRATIFIED,
+    UNIFORM,
+    WEIGHTED,
     SelectionContext,
     get_strategy,
     is_live,
@@ -28,8 +34,7 @@ from selection.strategies import (
 )
 
 DEFAULT_METHOD = "stratified"  # the product's default strategy; see bench/README.md for why
-JUDGE_METHOD = "judge-disagreement"
-SELF_WEIGHTING = ("default", "random", "stratified")  # designs whose plain sample mean is unbiased
+BASELINE = "random: people"
 
 
 class Command(BaseCommand):
@@ -38,9 +43,11 @@ class Command(BaseCommand):
             "format, whose item winners follow the report's item-winner rule), draw 80 %% pools per seed and report "
             "how often each method's sample majority names the pool's winner, per budget, with random as the baseline. "
             "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations. "
-            "--method judge-disagreement (the study's LLM judges must have judged the pair's items) compares estimates "
-            "of the pool's win rate instead: people alone and people with the judges, on random, default and "
-            "judge-disagreement samples, with their error, interval width and coverage.")
+            "--method judge-disagreement, judge-stratified or judge-neyman (the study's LLM judges must have judged "
+            "the pair's items) compares estimates of the pool's win rate instead: people alone and people with the "
+            "judges, on a random sample and on every requested design that is a probability sample, with their error, "
+            "interval width, coverage, the efficiency each claims and the efficiency it delivers (people alone on a "
+            "random sample's mean squared error over the design's).")
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
@@ -93,14 +100,14 @@ class Command(BaseCommand):
         uses_sep = any(m in STRATEGIES and STRATEGIES[m].uses_separability for m in methods)
         try:
             deltas = context.deltas if uses_sep else None
-            judges = context.judges if JUDGE_METHOD in methods else None
+            judges = context.judges if any(m in JUDGE_STRATEGIES for m in methods) else None
         except ValueError as exc:  # what a method needs cannot be had: say it, without a traceback
             raise CommandError(str(exc)) from None
         pools = draw_pools(context.vectors, labels, o["seeds"], seed=o["seed"], delta=deltas, judges=judges)
-        # the sample majority of a judge-disagreement draw is not an estimate of anything (its items are weighted):
-        # that design is compared in the estimates table only
+        # the sample majority of a draw by the judges (weighted or stratified) is not an estimate of anything: those
+        # designs are compared in the estimates table only
         static = {"random": "random"} | {m: (DEFAULT_METHOD if m == "default" else m)
-                                        for m in methods if not is_live(m) and m != JUDGE_METHOD}
+                                        for m in methods if not is_live(m) and m not in JUDGE_STRATEGIES}
         rates = success_rates(pools, {m: self._method(s, params) for m, s in static.items()}, budgets, seed=o["seed"])
         document = {
             "study": study.name, "system_a": comparison.system_a.name, "system_b": comparison.system_b.name,
@@ -111,20 +118,7 @@ class Command(BaseCommand):
             "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
         if judges is not None:
-            designs = {}
-            for m in ["random", *[m for m in methods if m in SELF_WEIGHTING and m != "random"]]:
-                draw = self._draw(DEFAULT_METHOD if m == "default" else m, params)
-                designs[f"{m}: people"] = (draw, "people")
-                designs[f"{m}: people+judges"] = (draw, "people+judges")
-            draw = self._draw(JUDGE_METHOD, params)
-            designs[f"{JUDGE_METHOD}: people"] = (draw, "weighted people")
-            designs[f"{JUDGE_METHOD}: people+judges"] = (draw, "weighted")
-            figures = estimate_rates(pools, designs, budgets, seed=o["seed"])
-            document["estimates"] = {
-                "judged_items": int(np.sum(~np.isnan(judges).all(axis=1))),
-                "verdicts": int(np.sum(~np.isnan(judges))),
-                "designs": {name: {str(b): dataclasses.asdict(f) for b, f in by_budget.items()}
-                            for name, by_budget in figures.items()}}
+            document["estimates"] = self._estimates(pools, methods, params, budgets, o["seed"], judges)
         if any(is_live(m) for m in methods):
             settings = iterative_parameters(study, risk=o["risk"], min_n=o["min_n"], budget=o["budget"])
             for key, report in (("iterative", iterative_report(pools, **settings)),
@@ -224,35 +218,68 @@ class Command(BaseCommand):
         items = [i for i in study.items.order_by("position") if i.external_id in labels]
         return items, np.array([labels[i.external_id] for i in items])
 
+    def _estimates(self, pools, methods, params, budgets, seed, judges) -> dict:
+        """The estimates table: people alone and people with the judges on a random sample (the baseline), and on
+        each requested design that is a probability sample over the whole pool, by its kind's estimators."""
+        estimators = {UNIFORM: (("people", "people"), ("people+judges", "people+judges")),
+                      WEIGHTED: (("people", "weighted people"), ("people+judges", "weighted")),
+                      STRATIFIED: (("people, by stratum", "stratified"),)}
+        designs, left_out = {}, []
+        for m in ["random", *[m for m in methods if m != "random"]]:
+            name = DEFAULT_METHOD if m == "default" else m
+            kind = STRATEGIES[name].design
+            if kind not in estimators or (name in STRATEGIES and STRATEGIES[name].uses_separability
+                                          and kind == STRATIFIED):
+                left_out.append(m)  # chosen on purpose, or strata over part of the pool: no estimate of the pool
+                continue
+            draw = self._draw(name, params)
+            for label, estimator in estimators[kind]:
+                designs[f"{m}: {label}"] = (draw, estimator)
+        figures = estimate_rates(pools, designs, budgets, seed=seed)
+        realised = realised_efficiency(figures, BASELINE)
+        return {"judged_items": int(np.sum(~np.isnan(judges).all(axis=1))), "verdicts": int(np.sum(~np.isnan(judges))),
+                "target": "the pool's own items (finite-population correction)", "baseline": BASELINE,
+                "left_out": left_out,
+                "designs": {name: {str(b): {**dataclasses.asdict(f), "realised": realised[name][b]}
+                                   for b, f in by_budget.items()} for name, by_budget in figures.items()}}
+
     def _print_estimates(self, estimates, budgets):
         self.stdout.write(f"\nEstimates of the pool's win rate ({estimates['verdicts']} judge verdicts on "
-                          f"{estimates['judged_items']} items): success / mean error / 95 % interval width / coverage")
+                          f"{estimates['judged_items']} items), per budget: mean error / 95 % interval width / "
+                          f"coverage / efficiency claimed / efficiency realised (vs '{estimates['baseline']}')")
         shown = [b for b in budgets if b >= 2]
-        self.stdout.write("design".ljust(36) + "".join(f"N={b}".rjust(26) for b in shown))
+        self.stdout.write("design".ljust(36) + "".join(f"N={b}".rjust(34) for b in shown))
         for name, by_budget in estimates["designs"].items():
-            cells = "".join(f"{f['success']:.2f} {f['error']:.3f} {f['width']:.3f} {f['coverage']:.2f}".rjust(26)
-                            for f in (by_budget[str(b)] for b in shown))
+            cells = "".join(f"{f['error']:.3f} {f['width']:.3f} {f['coverage']:.2f} {f['claimed']:.2f} "
+                            f"{f['realised']:.2f}".rjust(34) for f in (by_budget[str(b)] for b in shown))
             self.stdout.write(name.ljust(36) + cells)
+        if estimates["left_out"]:
+            self.stdout.write("Not estimated (items chosen on purpose, or strata over part of the pool): "
+                              + ", ".join(estimates["left_out"]))
 
     @staticmethod
     def _draw(name, params):
-        """A strategy as a simulation draw: (chosen pool indices, their inclusion probabilities when the strategy
-        states them)."""
+        """A strategy as a simulation draw: the chosen pool indices, with their inclusion probabilities and every
+        item's stratum when the strategy states them."""
         strategy = get_strategy(name)
 
-        def run(pool: Pool, budget: int, rng) -> tuple[np.ndarray, np.ndarray | None]:
+        def run(pool: Pool, budget: int, rng) -> Drawn:
             context = SelectionContext(len(pool.oracle), lambda: pool.x, lambda metric: pool.delta, params,
                                        load_judges=lambda: pool.judges)
             chosen = np.array(strategy.select(context, budget, rng), dtype=np.int64)
             inclusion = context.notes.get("inclusion")
-            return chosen, None if inclusion is None else np.asarray(inclusion, dtype=np.float64)
+            strata = None
+            if "strata" in context.notes:
+                strata = np.full(len(pool.oracle), -1, dtype=np.int64)
+                strata[np.asarray(context.notes["frame"], dtype=np.int64)] = context.notes["strata"]
+            return Drawn(chosen, None if inclusion is None else np.asarray(inclusion, dtype=np.float64), strata)
 
         return run
 
     @classmethod
     def _method(cls, name, params):
         draw = cls._draw(name, params)
-        return lambda pool, budget, rng: draw(pool, budget, rng)[0]
+        return lambda pool, budget, rng: draw(pool, budget, rng).chosen
 
     def _plot(self, rates, budgets, path, document):
         import matplotlib

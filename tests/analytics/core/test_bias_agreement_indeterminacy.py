@@ -26,6 +26,20 @@ def test_the_debiasing_threshold_balances_first_and_second():
     assert result.first_rate_before == 7 / 8 and result.first_rate_after == 0.5
     # at 0.5 the judge says "first" 7 times (3 wrong); at tau it says so for the 4 largest (all right)
     assert result.accuracy_before == 5 / 8 and result.accuracy_after == 1.0
+    assert result.tie_share == 0.0  # nothing sits at the threshold
+
+
+def test_ties_at_the_median_are_decided_at_random_so_first_wins_half():
+    # the case: tau = 0.9 (the median) and a plain "> tau" would never say "first"
+    p_first = np.array([0.9, 0.9, 0.9, 0.9, 0.2, 0.1])
+    truth = np.array([True, True, True, False, False, False])
+    result = bias.debiasing(p_first, truth)
+    assert result.threshold == 0.9 and result.tie_share == pytest.approx(3 / 4)
+    assert result.first_rate_after == pytest.approx(0.5)
+    # expected accuracy: at 0.9, "first" 3/4 of the time: right 3/4 on the three true firsts, 1/4 on the false
+    # one; the two below are "second" and right
+    assert result.accuracy_after == pytest.approx((3 * 0.75 + 0.25 + 2) / 6)
+    assert bias.tie_share(np.array([0.5, 0.5]), 0.5) == pytest.approx(0.5)
 
 
 def test_cohen_kappa_by_hand():

@@ -26,14 +26,12 @@ import numpy as np
 import pytest
 
 from analytics.core import ppi
-from bench.prd_data import PRD, load
-from selection.core.sampling import active_inclusion, judge_disagreement, judge_stratified_selection, systematic_pps
+from bench.prd_data import POOL, PRD, all_summaries, design_estimates, load, summarise
 from tests.analytics.conftest import SHARED
 
 SIZES = (10, 20, 40)
 FLOOR = {10: 0.92, 20: 0.93, 40: 0.93}
-POOL = 64
-ROUNDS = 200  # per pair and n: 2,000 draws per estimator and n
+ROUNDS = 800  # per pair and n: 8,000 draws per estimator, n and target (the realised efficiency within ~3 %)
 
 
 @pytest.fixture(scope="module")
@@ -54,85 +52,24 @@ def _check(name: str, n: int, per_pair: list[tuple[float, float, float, float]])
     assert abs(claimed / realised - 1) <= 0.10, f"{name} at n = {n}: claims {claimed:.3f}, delivers {realised:.3f}"
 
 
-def _summary(estimates: list[ppi.MeanEstimate], truth: float, reference_mse: float) -> tuple:
-    values = np.array([(e.estimate, e.low, e.high, e.efficiency) for e in estimates])
-    covered = np.mean((values[:, 1] <= truth + 1e-12) & (truth - 1e-12 <= values[:, 2]))
-    return float(covered), float(np.mean((values[:, 0] - truth) ** 2)), reference_mse, float(values[:, 3].mean())
-
-
 ESTIMATORS = ("people", "people + gpt4", "people + all judges", "judge-disagreement design",
               "judges' strata, proportional", "judges' strata, Neyman")
 
 
-def _items_like_these(pair, n: int, rng: np.random.Generator) -> dict[str, list[ppi.MeanEstimate]]:
-    out: dict[str, list[ppi.MeanEstimate]] = defaultdict(list)
-    size = len(pair.y)
-    for _ in range(ROUNDS):
-        index = rng.integers(0, size, POOL)
-        y, f4, f_all, verdicts = pair.y[index], pair.f["gpt4"][index], pair.f_all[index], pair.verdicts[index]
-        labelled = np.zeros(POOL, dtype=bool)
-        labelled[:n] = True  # the pool is in random order: its first n are a uniform sample
-        out["people"].append(ppi.classical_mean(y[labelled]))
-        out["people + gpt4"].append(ppi.ppi_mean(y[labelled], f4[labelled], f4[~labelled]))
-        out["people + all judges"].append(ppi.ppi_mean(y[labelled], f_all[labelled], f_all[~labelled]))
-        pi = active_inclusion(judge_disagreement(verdicts), n, 0.5)
-        drawn = np.zeros(POOL, dtype=bool)
-        drawn[systematic_pps(pi, rng)] = True
-        out["judge-disagreement design"].append(ppi.active_mean(np.where(drawn, y, np.nan), f_all, pi, drawn))
-        for name, neyman in (("judges' strata, proportional", False), ("judges' strata, Neyman", True)):
-            chosen, strata, _ = judge_stratified_selection(f_all, n, rng, neyman=neyman)
-            drawn = np.zeros(POOL, dtype=bool)
-            drawn[chosen] = True
-            out[name].append(ppi.stratified_mean(np.where(drawn, y, np.nan), strata, drawn))
-    return out
-
-
+@pytest.mark.parametrize("finite", [False, True], ids=["items like these", "these items"])
 @pytest.mark.parametrize("n", SIZES)
-def test_every_estimate_covers_items_like_these_and_claims_what_it_delivers(prd, n):
-    rng = np.random.default_rng([25, n])
-    results: dict[str, list[tuple]] = defaultdict(list)
-    for pair in prd:
-        truth, sigma2 = float(pair.y.mean()), float(np.var(pair.y))
-        for name, estimates in _items_like_these(pair, n, rng).items():
-            assert all(e.target == ppi.ITEMS_LIKE_THESE for e in estimates)
-            results[name].append(_summary(estimates, truth, sigma2 / n))
-    assert set(results) == set(ESTIMATORS)
+def test_every_estimate_covers_and_claims_what_it_delivers(prd, n, finite):
+    results = all_summaries(prd, n, ROUNDS, seed=25, finite=finite)
+    assert set(results) == set(ESTIMATORS) and all(len(rows) == len(prd) for rows in results.values())
     for name, per_pair in results.items():
         _check(name, n, per_pair)
 
 
-@pytest.mark.parametrize("n", SIZES)
-def test_every_estimate_covers_these_items_with_the_finite_population_correction(prd, n):
-    rng = np.random.default_rng([26, n])
-    results: dict[str, list[tuple]] = defaultdict(list)
-    for pair in prd:
-        y, f4, f_all = pair.y, pair.f["gpt4"], pair.f_all
-        size = len(y)
-        truth, reference = float(y.mean()), (1 - n / size) * float(np.var(y, ddof=1)) / n
-        pi = active_inclusion(judge_disagreement(pair.verdicts), n, 0.5)
-        found: dict[str, list[ppi.MeanEstimate]] = defaultdict(list)
-        for _ in range(ROUNDS // 2):
-            labelled = np.zeros(size, dtype=bool)
-            labelled[rng.choice(size, n, replace=False)] = True
-            found["people"].append(ppi.classical_mean(y[labelled], population_size=size))
-            found["people + gpt4"].append(ppi.ppi_mean(y[labelled], f4[labelled], f4[~labelled], finite=True))
-            found["people + all judges"].append(ppi.ppi_mean(y[labelled], f_all[labelled], f_all[~labelled],
-                                                             finite=True))
-            drawn = np.zeros(size, dtype=bool)
-            drawn[systematic_pps(pi, rng)] = True
-            found["judge-disagreement design"].append(ppi.active_mean(np.where(drawn, y, np.nan), f_all, pi, drawn,
-                                                                      finite=True))
-            for name, neyman in (("judges' strata, proportional", False), ("judges' strata, Neyman", True)):
-                chosen, strata, _ = judge_stratified_selection(f_all, n, rng, neyman=neyman)
-                drawn = np.zeros(size, dtype=bool)
-                drawn[chosen] = True
-                found[name].append(ppi.stratified_mean(np.where(drawn, y, np.nan), strata, drawn, finite=True))
-        for name, estimates in found.items():
-            assert all(e.target == ppi.THESE_ITEMS for e in estimates)
-            results[name].append(_summary(estimates, truth, reference))
-    assert set(results) == set(ESTIMATORS)
-    for name, per_pair in results.items():
-        _check(name, n, per_pair)
+def test_every_estimate_states_its_target(prd):
+    rng = np.random.default_rng(24)
+    for finite, target in ((False, ppi.ITEMS_LIKE_THESE), (True, ppi.THESE_ITEMS)):
+        for estimates in design_estimates(prd[0], 10, 3, rng, finite).values():
+            assert [e.target for e in estimates] == [target] * 3
 
 
 def test_the_judges_are_weak_predictors_of_the_human_votes_on_prd(prd):
@@ -207,5 +144,6 @@ def test_people_alone_cover_on_the_mturk_ratings(mturk, n):
     for y in mturk:
         assert len(y) == 50
         estimates = [ppi.classical_mean(y[rng.integers(0, len(y), n)]) for _ in range(1000)]
-        per_config.append(_summary(estimates, float(y.mean()), float(np.var(y)) / n))
+        coverage, mse, _, claimed = summarise(estimates, float(y.mean()))
+        per_config.append((coverage, mse, float(np.var(y)) / n, claimed))
     _check("people (MTurk)", n, per_config)

@@ -81,3 +81,36 @@ def test_coverage_counts_a_human_tie_as_both_answers_reasonable(prd):
         hit = indeterminacy.hit_rate([majority(humans[(q, frozenset((f, s)))]) for q, f, s, _ in verdicts],
                                      [w for *_, w in verdicts])
         assert coverage > hit  # a judge that picks any answer most people accept is covered, not always a hit
+
+
+def test_kappa_per_verdict_and_per_item_with_the_pairs_own_three_answers(prd):
+    """Cohen's kappa of gpt4 against the human majority (a split counted as a tie), over the answers every item
+    offers: the pair's first system (in sorted order, as the study orders them), its second, a tie. Per verdict
+    (each on its own, as agreement is counted) 0.413; per item (the judge's plurality over its two orders, so a
+    judge that flips with the order is a tie) 0.380. Counting the winning *system's name* as the answer instead
+    gives the issue's 0.549 and 0.477: a pooled chance agreement over six names of which any item offers three,
+    which makes kappa look higher than it is; the report uses the three answers."""
+    from analytics.core.agreement import cohen_kappa, plurality
+
+    humans, judges = prd
+
+    def answer(winner, first, second):
+        a, b = sorted((first, second))
+        return {a: "a", b: "b"}.get(winner, "tie")
+
+    verdicts = judges["gpt4"]
+    by_item, by_item_names = defaultdict(list), defaultdict(list)
+    for q, f, s, w in verdicts:
+        by_item[(q, frozenset((f, s)))].append(answer(w, f, s))
+        by_item_names[(q, frozenset((f, s)))].append(w)
+    human = {key: majority(votes) for key, votes in humans.items()}
+    per_verdict = cohen_kappa([answer(human[(q, frozenset((f, s)))], f, s) for q, f, s, _ in verdicts],
+                              [answer(w, f, s) for q, f, s, w in verdicts])
+    per_item = cohen_kappa([answer(human[key], *sorted(key[1])) for key in by_item],
+                           [plurality(v, "tie") for v in by_item.values()])
+    assert per_verdict == pytest.approx(0.413, abs=5e-4) and per_item == pytest.approx(0.380, abs=5e-4)
+    by_name_verdict = cohen_kappa([human[(q, frozenset((f, s)))] for q, f, s, _ in verdicts],
+                                  [w for *_, w in verdicts])
+    by_name_item = cohen_kappa([human[key] for key in by_item_names],
+                               [plurality(v, "tie") for v in by_item_names.values()])
+    assert by_name_verdict == pytest.approx(0.549, abs=5e-4) and by_name_item == pytest.approx(0.477, abs=5e-4)
