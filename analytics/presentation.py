@@ -105,8 +105,9 @@ SECTIONS = [
      "the blog finds it unreliable under indeterminacy), Cohen's kappa over the three answers every pair offers (its "
      "first system, its second, a tie) per verdict (each verdict against the human majority of its pair, as "
      "agreement is counted) and per item (the judge's most common verdict on the pair over both orders against "
-     "the human majority: a judge that flips with the order counts as a tie there, so it is lower), KL(human || judge) and JS divergence of the forced-choice distributions over (first system, "
-     "second system, tie)."),
+     "the human majority: a judge that flips with the order counts as a tie there, so it is lower), "
+     "KL(human || judge) and JS divergence of the forced-choice distributions over (first system, second system, "
+     "tie)."),
     ("win-rate-estimates", "Win rates with honest intervals: people alone, and people with judges", None,
      "Each system pair's win rate of its first system (ties half), estimated as the way its items were drawn allows: "
      "from a random sample, people alone and people with each judge (and all judges together) in one estimate "
