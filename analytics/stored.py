@@ -26,6 +26,9 @@ from annotation.models import Comparison, Judgment, Rater, Study
 from selection.models import IterativeRun, Job, SelectionRun, SeparabilityRun
 
 JOB_KIND = "report"
+# The report's own format: raised when what a report holds or how its page is rendered changes, so reports stored
+# by older code are computed again (issue 25: win-rate estimates by design replaced the hybrid table).
+REPORT_FORMAT = 2
 
 
 def data_version(study: Study) -> str:
@@ -40,6 +43,7 @@ def data_version(study: Study) -> str:
         IterativeRun.objects.filter(comparison__study=study).aggregate(n=Count("id"), newest=Max("id")),
         Comparison.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
         services.analysis_parameters(study),
+        {"format": REPORT_FORMAT},
     ]
     return hashlib.sha256(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()
 

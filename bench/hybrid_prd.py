@@ -1,29 +1,28 @@
-"""One estimate from humans and a judge (prediction-powered inference with power tuning) against human-only,
-on the PRD Vicuna-80 data: for each of the 10 pairs among bard, claude, gpt35, gpt4 and vicuna-13b and each
-of the five LLM judges, the win rate of the first system of the pair.
+"""What a judge is worth, measured as it is delivered: the realised efficiency of every win-rate estimate the product
+shows, with its coverage beside it, on the PRD Vicuna-80 data (10 system pairs, ~80 questions each, human votes and
+five LLM judges in both orders; bench/prd_data.py).
 
-Per question: Y = the human votes' mean preference for the pair's first system (1 a win, 1/2 a tie, 0 a loss,
-both presentation orders pooled); f = the judge's mean over its two verdicts (one per order). The full-human
-value is the mean of Y over every question with a human vote. Each round labels n random questions with
-their human Y, gives the judge's f on all the others, and computes the human-only interval (mean of Y with a
-normal 95 % interval) and the hybrid one (analytics/core/ppi.py); it reports the mean width ratio (hybrid /
-human-only) and how often each interval covers the full-human value.
+Each pair's 80 questions stand for the population the questions come from. For *items like these* a simulated study
+is 64 questions drawn from them at random (with replacement) and the target is the mean human score over the 80;
+for *these items* the study is the 80 questions and the target their mean. People label n questions by each design
+and each estimator (analytics/core/ppi.py) gives its estimate, its 95 % interval and the efficiency it claims. The
+realised efficiency is people alone's mean squared error with n random labels (exact: sigma^2 / n, or
+(1 - n / N) S^2 / n for these items) over the estimator's, so 1.04 means one label with the judge did the work of
+1.04 labels by people alone ("4 % saved"). tests/analytics/core/test_coverage_prd.py asserts the same on fewer
+rounds.
 
-Then Bradley-Terry strengths of the five systems (analytics/core/ppi.py, PPI++ logistic M-estimation): each
-round labels n random questions of every pair, fits the strengths from those human units alone and from them
-with the judge on all the other units, against the full-human fit (every question with a vote; bard is the
-reference). It reports the mean width ratio and the per-system coverage over the four non-reference systems.
+Then Bradley-Terry strengths (PPI++ logistic M-estimation, `ppi_bradley_terry`): n questions of every pair labelled,
+the judge on the rest of a 64-question study per pair; coverage of the four non-reference strengths against the fit
+on all 80 questions per pair, the claimed efficiency (squared ratio of interval widths) and the realised one.
 
-    python bench/hybrid_prd.py [--n 10,20,40] [--rounds 500] [--bt-rounds 100]
+    python bench/hybrid_prd.py [--n 10,20,40] [--rounds 1000] [--bt-rounds 200] [--processes 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
-from collections import defaultdict
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -31,119 +30,101 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analytics.core.ppi import classical_mean, ppi_bradley_terry, ppi_mean  # noqa: E402
-from analytics.core.ratings import BASE, SCALE, bradley_terry  # noqa: E402
-
-PRD = ROOT.parent / "shared" / "data" / "prd_vicuna80_human"
-MODELS = ("bard", "claude", "gpt35", "gpt4", "vicuna-13b")
-JUDGES = ("gpt4", "gpt35", "claude", "bard", "vicuna-13b")
-SCORE_FOR_FIRST = {1: 1.0, 2: 0.0, 3: 0.5}  # 1 = the first shown answer better, 2 = the second, 3 = tie
-FILE = re.compile(r"answer_(?P<a>.+?)-vs-answer_(?P<b>.+?)-(?P<who>human|gpt4|gpt35|claude|bard|vicuna-13b)-reviewer")
+from analytics.core.ppi import ppi_bradley_terry  # noqa: E402
+from bench.prd_data import JUDGES, POOL, PRD, design_estimates, load, reference_mse, summarise  # noqa: E402
 
 
-def read(folder: Path, who: str) -> dict[tuple[str, str], dict[int, list[float]]]:
-    """(first system, second system) of the unordered pair -> question -> preferences for the first system."""
-    out: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for path in sorted(folder.glob("*.jsonl")):
-        match = FILE.match(path.name)
-        if not match or match["who"] != who or match["a"] not in MODELS or match["b"] not in MODELS:
-            continue
-        a, b = match["a"], match["b"]
-        pair = tuple(sorted((a, b)))
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            score = SCORE_FOR_FIRST.get(row.get("score"))
-            if score is None:
-                continue
-            out[pair][row["question_id"]].append(score if a == pair[0] else 1 - score)
-    return out
+def _pair_rows(pair, n, rounds, seed, finite):
+    rng = np.random.default_rng([seed, n, int(finite), zlib.crc32('/'.join(pair.pair).encode())])
+    truth = float(pair.y.mean())
+    return {name: (*summarise(estimates, truth), reference_mse(pair, n, finite))
+            for name, estimates in design_estimates(pair, n, rounds, rng, finite, judges=JUDGES).items()}
+
+
+def estimates_table(pairs, sizes, rounds, seed, processes) -> None:
+    import multiprocessing
+
+    for finite in (False, True):
+        target = "these items (the study's 80 questions)" if finite else "items like these (64-question studies)"
+        print(f"\nWin rates, {target}: coverage / mean width / efficiency claimed / realised "
+              f"(labels saved = realised - 1); {rounds} studies per pair, 10 pairs")
+        results = {}
+        for n in sizes:
+            jobs = [(pair, n, rounds, seed, finite) for pair in pairs]
+            with multiprocessing.get_context("fork").Pool(processes) as workers:
+                per_pair = workers.starmap(_pair_rows, jobs)
+            results[n] = per_pair
+        names = list(results[sizes[0]][0])
+        print("estimate".ljust(32) + "".join(f"n = {n}".rjust(34) for n in sizes))
+        for name in names:
+            cells = []
+            for n in sizes:
+                rows = [p[name] for p in results[n]]
+                coverage = np.mean([r[0] for r in rows])
+                width = np.mean([r[2] for r in rows])
+                claimed = np.mean([r[3] for r in rows])
+                realised = sum(r[4] for r in rows) / sum(r[1] for r in rows)
+                cells.append(f"{coverage:.3f} {width:.3f} {claimed:.3f} {realised:.3f}".rjust(34))
+            print(name.ljust(32) + "".join(cells))
+
+
+def strengths_table(pairs, sizes, rounds, seed) -> None:
+    index = {m: i for i, m in enumerate(sorted({s for p in pairs for s in p.pair}))}
+    a = np.concatenate([[index[p.pair[0]]] * len(p.y) for p in pairs])
+    b = np.concatenate([[index[p.pair[1]]] * len(p.y) for p in pairs])
+    y_all = np.concatenate([p.y for p in pairs])
+    truth = ppi_bradley_terry(a, b, y_all, y_all, a[:1], b[:1], y_all[:1], len(index), lam=0.0).theta
+    print(f"\nBradley-Terry strengths, items like these ({rounds} rounds; reference {min(index)}): coverage hybrid / "
+          "people alone, efficiency claimed / realised, lambda")
+    print("judge".ljust(14) + "".join(f"n = {n}".rjust(36) for n in sizes))
+    rng = np.random.default_rng(seed)
+    for judge in (*JUDGES, "all judges"):
+        cells = []
+        for n in sizes:
+            covered = covered_people = cells_count = 0
+            errors, errors_people, claims, lambdas = [], [], [], []
+            for _ in range(rounds):
+                parts = [[] for _ in range(7)]
+                for p in pairs:
+                    pick = rng.integers(0, len(p.y), POOL)
+                    y = p.y[pick]
+                    f = (p.f_all if judge == "all judges" else p.f[judge])[pick]
+                    for k, values in enumerate(([index[p.pair[0]]] * n, [index[p.pair[1]]] * n, y[:n], f[:n],
+                                                [index[p.pair[0]]] * (POOL - n), [index[p.pair[1]]] * (POOL - n),
+                                                f[n:])):
+                        parts[k].extend(values)
+                args = [np.array(v) for v in parts] + [len(index)]
+                hybrid, people = ppi_bradley_terry(*args), ppi_bradley_terry(*args, lam=0.0)
+                covered += int(np.sum((hybrid.low[1:] <= truth[1:]) & (truth[1:] <= hybrid.high[1:])))
+                covered_people += int(np.sum((people.low[1:] <= truth[1:]) & (truth[1:] <= people.high[1:])))
+                cells_count += len(index) - 1
+                errors.append((hybrid.theta[1:] - truth[1:]) ** 2)
+                errors_people.append((people.theta[1:] - truth[1:]) ** 2)
+                claims.append(np.mean(((people.high - people.low)[1:] / (hybrid.high - hybrid.low)[1:]) ** 2))
+                lambdas.append(hybrid.lam)
+            realised = np.sum(errors_people) / np.sum(errors)
+            cells.append(f"{covered / cells_count:.3f} / {covered_people / cells_count:.3f}  "
+                         f"{np.mean(claims):.3f} / {realised:.3f}  {np.mean(lambdas):.2f}".rjust(36))
+        print(judge.ljust(14) + "".join(cells))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", default="10,20,40", help="human-labelled questions per pair, comma-separated")
-    parser.add_argument("--rounds", type=int, default=500, help="random labelled subsets per pair, judge and n")
-    parser.add_argument("--bt-rounds", type=int, default=100, help="random labelled subsets for the strengths")
+    parser.add_argument("--rounds", type=int, default=1000, help="simulated studies per pair, n and target")
+    parser.add_argument("--bt-rounds", type=int, default=200, help="simulated studies for the strengths")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes for the win-rate tables")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    sizes = [int(v) for v in args.n.split(",")]
-    if not PRD.exists():
+    if not (PRD / "ratings-gpt4").is_dir():
         sys.exit(f"{PRD} is missing: the PRD data lives in ../shared/data (see shared/data/README.md)")
-    humans = read(PRD, "human")
-    rng = np.random.default_rng(args.seed)
-    print(f"{'judge':<11} {'n':>3}  {'width ratio':>11}  {'coverage hybrid':>15}  {'coverage human-only':>19}  "
-          f"{'lambda':>6}  {'corr(Y, f)':>10}")
-    for judge in JUDGES:
-        verdicts = read(PRD / f"ratings-{judge}", judge)
-        for n in sizes:
-            ratios, covered, covered_human, lambdas, correlations = [], 0, 0, [], []
-            rounds = 0
-            for pair, by_question in sorted(humans.items()):
-                questions = [q for q in sorted(by_question) if q in verdicts.get(pair, {})]
-                y = np.array([np.mean(by_question[q]) for q in questions])
-                f = np.array([np.mean(verdicts[pair][q]) for q in questions])
-                if len(questions) <= n + 1:
-                    continue
-                truth = float(y.mean())
-                if np.std(f) > 0 and np.std(y) > 0:
-                    correlations.append(float(np.corrcoef(y, f)[0, 1]))
-                for _ in range(args.rounds):
-                    labelled = rng.choice(len(questions), size=n, replace=False)
-                    rest = np.setdiff1d(np.arange(len(questions)), labelled)
-                    human = classical_mean(y[labelled])
-                    hybrid = ppi_mean(y[labelled], f[labelled], f[rest])
-                    if human.width == 0:
-                        continue
-                    ratios.append(hybrid.width / human.width)
-                    covered += hybrid.low <= truth <= hybrid.high
-                    covered_human += human.low <= truth <= human.high
-                    lambdas.append(hybrid.lam)
-                    rounds += 1
-            print(f"{judge:<11} {n:>3}  {np.mean(ratios):>11.3f}  {covered / rounds:>15.3f}  "
-                  f"{covered_human / rounds:>19.3f}  {np.mean(lambdas):>6.2f}  {np.mean(correlations):>10.2f}")
-    strengths(humans, sizes, args.bt_rounds, rng)
-
-
-def strengths(humans, sizes: list[int], rounds: int, rng: np.random.Generator) -> None:
-    index = {m: i for i, m in enumerate(MODELS)}
-    print(f"\nBradley-Terry strengths ({rounds} rounds; reference {MODELS[0]})")
-    print(f"{'judge':<11} {'n':>3}  {'width ratio':>11}  {'coverage hybrid':>15}  {'coverage human-only':>19}  "
-          f"{'lambda':>6}")
-    for judge in JUDGES:
-        verdicts = read(PRD / f"ratings-{judge}", judge)
-        units = []  # (a, b, Y, f) per question of each pair with both
-        for pair, by_question in sorted(humans.items()):
-            for q in sorted(by_question):
-                if q in verdicts.get(pair, {}):
-                    units.append((index[pair[0]], index[pair[1]], float(np.mean(by_question[q])),
-                                  float(np.mean(verdicts[pair][q])), pair))
-        a = np.array([u[0] for u in units])
-        b = np.array([u[1] for u in units])
-        y = np.array([u[2] for u in units])
-        f = np.array([u[3] for u in units])
-        full = bradley_terry(a, b, y, len(MODELS))
-        truth = np.log(BASE) * (full - full[0]) / SCALE
-        by_pair = defaultdict(list)
-        for i, u in enumerate(units):
-            by_pair[u[4]].append(i)
-        for n in sizes:
-            ratios, covered, covered_human, lambdas, cells = [], 0, 0, [], 0
-            for _ in range(rounds):
-                chosen = np.concatenate([rng.choice(ix, size=min(n, len(ix) - 1), replace=False)
-                                         for ix in by_pair.values()])
-                rest = np.setdiff1d(np.arange(len(units)), chosen)
-                args = (a[chosen], b[chosen], y[chosen], f[chosen], a[rest], b[rest], f[rest], len(MODELS))
-                try:
-                    hybrid, human = ppi_bradley_terry(*args), ppi_bradley_terry(*args, lam=0.0)
-                except ValueError:
-                    continue
-                ratios.append(np.mean((hybrid.high - hybrid.low)[1:] / (human.high - human.low)[1:]))
-                covered += int(np.sum((hybrid.low[1:] <= truth[1:]) & (truth[1:] <= hybrid.high[1:])))
-                covered_human += int(np.sum((human.low[1:] <= truth[1:]) & (truth[1:] <= human.high[1:])))
-                cells += len(MODELS) - 1
-                lambdas.append(hybrid.lam)
-            print(f"{judge:<11} {n:>3}  {np.mean(ratios):>11.3f}  {covered / cells:>15.3f}  "
-                  f"{covered_human / cells:>19.3f}  {np.mean(lambdas):>6.2f}")
+    sizes = [int(v) for v in args.n.split(",")]
+    pairs = load()
+    print("Per question, corr(human Y, judge f) averaged over the 10 pairs: "
+          + ", ".join(f"{j} {np.mean([np.corrcoef(p.y, p.f[j])[0, 1] for p in pairs]):.2f}" for j in JUDGES)
+          + f", all judges' mean {np.mean([np.corrcoef(p.y, p.f_all)[0, 1] for p in pairs]):.2f}")
+    estimates_table(pairs, sizes, args.rounds, args.seed, args.processes)
+    strengths_table(pairs, [n for n in sizes if n <= 20], args.bt_rounds, args.seed)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
-"""Humans where the judges disagree, on PRD (issue 16): the `simulate` command's estimates table over the 10
+"""Designs that use the judges, on PRD (issues 16 and 25): the `simulate` command's estimates table over the 10
 system pairs of the PRD Vicuna-80 data, with the human votes as the oracle and the five LLM judges' verdicts
-(both presentation orders, 10 per question) as what the judge-disagreement strategy reads.
+(both presentation orders, 10 per question) as what the judge strategies read.
 
-For each pair, `simulate --method judge-disagreement,default,random --oracle-kind human` draws pools of 80 % of
-the questions and, per budget n, has people label n of them by each design, then estimates the pool's win rate
-of the pair's first system: from the people alone, and from people and the judges together (the judges' mean
-score as the prediction; prediction-powered for the uniform designs, inverse-probability weighted with power
-tuning for judge-disagreement). This prints, per design and budget, the mean over the pairs of the mean error,
-the mean 95 % interval width (and its ratio to random: people, measured in the same run) and the coverage.
+For each pair, `simulate --method judge-disagreement,judge-stratified,judge-neyman,default,random --oracle-kind
+human` draws pools of 80 % of the questions and, per budget n, has people label n of them by each design, then
+estimates the pool's win rate of the pair's first system (the pool's own items: finite-population correction):
+from the people alone, and from people and the judges together (the judges' mean score as the prediction:
+prediction-powered on a uniform sample, the weighted difference estimator on the judge-disagreement sample, the
+stratified mean on the judges' bands). This prints, per design and budget, over the pairs: the mean error, the
+mean 95 % interval width, the coverage, the efficiency the estimates claim and the efficiency they deliver (the
+mean squared error of people alone on a random sample in the same run, over the design's).
 
     python bench/judge_selection_prd.py [--seeds 200] [--budgets 10,20,40] [--uniform-share 0.5]
 """
@@ -53,7 +55,8 @@ def main() -> None:
     for a, b in combinations(MODELS, 2):
         out = io.StringIO()
         options = ["--study", "prd-vicuna80", "--oracle", str(oracle), "--oracle-kind", "human", "--pair", f"{a},{b}",
-                   "--method", "judge-disagreement,default,random", "--budgets", args.budgets,
+                   "--method", "judge-disagreement,judge-stratified,judge-neyman,default,random",
+                   "--budgets", args.budgets,
                    "--seeds", str(args.seeds), "--json"]
         if args.uniform_share is not None:
             options += ["--uniform-share", str(args.uniform_share)]
@@ -61,17 +64,20 @@ def main() -> None:
         per_pair[(a, b)] = json.loads(out.getvalue())["estimates"]["designs"]
         print(f"  {a} vs {b}: done", file=sys.stderr)
     designs = list(next(iter(per_pair.values())))
-    print(f"PRD Vicuna-80, 10 pairs x {args.seeds} pools of 64 questions; mean over the pairs. "
-          f"Columns per budget: error / width / width ratio to '{BASELINE}' / coverage")
-    print("design".ljust(36) + "".join(f"n={n}".rjust(30) for n in budgets))
+    print(f"PRD Vicuna-80, 10 pairs x {args.seeds} pools of 64 questions. Columns per budget, over the pairs: mean "
+          f"error / width / coverage / efficiency claimed (mean) / realised (pooled mean squared errors vs "
+          f"'{BASELINE}')")
+    print("design".ljust(36) + "".join(f"n={n}".rjust(34) for n in budgets))
     for design in designs:
         cells = []
         for n in budgets:
             key = str(n)
             mean = {k: sum(p[design][key][k] for p in per_pair.values()) / len(per_pair)
-                    for k in ("error", "width", "coverage")}
-            ratio = sum(p[design][key]["width"] / p[BASELINE][key]["width"] for p in per_pair.values()) / len(per_pair)
-            cells.append(f"{mean['error']:.3f} {mean['width']:.3f} {ratio:.3f} {mean['coverage']:.3f}".rjust(30))
+                    for k in ("error", "width", "coverage", "claimed")}
+            realised = (sum(p[BASELINE][key]["mse"] for p in per_pair.values())
+                        / sum(p[design][key]["mse"] for p in per_pair.values()))
+            cells.append(f"{mean['error']:.3f} {mean['width']:.3f} {mean['coverage']:.3f} {mean['claimed']:.3f} "
+                         f"{realised:.3f}".rjust(34))
         print(design.ljust(36) + "".join(cells))
 
 

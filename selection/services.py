@@ -271,6 +271,7 @@ def chosen_items(study: Study) -> list[dict]:
         out.append({
             "comparison": c, "label": f"{c.system_a.name} vs {c.system_b.name}",
             "method": run.method if run else settings.selection_method, "candidates": pools.get(c.pk, 0),
+            "design": get_strategy(run.method if run else settings.selection_method).design,
             "items": [{"item_id": item_id, "external_id": external_id, "cluster_size": sizes.get(external_id),
                        "inclusion": chances.get(external_id), "delta": deltas.get((c.pk, item_id))}
                       for item_id, external_id in released.get(c.pk, [])],
