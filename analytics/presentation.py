@@ -104,8 +104,9 @@ SECTIONS = [
      "the reference code's COV), hit rate (the judge's choice equals the human majority's, the reference code's HR; "
      "the blog finds it unreliable under indeterminacy), Cohen's kappa over the three answers every pair offers (its "
      "first system, its second, a tie) per verdict (each verdict against the human majority of its pair, as "
-     "agreement is counted) and per item (the judge's most common verdict on the pair over both orders against "
-     "the human majority: a judge that flips with the order counts as a tie there, so it is lower), "
+     "agreement is counted) and per item (per rated pair of outputs: the judge's most common verdict on it over both "
+     "orders against the human majority; a judge that flips with the order counts as a tie there, which usually "
+     "lowers it), "
      "KL(human || judge) and JS divergence of the forced-choice distributions over (first system, second system, "
      "tie)."),
     ("win-rate-estimates", "Win rates with honest intervals: people alone, and people with judges", None,
@@ -116,8 +117,9 @@ SECTIONS = [
      "them and nothing beyond. Every interval is a 95 % interval for the target named above it, checked to cover "
      "on real data at 10 to 40 judged items (tests/analytics/core/test_coverage_prd.py). 'Worth' is how many "
      "labels by people alone on a random sample the estimate is worth, measured from its own and that sample's "
-     "variance; on PRD the best judge was worth about 4 % more labels and all five judges together about 5 %, "
-     "so expect little from judges that agree with people on barely two questions in three."),
+     "variance; on PRD at 20 labelled questions the best judge was worth about 5 % more labels, all five judges "
+     "together about 7 %, and drawing the questions within bands of the judges' verdicts about 10 % "
+     "(bench/README.md): expect little from judges that agree with people on barely two questions in three."),
     ("hybrid-strengths", "Bradley-Terry strengths from humans and a judge", None, "Each system's Bradley-Terry "
      "rating (1000 + 400 log10-odds against the study's first system, the reference) from the humans alone and "
      "from the humans and the judge together (PPI++ with power tuning over all system pairs at once: a unit is "
@@ -137,11 +139,11 @@ def empty_reason(name: str, data: dict) -> str:
     board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry"}
     if name in board and data[board[name]].get("reason"):
         return f"Not available: {data[board[name]]['reason']}."
-    other = sorted({f"{e['system_a']} vs {e['system_b']}" for e in data.get("win_rate_estimates", [])
-                    if e["design"] not in ("uniform", "unrecorded")})
-    if name == "hybrid-strengths" and other:
-        return (f"Not computed: the items people judged for {', '.join(other)} were not a uniform random sample, and "
-                "this fit takes its labelled items for one. The win rates above use each pair's own design.")
+    blocked = data.get("hybrid_strengths_blocked") or []
+    if name == "hybrid-strengths" and blocked:
+        return (f"Not computed: the items people judged for {', '.join(blocked)} were not a uniform random sample (nor "
+                "all judged), and this fit takes its labelled items for one. The win rates above use each pair's own "
+                "design.")
     if name == "hybrid-strengths":
         return ("Needs a judge's verdicts on items humans judged (at least two) and on items they did not: import "
                 "a judge that judged more of the study than the humans.")

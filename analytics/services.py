@@ -541,11 +541,14 @@ DESIGN_WORDS = {
 }
 
 
+WIN_RATE = (0.0, 1.0)  # a win rate's scores: 1 a win, 1/2 a tie, 0 a loss (the estimators' bounds)
+
+
 def _estimate_row(name: str, label: str, judge: str | None, est: ppi.MeanEstimate) -> dict:
     return {"estimator": name, "label": label, "judge": judge, "labelled": est.n_labelled,
             "judge_only": est.n_unlabelled, "estimate": est.estimate, "low": est.low, "high": est.high,
             "lambda": None if math.isnan(est.lam) else est.lam, "efficiency": est.efficiency,
-            "labels_worth": est.efficiency * est.n_labelled, "target": est.target}
+            "labels_worth": est.labels_equivalent, "target": est.target}
 
 
 def _pair_estimates(design: SampleDesign, y_by: dict[int, float], predictors: dict[str, dict[int, float]],
@@ -563,7 +566,7 @@ def _pair_estimates(design: SampleDesign, y_by: dict[int, float], predictors: di
     sampled = np.array([i in y_by and i in drawn for i in frame])
     rows = []
     if design.kind in (UNIFORM, UNRECORDED):  # unrecorded: only a census reaches here
-        people = ppi.classical_mean(y[sampled], population_size=len(frame) if finite else None)
+        people = ppi.classical_mean(y[sampled], population_size=len(frame) if finite else None, bounds=WIN_RATE)
         rows.append(_estimate_row("people", "People alone", None, people))
         rest = [i for i in frame if i not in set(labelled)]
         if rest:
@@ -572,23 +575,34 @@ def _pair_estimates(design: SampleDesign, y_by: dict[int, float], predictors: di
                     continue  # a judge that scored none of the items people did not judge adds nothing
                 f_lab = np.array([f_by.get(i, 0.5) for i in labelled])
                 f_rest = np.array([f_by.get(i, 0.5) for i in rest])
-                est = ppi.ppi_mean(y[sampled], f_lab, f_rest, finite=finite)
+                est = ppi.ppi_mean(y[sampled], f_lab, f_rest, finite=finite, bounds=WIN_RATE)
                 label = "People + all judges (their mean verdict)" if name == ALL_JUDGES else f"People + {name}"
                 rows.append(_estimate_row("ppi", label, name, est))
-    elif design.kind == WEIGHTED:
-        share = n / len(design.inclusion)  # released in random order: the judged ones are a random part of the draw
-        pi = np.array([design.inclusion.get(i, 1.0) * share for i in frame])
-        people = ppi.active_mean(y, np.full(len(frame), 0.5), pi, sampled, lam=0.0, finite=finite)
-        rows.append(_estimate_row("weighted", "People alone, weighted", None, people))
-        for name, f_by in predictors.items():
-            f = np.array([f_by.get(i, 0.5) for i in frame])
-            est = ppi.active_mean(y, f, pi, sampled, finite=finite)
-            label = "People + all judges, weighted" if name == ALL_JUDGES else f"People + {name}, weighted"
-            rows.append(_estimate_row("weighted", label, name, est))
-    elif design.kind == STRATIFIED:
-        strata = ppi.merge_strata(np.array([design.strata.get(i, -1) for i in frame]), sampled)
-        est = ppi.stratified_mean(y, strata, sampled, finite=finite)
-        rows.append(_estimate_row("stratified", f"People alone, {int(strata.max()) + 1} strata", None, est))
+        return n, rows, ""
+    share = n / len(design.inclusion)  # released in random order: the judged ones are a random part of the draw
+    pi = np.array([design.inclusion.get(i, 1.0) * share for i in frame])
+    if design.kind == STRATIFIED:
+        strata = np.array([design.strata.get(i, -1) for i in frame])
+        counts = {h: (int(np.sum(sampled & (strata == h))), int(np.sum(strata == h))) for h in np.unique(strata)}
+        if all(k >= 2 or k == size for k, size in counts.values()):
+            est = ppi.stratified_mean(y, strata, sampled, finite=finite, bounds=WIN_RATE)
+            rows.append(_estimate_row("stratified", f"People alone, by {len(counts)} bands", None, est))
+            return n, rows, ""
+        # some band has fewer than two judged items yet: its share cannot be estimated on its own, and merging bands
+        # drawn at different rates would bias the mean; weighting each item by one over its chance stays unbiased
+        est = ppi.active_mean(y, np.full(len(frame), 0.5), pi, sampled, lam=0.0, finite=finite, bounds=WIN_RATE)
+        rows.append(_estimate_row("weighted", "People alone, weighted (a band has fewer than two judged items)",
+                                  None, est))
+        return n, rows, ""
+    people = ppi.active_mean(y, np.full(len(frame), 0.5), pi, sampled, lam=0.0, finite=finite, bounds=WIN_RATE)
+    rows.append(_estimate_row("weighted", "People alone, weighted", None, people))
+    for name, f_by in predictors.items():
+        if not any(i in f_by for i in frame):
+            continue  # a judge that scored none of these items adds nothing
+        f = np.array([f_by.get(i, 0.5) for i in frame])
+        est = ppi.active_mean(y, f, pi, sampled, finite=finite, bounds=WIN_RATE)
+        label = "People + all judges, weighted" if name == ALL_JUDGES else f"People + {name}, weighted"
+        rows.append(_estimate_row("weighted", label, name, est))
     return n, rows, ""
 
 
@@ -618,11 +632,12 @@ def win_rate_estimates(study: Study, humans: list[Row], judges: list[Row],
             continue
         y_by = _item_scores(humans, pair)
         predictors = {name: _item_scores([r for r in judges if r.rater == name], pair) for name in judge_names}
-        if len(judge_names) > 1:
-            predictors[ALL_JUDGES] = _item_scores(judges, pair)
         predictors = {name: f_by for name, f_by in predictors.items() if f_by}
+        if len(predictors) > 1:  # the several-judges predictor, when two or more judges scored this pair
+            predictors[ALL_JUDGES] = _item_scores([r for r in judges if r.rater in predictors], pair)
         entry = {"system_a": pair[0], "system_b": pair[1], "method": design.method, "design": design.kind,
                  "design_words": DESIGN_WORDS[design.kind], "frame": len(design.frame),
+                 "candidates": design.candidates,
                  "target": ppi.THESE_ITEMS if finite else ppi.ITEMS_LIKE_THESE, "estimates": [], "reason": "",
                  "description": None}
         judged = [i for i in (design.chosen or design.frame) if i in y_by]
@@ -654,9 +669,8 @@ def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row],
         return ratings.INITIAL + ratings.SCALE / math.log(ratings.BASE) * theta
 
     designs = selection_services.sample_designs(study) if designs is None else designs
-    for pair, design in designs.items():
-        if design.kind != UNIFORM and not (design.kind == UNRECORDED and _census(design, _item_scores(humans, pair))):
-            return []  # its M-estimation takes the labelled units for a uniform sample; any other would bias it
+    if strengths_blocked(designs, humans):
+        return []  # its M-estimation takes the labelled units for a uniform sample; any other would bias it
     pairs = _system_pairs(study)
     out = []
     for name in sorted({r.rater for r in judges}):
@@ -685,6 +699,14 @@ def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row],
                         "low": arena(hybrid.low[i]), "high": arena(hybrid.high[i]), "lambda": hybrid.lam,
                         "efficiency": (width / (hybrid.high[i] - hybrid.low[i])) ** 2 if width else None})
     return out
+
+
+def strengths_blocked(designs: dict[tuple[str, str], SampleDesign], humans: list[Row]) -> list[str]:
+    """The system pairs whose judged items are not a uniform random sample (nor all judged): the strengths' fit,
+    which takes its labelled units for one, is not computed while any pair is one."""
+    return [f"{a} vs {b}" for (a, b), design in designs.items()
+            if design.kind != UNIFORM and not (design.kind == UNRECORDED and _census(design, _item_scores(humans,
+                                                                                                     (a, b))))]
 
 
 def _census(design: SampleDesign, y_by: dict[int, float]) -> bool:
@@ -745,6 +767,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "agreement": agreement_report(rows),
         "indeterminacy": indeterminacy_report(study, reference),
         "hybrid_strengths": hybrid_strengths(study, humans, judges, designs),
+        "hybrid_strengths_blocked": strengths_blocked(designs, humans),
         "win_rate_estimates": win_rate_estimates(study, humans, judges, designs),
     }
     return clean(report)

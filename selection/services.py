@@ -14,7 +14,7 @@ from annotation.models import Comparison, Generation, Item, Study
 from selection import embedding
 from selection.core import separability as sep
 from selection.core.diffuse import Dendrogram, difference_vectors, ward_tree
-from selection.models import ItemSeparability, SelectionRun, SeparabilityRun, StoredTree
+from selection.models import ItemSeparability, IterativeRun, SelectionRun, SeparabilityRun, StoredTree
 from selection.strategies import (
     PURPOSIVE,
     STRATEGIES,
@@ -23,6 +23,7 @@ from selection.strategies import (
     WEIGHTED,
     SelectionContext,
     get_strategy,
+    is_live,
 )
 
 LIVE_METHOD = "diffuse-iterative"
@@ -229,33 +230,58 @@ def run_selection(study: Study, comparison: Comparison, method: str, budget: int
     return chosen, run
 
 
-def selection_pools(study: Study) -> dict[int, int]:
-    """Comparison id -> N_pool, the number of candidate items the comparison's selection drew from: the
-    live iterative run's candidates, else the latest stored selection run's; the study's items when no
-    selection has run (judgments imported into a study without a plan)."""
-    pools = {c: study.items.count() for c in study.comparisons.values_list("id", flat=True)}
-    for comparison_id, candidates in (SelectionRun.objects.filter(study=study, comparison__isnull=False)
-                                      .order_by("created", "id").values_list("comparison_id", "candidates")):
-        pools[comparison_id] = candidates  # the latest run wins
-    from selection.models import IterativeRun
+def plan_runs(study: Study) -> dict[int, SelectionRun | IterativeRun | None]:
+    """Comparison id -> the selection behind the items the study's plan released for it (the one home of "which run
+    is this pair's"): its live iterative run while the study's method is live; else the latest selection run whose
+    chosen items are the items released (a ``select`` run without --apply chose items nobody was sent, and does not
+    count); the latest run when nothing was released; None when released items match no stored run."""
+    from annotation.models import Task
 
-    for comparison_id, item_ids in IterativeRun.objects.filter(study=study).values_list("comparison_id", "item_ids"):
-        pools[comparison_id] = len(item_ids)
-    return pools
+    released: dict[int, set[str]] = {}
+    for comparison_id, external_id in Task.objects.filter(study=study).values_list("comparison_id",
+                                                                                   "item__external_id"):
+        released.setdefault(comparison_id, set()).add(external_id)
+    runs: dict[int, list[SelectionRun]] = {}
+    for run in SelectionRun.objects.filter(study=study, comparison__isnull=False).order_by("created", "id"):
+        runs.setdefault(run.comparison_id, []).append(run)
+    live = ({run.comparison_id: run for run in IterativeRun.objects.filter(study=study).defer(*TREE_ONLY)}
+            if is_live(study.selection_settings.selection_method) else {})
+    out: dict[int, SelectionRun | IterativeRun | None] = {}
+    for comparison_id in study.comparisons.values_list("id", flat=True):
+        if comparison_id in live:
+            out[comparison_id] = live[comparison_id]
+            continue
+        stored = runs.get(comparison_id, [])
+        items = released.get(comparison_id)
+        if items is None:
+            out[comparison_id] = stored[-1] if stored else None
+        else:
+            out[comparison_id] = next((run for run in reversed(stored) if set(run.items) == items), None)
+    return out
+
+
+TREE_ONLY = ("linkage", "leaf_groups", "schedule")  # what an iterative run's design never reads
+
+
+def selection_pools(study: Study) -> dict[int, int]:
+    """Comparison id -> N_pool, the number of candidate items the comparison's selection drew from (``plan_runs``:
+    the live iterative run's candidates, else the plan's selection run's); the study's items when no run says."""
+    total = study.items.count()
+    return {comparison_id: (len(run.item_ids) if isinstance(run, IterativeRun) else run.candidates) if run else total
+            for comparison_id, run in plan_runs(study).items()}
 
 
 def chosen_items(study: Study) -> list[dict]:
     """What the selection did, per system pair: the items released to raters (the plan's tasks, in release
     order), each with its DiffUse cluster size when the strategy reported one (how many candidates the
-    representative stands for), its inclusion probability when the strategy drew with known unequal chances, and
-    its separability under the study's metric; the method of the pair's
-    latest selection run and the number of candidates it drew from."""
+    representative stands for), its inclusion probability when the strategy drew with known chances, and
+    its separability under the study's metric; the pair's sample design (``sample_designs``) and the number of
+    candidates it drew from."""
     from annotation.models import Task
 
     settings = study.selection_settings
-    runs = {run.comparison_id: run for run in SelectionRun.objects.filter(study=study, comparison__isnull=False)
-            .order_by("created", "id")}  # the latest run of each pair wins
-    pools = selection_pools(study)
+    runs = plan_runs(study)
+    designs = sample_designs(study, runs)
     deltas = {(c, i): d for c, i, d in ItemSeparability.objects.filter(
         run__study=study, run__metric=settings.separability_metric).values_list("run__comparison_id", "item_id",
                                                                                  "delta")}
@@ -266,12 +292,14 @@ def chosen_items(study: Study) -> list[dict]:
     out = []
     for c in study.comparisons.select_related("system_a", "system_b"):
         run = runs.get(c.pk)
+        run = run if isinstance(run, SelectionRun) else None
+        design = designs[(c.system_a.name, c.system_b.name)]
         sizes = dict(zip(run.items, run.details.get("cluster_sizes", []), strict=False)) if run else {}
         chances = dict(zip(run.items, run.details.get("inclusion", []), strict=False)) if run else {}
         out.append({
             "comparison": c, "label": f"{c.system_a.name} vs {c.system_b.name}",
-            "method": run.method if run else settings.selection_method, "candidates": pools.get(c.pk, 0),
-            "design": get_strategy(run.method if run else settings.selection_method).design,
+            "method": design.method or settings.selection_method, "candidates": design.candidates,
+            "design": design.kind,
             "items": [{"item_id": item_id, "external_id": external_id, "cluster_size": sizes.get(external_id),
                        "inclusion": chances.get(external_id), "delta": deltas.get((c.pk, item_id))}
                       for item_id, external_id in released.get(c.pk, [])],
@@ -286,13 +314,13 @@ UNRECORDED = "unrecorded"
 @dataclasses.dataclass(frozen=True)
 class SampleDesign:
     """How the items people judge for one system pair were drawn: the one home of "what kind of sample is this",
-    read by the report's estimates (analytics.services) and the selection page. Built from the pair's latest
-    selection run (or its live iterative run).
+    read by the report's estimates (analytics.services) and the selection page. Built from the run behind the
+    pair's plan (``plan_runs``).
 
     ``kind``: strategies.UNIFORM (every frame item had the same chance), WEIGHTED (unequal chances, stored),
     STRATIFIED (a fixed share of each stratum, stored with the strata), PURPOSIVE (chosen on purpose: a mean over
     the judged items describes them and estimates nothing beyond them; ``reason`` says why) or UNRECORDED (no
-    selection run says how the items were chosen)."""
+    selection run says how the items were chosen: only a census -- every item judged -- allows an estimate)."""
 
     method: str
     kind: str
@@ -301,46 +329,60 @@ class SampleDesign:
     inclusion: dict[int, float]  # chosen item id -> its inclusion probability (weighted and stratified designs)
     strata: dict[int, int]  # frame item id -> its stratum (stratified designs)
     reason: str = ""
+    candidates: int = 0  # how many items the selection chose from
 
     @property
     def probability_sample(self) -> bool:
         return self.kind in (UNIFORM, WEIGHTED, STRATIFIED)
 
 
-def sample_designs(study: Study) -> dict[tuple[str, str], SampleDesign]:
-    """(system a, system b) of each comparison -> how its items were drawn (``SampleDesign``)."""
-    from selection.models import IterativeRun
+def sample_designs(study: Study, runs: dict | None = None) -> dict[tuple[str, str], SampleDesign]:
+    """(system a, system b) of each comparison -> how its items were drawn (``SampleDesign``), from ``plan_runs``."""
+    from annotation.models import Task
 
+    runs = plan_runs(study) if runs is None else runs
     ids = dict(study.items.values_list("external_id", "id"))
     all_items = list(study.items.order_by("position").values_list("id", flat=True))
-    runs = {}
-    for run in SelectionRun.objects.filter(study=study, comparison__isnull=False).order_by("created", "id"):
-        runs[run.comparison_id] = run  # the latest run of each pair wins
-    live = {run.comparison_id: run for run in IterativeRun.objects.filter(study=study)}
+    released: dict[int, list[int]] = {}
+    for comparison_id, item_id in Task.objects.filter(study=study).order_by("position").values_list("comparison_id",
+                                                                                                  "item_id"):
+        released.setdefault(comparison_id, []).append(item_id)
     out = {}
     for c in study.comparisons.select_related("system_a", "system_b"):
         pair = (c.system_a.name, c.system_b.name)
-        if c.pk in live:
-            strategy = get_strategy(LIVE_METHOD)
-            out[pair] = SampleDesign(LIVE_METHOD, PURPOSIVE, [], [], {}, {}, strategy.purposive_reason)
-            continue
         run = runs.get(c.pk)
-        if run is None:
-            out[pair] = SampleDesign("", UNRECORDED, all_items, [], {}, {},
-                                     "no selection run records how the judged items were chosen")
+        if isinstance(run, IterativeRun):
+            out[pair] = SampleDesign(LIVE_METHOD, PURPOSIVE, list(run.item_ids), released.get(c.pk, []), {}, {},
+                                     get_strategy(LIVE_METHOD).purposive_reason, len(run.item_ids))
             continue
-        strategy = STRATEGIES.get(run.method)
-        kind = strategy.design if strategy else UNRECORDED
-        chosen = [ids[i] for i in run.items if i in ids]
-        frame_ids = run.details.get("candidate_items")
-        frame = [ids[i] for i in frame_ids if i in ids] if frame_ids is not None else chosen
-        if frame_ids is None and len(chosen) < run.candidates and kind != PURPOSIVE:
-            kind = UNRECORDED  # a sample stored before its candidates were kept: what it stands for is unknown
-        inclusion = {ids[i]: float(p) for i, p in zip(run.items, run.details.get("inclusion", []), strict=False)
-                     if i in ids}
-        strata = {ids[i]: int(h) for i, h in zip(frame_ids or [], run.details.get("strata", []), strict=False)
-                  if i in ids}
-        reason = (strategy.purposive_reason if kind == PURPOSIVE and strategy else
-                  "the selection run does not record what its items were drawn from" if kind == UNRECORDED else "")
-        out[pair] = SampleDesign(run.method, kind, frame, chosen, inclusion, strata, reason)
+        if run is None:
+            reason = ("the items released to raters match no stored selection run" if c.pk in released
+                      else "no selection run records how the judged items were chosen")
+            out[pair] = SampleDesign("", UNRECORDED, all_items, released.get(c.pk, []), {}, {}, reason,
+                                     len(all_items))
+            continue
+        out[pair] = _design_of(run, ids, all_items)
     return out
+
+
+def _design_of(run: SelectionRun, ids: dict[str, int], all_items: list[int]) -> SampleDesign:
+    strategy = STRATEGIES.get(run.method)
+    kind = strategy.design if strategy else UNRECORDED
+    chosen = [ids[i] for i in run.items if i in ids]
+    frame_ids = run.details.get("candidate_items")
+    frame = [ids[i] for i in frame_ids if i in ids] if frame_ids is not None else chosen
+    inclusion = {ids[i]: float(p) for i, p in zip(run.items, run.details.get("inclusion", []), strict=False)
+                 if i in ids}
+    strata = {ids[i]: int(h) for i, h in zip(frame_ids or [], run.details.get("strata", []), strict=False)
+              if i in ids}
+    everything = len(chosen) == run.candidates  # every candidate chosen: whatever the method, a census of them
+    if kind in (WEIGHTED, STRATIFIED) and (not inclusion or (kind == STRATIFIED and not strata)):
+        kind = UNIFORM if everything else UNRECORDED  # stored before its chances were kept
+    if kind != PURPOSIVE and frame_ids is None and not everything:
+        kind = UNRECORDED  # a sample stored before its candidates were kept: what it stands for is unknown
+    reason = (strategy.purposive_reason if kind == PURPOSIVE and strategy else
+              "the selection run does not record what its items were drawn from" if kind == UNRECORDED else "")
+    if kind == UNRECORDED:
+        frame = all_items
+    return SampleDesign(run.method, kind, frame, chosen, inclusion if kind != UNIFORM else {}, strata, reason,
+                        run.candidates)

@@ -285,6 +285,6 @@ def judge_stratified_selection(f: np.ndarray, budget: int, rng: np.random.Genera
     guess = np.maximum([np.sqrt(np.mean(f[strata == h] * (1 - f[strata == h]))) for h in range(sizes.size)],
                        SPREAD_FLOOR)
     spread = 0.5 * guess + 0.5 * float(np.average(guess, weights=sizes))
-    counts = stratified_allocation(sizes, budget, spread if neyman else None)
+    counts = stratified_allocation(sizes, budget, spread if neyman else None, minimum=min(2, budget))
     chosen, pi = stratified_draw(strata, counts, rng)
     return chosen, strata, pi

@@ -160,14 +160,22 @@ class EstimateFigures:
     width: float  # mean width of the 95 % interval
     coverage: float  # share of intervals that hold the pool's win rate
     claimed: float  # mean efficiency the estimate claims (labels by people alone on a uniform sample, per label)
+    # the mean squared error people alone have with a uniform sample of the same size, exactly: (1 - n/N) S^2 / n
+    reference_mse: float
+
+    @property
+    def realised(self) -> float:
+        """The efficiency delivered: people alone's mean squared error (exact) over this design's."""
+        return self.reference_mse / self.mse if self.mse else float("inf")
 
 
 def estimate_rates(pools: Sequence[Pool], designs: dict[str, tuple[Draw, str]], budgets: Sequence[int],
                    seed: int = 0) -> dict[str, dict[int, EstimateFigures]]:
     """Per design (a draw and the name of an estimator in ``ESTIMATORS``) and budget: success, mean error, mean
-    squared error, mean interval width, coverage of the pool's win rate (the mean oracle score of its first system)
-    and the efficiency the estimates claim. Each (pool, design, budget) draws with its own generator derived from
-    ``seed``; a budget below 2 is skipped. ``realised_efficiency`` turns the errors into what each design delivers."""
+    squared error, mean interval width, coverage of the pool's win rate (the mean oracle score of its first system),
+    the efficiency the estimates claim and the one they deliver (``EstimateFigures.realised``: against people alone
+    on a uniform sample, whose mean squared error is known exactly). Each (pool, design, budget) draws with its own
+    generator derived from ``seed``; a budget below 2 is skipped."""
     out: dict[str, dict[int, EstimateFigures]] = {name: {} for name in designs}
     for name, (draw, estimator) in designs.items():
         for budget in budgets:
@@ -181,18 +189,13 @@ def estimate_rates(pools: Sequence[Pool], designs: dict[str, tuple[Draw, str]], 
                 estimate = ESTIMATORS[estimator](pool, drawn)
                 truth = float(pool.y.mean())
                 named = None if estimate.estimate == 0.5 else ("a" if estimate.estimate > 0.5 else "b")
+                size = len(pool.oracle)
+                exact = (1 - budget / size) * float(np.var(pool.y, ddof=1)) / budget if size > 1 else 0.0
                 rows.append((pool.winner is not None and named == pool.winner, abs(estimate.estimate - truth),
                              (estimate.estimate - truth) ** 2, estimate.width,
-                             estimate.low - 1e-12 <= truth <= estimate.high + 1e-12, estimate.efficiency))
+                             estimate.low - 1e-12 <= truth <= estimate.high + 1e-12, estimate.efficiency, exact))
             out[name][budget] = EstimateFigures(*(float(np.mean(column)) for column in zip(*rows, strict=True)))
     return out
-
-
-def realised_efficiency(figures: dict[str, dict[int, EstimateFigures]], baseline: str) -> dict[str, dict[int, float]]:
-    """Per design and budget: the baseline's mean squared error over the design's (labels by people alone on a
-    uniform sample, here ``baseline``, that one label of the design was worth in this simulation)."""
-    return {name: {b: (figures[baseline][b].mse / f.mse if f.mse else float("inf")) for b, f in by_budget.items()}
-            for name, by_budget in figures.items()}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -167,7 +167,8 @@ def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_o
         for figures in by_budget.values():
             assert 0 <= figures["success"] <= 1 and 0 <= figures["coverage"] <= 1 and figures["width"] > 0
             assert figures["claimed"] > 0 and figures["realised"] > 0
-    assert all(f["realised"] == 1.0 for f in designs["random: people"].values())  # the baseline
+    for figures in designs["random: people"].values():  # people alone on a random sample: (1 - n/N) S^2 / n exactly
+        assert figures["realised"] == pytest.approx(figures["reference_mse"] / figures["mse"])
     assert document["estimates"]["verdicts"] == 120 and document["estimates"]["judged_items"] == 30
     out = StringIO()
     call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--oracle-kind", "judge",
