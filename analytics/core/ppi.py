@@ -37,10 +37,11 @@ test_coverage_prd.py`` simulates them on the PRD human and judge data):
    wider. It always contains the estimate, never has zero width while any item is unlabelled, and leaves the
    estimate alone.
 
-What a judge (or a design) is worth is each estimate's ``efficiency`` (``labels_worth``): how many labels by people
-alone, on a uniform sample, one of its labels stands for. It is estimated from the same sample; the coverage suite
-checks that on real data it matches the realised efficiency (the ratio of the estimates' mean squared errors)
-within 10 %.
+What a judge (or a design) is worth is each estimate's ``efficiency`` (``labels_worth``): the variance people alone
+would have on a uniform sample of the same size over the estimate's -- for items like these, how many labels by
+people alone one of its labels stands for (``MeanEstimate.labels_equivalent`` turns it into a number of labels for
+either target). It is estimated from the same sample; the coverage suite checks that on real data it matches the
+realised efficiency (the ratio of the estimates' mean squared errors) within 10 %.
 """
 
 from __future__ import annotations
@@ -323,8 +324,7 @@ def active_mean(y, f, pi, sampled, alpha: float = 0.05, lam: float | None = None
 def stratified_mean(y, strata, sampled, alpha: float = 0.05, finite: bool = False,
                     bounds: tuple[float, float] | None = None) -> MeanEstimate:
     """The stratified mean over N items in strata (e.g. ``judge_strata``: bands of the judges' score), people having
-    labelled a uniform sample within each stratum (stratified sampling, or post-stratified: a uniform sample cut
-    into the strata afterwards):
+    labelled a uniform sample within each stratum (stratified sampling):
 
         theta = sum_h W_h mean_h(Y),   W_h = N_h / N
         V_d   = sum_h W_h^2 (1 - n_h / N_h) s_h^2 / n_h
@@ -409,33 +409,6 @@ def judge_strata(f, n_strata: int) -> np.ndarray:
     for cut in sorted(cuts):
         labels[order[cut:]] += 1
     return labels
-
-
-def merge_strata(strata, sampled, minimum: int = 2) -> np.ndarray:
-    """Post-stratification of a uniform sample: neighbouring strata (in stratum order) merged until every stratum
-    holds at least ``minimum`` labelled items (or is labelled whole). Returns new stratum numbers 0 .. H' - 1."""
-    strata = np.asarray(strata)
-    sampled = np.asarray(sampled, dtype=bool)
-    levels, index = np.unique(strata, return_inverse=True)
-    sizes = np.bincount(index, minlength=levels.size)
-    labelled = np.bincount(index, weights=sampled, minlength=levels.size).astype(np.int64)
-    groups = [[h] for h in range(levels.size)]  # each a run of neighbouring levels
-    size, count = list(sizes), list(labelled)
-
-    def short(i: int) -> bool:
-        return count[i] < minimum and count[i] < size[i]
-
-    while len(groups) > 1 and any(short(i) for i in range(len(groups))):
-        i = next(i for i in range(len(groups)) if short(i))
-        j = i + 1 if i + 1 < len(groups) else i - 1  # merge with the next band (the previous for the last)
-        low, high = min(i, j), max(i, j)
-        groups[low:high + 1] = [groups[low] + groups[high]]
-        size[low:high + 1] = [size[low] + size[high]]
-        count[low:high + 1] = [count[low] + count[high]]
-    new_number = np.zeros(levels.size, dtype=np.int64)
-    for number, group in enumerate(groups):
-        new_number[group] = number
-    return new_number[index]
 
 
 # --------------------------------------------------------------------------------------------------------------

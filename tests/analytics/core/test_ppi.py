@@ -16,7 +16,6 @@ from analytics.core.ppi import (
     classical_mean,
     judge_strata,
     labels_worth,
-    merge_strata,
     power_tuned_lambda,
     ppi_mean,
     score_bounds,
@@ -159,14 +158,6 @@ def test_strata_keep_equal_scores_together_and_come_in_order():
     assert np.all(np.diff(strata[order]) >= 0) and strata.max() == 2
     assert set(judge_strata(np.full(5, 0.5), 4)) == {0}  # one score: one stratum
     assert [strata_count(n) for n in (4, 10, 20, 40, 200)] == [2, 2, 4, 5, 5]
-
-
-def test_short_strata_merge_with_their_neighbours():
-    strata = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 2])
-    sampled = np.array([1, 1, 0, 1, 0, 0, 1, 1, 0, 0], dtype=bool)
-    assert list(merge_strata(strata, sampled)) == [0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
-    whole = np.array([1, 1, 0, 1, 0, 0, 0, 0, 0, 0], dtype=bool)  # the last band has no label at all
-    assert list(merge_strata(strata, whole)) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
 
 
 def test_the_stratified_mean_on_a_case_worked_by_hand():
