@@ -35,8 +35,8 @@ class AnalysisSettings(models.Model):
     )
 
     class EstimateTarget(models.TextChoices):
-        ITEMS_LIKE_THESE = "items_like_these", "Items like these (the population the study's items come from)"
-        THESE_ITEMS = "these_items", "These items (the study's own items, nothing beyond them)"
+        ITEMS_LIKE_THESE = "items_like_these", "Items like these"
+        THESE_ITEMS = "these_items", "These items only"
 
     estimate_target = models.CharField(
         max_length=20, choices=EstimateTarget.choices, default=EstimateTarget.ITEMS_LIKE_THESE,

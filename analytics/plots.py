@@ -23,17 +23,22 @@ def fmt(v: float) -> str:
 
 
 def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, label: str = "rating",
-                  decimals: int = 1) -> str:
+                  decimals: int = 1, reference: tuple[float, str] | None = None) -> str:
     """Horizontal point estimates with 95 % interval whiskers, one row per system (rows: system, rating,
-    low, high); ``decimals`` for the values in each point's tooltip."""
+    low, high); ``decimals`` for the values in each point's tooltip; ``reference``: (value, words) drawn as a
+    dashed line (e.g. 0.5, "even") and always inside the axis."""
     rows = [r for r in rows if r.get("low") is not None and r.get("high") is not None]
     if not rows:
         return ""
     lo = min(min(r["low"], r["rating"]) for r in rows)
     hi = max(max(r["high"], r["rating"]) for r in rows)
+    if reference is not None:
+        lo, hi = min(lo, reference[0]), max(hi, reference[0])
     pad = (hi - lo) * 0.05 or 1.0
     lo, hi = lo - pad, hi + pad
-    left, right, top = 170, 20, 8
+    # room for the longest row label (about 6 px a character at 11 px), at most half the plot
+    left = int(min(max(170, 6 * max(len(str(r["system"])) for r in rows) + 16), width // 2))
+    right, top = 20, (22 if reference is not None else 8)
     height = top + row_height * len(rows) + 26
     plot_w = width - left - right
 
@@ -51,6 +56,10 @@ def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, labe
                      f'[{r["low"]:.{decimals}f}, {r["high"]:.{decimals}f}]</title>'
                      "</circle>")
     base = top + row_height * len(rows) + 4
+    if reference is not None:
+        parts.append(f'<line x1="{x(reference[0]):.1f}" y1="{top}" x2="{x(reference[0]):.1f}" y2="{base}" '
+                     f'class="reference"/>')
+        parts.append(f'<text x="{x(reference[0]):.1f}" y="14" text-anchor="middle">{escape(reference[1])}</text>')
     parts.append(f'<line x1="{left}" y1="{base}" x2="{width - right}" y2="{base}" class="axis"/>')
     parts.append(f'<text x="{left}" y="{base + 16}">{fmt(lo)}</text>')
     parts.append(f'<text x="{width - right}" y="{base + 16}" text-anchor="end">{fmt(hi)}</text>')

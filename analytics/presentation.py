@@ -110,16 +110,14 @@ SECTIONS = [
      "KL(human || judge) and JS divergence of the forced-choice distributions over (first system, second system, "
      "tie)."),
     ("win-rate-estimates", "Win rates with honest intervals: people alone, and people with judges", None,
-     "Each system pair's win rate of its first system (ties half), estimated as the way its items were drawn allows: "
-     "from a random sample, people alone and people with each judge (and all judges together) in one estimate "
-     "(prediction-powered inference with the judge's weight tuned, or weighted by each item's known chance, or by "
-     "stratum); from items chosen on purpose (DiffUse, a threshold), only the mean of those items, which describes "
-     "them and nothing beyond. Every interval is a 95 % interval for the target named above it, checked to cover "
-     "on real data at 10 to 40 judged items (tests/analytics/core/test_coverage_prd.py). 'Worth' is how many "
-     "labels by people alone on a random sample the estimate is worth, measured from its own and that sample's "
-     "variance; on PRD at 20 labelled questions the best judge was worth about 5 % more labels, all five judges "
-     "together about 7 %, and drawing the questions within bands of the judges' verdicts about 10 % "
-     "(bench/README.md): expect little from judges that agree with people on barely two questions in three."),
+     "Each system pair's win rate of its first system (a tie counts half), estimated as the way its items were "
+     "drawn allows. From a random sample: people alone, and people with each judge (and all judges together) in "
+     "one estimate, the judge's weight λ tuned on the judged items (0: the judge is no help). From items chosen on "
+     "purpose (DiffUse, a threshold): only the mean of those items, which describes them and nothing beyond. Every "
+     "interval is a 95 % interval for the target each pair names, and has been checked to cover on real data with "
+     "10 to 40 judged items. 'Worth' is how many items judged by people alone on a random sample would give the "
+     "same precision. On the PRD data, judges that agree with people on about two questions in three were worth "
+     "about 5 % more items; drawing the items within bands of the judges' verdicts about 10 %."),
     ("hybrid-strengths", "Bradley-Terry strengths from humans and a judge", None, "Each system's Bradley-Terry "
      "rating (1000 + 400 log10-odds against the study's first system, the reference) from the humans alone and "
      "from the humans and the judge together (PPI++ with power tuning over all system pairs at once: a unit is "
@@ -149,9 +147,12 @@ def empty_reason(name: str, data: dict) -> str:
                 "a judge that judged more of the study than the humans.")
     if name == "win-rate-estimates":
         return "No system pair has two or more items judged by people yet."
-    if name in ("debiasing", "judge-metrics", "threshold-sweep", "beta-sensitivity"):
-        return ("No judge has judged the pairs the humans judged (with probabilities, for debiasing): import a "
-                "judge's verdicts on the study page.")
+    if name == "debiasing":
+        return ("No judge gave probabilities (P(A), e.g. from log-probabilities) on pairs the humans judged: "
+                "debiasing needs them. Run a judge with log-probabilities, or import verdicts with probability_a.")
+    if name in ("judge-metrics", "threshold-sweep", "beta-sensitivity"):
+        return ("No judge has judged the pairs the humans judged: run a judge or import a judge's verdicts on the "
+                "study page.")
     if name in ("consistency-bins",):
         return ("Needs rating sets of two or more judgments and the items' separability (computed on the "
                 "Separability page).")
@@ -168,13 +169,19 @@ def sections(data: dict) -> list[dict]:
     params = (data["elo"].get("parameters") or {})
     values = {"k": params.get("k"), "rounds": params.get("bootstrap_rounds"), "seed": params.get("seed"),
               "T": params.get("T"), "alpha": params.get("alpha"), "beta": params.get("beta")}
+    purposive = [f"{e['system_a']} vs {e['system_b']}" for e in data.get("win_rate_estimates", [])
+                 if e["design"] == "purposive"]
     out = []
     for name, heading, figure, note in SECTIONS:
         columns, rows = tables.get(name, ([], []))
         figure_svg = figs.get(figure, "") if figure else ""
         if name == "consistency-bins":
             figure_svg = "".join(figs.get(f"consistency-{k}", "") for k in ("human", "judge"))
-        out.append({"name": name, "heading": heading, "note": note.format(**values), "figure": figure_svg,
+        note = note.format(**values)
+        if name.startswith("leaderboard-") and purposive:
+            note += (f" The items of {', '.join(purposive)} were chosen on purpose: these ratings and their intervals "
+                     "(battles resampled) describe the judged items, not the study's other items.")
+        out.append({"name": name, "heading": heading, "note": note, "figure": figure_svg,
                     "columns": columns, "rows": rows[:SHOWN_ROWS], "total": len(rows),
                     "empty": empty_reason(name, data)})
     return out
@@ -185,10 +192,11 @@ def win_rate_blocks(data: dict) -> list[dict]:
     an interval plot of its estimates and their rows in words."""
     blocks = []
     for entry in data.get("win_rate_estimates", []):
-        rows = [{"system": e["label"], "rating": e["estimate"], "low": e["low"], "high": e["high"]}
+        rows = [{"system": e.get("short", e["label"]), "rating": e["estimate"], "low": e["low"], "high": e["high"]}
                 for e in entry["estimates"]]
-        blocks.append({**entry, "figure": plots.interval_plot(rows, label=f"win rate of {entry['system_a']}",
-                                                                   decimals=3)})
+        figure = plots.interval_plot(rows, label=f"win rate of {entry['system_a']}", decimals=3,
+                                     reference=(0.5, "½: even"))
+        blocks.append({**entry, "figure": figure})
     return blocks
 
 

@@ -534,8 +534,8 @@ ALL_JUDGES = "all judges"  # the several-judges predictor: the mean of every jud
 
 DESIGN_WORDS = {
     UNIFORM: "a uniform random sample",
-    WEIGHTED: "a random sample with unequal, known chances (each judged item weighted by one over its chance)",
-    STRATIFIED: "a stratified random sample (each stratum weighted by its size)",
+    WEIGHTED: "a random sample with unequal, known chances, each judged item weighted by one over its chance",
+    STRATIFIED: "a random sample of a fixed number from each band, each band weighted by its size",
     PURPOSIVE: "items chosen on purpose",
     UNRECORDED: "items chosen in a way no selection run records",
 }
@@ -545,9 +545,11 @@ WIN_RATE = (0.0, 1.0)  # a win rate's scores: 1 a win, 1/2 a tie, 0 a loss (the 
 
 
 def _estimate_row(name: str, label: str, judge: str | None, est: ppi.MeanEstimate) -> dict:
-    return {"estimator": name, "label": label, "judge": judge, "labelled": est.n_labelled,
+    """One estimate as the report keeps it; ``short``: its name in the plot."""
+    short = "people alone" if judge is None else ("+ all judges" if judge == ALL_JUDGES else f"+ {judge}")
+    return {"estimator": name, "label": label, "short": short, "judge": judge, "labelled": est.n_labelled,
             "judge_only": est.n_unlabelled, "estimate": est.estimate, "low": est.low, "high": est.high,
-            "lambda": None if math.isnan(est.lam) else est.lam, "efficiency": est.efficiency,
+            "lambda": None if judge is None or math.isnan(est.lam) else est.lam, "efficiency": est.efficiency,
             "labels_worth": est.labels_equivalent, "target": est.target}
 
 
@@ -586,7 +588,7 @@ def _pair_estimates(design: SampleDesign, y_by: dict[int, float], predictors: di
         counts = {h: (int(np.sum(sampled & (strata == h))), int(np.sum(strata == h))) for h in np.unique(strata)}
         if all(k >= 2 or k == size for k, size in counts.values()):
             est = ppi.stratified_mean(y, strata, sampled, finite=finite, bounds=WIN_RATE)
-            rows.append(_estimate_row("stratified", f"People alone, by {len(counts)} bands", None, est))
+            rows.append(_estimate_row("stratified", f"People alone, band by band ({len(counts)} bands)", None, est))
             return n, rows, ""
         # some band has fewer than two judged items yet: its share cannot be estimated on its own, and merging bands
         # drawn at different rates would bias the mean; weighting each item by one over its chance stays unbiased
@@ -604,6 +606,16 @@ def _pair_estimates(design: SampleDesign, y_by: dict[int, float], predictors: di
         label = "People + all judges, weighted" if name == ALL_JUDGES else f"People + {name}, weighted"
         rows.append(_estimate_row("weighted", label, name, est))
     return n, rows, ""
+
+
+def _design_note(design: SampleDesign, predictors: dict) -> str:
+    """What a reader should know about a design's rows beyond the numbers."""
+    if design.kind == STRATIFIED and predictors:
+        if design.method in ("judge-stratified", "judge-neyman"):
+            return ("The judges chose this sample: their verdicts made the bands, so what they know is in the "
+                    "estimate already, with nothing fitted on people's labels; no row adds a judge again.")
+        return "A judge is not combined with a stratified sample here: the estimate is people's, by band."
+    return ""
 
 
 def win_rate_estimates(study: Study, humans: list[Row], judges: list[Row],
@@ -637,7 +649,8 @@ def win_rate_estimates(study: Study, humans: list[Row], judges: list[Row],
             predictors[ALL_JUDGES] = _item_scores([r for r in judges if r.rater in predictors], pair)
         entry = {"system_a": pair[0], "system_b": pair[1], "method": design.method, "design": design.kind,
                  "design_words": DESIGN_WORDS[design.kind], "frame": len(design.frame),
-                 "candidates": design.candidates,
+                 "candidates": design.candidates, "drawn": len(design.chosen) or len(design.frame),
+                 "note": _design_note(design, predictors),
                  "target": ppi.THESE_ITEMS if finite else ppi.ITEMS_LIKE_THESE, "estimates": [], "reason": "",
                  "description": None}
         judged = [i for i in (design.chosen or design.frame) if i in y_by]

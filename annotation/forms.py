@@ -204,8 +204,9 @@ LABELS: dict[str, tuple[str, str]] = {
     "bootstrap_rounds": ("Bootstrap rounds", "Resamples behind the leaderboards' 95 % intervals."),
     "rating_aggregation": ("Which judgments are battles", "Every judgment, the majority per pair, or one sampled "
                            "per item and system pair."),
-    "estimate_target": ("Win-rate estimates are for", "Items like these: the intervals include that the study "
-                        "has only some of the items it stands for. These items: only which of them people judged."),
+    "estimate_target": ("Win-rate estimates are for", "Items like these: the intervals also count that the study "
+                        "holds only some of the items it stands for. These items: the study's own items only, so "
+                        "judging all of them gives the exact answer."),
     "indeterminacy_beta": ("Human sensitivity β (forced choice only)", "The share of raters who chose one output "
                            "but would accept the other, for judge metrics when humans gave forced choices only."),
     "max_assignments_per_rater": ("Most assignments per rater", "Empty: no limit."),
@@ -257,7 +258,8 @@ LAYOUT = [
     ("selection", "Which items", "Which system pairs are compared and which of their items raters judge.",
      ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",
       "separability_threshold", "risk", "min_n", "seed"]),
-    ("analysis", "How results are computed", "The report's leaderboards, stopping test and judge metrics.",
+    ("analysis", "How results are computed", "The report's leaderboards, stopping test, judge metrics and win-rate "
+     "estimates.",
      ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
       "stopping_ties_in_n", "indeterminacy_beta", "estimate_target"]),
 ]

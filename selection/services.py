@@ -301,9 +301,10 @@ def chosen_items(study: Study) -> list[dict]:
             "method": design.method or settings.selection_method, "candidates": design.candidates,
             "design": design.kind,
             "items": [{"item_id": item_id, "external_id": external_id, "cluster_size": sizes.get(external_id),
-                       "inclusion": chances.get(external_id), "delta": deltas.get((c.pk, item_id))}
+                       "inclusion": chances.get(external_id), "delta": deltas.get((c.pk, item_id)),
+                       "band": None if item_id not in design.strata else design.strata[item_id] + 1}
                       for item_id, external_id in released.get(c.pk, [])],
-            "has_clusters": bool(sizes), "has_inclusion": bool(chances),
+            "has_clusters": bool(sizes), "has_inclusion": bool(chances), "has_bands": bool(design.strata),
         })
     return out
 

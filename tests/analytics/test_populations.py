@@ -173,6 +173,16 @@ def test_axis_labels_are_readable_numbers():
     assert plots.fmt(0.123456) == "0.123" and plots.fmt(1100) == "1,100" and plots.fmt(-2.5) == "-2.5"
 
 
+def test_an_interval_plot_marks_its_reference_and_makes_room_for_long_labels():
+    rows = [{"system": "People + all judges (their mean verdict)", "rating": 0.31, "low": 0.22, "high": 0.41}]
+    svg = plots.interval_plot(rows, reference=(0.5, "even"), decimals=3)
+    # the axis reaches the reference although every interval lies below it (0.5 + 5 % of 0.5 - 0.22 = 0.514),
+    # and the line is labelled
+    assert 'class="reference"' in svg and ">even</text>" in svg and ">0.514</text>" in svg
+    # the label's right edge sits at left - 8 with left = 6 x 40 characters + 16
+    assert '<text x="248" y=' in svg and "[0.220, 0.410]" in svg
+
+
 def test_the_study_list_counts_humans_and_judges_apart(researcher_client, judged_study):
     page = researcher_client.get(reverse("study_list")).content.decode()
     assert "<th>Human judgments</th><th>Judge verdicts</th>" in page and "<td>40</td><td>160</td>" in page

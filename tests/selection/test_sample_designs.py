@@ -4,6 +4,8 @@ loop, stratified samples judged part-way, and the target of the estimates."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -110,7 +112,10 @@ def test_a_stratified_sample_is_estimated_by_band_and_weighted_while_a_band_is_s
     sampled = np.array([i in design.chosen for i in frame])
     strata = np.array([design.strata[i] for i in frame])
     expected = ppi.stratified_mean(np.where(sampled, y, np.nan), strata, sampled)
-    assert people["label"] == f"People alone, by {len(set(design.strata.values()))} bands"
+    assert people["label"] == f"People alone, band by band ({len(set(design.strata.values()))} bands)"
+    assert people["lambda"] is None  # nothing fitted: no judge's weight to show
+    entry = _entry(judged)
+    assert "The judges chose this sample" in entry["note"] and entry["drawn"] == 12
     assert (people["estimate"], people["low"], people["high"]) == pytest.approx((expected.estimate, expected.low,
                                                                                 expected.high))
 
@@ -132,3 +137,16 @@ def test_the_target_setting_names_these_items_and_their_worth_in_labels(judged):
         assert row["labels_worth"] == pytest.approx(n_prime) and row["target"] == ppi.THESE_ITEMS
     page = analytics_services.study_report(judged)
     assert page["win_rate_estimates"][0]["target"] == "these items"
+
+
+def test_the_selection_page_shows_each_items_band_for_a_stratified_draw(client, researcher, judged):  # noqa: F811
+    from django.urls import reverse
+
+    annotation_services.do_update_settings(judged, {"selection_method": "judge-stratified", "budget": 10}, None)
+    design = _design(judged)
+    client.force_login(researcher)
+    page = client.get(reverse("live_selection", args=[judged.pk])).content.decode()
+    assert "<th>Band</th>" in page and "a fixed number was drawn from each band of the LLM judges' mean verdict" in page
+    names = dict(judged.items.values_list("id", "external_id"))
+    for item in design.chosen:
+        assert re.search(rf'>{names[item]}</a></td>\s*<td>{design.strata[item] + 1}</td>', page)

@@ -222,7 +222,7 @@ class Command(BaseCommand):
         each requested design that is a probability sample over the whole pool, by its kind's estimators."""
         estimators = {UNIFORM: (("people", "people"), ("people+judges", "people+judges")),
                       WEIGHTED: (("people", "weighted people"), ("people+judges", "weighted")),
-                      STRATIFIED: (("people, by stratum", "stratified"),)}
+                      STRATIFIED: (("people, by band", "stratified"),)}
         designs, left_out = {}, []
         for m in ["random", *[m for m in methods if m != "random"]]:
             name = DEFAULT_METHOD if m == "default" else m
