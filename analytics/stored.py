@@ -26,9 +26,10 @@ from annotation.models import Comparison, Judgment, Rater, Study
 from selection.models import IterativeRun, Job, SelectionRun, SeparabilityRun
 
 JOB_KIND = "report"
-# The report's own format: raised when what a report holds or how its page is rendered changes, so reports stored
-# by older code are computed again (issue 25: win-rate estimates by design replaced the hybrid table).
-REPORT_FORMAT = 2
+# The report's own format: raised when what a report holds or how its page body is rendered changes (the body is
+# stored rendered), so reports stored by older code are computed again (issue 25: win-rate estimates by design
+# replaced the hybrid table; 3: focusable table regions, the plot's reference line and shorter labels).
+REPORT_FORMAT = 3
 
 
 def data_version(study: Study) -> str:
