@@ -315,6 +315,19 @@ class JudgeForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # only the environment variables the operator allows (SEPLAB_JUDGE_KEY_VARIABLES), as a choice
+        from annotation.models import key_variables
+
+        allowed = key_variables()
+        current = self.instance.api_key_env if self.instance.pk else ""
+        choices = [("", "None (a stored key, or a server that needs none)")] + [(v, v) for v in allowed]
+        if current and current not in allowed:  # stored before the list: shown, refused on save
+            choices.append((current, f"{current} (not allowed on this server)"))
+        self.fields["api_key_env"] = forms.ChoiceField(
+            choices=choices, required=False, label="API key environment variable",
+            initial=current if self.instance.pk else (allowed[0] if allowed else ""),
+            help_text="Read the key from this environment variable of the worker (the variables this server's "
+                      "operator allows).")
         if self.instance.pk:
             self.fields["name"].disabled = True
             self.fields["name"].initial = self.instance.rater.external_id

@@ -29,7 +29,18 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from annotation import elicitation, judging, orientation
-from annotation.models import Generation, Judge, JudgeCall, Judgment, Pair, Rater, Study, TaskPair
+from annotation.models import (
+    Generation,
+    Judge,
+    JudgeCall,
+    Judgment,
+    Pair,
+    Rater,
+    Study,
+    TaskPair,
+    key_variables,
+    unknown_key_variable,
+)
 from selection.models import Job
 
 JOB_KIND = "judge"
@@ -76,6 +87,8 @@ def api_key(judge: Judge) -> str:
     if judge.api_key:
         return judge.api_key
     if judge.api_key_env:
+        if judge.api_key_env not in key_variables():  # a judge stored before the operator's list, or by a script
+            raise JudgeError(unknown_key_variable())
         value = os.environ.get(judge.api_key_env, "")
         if not value:
             raise JudgeError(f"The environment variable {judge.api_key_env} (the judge's API key) is not set for the "

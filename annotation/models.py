@@ -12,6 +12,7 @@ import secrets
 
 from django.conf import settings
 from django.core import signing
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -720,6 +721,25 @@ class Judge(models.Model):
 
     def __str__(self) -> str:
         return self.rater.external_id
+
+    def clean(self) -> None:
+        super().clean()
+        if self.api_key_env and self.api_key_env not in key_variables():
+            raise ValidationError({"api_key_env": unknown_key_variable()})
+
+
+def key_variables() -> list[str]:
+    """The environment variables the operator lets judges read their API key from (SEPLAB_JUDGE_KEY_VARIABLES)."""
+    return list(settings.SEPLAB_JUDGE_KEY_VARIABLES)
+
+
+def unknown_key_variable() -> str:
+    """Why a judge may not read a variable: the operator's list, never whether the variable exists."""
+    allowed = key_variables()
+    if not allowed:
+        return "This server lets judges use stored keys only: store the key with the judge."
+    return ("Judges may read their key only from the environment variables the server's operator allows: "
+            + ", ".join(allowed) + ". Choose one of them, or store the key with the judge.")
 
 
 class JudgeCall(models.Model):

@@ -197,6 +197,12 @@ TASKS = {
     }
 }
 
+# LLM judges may read their API key only from these environment variables of the worker, named by the operator
+# (comma-separated); any other name is refused, so a judge cannot have the server send its SECRET_KEY, DATABASE_URL
+# or cloud credentials to an endpoint of the researcher's choosing. Empty: judges use stored keys only.
+SEPLAB_JUDGE_KEY_VARIABLES = [
+    v.strip() for v in os.environ.get("SEPLAB_JUDGE_KEY_VARIABLES", "OPENAI_API_KEY").split(",") if v.strip()]
+
 # Crowdsourcing: sites allowed to frame rater pages, and where MTurk-style completion forms may post.
 SEPLAB_FRAME_ANCESTORS = [o for o in os.environ.get(
     "SEPLAB_FRAME_ANCESTORS",

@@ -190,12 +190,40 @@ def test_key_is_sent_never_logged_and_bad_key_stops_the_job(researcher, caplog):
         server.server_close()
 
 
-def test_missing_environment_key_is_said_before_the_job(researcher, server, monkeypatch):
+def test_missing_environment_key_is_said_before_the_job(researcher, server, monkeypatch, settings):
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = ["SEPLAB_TEST_JUDGE_KEY"]
     monkeypatch.delenv("SEPLAB_TEST_JUDGE_KEY", raising=False)
     judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key_env="SEPLAB_TEST_JUDGE_KEY")
     with pytest.raises(judge_runner.JudgeError, match="SEPLAB_TEST_JUDGE_KEY"):
         judge_runner.start(judge)
     assert not Job.objects.filter(kind="judge").exists()
+
+
+def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, server, monkeypatch, settings):
+    """Issue 26, H1: a judge whose key variable is SECRET_KEY (or DATABASE_URL, cloud credentials...) and whose base
+    URL is the researcher's own server would receive it as its bearer token. Only the operator's list may be read,
+    and the refusal never says whether a variable exists."""
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = ["OPENAI_API_KEY"]
+    monkeypatch.setenv("SECRET_KEY", "the-servers-own-secret-key-0123456789")
+    study = study_with(researcher, ["Q0?"])
+    for name in ("SECRET_KEY", "DATABASE_URL", "AWS_SECRET_ACCESS_KEY", "NO_SUCH_VARIABLE"):
+        with pytest.raises(judge_runner.JudgeError) as refused:
+            make_judge(study, server, api_key_env=name, name=f"j-{name}")
+        assert "only from the environment variables the server's operator allows: OPENAI_API_KEY" in str(refused.value)
+        assert "not set" not in str(refused.value)  # the same words whether the variable exists or not
+    assert not Judge.objects.exists()
+    # a judge stored before the list (or by a script) is refused when it runs: nothing is sent
+    judge = make_judge(study, server)
+    Judge.objects.filter(pk=judge.pk).update(api_key_env="SECRET_KEY")
+    judge.refresh_from_db()
+    with pytest.raises(judge_runner.JudgeError, match="operator allows"):
+        judge_runner.start(judge)
+    with pytest.raises(judge_runner.JudgeError, match="operator allows"):
+        judge_runner.run(judge)
+    assert server.requests == [] and not Job.objects.filter(kind="judge").exists()
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = []
+    with pytest.raises(judge_runner.JudgeError, match="stored keys only"):
+        make_judge(study, server, api_key_env="OPENAI_API_KEY", name="j-openai")
 
 
 def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, server):

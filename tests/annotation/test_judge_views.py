@@ -40,6 +40,11 @@ def test_add_judge_validates_and_never_shows_the_key(researcher_client, research
     text = bad.content.decode()
     assert "must contain {input}, {answer_format}" in text and "less than or equal to 2.0" in text
     assert "Enter a valid URL" in text and KEY not in text  # the typed key is not sent back either
+    # only the variables the operator allows are offered, and any other is refused without saying if it exists
+    assert 'value="OPENAI_API_KEY"' in text and "SECRET_KEY" not in text
+    refused = researcher_client.post(url, form_data(server, api_key_env="SECRET_KEY"))
+    assert refused.status_code == 200 and not Judge.objects.exists()
+    assert "Select a valid choice" in refused.content.decode()
     done = researcher_client.post(url, form_data(server), follow=True)
     judge = Judge.objects.get()
     assert judge.api_key == KEY and judge.rater.external_id == "gpt-local" and judge.rater.kind == "judge"
