@@ -41,6 +41,7 @@ from annotation.models import (
     key_variables,
     unknown_key_variable,
 )
+from annotation.outbound import EndpointRefused, check_endpoint
 from selection.models import Job
 
 JOB_KIND = "judge"
@@ -203,9 +204,21 @@ class Reply:
     error: str = ""
 
 
+def check_target(judge: Judge) -> None:
+    """Refuse a run whose endpoint the server may not call (annotation/outbound.py), checked again before each run
+    (a host's address can change after the judge was saved)."""
+    try:
+        check_endpoint(judge.base_url)
+    except EndpointRefused as exc:
+        raise JudgeError(str(exc)) from None
+
+
 def make_client(judge: Judge) -> openai.OpenAI:
+    """The official client, never following redirects: an allowed host must not bounce a request (and its key)
+    somewhere else."""
     return openai.OpenAI(base_url=judge.base_url, api_key=api_key(judge), timeout=judge.timeout_seconds,
-                         max_retries=judge.max_retries)
+                         max_retries=judge.max_retries,
+                         http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=judge.timeout_seconds))
 
 
 def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
@@ -319,6 +332,7 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
     room = max(judge.request_budget - usage(judge).replies, 0)
     if len(todo) > room:
         todo, result.budget_reached = todo[:room], True
+    check_target(judge)
     client = make_client(judge)
     total = len(todo)
     progress(0, total)
@@ -389,6 +403,7 @@ def start(judge: Judge) -> Job:
                 status=Job.Status.FAILED, finished=timezone.now(),
                 message="The worker stopped without finishing (a crash or a restart); the run was resumed.")
         api_key(judge)  # a missing key is said now, not by a failed job
+        check_target(judge)
         if not pending(judge):
             raise JudgeError("Every pair of the judge's scope is judged in both orders.")
         if usage(judge).replies >= judge.request_budget:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from annotation import elicitation as elicitation_modes
 from annotation import rendering
+from annotation.outbound import EndpointRefused, check_endpoint
 
 RATER_TOKEN_SALT = "seplab.rater-link"
 OPEN_LINK_SALT = "seplab.open-link"
@@ -726,6 +727,11 @@ class Judge(models.Model):
         super().clean()
         if self.api_key_env and self.api_key_env not in key_variables():
             raise ValidationError({"api_key_env": unknown_key_variable()})
+        if self.base_url:
+            try:
+                check_endpoint(self.base_url, must_resolve=False)
+            except EndpointRefused as exc:
+                raise ValidationError({"base_url": str(exc)}) from None
 
 
 def key_variables() -> list[str]:

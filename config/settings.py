@@ -203,6 +203,12 @@ TASKS = {
 SEPLAB_JUDGE_KEY_VARIABLES = [
     v.strip() for v in os.environ.get("SEPLAB_JUDGE_KEY_VARIABLES", "OPENAI_API_KEY").split(",") if v.strip()]
 
+# LLM judges' endpoints may not be loopback, private or link-local addresses (annotation/outbound.py) unless named
+# here (host names, addresses or networks, comma-separated), e.g. a local vLLM at 127.0.0.1. With DEBUG on the
+# default allows loopback only; production allows none until the operator says.
+SEPLAB_JUDGE_PRIVATE_HOSTS = [v.strip() for v in os.environ.get(
+    "SEPLAB_JUDGE_PRIVATE_HOSTS", "127.0.0.1,::1,localhost" if DEBUG else "").split(",") if v.strip()]
+
 # Crowdsourcing: sites allowed to frame rater pages, and where MTurk-style completion forms may post.
 SEPLAB_FRAME_ANCESTORS = [o for o in os.environ.get(
     "SEPLAB_FRAME_ANCESTORS",

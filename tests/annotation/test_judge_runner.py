@@ -303,3 +303,70 @@ def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(rese
     assert scores.shape == (12, 2) and not np.isnan(scores).any()  # one verdict per order on every item
     pi = dict(zip([i.external_id for i in items], active_inclusion(judge_disagreement(scores), 4), strict=True))
     assert run.details["inclusion"] == pytest.approx([pi[i] for i in run.items])
+
+
+@pytest.mark.parametrize("url", [
+    "http://169.254.169.254/latest/meta-data",  # cloud metadata (link-local)
+    "http://10.0.0.5:8000/v1", "http://192.168.1.1/v1", "http://172.16.0.1/v1",  # private networks
+    "http://2130706433:8765/v1", "http://0x7f000001:8765/v1", "http://127.1:8765/v1",  # loopback, other spellings
+    "http://[::1]:8765/v1", "http://[::ffff:127.0.0.1]:8765/v1", "http://0.0.0.0:8765/v1",
+])
+def test_a_judge_may_not_call_a_private_address_unless_the_operator_allows_it(researcher, server, settings, url):
+    """Issue 26, SSRF: base URLs on loopback, private or link-local addresses, in any spelling, are refused when saved
+    and before a run, with the same words for every one of them, unless the operator names the host."""
+    settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
+    study = study_with(researcher, ["Q0?"])
+    with pytest.raises(judge_runner.JudgeError) as refused:
+        make_judge(study, server, base_url=url)
+    assert "loopback, private or link-local address" in str(refused.value) and not Judge.objects.exists()
+
+
+def test_urls_with_a_query_a_fragment_or_credentials_are_refused(researcher, server):
+    study = study_with(researcher, ["Q0?"])
+    for url, words in ((server.base_url + "?path=/admin", "query"), (server.base_url + "#x", "fragment"),
+                       (server.base_url.replace("http://", "http://user:pw@"), "user name"),
+                       ("ftp://127.0.0.1/v1", "http:// or https://")):
+        with pytest.raises(judge_runner.JudgeError, match=words):
+            make_judge(study, server, base_url=url)
+
+
+def test_a_judge_saved_for_an_allowed_host_is_checked_again_before_each_run(researcher, server, settings):
+    judge = make_judge(study_with(researcher, ["Q0?"]), server)  # 127.0.0.1: allowed while DEBUG (the tests)
+    settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []  # the operator withdraws it
+    with pytest.raises(judge_runner.JudgeError, match="loopback, private or link-local"):
+        judge_runner.start(judge)
+    with pytest.raises(judge_runner.JudgeError, match="loopback, private or link-local"):
+        judge_runner.run(judge)
+    assert server.requests == []
+    settings.SEPLAB_JUDGE_PRIVATE_HOSTS = ["127.0.0.0/8"]  # a network works as well as a name
+    assert judge_runner.run(judge).recorded == 2
+
+
+def test_redirects_are_not_followed(researcher, server):
+    """An endpoint that answers 307 to another address does not get the request (or its key) re-sent there."""
+    import http.server
+    import threading
+
+    class Bounce(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 -- the http.server API
+            self.send_response(307)
+            self.send_header("Location", server.base_url + "/chat/completions")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    bounce = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bounce)
+    threading.Thread(target=bounce.serve_forever, daemon=True).start()
+    try:
+        judge = make_judge(study_with(researcher, ["Q0?"]), server,
+                           base_url=f"http://127.0.0.1:{bounce.server_address[1]}/v1", max_retries=0)
+        judge_runner.run(judge)
+        assert server.requests == []  # the judge server behind the redirect saw nothing
+        calls = JudgeCall.objects.filter(judge=judge)
+        assert calls.count() == 2 and {c.status for c in calls} == {"failed"} and all("307" in c.problem for c in calls)
+        assert not Judgment.objects.filter(rater=judge.rater).exists()
+    finally:
+        bounce.shutdown()
+        bounce.server_close()

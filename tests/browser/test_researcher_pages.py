@@ -121,7 +121,7 @@ def test_a_judge_runs_from_the_browser_with_stop_and_resume(browser_page, live_s
         page.get_by_label("Name").fill("local-judge")
         page.get_by_label("Base URL").fill(server.base_url)
         page.get_by_label("Model", exact=True).fill("judge-model")
-        page.get_by_label("API key environment variable").fill("")
+        page.get_by_label("API key environment variable").select_option("")
         page.get_by_label("API key (stored)").fill(KEY)
         page.get_by_label("Requests at once").fill("1")
         page.get_by_role("button", name="Add the judge").click()
