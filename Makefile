@@ -19,10 +19,11 @@ $(VENV)/.installed: requirements.txt
 
 setup: $(VENV)/.installed  ## Create .venv and install requirements.txt
 
-run: setup  ## Migrate, load the demo, start the background worker and serve http://$(HOST):$(PORT) (SQLite by default)
+run: setup  ## Migrate, load the demo, start the background worker (restarted if it stops) and serve http://$(HOST):$(PORT) (SQLite by default)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py load_demo --base-url http://$(HOST):$(PORT)
-	$(PY) manage.py db_worker --no-reload & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
+	( while true; do $(PY) manage.py run_worker && break; echo "The background worker stopped; starting it again."; sleep 1; done ) & \
+	worker=$$!; trap 'pkill -P $$worker 2>/dev/null; kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
 test: setup browser  ## Run the whole test suite (installs Chromium for the browser tests when missing)

@@ -1,4 +1,4 @@
-"""The report's background refresh (django-tasks, run by ``python manage.py db_worker`` like the other jobs)."""
+"""The report's background refresh (django-tasks, run by ``python manage.py run_worker`` like the other jobs)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import datetime as dt
 import os
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -43,10 +42,10 @@ from annotation.models import (
 )
 from annotation.outbound import EndpointRefused, check_endpoint
 from selection.models import Job
+from selection.worker import stale_after
 
 JOB_KIND = "judge"
-STALE_AFTER = dt.timedelta(minutes=2)  # a running job without a heartbeat this long has lost its worker
-TICK = 15.0  # seconds; well inside STALE_AFTER
+TICK = 15.0  # seconds; well inside the staleness limit (selection.worker.stale_after, 120 s)
 TOP_LOGPROBS = 5
 # Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
 FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError, openai.BadRequestError,
@@ -385,7 +384,7 @@ def is_live(job: Job | None) -> bool:
         return False
     if job.status == Job.Status.QUEUED:
         return True
-    return job.heartbeat is not None and timezone.now() - job.heartbeat < STALE_AFTER
+    return job.heartbeat is not None and timezone.now() - job.heartbeat < stale_after()
 
 
 def start(judge: Judge) -> Job:

@@ -1,4 +1,4 @@
-"""The background import of a large study file (django-tasks, run by ``python manage.py db_worker`` like the
+"""The background import of a large study file (django-tasks, run by ``python manage.py run_worker`` like the
 other jobs), with its progress on the study page."""
 
 from __future__ import annotations

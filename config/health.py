@@ -1,4 +1,5 @@
-"""GET /healthz: liveness and whether the database can take a write now, for load balancers and monitoring."""
+"""GET /healthz: liveness, whether the database can take a write now, and when a background worker was last seen,
+for load balancers and monitoring."""
 
 from django.conf import settings
 from django.db import connection
@@ -36,8 +37,20 @@ def database_state() -> str:
     return "ok"
 
 
+def worker_state() -> dict:
+    """When a background worker was last seen, and whether none has been for a minute (selection/worker.py). The
+    web server's own health does not depend on it: pages keep serving and jobs wait."""
+    from selection.worker import last_seen, worker_missing
+
+    try:
+        seen = last_seen()
+        return {"last_seen": seen.isoformat() if seen else None, "missing": worker_missing()}
+    except Exception:  # noqa: BLE001 -- the database state above says why
+        return {"last_seen": None, "missing": True}
+
+
 def health(request):
     state = database_state()
     if state != "ok":
-        return JsonResponse({"status": "error", "database": state}, status=503)
-    return JsonResponse({"status": "ok", "database": "ok"})
+        return JsonResponse({"status": "error", "database": state, "worker": worker_state()}, status=503)
+    return JsonResponse({"status": "ok", "database": "ok", "worker": worker_state()})

@@ -126,6 +126,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "selection.context_processors.worker",
             ],
         },
     },
@@ -146,7 +147,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Write-ahead logging: readers (every rating page) never wait for a writer, and a commit is one
     # append + fsync of the log; synchronous=FULL keeps every acknowledged judgment on disk.
     DATABASES["default"].setdefault("OPTIONS", {}).update({
-        "transaction_mode": "IMMEDIATE", "timeout": 20,
+        "transaction_mode": "IMMEDIATE", "timeout": float(os.environ.get("SQLITE_TIMEOUT", "20")),
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
     })
     # A file-backed test database lets threads (concurrency tests, the browser's live server) share it
@@ -189,13 +190,17 @@ STORAGES = {
 SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER", "all-MiniLM-L6-v2")
 
 # Background work (embedding a study, separability): django-tasks on the database by default, run by
-# `python manage.py db_worker`; SEPLAB_TASKS_BACKEND can name another django-tasks backend.
+# `python manage.py run_worker` (selection/worker.py); SEPLAB_TASKS_BACKEND can name another django-tasks backend.
 TASKS = {
     "default": {
         "BACKEND": os.environ.get("SEPLAB_TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
         "QUEUES": ["default"],
     }
 }
+
+# A running background job whose worker has given no sign of life for this long is failed as vanished
+# (selection/worker.py); the worker beats every 10 s.
+SEPLAB_JOB_STALE_SECONDS = float(os.environ.get("SEPLAB_JOB_STALE_SECONDS", "120"))
 
 # LLM judges may read their API key only from these environment variables of the worker, named by the operator
 # (comma-separated); any other name is refused, so a judge cannot have the server send its SECRET_KEY, DATABASE_URL

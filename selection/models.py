@@ -214,3 +214,17 @@ class StoredTree(models.Model):
 
     def __str__(self) -> str:
         return f"tree of {self.comparison} ({self.candidates_digest[:8]})"
+
+
+class WorkerBeat(models.Model):
+    """A background worker's sign of life (``selection/worker.py``): written every few seconds by a thread of each
+    running ``manage.py run_worker``, so pages and /healthz can say when no worker has been seen."""
+
+    worker_id = models.CharField(max_length=64, primary_key=True)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started = models.DateTimeField()
+    last_seen = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"worker {self.worker_id} on {self.host} (pid {self.pid})"

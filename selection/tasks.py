@@ -1,5 +1,5 @@
 """Background work. Runs on django-tasks: the database backend by default (`python manage.py
-db_worker`, started by `make run`), or any other django-tasks backend named by SEPLAB_TASKS_BACKEND
+run_worker`, started by `make run`), or any other django-tasks backend named by SEPLAB_TASKS_BACKEND
 (a Redis-backed queue such as django-tasks-rq for scale-out)."""
 
 from __future__ import annotations

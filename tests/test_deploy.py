@@ -55,7 +55,8 @@ def test_production_refuses_to_start_on_development_defaults(tmp_path, change, m
 
 def test_the_health_endpoint(client, db, monkeypatch):
     response = client.get(reverse("health"))
-    assert response.status_code == 200 and response.json() == {"status": "ok", "database": "ok"}
+    assert response.status_code == 200 and response.json() == {
+        "status": "ok", "database": "ok", "worker": {"last_seen": None, "missing": True}}
     from config import health
 
     class Down:

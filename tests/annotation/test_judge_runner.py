@@ -233,7 +233,7 @@ def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, s
     job = judge_runner.start(judge)
     with pytest.raises(judge_runner.JudgeError, match="already running"):
         judge_runner.start(judge)
-    Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - judge_runner.STALE_AFTER * 2)
+    Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - judge_runner.stale_after() * 2)
     again = judge_runner.start(judge)
     job.refresh_from_db()
     assert again.pk != job.pk and job.status == "failed" and "resumed" in job.message
