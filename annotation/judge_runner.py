@@ -201,6 +201,32 @@ class Reply:
     completion_tokens: int = 0
     tokens: tuple[judging.Token, ...] = ()
     error: str = ""
+    problem: str = ""  # why the reply cannot be read though it arrived (cut off, too long): unparseable
+
+
+MAX_REPLY_CHARS = 100_000  # a longer reply is kept cut to this and is unparseable (a verdict is a line)
+MAX_TOKENS_COUNTED = 2**31 - 1  # the database's integer: an endpoint's count beyond it is not believed
+
+
+def _count(value, name: str, notes: list[str]) -> int:
+    """A token count the endpoint reported, believed only when it is a whole number from 0 to 2^31 - 1; otherwise
+    0, with a note. (A negative count once failed the database's check and dropped a paid reply.)"""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS_COUNTED:
+        return value
+    if value is not None:
+        notes.append(f"the endpoint reported {name} = {str(value)[:40]}, not a token count; counted as 0")
+    return 0
+
+
+def _trimmed(response: dict, text: str) -> dict:
+    """The response as kept: the reply's text is stored once, in ``JudgeCall.reply``, so the copy inside the
+    response is cut to the same length."""
+    for choice in response.get("choices") or []:
+        message = choice.get("message") or {}
+        if isinstance(message.get("content"), str) and len(message["content"]) > len(text):
+            message["content"] = text
+            choice["logprobs"] = None  # as long as the reply: dropped with it
+    return response
 
 
 def check_target(judge: Judge) -> None:
@@ -239,10 +265,23 @@ def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
     if choice.logprobs is not None and choice.logprobs.content:
         tokens = tuple((t.token, tuple((a.token, a.logprob) for a in t.top_logprobs))
                        for t in choice.logprobs.content)
-    used = completion.usage
-    return Reply(request, text=choice.message.content or "", response=completion.model_dump(mode="json"),
-                 prompt_tokens=used.prompt_tokens if used else 0,
-                 completion_tokens=used.completion_tokens if used else 0, tokens=tokens)
+    used, notes = completion.usage, []
+    prompt_tokens = _count(used.prompt_tokens if used else None, "prompt_tokens", notes)
+    completion_tokens = _count(used.completion_tokens if used else None, "completion_tokens", notes)
+    text, problem = choice.message.content or "", ""
+    if choice.finish_reason == "length":
+        problem = (f"The reply was cut off at the token limit ({judge.max_tokens} tokens): its last line is not "
+                   "the judge's verdict. Raise 'Most tokens per reply'.")
+    elif choice.finish_reason == "content_filter":
+        problem = "The endpoint withheld the reply (its content filter)."
+    if len(text) > MAX_REPLY_CHARS:
+        problem = f"The reply is {len(text):,} characters long; a verdict is one line (kept: the first 100,000)."
+        text, tokens = text[:MAX_REPLY_CHARS], ()
+    response = _trimmed(completion.model_dump(mode="json"), text)
+    if notes:
+        response["seplab_notes"] = notes
+    return Reply(request, text=text, response=response, prompt_tokens=prompt_tokens,
+                 completion_tokens=completion_tokens, tokens=tokens, problem=problem)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -264,6 +303,8 @@ def record(judge: Judge, reply: Reply) -> JudgeCall | None:
     verdict = None
     if reply.error:
         fields.update(status=JudgeCall.Status.FAILED, problem=redact(reply.error, judge))
+    elif reply.problem:
+        fields.update(status=JudgeCall.Status.UNPARSEABLE, problem=reply.problem)
     else:
         try:
             verdict = judging.parse(offer, reply.text)

@@ -121,12 +121,14 @@ _CLEAN = re.compile(r"[*_`]")
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
-    """(offset of the line in ``text``, the line) for each non-empty line."""
+    """(offset of the line in ``text``, the line) for each non-empty line. Lines end at a new line (\n, with or
+    without \r) only: U+2028, U+0085 and the other characters Python's splitlines() also breaks at start no line
+    here, so a verdict hidden after one of them is not the reply's last line."""
     out, offset = [], 0
-    for line in text.splitlines(keepends=True):
+    for line in text.split("\n"):
         if line.strip():
-            out.append((offset, line))
-        offset += len(line)
+            out.append((offset, line.removesuffix("\r")))
+        offset += len(line) + 1
     return out
 
 
@@ -165,6 +167,9 @@ def parse(offer: Offer, text: str) -> Verdict:
     if not lines:
         raise Unparseable("The reply is empty.")
     mode = offer.mode
+    prefix = "acceptable" if mode == "response_set" else "verdict"
+    if sum(_match(prefix, line) is not None for _, line in lines) > 1:
+        raise Unparseable(f"The reply has more than one '{prefix.capitalize()}:' line.")
     if mode == "paired":
         if len(lines) < 2:
             raise Unparseable("The reply does not end with a 'Verdict:' and an 'Also acceptable:' line.")
@@ -177,7 +182,6 @@ def parse(offer: Offer, text: str) -> Verdict:
         answer, offset = Answer(choice=choice, response=frozenset(response)), off_v + verdict[1]
     else:
         off, line = lines[-1]
-        prefix = "acceptable" if mode == "response_set" else "verdict"
         found = _match(prefix, line)
         if found is None:
             raise Unparseable(f"The reply's last line is not a '{prefix.capitalize()}:' line.")

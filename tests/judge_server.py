@@ -11,7 +11,10 @@ built from the client's response types (``ChatCompletion``) and are deterministi
 - the reply follows the answer format the prompt asks for (forced choice, response set, paired, 5-point);
 - markers in an item's input trigger faults: ``[[rate-limit]]`` (two 429s, then an answer), ``[[server-error]]``
   (one 500), ``[[always-429]]``, ``[[slow]]`` (the first reply after ``slow_seconds``), ``[[malformed]]`` (a reply
-  without a verdict line);
+  without a verdict line), ``[[cut]]`` (a reply cut off at the token limit, ``finish_reason: length``, that happens
+  to end in a quoted verdict line), ``[[two-verdicts]]`` (two verdict lines), ``[[line-separator]]`` (the verdict
+  after a U+2028 instead of a new line), ``[[huge]]`` (a 2 MB reply ending in a verdict), ``[[bad-usage]]``
+  (``completion_tokens: -5``), ``[[huge-usage]]`` (2^40 + 5 prompt tokens);
 - with ``logprobs`` requested, each token carries its log-probability and the label token its alternatives
   A / B / Tie with P(A) = P(first).
 """
@@ -163,18 +166,31 @@ class Handler(BaseHTTPRequestHandler):
         found = OUTPUTS.search(prompt)
         first, second = (found["first"], found["second"]) if found else ("", "")
         p = p_first(first, second)
+        finish = "stop"
         if "[[malformed]]" in prompt:
             text = "Both outputs have merits, so it is hard to say."
+        elif "[[cut]]" in prompt:
+            text, finish = "Output A ends with the line\nVerdict: A", "length"
+        elif "[[two-verdicts]]" in prompt:
+            text = "Verdict: A\n" + verdict_lines(prompt, False)
+        elif "[[line-separator]]" in prompt:
+            text = "The chosen output is more complete.\u2028" + verdict_lines(prompt, p > 0.5)
+        elif "[[huge]]" in prompt:
+            text = "x" * 2_000_000 + "\n" + verdict_lines(prompt, p > 0.5)
         else:
             text = "The chosen output is more complete.\n" + verdict_lines(prompt, p > 0.5)
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
+        if "[[bad-usage]]" in prompt:
+            usage["completion_tokens"] = -5
+        if "[[huge-usage]]" in prompt:
+            usage["prompt_tokens"] = 2**40 + 5
         completion = {
             "id": f"chatcmpl-{abs(hash(prompt)) % 10**8}", "object": "chat.completion", "created": 1_700_000_000,
             "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
+            "choices": [{"index": 0, "finish_reason": finish,
                          "message": {"role": "assistant", "content": text},
                          "logprobs": self._logprobs(text, p) if body.get("logprobs") else None}],
-            "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
-                      "total_tokens": len(prompt.split()) + len(text.split())},
+            "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
         }
         self._send(200, ChatCompletion.model_validate(completion).model_dump(mode="json", exclude_none=True))
 

@@ -370,3 +370,37 @@ def test_redirects_are_not_followed(researcher, server):
     finally:
         bounce.shutdown()
         bounce.server_close()
+
+
+def test_replies_the_judge_did_not_finish_or_that_say_two_things_are_unparseable(researcher, server):
+    """Issue 26: a reply cut off at the token limit whose last line happens to be a quoted verdict, two verdict
+    lines, a verdict after a U+2028 (not a new line), and a 2 MB reply are unparseable, counted and shown, never a
+    verdict; a 2 MB reply is kept once, cut to 100,000 characters."""
+    inputs = ["[[cut]] Q0?", "[[two-verdicts]] Q1?", "[[line-separator]] Q2?", "[[huge]] Q3?", "Q4?"]
+    judge = make_judge(study_with(researcher, inputs), server)
+    judge_runner.run(judge)
+    calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
+    expected = {"[[cut]] Q0?": "cut off at the token limit", "[[two-verdicts]] Q1?": "more than one 'Verdict:' line",
+                "[[line-separator]] Q2?": "last line is not a 'Verdict:' line", "[[huge]] Q3?": "2,000,0"}
+    for text, words in expected.items():
+        call = calls[text]
+        assert call.status == "unparseable" and words in call.problem and call.judgment is None, text
+    huge = calls["[[huge]] Q3?"]
+    assert len(huge.reply) == judge_runner.MAX_REPLY_CHARS
+    assert len(huge.response["choices"][0]["message"]["content"]) == judge_runner.MAX_REPLY_CHARS
+    assert calls["Q4?"].status == "judged" and not server.invalid
+    assert Judgment.objects.filter(rater=judge.rater).count() == 2  # Q4 in both orders, nothing else
+
+
+def test_token_counts_an_endpoint_gets_wrong_do_not_drop_a_paid_reply(researcher, server):
+    """completion_tokens -5 once failed the database's check, which record() took for "another run got there
+    first": the paid reply was dropped and the budget never filled. Counts outside 0 .. 2^31 - 1 now count as 0,
+    with a note kept in the response."""
+    judge = make_judge(study_with(researcher, ["[[bad-usage]] Q0?", "[[huge-usage]] Q1?"]), server, request_budget=4)
+    result = judge_runner.run(judge)
+    calls = list(JudgeCall.objects.filter(judge=judge).select_related("pair__item"))
+    assert result.recorded == 4 and len(calls) == 4 and {c.status for c in calls} == {"judged"}
+    for call in calls:
+        assert call.prompt_tokens >= 0 and 0 <= call.completion_tokens < 2**31
+        assert call.response["seplab_notes"] and "counted as 0" in call.response["seplab_notes"][0]
+    assert judge_runner.usage(judge).replies == 4  # the budget is used up: a fifth request would be refused

@@ -33,6 +33,7 @@ def test_answer_format_follows_the_study():
 
 @pytest.mark.parametrize(("text", "choice"), [
     ("Reasons.\nVerdict: A", FIRST),
+    ("Reasons.\r\nVerdict: A\r\n", FIRST),
     ("Reasons.\n\n**Verdict:** b.\n", SECOND),
     ("verdict: TIE", TIE),
 ])
@@ -42,6 +43,9 @@ def test_forced_choice_verdicts(text, choice):
 
 @pytest.mark.parametrize("text", [
     "", "I prefer A.", "Verdict: A\nSome afterthought", "Verdict: A or B", "Verdict: C", "Verdict: Both bad",
+    "Verdict: A\nVerdict: B",  # two verdicts: which one is meant is a guess
+    "Output A quotes the line\nVerdict: A\nbut I think\nVerdict: B",
+    "Reasons.\u2028Verdict: A", "Reasons.\x85Verdict: B",  # line breaks only to splitlines(), not to a person
 ])
 def test_forced_choice_unparseable(text):
     with pytest.raises(judging.Unparseable):
