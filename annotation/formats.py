@@ -223,6 +223,28 @@ def strict_json(text: str) -> Any:
         raise NotJSON("a number has more than 4,300 digits") from None
 
 
+TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels)"
+UNSTORABLE_TEXT = ("text contains a NUL character (\\u0000) or an unpaired surrogate (\\ud800-\\udfff), which "
+                   "cannot be stored")
+
+
+def stored_json(text: str) -> Any:
+    """The one reader of JSON written by people, in a JSONL line or a CSV cell: ``strict_json``, and refused (as
+    ``NotJSON`` with the reason) when nested deeper than ``MAX_DEPTH`` (however deep: Python's own recursion limit
+    included) or holding a string no database stores (NUL, a lone surrogate). ``json.JSONDecodeError`` for
+    malformed JSON."""
+    try:
+        value = strict_json(text)
+    except RecursionError:
+        raise NotJSON(TOO_DEEP) from None
+    depth, unstorable = _depth_and_nul(value)
+    if depth > MAX_DEPTH:
+        raise NotJSON(TOO_DEEP)
+    if unstorable:
+        raise NotJSON(UNSTORABLE_TEXT)
+    return value
+
+
 def file_lines(text: str) -> list[str]:
     """A text file's lines, split at line feeds only (with an optional carriage return before): U+2028,
     U+2029, U+0085 and the other characters ``str.splitlines`` also breaks at are valid inside a JSON string
@@ -236,23 +258,12 @@ def jsonl_objects(text: str, problems: list[Problem]) -> Iterable[tuple[int, dic
         if not raw.strip():
             continue
         try:
-            value = strict_json(raw)
+            value = stored_json(raw)
         except json.JSONDecodeError as exc:
             problems.append(Problem(number, None, f"malformed JSON: {exc.msg} (column {exc.colno})"))
             continue
         except NotJSON as exc:
             problems.append(Problem(number, None, str(exc)))
-            continue
-        except RecursionError:
-            problems.append(Problem(number, None, f"JSON nested too deeply (more than {MAX_DEPTH} levels)"))
-            continue
-        depth, nul = _depth_and_nul(value)
-        if depth > MAX_DEPTH:
-            problems.append(Problem(number, None, f"JSON nested too deeply (more than {MAX_DEPTH} levels)"))
-            continue
-        if nul:
-            problems.append(Problem(number, None, "text contains a NUL character (\\u0000) or an unpaired surrogate "
-                                                  "(\\ud800-\\udfff), which cannot be stored"))
             continue
         if not isinstance(value, dict):
             problems.append(Problem(number, None, f"each line must be a JSON object, not {type(value).__name__}"))
@@ -461,9 +472,12 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
         metadata: Any = {}
         if row.get("metadata", "").strip():
             try:
-                metadata = json.loads(row["metadata"])
+                metadata = stored_json(row["metadata"])
             except json.JSONDecodeError as exc:
                 problems.append(Problem(line, "metadata", f"malformed JSON: {exc.msg}"))
+                ok = False
+            except NotJSON as exc:
+                problems.append(Problem(line, "metadata", str(exc)))
                 ok = False
             else:
                 if not isinstance(metadata, dict):
@@ -592,7 +606,7 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
                 continue
             if column in ("response_set", "extra"):
                 try:
-                    obj[column] = strict_json(value)
+                    obj[column] = stored_json(value)
                 except json.JSONDecodeError as exc:
                     problems.append(Problem(line, column, f"malformed JSON: {exc.msg}"))
                 except NotJSON as exc:

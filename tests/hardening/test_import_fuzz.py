@@ -51,6 +51,38 @@ def test_the_judgment_files_that_crashed_now_name_their_line(study, data, filena
     assert not Judgment.objects.exists()
 
 
+HOSTILE_JSON = [  # (a JSON cell, words of the refusal)
+    ('{"v": NaN}', "NaN is not a JSON"), ('{"v": Infinity}', "Infinity is not a JSON"), ('{"v": 1e999}', "too large"),
+    ('{"v": ' + "9" * 5000 + "}", "more than 4,300 digits"), ("[" * 3000 + "]" * 3000, "nested too deeply"),
+    ('{"v": "\\ud800"}', "unpaired surrogate"), ('{"v": "a\\u0000b"}', "NUL character"),
+]
+
+
+def _csv_cell(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+@pytest.mark.parametrize(("cell", "message"), HOSTILE_JSON)
+def test_json_in_a_study_csvs_metadata_is_held_to_the_jsonl_rules(researcher, cell, message):
+    """Issue 26: the study CSV's metadata went through plain json.loads -- NaN, Infinity, 1e999, 5,000 digits and
+    3,000-deep nesting gave 500s, a lone surrogate or NUL broke PostgreSQL (and, stored on SQLite, the item's page
+    for ever). Now each is refused with its line and field, and nothing is stored."""
+    text = ("item_id,input,system,sample,output,metadata\n"
+            f"x,in,a,0,one,{_csv_cell(cell)}\nx,in,b,0,two,{_csv_cell(cell)}\n")
+    with pytest.raises(FormatError, match=f"line 2, field 'metadata': .*{message}"):
+        services.do_create_study(researcher, "bad", text.encode(), "s.csv")
+    assert not Study.objects.exists()
+
+
+@pytest.mark.parametrize("column", ["extra", "response_set"])
+@pytest.mark.parametrize(("cell", "message"), HOSTILE_JSON)
+def test_json_in_a_judgment_csv_is_held_to_the_jsonl_rules(study, column, cell, message):
+    text = f"{CSV_HEADER},{column}\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,{_csv_cell(cell)}\n"
+    with pytest.raises(FormatError, match=f"line 2, field '{column}': .*{message}"):
+        services.do_import_judgments(study, text.encode(), "j.csv")
+    assert not Judgment.objects.exists()
+
+
 def test_a_csv_field_as_long_as_jsonl_accepts_is_read(study):
     long_comment = "x" * 1999
     text = f"{CSV_HEADER},comment\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,{long_comment}\n"
