@@ -894,10 +894,11 @@ def do_import_judgments(study: Study, data: bytes, filename: str | None) -> Impo
         data, filename, study_samples(study), rater_kinds={n: r.kind for n, r in raters.items()},
         max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES,
     )
-    present = set(
-        Judgment.objects.filter(study=study, idempotency_key__in=[p.key for p in parsed])
-        .values_list("idempotency_key", flat=True)
-    )
+    keys = [p.key for p in parsed]
+    present: set[str] = set()
+    for start in range(0, len(keys), IMPORT_QUERY_CHUNK):  # PostgreSQL takes at most 65,535 parameters a query
+        present.update(Judgment.objects.filter(study=study, idempotency_key__in=keys[start:start + IMPORT_QUERY_CHUNK])
+                       .values_list("idempotency_key", flat=True))
     items = {i.external_id: i for i in study.items.all()}
     generations = {
         (g.item_id, g.system.name, g.sample_index): g
@@ -926,8 +927,12 @@ def do_import_judgments(study: Study, data: bytes, filename: str | None) -> Impo
             time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
             superseded=p.superseded, revised=p.revised, extra=p.extra,
         ))
-    Judgment.objects.bulk_create(new)
+    Judgment.objects.bulk_create(new, batch_size=IMPORT_INSERT_BATCH)
     return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
+
+
+IMPORT_QUERY_CHUNK = 5000  # keys per lookup query
+IMPORT_INSERT_BATCH = 1000  # judgments per INSERT: 1,000 x 17 columns, far below PostgreSQL's 65,535 parameters
 
 
 def judgment_queryset(study: Study):

@@ -91,3 +91,26 @@ study = services.do_create_study(owner, "huge", study_file(66_000), "h.jsonl")
 result = [study.status, study.items.count(), Task.objects.filter(study=study).count()]
 """, tmp_path)
     assert result == ["active", 66_000, 66_000]
+
+
+def test_postgresql_imports_more_judgments_than_its_query_parameters(tmp_path):
+    """Issue 26: 70,000 judgment lines were 'database briefly unavailable, try again' on PostgreSQL for ever (one
+    lookup with 70,000 keys, one insert of 70,000 rows: past its 65,535 parameters). Looked up and inserted in
+    chunks, 66,000 import (one import: ~50 s here)."""
+    result = run_on("postgresql", """
+import json
+from django.contrib.auth import get_user_model
+from annotation import services
+from annotation.models import Judgment
+owner = get_user_model().objects.create_user("big")
+study_lines = "".join(json.dumps({"id": f"i{i}", "input": "q", "outputs": {"a": ["x"], "b": ["y"]}}) + "\\n"
+                      for i in range(100))
+study = services.do_create_study(owner, "s", study_lines.encode(), "s.jsonl")
+lines = "".join(json.dumps({"id": f"j{n}", "item": f"i{n % 100}", "system_a": "a", "sample_a": 0, "system_b": "b",
+                            "sample_b": 0, "shown_first": "a", "rater": f"r{n // 100}", "rater_kind": "human",
+                            "choice": "a"}) + "\\n" for n in range(70_000))
+first = services.do_import_judgments(study, lines.encode(), "j.jsonl")
+again = services.do_import_judgments(study, lines.encode(), "j.jsonl")
+result = [first.created, again.created, again.skipped, Judgment.objects.filter(study=study).count()]
+""", tmp_path)
+    assert result == [70_000, 0, 70_000, 70_000]
