@@ -20,7 +20,8 @@ from tests.conftest import answer_all, study_jsonl
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("command", ["import_study", "import_judgments", "export_judgments", "load_demo", "load_prd"])
+@pytest.mark.parametrize("command", ["import_study", "import_judgments", "export_judgments", "load_demo", "load_prd",
+                                     "create_researcher", "run_worker"])
 def test_every_command_has_help(command):
     result = subprocess.run([sys.executable, "manage.py", command, "--help"], cwd=ROOT, capture_output=True,
                             text=True, check=False)
@@ -28,7 +29,7 @@ def test_every_command_has_help(command):
 
 
 def test_import_study_creates_a_study(tmp_path, db):
-    get_user_model().objects.create_superuser("admin", password="x")
+    call_command("create_researcher", "alice", stdout=StringIO())  # the only account owns it
     path = tmp_path / "s.jsonl"
     path.write_bytes(study_jsonl(3))
     out = StringIO()
@@ -57,7 +58,8 @@ def test_a_failing_command_exits_non_zero_from_the_shell(tmp_path):
                               text=True, check=False)
 
     assert manage("migrate", "-v0").returncode == 0
-    assert manage("createsuperuser", "--noinput", "--username", "admin", "--email", "admin@example.org").returncode == 0
+    created = manage("create_researcher", "admin")
+    assert created.returncode == 0 and "Researcher 'admin' created. Password: " in created.stdout
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "outputs": {"a": ["no"], "b": ["ok"]}}\n')
     result = manage("import_study", str(bad), "--name", "bad")
@@ -134,3 +136,30 @@ def test_load_demo_sets_up_a_working_demo_and_can_run_again(db):
     assert served.state == "fresh" and served.report["elo"]["available"] and served.report["sep_elo"]["available"]
     assert "Simulated" in text
     assert not Study.objects.get(name="demo").raters.get(external_id="demo-rater").judgments.exists()
+
+
+def test_a_researcher_is_an_ordinary_account_that_can_log_in_but_not_administer(client, db, monkeypatch):
+    """Issue 26: the README made every researcher a superuser, and a superuser reads every API token in /admin/."""
+    import io
+
+    out = StringIO()
+    call_command("create_researcher", "bob", "--email", "bob@example.org", stdout=out)
+    password = out.getvalue().rsplit("Password: ", 1)[1].strip()
+    bob = get_user_model().objects.get(username="bob")
+    assert not bob.is_staff and not bob.is_superuser and bob.check_password(password)
+    assert client.post("/accounts/login/", {"username": "bob", "password": password}).status_code == 302
+    assert client.get("/admin/authtoken/tokenproxy/").status_code == 302  # sent to the admin's login, not shown
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("create_researcher", "bob")
+    monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
+    with pytest.raises(CommandError, match="The password is refused"):
+        call_command("create_researcher", "carol", "--password-stdin")
+    monkeypatch.setattr("sys.stdin", io.StringIO("a-long-enough-passphrase\n"))
+    call_command("create_researcher", "carol", "--password-stdin", stdout=StringIO())
+    assert get_user_model().objects.get(username="carol").check_password("a-long-enough-passphrase")
+
+
+def test_the_demo_researcher_is_not_a_superuser(db):
+    call_command("load_demo", "--empty", stdout=StringIO())
+    user = get_user_model().objects.get(username="researcher")
+    assert not user.is_superuser and not user.is_staff

@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--config", action="append",
                             help="Only this configuration (file stem before _pref_data.csv); repeatable.")
         parser.add_argument("--prefix", default="mturk", help="Study names are PREFIX-CONFIG.")
-        parser.add_argument("--owner", help="Owner username (default: the only superuser).")
+        parser.add_argument("--owner", help="Owner username (default: the only account, when there is one).")
 
     def handle(self, *args, **options):
         folder = Path(options["data"])

@@ -23,7 +23,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--data", default=str(DEFAULT_DATA), help="The prd_vicuna80_human folder.")
         parser.add_argument("--name", default="prd-vicuna80", help="Name of the study.")
-        parser.add_argument("--owner", help="Owner username (default: the only superuser).")
+        parser.add_argument("--owner", help="Owner username (default: the only account, when there is one).")
 
     def handle(self, *args, **options):
         folder = Path(options["data"])

@@ -34,11 +34,11 @@ def get_owner(username: str | None):
             return users.get(username=username)
         except users.model.DoesNotExist:
             raise CommandError(f"No user named '{username}'.") from None
-    superusers = list(users.filter(is_superuser=True)[:2])
-    if len(superusers) != 1:
+    only = list(users.filter(is_active=True)[:2])
+    if len(only) != 1:
         raise CommandError("Say who owns the study with --owner USERNAME "
-                           "(create an account with `python manage.py createsuperuser`).")
-    return superusers[0]
+                           "(create an account with `python manage.py create_researcher NAME`).")
+    return only[0]
 
 
 def read_file(path: str) -> bytes:

@@ -13,7 +13,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file", help="Path to the .jsonl or .csv study file.")
         parser.add_argument("--name", required=True, help="Name of the new study (unique).")
-        parser.add_argument("--owner", help="Username of the researcher who owns it (default: the only superuser).")
+        parser.add_argument("--owner", help="Username of the researcher who owns it (default: the only account, "
+                                            "when there is one).")
         parser.add_argument("--description", default="", help="Optional description.")
 
     def _progress(self, done: int, total: int) -> None:

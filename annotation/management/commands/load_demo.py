@@ -28,7 +28,7 @@ class Command(BaseCommand):
         users = get_user_model().objects
         user = users.filter(username=options["username"]).first()
         if user is None:
-            user = users.create_superuser(options["username"], email="")
+            user = users.create_user(options["username"], email="")  # a researcher, not an operator
         password = secrets.token_urlsafe(9)
         user.set_password(password)
         user.save()
