@@ -98,21 +98,55 @@ class TooManyNewWorkers(services.ServiceError):
     """A link, or one client on it, started new worker sessions faster than people do."""
 
 
-# New worker sessions a link accepts: per client (a person starts one; a few share an address) and in all
-# (a crowd site's launch brings many people at once, never hundreds a minute).
+# New worker sessions a link accepts per client (a person starts one; a few share an address, an IPv6 /64 is one
+# client); in all, the link's launch limit per minute (ExternalLink.launch_limit: a crowd site's launch brings
+# hundreds of people in minutes). A client over its own limit is refused before it counts against the link's, so one
+# client never fills the link's cap.
 NEW_WORKERS_PER_CLIENT = (10, 600)
-NEW_WORKERS_PER_LINK = (120, 60)
 # What the crowd page calls faster than people: this many new workers on a link within one minute.
 MINT_WARNING_PER_MINUTE = 10
+REFUSED_WINDOW = 3600  # how long the crowd page remembers workers the launch limit turned away
 
 
 def _allow_new_worker(link: ExternalLink, client: str) -> None:
-    from annotation.ratelimit import allow
+    from django.core.cache import cache
 
-    per_client, per_link = NEW_WORKERS_PER_CLIENT, NEW_WORKERS_PER_LINK
-    if not allow(f"new-worker:{link.pk}:{client}", *per_client) or not allow(f"new-worker:{link.pk}", *per_link):
+    from annotation.ratelimit import allow, client_key
+
+    if not allow(f"new-worker:{link.pk}:{client_key(client)}", *NEW_WORKERS_PER_CLIENT):
+        raise TooManyNewWorkers("Too many new workers are arriving from your network through this link; please "
+                                "try again in a few minutes.")
+    limit = link.launch_limit
+    if limit and not allow(f"new-worker:{link.pk}", limit, 60):
+        key = f"launch-refused:{link.pk}"
+        if not cache.add(key, 1, timeout=REFUSED_WINDOW):
+            try:
+                cache.incr(key)
+            except ValueError:
+                cache.set(key, 1, timeout=REFUSED_WINDOW)
         raise TooManyNewWorkers("Too many new workers are arriving through this link right now; please try again "
-                                "in a few minutes.")
+                                "in a minute.")
+
+
+def launch_refusals(link: ExternalLink) -> int:
+    """New workers the link's launch limit turned away within the last hour (or since the counter was made)."""
+    from django.core.cache import cache
+
+    return int(cache.get(f"launch-refused:{link.pk}") or 0)
+
+
+def do_set_launch_limit(link: ExternalLink, value: str) -> None:
+    """The link's own launch limit: a whole number of new workers per minute (0: none), or empty for the server's
+    default."""
+    text = value.strip()
+    if not text:
+        link.launch_per_minute = None
+    else:
+        if not text.isdigit() or int(text) > 100_000:
+            raise services.ServiceError("The launch limit must be a whole number of new workers per minute from 0 "
+                                        "(no limit) to 100,000, or empty for the server's default.")
+        link.launch_per_minute = int(text)
+    link.save(update_fields=["launch_per_minute"])
 
 
 def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerSession:

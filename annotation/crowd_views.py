@@ -87,7 +87,8 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
             except services.ServiceError as exc:
                 xml_error = str(exc)
         links.append({"link": link, "url": url, "xml": xml, "xml_error": xml_error,
-                      "sessions": link.sessions.count(), "minted": minted.get(link.pk)})
+                      "sessions": link.sessions.count(), "minted": minted.get(link.pk),
+                      "refused": crowd.launch_refusals(link)})
     workers = (Rater.objects.filter(study=study, source=Rater.Source.EXTERNAL)
                .annotate(done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED),
                                     distinct=True),
@@ -108,13 +109,23 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def external_link_action(request: HttpRequest, study_id: int, link_id: int, action: str) -> HttpResponse:
-    """Disable, enable or rotate a crowd link: disabling and rotating stop its workers at once."""
+    """Disable, enable or rotate a crowd link (disabling and rotating stop its workers at once), or set its launch
+    limit."""
     study = access.access_study(request, study_id)
     link = get_object_or_404(study.external_links, pk=link_id)
     if action in ("disable", "enable"):
         stopped = study_admin.do_set_external_link(link, action == "enable")
         messages.success(request, "Link enabled." if action == "enable" else
                          f"Link disabled; {stopped} worker(s) who came through it can no longer rate.")
+    elif action == "launch-limit":
+        try:
+            crowd.do_set_launch_limit(link, request.POST.get("launch_per_minute", ""))
+        except services.ServiceError as exc:
+            messages.error(request, str(exc))
+        else:
+            limit = link.launch_limit
+            messages.success(request, f"The link now accepts {limit} new workers a minute." if limit else
+                             "The link now accepts new workers without a limit.")
     elif action == "rotate":
         stopped = study_admin.do_rotate_external_link(link)
         messages.success(request, f"New URL made: paste it on the site again. The old one, and the pages of "

@@ -599,6 +599,10 @@ class ExternalLink(models.Model):
     site_study_id = models.CharField(
         max_length=100, blank=True,
         help_text="Prolific: the study's id on Prolific; visits whose STUDY_ID differs are refused.")
+    launch_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(100_000)],
+        help_text="New workers this link accepts per minute (empty: the server's default, "
+                  "SEPLAB_CROWD_LAUNCH_PER_MINUTE; 0: no limit).")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -606,6 +610,11 @@ class ExternalLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_platform_display()} link of {self.study}"
+
+    @property
+    def launch_limit(self) -> int:
+        """New workers per minute this link accepts; 0: no limit."""
+        return settings.SEPLAB_CROWD_LAUNCH_PER_MINUTE if self.launch_per_minute is None else self.launch_per_minute
 
     def token(self) -> str:
         return signing.Signer(salt=EXTERNAL_LINK_SALT).sign_object({"l": self.pk, "n": self.nonce}, compress=True)

@@ -32,6 +32,22 @@ def client_ip(request: HttpRequest) -> str:
     return str(ip) if ip is not None else remote
 
 
+def client_key(address: str) -> str:
+    """What one client is for a limit: its IPv4 address, or its IPv6 /64 (one household or one rented server
+    has a whole /64, so counting addresses would give one client 2^64 tries)."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 def allow(key: str, limit: int, window_seconds: int) -> bool:
     """Count one event for ``key``; False once more than ``limit`` happened in the current window."""
     cache_key = f"ratelimit:{key}"
@@ -50,7 +66,8 @@ def limit_posts(scope: str, limit: int, window_seconds: int):
     def decorator(view):
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            if request.method == "POST" and not allow(f"{scope}:{client_ip(request)}", limit, window_seconds):
+            if request.method == "POST" and not allow(f"{scope}:{client_key(client_ip(request))}", limit,
+                                                      window_seconds):
                 minutes = max(1, window_seconds // 60)
                 return render(request, "annotation/rater_message.html", {
                     "title": "Too many attempts",

@@ -214,6 +214,10 @@ SEPLAB_JUDGE_KEY_VARIABLES = [
 SEPLAB_JUDGE_PRIVATE_HOSTS = [v.strip() for v in os.environ.get(
     "SEPLAB_JUDGE_PRIVATE_HOSTS", "127.0.0.1,::1,localhost" if DEBUG else "").split(",") if v.strip()]
 
+# New crowd workers one link accepts per minute (a crowd site's launch: Prolific fills hundreds of places in
+# minutes); a link can set its own on the crowd page. 0: no limit (load benchmarks).
+SEPLAB_CROWD_LAUNCH_PER_MINUTE = envint("SEPLAB_CROWD_LAUNCH_PER_MINUTE", "600")
+
 # Crowdsourcing: sites allowed to frame rater pages, and where MTurk-style completion forms may post.
 SEPLAB_FRAME_ANCESTORS = [o for o in os.environ.get(
     "SEPLAB_FRAME_ANCESTORS",

@@ -63,3 +63,50 @@ def test_the_researcher_is_warned_when_a_link_mints_workers_too_fast(researcher_
         Client(REMOTE_ADDR=f"198.51.100.{n}").get(link.path(), {"worker_id": f"w{n}"})
     warned = researcher_client.get(page).content.decode()
     assert 'data-testid="minting-warning"' in warned and f"{crowd.MINT_WARNING_PER_MINUTE} new workers" in warned
+
+
+def test_addresses_of_one_ipv6_64_are_one_client(researcher):
+    """Issue 26, H3: 60 addresses of one /64 counted as 60 clients and held most of a study's places; a /64 is one
+    household or one rented server, so it is one client."""
+    study = services.do_create_study(researcher, "v6", study_jsonl(30), "t.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    codes = [Client(REMOTE_ADDR=f"2001:db8:1:2::{n:x}").get(link.path(), {"worker_id": f"b{n}"}).status_code
+             for n in range(60)]
+    per_client, _ = crowd.NEW_WORKERS_PER_CLIENT
+    assert codes.count(302) == per_client and codes.count(429) == 60 - per_client
+    # another /64 is another client, and one client's refusals never count against the link's launch limit
+    assert Client(REMOTE_ADDR="2001:db8:1:3::1").get(link.path(), {"worker_id": "real"}).status_code == 302
+
+
+def test_a_real_launch_gets_in_and_the_launch_limit_is_the_links_own(researcher_client, researcher, settings):
+    """Issue 26: 150 Prolific participants from distinct addresses within a minute met a fixed 120 a minute (30 got
+    429). The limit is now the operator's default (SEPLAB_CROWD_LAUNCH_PER_MINUTE, 600) or the link's own, 0 is
+    none, and the crowd page says when it turned workers away."""
+    study = services.do_create_study(researcher, "launch", study_jsonl(200), "t.jsonl")
+    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.PROLIFIC, "ps1")
+
+    def arrive(n):
+        return Client(REMOTE_ADDR=f"10.{n // 250}.{n % 250}.7").get(
+            link.path(), {"PROLIFIC_PID": f"p{n}", "STUDY_ID": "ps1", "SESSION_ID": f"s{n}"}).status_code
+
+    assert settings.SEPLAB_CROWD_LAUNCH_PER_MINUTE == 600
+    assert [arrive(n) for n in range(150)] == [302] * 150
+    page = reverse("external_links", args=[study.pk])
+    assert 'data-testid="launch-refused"' not in researcher_client.get(page).content.decode()
+    # the link's own limit, set on the crowd page
+    action = reverse("external_link_action", args=[study.pk, link.pk, "launch-limit"])
+    researcher_client.post(action, {"launch_per_minute": "155"})
+    link.refresh_from_db()
+    assert link.launch_per_minute == 155 and link.launch_limit == 155
+    codes = [arrive(n) for n in range(150, 160)]
+    assert codes == [302] * 5 + [429] * 5  # 155 in this minute
+    shown = researcher_client.get(page).content.decode()
+    assert 'data-testid="launch-refused"' in shown and "5 new workers turned away" in shown
+    researcher_client.post(action, {"launch_per_minute": "0"})  # no limit
+    assert [arrive(n) for n in range(160, 170)] == [302] * 10
+    bad = researcher_client.post(action, {"launch_per_minute": "lots"}, follow=True).content.decode()
+    assert "must be a whole number" in bad
+    link.refresh_from_db()
+    assert link.launch_per_minute == 0
