@@ -17,11 +17,13 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
 import openai
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
@@ -350,6 +352,17 @@ class RunResult:
     recorded: int = 0
     stopped: bool = False
     budget_reached: bool = False
+    sliced: bool = False  # the run used its time slice and gave the worker back; the rest continues in a new job
+    abandoned: int = 0  # requests cut off at their time limit (recorded as failed: asked again later)
+
+
+REQUEST_LIMIT_CAP = 900.0  # no request, with all its retries, may hold a thread longer than 15 minutes
+
+
+def request_limit(judge: Judge) -> float:
+    """The most time one request may take with all its attempts, however its endpoint trickles bytes: the
+    timeout (which the client applies per read) times the attempts, at most ``REQUEST_LIMIT_CAP``."""
+    return min(judge.timeout_seconds * (judge.max_retries + 1), REQUEST_LIMIT_CAP)
 
 
 def requests(judge: Judge, todo: list[tuple[Pair, bool]]) -> Iterator[Request]:
@@ -363,10 +376,14 @@ def requests(judge: Judge, todo: list[tuple[Pair, bool]]) -> Iterator[Request]:
 
 
 def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, total: None,
-        should_stop: Callable[[], bool] = lambda: False) -> RunResult:
+        should_stop: Callable[[], bool] = lambda: False, slice_seconds: float | None = None) -> RunResult:
     """Ask for every pending call within the budget, ``max_concurrency`` at a time, recording each reply as it
-    arrives. ``should_stop`` is checked after each reply (and every ``TICK`` seconds): no new request is sent once
-    it says so, and the replies in flight are still recorded."""
+    arrives. ``should_stop`` is checked after each reply and every ``TICK`` seconds; once it says so -- or the run
+    has used its ``slice_seconds`` (default SEPLAB_JUDGE_SLICE_SECONDS), so that one judge never holds the worker
+    while other researchers' jobs wait -- no new request is sent and the ones in flight are cut off at once (their
+    connections closed: they are recorded as failed and asked again on resume). A request that takes longer than
+    ``request_limit`` with all its attempts (an endpoint trickling one byte at a time defeats a per-read timeout)
+    is cut off the same way."""
     result = RunResult()
     todo = pending(judge)
     room = max(judge.request_budget - usage(judge).replies, 0)
@@ -377,37 +394,59 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
     total = len(todo)
     progress(0, total)
     source = requests(judge, todo)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=judge.max_concurrency,
-                                               thread_name_prefix=f"judge-{judge.pk}") as pool:
-        in_flight: set[concurrent.futures.Future] = set()
+    limit = request_limit(judge)
+    ends = time.monotonic() + (settings.SEPLAB_JUDGE_SLICE_SECONDS if slice_seconds is None else slice_seconds)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=judge.max_concurrency,
+                                                 thread_name_prefix=f"judge-{judge.pk}")
+    in_flight: dict[concurrent.futures.Future, tuple[Request, float]] = {}
 
-        def refill() -> None:
-            while len(in_flight) < judge.max_concurrency and not result.stopped:
-                request = next(source, None)
-                if request is None:
-                    return
-                in_flight.add(pool.submit(ask, client, judge, request))
-                result.asked += 1
+    def refill() -> None:
+        while len(in_flight) < judge.max_concurrency and not (result.stopped or result.sliced):
+            request = next(source, None)
+            if request is None:
+                return
+            in_flight[pool.submit(ask, client, judge, request)] = (request, time.monotonic() + limit)
+            result.asked += 1
 
+    def cut_off(future: concurrent.futures.Future, why: str) -> None:
+        request, _ = in_flight.pop(future)
+        if record(judge, Reply(request, error=why)) is not None:
+            result.recorded += 1
+        result.abandoned += 1
+
+    try:
         refill()
-        try:
-            while in_flight:
-                # a tick at least every TICK seconds keeps the job's heartbeat fresh and hears a stop while
-                # slow requests (timeouts, backoff) are out
-                finished, _ = concurrent.futures.wait(in_flight, timeout=TICK,
-                                                      return_when=concurrent.futures.FIRST_COMPLETED)
-                for future in finished:
-                    in_flight.discard(future)
-                    if record(judge, future.result()) is not None:
-                        result.recorded += 1
-                progress(result.recorded, total)
-                if not result.stopped and should_stop():
+        while in_flight:
+            # a tick at least every TICK seconds keeps the job's heartbeat fresh and hears a stop while slow
+            # requests are out; sooner when a request's time limit or the slice ends first
+            now = time.monotonic()
+            wake = min([TICK, ends - now, *(deadline - now for _, deadline in in_flight.values())])
+            finished, _ = concurrent.futures.wait(list(in_flight), timeout=max(wake, 0.01),
+                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                in_flight.pop(future)
+                if record(judge, future.result()) is not None:
+                    result.recorded += 1
+            now = time.monotonic()
+            for future, (_, deadline) in list(in_flight.items()):
+                if now >= deadline:
+                    cut_off(future, f"The request took longer than {limit:.0f} s with all its attempts (the endpoint "
+                                    "kept the connection open); cut off, asked again on resume.")
+            if not (result.stopped or result.sliced):
+                if should_stop():
                     result.stopped = True
-                refill()
-        except BaseException:
-            for future in in_flight:
-                future.cancel()
-            raise
+                elif now >= ends and (in_flight or result.asked < total):
+                    result.sliced = True
+            if (result.stopped or result.sliced) and in_flight:
+                why = ("Stopped while the request was out; asked again on resume." if result.stopped else
+                       "The run paused for other jobs while the request was out; asked again when it goes on.")
+                for future in list(in_flight):
+                    cut_off(future, why)
+            progress(result.recorded, total)
+            refill()
+    finally:
+        client.close()  # closes the connections: requests still out (cut off above) end at once
+        pool.shutdown(wait=False, cancel_futures=True)
     return result
 
 
@@ -451,6 +490,16 @@ def start(judge: Judge) -> Job:
         Judge.objects.filter(pk=judge.pk).update(stop_requested=False)
         job = Job.objects.create(study=judge.study, kind=JOB_KIND, params={"judge": judge.pk},
                                  message=f"Judge {judge} queued")
+    run_judge.enqueue(job.pk)
+    return job
+
+
+def continue_later(judge: Judge) -> Job:
+    """Queue the rest of a run that used its time slice: a new job behind the others already waiting."""
+    from annotation.tasks import run_judge
+
+    job = Job.objects.create(study=judge.study, kind=JOB_KIND, params={"judge": judge.pk},
+                             message=f"Judge {judge} goes on after the jobs queued before it")
     run_judge.enqueue(job.pk)
     return job
 

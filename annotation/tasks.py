@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import traceback
 
+from django.conf import settings
 from django.utils import timezone
 from django_tasks import task
 
@@ -70,6 +71,11 @@ def run_judge(job_id: int) -> None:
                f"{used.tokens:,} tokens, ${used.cost}.")
     if result.stopped:
         status, summary = Job.Status.STOPPED, f"Stopped: {summary} Resume to go on."
+    elif result.sliced:
+        status = Job.Status.DONE
+        summary = (f"Paused after {settings.SEPLAB_JUDGE_SLICE_SECONDS:.0f} s so that other jobs can run: {summary} "
+                   "It goes on by itself in the next job.")
+        judge_runner.continue_later(judge)
     elif result.budget_reached:
         status, summary = Job.Status.DONE, f"Request budget reached: {summary}"
     else:

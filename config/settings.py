@@ -202,6 +202,10 @@ TASKS = {
 # (selection/worker.py); the worker beats every 10 s.
 SEPLAB_JOB_STALE_SECONDS = float(os.environ.get("SEPLAB_JOB_STALE_SECONDS", "120"))
 
+# A judge run gives the worker back after this many seconds and goes on in a new job queued behind the others, so
+# one researcher's judge never holds the worker while other researchers' jobs wait.
+SEPLAB_JUDGE_SLICE_SECONDS = float(os.environ.get("SEPLAB_JUDGE_SLICE_SECONDS", "300"))
+
 # LLM judges may read their API key only from these environment variables of the worker, named by the operator
 # (comma-separated); any other name is refused, so a judge cannot have the server send its SECRET_KEY, DATABASE_URL
 # or cloud credentials to an endpoint of the researcher's choosing. Empty: judges use stored keys only.

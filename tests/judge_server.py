@@ -14,7 +14,8 @@ built from the client's response types (``ChatCompletion``) and are deterministi
   without a verdict line), ``[[cut]]`` (a reply cut off at the token limit, ``finish_reason: length``, that happens
   to end in a quoted verdict line), ``[[two-verdicts]]`` (two verdict lines), ``[[line-separator]]`` (the verdict
   after a U+2028 instead of a new line), ``[[huge]]`` (a 2 MB reply ending in a verdict), ``[[bad-usage]]``
-  (``completion_tokens: -5``), ``[[huge-usage]]`` (2^40 + 5 prompt tokens);
+  (``completion_tokens: -5``), ``[[huge-usage]]`` (2^40 + 5 prompt tokens), ``[[trickle]]`` (200 at once, then
+  the body a byte every ``trickle_seconds``: a per-read timeout never fires);
 - with ``logprobs`` requested, each token carries its log-probability and the label token its alternatives
   A / B / Tie with P(A) = P(first).
 """
@@ -71,6 +72,8 @@ class JudgeServer(ThreadingHTTPServer):
         self.in_flight = 0
         self.max_in_flight = 0
         self.delay = 0.0  # seconds before every reply (to hold requests in flight)
+        self.trickle_seconds = 0.3  # between the bytes of a [[trickle]] reply
+        self.hung_up = 0  # [[trickle]] replies the client cut off
 
     @property
     def base_url(self) -> str:
@@ -163,6 +166,21 @@ class Handler(BaseHTTPRequestHandler):
             return
         if "[[slow]]" in prompt and attempt == 1:
             time.sleep(self.server.slow_seconds)
+        if "[[trickle]]" in prompt:  # 200 at once, then the body a byte at a time: no read ever times out
+            body_bytes = json.dumps({"never": "finished"}).encode() * 100
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body_bytes)))
+            self.end_headers()
+            try:
+                for byte in body_bytes:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(self.server.trickle_seconds)
+            except OSError:  # the client hung up: what a cut-off request looks like from here
+                with self.server.lock:
+                    self.server.hung_up += 1
+            return
         found = OUTPUTS.search(prompt)
         first, second = (found["first"], found["second"]) if found else ("", "")
         p = p_first(first, second)

@@ -264,15 +264,17 @@ def test_a_run_judge_is_in_the_report_with_its_debiasing_threshold(researcher, s
 
 def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, monkeypatch):
     """A run whose requests are slow still reports every TICK (the job's heartbeat), so it is not taken for a
-    dead worker and resumed twice; a stop asked meanwhile sends no new request."""
+    dead worker and resumed twice; a stop asked meanwhile sends no new request and cuts off the one out (recorded
+    as failed, asked again on resume)."""
     monkeypatch.setattr(judge_runner, "TICK", 0.1)
     server.delay = 0.6
     judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server, max_concurrency=1)
     calls = []
     result = judge_runner.run(judge, progress=lambda done, total: calls.append(done),
                               should_stop=lambda: len(calls) >= 3)
-    assert calls[:4] == [0, 0, 0, 0]  # the start, then ticks before the first reply
+    assert calls[:3] == [0, 0, 0]  # the start, then ticks before the first reply
     assert result.stopped and result.asked == 1 and result.recorded == 1 and len(server.requests) == 1
+    assert list(JudgeCall.objects.filter(judge=judge).values_list("status", flat=True)) == ["failed"]
 
 
 def test_create_judge_validates_every_caller(researcher, server):
@@ -404,3 +406,56 @@ def test_token_counts_an_endpoint_gets_wrong_do_not_drop_a_paid_reply(researcher
         assert call.prompt_tokens >= 0 and 0 <= call.completion_tokens < 2**31
         assert call.response["seplab_notes"] and "counted as 0" in call.response["seplab_notes"][0]
     assert judge_runner.usage(judge).replies == 4  # the budget is used up: a fifth request would be refused
+
+
+def test_a_request_that_never_ends_is_cut_off_at_its_total_time_limit(researcher, server):
+    """Issue 26, H2: an endpoint answering 200 and then one byte every 0.3 s held the only worker for ever (the
+    timeout is per read). Each request now has a total limit (timeout x attempts): it is cut off, recorded as failed
+    (asked again on resume), and the run goes on with the other pairs."""
+    import time
+
+    judge = make_judge(study_with(researcher, ["[[trickle]] Q0?", "Q1?"]), server, timeout_seconds=1.0,
+                       max_retries=0, max_concurrency=2)
+    assert judge_runner.request_limit(judge) == 1.0
+    started = time.monotonic()
+    result = judge_runner.run(judge)
+    assert time.monotonic() - started < 10  # the reply would take ~16 s to trickle in
+    calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
+    assert result.abandoned == 2 and {c.status for i, c in calls.items() if "trickle" in i} == {"failed"}
+    assert all("took longer than 1 s" in c.problem for i, c in calls.items() if "trickle" in i)
+    assert Judgment.objects.filter(rater=judge.rater).count() == 2  # Q1 in both orders
+
+
+def test_stop_cuts_off_the_requests_in_flight_at_once(researcher, server):
+    """Stop was ignored for minutes while slow requests were out: now the requests in flight are cut off (their
+    connections closed) and asked again on resume."""
+    import time
+
+    judge = make_judge(study_with(researcher, ["[[trickle]] Q0?"]), server, timeout_seconds=60.0, max_retries=0)
+    started = time.monotonic()
+    result = judge_runner.run(judge, should_stop=lambda: time.monotonic() - started > 0.5)
+    assert result.stopped and time.monotonic() - started < 0.5 + judge_runner.TICK
+    assert set(JudgeCall.objects.filter(judge=judge).values_list("status", flat=True)) == {"failed"}
+    deadline = time.monotonic() + 5
+    while server.hung_up < 2 and time.monotonic() < deadline:  # the server sees both connections close
+        time.sleep(0.1)
+    assert server.hung_up == 2
+
+
+def test_a_long_run_gives_the_worker_back_and_goes_on_in_a_job_queued_behind_the_others(researcher, server,
+                                                                                        settings):
+    """One judge must not hold the worker while other researchers' jobs wait: after its time slice a run stops
+    sending, records what was out as failed, and queues its continuation behind the jobs already waiting."""
+    settings.SEPLAB_JUDGE_SLICE_SECONDS = 0.0
+    server.delay = 0.2
+    judge = make_judge(study_with(researcher, [f"Q{i}?" for i in range(4)]), server, max_concurrency=1)
+    job = judge_runner.start(judge)
+    run_judge.call(job.pk)
+    job.refresh_from_db()
+    assert job.status == "done" and "Paused after 0 s so that other jobs can run" in job.message
+    follow = judge_runner.current_job(judge)
+    assert follow.pk != job.pk and follow.status == "queued"
+    settings.SEPLAB_JUDGE_SLICE_SECONDS = 300.0
+    run_judge.call(follow.pk)
+    follow.refresh_from_db()
+    assert follow.status == "done" and Judgment.objects.filter(rater=judge.rater).count() == 8

@@ -77,10 +77,12 @@ def test_start_progress_stop_resume_over_http(researcher_client, researcher, ser
     run_judge.call(job.pk)  # the worker sees the stop after its first replies
     job.refresh_from_db()
     assert job.status == "stopped" and "Resume to go on" in job.message
-    stopped = JudgeCall.objects.filter(judge=judge).count()
-    assert 1 <= stopped <= 2
+    asked = JudgeCall.objects.filter(judge=judge)
+    settled = asked.exclude(status="failed").count()  # replies that came back; what was still out was cut off
+    assert 1 <= asked.count() <= 2 and set(asked.values_list("status", flat=True)) <= {"judged", "unparseable",
+                                                                                       "failed"}
     page = researcher_client.get(detail).content.decode()
-    assert f"Resume ({6 - stopped} request" in page
+    assert f"Resume ({6 - settled} request" in page
     researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]))
     run_judge.call(Job.objects.filter(kind="judge").first().pk)
     page = researcher_client.get(detail).content.decode()
