@@ -390,7 +390,7 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
     if len(todo) > room:
         todo, result.budget_reached = todo[:room], True
     check_target(judge)
-    client = make_client(judge)
+    api_key(judge)  # a missing key is said before anything is sent
     total = len(todo)
     progress(0, total)
     source = requests(judge, todo)
@@ -398,18 +398,22 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
     ends = time.monotonic() + (settings.SEPLAB_JUDGE_SLICE_SECONDS if slice_seconds is None else slice_seconds)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=judge.max_concurrency,
                                                  thread_name_prefix=f"judge-{judge.pk}")
-    in_flight: dict[concurrent.futures.Future, tuple[Request, float]] = {}
+    # one client per request: cutting a request off closes its own connection (and frees its thread) without
+    # touching the others
+    in_flight: dict[concurrent.futures.Future, tuple[Request, float, openai.OpenAI]] = {}
 
     def refill() -> None:
         while len(in_flight) < judge.max_concurrency and not (result.stopped or result.sliced):
             request = next(source, None)
             if request is None:
                 return
-            in_flight[pool.submit(ask, client, judge, request)] = (request, time.monotonic() + limit)
+            client = make_client(judge)
+            in_flight[pool.submit(ask, client, judge, request)] = (request, time.monotonic() + limit, client)
             result.asked += 1
 
     def cut_off(future: concurrent.futures.Future, why: str) -> None:
-        request, _ = in_flight.pop(future)
+        request, _, client = in_flight.pop(future)
+        client.close()  # the request's connection closes: its thread gets an error and ends
         if record(judge, Reply(request, error=why)) is not None:
             result.recorded += 1
         result.abandoned += 1
@@ -420,15 +424,15 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
             # a tick at least every TICK seconds keeps the job's heartbeat fresh and hears a stop while slow
             # requests are out; sooner when a request's time limit or the slice ends first
             now = time.monotonic()
-            wake = min([TICK, ends - now, *(deadline - now for _, deadline in in_flight.values())])
+            wake = min([TICK, ends - now, *(deadline - now for _, deadline, _ in in_flight.values())])
             finished, _ = concurrent.futures.wait(list(in_flight), timeout=max(wake, 0.01),
                                                   return_when=concurrent.futures.FIRST_COMPLETED)
             for future in finished:
-                in_flight.pop(future)
+                in_flight.pop(future)[2].close()
                 if record(judge, future.result()) is not None:
                     result.recorded += 1
             now = time.monotonic()
-            for future, (_, deadline) in list(in_flight.items()):
+            for future, (_, deadline, _) in list(in_flight.items()):
                 if now >= deadline:
                     cut_off(future, f"The request took longer than {limit:.0f} s with all its attempts (the endpoint "
                                     "kept the connection open); cut off, asked again on resume.")
@@ -445,7 +449,8 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
             progress(result.recorded, total)
             refill()
     finally:
-        client.close()  # closes the connections: requests still out (cut off above) end at once
+        for _, _, client in in_flight.values():  # an error on the way out: nothing keeps a connection open
+            client.close()
         pool.shutdown(wait=False, cancel_futures=True)
     return result
 

@@ -47,7 +47,7 @@ from annotation.models import (
 )
 from selection import live as selection_live
 from selection import services as selection_services
-from selection.strategies import is_live, strategy_parameters
+from selection.strategies import is_live, needs_embeddings, strategy_parameters
 
 # Fields of Study that shape the comparison plan; frozen once raters have started.
 PLAN_FIELDS = ("pairs_per_assignment", "sample_pairing", "raters_per_item", "pair_mode", "baseline", "scheduling",
@@ -93,10 +93,12 @@ def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: s
     if a step fails)."""
     name = _new_study_name(owner, name)
     parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+    fewer = None
     if len(parsed.items) <= IMPORT_CHUNK:
         with transaction.atomic():
             study = _new_study(owner, name, description, Study.Status.ACTIVE)
             _insert_items(study, parsed, 0, len(parsed.items))
+            fewer = _fewer_system_pairs(study)
             rebuild_plan(study)
     else:
         study = _new_study(owner, name, description, Study.Status.IMPORTING)
@@ -105,7 +107,7 @@ def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: s
         except BaseException:
             study.delete()  # nothing of a failed import stays
             raise
-    study.import_warnings = parsed.warnings  # for the page and the command to show; not stored
+    study.import_warnings = parsed.warnings + ([fewer] if fewer else [])  # for the page and the command; not stored
     return study
 
 
@@ -178,6 +180,8 @@ def import_staged(study: Study, parsed: formats.ParsedStudy,
     for start in item_steps:
         with transaction.atomic():
             _insert_items(study, parsed, start, min(start + IMPORT_CHUNK, n_items))
+            if start == 0:
+                _fewer_system_pairs(study)
         done += 1
         if progress:
             progress(done, total)
@@ -197,8 +201,12 @@ def import_staged(study: Study, parsed: formats.ParsedStudy,
     return study
 
 
+MAX_SYSTEM_PAIRS = 5000  # system pairs one study compares: 100 systems, all pairs (400 systems made 79,800)
+
+
 def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = None) -> list[tuple[System, System]]:
-    """The system pairs the study compares, as (A, B), per its pair mode."""
+    """The system pairs the study compares, as (A, B), per its pair mode; more than ``MAX_SYSTEM_PAIRS`` is
+    refused with what to do instead."""
     systems = list(study.systems.all())
     if study.pair_mode == Study.PairMode.BASELINE and study.baseline_id:
         return [(s, study.baseline) for s in systems if s.pk != study.baseline_id]
@@ -206,8 +214,27 @@ def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = No
         by_id = {s.pk: s for s in systems}
         if explicit is None:
             return [(c.system_a, c.system_b) for c in study.comparisons.select_related("system_a", "system_b")]
-        return [(by_id[a], by_id[b]) for a, b in explicit]
-    return [(a, b) for i, a in enumerate(systems) for b in systems[i + 1:]]
+        pairs = [(by_id[a], by_id[b]) for a, b in explicit]
+    else:
+        pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1:]]
+    if len(pairs) > MAX_SYSTEM_PAIRS:
+        raise ServiceError(f"{len(systems)} systems make {len(pairs):,} system pairs; a study compares at most "
+                           f"{MAX_SYSTEM_PAIRS:,}. Compare each system with a baseline, or tick the pairs you need.")
+    return pairs
+
+
+def _fewer_system_pairs(study: Study) -> Problem | None:
+    """A new study whose systems would make more than ``MAX_SYSTEM_PAIRS`` pairs compares each with the first
+    system instead (a warning says so; the settings page changes it)."""
+    systems = list(study.systems.order_by("id")[:1])
+    n = study.systems.count()
+    if study.pair_mode != Study.PairMode.ALL or n * (n - 1) // 2 <= MAX_SYSTEM_PAIRS or not systems:
+        return None
+    Study.objects.filter(pk=study.pk).update(pair_mode=Study.PairMode.BASELINE, baseline=systems[0])
+    study.pair_mode, study.baseline = Study.PairMode.BASELINE, systems[0]
+    return Problem(None, "systems", f"{n} systems would make {n * (n - 1) // 2:,} system pairs (at most "
+                                    f"{MAX_SYSTEM_PAIRS:,}): each is compared with {systems[0].name} instead; change "
+                                    "it on the settings page")
 
 
 @transaction.atomic
@@ -355,8 +382,11 @@ def lock_plan(study: Study, *, exclusive: bool) -> None:
 
 
 @transaction.atomic
-def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None) -> Study:
-    """Apply a validated settings form; rebuild the plan when a plan field changed."""
+def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None,
+                       background: bool = False) -> Study:
+    """Apply a validated settings form; rebuild the plan when a plan field changed. ``background`` (a request):
+    a plan that would first embed outputs not embedded yet is built by the worker (``queue_plan``), never in the
+    request; commands and scripts build it at once."""
     plan_changed = any(study_settings.value(study, f) != changes[f] for f in PLAN_FIELDS if f in changes)
     if study.pair_mode == Study.PairMode.EXPLICIT or changes.get("pair_mode") == Study.PairMode.EXPLICIT:
         current = sorted(study.comparisons.values_list("system_a_id", "system_b_id"))
@@ -370,8 +400,45 @@ def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tup
                            "answer (the elicitation mode) are frozen.")
     study_settings.apply(study, changes)
     if plan_changed:
-        rebuild_plan(study, explicit)
+        if background and plan_needs_worker(study):
+            comparison_systems(study, explicit)  # too many pairs is said now, not by a failed job
+            Task.objects.filter(study=study).delete()  # nobody starts on the old plan meanwhile
+            if explicit is not None:  # the ticked pairs are the plan's input: kept for the job
+                _set_explicit(study, explicit)
+            queue_plan(study)
+        else:
+            rebuild_plan(study, explicit)
     return study
+
+
+def plan_needs_worker(study: Study) -> bool:
+    """Whether building the study's plan would embed outputs that are not embedded yet (tens of seconds for a few
+    thousand outputs: never inside a request, and never while holding the database's write lock)."""
+    stored = study.selection_settings
+    if not needs_embeddings(stored.selection_method, stored.budget, stored.separability_metric):
+        return False
+    done, total = selection_services.embedding_coverage(study)
+    return done < total
+
+
+def queue_plan(study: Study):
+    """Build the plan in the background: embed the outputs first (cached, outside any transaction), then rebuild
+    the plan in one short transaction (annotation.tasks.run_plan)."""
+    from annotation.tasks import start_plan
+
+    return start_plan(study)
+
+
+def _set_explicit(study: Study, explicit: list[tuple[int, int]]) -> None:
+    """Make the study's comparisons the ticked pairs (explicit pair mode reads them back when it plans)."""
+    wanted = set(explicit)
+    existing = {(c.system_a_id, c.system_b_id): c for c in study.comparisons.all()}
+    for key, comparison in existing.items():
+        if key not in wanted:
+            comparison.delete()
+    for a, b in explicit:
+        if (a, b) not in existing:
+            Comparison.objects.create(study=study, system_a_id=a, system_b_id=b)
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,46 @@ def run_study_import(job_id: int) -> None:
                                          message=f"Imported {len(parsed.items)} items.")
 
 
+PLAN_KIND = "plan"
+
+
+def start_plan(study: Study) -> Job:
+    job = Job.objects.create(study=study, kind=PLAN_KIND, total=2,
+                             message="Building the plan: embedding the outputs first")
+    run_plan.enqueue(job.pk)
+    return job
+
+
+@task()
+def run_plan(job_id: int) -> None:
+    """A study's plan, built by the worker: the outputs embedded (outside any transaction, cached: the slow part),
+    then the plan rebuilt from the study's current settings in one short transaction. A newer plan job of the same
+    study makes this one needless."""
+    from selection import services as selection_services
+
+    job = Job.objects.select_related("study").get(pk=job_id)
+    study = job.study
+    if Job.objects.filter(study=study, kind=PLAN_KIND, pk__gt=job_id).exists():
+        Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(),
+                                             message="A newer change of the settings builds the plan.")
+        return
+    Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING, heartbeat=timezone.now())
+
+    def progress(done: int, total: int) -> None:
+        Job.objects.filter(pk=job_id).update(done=done, total=total + 1, heartbeat=timezone.now())
+
+    try:
+        selection_services.embed_study(study, progress=progress)
+        Job.objects.filter(pk=job_id).update(message="Building the plan: choosing the items")
+        tasks = services.rebuild_plan(study)
+    except Exception as exc:  # the study page says what went wrong; saving the settings again retries
+        Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, finished=timezone.now(),
+                                             message=f"The plan could not be built: {exc}")
+        raise
+    Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(), done=1, total=1,
+                                         message=f"Plan built: {tasks} rating tasks.")
+
+
 @task()
 def run_judge(job_id: int) -> None:
     """One run of an LLM judge (``annotation.judge_runner``): progress, tokens and cost on the judges page."""

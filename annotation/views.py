@@ -102,6 +102,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "live_statuses": selection_live.statuses(study),
         "embedded": selection_services.embedding_coverage(study),
         "embed_job": study.jobs.filter(kind="embed").first(),
+        "plan_job": study.jobs.filter(kind="plan").first(),
         "base_url": study_admin.public_base_url(study, request),
         "settings": study.selection_settings, "strategy": STRATEGIES.get(study.selection_settings.selection_method),
     }
@@ -162,11 +163,14 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
         changes = {f: form.cleaned_data[f] for f in form.setting_names()}
         study.refresh_from_db()  # the ModelForm already wrote the values onto the instance
         try:
-            services.do_update_settings(study, changes, form.explicit())
+            services.do_update_settings(study, changes, form.explicit(), background=True)
         except services.ServiceError as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(request, "Settings saved.")
+            building = study.jobs.filter(kind="plan", status__in=("queued", "running")).exists()
+            messages.success(request, "Settings saved." + (
+                " The plan is being built in the background (the outputs are embedded first); this page shows its "
+                "progress." if building else ""))
             return redirect(study)
     stored = study.selection_settings
     return render(request, "annotation/study_settings.html", {

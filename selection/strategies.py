@@ -121,6 +121,8 @@ class Strategy:
     design: str = UNIFORM
     # purposive designs: why the items people judge say nothing about the rest, in a person's words
     purposive_reason: str = ""
+    # it reads the outputs' embeddings (difference vectors): the plan embeds the study first, in the background
+    uses_vectors: bool = False
     # A sampling strategy that is asked for every item selects every item: release them in random
     # order without computing anything (no encoder for a study that sends all its items to raters).
     takes_all_at_random: bool = False
@@ -247,11 +249,11 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "cluster size, skipping items whose two outputs are identical: unbiased like random. On real data "
              "(AlpacaEval-1) it was within a point of random on average, not measurably better, and a few points "
              "behind on some pairs.",
-             _stratified, takes_all_at_random=True),
+             _stratified, takes_all_at_random=True, uses_vectors=True),
     Strategy("diffuse", "DiffUse (static)",
              "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
              "very different outputs; compare it with random in a simulation first.",
-             lambda c, b, rng: _diffuse(c, b), design=PURPOSIVE,
+             lambda c, b, rng: _diffuse(c, b), design=PURPOSIVE, uses_vectors=True,
              purposive_reason="DiffUse picked one representative per cluster of output differences on purpose, so "
              "each judged item stands for a cluster of a different size and the rest had no known chance"),
     Strategy("separability-weighted", "Separability-weighted",
@@ -267,7 +269,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "stand for the separable items only"),
     Strategy("diffuse-threshold", "DiffUse within the separable items",
              "DiffUse over the items whose separability reaches the threshold.",
-             lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True, design=PURPOSIVE,
+             lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True, design=PURPOSIVE, uses_vectors=True,
              purposive_reason="DiffUse picked representatives of the separable items on purpose; the others could "
              "never be drawn"),
     Strategy("judge-disagreement", "Where the LLM judges disagree",
@@ -291,12 +293,21 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "judgments are in it re-checks the hypergeometric stopping rule and, while the risk of naming the "
              "wrong winner is above the threshold, releases the next split's representatives to raters. The "
              "budget caps the items judged (200 when empty).",
-             lambda c, b, rng: np.array([], dtype=np.int64), live=True, design=PURPOSIVE,
+             lambda c, b, rng: np.array([], dtype=np.int64), live=True, design=PURPOSIVE, uses_vectors=True,
              purposive_reason="iterative DiffUse released cluster representatives until its stopping rule held, "
              "so the judged items were chosen on purpose"),
 )}
 JUDGE_STRATEGIES = ("judge-disagreement", "judge-stratified", "judge-neyman")  # these read the judges' verdicts
 STATIC_STRATEGIES = sorted(name for name, s in STRATEGIES.items() if not s.live)
+
+
+def needs_embeddings(name: str, budget: int | None, metric: str) -> bool:
+    """Whether planning with strategy ``name`` reads the outputs' embeddings: its difference vectors, or
+    separability under an embedding metric; a sampling strategy asked for every item reads nothing."""
+    strategy = STRATEGIES.get(name)
+    if strategy is None or (budget is None and strategy.takes_all_at_random):
+        return False
+    return strategy.uses_vectors or (strategy.uses_separability and metric.startswith("cosine"))
 
 
 def is_live(name: str) -> bool:
