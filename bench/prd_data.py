@@ -166,7 +166,9 @@ def all_summaries(pairs: list[PairData], n: int, rounds: int, seed: int, finite:
 
     jobs = [(pair, n, rounds, seed, finite) for pair in pairs]
     if processes > 1:
-        with multiprocessing.get_context("fork").Pool(processes) as workers:
+        # spawned, not forked: a fork of a process with threads running (a test suite's servers, a worker's beat)
+        # can inherit a lock held by one of them and wait for ever
+        with multiprocessing.get_context("spawn").Pool(processes) as workers:
             results = workers.starmap(pair_summaries, jobs)
     else:
         results = [pair_summaries(*job) for job in jobs]
