@@ -43,6 +43,7 @@ from annotation.models import (
     unknown_key_variable,
 )
 from annotation.outbound import EndpointRefused, check_endpoint
+from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
 from selection.models import Job
 from selection.worker import stale_after
 
@@ -87,6 +88,9 @@ def api_key(judge: Judge) -> str:
     """The stored key, else the named environment variable of the worker; a local server that needs none is
     configured with neither (the client still sends a placeholder)."""
     if judge.api_key:
+        if isinstance(judge.api_key, SealedUnreadable):
+            raise JudgeError(str(UnreadableSecret("The stored key cannot be read: the server's encryption key changed "
+                                                  "since it was stored. Type the key again on the judge's page.")))
         return judge.api_key
     if judge.api_key_env:
         if judge.api_key_env not in key_variables():  # a judge stored before the operator's list, or by a script

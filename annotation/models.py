@@ -22,6 +22,7 @@ from django.utils import timezone
 from annotation import elicitation as elicitation_modes
 from annotation import rendering
 from annotation.outbound import EndpointRefused, check_endpoint
+from annotation.secrets_at_rest import SealedTextField
 
 RATER_TOKEN_SALT = "seplab.rater-link"
 OPEN_LINK_SALT = "seplab.open-link"
@@ -699,9 +700,9 @@ class Judge(models.Model):
     api_key_env = models.CharField(
         max_length=100, blank=True, default="OPENAI_API_KEY",
         help_text="Read the API key from this environment variable of the worker (preferred).")
-    api_key = models.CharField(
-        max_length=500, blank=True, default="",
-        help_text="Or a key stored with the study (never shown again, never logged); used when set.")
+    api_key = SealedTextField(
+        blank=True, default="",
+        help_text="Or a key stored with the study (encrypted, never shown again, never logged); used when set.")
     prompt_template = models.TextField(help_text="The prompt; {input}, {first}, {second} and {answer_format} are "
                                                  "filled in, {question} too if present.")
     temperature = models.FloatField(default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])

@@ -105,7 +105,9 @@ def run_judge(job_id: int) -> None:
     except Exception as exc:  # the judges page shows what went wrong; resuming retries what is missing
         message = judge_runner.redact(f"{type(exc).__name__}: {exc}", judge)
         Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, finished=timezone.now(), message=message)
-        raise
+        # the task's result row (django-tasks: the admin, the worker's log) gets the redacted words only, without
+        # the original exception's traceback, which may quote an endpoint echoing the key
+        raise judge_runner.JudgeError(message) from None
     used = judge_runner.usage(judge)
     summary = (f"{used.judged} judged, {used.unparseable} unparseable, {used.failed} failed after retries; "
                f"{used.tokens:,} tokens, ${used.cost}.")

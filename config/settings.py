@@ -206,6 +206,10 @@ SEPLAB_JOB_STALE_SECONDS = float(os.environ.get("SEPLAB_JOB_STALE_SECONDS", "120
 # one researcher's judge never holds the worker while other researchers' jobs wait.
 SEPLAB_JUDGE_SLICE_SECONDS = float(os.environ.get("SEPLAB_JUDGE_SLICE_SECONDS", "300"))
 
+# Secrets researchers store with a study (judges' API keys) are encrypted with a key derived from this
+# (annotation/secrets_at_rest.py); unset, from SECRET_KEY. Changing it makes stored keys unreadable (asked again).
+SEPLAB_ENCRYPTION_KEY = os.environ.get("SEPLAB_ENCRYPTION_KEY", "")
+
 # LLM judges may read their API key only from these environment variables of the worker, named by the operator
 # (comma-separated); any other name is refused, so a judge cannot have the server send its SECRET_KEY, DATABASE_URL
 # or cloud credentials to an endpoint of the researcher's choosing. Empty: judges use stored keys only.

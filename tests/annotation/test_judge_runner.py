@@ -459,3 +459,56 @@ def test_a_long_run_gives_the_worker_back_and_goes_on_in_a_job_queued_behind_the
     run_judge.call(follow.pk)
     follow.refresh_from_db()
     assert follow.status == "done" and Judgment.objects.filter(rater=judge.rater).count() == 8
+
+
+def test_a_stored_key_is_encrypted_at_rest_and_a_changed_encryption_key_asks_for_it_again(researcher, settings):
+    """Issue 26: stored judge keys were plain text in the database (and so in every dump and backup)."""
+    from django.db import connection
+
+    server = JudgeServer(api_key=KEY).start()
+    try:
+        judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key=KEY)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT api_key FROM annotation_judge WHERE id = %s", [judge.pk])
+            stored = cursor.fetchone()[0]
+        assert stored.startswith("fernet:") and KEY not in stored
+        judge.refresh_from_db()
+        assert judge.api_key == KEY and judge_runner.run(judge).recorded == 2  # read back and sent as it was
+        # a key stored before encryption is read as it is and sealed when written again
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE annotation_judge SET api_key = %s WHERE id = %s", [KEY, judge.pk])
+        judge.refresh_from_db()
+        assert judge.api_key == KEY
+        judge.save()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT api_key FROM annotation_judge WHERE id = %s", [judge.pk])
+            assert cursor.fetchone()[0].startswith("fernet:")
+        # the operator changes the encryption key: the stored key cannot be read, nothing is sent, the page says why
+        settings.SEPLAB_ENCRYPTION_KEY = "another-key-entirely"
+        judge.refresh_from_db()
+        requests_before = len(server.requests)
+        with pytest.raises(judge_runner.JudgeError, match="cannot be read.*Type the key again"):
+            judge_runner.start(judge)
+        assert len(server.requests) == requests_before
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_failed_run_leaves_only_redacted_words_in_the_task_result(researcher, server):
+    """A failing run re-raises for django-tasks, whose result row (the admin, the worker's log) kept the original
+    exception: an endpoint echoing the key put it there. The task's exception now carries the redacted message only."""
+    judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key=KEY)
+    job = judge_runner.start(judge)
+
+    def echoing(*args, **kwargs):
+        raise RuntimeError(f"the endpoint said: bad request for key {KEY}")
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(judge_runner, "run", echoing), pytest.raises(judge_runner.JudgeError) as raised:
+        run_judge.call(job.pk)
+    assert KEY not in str(raised.value) and "[key]" in str(raised.value)
+    assert raised.value.__suppress_context__ and raised.value.__cause__ is None
+    job.refresh_from_db()
+    assert job.status == "failed" and KEY not in job.message
