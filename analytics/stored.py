@@ -86,16 +86,24 @@ def serve(study: Study, population: Population, page: bool = False) -> Served:
                   None if fresh else request_refresh(study, population, version), stored.body if page else "")
 
 
-def request_refresh(study: Study, population: Population, version: str) -> Job:
-    """The queued or running refresh of this population's report, or a new one queued (one at a time). A
-    refresh that failed on this very data version is returned as it is (the page shows the error) instead
-    of being retried on every request; new data or settings queue a new one."""
+MAX_QUEUED_REFRESHES = 3  # report refreshes of one study queued or running at once (every filtered view is one)
+
+
+def request_refresh(study: Study, population: Population, version: str) -> Job | None:
+    """The queued or running refresh of this population's report, or a new one queued (one at a time per
+    population, at most ``MAX_QUEUED_REFRESHES`` per study: forty filtered views must not queue forty full
+    refreshes ahead of other researchers' jobs; None then, and the page asks again as it polls). A refresh that
+    failed on this very data version is returned as it is (the page shows the error) instead of being retried on
+    every request; new data or settings queue a new one."""
     from analytics.tasks import run_report
 
     latest = Job.objects.filter(study=study, kind=JOB_KIND, params__key=population.key).first()
     if latest is not None and (latest.active or (latest.status == Job.Status.FAILED
                                                  and latest.params.get("version") == version)):
         return latest
+    active = Job.objects.filter(study=study, kind=JOB_KIND, status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
+    if active.count() >= MAX_QUEUED_REFRESHES:
+        return None
     job = Job.objects.create(study=study, kind=JOB_KIND, message="Computing the report",
                              params={"key": population.key, "query": population.query(), "version": version})
     run_report.enqueue(job.pk)

@@ -113,3 +113,24 @@ def test_finished_refreshes_do_not_pile_up(study, rater):
         annotation_services.mark_shown(pair)  # as the rating page does before an answer
         annotation_services.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
     assert Job.objects.filter(kind="report").count() == 1
+
+
+def test_filtered_views_queue_at_most_three_refreshes_per_study(researcher_client, judged_study):
+    """Issue 26: every filter variant queued a full refresh on the single worker (40 GETs delayed another
+    researcher's judge by 65 s). At most three refreshes of one study are queued at once; a fourth view says it
+    waits, and is queued when one is done."""
+    from django.urls import reverse
+
+    from analytics import stored
+    from selection.models import Job
+
+    url = reverse("report", args=[judged_study.pk])
+    views = [{}, {"population": "all"}, {"source": "import"}, {"screened": "include"},
+             {"population": "all", "source": "import"}]
+    pages = [researcher_client.get(url, query).content.decode() for query in views]
+    assert Job.objects.filter(study=judged_study, kind=stored.JOB_KIND).count() == stored.MAX_QUEUED_REFRESHES
+    assert all('data-testid="refresh-waiting"' in page for page in pages[stored.MAX_QUEUED_REFRESHES:])
+    first = Job.objects.filter(study=judged_study, kind=stored.JOB_KIND).order_by("pk").first()
+    Job.objects.filter(pk=first.pk).update(status=Job.Status.DONE)
+    researcher_client.get(reverse("report_status", args=[judged_study.pk]), views[3])  # the page's poll
+    assert Job.objects.filter(study=judged_study, kind=stored.JOB_KIND, status="queued").count() == 3
