@@ -195,6 +195,19 @@ class StudyUpload(models.Model):
         return f"upload of study {self.study_id}"
 
 
+class JudgmentUpload(models.Model):
+    """A large judgments file, checked in the request, waiting for its background import (annotation/tasks.py);
+    removed once imported."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgment_uploads")
+    filename = models.CharField(max_length=255, blank=True)
+    data = models.BinaryField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"judgments upload {self.pk} of study {self.study_id}"
+
+
 class CrowdSettings(models.Model):
     """A study's crowd work and quality control: what a worker may take, when abandoned work returns to the
     queue, attention checks and screening (registered in ``annotation/study_settings.py``)."""

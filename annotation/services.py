@@ -34,6 +34,7 @@ from annotation.models import (
     GoldAnswer,
     Item,
     Judgment,
+    JudgmentUpload,
     Pair,
     Rater,
     Skip,
@@ -956,11 +957,62 @@ def study_samples(study: Study) -> dict[str, dict[str, int]]:
 def do_import_judgments(study: Study, data: bytes, filename: str | None) -> ImportSummary:
     """Import judgments (SPEC §8 JSONL or the CSV export layout) into a study. All or nothing;
     judgments already present (same id, or same content for lines without id) are skipped."""
+    parsed = _parse_judgments(study, data, filename)
+    new = _new_judgments(study, parsed)
+    Judgment.objects.bulk_create(new, batch_size=IMPORT_INSERT_BATCH)
+    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
+
+
+LARGE_JUDGMENT_IMPORT = 5000  # lines: a larger file is checked in the request and imported by the worker, in steps
+
+
+def do_start_judgment_import(study: Study, data: bytes, filename: str | None) -> tuple[ImportSummary | None, Any]:
+    """The browser's import: the file is checked whole in the request (every problem listed, nothing saved); up to
+    ``LARGE_JUDGMENT_IMPORT`` lines are imported at once (summary, None), a larger file by a background job in
+    short steps (None, the job), so no request holds the database's write lock for seconds."""
+    from annotation.tasks import start_judgment_import
+
+    parsed = _parse_judgments(study, data, filename)
+    if len(parsed) <= LARGE_JUDGMENT_IMPORT:
+        return do_import_judgments(study, data, filename), None
+    with transaction.atomic():
+        upload = JudgmentUpload.objects.create(study=study, filename=filename or "", data=data)
+        return None, start_judgment_import(study, upload, len(parsed))
+
+
+def import_judgments_staged(study: Study, data: bytes, filename: str | None,
+                            progress: Callable[[int, int], None] | None = None) -> ImportSummary:
+    """A large judgments file, imported in steps of ``IMPORT_CHUNK`` judgments, each its own short transaction. All
+    or nothing still: when a step fails, the judgments of the earlier steps are deleted again."""
+    parsed = _parse_judgments(study, data, filename)
+    with transaction.atomic():
+        new = _new_judgments(study, parsed)  # the raters and output pairs it needs, created once
+    done: list[str] = []
+    try:
+        for start in range(0, len(new), IMPORT_CHUNK):
+            chunk = new[start:start + IMPORT_CHUNK]
+            with transaction.atomic():
+                Judgment.objects.bulk_create(chunk, batch_size=IMPORT_INSERT_BATCH)
+            done += [j.idempotency_key for j in chunk]
+            if progress:
+                progress(min(start + IMPORT_CHUNK, len(new)), len(new))
+    except BaseException:
+        for start in range(0, len(done), IMPORT_QUERY_CHUNK):
+            Judgment.objects.filter(study=study, idempotency_key__in=done[start:start + IMPORT_QUERY_CHUNK]).delete()
+        raise
+    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
+
+
+def _parse_judgments(study: Study, data: bytes, filename: str | None) -> list:
+    raters = dict(study.raters.values_list("external_id", "kind"))
+    return formats.parse_judgments(data, filename, study_samples(study), rater_kinds=raters,
+                                   max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+
+
+def _new_judgments(study: Study, parsed: list) -> list[Judgment]:
+    """The judgments of ``parsed`` the study does not have yet (unsaved), with the raters and output pairs they
+    need created."""
     raters = {r.external_id: r for r in study.raters.all()}
-    parsed = formats.parse_judgments(
-        data, filename, study_samples(study), rater_kinds={n: r.kind for n, r in raters.items()},
-        max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES,
-    )
     keys = [p.key for p in parsed]
     present: set[str] = set()
     for start in range(0, len(keys), IMPORT_QUERY_CHUNK):  # PostgreSQL takes at most 65,535 parameters a query
@@ -994,8 +1046,7 @@ def do_import_judgments(study: Study, data: bytes, filename: str | None) -> Impo
             time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
             superseded=p.superseded, revised=p.revised, extra=p.extra,
         ))
-    Judgment.objects.bulk_create(new, batch_size=IMPORT_INSERT_BATCH)
-    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
+    return new
 
 
 IMPORT_QUERY_CHUNK = 5000  # keys per lookup query

@@ -43,6 +43,40 @@ def run_study_import(job_id: int) -> None:
                                          message=f"Imported {len(parsed.items)} items.")
 
 
+JUDGMENTS_KIND = "judgments"
+
+
+def start_judgment_import(study: Study, upload, n_lines: int) -> Job:
+    job = Job.objects.create(study=study, kind=JUDGMENTS_KIND, total=n_lines, params={"upload": upload.pk},
+                             message=f"Importing {n_lines:,} judgments")
+    run_judgment_import.enqueue(job.pk)
+    return job
+
+
+@task()
+def run_judgment_import(job_id: int) -> None:
+    """A large judgments file checked in the request, imported in short steps (all or nothing)."""
+    from annotation.models import JudgmentUpload
+
+    job = Job.objects.select_related("study").get(pk=job_id)
+    Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING, heartbeat=timezone.now())
+
+    def progress(done: int, total: int) -> None:
+        Job.objects.filter(pk=job_id).update(done=done, total=total, heartbeat=timezone.now())
+
+    upload = JudgmentUpload.objects.get(pk=job.params["upload"])
+    try:
+        summary = services.import_judgments_staged(job.study, bytes(upload.data), upload.filename or None, progress)
+    except Exception as exc:  # nothing of the file stays; the study page says why
+        Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, finished=timezone.now(),
+                                             message=f"Nothing was imported: {type(exc).__name__}: {exc}")
+        raise
+    upload.delete()
+    Job.objects.filter(pk=job_id).update(status=Job.Status.DONE, finished=timezone.now(),
+                                         message=f"Imported {summary.created:,} judgments "
+                                                 f"({summary.skipped:,} already present).")
+
+
 PLAN_KIND = "plan"
 
 

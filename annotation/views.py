@@ -103,6 +103,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "embedded": selection_services.embedding_coverage(study),
         "embed_job": study.jobs.filter(kind="embed").first(),
         "plan_job": study.jobs.filter(kind="plan").first(),
+        "judgments_job": study.jobs.filter(kind="judgments").first(),
         "base_url": study_admin.public_base_url(study, request),
         "settings": study.selection_settings, "strategy": STRATEGIES.get(study.selection_settings.selection_method),
     }
@@ -320,11 +321,15 @@ def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
     upload = form.cleaned_data["file"]
     try:
         check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
-        summary = services.do_import_judgments(study, upload.read(), upload.name)
+        summary, job = services.do_start_judgment_import(study, upload.read(), upload.name)
     except FormatError as exc:
         return render(request, "annotation/import_problems.html",
                       {"study": study, "problems": exc.messages()}, status=400)
-    messages.success(request, f"Imported {summary.created} judgments ({summary.skipped} already present).")
+    if job is not None:
+        messages.success(request, f"The file was checked: its {job.total:,} judgments are being imported in the "
+                                  "background (progress below).")
+    else:
+        messages.success(request, f"Imported {summary.created} judgments ({summary.skipped} already present).")
     return redirect(study)
 
 
