@@ -210,8 +210,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "indeterminacy_beta": ("Human sensitivity β (forced choice only)", "The share of raters who chose one output "
                            "but would accept the other, for judge metrics when humans gave forced choices only."),
     "max_assignments_per_rater": ("Most assignments per rater", "Empty: no limit."),
-    "first_answer_minutes": ("Crowd worker's first answer within (minutes)", "A crowd worker with no answer by then "
-                             "loses the places they took, so invented worker ids cannot hold the study's places."),
+    "first_answer_minutes": ("First answer within (minutes)", "A crowd worker or open-link visitor with no answer by "
+                             "then loses the places they took, so invented ids cannot hold the study's places."),
     "assignment_timeout_minutes": ("Assignment timeout (minutes)", "Unanswered this long, an assignment expires and "
                                    "its places return to the queue."),
     "gold_rate": ("Attention checks per pair", "E.g. 0.2 adds one gold pair per five pairs."),

@@ -519,11 +519,12 @@ def expire_stale_assignments(study: Study) -> int:
     queue (slot freed) and their answers stay stored. Returns how many expired."""
     now = timezone.now()
     cutoff = now - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes)
-    # a crowd worker who has not answered yet holds places for a short while only (invented worker ids
-    # cannot drain a study's places for an hour)
+    # a crowd worker or an open-link visitor who has not answered yet holds places for a short while only
+    # (invented worker ids or a script signing up through the open link cannot drain a study's places for an hour)
     unanswered = now - timedelta(minutes=study.crowd_settings.first_answer_minutes)
+    anonymous = (Rater.Source.EXTERNAL, Rater.Source.OPEN_LINK)
     stale = Assignment.objects.filter(
-        Q(last_activity__lt=cutoff) | Q(answered=0, created__lt=unanswered, rater__source=Rater.Source.EXTERNAL),
+        Q(last_activity__lt=cutoff) | Q(answered=0, created__lt=unanswered, rater__source__in=anonymous),
         study=study, status=Assignment.Status.ACTIVE)
     if not stale.exists():  # the common case: one cheap read, no transaction
         return 0

@@ -110,3 +110,18 @@ def test_a_real_launch_gets_in_and_the_launch_limit_is_the_links_own(researcher_
     assert "must be a whole number" in bad
     link.refresh_from_db()
     assert link.launch_per_minute == 0
+
+
+def test_an_open_link_visitor_who_never_answers_also_holds_places_for_the_short_while_only(client, study):
+    """Issue 26, H3: open-link raters were not under the first-answer rule (their places held for the hour)."""
+    visitor = services.do_join_open_link(study)
+    idle = services.do_start_assignment(visitor)
+    personal = services.do_start_assignment(services.do_create_rater_link(study, "person"))
+    hold = study.crowd_settings.first_answer_minutes
+    Assignment.objects.filter(pk__in=[idle.pk, personal.pk]).update(
+        created=timezone.now() - dt.timedelta(minutes=hold + 1))
+    assert services.expire_stale_assignments(study) == 1
+    idle.refresh_from_db()
+    personal.refresh_from_db()
+    assert idle.status == "expired" and not idle.places.filter(slot__isnull=False).exists()
+    assert personal.status == "active"  # a rater with a personal link keeps the hour
