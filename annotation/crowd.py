@@ -29,6 +29,7 @@ from annotation.models import (
     Study,
     WorkerSession,
 )
+from annotation.ratelimit import allow, client_key
 
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 # The query parameters each platform appends to our URL.
@@ -100,8 +101,8 @@ class TooManyNewWorkers(services.ServiceError):
 
 # New worker sessions a link accepts per client (a person starts one; a few share an address, an IPv6 /64 is one
 # client); in all, the link's launch limit per minute (ExternalLink.launch_limit: a crowd site's launch brings
-# hundreds of people in minutes). A client over its own limit is refused before it counts against the link's, so one
-# client never fills the link's cap.
+# hundreds of people in minutes). A client over its own limit is refused before it counts against the link's, and a
+# client's own limit is at most half the link's, so one client never fills the link's cap.
 NEW_WORKERS_PER_CLIENT = (10, 600)
 # What the crowd page calls faster than people: this many new workers on a link within one minute.
 MINT_WARNING_PER_MINUTE = 10
@@ -111,12 +112,13 @@ REFUSED_WINDOW = 3600  # how long the crowd page remembers workers the launch li
 def _allow_new_worker(link: ExternalLink, client: str) -> None:
     from django.core.cache import cache
 
-    from annotation.ratelimit import allow, client_key
-
-    if not allow(f"new-worker:{link.pk}:{client_key(client)}", *NEW_WORKERS_PER_CLIENT):
+    limit = link.launch_limit
+    per_client, window = NEW_WORKERS_PER_CLIENT
+    if limit:  # a link with a small cap: one client gets at most half of it
+        per_client = min(per_client, max(1, limit // 2))
+    if not allow(f"new-worker:{link.pk}:{client_key(client)}", per_client, window):
         raise TooManyNewWorkers("Too many new workers are arriving from your network through this link; please "
                                 "try again in a few minutes.")
-    limit = link.launch_limit
     if limit and not allow(f"new-worker:{link.pk}", limit, 60):
         key = f"launch-refused:{link.pk}"
         if not cache.add(key, 1, timeout=REFUSED_WINDOW):
@@ -164,14 +166,16 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
                 and arrival.hit_id != link.site_study_id):
             raise services.ServiceError("This link belongs to another Prolific study (STUDY_ID does not match).")
         _allow_new_worker(link, client)  # only new sessions count: a worker coming back is never refused
+        network = client_key(client) if client else ""
         rater, _ = Rater.objects.get_or_create(
             study=link.study, external_id=f"{link.platform}:{arrival.worker_id}",
-            defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN})
-        if rater.source != Rater.Source.EXTERNAL:
+            defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN, "client": network})
+        if rater.source != Rater.Source.EXTERNAL or rater.client != network:
             # The same worker id was already known (imported judgments, or a personal link named like a
-            # platform id): they now work through a crowdsourcing site, whose completion they must see.
-            Rater.objects.filter(pk=rater.pk).update(source=Rater.Source.EXTERNAL)
-            rater.source = Rater.Source.EXTERNAL
+            # platform id): they now work through a crowdsourcing site, whose completion they must see. A worker
+            # coming back from another network counts there now.
+            Rater.objects.filter(pk=rater.pk).update(source=Rater.Source.EXTERNAL, client=network)
+            rater.source, rater.client = Rater.Source.EXTERNAL, network
         try:
             with transaction.atomic():
                 session = WorkerSession.objects.create(

@@ -50,6 +50,10 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         response = _message(request, study, "Too many new workers right now", str(exc), status=429)
         response["Retry-After"] = "600"
         return response
+    except services.NetworkHoldsEnough as exc:
+        response = _message(request, study, "Please wait a moment", str(exc), status=429)
+        response["Retry-After"] = "60"
+        return response
     except services.RaterScreenedOut as exc:
         return _message(request, study, "Thank you", str(exc), code=link.screened_code)
     except crowd.SessionOfAnotherWorker as exc:

@@ -392,6 +392,14 @@ class Rater(models.Model):
     screened_out = models.BooleanField(default=False, help_text="Failed the study's attention checks: no more work.")
     revoked = models.BooleanField(default=False, help_text="The researcher revoked this rater's link: it no longer "
                                                            "opens anything (their judgments are kept).")
+    client = models.CharField(max_length=64, blank=True, default="",
+                              help_text="The network a crowd worker or open-link visitor last arrived from (an IPv4 "
+                                        "address or an IPv6 /64): how many unanswered places one network may hold.")
+
+    # Who holds places only as work is shown to them: anyone can become one of these raters (an invented worker id,
+    # a visit to the open link), so until they answer they hold the task on their screen and no more, and only for
+    # the study's first-answer window (services.do_start_assignment, services.expire_stale_assignments).
+    ANONYMOUS_SOURCES = (Source.EXTERNAL, Source.OPEN_LINK)
 
     class Meta:
         ordering = ["id"]
@@ -435,7 +443,10 @@ class Assignment(models.Model):
                   "time left.")
     answered = models.PositiveSmallIntegerField(
         default=0, help_text="Pairs answered so far, kept in step by the submit's one UPDATE (which completes the "
-                             "assignment when it reaches n_pairs).")
+                             "assignment when it reaches n_pairs and nothing is left to claim).")
+    unclaimed = models.PositiveSmallIntegerField(
+        default=0, help_text="Study pairs this assignment will still take, a task at a time as its rater reaches "
+                             "them (crowd workers and open-link visitors hold only what they are shown).")
 
     class Meta:
         ordering = ["id"]

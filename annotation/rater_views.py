@@ -17,7 +17,7 @@ from annotation.compiled import CompiledQuery, model_columns
 from annotation.formats import COMMENT_MAX_CHARS
 from annotation.forms import RatingForm
 from annotation.models import Assignment, AssignmentPair, Rater, Skip
-from annotation.ratelimit import limit_posts
+from annotation.ratelimit import client_ip, client_key, limit_posts
 
 
 @access.frameable
@@ -63,6 +63,11 @@ def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
     except (services.RaterScreenedOut, services.RaterLimitReached) as exc:
         return render(request, "annotation/rater_message.html",
                       {"study": rater.study, "title": "No more work for you here", "message": str(exc)})
+    except services.NetworkHoldsEnough as exc:
+        response = render(request, "annotation/rater_message.html",
+                          {"study": rater.study, "title": "Please wait a moment", "message": str(exc)}, status=429)
+        response["Retry-After"] = "60"
+        return response
     if assignment is None:
         return render(request, "annotation/rater_message.html", {
             "study": rater.study, "title": "Nothing left to rate",
@@ -80,7 +85,7 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
     if rater is not None:
         return redirect("rater_home", token=rater.token())
     if request.method == "POST":  # joining has shown the instructions: straight to the first pair
-        rater = services.do_join_open_link(study)
+        rater = services.do_join_open_link(study, client_key(client_ip(request)))
         access.remember_open_link_rater(request, rater)
         return _start(request, rater, rater.token())
     return render(request, "annotation/open_link.html", {"study": study})
@@ -140,7 +145,9 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
             response["Retry-After"] = "2"
             return response
         else:
-            if recorded is not None:
+            if assignment.n_pairs > len(rows):  # the answer took the assignment's next task (claimed as shown)
+                rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
+            elif recorded is not None:
                 _mark_answered(rows, pair.pk, recorded)
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
@@ -201,6 +208,10 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
                    error: str | None = None, key: str | None = None, revise: dict | None = None) -> HttpResponse:
     study = assignment.study
     current = next((r for r in rows if not _answered(r)), None)
+    if current is None and assignment.unclaimed and assignment.status == Assignment.Status.ACTIVE and rows:
+        services.claim_next(assignment)  # its next task could not be claimed when the last pair was answered
+        rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
+        current = next((r for r in rows if not _answered(r)), None)
     done = sum(1 for r in rows if _answered(r))
     # the latest answered study pair: the rater may change that answer while the assignment is open
     previous = next((r for r in reversed(rows) if r["judgment__id"] is not None), None)
@@ -208,7 +219,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         current = revise
     external = crowd.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
     context = {"study": study, "rater": rater, "token": token, "assignment": assignment, "error": error,
-               "total": len(rows), "done": done, "external": external}
+               "total": len(rows) + assignment.unclaimed, "done": done, "external": external}
     if assignment.status == Assignment.Status.EXPIRED:
         context["expired"] = True
     elif current is not None and not study.accepts_raters:
@@ -228,8 +239,8 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
             context["previous"] = {"pk": previous["id"], "number": rows.index(previous) + 1}
         context.update(current=pair, shown=_shown(current), number=rows.index(current) + 1,
                        key=key or uuid.uuid4().hex,
-                       percent=round(100 * done / len(rows)), mode=mode, fieldsets=mode.fieldsets(study),
+                       percent=round(100 * done / context["total"]), mode=mode, fieldsets=mode.fieldsets(study),
                        comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices,
-                       minutes_left=max(1, round((len(rows) - done) * assignment.seconds_per_pair / 60)))
+                       minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)

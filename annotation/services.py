@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import random
 import statistics
 import time
@@ -75,6 +76,16 @@ class RaterScreenedOut(ServiceError):
 
 class RaterLimitReached(ServiceError):
     """The rater has done the study's maximum number of assignments."""
+
+
+class NetworkHoldsEnough(ServiceError):
+    """Crowd workers or open-link visitors from the rater's network already hold as many unanswered places as one
+    network may (``UNANSWERED_PER_CLIENT``)."""
+
+
+# Unanswered assignments the anonymous raters of one network (Rater.client) may hold in a study at once: a few people
+# sharing a household or a lab start together; a script inventing ids holds no more than they would.
+UNANSWERED_PER_CLIENT = 3
 
 
 # --------------------------------------------------------------------------------------------
@@ -464,13 +475,14 @@ def do_create_rater_link(study: Study, name: str) -> Rater:
         raise ServiceError(f"A rater named '{name}' already exists in this study.") from None
 
 
-def do_join_open_link(study: Study) -> Rater:
-    """A new anonymous rater for a visitor of the study's open link."""
+def do_join_open_link(study: Study, client: str = "") -> Rater:
+    """A new anonymous rater for a visitor of the study's open link, from network ``client`` (ratelimit.client_key)."""
     for _ in range(5):
         external_id = f"anon-{random.SystemRandom().randrange(16**8):08x}"
         try:
             with transaction.atomic():
-                return Rater.objects.create(study=study, external_id=external_id, source=Rater.Source.OPEN_LINK)
+                return Rater.objects.create(study=study, external_id=external_id, source=Rater.Source.OPEN_LINK,
+                                            client=client)
         except IntegrityError:
             continue
     raise ServiceError("Could not create a rater; please try again.")
@@ -522,9 +534,8 @@ def expire_stale_assignments(study: Study) -> int:
     # a crowd worker or an open-link visitor who has not answered yet holds places for a short while only
     # (invented worker ids or a script signing up through the open link cannot drain a study's places for an hour)
     unanswered = now - timedelta(minutes=study.crowd_settings.first_answer_minutes)
-    anonymous = (Rater.Source.EXTERNAL, Rater.Source.OPEN_LINK)
     stale = Assignment.objects.filter(
-        Q(last_activity__lt=cutoff) | Q(answered=0, created__lt=unanswered, rater__source__in=anonymous),
+        Q(last_activity__lt=cutoff) | Q(answered=0, created__lt=unanswered, rater__source__in=Rater.ANONYMOUS_SOURCES),
         study=study, status=Assignment.Status.ACTIVE)
     if not stale.exists():  # the common case: one cheap read, no transaction
         return 0
@@ -578,45 +589,126 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
                 rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
             raise RaterLimitReached(f"You have completed the maximum of {limit} "
                                     "assignments for this study. Thank you!")
+        # a crowd worker or open-link visitor holds the task on their screen and no more; the rest of their
+        # assignment is claimed a task at a time as they reach it (_claim_next)
+        anonymous = rater.source in Rater.ANONYMOUS_SOURCES
+        size = 1 if anonymous else study.judgments_per_assignment
+        if anonymous and rater.client and Assignment.objects.filter(
+                study=study, status=Assignment.Status.ACTIVE, answered=0, rater__client=rater.client,
+        ).exclude(rater=rater).count() >= UNANSWERED_PER_CLIENT:
+            raise NetworkHoldsEnough(f"{UNANSWERED_PER_CLIENT} people on your network have started this study and "
+                                     "not answered yet; please try again once one of them has.")
         try:
             with transaction.atomic():
                 lock_plan(study, exclusive=False)  # a plan rebuild in progress finishes first
-                tasks = _open_tasks(rater, study.judgments_per_assignment)
+                claim = _claim_places(rater, size)
+                if claim is None:
+                    continue
+                tasks, slots = claim
                 if not tasks:
                     # every open task is being claimed by other starts, which commit in milliseconds: look again
                     claimed_elsewhere = _unseen_open_tasks(rater).exists()
                     if claimed_elsewhere:
                         continue
                     return None
-                ids = [t.pk for t in tasks]
-                held: dict[int, set[int]] = {}
-                for task_id, slot in AssignmentTask.objects.filter(
-                        task_id__in=ids, slot__isnull=False).values_list("task_id", "slot"):
-                    held.setdefault(task_id, set()).add(slot)
-                slots = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None)
-                         for t in tasks}
-                full = [pk for pk, slot in slots.items() if slot is None]
-                if full:
-                    recount_places(full)  # the counter was behind the places held: repair it, look again
-                    continue
-                models.prefetch_related_objects(tasks, "task_pairs")  # one query for every task's pairs
                 shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
-                                   slots)
-                assignment = Assignment.objects.create(study=study, rater=rater, n_pairs=len(shown),
-                                                       seconds_per_pair=pace)
-                AssignmentTask.objects.bulk_create(
-                    AssignmentTask(assignment=assignment, task=t, rater=rater, item_id=t.item_id, slot=slots[t.pk])
-                    for t in tasks)
-                Task.objects.filter(pk__in=ids).update(taken=F("taken") + 1)
-                AssignmentPair.objects.bulk_create(
-                    AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=position,
-                                   a_shown_first=a_first)
-                    for position, (pair_id, gold_id, a_first) in enumerate(shown)
-                )
+                                   slots, whole=size == study.judgments_per_assignment)
+                held = sum(1 for pair_id, _, _ in shown if pair_id is not None)
+                assignment = Assignment.objects.create(
+                    study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace,
+                    unclaimed=max(0, study.judgments_per_assignment - held))
+                _hold(assignment, tasks, slots, shown)
             return assignment
         except IntegrityError:
             continue  # another request took one of these places (or started this rater); look again
     raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
+
+
+def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] | None:
+    """Inside a transaction: open tasks for the rater (``_open_tasks``, up to ``size`` pairs, at least one task)
+    and the free place of each; ([], {}) when none is open to this start, None when a task's place counter was
+    behind the places held (it is repaired: look again)."""
+    tasks = _open_tasks(rater, size)
+    if not tasks:
+        return [], {}
+    ids = [t.pk for t in tasks]
+    held: dict[int, set[int]] = {}
+    for task_id, slot in AssignmentTask.objects.filter(task_id__in=ids, slot__isnull=False).values_list("task_id",
+                                                                                                       "slot"):
+        held.setdefault(task_id, set()).add(slot)
+    slots = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None) for t in tasks}
+    full = [pk for pk, slot in slots.items() if slot is None]
+    if full:
+        recount_places(full)
+        return None
+    models.prefetch_related_objects(tasks, "task_pairs")  # one query for every task's pairs
+    return tasks, slots
+
+
+def _hold(assignment: Assignment, tasks: list[Task], slots: dict[int, int],
+          shown: list[tuple[int | None, int | None, bool]]) -> None:
+    """Inside the claim's transaction: the assignment takes the tasks' places and shows ``shown`` after the pairs
+    it already has (positions from ``n_pairs - len(shown)``)."""
+    AssignmentTask.objects.bulk_create(
+        AssignmentTask(assignment=assignment, task=t, rater_id=assignment.rater_id, item_id=t.item_id,
+                       slot=slots[t.pk]) for t in tasks)
+    Task.objects.filter(pk__in=[t.pk for t in tasks]).update(taken=F("taken") + 1)
+    start = assignment.n_pairs - len(shown)
+    AssignmentPair.objects.bulk_create(
+        AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=start + offset,
+                       a_shown_first=a_first)
+        for offset, (pair_id, gold_id, a_first) in enumerate(shown))
+
+
+def _claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
+    """Inside a transaction holding the assignment's row lock, when its rater has answered every pair it holds and
+    it has pairs ``unclaimed``: take the next open task's place and show its pairs (attention checks mixed in as
+    the study's rate asks of the assignment so far). With no task left for the rater, the assignment is complete
+    (True). None when every open task is being claimed by other starts this moment (the rating page tries again)."""
+    rater = assignment.rater
+    study = assignment.study
+    for _ in range(3):
+        try:
+            with transaction.atomic():  # a savepoint: a lost race undoes only this claim
+                claim = _claim_places(rater, 1)
+                if claim is None:
+                    continue
+                tasks, slots = claim
+                if not tasks:
+                    if _unseen_open_tasks(rater).exists():
+                        return None
+                    Assignment.objects.filter(pk=assignment.pk).update(
+                        unclaimed=0, status=Assignment.Status.COMPLETED, completed=now)
+                    assignment.unclaimed, assignment.status, assignment.completed = (
+                        0, Assignment.Status.COMPLETED, now)
+                    return True
+                before = list(assignment.pairs.values_list("pair_id", "gold_id"))
+                shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
+                                   slots, whole=False, before=before)
+                study_pairs = sum(1 for pair_id, _, _ in shown if pair_id is not None)
+                assignment.n_pairs += len(shown)
+                assignment.unclaimed = max(0, assignment.unclaimed - study_pairs)
+                Assignment.objects.filter(pk=assignment.pk).update(n_pairs=assignment.n_pairs,
+                                                                   unclaimed=assignment.unclaimed)
+                _hold(assignment, tasks, slots, shown)
+            return False
+        except IntegrityError:
+            assignment.refresh_from_db(fields=["n_pairs", "unclaimed"])
+    return None
+
+
+def claim_next(assignment: Assignment) -> None:
+    """For the rating page: an active assignment whose held pairs are all answered takes its next task (the
+    submit that answered the last one could not: other starts held every open task at that moment)."""
+    with transaction.atomic():
+        row = (Assignment.objects.select_for_update().filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
+               .values("n_pairs", "answered", "unclaimed").first())
+        if row is None or not row["unclaimed"] or row["answered"] < row["n_pairs"]:
+            return
+        assignment.n_pairs, assignment.unclaimed = row["n_pairs"], row["unclaimed"]
+        completed = _claim_next(assignment, timezone.now())
+    if completed:
+        advance_live_selection(assignment)
 
 
 def _task_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, int | None, bool]]:
@@ -629,15 +721,27 @@ def _task_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, i
 
 
 def _with_gold(study: Study, shown: list[tuple[int | None, int | None, bool]], first: Task,
-               slots: dict[int, int]) -> list[tuple[int | None, int | None, bool]]:
+               slots: dict[int, int], *, whole: bool = True,
+               before: list[tuple[int | None, int | None]] = ()) -> list[tuple[int | None, int | None, bool]]:
     """An assignment's pairs with attention checks mixed in at the study's rate (distinct gold pairs at
-    random positions, seeded by the assignment's first place)."""
+    random positions, seeded by the assignment's first place).
+
+    ``whole``: ``shown`` is the whole assignment (rounded to the nearest count; one check with the chance the rate
+    gives when that rounds to none). Otherwise ``shown`` is the next part of an assignment that holds ``before``
+    (its (pair, gold) so far) and grows as its rater goes: the checks so far are brought to the rate times the study
+    pairs so far, rounded at random (the count stays within one of the rate at every point, never ahead of what
+    the rater has seen), with gold pairs the assignment has not shown yet."""
     rng = random.Random(f"{study.seed}:{first.pk}:{slots[first.pk]}:gold")
-    golds = list(study.gold_pairs.values_list("pk", flat=True))
+    used = {gold_id for _, gold_id in before if gold_id is not None}
+    golds = [pk for pk in study.gold_pairs.values_list("pk", flat=True) if pk not in used]
     gold_rate = study.crowd_settings.gold_rate
-    n_gold = min(len(golds), round(gold_rate * len(shown))) if golds else 0
-    if gold_rate > 0 and golds and n_gold == 0:
-        n_gold = 1 if rng.random() < gold_rate * len(shown) else 0  # small assignments: in expectation
+    if whole:
+        n_gold = min(len(golds), round(gold_rate * len(shown))) if golds else 0
+        if gold_rate > 0 and golds and n_gold == 0:
+            n_gold = 1 if rng.random() < gold_rate * len(shown) else 0  # small assignments: in expectation
+    else:
+        study_pairs = sum(1 for pair_id, _ in before if pair_id is not None) + len(shown)
+        n_gold = max(0, min(len(golds), math.floor(gold_rate * study_pairs - len(used) + rng.random())))
     shown = list(shown)
     for gold_id in rng.sample(golds, n_gold):
         shown.insert(rng.randrange(len(shown) + 1), (None, gold_id, rng.random() < 0.5))
@@ -747,7 +851,8 @@ def _client_ms(value: int | None) -> int | None:
 def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> bool:
     """Inside a submit's transaction, before its insert: count ``pairs`` more answered (or skipped) pairs on a
     live assignment,
-    record the activity, and complete the assignment when this answer is its last -- one UPDATE, which also
+    record the activity, and complete the assignment when this answer is its last (an assignment with pairs still
+    unclaimed takes its next task instead, ``_claim_next``) -- one UPDATE, which also
     holds the assignment's row lock until commit. Concurrent submits of its last pairs queue on that lock and
     each re-reads the row's own counter (PostgreSQL re-evaluates an UPDATE's row expressions on the latest
     row version), so exactly one of them completes it; an insert that fails rolls its count back. An expired
@@ -761,11 +866,15 @@ def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> b
     if row is None:
         assignment.status = Assignment.Status.EXPIRED
         raise ServiceError(EXPIRED_MESSAGE)
-    status, answered, n_pairs = row
+    status, answered, n_pairs, unclaimed = row
     completed = status == Assignment.Status.COMPLETED and answered - pairs < n_pairs <= answered
     assignment.last_activity, assignment.answered = now, answered
     if completed:
         assignment.status, assignment.completed = status, now
+    elif status == Assignment.Status.ACTIVE and unclaimed and answered >= n_pairs:
+        # a crowd worker's or open-link visitor's assignment reaches its next task only now (claimed as shown)
+        assignment.n_pairs, assignment.unclaimed = n_pairs, unclaimed
+        completed = bool(_claim_next(assignment, now))
     return completed
 
 
@@ -855,10 +964,10 @@ _COUNT_ANSWER_SQL = f"""
 UPDATE {Assignment._meta.db_table}
    SET last_activity = %s,
        answered = answered + %s,
-       status = CASE WHEN status = %s AND answered + %s >= n_pairs THEN %s ELSE status END,
-       completed = CASE WHEN status = %s AND answered + %s >= n_pairs THEN %s ELSE completed END
+       status = CASE WHEN status = %s AND answered + %s >= n_pairs AND unclaimed = 0 THEN %s ELSE status END,
+       completed = CASE WHEN status = %s AND answered + %s >= n_pairs AND unclaimed = 0 THEN %s ELSE completed END
  WHERE id = %s AND status <> %s
-RETURNING status, answered, n_pairs"""
+RETURNING status, answered, n_pairs, unclaimed"""
 
 
 EXPIRED_MESSAGE = ("This assignment expired after a long pause and its pairs went back to the queue; your answers "

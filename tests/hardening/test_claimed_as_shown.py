@@ -1,0 +1,187 @@
+"""Issue 26, H3: crowd places are claimed as work is shown. A crowd worker or open-link visitor who has answered
+nothing holds the task on their screen (one item's pairs) and no more; the rest of their assignment is claimed a
+task at a time as they reach it; one network holds at most ``UNANSWERED_PER_CLIENT`` unanswered places; and one
+client never fills a link's launch cap. A place is a task's rater slot (an item with its sampled pairs), the
+smallest unit the plan gives out, so "the pair on the screen" is the item on the screen."""
+
+from __future__ import annotations
+
+import re
+
+from django.test import Client
+from django.urls import reverse
+
+from annotation import crowd, services
+from annotation.elicitation import Answer
+from annotation.models import Assignment, AssignmentTask, ExternalLink, Judgment, Rater, Task
+from tests.conftest import study_jsonl
+
+PAIRS_PER_ITEM = 5  # conftest's studies: K = N = 5, so every task (item) shows five pairs
+
+
+def _study(researcher, items: int, per_assignment: int, raters_per_item: int = 1):
+    study = services.do_create_study(researcher, "claims", study_jsonl(items), "c.jsonl")
+    return services.do_update_settings(
+        study, {"raters_per_item": raters_per_item, "judgments_per_assignment": per_assignment}, None)
+
+
+def _held(assignment: Assignment) -> int:
+    return AssignmentTask.objects.filter(assignment=assignment, slot__isnull=False).count()
+
+
+def _answer_on_page(client: Client, url: str) -> str:
+    """Answer the pair on the rating page (as a browser without JavaScript); returns the page shown next."""
+    page = client.get(url).content.decode()
+    fields = {n: re.search(rf'name="{n}" value="([^"]*)"', page).group(1) for n in ("pair", "key")}
+    assert client.post(url + "submit/", {**fields, "choice": "first"}).status_code == 302
+    return client.get(url).content.decode()
+
+
+def test_a_worker_who_has_answered_nothing_holds_only_the_item_on_their_screen(researcher):
+    study = _study(researcher, items=6, per_assignment=3 * PAIRS_PER_ITEM)
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    worker = Client(REMOTE_ADDR="198.51.100.7")
+    response = worker.get(link.path(), {"worker_id": "w1"})
+    assert response.status_code == 302
+    assignment = Assignment.objects.get()
+    assert _held(assignment) == 1 and assignment.n_pairs == PAIRS_PER_ITEM
+    assert assignment.unclaimed == 2 * PAIRS_PER_ITEM
+    url = response["Location"]
+    page = worker.get(url).content.decode()
+    assert "Pair 1 of 15" in page  # the whole assignment's size, though only the first item is held
+    for number in range(2, PAIRS_PER_ITEM + 1):
+        page = _answer_on_page(worker, url)
+        assert f"Pair {number} of 15" in page
+    assert _held(assignment) == 1  # still the first item: its pairs are on the screen one after another
+    page = _answer_on_page(worker, url)  # the first item's last pair: the next item is claimed now
+    assignment.refresh_from_db()
+    assert "Pair 6 of 15" in page and _held(assignment) == 2 and assignment.unclaimed == PAIRS_PER_ITEM
+    for _ in range(2 * PAIRS_PER_ITEM):
+        page = _answer_on_page(worker, url)
+    assignment.refresh_from_db()
+    assert assignment.status == "completed" and assignment.n_pairs == 15 and assignment.unclaimed == 0
+    assert 'data-testid="completion-code"' in page
+    assert Judgment.objects.filter(assignment=assignment).count() == 15
+    assert set(Task.objects.values_list("taken", flat=True)) == {0, 1} and Task.objects.filter(taken=1).count() == 3
+
+
+def test_a_drain_from_one_client_leaves_work_for_a_real_worker_elsewhere(researcher):
+    """The issue's attack: invented worker ids from one client took every place of a 10-item study (3 sessions of
+    10 held for the first-answer window). Now a session holds one item until it answers, and one network holds at
+    most UNANSWERED_PER_CLIENT unanswered sessions."""
+    study = _study(researcher, items=10, per_assignment=10 * PAIRS_PER_ITEM)
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    bot = Client(REMOTE_ADDR="203.0.113.66")
+    codes = [bot.get(link.path(), {"worker_id": f"bot{n}"}).status_code for n in range(60)]
+    cap = services.UNANSWERED_PER_CLIENT
+    assert codes[:cap] == [302] * cap and set(codes[cap:]) == {429}
+    assert AssignmentTask.objects.filter(slot__isnull=False).count() == cap  # 3 of the 10 items, not all of them
+    real = Client(REMOTE_ADDR="198.51.100.5").get(link.path(), {"worker_id": "real"})
+    assert real.status_code == 302
+    mine = Assignment.objects.get(rater__external_id="generic:real")
+    assert _held(mine) == 1 and mine.unclaimed == 9 * PAIRS_PER_ITEM
+    # a refused bot session comes back later and is still refused while its network's three have not answered
+    assert bot.get(link.path(), {"worker_id": "bot5"}).status_code == 429
+    # once one of them answers, another person on that network may start
+    first = Assignment.objects.filter(rater__external_id="generic:bot0").get()
+    shown = first.pairs.order_by("position").first()
+    services.mark_shown(shown)
+    services.record_judgment(shown, idempotency_key="bot0-1", answer=Answer(choice="first"))
+    assert bot.get(link.path(), {"worker_id": "bot5"}).status_code == 302
+
+
+def test_open_link_visitors_of_one_network_hold_at_most_three_unanswered_places(client, researcher):
+    study = _study(researcher, items=10, per_assignment=2 * PAIRS_PER_ITEM)
+    study.open_link_enabled = True
+    study.save()
+    url = study.open_link_path()
+    codes = []
+    for _ in range(5):
+        visitor = Client(REMOTE_ADDR="2001:db8:7:7::9")  # a fresh browser each time, one /64
+        codes.append(visitor.post(url).status_code)
+    cap = services.UNANSWERED_PER_CLIENT
+    assert codes == [302] * cap + [429] * (5 - cap)
+    assert AssignmentTask.objects.filter(slot__isnull=False).count() == cap
+    assert set(Rater.objects.values_list("client", flat=True)) == {"2001:db8:7:7::/64"}
+    assert Client(REMOTE_ADDR="198.51.100.9").post(url).status_code == 302  # another network gets in
+
+
+def test_an_assignment_that_runs_out_of_work_completes_with_what_it_had(researcher):
+    """Claimed as shown, a worker's assignment can find the study full when they reach its next item: it then
+    completes with the pairs they answered (and its completion code), never waits for places that do not come."""
+    study = _study(researcher, items=2, per_assignment=2 * PAIRS_PER_ITEM)
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    first = Client(REMOTE_ADDR="198.51.100.1")
+    url = first.get(link.path(), {"worker_id": "one"})["Location"]
+    assert Client(REMOTE_ADDR="198.51.100.2").get(link.path(), {"worker_id": "two"}).status_code == 302
+    for _ in range(PAIRS_PER_ITEM):
+        page = _answer_on_page(first, url)
+    one = Assignment.objects.get(rater__external_id="generic:one")
+    assert one.status == "completed" and one.n_pairs == PAIRS_PER_ITEM and one.unclaimed == 0
+    assert 'data-testid="completion-code"' in page
+
+
+def test_the_rating_page_claims_the_next_item_when_the_submit_could_not(client, researcher):
+    """When the last held pair is answered while every open task is being claimed by other starts, the submit stores
+    the answer and leaves the claim; the rating page makes it (nothing waits for ever)."""
+    study = _study(researcher, items=4, per_assignment=2 * PAIRS_PER_ITEM)
+    visitor = services.do_join_open_link(study, "198.51.100.3")
+    assignment = services.do_start_assignment(visitor)
+    for shown in assignment.pairs.order_by("position"):
+        services.mark_shown(shown)
+        services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+    assignment.refresh_from_db()
+    assert assignment.n_pairs == 2 * PAIRS_PER_ITEM  # the submit claimed the next item
+    # the state a busy moment leaves: every held pair answered, the next item not yet claimed
+    last = AssignmentTask.objects.filter(assignment=assignment).order_by("-pk").first()
+    assignment.pairs.filter(pair__item_id=last.item_id).delete()
+    Task.objects.filter(pk=last.task_id).update(taken=0)
+    last.delete()
+    Assignment.objects.filter(pk=assignment.pk).update(n_pairs=PAIRS_PER_ITEM, unclaimed=PAIRS_PER_ITEM)
+    page = client.get(reverse("rate", args=[visitor.token(), assignment.pk])).content.decode()
+    assignment.refresh_from_db()
+    assert assignment.n_pairs == 2 * PAIRS_PER_ITEM and _held(assignment) == 2
+    assert f"Pair {PAIRS_PER_ITEM + 1} of {2 * PAIRS_PER_ITEM}" in page
+
+
+def test_attention_checks_stay_at_the_rate_as_the_assignment_grows(researcher):
+    study = _study(researcher, items=12, per_assignment=12 * PAIRS_PER_ITEM)
+    study.crowd_settings.gold_rate = 0.1
+    study.crowd_settings.save()
+    for n in range(8):
+        crowd.do_add_gold_pair(study, f"Question {n}?", f"Right answer {n}.", "asdf qwer")
+    visitor = services.do_join_open_link(study, "198.51.100.4")
+    assignment = services.do_start_assignment(visitor)
+    position = 0
+    while True:
+        assignment.refresh_from_db()
+        pairs = list(assignment.pairs.order_by("position"))
+        if position >= len(pairs):
+            break
+        shown = pairs[position]
+        services.mark_shown(shown)
+        if shown.gold_id is not None:
+            good = "first" if shown.a_shown_first else "second"
+            services.record_judgment(shown, idempotency_key=f"g{shown.pk}", answer=Answer(choice=good))
+        else:
+            services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+        position += 1
+        study_pairs = sum(1 for p in pairs[:position] if p.pair_id is not None)
+        golds = sum(1 for p in pairs if p.gold_id is not None)  # every check the assignment holds so far
+        assert golds <= 0.1 * (study_pairs + PAIRS_PER_ITEM) + 1  # never ahead of the rate by more than one
+    assignment.refresh_from_db()
+    pairs = list(assignment.pairs.all())
+    golds = [p.gold_id for p in pairs if p.gold_id is not None]
+    assert assignment.status == "completed" and len(pairs) - len(golds) == 12 * PAIRS_PER_ITEM
+    assert abs(len(golds) - 0.1 * 12 * PAIRS_PER_ITEM) < 1 and len(set(golds)) == len(golds)  # six, all distinct
+
+
+def test_one_client_never_fills_a_small_launch_cap(researcher):
+    study = _study(researcher, items=20, per_assignment=PAIRS_PER_ITEM, raters_per_item=3)
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link.launch_per_minute = 4
+    link.save()
+    bot = Client(REMOTE_ADDR="203.0.113.9")
+    codes = [bot.get(link.path(), {"worker_id": f"b{n}"}).status_code for n in range(6)]
+    assert codes == [302, 302, 429, 429, 429, 429]  # half of the link's four
+    assert Client(REMOTE_ADDR="198.51.100.11").get(link.path(), {"worker_id": "p1"}).status_code == 302
