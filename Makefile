@@ -7,10 +7,10 @@ PORT ?= 8000
 # Development mode is explicit: the settings default to production-safe (DEBUG off).
 run test: export DEBUG ?= 1
 
-.PHONY: help setup run test lint browser clean
+.PHONY: help setup run test lint browser cluster-tools cluster clean
 
 help:  ## List the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ run: setup  ## Migrate, load the demo, start the background worker (restarted if
 	worker=$$!; trap 'pkill -P $$worker 2>/dev/null; kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
-test: setup browser  ## Run the whole test suite (installs Chromium for the browser tests when missing)
+test: setup browser cluster-tools  ## Run the whole test suite (installs Chromium, nginx and PgBouncer for its tests when missing)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup  ## ruff
@@ -42,6 +42,21 @@ browser:  ## Install Debian's Chromium for the browser tests when it is missing 
 	  echo "No Chromium: run 'sudo make browser' (apt-get install chromium) or set CHROMIUM=/path/to/chromium;" \
 	       "the browser tests fail without one."; \
 	fi
+
+cluster-tools:  ## Install Debian's nginx and PgBouncer for the two-server deployment (bench/cluster.py) when missing (needs root)
+	@if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then nginx=1; fi; \
+	if command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; then pgb=1; fi; \
+	if [ -n "$$nginx" ] && [ -n "$$pgb" ]; then \
+	  true; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "Installing Debian's nginx and pgbouncer for the deployment test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light pgbouncer >/dev/null; \
+	else \
+	  echo "No nginx or pgbouncer: run 'sudo make cluster-tools'; the deployment test fails without them."; \
+	fi
+
+cluster: setup cluster-tools  ## Two app servers behind nginx, PgBouncer, Redis, two workers: 1,000 raters at a person's pace (bench/cluster.py)
+	$(PY) bench/cluster.py $(CLUSTER_ARGS)
 
 clean:  ## Remove the virtualenv and local databases
 	rm -rf $(VENV) db.sqlite3 .test-db*.sqlite3*

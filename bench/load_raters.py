@@ -99,8 +99,9 @@ def setup_study(raters: int, items: int) -> list[str]:
 
 class Rater(threading.Thread):
     def __init__(self, base: str, path: str, deadline: float, pace: str, budget: Budget, seed: int,
-                 arrive: float = 0.0, htmx: bool = False, bare: bool = False):
+                 arrive: float = 0.0, htmx: bool = False, bare: bool = False, think: tuple[float, float] = (1.0, 3.0)):
         super().__init__(daemon=True)
+        self.think = think  # seconds a "human"-paced rater spends on a pair, uniform between the two
         self.bare = bare  # the framework floor: GET the same path again and again
         self.arrive = arrive  # when this rater opens the study (people do not all arrive in the same millisecond)
         self.host = urlsplit(base).netloc
@@ -168,7 +169,7 @@ class Rater(threading.Thread):
                     assignment = None
                     continue
                 if self.pace == "human":
-                    time.sleep(self.rng.uniform(1.0, 3.0))
+                    time.sleep(self.rng.uniform(*self.think))
                 fields = {"pair": pair.group(1).decode(), "key": key.group(1).decode(),
                           "choice": self.rng.choice(["first", "second", "tie"])}
                 status, _, body, ms = self.request("POST", assignment.rstrip("/") + "/submit/", fields, self.htmx)

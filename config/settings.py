@@ -153,11 +153,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file-backed test database lets threads (concurrency tests, the browser's live server) share it
     # (tests/conftest.py gives each test run its own file name).
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and envbool("DB_TRANSACTION_POOLER", "0"):
+    # Behind PgBouncer in transaction pooling (bench/cluster.py runs this): consecutive transactions of one Django
+    # connection may reach different server connections, so no prepared statements and no server-side (named)
+    # cursors, which live across transactions.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and envbool("DB_SERVER_SIDE_BINDING", "1"):
     # Server-side parameter binding + prepared statements: psycopg prepares a query after 5 executions
     # on a connection, so PostgreSQL stops re-planning the rating page's joins on every request
     # (bench/README.md: planning, not execution, dominated them). Pays with persistent connections
-    # (DB_CONN_MAX_AGE). Behind a transaction-pooling PgBouncer set DB_SERVER_SIDE_BINDING=0.
+    # (DB_CONN_MAX_AGE). Behind a transaction-pooling PgBouncer set DB_TRANSACTION_POOLER=1 instead.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -237,7 +242,8 @@ PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}
 PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com")
 
 # The cache backs rate limiting; use Redis when several server processes must share the counts.
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"]}
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"],
+                      "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "")}
           if os.environ.get("REDIS_URL") else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Uploads: the importer enforces its own limit and reports it as a validation error.
