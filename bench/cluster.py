@@ -432,6 +432,8 @@ def main() -> int:
     parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers per app server (2)")
     parser.add_argument("--web-threads", type=int, default=16, help="threads per gunicorn worker (16)")
     parser.add_argument("--servers", type=int, default=2, help="app servers behind the entry point (2)")
+    parser.add_argument("--items", type=int, default=0, help="items of the raters' study (default: as many as the "
+                                                               "raters could reach at the fastest think time)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object as well")
     args = parser.parse_args()
     think = tuple(float(x) for x in args.think.split(","))
@@ -442,7 +444,7 @@ def main() -> int:
                           web_threads=args.web_threads, stale_seconds=10 if args.kill else 120).start()
         try:
             per_rater = int(args.seconds / max(think[0], 0.05)) // 3 + 2  # items one rater can reach (3 pairs each)
-            built = build(cluster, args.raters, items=args.raters * per_rater, job_items=300)
+            built = build(cluster, args.raters, items=args.items or args.raters * per_rater, job_items=300)
             jobs: list[int] = []
             killed: list[int] = []
             third = args.seconds / 3
