@@ -19,9 +19,9 @@ import argparse
 import atexit
 import datetime as dt
 import json
+import multiprocessing
 import os
 import pwd
-import resource
 import secrets
 import shutil
 import signal
@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.load_raters import Budget, Rater, free_port  # noqa: E402
+from bench.load_raters import ClientResult, free_port, run_chunk  # noqa: E402
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS = "redis://127.0.0.1:6379/0"
@@ -374,32 +374,50 @@ def shared_launch_limit(cluster: Cluster, link_path: str, limit: int, arrivals: 
 
 
 def drive(cluster: Cluster, paths: list[str], seconds: float, think: tuple[float, float], ramp: float,
-          events: list[tuple[float, str, object]] = ()) -> tuple[list[Rater], float, list[str]]:
-    """Raters at ``think`` seconds per pair through the entry point for ``seconds``; ``events`` are (second, name,
-    function), each function called on time while they rate (killing and starting the cluster's parts)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * len(paths) + 1024)), hard))
+          events: list[tuple[float, str, object]] = (), processes: int = 4) -> tuple[ClientResult, float, list[str]]:
+    """Raters at ``think`` seconds per pair through the entry point for ``seconds``, in ``processes`` client
+    processes (bench/load_raters.run_chunk: threads, one per rater); ``events`` are (second, name, function), each
+    function called on time while they rate (killing and starting the cluster's parts)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     start = time.time()
     deadline = start + seconds
-    budget = Budget(10**9)
-    raters = [Rater(cluster.base, p, deadline, "human", budget, n, start + ramp * n / max(1, len(paths)),
-                    htmx=True, think=think) for n, p in enumerate(paths)]
-    for rater in raters:
-        rater.start()
+    chunks = [paths[i::processes] for i in range(processes) if paths[i::processes]]
     done_log = []
-    for at, name, action in sorted(events, key=lambda e: e[0]):
-        time.sleep(max(0.0, start + at - time.time()))
-        outcome = action()
-        done_log.append(f"{time.time() - start:.1f}s {name}{'' if outcome is None else f' -> {outcome}'}")
-    for rater in raters:
-        rater.join(seconds + 60)
-    return raters, time.time() - start, done_log
+    with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(run_chunk, cluster.base, chunk, deadline, "human", 10**9, n * 100_000, ramp, True,
+                               False, think) for n, chunk in enumerate(chunks)]
+        for at, name, action in sorted(events, key=lambda e: e[0]):
+            time.sleep(max(0.0, start + at - time.time()))
+            outcome = action()
+            done_log.append(f"{time.time() - start:.1f}s {name}{'' if outcome is None else f' -> {outcome}'}")
+        results = [f.result() for f in futures]
+    merged = ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
+                          [t for r in results for t in r.sent], [k for r in results for k in r.acknowledged],
+                          sum(r.errors for r in results), sum((r.error_kinds for r in results), Counter()),
+                          sum(r.requests for r in results))
+    return merged, time.time() - start, done_log
 
 
-def check_judgments(raters: list[Rater], study_id: int) -> dict:
+def windows(result: ClientResult, start: float, width: float) -> list[dict]:
+    """p95 of the next pair and of the submit in each ``width``-second window from ``start``: arrivals, faults and
+    jobs show where they fall, not only in the run's one figure."""
+    rows = []
+    end = max([t for t, _ in result.next_ms + result.submit_ms], default=start)
+    at = start
+    while at < end:
+        nxt = [ms for t, ms in result.next_ms if at <= t < at + width]
+        sub = [ms for t, ms in result.submit_ms if at <= t < at + width]
+        rows.append({"from_s": round(at - start), "submits": len(sub), "p95_next_ms": round(p95(nxt), 1),
+                     "p95_submit_ms": round(p95(sub), 1)})
+        at += width
+    return rows
+
+
+def check_judgments(result: ClientResult, study_id: int) -> dict:
     from annotation.models import Judgment
 
-    acknowledged = Counter(k for r in raters for k in r.acknowledged)
+    acknowledged = Counter(result.acknowledged)
     stored = Counter(Judgment.objects.filter(study_id=study_id).values_list("idempotency_key", flat=True))
     return {"acknowledged": sum(acknowledged.values()), "stored": sum(stored.values()),
             "lost": sum(1 for k in acknowledged if k not in stored),
@@ -434,6 +452,7 @@ def main() -> int:
     parser.add_argument("--servers", type=int, default=2, help="app servers behind the entry point (2)")
     parser.add_argument("--items", type=int, default=0, help="items of the raters' study (default: as many as the "
                                                                "raters could reach at the fastest think time)")
+    parser.add_argument("--window", type=float, default=30, help="seconds per line of the latency timeline (30)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object as well")
     args = parser.parse_args()
     think = tuple(float(x) for x in args.think.split(","))
@@ -457,14 +476,17 @@ def main() -> int:
                            (2 * third, "start app server 0", lambda: cluster.start_server(0)),
                            (2 * third, "start the killed worker",
                             lambda: killed[-1] >= 0 and cluster.start_worker(killed[-1]))]
-            raters, elapsed, log = drive(cluster, built["paths"], args.seconds, think, ramp, events)
+            began = time.time()
+            result, elapsed, log = drive(cluster, built["paths"], args.seconds, think, ramp, events)
             figures = {"raters": args.raters, "servers": args.servers, "seconds": round(elapsed, 1)}
-            figures.update(check_judgments(raters, built["study"]))
+            figures.update(check_judgments(result, built["study"]))
             figures["judgments_per_s"] = round(figures["acknowledged"] / args.seconds, 1)
-            figures["p95_next_ms"] = round(p95([ms for r in raters for _, ms in r.next_ms]), 1)
-            figures["p95_submit_ms"] = round(p95([ms for r in raters for _, ms in r.submit_ms]), 1)
-            figures["errors"] = sum(r.errors for r in raters)
-            figures["error_kinds"] = dict(sum((r.error_kinds for r in raters), Counter()))
+            figures["p95_next_ms"] = round(p95([ms for _, ms in result.next_ms]), 1)
+            figures["p95_submit_ms"] = round(p95([ms for _, ms in result.submit_ms]), 1)
+            settled = [ms for t, ms in result.next_ms + result.submit_ms if t >= began + ramp]
+            figures["p95_after_arrivals_ms"] = round(p95(settled), 1)
+            figures["errors"] = result.errors
+            figures["error_kinds"] = dict(result.error_kinds)
             figures.update(settle_jobs(cluster, jobs, 120))
             figures["jobs_ok"] = figures["succeeded_once"] == figures["jobs"] == figures["done"] and not figures[
                 "claimed_twice"]
@@ -472,6 +494,8 @@ def main() -> int:
             figures["worker_seen"] = healthz(cluster).get("worker", {})
             for line in log:
                 print("event:", line)
+            for row in windows(result, began, args.window):
+                print("window:", " ".join(f"{k}={v}" for k, v in row.items()))
             if args.json:
                 print(json.dumps(figures, default=str))
             print(" ".join(f"{k}={v}" for k, v in figures.items() if not isinstance(v, dict)))

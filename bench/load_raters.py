@@ -249,14 +249,19 @@ class ClientResult:
 
 
 def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: int, first_seed: int,
-              ramp: float = 0.0, htmx: bool = False, bare: bool = False) -> ClientResult:
+              ramp: float = 0.0, htmx: bool = False, bare: bool = False,
+              think: tuple[float, float] = (1.0, 3.0)) -> ClientResult:
     """One client process: its raters as threads (several processes keep the client's own GIL out of
     the measured latencies). Raters arrive at uniformly random moments over the first ``ramp`` seconds."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a socket per rater
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 2 * len(paths) + 256)), hard))
     shared = Budget(budget)
     arrivals = random.Random(first_seed)
     start = time.time()
-    raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp), htmx, bare)
-              for n, p in enumerate(paths)]
+    raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp), htmx, bare,
+                    think) for n, p in enumerate(paths)]
     for r in raters:
         r.start()
     for r in raters:
