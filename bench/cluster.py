@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.load_raters import ClientResult, free_port, run_chunk  # noqa: E402
+from bench.load_raters import ClientResult, free_port, run_chunk, server_times  # noqa: E402
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS = "redis://127.0.0.1:6379/0"
@@ -199,11 +199,15 @@ http {{
         subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
                        stdout=subprocess.DEVNULL)
 
+    def access_log(self, i: int) -> Path:
+        return self.workdir / f"access-{i}.log"
+
     def start_server(self, i: int) -> None:
+        log = ["--access-logfile", str(self.access_log(i)), "--access-logformat", "%(t)s %(m)s %(U)s %(s)s %(D)s"]
         self.servers[i] = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "config.wsgi:application",
              "--bind", f"127.0.0.1:{self.server_ports[i]}", "--workers", str(self.web_workers),
-             "--threads", str(self.web_threads)],
+             "--threads", str(self.web_threads), *log],
             cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         wait_for_port(self.server_ports[i])
 
@@ -453,6 +457,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=0, help="items of the raters' study (default: as many as the "
                                                                "raters could reach at the fastest think time)")
     parser.add_argument("--window", type=float, default=30, help="seconds per line of the latency timeline (30)")
+    parser.add_argument("--keep-logs", metavar="DIR", help="copy the servers' access logs and the workers' logs here")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object as well")
     args = parser.parse_args()
     think = tuple(float(x) for x in args.think.split(","))
@@ -485,6 +490,14 @@ def main() -> int:
             figures["p95_submit_ms"] = round(p95([ms for _, ms in result.submit_ms]), 1)
             settled = [ms for t, ms in result.next_ms + result.submit_ms if t >= began + ramp]
             figures["p95_after_arrivals_ms"] = round(p95(settled), 1)
+            server_next, server_submit = [], []
+            for i in range(args.servers):  # what the app servers themselves took (gunicorn's access logs)
+                if cluster.access_log(i).exists():
+                    n, sub = server_times(cluster.access_log(i), began)
+                    server_next += n
+                    server_submit += sub
+            figures["server_p95_next_ms"] = round(p95(server_next), 1)
+            figures["server_p95_submit_ms"] = round(p95(server_submit), 1)
             figures["errors"] = result.errors
             figures["error_kinds"] = dict(result.error_kinds)
             figures.update(settle_jobs(cluster, jobs, 120))
@@ -492,6 +505,10 @@ def main() -> int:
                 "claimed_twice"]
             figures["launch"] = shared_launch_limit(cluster, built["link"], 6, 10)
             figures["worker_seen"] = healthz(cluster).get("worker", {})
+            if args.keep_logs:  # gunicorn's access logs and the workers' logs, for a closer look
+                Path(args.keep_logs).mkdir(parents=True, exist_ok=True)
+                for path in cluster.workdir.glob("*.log"):
+                    shutil.copy(path, Path(args.keep_logs) / path.name)
             for line in log:
                 print("event:", line)
             for row in windows(result, began, args.window):
