@@ -616,7 +616,7 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
                 held = sum(1 for pair_id, _, _ in shown if pair_id is not None)
                 assignment = Assignment.objects.create(
                     study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace,
-                    unclaimed=max(0, study.judgments_per_assignment - held))
+                    unclaimed=max(0, study.judgments_per_assignment - held) if anonymous else 0)
                 _hold(assignment, tasks, slots, shown)
             return assignment
         except IntegrityError:
@@ -674,8 +674,13 @@ def _claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
                 if claim is None:
                     continue
                 tasks, slots = claim
+                # whole tasks only, up to the assignment's size (as a start takes them): a task with more pairs
+                # than are left to claim ends the assignment
+                too_big = bool(tasks) and sum(len(t.task_pairs.all()) for t in tasks) > assignment.unclaimed
+                if too_big:
+                    tasks = []
                 if not tasks:
-                    if _unseen_open_tasks(rater).exists():
+                    if not too_big and _unseen_open_tasks(rater).exists():
                         return None
                     Assignment.objects.filter(pk=assignment.pk).update(
                         unclaimed=0, status=Assignment.Status.COMPLETED, completed=now)
@@ -1254,14 +1259,27 @@ def assignment_size(study: Study) -> AssignmentSize:
     return AssignmentSize(pairs, *seconds_per_pair(study))
 
 
+PACE_CACHE_SECONDS = 30  # how long a study's measured pace is reused (every assignment start reads it)
+
+
 def seconds_per_pair(study: Study) -> tuple[float, bool]:
     """This study's median server-measured time per pair over its latest 500 timed human judgments, and True;
-    or the default and False before there are ``MIN_TIMED_JUDGMENTS`` of them."""
+    or the default and False before there are ``MIN_TIMED_JUDGMENTS`` of them. A measured pace is reused for
+    ``PACE_CACHE_SECONDS`` from the cache (shared by the servers through Redis): reading 500 judgments was a third
+    of an assignment start's time (bench/README.md, "Past one machine"), and a median over 500 moves slowly."""
+    from django.core.cache import cache
+
+    key = f"pace:{study.pk}"
+    cached = cache.get(key)
+    if cached is not None:
+        return cached[0], cached[1]
     timed = list(Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
                  .order_by("-created").values_list("time_on_task_ms", flat=True)[:500])
-    if len(timed) >= MIN_TIMED_JUDGMENTS:
-        return statistics.median(timed) / 1000, True
-    return DEFAULT_SECONDS_PER_PAIR, False
+    if len(timed) < MIN_TIMED_JUDGMENTS:  # a cheap read (a few rows), not kept: the first timed answers count at once
+        return DEFAULT_SECONDS_PER_PAIR, False
+    pace = (statistics.median(timed) / 1000, True)
+    cache.set(key, pace, PACE_CACHE_SECONDS)
+    return pace
 
 
 @dataclasses.dataclass

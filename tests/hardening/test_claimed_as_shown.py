@@ -185,3 +185,19 @@ def test_one_client_never_fills_a_small_launch_cap(researcher):
     codes = [bot.get(link.path(), {"worker_id": f"b{n}"}).status_code for n in range(6)]
     assert codes == [302, 302, 429, 429, 429, 429]  # half of the link's four
     assert Client(REMOTE_ADDR="198.51.100.11").get(link.path(), {"worker_id": "p1"}).status_code == 302
+
+
+def test_whole_items_only_and_personal_links_keep_their_whole_assignment(researcher):
+    """An assignment grows by whole items up to its size, as a start takes them (7 pairs a go with 5 per item: one
+    item, never two); a rater with a personal link gets the whole assignment at the start and nothing later."""
+    study = _study(researcher, items=6, per_assignment=PAIRS_PER_ITEM + 2)
+    personal = services.do_start_assignment(services.do_create_rater_link(study, "person"))
+    assert personal.n_pairs == PAIRS_PER_ITEM and personal.unclaimed == 0
+    visitor = services.do_join_open_link(study, "198.51.100.8")
+    assignment = services.do_start_assignment(visitor)
+    assert assignment.unclaimed == 2
+    for shown in assignment.pairs.order_by("position"):
+        services.mark_shown(shown)
+        services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+    assignment.refresh_from_db()
+    assert assignment.status == "completed" and assignment.n_pairs == PAIRS_PER_ITEM and _held(assignment) == 1
