@@ -41,6 +41,7 @@ from bench.load_raters import ClientResult, free_port, run_chunk, server_times  
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS = "redis://127.0.0.1:6379/0"
+RQ_REDIS = "redis://127.0.0.1:6379/7"
 
 
 def tool(name: str) -> str:
@@ -62,8 +63,32 @@ def wait_for_port(port: int, seconds: float = 30.0) -> None:
     raise RuntimeError(f"nothing listens on port {port} after {seconds:.0f} s")
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process ``pid`` started, and theirs (from /proc: a child may leave its parent's process group, as rq's
+    work-horse does)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def kill_tree(process: subprocess.Popen) -> None:
     """``kill -9`` a process and every process it started (a machine losing power: no clean shutdown)."""
+    for pid in [process.pid, *descendants(process.pid)]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -76,7 +101,7 @@ class Cluster:
     database. ``kill_server(i)`` / ``start_server(i)`` and ``kill_worker(i)`` / ``start_worker(i)`` for fault runs."""
 
     def __init__(self, workdir: Path, servers: int = 2, workers: int = 2, web_workers: int = 2, web_threads: int = 16,
-                 stale_seconds: int = 120, pool_size: int = 20):
+                 stale_seconds: int = 120, pool_size: int = 20, queue: str = "db"):
         self.workdir = workdir
         self.n_servers, self.n_workers = servers, workers
         self.web_workers, self.web_threads = web_workers, web_threads
@@ -85,6 +110,7 @@ class Cluster:
         self.pg_port, self.entry_port = free_port(), free_port()
         self.server_ports = [free_port() for _ in range(servers)]
         self.pool_size = pool_size
+        self.queue = queue  # "db": run_worker on the database queue; "rq": rqworker on Redis (django-tasks-rq)
         self.servers: list[subprocess.Popen | None] = [None] * servers
         self.workers: list[subprocess.Popen | None] = [None] * workers
         self.pgbouncer: subprocess.Popen | None = None
@@ -98,6 +124,8 @@ class Cluster:
             "STATIC_ROOT": str(workdir / "static"), "SEPLAB_JOB_STALE_SECONDS": str(stale_seconds),
             "HTTPS": "0", "WEB_ACCESS_LOG": "",
         })
+        if queue == "rq":  # Redis database 7 holds the run's queue (emptied at the start: the bench owns it)
+            self.env.update({"SEPLAB_TASKS_BACKEND": "django_tasks_rq.RQBackend", "RQ_URL": RQ_REDIS})
 
     @property
     def base(self) -> str:
@@ -217,7 +245,9 @@ http {{
 
     def start_worker(self, i: int) -> None:
         log = open(self.workdir / f"worker-{i}.log", "ab")  # noqa: SIM115 - the process keeps it
-        self.workers[i] = subprocess.Popen([sys.executable, "manage.py", "run_worker", "--interval", "0.2"],
+        command = (["run_worker", "--interval", "0.2"] if self.queue == "db"
+                   else ["rqworker", "--job-class", "django_tasks_rq.Job", "default"])
+        self.workers[i] = subprocess.Popen([sys.executable, "manage.py", *command],
                                            cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True)
 
     def kill_worker(self, i: int) -> None:
@@ -233,6 +263,14 @@ http {{
         from selection.models import Job, WorkerBeat
 
         end = time.monotonic() + seconds
+        if self.queue == "rq":  # rq's workers record nothing of ours: wait until every worker is busy, kill the first
+            live = sum(p is not None for p in self.workers)
+            while time.monotonic() < end:
+                if Job.objects.filter(status=Job.Status.RUNNING).count() >= live:
+                    self.kill_worker(0)
+                    return 0
+                time.sleep(0.05)
+            return -1
         while time.monotonic() < end:
             pids = {p.pid: i for i, p in enumerate(self.workers) if p is not None}
             just = timezone.now() - dt.timedelta(seconds=0.3)
@@ -251,6 +289,10 @@ http {{
 
     def start(self) -> Cluster:
         atexit.register(self.stop)
+        if self.queue == "rq":
+            import redis
+
+            redis.Redis.from_url(RQ_REDIS).flushdb()
         self._create_database()
         self._start_pgbouncer()
         self.manage("migrate", "--noinput")
@@ -339,6 +381,11 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
             break
         time.sleep(0.5)
     jobs = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "status"))
+    stuck = sum(s == Job.Status.RUNNING for s in jobs.values())
+    if cluster.queue == "rq":  # rq keeps its own records: what the pages see is the jobs' rows
+        return {"jobs": len(job_ids), "done": sum(s == Job.Status.DONE for s in jobs.values()),
+                "succeeded_once": sum(s == Job.Status.DONE for s in jobs.values()), "claimed_twice": 0,
+                "restarted_after_kill": sum(restarted.values()), "stuck_running": stuck, "job_seconds": None}
     results = Counter()
     claimed_twice = 0
     for row in DBTaskResult.objects.filter(task_path__endswith="run_separability"):
@@ -351,7 +398,7 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
         task_path__endswith="run_separability", status="SUCCESSFUL").values_list("started_at", "finished_at")]
     return {"jobs": len(job_ids), "done": sum(s == Job.Status.DONE for s in jobs.values()),
             "succeeded_once": sum(n == 1 for n in succeeded.values()), "claimed_twice": claimed_twice,
-            "restarted_after_kill": sum(restarted.values()),
+            "restarted_after_kill": sum(restarted.values()), "stuck_running": stuck,
             "job_seconds": round(sorted(took)[len(took) // 2], 2) if took else None}
 
 
@@ -453,6 +500,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=12, help="separability jobs queued for the two workers (12)")
     parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers per app server (2)")
     parser.add_argument("--web-threads", type=int, default=16, help="threads per gunicorn worker (16)")
+    parser.add_argument("--queue", choices=("db", "rq"), default="db",
+                        help="db: run_worker on the database queue (the default); rq: rqworker on Redis (needs "
+                             "'pip install django-tasks-rq')")
     parser.add_argument("--servers", type=int, default=2, help="app servers behind the entry point (2)")
     parser.add_argument("--items", type=int, default=0, help="items of the raters' study (default: as many as the "
                                                                "raters could reach at the fastest think time)")
@@ -465,7 +515,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="seplab-cluster-") as folder:
         os.chmod(folder, 0o755)
         cluster = Cluster(Path(folder), servers=args.servers, web_workers=args.web_workers,
-                          web_threads=args.web_threads, stale_seconds=10 if args.kill else 120).start()
+                          web_threads=args.web_threads, stale_seconds=10 if args.kill else 120,
+                          queue=args.queue).start()
         try:
             per_rater = int(args.seconds / max(think[0], 0.05)) // 3 + 2  # items one rater can reach (3 pairs each)
             built = build(cluster, args.raters, items=args.items or args.raters * per_rater, job_items=300)

@@ -196,6 +196,12 @@ SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER", "all-MiniLM-L6-v2")
 
 # Background work (embedding a study, separability): django-tasks on the database by default, run by
 # `python manage.py run_worker` (selection/worker.py); SEPLAB_TASKS_BACKEND can name another django-tasks backend.
+if os.environ.get("SEPLAB_TASKS_BACKEND", "").startswith("django_tasks_rq."):
+    # django-tasks-rq (not a requirement: `pip install django-tasks-rq`): the queue on Redis, run by `python manage.py
+    # rqworker --job-class django_tasks_rq.Job default`. bench/README.md ("Past one machine") compares it with the
+    # database queue under kill -9.
+    INSTALLED_APPS += ["django_rq"]
+    RQ_QUEUES = {"default": {"URL": os.environ.get("RQ_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")}}
 TASKS = {
     "default": {
         "BACKEND": os.environ.get("SEPLAB_TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
