@@ -10,7 +10,7 @@ run test: export DEBUG ?= 1
 .PHONY: help setup run test lint browser cluster-tools cluster clean
 
 help:  ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)

@@ -114,7 +114,7 @@ def _allow_new_worker(link: ExternalLink, client: str) -> None:
 
     limit = link.launch_limit
     per_client, window = NEW_WORKERS_PER_CLIENT
-    if limit:  # a link with a small cap: one client gets at most half of it
+    if limit:  # a link with a small cap: one client gets at most half of it (at least one new worker)
         per_client = min(per_client, max(1, limit // 2))
     if not allow(f"new-worker:{link.pk}:{client_key(client)}", per_client, window):
         raise TooManyNewWorkers("Too many new workers are arriving from your network through this link; please "
@@ -170,10 +170,13 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
         rater, _ = Rater.objects.get_or_create(
             study=link.study, external_id=f"{link.platform}:{arrival.worker_id}",
             defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN, "client": network})
+        if rater.client != network and Assignment.objects.filter(rater=rater,
+                                                                 status=Assignment.Status.ACTIVE).exists():
+            network = rater.client  # an open assignment counts where it started (moving it would free that network)
         if rater.source != Rater.Source.EXTERNAL or rater.client != network:
             # The same worker id was already known (imported judgments, or a personal link named like a
             # platform id): they now work through a crowdsourcing site, whose completion they must see. A worker
-            # coming back from another network counts there now.
+            # coming back from another network with nothing open counts there now.
             Rater.objects.filter(pk=rater.pk).update(source=Rater.Source.EXTERNAL, client=network)
             rater.source, rater.client = Rater.Source.EXTERNAL, network
         try:

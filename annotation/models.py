@@ -392,7 +392,7 @@ class Rater(models.Model):
     screened_out = models.BooleanField(default=False, help_text="Failed the study's attention checks: no more work.")
     revoked = models.BooleanField(default=False, help_text="The researcher revoked this rater's link: it no longer "
                                                            "opens anything (their judgments are kept).")
-    client = models.CharField(max_length=64, blank=True, default="",
+    client = models.CharField(max_length=64, blank=True, default="", db_default="",
                               help_text="The network a crowd worker or open-link visitor last arrived from (an IPv4 "
                                         "address or an IPv6 /64): how many unanswered places one network may hold.")
 
@@ -445,8 +445,9 @@ class Assignment(models.Model):
         default=0, help_text="Pairs answered so far, kept in step by the submit's one UPDATE (which completes the "
                              "assignment when it reaches n_pairs and nothing is left to claim).")
     unclaimed = models.PositiveSmallIntegerField(
-        default=0, help_text="Study pairs this assignment will still take, a task at a time as its rater reaches "
-                             "them (crowd workers and open-link visitors hold only what they are shown).")
+        default=0, db_default=0,
+        help_text="Study pairs this assignment will still take, a task at a time as its rater reaches them (crowd "
+                  "workers and open-link visitors hold only what they are shown).")
 
     class Meta:
         ordering = ["id"]

@@ -224,6 +224,10 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         context["expired"] = True
     elif current is not None and not study.accepts_raters:
         context["paused"] = True  # an answer to the pair shown before the pause was stored; nothing more now
+    elif current is None and assignment.status == Assignment.Status.ACTIVE and assignment.unclaimed:
+        # its next item could not be claimed just now (paused, or every open item taken this moment by other
+        # starts): never the completion code while the assignment is open
+        context["paused" if not study.accepts_raters else "waiting"] = True
     elif current is None:
         rater.refresh_from_db(fields=["screened_out"])
         context["completed"] = True
@@ -243,4 +247,8 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
                        comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices,
                        minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
-    return render(request, template, context)
+    response = render(request, template, context)
+    if context.get("waiting"):
+        response.status_code = 503
+        response["Retry-After"] = "2"
+    return response

@@ -507,8 +507,9 @@ def _open_tasks(rater: Rater, size: int) -> list[Task]:
     start's commit and retried, and a start took 2-3 s (bench/README.md, "Raters under load")."""
     # Task.taken is kept in step with the held places, so this reads the (study, taken, position) index
     # and stops after a few rows instead of counting the places of every task of the study.
+    lookahead = LOOKAHEAD if size > 1 else 0  # one task: the first open one fits, locking more only adds contention
     candidates = list(_unseen_open_tasks(rater).select_for_update(skip_locked=True)
-                      .order_by("taken", "position")[:size + LOOKAHEAD])
+                      .order_by("taken", "position")[:size + lookahead])
     if not candidates:
         return []
     pairs = dict(TaskPair.objects.filter(task__in=candidates).values("task_id").annotate(n=Count("id"))
@@ -593,13 +594,10 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
         # assignment is claimed a task at a time as they reach it (_claim_next)
         anonymous = rater.source in Rater.ANONYMOUS_SOURCES
         size = 1 if anonymous else study.judgments_per_assignment
-        if anonymous and rater.client and Assignment.objects.filter(
-                study=study, status=Assignment.Status.ACTIVE, answered=0, rater__client=rater.client,
-        ).exclude(rater=rater).count() >= UNANSWERED_PER_CLIENT:
-            raise NetworkHoldsEnough(f"{UNANSWERED_PER_CLIENT} people on your network have started this study and "
-                                     "not answered yet; please try again once one of them has.")
         try:
             with transaction.atomic():
+                if anonymous and rater.client:
+                    _check_network_holds(study, rater)
                 lock_plan(study, exclusive=False)  # a plan rebuild in progress finishes first
                 claim = _claim_places(rater, size)
                 if claim is None:
@@ -614,14 +612,31 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
                 shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
                                    slots, whole=size == study.judgments_per_assignment)
                 held = sum(1 for pair_id, _, _ in shown if pair_id is not None)
+                # whole tasks only, up to the assignment's size, as a whole start takes them (tasks of one study
+                # have the same number of pairs)
+                unclaimed = (study.judgments_per_assignment - held) // held * held if anonymous and held else 0
                 assignment = Assignment.objects.create(
-                    study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace,
-                    unclaimed=max(0, study.judgments_per_assignment - held) if anonymous else 0)
+                    study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace, unclaimed=max(0, unclaimed))
                 _hold(assignment, tasks, slots, shown)
             return assignment
         except IntegrityError:
             continue  # another request took one of these places (or started this rater); look again
     raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
+
+
+def _check_network_holds(study: Study, rater: Rater) -> None:
+    """Inside the start's transaction: refuse a new start when the anonymous raters of the rater's network already
+    hold ``UNANSWERED_PER_CLIENT`` unanswered assignments of the study. Starts from one network are serialised for
+    the count (PostgreSQL: an advisory lock until the transaction ends, which PgBouncer's transaction pooling keeps;
+    SQLite runs one writer at a time), so parallel requests cannot all see room."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                           [f"seplab-hold:{study.pk}:{rater.client}"])
+    if Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, answered=0,
+                                 rater__client=rater.client).exclude(rater=rater).count() >= UNANSWERED_PER_CLIENT:
+        raise NetworkHoldsEnough(f"{UNANSWERED_PER_CLIENT} people on your network have started this study and not "
+                                 "answered yet; please try again once one of them has.")
 
 
 def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] | None:
@@ -667,7 +682,16 @@ def _claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
     (True). None when every open task is being claimed by other starts this moment (the rating page tries again)."""
     rater = assignment.rater
     study = assignment.study
-    for _ in range(3):
+    if Rater.objects.filter(pk=rater.pk, screened_out=True).exists():  # failed the attention checks: no more work
+        Assignment.objects.filter(pk=assignment.pk).update(unclaimed=0, status=Assignment.Status.COMPLETED,
+                                                           completed=now)
+        assignment.unclaimed, assignment.status, assignment.completed = 0, Assignment.Status.COMPLETED, now
+        return True
+    if not study.accepts_raters:  # paused: the next task is claimed when the study runs again
+        return None
+    for attempt in range(10):
+        if attempt:
+            time.sleep(random.uniform(0.005, 0.02) * attempt)  # other starts commit in milliseconds
         try:
             with transaction.atomic():  # a savepoint: a lost race undoes only this claim
                 claim = _claim_places(rater, 1)
@@ -681,7 +705,7 @@ def _claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
                     tasks = []
                 if not tasks:
                     if not too_big and _unseen_open_tasks(rater).exists():
-                        return None
+                        continue  # every open task is being claimed this moment: look again shortly
                     Assignment.objects.filter(pk=assignment.pk).update(
                         unclaimed=0, status=Assignment.Status.COMPLETED, completed=now)
                     assignment.unclaimed, assignment.status, assignment.completed = (
@@ -1270,7 +1294,10 @@ def seconds_per_pair(study: Study) -> tuple[float, bool]:
     from django.core.cache import cache
 
     key = f"pace:{study.pk}"
-    cached = cache.get(key)
+    try:
+        cached = cache.get(key)
+    except Exception:  # noqa: BLE001 - the cache (Redis) is down: read the pace from the database
+        cached = None
     if cached is not None:
         return cached[0], cached[1]
     timed = list(Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
@@ -1278,7 +1305,10 @@ def seconds_per_pair(study: Study) -> tuple[float, bool]:
     if len(timed) < MIN_TIMED_JUDGMENTS:  # a cheap read (a few rows), not kept: the first timed answers count at once
         return DEFAULT_SECONDS_PER_PAIR, False
     pace = (statistics.median(timed) / 1000, True)
-    cache.set(key, pace, PACE_CACHE_SECONDS)
+    try:
+        cache.set(key, pace, PACE_CACHE_SECONDS)
+    except Exception:  # noqa: BLE001 - the cache (Redis) is down: the next start reads it again
+        pass
     return pace
 
 

@@ -5,10 +5,11 @@ task with ``SELECT ... FOR UPDATE SKIP LOCKED``). Every part is the real engine 
 bench can ``kill -9`` any of them and start it again.
 
     python bench/cluster.py --raters 1000 --seconds 240 --think 20,40     # the bench (bench/README.md)
-    python bench/cluster.py --raters 40 --seconds 30 --think 0.3,1 --kill  # the kill run of tests/test_cluster.py
+    python bench/cluster.py --raters 20 --seconds 24 --think 0.3,1 --kill  # the kill run of tests/test_cluster.py
+    python bench/cluster.py --queue rq ...                                 # the same on django-tasks-rq
 
 The run prints what it measured; the last line is machine-readable:
-    raters=… judgments=… judgments_per_s=… p95_next_ms=… p95_submit_ms=… errors=… lost=… duplicated=… jobs_ok=…
+    raters=… acknowledged=… stored=… lost=… duplicated=… judgments_per_s=… p95_next_ms=… p95_submit_ms=… … jobs_ok=…
 Needs nginx and pgbouncer (Debian's packages: `make cluster-tools`), PostgreSQL at 127.0.0.1:5432 and Redis at
 127.0.0.1:6379. Each run has a database of its own (dropped at the end) and Redis keys under a prefix of its own.
 """
@@ -211,9 +212,10 @@ http {{
       proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
       proxy_set_header X-Forwarded-Proto $scheme;
       proxy_connect_timeout 1s;
-      # a request the dead server never answered goes to the other one, POSTs included: every POST on the
-      # raters' path is idempotent (a submission key, an assignment start that resumes the active one)
-      proxy_next_upstream error timeout non_idempotent;
+      # a request the dead server never answered (a connection refused or reset, not a slow reply) goes to the
+      # other one, POSTs included: every POST on the raters' path is idempotent (a submission key, an assignment
+      # start that resumes the active one)
+      proxy_next_upstream error non_idempotent;
     }}
   }}
 }}

@@ -195,9 +195,85 @@ def test_whole_items_only_and_personal_links_keep_their_whole_assignment(researc
     assert personal.n_pairs == PAIRS_PER_ITEM and personal.unclaimed == 0
     visitor = services.do_join_open_link(study, "198.51.100.8")
     assignment = services.do_start_assignment(visitor)
-    assert assignment.unclaimed == 2
+    assert assignment.unclaimed == 0  # the 2 pairs left make no whole item: the page says "of 5", as it will be
     for shown in assignment.pairs.order_by("position"):
         services.mark_shown(shown)
         services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
     assignment.refresh_from_db()
     assert assignment.status == "completed" and assignment.n_pairs == PAIRS_PER_ITEM and _held(assignment) == 1
+
+
+def _answer_all_held(assignment: Assignment) -> None:
+    for shown in assignment.pairs.filter(judgment__isnull=True).order_by("position"):
+        services.mark_shown(shown)
+        services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+
+
+def test_an_open_assignment_never_shows_the_completion_code(client, researcher, monkeypatch):
+    """When the next item cannot be claimed at the moment (every open item held by other starts), the page says it is
+    finding the next one and goes on by itself; a paused study says paused. Never the code while work is owed."""
+    study = _study(researcher, items=6, per_assignment=2 * PAIRS_PER_ITEM)
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    url = Client(REMOTE_ADDR="198.51.100.21").get(link.path(), {"worker_id": "w"})["Location"]
+    assignment = Assignment.objects.get()
+    monkeypatch.setattr(services, "_claim_next", lambda a, now: None)  # the busy moment, however long it lasts
+    _answer_all_held(assignment)
+    assignment.refresh_from_db()
+    assert assignment.status == "active" and assignment.unclaimed == PAIRS_PER_ITEM
+    response = client.get(url)
+    page = response.content.decode()
+    assert response.status_code == 503 and response["Retry-After"] == "2"
+    assert 'data-testid="waiting"' in page and 'data-testid="completion-code"' not in page
+    monkeypatch.undo()
+    study.status = "paused"
+    study.save()
+    assert 'data-testid="paused"' in client.get(url).content.decode()
+    study.status = "active"
+    study.save()
+    page = client.get(url).content.decode()  # the rating page claims it now
+    assert f"Pair {PAIRS_PER_ITEM + 1} of {2 * PAIRS_PER_ITEM}" in page
+
+
+def test_a_screened_out_worker_claims_nothing_more(researcher):
+    study = _study(researcher, items=6, per_assignment=3 * PAIRS_PER_ITEM)
+    visitor = services.do_join_open_link(study, "198.51.100.22")
+    assignment = services.do_start_assignment(visitor)
+    Rater.objects.filter(pk=visitor.pk).update(screened_out=True)
+    _answer_all_held(assignment)
+    assignment.refresh_from_db()
+    assert assignment.status == "completed" and _held(assignment) == 1
+
+
+def test_an_open_assignment_counts_on_the_network_it_started_from(researcher):
+    """Reopening the sessions of one network from another must not free the first network's count (the review's
+    parking attack)."""
+    study = _study(researcher, items=20, per_assignment=2 * PAIRS_PER_ITEM)
+    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    first = Client(REMOTE_ADDR="203.0.113.70")
+    for n in range(3):
+        assert first.get(link.path(), {"worker_id": f"x{n}", "session_id": f"a{n}"}).status_code == 302
+    other = Client(REMOTE_ADDR="203.0.113.71")
+    for n in range(3):  # the same workers reopen from another network, in new sessions
+        other.get(link.path(), {"worker_id": f"x{n}", "session_id": f"b{n}"})
+    assert set(Rater.objects.values_list("client", flat=True)) == {"203.0.113.70"}
+    assert first.get(link.path(), {"worker_id": "x9", "session_id": "a9"}).status_code == 429
+
+
+def test_a_measured_pace_is_reused_briefly_and_a_thin_one_never(researcher):
+    from django.core.cache import cache
+
+    from annotation.models import Judgment
+
+    study = _study(researcher, items=10, per_assignment=PAIRS_PER_ITEM, raters_per_item=3)
+    rater = services.do_create_rater_link(study, "timed")
+    _answer_all_held(services.do_start_assignment(rater))
+    Judgment.objects.update(time_on_task_ms=8000)  # 5 timed judgments: fewer than MIN_TIMED_JUDGMENTS
+    assert services.seconds_per_pair(study) == (services.DEFAULT_SECONDS_PER_PAIR, False)
+    assert cache.get(f"pace:{study.pk}") is None
+    _answer_all_held(services.do_start_assignment(rater))
+    Judgment.objects.update(time_on_task_ms=8000)
+    assert services.seconds_per_pair(study) == (8.0, True)
+    Judgment.objects.update(time_on_task_ms=20000)
+    assert services.seconds_per_pair(study) == (8.0, True)  # reused for PACE_CACHE_SECONDS
+    cache.delete(f"pace:{study.pk}")
+    assert services.seconds_per_pair(study) == (20.0, True)
