@@ -6,7 +6,11 @@ class AnalyticsConfig(AppConfig):
     name = "analytics"
 
     def ready(self) -> None:
+        from analytics import hooks
         from analytics.models import AnalysisSettings
-        from annotation import study_settings
+        from analytics.study_settings import SETTINGS
+        from annotation import extensions, jobs, study_settings
 
-        study_settings.register(AnalysisSettings, "analysis_settings")
+        study_settings.register(AnalysisSettings, "analysis_settings", SETTINGS)
+        extensions.add_page_context("settings", hooks.settings_page)
+        jobs.register("report", "analytics.stored.report_job")

@@ -2,7 +2,7 @@
 
 Conventions (documented in the README):
 - model coordinates: rating r = -1 (A preferred), 0 (no preference), +1 (B preferred), read off the stored
-  answer by ``consistency.effective_choice`` whatever the elicitation mode (annotation/elicitation.py): a
+  answer by ``selection.core.winners.effective_choice`` whatever the elicitation mode (annotation/elicitation.py): a
   5-point answer by its side, a response set of one system as a choice of it, of both or of neither (and a
   forced "both are bad") as no preference;
 - a rating set is one rater's judgments of one item for one system pair;
@@ -11,7 +11,7 @@ Conventions (documented in the README):
 - sep-ELO weights each battle by the separability of its item (the study's separability metric);
   an item without separability gets the neutral weight K;
 - ELO and sep-ELO are headlined and ranked by their bootstrap median (the online pass is kept as "online");
-- who won an item is ``consistency.item_winner`` over its human raters (the live loop's rule too);
+- who won an item is ``selection.core.winners.item_winner`` over its human raters (the live loop's rule too);
 - positional bias is P(first shown chosen) over non-tie choices;
 - indeterminacy compares judges with humans on the pairs both judged; a forced-choice tie is the
   response set {A, B}, an empty response set ("both are bad") is Omega = [0, 0], and beta is applied to
@@ -36,6 +36,7 @@ from analytics.populations import ALL, HUMANS, Population
 from annotation import orientation
 from annotation.models import Comparison, Judgment, Skip, Study
 from selection import services as selection_services
+from selection.core import winners
 from selection.core.stopping import stopping_status
 from selection.models import ItemSeparability
 from selection.services import UNRECORDED, SampleDesign
@@ -67,12 +68,12 @@ class Row:
 
     @property
     def effective_choice(self) -> str | None:
-        return consistency.effective_choice(self.choice, self.response_set, self.probability_a)
+        return winners.effective_choice(self.choice, self.response_set, self.probability_a)
 
     @property
     def rating(self) -> int | None:
         choice = self.effective_choice
-        return None if choice is None else consistency.rating_for(choice)
+        return None if choice is None else winners.rating_for(choice)
 
 
 def load_rows(study: Study) -> list[Row]:
@@ -230,7 +231,7 @@ def _battles(rows: list[Row], systems: list[str], aggregation: str = "every", se
     a = np.array([index[r.system_a] for r in battle_rows], dtype=np.int64)
     b = np.array([index[r.system_b] for r in battle_rows], dtype=np.int64)
     # the battle's outcome for system A from the one rating map: r = -1 (A) -> 1, 0 -> 0.5, +1 (B) -> 0
-    score = consistency.score_for_a([r.rating for r in battle_rows]).reshape(-1)
+    score = winners.score_for_a([r.rating for r in battle_rows]).reshape(-1)
     if aggregation == "every" or not battle_rows:
         return battle_rows, a, b, score
     # the same system is "a" in every battle of a group: the one that comes first in the study's order
@@ -302,7 +303,7 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
 
 
 def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
-    """Per system pair: who won each item by the one item-winner rule (``consistency.item_winner``, the
+    """Per system pair: who won each item by the one item-winner rule (``winners.item_winner``, the
     live DiffUse loop's oracle too) over the population's judgments (humans by default) that are not
     superseded, and the
     hypergeometric risk that the leader is wrong, with N_pool = the candidates of the pair's selection.
@@ -317,10 +318,10 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
         for r in rows:
             if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
                 flipped = (r.system_a, r.system_b) != pair
-                sets[r.item][r.rater].append(consistency.rating_for(r.effective_choice, flipped))
-        winners = {item: consistency.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
-        labels = list(winners.values())
-        n_pool = max(pools.get(c.pk, 0), len(winners), 1)
+                sets[r.item][r.rater].append(winners.rating_for(r.effective_choice, flipped))
+        won = {item: winners.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
+        labels = list(won.values())
+        n_pool = max(pools.get(c.pk, 0), len(won), 1)
         status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), n_pool,
                                  settings["risk"], settings["ties_count_in_n"])
         names = {"a": pair[0], "b": pair[1], "tie": "tie"}
@@ -329,7 +330,7 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
                     "n": status.n, "pool": n_pool, "risk": status.risk, "risk_beyond_pool": status.risk_beyond_pool,
                     "threshold": settings["risk"], "decided": status.decided,
                     "ties_count_in_n": settings["ties_count_in_n"],
-                    "items": {item: names[w] for item, w in sorted(winners.items())}})
+                    "items": {item: names[w] for item, w in sorted(won.items())}})
     return out
 
 
@@ -374,7 +375,7 @@ def _majority_by_pair(rows: list[Row]) -> dict[int, str]:
     for r in rows:
         if r.rating is not None:
             sets[r.pair_id][r.rater].append(r.rating)
-    return {p: consistency.item_winner(list(by_rater.values())) for p, by_rater in sets.items()}
+    return {p: winners.item_winner(list(by_rater.values())) for p, by_rater in sets.items()}
 
 
 def agreement_report(rows: list[Row]) -> dict:
@@ -520,8 +521,8 @@ def _item_scores(rows: list[Row], pair: tuple[str, str]) -> dict[int, float]:
     by_item: dict[int, list[float]] = defaultdict(list)
     for r in rows:
         if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
-            rating = consistency.rating_for(r.effective_choice, (r.system_a, r.system_b) != pair)
-            by_item[r.item_id].append(float(consistency.score_for_a(rating)))
+            rating = winners.rating_for(r.effective_choice, (r.system_a, r.system_b) != pair)
+            by_item[r.item_id].append(float(winners.score_for_a(rating)))
     return {item: float(np.mean(v)) for item, v in by_item.items()}
 
 

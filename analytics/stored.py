@@ -19,11 +19,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from analytics import presentation, services
+from analytics import populations, presentation, services
 from analytics.models import StoredReport
 from analytics.populations import Population
-from annotation.models import Comparison, Judgment, Rater, Study
-from selection.models import IterativeRun, Job, SelectionRun, SeparabilityRun
+from annotation import jobs
+from annotation.models import Comparison, Job, Judgment, Rater, Study
+from selection.models import IterativeRun, SelectionRun, SeparabilityRun
 
 JOB_KIND = "report"
 # The report's own format: raised when what a report holds or how its page body is rendered changes (the body is
@@ -95,8 +96,6 @@ def request_refresh(study: Study, population: Population, version: str) -> Job |
     refreshes ahead of other researchers' jobs; None then, and the page asks again as it polls). A refresh that
     failed on this very data version is returned as it is (the page shows the error) instead of being retried on
     every request; new data or settings queue a new one."""
-    from analytics.tasks import run_report
-
     latest = Job.objects.filter(study=study, kind=JOB_KIND, params__key=population.key).first()
     if latest is not None and (latest.active or (latest.status == Job.Status.FAILED
                                                  and latest.params.get("version") == version)):
@@ -104,10 +103,8 @@ def request_refresh(study: Study, population: Population, version: str) -> Job |
     active = Job.objects.filter(study=study, kind=JOB_KIND, status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
     if active.count() >= MAX_QUEUED_REFRESHES:
         return None
-    job = Job.objects.create(study=study, kind=JOB_KIND, message="Computing the report",
-                             params={"key": population.key, "query": population.query(), "version": version})
-    run_report.enqueue(job.pk)
-    return job
+    return jobs.start(study, JOB_KIND, message="Computing the report",
+                      params={"key": population.key, "query": population.query(), "version": version})
 
 
 def refresh(study: Study, population: Population) -> StoredReport:
@@ -127,3 +124,13 @@ def refresh(study: Study, population: Population) -> StoredReport:
         stored = StoredReport.objects.get(study=study, population_key=population.key)
         StoredReport.objects.filter(pk=stored.pk).update(**values)
     return stored
+
+
+def report_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
+    """The report's background refresh (``request_refresh``)."""
+    population = populations.parse(job.params["query"])  # checked against the study when it was queued
+    result = refresh(job.study, population)
+    # a refresh runs after every change of the data: keep only the latest finished one per population
+    (Job.objects.filter(study=job.study, kind=JOB_KIND, params__key=job.params["key"],
+                        status__in=(Job.Status.DONE, Job.Status.FAILED)).exclude(pk=job.pk).delete())
+    return jobs.Outcome(f"Report computed in {result.seconds:.1f} s.", complete=True)

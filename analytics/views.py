@@ -22,7 +22,7 @@ from analytics import populations, stored
 from analytics.populations import Population
 from analytics.tables import report_tables
 from annotation.access import access_study, studies_for
-from annotation.formats import csv_safe
+from annotation.exchange.formats import csv_safe
 
 
 def population_of(request: HttpRequest, study) -> Population:

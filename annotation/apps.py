@@ -9,4 +9,4 @@ class AnnotationConfig(AppConfig):
         from annotation import study_settings
         from annotation.models import CrowdSettings
 
-        study_settings.register(CrowdSettings, "crowd_settings")
+        study_settings.register(CrowdSettings, "crowd_settings", study_settings.CROWD_SETTINGS)

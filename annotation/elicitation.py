@@ -14,7 +14,7 @@ A mode defines what a rater is asked and how the answer is kept:
 
 Every mode stores the same three columns, so the export (SPEC §8, extended with ``strength``) and the
 analytics read any judgment, imported or collected, the same way: the rating in {-1, 0, +1} of Eq. 4 / 7 is
-``analytics.core.consistency.effective_choice`` of the stored answer (a 5-point answer counts by its sign,
+``selection.core.winners.effective_choice`` of the stored answer (a 5-point answer counts by its sign,
 "both bad" as a tie), and Omega for the indeterminacy metrics is ``analytics.core.indeterminacy.omega`` (a
 response set as given, an empty one -- "neither is acceptable" / "both are bad" -- as [0, 0]).
 

@@ -262,7 +262,7 @@ http {{
         from django.utils import timezone
         from django_tasks_db.models import DBTaskResult
 
-        from selection.models import Job, WorkerBeat
+        from annotation.models import Job, WorkerBeat
 
         end = time.monotonic() + seconds
         if self.queue == "rq":  # rq's workers record nothing of ours: wait until every worker is busy, kill the first
@@ -336,27 +336,29 @@ def build(cluster: Cluster, raters: int, items: int, job_items: int) -> dict:
     cluster.django()
     from django.contrib.auth import get_user_model
 
-    from annotation import crowd, services
+    from annotation.crowd import sites
     from annotation.models import ExternalLink
+    from annotation.studies import creation, enrolment, lifecycle
 
     owner = get_user_model().objects.create_user("cluster-owner")
     lines = [json.dumps({"id": f"i{i}", "input": f"Input {i}",
                          "outputs": {s: [f"{s}{i}-{k} words here" for k in range(3)] for s in ("a", "b")}})
              for i in range(items)]
-    study = services.do_create_study(owner, "cluster", ("\n".join(lines) + "\n").encode(), "cluster.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
-    paths = [services.do_create_rater_link(study, f"r{n}").link_path() for n in range(raters)]
+    study = creation.do_create_study(owner, "cluster", ("\n".join(lines) + "\n").encode(), "cluster.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
+    paths = [enrolment.do_create_rater_link(study, f"r{n}").link_path() for n in range(raters)]
     lines = [json.dumps({"id": f"j{i}", "input": f"Question {i}",
                          "outputs": {s: [f"{s} answer {i} sample {k} with some words" for k in range(4)]
                                      for s in ("a", "b")}}) for i in range(job_items)]
-    jobs_study = services.do_create_study(owner, "jobs", ("\n".join(lines) + "\n").encode(), "jobs.jsonl")
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    jobs_study = creation.do_create_study(owner, "jobs", ("\n".join(lines) + "\n").encode(), "jobs.jsonl")
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     return {"study": study.pk, "paths": paths, "jobs_study": jobs_study.pk, "link": link.path()}
 
 
 def queue_jobs(study_id: int, n: int) -> list[int]:
-    from annotation.models import Study
     from selection.tasks import start_separability_job
+
+    from annotation.models import Study
 
     study = Study.objects.get(pk=study_id)
     return [start_separability_job(study, "rouge1").pk for _ in range(n)]
@@ -366,9 +368,9 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
     """Wait for the jobs; a job failed because its worker was killed is started again (as its page offers). Then
     check each ran to the end exactly once: done, and every task of it claimed by one worker only."""
     from django_tasks_db.models import DBTaskResult
-
-    from selection.models import Job
     from selection.tasks import run_separability
+
+    from annotation.models import Job
 
     restarted: Counter = Counter()
     end = time.monotonic() + seconds

@@ -78,8 +78,8 @@ def main() -> None:
     server.terminate()
     server.wait(timeout=30)
 
-    from annotation import services
     from annotation.models import Assignment, Judgment, Study
+    from annotation.rating import allocation
 
     acknowledged = [k for r in raters for k in r.acknowledged]
     stored = Counter(Judgment.objects.filter(study__name="load").values_list("idempotency_key", flat=True))
@@ -90,7 +90,7 @@ def main() -> None:
     open_before = Assignment.objects.filter(study=study, status="active").count()
     Assignment.objects.filter(study=study, status="active").update(
         last_activity=Assignment.objects.model._meta.get_field("last_activity").default() - timedelta(hours=2))
-    expired = services.expire_stale_assignments(study)
+    expired = allocation.expire_stale_assignments(study)
     stuck = Assignment.objects.filter(study=study, status="active").count()
     for e in events:
         print(e)

@@ -35,18 +35,20 @@ def measure(calls: int) -> dict[str, float]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from annotation import access, services
+    from annotation import access
     from annotation.models import AssignmentPair
-    from annotation.rater_views import _PAGE, PAIR_COLUMNS
+    from annotation.rating import allocation
+    from annotation.studies import creation, enrolment
+    from annotation.views.raters import _PAGE, PAIR_COLUMNS
 
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(f"hot-{secrets.token_hex(4)}")
     lines = "".join(json.dumps({"id": f"i{i}", "input": f"Input {i}",
                                 "outputs": {s: [f"{s}{i}-{k}" for k in range(5)] for s in "ab"}}) + "\n"
                     for i in range(50))
-    study = services.do_create_study(owner, f"hot-{secrets.token_hex(4)}", lines.encode(), "hot.jsonl")
-    rater = services.do_create_rater_link(study, "r")
-    assignment = services.do_start_assignment(rater)
+    study = creation.do_create_study(owner, f"hot-{secrets.token_hex(4)}", lines.encode(), "hot.jsonl")
+    rater = enrolment.do_create_rater_link(study, "r")
+    assignment = allocation.do_start_assignment(rater)
 
     def plain(columns):
         return lambda: list(AssignmentPair.objects.filter(assignment_id=assignment.pk, assignment__rater_id=rater.pk)

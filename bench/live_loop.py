@@ -54,9 +54,11 @@ def measure(n_items: int, completions: int) -> None:
     import numpy as np
     from django.contrib.auth import get_user_model
 
-    from annotation import services
     from annotation.elicitation import Answer
     from annotation.models import Item
+    from annotation.plan import planning
+    from annotation.rating import allocation, recording
+    from annotation.studies import creation, enrolment, lifecycle
     from selection import embedding, live
     from selection.core.diffuse import Dendrogram, IterativeDiffUse
     from selection.models import Embedding, IterativeRun
@@ -72,9 +74,9 @@ def measure(n_items: int, completions: int) -> None:
         batch_size=5000, ignore_conflicts=True)
     lines = "".join(json.dumps({"id": f"i{i}", "input": f"input {i}",
                                 "outputs": {s: [texts[s][i]] for s in texts}}) + "\n" for i in range(n_items))
-    study = services.do_create_study(owner, f"live-{n_items}", lines.encode(), "live.jsonl")
+    study = creation.do_create_study(owner, f"live-{n_items}", lines.encode(), "live.jsonl")
     started = time.perf_counter()
-    services.do_update_settings(study, {"selection_method": "diffuse-iterative", "risk": 0.001, "min_n": 5,
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse-iterative", "risk": 0.001, "min_n": 5,
                                         "budget": 200, "raters_per_item": 1, "pairs_per_assignment": 1,
                                         "judgments_per_assignment": 1}, None)
     plan_seconds = time.perf_counter() - started
@@ -82,18 +84,18 @@ def measure(n_items: int, completions: int) -> None:
     submit_ms, loop_ms, previous_ms, page_ms, previous_page_ms = [], [], [], [], []
     coin = np.random.default_rng(0)
     for number in range(completions):
-        rater = services.do_create_rater_link(study, f"r{number}")
-        assignment = services.do_start_assignment(rater)
+        rater = enrolment.do_create_rater_link(study, f"r{number}")
+        assignment = allocation.do_start_assignment(rater)
         if assignment is None:
             break
         [pair] = assignment.pairs.all()
         started = time.perf_counter()
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key=f"k{number}",
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"k{number}",
                                  answer=Answer(choice=str(coin.choice(["first", "second"]))))
         submit_ms.append((time.perf_counter() - started) * 1e3)
         started = time.perf_counter()
-        services.advance_live_selection(assignment)  # the loop's part of that submit, again (nothing new to release)
+        planning.advance_live_selection(assignment)  # the loop's part of that submit, again (nothing new to release)
         loop_ms.append((time.perf_counter() - started) * 1e3)
         run.refresh_from_db()
         started = time.perf_counter()

@@ -83,7 +83,8 @@ def setup_study(raters: int, items: int) -> list[str]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from annotation import services
+    from annotation.studies import creation, enrolment, lifecycle
+
 
     call_command("migrate", verbosity=0)
     call_command("collectstatic", "--noinput", verbosity=0)  # production serves hashed static files
@@ -92,9 +93,9 @@ def setup_study(raters: int, items: int) -> list[str]:
     for i in range(items):
         outputs = {s: [f"{s}{i}-{k}" for k in range(3)] for s in ("a", "b")}
         lines.append(json.dumps({"id": f"i{i}", "input": f"Input {i}", "outputs": outputs}))
-    study = services.do_create_study(owner, "load", ("\n".join(lines) + "\n").encode(), "load.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1, "pairs_per_assignment": 5}, None)
-    return [services.do_create_rater_link(study, f"load-{n}").link_path() for n in range(raters)]
+    study = creation.do_create_study(owner, "load", ("\n".join(lines) + "\n").encode(), "load.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "pairs_per_assignment": 5}, None)
+    return [enrolment.do_create_rater_link(study, f"load-{n}").link_path() for n in range(raters)]
 
 
 class Rater(threading.Thread):

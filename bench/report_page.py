@@ -99,15 +99,16 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     from analytics import presentation, stored
     from analytics import services as analytics_services
     from analytics.populations import Population
-    from annotation import services
+    from annotation.rating import recording
+    from annotation.studies import creation
 
     owner, _ = get_user_model().objects.get_or_create(username="bench")
     study_file = "".join(json.dumps({"id": f"i{i}", "input": f"input {i}",
                                      "outputs": {s: [f"{s} says {i}"] for s in SYSTEMS}}) + "\n"
                          for i in range(ITEMS)).encode()
-    study = services.do_create_study(owner, f"report-{n}", study_file, "s.jsonl")
+    study = creation.do_create_study(owner, f"report-{n}", study_file, "s.jsonl")
     started = time.perf_counter()
-    services.do_import_judgments(study, judgment_file(n), "j.jsonl")
+    recording.do_import_judgments(study, judgment_file(n), "j.jsonl")
     import_seconds = time.perf_counter() - started
     started = time.perf_counter()
     stored.refresh(study, Population())
@@ -123,7 +124,7 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     get()  # warm the template cache
     fresh = timed(get, requests)
     assert stored.serve(study, Population()).state == "fresh"
-    services.do_import_judgments(study, judgment_file(1).replace(b'"j0"', b'"late-0"'), "late.jsonl")
+    recording.do_import_judgments(study, judgment_file(1).replace(b'"j0"', b'"late-0"'), "late.jsonl")
     stale = timed(get, requests)
     assert stored.serve(study, Population()).state == "stale"
 

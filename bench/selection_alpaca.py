@@ -19,14 +19,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.alpaca_data import DATA, dev_models, load_pair  # noqa: E402
-from selection.core import sampling  # noqa: E402
-from selection.core.simulation import (  # noqa: E402
+from analytics.core.simulation import (  # noqa: E402
     draw_pools,
     iterative_random_report,
     iterative_report,
     success_rates,
 )
+from bench.alpaca_data import DATA, dev_models, load_pair  # noqa: E402
+from selection.core import sampling  # noqa: E402
 from selection.strategies import STRATEGIES, SelectionContext  # noqa: E402
 
 METHODS = {

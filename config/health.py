@@ -38,9 +38,9 @@ def database_state() -> str:
 
 
 def worker_state() -> dict:
-    """When a background worker was last seen, and whether none has been for a minute (selection/worker.py). The
+    """When a background worker was last seen, and whether none has been for a minute (annotation/worker.py). The
     web server's own health does not depend on it: pages keep serving and jobs wait."""
-    from selection.worker import last_seen, worker_missing
+    from annotation.worker import last_seen, worker_missing
 
     try:
         seen = last_seen()

@@ -126,7 +126,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "selection.context_processors.worker",
+                "annotation.context_processors.worker",
             ],
         },
     },
@@ -195,7 +195,7 @@ STORAGES = {
 SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER", "all-MiniLM-L6-v2")
 
 # Background work (embedding a study, separability): django-tasks on the database by default, run by
-# `python manage.py run_worker` (selection/worker.py); SEPLAB_TASKS_BACKEND can name another django-tasks backend.
+# `python manage.py run_worker` (annotation/worker.py); SEPLAB_TASKS_BACKEND can name another django-tasks backend.
 if os.environ.get("SEPLAB_TASKS_BACKEND", "").startswith("django_tasks_rq."):
     # django-tasks-rq (not a requirement: `pip install django-tasks-rq`): the queue on Redis, run by `python manage.py
     # rqworker --job-class django_tasks_rq.Job default`. bench/README.md ("Past one machine") compares it with the
@@ -210,7 +210,7 @@ TASKS = {
 }
 
 # A running background job whose worker has given no sign of life for this long is failed as vanished
-# (selection/worker.py); the worker beats every 10 s.
+# (annotation/worker.py); the worker beats every 10 s.
 SEPLAB_JOB_STALE_SECONDS = float(os.environ.get("SEPLAB_JOB_STALE_SECONDS", "120"))
 
 # A judge run gives the worker back after this many seconds and goes on in a new job queued behind the others, so
@@ -263,9 +263,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "annotation.api_pagination.StrictPageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "annotation.views.api_pagination.StrictPageNumberPagination",
     "PAGE_SIZE": 100,
-    "DEFAULT_SCHEMA_CLASS": "annotation.api.SepLabAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "annotation.views.api.SepLabAutoSchema",
 }
 
 SPECTACULAR_SETTINGS = {

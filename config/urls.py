@@ -7,7 +7,7 @@ from config.errors import api_not_found
 from config.health import health
 
 urlpatterns = [
-    path("r/<str:token>/", include("annotation.rater_urls")),  # first: the raters' traffic (see that module)
+    path("r/<str:token>/", include("annotation.views.rater_urls")),  # first: the raters' traffic (see that module)
     path("healthz", health, name="health"),
     path("admin/", admin.site.urls),
     # failed logins are limited per username and per client by django-axes (config/settings.py)
@@ -15,9 +15,9 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("", include("analytics.urls")),
-    path("api/", include("annotation.api_urls")),
+    path("api/", include("annotation.views.api_urls")),
     path("", include("selection.urls")),
-    path("", include("annotation.urls")),
+    path("", include("annotation.views.urls")),
     re_path(r"^api/(?P<rest>[\s\S]*)\Z", api_not_found),  # JSON 404 for any other /api/ URL, DEBUG or not
 ]
 

@@ -6,7 +6,14 @@ class SelectionConfig(AppConfig):
     name = "selection"
 
     def ready(self) -> None:
-        from annotation import study_settings
+        from annotation import extensions, jobs, study_settings
+        from selection import hooks
         from selection.models import SelectionSettings
+        from selection.study_settings import SETTINGS
 
-        study_settings.register(SelectionSettings, "selection_settings")
+        study_settings.register(SelectionSettings, "selection_settings", SETTINGS)
+        extensions.set_item_chooser(hooks.CHOOSER)
+        extensions.add_page_context("study", hooks.study_page)
+        extensions.add_page_context("settings", hooks.settings_page)
+        jobs.register("separability", "selection.jobs.separability_job")
+        jobs.register("embed", "selection.jobs.embedding_job")

@@ -17,9 +17,9 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Count, F, Q
 
-from analytics.core import consistency
 from annotation.models import Assignment, Comparison, Item, Judgment, Study, Task
 from selection import embedding
+from selection.core import winners
 from selection.core.diffuse import Dendrogram, IterativeDiffUse, SplitSchedule
 from selection.models import IterativeRun
 from selection.services import selection_context
@@ -66,7 +66,7 @@ def _algorithm(run: IterativeRun) -> IterativeDiffUse:
 
 def item_labels(comparison: Comparison) -> dict[int, str]:
     """The oracle of every item whose required judgments are in, by the one item-winner rule
-    (``analytics.core.consistency.item_winner``): each rater's preference is the sign of Eq. 7 over their
+    (``selection.core.winners.item_winner``): each rater's preference is the sign of Eq. 7 over their
     rating set, the item goes to the majority of raters, a level count is a tie."""
     completed = Q(places__assignment__status=Assignment.Status.COMPLETED)
     done_tasks = (Task.objects.filter(comparison=comparison).annotate(done=Count("places", filter=completed))
@@ -78,14 +78,14 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
         .values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
     ):
         entry = by_assignment.setdefault((assignment_id, item_id), (item_id, []))
-        answer = consistency.effective_choice(choice, response, probability)
+        answer = winners.effective_choice(choice, response, probability)
         if answer is not None:
-            entry[1].append(consistency.rating_for(answer))
+            entry[1].append(winners.rating_for(answer))
     rating_sets: dict[int, list[list[int]]] = {}
     for item_id, ratings in by_assignment.values():
         if ratings:
             rating_sets.setdefault(item_id, []).append(ratings)
-    return {item_id: consistency.item_winner(sets) for item_id, sets in rating_sets.items()}
+    return {item_id: winners.item_winner(sets) for item_id, sets in rating_sets.items()}
 
 
 def _of_comparison(judgments, **place):

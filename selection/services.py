@@ -13,6 +13,7 @@ from django.db import transaction
 from annotation.models import Comparison, Generation, Item, Study
 from selection import embedding
 from selection.core import separability as sep
+from selection.core import winners
 from selection.core.diffuse import Dendrogram, difference_vectors, ward_tree
 from selection.models import ItemSeparability, IterativeRun, SelectionRun, SeparabilityRun, StoredTree
 from selection.strategies import (
@@ -164,7 +165,6 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     """The LLM judges' verdicts on each item of a system pair (the judgments of raters of kind judge, current
     ones only), as their scores for the pair's first system (1 a win, 1/2 no preference, 0 a loss, whichever
     system the judgment calls A): one row per item, NaN-padded to the item with the most verdicts."""
-    from analytics.core import consistency
     from annotation.models import Judgment, Rater
 
     first, second = comparison.system_a_id, comparison.system_b_id
@@ -175,11 +175,11 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
                          "response_set", "probability_a"))
     by_item: dict[int, list[float]] = {}
     for item_id, system_a, system_b, choice, response_set, probability_a in rows:
-        answer = consistency.effective_choice(choice, response_set, probability_a)
+        answer = winners.effective_choice(choice, response_set, probability_a)
         if answer is None or system_a == system_b:
             continue
-        rating = consistency.rating_for(answer, flipped=system_a != first)
-        by_item.setdefault(item_id, []).append(float(consistency.score_for_a(rating)))
+        rating = winners.rating_for(answer, flipped=system_a != first)
+        by_item.setdefault(item_id, []).append(float(winners.score_for_a(rating)))
     width = max((len(v) for v in by_item.values()), default=0)
     out = np.full((len(items), width), np.nan)
     for row, item in enumerate(items):
@@ -315,7 +315,7 @@ UNRECORDED = "unrecorded"
 @dataclasses.dataclass(frozen=True)
 class SampleDesign:
     """How the items people judge for one system pair were drawn: the one home of "what kind of sample is this",
-    read by the report's estimates (analytics.services) and the selection page. Built from the run behind the
+    read by the study report's estimates and the selection page. Built from the run behind the
     pair's plan (``plan_runs``).
 
     ``kind``: strategies.UNIFORM (every frame item had the same chance), WEIGHTED (unequal chances, stored),

@@ -128,6 +128,8 @@ class Strategy:
     takes_all_at_random: bool = False
     # A live strategy releases items while judgments come in (selection.live), so it has no static choice.
     live: bool = False
+    # it keeps only the items whose separability reaches the study's threshold (that setting applies)
+    uses_threshold: bool = False
 
     def select(self, context: SelectionContext, budget: int | None, rng: np.random.Generator) -> list[int]:
         """Chosen candidate indices in release order (every candidate, in random order, without a budget
@@ -264,12 +266,13 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              "the report weights the bins by their sizes.", _value_stratified, True, design=STRATIFIED),
     Strategy("separability-threshold", "Separability threshold",
              "Random items among those whose outputs are distinguishable (delta >= threshold).",
-             lambda c, b, rng: _within(c, _eligible(c), b, rng, "random"), True, design=PURPOSIVE,
+             lambda c, b, rng: _within(c, _eligible(c), b, rng, "random"), True, design=PURPOSIVE, uses_threshold=True,
              purposive_reason="items below the separability threshold could never be drawn, so the judged items "
              "stand for the separable items only"),
     Strategy("diffuse-threshold", "DiffUse within the separable items",
              "DiffUse over the items whose separability reaches the threshold.",
              lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True, design=PURPOSIVE, uses_vectors=True,
+             uses_threshold=True,
              purposive_reason="DiffUse picked representatives of the separable items on purpose; the others could "
              "never be drawn"),
     Strategy("judge-disagreement", "Where the LLM judges disagree",

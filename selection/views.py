@@ -11,10 +11,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotation.access import access_study
-from annotation.models import Generation
-from selection import live, services, tasks
+from annotation.models import Generation, Job
+from selection import jobs, live, services
 from selection.core.separability import METRICS
-from selection.models import Job, SeparabilityRun
+from selection.models import SeparabilityRun
 from selection.plots import histogram_svg
 from selection.strategies import STRATEGIES
 
@@ -79,7 +79,7 @@ def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
     if metric not in METRIC_CHOICES:
         messages.error(request, f"Unknown metric {metric!r}.")
         return redirect("separability", study_id=study.pk)
-    tasks.start_separability_job(study, metric)
+    jobs.start_separability_job(study, metric)
     return redirect(f"{reverse('separability', args=[study.pk])}?metric={metric}")
 
 
@@ -87,7 +87,7 @@ def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def embedding_start(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    tasks.start_embedding_job(study)
+    jobs.start_embedding_job(study)
     return redirect(study)
 
 

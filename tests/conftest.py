@@ -7,9 +7,10 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotation import services
 from annotation.elicitation import Answer
 from annotation.models import Rater
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle
 
 
 @pytest.fixture(scope="session")
@@ -68,20 +69,20 @@ def researcher_client(client, researcher):
 def study(researcher):
     """Two systems, four items, K = N = 5 (each sample shown once per rating set), three raters per item, and
     one item (its five pairs) per assignment."""
-    study = services.do_create_study(researcher, "small", study_jsonl(), "small.jsonl")
-    return services.do_update_settings(study, {"judgments_per_assignment": 5}, None)
+    study = creation.do_create_study(researcher, "small", study_jsonl(), "small.jsonl")
+    return lifecycle.do_update_settings(study, {"judgments_per_assignment": 5}, None)
 
 
 @pytest.fixture
 def rater(study) -> Rater:
-    return services.do_create_rater_link(study, "rater-1")
+    return enrolment.do_create_rater_link(study, "rater-1")
 
 
 def answer_all(assignment, choice: str = "first") -> None:
     """Judge every pair of an assignment through the service."""
     for index, pair in enumerate(assignment.pairs.all()):
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", answer=Answer(choice=choice))
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", answer=Answer(choice=choice))
 
 
 @pytest.fixture(autouse=True)
@@ -96,12 +97,12 @@ def fresh_cache():
 def refresh_reports() -> int:
     """Run the queued report refresh jobs in this test's transaction (``db_worker`` closes the connection,
     which only transactional tests survive; tests/analytics/test_stored_report.py runs the real worker)."""
-    from analytics.tasks import run_report
-    from selection.models import Job
+    from annotation.jobs import run_job
+    from annotation.models import Job
 
     jobs = list(Job.objects.filter(kind="report", status=Job.Status.QUEUED).values_list("pk", flat=True))
     for pk in jobs:
-        run_report.call(pk)
+        run_job.call(pk)
     return len(jobs)
 
 
@@ -123,4 +124,4 @@ def import_judge_verdicts(study, judges: tuple[str, ...] = ("judge-x", "judge-y"
                                   "sample_a": 0, "system_b": b, "sample_b": 0, "shown_first": first, "rater": judge,
                                   "rater_kind": "judge", "choice": choice})
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    return services.do_import_judgments(study, data, "judges.jsonl").created
+    return recording.do_import_judgments(study, data, "judges.jsonl").created

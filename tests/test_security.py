@@ -10,8 +10,10 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from annotation import formats, services
+from annotation.exchange import exports, formats
 from annotation.models import Assignment, ExternalLink, Judgment, Rater, Study
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment
 from tests.conftest import answer_all, study_jsonl
 
 # ---- CSV injection --------------------------------------------------------------------------
@@ -19,8 +21,8 @@ from tests.conftest import answer_all, study_jsonl
 def test_exported_csv_cells_cannot_run_formulas_and_still_round_trip(study, researcher):
     line = {"item": "item-0", "system_a": "sys-a", "system_b": "sys-b", "shown_first": "sys-a",
             "rater": "=HYPERLINK(\"http://evil\")", "rater_kind": "judge", "choice": "sys-a", "note": "+1 cmd"}
-    services.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
-    row = formats.judgment_csv_row(next(services.judgment_lines(study)))
+    recording.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
+    row = formats.judgment_csv_row(next(exports.judgment_lines(study)))
     assert "'=HYPERLINK(\"http://evil\")" in row and not any(c.startswith(("=", "+", "@")) for c in row)
     import csv
     import io
@@ -29,9 +31,9 @@ def test_exported_csv_cells_cannot_run_formulas_and_still_round_trip(study, rese
     writer = csv.writer(buffer)
     writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
     writer.writerow(row)
-    copy = services.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
-    services.do_import_judgments(copy, buffer.getvalue().encode(), "j.csv")
-    assert list(services.judgment_lines(copy)) == list(services.judgment_lines(study))
+    copy = creation.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
+    recording.do_import_judgments(copy, buffer.getvalue().encode(), "j.csv")
+    assert list(exports.judgment_lines(copy)) == list(exports.judgment_lines(study))
 
 
 # ---- hostile files ---------------------------------------------------------------------------
@@ -105,7 +107,7 @@ def test_tampered_and_replayed_tokens_are_404(client, rater, study):
 
 
 def test_wrong_methods_and_missing_fields(client, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     submit = reverse("rate_submit", args=[rater.token(), assignment.pk])
     assert client.get(submit).status_code == 405
     assert client.get(reverse("rater_start", args=[rater.token()])).status_code == 405
@@ -126,11 +128,10 @@ def test_login_attempts_are_rate_limited(client, researcher):
 
 
 def test_open_link_sign_ups_are_rate_limited(client, study, monkeypatch):
-    from annotation import services
 
     # this test is about the sign-up limit per client; the cap on one network's unanswered places (3, issue 26) is
     # tests/hardening/test_claimed_as_shown.py's
-    monkeypatch.setattr(services, "UNANSWERED_PER_CLIENT", 100)
+    monkeypatch.setattr(allocation, "UNANSWERED_PER_CLIENT", 100)
     study.open_link_enabled = True
     study.save()
     for n in range(30):
@@ -169,9 +170,9 @@ def test_rate_limits_are_shared_through_redis(client, researcher, settings):
 @pytest.fixture
 def world(study, researcher, other_researcher):
     admin = get_user_model().objects.create_superuser("root", password="pw-root")
-    rater = services.do_create_rater_link(study, "r1")
-    other = services.do_create_rater_link(study, "r2")
-    assignment = services.do_start_assignment(rater)
+    rater = enrolment.do_create_rater_link(study, "r1")
+    other = enrolment.do_create_rater_link(study, "r2")
+    assignment = allocation.do_start_assignment(rater)
     answer_all(assignment)
     return {"study": study, "admin": admin, "researcher": researcher, "other_researcher": other_researcher,
             "rater": rater, "other_rater": other, "assignment": assignment}

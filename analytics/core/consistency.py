@@ -1,7 +1,8 @@
 """Rating consistency and preference strength (Eq. 4 and Eq. 7 of "Compare without Despair"; SPEC §2).
 
 Ratings are in model coordinates: -1 (A preferred), 0 (no preference), +1 (B preferred). A rating set
-is one rater's ratings of the N sampled pairs of one item.
+is one rater's ratings of the N sampled pairs of one item. How an answer becomes a rating and who won an
+item (the rule the live loop shares) are in ``selection.core.winners``.
 """
 
 from __future__ import annotations
@@ -30,50 +31,6 @@ def preference_strength(ratings) -> float:
     """mean(r) (Eq. 7): negative leans to A, positive to B."""
     r = np.asarray(ratings, dtype=np.float64)
     return float(np.mean(r)) if r.size else float("nan")
-
-
-RATING = {"a": -1, "b": 1, "tie": 0}
-WINNER = {-1: "a", 0: "tie", 1: "b"}
-
-
-def rating_for(answer: str, flipped: bool = False) -> int:
-    """The rating r of an answer in model coordinates ("a", "b", "tie"), seen from a system pair's order: as is when
-    the judgment's A is the pair's first system, negated when it is the second (``flipped``)."""
-    return -RATING[answer] if flipped else RATING[answer]
-
-
-def score_for_a(rating):
-    """System A's score of a rating (or an array of them): 1 for a win (r = -1), 1/2 for no preference, 0 for a
-    loss -- a battle's outcome for the leaderboards and an item's outcome for win rates."""
-    return (1 - np.asarray(rating, dtype=np.float64)) / 2
-
-
-def effective_choice(choice: str | None, response_set=None, probability_a: float | None = None) -> str | None:
-    """One answer in model coordinates ("a", "b", "tie", or None without one): the forced choice when there
-    is one (a 5-point answer is stored as its side, so ratings use its sign; "both are bad" is stored as a
-    tie); else a response set of one system votes for it, and of both or of neither ("neither is
-    acceptable") is no preference; else a judge's P(A) above / below / at 1/2."""
-    if choice is not None:
-        return choice
-    if response_set is not None:
-        return response_set[0] if len(response_set) == 1 else "tie"
-    if probability_a is not None:
-        return "a" if probability_a > 0.5 else ("b" if probability_a < 0.5 else "tie")
-    return None
-
-
-def rater_preference(ratings) -> int:
-    """One rater's preference on an item: the sign of their preference strength (Eq. 7) over their rating
-    set, -1 (A), 0 (none, or no ratings) or +1 (B)."""
-    r = np.asarray(ratings, dtype=np.float64)
-    return int(np.sign(r.sum())) if r.size else 0
-
-
-def item_winner(rating_sets) -> str:
-    """Who won an item: each rater's preference (``rater_preference``), then the majority of the raters
-    that prefer a system; a level count (including no rater with a preference) is a tie. Returns "a", "b"
-    or "tie". This is the one rule the report's stopping table and the live DiffUse loop both use."""
-    return WINNER[int(np.sign(sum(rater_preference(r) for r in rating_sets)))]
 
 
 def equal_width_bins(values: np.ndarray, n_bins: int = 4) -> tuple[np.ndarray, np.ndarray]:

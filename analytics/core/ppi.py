@@ -323,8 +323,8 @@ def active_mean(y, f, pi, sampled, alpha: float = 0.05, lam: float | None = None
 
 def stratified_mean(y, strata, sampled, alpha: float = 0.05, finite: bool = False,
                     bounds: tuple[float, float] | None = None) -> MeanEstimate:
-    """The stratified mean over N items in strata (e.g. ``judge_strata``: bands of the judges' score), people having
-    labelled a uniform sample within each stratum (stratified sampling):
+    """The stratified mean over N items in strata (e.g. ``selection.core.sampling.judge_strata``: bands of the
+    judges' score), people having labelled a uniform sample within each stratum (stratified sampling):
 
         theta = sum_h W_h mean_h(Y),   W_h = N_h / N
         V_d   = sum_h W_h^2 (1 - n_h / N_h) s_h^2 / n_h
@@ -376,39 +376,6 @@ def stratified_mean(y, strata, sampled, alpha: float = 0.05, finite: bool = Fals
         share, variance, target = 1.0, design + spread / big_n, ITEMS_LIKE_THESE
     return _estimate(estimate, variance, n, big_n - n, float("nan"), alpha, share, bounds, target,
                      share * spread / n)
-
-
-def strata_count(n_labels: int) -> int:
-    """How many bands of the judges' score to stratify by for ``n_labels`` labels: about one per five labels,
-    between 2 and 5 (most of stratification's gain comes with five strata; each needs two labels for its variance)."""
-    return int(np.clip(n_labels // 5, 2, 5))
-
-
-def judge_strata(f, n_strata: int) -> np.ndarray:
-    """Strata of near-equal size over the items' judge scores ``f``, items with equal scores always together (a
-    cut goes to the change of score nearest its equal-count place): stratum numbers 0 .. H - 1 in order of score,
-    H <= ``n_strata`` (fewer when the judges give fewer distinct scores)."""
-    f = np.asarray(f, dtype=np.float64)
-    if f.ndim != 1:
-        raise ValueError("f must be a 1-D array of the items' judge scores")
-    _finite(f, "the judge's scores")
-    if n_strata < 1:
-        raise ValueError("at least one stratum")
-    order = np.argsort(f, kind="stable")
-    values = f[order]
-    changes = np.flatnonzero(values[1:] != values[:-1]) + 1  # positions where a new score starts
-    cuts: list[int] = []
-    for h in range(1, n_strata):
-        if not changes.size:
-            break
-        place = h * f.size / n_strata
-        cut = int(changes[np.argmin(np.abs(changes - place))])
-        if cut not in cuts:
-            cuts.append(cut)
-    labels = np.zeros(f.size, dtype=np.int64)
-    for cut in sorted(cuts):
-        labels[order[cut:]] += 1
-    return labels
 
 
 # --------------------------------------------------------------------------------------------------------------

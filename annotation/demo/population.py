@@ -15,9 +15,11 @@ import json
 import math
 import random
 
-from annotation import services
 from annotation.elicitation import Answer
+from annotation.exchange import exports
 from annotation.models import Study
+from annotation.rating import allocation, recording
+from annotation.studies import enrolment
 
 QUALITY = {"atlas-7b": 0.7, "cirrus-13b": 0.2, "breeze-3b": -0.6}
 HUMANS = 5
@@ -37,9 +39,9 @@ def simulate_humans(study: Study, seed: int = 7) -> int:
     item_effect: dict[int, float] = {}
     made = 0
     for n in range(1, HUMANS + 1):
-        rater = services.do_create_rater_link(study, f"demo-person-{n}")
+        rater = enrolment.do_create_rater_link(study, f"demo-person-{n}")
         for _ in range(ASSIGNMENTS_PER_HUMAN):
-            assignment = services.do_start_assignment(rater)
+            assignment = allocation.do_start_assignment(rater)
             if assignment is None:
                 break
             for index, shown in enumerate(assignment.pairs.select_related(
@@ -51,8 +53,8 @@ def simulate_humans(study: Study, seed: int = 7) -> int:
                 else:
                     a_wins = rng.random() < _logistic(QUALITY[a] - QUALITY[b] + effect)
                     choice = "first" if a_wins == shown.a_shown_first else "second"
-                services.mark_shown(shown)  # as the rating page does before an answer
-                services.record_judgment(shown, idempotency_key=f"demo-{rater.pk}-{assignment.pk}-{index}",
+                allocation.mark_shown(shown)  # as the rating page does before an answer
+                recording.record_judgment(shown, idempotency_key=f"demo-{rater.pk}-{assignment.pk}-{index}",
                                          answer=Answer(choice=choice), client_time_ms=rng.randint(6000, 40000))
                 made += 1
     return made
@@ -62,7 +64,7 @@ def judge_lines(study: Study, seed: int = 11) -> bytes:
     """The simulated judge's verdicts, in the judgment file format, on every pair humans judged, both orders."""
     rng = random.Random(seed)
     lines, seen = [], set()
-    for line in services.judgment_lines(study):
+    for line in exports.judgment_lines(study):
         key = (line["item"], line["system_a"], line["sample_a"], line["system_b"], line["sample_b"])
         if line["rater_kind"] != "human" or key in seen:
             continue
@@ -83,5 +85,5 @@ def judge_lines(study: Study, seed: int = 11) -> bytes:
 def populate(study: Study) -> dict[str, int]:
     """Humans, then the judge on the same pairs; the number of each."""
     humans = simulate_humans(study)
-    summary = services.do_import_judgments(study, judge_lines(study), "demo-judge.jsonl")
+    summary = recording.do_import_judgments(study, judge_lines(study), "demo-judge.jsonl")
     return {"human": humans, "judge": summary.created}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from analytics.core.ppi import judge_strata, strata_count
 from selection.core.diffuse import Dendrogram, static_selection
 
 
@@ -117,8 +116,8 @@ def value_stratified_selection(values: np.ndarray, budget: int, rng: np.random.G
 # Humans where the judges are unsure: sampling with known inclusion probabilities (active statistical inference,
 # Zrnic and Candes 2024). An item's chance of going to people grows with how much the LLM judges' verdicts on it
 # disagree (between judges, or one judge between the two presentation orders); every item keeps a floor, and the
-# inclusion probability of each item is known exactly, so the inverse-probability-weighted estimate over the
-# people's labels (analytics.core.ppi.active_mean) stays unbiased.
+# inclusion probability of each item is known exactly, so an inverse-probability-weighted estimate over the
+# people's labels (active statistical inference's difference estimator) stays unbiased.
 
 
 def judge_disagreement(scores: np.ndarray) -> np.ndarray:
@@ -201,12 +200,46 @@ def systematic_pps(pi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------------------------
 # People within bands of the judges' score: stratified sampling (stratified prediction-powered inference). The
-# items are cut into strata by the judges' mean score (analytics.core.ppi.judge_strata), each stratum gets a fixed
+# items are cut into strata by the judges' mean score (``judge_strata``), each stratum gets a fixed
 # number of draws (in proportion to its size, or to its size times the spread people's labels are expected to have
 # there: Neyman's allocation), and its items are drawn uniformly; item i's inclusion probability is n_h / N_h,
-# known exactly, and the stratified mean (analytics.core.ppi.stratified_mean) is unbiased.
+# known exactly, and the stratified mean sum_h (N_h / N) mean_h(Y) is unbiased.
 
 SPREAD_FLOOR = 0.05  # no stratum's expected spread counts as less, so Neyman never starves a stratum
+
+
+def strata_count(n_labels: int) -> int:
+    """How many bands of the judges' score to stratify by for ``n_labels`` labels: about one per five labels,
+    between 2 and 5 (most of stratification's gain comes with five strata; each needs two labels for its variance)."""
+    return int(np.clip(n_labels // 5, 2, 5))
+
+
+def judge_strata(f, n_strata: int) -> np.ndarray:
+    """Strata of near-equal size over the items' judge scores ``f``, items with equal scores always together (a
+    cut goes to the change of score nearest its equal-count place): stratum numbers 0 .. H - 1 in order of score,
+    H <= ``n_strata`` (fewer when the judges give fewer distinct scores)."""
+    f = np.asarray(f, dtype=np.float64)
+    if f.ndim != 1:
+        raise ValueError("f must be a 1-D array of the items' judge scores")
+    if not np.all(np.isfinite(f)):
+        raise ValueError("the judge's scores must be finite numbers")
+    if n_strata < 1:
+        raise ValueError("at least one stratum")
+    order = np.argsort(f, kind="stable")
+    values = f[order]
+    changes = np.flatnonzero(values[1:] != values[:-1]) + 1  # positions where a new score starts
+    cuts: list[int] = []
+    for h in range(1, n_strata):
+        if not changes.size:
+            break
+        place = h * f.size / n_strata
+        cut = int(changes[np.argmin(np.abs(changes - place))])
+        if cut not in cuts:
+            cuts.append(cut)
+    labels = np.zeros(f.size, dtype=np.int64)
+    for cut in sorted(cuts):
+        labels[order[cut:]] += 1
+    return labels
 
 
 def stratified_allocation(sizes: np.ndarray, budget: int, spread: np.ndarray | None = None,
@@ -269,7 +302,7 @@ def stratified_draw(strata: np.ndarray, counts: np.ndarray, rng: np.random.Gener
 def judge_stratified_selection(f: np.ndarray, budget: int, rng: np.random.Generator, neyman: bool = False,
                                n_strata: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stratified sampling over bands of the judges' mean score ``f`` (one per item): ``n_strata`` strata (default
-    ``ppi.strata_count(budget)``, fewer when the budget cannot give each two draws), proportional allocation or,
+    ``strata_count(budget)``, fewer when the budget cannot give each two draws), proportional allocation or,
     with ``neyman``, Neyman's with an expected spread that is half the judges' guess, half the average: S_h =
     (G_h + mean G) / 2 with G_h = sqrt(mean of f (1 - f) over the stratum), the spread of a label the judges call a
     win with probability f. The judges' guess is only a guess: on PRD, pure Neyman on it was worse than

@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from annotation import services as annotation_services
+from annotation.exchange import exports
+from annotation.rating import allocation, recording
+from annotation.studies import enrolment
 from tests.conftest import answer_all
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -40,7 +42,7 @@ def prd_battles():
 def judge_lines(study, judge: str, prefer: str, with_sets: bool) -> bytes:
     """A judge that prefers one system on every pair humans saw, with probabilities and response sets."""
     lines = []
-    for line in annotation_services.judgment_lines(study):
+    for line in exports.judgment_lines(study):
         if line["rater_kind"] != "human":
             continue
         for shown in (line["system_a"], line["system_b"]):
@@ -55,9 +57,9 @@ def judge_lines(study, judge: str, prefer: str, with_sets: bool) -> bytes:
 def judged_study(study):
     """Two human raters on the same items (forced choice), and two judges on the same pairs."""
     for name, choice in (("h1", "first"), ("h2", "second")):
-        rater = annotation_services.do_create_rater_link(study, name)
-        while (assignment := annotation_services.do_start_assignment(rater)) is not None:
+        rater = enrolment.do_create_rater_link(study, name)
+        while (assignment := allocation.do_start_assignment(rater)) is not None:
             answer_all(assignment, choice=choice)
-    annotation_services.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
-    annotation_services.do_import_judgments(study, judge_lines(study, "judge-b", "sys-b", False), "j.jsonl")
+    recording.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
+    recording.do_import_judgments(study, judge_lines(study, "judge-b", "sys-b", False), "j.jsonl")
     return study

@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 
 from analytics import plots, populations, services
 from analytics.populations import ALL, JUDGE, Population
-from annotation import services as annotation_services
 from annotation.models import Rater
+from annotation.studies import creation, monitoring
 from tests.analytics.test_report import imported
 from tests.conftest import refresh_reports, study_jsonl
 
@@ -129,7 +129,7 @@ def test_report_json_carries_the_population(judged_study):
 
 
 def test_progress_counts_human_work_against_the_plan_and_judges_apart(researcher_client, judged_study):
-    progress = annotation_services.study_progress(judged_study)[0]
+    progress = monitoring.study_progress(judged_study)[0]
     # 4 items x 5 pairs x 3 raters planned; the two humans made 40; the judges' 160 verdicts fill nothing
     assert (progress.judgments, progress.target, progress.judge, progress.imported_human) == (40, 60, 160, 0)
     assert progress.percent == 67
@@ -138,7 +138,7 @@ def test_progress_counts_human_work_against_the_plan_and_judges_apart(researcher
 
 
 def test_consistency_of_one_judgment_per_rating_set_is_not_applicable(researcher_client, researcher):
-    study = annotation_services.do_create_study(researcher, "n1", study_jsonl(3, k=1), "n1.jsonl")
+    study = creation.do_create_study(researcher, "n1", study_jsonl(3, k=1), "n1.jsonl")
     imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-b", "sys-a")])
     summary = services.study_report(study)["consistency"]["summary"]["human"]
     assert summary["available"] is False and summary["mean"] is None and "not applicable" in summary["reason"]

@@ -14,8 +14,10 @@ from rest_framework.test import APIClient
 
 from analytics import services
 from analytics.populations import ALL, Population
-from annotation import services as annotation_services
 from annotation.elicitation import Answer
+from annotation.exchange import exports
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import refresh_reports, study_jsonl
 
 SPEC_KEYS = {"systems", "judgments", "consistency", "separability", "elo", "sep_elo", "bradley_terry", "stopping",
@@ -44,7 +46,7 @@ def test_the_report_covers_humans_and_judges(judged_study):
     # their choices on the pair; judge-a's response set is always {a}: Omega_J = [1, 0]; judge-b gave forced
     # choices only ("b"): Omega_J = [0, 1].
     by_pair: dict[tuple, list[str]] = {}
-    for line in annotation_services.judgment_lines(judged_study):
+    for line in exports.judgment_lines(judged_study):
         if line["rater_kind"] == "human":
             key = (line["item"], line["sample_a"], line["sample_b"])
             by_pair.setdefault(key, []).append("a" if line["choice"] == line["system_a"] else "b")
@@ -120,14 +122,14 @@ def test_analysis_parameters_change_the_report(judged_study):
 
 
 def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher_client, study):
-    annotation_services.do_update_settings(study, {"elicitation": "paired"}, None)
-    rater = annotation_services.do_create_rater_link(study, "p1")
-    assignment = annotation_services.do_start_assignment(rater)
+    lifecycle.do_update_settings(study, {"elicitation": "paired"}, None)
+    rater = enrolment.do_create_rater_link(study, "p1")
+    assignment = allocation.do_start_assignment(rater)
     pairs = list(assignment.pairs.all())
     # forced choice of the output shown second, and both outputs acceptable on every other pair
     for n, pair in enumerate(pairs):
-        annotation_services.mark_shown(pair)  # as the rating page does before an answer
-        annotation_services.record_judgment(pair, idempotency_key=f"p{n}", answer=Answer(
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"p{n}", answer=Answer(
             choice="second", response=frozenset(["first", "second"] if n % 2 == 0 else [])))
     report = services.study_report(study)["indeterminacy"]
     rows = [(j.choice, j.response_set) for j in study.judgments.all()]
@@ -142,7 +144,7 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
 
 
 def test_an_empty_report_page_explains(researcher_client, researcher):
-    study = annotation_services.do_create_study(researcher, "fresh", study_jsonl(2), "f.jsonl")
+    study = creation.do_create_study(researcher, "fresh", study_jsonl(2), "f.jsonl")
     researcher_client.get(reverse("report", args=[study.pk]))
     refresh_reports()
     assert b"No judgments by humans yet" in researcher_client.get(reverse("report", args=[study.pk])).content
@@ -153,7 +155,7 @@ def imported(study, rows, system_a: str = "sys-a", system_b: str = "sys-b") -> N
     lines = [{"id": f"{rater}-{n}", "item": "item-0", "system_a": system_a, "sample_a": 0, "system_b": system_b,
               "sample_b": 0, "shown_first": first, "rater": rater, "rater_kind": kind, "choice": choice}
              for n, (rater, kind, choice, first) in enumerate(rows)]
-    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
 
 
 def test_a_human_tie_counts_as_both_outputs_reasonable_in_the_judge_metrics(study):
@@ -173,7 +175,7 @@ def test_the_judge_metrics_do_not_depend_on_which_system_is_called_a(researcher)
     # The same judgments in two studies whose systems are named the other way round
     results = []
     for name, (first, second) in (("ab", ("sys-a", "sys-b")), ("ba", ("sys-b", "sys-a"))):
-        study = annotation_services.do_create_study(researcher, name, study_jsonl(systems=(first, second)), "s.jsonl")
+        study = creation.do_create_study(researcher, name, study_jsonl(systems=(first, second)), "s.jsonl")
         study.analysis_settings.indeterminacy_beta = 0.3
         study.analysis_settings.save()
         imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-b", "sys-a"),
@@ -194,7 +196,7 @@ def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
     lines = [{"id": f"t{n}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
               "sample_b": 0, "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": "tie"}
              for n in (1, 2)]
-    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
     [stopping] = services.study_report(study)["stopping"]
     # item-0 goes to sys-a (h1 prefers it, h2 has no preference); items 1 and 2 are ties
     assert (stopping["wins_a"], stopping["ties"], stopping["k"], stopping["n"]) == (1, 2, 1, 3)
@@ -212,7 +214,7 @@ def test_the_leaderboards_can_count_the_majority_of_each_pair_or_one_judgment_pe
     lines = [{"id": f"x{n}", "item": "item-1", "system_a": "sys-a", "sample_a": n, "system_b": "sys-b",
               "sample_b": n, "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": c}
              for n, c in enumerate(("sys-b", "tie"))]
-    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl")
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl")
     assert services.study_report(study)["elo"]["battles"] == 5
     study.analysis_settings.rating_aggregation = "majority"
     study.analysis_settings.save()
@@ -250,7 +252,7 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
     for item, choice in judge.items():
         lines.append({"id": f"j-{item}", "item": item, "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
                       "sample_b": 0, "shown_first": "sys-b", "rater": "j", "rater_kind": "judge", "choice": choice})
-    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     [entry] = services.study_report(study)["win_rate_estimates"]
     assert (entry["design"], entry["labelled"], entry["frame"], entry["target"]) == ("uniform", 3, 4,
                                                                                     "items like these")

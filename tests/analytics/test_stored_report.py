@@ -10,8 +10,8 @@ from django.urls import reverse
 from analytics import services, stored
 from analytics.models import StoredReport
 from analytics.populations import Population
-from annotation import services as annotation_services
-from selection.models import Job
+from annotation.models import Job
+from annotation.rating import allocation, recording
 from tests.analytics.test_report import imported
 from tests.conftest import answer_all, refresh_reports
 
@@ -22,7 +22,7 @@ def test_missing_then_fresh_then_stale_on_a_new_judgment(study, rater):
     assert stored.serve(study, Population()).job == served.job  # one refresh at a time
     assert refresh_reports() == 1
     assert stored.serve(study, Population()).state == "fresh"
-    answer_all(annotation_services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     stale = stored.serve(study, Population())
     assert stale.state == "stale" and stale.report["judgments"]["total"] == 0  # the old numbers, until refreshed
     refresh_reports()
@@ -31,7 +31,7 @@ def test_missing_then_fresh_then_stale_on_a_new_judgment(study, rater):
 
 
 def test_settings_separability_and_screening_change_the_version(study, rater):
-    answer_all(annotation_services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     version = stored.data_version(study)
     study.analysis_settings.elo_k = 8
     study.analysis_settings.save()
@@ -48,7 +48,7 @@ def test_settings_separability_and_screening_change_the_version(study, rater):
 
 
 def test_pages_csv_and_api_never_recompute(monkeypatch, researcher_client, study, rater):
-    answer_all(annotation_services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     researcher_client.get(reverse("report", args=[study.pk]))
     refresh_reports()
 
@@ -95,7 +95,7 @@ def test_a_failed_refresh_is_shown(monkeypatch, researcher_client, study):
 
 @pytest.mark.django_db(transaction=True)  # the worker closes connections, as in production
 def test_the_real_worker_stores_the_report(researcher_client, study, rater):
-    answer_all(annotation_services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     researcher_client.get(reverse("report", args=[study.pk]) + "?population=all")
     call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
     report = StoredReport.objects.get(study=study, population_key="all")
@@ -104,14 +104,14 @@ def test_the_real_worker_stores_the_report(researcher_client, study, rater):
 
 
 def test_finished_refreshes_do_not_pile_up(study, rater):
-    assignment = annotation_services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     for n, pair in enumerate(assignment.pairs.all()):
         stored.serve(study, Population())
         refresh_reports()
         from annotation.elicitation import Answer
 
-        annotation_services.mark_shown(pair)  # as the rating page does before an answer
-        annotation_services.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
     assert Job.objects.filter(kind="report").count() == 1
 
 
@@ -122,7 +122,7 @@ def test_filtered_views_queue_at_most_three_refreshes_per_study(researcher_clien
     from django.urls import reverse
 
     from analytics import stored
-    from selection.models import Job
+    from annotation.models import Job
 
     url = reverse("report", args=[judged_study.pk])
     views = [{}, {"population": "all"}, {"source": "import"}, {"screened": "include"},

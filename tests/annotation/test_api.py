@@ -8,7 +8,9 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation import services
+from annotation.exchange import exports
+from annotation.rating import allocation
+from annotation.studies import creation
 from tests.conftest import answer_all, study_jsonl
 
 
@@ -27,14 +29,14 @@ def test_the_api_needs_a_token(db):
 
 
 def test_studies_lists_only_own_studies(api, study, other_researcher):
-    services.do_create_study(other_researcher, "bobs", study_jsonl(), "b.jsonl")
+    creation.do_create_study(other_researcher, "bobs", study_jsonl(), "b.jsonl")
     data = api.get("/api/studies/").json()
     assert [s["name"] for s in data["results"]] == ["small"]
     assert data["results"][0]["systems"] == ["sys-a", "sys-b"] and data["results"][0]["n_items"] == 4
 
 
 def test_another_researchers_study_is_404(api, other_researcher):
-    theirs = services.do_create_study(other_researcher, "bobs", study_jsonl(), "b.jsonl")
+    theirs = creation.do_create_study(other_researcher, "bobs", study_jsonl(), "b.jsonl")
     assert api.get(f"/api/studies/{theirs.pk}/").status_code == 404
     assert api.get(f"/api/studies/{theirs.pk}/judgments/").status_code == 404
 
@@ -48,7 +50,7 @@ def test_items_come_with_their_generations(api, study):
 
 
 def test_judgments_are_listed_in_the_spec_format(api, study, rater):
-    answer_all(services.do_start_assignment(rater), choice="first")
+    answer_all(allocation.do_start_assignment(rater), choice="first")
     data = api.get(f"/api/studies/{study.pk}/judgments/").json()
     assert data["count"] == 5
     line = data["results"][0]
@@ -57,7 +59,7 @@ def test_judgments_are_listed_in_the_spec_format(api, study, rater):
 
 
 def test_judgments_export_in_both_formats(api, study, rater):
-    answer_all(services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     jsonl = api.get(f"/api/studies/{study.pk}/judgments/export/")
     lines = [json.loads(x) for x in b"".join(jsonl.streaming_content).decode().splitlines()]
     assert len(lines) == 5
@@ -77,13 +79,13 @@ def test_the_openapi_schema_describes_the_endpoints(api):
 
 
 def test_the_api_serializer_the_export_and_the_import_share_one_judgment_schema(api, study, rater):
-    from annotation import formats
-    from annotation.api import JudgmentSerializer
+    from annotation.exchange import formats
+    from annotation.views.api import JudgmentSerializer
 
     assert list(JudgmentSerializer().fields) == list(formats.JUDGMENT_FIELDS)
     assert formats.JUDGMENT_CSV_COLUMNS[:-1] == formats.JUDGMENT_FIELDS
-    answer_all(services.do_start_assignment(rater))
-    lines = list(services.judgment_lines(study))
+    answer_all(allocation.do_start_assignment(rater))
+    lines = list(exports.judgment_lines(study))
     exported = {f.name for f in formats.JUDGMENT_SCHEMA if f.exported}
     assert lines and all(exported <= set(line) <= set(formats.JUDGMENT_FIELDS) for line in lines)
     assert all(JudgmentSerializer(data=line).is_valid() for line in lines)

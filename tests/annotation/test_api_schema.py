@@ -11,8 +11,8 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
 
-from annotation import services
 from annotation.models import Judgment, Study
+from annotation.rating import allocation
 from config.wsgi import application
 from tests.conftest import answer_all
 
@@ -42,7 +42,7 @@ def token(researcher) -> str:
 
 @pytest.fixture
 def judged_study(study, rater) -> Study:
-    answer_all(services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     return study
 
 

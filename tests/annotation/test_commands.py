@@ -13,8 +13,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from annotation import services
+from annotation.exchange import exports
 from annotation.models import Judgment, Study
+from annotation.rating import allocation
+from annotation.studies import creation
 from tests.conftest import answer_all, study_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,16 +83,16 @@ def test_import_study_reports_a_missing_file(researcher):
 
 
 def test_export_and_import_judgments_round_trip(tmp_path, study, rater, researcher):
-    answer_all(services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     for fmt in ("jsonl", "csv"):
         target = tmp_path / f"out.{fmt}"
         call_command("export_judgments", "--study", "small", "--format", fmt, "--output", str(target),
                      stderr=StringIO())
-        copy = services.do_create_study(researcher, f"copy-{fmt}", study_jsonl(), "s.jsonl")
+        copy = creation.do_create_study(researcher, f"copy-{fmt}", study_jsonl(), "s.jsonl")
         out = StringIO()
         call_command("import_judgments", str(target), "--study", copy.name, stdout=out)
         assert f"Imported 5 judgments into 'copy-{fmt}' (0 already present)." in out.getvalue()
-        assert list(services.judgment_lines(copy)) == list(services.judgment_lines(study))
+        assert list(exports.judgment_lines(copy)) == list(exports.judgment_lines(study))
     stdout = StringIO()
     call_command("export_judgments", "--study", "small", stdout=stdout, stderr=StringIO())
     assert [json.loads(x)["rater"] for x in stdout.getvalue().splitlines()] == ["rater-1"] * 5

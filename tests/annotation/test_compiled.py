@@ -11,9 +11,11 @@ from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation import compiled, services
+from annotation import compiled
 from annotation.access import _ASSIGNMENT_RATER_STUDY
 from annotation.models import Assignment, AssignmentPair, CrowdSettings, Rater, Study
+from annotation.rating import allocation
+from annotation.studies import enrolment
 
 COLUMNS = (*compiled.model_columns(Assignment), *compiled.model_columns(Rater, "rater__"),
            *compiled.model_columns(Study, "study__"), *compiled.model_columns(CrowdSettings, "study__crowd_settings__"))
@@ -23,8 +25,8 @@ COLUMNS = (*compiled.model_columns(Assignment), *compiled.model_columns(Rater, "
 def two_assignments(study):
     study.crowd_settings.min_seconds_per_pair = 0
     study.crowd_settings.save()
-    first = services.do_start_assignment(services.do_create_rater_link(study, "one"))
-    second = services.do_start_assignment(services.do_create_rater_link(study, "two"))
+    first = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "one"))
+    second = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "two"))
     return first, second
 
 
@@ -75,7 +77,7 @@ def test_an_update_stores_the_datetime_and_counts_rows(two_assignments):
 def test_a_datetime_filter_compares_in_the_database(two_assignments):
     first, _ = two_assignments
     pair = first.pairs.order_by("position").first()
-    services.mark_shown(pair)
+    allocation.mark_shown(pair)
     shown = AssignmentPair.objects.get(pk=pair.pk).shown_at
     after = compiled.CompiledQuery(
         lambda pk, since: AssignmentPair.objects.filter(pk=pk, shown_at__gte=since).values("pk"),
@@ -89,7 +91,7 @@ def test_ids_beyond_64_bits_match_nothing_without_a_query(two_assignments, djang
     with django_assert_num_queries(0):
         assert _ASSIGNMENT_RATER_STUDY.rows(assignment=10**30, rater=first.rater_id) == []
         assert _ASSIGNMENT_RATER_STUDY.rows(assignment=-(10**30), rater=first.rater_id) == []
-        assert services._MARK_SHOWN(pair=2**63, now=timezone.now()) == 0
+        assert allocation._MARK_SHOWN(pair=2**63, now=timezone.now()) == 0
 
 
 def test_a_huge_assignment_id_in_a_rater_url_is_404(client, rater):
@@ -108,7 +110,7 @@ def test_wrong_parameters_are_refused(two_assignments):
     with pytest.raises(TypeError, match="Expected parameters"):
         _ASSIGNMENT_RATER_STUDY.rows(assignment=first.pk)
     with pytest.raises(TypeError, match="must be a datetime"):
-        services._MARK_SHOWN(pair=first.pk, now="2026-01-01")
+        allocation._MARK_SHOWN(pair=first.pk, now="2026-01-01")
     with pytest.raises(TypeError, match="int or datetime"):
         compiled.CompiledQuery(lambda name: Study.objects.filter(name=name).values("pk"), name=str)
 

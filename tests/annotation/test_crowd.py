@@ -15,8 +15,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation import crowd, services
+from annotation.crowd import sites
 from annotation.elicitation import Answer
+from annotation.errors import ServiceError
 from annotation.models import (
     Assignment,
     AssignmentTask,
@@ -28,6 +29,8 @@ from annotation.models import (
     Rater,
     WorkerSession,
 )
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import study_jsonl
 
 SUBMIT_HOST = "https://workersandbox.mturk.com"
@@ -62,7 +65,7 @@ def answer_everything(client, response, choice="first"):
 
 def test_a_preview_shows_instructions_and_a_sample_and_stores_nothing(client, mturk):
     before = (Rater.objects.count(), WorkerSession.objects.count(), Assignment.objects.count())
-    page = visit(client, mturk, assignmentId=crowd.PREVIEW_ASSIGNMENT, hitId="H1")
+    page = visit(client, mturk, assignmentId=sites.PREVIEW_ASSIGNMENT, hitId="H1")
     content = page.content.decode()
     assert page.status_code == 200 and "Accept the task to start" in content
     assert mturk.study.instructions in content and "What a pair looks like" in content
@@ -183,19 +186,19 @@ def test_the_per_rater_limit(client, mturk, study):
 
 
 def test_abandoned_assignments_expire_and_their_place_returns(client, study):
-    services.do_update_settings(study, {"raters_per_item": 1, "budget": 1}, None)
-    first = services.do_start_assignment(services.do_create_rater_link(study, "slow"))
-    other = services.do_create_rater_link(study, "next")
-    assert services.do_start_assignment(other) is None  # the only place is taken
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "budget": 1}, None)
+    first = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "slow"))
+    other = enrolment.do_create_rater_link(study, "next")
+    assert allocation.do_start_assignment(other) is None  # the only place is taken
     Assignment.objects.filter(pk=first.pk).update(last_activity=timezone.now() - timedelta(minutes=61))
-    taken = services.do_start_assignment(other)
+    taken = allocation.do_start_assignment(other)
     first.refresh_from_db()
     assert taken is not None and taken.places.get().task_id == first.places.get().task_id
     assert (first.status, first.places.get().slot) == ("expired", None)
     page = client.get(reverse("rate", args=[first.rater.token(), first.pk]))
     assert b"This assignment expired" in page.content
-    with pytest.raises(services.ServiceError, match="expired"):
-        services.record_judgment(first.pairs.first(), idempotency_key="late", answer=Answer(choice="first"))
+    with pytest.raises(ServiceError, match="expired"):
+        recording.record_judgment(first.pairs.first(), idempotency_key="late", answer=Answer(choice="first"))
 
 
 @pytest.fixture
@@ -209,21 +212,21 @@ def gold_study(study):
 
 
 def test_gold_pairs_are_added_scored_and_never_judgments(gold_study):
-    rater = services.do_create_rater_link(gold_study, "g")
-    assignment = services.do_start_assignment(rater)
+    rater = enrolment.do_create_rater_link(gold_study, "g")
+    assignment = allocation.do_start_assignment(rater)
     pairs = list(assignment.pairs.all())
     golds = [p for p in pairs if p.gold_id]
     assert len(pairs) == 6 and len(golds) == 1
     good = "first" if golds[0].a_shown_first else "second"
-    services.mark_shown(golds[0])  # as the rating page does before an answer
-    result = services.record_judgment(golds[0], idempotency_key="g1", answer=Answer(choice=good))
+    allocation.mark_shown(golds[0])  # as the rating page does before an answer
+    result = recording.record_judgment(golds[0], idempotency_key="g1", answer=Answer(choice=good))
     assert result.judgment is None and result.gold_answer.correct
-    assert not Judgment.objects.exists() and services.gold_accuracy(rater) == (1, 1)
+    assert not Judgment.objects.exists() and recording.gold_accuracy(rater) == (1, 1)
 
 
 def test_an_attention_check_left_after_gold_is_switched_off_is_still_shown_and_scored(client, gold_study):
-    rater = services.do_create_rater_link(gold_study, "late-off")
-    assignment = services.do_start_assignment(rater)
+    rater = enrolment.do_create_rater_link(gold_study, "late-off")
+    assignment = allocation.do_start_assignment(rater)
     gold = assignment.pairs.get(gold__isnull=False)
     gold_study.crowd_settings.gold_rate = 0  # the rating page no longer joins attention checks; this one loads lazily
     gold_study.crowd_settings.save()
@@ -246,8 +249,8 @@ def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_s
     gold = session.assignment.pairs.get(gold__isnull=False)
     wrong = "second" if gold.a_shown_first else "first"
     for p in session.assignment.pairs.all():
-        services.mark_shown(p)  # as the rating page does before an answer
-        services.record_judgment(p, idempotency_key=f"k{p.pk}", answer=Answer(choice=wrong if p.gold_id else "first"))
+        allocation.mark_shown(p)  # as the rating page does before an answer
+        recording.record_judgment(p, idempotency_key=f"k{p.pk}", answer=Answer(choice=wrong if p.gold_id else "first"))
     assert Rater.objects.get(pk=session.rater_id).screened_out and GoldAnswer.objects.get().correct is False
     done = client.get(page["Location"]).content.decode()
     assert link.screened_code in done and "did not pass" in done
@@ -258,20 +261,20 @@ def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_s
 def test_answers_faster_than_the_minimum_time_are_refused(study):
     study.crowd_settings.min_seconds_per_pair = 30
     study.crowd_settings.save()
-    pair = services.do_start_assignment(services.do_create_rater_link(study, "fast")).pairs.first()
-    services.mark_shown(pair)
-    with pytest.raises(services.ServiceError, match="at least 30 seconds per pair"):
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key="k", answer=Answer(choice="first"))
+    pair = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "fast")).pairs.first()
+    allocation.mark_shown(pair)
+    with pytest.raises(ServiceError, match="at least 30 seconds per pair"):
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key="k", answer=Answer(choice="first"))
     assert not Judgment.objects.exists()
 
 
 def test_external_question_xml_escapes_and_requires_https():
-    xml = crowd.external_question_xml("https://x.example/x/t/?a=1&b=2")
+    xml = sites.external_question_xml("https://x.example/x/t/?a=1&b=2")
     assert "<ExternalURL>https://x.example/x/t/?a=1&amp;b=2</ExternalURL>" in xml
     assert "<FrameHeight>0</FrameHeight>" in xml
-    with pytest.raises(services.ServiceError, match="HTTPS"):
-        crowd.external_question_xml("http://x.example/")
+    with pytest.raises(ServiceError, match="HTTPS"):
+        sites.external_question_xml("http://x.example/")
 
 
 def test_the_external_link_page_and_command(researcher_client, study, settings):
@@ -291,8 +294,8 @@ def test_the_external_link_page_and_command(researcher_client, study, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_arrivals_get_distinct_places(researcher):
-    study = services.do_create_study(researcher, "rush", study_jsonl(2), "r.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)  # one item each
+    study = creation.do_create_study(researcher, "rush", study_jsonl(2), "r.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)  # one item each
     link = ExternalLink.objects.create(study=study, platform="generic")
     barrier = threading.Barrier(6)
     errors = []
@@ -337,8 +340,8 @@ def test_workers_below_the_bar_are_flagged_before_they_are_screened(researcher_c
     visit(client, link, worker_id="shaky")
     session = WorkerSession.objects.get()
     gold = session.assignment.pairs.get(gold__isnull=False)
-    services.mark_shown(gold)  # as the rating page does before an answer
-    services.record_judgment(gold, idempotency_key="g",
+    allocation.mark_shown(gold)  # as the rating page does before an answer
+    recording.record_judgment(gold, idempotency_key="g",
                              answer=Answer(choice="second" if gold.a_shown_first else "first"))
     page = researcher_client.get(reverse("external_links", args=[gold_study.pk])).content.decode()
     assert "flagged: below the accuracy bar" in page and "0 / 1" in page

@@ -13,10 +13,14 @@ from django.http import QueryDict
 from django.urls import reverse
 
 from analytics import services as analytics_services
-from analytics.core import consistency, indeterminacy
-from annotation import crowd, elicitation, services
+from analytics.core import indeterminacy
+from annotation import elicitation
+from annotation.crowd import sites
 from annotation.elicitation import Answer, Stored
 from annotation.models import GoldPair, Judgment, Study
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle
+from selection.core import winners
 from tests.annotation.test_rate import form_of, rate_url, start
 from tests.conftest import study_jsonl
 
@@ -105,9 +109,9 @@ def test_both_bad_is_a_tie_with_no_acceptable_output_and_only_when_offered():
 
 def test_analytics_reads_the_scale_by_its_sign_and_both_bad_as_a_tie_with_omega_zero():
     # Eq. 4 / 7 see only the side; "both are bad" and "neither is acceptable" are no preference
-    assert consistency.effective_choice("b", None) == "b"  # "B much better" is stored as choice b, strength 2
-    assert consistency.effective_choice("tie", []) == "tie"
-    assert consistency.effective_choice(None, []) == "tie"
+    assert winners.effective_choice("b", None) == "b"  # "B much better" is stored as choice b, strength 2
+    assert winners.effective_choice("tie", []) == "tie"
+    assert winners.effective_choice(None, []) == "tie"
     np.testing.assert_array_equal(indeterminacy.omega([[]], ["tie"], beta=0.3), [0.0, 0.0])
     # mixed with a forced choice of a (beta 0.3 for b): the mean of [0, 0] and [1, 0.3]
     np.testing.assert_allclose(indeterminacy.omega([[], None], ["tie", "a"], beta=0.3), [0.5, 0.15])
@@ -115,7 +119,7 @@ def test_analytics_reads_the_scale_by_its_sign_and_both_bad_as_a_tie_with_omega_
 
 @pytest.fixture
 def scale_study(study):
-    services.do_update_settings(study, {"elicitation": "preference_scale", "neither_option": True}, None)
+    lifecycle.do_update_settings(study, {"elicitation": "preference_scale", "neither_option": True}, None)
     return study
 
 
@@ -138,7 +142,7 @@ def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(client, s
     assert [(j.choice, j.response_set, j.strength) for j in judgments] == expected
 
     rows = analytics_services.load_rows(scale_study)
-    assert [r.rating for r in rows] == [consistency.RATING[c] for c, _, _ in expected]
+    assert [r.rating for r in rows] == [winners.RATING[c] for c, _, _ in expected]
 
     lines = [json.loads(x) for x in researcher_client.get(
         reverse("judgments_export", args=[scale_study.pk, "jsonl"])).getvalue().decode().splitlines()]
@@ -148,8 +152,8 @@ def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(client, s
     assert [row["strength"] for row in table] == ["2", "1", ""]
     assert list(table[0])[-4:] == ["strength", "comment", "revised", "extra"]  # extensions after SPEC §8's
 
-    copy = services.do_create_study(researcher, "copy", services_study_file(scale_study), "c.jsonl")
-    services.do_import_judgments(copy, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    copy = creation.do_create_study(researcher, "copy", services_study_file(scale_study), "c.jsonl")
+    recording.do_import_judgments(copy, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     assert sorted((j.choice, j.response_set, j.strength) for j in copy.judgments.all()) == sorted(
         (j.choice, j.response_set, j.strength) for j in judgments)
 
@@ -173,18 +177,18 @@ def test_a_refused_answer_says_why_and_stores_nothing(client, scale_study, rater
 
 
 def test_a_human_who_says_both_are_bad_gives_omega_zero_against_a_judge(study, rater):
-    services.do_update_settings(study, {"neither_option": True}, None)
-    assignment = services.do_start_assignment(rater)
+    lifecycle.do_update_settings(study, {"neither_option": True}, None)
+    assignment = allocation.do_start_assignment(rater)
     pair = assignment.pairs.select_related("pair__item", "pair__generation_a__system",
                                            "pair__generation_b__system").first()
-    services.mark_shown(pair)  # as the rating page does before an answer
-    services.record_judgment(pair, idempotency_key="h", answer=Answer(choice="both_bad"))
+    allocation.mark_shown(pair)  # as the rating page does before an answer
+    recording.record_judgment(pair, idempotency_key="h", answer=Answer(choice="both_bad"))
     p = pair.pair
     judge = {"item": p.item.external_id, "system_a": p.generation_a.system.name,
              "sample_a": p.generation_a.sample_index, "system_b": p.generation_b.system.name,
              "sample_b": p.generation_b.sample_index, "shown_first": p.generation_a.system.name,
              "rater": "gpt", "rater_kind": "judge", "choice": p.generation_a.system.name}
-    services.do_import_judgments(study, (json.dumps(judge) + "\n").encode(), "j.jsonl")
+    recording.do_import_judgments(study, (json.dumps(judge) + "\n").encode(), "j.jsonl")
     metrics = analytics_services.study_report(study)["indeterminacy"]["judges"]["gpt"]
     assert metrics["units"] == 1
     np.testing.assert_array_equal(metrics["omega_human_mean"], [0.0, 0.0])
@@ -193,39 +197,39 @@ def test_a_human_who_says_both_are_bad_gives_omega_zero_against_a_judge(study, r
 
 
 def test_attention_checks_are_scored_by_the_mode(study, rater):
-    services.do_update_settings(study, {"elicitation": "preference_scale", "gold_rate": 0.2, "neither_option": True},
+    lifecycle.do_update_settings(study, {"elicitation": "preference_scale", "gold_rate": 0.2, "neither_option": True},
                                 None)
     GoldPair.objects.create(study=study, input="2 + 2?", good_output="4", bad_output="fish")
-    gold = services.do_start_assignment(rater).pairs.get(gold__isnull=False)
+    gold = allocation.do_start_assignment(rater).pairs.get(gold__isnull=False)
     good = "first" if gold.a_shown_first else "second"
-    services.mark_shown(gold)  # as the rating page does before an answer
-    recorded = services.record_judgment(gold, idempotency_key="g", answer=Answer(choice=good, strength=1))
+    allocation.mark_shown(gold)  # as the rating page does before an answer
+    recorded = recording.record_judgment(gold, idempotency_key="g", answer=Answer(choice=good, strength=1))
     assert recorded.gold_answer.correct and recorded.gold_answer.answer == f"{good}:1"
-    other = services.do_create_rater_link(study, "r2")
-    gold = services.do_start_assignment(other).pairs.get(gold__isnull=False)
-    services.mark_shown(gold)  # as the rating page does before an answer
-    wrong = services.record_judgment(gold, idempotency_key="g2", answer=Answer(choice="both_bad"))
+    other = enrolment.do_create_rater_link(study, "r2")
+    gold = allocation.do_start_assignment(other).pairs.get(gold__isnull=False)
+    allocation.mark_shown(gold)  # as the rating page does before an answer
+    wrong = recording.record_judgment(gold, idempotency_key="g2", answer=Answer(choice="both_bad"))
     assert not wrong.gold_answer.correct
 
 
 def test_the_welcome_page_and_the_crowd_preview_show_the_modes_own_keys(client, scale_study, rater):
     home = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
     assert "<kbd>5</kbd> Output 2 is much better" in home and "<kbd>0</kbd> Both are bad" in home
-    link = crowd.do_create_external_link(scale_study, "mturk")
+    link = sites.do_create_external_link(scale_study, "mturk")
     preview = client.get(link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h1").content.decode()
     assert 'value="second:2" data-key="5" disabled' in preview and "<kbd>5</kbd> Output 2 is much better" in preview
 
 
 @pytest.mark.parametrize("name", list(elicitation.MODES))
 def test_welcome_preview_and_rating_page_state_the_real_task_of_each_mode(client, researcher, name):
-    study = services.do_create_study(researcher, f"truth-{name}", study_jsonl(2, k=1), "t.jsonl")
-    services.do_update_settings(study, {"elicitation": name, "neither_option": True,
+    study = creation.do_create_study(researcher, f"truth-{name}", study_jsonl(2, k=1), "t.jsonl")
+    lifecycle.do_update_settings(study, {"elicitation": name, "neither_option": True,
                                         "question": f"Q for {name}?"}, None)
     mode = study.elicitation_mode
     options = [o for fieldset in mode.fieldsets(study) for o in fieldset.options]
-    rater = services.do_create_rater_link(study, "truth")
+    rater = enrolment.do_create_rater_link(study, "truth")
     welcome = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
-    link = crowd.do_create_external_link(study, "mturk")
+    link = sites.do_create_external_link(study, "mturk")
     preview = client.get(link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h").content.decode()
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment)).content.decode()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from annotation.formats import FormatError, judgment_key, parse_judgments, parse_study
+from annotation.exchange.formats import FormatError, judgment_key, parse_judgments, parse_study
 
 
 def jl(*objects) -> bytes:

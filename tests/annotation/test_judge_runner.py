@@ -10,10 +10,11 @@ import logging
 import numpy as np
 import pytest
 
-from annotation import judge_runner, orientation, services
-from annotation.models import Judge, JudgeCall, Judgment, Pair, TaskPair
-from annotation.tasks import run_judge
-from selection.models import Job
+from annotation import jobs, orientation
+from annotation.jobs import run_job
+from annotation.judges import runner
+from annotation.models import Job, Judge, JudgeCall, Judgment, Pair, TaskPair
+from annotation.studies import creation, lifecycle
 from tests.judge_server import JudgeServer, p_first
 
 KEY = "sk-test-0123456789abcdef"
@@ -33,15 +34,15 @@ def study_with(researcher, inputs: list[str], name: str = "judged", **settings):
     for i, text in enumerate(inputs):
         lines.append(json.dumps({"id": f"item-{i}", "input": text, "outputs": {
             "sys-a": [f"Answer a{i}." + " more" * (i % 3)], "sys-b": [f"Answer b{i}." + " more" * (2 - i % 3)]}}))
-    study = services.do_create_study(researcher, name, ("\n".join(lines) + "\n").encode(), "s.jsonl")
-    return services.do_update_settings(study, {"pairs_per_assignment": 1, "judgments_per_assignment": 1,
+    study = creation.do_create_study(researcher, name, ("\n".join(lines) + "\n").encode(), "s.jsonl")
+    return lifecycle.do_update_settings(study, {"pairs_per_assignment": 1, "judgments_per_assignment": 1,
                                                **settings}, None)
 
 
 def make_judge(study, server, **fields) -> Judge:
     defaults = {"base_url": server.base_url, "model": "judge-model", "api_key_env": "", "max_retries": 3,
                 "timeout_seconds": 5.0}
-    return judge_runner.create_judge(study, fields.pop("name", "local-judge"), **{**defaults, **fields})
+    return runner.create_judge(study, fields.pop("name", "local-judge"), **{**defaults, **fields})
 
 
 def expected_first_wins(pair: Pair, a_first: bool) -> bool:
@@ -52,7 +53,7 @@ def expected_first_wins(pair: Pair, a_first: bool) -> bool:
 def test_judges_every_shown_pair_in_both_orders(researcher, server):
     study = study_with(researcher, [f"Question {i}?" for i in range(6)])
     judge = make_judge(study, server, temperature=0.3, max_tokens=50)
-    result = judge_runner.run(judge)
+    result = runner.run(judge)
     shown = set(TaskPair.objects.filter(task__study=study).values_list("pair_id", flat=True))
     assert len(shown) == 6 and result.recorded == 12 and not server.invalid
     judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a",
@@ -66,7 +67,7 @@ def test_judges_every_shown_pair_in_both_orders(researcher, server):
     body = server.requests[0]
     assert (body["model"], body["temperature"], body["max_tokens"]) == ("judge-model", 0.3, 50)
     assert "logprobs" not in body
-    used = judge_runner.usage(judge)
+    used = runner.usage(judge)
     assert used.judged == 12 and used.prompt_tokens == sum(len(b["messages"][0]["content"].split())
                                                            for b in server.requests)
     assert judge.rater.kind == "judge" and judge.rater.source == "run"
@@ -75,9 +76,9 @@ def test_judges_every_shown_pair_in_both_orders(researcher, server):
 def test_logprobs_give_probability_a(researcher, server):
     study = study_with(researcher, ["Q0?", "Q1?", "Q2?", "[[malformed]] Q3?"])
     judge = make_judge(study, server, logprobs=True)
-    judge_runner.run(judge)
+    runner.run(judge)
     assert server.requests[0]["logprobs"] is True and server.requests[0]["top_logprobs"] == 5
-    assert judge_runner.usage(judge).unparseable == 2 and not server.statuses[500]  # a reply, not a crash
+    assert runner.usage(judge).unparseable == 2 and not server.statuses[500]  # a reply, not a crash
     judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a",
                                                                           "pair__generation_b")
     assert judgments.count() == 6
@@ -94,7 +95,7 @@ def test_faults_retried_counted_and_shown(researcher, server):
     study = study_with(researcher, inputs)
     server.slow_seconds = 1.5
     judge = make_judge(study, server, timeout_seconds=0.5, max_retries=2)
-    result = judge_runner.run(judge)
+    result = runner.run(judge)
     assert result.recorded == 12 and not server.invalid
     calls = {(c.pair.item.input.split()[0], c.a_shown_first): c
              for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
@@ -106,14 +107,14 @@ def test_faults_retried_counted_and_shown(researcher, server):
     assert calls[("[[malformed]]", True)].reply.startswith("Both outputs have merits")
     assert status[("[[always-429]]", True)] == "failed" and "RateLimitError" in calls[("[[always-429]]", True)].problem
     assert server.statuses[429] >= 2 * 2 + 2 * 3  # two per rate-limited prompt, three tries per always-429 prompt
-    used = judge_runner.usage(judge)
+    used = runner.usage(judge)
     assert (used.judged, used.unparseable, used.failed, used.replies) == (8, 2, 2, 10)
     assert Judgment.objects.filter(rater=judge.rater).count() == 8  # an unparseable reply is never a judgment
     # resuming asks only for the failed calls again (still 429: they stay failed, nothing else is touched)
     before = len(server.requests)
-    assert [(p.item.input.split()[0], o) for p, o in judge_runner.pending(judge)] == [
+    assert [(p.item.input.split()[0], o) for p, o in runner.pending(judge)] == [
         ("[[always-429]]", True), ("[[always-429]]", False)]
-    judge_runner.run(judge)
+    runner.run(judge)
     assert len(server.requests) - before == 2 * 3
     assert JudgeCall.objects.filter(judge=judge).count() == 12
 
@@ -122,11 +123,11 @@ def test_budget_and_concurrency(researcher, server):
     study = study_with(researcher, [f"Q{i}?" for i in range(8)])
     server.delay = 0.1
     judge = make_judge(study, server, max_concurrency=3, request_budget=9)
-    result = judge_runner.run(judge)
+    result = runner.run(judge)
     assert result.budget_reached and result.recorded == 9 and len(server.requests) == 9
     assert server.max_in_flight == 3
-    with pytest.raises(judge_runner.JudgeError, match="budget"):
-        judge_runner.start(judge)
+    with pytest.raises(runner.JudgeError, match="budget"):
+        runner.start(judge)
 
 
 def test_crash_and_stop_resume_without_judging_twice(researcher, server):
@@ -140,27 +141,27 @@ def test_crash_and_stop_resume_without_judging_twice(researcher, server):
             raise RuntimeError("worker killed")
 
     with pytest.raises(RuntimeError):
-        judge_runner.run(judge, progress=crash)
+        runner.run(judge, progress=crash)
     assert JudgeCall.objects.filter(judge=judge).count() == answered[-1] in (5, 6)  # every reply recorded
-    result = judge_runner.run(judge, should_stop=lambda: True)  # stop after the first reply
+    result = runner.run(judge, should_stop=lambda: True)  # stop after the first reply
     assert result.stopped and 1 <= result.recorded <= 2
-    judge_runner.run(judge)
+    runner.run(judge)
     keys = list(Judgment.objects.filter(rater=judge.rater).values_list("pair_id", "a_shown_first"))
     assert len(keys) == 16 == len(set(keys))
     assert len(server.requests) <= 16 + 2  # at most the requests in flight at the crash were asked again
-    assert judge_runner.pending(judge) == []
+    assert runner.pending(judge) == []
     # a reply recorded twice (two runs racing) is stored once
     call = JudgeCall.objects.filter(judge=judge).first()
-    request = judge_runner.Request(call.pair_id, call.a_shown_first, "p")
-    assert judge_runner.record(judge, judge_runner.Reply(request, text="Verdict: A")) is None
+    request = runner.Request(call.pair_id, call.a_shown_first, "p")
+    assert runner.record(judge, runner.Reply(request, text="Verdict: A")) is None
 
 
 def test_all_pairs_scope_creates_first_sample_pairs(researcher, server):
     study = study_with(researcher, [f"Q{i}?" for i in range(3)])
     judge = make_judge(study, server, scope=Judge.Scope.ALL)
     before = Pair.objects.count()
-    assert judge_runner.remaining(judge) == 6 and Pair.objects.count() == before  # the pages only read
-    pairs = {p for p, _ in judge_runner.pending(judge)}
+    assert runner.remaining(judge) == 6 and Pair.objects.count() == before  # the pages only read
+    pairs = {p for p, _ in runner.pending(judge)}
     assert len(pairs) == 3 and all(p.generation_a.sample_index == p.generation_b.sample_index == 0 for p in pairs)
     assert {p.generation_a.system.name for p in pairs} == {"sys-a"}
 
@@ -171,17 +172,17 @@ def test_key_is_sent_never_logged_and_bad_key_stops_the_job(researcher, caplog):
         study = study_with(researcher, ["Q0?"])
         judge = make_judge(study, server, api_key=KEY)
         caplog.set_level(logging.DEBUG)
-        job = judge_runner.start(judge)
-        run_judge.call(job.pk)
+        job = runner.start(judge)
+        run_job.call(job.pk)
         job.refresh_from_db()
         assert job.status == "done" and "2 judged, 0 unparseable" in job.message
         assert not any(KEY in r.getMessage() for r in caplog.records)
         Judge.objects.filter(pk=judge.pk).update(api_key=KEY + "-wrong")
         JudgeCall.objects.filter(judge=judge).delete()
         judge.refresh_from_db()
-        job = judge_runner.start(judge)
+        job = runner.start(judge)
         with pytest.raises(Exception, match="AuthenticationError|Incorrect API key"):
-            run_judge.call(job.pk)
+            run_job.call(job.pk)
         job.refresh_from_db()
         assert job.status == "failed" and "AuthenticationError" in job.message and KEY not in job.message
         assert not any(KEY in r.getMessage() for r in caplog.records)
@@ -194,8 +195,8 @@ def test_missing_environment_key_is_said_before_the_job(researcher, server, monk
     settings.SEPLAB_JUDGE_KEY_VARIABLES = ["SEPLAB_TEST_JUDGE_KEY"]
     monkeypatch.delenv("SEPLAB_TEST_JUDGE_KEY", raising=False)
     judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key_env="SEPLAB_TEST_JUDGE_KEY")
-    with pytest.raises(judge_runner.JudgeError, match="SEPLAB_TEST_JUDGE_KEY"):
-        judge_runner.start(judge)
+    with pytest.raises(runner.JudgeError, match="SEPLAB_TEST_JUDGE_KEY"):
+        runner.start(judge)
     assert not Job.objects.filter(kind="judge").exists()
 
 
@@ -207,7 +208,7 @@ def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, ser
     monkeypatch.setenv("SECRET_KEY", "the-servers-own-secret-key-0123456789")
     study = study_with(researcher, ["Q0?"])
     for name in ("SECRET_KEY", "DATABASE_URL", "AWS_SECRET_ACCESS_KEY", "NO_SUCH_VARIABLE"):
-        with pytest.raises(judge_runner.JudgeError) as refused:
+        with pytest.raises(runner.JudgeError) as refused:
             make_judge(study, server, api_key_env=name, name=f"j-{name}")
         assert "only from the environment variables the server's operator allows: OPENAI_API_KEY" in str(refused.value)
         assert "not set" not in str(refused.value)  # the same words whether the variable exists or not
@@ -216,13 +217,13 @@ def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, ser
     judge = make_judge(study, server)
     Judge.objects.filter(pk=judge.pk).update(api_key_env="SECRET_KEY")
     judge.refresh_from_db()
-    with pytest.raises(judge_runner.JudgeError, match="operator allows"):
-        judge_runner.start(judge)
-    with pytest.raises(judge_runner.JudgeError, match="operator allows"):
-        judge_runner.run(judge)
+    with pytest.raises(runner.JudgeError, match="operator allows"):
+        runner.start(judge)
+    with pytest.raises(runner.JudgeError, match="operator allows"):
+        runner.run(judge)
     assert server.requests == [] and not Job.objects.filter(kind="judge").exists()
     settings.SEPLAB_JUDGE_KEY_VARIABLES = []
-    with pytest.raises(judge_runner.JudgeError, match="stored keys only"):
+    with pytest.raises(runner.JudgeError, match="stored keys only"):
         make_judge(study, server, api_key_env="OPENAI_API_KEY", name="j-openai")
 
 
@@ -230,11 +231,11 @@ def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, s
     from django.utils import timezone
 
     judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server)
-    job = judge_runner.start(judge)
-    with pytest.raises(judge_runner.JudgeError, match="already running"):
-        judge_runner.start(judge)
-    Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - judge_runner.stale_after() * 2)
-    again = judge_runner.start(judge)
+    job = runner.start(judge)
+    with pytest.raises(runner.JudgeError, match="already running"):
+        runner.start(judge)
+    Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - runner.stale_after() * 2)
+    again = runner.start(judge)
     job.refresh_from_db()
     assert again.pk != job.pk and job.status == "failed" and "resumed" in job.message
 
@@ -249,7 +250,7 @@ def test_a_run_judge_is_in_the_report_with_its_debiasing_threshold(researcher, s
 
     study = study_with(researcher, [f"Q{i}?" for i in range(6)])
     judge = make_judge(study, server, logprobs=True)
-    judge_runner.run(judge)
+    runner.run(judge)
     p = []
     for pair in Pair.objects.filter(pk__in=TaskPair.objects.filter(task__study=study).values("pair_id")):
         for a_first in (True, False):
@@ -266,11 +267,11 @@ def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, mon
     """A run whose requests are slow still reports every TICK (the job's heartbeat), so it is not taken for a
     dead worker and resumed twice; a stop asked meanwhile sends no new request and cuts off the one out (recorded
     as failed, asked again on resume)."""
-    monkeypatch.setattr(judge_runner, "TICK", 0.1)
+    monkeypatch.setattr(runner, "TICK", 0.1)
     server.delay = 0.6
     judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server, max_concurrency=1)
     calls = []
-    result = judge_runner.run(judge, progress=lambda done, total: calls.append(done),
+    result = runner.run(judge, progress=lambda done, total: calls.append(done),
                               should_stop=lambda: len(calls) >= 3)
     assert calls[:3] == [0, 0, 0]  # the start, then ticks before the first reply
     assert result.stopped and result.asked == 1 and result.recorded == 1 and len(server.requests) == 1
@@ -279,11 +280,11 @@ def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, mon
 
 def test_create_judge_validates_every_caller(researcher, server):
     study = study_with(researcher, ["Q0?"])
-    with pytest.raises(judge_runner.JudgeError, match="temperature: .*2.0"):
+    with pytest.raises(runner.JudgeError, match="temperature: .*2.0"):
         make_judge(study, server, temperature=5)
     assert not study.raters.exists()  # nothing half-made
     judge = make_judge(study, server, price_input=2.5, price_output=10)  # floats, as a script passes them
-    assert judge_runner.usage(judge).cost == 0
+    assert runner.usage(judge).cost == 0
 
 
 def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(researcher, server):
@@ -295,8 +296,8 @@ def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(rese
 
     study = study_with(researcher, [f"Question {i}?" for i in range(12)], name="judged-all")
     judge = make_judge(study, server, scope=Judge.Scope.ALL)
-    assert judge_runner.run(judge).recorded == 24 and not server.invalid
-    study = services.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 4}, None)
+    assert runner.run(judge).recorded == 24 and not server.invalid
+    study = lifecycle.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 4}, None)
     run = SelectionRun.objects.filter(study=study).latest("id")
     assert run.method == "judge-disagreement" and len(run.items) == 4 == study.tasks.count()
     comparison = study.comparisons.select_related("system_a", "system_b").get()
@@ -318,7 +319,7 @@ def test_a_judge_may_not_call_a_private_address_unless_the_operator_allows_it(re
     and before a run, with the same words for every one of them, unless the operator names the host."""
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
     study = study_with(researcher, ["Q0?"])
-    with pytest.raises(judge_runner.JudgeError) as refused:
+    with pytest.raises(runner.JudgeError) as refused:
         make_judge(study, server, base_url=url)
     assert "loopback, private or link-local address" in str(refused.value) and not Judge.objects.exists()
 
@@ -328,20 +329,20 @@ def test_urls_with_a_query_a_fragment_or_credentials_are_refused(researcher, ser
     for url, words in ((server.base_url + "?path=/admin", "query"), (server.base_url + "#x", "fragment"),
                        (server.base_url.replace("http://", "http://user:pw@"), "user name"),
                        ("ftp://127.0.0.1/v1", "http:// or https://")):
-        with pytest.raises(judge_runner.JudgeError, match=words):
+        with pytest.raises(runner.JudgeError, match=words):
             make_judge(study, server, base_url=url)
 
 
 def test_a_judge_saved_for_an_allowed_host_is_checked_again_before_each_run(researcher, server, settings):
     judge = make_judge(study_with(researcher, ["Q0?"]), server)  # 127.0.0.1: allowed while DEBUG (the tests)
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []  # the operator withdraws it
-    with pytest.raises(judge_runner.JudgeError, match="loopback, private or link-local"):
-        judge_runner.start(judge)
-    with pytest.raises(judge_runner.JudgeError, match="loopback, private or link-local"):
-        judge_runner.run(judge)
+    with pytest.raises(runner.JudgeError, match="loopback, private or link-local"):
+        runner.start(judge)
+    with pytest.raises(runner.JudgeError, match="loopback, private or link-local"):
+        runner.run(judge)
     assert server.requests == []
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = ["127.0.0.0/8"]  # a network works as well as a name
-    assert judge_runner.run(judge).recorded == 2
+    assert runner.run(judge).recorded == 2
 
 
 def test_redirects_are_not_followed(researcher, server):
@@ -364,7 +365,7 @@ def test_redirects_are_not_followed(researcher, server):
     try:
         judge = make_judge(study_with(researcher, ["Q0?"]), server,
                            base_url=f"http://127.0.0.1:{bounce.server_address[1]}/v1", max_retries=0)
-        judge_runner.run(judge)
+        runner.run(judge)
         assert server.requests == []  # the judge server behind the redirect saw nothing
         calls = JudgeCall.objects.filter(judge=judge)
         assert calls.count() == 2 and {c.status for c in calls} == {"failed"} and all("307" in c.problem for c in calls)
@@ -380,7 +381,7 @@ def test_replies_the_judge_did_not_finish_or_that_say_two_things_are_unparseable
     verdict; a 2 MB reply is kept once, cut to 100,000 characters."""
     inputs = ["[[cut]] Q0?", "[[two-verdicts]] Q1?", "[[line-separator]] Q2?", "[[huge]] Q3?", "Q4?"]
     judge = make_judge(study_with(researcher, inputs), server)
-    judge_runner.run(judge)
+    runner.run(judge)
     calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
     expected = {"[[cut]] Q0?": "cut off at the token limit", "[[two-verdicts]] Q1?": "more than one 'Verdict:' line",
                 "[[line-separator]] Q2?": "last line is not a 'Verdict:' line", "[[huge]] Q3?": "2,000,0"}
@@ -388,8 +389,8 @@ def test_replies_the_judge_did_not_finish_or_that_say_two_things_are_unparseable
         call = calls[text]
         assert call.status == "unparseable" and words in call.problem and call.judgment is None, text
     huge = calls["[[huge]] Q3?"]
-    assert len(huge.reply) == judge_runner.MAX_REPLY_CHARS
-    assert len(huge.response["choices"][0]["message"]["content"]) == judge_runner.MAX_REPLY_CHARS
+    assert len(huge.reply) == runner.MAX_REPLY_CHARS
+    assert len(huge.response["choices"][0]["message"]["content"]) == runner.MAX_REPLY_CHARS
     assert calls["Q4?"].status == "judged" and not server.invalid
     assert Judgment.objects.filter(rater=judge.rater).count() == 2  # Q4 in both orders, nothing else
 
@@ -399,13 +400,13 @@ def test_token_counts_an_endpoint_gets_wrong_do_not_drop_a_paid_reply(researcher
     first": the paid reply was dropped and the budget never filled. Counts outside 0 .. 2^31 - 1 now count as 0,
     with a note kept in the response."""
     judge = make_judge(study_with(researcher, ["[[bad-usage]] Q0?", "[[huge-usage]] Q1?"]), server, request_budget=4)
-    result = judge_runner.run(judge)
+    result = runner.run(judge)
     calls = list(JudgeCall.objects.filter(judge=judge).select_related("pair__item"))
     assert result.recorded == 4 and len(calls) == 4 and {c.status for c in calls} == {"judged"}
     for call in calls:
         assert call.prompt_tokens >= 0 and 0 <= call.completion_tokens < 2**31
         assert call.response["seplab_notes"] and "counted as 0" in call.response["seplab_notes"][0]
-    assert judge_runner.usage(judge).replies == 4  # the budget is used up: a fifth request would be refused
+    assert runner.usage(judge).replies == 4  # the budget is used up: a fifth request would be refused
 
 
 def test_a_request_that_never_ends_is_cut_off_at_its_total_time_limit(researcher, server):
@@ -416,9 +417,9 @@ def test_a_request_that_never_ends_is_cut_off_at_its_total_time_limit(researcher
 
     judge = make_judge(study_with(researcher, ["[[trickle]] Q0?", "Q1?"]), server, timeout_seconds=1.0,
                        max_retries=0, max_concurrency=2)
-    assert judge_runner.request_limit(judge) == 1.0
+    assert runner.request_limit(judge) == 1.0
     started = time.monotonic()
-    result = judge_runner.run(judge)
+    result = runner.run(judge)
     assert time.monotonic() - started < 10  # the reply would take ~16 s to trickle in
     calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
     assert result.abandoned == 2 and {c.status for i, c in calls.items() if "trickle" in i} == {"failed"}
@@ -433,8 +434,8 @@ def test_stop_cuts_off_the_requests_in_flight_at_once(researcher, server):
 
     judge = make_judge(study_with(researcher, ["[[trickle]] Q0?"]), server, timeout_seconds=60.0, max_retries=0)
     started = time.monotonic()
-    result = judge_runner.run(judge, should_stop=lambda: time.monotonic() - started > 0.5)
-    assert result.stopped and time.monotonic() - started < 0.5 + judge_runner.TICK
+    result = runner.run(judge, should_stop=lambda: time.monotonic() - started > 0.5)
+    assert result.stopped and time.monotonic() - started < 0.5 + runner.TICK
     assert set(JudgeCall.objects.filter(judge=judge).values_list("status", flat=True)) == {"failed"}
     deadline = time.monotonic() + 5
     while server.hung_up < 2 and time.monotonic() < deadline:  # the server sees both connections close
@@ -449,14 +450,14 @@ def test_a_long_run_gives_the_worker_back_and_goes_on_in_a_job_queued_behind_the
     settings.SEPLAB_JUDGE_SLICE_SECONDS = 0.0
     server.delay = 0.2
     judge = make_judge(study_with(researcher, [f"Q{i}?" for i in range(4)]), server, max_concurrency=1)
-    job = judge_runner.start(judge)
-    run_judge.call(job.pk)
+    job = runner.start(judge)
+    run_job.call(job.pk)
     job.refresh_from_db()
     assert job.status == "done" and "Paused after 0 s so that other jobs can run" in job.message
-    follow = judge_runner.current_job(judge)
+    follow = runner.current_job(judge)
     assert follow.pk != job.pk and follow.status == "queued"
     settings.SEPLAB_JUDGE_SLICE_SECONDS = 300.0
-    run_judge.call(follow.pk)
+    run_job.call(follow.pk)
     follow.refresh_from_db()
     assert follow.status == "done" and Judgment.objects.filter(rater=judge.rater).count() == 8
 
@@ -473,7 +474,7 @@ def test_a_stored_key_is_encrypted_at_rest_and_a_changed_encryption_key_asks_for
             stored = cursor.fetchone()[0]
         assert stored.startswith("fernet:") and KEY not in stored
         judge.refresh_from_db()
-        assert judge.api_key == KEY and judge_runner.run(judge).recorded == 2  # read back and sent as it was
+        assert judge.api_key == KEY and runner.run(judge).recorded == 2  # read back and sent as it was
         # a key stored before encryption is read as it is and sealed when written again
         with connection.cursor() as cursor:
             cursor.execute("UPDATE annotation_judge SET api_key = %s WHERE id = %s", [KEY, judge.pk])
@@ -487,8 +488,8 @@ def test_a_stored_key_is_encrypted_at_rest_and_a_changed_encryption_key_asks_for
         settings.SEPLAB_ENCRYPTION_KEY = "another-key-entirely"
         judge.refresh_from_db()
         requests_before = len(server.requests)
-        with pytest.raises(judge_runner.JudgeError, match="cannot be read.*Type the key again"):
-            judge_runner.start(judge)
+        with pytest.raises(runner.JudgeError, match="cannot be read.*Type the key again"):
+            runner.start(judge)
         assert len(server.requests) == requests_before
     finally:
         server.shutdown()
@@ -499,15 +500,15 @@ def test_a_failed_run_leaves_only_redacted_words_in_the_task_result(researcher, 
     """A failing run re-raises for django-tasks, whose result row (the admin, the worker's log) kept the original
     exception: an endpoint echoing the key put it there. The task's exception now carries the redacted message only."""
     judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key=KEY)
-    job = judge_runner.start(judge)
+    job = runner.start(judge)
 
     def echoing(*args, **kwargs):
         raise RuntimeError(f"the endpoint said: bad request for key {KEY}")
 
     import unittest.mock
 
-    with unittest.mock.patch.object(judge_runner, "run", echoing), pytest.raises(judge_runner.JudgeError) as raised:
-        run_judge.call(job.pk)
+    with unittest.mock.patch.object(runner, "run", echoing), pytest.raises(jobs.JobFailed) as raised:
+        run_job.call(job.pk)
     assert KEY not in str(raised.value) and "[key]" in str(raised.value)
     assert raised.value.__suppress_context__ and raised.value.__cause__ is None
     job.refresh_from_db()

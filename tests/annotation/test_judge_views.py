@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from annotation import judge_runner, judging
-from annotation.models import Judge, JudgeCall
-from annotation.tasks import run_judge
-from selection.models import Job
+from annotation.jobs import run_job
+from annotation.judges import prompts, runner
+from annotation.models import Job, Judge, JudgeCall
 from tests.annotation.test_judge_runner import KEY, study_with
 from tests.judge_server import JudgeServer
 
@@ -23,7 +22,7 @@ def server():
 
 def form_data(server, **changes) -> dict:
     data = {"name": "gpt-local", "base_url": server.base_url, "model": "m", "api_key_env": "", "api_key": KEY,
-            "prompt_template": judging.DEFAULT_TEMPLATE, "temperature": "0", "max_tokens": "100",
+            "prompt_template": prompts.DEFAULT_TEMPLATE, "temperature": "0", "max_tokens": "100",
             "scope": "shown", "max_concurrency": "2", "request_budget": "100", "timeout_seconds": "5",
             "max_retries": "2", "price_input": "2.5", "price_output": "10"}
     return {**data, **changes}
@@ -74,7 +73,7 @@ def test_start_progress_stop_resume_over_http(researcher_client, researcher, ser
     again = researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]), follow=True)
     assert "already running" in again.content.decode()
     researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "stop"]))
-    run_judge.call(job.pk)  # the worker sees the stop after its first replies
+    run_job.call(job.pk)  # the worker sees the stop after its first replies
     job.refresh_from_db()
     assert job.status == "stopped" and "Resume to go on" in job.message
     asked = JudgeCall.objects.filter(judge=judge)
@@ -84,9 +83,9 @@ def test_start_progress_stop_resume_over_http(researcher_client, researcher, ser
     page = researcher_client.get(detail).content.decode()
     assert f"Resume ({6 - settled} request" in page
     researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]))
-    run_judge.call(Job.objects.filter(kind="judge").first().pk)
+    run_job.call(Job.objects.filter(kind="judge").first().pk)
     page = researcher_client.get(detail).content.decode()
-    used = judge_runner.usage(judge)
+    used = runner.usage(judge)
     assert (used.judged, used.unparseable) == (4, 2)
     assert "Every pair of the judge" in page and "Replies it could not read (2)" in page
     assert "Both outputs have merits" in page and f"${used.cost}" in page
@@ -97,7 +96,7 @@ def test_start_progress_stop_resume_over_http(researcher_client, researcher, ser
 
 def test_judge_pages_belong_to_the_owner(client, other_researcher, researcher, server):
     study = study_with(researcher, ["Q0?"])
-    judge = judge_runner.create_judge(study, "j", base_url=server.base_url, model="m")
+    judge = runner.create_judge(study, "j", base_url=server.base_url, model="m")
     client.force_login(other_researcher)
     for url in (reverse("judges", args=[study.pk]), reverse("judge_detail", args=[study.pk, judge.pk]),
                 reverse("judge_progress", args=[study.pk, judge.pk])):
@@ -113,7 +112,7 @@ def test_a_used_up_budget_says_so_instead_of_offering_resume(researcher_client, 
     detail = reverse("judge_detail", args=[study.pk, judge.pk])
     page = researcher_client.get(detail).content.decode()
     assert page.index('name="name"') < page.index('name="base_url"')  # the name comes first
-    judge_runner.run(judge)
+    runner.run(judge)
     page = researcher_client.get(detail).content.decode()
     assert "The request budget is used up with 2 requests to go" in page and 'data-testid="judge-start"' not in page
     researcher_client.post(detail, form_data(server, api_key="", request_budget="10"))

@@ -11,10 +11,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.urls import reverse
 
-from annotation import services
-from annotation.models import Judgment, JudgmentUpload
-from annotation.tasks import run_judgment_import
-from selection.models import Job
+from annotation import jobs
+from annotation.jobs import run_job
+from annotation.models import Job, Judgment, JudgmentUpload
+from annotation.rating import recording
+from annotation.studies import creation
 
 
 def judgment_file(n: int, bad_line: int | None = None) -> bytes:
@@ -30,8 +31,8 @@ def judgment_file(n: int, bad_line: int | None = None) -> bytes:
 
 @pytest.fixture
 def small_limits(monkeypatch):
-    monkeypatch.setattr(services, "LARGE_JUDGMENT_IMPORT", 50)
-    monkeypatch.setattr(services, "IMPORT_CHUNK", 20)
+    monkeypatch.setattr(recording, "LARGE_JUDGMENT_IMPORT", 50)
+    monkeypatch.setattr(recording, "IMPORT_STEP", 20)
 
 
 def upload(client, study, data: bytes):
@@ -44,7 +45,7 @@ def test_a_large_file_is_checked_in_the_request_and_imported_by_the_worker(resea
     assert "its 120 judgments are being imported in the background" in page and 'data-testid="judgments-job"' in page
     assert not Judgment.objects.exists() and JudgmentUpload.objects.count() == 1
     job = Job.objects.get(kind="judgments")
-    run_judgment_import.call(job.pk)
+    run_job.call(job.pk)
     job.refresh_from_db()
     assert job.status == "done" and "Imported 120 judgments (0 already present)" in job.message
     assert Judgment.objects.count() == 120 and not JudgmentUpload.objects.exists()
@@ -69,8 +70,8 @@ def test_a_step_that_fails_leaves_nothing_of_the_file(researcher_client, study, 
         return real(objs, **kwargs)
 
     monkeypatch.setattr(Judgment.objects, "bulk_create", third_step_fails)
-    with pytest.raises(RuntimeError):
-        run_judgment_import.call(job.pk)
+    with pytest.raises(jobs.JobFailed, match="Nothing was imported: RuntimeError: the database went away"):
+        run_job.call(job.pk)
     job.refresh_from_db()
     assert job.status == "failed" and "Nothing was imported" in job.message
     assert not Judgment.objects.exists()  # the first two steps (40 judgments) were deleted again
@@ -81,7 +82,7 @@ def test_a_step_that_fails_leaves_nothing_of_the_file(researcher_client, study, 
 def test_each_step_is_its_own_short_transaction(researcher, small_limits, monkeypatch):
     from tests.conftest import study_jsonl
 
-    study = services.do_create_study(researcher, "steps", study_jsonl(4), "s.jsonl")
+    study = creation.do_create_study(researcher, "steps", study_jsonl(4), "s.jsonl")
     outermost = []
     real = Judgment.objects.bulk_create
 
@@ -91,5 +92,5 @@ def test_each_step_is_its_own_short_transaction(researcher, small_limits, monkey
         return real(objs, **kwargs)
 
     monkeypatch.setattr(Judgment.objects, "bulk_create", watched)
-    summary = services.import_judgments_staged(study, judgment_file(120), "j.jsonl")
+    summary = recording.import_judgments_staged(study, judgment_file(120), "j.jsonl")
     assert summary.created == 120 and outermost == [True] * 6

@@ -11,7 +11,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from django.core.management import CommandError, call_command
 
-from annotation import mturk
+from annotation.crowd import mturk, sites
 from annotation.models import ExternalLink, MTurkHIT, WorkerSession
 
 
@@ -57,9 +57,8 @@ def test_the_question_is_the_links_external_question(monkeypatch, study):
     """Checks the Question parameter exactly (Stubber compares it to the expected XML)."""
     client = boto3.client("mturk", region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t")
     link = ExternalLink.objects.create(study=study, platform="mturk")
-    from annotation import crowd
 
-    expected = crowd.external_question_xml(f"https://s.example{link.path()}")
+    expected = sites.external_question_xml(f"https://s.example{link.path()}")
     with Stubber(client) as stubber:
         stubber.add_response("create_hit", {"HIT": {"HITId": "H", "HITTypeId": "T"}},
                              {"Title": "t", "Description": "d", "Keywords": "k", "Reward": "0.50",
@@ -78,10 +77,9 @@ def test_live_needs_the_flag(stubbed, study):
 def test_sync_pages_through_assignments_and_records_their_status(stubbed, study):
     stubber, _ = stubbed
     MTurkHIT.objects.create(study=study, hit_id="HIT0", sandbox=True, max_assignments=3, reward="1.00")
-    from annotation import crowd
 
     link = ExternalLink.objects.create(study=study, platform="mturk")
-    session = crowd.do_accept(link, crowd.Arrival("mturk", "W1", "A1", "HIT0"))
+    session = sites.do_accept(link, sites.Arrival("mturk", "W1", "A1", "HIT0"))
     statuses = ["Submitted", "Approved", "Rejected"]
     stubber.add_response("list_assignments_for_hit", {
         "Assignments": [{"AssignmentId": "A1", "WorkerId": "W1", "HITId": "HIT0", "AssignmentStatus": "Submitted",
@@ -135,7 +133,7 @@ def test_service_errors_become_clear_command_errors(stubbed):
 
 def test_amounts_are_validated():
     assert mturk.money("1.2") == "1.20"
-    from annotation.services import ServiceError
+    from annotation.errors import ServiceError
 
     for bad in ("-1", "0", "lots"):
         with pytest.raises(ServiceError):

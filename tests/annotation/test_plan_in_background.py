@@ -10,10 +10,11 @@ import json
 import pytest
 from django.urls import reverse
 
-from annotation import services
-from annotation.models import Study, Task
-from annotation.tasks import run_plan
-from selection.models import Job
+from annotation import jobs
+from annotation.errors import ServiceError
+from annotation.jobs import run_job
+from annotation.models import Job, Study, Task
+from annotation.studies import creation, lifecycle
 from tests.conftest import study_jsonl
 
 
@@ -41,7 +42,7 @@ def no_embedding_in_the_request(monkeypatch):
 
 def test_saving_diffuse_with_a_budget_embeds_in_the_worker_not_in_the_request(researcher_client, researcher,
                                                                               no_embedding_in_the_request):
-    study = services.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
+    study = creation.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
     from tests.annotation.test_views import settings_form
 
     response = researcher_client.post(reverse("study_settings", args=[study.pk]),
@@ -52,7 +53,7 @@ def test_saving_diffuse_with_a_budget_embeds_in_the_worker_not_in_the_request(re
     job = Job.objects.get(study=study, kind="plan")
     assert job.status == "queued"
     calls = no_embedding_in_the_request()
-    run_plan.call(job.pk)
+    run_job.call(job.pk)
     job.refresh_from_db()
     assert job.status == "done" and calls["worker"] >= 1 and "Plan built" in job.message
     assert Task.objects.filter(study=study).count() == 4
@@ -60,33 +61,33 @@ def test_saving_diffuse_with_a_budget_embeds_in_the_worker_not_in_the_request(re
 
 
 def test_a_plan_that_needs_nothing_embedded_is_still_built_at_once(researcher, no_embedding_in_the_request):
-    study = services.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
-    services.do_update_settings(study, {"selection_method": "random", "budget": 5}, None, background=True)
+    study = creation.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
+    lifecycle.do_update_settings(study, {"selection_method": "random", "budget": 5}, None, background=True)
     assert Task.objects.filter(study=study).count() == 5 and not Job.objects.filter(kind="plan").exists()
 
 
 def test_a_failed_plan_says_why_and_a_newer_change_supersedes_an_older_job(researcher, researcher_client,
                                                                            no_embedding_in_the_request):
-    study = services.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
-    services.do_update_settings(study, {"selection_method": "diffuse-threshold", "budget": 4,
+    study = creation.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse-threshold", "budget": 4,
                                         "separability_threshold": 1.5}, None, background=True)
-    services.do_update_settings(study, {"selection_method": "diffuse", "budget": 3}, None, background=True)
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse", "budget": 3}, None, background=True)
     older, newer = Job.objects.filter(kind="plan").order_by("pk")
     no_embedding_in_the_request()
-    run_plan.call(older.pk)
+    run_job.call(older.pk)
     older.refresh_from_db()
     assert older.status == "done" and "newer change" in older.message
-    run_plan.call(newer.pk)
+    run_job.call(newer.pk)
     assert Task.objects.filter(study=study).count() == 3
     # outputs nothing has embedded yet: the threshold leaves no item, which the worker finds and says
     lines = "".join(json.dumps({"id": f"n{i}", "input": f"Q{i}", "outputs": {
         "a": [f"A fresh answer number {i}."], "b": [f"Another fresh reply {i}."]}}) + "\n" for i in range(8))
-    study = services.do_create_study(researcher, "fresh", lines.encode(), "f.jsonl")
-    services.do_update_settings(study, {"selection_method": "diffuse-threshold", "separability_threshold": 2.0,
+    study = creation.do_create_study(researcher, "fresh", lines.encode(), "f.jsonl")
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse-threshold", "separability_threshold": 2.0,
                                         "budget": 4}, None, background=True)
     failing = Job.objects.filter(kind="plan").order_by("-pk").first()
-    with pytest.raises(services.ServiceError, match="separability"):  # the task fails, as django-tasks records it
-        run_plan.call(failing.pk)
+    with pytest.raises(jobs.JobFailed, match="separability"):  # the task fails, as django-tasks records it
+        run_job.call(failing.pk)
     failing.refresh_from_db()
     assert failing.status == "failed" and "The plan could not be built" in failing.message
     page = researcher_client.get(study.get_absolute_url()).content.decode()
@@ -95,11 +96,11 @@ def test_a_failed_plan_says_why_and_a_newer_change_supersedes_an_older_job(resea
 
 def test_a_file_with_more_system_pairs_than_a_study_compares_is_compared_with_a_baseline(researcher):
     line = {"id": "x", "input": "in", "outputs": {f"sys-{i:03d}": ["out"] for i in range(120)}}
-    study = services.do_create_study(researcher, "many", (json.dumps(line) + "\n").encode(), "m.jsonl")
+    study = creation.do_create_study(researcher, "many", (json.dumps(line) + "\n").encode(), "m.jsonl")
     assert study.pair_mode == Study.PairMode.BASELINE and study.baseline.name == "sys-000"
     assert study.comparisons.count() == 119
     assert any("7,140 system pairs" in str(w) and "compared with sys-000" in str(w) for w in study.import_warnings)
-    with pytest.raises(services.ServiceError, match="120 systems make 7,140 system pairs; a study compares at most"):
-        services.do_update_settings(study, {"pair_mode": "all"}, None)
+    with pytest.raises(ServiceError, match="120 systems make 7,140 system pairs; a study compares at most"):
+        lifecycle.do_update_settings(study, {"pair_mode": "all"}, None)
     study.refresh_from_db()
     assert study.pair_mode == Study.PairMode.BASELINE  # the refused change changed nothing

@@ -11,7 +11,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import crowd
+from annotation.crowd import sites
 from annotation.models import ExternalLink, WorkerSession
 
 TOKEN = "test-token-123"
@@ -70,7 +70,7 @@ def run(*args) -> str:
 def test_sync_follows_pages_and_matches_sessions(prolific_server, study):
     base, routes, calls = prolific_server
     link = ExternalLink.objects.create(study=study, platform="prolific")
-    session = crowd.do_accept(link, crowd.Arrival("prolific", "P1", "SUB1", "PS1"))
+    session = sites.do_accept(link, sites.Arrival("prolific", "P1", "SUB1", "PS1"))
     routes[("GET", "/api/v1/studies/PS1/submissions/")] = (200, {
         "results": [{"id": "SUB1", "participant_id": "P1", "status": "AWAITING REVIEW",
                      "study_code": session.assignment.completion_code}],

@@ -10,9 +10,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from annotation import services
 from annotation.elicitation import Answer
+from annotation.errors import ServiceError
 from annotation.models import Assignment, AssignmentPair, Judgment, Rater
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle, monitoring
 from tests.conftest import study_jsonl
 
 
@@ -109,19 +111,19 @@ def test_the_assignment_ends_with_a_completion_code_and_more_work(client, rater)
 
 
 def test_a_rater_with_nothing_left_is_thanked(client, study):
-    services.do_update_settings(study, {"budget": 1}, None)
-    rater = services.do_create_rater_link(study, "solo")
+    lifecycle.do_update_settings(study, {"budget": 1}, None)
+    rater = enrolment.do_create_rater_link(study, "solo")
     assignment = start(client, rater)
     for pair in assignment.pairs.all():
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key=f"k{pair.pk}", answer=Answer(choice="first"))
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"k{pair.pk}", answer=Answer(choice="first"))
     response = client.post(reverse("rater_start", args=[rater.token()]))
     assert response.status_code == 200 and b"Nothing left to rate" in response.content
 
 
 def test_a_rater_cannot_see_or_submit_another_raters_assignment(client, study, rater):
-    other = services.do_create_rater_link(study, "other")
-    theirs = services.do_start_assignment(other)
+    other = enrolment.do_create_rater_link(study, "other")
+    theirs = allocation.do_start_assignment(other)
     assert client.get(reverse("rate", args=[rater.token(), theirs.pk])).status_code == 404
     their_pair = theirs.pairs.first()
     response = client.post(reverse("rate_submit", args=[rater.token(), theirs.pk]),
@@ -155,8 +157,8 @@ def test_a_rater_cannot_open_researcher_pages(client, study, rater):
 def test_outputs_are_escaped_and_keep_their_whitespace(client, researcher):
     line = {"id": "x", "input": "Input", "outputs": {
         "a": ["<script>alert(1)</script>\n\n  second line"], "b": ["<img src=x onerror=alert(2)>"]}}
-    study = services.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
-    rater = services.do_create_rater_link(study, "r")
+    study = creation.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
+    rater = enrolment.do_create_rater_link(study, "r")
     assignment = start(client, rater)
     content = client.get(rate_url(rater, assignment)).content
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;\n\n  second line" in content
@@ -247,7 +249,7 @@ def test_a_closed_open_link_is_404(client, study):
 
 @pytest.mark.parametrize("mode", ["response_set", "paired"])
 def test_response_sets_are_collected_through_the_form(client, study, rater, mode):
-    services.do_update_settings(study, {"elicitation": mode}, None)
+    lifecycle.do_update_settings(study, {"elicitation": mode}, None)
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment))
     assert b'name="response" value="first"' in page.content
@@ -263,7 +265,7 @@ def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, ra
 
     assignment = start(client, rater)
     fields = {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "first"}
-    real = services.record_judgment
+    real = recording.record_judgment
     calls = []
 
     def flaky(*args, **kwargs):
@@ -272,7 +274,7 @@ def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, ra
             raise OperationalError("server closed the connection unexpectedly")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(services, "record_judgment", flaky)
+    monkeypatch.setattr(recording, "record_judgment", flaky)
     failed = client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
     assert failed.status_code == 503 and failed["Retry-After"] == "2"
     assert b"could not be saved just now" in failed.content
@@ -284,7 +286,7 @@ def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, ra
 
 
 def test_an_optional_comment_is_stored_with_the_judgment_and_exported(client, study, rater, researcher_client):
-    services.do_update_settings(study, {"allow_comment": True}, None)
+    lifecycle.do_update_settings(study, {"allow_comment": True}, None)
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment)).content
     assert b'<textarea name="comment" id="id_comment"' in page
@@ -330,13 +332,13 @@ def test_the_previous_answer_can_be_revised_once_per_submit_and_the_old_one_is_k
 
 
 def test_a_finished_assignment_cannot_be_revised(study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
     for n, pair in enumerate(pairs):
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
-    with pytest.raises(services.ServiceError, match="finished"):
-        services.revise_judgment(AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
+    with pytest.raises(ServiceError, match="finished"):
+        recording.revise_judgment(AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),
                                  idempotency_key="r", answer=Answer(choice="second"))
     assert not Judgment.objects.filter(revised=True).exists()
 
@@ -344,10 +346,10 @@ def test_a_finished_assignment_cannot_be_revised(study, rater):
 def test_a_skipped_item_is_a_skip_not_a_judgment_and_its_place_returns_to_the_queue(client, researcher):
     from annotation.models import Skip, Task
 
-    study = services.do_create_study(researcher, "skippy", study_jsonl(4, k=1), "s.jsonl")
-    services.do_update_settings(study, {"allow_skip": True, "raters_per_item": 1, "judgments_per_assignment": 3},
+    study = creation.do_create_study(researcher, "skippy", study_jsonl(4, k=1), "s.jsonl")
+    lifecycle.do_update_settings(study, {"allow_skip": True, "raters_per_item": 1, "judgments_per_assignment": 3},
                                 None)
-    rater = services.do_create_rater_link(study, "skipper")
+    rater = enrolment.do_create_rater_link(study, "skipper")
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment)).content
     assert b'name="skip" value="1"' in page and b'name="skip_reason"' in page
@@ -362,9 +364,9 @@ def test_a_skipped_item_is_a_skip_not_a_judgment_and_its_place_returns_to_the_qu
     skipped_item = skip.assignment_pair.pair.item_id
     assert Task.objects.get(item_id=skipped_item).taken == 0  # the place went back to the queue
     assert Assignment.objects.get(pk=assignment.pk).answered == 1
-    other = services.do_start_assignment(services.do_create_rater_link(study, "other"))
+    other = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "other"))
     assert skipped_item in set(other.places.values_list("item_id", flat=True))
     from analytics import services as analytics_services
     judgments = analytics_services.study_report(study)["judgments"]
     assert (judgments["total"], judgments["skipped"]) == (0, {"cannot_judge": 1})  # apart from judgments
-    assert [r.n_skipped for r in services.rater_progress(study) if r.external_id == "skipper"] == [1]
+    assert [r.n_skipped for r in monitoring.rater_progress(study) if r.external_id == "skipper"] == [1]

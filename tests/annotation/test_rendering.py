@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from annotation import rendering, services
+from annotation import rendering
+from annotation.studies import lifecycle
 from tests.annotation.test_rate import rate_url, start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,12 +83,12 @@ def test_both_outputs_follow_the_study_format_and_the_source_is_one_toggle_away(
     page = client.get(rate_url(rater, assignment)).content.decode()
     assert page.count('class="text md rendered output markdown"') == 2 and 'id="show-source"' in page
     assert 'data-testid="source-1"' in page and 'data-testid="source-2"' in page
-    services.do_update_settings(study, {"output_format": "plain"}, None)
+    lifecycle.do_update_settings(study, {"output_format": "plain"}, None)
     page = client.get(rate_url(rater, assignment)).content.decode()
     assert page.count('class="text md rendered output plain"') == 2 and 'id="show-source"' not in page
 
 
 def test_instructions_are_markdown_sanitised_like_outputs(client, study, rater):
-    services.do_update_settings(study, {"instructions": "Read **both**. <script>alert(1)</script>"}, None)
+    lifecycle.do_update_settings(study, {"instructions": "Read **both**. <script>alert(1)</script>"}, None)
     page = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
     assert "<strong>both</strong>" in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from annotation import scheduling
+from annotation.plan import scheduling
 from selection.strategies import SelectionContext, get_strategy
 
 

@@ -11,23 +11,28 @@ import pytest
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from annotation import services
+from annotation import models
 from annotation.elicitation import Answer
-from annotation.formats import FormatError
+from annotation.errors import ServiceError
+from annotation.exchange import exports
+from annotation.exchange.formats import FormatError
 from annotation.models import Assignment, AssignmentPair, AssignmentTask, Item, Judgment, Rater, Study, Task
+from annotation.plan import planning
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle, monitoring
 from tests.conftest import answer_all, study_jsonl
 
 
 def test_a_bad_file_creates_nothing(researcher):
     data = study_jsonl() + b'{"id": "item-0", "input": "dup", "outputs": {"sys-a": ["x"], "sys-b": ["y"]}}\n'
     with pytest.raises(FormatError, match="duplicate id 'item-0'"):
-        services.do_create_study(researcher, "broken", data, "b.jsonl")
+        creation.do_create_study(researcher, "broken", data, "b.jsonl")
     assert not Study.objects.exists() and not Item.objects.exists()
 
 
 def test_study_names_are_unique(study, researcher):
     with pytest.raises(FormatError, match="you already have a study named 'small'"):
-        services.do_create_study(researcher, "small", study_jsonl(), "s.jsonl")
+        creation.do_create_study(researcher, "small", study_jsonl(), "s.jsonl")
 
 
 def test_the_plan_has_one_task_per_item_with_n_sampled_pairs(study):
@@ -46,49 +51,49 @@ def test_the_plan_has_one_task_per_item_with_n_sampled_pairs(study):
     ("explicit", {("s1", "s3")}),
 ])
 def test_pair_modes_choose_the_system_pairs(researcher, mode, expected):
-    study = services.do_create_study(researcher, "three", study_jsonl(2, ("s1", "s2", "s3")), "t.jsonl")
+    study = creation.do_create_study(researcher, "three", study_jsonl(2, ("s1", "s2", "s3")), "t.jsonl")
     systems = {s.name: s for s in study.systems.all()}
     changes = {"pair_mode": mode, "baseline": systems["s1"] if mode == "baseline" else None,
                "scheduling": "no_repeat"}
     explicit = [(systems["s1"].pk, systems["s3"].pk)] if mode == "explicit" else None
-    services.do_update_settings(study, changes, explicit)
+    lifecycle.do_update_settings(study, changes, explicit)
     got = {(c.system_a.name, c.system_b.name) for c in study.comparisons.all()}
     assert got == expected
     assert study.tasks.count() == 2 * len(expected)  # no-repeat: every item on every pair
 
 
 def test_random_scheduling_compares_each_item_once(researcher):
-    study = services.do_create_study(researcher, "three", study_jsonl(6, ("s1", "s2", "s3")), "t.jsonl")
+    study = creation.do_create_study(researcher, "three", study_jsonl(6, ("s1", "s2", "s3")), "t.jsonl")
     assert study.comparisons.count() == 3
     assert sorted(study.tasks.values_list("item__external_id", flat=True)) == [f"item-{i}" for i in range(6)]
 
 
 def test_the_budget_limits_items_per_system_pair(study):
-    services.do_update_settings(study, {"budget": 2}, None)
+    lifecycle.do_update_settings(study, {"budget": 2}, None)
     assert study.tasks.count() == 2
 
 
 def test_the_plan_is_frozen_once_raters_start(study, rater):
-    services.do_start_assignment(rater)
-    with pytest.raises(services.ServiceError, match="frozen"):
-        services.do_update_settings(study, {"pairs_per_assignment": 2}, None)
-    services.do_update_settings(study, {"question": "Which summary is more faithful?"}, None)
+    allocation.do_start_assignment(rater)
+    with pytest.raises(ServiceError, match="frozen"):
+        lifecycle.do_update_settings(study, {"pairs_per_assignment": 2}, None)
+    lifecycle.do_update_settings(study, {"question": "Which summary is more faithful?"}, None)
     study.refresh_from_db()
     assert study.question == "Which summary is more faithful?"
 
 
 def test_an_assignment_holds_the_tasks_pairs_in_a_stored_display_order(study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     task_pairs = list(assignment.places.get().task.task_pairs.values_list("pair_id", flat=True))
     assert list(assignment.pairs.values_list("pair_id", flat=True)) == task_pairs
     assert assignment.pairs.count() == 5
-    assert services.do_start_assignment(rater) == assignment  # the active one comes back
+    assert allocation.do_start_assignment(rater) == assignment  # the active one comes back
 
 
 def test_raters_never_get_an_item_twice_and_tasks_get_their_raters(study):
-    raters = [services.do_create_rater_link(study, f"r{i}") for i in range(5)]
+    raters = [enrolment.do_create_rater_link(study, f"r{i}") for i in range(5)]
     for rater in raters:
-        while (assignment := services.do_start_assignment(rater)) is not None:
+        while (assignment := allocation.do_start_assignment(rater)) is not None:
             answer_all(assignment)
     per_task = Counter(AssignmentTask.objects.values_list("task_id", flat=True))
     assert set(per_task.values()) == {3} and len(per_task) == 4
@@ -100,8 +105,8 @@ def test_raters_never_get_an_item_twice_and_tasks_get_their_raters(study):
 def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
     """Another request takes the place between our read of the open tasks and our claim: the claim reads
     the places held under its lock and the rater gets a different place."""
-    first, second = (services.do_create_rater_link(study, n) for n in ("first", "second"))
-    original = services._open_tasks
+    first, second = (enrolment.do_create_rater_link(study, n) for n in ("first", "second"))
+    original = allocation._open_tasks
     raced = []
 
     def racing_open_tasks(rater, size):
@@ -113,8 +118,8 @@ def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
                                           slot=0)
         return tasks
 
-    monkeypatch.setattr(services, "_open_tasks", racing_open_tasks)
-    assignment = services.do_start_assignment(second)
+    monkeypatch.setattr(allocation, "_open_tasks", racing_open_tasks)
+    assignment = allocation.do_start_assignment(second)
     assert assignment is not None
     place = assignment.places.get()
     assert (place.task_id, place.slot) != (raced[0].pk, 0)
@@ -125,11 +130,11 @@ def test_a_start_reads_its_tasks_pairs_in_one_query_however_many_tasks(researche
     """A bundle of one task and a bundle of two take the same number of queries to start."""
     counts = []
     for per_assignment in (5, 10):  # one task (item) of 5 pairs, two of them
-        study = services.do_create_study(researcher, f"q{per_assignment}", study_jsonl(), "q.jsonl")
-        services.do_update_settings(study, {"judgments_per_assignment": per_assignment}, None)
-        rater = services.do_create_rater_link(study, "r")
+        study = creation.do_create_study(researcher, f"q{per_assignment}", study_jsonl(), "q.jsonl")
+        lifecycle.do_update_settings(study, {"judgments_per_assignment": per_assignment}, None)
+        rater = enrolment.do_create_rater_link(study, "r")
         with CaptureQueriesContext(connection) as captured:
-            assignment = services.do_start_assignment(rater)
+            assignment = allocation.do_start_assignment(rater)
         assert assignment.places.count() == per_assignment // 5
         counts.append(len(captured))
     assert counts[0] == counts[1]
@@ -165,12 +170,12 @@ def rows_held_elsewhere(tasks, release: threading.Event):
 def test_a_start_skips_a_task_another_start_is_claiming_without_waiting(researcher):
     """PostgreSQL: while another transaction holds a task's row (a start claiming it), a new start takes
     the next task at once instead of waiting for that transaction or colliding with it."""
-    study = services.do_create_study(researcher, "locks", study_jsonl(), "l.jsonl")
-    services.do_update_settings(study, {"judgments_per_assignment": 5}, None)  # one task per assignment
+    study = creation.do_create_study(researcher, "locks", study_jsonl(), "l.jsonl")
+    lifecycle.do_update_settings(study, {"judgments_per_assignment": 5}, None)  # one task per assignment
     first = Task.objects.filter(study=study).order_by("taken", "position").first()  # what a start takes unlocked
     release = threading.Event()
     with rows_held_elsewhere(Task.objects.filter(pk=first.pk), release) as holder:
-        assignment = services.do_start_assignment(services.do_create_rater_link(study, "r"))
+        assignment = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "r"))
         holder_still_waiting = holder.is_alive() and not release.is_set()
     assert holder_still_waiting  # the start finished while the other transaction held its task
     tasks = set(assignment.places.values_list("task_id", flat=True))
@@ -182,12 +187,12 @@ def test_a_start_skips_a_task_another_start_is_claiming_without_waiting(research
 def test_a_start_waits_when_every_open_task_is_being_claimed_instead_of_saying_nothing_is_left(researcher):
     """PostgreSQL: while other transactions hold every open task's row, a start neither takes one of them nor
     tells the rater there is nothing left: it looks again until they commit (here: release their locks)."""
-    study = services.do_create_study(researcher, "all-locked", study_jsonl(), "l.jsonl")
-    services.do_update_settings(study, {"judgments_per_assignment": 5}, None)
+    study = creation.do_create_study(researcher, "all-locked", study_jsonl(), "l.jsonl")
+    lifecycle.do_update_settings(study, {"judgments_per_assignment": 5}, None)
     release = threading.Event()
     with rows_held_elsewhere(Task.objects.filter(study=study), release):
         threading.Timer(0.05, release.set).start()  # the other starts commit after 50 ms
-        assignment = services.do_start_assignment(services.do_create_rater_link(study, "r"))
+        assignment = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "r"))
     assert assignment is not None and assignment.places.count() == 1
 
 
@@ -195,16 +200,16 @@ def test_a_start_waits_when_every_open_task_is_being_claimed_instead_of_saying_n
 def test_concurrent_raters_never_overfill_a_task(researcher):
     """Eight threads, each with its own database connection, start assignments at once for a study
     with room for exactly 2 x 2 places: four get one, nobody gets a place twice."""
-    study = services.do_create_study(researcher, "race", study_jsonl(2), "r.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)  # an item each
-    raters = [services.do_create_rater_link(study, f"r{i}") for i in range(8)]
+    study = creation.do_create_study(researcher, "race", study_jsonl(2), "r.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)  # an item each
+    raters = [enrolment.do_create_rater_link(study, f"r{i}") for i in range(8)]
     barrier = threading.Barrier(len(raters))
     results: dict[int, object] = {}
 
     def start(rater: Rater) -> None:
         try:
             barrier.wait()
-            results[rater.pk] = services.do_start_assignment(Rater.objects.get(pk=rater.pk))
+            results[rater.pk] = allocation.do_start_assignment(Rater.objects.get(pk=rater.pk))
         except Exception as exc:  # reported below
             results[rater.pk] = exc
         finally:
@@ -225,23 +230,23 @@ def test_concurrent_raters_never_overfill_a_task(researcher):
 
 
 def test_a_judgment_is_recorded_once_per_key(study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     pair = assignment.pairs.first()
-    services.mark_shown(pair)  # as the rating page does before an answer
-    first = services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
-    services.mark_shown(pair)  # as the rating page does before an answer
-    again = services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    allocation.mark_shown(pair)  # as the rating page does before an answer
+    first = recording.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    allocation.mark_shown(pair)  # as the rating page does before an answer
+    again = recording.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
     assert first.created and not again.created and again.judgment.pk == first.judgment.pk
     assert Judgment.objects.count() == 1
 
 
 def test_a_second_answer_to_the_same_pair_does_not_count_twice(study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     pair = assignment.pairs.first()
-    services.mark_shown(pair)  # as the rating page does before an answer
-    services.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
-    services.mark_shown(pair)  # as the rating page does before an answer
-    repeat = services.record_judgment(pair, idempotency_key="k2", answer=Answer(choice="second"))
+    allocation.mark_shown(pair)  # as the rating page does before an answer
+    recording.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    allocation.mark_shown(pair)  # as the rating page does before an answer
+    repeat = recording.record_judgment(pair, idempotency_key="k2", answer=Answer(choice="second"))
     assert not repeat.created and repeat.judgment.choice is not None
     assert Judgment.objects.count() == 1
 
@@ -249,13 +254,13 @@ def test_a_second_answer_to_the_same_pair_does_not_count_twice(study, rater):
 @pytest.mark.parametrize(("a_first", "shown", "model"), [(True, "first", "a"), (False, "first", "b"),
                                                           (True, "second", "b"), (False, "second", "a")])
 def test_choices_are_stored_in_model_coordinates(study, rater, a_first, shown, model):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     pair = assignment.pairs.first()
     pair.a_shown_first = a_first
     pair.save()
-    services.mark_shown(pair)
-    services.mark_shown(pair)  # as the rating page does before an answer
-    judgment = services.record_judgment(pair, idempotency_key="k",
+    allocation.mark_shown(pair)
+    allocation.mark_shown(pair)  # as the rating page does before an answer
+    judgment = recording.record_judgment(pair, idempotency_key="k",
                                         answer=Answer(choice=shown), client_time_ms=1234).judgment
     assert judgment.choice == model and judgment.a_shown_first is a_first
     assert judgment.client_time_ms == 1234 and judgment.time_on_task_ms is not None
@@ -263,46 +268,46 @@ def test_choices_are_stored_in_model_coordinates(study, rater, a_first, shown, m
 
 
 def test_tie_is_refused_when_the_study_has_no_tie(study, rater):
-    services.do_update_settings(study, {"allow_tie": False}, None)
-    pair = services.do_start_assignment(rater).pairs.first()
-    with pytest.raises(services.ServiceError, match="not offered"):
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key="k", answer=Answer(choice="tie"))
-    with pytest.raises(services.ServiceError, match="Choose one"):
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key="k", answer=Answer(choice=None))
+    lifecycle.do_update_settings(study, {"allow_tie": False}, None)
+    pair = allocation.do_start_assignment(rater).pairs.first()
+    with pytest.raises(ServiceError, match="not offered"):
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key="k", answer=Answer(choice="tie"))
+    with pytest.raises(ServiceError, match="Choose one"):
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key="k", answer=Answer(choice=None))
     assert not Judgment.objects.exists()
 
 
 def test_response_set_elicitation_stores_the_set(study, rater):
-    services.do_update_settings(study, {"elicitation": "response_set"}, None)
-    pair = services.do_start_assignment(rater).pairs.first()
-    with pytest.raises(services.ServiceError, match="at least one"):
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key="k", answer=Answer(response=frozenset()))
+    lifecycle.do_update_settings(study, {"elicitation": "response_set"}, None)
+    pair = allocation.do_start_assignment(rater).pairs.first()
+    with pytest.raises(ServiceError, match="at least one"):
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key="k", answer=Answer(response=frozenset()))
     both = Answer(response=frozenset(["first", "second"]))
-    services.mark_shown(pair)  # as the rating page does before an answer
-    judgment = services.record_judgment(pair, idempotency_key="k", answer=both).judgment
+    allocation.mark_shown(pair)  # as the rating page does before an answer
+    judgment = recording.record_judgment(pair, idempotency_key="k", answer=both).judgment
     assert judgment.choice is None and judgment.response_set == ["a", "b"]
 
 
 def test_paired_elicitation_adds_the_choice_to_the_set(study, rater):
-    services.do_update_settings(study, {"elicitation": "paired"}, None)
-    pair = services.do_start_assignment(rater).pairs.first()
+    lifecycle.do_update_settings(study, {"elicitation": "paired"}, None)
+    pair = allocation.do_start_assignment(rater).pairs.first()
     pair.a_shown_first = False
     pair.save()
     answer = Answer(choice="first", response=frozenset())
-    services.mark_shown(pair)  # as the rating page does before an answer
-    judgment = services.record_judgment(pair, idempotency_key="k", answer=answer).judgment
+    allocation.mark_shown(pair)  # as the rating page does before an answer
+    judgment = recording.record_judgment(pair, idempotency_key="k", answer=answer).judgment
     assert judgment.choice == "b" and judgment.response_set == ["b"]
-    other = services.do_start_assignment(rater).pairs.all()[1]
-    with pytest.raises(services.ServiceError, match="no preference"):
-        services.mark_shown(other)  # as the rating page does before an answer
-        services.record_judgment(other, idempotency_key="k2", answer=Answer(choice="tie", response=frozenset()))
+    other = allocation.do_start_assignment(rater).pairs.all()[1]
+    with pytest.raises(ServiceError, match="no preference"):
+        allocation.mark_shown(other)  # as the rating page does before an answer
+        recording.record_judgment(other, idempotency_key="k2", answer=Answer(choice="tie", response=frozenset()))
 
 
 def test_the_last_answer_completes_the_assignment(study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     answer_all(assignment)
     assignment.refresh_from_db()
     assert assignment.status == Assignment.Status.COMPLETED and assignment.completed is not None
@@ -310,22 +315,22 @@ def test_the_last_answer_completes_the_assignment(study, rater):
 
 
 def test_the_answer_counter_completes_once_and_only_with_the_last_answer(study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
     assert assignment.n_pairs == len(pairs) == 5 and assignment.answered == 0
     for index, pair in enumerate(pairs[:-1]):
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
         stored = Assignment.objects.get(pk=assignment.pk)
         assert (stored.answered, stored.status) == (index + 1, Assignment.Status.ACTIVE)
     # a repeat (same key, or the same pair again) counts nothing
-    services.mark_shown(pairs[0])  # as the rating page does before an answer
-    services.record_judgment(pairs[0], idempotency_key="k0", answer=Answer(choice="first"))
-    services.record_judgment(Assignment.objects.get(pk=assignment.pk).pairs.order_by("position").first(),
+    allocation.mark_shown(pairs[0])  # as the rating page does before an answer
+    recording.record_judgment(pairs[0], idempotency_key="k0", answer=Answer(choice="first"))
+    recording.record_judgment(Assignment.objects.get(pk=assignment.pk).pairs.order_by("position").first(),
                              idempotency_key="other", answer=Answer(choice="second"))
     assert Assignment.objects.get(pk=assignment.pk).answered == 4
-    services.mark_shown(pairs[-1])  # as the rating page does before an answer
-    last = services.record_judgment(pairs[-1], idempotency_key="k-last", answer=Answer(choice="first"))
+    allocation.mark_shown(pairs[-1])  # as the rating page does before an answer
+    last = recording.record_judgment(pairs[-1], idempotency_key="k-last", answer=Answer(choice="first"))
     stored = Assignment.objects.get(pk=assignment.pk)
     assert last.created and (stored.answered, stored.status) == (5, Assignment.Status.COMPLETED)
     assert stored.completed == last.judgment.created
@@ -333,13 +338,13 @@ def test_the_answer_counter_completes_once_and_only_with_the_last_answer(study, 
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(researcher):
-    study = services.do_create_study(researcher, "race", study_jsonl(1), "r.jsonl")
-    rater = services.do_create_rater_link(study, "racer")
-    assignment = services.do_start_assignment(rater)
+    study = creation.do_create_study(researcher, "race", study_jsonl(1), "r.jsonl")
+    rater = enrolment.do_create_rater_link(study, "racer")
+    assignment = allocation.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
     for index, pair in enumerate(pairs[:-2]):
-        services.mark_shown(pair)  # as the rating page does before an answer
-        services.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
     barrier = threading.Barrier(2)
     completed = []
 
@@ -347,8 +352,8 @@ def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(r
         try:
             barrier.wait()
             fresh = AssignmentPair.objects.select_related("assignment__study").get(pk=pair.pk)
-            services.mark_shown(fresh)  # as the rating page does before an answer
-            recorded = services.record_judgment(fresh, idempotency_key=f"race-{pair.pk}", answer=Answer(choice="tie"))
+            allocation.mark_shown(fresh)  # as the rating page does before an answer
+            recorded = recording.record_judgment(fresh, idempotency_key=f"race-{pair.pk}", answer=Answer(choice="tie"))
             completed.append(fresh.assignment.status == Assignment.Status.COMPLETED and recorded.created)
         finally:
             connections.close_all()
@@ -365,37 +370,37 @@ def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(r
 
 
 def test_export_then_import_is_lossless(study, researcher):
-    rater = services.do_create_rater_link(study, "human-1")
-    answer_all(services.do_start_assignment(rater), choice="second")
+    rater = enrolment.do_create_rater_link(study, "human-1")
+    answer_all(allocation.do_start_assignment(rater), choice="second")
     judge_line = {"item": "item-1", "system_a": "sys-b", "sample_a": 2, "system_b": "sys-a", "sample_b": 0,
                   "shown_first": "sys-a", "rater": "gpt-judge", "rater_kind": "judge", "choice": "tie",
                   "response_set": ["sys-a", "sys-b"], "probability_a": 0.5, "created": "2026-01-01T12:00:00Z",
                   "prompt_version": "v2"}
-    services.do_import_judgments(study, (json.dumps(judge_line) + "\n").encode(), "j.jsonl")
-    exported = list(services.judgment_lines(study))
+    recording.do_import_judgments(study, (json.dumps(judge_line) + "\n").encode(), "j.jsonl")
+    exported = list(exports.judgment_lines(study))
     assert len(exported) == 6
-    copy = services.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
+    copy = creation.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
     data = "".join(json.dumps(line) + "\n" for line in exported).encode()
-    assert services.do_import_judgments(copy, data, "e.jsonl") == services.ImportSummary(created=6, skipped=0)
-    assert list(services.judgment_lines(copy)) == exported
-    assert services.do_import_judgments(copy, data, "e.jsonl") == services.ImportSummary(created=0, skipped=6)
+    assert recording.do_import_judgments(copy, data, "e.jsonl") == recording.ImportSummary(created=6, skipped=0)
+    assert list(exports.judgment_lines(copy)) == exported
+    assert recording.do_import_judgments(copy, data, "e.jsonl") == recording.ImportSummary(created=0, skipped=6)
 
 
 def test_csv_export_reimports_identically(study, researcher):
     import csv
     import io
 
-    from annotation.formats import JUDGMENT_CSV_COLUMNS, judgment_csv_row
+    from annotation.exchange.formats import JUDGMENT_CSV_COLUMNS, judgment_csv_row
 
-    answer_all(services.do_start_assignment(services.do_create_rater_link(study, "h")), choice="tie")
+    answer_all(allocation.do_start_assignment(enrolment.do_create_rater_link(study, "h")), choice="tie")
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(JUDGMENT_CSV_COLUMNS)
-    for line in services.judgment_lines(study):
+    for line in exports.judgment_lines(study):
         writer.writerow(judgment_csv_row(line))
-    copy = services.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
-    services.do_import_judgments(copy, buffer.getvalue().encode(), "e.csv")
-    assert list(services.judgment_lines(copy)) == list(services.judgment_lines(study))
+    copy = creation.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
+    recording.do_import_judgments(copy, buffer.getvalue().encode(), "e.csv")
+    assert list(exports.judgment_lines(copy)) == list(exports.judgment_lines(study))
 
 
 def test_a_bad_judgments_file_changes_nothing(study):
@@ -404,23 +409,23 @@ def test_a_bad_judgments_file_changes_nothing(study):
     bad = dict(good, item="item-99")
     data = (json.dumps(good) + "\n" + json.dumps(bad) + "\n").encode()
     with pytest.raises(FormatError, match="line 2, field 'item': unknown item 'item-99'"):
-        services.do_import_judgments(study, data, "j.jsonl")
+        recording.do_import_judgments(study, data, "j.jsonl")
     assert not Judgment.objects.exists() and not Rater.objects.filter(external_id="j").exists()
 
 
 def test_progress_counts_judgments_against_the_target(study, rater):
-    answer_all(services.do_start_assignment(rater))
-    [progress] = services.study_progress(study)
+    answer_all(allocation.do_start_assignment(rater))
+    [progress] = monitoring.study_progress(study)
     assert (progress.label, progress.tasks, progress.target, progress.judgments) == ("sys-a vs sys-b", 4, 60, 5)
     assert progress.assignments_completed == 1 and progress.percent == 8
 
 
 def test_starters_spread_over_the_tasks_with_the_fewest_raters(researcher):
-    study = services.do_create_study(researcher, "spread", study_jsonl(30), "s.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)
-    first_wave = [services.do_start_assignment(services.do_create_rater_link(study, f"r{i}")) for i in range(30)]
+    study = creation.do_create_study(researcher, "spread", study_jsonl(30), "s.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 2, "judgments_per_assignment": 5}, None)
+    first_wave = [allocation.do_start_assignment(enrolment.do_create_rater_link(study, f"r{i}")) for i in range(30)]
     assert len({task_of(a) for a in first_wave}) == 30  # breadth first: every task gets one rater first
-    tasks = [task_of(services.do_start_assignment(services.do_create_rater_link(study, f"s{i}"))) for i in range(8)]
+    tasks = [task_of(allocation.do_start_assignment(enrolment.do_create_rater_link(study, f"s{i}"))) for i in range(8)]
     assert len(set(tasks)) == 8
 
 
@@ -435,15 +440,15 @@ def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
             n=Count("places", filter=Q(places__slot__isnull=False))).values_list("pk", "n"))
         assert dict(Task.objects.filter(study=study).values_list("pk", "taken")) == actual
 
-    raters = [services.do_create_rater_link(study, f"c{i}") for i in range(4)]
-    first = [services.do_start_assignment(r) for r in raters]
+    raters = [enrolment.do_create_rater_link(study, f"c{i}") for i in range(4)]
+    first = [allocation.do_start_assignment(r) for r in raters]
     consistent()
     assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 4
     answer_all(first[0])
     consistent()  # a completed assignment keeps its place
     Assignment.objects.filter(pk__in=[a.pk for a in first[1:3]]).update(
         last_activity=timezone.now() - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes + 1))
-    assert services.expire_stale_assignments(study) == 2
+    assert allocation.expire_stale_assignments(study) == 2
     consistent()
     assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 2
 
@@ -451,16 +456,16 @@ def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
 def test_a_counter_that_fell_behind_is_repaired_when_the_task_is_offered(study):
     study.raters_per_item = 1
     study.save()
-    services.rebuild_plan(study)
+    planning.rebuild_plan(study)
     tasks = list(Task.objects.filter(study=study))
-    rater = services.do_create_rater_link(study, "first")
-    held = services.do_start_assignment(rater)
+    rater = enrolment.do_create_rater_link(study, "first")
+    held = allocation.do_start_assignment(rater)
     Task.objects.filter(pk=task_of(held)).update(taken=0)  # as if written by hand, bypassing the service
-    others = [services.do_start_assignment(services.do_create_rater_link(study, f"o{i}"))
+    others = [allocation.do_start_assignment(enrolment.do_create_rater_link(study, f"o{i}"))
               for i in range(len(tasks) - 1)]
     assert len({task_of(a) for a in others} | {task_of(held)}) == len(tasks)  # every task once, none twice
     # Every place is held now; the task whose counter lies is still offered, found full, and repaired.
-    assert services.do_start_assignment(services.do_create_rater_link(study, "late")) is None
+    assert allocation.do_start_assignment(enrolment.do_create_rater_link(study, "late")) is None
     assert Task.objects.get(pk=task_of(held)).taken == 1
 
 
@@ -474,7 +479,7 @@ def test_a_rating_set_shows_each_sample_once_by_default(study):
 
 
 def test_the_grid_pairing_is_an_explicit_option(study):
-    services.do_update_settings(study, {"sample_pairing": "grid", "pairs_per_assignment": 8}, None)
+    lifecycle.do_update_settings(study, {"sample_pairing": "grid", "pairs_per_assignment": 8}, None)
     for task in study.tasks.all():
         cells = {(tp.pair.generation_a.sample_index, tp.pair.generation_b.sample_index)
                  for tp in task.task_pairs.select_related("pair__generation_a", "pair__generation_b")}
@@ -483,13 +488,13 @@ def test_the_grid_pairing_is_an_explicit_option(study):
 
 
 def test_the_assignment_size_and_time_come_from_the_plan_and_this_studys_median_time(study):
-    size = services.assignment_size(study)
-    assert (size.pairs, size.seconds_per_pair, size.measured) == (5, services.DEFAULT_SECONDS_PER_PAIR, False)
-    assert size.minutes == round(5 * services.DEFAULT_SECONDS_PER_PAIR / 60)
+    size = allocation.assignment_size(study)
+    assert (size.pairs, size.seconds_per_pair, size.measured) == (5, models.DEFAULT_SECONDS_PER_PAIR, False)
+    assert size.minutes == round(5 * models.DEFAULT_SECONDS_PER_PAIR / 60)
     for n in range(2):
-        answer_all(services.do_start_assignment(services.do_create_rater_link(study, f"timed-{n}")))
+        answer_all(allocation.do_start_assignment(enrolment.do_create_rater_link(study, f"timed-{n}")))
     Judgment.objects.filter(study=study).update(time_on_task_ms=12000)  # 10 timed judgments of 12 s
-    size = services.assignment_size(study)
+    size = allocation.assignment_size(study)
     assert (size.seconds_per_pair, size.measured, size.minutes) == (12.0, True, 1)
 
 
@@ -500,26 +505,26 @@ def task_of(assignment: Assignment) -> int:
 
 def k1_study(researcher, name: str, n_items: int):
     """One output per system (K = 1, so N = 1 pair per item), one rater per item, the default bundle size."""
-    study = services.do_create_study(researcher, name, study_jsonl(n_items, k=1), f"{name}.jsonl")
-    return services.do_update_settings(study, {"raters_per_item": 1}, None)
+    study = creation.do_create_study(researcher, name, study_jsonl(n_items, k=1), f"{name}.jsonl")
+    return lifecycle.do_update_settings(study, {"raters_per_item": 1}, None)
 
 
 def test_an_assignment_bundles_whole_items_up_to_the_studys_size_with_one_code(researcher):
     study = k1_study(researcher, "bundle", 12)
     assert study.judgments_per_assignment == 10
-    rater = services.do_create_rater_link(study, "crowd-worker")
-    first = services.do_start_assignment(rater)
+    rater = enrolment.do_create_rater_link(study, "crowd-worker")
+    first = allocation.do_start_assignment(rater)
     items = list(first.places.values_list("item_id", flat=True))
     assert (first.n_pairs, first.pairs.count(), len(items), len(set(items))) == (10, 10, 10, 10)
-    assert services.assignment_size(study).pairs == 10
+    assert allocation.assignment_size(study).pairs == 10
     answer_all(first)
     first.refresh_from_db()
     assert first.status == Assignment.Status.COMPLETED and len(first.completion_code) == 10
-    second = services.do_start_assignment(rater)  # the two items left, none seen before
+    second = allocation.do_start_assignment(rater)  # the two items left, none seen before
     rest = set(second.places.values_list("item_id", flat=True))
     assert second.n_pairs == 2 and not rest & set(items)
     assert sorted(Task.objects.filter(study=study).values_list("taken", flat=True)) == [1] * 12
-    assert services.do_start_assignment(services.do_create_rater_link(study, "late")) is None
+    assert allocation.do_start_assignment(enrolment.do_create_rater_link(study, "late")) is None
 
 
 def test_an_expired_bundle_returns_every_place(researcher):
@@ -528,12 +533,12 @@ def test_an_expired_bundle_returns_every_place(researcher):
     from django.utils import timezone
 
     study = k1_study(researcher, "expiring", 4)
-    services.do_update_settings(study, {"judgments_per_assignment": 3}, None)
-    slow = services.do_start_assignment(services.do_create_rater_link(study, "slow"))
+    lifecycle.do_update_settings(study, {"judgments_per_assignment": 3}, None)
+    slow = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "slow"))
     assert slow.places.count() == 3
     Assignment.objects.filter(pk=slow.pk).update(last_activity=timezone.now() - timedelta(hours=2))
-    assert services.expire_stale_assignments(study) == 1
+    assert allocation.expire_stale_assignments(study) == 1
     assert not AssignmentTask.objects.filter(assignment=slow, slot__isnull=False).exists()
     assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 0
-    other = services.do_start_assignment(services.do_create_rater_link(study, "next"))
+    other = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "next"))
     assert other.places.count() == 3

@@ -10,8 +10,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from annotation import crowd, services
+from annotation.crowd import sites
 from annotation.models import ExternalLink, Generation, Judgment, Rater, Study
+from annotation.rating import allocation
+from annotation.studies import lifecycle
 from tests.conftest import answer_all
 
 
@@ -25,7 +27,7 @@ def submit(client, url: str, page: str, key: str = "k1"):
 
 
 def test_pause_keeps_the_answer_on_screen_and_stops_new_work(researcher_client, client, study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     page = client.get(rate_url(rater, assignment)).content.decode()
     researcher_client.post(reverse("study_status", args=[study.pk]), {"status": "paused"})
     # the pair already on the rater's screen: the answer is stored once, then the rater sees the pause
@@ -39,7 +41,7 @@ def test_pause_keeps_the_answer_on_screen_and_stops_new_work(researcher_client, 
     assert b"Rating is paused" in client.get(reverse("rater_home", args=[rater.token()])).content
     Study.objects.filter(pk=study.pk).update(open_link_enabled=True)
     assert client.get(study.open_link_path()).status_code == 503
-    link = crowd.do_create_external_link(study, "generic")
+    link = sites.do_create_external_link(study, "generic")
     assert client.get(link.path(), {"worker_id": "G1"}).status_code == 503
     assert 'data-testid="paused-notice"' in researcher_client.get(study.get_absolute_url()).content.decode()
     researcher_client.post(reverse("study_status", args=[study.pk]), {"status": "active"})
@@ -58,7 +60,7 @@ def test_archive_hides_the_study_and_stops_rating(researcher_client, client, stu
 
 
 def test_delete_offers_the_exports_and_needs_the_name(researcher_client, study, rater):
-    answer_all(services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     url = reverse("study_delete", args=[study.pk])
     page = researcher_client.get(url).content.decode()
     assert reverse("judgments_export", args=[study.pk, "jsonl"]) in page and "5 judgments" in page
@@ -69,10 +71,10 @@ def test_delete_offers_the_exports_and_needs_the_name(researcher_client, study, 
 
 
 def test_duplicate_copies_items_outputs_and_settings_but_no_people(researcher_client, study, rater):
-    answer_all(services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     study.analysis_settings.elo_k = 12
     study.analysis_settings.save()
-    services.do_update_settings(study, {"question": "Which summary is better?"}, None)
+    lifecycle.do_update_settings(study, {"question": "Which summary is better?"}, None)
     response = researcher_client.post(reverse("study_duplicate", args=[study.pk]), {"name": "small again"})
     copy = Study.objects.get(name="small again")
     assert response["Location"] == copy.get_absolute_url()
@@ -87,7 +89,7 @@ def test_duplicate_copies_items_outputs_and_settings_but_no_people(researcher_cl
 
 
 def test_revoking_and_rotating_a_personal_link_stop_the_rater_at_once(researcher_client, client, study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     old = rate_url(rater, assignment)
     page = client.get(old).content.decode()
     researcher_client.post(reverse("rater_link", args=[study.pk, rater.pk, "revoke"]))
@@ -121,7 +123,7 @@ def test_closing_or_rotating_the_open_link_stops_raters_who_joined(researcher_cl
 
 
 def test_disabling_or_rotating_a_crowd_link_stops_its_workers(researcher_client, client, study):
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     arrived = client.get(link.path(), {"worker_id": "G1"})
     rating = arrived["Location"]
     assert client.get(rating).status_code == 200
@@ -157,11 +159,11 @@ def test_bulk_links_all_or_nothing_as_csv(researcher_client, client, study):
 
 
 def test_the_public_base_url_builds_every_link(researcher_client, study, rater):
-    services.do_update_settings(study, {"public_base_url": "https://eval.example.org"}, None)
+    lifecycle.do_update_settings(study, {"public_base_url": "https://eval.example.org"}, None)
     page = researcher_client.get(study.get_absolute_url()).content.decode()
     assert f'value="https://eval.example.org{rater.link_path()}"' in page
     assert 'data-copy="copy-' in page  # every link box has its copy button
-    crowd.do_create_external_link(study, ExternalLink.Platform.MTURK)
+    sites.do_create_external_link(study, ExternalLink.Platform.MTURK)
     crowd_page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
     assert "https://eval.example.org/x/" in crowd_page and "ExternalQuestion" in crowd_page
     rows = list(csv.reader(io.StringIO(researcher_client.post(reverse("rater_links_bulk", args=[study.pk]),
@@ -170,7 +172,7 @@ def test_the_public_base_url_builds_every_link(researcher_client, study, rater):
 
 
 def test_an_http_address_tells_the_web_user_where_to_set_https(researcher_client, study):
-    crowd.do_create_external_link(study, ExternalLink.Platform.MTURK)
+    sites.do_create_external_link(study, ExternalLink.Platform.MTURK)
     page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
     assert "--base-url https://… to the command" in page and "public base URL" in page
 

@@ -8,9 +8,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from annotation import services
 from annotation.elicitation import Answer
 from annotation.models import Judgment, Study
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle, monitoring
 from tests.conftest import answer_all, study_jsonl
 
 
@@ -41,7 +42,7 @@ def test_another_researchers_exports_and_posts_are_404(client, study, other_rese
 
 
 def test_the_study_list_shows_only_own_studies(researcher_client, study, other_researcher):
-    services.do_create_study(other_researcher, "bobs-study", study_jsonl(), "b.jsonl")
+    creation.do_create_study(other_researcher, "bobs-study", study_jsonl(), "b.jsonl")
     response = researcher_client.get(reverse("study_list"))
     assert response.status_code == 200
     assert b"small" in response.content and b"bobs-study" not in response.content
@@ -54,7 +55,7 @@ def test_the_study_list_has_a_helpful_empty_state(researcher_client):
 
 def test_the_study_list_runs_a_fixed_number_of_queries(researcher_client, researcher, django_assert_num_queries):
     for i in range(5):
-        services.do_create_study(researcher, f"s{i}", study_jsonl(), "s.jsonl")
+        creation.do_create_study(researcher, f"s{i}", study_jsonl(), "s.jsonl")
     with django_assert_num_queries(4):  # session, user, studies with counts, how many are archived
         researcher_client.get(reverse("study_list"))
 
@@ -109,7 +110,7 @@ def test_logging_out_ends_the_session(researcher_client):
 def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
     line = {"id": "x", "input": "<b>in</b>", "outputs": {"a": ["<script>alert(1)</script>\n  indented"],
                                                          "b": ["fine"]}}
-    study = services.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
+    study = creation.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
     item = study.items.get()
     response = researcher_client.get(reverse("item_detail", args=[study.pk, item.pk]))
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;\n  indented" in response.content
@@ -153,7 +154,7 @@ def test_settings_validation_errors_are_shown(researcher_client, study):
 
 
 def test_settings_freeze_the_plan_once_raters_started(researcher_client, study, rater):
-    services.do_start_assignment(rater)
+    allocation.do_start_assignment(rater)
     response = researcher_client.get(reverse("study_settings", args=[study.pk]))
     assert b"what is compared is frozen" in response.content
     [field] = re.findall(r'<input[^>]*name="pairs_per_assignment"[^>]*>', response.content.decode())
@@ -169,9 +170,9 @@ def test_a_researcher_creates_a_personal_rater_link(researcher_client, study):
 
 
 def test_the_study_page_shows_progress_per_pair_and_rater(researcher_client, study, rater, django_assert_num_queries):
-    answer_all(services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     for name in ("rater-2", "rater-3"):  # more raters must not mean more queries
-        services.do_start_assignment(services.do_create_rater_link(study, name))
+        allocation.do_start_assignment(enrolment.do_create_rater_link(study, name))
     # + embedding coverage (2), the latest embed, plan and judgments-import jobs (3), the times on long outputs (1),
     # the assignment size (4)
     with django_assert_num_queries(22):
@@ -192,7 +193,7 @@ def test_the_open_link_can_be_opened_and_closed(researcher_client, study):
 
 
 def test_judgments_export_as_jsonl_and_csv(researcher_client, study, rater):
-    answer_all(services.do_start_assignment(rater))
+    answer_all(allocation.do_start_assignment(rater))
     response = researcher_client.get(reverse("judgments_export", args=[study.pk, "jsonl"]))
     assert response["Content-Type"].startswith("application/x-ndjson")
     assert 'filename="small-judgments.jsonl"' in response["Content-Disposition"]
@@ -248,27 +249,27 @@ def test_the_settings_page_edits_every_apps_settings_and_shows_what_they_become(
 
 
 def test_the_study_page_warns_without_a_minimum_time_and_flags_implausibly_fast_raters(researcher_client, researcher):
-    long_text = " ".join(["word"] * (services.LONG_OUTPUT_WORDS + 1))
+    long_text = " ".join(["word"] * (monitoring.LONG_OUTPUT_WORDS + 1))
     lines = [{"id": f"i{n}", "input": "Q", "outputs": {"a": [long_text], "b": ["short"]}} for n in range(3)]
-    study = services.do_create_study(researcher, "speed", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+    study = creation.do_create_study(researcher, "speed", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "s.jsonl")
-    services.do_update_settings(study, {"judgments_per_assignment": 1}, None)  # one pair per assignment
+    lifecycle.do_update_settings(study, {"judgments_per_assignment": 1}, None)  # one pair per assignment
     times = {"careful": [4000, 6000, 5000], "hasty": [900, 1200, 30000]}  # medians 5.0 s and 1.2 s
     for name, spent in times.items():
-        rater = services.do_create_rater_link(study, name)
+        rater = enrolment.do_create_rater_link(study, name)
         for ms in spent:
-            assignment = services.do_start_assignment(rater)
+            assignment = allocation.do_start_assignment(rater)
             pair = assignment.pairs.get()
-            services.mark_shown(pair)  # as the rating page does before an answer
-            services.record_judgment(pair, idempotency_key=f"{name}{ms}", answer=Answer(choice="first"))
+            allocation.mark_shown(pair)  # as the rating page does before an answer
+            recording.record_judgment(pair, idempotency_key=f"{name}{ms}", answer=Answer(choice="first"))
             Judgment.objects.filter(assignment_pair=pair).update(time_on_task_ms=ms)
     page = researcher_client.get(study.get_absolute_url()).content.decode()
     assert 'data-testid="no-minimum-time"' in page
-    rows = {r.external_id: r for r in services.rater_progress(study)}
+    rows = {r.external_id: r for r in monitoring.rater_progress(study)}
     assert (rows["careful"].median_long_seconds, rows["careful"].too_fast) == (5.0, False)
     assert (rows["hasty"].median_long_seconds, rows["hasty"].too_fast) == (1.2, True)
     assert page.count('data-testid="too-fast"') == 1
-    services.do_update_settings(study, {"min_seconds_per_pair": 3}, None)
+    lifecycle.do_update_settings(study, {"min_seconds_per_pair": 3}, None)
     assert 'data-testid="no-minimum-time"' not in researcher_client.get(study.get_absolute_url()).content.decode()
 
 
@@ -302,24 +303,26 @@ def test_the_settings_page_is_grouped_by_task_with_readable_labels_and_defaults(
     not_used = page.split('data-testid="not-used-selection"')[1].split("</details>")[0]
     for name in ("risk", "min_n", "separability_threshold", "baseline"):
         assert f'name="{name}"' in not_used
-    services.do_update_settings(study, {"selection_method": "diffuse-iterative"}, None)
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse-iterative"}, None)
     page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
     not_used = page.split('data-testid="not-used-selection"')[1].split("</details>")[0]
     assert 'name="risk"' not in not_used and 'name="min_n"' not in not_used and 'name="risk"' in page
 
 
 def test_every_setting_is_placed_on_the_settings_page(study):
-    from annotation.forms import LABELS, StudySettingsForm
+    from annotation import study_settings
+    from annotation.views.forms import StudySettingsForm
 
     form = StudySettingsForm(instance=study)
     placed = {e["field"].name for g in form.groups() for e in g["fields"] + g["others"]}
-    assert placed == set(form.fields) and set(form.fields) <= set(LABELS)
+    assert placed == set(form.fields) == set(study_settings.SETTINGS)
+    assert all(form.fields[n].label == s.label for n, s in study_settings.SETTINGS.items())
 
 
 def test_item_metadata_reads_as_json_not_python(researcher_client, researcher):
     line = {"id": "m", "input": "i", "outputs": {"a": ["x"], "b": ["y"]},
             "metadata": {"source": "cnn", "verified": True, "note": None, "tags": ["a", "<b>"]}}
-    study = services.do_create_study(researcher, "meta", (json.dumps(line) + "\n").encode(), "m.jsonl")
+    study = creation.do_create_study(researcher, "meta", (json.dumps(line) + "\n").encode(), "m.jsonl")
     page = researcher_client.get(reverse("item_detail", args=[study.pk, study.items.get().pk])).content.decode()
     rows = dict(re.findall(r'<tr><th scope="row">([^<]+)</th><td>([^<]*)</td></tr>', page))
     assert rows == {"source": "cnn", "verified": "true", "note": "null",

@@ -10,8 +10,11 @@ from axe_playwright_python.sync_playwright import Axe
 from django.test import Client
 from django.urls import reverse
 
-from annotation import crowd, elicitation, services
+from annotation import elicitation
+from annotation.crowd import sites
 from annotation.elicitation import Answer
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle
 from tests.browser.test_rater_ux import LONG
 from tests.conftest import answer_all, study_jsonl
 
@@ -32,19 +35,19 @@ def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(br
                                                                                mode):
     lines = [{"id": "long", "input": "How do I list Python files?", "outputs": {"a": [LONG], "b": ["Use glob."]}},
              {"id": "short", "input": "Say hi.", "outputs": {"a": ["Hi."], "b": ["Hello!"]}}]
-    study = services.do_create_study(researcher, f"axe-{mode}", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+    study = creation.do_create_study(researcher, f"axe-{mode}", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "a.jsonl")
-    services.do_update_settings(study, {"elicitation": mode, "neither_option": True, "raters_per_item": 2}, None)
+    lifecycle.do_update_settings(study, {"elicitation": mode, "neither_option": True, "raters_per_item": 2}, None)
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     found: dict[str, list[str]] = {}
     for n in range(2):  # two raters: both items, whichever comes first
-        rater = services.do_create_rater_link(study, f"r{n}")
+        rater = enrolment.do_create_rater_link(study, f"r{n}")
         page.goto(live_server.url + rater.link_path())
         found[f"welcome {n}"] = serious(page)
         page.get_by_role("button", name="Start rating").click()
         page.locator("#rating-form").wait_for()
         found[f"rating page {n}"] = serious(page)
-    link = crowd.do_create_external_link(study, "mturk")
+    link = sites.do_create_external_link(study, "mturk")
     page.goto(live_server.url + link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h")
     found["mturk preview"] = serious(page)
     # the preview shows this mode's own question, options and keys, and the real size
@@ -57,15 +60,15 @@ def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(br
 
 
 def test_the_completion_page_and_the_researcher_pages(browser_page, live_server, researcher, study):
-    rater = services.do_create_rater_link(study, "done")
-    assignment = services.do_start_assignment(rater)
+    rater = enrolment.do_create_rater_link(study, "done")
+    assignment = allocation.do_start_assignment(rater)
     answer_all(assignment)
-    other = services.do_create_study(researcher, "judged", study_jsonl(3), "j.jsonl")
+    other = creation.do_create_study(researcher, "judged", study_jsonl(3), "j.jsonl")
     for n in range(2):
-        answer_all(services.do_start_assignment(services.do_create_rater_link(other, f"j{n}")), choice="second")
-    tie = services.do_start_assignment(services.do_create_rater_link(other, "t")).pairs.first()
-    services.mark_shown(tie)  # as the rating page does before an answer
-    services.record_judgment(tie, idempotency_key="tie", answer=Answer(choice="tie"))
+        answer_all(allocation.do_start_assignment(enrolment.do_create_rater_link(other, f"j{n}")), choice="second")
+    tie = allocation.do_start_assignment(enrolment.do_create_rater_link(other, "t")).pairs.first()
+    allocation.mark_shown(tie)  # as the rating page does before an answer
+    recording.record_judgment(tie, idempotency_key="tie", answer=Answer(choice="tie"))
     from analytics import stored
     from analytics.populations import Population
 

@@ -7,8 +7,9 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from annotation import services
 from annotation.models import Assignment, Judgment
+from annotation.rating import recording
+from annotation.studies import creation, enrolment, lifecycle
 from tests.annotation.test_rendering import XSS
 from tests.browser.conftest import wait_until_rating_page_ready
 from tests.conftest import study_jsonl
@@ -20,9 +21,9 @@ KEY_STEPS = [("1", "first"), ("ArrowRight", "second"), ("3", "tie"), ("ArrowLeft
 
 
 def test_a_rater_completes_an_assignment_with_the_keyboard_only(browser_page, live_server, researcher, artifacts):
-    study = services.do_create_study(researcher, "kbd", study_jsonl(2), "k.jsonl")
-    services.do_update_settings(study, {"judgments_per_assignment": 5}, None)  # one item's five pairs
-    rater = services.do_create_rater_link(study, "keyboard-rater")
+    study = creation.do_create_study(researcher, "kbd", study_jsonl(2), "k.jsonl")
+    lifecycle.do_update_settings(study, {"judgments_per_assignment": 5}, None)  # one item's five pairs
+    rater = enrolment.do_create_rater_link(study, "keyboard-rater")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
     expect(page.get_by_role("button", name="Start rating")).to_be_focused()
@@ -57,8 +58,8 @@ def test_a_rater_completes_an_assignment_with_the_keyboard_only(browser_page, li
 def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server, researcher, artifacts):
     line = {"id": "x", "input": "Say hello <b>politely</b>.",
             "outputs": {"evil": ["<script>alert(1)</script>\nHello   there"], "good": ["Hello."]}}
-    study = services.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
-    rater = services.do_create_rater_link(study, "r")
+    study = creation.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
+    rater = enrolment.do_create_rater_link(study, "r")
     page = browser_page.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
@@ -81,9 +82,9 @@ def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_hos
         "evil": ["\n\n".join(XSS)], "good": ["Hello **there**.\n\n```python\nprint('hi')\n```\n\n- a\n- b"]}}]
     lines += [{"id": f"v{n}", "input": vector, "outputs": {"evil": [vector], "good": ["Fine."]}}
               for n, vector in enumerate(XSS)]
-    study = services.do_create_study(researcher, "xss-corpus", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+    study = creation.do_create_study(researcher, "xss-corpus", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "x.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)  # an item each
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)  # an item each
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     dialogs: list[str] = []
     foreign: list[str] = []
@@ -91,7 +92,7 @@ def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_hos
     page.on("request", lambda request: None if request.url.startswith(live_server.url) else foreign.append(request.url))
     checked_code = False
     for n in range(len(lines)):  # every item: its input and both outputs, rendered and as source
-        rater = services.do_create_rater_link(study, f"r{n}")
+        rater = enrolment.do_create_rater_link(study, f"r{n}")
         response = page.goto(live_server.url + rater.link_path())
         assert "unsafe-inline" not in response.headers["content-security-policy"]
         page.get_by_role("button", name="Start rating").click()
@@ -108,8 +109,8 @@ def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_hos
 
 
 def test_the_rating_page_works_without_javascript(browser_page, live_server, researcher):
-    study = services.do_create_study(researcher, "nojs", study_jsonl(1), "n.jsonl")
-    rater = services.do_create_rater_link(study, "r")
+    study = creation.do_create_study(researcher, "nojs", study_jsonl(1), "n.jsonl")
+    rater = enrolment.do_create_rater_link(study, "r")
     context = browser_page.new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto(live_server.url + rater.link_path())
@@ -124,8 +125,8 @@ def test_the_rating_page_works_without_javascript(browser_page, live_server, res
 
 
 def test_narrow_screens_stack_the_outputs(browser_page, live_server, researcher, artifacts):
-    study = services.do_create_study(researcher, "narrow", study_jsonl(1), "n.jsonl")
-    rater = services.do_create_rater_link(study, "r")
+    study = creation.do_create_study(researcher, "narrow", study_jsonl(1), "n.jsonl")
+    rater = enrolment.do_create_rater_link(study, "r")
     page = browser_page.new_page(viewport={"width": 390, "height": 844})
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()
@@ -138,9 +139,9 @@ def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_p
                                                                       monkeypatch):
     from django.db import OperationalError
 
-    study = services.do_create_study(researcher, "flaky", study_jsonl(1), "f.jsonl")
-    rater = services.do_create_rater_link(study, "r")
-    real, failures = services.record_judgment, []
+    study = creation.do_create_study(researcher, "flaky", study_jsonl(1), "f.jsonl")
+    rater = enrolment.do_create_rater_link(study, "r")
+    real, failures = recording.record_judgment, []
 
     def flaky(*args, **kwargs):
         if not failures:
@@ -148,7 +149,7 @@ def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_p
             raise OperationalError("database restarting")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(services, "record_judgment", flaky)
+    monkeypatch.setattr(recording, "record_judgment", flaky)
     page = browser_page.new_page()
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()
@@ -171,10 +172,10 @@ SCALE_STEPS = [("5", ("second", 2)), ("1", ("first", 2)), ("3", ("tie", None)), 
 
 
 def test_the_preference_scale_is_answered_with_the_keys_its_mode_defines(browser_page, live_server, researcher):
-    study = services.do_create_study(researcher, "scale", study_jsonl(2), "s.jsonl")
-    services.do_update_settings(study, {"elicitation": "preference_scale", "neither_option": True,
+    study = creation.do_create_study(researcher, "scale", study_jsonl(2), "s.jsonl")
+    lifecycle.do_update_settings(study, {"elicitation": "preference_scale", "neither_option": True,
                                         "judgments_per_assignment": 5}, None)
-    rater = services.do_create_rater_link(study, "scale-rater")
+    rater = enrolment.do_create_rater_link(study, "scale-rater")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()

@@ -8,8 +8,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from annotation import services
 from annotation.models import Assignment, Judgment
+from annotation.studies import creation, enrolment, lifecycle
 from tests.browser.conftest import wait_until_rating_page_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -25,16 +25,16 @@ LONG = ("Here is how to list the files of a directory in Python.\n\n1. Import `o
 def long_study(researcher, name="long"):
     lines = [{"id": f"q{i}", "input": f"How do I list Python files? ({i})",
               "outputs": {"verbose": [LONG], "short": ["Use `glob.glob('*.py')`."]}} for i in range(3)]
-    study = services.do_create_study(researcher, name, "".join(json.dumps(x) + "\n" for x in lines).encode(),
+    study = creation.do_create_study(researcher, name, "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "l.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)  # one each
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)  # one each
     return study
 
 
 def test_on_a_phone_the_answer_bar_is_on_screen_and_no_key_hints_show(browser_page, live_server, researcher,
                                                                         artifacts):
     study = long_study(researcher)
-    rater = services.do_create_rater_link(study, "phone")
+    rater = enrolment.do_create_rater_link(study, "phone")
     context = browser_page.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()
     page.goto(live_server.url + rater.link_path())
@@ -57,9 +57,9 @@ def test_on_a_phone_the_answer_bar_is_on_screen_and_no_key_hints_show(browser_pa
 def test_desktop_instructions_at_hand_and_enter_continues_after_the_last_pair(browser_page, live_server, researcher,
                                                                               artifacts):
     study = long_study(researcher, "desk")
-    services.do_update_settings(study, {"instructions": "Prefer the **correct** answer; length is no merit."},
+    lifecycle.do_update_settings(study, {"instructions": "Prefer the **correct** answer; length is no merit."},
                                 None)
-    rater = services.do_create_rater_link(study, "desk")
+    rater = enrolment.do_create_rater_link(study, "desk")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
     assert page.locator("a.brand").count() == 0  # the logo leads no rater to the researcher login
@@ -93,11 +93,11 @@ def test_the_open_link_goes_from_join_straight_to_the_first_pair(browser_page, l
 
 def test_both_bad_by_key_then_revised_to_a_choice_in_the_browser(browser_page, live_server, researcher):
     lines = [{"id": "m0", "input": "Q", "outputs": {"a": ["A one", "A two"], "b": ["B one", "B two"]}}]
-    multi = services.do_create_study(researcher, "honest-k2", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+    multi = creation.do_create_study(researcher, "honest-k2", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "m.jsonl")
-    services.do_update_settings(multi, {"neither_option": True, "pairs_per_assignment": 2, "raters_per_item": 1},
+    lifecycle.do_update_settings(multi, {"neither_option": True, "pairs_per_assignment": 2, "raters_per_item": 1},
                                 None)
-    rater = services.do_create_rater_link(multi, "honest")
+    rater = enrolment.do_create_rater_link(multi, "honest")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()
@@ -123,10 +123,10 @@ def test_ten_judgments_on_a_k1_study_are_one_assignment_with_one_completion_code
                                                                                    artifacts):
     lines = [{"id": f"a{i}", "input": f"Question {i}?", "outputs": {"x": [f"Answer X{i}."], "y": [f"Answer Y{i}."]}}
              for i in range(12)]
-    study = services.do_create_study(researcher, "bundled", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+    study = creation.do_create_study(researcher, "bundled", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "b.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1}, None)
-    rater = services.do_create_rater_link(study, "worker")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1}, None)
+    rater = enrolment.do_create_rater_link(study, "worker")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
     expect(page.get_by_test_id("assignment-size")).to_contain_text("10 pairs")
@@ -147,8 +147,8 @@ def test_skipping_an_item_with_a_reason_in_the_browser(browser_page, live_server
     from annotation.models import Skip
 
     study = long_study(researcher, "skip")
-    services.do_update_settings(study, {"allow_skip": True, "judgments_per_assignment": 2}, None)
-    rater = services.do_create_rater_link(study, "skipper")
+    lifecycle.do_update_settings(study, {"allow_skip": True, "judgments_per_assignment": 2}, None)
+    rater = enrolment.do_create_rater_link(study, "skipper")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()

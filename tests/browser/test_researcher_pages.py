@@ -91,9 +91,8 @@ def test_a_judge_runs_from_the_browser_with_stop_and_resume(browser_page, live_s
 
     from django.db import connections
 
-    from annotation.models import Judge, Judgment
-    from annotation.tasks import run_judge
-    from selection.models import Job
+    from annotation.jobs import run_job
+    from annotation.models import Job, Judge, Judgment
     from tests.annotation.test_judge_runner import KEY, study_with
     from tests.judge_server import JudgeServer
 
@@ -106,7 +105,7 @@ def test_a_judge_runs_from_the_browser_with_stop_and_resume(browser_page, live_s
 
         def run() -> None:
             try:
-                run_judge.call(job.pk)
+                run_job.call(job.pk)
             finally:
                 connections.close_all()
 

@@ -8,13 +8,14 @@ import re
 
 from django.urls import reverse
 
-from annotation import services
 from annotation.models import AssignmentPair, Judgment
+from annotation.rating import allocation
+from annotation.studies import lifecycle
 
 
 def test_pairs_not_yet_shown_cannot_be_answered(client, study, rater):
-    services.do_update_settings(study, {"min_seconds_per_pair": 5}, None)
-    assignment = services.do_start_assignment(rater)
+    lifecycle.do_update_settings(study, {"min_seconds_per_pair": 5}, None)
+    assignment = allocation.do_start_assignment(rater)
     url = reverse("rate", args=[rater.token(), assignment.pk])
     shown = int(re.search(r'name="pair" value="(\d+)"', client.get(url).content.decode()).group(1))
     ahead = list(assignment.pairs.order_by("position").values_list("pk", flat=True))[1:4]

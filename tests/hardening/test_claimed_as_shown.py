@@ -11,17 +11,20 @@ import re
 from django.test import Client
 from django.urls import reverse
 
-from annotation import crowd, services
+from annotation import models
+from annotation.crowd import sites
 from annotation.elicitation import Answer
 from annotation.models import Assignment, AssignmentTask, ExternalLink, Judgment, Rater, Task
+from annotation.rating import allocation, attention, recording
+from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import study_jsonl
 
 PAIRS_PER_ITEM = 5  # conftest's studies: K = N = 5, so every task (item) shows five pairs
 
 
 def _study(researcher, items: int, per_assignment: int, raters_per_item: int = 1):
-    study = services.do_create_study(researcher, "claims", study_jsonl(items), "c.jsonl")
-    return services.do_update_settings(
+    study = creation.do_create_study(researcher, "claims", study_jsonl(items), "c.jsonl")
+    return lifecycle.do_update_settings(
         study, {"raters_per_item": raters_per_item, "judgments_per_assignment": per_assignment}, None)
 
 
@@ -39,7 +42,7 @@ def _answer_on_page(client: Client, url: str) -> str:
 
 def test_a_worker_who_has_answered_nothing_holds_only_the_item_on_their_screen(researcher):
     study = _study(researcher, items=6, per_assignment=3 * PAIRS_PER_ITEM)
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     worker = Client(REMOTE_ADDR="198.51.100.7")
     response = worker.get(link.path(), {"worker_id": "w1"})
     assert response.status_code == 302
@@ -70,10 +73,10 @@ def test_a_drain_from_one_client_leaves_work_for_a_real_worker_elsewhere(researc
     10 held for the first-answer window). Now a session holds one item until it answers, and one network holds at
     most UNANSWERED_PER_CLIENT unanswered sessions."""
     study = _study(researcher, items=10, per_assignment=10 * PAIRS_PER_ITEM)
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     bot = Client(REMOTE_ADDR="203.0.113.66")
     codes = [bot.get(link.path(), {"worker_id": f"bot{n}"}).status_code for n in range(60)]
-    cap = services.UNANSWERED_PER_CLIENT
+    cap = allocation.UNANSWERED_PER_CLIENT
     assert codes[:cap] == [302] * cap and set(codes[cap:]) == {429}
     assert AssignmentTask.objects.filter(slot__isnull=False).count() == cap  # 3 of the 10 items, not all of them
     real = Client(REMOTE_ADDR="198.51.100.5").get(link.path(), {"worker_id": "real"})
@@ -85,8 +88,8 @@ def test_a_drain_from_one_client_leaves_work_for_a_real_worker_elsewhere(researc
     # once one of them answers, another person on that network may start
     first = Assignment.objects.filter(rater__external_id="generic:bot0").get()
     shown = first.pairs.order_by("position").first()
-    services.mark_shown(shown)
-    services.record_judgment(shown, idempotency_key="bot0-1", answer=Answer(choice="first"))
+    allocation.mark_shown(shown)
+    recording.record_judgment(shown, idempotency_key="bot0-1", answer=Answer(choice="first"))
     assert bot.get(link.path(), {"worker_id": "bot5"}).status_code == 302
 
 
@@ -99,7 +102,7 @@ def test_open_link_visitors_of_one_network_hold_at_most_three_unanswered_places(
     for _ in range(5):
         visitor = Client(REMOTE_ADDR="2001:db8:7:7::9")  # a fresh browser each time, one /64
         codes.append(visitor.post(url).status_code)
-    cap = services.UNANSWERED_PER_CLIENT
+    cap = allocation.UNANSWERED_PER_CLIENT
     assert codes == [302] * cap + [429] * (5 - cap)
     assert AssignmentTask.objects.filter(slot__isnull=False).count() == cap
     assert set(Rater.objects.values_list("client", flat=True)) == {"2001:db8:7:7::/64"}
@@ -110,7 +113,7 @@ def test_an_assignment_that_runs_out_of_work_completes_with_what_it_had(research
     """Claimed as shown, a worker's assignment can find the study full when they reach its next item: it then
     completes with the pairs they answered (and its completion code), never waits for places that do not come."""
     study = _study(researcher, items=2, per_assignment=2 * PAIRS_PER_ITEM)
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     first = Client(REMOTE_ADDR="198.51.100.1")
     url = first.get(link.path(), {"worker_id": "one"})["Location"]
     assert Client(REMOTE_ADDR="198.51.100.2").get(link.path(), {"worker_id": "two"}).status_code == 302
@@ -125,11 +128,11 @@ def test_the_rating_page_claims_the_next_item_when_the_submit_could_not(client, 
     """When the last held pair is answered while every open task is being claimed by other starts, the submit stores
     the answer and leaves the claim; the rating page makes it (nothing waits for ever)."""
     study = _study(researcher, items=4, per_assignment=2 * PAIRS_PER_ITEM)
-    visitor = services.do_join_open_link(study, "198.51.100.3")
-    assignment = services.do_start_assignment(visitor)
+    visitor = enrolment.do_join_open_link(study, "198.51.100.3")
+    assignment = allocation.do_start_assignment(visitor)
     for shown in assignment.pairs.order_by("position"):
-        services.mark_shown(shown)
-        services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+        allocation.mark_shown(shown)
+        recording.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
     assignment.refresh_from_db()
     assert assignment.n_pairs == 2 * PAIRS_PER_ITEM  # the submit claimed the next item
     # the state a busy moment leaves: every held pair answered, the next item not yet claimed
@@ -149,9 +152,9 @@ def test_attention_checks_stay_at_the_rate_as_the_assignment_grows(researcher):
     study.crowd_settings.gold_rate = 0.1
     study.crowd_settings.save()
     for n in range(8):
-        crowd.do_add_gold_pair(study, f"Question {n}?", f"Right answer {n}.", "asdf qwer")
-    visitor = services.do_join_open_link(study, "198.51.100.4")
-    assignment = services.do_start_assignment(visitor)
+        attention.do_add_gold_pair(study, f"Question {n}?", f"Right answer {n}.", "asdf qwer")
+    visitor = enrolment.do_join_open_link(study, "198.51.100.4")
+    assignment = allocation.do_start_assignment(visitor)
     position = 0
     while True:
         assignment.refresh_from_db()
@@ -159,12 +162,12 @@ def test_attention_checks_stay_at_the_rate_as_the_assignment_grows(researcher):
         if position >= len(pairs):
             break
         shown = pairs[position]
-        services.mark_shown(shown)
+        allocation.mark_shown(shown)
         if shown.gold_id is not None:
             good = "first" if shown.a_shown_first else "second"
-            services.record_judgment(shown, idempotency_key=f"g{shown.pk}", answer=Answer(choice=good))
+            recording.record_judgment(shown, idempotency_key=f"g{shown.pk}", answer=Answer(choice=good))
         else:
-            services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+            recording.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
         position += 1
         study_pairs = sum(1 for p in pairs[:position] if p.pair_id is not None)
         golds = sum(1 for p in pairs if p.gold_id is not None)  # every check the assignment holds so far
@@ -178,7 +181,7 @@ def test_attention_checks_stay_at_the_rate_as_the_assignment_grows(researcher):
 
 def test_one_client_never_fills_a_small_launch_cap(researcher):
     study = _study(researcher, items=20, per_assignment=PAIRS_PER_ITEM, raters_per_item=3)
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     link.launch_per_minute = 4
     link.save()
     bot = Client(REMOTE_ADDR="203.0.113.9")
@@ -191,32 +194,32 @@ def test_whole_items_only_and_personal_links_keep_their_whole_assignment(researc
     """An assignment grows by whole items up to its size, as a start takes them (7 pairs a go with 5 per item: one
     item, never two); a rater with a personal link gets the whole assignment at the start and nothing later."""
     study = _study(researcher, items=6, per_assignment=PAIRS_PER_ITEM + 2)
-    personal = services.do_start_assignment(services.do_create_rater_link(study, "person"))
+    personal = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "person"))
     assert personal.n_pairs == PAIRS_PER_ITEM and personal.unclaimed == 0
-    visitor = services.do_join_open_link(study, "198.51.100.8")
-    assignment = services.do_start_assignment(visitor)
+    visitor = enrolment.do_join_open_link(study, "198.51.100.8")
+    assignment = allocation.do_start_assignment(visitor)
     assert assignment.unclaimed == 0  # the 2 pairs left make no whole item: the page says "of 5", as it will be
     for shown in assignment.pairs.order_by("position"):
-        services.mark_shown(shown)
-        services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+        allocation.mark_shown(shown)
+        recording.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
     assignment.refresh_from_db()
     assert assignment.status == "completed" and assignment.n_pairs == PAIRS_PER_ITEM and _held(assignment) == 1
 
 
 def _answer_all_held(assignment: Assignment) -> None:
     for shown in assignment.pairs.filter(judgment__isnull=True).order_by("position"):
-        services.mark_shown(shown)
-        services.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+        allocation.mark_shown(shown)
+        recording.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
 
 
 def test_an_open_assignment_never_shows_the_completion_code(client, researcher, monkeypatch):
     """When the next item cannot be claimed at the moment (every open item held by other starts), the page says it is
     finding the next one and goes on by itself; a paused study says paused. Never the code while work is owed."""
     study = _study(researcher, items=6, per_assignment=2 * PAIRS_PER_ITEM)
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     url = Client(REMOTE_ADDR="198.51.100.21").get(link.path(), {"worker_id": "w"})["Location"]
     assignment = Assignment.objects.get()
-    monkeypatch.setattr(services, "_claim_next", lambda a, now: None)  # the busy moment, however long it lasts
+    monkeypatch.setattr(allocation, "try_claim_next", lambda a, now: None)  # the busy moment, however long it lasts
     _answer_all_held(assignment)
     assignment.refresh_from_db()
     assert assignment.status == "active" and assignment.unclaimed == PAIRS_PER_ITEM
@@ -236,8 +239,8 @@ def test_an_open_assignment_never_shows_the_completion_code(client, researcher, 
 
 def test_a_screened_out_worker_claims_nothing_more(researcher):
     study = _study(researcher, items=6, per_assignment=3 * PAIRS_PER_ITEM)
-    visitor = services.do_join_open_link(study, "198.51.100.22")
-    assignment = services.do_start_assignment(visitor)
+    visitor = enrolment.do_join_open_link(study, "198.51.100.22")
+    assignment = allocation.do_start_assignment(visitor)
     Rater.objects.filter(pk=visitor.pk).update(screened_out=True)
     _answer_all_held(assignment)
     assignment.refresh_from_db()
@@ -248,7 +251,7 @@ def test_an_open_assignment_counts_on_the_network_it_started_from(researcher):
     """Reopening the sessions of one network from another must not free the first network's count (the review's
     parking attack)."""
     study = _study(researcher, items=20, per_assignment=2 * PAIRS_PER_ITEM)
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     first = Client(REMOTE_ADDR="203.0.113.70")
     for n in range(3):
         assert first.get(link.path(), {"worker_id": f"x{n}", "session_id": f"a{n}"}).status_code == 302
@@ -265,15 +268,15 @@ def test_a_measured_pace_is_reused_briefly_and_a_thin_one_never(researcher):
     from annotation.models import Judgment
 
     study = _study(researcher, items=10, per_assignment=PAIRS_PER_ITEM, raters_per_item=3)
-    rater = services.do_create_rater_link(study, "timed")
-    _answer_all_held(services.do_start_assignment(rater))
+    rater = enrolment.do_create_rater_link(study, "timed")
+    _answer_all_held(allocation.do_start_assignment(rater))
     Judgment.objects.update(time_on_task_ms=8000)  # 5 timed judgments: fewer than MIN_TIMED_JUDGMENTS
-    assert services.seconds_per_pair(study) == (services.DEFAULT_SECONDS_PER_PAIR, False)
+    assert allocation.seconds_per_pair(study) == (models.DEFAULT_SECONDS_PER_PAIR, False)
     assert cache.get(f"pace:{study.pk}") is None
-    _answer_all_held(services.do_start_assignment(rater))
+    _answer_all_held(allocation.do_start_assignment(rater))
     Judgment.objects.update(time_on_task_ms=8000)
-    assert services.seconds_per_pair(study) == (8.0, True)
+    assert allocation.seconds_per_pair(study) == (8.0, True)
     Judgment.objects.update(time_on_task_ms=20000)
-    assert services.seconds_per_pair(study) == (8.0, True)  # reused for PACE_CACHE_SECONDS
+    assert allocation.seconds_per_pair(study) == (8.0, True)  # reused for PACE_CACHE_SECONDS
     cache.delete(f"pace:{study.pk}")
-    assert services.seconds_per_pair(study) == (20.0, True)
+    assert allocation.seconds_per_pair(study) == (20.0, True)

@@ -7,7 +7,9 @@ import pytest
 from django.db import OperationalError
 from django.urls import reverse
 
-from annotation import access, rater_views, services
+from annotation import access
+from annotation.rating import allocation
+from annotation.views import raters
 from tests.other_database import run_on
 
 
@@ -20,9 +22,9 @@ def down(monkeypatch):
 
 
 def test_every_rater_request_gets_the_retry_page(client, study, rater, monkeypatch, down):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     page = reverse("rate", args=[rater.token(), assignment.pk])
-    monkeypatch.setattr(rater_views._PAGE, "rows", down)  # the page's and the submit's lookup
+    monkeypatch.setattr(raters._PAGE, "rows", down)  # the page's and the submit's lookup
     monkeypatch.setattr(access.Rater.objects, "select_related", lambda *a: (_ for _ in ()).throw(
         OperationalError("database is locked")))  # the welcome page's and the start's lookup
     for response in (client.get(page), client.post(page + "submit/", {"pair": 1, "key": "k", "choice": "first"}),
@@ -38,7 +40,7 @@ def test_the_api_says_so_in_json(researcher, study, monkeypatch, down):
 
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
-    monkeypatch.setattr("annotation.api.StudyViewSet.get_queryset", down)
+    monkeypatch.setattr("annotation.views.api.StudyViewSet.get_queryset", down)
     response = api.get("/api/studies/")
     assert response.status_code == 503 and "briefly unavailable" in response.json()["detail"]
 

@@ -8,8 +8,9 @@ import json
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from annotation import services
 from annotation.models import Study
+from annotation.rating import allocation
+from annotation.studies import enrolment
 
 
 def test_a_study_with_an_empty_output_imports_and_raters_see_a_placeholder(researcher_client, client):
@@ -19,7 +20,7 @@ def test_a_study_with_an_empty_output_imports_and_raters_see_a_placeholder(resea
     page = response.content.decode()
     assert "1 empty output imported" in page and "line 1, field &#x27;outputs.phi-2[0]&#x27;" in page
     study = Study.objects.get(name="empty")
-    rater = services.do_create_rater_link(study, "r")
-    assignment = services.do_start_assignment(rater)
+    rater = enrolment.do_create_rater_link(study, "r")
+    assignment = allocation.do_start_assignment(rater)
     rating = client.get(reverse("rate", args=[rater.token(), assignment.pk])).content.decode()
     assert rating.count('data-testid="empty-output"') == 1 and "(empty output)" in rating

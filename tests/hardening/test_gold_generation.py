@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import signal
 
-from annotation import crowd, services
+from annotation.rating import attention
+from annotation.studies import creation
 
 
 def test_an_output_of_one_repeated_word_is_skipped_not_shuffled_forever(researcher):
     lines = [{"id": f"r{i}", "input": "Say it.", "outputs": {"a": ["yes yes yes yes yes"], "b": ["no no no no"]}}
              for i in range(3)]
     lines.append({"id": "ok", "input": "Tell me.", "outputs": {"a": ["the cat sat down"], "b": ["a b a b"]}})
-    study = services.do_create_study(researcher, "echo", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+    study = creation.do_create_study(researcher, "echo", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "e.jsonl")
     def too_long(signum, frame):
         raise TimeoutError("generating attention checks did not finish in 10 s")
@@ -20,7 +21,7 @@ def test_an_output_of_one_repeated_word_is_skipped_not_shuffled_forever(research
     previous = signal.signal(signal.SIGALRM, too_long)
     signal.alarm(10)
     try:
-        made = crowd.do_generate_gold(study, 5)
+        made = attention.do_generate_gold(study, 5)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

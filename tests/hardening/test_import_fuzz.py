@@ -13,9 +13,11 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from annotation import formats, services
-from annotation.formats import FormatError
+from annotation.exchange import formats
+from annotation.exchange.formats import FormatError
 from annotation.models import Judgment, Study
+from annotation.rating import recording
+from annotation.studies import creation
 
 JUDGMENT = {"item": "item-0", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b", "sample_b": 0,
             "shown_first": "sys-a", "rater": "h", "rater_kind": "human", "choice": "sys-a"}
@@ -33,7 +35,7 @@ CSV_HEADER = "item,system_a,sample_a,system_b,sample_b,shown_first,rater,rater_k
 ])
 def test_the_study_files_that_crashed_now_name_their_line(researcher, text, message):
     with pytest.raises(FormatError, match=f"line 1: .*{message}"):
-        services.do_create_study(researcher, "bad", (text + "\n").encode(), "s.jsonl")
+        creation.do_create_study(researcher, "bad", (text + "\n").encode(), "s.jsonl")
     assert not Study.objects.exists()
 
 
@@ -47,7 +49,7 @@ def test_the_study_files_that_crashed_now_name_their_line(researcher, text, mess
 ])
 def test_the_judgment_files_that_crashed_now_name_their_line(study, data, filename, message):
     with pytest.raises(FormatError, match=message):
-        services.do_import_judgments(study, (data + "\n").encode(), filename)
+        recording.do_import_judgments(study, (data + "\n").encode(), filename)
     assert not Judgment.objects.exists()
 
 
@@ -70,7 +72,7 @@ def test_json_in_a_study_csvs_metadata_is_held_to_the_jsonl_rules(researcher, ce
     text = ("item_id,input,system,sample,output,metadata\n"
             f"x,in,a,0,one,{_csv_cell(cell)}\nx,in,b,0,two,{_csv_cell(cell)}\n")
     with pytest.raises(FormatError, match=f"line 2, field 'metadata': .*{message}"):
-        services.do_create_study(researcher, "bad", text.encode(), "s.csv")
+        creation.do_create_study(researcher, "bad", text.encode(), "s.csv")
     assert not Study.objects.exists()
 
 
@@ -79,16 +81,16 @@ def test_json_in_a_study_csvs_metadata_is_held_to_the_jsonl_rules(researcher, ce
 def test_json_in_a_judgment_csv_is_held_to_the_jsonl_rules(study, column, cell, message):
     text = f"{CSV_HEADER},{column}\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,{_csv_cell(cell)}\n"
     with pytest.raises(FormatError, match=f"line 2, field '{column}': .*{message}"):
-        services.do_import_judgments(study, text.encode(), "j.csv")
+        recording.do_import_judgments(study, text.encode(), "j.csv")
     assert not Judgment.objects.exists()
 
 
 def test_a_csv_field_as_long_as_jsonl_accepts_is_read(study):
     long_comment = "x" * 1999
     text = f"{CSV_HEADER},comment\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,{long_comment}\n"
-    services.do_import_judgments(study, text.encode(), "j.csv")
+    recording.do_import_judgments(study, text.encode(), "j.csv")
     huge = f"{CSV_HEADER},note\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,{'y' * 200_000}\n"
-    services.do_import_judgments(study, huge.encode(), "j2.csv")  # an unknown column of 200,000 characters
+    recording.do_import_judgments(study, huge.encode(), "j2.csv")  # an unknown column of 200,000 characters
     assert Judgment.objects.count() == 2
 
 
@@ -111,7 +113,7 @@ def attempt(study, data: bytes, filename: str) -> None:
     before = Judgment.objects.count()
     with transaction.atomic():
         try:
-            services.do_import_judgments(study, data, filename)
+            recording.do_import_judgments(study, data, filename)
         except FormatError as exc:
             assert all(m.startswith(("line ", "...")) or "file" in m for m in exc.messages()), exc.messages()
             assert Judgment.objects.count() == before
@@ -148,7 +150,7 @@ def test_any_study_line_is_imported_or_named(researcher, item):
     obj = {"id": "q", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, **item}
     with transaction.atomic():
         try:
-            services.do_create_study(researcher, "fuzz", (json.dumps(obj, allow_nan=True) + "\n").encode(),
+            creation.do_create_study(researcher, "fuzz", (json.dumps(obj, allow_nan=True) + "\n").encode(),
                                      "s.jsonl")
         except FormatError as exc:
             assert all(m.startswith("line ") or "file" in m or "study needs" in m for m in exc.messages()), \

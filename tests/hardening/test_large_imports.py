@@ -11,9 +11,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.urls import reverse
 
-from annotation import services, tasks
-from annotation.models import Item, Study, StudyUpload, Task
-from selection.models import Job
+from annotation.jobs import run_job
+from annotation.models import Item, Job, Study, StudyUpload, Task
+from annotation.plan import planning
+from annotation.studies import creation, enrolment
 from tests.other_database import run_on
 
 
@@ -23,17 +24,17 @@ def study_file(n: int) -> bytes:
 
 
 def test_the_browser_checks_the_file_then_imports_it_in_the_background(researcher_client, client, monkeypatch):
-    monkeypatch.setattr(services, "IMPORT_CHUNK", 3)
+    monkeypatch.setattr(creation, "IMPORT_CHUNK", 3)
     response = researcher_client.post(reverse("study_create"), {
         "name": "big", "file": SimpleUploadedFile("b.jsonl", study_file(10))})
     study = Study.objects.get(name="big")
     assert response.status_code == 302 and study.status == "importing" and not study.items.exists()
     page = researcher_client.get(study.get_absolute_url()).content.decode()
     assert 'data-testid="importing"' in page and 'hx-get="' in page  # progress, polled
-    rater = services.do_create_rater_link(study, "early")
+    rater = enrolment.do_create_rater_link(study, "early")
     assert client.post(reverse("rater_start", args=[rater.token()])).status_code == 503  # not open yet
     job = Job.objects.get(kind="import")
-    tasks.run_study_import.call(job.pk)
+    run_job.call(job.pk)
     study.refresh_from_db()
     job.refresh_from_db()
     assert study.status == "active" and study.items.count() == 10 and Task.objects.filter(study=study).count() == 10
@@ -42,7 +43,7 @@ def test_the_browser_checks_the_file_then_imports_it_in_the_background(researche
 
 
 def test_a_bad_large_file_is_refused_in_the_request_with_nothing_saved(researcher_client, monkeypatch):
-    monkeypatch.setattr(services, "IMPORT_CHUNK", 3)
+    monkeypatch.setattr(creation, "IMPORT_CHUNK", 3)
     bad = study_file(10) + b'{"id": "x"}\n'
     response = researcher_client.post(reverse("study_create"), {"name": "bad", "file": SimpleUploadedFile("b.jsonl",
                                                                                                         bad)})
@@ -52,14 +53,14 @@ def test_a_bad_large_file_is_refused_in_the_request_with_nothing_saved(researche
 
 @pytest.mark.django_db(transaction=True)
 def test_each_step_is_a_short_transaction_and_raters_see_nothing_until_published(researcher, monkeypatch):
-    monkeypatch.setattr(services, "IMPORT_CHUNK", 4)
+    monkeypatch.setattr(creation, "IMPORT_CHUNK", 4)
     seen = []
 
     def progress(done, total):
         study = Study.objects.get(name="steps")
         seen.append((done, total, connection.in_atomic_block, study.status, study.accepts_raters))
 
-    study = services.do_create_study(researcher, "steps", study_file(10), "s.jsonl", progress=progress)
+    study = creation.do_create_study(researcher, "steps", study_file(10), "s.jsonl", progress=progress)
     assert all(not in_transaction for _, _, in_transaction, _, _ in seen)  # the database is free between steps
     assert all(status == "importing" and not open_ for _, _, _, status, open_ in seen[:-1])
     assert seen[-1][:2] == (seen[-1][1], seen[-1][1]) and study.status == "active"
@@ -68,14 +69,14 @@ def test_each_step_is_a_short_transaction_and_raters_see_nothing_until_published
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_step_leaves_nothing(researcher, monkeypatch):
-    monkeypatch.setattr(services, "IMPORT_CHUNK", 4)
+    monkeypatch.setattr(creation, "IMPORT_CHUNK", 4)
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(services, "_release_chunk", broken)
+    monkeypatch.setattr(planning, "release_chunk", broken)
     with pytest.raises(RuntimeError):
-        services.do_create_study(researcher, "half", study_file(10), "s.jsonl")
+        creation.do_create_study(researcher, "half", study_file(10), "s.jsonl")
     assert not Study.objects.exists() and not Item.objects.exists()
 
 
@@ -83,11 +84,11 @@ def test_postgresql_imports_more_items_than_its_query_parameters(tmp_path):
     """On a PostgreSQL database of its own, whichever database this suite runs on: the limit is PostgreSQL's."""
     result = run_on("postgresql", """
 from django.contrib.auth import get_user_model
-from annotation import services
 from annotation.models import Task
+from annotation.studies import creation, enrolment
 from tests.hardening.test_large_imports import study_file
 owner = get_user_model().objects.create_user("big")
-study = services.do_create_study(owner, "huge", study_file(66_000), "h.jsonl")
+study = creation.do_create_study(owner, "huge", study_file(66_000), "h.jsonl")
 result = [study.status, study.items.count(), Task.objects.filter(study=study).count()]
 """, tmp_path)
     assert result == ["active", 66_000, 66_000]
@@ -100,17 +101,18 @@ def test_postgresql_imports_more_judgments_than_its_query_parameters(tmp_path):
     result = run_on("postgresql", """
 import json
 from django.contrib.auth import get_user_model
-from annotation import services
 from annotation.models import Judgment
+from annotation.rating import recording
+from annotation.studies import creation, enrolment
 owner = get_user_model().objects.create_user("big")
 study_lines = "".join(json.dumps({"id": f"i{i}", "input": "q", "outputs": {"a": ["x"], "b": ["y"]}}) + "\\n"
                       for i in range(100))
-study = services.do_create_study(owner, "s", study_lines.encode(), "s.jsonl")
+study = creation.do_create_study(owner, "s", study_lines.encode(), "s.jsonl")
 lines = "".join(json.dumps({"id": f"j{n}", "item": f"i{n % 100}", "system_a": "a", "sample_a": 0, "system_b": "b",
                             "sample_b": 0, "shown_first": "a", "rater": f"r{n // 100}", "rater_kind": "human",
                             "choice": "a"}) + "\\n" for n in range(70_000))
-first = services.do_import_judgments(study, lines.encode(), "j.jsonl")
-again = services.do_import_judgments(study, lines.encode(), "j.jsonl")
+first = recording.do_import_judgments(study, lines.encode(), "j.jsonl")
+again = recording.do_import_judgments(study, lines.encode(), "j.jsonl")
 result = [first.created, again.created, again.skipped, Judgment.objects.filter(study=study).count()]
 """, tmp_path)
     assert result == [70_000, 0, 70_000, 70_000]

@@ -11,19 +11,21 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation import crowd, services
+from annotation.crowd import sites
 from annotation.models import Assignment, AssignmentTask, ExternalLink, WorkerSession
+from annotation.rating import allocation
+from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import study_jsonl
 
 
 def test_one_client_cannot_take_every_place_with_invented_ids(researcher):
-    study = services.do_create_study(researcher, "ten", study_jsonl(30), "t.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)  # one item each
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    study = creation.do_create_study(researcher, "ten", study_jsonl(30), "t.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)  # one item each
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     bot = Client(REMOTE_ADDR="203.0.113.66")
     codes = [bot.get(link.path(), {"worker_id": f"bot{n}"}).status_code for n in range(40)]
-    per_client, _ = crowd.NEW_WORKERS_PER_CLIENT
-    held = services.UNANSWERED_PER_CLIENT  # issue 26: a network's unanswered sessions hold at most this many places
+    per_client, _ = sites.NEW_WORKERS_PER_CLIENT
+    held = allocation.UNANSWERED_PER_CLIENT  # issue 26: a network's unanswered sessions hold at most this many places
     assert codes[:held] == [302] * held and set(codes[held:]) == {429}
     assert WorkerSession.objects.count() == per_client and AssignmentTask.objects.count() == held
     # a real worker elsewhere still gets work, and a worker coming back is never refused
@@ -32,15 +34,15 @@ def test_one_client_cannot_take_every_place_with_invented_ids(researcher):
 
 
 def test_places_of_a_worker_who_never_answers_return_after_the_short_hold(study):
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
-    personal = services.do_create_rater_link(study, "person")
-    mine = services.do_start_assignment(personal)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    personal = enrolment.do_create_rater_link(study, "person")
+    mine = allocation.do_start_assignment(personal)
     Client().get(link.path(), {"worker_id": "idle"})
     idle = Assignment.objects.get(rater__source="external")
     hold = study.crowd_settings.first_answer_minutes
     Assignment.objects.filter(pk__in=[idle.pk, mine.pk]).update(
         created=timezone.now() - dt.timedelta(minutes=hold + 1))
-    services.expire_stale_assignments(study)
+    allocation.expire_stale_assignments(study)
     idle.refresh_from_db()
     mine.refresh_from_db()
     assert idle.status == "expired" and not idle.places.filter(slot__isnull=False).exists()
@@ -48,7 +50,7 @@ def test_places_of_a_worker_who_never_answers_return_after_the_short_hold(study)
 
 
 def test_a_prolific_link_refuses_another_prolific_study(client, study):
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.PROLIFIC, "abc123")
+    link = sites.do_create_external_link(study, ExternalLink.Platform.PROLIFIC, "abc123")
     other = client.get(link.path(), {"PROLIFIC_PID": "p1", "STUDY_ID": "zzz", "SESSION_ID": "s1"})
     assert other.status_code == 400 and b"another Prolific study" in other.content
     assert not WorkerSession.objects.exists()
@@ -57,24 +59,24 @@ def test_a_prolific_link_refuses_another_prolific_study(client, study):
 
 
 def test_the_researcher_is_warned_when_a_link_mints_workers_too_fast(researcher_client, study):
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     page = reverse("external_links", args=[study.pk])
     assert 'data-testid="minting-warning"' not in researcher_client.get(page).content.decode()
-    for n in range(crowd.MINT_WARNING_PER_MINUTE):
+    for n in range(sites.MINT_WARNING_PER_MINUTE):
         Client(REMOTE_ADDR=f"198.51.100.{n}").get(link.path(), {"worker_id": f"w{n}"})
     warned = researcher_client.get(page).content.decode()
-    assert 'data-testid="minting-warning"' in warned and f"{crowd.MINT_WARNING_PER_MINUTE} new workers" in warned
+    assert 'data-testid="minting-warning"' in warned and f"{sites.MINT_WARNING_PER_MINUTE} new workers" in warned
 
 
 def test_addresses_of_one_ipv6_64_are_one_client(researcher):
     """Issue 26, H3: 60 addresses of one /64 counted as 60 clients and held most of a study's places; a /64 is one
     household or one rented server, so it is one client."""
-    study = services.do_create_study(researcher, "v6", study_jsonl(30), "t.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    study = creation.do_create_study(researcher, "v6", study_jsonl(30), "t.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     codes = [Client(REMOTE_ADDR=f"2001:db8:1:2::{n:x}").get(link.path(), {"worker_id": f"b{n}"}).status_code
              for n in range(60)]
-    held = services.UNANSWERED_PER_CLIENT
+    held = allocation.UNANSWERED_PER_CLIENT
     assert codes.count(302) == held and codes.count(429) == 60 - held
     assert AssignmentTask.objects.count() == held
     # another /64 is another client, and one client's refusals never count against the link's launch limit
@@ -85,9 +87,9 @@ def test_a_real_launch_gets_in_and_the_launch_limit_is_the_links_own(researcher_
     """Issue 26: 150 Prolific participants from distinct addresses within a minute met a fixed 120 a minute (30 got
     429). The limit is now the operator's default (SEPLAB_CROWD_LAUNCH_PER_MINUTE, 600) or the link's own, 0 is
     none, and the crowd page says when it turned workers away."""
-    study = services.do_create_study(researcher, "launch", study_jsonl(200), "t.jsonl")
-    services.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.PROLIFIC, "ps1")
+    study = creation.do_create_study(researcher, "launch", study_jsonl(200), "t.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.PROLIFIC, "ps1")
 
     def arrive(n):
         return Client(REMOTE_ADDR=f"10.{n // 250}.{n % 250}.7").get(
@@ -116,13 +118,13 @@ def test_a_real_launch_gets_in_and_the_launch_limit_is_the_links_own(researcher_
 
 def test_an_open_link_visitor_who_never_answers_also_holds_places_for_the_short_while_only(client, study):
     """Issue 26, H3: open-link raters were not under the first-answer rule (their places held for the hour)."""
-    visitor = services.do_join_open_link(study)
-    idle = services.do_start_assignment(visitor)
-    personal = services.do_start_assignment(services.do_create_rater_link(study, "person"))
+    visitor = enrolment.do_join_open_link(study)
+    idle = allocation.do_start_assignment(visitor)
+    personal = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "person"))
     hold = study.crowd_settings.first_answer_minutes
     Assignment.objects.filter(pk__in=[idle.pk, personal.pk]).update(
         created=timezone.now() - dt.timedelta(minutes=hold + 1))
-    assert services.expire_stale_assignments(study) == 1
+    assert allocation.expire_stale_assignments(study) == 1
     idle.refresh_from_db()
     personal.refresh_from_db()
     assert idle.status == "expired" and not idle.places.filter(slot__isnull=False).exists()

@@ -10,25 +10,28 @@ import time
 import pytest
 from django.db import connections
 
-from annotation import services
+from annotation import models
 from annotation.models import Assignment, AssignmentTask, Study, Task
+from annotation.plan import planning
+from annotation.rating import allocation
+from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import study_jsonl
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_start_during_a_plan_rebuild_waits_and_lands_in_the_new_plan(researcher, monkeypatch):
-    study = services.do_create_study(researcher, "race", study_jsonl(4), "r.jsonl")
-    rater = services.do_create_rater_link(study, "first")
+    study = creation.do_create_study(researcher, "race", study_jsonl(4), "r.jsonl")
+    rater = enrolment.do_create_rater_link(study, "first")
     old_tasks = set(Task.objects.values_list("pk", flat=True))
     inside, release = threading.Event(), threading.Event()
-    real = services.comparison_systems
+    real = planning.comparison_systems
 
     def paused(*args, **kwargs):  # the rebuild has checked that nobody started; hold it there
         inside.set()
         release.wait(10)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(services, "comparison_systems", paused)
+    monkeypatch.setattr(planning, "comparison_systems", paused)
     errors: list[BaseException] = []
 
     def run(fn):
@@ -41,8 +44,8 @@ def test_a_start_during_a_plan_rebuild_waits_and_lands_in_the_new_plan(researche
                 connections.close_all()
         return threading.Thread(target=target)
 
-    rebuild = run(lambda: services.do_update_settings(Study.objects.get(pk=study.pk), {"raters_per_item": 2}, None))
-    start = run(lambda: services.do_start_assignment(services.Rater.objects.select_related("study").get(pk=rater.pk)))
+    rebuild = run(lambda: lifecycle.do_update_settings(Study.objects.get(pk=study.pk), {"raters_per_item": 2}, None))
+    start = run(lambda: allocation.do_start_assignment(models.Rater.objects.select_related("study").get(pk=rater.pk)))
     rebuild.start()
     assert inside.wait(10)
     start.start()

@@ -13,7 +13,9 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from annotation import formats, services
+from annotation.exchange import exports, formats
+from annotation.rating import recording
+from annotation.studies import creation
 
 # An id is used as it is unless blank (then a content hash stands in, documented), so ids are not blank.
 # Every character a database text column stores: no NUL (refused with its line), no lone surrogates
@@ -32,12 +34,12 @@ ITEM = "item\u2029\x85"
 def studies(researcher):
     lines = [{"id": ITEM, "input": "In\u2028put", "outputs": {SYSTEMS[0]: ["a 0", "a 1"], SYSTEMS[1]: ["b 0", "b 1"]}}]
     data = "".join(json.dumps(x) + "\n" for x in lines).encode()
-    return (services.do_create_study(researcher, "from", data, "s.jsonl"),
-            services.do_create_study(researcher, "to", data, "s.jsonl"))
+    return (creation.do_create_study(researcher, "from", data, "s.jsonl"),
+            creation.do_create_study(researcher, "to", data, "s.jsonl"))
 
 
 def exported(study, fmt: str) -> bytes:
-    lines = list(services.judgment_lines(study))
+    lines = list(exports.judgment_lines(study))
     if fmt == "jsonl":
         return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
     buffer = io.StringIO()
@@ -61,11 +63,11 @@ def judgment(key, rater, comment, extra_value) -> dict:
 def test_export_then_import_gives_every_value_back(studies, fmt, key, rater, comment, extra):
     source, target = studies
     with transaction.atomic():
-        services.do_import_judgments(source, (json.dumps(judgment(key, rater, comment, extra)) + "\n").encode(),
+        recording.do_import_judgments(source, (json.dumps(judgment(key, rater, comment, extra)) + "\n").encode(),
                                      "j.jsonl")
-        original = list(services.judgment_lines(source))
-        services.do_import_judgments(target, exported(source, fmt), f"j.{fmt}")
-        again = list(services.judgment_lines(target))
+        original = list(exports.judgment_lines(source))
+        recording.do_import_judgments(target, exported(source, fmt), f"j.{fmt}")
+        again = list(exports.judgment_lines(target))
         assert again == original
         assert again[0]["comment"] == (comment or None) and again[0]["rater"] == rater and again[0]["id"] == key
         assert again[0]["note"] == extra

@@ -8,31 +8,33 @@ import re
 import pytest
 from django.urls import reverse
 
-from annotation import services
 from annotation.elicitation import Answer
+from annotation.errors import ServiceError
 from annotation.models import Judgment
+from annotation.rating import allocation, recording
+from annotation.studies import lifecycle
 
 
 def test_the_elicitation_mode_is_frozen_once_raters_started(researcher_client, study, rater):
-    services.do_start_assignment(rater)
-    with pytest.raises(services.ServiceError, match="elicitation mode"):
-        services.do_update_settings(study, {"elicitation": "response_set"}, None)
+    allocation.do_start_assignment(rater)
+    with pytest.raises(ServiceError, match="elicitation mode"):
+        lifecycle.do_update_settings(study, {"elicitation": "response_set"}, None)
     study.refresh_from_db()
     assert study.elicitation == "forced_choice"
     page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
     [select] = re.findall(r'<select[^>]*name="elicitation"[^>]*>', page)
     assert "disabled" in select
-    services.do_update_settings(study, {"question": "Which answer is more helpful?"}, None)  # wording stays editable
+    lifecycle.do_update_settings(study, {"question": "Which answer is more helpful?"}, None)  # wording stays editable
 
 
 def test_a_key_reused_on_another_pair_is_refused_not_acknowledged(client, study, rater):
-    assignment = services.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
     first, second = assignment.pairs.order_by("position")[:2]
-    services.mark_shown(first)
-    services.record_judgment(first, idempotency_key="same", answer=Answer(choice="first"))
-    services.mark_shown(second)
-    with pytest.raises(services.ServiceError, match="already used for another pair"):
-        services.record_judgment(second, idempotency_key="same", answer=Answer(choice="second"))
+    allocation.mark_shown(first)
+    recording.record_judgment(first, idempotency_key="same", answer=Answer(choice="first"))
+    allocation.mark_shown(second)
+    with pytest.raises(ServiceError, match="already used for another pair"):
+        recording.record_judgment(second, idempotency_key="same", answer=Answer(choice="second"))
     url = reverse("rate", args=[rater.token(), assignment.pk])
     client.get(url)  # the page shows the second pair
     refused = client.post(url + "submit/", {"pair": second.pk, "key": "same", "choice": "second"})

@@ -3,7 +3,7 @@ nothing of it; the blocklist applies to whoever arrives; the ids never reach a l
 
 from __future__ import annotations
 
-from annotation import crowd
+from annotation.crowd import sites
 from annotation.models import BlockedWorker, ExternalLink, WorkerSession
 from config.logfilters import redact
 
@@ -26,7 +26,7 @@ def test_another_worker_cannot_take_over_a_session_by_its_id(client, study):
 
 
 def test_the_same_holds_for_a_generic_links_session_id(client, study):
-    link = crowd.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     assert client.get(link.path(), {"worker_id": "G1", "session_id": "S-1"}).status_code == 302
     taken = type(client)().get(link.path(), {"worker_id": "G2", "session_id": "S-1"})
     assert taken.status_code == 403

@@ -9,8 +9,9 @@ import pytest
 from django.db import IntegrityError, connections, transaction
 from django.test import Client
 
-from annotation import services
 from annotation.models import Assignment, ExternalLink, WorkerSession
+from annotation.rating import allocation
+from annotation.studies import creation, enrolment
 from tests.conftest import study_jsonl
 
 SUBMIT_HOST = "https://workersandbox.mturk.com"
@@ -18,7 +19,7 @@ SUBMIT_HOST = "https://workersandbox.mturk.com"
 
 @pytest.mark.django_db(transaction=True)
 def test_eight_sessions_of_one_worker_at_once_bind_one_assignment(researcher):
-    study = services.do_create_study(researcher, "rush-one", study_jsonl(4), "r.jsonl")
+    study = creation.do_create_study(researcher, "rush-one", study_jsonl(4), "r.jsonl")
     link = ExternalLink.objects.create(study=study, platform="mturk")
     barrier = threading.Barrier(8)
     statuses, errors = [], []
@@ -48,8 +49,8 @@ def test_eight_sessions_of_one_worker_at_once_bind_one_assignment(researcher):
 
 def test_the_database_refuses_a_second_session_on_an_assignment(study):
     link = ExternalLink.objects.create(study=study, platform="generic")
-    rater = services.do_create_rater_link(study, "generic:W1")
-    assignment = services.do_start_assignment(rater)
+    rater = enrolment.do_create_rater_link(study, "generic:W1")
+    assignment = allocation.do_start_assignment(rater)
     WorkerSession.objects.create(link=link, rater=rater, worker_id="W1", session_key="s1", assignment=assignment)
     with pytest.raises(IntegrityError), transaction.atomic():
         WorkerSession.objects.create(link=link, rater=rater, worker_id="W1", session_key="s2", assignment=assignment)

@@ -13,8 +13,9 @@ from django.core.management import CommandError, call_command
 from analytics import services as analytics_services
 from analytics.core.ppi import active_mean
 from analytics.presentation import empty_reason
-from annotation import services as annotation_services
-from annotation.services import ServiceError
+from annotation.errors import ServiceError
+from annotation.rating import recording
+from annotation.studies import creation, lifecycle
 from selection import services
 from selection.core.sampling import active_inclusion, judge_disagreement
 from selection.models import SelectionRun
@@ -27,7 +28,7 @@ def judged(researcher):
     lines = [json.dumps({"id": f"q{i}", "input": f"Question {i} about topic {i % 7}.", "outputs": {
         "x": [f"An answer to question {i} that explains topic {i % 7} at length."],
         "y": [f"Short reply {i}."]}}) for i in range(30)]
-    study = annotation_services.do_create_study(researcher, "judged", ("\n".join(lines) + "\n").encode(), "j.jsonl")
+    study = creation.do_create_study(researcher, "judged", ("\n".join(lines) + "\n").encode(), "j.jsonl")
     assert import_judge_verdicts(study) == 30 * 2 * 2
     return study
 
@@ -81,9 +82,9 @@ def test_over_many_seeds_each_item_is_drawn_as_often_as_its_probability_says(jud
 def test_without_judge_verdicts_the_plan_and_simulate_say_what_to_do_first(researcher, tmp_path):
     lines = [json.dumps({"id": f"q{i}", "input": f"Q{i}", "outputs": {"x": [f"a{i}"], "y": [f"b{i}"]}})
              for i in range(12)]
-    study = annotation_services.do_create_study(researcher, "unjudged", ("\n".join(lines) + "\n").encode(), "u.jsonl")
+    study = creation.do_create_study(researcher, "unjudged", ("\n".join(lines) + "\n").encode(), "u.jsonl")
     with pytest.raises(ServiceError, match="no LLM judge has judged these items: run a judge with 'Pairs to judge'"):
-        annotation_services.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 3}, None)
+        lifecycle.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 3}, None)
     stored = type(study).objects.get(pk=study.pk).selection_settings
     assert stored.selection_method != "judge-disagreement"  # the failed change changed nothing
     oracle = tmp_path / "oracle.jsonl"
@@ -96,11 +97,11 @@ def _human_votes(study, items: list[str], winner_of) -> None:
     lines = [{"id": f"h-{item}", "item": item, "system_a": "x", "sample_a": 0, "system_b": "y", "sample_b": 0,
               "shown_first": "x", "rater": f"person-{n % 3}", "rater_kind": "human", "choice": winner_of(item)}
              for n, item in enumerate(items)]
-    annotation_services.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
 
 
 def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(judged):
-    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
     run = SelectionRun.objects.filter(study=judged).latest("id")
     chosen = run.items
     assert sorted(judged.tasks.values_list("item__external_id", flat=True)) == sorted(chosen)
@@ -134,7 +135,7 @@ def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(
 
 
 def test_labels_outside_the_draw_are_left_out_of_the_weighted_estimate(judged):
-    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
     chosen = SelectionRun.objects.filter(study=judged).latest("id").items
     outside = [f"q{i}" for i in range(30) if f"q{i}" not in chosen][:5]
     _human_votes(judged, chosen + outside, lambda item: "x")
@@ -182,7 +183,7 @@ def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_o
 def test_the_selection_page_shows_each_items_chance(client, researcher, judged):
     from django.urls import reverse
 
-    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 6}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 6}, None)
     run = SelectionRun.objects.filter(study=judged).latest("id")
     client.force_login(researcher)
     page = client.get(reverse("live_selection", args=[judged.pk])).content.decode()

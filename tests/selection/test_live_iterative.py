@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from annotation import services as annotation_services
 from annotation.elicitation import Answer
 from annotation.models import Assignment, Judgment, Task
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle
 from selection import live
 from selection.core.diffuse import Dendrogram, IterativeDiffUse
 from selection.models import IterativeRun
@@ -30,8 +31,8 @@ def iterative_study(researcher):
         lines.append(json.dumps({"id": f"it{i:02d}", "input": f"Describe the {t}.", "outputs": {
             "alpha": [STYLES[i % 4].format(t=t), STYLES[(i + 1) % 4].format(t=t)],
             "beta": [f"{t}?", f"I do not know much about the {t}, sorry."]}}))
-    study = annotation_services.do_create_study(researcher, "live", ("\n".join(lines) + "\n").encode(), "l.jsonl")
-    annotation_services.do_update_settings(study, {
+    study = creation.do_create_study(researcher, "live", ("\n".join(lines) + "\n").encode(), "l.jsonl")
+    lifecycle.do_update_settings(study, {
         "selection_method": "diffuse-iterative", "risk": 0.05, "min_n": 3, "budget": 14,
         "raters_per_item": 1, "pairs_per_assignment": 2, "judgments_per_assignment": 2}, None)  # an item each
     return study
@@ -45,8 +46,8 @@ def judge_like_the_oracle(assignment: Assignment) -> None:
     for n, pair in enumerate(assignment.pairs.select_related("pair__item")):
         label = oracle_of(pair.pair.item.external_id)
         shown = "first" if (label == "a") == pair.a_shown_first else "second"
-        annotation_services.mark_shown(pair)  # as the rating page does before an answer
-        annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
 def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_study):
@@ -56,8 +57,8 @@ def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_st
     rater_number = 0
     while True:
         rater_number += 1
-        rater = annotation_services.do_create_rater_link(iterative_study, f"r{rater_number}")
-        assignment = annotation_services.do_start_assignment(rater)
+        rater = enrolment.do_create_rater_link(iterative_study, f"r{rater_number}")
+        assignment = allocation.do_start_assignment(rater)
         if assignment is None:
             break
         judge_like_the_oracle(assignment)
@@ -91,16 +92,16 @@ def answer(assignment: Assignment, labels: list[str]) -> None:
     """Answer the assignment's pairs with these model-coordinate labels ("a", "b", "tie")."""
     for n, (pair, label) in enumerate(zip(assignment.pairs.all(), labels, strict=True)):
         shown = "tie" if label == "tie" else ("first" if (label == "a") == pair.a_shown_first else "second")
-        annotation_services.mark_shown(pair)  # as the rating page does before an answer
-        annotation_services.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
+        allocation.mark_shown(pair)  # as the rating page does before an answer
+        recording.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
 def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study):
     from analytics import services as analytics_services
 
-    annotation_services.do_update_settings(iterative_study, {"raters_per_item": 3}, None)
+    lifecycle.do_update_settings(iterative_study, {"raters_per_item": 3}, None)
     run = IterativeRun.objects.get(study=iterative_study)
-    starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))
+    starts = [allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, n))
               for n in [f"r{i}" for i in range(9)]]
     first_task = [a for a in starts if task_of(a) == task_of(starts[0])]
     assert len(first_task) == 3
@@ -117,16 +118,16 @@ def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study):
 
 
 def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study):
-    annotation_services.do_update_settings(iterative_study, {"raters_per_item": 2}, None)
+    lifecycle.do_update_settings(iterative_study, {"raters_per_item": 2}, None)
     run = IterativeRun.objects.get(study=iterative_study)
-    starts = [annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, n))
+    starts = [allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, n))
               for n in ("x", "y", "z")]
     first = starts[0]
     assert len({task_of(a) for a in starts}) == 3  # one rater on each representative first
     judge_like_the_oracle(first)
     assert live.item_labels(run.comparison) == {}
     tasks_before = Task.objects.count()
-    second = annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, "w"))
+    second = allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, "w"))
     assert task_of(second) == task_of(first)  # every task has one rater: the first open place comes next
     judge_like_the_oracle(second)
     item = first.places.get().item
@@ -145,8 +146,8 @@ def test_a_completed_assignment_advances_the_loop_without_vectors_or_a_tree(iter
     assert run.schedule["initial"] and run.schedule["n_items"] == 24
     tasks = Task.objects.filter(study=iterative_study).count()
     for n in range(3):  # the three first representatives
-        assignment = annotation_services.do_start_assignment(
-            annotation_services.do_create_rater_link(iterative_study, f"s{n}"))
+        assignment = allocation.do_start_assignment(
+            enrolment.do_create_rater_link(iterative_study, f"s{n}"))
         judge_like_the_oracle(assignment)
     assert Task.objects.filter(study=iterative_study).count() > tasks  # the next split was released
     assert live.live_status(run).labelled == 3
@@ -167,9 +168,9 @@ def task_of(assignment: Assignment) -> int:
 
 
 def test_a_bundled_assignment_labels_each_of_its_items(iterative_study):
-    annotation_services.do_update_settings(iterative_study, {"judgments_per_assignment": 6}, None)
+    lifecycle.do_update_settings(iterative_study, {"judgments_per_assignment": 6}, None)
     run = IterativeRun.objects.get(study=iterative_study)
-    assignment = annotation_services.do_start_assignment(annotation_services.do_create_rater_link(iterative_study, "b"))
+    assignment = allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, "b"))
     items = list(assignment.places.select_related("item").order_by("id"))
     assert len(items) == 3  # the three first representatives, two pairs each, in one assignment
     judge_like_the_oracle(assignment)

@@ -10,8 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotation import services as annotation_services
-from selection.models import Job, SeparabilityRun
+from annotation.models import Job
+from annotation.studies import creation, lifecycle
+from selection.models import SeparabilityRun
 from selection.plots import histogram_svg
 
 
@@ -85,11 +86,11 @@ def test_the_live_page_shows_the_stopping_status(researcher_client, researcher):
     topics = ["market", "falcon", "ferry", "library", "bakery", "river", "solar", "museum"]
     lines = [json.dumps({"id": t, "input": f"About the {t}.", "outputs": {
         "a": [f"The {t} opened.", f"A {t} story."], "b": [f"{t}?", f"No idea about the {t}."]}}) for t in topics]
-    study = annotation_services.do_create_study(researcher, "it", ("\n".join(lines) + "\n").encode(), "i.jsonl")
+    study = creation.do_create_study(researcher, "it", ("\n".join(lines) + "\n").encode(), "i.jsonl")
     empty = researcher_client.get(reverse("live_selection", args=[study.pk]))
     assert b"every item (no budget)" in empty.content and b"stopping status" not in empty.content
     assert b"8 of 8 candidate items released to raters" in empty.content
-    annotation_services.do_update_settings(study, {"selection_method": "diffuse-iterative", "min_n": 3}, None)
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse-iterative", "min_n": 3}, None)
     page = researcher_client.get(reverse("live_selection", args=[study.pk])).content.decode()
     assert "a vs b" in page and "undecided" in page and "0 / 3 / 200" in page
     detail = researcher_client.get(study.get_absolute_url()).content.decode()
@@ -128,7 +129,7 @@ def test_the_embed_study_command(study):
 def test_a_k1_study_explains_before_starting_that_separability_is_undefined(researcher_client, researcher):
     from tests.conftest import study_jsonl
 
-    study = annotation_services.do_create_study(researcher, "k1", study_jsonl(3, k=1), "k1.jsonl")
+    study = creation.do_create_study(researcher, "k1", study_jsonl(3, k=1), "k1.jsonl")
     page = researcher_client.get(reverse("separability", args=[study.pk])).content.decode()
     assert 'data-testid="k1-notice"' in page and "K ≥ 2" in page and "separability_start" not in page
     assert reverse("separability_start", args=[study.pk]) not in page

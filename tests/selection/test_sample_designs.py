@@ -11,7 +11,7 @@ import pytest
 
 from analytics import services as analytics_services
 from analytics.core import ppi
-from annotation import services as annotation_services
+from annotation.studies import lifecycle
 from selection import services
 from selection.models import SelectionRun
 from selection.strategies import PURPOSIVE, STRATIFIED, UNIFORM, WEIGHTED
@@ -31,7 +31,7 @@ def _entry(study):
 
 
 def test_a_select_run_without_apply_does_not_change_the_pairs_design(judged):  # noqa: F811
-    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
     comparison = judged.comparisons.get()
     services.run_selection(judged, comparison, "diffuse", 5, seed=1)  # a preview: nobody is sent these items
     services.run_selection(judged, comparison, "random", 10, seed=99)
@@ -42,7 +42,7 @@ def test_a_select_run_without_apply_does_not_change_the_pairs_design(judged):  #
 
 
 def test_a_weighted_run_stored_without_its_chances_is_a_census_when_it_chose_everything(judged):  # noqa: F811
-    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": None}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": None}, None)
     run = SelectionRun.objects.filter(study=judged).latest("id")
     run.details = {}  # as stored before the chances were kept
     run.save()
@@ -53,7 +53,7 @@ def test_a_weighted_run_stored_without_its_chances_is_a_census_when_it_chose_eve
 
 
 def test_a_sample_stored_without_what_it_was_drawn_from_gets_no_estimate(judged):  # noqa: F811
-    annotation_services.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
     run = SelectionRun.objects.filter(study=judged).latest("id")
     run.details = {}
     run.save()
@@ -64,7 +64,7 @@ def test_a_sample_stored_without_what_it_was_drawn_from_gets_no_estimate(judged)
 
 
 def test_the_live_loop_is_a_purposive_sample_while_the_study_runs_it(judged):  # noqa: F811
-    annotation_services.do_update_settings(judged, {"selection_method": "diffuse-iterative", "budget": 12,
+    lifecycle.do_update_settings(judged, {"selection_method": "diffuse-iterative", "budget": 12,
                                                     "min_n": 4}, None)
     design = _design(judged)
     released = list(judged.tasks.order_by("position").values_list("item_id", flat=True))
@@ -76,12 +76,12 @@ def test_the_live_loop_is_a_purposive_sample_while_the_study_runs_it(judged):  #
     assert entry["estimates"] == [] and entry["labelled"] == len(released) and entry["description"] == 1.0
     assert "released cluster representatives" in entry["reason"]
     # switching the study to random sampling: the pair's items are now a uniform sample, the old loop ignored
-    annotation_services.do_update_settings(judged, {"selection_method": "random", "budget": 10}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "random", "budget": 10}, None)
     assert (_design(judged).kind, _design(judged).method) == (UNIFORM, "random")
 
 
 def test_a_stratified_sample_is_estimated_by_band_and_weighted_while_a_band_is_short(judged):  # noqa: F811
-    annotation_services.do_update_settings(judged, {"selection_method": "judge-stratified", "budget": 12}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "judge-stratified", "budget": 12}, None)
     design = _design(judged)
     assert design.kind == STRATIFIED and len(design.strata) == 30 and len(design.inclusion) == 12
     items = dict(judged.items.values_list("id", "external_id"))
@@ -121,7 +121,7 @@ def test_a_stratified_sample_is_estimated_by_band_and_weighted_while_a_band_is_s
 
 
 def test_the_target_setting_names_these_items_and_their_worth_in_labels(judged):  # noqa: F811
-    annotation_services.do_update_settings(judged, {"selection_method": "random", "budget": 20,
+    lifecycle.do_update_settings(judged, {"selection_method": "random", "budget": 20,
                                                     "estimate_target": "these_items"}, None)
     chosen = SelectionRun.objects.filter(study=judged).latest("id").items
     _human_votes(judged, chosen[:15], lambda item: "x" if int(item[1:]) % 4 else "y")
@@ -142,7 +142,7 @@ def test_the_target_setting_names_these_items_and_their_worth_in_labels(judged):
 def test_the_selection_page_shows_each_items_band_for_a_stratified_draw(client, researcher, judged):  # noqa: F811
     from django.urls import reverse
 
-    annotation_services.do_update_settings(judged, {"selection_method": "judge-stratified", "budget": 10}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "judge-stratified", "budget": 10}, None)
     design = _design(judged)
     client.force_login(researcher)
     page = client.get(reverse("live_selection", args=[judged.pk])).content.decode()

@@ -8,14 +8,14 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import services as annotation_services
+from annotation.studies import creation
 from selection import services
 from selection.models import ItemSeparability, SeparabilityRun
 
 
 def make_study(researcher, items: list[dict], name: str = "sep"):
     data = "".join(json.dumps(i) + "\n" for i in items).encode()
-    return annotation_services.do_create_study(researcher, name, data, "s.jsonl")
+    return creation.do_create_study(researcher, name, data, "s.jsonl")
 
 
 def test_identical_systems_are_not_separable_and_different_ones_are(researcher):

@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import services as annotation_services
+from annotation.studies import creation, lifecycle
 from selection import live
 from selection.models import IterativeRun
 
@@ -23,7 +23,7 @@ def oracle_study(researcher, tmp_path):
             "good": [f"A careful answer about the {t}.", f"A precise account of the {t}."],
             "poor": [f"Something about a {t}?", f"{t}."]}}))
         oracle.append(json.dumps({"item": f"t{i}", "winner": "good" if i % 5 else "poor"}))
-    study = annotation_services.do_create_study(researcher, "oracle", ("\n".join(lines) + "\n").encode(), "o.jsonl")
+    study = creation.do_create_study(researcher, "oracle", ("\n".join(lines) + "\n").encode(), "o.jsonl")
     path = tmp_path / "oracle.jsonl"
     path.write_text("\n".join(oracle) + "\n")
     return study, path
@@ -107,7 +107,7 @@ def test_a_judgments_file_is_an_oracle_by_the_item_winner_rule(oracle_study, tmp
 
 def test_simulate_and_the_live_loop_take_algorithm_1s_parameters_from_the_same_stored_settings(oracle_study):
     study, path = oracle_study
-    annotation_services.do_update_settings(
+    lifecycle.do_update_settings(
         study, {"risk": 0.05, "min_n": 4, "budget": 12, "stopping_ties_in_n": False}, None)
     out = StringIO()
     call_command("simulate", "--study", "oracle", "--oracle", str(path), "--method", "diffuse-iterative",
@@ -115,7 +115,7 @@ def test_simulate_and_the_live_loop_take_algorithm_1s_parameters_from_the_same_s
     iterative = json.loads(out.getvalue())["iterative"]
     assert (iterative["risk"], iterative["min"], iterative["budget"], iterative["ties_count_in_n"]) == (
         0.05, 4, 12, False)
-    annotation_services.do_update_settings(study, {"selection_method": "diffuse-iterative"}, None)
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse-iterative"}, None)
     run = IterativeRun.objects.get(study=study)
     assert (run.risk, run.min_n, run.budget) == (0.05, 4, 12)
     assert live._algorithm(run).ties_count_in_n is False

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotation import services as annotation_services
+from annotation.studies import creation, lifecycle
 from selection import services
 from selection.models import SelectionRun
 from selection.strategies import STATIC_STRATEGIES
@@ -26,7 +26,7 @@ def varied_study(researcher):
         lines.append(json.dumps({"id": f"v{i}", "input": f"About the {w}.", "outputs": {
             "a": [f"The {w} opened on Monday.", f"On Monday the {w} opened."],
             "b": [f"The {w} opened." if i % 2 else f"Nothing about {words[i - 1]} here.", f"A {w} story {i}."]}}))
-    study = annotation_services.do_create_study(researcher, "varied", ("\n".join(lines) + "\n").encode(), "v.jsonl")
+    study = creation.do_create_study(researcher, "varied", ("\n".join(lines) + "\n").encode(), "v.jsonl")
     import_judge_verdicts(study)  # for the judge-disagreement strategy
     return study
 
@@ -56,7 +56,7 @@ def test_the_threshold_keeps_only_separable_items(varied_study):
 
 
 def test_the_plan_uses_the_studys_strategy_and_budget(varied_study):
-    annotation_services.do_update_settings(varied_study, {"selection_method": "stratified", "budget": 3}, None)
+    lifecycle.do_update_settings(varied_study, {"selection_method": "stratified", "budget": 3}, None)
     assert varied_study.tasks.count() == 3
     run = SelectionRun.objects.filter(study=varied_study, method="stratified").latest("id")
     assert sorted(run.items) == sorted(varied_study.tasks.values_list("item__external_id", flat=True))
@@ -82,7 +82,7 @@ def test_select_reports_impossible_requests(varied_study, researcher):
     with pytest.raises(CommandError, match="no item has separability >= 5.0"):
         call_command("select", "--study", "varied", "--method", "separability-threshold", "--metric", "rouge1",
                      "--threshold", "5")
-    single = annotation_services.do_create_study(researcher, "k1", study_jsonl(3, k=1), "k.jsonl")
+    single = creation.do_create_study(researcher, "k1", study_jsonl(3, k=1), "k.jsonl")
     with pytest.raises(CommandError, match="undefined for every item"):
         call_command("select", "--study", single.name, "--method", "separability-weighted", "--metric", "rouge1")
     with pytest.raises(CommandError, match="--budget must be at least 1"):
@@ -107,7 +107,7 @@ def test_the_tree_is_computed_once_and_stored(varied_study, monkeypatch):
 
 
 def test_separability_weights_come_from_the_study(varied_study):
-    annotation_services.do_update_settings(varied_study, {
+    lifecycle.do_update_settings(varied_study, {
         "selection_method": "separability-weighted", "budget": 3, "separability_metric": "rouge1",
         "sep_threshold_t": 0.5, "sep_alpha": 3.0, "sep_beta": 9.0}, None)
     run = SelectionRun.objects.filter(study=varied_study, method="separability-weighted").latest("id")
@@ -127,7 +127,7 @@ def forty_items(researcher):
             "b": [f"The {u} closed.", f"Nothing about the {t}." if i % 3 else f"The {t} opened on day {i}.",
                   f"A {u} story {i % 7}."],
             "c": [f"{t} and {u}", f"The {t} and the {u} on day {i}.", "No comment."]}}))
-    study = annotation_services.do_create_study(researcher, "forty", ("\n".join(lines) + "\n").encode(), "f.jsonl")
+    study = creation.do_create_study(researcher, "forty", ("\n".join(lines) + "\n").encode(), "f.jsonl")
     import_judge_verdicts(study)  # for the judge-disagreement strategy
     return study
 
@@ -143,7 +143,7 @@ def released(study) -> dict[str, list[str]]:
 def test_select_apply_reports_the_run_the_plan_released(forty_items):
     # The defect: the plan used the stored T, alpha, beta while `select` used the defaults, so the command
     # printed (and stored) another run than the one raters got.
-    annotation_services.do_update_settings(forty_items, {"sep_threshold_t": 0.9, "sep_alpha": 5, "sep_beta": 40},
+    lifecycle.do_update_settings(forty_items, {"sep_threshold_t": 0.9, "sep_alpha": 5, "sep_beta": 40},
                                            None)
     out = StringIO()
     call_command("select", "--study", "forty", "--method", "separability-weighted", "--budget", "5", "--metric",
@@ -158,7 +158,7 @@ def test_select_apply_reports_the_run_the_plan_released(forty_items):
 
 @pytest.mark.parametrize("method", STATIC_STRATEGIES)
 def test_the_plan_select_and_simulate_use_the_same_parameters_and_items(forty_items, method, tmp_path):
-    annotation_services.do_update_settings(forty_items, {
+    lifecycle.do_update_settings(forty_items, {
         "selection_method": method, "budget": 4, "separability_metric": "rouge1", "separability_threshold": -0.5,
         "sep_threshold_t": 0.3, "sep_alpha": 3, "sep_beta": 9, "seed": 5}, None)
     plan = released(forty_items)
@@ -176,7 +176,7 @@ def test_the_plan_select_and_simulate_use_the_same_parameters_and_items(forty_it
 
 
 def test_the_study_shows_what_the_selection_did_with_diffuse_cluster_sizes(researcher_client, varied_study):
-    annotation_services.do_update_settings(varied_study, {"selection_method": "diffuse", "budget": 3}, None)
+    lifecycle.do_update_settings(varied_study, {"selection_method": "diffuse", "budget": 3}, None)
     run = SelectionRun.objects.filter(study=varied_study, method="diffuse").latest("id")
     sizes = run.details["cluster_sizes"]
     # one representative per cluster of the cut into 3: the clusters partition the 8 candidates

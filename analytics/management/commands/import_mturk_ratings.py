@@ -7,10 +7,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import services
-from annotation.formats import FormatError
+from annotation.exchange.formats import FormatError
 from annotation.management.commands._common import get_owner
 from annotation.models import Study
+from annotation.rating import recording
+from annotation.studies import creation
 
 DEFAULT_DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "separability_human_study"
 
@@ -85,10 +86,10 @@ class Command(BaseCommand):
                 "pair_in_hit": int(row["pair"]),
             })
         try:
-            study = services.do_create_study(owner, name, "".join(json.dumps(i) + "\n" for i in items).encode(),
+            study = creation.do_create_study(owner, name, "".join(json.dumps(i) + "\n" for i in items).encode(),
                                              "mturk.jsonl", description=f"MTurk ratings of {model_a} vs {model_b} "
                                              f"({dataset}) from the separability paper's public data.")
-            services.do_import_judgments(study, "".join(json.dumps(j) + "\n" for j in judgments).encode(), "j.jsonl")
+            recording.do_import_judgments(study, "".join(json.dumps(j) + "\n" for j in judgments).encode(), "j.jsonl")
         except FormatError as exc:
             raise CommandError(f"{config}: {exc}") from None
         return study

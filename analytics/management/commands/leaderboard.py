@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from analytics.battles import read_battles
 from analytics.core import ratings
 from analytics.leaderboards import clean, leaderboard, rate
-from annotation.formats import FormatError
+from annotation.exchange.formats import FormatError
 
 
 class Command(BaseCommand):

@@ -4,9 +4,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import services
-from annotation.formats import FormatError
+from annotation.exchange.formats import FormatError
 from annotation.management.commands._common import get_owner
+from annotation.rating import recording
+from annotation.studies import creation
 
 DEFAULT_DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "prd_vicuna80_human"
 MODELS = ("bard", "claude", "gpt35", "gpt4", "vicuna-13b")
@@ -38,9 +39,9 @@ class Command(BaseCommand):
         lines = [*self._verdicts(folder, "human", "human"),
                  *(v for judge in JUDGES for v in self._verdicts(folder / f"ratings-{judge}", judge, "judge"))]
         try:
-            study = services.do_create_study(owner, options["name"], _jsonl(items), "prd.jsonl",
+            study = creation.do_create_study(owner, options["name"], _jsonl(items), "prd.jsonl",
                                              description="PRD Vicuna-80: human votes and five LLM judges")
-            summary = services.do_import_judgments(study, _jsonl(lines), "prd-judgments.jsonl")
+            summary = recording.do_import_judgments(study, _jsonl(lines), "prd-judgments.jsonl")
         except FormatError as exc:
             raise CommandError(f"The PRD data did not import:\n{exc}") from None
         self.stdout.write(self.style.SUCCESS(

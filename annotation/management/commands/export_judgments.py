@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import formats, services
+from annotation.exchange import exports, formats
 from annotation.management.commands._common import get_study
 
 
@@ -51,11 +51,11 @@ class Command(BaseCommand):
         if fmt == "csv":
             writer = csv.writer(out)
             writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
-            for line in services.judgment_lines(study):
+            for line in exports.judgment_lines(study):
                 writer.writerow(formats.judgment_csv_row(line))
                 count += 1
         else:
-            for line in services.judgment_lines(study):
+            for line in exports.judgment_lines(study):
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
                 count += 1
         return count

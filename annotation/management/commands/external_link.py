@@ -1,7 +1,8 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import crowd, services
+from annotation.crowd import sites
+from annotation.errors import ServiceError
 from annotation.management.commands._common import get_study
 from annotation.models import ExternalLink
 
@@ -18,11 +19,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         study = get_study(options["study"])
         link = ExternalLink.objects.create(study=study, platform=options["platform"])
-        url = crowd.link_url(link, options["base_url"])
+        url = sites.link_url(link, options["base_url"])
         self.stdout.write(f"URL to paste: {url}")
         self.stdout.write(f"Screened-out workers get the code {link.screened_code}.")
         if link.platform == ExternalLink.Platform.MTURK:
             try:
-                self.stdout.write(crowd.external_question_xml(url))
-            except services.ServiceError as exc:
+                self.stdout.write(sites.external_question_xml(url))
+            except ServiceError as exc:
                 raise CommandError(f"{exc} (the link was created; the URL above works on other sites)") from None

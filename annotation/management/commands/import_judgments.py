@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import services
-from annotation.formats import FormatError
+from annotation.exchange.formats import FormatError
 from annotation.management.commands._common import get_study, read_file
+from annotation.rating import recording
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
         study = get_study(options["study"])
         data = read_file(options["file"])
         try:
-            summary = services.do_import_judgments(study, data, options["file"])
+            summary = recording.do_import_judgments(study, data, options["file"])
         except FormatError as exc:
             raise CommandError(f"{options['file']} was not imported (nothing was saved):\n{exc}") from None
         self.stdout.write(self.style.SUCCESS(

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import services
-from annotation.formats import FormatError
+from annotation.exchange.formats import FormatError
 from annotation.management.commands._common import get_owner, read_file
+from annotation.studies import creation
 
 
 class Command(BaseCommand):
@@ -18,7 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--description", default="", help="Optional description.")
 
     def _progress(self, done: int, total: int) -> None:
-        """A large file is imported in steps (services.import_staged): say how far it is."""
+        """A large file is imported in steps (creation.import_staged): say how far it is."""
         self.stderr.write(f"\rimporting: step {done} of {total}", ending="\n" if done == total else "")
         self.stderr.flush()
 
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         owner = get_owner(options["owner"])
         data = read_file(options["file"])
         try:
-            study = services.do_create_study(owner, options["name"], data, options["file"], options["description"],
+            study = creation.do_create_study(owner, options["name"], data, options["file"], options["description"],
                                              progress=self._progress)
         except FormatError as exc:
             raise CommandError(f"{options['file']} was not imported (nothing was saved):\n{exc}") from None

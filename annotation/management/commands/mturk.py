@@ -3,7 +3,8 @@ import json
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import mturk, services
+from annotation.crowd import mturk
+from annotation.errors import ServiceError
 from annotation.management.commands._common import get_study
 
 
@@ -61,7 +62,7 @@ class Command(BaseCommand):
             raise CommandError(f"MTurk refused: {error.get('Code')}: {error.get('Message')}") from None
         except BotoCoreError as exc:
             raise CommandError(f"MTurk could not be reached: {exc}") from None
-        except services.ServiceError as exc:
+        except ServiceError as exc:
             raise CommandError(str(exc)) from None
 
     def _run(self, client, o, sandbox: bool) -> None:

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import prolific
+from annotation.crowd import prolific
 from annotation.management.commands._common import get_study
 
 

@@ -3,8 +3,10 @@ import random
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import services as annotation_services
+from annotation.errors import ServiceError
 from annotation.management.commands._common import get_study
+from annotation.plan import planning
+from annotation.studies import lifecycle
 from selection import services
 from selection.models import SelectionRun
 from selection.strategies import STATIC_STRATEGIES, strategy_parameters
@@ -56,7 +58,7 @@ class Command(BaseCommand):
         params = strategy_parameters(study, metric=options["metric"], threshold=options["threshold"])
         runs = []
         comparisons = list(study.comparisons.select_related("system_a", "system_b"))
-        candidates = annotation_services.plan_candidates(study, comparisons, random.Random(seed))
+        candidates = planning.plan_candidates(study, comparisons, random.Random(seed))
         for comparison, items in zip(comparisons, candidates, strict=True):
             try:
                 _, run = services.run_selection(study, comparison, options["method"], options["budget"], seed, params,
@@ -77,9 +79,9 @@ class Command(BaseCommand):
             changes["separability_threshold"] = options["threshold"]
         latest = SelectionRun.objects.filter(study=study).order_by("-pk").values_list("pk", flat=True).first() or 0
         try:
-            annotation_services.do_update_settings(study, changes, None)
+            lifecycle.do_update_settings(study, changes, None)
             if not SelectionRun.objects.filter(study=study, pk__gt=latest).exists():
-                annotation_services.rebuild_plan(study)  # the settings were already these: rebuild all the same
-        except (annotation_services.ServiceError, ValueError) as exc:
+                planning.rebuild_plan(study)  # the settings were already these: rebuild all the same
+        except (ServiceError, ValueError) as exc:
             raise CommandError(str(exc)) from None
         return list(SelectionRun.objects.filter(study=study, pk__gt=latest).order_by("pk"))

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-from analytics.core import consistency
 from analytics.core.consistency import (
     equal_count_bins,
     equal_width_bins,
@@ -52,32 +51,3 @@ def test_bin_summaries_have_means_and_standard_errors():
     assert (low.count, low.mean, high.mean) == (2, 0.2, 0.8)
     assert low.se == np.std([0.0, 0.4], ddof=1) / np.sqrt(2)
     assert low.histogram == {0.0: 1, 0.4: 1}
-
-
-def test_a_raters_preference_is_the_sign_of_their_preference_strength():
-    assert consistency.rater_preference([-1, -1, 1]) == -1
-    assert consistency.rater_preference([-1, 1, 0]) == 0
-    assert consistency.rater_preference([1, 0, 0, 0, 0]) == 1
-    assert consistency.rater_preference([]) == 0
-
-
-def test_an_item_goes_to_the_majority_of_its_raters_not_of_its_ratings():
-    # a x5 / b, b, tie, tie, tie / b, tie x4: the raters prefer a, b, b -> b; the sum of the 15 ratings
-    # (-5 + 2 + 1 = -2) would say a.
-    sets = [[-1] * 5, [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]]
-    assert consistency.item_winner(sets) == "b"
-    assert consistency.item_winner([[-1, 1], [0, 0]]) == "tie"  # level: no rater prefers a system
-    assert consistency.item_winner([[-1], [1]]) == "tie"
-    assert consistency.item_winner([[0], [-1, 0]]) == "a"  # a tied rater does not outvote a preference
-
-
-def test_an_answer_in_model_coordinates():
-    assert consistency.effective_choice("b", ["a"]) == "b"  # the forced choice comes first
-    assert consistency.effective_choice(None, ["a"]) == "a"
-    assert consistency.effective_choice(None, ["a", "b"]) == "tie"
-    assert consistency.effective_choice(None, None, 0.7) == "a"
-    assert consistency.effective_choice(None, None, 0.5) == "tie"
-    # "neither is acceptable" (an empty response set) prefers neither output: no preference
-    assert consistency.effective_choice(None, [], None) == "tie"
-    assert consistency.effective_choice("tie", [], None) == "tie"  # a forced "both are bad"
-    assert consistency.effective_choice(None, None, None) is None

@@ -14,12 +14,10 @@ from analytics.core.ppi import (
     THESE_ITEMS,
     bounded_interval,
     classical_mean,
-    judge_strata,
     labels_worth,
     power_tuned_lambda,
     ppi_mean,
     score_bounds,
-    strata_count,
     stratified_mean,
 )
 
@@ -144,20 +142,6 @@ def test_labels_worth_is_the_squared_ratio_of_unclipped_half_widths():
     n, v, ref = 20, 0.004, 0.008
     assert labels_worth(v, ref, n) == pytest.approx((n * n * ref + Z**2 / 4) / (n * n * v + Z**2 / 4))
     assert labels_worth(v, ref, n, finite_share=0.0) == pytest.approx(2.0)
-
-
-# ---- strata of the judges' score
-
-
-def test_strata_keep_equal_scores_together_and_come_in_order():
-    f = np.array([0.0, 0.0, 0.0, 0.25, 0.5, 0.5, 0.75, 1.0, 1.0, 1.0, 1.0, 0.25])
-    strata = judge_strata(f, 3)
-    for value in np.unique(f):
-        assert len(set(strata[f == value])) == 1
-    order = np.argsort(f, kind="stable")
-    assert np.all(np.diff(strata[order]) >= 0) and strata.max() == 2
-    assert set(judge_strata(np.full(5, 0.5), 4)) == {0}  # one score: one stratum
-    assert [strata_count(n) for n in (4, 10, 20, 40, 200)] == [2, 2, 4, 5, 5]
 
 
 def test_the_stratified_mean_on_a_case_worked_by_hand():

@@ -9,14 +9,6 @@ import pytest
 
 from selection.core import sampling
 from selection.core.diffuse import Dendrogram, ward_linkage
-from selection.core.simulation import (
-    Pool,
-    draw_pools,
-    iterative_random_report,
-    iterative_report,
-    majority,
-    success_rates,
-)
 
 
 @pytest.fixture(scope="module")
@@ -80,42 +72,6 @@ def test_value_stratified_selection_takes_equal_counts_per_bin():
     assert Counter(np.round(values[chosen], 2).tolist()) == {0.05: 2, 0.3: 2, 0.6: 2, 0.95: 2}
 
 
-def test_majority():
-    assert majority(["a", "b", "a", "tie"]) == "a"
-    assert majority(["a", "b", "tie"]) is None
-    assert majority([]) is None
-
-
-def test_simulation_counts_successes_against_the_pool_winner():
-    x = np.random.default_rng(0).normal(size=(100, 4))
-    oracle = np.array(["a"] * 70 + ["b"] * 30)
-    pools = draw_pools(x, oracle, seeds=5)
-    assert all(len(p.oracle) == 80 and p.winner == "a" for p in pools)
-    everything = {"all": lambda pool, budget, rng: np.arange(len(pool.oracle)),
-                  "only_b": lambda pool, budget, rng: np.flatnonzero(pool.oracle == "b")[:budget]}
-    rates = success_rates(pools, everything, [10])
-    assert rates == {"all": {10: 1.0}, "only_b": {10: 0.0}}
-
-
-def test_the_iterative_report_separates_success_error_and_inconclusive():
-    x = np.random.default_rng(0).normal(size=(200, 4))
-    clear = iterative_report(draw_pools(x, np.array(["a"] * 200), seeds=4), risk=0.1)
-    assert (clear.success, clear.error, clear.inconclusive) == (1.0, 0.0, 0.0) and clear.mean_annotations < 15
-    level = Pool(x, np.array(["a", "b"] * 100))
-    coin = iterative_report([level], risk=0.01, budget=20)
-    assert coin.inconclusive == 1.0 and coin.success == 0.0
-
-
-def test_the_random_iterative_baseline_uses_the_same_stopping_rule():
-    x = np.random.default_rng(0).normal(size=(200, 4))
-    clear = iterative_random_report(draw_pools(x, np.array(["a"] * 200), seeds=3), risk=0.1, min_n=5)
-    # all-"a" votes: sf(k-1, 160, 80, k) <= 0.1 first at k = 4, so the first 5 items decide
-    assert (clear.success, clear.mean_annotations) == (1.0, 5.0)
-    coin = iterative_random_report([Pool(x, np.array(["a", "b"] * 100))], risk=0.01, budget=20)
-    # 5, 7, ..., 19 are below the budget of 20, so one more step of two is taken, as Algorithm 1 does
-    assert coin.inconclusive == 1.0 and coin.mean_annotations == 21
-
-
 def test_randomised_allocation_is_exact_in_expectation():
     sizes = np.array([50, 30, 13, 7, 1, 1, 1])
     rng = np.random.default_rng(0)
@@ -125,6 +81,17 @@ def test_randomised_allocation_is_exact_in_expectation():
 
 
 # ---- stratified sampling over bands of the judges' score
+
+
+def test_strata_keep_equal_scores_together_and_come_in_order():
+    f = np.array([0.0, 0.0, 0.0, 0.25, 0.5, 0.5, 0.75, 1.0, 1.0, 1.0, 1.0, 0.25])
+    strata = sampling.judge_strata(f, 3)
+    for value in np.unique(f):
+        assert len(set(strata[f == value])) == 1
+    order = np.argsort(f, kind="stable")
+    assert np.all(np.diff(strata[order]) >= 0) and strata.max() == 2
+    assert set(sampling.judge_strata(np.full(5, 0.5), 4)) == {0}  # one score: one stratum
+    assert [sampling.strata_count(n) for n in (4, 10, 20, 40, 200)] == [2, 2, 4, 5, 5]
 
 
 def test_proportional_allocation_gives_each_stratum_its_share_and_at_least_two():

@@ -1,7 +1,0 @@
-from rest_framework.routers import DefaultRouter
-
-from annotation.api import StudyViewSet
-
-router = DefaultRouter()
-router.register("studies", StudyViewSet, basename="study")
-urlpatterns = router.urls

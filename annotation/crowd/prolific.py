@@ -1,0 +1,83 @@
+"""Prolific's researcher API over plain HTTPS (``Authorization: Token …``): sync a study's submissions
+with our worker sessions, approve or reject them. The token comes from PROLIFIC_TOKEN."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+
+from django.conf import settings
+
+from annotation.errors import ServiceError
+from annotation.models import ExternalLink, Study, WorkerSession
+
+REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
+                        "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER")
+
+
+class ProlificError(ServiceError):
+    pass
+
+
+class Client:
+    def __init__(self, token: str | None = None, base_url: str | None = None, timeout: float = 30.0):
+        self.token = token or os.environ.get("PROLIFIC_TOKEN", "")
+        if not self.token:
+            raise ProlificError("Set PROLIFIC_TOKEN to your Prolific API token.")
+        self.base_url = (base_url or getattr(settings, "PROLIFIC_API_URL", "https://api.prolific.com")).rstrip("/")
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: dict | None = None) -> dict:
+        url = path if path.startswith("http") else f"{self.base_url}{path}"
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method, headers={
+            "Authorization": f"Token {self.token}", "Accept": "application/json",
+            **({"Content-Type": "application/json"} if data is not None else {})})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as response:  # noqa: S310 (URL is ours)
+                payload = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:500]
+            raise ProlificError(f"Prolific answered {exc.code} to {method} {path}: {detail}") from None
+        except urllib.error.URLError as exc:
+            raise ProlificError(f"Prolific could not be reached: {exc.reason}") from None
+        return json.loads(payload) if payload else {}
+
+    def submissions(self, prolific_study_id: str) -> list[dict]:
+        out, path = [], f"/api/v1/studies/{prolific_study_id}/submissions/"
+        while path:
+            page = self.request("GET", path)
+            out.extend(page.get("results", []))
+            path = ((page.get("_links") or {}).get("next") or {}).get("href")
+        return out
+
+    def approve(self, submission_id: str) -> dict:
+        return self.request("POST", f"/api/v1/submissions/{submission_id}/transition/", {"action": "APPROVE"})
+
+    def reject(self, submission_id: str, message: str, category: str) -> dict:
+        if category not in REJECTION_CATEGORIES:
+            raise ProlificError(f"rejection category must be one of {', '.join(REJECTION_CATEGORIES)}")
+        if len(message.strip()) < 100:
+            raise ProlificError("Prolific needs a rejection message of at least 100 characters explaining why.")
+        return self.request("POST", f"/api/v1/submissions/{submission_id}/transition/",
+                            {"action": "REJECT", "message": message, "rejection_category": category})
+
+
+def sync(client: Client, study: Study, prolific_study_id: str) -> list[dict]:
+    """Prolific's submissions matched to our sessions (by SESSION_ID), with our completion status and
+    whether the code they entered is the one we gave; the site's status is stored on the session."""
+    rows = []
+    for sub in client.submissions(prolific_study_id):
+        session = (WorkerSession.objects.filter(link__study=study, link__platform=ExternalLink.Platform.PROLIFIC,
+                                                session_key=sub.get("id", ""))
+                   .select_related("assignment").first())
+        if session is not None and session.platform_status != sub.get("status", ""):
+            session.platform_status = sub.get("status", "")
+            session.save(update_fields=["platform_status"])
+        ours = session.assignment if session else None
+        rows.append({"submission_id": sub.get("id"), "participant_id": sub.get("participant_id"),
+                     "status": sub.get("status"), "answered": bool(ours and ours.status == "completed"),
+                     "code_matches": bool(ours and sub.get("study_code") == ours.completion_code)})
+    return rows

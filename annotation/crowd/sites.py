@@ -1,0 +1,313 @@
+"""Workers arriving from crowdsourcing sites: the MTurk ExternalQuestion protocol (usable by any
+compatible site), Prolific, and a generic completion-code profile.
+
+A worker's visit is a ``WorkerSession`` keyed by the site's own id for it (MTurk ``assignmentId``,
+Prolific ``SESSION_ID``), so reloading or reopening the link resumes the same assignment. The
+rater's authority travels in signed URLs, never in cookies, because sites frame our pages and
+browsers block third-party cookies in frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from html import escape
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.http import Http404
+from django.utils import timezone
+
+from annotation.errors import ServiceError
+from annotation.models import (
+    Assignment,
+    BlockedWorker,
+    ExternalLink,
+    Rater,
+    Study,
+    WorkerSession,
+)
+from annotation.ratelimit import allow, client_key
+from annotation.rating import allocation
+
+PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+# The query parameters each platform appends to our URL.
+PARAMETERS = {
+    ExternalLink.Platform.MTURK: ("assignmentId", "hitId", "workerId", "turkSubmitTo"),
+    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
+    ExternalLink.Platform.GENERIC: ("worker_id", "session_id"),
+}
+# What researchers paste into the site: our link with the site's placeholders where it has them.
+PLACEHOLDERS = {
+    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
+                                     "&SESSION_ID={{%SESSION_ID%}}"),
+    ExternalLink.Platform.GENERIC: "worker_id=WORKER_ID",
+}
+
+
+PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+
+
+# The query parameters each platform appends to our URL.
+PARAMETERS = {
+    ExternalLink.Platform.MTURK: ("assignmentId", "hitId", "workerId", "turkSubmitTo"),
+    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
+    ExternalLink.Platform.GENERIC: ("worker_id", "session_id"),
+}
+
+
+# What researchers paste into the site: our link with the site's placeholders where it has them.
+PLACEHOLDERS = {
+    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
+                                     "&SESSION_ID={{%SESSION_ID%}}"),
+    ExternalLink.Platform.GENERIC: "worker_id=WORKER_ID",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    platform: str
+    worker_id: str
+    session_key: str
+    hit_id: str = ""
+    submit_to: str = ""
+    preview: bool = False
+
+
+def parse_arrival(link: ExternalLink, params) -> Arrival:
+    """The worker's identity from the site's query parameters; ``ServiceError`` says what is missing."""
+    def get(name: str) -> str:
+        return (params.get(name) or "").strip()[:200]
+
+    if link.platform == ExternalLink.Platform.MTURK:
+        assignment_id = get("assignmentId")
+        if assignment_id == PREVIEW_ASSIGNMENT or not assignment_id:
+            return Arrival(link.platform, get("workerId"), "", get("hitId"), preview=True)
+        worker = get("workerId")
+        if not worker:
+            raise ServiceError("The link is missing workerId; open it from the HIT page.")
+        submit_to = get("turkSubmitTo").rstrip("/")
+        if submit_to and submit_to not in settings.SEPLAB_TURK_SUBMIT_HOSTS:
+            raise ServiceError("The link's turkSubmitTo is not a site this study submits to.")
+        return Arrival(link.platform, worker, assignment_id, get("hitId"), submit_to)
+    if link.platform == ExternalLink.Platform.PROLIFIC:
+        worker, session = get("PROLIFIC_PID"), get("SESSION_ID")
+        if not worker or not session:
+            raise ServiceError("The link is missing PROLIFIC_PID or SESSION_ID; open it from Prolific.")
+        return Arrival(link.platform, worker, session, get("STUDY_ID"))
+    worker = get("worker_id")
+    if not worker:
+        raise ServiceError("The link is missing worker_id (your id on the site that sent you here).")
+    return Arrival(link.platform, worker, get("session_id") or f"worker:{worker}")
+
+
+def is_blocked(study: Study, platform: str, worker_id: str) -> bool:
+    return BlockedWorker.objects.filter(owner_id=study.owner_id, platform=platform, worker_id=worker_id).exists()
+
+
+class OtherSessionActive(ServiceError):
+    """The worker already works on this study through another HIT / session."""
+
+
+class SessionOfAnotherWorker(ServiceError):
+    """A visit brought a session id that belongs to another worker."""
+
+
+class TooManyNewWorkers(ServiceError):
+    """A link, or one client on it, started new worker sessions faster than people do."""
+
+
+# New worker sessions a link accepts per client (a person starts one; a few share an address, an IPv6 /64 is one
+# client); in all, the link's launch limit per minute (ExternalLink.launch_limit: a crowd site's launch brings
+# hundreds of people in minutes). A client over its own limit is refused before it counts against the link's, and a
+# client's own limit is at most half the link's, so one client never fills the link's cap.
+NEW_WORKERS_PER_CLIENT = (10, 600)
+
+
+# What the crowd page calls faster than people: this many new workers on a link within one minute.
+MINT_WARNING_PER_MINUTE = 10
+
+
+REFUSED_WINDOW = 3600  # how long the crowd page remembers workers the launch limit turned away
+
+
+def _allow_new_worker(link: ExternalLink, client: str) -> None:
+    from django.core.cache import cache
+
+    limit = link.launch_limit
+    per_client, window = NEW_WORKERS_PER_CLIENT
+    if limit:  # a link with a small cap: one client gets at most half of it (at least one new worker)
+        per_client = min(per_client, max(1, limit // 2))
+    if not allow(f"new-worker:{link.pk}:{client_key(client)}", per_client, window):
+        raise TooManyNewWorkers("Too many new workers are arriving from your network through this link; please "
+                                "try again in a few minutes.")
+    if limit and not allow(f"new-worker:{link.pk}", limit, 60):
+        key = f"launch-refused:{link.pk}"
+        if not cache.add(key, 1, timeout=REFUSED_WINDOW):
+            try:
+                cache.incr(key)
+            except ValueError:
+                cache.set(key, 1, timeout=REFUSED_WINDOW)
+        raise TooManyNewWorkers("Too many new workers are arriving through this link right now; please try again "
+                                "in a minute.")
+
+
+def launch_refusals(link: ExternalLink) -> int:
+    """New workers the link's launch limit turned away within the last hour (or since the counter was made)."""
+    from django.core.cache import cache
+
+    return int(cache.get(f"launch-refused:{link.pk}") or 0)
+
+
+def do_set_launch_limit(link: ExternalLink, value: str) -> None:
+    """The link's own launch limit: a whole number of new workers per minute (0: none), or empty for the server's
+    default."""
+    text = value.strip()
+    if not text:
+        link.launch_per_minute = None
+    else:
+        if not text.isdigit() or int(text) > 100_000:
+            raise ServiceError("The launch limit must be a whole number of new workers per minute from 0 "
+                                        "(no limit) to 100,000, or empty for the server's default.")
+        link.launch_per_minute = int(text)
+    link.save(update_fields=["launch_per_minute"])
+
+
+def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerSession:
+    """The worker's session for this visit (resumed when it exists), bound to an assignment when there
+    is work. Idempotent: the same visit never creates a second session or assignment. A session belongs to
+    the worker who opened it: another worker bringing its id (an assignmentId or session_id they learnt)
+    gets nothing of it."""
+    session = WorkerSession.objects.filter(link=link, session_key=arrival.session_key).select_related(
+        "assignment", "rater").first()
+    if session is not None and session.worker_id != arrival.worker_id:
+        raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your own "
+                                     "task page on the site.")
+    if session is None:
+        if (link.platform == ExternalLink.Platform.PROLIFIC and link.site_study_id
+                and arrival.hit_id != link.site_study_id):
+            raise ServiceError("This link belongs to another Prolific study (STUDY_ID does not match).")
+        _allow_new_worker(link, client)  # only new sessions count: a worker coming back is never refused
+        network = client_key(client) if client else ""
+        rater, _ = Rater.objects.get_or_create(
+            study=link.study, external_id=f"{link.platform}:{arrival.worker_id}",
+            defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN, "client": network})
+        if rater.client != network and Assignment.objects.filter(rater=rater,
+                                                                 status=Assignment.Status.ACTIVE).exists():
+            network = rater.client  # an open assignment counts where it started (moving it would free that network)
+        if rater.source != Rater.Source.EXTERNAL or rater.client != network:
+            # The same worker id was already known (imported judgments, or a personal link named like a
+            # platform id): they now work through a crowdsourcing site, whose completion they must see. A worker
+            # coming back from another network with nothing open counts there now.
+            Rater.objects.filter(pk=rater.pk).update(source=Rater.Source.EXTERNAL, client=network)
+            rater.source, rater.client = Rater.Source.EXTERNAL, network
+        try:
+            with transaction.atomic():
+                session = WorkerSession.objects.create(
+                    link=link, rater=rater, worker_id=arrival.worker_id, session_key=arrival.session_key,
+                    hit_id=arrival.hit_id, submit_to=arrival.submit_to)
+        except IntegrityError:  # the same visit arrived twice at once
+            session = WorkerSession.objects.select_related("assignment", "rater").get(
+                link=link, session_key=arrival.session_key)
+            if session.worker_id != arrival.worker_id:
+                raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your "
+                                             "own task page on the site.") from None
+    if session.assignment is None or session.assignment.status == Assignment.Status.EXPIRED:
+        active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()
+        if active is not None and WorkerSession.objects.filter(assignment=active).exclude(pk=session.pk).exists():
+            raise OtherSessionActive("You are already working on this study in another task. Finish or return "
+                                     "that one first.")
+        assignment = allocation.do_start_assignment(session.rater)
+        if assignment is not None:
+            try:
+                with transaction.atomic():  # the database holds one session per assignment
+                    WorkerSession.objects.filter(pk=session.pk).update(assignment=assignment)
+            except IntegrityError:  # another session of this worker took it a moment earlier
+                raise OtherSessionActive("You are already working on this study in another task. Finish or "
+                                         "return that one first.") from None
+            session.assignment = assignment
+    return session
+
+
+def minting_warnings(study: Study) -> dict[int, int]:
+    """Link id -> the most new worker sessions it started within any one minute of the last hour, for links
+    that started at least ``MINT_WARNING_PER_MINUTE`` (faster than people arrive: likely invented ids)."""
+    since = timezone.now() - timedelta(hours=1)
+    times: dict[int, list] = {}
+    for link_id, created in (WorkerSession.objects.filter(link__study=study, created__gte=since)
+                             .order_by("created").values_list("link_id", "created")):
+        times.setdefault(link_id, []).append(created)
+    out = {}
+    for link_id, stamps in times.items():
+        most, start = 0, 0
+        for end, stamp in enumerate(stamps):
+            while stamp - stamps[start] > timedelta(minutes=1):
+                start += 1
+            most = max(most, end - start + 1)
+        if most >= MINT_WARNING_PER_MINUTE:
+            out[link_id] = most
+    return out
+
+
+def session_for(assignment: Assignment) -> WorkerSession | None:
+    return WorkerSession.objects.filter(assignment=assignment).select_related("link").first()
+
+
+def completion(session: WorkerSession, rater: Rater) -> dict:
+    """How the finished worker is sent back to their site, with the completion (or screening) code."""
+    link = session.link
+    screened = rater.screened_out
+    code = link.screened_code if screened else session.assignment.completion_code
+    out = {"platform": link.platform, "code": code, "screened": screened}
+    if link.platform == ExternalLink.Platform.MTURK and session.submit_to:
+        out["submit_url"] = f"{session.submit_to}/mturk/externalSubmit"
+        out["assignment_id"] = session.session_key
+    elif link.platform == ExternalLink.Platform.PROLIFIC:
+        out["redirect_url"] = settings.PROLIFIC_COMPLETE_URL.format(code=code)
+    return out
+
+
+def link_url(link: ExternalLink, base_url: str) -> str:
+    url = base_url.rstrip("/") + link.path()
+    placeholders = PLACEHOLDERS.get(link.platform)
+    return f"{url}?{placeholders}" if placeholders else url
+
+
+def external_question_xml(url: str, frame_height: int = 0) -> str:
+    """The MTurk ExternalQuestion for our URL (XML-escaped, so '&' becomes '&amp;'). MTurk requires HTTPS."""
+    if urlsplit(url).scheme != "https":
+        raise ServiceError("MTurk's ExternalQuestion requires an HTTPS URL: set the study's public base URL "
+                                    "(study settings, 'Who rates') to its https address, or pass --base-url https://… "
+                                    "to the command")
+    return ('<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/'
+            '2006-07-14/ExternalQuestion.xsd">\n'
+            f"  <ExternalURL>{escape(url, quote=False)}</ExternalURL>\n"
+            f"  <FrameHeight>{int(frame_height)}</FrameHeight>\n"
+            "</ExternalQuestion>")
+
+
+def do_create_external_link(study: Study, platform: str, site_study_id: str = "") -> ExternalLink:
+    if platform not in ExternalLink.Platform.values:
+        raise ServiceError("Choose a platform.")
+    site_study_id = site_study_id.strip()
+    if len(site_study_id) > 100:
+        raise ServiceError("The Prolific study id has at most 100 characters.")
+    prolific = platform == ExternalLink.Platform.PROLIFIC
+    return ExternalLink.objects.create(study=study, platform=platform, site_study_id=site_study_id if prolific else "")
+
+
+def do_block_worker(owner, platform: str, worker_id: str, reason: str = "") -> BlockedWorker:
+    """Keep a crowd worker out of all of ``owner``'s studies."""
+    worker_id = worker_id.strip()
+    if platform not in ExternalLink.Platform.values or not worker_id:
+        raise ServiceError("Give the platform and the worker id to block.")
+    blocked, _ = BlockedWorker.objects.get_or_create(owner=owner, platform=platform, worker_id=worker_id,
+                                                     defaults={"reason": reason[:300]})
+    return blocked
+
+
+def do_unblock_worker(owner, block_id: int) -> None:
+    deleted, _ = BlockedWorker.objects.filter(pk=block_id, owner=owner).delete()
+    if not deleted:
+        raise Http404("No such blocked worker.")

@@ -1,0 +1,63 @@
+"""Where the other apps plug into annotation. selection and analytics stand on annotation; annotation never imports
+them (tests/test_architecture.py), so what it needs from them it finds here, filled from their ``AppConfig.ready``:
+
+- ``item_chooser()``: how the plan picks the items of each system pair (selection's strategies, the live loop and
+  the embeddings they need). The plan cannot be built without one: a missing chooser is a configuration error,
+  never a silent "every item".
+- ``page_context(page, study)``: what the study page and the settings page show of other apps (selection's live
+  status and strategy, analytics' parameters), merged into the page's template context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+Progress = Callable[[int, int], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemChooser:
+    """What the plan asks of item selection, one function each."""
+
+    choose: Callable[..., list]
+    """``choose(study, comparison, candidates)``: the items of one system pair to release first, in release order
+    (a live method's first representatives, a static method's whole choice). ``ValueError`` when it cannot."""
+    advance: Callable[..., Any]
+    """``advance(study, comparison_id)``: after an assignment with a place in that system pair completed, the next
+    items a live method releases (an object with ``comparison``, ``items`` and ``seed``), or None."""
+    needs_worker: Callable[..., bool]
+    """``needs_worker(study)``: whether choosing would first do slow work (embedding outputs) that must not run
+    inside a request."""
+    prepare: Callable[..., Any]
+    """``prepare(study, progress)``: that slow work, done by the background worker before the plan is built."""
+
+
+_CHOOSER: list[ItemChooser] = []
+_PAGES: dict[str, list[Callable[[Any], dict]]] = {"study": [], "settings": []}
+
+
+def set_item_chooser(chooser: ItemChooser) -> None:
+    _CHOOSER[:] = [chooser]
+
+
+def item_chooser() -> ItemChooser:
+    if not _CHOOSER:
+        raise ImproperlyConfigured("No item chooser is registered: add the 'selection' app to INSTALLED_APPS.")
+    return _CHOOSER[0]
+
+
+def add_page_context(page: str, contribute: Callable[[Any], dict]) -> None:
+    """``contribute(study)`` adds to the template context of ``page`` ("study" or "settings")."""
+    if contribute not in _PAGES[page]:
+        _PAGES[page].append(contribute)
+
+
+def page_context(page: str, study) -> dict:
+    context: dict = {}
+    for contribute in _PAGES[page]:
+        context.update(contribute(study))
+    return context

@@ -1,0 +1,539 @@
+"""Running an LLM judge on a study's pairs through an OpenAI-compatible endpoint with the official ``openai``
+client (it speaks to hosted APIs, vLLM, Ollama and the llama.cpp server alike, and brings the retries with
+exponential backoff on 429, 5xx, timeouts and dropped connections, honouring Retry-After).
+
+Each pair is judged **in both display orders**. The ``JudgeCall`` ledger holds at most one call per judge, pair
+and order (a database constraint), written in the same transaction as the judgment, so a run stopped or
+crashed anywhere resumes with exactly the calls that are missing: no pair is judged twice, nothing recorded is
+lost; calls that failed after the client's retries are tried again on resume. The requests run on worker
+threads; every database write happens on the calling thread.
+
+What a reply means is ``annotation/prompts.py``'s business (strict verdict grammar, P(A) from log-probabilities);
+how it is stored is the study's elicitation mode's (``elicitation.Mode.to_model``), as for a person's answer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import Any
+
+import openai
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from annotation import jobs, orientation
+from annotation.judges import prompts
+from annotation.models import (
+    Generation,
+    Job,
+    Judge,
+    JudgeCall,
+    Judgment,
+    Pair,
+    Rater,
+    Study,
+    TaskPair,
+    key_variables,
+    unknown_key_variable,
+)
+from annotation.outbound import EndpointRefused, check_endpoint
+from annotation.rating import recording
+from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
+from annotation.worker import stale_after
+
+JOB_KIND = "judge"
+TICK = 15.0  # seconds; well inside the staleness limit (annotation.worker.stale_after, 120 s)
+TOP_LOGPROBS = 5
+# Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
+FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError, openai.BadRequestError,
+         openai.UnprocessableEntityError)
+
+
+class JudgeError(Exception):
+    """A judge that cannot run as configured; the message is for the researcher."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Creating and configuring
+
+
+def create_judge(study: Study, name: str, **fields: Any) -> Judge:
+    """A judge with its rater (kind judge, source "run"); the name is the rater's, unique in the study."""
+    name = name.strip()
+    if not name:
+        raise JudgeError("Give the judge a name.")
+    if study.raters.filter(external_id=name).exists():
+        raise JudgeError(f"The study already has a rater named {name!r}.")
+    prompts.check_template(fields.get("prompt_template") or prompts.DEFAULT_TEMPLATE)
+    fields.setdefault("prompt_template", prompts.DEFAULT_TEMPLATE)
+    with transaction.atomic():
+        rater = Rater.objects.create(study=study, external_id=name, kind=Rater.Kind.JUDGE, source=Rater.Source.RUN)
+        judge = Judge(study=study, rater=rater, **fields)
+        try:
+            judge.full_clean()  # every caller, not only the form: ranges, URL, and prices as decimals
+        except ValidationError as exc:
+            raise JudgeError("; ".join(f"{field}: {' '.join(errors)}"
+                                       for field, errors in exc.message_dict.items())) from exc
+        judge.save()
+        return judge
+
+
+def api_key(judge: Judge) -> str:
+    """The stored key, else the named environment variable of the worker; a local server that needs none is
+    configured with neither (the client still sends a placeholder)."""
+    if judge.api_key:
+        if isinstance(judge.api_key, SealedUnreadable):
+            raise JudgeError(str(UnreadableSecret("The stored key cannot be read: the server's encryption key changed "
+                                                  "since it was stored. Type the key again on the judge's page.")))
+        return judge.api_key
+    if judge.api_key_env:
+        if judge.api_key_env not in key_variables():  # a judge stored before the operator's list, or by a script
+            raise JudgeError(unknown_key_variable())
+        value = os.environ.get(judge.api_key_env, "")
+        if not value:
+            raise JudgeError(f"The environment variable {judge.api_key_env} (the judge's API key) is not set for the "
+                             "worker; set it, store a key with the judge, or clear both for a server that needs "
+                             "no key.")
+        return value
+    return "no-key"
+
+
+def redact(text: str, judge: Judge) -> str:
+    """An error message with the judge's key taken out (endpoints sometimes echo it)."""
+    try:
+        key = api_key(judge)
+    except JudgeError:
+        return text
+    return text.replace(key, "[key]") if len(key) >= 4 else text
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What is judged
+
+
+def _scope(judge: Judge) -> list[tuple[int, int, int]]:
+    """(item, generation a, generation b) of each pair in the judge's scope: those of the tasks released to
+    people, or one pair (first samples) of every item for every system pair of the study. Reads only."""
+    study = judge.study
+    if judge.scope == Judge.Scope.SHOWN:
+        return list(Pair.objects.filter(pk__in=TaskPair.objects.filter(task__study=study).values("pair_id"))
+                    .order_by("pk").values_list("item_id", "generation_a_id", "generation_b_id"))
+    first = {(g.item_id, g.system_id): g.pk
+             for g in Generation.objects.filter(item__study=study, sample_index=0).only("pk", "item_id", "system_id")}
+    items = list(study.items.values_list("pk", flat=True))
+    wanted = []
+    for comparison in study.comparisons.all():
+        for item_id in items:
+            a, b = first.get((item_id, comparison.system_a_id)), first.get((item_id, comparison.system_b_id))
+            if a and b:
+                wanted.append((item_id, a, b))
+    return wanted
+
+
+def _settled(judge: Judge) -> set[tuple[int, int, bool]]:
+    """(generation a, generation b, a shown first) of the calls that need no new request."""
+    return set(JudgeCall.objects.filter(judge=judge).exclude(status=JudgeCall.Status.FAILED)
+               .values_list("pair__generation_a_id", "pair__generation_b_id", "a_shown_first"))
+
+
+def remaining(judge: Judge) -> int:
+    """How many requests are still to go (both orders of each pair in scope, less those settled); reads only,
+    for the pages."""
+    settled = _settled(judge)
+    return sum((a, b, a_first) not in settled for _, a, b in _scope(judge) for a_first in (True, False))
+
+
+def pending(judge: Judge) -> list[tuple[Pair, bool]]:
+    """(pair, a shown first) still to ask, the pairs of an all-items scope created where missing."""
+    wanted, settled = _scope(judge), _settled(judge)
+    if judge.scope == Judge.Scope.ALL:
+        Pair.objects.bulk_create([Pair(item_id=i, generation_a_id=a, generation_b_id=b) for i, a, b in wanted],
+                                 ignore_conflicts=True)
+    pairs = {(p.generation_a_id, p.generation_b_id): p
+             for p in Pair.objects.filter(generation_a_id__in={a for _, a, _ in wanted})}
+    return [(pairs[(a, b)], a_first) for _, a, b in wanted for a_first in (True, False)
+            if (a, b, a_first) not in settled]
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    replies: int  # judged + unparseable: what the budget counts
+    judged: int
+    unparseable: int
+    failed: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal  # US$
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def usage(judge: Judge) -> Usage:
+    S = JudgeCall.Status
+    row = JudgeCall.objects.filter(judge=judge).aggregate(
+        judged=Count("id", filter=Q(status=S.JUDGED)), unparseable=Count("id", filter=Q(status=S.UNPARSEABLE)),
+        failed=Count("id", filter=Q(status=S.FAILED)),
+        prompt=Sum("prompt_tokens", default=0), completion=Sum("completion_tokens", default=0))
+    cost = (Decimal(row["prompt"]) * judge.price_input + Decimal(row["completion"]) * judge.price_output) / 10**6
+    return Usage(row["judged"] + row["unparseable"], row["judged"], row["unparseable"], row["failed"], row["prompt"],
+                 row["completion"], cost.quantize(Decimal("0.0001")))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Asking (worker threads: no database)
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    pair_id: int
+    a_shown_first: bool
+    prompt: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    request: Request
+    text: str = ""
+    response: dict | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens: tuple[prompts.Token, ...] = ()
+    error: str = ""
+    problem: str = ""  # why the reply cannot be read though it arrived (cut off, too long): unparseable
+
+
+MAX_REPLY_CHARS = 100_000  # a longer reply is kept cut to this and is unparseable (a verdict is a line)
+MAX_TOKENS_COUNTED = 2**31 - 1  # the database's integer: an endpoint's count beyond it is not believed
+
+
+def _count(value, name: str, notes: list[str]) -> int:
+    """A token count the endpoint reported, believed only when it is a whole number from 0 to 2^31 - 1; otherwise
+    0, with a note. (A negative count once failed the database's check and dropped a paid reply.)"""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS_COUNTED:
+        return value
+    if value is not None:
+        notes.append(f"the endpoint reported {name} = {str(value)[:40]}, not a token count; counted as 0")
+    return 0
+
+
+def _trimmed(response: dict, text: str) -> dict:
+    """The response as kept: the reply's text is stored once, in ``JudgeCall.reply``, so the copy inside the
+    response is cut to the same length."""
+    for choice in response.get("choices") or []:
+        message = choice.get("message") or {}
+        if isinstance(message.get("content"), str) and len(message["content"]) > len(text):
+            message["content"] = text
+            choice["logprobs"] = None  # as long as the reply: dropped with it
+    return response
+
+
+def check_target(judge: Judge) -> None:
+    """Refuse a run whose endpoint the server may not call (annotation/outbound.py), checked again before each run
+    (a host's address can change after the judge was saved)."""
+    try:
+        check_endpoint(judge.base_url)
+    except EndpointRefused as exc:
+        raise JudgeError(str(exc)) from None
+
+
+def make_client(judge: Judge) -> openai.OpenAI:
+    """The official client, never following redirects: an allowed host must not bounce a request (and its key)
+    somewhere else."""
+    return openai.OpenAI(base_url=judge.base_url, api_key=api_key(judge), timeout=judge.timeout_seconds,
+                         max_retries=judge.max_retries,
+                         http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=judge.timeout_seconds))
+
+
+def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
+    """One chat completion; errors that survive the client's retries become the reply's ``error``, except the
+    ones no retry mends (``FATAL``), which are raised."""
+    extra = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if judge.logprobs else {}
+    try:
+        completion = client.chat.completions.create(
+            model=judge.model, messages=[{"role": "user", "content": request.prompt}],
+            temperature=judge.temperature, max_tokens=judge.max_tokens, n=1, **extra)
+    except FATAL:
+        raise
+    except openai.OpenAIError as exc:
+        return Reply(request, error=f"{type(exc).__name__}: {exc}")
+    if not completion.choices:
+        return Reply(request, response=completion.model_dump(mode="json"), error="The response has no choices.")
+    choice = completion.choices[0]
+    tokens: tuple[prompts.Token, ...] = ()
+    if choice.logprobs is not None and choice.logprobs.content:
+        tokens = tuple((t.token, tuple((a.token, a.logprob) for a in t.top_logprobs))
+                       for t in choice.logprobs.content)
+    used, notes = completion.usage, []
+    prompt_tokens = _count(used.prompt_tokens if used else None, "prompt_tokens", notes)
+    completion_tokens = _count(used.completion_tokens if used else None, "completion_tokens", notes)
+    text, problem = choice.message.content or "", ""
+    if choice.finish_reason == "length":
+        problem = (f"The reply was cut off at the token limit ({judge.max_tokens} tokens): its last line is not "
+                   "the judge's verdict. Raise 'Most tokens per reply'.")
+    elif choice.finish_reason == "content_filter":
+        problem = "The endpoint withheld the reply (its content filter)."
+    if len(text) > MAX_REPLY_CHARS:
+        problem = f"The reply is {len(text):,} characters long; a verdict is one line (kept: the first 100,000)."
+        text, tokens = text[:MAX_REPLY_CHARS], ()
+    response = _trimmed(completion.model_dump(mode="json"), text)
+    if notes:
+        response["seplab_notes"] = notes
+    return Reply(request, text=text, response=response, prompt_tokens=prompt_tokens,
+                 completion_tokens=completion_tokens, tokens=tokens, problem=problem)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Recording (the calling thread)
+
+
+def call_key(judge: Judge, pair_id: int, a_shown_first: bool) -> str:
+    """The judgment's idempotency key: one per judge, pair and order."""
+    return f"judge-{judge.pk}-{pair_id}-{'ab' if a_shown_first else 'ba'}"
+
+
+def record(judge: Judge, reply: Reply) -> JudgeCall | None:
+    """Store one reply: a judgment and its call in one transaction, an unparseable reply or a failure as a call.
+    None when the pair and order were already settled (another run got there first)."""
+    request, offer = reply.request, prompts.Offer.of(judge.study)
+    fields: dict[str, Any] = {"reply": reply.text, "response": reply.response, "prompt_tokens": reply.prompt_tokens,
+                              "completion_tokens": reply.completion_tokens, "created": timezone.now(),
+                              "problem": "", "judgment": None}
+    verdict = None
+    if reply.error:
+        fields.update(status=JudgeCall.Status.FAILED, problem=redact(reply.error, judge))
+    elif reply.problem:
+        fields.update(status=JudgeCall.Status.UNPARSEABLE, problem=reply.problem)
+    else:
+        try:
+            verdict = prompts.parse(offer, reply.text)
+            fields["status"] = JudgeCall.Status.JUDGED
+        except prompts.Unparseable as exc:
+            fields.update(status=JudgeCall.Status.UNPARSEABLE, problem=str(exc))
+    try:
+        with transaction.atomic():
+            previous = (JudgeCall.objects.select_for_update()
+                        .filter(judge=judge, pair_id=request.pair_id, a_shown_first=request.a_shown_first).first())
+            if previous is not None and previous.status != JudgeCall.Status.FAILED:
+                return None
+            if verdict is not None:
+                fields["judgment"] = _judgment(judge, request, verdict, reply)
+            if previous is not None:
+                for name, value in fields.items():
+                    setattr(previous, name, value)
+                previous.save()
+                return previous
+            return JudgeCall.objects.create(judge=judge, pair_id=request.pair_id,
+                                            a_shown_first=request.a_shown_first, **fields)
+    except IntegrityError:  # a concurrent run recorded this pair and order in between
+        return None
+
+
+def _judgment(judge: Judge, request: Request, verdict: prompts.Verdict, reply: Reply) -> Judgment:
+    p_first = prompts.probability_first(reply.tokens, verdict.label_offset)
+    probability_a = None if p_first is None else orientation.probability_first(p_first, request.a_shown_first)
+    return recording.record_verdict(judge.study, judge.rater, request.pair_id, request.a_shown_first, verdict.answer,
+                                    probability_a, call_key(judge, request.pair_id, request.a_shown_first))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A run
+
+
+@dataclasses.dataclass
+class RunResult:
+    asked: int = 0
+    recorded: int = 0
+    stopped: bool = False
+    budget_reached: bool = False
+    sliced: bool = False  # the run used its time slice and gave the worker back; the rest continues in a new job
+    abandoned: int = 0  # requests cut off at their time limit (recorded as failed: asked again later)
+
+
+REQUEST_LIMIT_CAP = 900.0  # no request, with all its retries, may hold a thread longer than 15 minutes
+
+
+def request_limit(judge: Judge) -> float:
+    """The most time one request may take with all its attempts, however its endpoint trickles bytes: the
+    timeout (which the client applies per read) times the attempts, at most ``REQUEST_LIMIT_CAP``."""
+    return min(judge.timeout_seconds * (judge.max_retries + 1), REQUEST_LIMIT_CAP)
+
+
+def requests(judge: Judge, todo: list[tuple[Pair, bool]]) -> Iterator[Request]:
+    offer = prompts.Offer.of(judge.study)
+    pairs = {p.pk: p for p in Pair.objects.filter(pk__in={p.pk for p, _ in todo})
+             .select_related("item", "generation_a", "generation_b")}
+    for pair, a_first in todo:
+        p = pairs[pair.pk]
+        first, second = orientation.in_display_order(p.generation_a.text, p.generation_b.text, a_first)
+        yield Request(p.pk, a_first, prompts.render_prompt(judge.prompt_template, offer, p.item.input, first, second))
+
+
+def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, total: None,
+        should_stop: Callable[[], bool] = lambda: False, slice_seconds: float | None = None) -> RunResult:
+    """Ask for every pending call within the budget, ``max_concurrency`` at a time, recording each reply as it
+    arrives. ``should_stop`` is checked after each reply and every ``TICK`` seconds; once it says so -- or the run
+    has used its ``slice_seconds`` (default SEPLAB_JUDGE_SLICE_SECONDS), so that one judge never holds the worker
+    while other researchers' jobs wait -- no new request is sent and the ones in flight are cut off at once (their
+    connections closed: they are recorded as failed and asked again on resume). A request that takes longer than
+    ``request_limit`` with all its attempts (an endpoint trickling one byte at a time defeats a per-read timeout)
+    is cut off the same way."""
+    result = RunResult()
+    todo = pending(judge)
+    room = max(judge.request_budget - usage(judge).replies, 0)
+    if len(todo) > room:
+        todo, result.budget_reached = todo[:room], True
+    check_target(judge)
+    api_key(judge)  # a missing key is said before anything is sent
+    total = len(todo)
+    progress(0, total)
+    source = requests(judge, todo)
+    limit = request_limit(judge)
+    ends = time.monotonic() + (settings.SEPLAB_JUDGE_SLICE_SECONDS if slice_seconds is None else slice_seconds)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=judge.max_concurrency,
+                                                 thread_name_prefix=f"judge-{judge.pk}")
+    # one client per request: cutting a request off closes its own connection (and frees its thread) without
+    # touching the others
+    in_flight: dict[concurrent.futures.Future, tuple[Request, float, openai.OpenAI]] = {}
+
+    def refill() -> None:
+        while len(in_flight) < judge.max_concurrency and not (result.stopped or result.sliced):
+            request = next(source, None)
+            if request is None:
+                return
+            client = make_client(judge)
+            in_flight[pool.submit(ask, client, judge, request)] = (request, time.monotonic() + limit, client)
+            result.asked += 1
+
+    def cut_off(future: concurrent.futures.Future, why: str) -> None:
+        request, _, client = in_flight.pop(future)
+        client.close()  # the request's connection closes: its thread gets an error and ends
+        if record(judge, Reply(request, error=why)) is not None:
+            result.recorded += 1
+        result.abandoned += 1
+
+    try:
+        refill()
+        while in_flight:
+            # a tick at least every TICK seconds keeps the job's heartbeat fresh and hears a stop while slow
+            # requests are out; sooner when a request's time limit or the slice ends first
+            now = time.monotonic()
+            wake = min([TICK, ends - now, *(deadline - now for _, deadline, _ in in_flight.values())])
+            finished, _ = concurrent.futures.wait(list(in_flight), timeout=max(wake, 0.01),
+                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                in_flight.pop(future)[2].close()
+                if record(judge, future.result()) is not None:
+                    result.recorded += 1
+            now = time.monotonic()
+            for future, (_, deadline, _) in list(in_flight.items()):
+                if now >= deadline:
+                    cut_off(future, f"The request took longer than {limit:.0f} s with all its attempts (the endpoint "
+                                    "kept the connection open); cut off, asked again on resume.")
+            if not (result.stopped or result.sliced):
+                if should_stop():
+                    result.stopped = True
+                elif now >= ends and (in_flight or result.asked < total):
+                    result.sliced = True
+            if (result.stopped or result.sliced) and in_flight:
+                why = ("Stopped while the request was out; asked again on resume." if result.stopped else
+                       "The run paused for other jobs while the request was out; asked again when it goes on.")
+                for future in list(in_flight):
+                    cut_off(future, why)
+            progress(result.recorded, total)
+            refill()
+    finally:
+        for _, _, client in in_flight.values():  # an error on the way out: nothing keeps a connection open
+            client.close()
+        pool.shutdown(wait=False, cancel_futures=True)
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Jobs: start, stop, resume
+
+
+def current_job(judge: Judge) -> Job | None:
+    return Job.objects.filter(study=judge.study, kind=JOB_KIND, params__judge=judge.pk).order_by("-pk").first()
+
+
+def is_live(job: Job | None) -> bool:
+    """Queued, or running with a recent heartbeat (a running job whose worker died can be resumed)."""
+    if job is None or not job.active:
+        return False
+    if job.status == Job.Status.QUEUED:
+        return True
+    return job.heartbeat is not None and timezone.now() - job.heartbeat < stale_after()
+
+
+def start(judge: Judge) -> Job:
+    """Queue a run (a first run or a resume): refused while one is live; a running job whose worker stopped
+    answering is marked failed first."""
+    with transaction.atomic():
+        Judge.objects.select_for_update().filter(pk=judge.pk).first()
+        job = current_job(judge)
+        if is_live(job):
+            raise JudgeError("This judge is already running; stop it first.")
+        if job is not None and job.active:
+            Job.objects.filter(pk=job.pk).update(
+                status=Job.Status.FAILED, finished=timezone.now(),
+                message="The worker stopped without finishing (a crash or a restart); the run was resumed.")
+        api_key(judge)  # a missing key is said now, not by a failed job
+        check_target(judge)
+        if not pending(judge):
+            raise JudgeError("Every pair of the judge's scope is judged in both orders.")
+        if usage(judge).replies >= judge.request_budget:
+            raise JudgeError(f"The request budget ({judge.request_budget}) is used up; raise it to go on.")
+        Judge.objects.filter(pk=judge.pk).update(stop_requested=False)
+        job = Job.objects.create(study=judge.study, kind=JOB_KIND, params={"judge": judge.pk},
+                                 message=f"Judge {judge} queued")
+    return jobs.enqueue(job)
+
+
+def continue_later(judge: Judge) -> Job:
+    """Queue the rest of a run that used its time slice: a new job behind the others already waiting."""
+    job = Job.objects.create(study=judge.study, kind=JOB_KIND, params={"judge": judge.pk},
+                             message=f"Judge {judge} goes on after the jobs queued before it")
+    return jobs.enqueue(job)
+
+
+def stop(judge: Judge) -> None:
+    """Ask the running job to stop after the replies in flight."""
+    Judge.objects.filter(pk=judge.pk).update(stop_requested=True)
+
+
+def judge_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
+    """One run of an LLM judge (``start``): progress, tokens and cost on the judges page."""
+    judge = Judge.objects.select_related("study", "rater").get(pk=job.params["judge"])
+    progress.say(f"Judge {judge} is judging")
+
+    def should_stop() -> bool:
+        return Judge.objects.filter(pk=judge.pk, stop_requested=True).exists()
+
+    try:
+        result = run(judge, progress=progress, should_stop=should_stop)
+    except Exception as exc:  # the judges page shows what went wrong; resuming retries what is missing
+        # the page and the task's result row (django-tasks: the admin, the worker's log) get the redacted words
+        # only, without the original exception's traceback, which may quote an endpoint echoing the key
+        raise jobs.JobFailed(redact(f"{type(exc).__name__}: {exc}", judge)) from None
+    used = usage(judge)
+    summary = (f"{used.judged} judged, {used.unparseable} unparseable, {used.failed} failed after retries; "
+               f"{used.tokens:,} tokens, ${used.cost}.")
+    if result.stopped:
+        return jobs.Outcome(f"Stopped: {summary} Resume to go on.", status=Job.Status.STOPPED)
+    if result.sliced:
+        continue_later(judge)
+        return jobs.Outcome(f"Paused after {settings.SEPLAB_JUDGE_SLICE_SECONDS:.0f} s so that other jobs can run: "
+                            f"{summary} It goes on by itself in the next job.")
+    if result.budget_reached:
+        return jobs.Outcome(f"Request budget reached: {summary}")
+    return jobs.Outcome(summary)

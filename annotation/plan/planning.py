@@ -1,0 +1,254 @@
+"""The comparison plan: which system pairs are compared, which items of each are released as rating tasks
+(chosen by the strategy the selection app registers: ``annotation/extensions.py``), rebuilt when the settings
+change and grown by the live loop. The only annotation room that talks to item selection."""
+
+from __future__ import annotations
+
+import random
+
+from django.db import connection, models, transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+
+from annotation import extensions, jobs
+from annotation.errors import ServiceError
+from annotation.exchange.formats import Problem
+from annotation.models import (
+    Assignment,
+    AssignmentTask,
+    Comparison,
+    Generation,
+    Item,
+    Job,
+    Pair,
+    Study,
+    System,
+    Task,
+    TaskPair,
+)
+from annotation.plan import scheduling
+
+MAX_SYSTEM_PAIRS = 5000  # system pairs one study compares: 100 systems, all pairs (400 systems made 79,800)
+
+
+def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = None) -> list[tuple[System, System]]:
+    """The system pairs the study compares, as (A, B), per its pair mode; more than ``MAX_SYSTEM_PAIRS`` is
+    refused with what to do instead."""
+    systems = list(study.systems.all())
+    if study.pair_mode == Study.PairMode.BASELINE and study.baseline_id:
+        return [(s, study.baseline) for s in systems if s.pk != study.baseline_id]
+    if study.pair_mode == Study.PairMode.EXPLICIT:
+        by_id = {s.pk: s for s in systems}
+        if explicit is None:
+            return [(c.system_a, c.system_b) for c in study.comparisons.select_related("system_a", "system_b")]
+        pairs = [(by_id[a], by_id[b]) for a, b in explicit]
+    else:
+        pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1:]]
+    if len(pairs) > MAX_SYSTEM_PAIRS:
+        raise ServiceError(f"{len(systems)} systems make {len(pairs):,} system pairs; a study compares at most "
+                           f"{MAX_SYSTEM_PAIRS:,}. Compare each system with a baseline, or tick the pairs you need.")
+    return pairs
+
+
+def fewer_system_pairs(study: Study) -> Problem | None:
+    """A new study whose systems would make more than ``MAX_SYSTEM_PAIRS`` pairs compares each with the first
+    system instead (a warning says so; the settings page changes it)."""
+    systems = list(study.systems.order_by("id")[:1])
+    n = study.systems.count()
+    if study.pair_mode != Study.PairMode.ALL or n * (n - 1) // 2 <= MAX_SYSTEM_PAIRS or not systems:
+        return None
+    Study.objects.filter(pk=study.pk).update(pair_mode=Study.PairMode.BASELINE, baseline=systems[0])
+    study.pair_mode, study.baseline = Study.PairMode.BASELINE, systems[0]
+    return Problem(None, "systems", f"{n} systems would make {n * (n - 1) // 2:,} system pairs (at most "
+                                    f"{MAX_SYSTEM_PAIRS:,}): each is compared with {systems[0].name} instead; change "
+                                    "it on the settings page")
+
+
+@transaction.atomic
+def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) -> int:
+    """(Re)build the study's comparisons and tasks from its settings; returns the number of tasks.
+
+    Which items each system pair gets comes from the study's selection strategy; the sampled output
+    pairs and display orders come from ``annotation.scheduling``. Refuses once raters have started.
+    """
+    lock_plan(study, exclusive=True)
+    if study.has_started():
+        raise ServiceError("Raters have already started on this study, so its comparison plan is frozen.")
+    releases, rng = plan_releases(study, explicit)
+    return len(release_tasks(study, releases, rng))
+
+
+def plan_releases(study: Study, explicit: list[tuple[int, int]] | None = None
+                  ) -> tuple[list[tuple[Item, Comparison]], random.Random]:
+    """The plan's (item, system pair) units in release order, and the random generator that draws their pairs
+    next: the study's comparisons are made to match its settings (in the caller's transaction), its tasks are
+    cleared, and each system pair's selection runs on its candidates."""
+    pairs_wanted = comparison_systems(study, explicit)
+    Task.objects.filter(study=study).delete()
+    # Keep the system pairs that stay (their separability results hang off them); drop the others.
+    existing = {(c.system_a_id, c.system_b_id): c for c in study.comparisons.all()}
+    comparisons = [existing.pop((a.pk, b.pk), None) or Comparison.objects.create(study=study, system_a=a, system_b=b)
+                   for a, b in pairs_wanted]
+    for dropped in existing.values():
+        dropped.delete()
+    comparisons.sort(key=lambda c: c.pk)  # the order study.comparisons has, so `select` sees the same candidates
+    items = list(study.items.all())
+    rng = random.Random(study.seed)
+    per_comparison: dict[int, list[scheduling.Unit]] = {}
+    position_of = {item.pk: i for i, item in enumerate(items)}
+    chooser = extensions.item_chooser()
+    for c, (comparison, candidates) in enumerate(zip(comparisons, plan_candidates(study, comparisons, rng, items),
+                                                     strict=True)):
+        try:
+            chosen = chooser.choose(study, comparison, candidates)
+        except ValueError as exc:
+            raise ServiceError(f"{comparison}: {exc}") from None
+        per_comparison[c] = [scheduling.Unit(position_of[item.pk], c) for item in chosen]
+    return [(items[u.item], comparisons[u.comparison]) for u in scheduling.interleave(per_comparison)], rng
+
+
+def plan_candidates(study: Study, comparisons: list[Comparison], rng: random.Random,
+                    items: list[Item] | None = None) -> list[list[Item]]:
+    """The candidate items of each system pair under the study's comparison schedule (before selection),
+    drawn with ``rng`` (the plan's, seeded by the study's seed)."""
+    items = list(study.items.all()) if items is None else items
+    units = scheduling.candidate_units(len(items), len(comparisons), study.scheduling, rng)
+    return [[items[u.item] for u in units if u.comparison == c] for c in range(len(comparisons))]
+
+
+def advance_live_selection(assignment: Assignment) -> list[Task]:
+    """After an assignment completed, let a live selection loop (iterative DiffUse) react: release the next
+    items it asks for, in the same transaction as its decision. Returns the tasks newly created."""
+    created: list[Task] = []
+    comparisons = sorted(set(assignment.places.values_list("task__comparison_id", flat=True)))
+    with transaction.atomic():
+        for comparison_id in comparisons:  # each system pair the assignment had a place in
+            release = extensions.item_chooser().advance(assignment.study, comparison_id)
+            if release is not None and release.items:
+                created += release_tasks(assignment.study, [(item, release.comparison) for item in release.items],
+                                         random.Random(release.seed))
+    return created
+
+
+RELEASE_CHUNK = 2000  # units per batch: every query's parameters stay far below PostgreSQL's 65,535
+
+
+def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random) -> list[Task]:
+    """Create the rating tasks of (item, system pair) units, after the study's existing tasks: N sampled
+    output pairs each, with base display orders. Units that already have a task are skipped. Works in batches
+    of ``RELEASE_CHUNK`` units (bulk inserts; the same random draws in the same order as one by one)."""
+    if not releases:
+        return []
+    position = (Task.objects.filter(study=study).aggregate(m=models.Max("position"))["m"] or -1) + 1
+    created: list[Task] = []
+    for start in range(0, len(releases), RELEASE_CHUNK):
+        tasks, position = release_chunk(study, releases[start:start + RELEASE_CHUNK], rng, position)
+        created += tasks
+    return created
+
+
+def release_chunk(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random,
+                   position: int) -> tuple[list[Task], int]:
+    items = {item.pk for item, _ in releases}
+    counts: dict[tuple[int, int], int] = {
+        (row["item_id"], row["system_id"]): row["k"]
+        for row in Generation.objects.filter(item_id__in=items).values("item_id", "system_id").annotate(k=Count("id"))
+    }
+    generations = {(g.item_id, g.system_id, g.sample_index): g.pk
+                   for g in Generation.objects.filter(item_id__in=items).only("id", "item_id", "system_id",
+                                                                              "sample_index")}
+    pair_ids = {(a, b): pk for pk, a, b in Pair.objects.filter(item_id__in=items)
+                .values_list("pk", "generation_a_id", "generation_b_id")}
+    have = set(Task.objects.filter(study=study, item_id__in=items).values_list("item_id", "comparison_id"))
+    tasks: list[Task] = []
+    wanted: list[list[tuple[int, int, int, bool]]] = []  # per task: (item, generation a, generation b, a first)
+    for item, comparison in releases:
+        if (item.pk, comparison.pk) in have:
+            continue
+        have.add((item.pk, comparison.pk))
+        plan = scheduling.plan_task(
+            scheduling.Unit(0, 0),
+            counts[(item.pk, comparison.system_a_id)],
+            counts[(item.pk, comparison.system_b_id)],
+            study.pairs_per_assignment,
+            rng,
+            study.sample_pairing,
+        )
+        tasks.append(Task(study=study, item=item, comparison=comparison, raters_required=study.raters_per_item,
+                          position=position))
+        position += 1
+        wanted.append([(item.pk, generations[(item.pk, comparison.system_a_id, ja)],
+                        generations[(item.pk, comparison.system_b_id, jb)], a_first)
+                       for (ja, jb), a_first in zip(plan.pairs, plan.a_first, strict=True)])
+    Task.objects.bulk_create(tasks)
+    missing = {(ga, gb): item for row in wanted for item, ga, gb, _ in row if (ga, gb) not in pair_ids}
+    for pair in Pair.objects.bulk_create(Pair(item_id=item, generation_a_id=ga, generation_b_id=gb)
+                                         for (ga, gb), item in missing.items()):
+        pair_ids[(pair.generation_a_id, pair.generation_b_id)] = pair.pk
+    TaskPair.objects.bulk_create(
+        TaskPair(task=task, pair_id=pair_ids[(ga, gb)], position=index, a_first=a_first)
+        for task, row in zip(tasks, wanted, strict=True) for index, (_, ga, gb, a_first) in enumerate(row))
+    return tasks, position
+
+
+def lock_plan(study: Study, *, exclusive: bool) -> None:
+    """Order plan rebuilds against assignment starts (inside the caller's transaction). PostgreSQL: a rebuild
+    holds the study row FOR UPDATE, a start FOR SHARE, so starts never wait for each other, a start waits for
+    a rebuild in progress (and then sees the new plan), and a rebuild waits for starts in progress (and then
+    sees that raters have started). SQLite's IMMEDIATE transactions already run one writer at a time."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {Study._meta.db_table} WHERE id = %s FOR {'UPDATE' if exclusive else 'SHARE'}",
+                       [study.pk])
+
+
+def plan_needs_worker(study: Study) -> bool:
+    """Whether building the study's plan would embed outputs that are not embedded yet (tens of seconds for a few
+    thousand outputs: never inside a request, and never while holding the database's write lock)."""
+    return extensions.item_chooser().needs_worker(study)
+
+
+def queue_plan(study: Study):
+    """Build the plan in the background: embed the outputs first (cached, outside any transaction), then rebuild
+    the plan in one short transaction (``plan_job``)."""
+    return jobs.start(study, PLAN_KIND, total=2, message="Building the plan: embedding the outputs first")
+
+
+def set_explicit(study: Study, explicit: list[tuple[int, int]]) -> None:
+    """Make the study's comparisons the ticked pairs (explicit pair mode reads them back when it plans)."""
+    wanted = set(explicit)
+    existing = {(c.system_a_id, c.system_b_id): c for c in study.comparisons.all()}
+    for key, comparison in existing.items():
+        if key not in wanted:
+            comparison.delete()
+    for a, b in explicit:
+        if (a, b) not in existing:
+            Comparison.objects.create(study=study, system_a_id=a, system_b_id=b)
+
+
+def recount_places(task_ids) -> None:
+    """Set Task.taken from the assignments that hold a place (repairs a counter that fell out of step,
+    e.g. after assignments were written by hand)."""
+    held = (AssignmentTask.objects.filter(task_id=OuterRef("pk"), slot__isnull=False).order_by()
+            .values("task_id").annotate(n=Count("pk")).values("n"))
+    Task.objects.filter(pk__in=task_ids).update(taken=Coalesce(Subquery(held), 0))
+
+
+PLAN_KIND = "plan"
+
+
+def plan_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
+    """A study's plan, built by the worker: the slow preparation first (the outputs embedded, outside any
+    transaction, cached), then the plan rebuilt from the study's current settings in one short transaction. A newer
+    plan job of the same study makes this one needless."""
+    study = job.study
+    if Job.objects.filter(study=study, kind=PLAN_KIND, pk__gt=job.pk).exists():
+        return jobs.Outcome("A newer change of the settings builds the plan.")
+    try:
+        extensions.item_chooser().prepare(study, lambda done, total: progress(done, total + 1))
+        progress.say("Building the plan: choosing the items")
+        tasks = rebuild_plan(study)
+    except Exception as exc:  # the study page says what went wrong; saving the settings again retries
+        raise jobs.JobFailed(f"The plan could not be built: {exc}") from exc
+    return jobs.Outcome(f"Plan built: {tasks} rating tasks.", complete=True)

@@ -1,0 +1,403 @@
+"""Who rates what: starting an assignment (screening, limits, places claimed as work is shown, attention
+checks mixed in), growing it item by item, expiring abandoned ones, and the pace a study's raters keep."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import random
+import statistics
+import time
+from collections import Counter
+from datetime import timedelta
+
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import Count, F, Q
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from annotation import orientation
+from annotation.compiled import CompiledUpdate
+from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut
+from annotation.models import (
+    DEFAULT_SECONDS_PER_PAIR,
+    Assignment,
+    AssignmentPair,
+    AssignmentTask,
+    Judgment,
+    Rater,
+    Study,
+    Task,
+    TaskPair,
+)
+from annotation.plan import planning, scheduling
+
+# Unanswered assignments the anonymous raters of one network (Rater.client) may hold in a study at once: a few people
+# sharing a household or a lab start together; a script inventing ids holds no more than they would.
+UNANSWERED_PER_CLIENT = 3
+
+
+def _unseen_open_tasks(rater: Rater) -> models.QuerySet[Task]:
+    """Tasks of the rater's study with a place left, on items the rater has not had."""
+    seen_items = AssignmentTask.objects.filter(rater=rater).values("item_id")
+    return Task.objects.filter(study_id=rater.study_id, taken__lt=F("raters_required")).exclude(item_id__in=seen_items)
+
+
+LOOKAHEAD = 16  # open tasks read beyond ``size``, for when several of the first are on the same item
+
+
+def _open_tasks(rater: Rater, size: int) -> list[Task]:
+    """Inside the start's transaction: open tasks the rater has not seen, breadth first (the fewest raters so
+    far, then plan order), one per item, whole tasks up to ``size`` pairs (at least one task). On PostgreSQL
+    their rows are locked until the start commits, and rows another start holds are skipped (``FOR UPDATE SKIP
+    LOCKED``, the queue idiom), so starts at the same moment take different tasks without waiting for or
+    colliding with each other. Earlier, starts read the open tasks unlocked and spread out by a random draw
+    among the first 16; at 50 raters at maximum pace most of them still collided, waited for the other
+    start's commit and retried, and a start took 2-3 s (bench/README.md, "Raters under load")."""
+    # Task.taken is kept in step with the held places, so this reads the (study, taken, position) index
+    # and stops after a few rows instead of counting the places of every task of the study.
+    lookahead = LOOKAHEAD if size > 1 else 0  # one task: the first open one fits, locking more only adds contention
+    candidates = list(_unseen_open_tasks(rater).select_for_update(skip_locked=True)
+                      .order_by("taken", "position")[:size + lookahead])
+    if not candidates:
+        return []
+    pairs = dict(TaskPair.objects.filter(task__in=candidates).values("task_id").annotate(n=Count("id"))
+                 .values_list("task_id", "n"))
+    chosen, items, total = [], set(), 0
+    for task in candidates:
+        n = pairs.get(task.pk, 0)
+        if task.item_id in items or (chosen and total + n > size):
+            continue
+        chosen.append(task)
+        items.add(task.item_id)
+        total += n
+        if total >= size:
+            break
+    return chosen
+
+
+def expire_stale_assignments(study: Study) -> int:
+    """Active assignments idle for longer than the study's timeout expire: their place returns to the
+    queue (slot freed) and their answers stay stored. Returns how many expired."""
+    now = timezone.now()
+    cutoff = now - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes)
+    # a crowd worker or an open-link visitor who has not answered yet holds places for a short while only
+    # (invented worker ids or a script signing up through the open link cannot drain a study's places for an hour)
+    unanswered = now - timedelta(minutes=study.crowd_settings.first_answer_minutes)
+    stale = Assignment.objects.filter(
+        Q(last_activity__lt=cutoff) | Q(answered=0, created__lt=unanswered, rater__source__in=Rater.ANONYMOUS_SOURCES),
+        study=study, status=Assignment.Status.ACTIVE)
+    if not stale.exists():  # the common case: one cheap read, no transaction
+        return 0
+    with transaction.atomic():
+        # Lock the stale rows (a submit racing with us waits, then finds its assignment expired) and give
+        # their places back, keeping Task.taken in step.
+        pks = list(stale.select_for_update(skip_locked=True).values_list("pk", flat=True))
+        expired = Assignment.objects.filter(pk__in=pks).update(status=Assignment.Status.EXPIRED)
+        places = AssignmentTask.objects.filter(assignment_id__in=pks, slot__isnull=False)
+        freed = list(places.values_list("task_id", flat=True))
+        places.update(slot=None)
+        for task_id, n in Counter(freed).items():
+            Task.objects.filter(pk=task_id).update(taken=Greatest(F("taken") - n, 0))
+    return expired
+
+
+def do_start_assignment(rater: Rater) -> Assignment | None:
+    """The rater's active assignment, or a new one on the open tasks with the fewest raters so far;
+    None when nothing is left for this rater.
+
+    Concurrency: a start reads and claims its tasks in one transaction, their rows locked (PostgreSQL skips
+    the rows other starts hold, see ``_open_tasks``; SQLite runs one writer at a time). The database's unique
+    constraints (one rater per task place, one active assignment per rater, never the same item twice for a
+    rater) still decide any race the locks do not cover; the loser retries.
+    Raises ``RaterScreenedOut`` / ``RaterLimitReached`` when the rater may not take more work.
+    """
+    study = rater.study
+    expire_stale_assignments(study)
+    pace = seconds_per_pair(study)[0]  # read before the transaction: it holds its tasks' rows no longer than needed
+    claimed_elsewhere = False
+    for _ in range(25):
+        if claimed_elsewhere:  # give those starts a moment to commit
+            time.sleep(random.uniform(0.005, 0.02))
+            claimed_elsewhere = False
+        active = Assignment.objects.filter(rater=rater, status=Assignment.Status.ACTIVE).first()
+        if active:
+            return active
+        if rater.screened_out:
+            raise RaterScreenedOut("Thank you for your time. Your answers did not pass the study's attention "
+                                   "checks, so there is no more work for you here.")
+        limit = study.crowd_settings.max_assignments_per_rater
+        if limit is not None and Assignment.objects.filter(
+                rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
+            raise RaterLimitReached(f"You have completed the maximum of {limit} "
+                                    "assignments for this study. Thank you!")
+        # a crowd worker or open-link visitor holds the task on their screen and no more; the rest of their
+        # assignment is claimed a task at a time as they reach it (try_claim_next)
+        anonymous = rater.source in Rater.ANONYMOUS_SOURCES
+        size = 1 if anonymous else study.judgments_per_assignment
+        try:
+            with transaction.atomic():
+                if anonymous and rater.client:
+                    _check_network_holds(study, rater)
+                planning.lock_plan(study, exclusive=False)  # a plan rebuild in progress finishes first
+                claim = _claim_places(rater, size)
+                if claim is None:
+                    continue
+                tasks, slots = claim
+                if not tasks:
+                    # every open task is being claimed by other starts, which commit in milliseconds: look again
+                    claimed_elsewhere = _unseen_open_tasks(rater).exists()
+                    if claimed_elsewhere:
+                        continue
+                    return None
+                shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
+                                   slots, whole=size == study.judgments_per_assignment)
+                held = sum(1 for pair_id, _, _ in shown if pair_id is not None)
+                # whole tasks only, up to the assignment's size, as a whole start takes them (tasks of one study
+                # have the same number of pairs)
+                unclaimed = (study.judgments_per_assignment - held) // held * held if anonymous and held else 0
+                assignment = Assignment.objects.create(
+                    study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace, unclaimed=max(0, unclaimed))
+                _hold(assignment, tasks, slots, shown)
+            return assignment
+        except IntegrityError:
+            continue  # another request took one of these places (or started this rater); look again
+    raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
+
+
+def _check_network_holds(study: Study, rater: Rater) -> None:
+    """Inside the start's transaction: refuse a new start when the anonymous raters of the rater's network already
+    hold ``UNANSWERED_PER_CLIENT`` unanswered assignments of the study. Starts from one network are serialised for
+    the count (PostgreSQL: an advisory lock until the transaction ends, which PgBouncer's transaction pooling keeps;
+    SQLite runs one writer at a time), so parallel requests cannot all see room."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                           [f"seplab-hold:{study.pk}:{rater.client}"])
+    if Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, answered=0,
+                                 rater__client=rater.client).exclude(rater=rater).count() >= UNANSWERED_PER_CLIENT:
+        raise NetworkHoldsEnough(f"{UNANSWERED_PER_CLIENT} people on your network have started this study and not "
+                                 "answered yet; please try again once one of them has.")
+
+
+def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] | None:
+    """Inside a transaction: open tasks for the rater (``_open_tasks``, up to ``size`` pairs, at least one task)
+    and the free place of each; ([], {}) when none is open to this start, None when a task's place counter was
+    behind the places held (it is repaired: look again)."""
+    tasks = _open_tasks(rater, size)
+    if not tasks:
+        return [], {}
+    ids = [t.pk for t in tasks]
+    held: dict[int, set[int]] = {}
+    for task_id, slot in AssignmentTask.objects.filter(task_id__in=ids, slot__isnull=False).values_list("task_id",
+                                                                                                       "slot"):
+        held.setdefault(task_id, set()).add(slot)
+    slots = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None) for t in tasks}
+    full = [pk for pk, slot in slots.items() if slot is None]
+    if full:
+        planning.recount_places(full)
+        return None
+    models.prefetch_related_objects(tasks, "task_pairs")  # one query for every task's pairs
+    return tasks, slots
+
+
+def _hold(assignment: Assignment, tasks: list[Task], slots: dict[int, int],
+          shown: list[tuple[int | None, int | None, bool]]) -> None:
+    """Inside the claim's transaction: the assignment takes the tasks' places and shows ``shown`` after the pairs
+    it already has (positions from ``n_pairs - len(shown)``)."""
+    AssignmentTask.objects.bulk_create(
+        AssignmentTask(assignment=assignment, task=t, rater_id=assignment.rater_id, item_id=t.item_id,
+                       slot=slots[t.pk]) for t in tasks)
+    Task.objects.filter(pk__in=[t.pk for t in tasks]).update(taken=F("taken") + 1)
+    start = assignment.n_pairs - len(shown)
+    AssignmentPair.objects.bulk_create(
+        AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=start + offset,
+                       a_shown_first=a_first)
+        for offset, (pair_id, gold_id, a_first) in enumerate(shown))
+
+
+def try_claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
+    """Inside a transaction holding the assignment's row lock, when its rater has answered every pair it holds and
+    it has pairs ``unclaimed``: take the next open task's place and show its pairs (attention checks mixed in as
+    the study's rate asks of the assignment so far). With no task left for the rater, the assignment is complete
+    (True). None when every open task is being claimed by other starts this moment (the rating page tries again)."""
+    rater = assignment.rater
+    study = assignment.study
+    if Rater.objects.filter(pk=rater.pk, screened_out=True).exists():  # failed the attention checks: no more work
+        Assignment.objects.filter(pk=assignment.pk).update(unclaimed=0, status=Assignment.Status.COMPLETED,
+                                                           completed=now)
+        assignment.unclaimed, assignment.status, assignment.completed = 0, Assignment.Status.COMPLETED, now
+        return True
+    if not study.accepts_raters:  # paused: the next task is claimed when the study runs again
+        return None
+    for attempt in range(10):
+        if attempt:
+            time.sleep(random.uniform(0.005, 0.02) * attempt)  # other starts commit in milliseconds
+        try:
+            with transaction.atomic():  # a savepoint: a lost race undoes only this claim
+                claim = _claim_places(rater, 1)
+                if claim is None:
+                    continue
+                tasks, slots = claim
+                # whole tasks only, up to the assignment's size (as a start takes them): a task with more pairs
+                # than are left to claim ends the assignment
+                too_big = bool(tasks) and sum(len(t.task_pairs.all()) for t in tasks) > assignment.unclaimed
+                if too_big:
+                    tasks = []
+                if not tasks:
+                    if not too_big and _unseen_open_tasks(rater).exists():
+                        continue  # every open task is being claimed this moment: look again shortly
+                    Assignment.objects.filter(pk=assignment.pk).update(
+                        unclaimed=0, status=Assignment.Status.COMPLETED, completed=now)
+                    assignment.unclaimed, assignment.status, assignment.completed = (
+                        0, Assignment.Status.COMPLETED, now)
+                    return True
+                before = list(assignment.pairs.values_list("pair_id", "gold_id"))
+                shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
+                                   slots, whole=False, before=before)
+                study_pairs = sum(1 for pair_id, _, _ in shown if pair_id is not None)
+                assignment.n_pairs += len(shown)
+                assignment.unclaimed = max(0, assignment.unclaimed - study_pairs)
+                Assignment.objects.filter(pk=assignment.pk).update(n_pairs=assignment.n_pairs,
+                                                                   unclaimed=assignment.unclaimed)
+                _hold(assignment, tasks, slots, shown)
+            return False
+        except IntegrityError:
+            assignment.refresh_from_db(fields=["n_pairs", "unclaimed"])
+    return None
+
+
+def claim_next(assignment: Assignment) -> None:
+    """For the rating page: an active assignment whose held pairs are all answered takes its next task (the
+    submit that answered the last one could not: other starts held every open task at that moment)."""
+    with transaction.atomic():
+        row = (Assignment.objects.select_for_update().filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
+               .values("n_pairs", "answered", "unclaimed").first())
+        if row is None or not row["unclaimed"] or row["answered"] < row["n_pairs"]:
+            return
+        assignment.n_pairs, assignment.unclaimed = row["n_pairs"], row["unclaimed"]
+        completed = try_claim_next(assignment, timezone.now())
+    if completed:
+        planning.advance_live_selection(assignment)
+
+
+def _task_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, int | None, bool]]:
+    """What one rater place of a task shows, in order: (pair id, None, A shown first) per position -- the
+    task's pairs in this place's display orders."""
+    base = list(task.task_pairs.all())
+    rng = random.Random(f"{study.seed}:{task.pk}:{slot}")
+    orders = scheduling.display_orders([tp.a_first for tp in base], slot, study.scheduling, rng)
+    return [(tp.pair_id, None, o) for tp, o in zip(base, orders, strict=True)]
+
+
+def _with_gold(study: Study, shown: list[tuple[int | None, int | None, bool]], first: Task,
+               slots: dict[int, int], *, whole: bool = True,
+               before: list[tuple[int | None, int | None]] = ()) -> list[tuple[int | None, int | None, bool]]:
+    """An assignment's pairs with attention checks mixed in at the study's rate (distinct gold pairs at
+    random positions, seeded by the assignment's first place).
+
+    ``whole``: ``shown`` is the whole assignment (rounded to the nearest count; one check with the chance the rate
+    gives when that rounds to none). Otherwise ``shown`` is the next part of an assignment that holds ``before``
+    (its (pair, gold) so far) and grows as its rater goes: the checks so far are brought to the rate times the study
+    pairs so far, rounded at random (the count stays within one of the rate at every point, never ahead of what
+    the rater has seen), with gold pairs the assignment has not shown yet."""
+    rng = random.Random(f"{study.seed}:{first.pk}:{slots[first.pk]}:gold")
+    used = {gold_id for _, gold_id in before if gold_id is not None}
+    golds = [pk for pk in study.gold_pairs.values_list("pk", flat=True) if pk not in used]
+    gold_rate = study.crowd_settings.gold_rate
+    if whole:
+        n_gold = min(len(golds), round(gold_rate * len(shown))) if golds else 0
+        if gold_rate > 0 and golds and n_gold == 0:
+            n_gold = 1 if rng.random() < gold_rate * len(shown) else 0  # small assignments: in expectation
+    else:
+        study_pairs = sum(1 for pair_id, _ in before if pair_id is not None) + len(shown)
+        n_gold = max(0, min(len(golds), math.floor(gold_rate * study_pairs - len(used) + rng.random())))
+    shown = list(shown)
+    for gold_id in rng.sample(golds, n_gold):
+        shown.insert(rng.randrange(len(shown) + 1), (None, gold_id, rng.random() < 0.5))
+    return shown
+
+
+_MARK_SHOWN = CompiledUpdate(
+    lambda pair, now: (AssignmentPair.objects.filter(pk=pair, shown_at__isnull=True), {"shown_at": now}),
+    pair=int, now=dt.datetime,
+)
+
+
+def mark_shown(assignment_pair: AssignmentPair) -> None:
+    """Record when the rater first saw the pair (for the server-side time on task)."""
+    if assignment_pair.shown_at is None:
+        now = timezone.now()
+        _MARK_SHOWN(pair=assignment_pair.pk, now=now)
+        assignment_pair.shown_at = now
+
+
+def preview_pairs(study: Study) -> list[dict[str, str]]:
+    """What the first task of the plan shows a rater, pair by pair in its base display order: the input and
+    both outputs (for the researcher's "preview as a rater")."""
+    task = Task.objects.filter(study=study).order_by("position").first()
+    if task is None:
+        return []
+    rows = (task.task_pairs.order_by("position")
+            .values_list("a_first", "pair__item__input", "pair__generation_a__text", "pair__generation_b__text"))
+    return [dict(zip(("input", "first", "second"), (item, *orientation.in_display_order(a, b, a_first)),
+                     strict=True)) for a_first, item, a, b in rows]
+
+
+MIN_TIMED_JUDGMENTS = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class AssignmentSize:
+    """What one assignment asks of a rater, as the welcome page, the previews and the study page state it."""
+
+    pairs: int  # pairs to judge, attention checks included (the typical assignment of the plan)
+    seconds_per_pair: float  # this study's median time per pair, or the default before there is data
+    measured: bool  # False: the default
+
+    @property
+    def minutes(self) -> int:
+        return max(1, round(self.pairs * self.seconds_per_pair / 60))
+
+
+def assignment_size(study: Study) -> AssignmentSize:
+    """The plan's typical assignment -- whole tasks (the median task's pairs) up to the study's judgments per
+    assignment, one per item, plus the attention checks the gold rate adds on average -- and the time it takes
+    at this study's median server-measured time per pair."""
+    sizes = sorted(Task.objects.filter(study=study).annotate(n=Count("task_pairs")).values_list("n", flat=True))
+    per_task = sizes[len(sizes) // 2] if sizes else 0
+    items = Task.objects.filter(study=study).values("item_id").distinct().count()  # never an item twice
+    pairs = per_task * min(items, max(1, study.judgments_per_assignment // per_task)) if per_task else 0
+    if study.gold_pairs.exists():
+        pairs += round(study.crowd_settings.gold_rate * pairs)
+    return AssignmentSize(pairs, *seconds_per_pair(study))
+
+
+PACE_CACHE_SECONDS = 30  # how long a study's measured pace is reused (every assignment start reads it)
+
+
+def seconds_per_pair(study: Study) -> tuple[float, bool]:
+    """This study's median server-measured time per pair over its latest 500 timed human judgments, and True;
+    or the default and False before there are ``MIN_TIMED_JUDGMENTS`` of them. A measured pace is reused for
+    ``PACE_CACHE_SECONDS`` from the cache (shared by the servers through Redis): reading 500 judgments was a third
+    of an assignment start's time (bench/README.md, "Past one machine"), and a median over 500 moves slowly."""
+    from django.core.cache import cache
+
+    key = f"pace:{study.pk}"
+    try:
+        cached = cache.get(key)
+    except Exception:  # noqa: BLE001 - the cache (Redis) is down: read the pace from the database
+        cached = None
+    if cached is not None:
+        return cached[0], cached[1]
+    timed = list(Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
+                 .order_by("-created").values_list("time_on_task_ms", flat=True)[:500])
+    if len(timed) < MIN_TIMED_JUDGMENTS:  # a cheap read (a few rows), not kept: the first timed answers count at once
+        return DEFAULT_SECONDS_PER_PAIR, False
+    pace = (statistics.median(timed) / 1000, True)
+    try:
+        cache.set(key, pace, PACE_CACHE_SECONDS)
+    except Exception:  # noqa: BLE001 - the cache (Redis) is down: the next start reads it again
+        pass
+    return pace

@@ -1,0 +1,457 @@
+"""The one place a judgment is written: a rater's answer, a revision, a skip, an attention check, an LLM judge's
+verdict and an imported judgments file all go through here, exactly once each (the database's constraints
+make it a fact)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, F
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from annotation import elicitation, jobs, orientation
+from annotation.errors import ServiceError
+from annotation.exchange import formats
+from annotation.models import (
+    Assignment,
+    AssignmentPair,
+    AssignmentTask,
+    Generation,
+    GoldAnswer,
+    Job,
+    Judgment,
+    JudgmentUpload,
+    Pair,
+    Rater,
+    Skip,
+    Study,
+    Task,
+)
+from annotation.plan import planning
+from annotation.rating import allocation
+
+
+@dataclasses.dataclass
+class Recorded:
+    judgment: Judgment | None  # None for an attention check (see gold_answer)
+    created: bool  # False: this submission was a repeat and nothing new was stored
+    gold_answer: GoldAnswer | None = None
+
+
+def _submission_key(idempotency_key: str | None) -> str:
+    """The exactly-once key of a rater's submission (answer, revision or skip), as stored."""
+    key = (idempotency_key or "").strip()[:64]
+    if not key:
+        raise ServiceError("The form is missing its submission key; reload the page.")
+    return key
+
+
+def record_judgment(
+    assignment_pair: AssignmentPair,
+    *,
+    idempotency_key: str,
+    answer: elicitation.Answer,
+    client_time_ms: int | None = None,
+    comment: str = "",
+) -> Recorded:
+    """Store one rater answer, exactly once.
+
+    ``answer`` is in display coordinates, as the study's elicitation mode read it from the form; it is
+    checked and stored in model coordinates with the display order by that mode (``annotation/elicitation.py``).
+    A repeated submission (same idempotency key, or a pair that already has its judgment) returns
+    the stored judgment with ``created=False``.
+    """
+    assignment = assignment_pair.assignment
+    study = assignment.study
+    key = _submission_key(idempotency_key)
+    if assignment_pair.gold_id is not None:
+        return _record_gold(assignment_pair, key, answer)
+    # The pair's own judgment (a repeat, or the back button with a new key); select_related("judgment")
+    # by the caller makes this free. A key already used on another pair is caught by its unique
+    # constraint below.
+    previous = assignment_pair.judgment if hasattr(assignment_pair, "judgment") else None
+    if previous:
+        return Recorded(previous, False)
+    _check_can_answer(assignment_pair)
+    mode = _checked_mode(study, answer)
+    stored = mode.to_model(answer, assignment_pair.a_shown_first)
+    now = timezone.now()
+    shown_at = assignment_pair.shown_at
+    try:
+        with transaction.atomic():
+            completed = _count_answer(assignment, now)
+            judgment = Judgment.objects.create(
+                study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
+                assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
+                created=now, shown_at=shown_at,
+                time_on_task_ms=_measured_ms(now, shown_at), client_time_ms=_client_ms(client_time_ms),
+                idempotency_key=key, comment=comment if study.allow_comment else "",
+            )
+    except IntegrityError:
+        # the pair's own judgment (a racing repeat) first; else the key's, which may be another pair's
+        previous = (Judgment.objects.filter(assignment_pair=assignment_pair).first()
+                    or Judgment.objects.filter(study=study, idempotency_key=key).first())
+        if previous is None:
+            raise
+        if previous.assignment_pair_id != assignment_pair.pk:
+            # the key of an answer to another pair: acknowledging it would lose this answer without a word
+            raise ServiceError("This answer's submission key was already used for another pair; reload the page "
+                               "and answer again.") from None
+        return Recorded(previous, False)
+    if completed:
+        # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
+        planning.advance_live_selection(assignment)
+    return Recorded(judgment, True)
+
+
+
+def record_verdict(study: Study, rater: Rater, pair_id: int, a_shown_first: bool, answer: elicitation.Answer,
+                   probability_a: float | None, key: str) -> Judgment:
+    """An LLM judge's verdict on one pair in one display order (``annotation/judges/runner.py``, inside the
+    transaction that records its call: the key makes a second write of the same call fail)."""
+    stored = elicitation.mode_of(study).to_model(answer, a_shown_first)
+    return Judgment.objects.create(study=study, rater=rater, pair_id=pair_id, a_shown_first=a_shown_first,
+                                   probability_a=probability_a, idempotency_key=key, **stored.fields())
+
+def _measured_ms(now: dt.datetime, shown_at: dt.datetime | None) -> int | None:
+    """Server-measured time on a pair, capped at what the column holds (24.8 days: a pair left open longer
+    reads as that)."""
+    return None if shown_at is None else min(int((now - shown_at).total_seconds() * 1000), formats.MAX_STORED_INT)
+
+
+def _client_ms(value: int | None) -> int | None:
+    """The browser's own timing, as the rating form checked it; out of range is the caller's error."""
+    if value is not None and not 0 <= value <= formats.MAX_STORED_INT:
+        raise ServiceError(f"client_ms must be a whole number from 0 to {formats.MAX_STORED_INT}.")
+    return value
+
+
+def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> bool:
+    """Inside a submit's transaction, before its insert: count ``pairs`` more answered (or skipped) pairs on a
+    live assignment,
+    record the activity, and complete the assignment when this answer is its last (an assignment with pairs still
+    unclaimed takes its next task instead, ``allocation.try_claim_next``) -- one UPDATE, which also
+    holds the assignment's row lock until commit. Concurrent submits of its last pairs queue on that lock and
+    each re-reads the row's own counter (PostgreSQL re-evaluates an UPDATE's row expressions on the latest
+    row version), so exactly one of them completes it; an insert that fails rolls its count back. An expired
+    assignment refuses the answer. True when this answer completed the assignment."""
+    when = connection.ops.adapt_datetimefield_value(now)
+    active, completed_, expired = Assignment.Status.ACTIVE, Assignment.Status.COMPLETED, Assignment.Status.EXPIRED
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_ANSWER_SQL, [when, pairs, active, pairs, completed_, active, pairs, when, assignment.pk,
+                                           expired])
+        row = cursor.fetchone()
+    if row is None:
+        assignment.status = Assignment.Status.EXPIRED
+        raise ServiceError(EXPIRED_MESSAGE)
+    status, answered, n_pairs, unclaimed = row
+    completed = status == Assignment.Status.COMPLETED and answered - pairs < n_pairs <= answered
+    assignment.last_activity, assignment.answered = now, answered
+    if completed:
+        assignment.status, assignment.completed = status, now
+    elif status == Assignment.Status.ACTIVE and unclaimed and answered >= n_pairs:
+        # a crowd worker's or open-link visitor's assignment reaches its next task only now (claimed as shown)
+        assignment.n_pairs, assignment.unclaimed = n_pairs, unclaimed
+        completed = bool(allocation.try_claim_next(assignment, now))
+    return completed
+
+
+def skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reason: str) -> int:
+    """Skip the item of a pair: its unanswered pairs in this assignment are stored as skips (never judgments)
+    with the reason, counted as done for the assignment, and the item's task place returns to the queue for
+    other raters. Exactly once by key. Returns how many pairs were skipped."""
+    assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
+    key = _submission_key(idempotency_key)
+    if not study.allow_skip:
+        raise ServiceError("This study does not offer skipping.")
+    if reason not in Skip.Reason.values:
+        raise ServiceError("Choose why you skip this item.")
+    if assignment_pair.gold_id is not None:
+        raise ServiceError("Please answer this pair; it cannot be skipped.")
+    if Skip.objects.filter(idempotency_key=key, rater_id=assignment.rater_id).exists():
+        return 0
+    _check_can_answer(assignment_pair)
+    item_id = Pair.objects.filter(pk=assignment_pair.pair_id).values_list("item_id", flat=True).get()
+    open_pairs = list(assignment.pairs.filter(pair__item_id=item_id, judgment__isnull=True, skip__isnull=True)
+                      .values_list("pk", flat=True))
+    if not open_pairs:
+        return 0
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            completed = _count_answer(assignment, now, len(open_pairs))
+            Skip.objects.bulk_create(Skip(assignment_pair_id=pk, rater_id=assignment.rater_id, reason=reason,
+                                          idempotency_key=key, created=now) for pk in open_pairs)
+            place = AssignmentTask.objects.filter(assignment=assignment, item_id=item_id, slot__isnull=False)
+            freed = list(place.values_list("task_id", flat=True))
+            place.update(slot=None)
+            Task.objects.filter(pk__in=freed).update(taken=Greatest(F("taken") - 1, 0))
+    except IntegrityError:
+        return 0  # a repeat of this skip (or an answer that arrived first) won
+    if completed:
+        planning.advance_live_selection(assignment)
+    return len(open_pairs)
+
+
+def revise_judgment(
+    assignment_pair: AssignmentPair,
+    *,
+    idempotency_key: str,
+    answer: elicitation.Answer,
+    client_time_ms: int | None = None,
+    comment: str = "",
+) -> Recorded:
+    """Replace the rater's answer to a pair of their active assignment: a new judgment takes the pair, the
+    one it replaces stays stored, flagged ``revised`` (exported, left out of the analysis). Exactly once: a
+    repeated key returns the judgment it stored; the assignment's answer count does not change."""
+    assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
+    key = _submission_key(idempotency_key)
+    if assignment_pair.gold_id is not None:
+        raise ServiceError("That answer cannot be changed.")
+    repeat = Judgment.objects.filter(study=study, idempotency_key=key).first()
+    if repeat is not None:
+        return Recorded(repeat, False)
+    mode = _checked_mode(study, answer)
+    stored = mode.to_model(answer, assignment_pair.a_shown_first)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            # the assignment's row lock orders revisions of its pairs; a finished one keeps its answers
+            if not Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ACTIVE).update(
+                    last_activity=now):
+                raise ServiceError("This assignment is finished, so its answers can no longer be changed.")
+            if not Judgment.objects.filter(assignment_pair=assignment_pair).update(assignment_pair=None, revised=True):
+                raise ServiceError("There is no answer to change on that pair yet.")
+            judgment = Judgment.objects.create(
+                study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
+                assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
+                created=now, shown_at=assignment_pair.shown_at, idempotency_key=key,
+                client_time_ms=_client_ms(client_time_ms),
+                comment=comment if study.allow_comment else "",
+            )
+    except IntegrityError:
+        repeat = Judgment.objects.filter(study=study, idempotency_key=key).first()
+        if repeat is None:
+            raise
+        return Recorded(repeat, False)
+    return Recorded(judgment, True)
+
+
+# UPDATE ... RETURNING (PostgreSQL; SQLite >= 3.35): every right-hand side reads the row before the update.
+_COUNT_ANSWER_SQL = f"""
+UPDATE {Assignment._meta.db_table}
+   SET last_activity = %s,
+       answered = answered + %s,
+       status = CASE WHEN status = %s AND answered + %s >= n_pairs AND unclaimed = 0 THEN %s ELSE status END,
+       completed = CASE WHEN status = %s AND answered + %s >= n_pairs AND unclaimed = 0 THEN %s ELSE completed END
+ WHERE id = %s AND status <> %s
+RETURNING status, answered, n_pairs, unclaimed"""
+
+
+EXPIRED_MESSAGE = ("This assignment expired after a long pause and its pairs went back to the queue; your answers "
+                   "so far are kept. Start a new assignment to continue.")
+
+
+def _check_can_answer(assignment_pair: AssignmentPair) -> None:
+    assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
+    if assignment.status == Assignment.Status.EXPIRED:
+        raise ServiceError(EXPIRED_MESSAGE)
+    shown_at = assignment_pair.shown_at
+    if shown_at is None:
+        # Only the pair on the rater's screen can be answered: the rating page marks a pair shown when it shows
+        # it, one at a time, so an answer to a pair further on (a guessed id) is refused, and every answer has
+        # a server-measured time on task that the minimum time applies to.
+        raise ServiceError("That pair has not been shown to you yet: answer the pair on your screen.")
+    minimum = study.crowd_settings.min_seconds_per_pair
+    if minimum:
+        elapsed = (timezone.now() - shown_at).total_seconds()
+        if elapsed < minimum:
+            raise ServiceError(f"Please read both outputs before answering: take at least "
+                               f"{minimum} seconds per pair.")
+
+
+def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.Answer) -> Recorded:
+    """Score an attention-check answer (never a judgment) and screen the rater out when their gold
+    accuracy falls below the study's bar."""
+    previous = GoldAnswer.objects.filter(assignment_pair=assignment_pair).first()
+    if previous:
+        return Recorded(None, False, previous)
+    assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
+    _check_can_answer(assignment_pair)
+    mode = _checked_mode(study, answer)
+    good = orientation.to_display("a", assignment_pair.a_shown_first)  # the gold pair's good output is its "a"
+    correct = mode.gold_correct(answer, good)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            completed = _count_answer(assignment, now)
+            answer = GoldAnswer.objects.create(
+                assignment_pair=assignment_pair, rater_id=assignment.rater_id, correct=correct, idempotency_key=key,
+                answer=mode.describe(answer),
+            )
+    except IntegrityError:
+        return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
+    _screen(assignment.rater)
+    if completed:
+        planning.advance_live_selection(assignment)
+    return Recorded(None, True, answer)
+
+
+def gold_accuracy(rater: Rater) -> tuple[int, int]:
+    """(correct, answered) attention checks of the rater."""
+    answers = list(GoldAnswer.objects.filter(rater=rater).values_list("correct", flat=True))
+    return sum(answers), len(answers)
+
+
+def _screen(rater: Rater) -> None:
+    study = rater.study
+    correct, answered = gold_accuracy(rater)
+    crowd = study.crowd_settings
+    if answered >= max(1, crowd.screen_min_gold) and crowd.below_gold_bar(correct, answered):
+        Rater.objects.filter(pk=rater.pk).update(screened_out=True)
+        rater.screened_out = True
+
+
+def _checked_mode(study: Study, answer: elicitation.Answer) -> elicitation.Mode:
+    """The study's elicitation mode, once it has accepted the answer."""
+    mode = elicitation.mode_of(study)
+    try:
+        mode.validate(study, answer)
+    except elicitation.AnswerError as exc:
+        raise ServiceError(str(exc)) from exc
+    return mode
+
+
+@dataclasses.dataclass
+class ImportSummary:
+    created: int
+    skipped: int
+
+
+def study_samples(study: Study) -> dict[str, dict[str, int]]:
+    samples: dict[str, dict[str, int]] = {}
+    rows = (Generation.objects.filter(item__study=study)
+            .values("item__external_id", "system__name").annotate(k=Count("id")))
+    for row in rows:
+        samples.setdefault(row["item__external_id"], {})[row["system__name"]] = row["k"]
+    return samples
+
+
+@transaction.atomic
+def do_import_judgments(study: Study, data: bytes, filename: str | None) -> ImportSummary:
+    """Import judgments (SPEC §8 JSONL or the CSV export layout) into a study. All or nothing;
+    judgments already present (same id, or same content for lines without id) are skipped."""
+    parsed = _parse_judgments(study, data, filename)
+    new = _new_judgments(study, parsed)
+    Judgment.objects.bulk_create(new, batch_size=IMPORT_INSERT_BATCH)
+    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
+
+
+LARGE_JUDGMENT_IMPORT = 5000  # lines: a larger file is checked in the request and imported by the worker, in steps
+
+
+def do_start_judgment_import(study: Study, data: bytes, filename: str | None) -> tuple[ImportSummary | None, Any]:
+    """The browser's import: the file is checked whole in the request (every problem listed, nothing saved); up to
+    ``LARGE_JUDGMENT_IMPORT`` lines are imported at once (summary, None), a larger file by a background job in
+    short steps (None, the job), so no request holds the database's write lock for seconds."""
+    parsed = _parse_judgments(study, data, filename)
+    if len(parsed) <= LARGE_JUDGMENT_IMPORT:
+        return do_import_judgments(study, data, filename), None
+    with transaction.atomic():
+        upload = JudgmentUpload.objects.create(study=study, filename=filename or "", data=data)
+        return None, jobs.start(study, "judgments", total=len(parsed), params={"upload": upload.pk},
+                                message=f"Importing {len(parsed):,} judgments")
+
+
+def import_judgments_staged(study: Study, data: bytes, filename: str | None,
+                            progress: Callable[[int, int], None] | None = None) -> ImportSummary:
+    """A large judgments file, imported in steps of ``IMPORT_STEP`` judgments, each its own short transaction. All
+    or nothing still: when a step fails, the judgments of the earlier steps are deleted again."""
+    parsed = _parse_judgments(study, data, filename)
+    with transaction.atomic():
+        new = _new_judgments(study, parsed)  # the raters and output pairs it needs, created once
+    done: list[str] = []
+    try:
+        for start in range(0, len(new), IMPORT_STEP):
+            chunk = new[start:start + IMPORT_STEP]
+            with transaction.atomic():
+                Judgment.objects.bulk_create(chunk, batch_size=IMPORT_INSERT_BATCH)
+            done += [j.idempotency_key for j in chunk]
+            if progress:
+                progress(min(start + IMPORT_STEP, len(new)), len(new))
+    except BaseException:
+        for start in range(0, len(done), IMPORT_QUERY_CHUNK):
+            Judgment.objects.filter(study=study, idempotency_key__in=done[start:start + IMPORT_QUERY_CHUNK]).delete()
+        raise
+    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
+
+
+def _parse_judgments(study: Study, data: bytes, filename: str | None) -> list:
+    raters = dict(study.raters.values_list("external_id", "kind"))
+    return formats.parse_judgments(data, filename, study_samples(study), rater_kinds=raters,
+                                   max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+
+
+def _new_judgments(study: Study, parsed: list) -> list[Judgment]:
+    """The judgments of ``parsed`` the study does not have yet (unsaved), with the raters and output pairs they
+    need created."""
+    raters = {r.external_id: r for r in study.raters.all()}
+    keys = [p.key for p in parsed]
+    present: set[str] = set()
+    for start in range(0, len(keys), IMPORT_QUERY_CHUNK):  # PostgreSQL takes at most 65,535 parameters a query
+        present.update(Judgment.objects.filter(study=study, idempotency_key__in=keys[start:start + IMPORT_QUERY_CHUNK])
+                       .values_list("idempotency_key", flat=True))
+    items = {i.external_id: i for i in study.items.all()}
+    generations = {
+        (g.item_id, g.system.name, g.sample_index): g
+        for g in Generation.objects.filter(item__study=study).select_related("system")
+    }
+    pairs = {(p.generation_a_id, p.generation_b_id): p for p in Pair.objects.filter(item__study=study)}
+    now = timezone.now()
+    new: list[Judgment] = []
+    for p in parsed:
+        if p.key in present:
+            continue
+        rater = raters.get(p.rater)
+        if rater is None:
+            rater = raters[p.rater] = Rater.objects.create(study=study, external_id=p.rater, kind=p.rater_kind,
+                                                           source=Rater.Source.IMPORT)
+        item = items[p.item]
+        ga = generations[(item.pk, p.system_a, p.sample_a)]
+        gb = generations[(item.pk, p.system_b, p.sample_b)]
+        pair = pairs.get((ga.pk, gb.pk))
+        if pair is None:
+            pair = pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
+        new.append(Judgment(
+            study=study, rater=rater, pair=pair, a_shown_first=p.shown_first == p.system_a, choice=p.choice,
+            response_set=p.response_set, probability_a=p.probability_a, strength=p.strength, comment=p.comment,
+            created=p.created or now,
+            time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
+            superseded=p.superseded, revised=p.revised, extra=p.extra,
+        ))
+    return new
+
+
+IMPORT_STEP = 2000  # judgments per short transaction of a large (background) judgments import
+IMPORT_QUERY_CHUNK = 5000  # keys per lookup query
+
+
+IMPORT_INSERT_BATCH = 1000  # judgments per INSERT: 1,000 x 17 columns, far below PostgreSQL's 65,535 parameters
+
+
+def judgment_import_job(job: Job, progress: jobs.Progress) -> str:
+    """A large judgments file checked in the request (``do_start_judgment_import``), imported in short steps, all
+    or nothing."""
+    upload = JudgmentUpload.objects.get(pk=job.params["upload"])
+    try:
+        summary = import_judgments_staged(job.study, bytes(upload.data), upload.filename or None, progress)
+    except Exception as exc:  # nothing of the file stays; the study page says why
+        raise jobs.JobFailed(f"Nothing was imported: {type(exc).__name__}: {exc}") from exc
+    upload.delete()
+    return f"Imported {summary.created:,} judgments ({summary.skipped:,} already present)."

@@ -1,0 +1,114 @@
+"""A study's life after its import: its settings changed (the plan rebuilt, or frozen once raters started),
+paused / resumed / archived, duplicated, deleted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from annotation import study_settings
+from annotation.errors import ServiceError
+from annotation.models import (
+    Comparison,
+    Generation,
+    GoldPair,
+    Item,
+    Study,
+    System,
+    Task,
+)
+from annotation.plan import planning
+
+
+@transaction.atomic
+def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None,
+                       background: bool = False) -> Study:
+    """Apply a validated settings form; rebuild the plan when a plan field changed. ``background`` (a request):
+    a plan that would first embed outputs not embedded yet is built by the worker (``planning.queue_plan``), never in
+    the request; commands and scripts build it at once."""
+
+    def changed(fields) -> bool:
+        return any(study_settings.value(study, f) != changes[f] for f in fields if f in changes)
+
+    plan_changed = changed(study_settings.plan_fields())
+    if study.pair_mode == Study.PairMode.EXPLICIT or changes.get("pair_mode") == Study.PairMode.EXPLICIT:
+        current = sorted(study.comparisons.values_list("system_a_id", "system_b_id"))
+        plan_changed = plan_changed or (explicit is not None and sorted(explicit) != current)
+    answer_changed = changed(study_settings.answer_fields())
+    if plan_changed or answer_changed:
+        planning.lock_plan(study, exclusive=True)  # no rater starts between the check below and the new plan
+    if (plan_changed or answer_changed) and study.has_started():
+        raise ServiceError("Raters have already started on this study, so its comparison plan "
+                           "(pairs per assignment, raters per item, system pairs, scheduling) and how raters "
+                           "answer (the elicitation mode) are frozen.")
+    study_settings.apply(study, changes)
+    if plan_changed:
+        if background and planning.plan_needs_worker(study):
+            planning.comparison_systems(study, explicit)  # too many pairs is said now, not by a failed job
+            Task.objects.filter(study=study).delete()  # nobody starts on the old plan meanwhile
+            if explicit is not None:  # the ticked pairs are the plan's input: kept for the job
+                planning.set_explicit(study, explicit)
+            planning.queue_plan(study)
+        else:
+            planning.rebuild_plan(study, explicit)
+    return study
+
+
+SETTABLE_STATUSES = (Study.Status.ACTIVE, Study.Status.PAUSED, Study.Status.ARCHIVED)
+
+
+def do_set_status(study: Study, status: str) -> Study:
+    if status not in SETTABLE_STATUSES:
+        raise ServiceError(f"status: {status!r} is not one of {', '.join(SETTABLE_STATUSES)}")
+    if study.status == Study.Status.IMPORTING:
+        raise ServiceError("status: the study is still being imported")
+    Study.objects.filter(pk=study.pk).update(status=status)
+    study.status = status
+    return study
+
+
+def do_delete_study(study: Study, typed_name: str) -> None:
+    """Delete the study and everything in it, once its name is typed to confirm."""
+    if typed_name.strip() != study.name:
+        raise ServiceError("Type the study's name exactly to confirm the deletion.")
+    study.delete()
+
+
+@transaction.atomic
+def do_duplicate_study(study: Study, name: str) -> Study:
+    """A new study with the same items, outputs, attention checks and every setting (the researcher's own
+    copy to run again): no raters, judgments or links. Its plan is built afresh from the copied settings."""
+    name = name.strip()
+    if not name:
+        raise ServiceError("name: give the new study a name")
+    if Study.objects.filter(owner=study.owner, name=name).exists():
+        raise ServiceError(f"name: you already have a study named '{name}'; choose another name")
+    skip = {"id", "name", "created", "open_link_enabled", "open_link_nonce", "status", "baseline"}
+    copy = Study.objects.create(name=name, **{f.name: getattr(study, f.name) for f in Study._meta.concrete_fields
+                                              if f.name not in skip and f.attname not in skip | {"baseline_id"}})
+    for group in study_settings.GROUPS.values():
+        source = getattr(study, group.accessor)
+        group.model.objects.create(study=copy, **{f: getattr(source, f) for f in group.fields})
+    systems = {s.pk: System.objects.create(study=copy, name=s.name) for s in study.systems.all()}
+    if study.baseline_id:
+        copy.baseline = systems[study.baseline_id]
+        copy.save(update_fields=["baseline"])
+    originals = list(study.items.all())
+    items = Item.objects.bulk_create(
+        Item(study=copy, external_id=i.external_id, input=i.input, reference=i.reference, metadata=i.metadata,
+             position=i.position) for i in originals)
+    item_of = {old.pk: new for old, new in zip(originals, items, strict=True)}
+    generations = Generation.objects.filter(item__study=study).values_list(
+        "item_id", "system_id", "sample_index", "text", "text_hash", "n_words")
+    Generation.objects.bulk_create(
+        (Generation(item=item_of[i], system=systems[s], sample_index=k, text=t, text_hash=h, n_words=w)
+         for i, s, k, t, h, w in generations.iterator(chunk_size=2000)), batch_size=2000)
+    GoldPair.objects.bulk_create(GoldPair(study=copy, input=g.input, good_output=g.good_output,
+                                          bad_output=g.bad_output) for g in study.gold_pairs.all())
+    explicit = None
+    if study.pair_mode == Study.PairMode.EXPLICIT:
+        explicit = [(systems[a].pk, systems[b].pk)
+                    for a, b in Comparison.objects.filter(study=study).values_list("system_a_id", "system_b_id")]
+    planning.rebuild_plan(copy, explicit)
+    return copy

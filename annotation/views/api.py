@@ -1,0 +1,131 @@
+"""The researcher API (token or session auth). Read-only views over the researcher's own studies;
+judgments are also exported in the SPEC §8 formats."""
+
+from __future__ import annotations
+
+from django.db.models import Count
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+
+from annotation.access import studies_for
+from annotation.exchange import exports, formats
+from annotation.exchange.exports import export_response
+from annotation.models import Generation, Item, Study
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+ERROR_RESPONSES = {
+    "400": OpenApiResponse(OpenApiTypes.OBJECT, "Invalid query parameter: {parameter: [what is wrong]}."),
+    "401": OpenApiResponse(ErrorSerializer, "Missing or invalid token."),
+    "404": OpenApiResponse(ErrorSerializer, "No such study (or not yours), or no such page."),
+}
+
+
+class SepLabAutoSchema(AutoSchema):
+    """Every operation documents its error answers too, so clients (and schemathesis) know them."""
+
+    def _get_response_bodies(self, direction="response"):
+        bodies = super()._get_response_bodies(direction)
+        if direction == "response":
+            for code, response in ERROR_RESPONSES.items():
+                bodies.setdefault(code, self._get_response_for_code(response, code, direction=direction))
+        return bodies
+
+
+class StudySerializer(serializers.ModelSerializer):
+    systems = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    selection_method = serializers.CharField(source="selection_settings.selection_method", read_only=True)
+    budget = serializers.IntegerField(source="selection_settings.budget", read_only=True, allow_null=True)
+    n_items = serializers.IntegerField(read_only=True)
+    n_judgments = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Study
+        fields = ["id", "name", "description", "created", "systems", "n_items", "n_judgments", "elicitation",
+                  "allow_tie", "tie_label", "neither_option", "neither_label", "question", "pairs_per_assignment",
+                  "raters_per_item", "pair_mode", "scheduling", "selection_method", "budget", "seed"]
+
+
+class GenerationSerializer(serializers.ModelSerializer):
+    system = serializers.CharField(source="system.name")
+
+    class Meta:
+        model = Generation
+        fields = ["system", "sample_index", "text"]
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="external_id")
+    generations = GenerationSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Item
+        fields = ["id", "input", "reference", "metadata", "generations"]
+
+
+def _judgment_field(field: formats.JudgmentField) -> serializers.Field:
+    options = {"allow_null": field.nullable, "required": field.exported}
+    return {
+        "text": lambda: serializers.CharField(**options),
+        "count": lambda: serializers.IntegerField(min_value=0, **options),
+        "rater_kind": lambda: serializers.ChoiceField(choices=formats.RATER_KINDS, **options),
+        "systems": lambda: serializers.ListField(child=serializers.CharField(), **options),
+        "probability": lambda: serializers.FloatField(min_value=0, max_value=1, **options),
+        "timestamp": lambda: serializers.CharField(**options),
+        "flag": lambda: serializers.BooleanField(**options),
+        "strength": lambda: serializers.ChoiceField(choices=formats.STRENGTHS, **options),
+    }[field.kind]()
+
+
+# One judgment in the SPEC §8 judgment format, its fields read off the one schema (formats.JUDGMENT_SCHEMA).
+JudgmentSerializer = type("JudgmentSerializer", (serializers.Serializer,), {
+    "__doc__": "One judgment in the SPEC §8 judgment format.", "__module__": __name__,
+    **{f.name: _judgment_field(f) for f in formats.JUDGMENT_SCHEMA},
+})
+
+
+class StudyViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = StudySerializer
+    lookup_value_regex = "[0-9]+"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model matters
+            return Study.objects.none()
+        return (studies_for(self.request.user)
+                .annotate(n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True))
+                .select_related("selection_settings").prefetch_related("systems").order_by("-created"))
+
+    @extend_schema(responses=ItemSerializer(many=True))
+    @action(detail=True)
+    def items(self, request, pk=None):
+        study = self.get_object()
+        queryset = Item.objects.filter(study=study).prefetch_related("generations__system")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(ItemSerializer(page, many=True).data)
+
+    @extend_schema(responses=JudgmentSerializer(many=True))
+    @action(detail=True)
+    def judgments(self, request, pk=None):
+        study = self.get_object()
+        page = self.paginate_queryset(exports.judgment_queryset(study))
+        lines = [exports.judgment_line(j) for j in page]
+        return self.get_paginated_response(JudgmentSerializer(lines, many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("as", OpenApiTypes.STR, enum=["jsonl", "csv"], description="File format.")],
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR, (200, "text/csv"): OpenApiTypes.STR},
+    )
+    @action(detail=True, url_path="judgments/export")
+    def export(self, request, pk=None):
+        fmt = request.query_params.get("as", "jsonl")
+        if fmt not in ("jsonl", "csv"):
+            raise ValidationError({"as": "must be 'jsonl' or 'csv'"})
+        return export_response(self.get_object(), fmt)
+

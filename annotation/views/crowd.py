@@ -1,0 +1,187 @@
+"""Crowdsourcing: the entry point sites send workers to, and the researcher's external-link page."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from annotation import access
+from annotation.crowd import sites
+from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
+from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater, TaskPair
+from annotation.ratelimit import client_ip
+from annotation.rating import allocation, attention
+from annotation.studies import enrolment
+from annotation.views import raters
+from annotation.views.forms import GenerateGoldForm, GoldPairForm
+
+
+def _message(request, study, title: str, message: str, status: int = 200, code: str | None = None):
+    return render(request, "annotation/rater_message.html",
+                  {"study": study, "title": title, "message": message, "code": code}, status=status)
+
+
+@access.frameable
+def external_entry(request: HttpRequest, token: str) -> HttpResponse:
+    """Sites open this URL with their worker parameters. A preview stores nothing; an accepted visit
+    creates (or resumes) the worker's session and sends them to their assignment."""
+    link = access.access_external_link(token)
+    study = link.study
+    if not study.accepts_raters:
+        return raters.paused_message(request, study)
+    try:
+        arrival = sites.parse_arrival(link, request.GET)
+    except ServiceError as exc:
+        return _message(request, study, "This link is incomplete", str(exc), status=400)
+    if arrival.preview:
+        sample = (TaskPair.objects.filter(task__study=study).select_related(
+            "pair__item", "pair__generation_a", "pair__generation_b").order_by("task__position", "position").first())
+        mode = study.elicitation_mode
+        shown = None if sample is None else {
+            "input": sample.pair.item.input, "first": sample.pair.generation_a.text,
+            "second": sample.pair.generation_b.text}
+        return render(request, "annotation/external_preview.html", {
+            "study": study, "shown": shown, "mode": mode, "fieldsets": mode.fieldsets(study), "disabled": True,
+            "key_help": mode.key_help(study), "size": allocation.assignment_size(study)})
+    if sites.is_blocked(study, link.platform, arrival.worker_id):
+        return _message(request, study, "Not available", "This task is not available to your account.")
+    try:
+        session = sites.do_accept(link, arrival, client_ip(request))
+    except sites.TooManyNewWorkers as exc:
+        response = _message(request, study, "Too many new workers right now", str(exc), status=429)
+        response["Retry-After"] = "600"
+        return response
+    except NetworkHoldsEnough as exc:
+        response = _message(request, study, "Please wait a moment", str(exc), status=429)
+        response["Retry-After"] = "60"
+        return response
+    except RaterScreenedOut as exc:
+        return _message(request, study, "Thank you", str(exc), code=link.screened_code)
+    except sites.SessionOfAnotherWorker as exc:
+        return _message(request, study, "Not your task", str(exc), status=403)
+    except (RaterLimitReached, sites.OtherSessionActive, AllocationBusy) as exc:
+        return _message(request, study, "No more work here", str(exc))
+    except ServiceError as exc:  # e.g. a Prolific link opened from another Prolific study
+        return _message(request, study, "This link does not fit", str(exc), status=400)
+    if session.assignment is None:
+        return _message(request, study, "Nothing left to rate",
+                        "Every item of this study has all the raters it needs. Please return the task.")
+    return redirect("rate", token=session.rater.token(), assignment_id=session.assignment_id)
+
+
+@login_required
+def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access.access_study(request, study_id)
+    if request.method == "POST":
+        try:
+            sites.do_create_external_link(study, request.POST.get("platform", ""),
+                                          request.POST.get("site_study_id", ""))
+            messages.success(request, "Link created.")
+        except ServiceError as exc:
+            messages.error(request, str(exc))
+        return redirect("external_links", study_id=study.pk)
+    base = enrolment.public_base_url(study, request)
+    minted = sites.minting_warnings(study)
+    links = []
+    for link in study.external_links.all():
+        url = sites.link_url(link, base)
+        xml, xml_error = None, None
+        if link.platform == ExternalLink.Platform.MTURK:
+            try:
+                xml = sites.external_question_xml(url)
+            except ServiceError as exc:
+                xml_error = str(exc)
+        links.append({"link": link, "url": url, "xml": xml, "xml_error": xml_error,
+                      "sessions": link.sessions.count(), "minted": minted.get(link.pk),
+                      "refused": sites.launch_refusals(link)})
+    workers = (Rater.objects.filter(study=study, source=Rater.Source.EXTERNAL)
+               .annotate(done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED),
+                                    distinct=True),
+                         gold=Count("gold_answers", distinct=True),
+                         gold_right=Count("gold_answers", filter=Q(gold_answers__correct=True), distinct=True))
+               .order_by("id"))
+    workers = list(workers)
+    for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
+        w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
+    blocked = BlockedWorker.objects.filter(owner=request.user)
+    return render(request, "annotation/external_links.html", {
+        "gold_form": GoldPairForm(), "generate_form": GenerateGoldForm(), "n_gold": study.gold_pairs.count(),
+        "study": study, "links": links, "platforms": ExternalLink.Platform.choices, "workers": workers,
+        "blocked": blocked, "blocked_ids": {(b.platform, b.worker_id) for b in blocked},
+    })
+
+
+@login_required
+@require_POST
+def external_link_action(request: HttpRequest, study_id: int, link_id: int, action: str) -> HttpResponse:
+    """Disable, enable or rotate a crowd link (disabling and rotating stop its workers at once), or set its launch
+    limit."""
+    study = access.access_study(request, study_id)
+    link = get_object_or_404(study.external_links, pk=link_id)
+    if action in ("disable", "enable"):
+        stopped = enrolment.do_set_external_link(link, action == "enable")
+        messages.success(request, "Link enabled." if action == "enable" else
+                         f"Link disabled; {stopped} worker(s) who came through it can no longer rate.")
+    elif action == "launch-limit":
+        try:
+            sites.do_set_launch_limit(link, request.POST.get("launch_per_minute", ""))
+        except ServiceError as exc:
+            messages.error(request, str(exc))
+        else:
+            limit = link.launch_limit
+            messages.success(request, f"The link now accepts {limit} new workers a minute." if limit else
+                             "The link now accepts new workers without a limit.")
+    elif action == "rotate":
+        stopped = enrolment.do_rotate_external_link(link)
+        messages.success(request, f"New URL made: paste it on the site again. The old one, and the pages of "
+                                  f"{stopped} worker(s) who came through it, stopped working.")
+    else:
+        raise Http404("No such action.")
+    return redirect("external_links", study_id=study.pk)
+
+
+@login_required
+@require_POST
+def gold_pairs(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Add an attention check by hand, or generate some from the study's outputs."""
+    study = access.access_study(request, study_id)
+    if "generate" in request.POST:
+        form = GenerateGoldForm(request.POST)
+        if form.is_valid():
+            made = attention.do_generate_gold(study, form.cleaned_data["count"])
+            messages.success(request, f"Added {len(made)} attention checks made from the study's outputs.")
+        else:
+            messages.error(request, "Give how many attention checks to generate (1 to 100).")
+    else:
+        form = GoldPairForm(request.POST)
+        if form.is_valid():
+            attention.do_add_gold_pair(study, **form.cleaned_data)
+            messages.success(request, "Attention check added.")
+        else:
+            messages.error(request, "An attention check needs an input, a good output and a bad output.")
+    return redirect("external_links", study_id=study.pk)
+
+
+@login_required
+@require_POST
+def block_worker(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access.access_study(request, study_id)
+    try:
+        blocked = sites.do_block_worker(request.user, request.POST.get("platform", ""),
+                                        request.POST.get("worker_id", ""), request.POST.get("reason", ""))
+        messages.success(request, f"{blocked.worker_id} gets no more work in your studies.")
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+    return redirect("external_links", study_id=study.pk)
+
+
+@login_required
+@require_POST
+def unblock_worker(request: HttpRequest, study_id: int, block_id: int) -> HttpResponse:
+    study = access.access_study(request, study_id)
+    sites.do_unblock_worker(request.user, block_id)
+    return redirect("external_links", study_id=study.pk)

@@ -1,0 +1,234 @@
+from __future__ import annotations
+
+from django import forms
+from django.core.exceptions import ImproperlyConfigured
+
+from annotation import study_settings
+from annotation.exchange.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
+from annotation.judges import prompts
+from annotation.models import Judge, Study
+
+
+class StudyCreateForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    file = forms.FileField(help_text="JSONL (one item per line) or CSV long form; see the README for the format.")
+
+
+class UploadForm(forms.Form):
+    file = forms.FileField()
+
+
+class RaterLinkForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="How this rater appears in exports, e.g. an id or initials.")
+
+
+class BulkLinksForm(forms.Form):
+    names = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=200_000,
+                            help_text="One rater name per line; you get a CSV of name and link to send out.")
+
+
+class DuplicateForm(forms.Form):
+    name = forms.CharField(max_length=200, label="Name of the copy")
+
+
+class DeleteForm(forms.Form):
+    confirm = forms.CharField(max_length=200, label="Type the study's name to confirm")
+
+
+class StudySettingsForm(forms.ModelForm):
+    """The settings page: the study's own fields, and every app's settings row (annotation/study_settings.py),
+    one form."""
+
+    public_base_url = forms.URLField(
+        required=False, assume_scheme="https", label="Public base URL",
+        help_text=Study._meta.get_field("public_base_url").help_text)
+    explicit_pairs = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Used when the pair mode is 'an explicit list of pairs'.",
+    )
+
+    class Meta:
+        model = Study
+        fields = [s.name for s in study_settings.STUDY_SETTINGS  # the form's own fields stand for the others
+                  if not s.form_only and s.name not in ("public_base_url",)]
+        widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
+
+    def __init__(self, *args, frozen: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.initial.setdefault("public_base_url", self.instance.public_base_url)
+        for group in study_settings.GROUPS.values():
+            self.fields.update(forms.fields_for_model(group.model, fields=group.fields))
+            row = getattr(self.instance, group.accessor)
+            self.initial.update({name: getattr(row, name) for name in group.fields if name not in self.initial})
+        systems = list(self.instance.systems.all())
+        self.fields["baseline"].queryset = self.instance.systems.all()
+        self.fields["pairs_per_assignment"].widget.attrs.update(min=1, max=50)
+        self.fields["raters_per_item"].widget.attrs.update(min=1, max=100)
+        for setting in study_settings.SETTINGS.values():
+            if setting.choices is not None:  # another app's registry supplies them (strategies, metrics)
+                self.fields[setting.name] = forms.ChoiceField(choices=setting.choices())
+        self.fields["explicit_pairs"].choices = [
+            (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1:]
+        ]
+        self.initial["explicit_pairs"] = [
+            f"{a}-{b}" for a, b in self.instance.comparisons.values_list("system_a_id", "system_b_id")
+        ]
+        if frozen:  # raters have started: the plan is shown but not editable (values come from initial)
+            for name in study_settings.frozen_after_start() + ("explicit_pairs",):
+                self.fields[name].disabled = True
+        for name, field in self.fields.items():
+            if name in study_settings.SETTINGS:
+                field.label, field.help_text = study_settings.SETTINGS[name].label, study_settings.SETTINGS[name].help
+
+    def groups(self) -> list[dict]:
+        """The settings page: groups by task, each with the settings that apply to the study as saved and,
+        apart, those that do not (still in the form), each with its default."""
+        study = self.instance
+
+        def stored(name):
+            return study_settings.value(study, name)
+
+        out = []
+        for anchor, title, intro, names in study_settings.sections():
+            shown, others = [], []
+            for name in names:
+                entry = {"field": self[name], "default": setting_default(name)}
+                (shown if study_settings.applies(name, stored) else others).append(entry)
+            out.append({"anchor": anchor, "title": title, "intro": intro, "fields": shown, "others": others})
+        missing = [n for n in self.fields if n not in study_settings.SETTINGS]
+        if missing:  # a new setting must be declared (study_settings.Setting): fail loudly in tests, never hide it
+            raise ImproperlyConfigured(f"settings not on the settings page: {', '.join(missing)}")
+        return out
+
+    def setting_names(self) -> list[str]:
+        """Every setting the form edits, wherever it is stored."""
+        return [name for name in self.fields if name != "explicit_pairs"]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("allow_tie") and not (data.get("tie_label") or "").strip():
+            self.add_error("tie_label", "Give the tie option a label, e.g. 'No preference'.")
+        if data.get("neither_option") and not (data.get("neither_label") or "").strip():
+            self.add_error("neither_label", "Give the option a label, e.g. 'Both are bad'.")
+        if data.get("pair_mode") == Study.PairMode.BASELINE and not data.get("baseline"):
+            self.add_error("baseline", "Choose the baseline system.")
+        if data.get("pair_mode") == Study.PairMode.EXPLICIT and not data.get("explicit_pairs"):
+            self.add_error("explicit_pairs", "Tick at least one system pair.")
+        return data
+
+    def explicit(self) -> list[tuple[int, int]] | None:
+        if self.cleaned_data.get("pair_mode") != Study.PairMode.EXPLICIT:
+            return None
+        return [tuple(int(x) for x in v.split("-")) for v in self.cleaned_data["explicit_pairs"]]
+
+
+class RatingForm(forms.Form):
+    """A rater's submission: which pair, exactly-once key and timing. The answer's own fields belong to the
+    study's elicitation mode, which reads and checks them (``annotation/elicitation.py``)."""
+
+    pair = forms.IntegerField()
+    key = forms.CharField(max_length=64)
+    client_ms = forms.IntegerField(required=False, min_value=0, max_value=MAX_STORED_INT)
+    comment = forms.CharField(required=False, max_length=COMMENT_MAX_CHARS, strip=True)
+
+
+class GoldPairForm(forms.Form):
+    input = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    good_output = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    bad_output = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
+                                 help_text="Deliberately wrong, e.g. off-topic or garbled.")
+
+
+class GenerateGoldForm(forms.Form):
+    count = forms.IntegerField(min_value=1, max_value=100, initial=5)
+
+
+def setting_default(name: str):
+    """A setting's default as a person reads it, or None (no fixed default)."""
+    groups = [Study, *(g.model for g in study_settings.GROUPS.values())]
+    for model in groups:
+        try:
+            field = model._meta.get_field(name)
+        except Exception:  # noqa: BLE001 -- not this model's field
+            continue
+        if not field.has_default() or callable(field.default):
+            return None
+        default = field.default
+        if field.choices:
+            default = dict(field.flatchoices).get(default, default)
+        return "empty" if default in (None, "") else ("on" if default is True else "off" if default is False
+                                                        else default)
+    return None
+
+
+class JudgeForm(forms.ModelForm):
+    """A judge's endpoint and how it is asked. The stored API key is write-only: the field is never filled in
+    again, and leaving it empty keeps the key (``clear_api_key`` removes it)."""
+
+    name = forms.CharField(max_length=200, help_text="How the judge appears in the report (a rater name).")
+    base_url = forms.URLField(max_length=500, assume_scheme="https", label="Base URL",
+                              help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 or "
+                                        "http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
+    api_key = forms.CharField(
+        required=False, max_length=500, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        label="API key (stored)", help_text="Optional: stored with the study and never shown again. Prefer the "
+                                            "environment variable; leave both empty for a local server that needs "
+                                            "no key.")
+    clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
+
+    class Meta:
+        model = Judge
+        fields = ["base_url", "model", "api_key_env", "api_key", "prompt_template", "temperature", "max_tokens",
+                  "logprobs", "scope", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",
+                  "price_input", "price_output"]
+        widgets = {"prompt_template": forms.Textarea(attrs={"rows": 14, "class": "mono"})}
+        labels = {"base_url": "Base URL", "api_key_env": "API key environment variable",
+                  "max_tokens": "Most tokens per reply", "logprobs": "Ask for log-probabilities",
+                  "scope": "Pairs to judge", "max_concurrency": "Requests at once",
+                  "request_budget": "Request budget", "timeout_seconds": "Timeout per request (s)",
+                  "max_retries": "Retries", "price_input": "Price of prompt tokens ($ / million)",
+                  "price_output": "Price of completion tokens ($ / million)"}
+
+    field_order = ["name"]  # the rest in Meta.fields' order
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # only the environment variables the operator allows (SEPLAB_JUDGE_KEY_VARIABLES), as a choice
+        from annotation.models import key_variables
+
+        allowed = key_variables()
+        current = self.instance.api_key_env if self.instance.pk else ""
+        choices = [("", "None (a stored key, or a server that needs none)")] + [(v, v) for v in allowed]
+        if current and current not in allowed:  # stored before the list: shown, refused on save
+            choices.append((current, f"{current} (not allowed on this server)"))
+        self.fields["api_key_env"] = forms.ChoiceField(
+            choices=choices, required=False, label="API key environment variable",
+            initial=current if self.instance.pk else (allowed[0] if allowed else ""),
+            help_text="Read the key from this environment variable of the worker (the variables this server's "
+                      "operator allows).")
+        if self.instance.pk:
+            self.fields["name"].disabled = True
+            self.fields["name"].initial = self.instance.rater.external_id
+            if self.instance.api_key:
+                self.fields["api_key"].help_text = ("A key is stored (not shown). Type a new one to replace it; "
+                                                    "leave empty to keep it.")
+        else:
+            del self.fields["clear_api_key"]
+        self.fields["api_key"].initial = ""
+
+    def clean_prompt_template(self) -> str:
+        template = self.cleaned_data["prompt_template"]
+        try:
+            prompts.check_template(template)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return template
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and not data.get("api_key") and not data.get("clear_api_key"):
+            data["api_key"] = self.instance.api_key  # empty keeps the stored key
+        if data.get("clear_api_key"):
+            data["api_key"] = ""
+        return data

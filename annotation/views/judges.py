@@ -1,0 +1,99 @@
+"""The researcher's LLM-judge pages: add a judge, run / stop / resume it, watch progress, tokens and cost, and read
+the replies it could not parse. The work is ``annotation/runner.py``'s."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from annotation import access
+from annotation.judges import prompts, runner
+from annotation.models import Judge, JudgeCall
+from annotation.views.forms import JudgeForm
+
+UNPARSEABLE_SHOWN = 5
+
+
+def _judge(request: HttpRequest, study_id: int, judge_id: int) -> Judge:
+    study = access.access_study(request, study_id)
+    return get_object_or_404(Judge.objects.select_related("study", "rater"), pk=judge_id, study=study)
+
+
+def _state(judge: Judge) -> dict:
+    job = runner.current_job(judge)
+    return {"judge": judge, "job": job, "live": runner.is_live(job), "usage": runner.usage(judge),
+            "todo": runner.remaining(judge) if not runner.is_live(job) else None}
+
+
+@login_required
+def judges(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access.access_study(request, study_id)
+    if request.method == "POST":
+        form = JudgeForm(request.POST)
+        if form.is_valid():
+            fields = {name: form.cleaned_data[name] for name in JudgeForm.Meta.fields}
+            try:
+                judge = runner.create_judge(study, form.cleaned_data["name"], **fields)
+            except runner.JudgeError as exc:
+                form.add_error("name", str(exc))
+            else:
+                messages.success(request, f"Judge {judge} added. Start it when ready.")
+                return redirect("judge_detail", study_id=study.pk, judge_id=judge.pk)
+    else:
+        form = JudgeForm(initial={"prompt_template": prompts.DEFAULT_TEMPLATE})
+    rows = [_state(j) for j in Judge.objects.filter(study=study).select_related("rater", "study")]
+    return render(request, "annotation/judges.html", {
+        "study": study, "form": form, "rows": rows, "answer_format": prompts.answer_format(prompts.Offer.of(study)),
+    })
+
+
+@login_required
+def judge_detail(request: HttpRequest, study_id: int, judge_id: int) -> HttpResponse:
+    judge = _judge(request, study_id, judge_id)
+    state = _state(judge)
+    if request.method == "POST":
+        form = JudgeForm(request.POST, instance=judge)
+        if state["live"]:
+            messages.error(request, "Stop the judge before changing how it is asked.")
+            return redirect("judge_detail", study_id=judge.study_id, judge_id=judge.pk)
+        if form.is_valid():
+            form.save()
+            messages.success(request, "Saved.")
+            return redirect("judge_detail", study_id=judge.study_id, judge_id=judge.pk)
+    else:
+        form = JudgeForm(instance=judge)
+    unparseable = (JudgeCall.objects.filter(judge=judge, status=JudgeCall.Status.UNPARSEABLE)
+                   .select_related("pair__item").order_by("-id")[:UNPARSEABLE_SHOWN])
+    failed = (JudgeCall.objects.filter(judge=judge, status=JudgeCall.Status.FAILED)
+              .select_related("pair__item").order_by("-id")[:UNPARSEABLE_SHOWN])
+    return render(request, "annotation/judge_detail.html", {
+        **state, "study": judge.study, "form": form, "unparseable": unparseable, "failed": failed,
+        "answer_format": prompts.answer_format(prompts.Offer.of(judge.study)),
+    })
+
+
+@login_required
+def judge_progress(request: HttpRequest, study_id: int, judge_id: int) -> HttpResponse:
+    """The run's progress card, polled by htmx every second while the run is live."""
+    judge = _judge(request, study_id, judge_id)
+    return render(request, "annotation/_judge_run.html", {**_state(judge), "study": judge.study})
+
+
+@login_required
+@require_POST
+def judge_action(request: HttpRequest, study_id: int, judge_id: int, action: str) -> HttpResponse:
+    judge = _judge(request, study_id, judge_id)
+    if action == "start":
+        try:
+            runner.start(judge)
+        except runner.JudgeError as exc:
+            messages.error(request, str(exc))
+    elif action == "stop":
+        runner.stop(judge)
+        messages.info(request, "The judge stops after the replies in flight; resume it to go on.")
+    else:
+        raise Http404("No such action.")
+    return redirect("judge_detail", study_id=judge.study_id, judge_id=judge.pk)

@@ -1,0 +1,15 @@
+"""A rater's routes, under /r/<token>/. config/urls.py lists them first: they carry nearly all the traffic
+(one request per judgment), and Django tries a request's path against the patterns in order, so every
+pattern before them cost each judgment (URL resolution was 6-7 % of the server's CPU at 50 raters at
+maximum pace when they came last; bench/README.md, "Raters under load")."""
+
+from django.urls import path
+
+from annotation.views import raters
+
+urlpatterns = [
+    path("", raters.rater_home, name="rater_home"),
+    path("start/", raters.rater_start, name="rater_start"),
+    path("a/<int:assignment_id>/", raters.rate, name="rate"),
+    path("a/<int:assignment_id>/submit/", raters.rate_submit, name="rate_submit"),
+]

@@ -1,0 +1,258 @@
+"""Rater pages. Raters have no account: a signed personal link identifies them, an open link makes
+an anonymous rater for the visiting browser. One URL serves the full page and the htmx fragment."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from annotation import access, orientation
+from annotation.compiled import CompiledQuery, model_columns
+from annotation.crowd import sites
+from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
+from annotation.exchange.formats import COMMENT_MAX_CHARS
+from annotation.models import Assignment, AssignmentPair, Rater, Skip
+from annotation.ratelimit import client_ip, client_key, limit_posts
+from annotation.rating import allocation, recording
+from annotation.studies import enrolment
+from annotation.views.forms import RatingForm
+
+
+@access.frameable
+def rater_home(request: HttpRequest, token: str) -> HttpResponse:
+    rater = access.access_rater(token)
+    active = rater.assignments.filter(status=Assignment.Status.ACTIVE).first()
+    completed = rater.assignments.filter(status=Assignment.Status.COMPLETED).count()
+    study = rater.study
+    return render(request, "annotation/rater_home.html",
+                  {"rater": rater, "study": study, "token": token, "active": active, "completed": completed,
+                   "key_help": study.elicitation_mode.key_help(study), "size": allocation.assignment_size(study)})
+
+
+@access.frameable
+@csrf_exempt  # authority is the signed rater token in the URL, never a cookie (iframes block third-party cookies)
+@require_POST
+def rater_start(request: HttpRequest, token: str) -> HttpResponse:
+    return _start(request, access.access_rater(token), token)
+
+
+def paused_message(request: HttpRequest, study) -> HttpResponse:
+    """What a rater sees while the researcher has paused (or archived) the study, or it is still importing."""
+    if study.status == study.Status.IMPORTING:
+        return render(request, "annotation/rater_message.html", {
+            "study": study, "title": "Not open yet",
+            "message": "This study is still being set up; please come back later through the same link."},
+            status=503)
+    return render(request, "annotation/rater_message.html", {
+        "study": study, "title": "Rating is paused",
+        "message": "The researcher has paused this study. Your answers so far are saved; please come back later "
+                   "through the same link."}, status=503)
+
+
+def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
+    """The rater's next assignment (their first pair), or a page that says why there is none."""
+    if not rater.study.accepts_raters:
+        return paused_message(request, rater.study)
+    try:
+        assignment = allocation.do_start_assignment(rater)
+    except AllocationBusy as exc:
+        return render(request, "annotation/rater_message.html",
+                      {"study": rater.study, "title": "Busy", "message": str(exc)}, status=503)
+    except (RaterScreenedOut, RaterLimitReached) as exc:
+        return render(request, "annotation/rater_message.html",
+                      {"study": rater.study, "title": "No more work for you here", "message": str(exc)})
+    except NetworkHoldsEnough as exc:
+        response = render(request, "annotation/rater_message.html",
+                          {"study": rater.study, "title": "Please wait a moment", "message": str(exc)}, status=429)
+        response["Retry-After"] = "60"
+        return response
+    if assignment is None:
+        return render(request, "annotation/rater_message.html", {
+            "study": rater.study, "title": "Nothing left to rate",
+            "message": "There are no more pairs for you in this study. Thank you for your help!",
+        })
+    return redirect("rate", token=token, assignment_id=assignment.pk)
+
+
+@limit_posts("open-link", 30, 3600)  # each POST creates an anonymous rater
+def open_link(request: HttpRequest, token: str) -> HttpResponse:
+    study = access.access_open_link(token)
+    if not study.accepts_raters:
+        return paused_message(request, study)
+    rater = access.open_link_rater(request, study)
+    if rater is not None:
+        return redirect("rater_home", token=rater.token())
+    if request.method == "POST":  # joining has shown the instructions: straight to the first pair
+        rater = enrolment.do_join_open_link(study, client_key(client_ip(request)))
+        access.remember_open_link_rater(request, rater)
+        return _start(request, rater, rater.token())
+    return render(request, "annotation/open_link.html", {"study": study})
+
+
+@access.frameable
+def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
+    return _render_rating(request, rater, token, assignment, rows, revise=_revisable(rows, request.GET.get("revise")))
+
+
+def _revisable(rows: list[dict], pair_id) -> dict | None:
+    """The row of an answered study pair of the assignment (one the rater may change), or None."""
+    try:
+        pair_id = int(pair_id)
+    except (TypeError, ValueError):
+        return None
+    return next((r for r in rows if r["id"] == pair_id and r["judgment__id"] is not None), None)
+
+
+@access.frameable
+@csrf_exempt  # see rater_start
+@require_POST
+def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+    # One read: the rater, the assignment with its study, and all its pairs (the one answered, and the next
+    # one to show); then the answer's UPDATE and INSERT, and the next pair's first view.
+    rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
+    form = RatingForm(request.POST)
+    error = None
+    if not form.is_valid():
+        error = "The submission was incomplete; please answer again."
+    elif (pair := access.rater_pair(assignment, rows, form.cleaned_data["pair"])) is None:
+        error = "That pair is not part of your assignment."
+    else:
+        submit = recording.revise_judgment if request.POST.get("revise") == "1" else recording.record_judgment
+        try:
+            if request.POST.get("skip") == "1":
+                recording.skip_item(pair, idempotency_key=form.cleaned_data["key"],
+                                   reason=request.POST.get("skip_reason", ""))
+                rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)  # every skipped pair
+                recorded = None
+            else:
+                recorded = submit(
+                    pair, idempotency_key=form.cleaned_data["key"],
+                    answer=assignment.study.elicitation_mode.read(request.POST),
+                    client_time_ms=form.cleaned_data["client_ms"], comment=form.cleaned_data["comment"],
+                )
+        except ServiceError as exc:
+            error = str(exc)
+        except (OperationalError, InterfaceError):
+            # The database is briefly unavailable: nothing was stored. Show the same pair with the
+            # same submission key, so the retry is recorded once.
+            response = _render_rating(request, rater, token, assignment, rows, key=form.cleaned_data["key"],
+                                      error="Your answer could not be saved just now. Please submit it again "
+                                            "in a moment; it will be counted once.")
+            response.status_code = 503
+            response["Retry-After"] = "2"
+            return response
+        else:
+            if assignment.n_pairs > len(rows):  # the answer took the assignment's next task (claimed as shown)
+                rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
+            elif recorded is not None:
+                _mark_answered(rows, pair.pk, recorded)
+    if error is None and not request.htmx:
+        return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
+    response = _render_rating(request, rater, token, assignment, rows, error=error)
+    if error is not None and not request.htmx:
+        response.status_code = 400
+    return response
+
+
+def _mark_answered(rows: list[dict], pair_id: int, recorded: recording.Recorded) -> None:
+    """The page's rows as the submit left them: the answered pair now has its judgment or gold answer."""
+    for row in rows:
+        if row["id"] == pair_id:
+            if recorded.judgment is not None:
+                row["judgment__id"] = recorded.judgment.pk
+            elif recorded.gold_answer is not None:
+                row["gold_answer__id"] = recorded.gold_answer.pk
+
+
+@dataclasses.dataclass
+class Shown:
+    """What the rating page shows for one pair, study pair or attention check alike."""
+
+    input: str
+    first: str
+    second: str
+
+
+# What the rating page reads of an assignment's pairs: flat columns, no model objects. This is the hot
+# path under load, and the ORM's cost grows with the number of columns and objects it handles.
+PAIR_COLUMNS = (*model_columns(AssignmentPair), "judgment__id", "gold_answer__id", "skip__id",
+                "pair__item__input", "pair__generation_a__text", "pair__generation_b__text",
+                "gold__input", "gold__good_output", "gold__bad_output")
+
+
+# The rating page: its pairs, each with the assignment, rater and study (one query instead of two).
+_PAGE = CompiledQuery(
+    lambda assignment, rater: AssignmentPair.objects.filter(assignment_id=assignment, assignment__rater_id=rater)
+    .order_by("position").values(*PAIR_COLUMNS, *access.assignment_columns()),
+    assignment=int, rater=int,
+)
+
+
+def _shown(row: dict) -> Shown:
+    """Both outputs in display order, study pair or attention check alike."""
+    if row["gold_id"] is not None:
+        good, bad = row["gold__good_output"], row["gold__bad_output"]
+        return Shown(row["gold__input"], *orientation.in_display_order(good, bad, row["a_shown_first"]))
+    a, b = row["pair__generation_a__text"], row["pair__generation_b__text"]
+    return Shown(row["pair__item__input"], *orientation.in_display_order(a, b, row["a_shown_first"]))
+
+
+def _answered(row: dict) -> bool:
+    return row["judgment__id"] is not None or row["gold_answer__id"] is not None or row["skip__id"] is not None
+
+
+def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment, rows: list[dict],
+                   error: str | None = None, key: str | None = None, revise: dict | None = None) -> HttpResponse:
+    study = assignment.study
+    current = next((r for r in rows if not _answered(r)), None)
+    if current is None and assignment.unclaimed and assignment.status == Assignment.Status.ACTIVE and rows:
+        allocation.claim_next(assignment)  # its next task could not be claimed when the last pair was answered
+        rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
+        current = next((r for r in rows if not _answered(r)), None)
+    done = sum(1 for r in rows if _answered(r))
+    # the latest answered study pair: the rater may change that answer while the assignment is open
+    previous = next((r for r in reversed(rows) if r["judgment__id"] is not None), None)
+    if revise is not None and assignment.status == Assignment.Status.ACTIVE:
+        current = revise
+    external = sites.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
+    context = {"study": study, "rater": rater, "token": token, "assignment": assignment, "error": error,
+               "total": len(rows) + assignment.unclaimed, "done": done, "external": external}
+    if assignment.status == Assignment.Status.EXPIRED:
+        context["expired"] = True
+    elif current is not None and not study.accepts_raters:
+        context["paused"] = True  # an answer to the pair shown before the pause was stored; nothing more now
+    elif current is None and assignment.status == Assignment.Status.ACTIVE and assignment.unclaimed:
+        # its next item could not be claimed just now (paused, or every open item taken this moment by other
+        # starts): never the completion code while the assignment is open
+        context["paused" if not study.accepts_raters else "waiting"] = True
+    elif current is None:
+        rater.refresh_from_db(fields=["screened_out"])
+        context["completed"] = True
+        if context["external"] is not None:
+            context.update(sites.completion(context["external"], rater))
+    else:
+        pair = AssignmentPair(pk=current["id"], shown_at=current["shown_at"])
+        allocation.mark_shown(pair)
+        mode = study.elicitation_mode
+        if revise is not None:
+            context["revising"] = rows.index(revise) + 1
+        elif previous is not None:
+            context["previous"] = {"pk": previous["id"], "number": rows.index(previous) + 1}
+        context.update(current=pair, shown=_shown(current), number=rows.index(current) + 1,
+                       key=key or uuid.uuid4().hex,
+                       percent=round(100 * done / context["total"]), mode=mode, fieldsets=mode.fieldsets(study),
+                       comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices,
+                       minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)))
+    template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
+    response = render(request, template, context)
+    if context.get("waiting"):
+        response.status_code = 503
+        response["Retry-After"] = "2"
+    return response

@@ -1,0 +1,344 @@
+"""Researcher pages: thin views that check access, validate a form, call one service, render."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_POST
+from rest_framework.authtoken.models import Token
+
+from annotation import elicitation, extensions
+from annotation.access import access_study, studies_for
+from annotation.errors import ServiceError
+from annotation.exchange import exports
+from annotation.exchange.formats import FormatError, check_size
+from annotation.models import Generation, Study
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle, monitoring
+from annotation.views.forms import (
+    BulkLinksForm,
+    DeleteForm,
+    DuplicateForm,
+    RaterLinkForm,
+    StudyCreateForm,
+    StudySettingsForm,
+    UploadForm,
+)
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return redirect("study_list" if request.user.is_authenticated else "login")
+
+
+@login_required
+def study_list(request: HttpRequest) -> HttpResponse:
+    archived = request.GET.get("archived") == "1"
+    studies = studies_for(request.user).filter(
+        status__in=[Study.Status.ARCHIVED] if archived else [Study.Status.ACTIVE, Study.Status.PAUSED,
+                                                               Study.Status.IMPORTING]
+    ).annotate(n_items=Count("items", distinct=True),
+               n_human=Count("judgments", filter=Q(judgments__rater__kind="human"), distinct=True),
+               n_judge=Count("judgments", filter=Q(judgments__rater__kind="judge"), distinct=True))
+    n_archived = 0 if archived else studies_for(request.user).filter(status=Study.Status.ARCHIVED).count()
+    return render(request, "annotation/study_list.html", {"studies": studies, "archived": archived,
+                                                          "n_archived": n_archived})
+
+
+@login_required
+def study_create(request: HttpRequest) -> HttpResponse:
+    form = StudyCreateForm(request.POST or None, request.FILES or None)
+    problems: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
+            study, job = creation.do_start_study_import(request.user, form.cleaned_data["name"], upload.read(),
+                                                        upload.name, form.cleaned_data["description"])
+        except FormatError as exc:
+            problems = exc.messages()
+        else:
+            if job is None:
+                messages.success(request, f"Imported {study.items.count()} items.")
+            else:
+                messages.success(request, "The file is valid; its items are being imported in the background.")
+            warnings = study.import_warnings
+            if warnings:
+                shown = "; ".join(str(w) for w in warnings[:10])
+                more = f" and {len(warnings) - 10} more" if len(warnings) > 10 else ""
+                messages.warning(request, f"{len(warnings)} empty output{'s' if len(warnings) != 1 else ''} imported "
+                                          f"(raters see “(empty output)”; the system loses those comparisons): "
+                                          f"{shown}{more}.")
+            return redirect(study)
+    status = 400 if problems else 200
+    return render(request, "annotation/study_create.html", {"form": form, "problems": problems}, status=status)
+
+
+@login_required
+def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    if study.status == Study.Status.IMPORTING:  # nothing to show or manage until the import is published
+        return render(request, "annotation/study_importing.html",
+                      {"study": study, "job": study.jobs.filter(kind="import").first()})
+    context = {
+        "study": study,
+        "systems": study.systems.all(),
+        "n_items": study.items.count(),
+        "n_generations": Generation.objects.filter(item__study=study).count(),
+        "progress": monitoring.study_progress(study),
+        "raters": monitoring.rater_progress(study),
+        "fast_seconds": monitoring.FAST_SECONDS,
+        "size": allocation.assignment_size(study),
+        "n_judgments": study.judgments.filter(revised=False).aggregate(
+            human=Count("id", filter=Q(rater__kind="human")), judge=Count("id", filter=Q(rater__kind="judge"))),
+        "rater_form": RaterLinkForm(),
+        "upload_form": UploadForm(),
+        "embed_job": study.jobs.filter(kind="embed").first(),
+        "plan_job": study.jobs.filter(kind="plan").first(),
+        "judgments_job": study.jobs.filter(kind="judgments").first(),
+        "base_url": enrolment.public_base_url(study, request),
+        **extensions.page_context("study", study),
+    }
+    return render(request, "annotation/study_detail.html", context)
+
+
+@login_required
+def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The real rating page on the study's first task, for its researcher: answers are read and checked by
+    the study's elicitation mode, nothing is stored (a GET per pair; ``n`` is how many were answered)."""
+    study = access_study(request, study_id)
+    pairs = allocation.preview_pairs(study)
+    if not pairs:
+        messages.error(request, "There is nothing to preview yet: the plan has no tasks.")
+        return redirect(study)
+    context = {"study": study, "preview": True, "submit_url": reverse("study_preview", args=[study.pk]),
+               "total": len(pairs)}
+    try:
+        done = max(0, int(request.GET.get("n", 0)))
+    except ValueError:
+        done = 0
+    mode = study.elicitation_mode
+    if done and "n" in request.GET and done <= len(pairs):
+        try:  # the answer to pair ``done`` (1-based), checked as a submit would be
+            mode.validate(study, mode.read(request.GET))
+        except elicitation.AnswerError as exc:
+            context["error"] = str(exc)
+            done -= 1
+    if done >= len(pairs):
+        return render(request, "annotation/rate.html", {**context, "preview_done": True})
+    shown = pairs[done]
+    context.update(shown=shown, number=done + 1, done=done, percent=round(100 * done / len(pairs)), mode=mode,
+                   fieldsets=mode.fieldsets(study), current=None)
+    return render(request, "annotation/rate.html", context)
+
+
+@login_required
+def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    page = Paginator(study.items.all(), 50).get_page(request.GET.get("page"))
+    return render(request, "annotation/study_items.html", {"study": study, "page": page})
+
+
+@login_required
+def item_detail(request: HttpRequest, study_id: int, item_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    item = get_object_or_404(study.items, pk=item_id)
+    generations = item.generations.select_related("system").order_by("system_id", "sample_index")
+    return render(request, "annotation/item_detail.html", {"study": study, "item": item, "generations": generations})
+
+
+@login_required
+def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    started = study.has_started()
+    form = StudySettingsForm(request.POST or None, instance=study, frozen=started)
+    if request.method == "POST" and form.is_valid():
+        changes = {f: form.cleaned_data[f] for f in form.setting_names()}
+        study.refresh_from_db()  # the ModelForm already wrote the values onto the instance
+        try:
+            lifecycle.do_update_settings(study, changes, form.explicit(), background=True)
+        except ServiceError as exc:
+            form.add_error(None, str(exc))
+        else:
+            building = study.jobs.filter(kind="plan", status__in=("queued", "running")).exists()
+            messages.success(request, "Settings saved." + (
+                " The plan is being built in the background (the outputs are embedded first); this page shows its "
+                "progress." if building else ""))
+            return redirect(study)
+    return render(request, "annotation/study_settings.html", {
+        "study": study, "form": form, "started": started, "groups": form.groups(),
+        **extensions.page_context("settings", study),  # what the stored settings become, as selection and the report
+    })
+
+
+@login_required
+@require_POST
+def rater_create(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    form = RaterLinkForm(request.POST)
+    if form.is_valid():
+        try:
+            rater = enrolment.do_create_rater_link(study, form.cleaned_data["name"])
+        except ServiceError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Personal link for {rater.external_id} created.")
+    else:
+        messages.error(request, "Give the rater a name.")
+    return redirect(study)
+
+
+@login_required
+@require_POST
+def open_link_toggle(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    enabled = request.POST.get("enabled") == "1"
+    stopped = enrolment.do_set_open_link(study, enabled)
+    messages.success(request, "The open link is open." if enabled else
+                     f"The open link is closed; {stopped} rater{'s' if stopped != 1 else ''} who joined through it "
+                     "can no longer rate.")
+    return redirect(study)
+
+
+@login_required
+@require_POST
+def open_link_rotate(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    stopped = enrolment.do_rotate_open_link(study)
+    messages.success(request, f"New open link made; the old one and the pages of the {stopped} rater(s) who joined "
+                              "through it stopped working.")
+    return redirect(study)
+
+
+@login_required
+@require_POST
+def rater_link(request: HttpRequest, study_id: int, rater_id: int, action: str) -> HttpResponse:
+    """Rotate (a new link, the old one stops) or revoke (no link) one rater's personal link."""
+    study = access_study(request, study_id)
+    rater = get_object_or_404(study.raters, pk=rater_id)
+    if action == "rotate":
+        enrolment.do_rotate_rater_link(rater)
+        messages.success(request, f"New link for {rater.external_id}; the old one no longer works.")
+    elif action == "revoke":
+        enrolment.do_revoke_rater_link(rater)
+        messages.success(request, f"{rater.external_id}'s link is revoked; their judgments are kept.")
+    else:
+        raise Http404("No such action.")
+    return redirect(reverse("study_detail", args=[study.pk]) + "#raters")
+
+
+@login_required
+def rater_links_bulk(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Personal links for a list of names, all or none, downloaded as a CSV of name and link."""
+    study = access_study(request, study_id)
+    form = BulkLinksForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            raters = enrolment.do_bulk_create_rater_links(study, enrolment.parse_names(form.cleaned_data["names"]))
+        except ServiceError as exc:
+            form.add_error("names", str(exc))
+        else:
+            response = HttpResponse(enrolment.links_csv(raters, enrolment.public_base_url(study, request)),
+                                    content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-rater-links.csv")
+            return response
+    return render(request, "annotation/rater_links_bulk.html", {"study": study, "form": form},
+                  status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def study_status(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    try:
+        lifecycle.do_set_status(study, request.POST.get("status", ""))
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, {"active": "Rating resumed.", "paused": "Rating is paused: raters see a notice "
+                                   "and get no more pairs until you resume.",
+                                   "archived": "Study archived: raters get no more pairs and the study list "
+                                   "hides it (show archived studies to find it)."}[study.status])
+    return redirect(study)
+
+
+@login_required
+def study_delete(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Confirm, with the exports offered first; then delete the study and everything in it."""
+    study = access_study(request, study_id)
+    form = DeleteForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            lifecycle.do_delete_study(study, form.cleaned_data["confirm"])
+        except ServiceError as exc:
+            form.add_error("confirm", str(exc))
+        else:
+            messages.success(request, f"Study {study.name} deleted.")
+            return redirect("study_list")
+    counts = study.judgments.aggregate(n=Count("id"))["n"], study.raters.count(), study.items.count()
+    return render(request, "annotation/study_delete.html", {"study": study, "form": form, "counts": counts},
+                  status=400 if form.errors else 200)
+
+
+@login_required
+def study_duplicate(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    form = DuplicateForm(request.POST or None, initial={"name": f"{study.name} (copy)"})
+    if request.method == "POST" and form.is_valid():
+        try:
+            copy = lifecycle.do_duplicate_study(study, form.cleaned_data["name"])
+        except ServiceError as exc:
+            form.add_error("name", str(exc).removeprefix("name: "))
+        else:
+            messages.success(request, f"{copy.name}: the items, outputs and settings of {study.name}, no raters "
+                                      "or judgments yet.")
+            return redirect(copy)
+    return render(request, "annotation/study_duplicate.html", {"study": study, "form": form},
+                  status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access_study(request, study_id)
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, "Choose a judgments file to import.")
+        return redirect(study)
+    upload = form.cleaned_data["file"]
+    try:
+        check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
+        summary, job = recording.do_start_judgment_import(study, upload.read(), upload.name)
+    except FormatError as exc:
+        return render(request, "annotation/import_problems.html",
+                      {"study": study, "problems": exc.messages()}, status=400)
+    if job is not None:
+        messages.success(request, f"The file was checked: its {job.total:,} judgments are being imported in the "
+                                  "background (progress below).")
+    else:
+        messages.success(request, f"Imported {summary.created} judgments ({summary.skipped} already present).")
+    return redirect(study)
+
+
+@login_required
+def judgments_export(request: HttpRequest, study_id: int, fmt: str) -> StreamingHttpResponse:
+    study = access_study(request, study_id)
+    if fmt not in ("jsonl", "csv"):
+        raise Http404("Export formats are jsonl and csv.")
+    return exports.export_response(study, fmt)
+
+
+@login_required
+def api_token(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        enrolment.do_rotate_api_token(request.user)
+        messages.success(request, "A new API token was created; the old one no longer works.")
+        return redirect("api_token")
+    token = Token.objects.filter(user=request.user).first()
+    return render(request, "annotation/api_token.html", {"token": token})

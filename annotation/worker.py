@@ -1,0 +1,164 @@
+"""The background worker that does not die (``manage.py run_worker``): django-tasks' database worker, supervised.
+
+- A database error that is not the task's own -- SQLite's write lock held by a long request, a PostgreSQL
+  connection dropped by a restart or a pooler -- no longer ends the process: the worker closes its connections,
+  waits (1, 2, 4 ... 30 s) and polls again. A task's own error fails its job as before.
+- A thread writes the worker's sign of life (``WorkerBeat``) every ``BEAT_SECONDS`` and the heartbeat of the job it
+  is running, whatever its kind; pages that wait on a job say when no worker has been seen for ``GONE_AFTER``
+  (``worker_missing``), and /healthz reports it.
+- Jobs whose worker vanished (``kill -9``, a crash, a machine gone) are found by their stale heartbeat and failed
+  with a message that says so (``sweep_stale_jobs``), at start and every minute, so no page waits forever; a failed
+  job can be started again from its page.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+import time
+
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connections
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.crypto import get_random_string
+from django_tasks_db.management.commands.db_worker import Worker
+
+from annotation.models import Job, WorkerBeat
+
+logger = logging.getLogger("seplab.worker")
+
+BEAT_SECONDS = 10.0  # how often a worker says it is alive and bumps its job's heartbeat
+GONE_AFTER = dt.timedelta(seconds=60)  # no sign of life this long: the pages say no worker is running
+BACKOFF_MAX = 30.0
+
+
+def stale_after() -> dt.timedelta:
+    """A running job without a heartbeat this long has lost its worker (SEPLAB_JOB_STALE_SECONDS, 120 s)."""
+    return dt.timedelta(seconds=settings.SEPLAB_JOB_STALE_SECONDS)
+VANISHED = ("The background worker stopped while running this job (it was killed, crashed or lost its machine); "
+            "nothing after its last progress was kept. Start it again.")
+
+
+def last_seen() -> dt.datetime | None:
+    """When any worker was last seen alive."""
+    beat = WorkerBeat.objects.order_by("-last_seen").values_list("last_seen", flat=True).first()
+    return beat
+
+
+def worker_missing(now: dt.datetime | None = None) -> bool:
+    """Whether no worker has been seen for ``GONE_AFTER`` (queued jobs then wait for one to start)."""
+    seen = last_seen()
+    return seen is None or (now or timezone.now()) - seen > GONE_AFTER
+
+
+def sweep_stale_jobs(now: dt.datetime | None = None) -> int:
+    """Fail the running jobs whose heartbeat (or start, when they never had one) is older than ``stale_after``: their
+    worker is gone. Returns how many."""
+    now = now or timezone.now()
+    cutoff = now - stale_after()
+    stale = Job.objects.filter(status=Job.Status.RUNNING).filter(
+        Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, created__lt=cutoff))
+    return stale.update(status=Job.Status.FAILED, finished=now, message=VANISHED)
+
+
+class SupervisedWorker(Worker):
+    """django-tasks' worker that remembers which job it runs (every SepLab task takes the job's id first)."""
+
+    current_job: int | None = None
+
+    def run_task(self, db_task_result) -> None:
+        args = (db_task_result.args_kwargs or {}).get("args") or []
+        self.current_job = args[0] if args and isinstance(args[0], int) else None
+        if self.current_job is not None:
+            Job.objects.filter(pk=self.current_job).update(heartbeat=timezone.now())
+        try:
+            super().run_task(db_task_result)
+        finally:
+            self.current_job = None
+
+
+class Beat(threading.Thread):
+    """Writes the worker's sign of life and its job's heartbeat every ``BEAT_SECONDS``; sweeps stale jobs every minute
+    (or half the staleness limit, when that is shorter). A database error skips one beat, nothing more."""
+
+    def __init__(self, worker_id: str, beat_seconds: float = BEAT_SECONDS):
+        super().__init__(name=f"beat-{worker_id}", daemon=True)
+        self.worker_id, self.beat_seconds = worker_id, beat_seconds
+        self.worker: SupervisedWorker | None = None
+        self.started_at = timezone.now()
+        self.stopping = threading.Event()
+        self.swept = 0.0
+
+    def run(self) -> None:
+        while True:
+            self.beat()
+            if self.stopping.wait(self.beat_seconds):
+                return
+
+    def beat(self) -> None:
+        try:
+            now = timezone.now()
+            WorkerBeat.objects.update_or_create(worker_id=self.worker_id, defaults={
+                "host": socket.gethostname()[:255], "pid": os.getpid(), "started": self.started_at, "last_seen": now})
+            job = self.worker.current_job if self.worker else None
+            if job is not None:
+                Job.objects.filter(pk=job, status=Job.Status.RUNNING).update(heartbeat=now)
+            if time.monotonic() - self.swept >= min(60.0, stale_after().total_seconds() / 2):
+                swept = sweep_stale_jobs(now)
+                self.swept = time.monotonic()
+                if swept:
+                    logger.warning("failed %d job(s) whose worker had stopped", swept)
+        except DatabaseError as exc:
+            logger.warning("worker heartbeat skipped: %s", exc)
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    def stop(self) -> None:
+        self.stopping.set()
+        try:
+            WorkerBeat.objects.filter(worker_id=self.worker_id).delete()
+        except DatabaseError:
+            pass
+        finally:
+            connections.close_all()
+
+
+def run(queue_names: list[str], interval: float, backend_name: str, beat_seconds: float = BEAT_SECONDS,
+        max_tasks: int | None = None) -> None:
+    """Run a supervised worker until it is told to stop (SIGINT / SIGTERM, as django-tasks' worker) or has run
+    ``max_tasks`` tasks."""
+    worker_id = get_random_string(32)
+    beat = Beat(worker_id, beat_seconds)
+    beat.start()
+    backoff, failed_at = 1.0, 0.0
+    done = 0
+    try:
+        while True:
+            worker = SupervisedWorker(queue_names=queue_names, interval=interval, batch=False,
+                                      backend_name=backend_name, startup_delay=False,
+                                      max_tasks=None if max_tasks is None else max_tasks - done,
+                                      worker_id=worker_id, excluded_queue_names=[])
+            beat.worker = worker
+            worker.configure_signals()
+            try:
+                worker.run()
+                return  # max_tasks reached
+            except (OperationalError, InterfaceError) as exc:  # locked, dropped, restarting: wait it out
+                done += worker._run_tasks
+                if time.monotonic() - failed_at > 60:  # a new outage starts waiting from a second again
+                    backoff = 1.0
+                failed_at = time.monotonic()
+                logger.warning("database unavailable to the worker (%s); polling again in %.0f s", exc, backoff)
+                connections.close_all()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                close_old_connections()
+                continue
+            finally:
+                worker.reset_signals()
+    finally:
+        beat.stop()

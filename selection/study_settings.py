@@ -1,0 +1,36 @@
+"""Selection's settings of a study (``SelectionSettings``), each declared once: label, one line, section, when it
+applies, choices, and whether it shapes the plan (registered by ``SelectionConfig.ready``)."""
+
+from __future__ import annotations
+
+from annotation.study_settings import PLAN, Setting
+from selection.core.separability import METRICS
+from selection.strategies import STRATEGIES, is_live
+
+
+def _strategy(read):
+    return STRATEGIES.get(read("selection_method"))
+
+
+SETTINGS = [
+    Setting("selection_method", "Selection method", "Which items of each system pair raters see when there is a "
+            "budget.", "selection", choices=lambda: [(s.name, s.label) for s in STRATEGIES.values()], freezes=PLAN),
+    Setting("budget", "Budget (items per system pair)", "Empty: every item. For iterative DiffUse, the most items it "
+            "may release.", "selection", freezes=PLAN),
+    Setting("separability_metric", "Separability metric", "How distinguishable two systems' outputs are, per item "
+            "(cosine-la: length-adjusted embedding similarity, the default).", "selection",
+            choices=lambda: [(m, m) for base in METRICS for m in (base, f"{base}-la")], freezes=PLAN),
+    Setting("separability_threshold", "Separability threshold", "Threshold methods keep items whose separability "
+            "reaches this (0 to 1).", "selection",
+            applies=lambda s: _strategy(s) is not None and _strategy(s).uses_threshold, freezes=PLAN),
+    Setting("risk", "Stopping risk", "Iterative DiffUse stops once the chance of naming the wrong winner is at most "
+            "this.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
+    Setting("min_n", "Items judged first", "Iterative DiffUse: representatives judged before the first stopping "
+            "check.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
+    Setting("sep_threshold_t", "Separability midpoint (T)", "sep-ELO and separability-weighted selection give half "
+            "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN),
+    Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN),
+    Setting("sep_beta", "Weight steepness (β)", "How sharply the weight rises around T.", "analysis", freezes=PLAN),
+    Setting("stopping_ties_in_n", "Ties count as decided items", "In the stopping test a tie never helps the leader "
+            "(conservative).", "analysis", freezes=PLAN),
+]

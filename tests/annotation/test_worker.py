@@ -1,0 +1,177 @@
+"""The background worker that does not die (issue 26): a held SQLite write lock and a dropped PostgreSQL connection
+are waited out (django-tasks' own worker exits on the first), a worker killed mid-job leaves a job that is failed
+visibly instead of running forever, and pages and /healthz say when no worker has been seen."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation.models import Job, WorkerBeat
+from annotation.worker import VANISHED, sweep_stale_jobs, worker_missing
+from tests.other_database import run_on
+
+# In the child process: a study with judgments whose report refresh is queued (a Job and its django-tasks row), and
+# a helper that starts a worker command as a process of its own on the same database.
+SETUP = """
+import os, signal, subprocess, sys, time
+from django.contrib.auth import get_user_model
+from analytics import stored
+from analytics.populations import Population
+from annotation.studies import creation
+from annotation.models import Job, WorkerBeat
+
+owner = get_user_model().objects.create_user("owner", password="x")
+lines = "".join('{"id": "i%d", "input": "Q%d", "outputs": {"a": ["x%d"], "b": ["y%d"]}}\\n' % (i, i, i, i)
+                for i in range(6))
+study = creation.do_create_study(owner, "s", lines.encode(), "s.jsonl")
+
+def queue_report():
+    return stored.request_refresh(study, Population(), stored.data_version(study) + str(time.monotonic()))
+
+def start(command, *extra, env=None):
+    return subprocess.Popen([sys.executable, "manage.py", command, *extra], env={**os.environ, **(env or {})},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+def wait_for(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+"""
+
+
+def test_a_held_sqlite_write_lock_ends_django_tasks_worker_but_not_ours(tmp_path):
+    """The newcomer's blocker: a request held SQLite's write lock longer than the worker's timeout and `db_worker`
+    exited; `run_worker` waits it out and then runs the queued job."""
+    result = run_on("sqlite", SETUP + """
+import sqlite3
+from django.db import connection
+name = connection.settings_dict["NAME"]
+short = {"SQLITE_TIMEOUT": "0.5"}
+
+def under_lock(process, seconds=4.0):
+    holder = sqlite3.connect(name, timeout=5)
+    holder.execute("BEGIN IMMEDIATE")
+    time.sleep(seconds)
+    alive = process.poll() is None
+    holder.rollback()
+    holder.close()
+    return alive
+
+plain = start("db_worker", "--no-reload", "--interval", "0.1", env=short)
+time.sleep(2.0)  # started and polling
+plain_survived = under_lock(plain)
+plain.kill(); plain.wait()
+
+job = queue_report()
+ours = start("run_worker", "--interval", "0.1", "--beat-seconds", "0.5", env=short)
+time.sleep(2.0)
+ours_survived = under_lock(ours)
+finished = wait_for(lambda: Job.objects.get(pk=job.pk).status == "done", 60)
+beat = WorkerBeat.objects.exists()
+ours.send_signal(signal.SIGTERM)
+ours.wait(30)
+result = {"plain_survived": plain_survived, "ours_survived": ours_survived, "finished": finished,
+          "beat": beat, "status": Job.objects.get(pk=job.pk).status, "left": WorkerBeat.objects.count()}
+""", tmp_path)
+    assert result["plain_survived"] is False  # the failure this guards against
+    assert result["ours_survived"] is True and result["finished"] and result["status"] == "done"
+    assert result["beat"] and result["left"] == 0  # a stopped worker takes its sign of life with it
+
+
+def test_a_dropped_postgresql_connection_ends_django_tasks_worker_but_not_ours(tmp_path):
+    result = run_on("postgresql", SETUP + """
+from django.db import connection
+persistent = {"DB_CONN_MAX_AGE": "60"}  # as in production: the worker keeps its connection between polls
+
+def drop_connections():  # a restart or a pooler drops every other connection of the database, now and then again
+    dropped = 0
+    for _ in range(10):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            dropped += cursor.fetchone()[0]
+        time.sleep(0.3)
+    return dropped
+
+plain = start("db_worker", "--no-reload", "--interval", "0.1", env=persistent)
+time.sleep(3.0)
+drop_connections()
+time.sleep(2.0)
+plain_survived = plain.poll() is None
+plain.kill(); plain.wait()
+
+ours = start("run_worker", "--interval", "0.1", "--beat-seconds", "0.5", env=persistent)
+ready = wait_for(lambda: WorkerBeat.objects.exists(), 30)
+dropped = drop_connections()
+job = queue_report()
+finished = wait_for(lambda: Job.objects.get(pk=job.pk).status == "done", 60)
+alive = ours.poll() is None
+ours.send_signal(signal.SIGTERM)
+ours.wait(30)
+result = {"ready": ready, "dropped": dropped, "finished": finished, "alive": alive, "plain_survived": plain_survived}
+""", tmp_path)
+    assert result["plain_survived"] is False  # the failure this guards against
+    assert result["ready"] and result["dropped"] >= 1
+    assert result["finished"] and result["alive"]
+
+
+def test_a_worker_killed_mid_job_leaves_a_job_failed_visibly_and_the_next_worker_goes_on(tmp_path):
+    """kill -9 during a large import: the job is failed with a message saying the worker stopped (the study page
+    then offers to delete the unfinished study) instead of "Importing... 48 %" forever; a new worker takes new jobs."""
+    result = run_on("sqlite", SETUP + """
+big = "".join('{"id": "b%d", "input": "Q%d", "outputs": {"a": ["x%d"], "b": ["y%d"]}}\\n' % (i, i, i, i)
+              for i in range(30000))
+fast = {"SEPLAB_JOB_STALE_SECONDS": "3"}
+importing, job = creation.do_start_study_import(owner, "big", big.encode(), "big.jsonl")  # the browser's path
+first = start("run_worker", "--interval", "0.1", "--beat-seconds", "0.5", env=fast)
+running = wait_for(lambda: Job.objects.get(pk=job.pk).done > 0, 120)
+first.kill(); first.wait()  # kill -9
+second = start("run_worker", "--interval", "0.1", "--beat-seconds", "0.5", env=fast)
+failed = wait_for(lambda: Job.objects.get(pk=job.pk).status == "failed", 60)
+report = queue_report()
+finished = wait_for(lambda: Job.objects.get(pk=report.pk).status == "done", 60)
+second.send_signal(signal.SIGTERM)
+second.wait(30)
+job.refresh_from_db()
+importing.refresh_from_db()
+result = {"running": running, "failed": failed, "message": job.message, "finished": finished,
+          "study": importing.status}
+""", tmp_path)
+    assert result["running"] and result["failed"] and result["finished"]
+    assert result["message"] == VANISHED and result["study"] == "importing"  # unpublished: the page offers delete
+
+
+def test_stale_jobs_are_failed_and_fresh_ones_left_alone(study):
+    now = timezone.now()
+    running = Job.Status.RUNNING
+    old = Job.objects.create(study=study, kind="import", status=running, heartbeat=now - dt.timedelta(minutes=3))
+    fresh = Job.objects.create(study=study, kind="import", status=running, heartbeat=now - dt.timedelta(seconds=30))
+    queued = Job.objects.create(study=study, kind="report", status=Job.Status.QUEUED)
+    never = Job.objects.create(study=study, kind="separability", status=Job.Status.RUNNING)
+    Job.objects.filter(pk=never.pk).update(created=now - dt.timedelta(minutes=5))
+    assert sweep_stale_jobs(now) == 2
+    statuses = dict(Job.objects.values_list("pk", "status"))
+    assert statuses == {old.pk: "failed", fresh.pk: "running", queued.pk: "queued", never.pk: "failed"}
+    assert Job.objects.get(pk=old.pk).message == VANISHED
+
+
+def test_pages_and_health_say_when_no_worker_has_been_seen(researcher_client, client, study):
+    job = Job.objects.create(study=study, kind="separability", status=Job.Status.QUEUED)
+    page = reverse("job_progress", args=[study.pk, job.pk])
+    assert worker_missing()
+    assert 'data-testid="worker-missing"' in researcher_client.get(page).content.decode()
+    health = client.get("/healthz").json()
+    assert health["worker"] == {"last_seen": None, "missing": True} and health["status"] == "ok"
+    now = timezone.now()
+    WorkerBeat.objects.create(worker_id="w", host="h", pid=1, started=now, last_seen=now)
+    assert not worker_missing()
+    assert 'data-testid="worker-missing"' not in researcher_client.get(page).content.decode()
+    assert client.get("/healthz").json()["worker"] == {"last_seen": now.isoformat(), "missing": False}
+    WorkerBeat.objects.filter(worker_id="w").update(last_seen=now - dt.timedelta(seconds=90))
+    assert worker_missing() and 'data-testid="worker-missing"' in researcher_client.get(page).content.decode()

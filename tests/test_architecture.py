@@ -1,0 +1,227 @@
+"""The house rules of ARCHITECTURE.md, executable. Source is parsed with ``ast``: no database, no Django.
+
+Every import counts: module level, inside functions and methods, and under ``if TYPE_CHECKING:``. Relative imports
+are resolved; ``from pkg import name`` imports ``pkg.name`` when that is a module, otherwise ``pkg``. Migrations are
+never checked.
+
+1. ``annotation`` is the bottom app: it imports neither ``selection`` nor ``analytics``.
+2. ``selection`` does not import ``analytics``.
+3. ``analytics`` reads selection's pure core (``selection.core.*``) and the few modules in ``ANALYTICS_MAY_READ``.
+4. No circle of imports between project modules (importing a package means importing its ``__init__``).
+5. Inside ``annotation``: the ground floor (modules directly in ``annotation/``) imports no wing; a wing (sub-package
+   listed in ``WINGS``, lowest first) imports the ground floor, itself and lower wings; ``templatetags`` and ``demo``
+   import any wing but ``views``; management commands are entry points and import anything. A top-level module named
+   after a wing (``annotation/crowd.py`` before it moves) counts as that wing.
+6. Only the rating wing (``annotation/rating/``) creates ``Judgment`` rows.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict, deque
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = ("annotation", "selection", "analytics")
+WINGS = ["exchange", "plan", "rating", "studies", "crowd", "judges", "views"]
+ANALYTICS_MAY_READ = [  # besides selection.core.*; tighten as analytics stops needing them
+    "selection.models",  # the stored runs and inclusion probabilities the reports weight by
+    "selection.services",  # loading a study's selection run, the one read path with its caching and checks
+    "selection.strategies",  # the strategy names and designs a report labels and re-simulates
+]
+JUDGMENT_WRITES = {"create", "bulk_create", "update_or_create", "get_or_create"}
+
+
+def module_file(name: str) -> Path | None:
+    """The file of project module ``name`` (a package's ``__init__.py``), or None if it is not a project module."""
+    if name.split(".")[0] not in (*APPS, "config"):
+        return None
+    base = ROOT.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def module_name(path: Path) -> str:  # annotation/rating/__init__.py -> annotation.rating
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_files(*top: str) -> list[Path]:
+    return sorted(p for t in top for p in (ROOT / t).rglob("*.py") if "migrations" not in p.relative_to(ROOT).parts)
+
+
+def collect_imports(source: str, module: str, is_package: bool,
+                    is_module: Callable[[str], bool] = lambda n: module_file(n) is not None) -> list[tuple[int, str]]:
+    """(line, imported module) for every import anywhere in ``source``, the source of ``module``."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[:len(package) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                child = f"{base}.{alias.name}"
+                found.append((node.lineno, child if alias.name != "*" and is_module(child) else base))
+    return list(dict.fromkeys(found))  # `from pkg import a, b` naming one module twice is one import
+
+
+def project_imports(*top: str) -> list[tuple[str, int, str, str]]:
+    """(file, line, importing module, imported module) for every .py file under ``top`` (migrations excluded)."""
+    rows = []
+    for path in source_files(*top):
+        name = module_name(path)
+        for line, imported in collect_imports(path.read_text(), name, path.name == "__init__.py"):
+            rows.append((str(path.relative_to(ROOT)), line, name, imported))
+    return rows
+
+
+def offenders(rows, bad: Callable[[str, str], bool]) -> list[str]:
+    return [f"{file}:{line} imports {imported}" for file, line, importer, imported in rows if bad(importer, imported)]
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def test_annotation_imports_neither_selection_nor_analytics():
+    bad = offenders(project_imports("annotation"), lambda _, m: within(m, "selection") or within(m, "analytics"))
+    assert not bad, "annotation is the bottom app; it must not import selection or analytics:\n" + "\n".join(bad)
+
+
+def test_selection_does_not_import_analytics():
+    bad = offenders(project_imports("selection"), lambda _, m: within(m, "analytics"))
+    assert not bad, "selection must not import analytics:\n" + "\n".join(bad)
+
+
+def test_analytics_reads_only_selections_pure_core_and_models():
+    allowed = ["selection.core", *ANALYTICS_MAY_READ]
+    bad = offenders(project_imports("analytics"),
+                    lambda _, m: within(m, "selection") and not any(within(m, a) for a in allowed))
+    assert not bad, f"analytics may read only {allowed} from selection:\n" + "\n".join(bad)
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm; the components of more than one module."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph.get(node, ())):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def shortest_circle(graph: dict[str, set[str]], start: str, members: set[str]) -> list[str]:
+    parent, queue = {start: None}, deque([start])
+    while queue:
+        node = queue.popleft()
+        for succ in sorted(graph[node] & members):
+            if succ == start:
+                path = [node]
+                while parent[path[-1]] is not None:
+                    path.append(parent[path[-1]])
+                return [*reversed(path), start]
+            if succ not in parent:
+                parent[succ] = node
+                queue.append(succ)
+    return [start]
+
+
+def test_no_module_import_circle_exists():
+    graph, where = defaultdict(set), {}
+    for file, line, importer, imported in project_imports(*APPS, "config"):
+        if module_file(imported) is not None and imported != importer:
+            graph[importer].add(imported)
+            where.setdefault((importer, imported), f"{file}:{line}")
+    circles = set()
+    for component in strongly_connected(graph):
+        for start in component:  # the shortest circle through each module of the tangle, each circle once
+            circle = shortest_circle(graph, start, set(component))[:-1]
+            first = circle.index(min(circle))
+            circles.add(tuple(circle[first:] + circle[:first]))
+    lines = [" -> ".join([*c, c[0]]) + "  (" + ", ".join(where[e] for e in zip(c, c[1:] + c[:1], strict=True)) + ")"
+             for c in sorted(circles)]
+    assert not lines, f"{len(lines)} import circle(s) between project modules:\n" + "\n".join(lines)
+
+
+def annotation_floor(module: str) -> str:
+    """'ground', a wing's name, 'edge' (templatetags, demo) or 'entry' (management) for an annotation module."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "ground"
+    return {"templatetags": "edge", "demo": "edge", "management": "entry"}.get(
+        parts[1], parts[1] if parts[1] in WINGS else "ground")
+
+
+def may_import(floor: str, wing: str) -> bool:
+    if floor in WINGS:
+        return WINGS.index(wing) <= WINGS.index(floor)
+    return floor == "entry" or (floor == "edge" and wing != "views")
+
+
+def test_annotation_wings_import_only_downward():
+    problems = [f"wing package annotation/{w}/ does not exist yet" for w in WINGS
+                if not (ROOT / "annotation" / w / "__init__.py").is_file()]
+    for file, line, importer, imported in project_imports("annotation"):
+        floor, wing = annotation_floor(importer), annotation_floor(imported)
+        if within(imported, "annotation") and module_file(imported) is None:  # a stale path can't be placed
+            problems.append(f"{file}:{line} imports {imported}, which is no module (moved? update the import)")
+        elif within(imported, "annotation") and wing in WINGS and not may_import(floor, wing):
+            where = f"the {floor} wing" if floor in WINGS else "the ground floor"
+            problems.append(f"{file}:{line} imports {imported} (from {where} up into the {wing} wing)")
+    assert not problems, f"annotation's wings, lowest first, are {WINGS}:\n" + "\n".join(problems)
+
+
+def judgment_writes(tree: ast.AST) -> list[int]:
+    def is_judgment(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "Judgment") or (
+            isinstance(node, ast.Attribute) and node.attr == "Judgment")
+
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
+        is_judgment(node.func) or (isinstance(node.func, ast.Attribute) and node.func.attr in JUDGMENT_WRITES
+                                   and isinstance(node.func.value, ast.Attribute)
+                                   and node.func.value.attr == "objects" and is_judgment(node.func.value.value)))]
+
+
+def test_only_the_rating_wing_writes_judgments():
+    rating = ROOT / "annotation" / "rating"
+    bad = [f"{path.relative_to(ROOT)}:{line} creates a Judgment" for path in source_files(*APPS)
+           if rating not in path.parents and "tests" not in path.relative_to(ROOT).parts
+           and not path.name.startswith("test") for line in sorted(judgment_writes(ast.parse(path.read_text())))]
+    assert not bad, "only annotation/rating/ may create Judgment rows:\n" + "\n".join(bad)
+
+
+def test_the_import_collector_sees_relative_nested_and_submodule_imports():
+    source = ("from .. import models\nfrom .votes import cast\nfrom selection import core\n"
+              "def f():\n    import analytics.core.ppi\n    from . import *\n")
+    known = {"annotation.models", "selection.core"}.__contains__
+    assert collect_imports(source, "annotation.rating.store", False, known) == [
+        (1, "annotation.models"), (2, "annotation.rating.votes"), (3, "selection.core"),
+        (5, "analytics.core.ppi"), (6, "annotation.rating")]
+    assert collect_imports("from . import models\n", "annotation", True) == [(1, "annotation.models")]
+    real = [m for _, _, importer, m in project_imports("annotation") if importer == "annotation.models"]
+    assert real and all(isinstance(m, str) and m for m in real), "no imports found in annotation/models.py"
