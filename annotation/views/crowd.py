@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from annotation import access
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
-from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater, TaskPair
+from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater
 from annotation.ratelimit import client_ip
 from annotation.rating import allocation, attention
 from annotation.studies import enrolment
@@ -38,12 +38,8 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     except ServiceError as exc:
         return _message(request, study, "This link is incomplete", str(exc), status=400)
     if arrival.preview:
-        sample = (TaskPair.objects.filter(task__study=study).select_related(
-            "pair__item", "pair__generation_a", "pair__generation_b").order_by("task__position", "position").first())
         mode = study.elicitation_mode
-        shown = None if sample is None else {
-            "input": sample.pair.item.input, "first": sample.pair.generation_a.text,
-            "second": sample.pair.generation_b.text}
+        shown = next(iter(allocation.preview_pairs(study)), None)  # the first pair as the worker will see it
         return render(request, "annotation/external_preview.html", {
             "study": study, "shown": shown, "mode": mode, "fieldsets": mode.fieldsets(study), "disabled": True,
             "key_help": mode.key_help(study), "size": allocation.assignment_size(study)})

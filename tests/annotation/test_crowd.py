@@ -72,6 +72,23 @@ def test_a_preview_shows_instructions_and_a_sample_and_stores_nothing(client, mt
     assert (Rater.objects.count(), WorkerSession.objects.count(), Assignment.objects.count()) == before
 
 
+def test_the_preview_shows_the_first_pair_in_the_order_the_worker_will_see_it(client, mturk):
+    """Issue 27: the preview re-implemented the first pair and always showed output A first, whatever the plan's
+    display order; it now reads the pair as the rating page does."""
+    from html import escape
+
+    from annotation.models import TaskPair
+
+    for a_first in (False, True):
+        TaskPair.objects.filter(task__study=mturk.study).update(a_first=a_first)
+        first = TaskPair.objects.filter(task__study=mturk.study).order_by("task__position", "position").first()
+        a, b = escape(first.pair.generation_a.text), escape(first.pair.generation_b.text)
+        content = visit(client, mturk, assignmentId=sites.PREVIEW_ASSIGNMENT, hitId="H1").content.decode()
+        shown = content.split("What a pair looks like")[1]
+        assert a != b and a in shown and b in shown
+        assert (shown.index(a) < shown.index(b)) is a_first
+
+
 def test_accepting_starts_an_assignment_and_reloading_resumes_it(client, mturk):
     first = accept(client, mturk)
     assert first.status_code == 302
