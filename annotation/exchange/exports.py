@@ -6,9 +6,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.http import StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
@@ -49,35 +50,54 @@ def judgment_queryset(study: Study):
     )
 
 
+def _systems(j: Judgment) -> tuple[str, str]:
+    return j.pair.generation_a.system.name, j.pair.generation_b.system.name
+
+
+def _side(j: Judgment, side: str | None) -> str | None:
+    return {"a": _systems(j)[0], "b": _systems(j)[1], "tie": "tie", None: None}[side]
+
+
+# How each field of the judgment format (``formats.JUDGMENT_SCHEMA``) is read off a stored judgment. A field added to
+# the schema without a reader here is refused when the first judgment is exported, never silently left out.
+READERS: dict[str, Callable[[Judgment], Any]] = {
+    "id": lambda j: j.idempotency_key,
+    "item": lambda j: j.pair.item.external_id,
+    "system_a": lambda j: _systems(j)[0],
+    "sample_a": lambda j: j.pair.generation_a.sample_index,
+    "system_b": lambda j: _systems(j)[1],
+    "sample_b": lambda j: j.pair.generation_b.sample_index,
+    "shown_first": lambda j: orientation.in_display_order(*_systems(j), j.a_shown_first)[0],
+    "rater": lambda j: j.rater.external_id,
+    "rater_kind": lambda j: j.rater.kind,
+    "choice": lambda j: _side(j, j.choice),
+    "response_set": lambda j: None if j.response_set is None else [_side(j, s) for s in j.response_set],
+    "probability_a": lambda j: j.probability_a,
+    "created": lambda j: formats.format_timestamp(j.created),
+    "time_on_task_ms": lambda j: j.time_on_task_ms,
+    "client_time_ms": lambda j: j.client_time_ms,
+    "assignment": lambda j: j.assignment_id,
+    "superseded": lambda j: j.superseded,
+    "strength": lambda j: j.strength,
+    "comment": lambda j: j.comment or None,
+    "revised": lambda j: j.revised,
+}
+
+
 def judgment_line(j: Judgment) -> dict[str, Any]:
-    """A judgment as a SPEC §8 JSONL object; unknown fields of an imported line come back as they were."""
-    system_a = j.pair.generation_a.system.name
-    system_b = j.pair.generation_b.system.name
-    name = {"a": system_a, "b": system_b, "tie": "tie", None: None}
+    """A judgment as a SPEC §8 JSONL object, field by field of ``formats.JUDGMENT_SCHEMA``; unknown fields of an
+    imported line come back as they were. A field that is not ``exported`` on every line appears when it has a
+    value."""
     line: dict[str, Any] = dict(j.extra)
-    line.update({
-        "id": j.idempotency_key,
-        "item": j.pair.item.external_id,
-        "system_a": system_a,
-        "sample_a": j.pair.generation_a.sample_index,
-        "system_b": system_b,
-        "sample_b": j.pair.generation_b.sample_index,
-        "shown_first": orientation.in_display_order(system_a, system_b, j.a_shown_first)[0],
-        "rater": j.rater.external_id,
-        "rater_kind": j.rater.kind,
-        "choice": name[j.choice],
-        "response_set": None if j.response_set is None else [name[s] for s in j.response_set],
-        "probability_a": j.probability_a,
-        "created": formats.format_timestamp(j.created),
-        "time_on_task_ms": j.time_on_task_ms,
-        "client_time_ms": j.client_time_ms,
-        "superseded": j.superseded,
-        "strength": j.strength,
-        "comment": j.comment or None,
-        "revised": j.revised,
-    })
-    if j.assignment_id is not None:
-        line["assignment"] = j.assignment_id
+    for field in formats.JUDGMENT_SCHEMA:
+        try:
+            read = READERS[field.name]
+        except KeyError:
+            raise ImproperlyConfigured(f"the judgment field {field.name!r} has no reader in "
+                                       "annotation/exchange/exports.py: it would not be exported") from None
+        value = read(j)
+        if field.exported or value is not None:
+            line[field.name] = value
     return line
 
 

@@ -44,8 +44,8 @@ class JudgmentField:
     exported: bool = True
 
 
-# The judgment format, once: the file formats (import, JSONL/CSV export), the API serializer and the
-# OpenAPI schema are all read off this table.
+# The judgment format, once: import, the JSONL/CSV export (``annotation/exchange/exports.py`` reads each field with
+# the reader it names there), the API serializer and the OpenAPI schema all go field by field of this table.
 JUDGMENT_SCHEMA = (
     JudgmentField("id", "text"),
     JudgmentField("item", "text"),

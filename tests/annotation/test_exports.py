@@ -1,0 +1,43 @@
+"""Judgments out (annotation/exchange/exports.py): every exported line is read field by field off the judgment
+format's one table, so a field added to the table is exported or refused loudly -- issue 27 found the export listing
+the fields by hand beside a comment saying it read them off the table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from annotation.exchange import exports, formats
+from annotation.rating import recording
+
+
+def imported(study):
+    line = {"id": "j1", "item": "item-0", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b", "sample_b": 1,
+            "shown_first": "sys-b", "rater": "r1", "rater_kind": "human", "choice": "sys-a",
+            "created": "2026-01-01T00:00:00Z", "note": "kept"}
+    recording.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
+    return next(exports.judgment_lines(study))
+
+
+def test_an_exported_line_has_every_field_of_the_judgment_format(study):
+    line = imported(study)
+    exported = [f.name for f in formats.JUDGMENT_SCHEMA if f.exported]
+    assert [k for k in line if k in formats.JUDGMENT_FIELDS] == exported  # in the table's order
+    assert (line["choice"], line["shown_first"], line["sample_b"], line["note"]) == ("sys-a", "sys-b", 1, "kept")
+    assert "assignment" not in line  # not collected here: the field that applies only then is left out
+
+
+def test_a_field_added_to_the_format_is_exported(study, monkeypatch):
+    added = formats.JudgmentField("confidence", "probability", nullable=True)
+    monkeypatch.setattr(formats, "JUDGMENT_SCHEMA", (*formats.JUDGMENT_SCHEMA, added))
+    monkeypatch.setitem(exports.READERS, "confidence", lambda j: 0.75)
+    assert imported(study)["confidence"] == 0.75
+
+
+def test_a_field_added_without_a_reader_is_refused_not_left_out(study, monkeypatch):
+    added = formats.JudgmentField("confidence", "probability", nullable=True)
+    monkeypatch.setattr(formats, "JUDGMENT_SCHEMA", (*formats.JUDGMENT_SCHEMA, added))
+    with pytest.raises(ImproperlyConfigured, match="'confidence' has no reader"):
+        imported(study)
