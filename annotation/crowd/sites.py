@@ -32,29 +32,6 @@ from annotation.ratelimit import allow, client_key
 from annotation.rating import allocation
 
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
-# The query parameters each platform appends to our URL.
-PARAMETERS = {
-    ExternalLink.Platform.MTURK: ("assignmentId", "hitId", "workerId", "turkSubmitTo"),
-    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
-    ExternalLink.Platform.GENERIC: ("worker_id", "session_id"),
-}
-# What researchers paste into the site: our link with the site's placeholders where it has them.
-PLACEHOLDERS = {
-    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
-                                     "&SESSION_ID={{%SESSION_ID%}}"),
-    ExternalLink.Platform.GENERIC: "worker_id=WORKER_ID",
-}
-
-
-PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
-
-
-# The query parameters each platform appends to our URL.
-PARAMETERS = {
-    ExternalLink.Platform.MTURK: ("assignmentId", "hitId", "workerId", "turkSubmitTo"),
-    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
-    ExternalLink.Platform.GENERIC: ("worker_id", "session_id"),
-}
 
 
 # What researchers paste into the site: our link with the site's placeholders where it has them.

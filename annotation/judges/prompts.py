@@ -27,7 +27,6 @@ from annotation import elicitation
 from annotation.elicitation import BOTH_BAD, FIRST, NEITHER, SECOND, TIE, Answer
 
 PLACEHOLDERS = ("{input}", "{first}", "{second}", "{answer_format}")
-OPTIONAL_PLACEHOLDERS = ("{question}",)
 
 DEFAULT_TEMPLATE = """{question}
 
@@ -44,8 +43,6 @@ Judge the two outputs for the input above on their own merits; the order in whic
 matter, nor their length. Explain your judgment in at most three sentences, then end your reply with \
 {answer_format}"""
 
-LABELS = {FIRST: "A", SECOND: "B"}
-_LABEL_TO_SIDE = {"A": FIRST, "B": SECOND}
 
 
 class Unparseable(ValueError):

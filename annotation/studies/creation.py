@@ -74,6 +74,8 @@ def do_start_study_import(owner: AbstractBaseUser, name: str, data: bytes, filen
 
 
 def check_study_name(owner: AbstractBaseUser, name: str) -> str:
+    """The one check of a new study's name (an import, a duplicate): not empty, not one of the owner's studies
+    already. Returns it stripped; ``FormatError`` on the field "name" otherwise."""
     name = name.strip()
     if not name:
         raise FormatError([Problem(None, "name", "a study needs a name")])

@@ -19,6 +19,7 @@ from annotation.models import (
     Task,
 )
 from annotation.plan import planning
+from annotation.studies import creation
 
 
 @transaction.atomic
@@ -79,11 +80,7 @@ def do_delete_study(study: Study, typed_name: str) -> None:
 def do_duplicate_study(study: Study, name: str) -> Study:
     """A new study with the same items, outputs, attention checks and every setting (the researcher's own
     copy to run again): no raters, judgments or links. Its plan is built afresh from the copied settings."""
-    name = name.strip()
-    if not name:
-        raise ServiceError("name: give the new study a name")
-    if Study.objects.filter(owner=study.owner, name=name).exists():
-        raise ServiceError(f"name: you already have a study named '{name}'; choose another name")
+    name = creation.check_study_name(study.owner, name)
     skip = {"id", "name", "created", "open_link_enabled", "open_link_nonce", "status", "baseline"}
     copy = Study.objects.create(name=name, **{f.name: getattr(study, f.name) for f in Study._meta.concrete_fields
                                               if f.name not in skip and f.attname not in skip | {"baseline_id"}})

@@ -293,8 +293,9 @@ def study_duplicate(request: HttpRequest, study_id: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             copy = lifecycle.do_duplicate_study(study, form.cleaned_data["name"])
-        except ServiceError as exc:
-            form.add_error("name", str(exc).removeprefix("name: "))
+        except FormatError as exc:  # the name is empty or taken (creation.check_study_name)
+            for problem in exc.problems:
+                form.add_error("name", problem.message)
         else:
             messages.success(request, f"{copy.name}: the items, outputs and settings of {study.name}, no raters "
                                       "or judgments yet.")

@@ -187,3 +187,23 @@ def test_management_is_private(client, study, other_researcher, name, args, data
     assert client.post(reverse(name, args=[study.pk, *args]), data).status_code == 404
     study.refresh_from_db()
     assert study.status == "active" and Study.objects.count() == 1 and not study.raters.exists()
+
+
+def test_a_duplicate_and_an_import_check_the_study_name_the_same_way(researcher, researcher_client, study):
+    """Issue 27: the duplicate repeated the import's name check with another exception, and its view stripped a
+    "name: " prefix off the message; now both call creation.check_study_name."""
+    from annotation.exchange.formats import FormatError
+    from annotation.studies import creation
+    from tests.conftest import study_jsonl
+
+    refusals = []
+    for attempt in (lambda name: creation.do_create_study(researcher, name, study_jsonl(), "s.jsonl"),
+                    lambda name: lifecycle.do_duplicate_study(study, name)):
+        for name in ("  small ", "   "):
+            with pytest.raises(FormatError) as refused:
+                attempt(name)
+            refusals.append([(p.field, p.message) for p in refused.value.problems])
+    assert refusals[:2] == refusals[2:]
+    assert refusals[0] == [("name", "you already have a study named 'small'; choose another name")]
+    page = researcher_client.post(reverse("study_duplicate", args=[study.pk]), {"name": "small"}).content.decode()
+    assert "you already have a study named &#x27;small&#x27;; choose another name" in page and "name: " not in page

@@ -328,3 +328,23 @@ def test_item_metadata_reads_as_json_not_python(researcher_client, researcher):
     assert rows == {"source": "cnn", "verified": "true", "note": "null",
                     "tags": "[&quot;a&quot;, &quot;&lt;b&gt;&quot;]"}
     assert "True" not in page.split('data-testid="metadata"')[1].split("</table>")[0]
+
+
+def test_a_new_strategy_reaches_the_settings_page_without_editing_annotation(study, monkeypatch):
+    """Issue 27: annotation's form hard-coded selection's strategy names (THRESHOLD_METHODS, LIVE_METHOD); the
+    choices and the "applies when" rules now come from selection's registry through the settings' declarations."""
+    import dataclasses
+
+    from annotation import study_settings
+    from annotation.views.forms import StudySettingsForm
+    from selection.strategies import STRATEGIES
+
+    for name, like in (("my-threshold", "separability-threshold"), ("my-live", "diffuse-iterative")):
+        monkeypatch.setitem(STRATEGIES, name, dataclasses.replace(STRATEGIES[like], name=name, label=name.upper()))
+    assert {("my-threshold", "MY-THRESHOLD"), ("my-live", "MY-LIVE")} <= set(
+        StudySettingsForm(instance=study).fields["selection_method"].choices)
+    for method, used in (("my-threshold", {"separability_threshold"}), ("my-live", {"risk", "min_n"}),
+                         ("random", set())):
+        saved = {"selection_method": method}
+        read = lambda n, saved=saved: saved.get(n, study_settings.value(study, n))  # noqa: E731
+        assert {n for n in ("separability_threshold", "risk", "min_n") if study_settings.applies(n, read)} == used
