@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.utils.text import slugify
@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from analytics import populations, stored
 from analytics.populations import Population
 from analytics.tables import report_tables
-from annotation.access import access_study, studies_for
+from annotation.access import access_study
 from annotation.exchange.formats import csv_safe
 
 
@@ -120,7 +120,7 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
 @api_view(["GET"])
 def report_api(request, study_id: int):
     """The study report (SPEC §8 keys) as JSON, for the researcher who owns the study."""
-    study = get_object_or_404(studies_for(request.user), pk=study_id)
+    study = access_study(request, study_id)
     try:
         population = population_of(request, study)
     except BadPopulation as exc:  # a judge or rater the study does not have is not found; bad syntax is a 400

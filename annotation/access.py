@@ -1,4 +1,5 @@
-"""Every permission decision of the annotation app lives here.
+"""Every permission decision lives here: the views of all three apps and the API ask one ``access_*`` function
+before they read or change anything.
 
 Researchers see only their own studies; raters are identified by signed links and see only their
 own assignments. A failed check is a 404, so nobody learns what exists behind it.
@@ -19,8 +20,12 @@ from annotation.models import (
     RATER_TOKEN_SALT,
     Assignment,
     AssignmentPair,
+    BlockedWorker,
     CrowdSettings,
     ExternalLink,
+    Item,
+    Job,
+    Judge,
     Judgment,
     Rater,
     Study,
@@ -36,6 +41,38 @@ def studies_for(user: AbstractBaseUser):
 def access_study(request: HttpRequest, study_id: int) -> Study:
     """The study, if the logged-in researcher owns it, with every app's settings row (one query)."""
     return get_object_or_404(studies_for(request.user).select_related(*study_settings.GROUPS), pk=study_id)
+
+
+def access_item(request: HttpRequest, study_id: int, item_id: int) -> tuple[Study, Item]:
+    study = access_study(request, study_id)
+    return study, get_object_or_404(study.items, pk=item_id)
+
+
+def access_study_rater(request: HttpRequest, study_id: int, rater_id: int) -> tuple[Study, Rater]:
+    """A rater of the researcher's study (their personal link, as the researcher manages it)."""
+    study = access_study(request, study_id)
+    return study, get_object_or_404(study.raters, pk=rater_id)
+
+
+def access_study_external_link(request: HttpRequest, study_id: int, link_id: int) -> tuple[Study, ExternalLink]:
+    study = access_study(request, study_id)
+    return study, get_object_or_404(study.external_links, pk=link_id)
+
+
+def access_judge(request: HttpRequest, study_id: int, judge_id: int) -> Judge:
+    """An LLM judge of the researcher's study, with its study and rater."""
+    study = access_study(request, study_id)
+    return get_object_or_404(Judge.objects.select_related("study", "rater"), pk=judge_id, study=study)
+
+
+def access_job(request: HttpRequest, study_id: int, job_id: int) -> tuple[Study, Job]:
+    study = access_study(request, study_id)
+    return study, get_object_or_404(Job, pk=job_id, study=study)
+
+
+def access_blocked_worker(request: HttpRequest, block_id: int) -> BlockedWorker:
+    """One of the researcher's own blocklist entries (a blocklist spans all of a researcher's studies)."""
+    return get_object_or_404(BlockedWorker, pk=block_id, owner=request.user)
 
 
 def _rater_token(token: str) -> dict:

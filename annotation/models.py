@@ -399,7 +399,7 @@ class Rater(models.Model):
 
     # Who holds places only as work is shown to them: anyone can become one of these raters (an invented worker id,
     # a visit to the open link), so until they answer they hold the task on their screen and no more, and only for
-    # the study's first-answer window (services.do_start_assignment, services.expire_stale_assignments).
+    # the study's first-answer window (services.do_start_assignment, services.do_expire_stale_assignments).
     ANONYMOUS_SOURCES = (Source.EXTERNAL, Source.OPEN_LINK)
 
     class Meta:
@@ -510,7 +510,7 @@ class AssignmentPair(models.Model):
 
 
 class Judgment(models.Model):
-    """One rater's answer on one pair. Created only by ``annotation.services.record_judgment``
+    """One rater's answer on one pair. Created only by ``annotation.services.do_record_judgment``
     (or the judgment importer, for judges and past data)."""
 
     class Choice(models.TextChoices):

@@ -90,7 +90,7 @@ def main() -> None:
     open_before = Assignment.objects.filter(study=study, status="active").count()
     Assignment.objects.filter(study=study, status="active").update(
         last_activity=Assignment.objects.model._meta.get_field("last_activity").default() - timedelta(hours=2))
-    expired = allocation.expire_stale_assignments(study)
+    expired = allocation.do_expire_stale_assignments(study)
     stuck = Assignment.objects.filter(study=study, status="active").count()
     for e in events:
         print(e)

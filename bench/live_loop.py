@@ -90,12 +90,12 @@ def measure(n_items: int, completions: int) -> None:
             break
         [pair] = assignment.pairs.all()
         started = time.perf_counter()
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"k{number}",
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"k{number}",
                                  answer=Answer(choice=str(coin.choice(["first", "second"]))))
         submit_ms.append((time.perf_counter() - started) * 1e3)
         started = time.perf_counter()
-        planning.advance_live_selection(assignment)  # the loop's part of that submit, again (nothing new to release)
+        planning.do_advance_live_selection(assignment)  # the loop's part of that submit, again (nothing new to release)
         loop_ms.append((time.perf_counter() - started) * 1e3)
         run.refresh_from_db()
         started = time.perf_counter()

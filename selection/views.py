@@ -6,10 +6,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from annotation import access
 from annotation.access import access_study
 from annotation.models import Generation, Job
 from selection import jobs, live, services
@@ -93,8 +94,7 @@ def embedding_start(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 def job_progress(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
-    study = access_study(request, study_id)
-    job = get_object_or_404(Job, pk=job_id, study=study)
+    study, job = access.access_job(request, study_id, job_id)
     response = render(request, "selection/_job.html", {"study": study, "job": job})
     if request.htmx and not job.active and request.GET.get("was") == "active":
         response["HX-Refresh"] = "true"  # the results are in: reload the page to show them

@@ -81,8 +81,8 @@ def rater(study) -> Rater:
 def answer_all(assignment, choice: str = "first") -> None:
     """Judge every pair of an assignment through the service."""
     for index, pair in enumerate(assignment.pairs.all()):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", answer=Answer(choice=choice))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"{assignment.pk}-{index}", answer=Answer(choice=choice))
 
 
 @pytest.fixture(autouse=True)

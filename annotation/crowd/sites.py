@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.http import Http404
 from django.utils import timezone
 
 from annotation.errors import ServiceError
@@ -284,7 +283,5 @@ def do_block_worker(owner, platform: str, worker_id: str, reason: str = "") -> B
     return blocked
 
 
-def do_unblock_worker(owner, block_id: int) -> None:
-    deleted, _ = BlockedWorker.objects.filter(pk=block_id, owner=owner).delete()
-    if not deleted:
-        raise Http404("No such blocked worker.")
+def do_unblock_worker(blocked: BlockedWorker) -> None:
+    blocked.delete()

@@ -53,8 +53,8 @@ def simulate_humans(study: Study, seed: int = 7) -> int:
                 else:
                     a_wins = rng.random() < _logistic(QUALITY[a] - QUALITY[b] + effect)
                     choice = "first" if a_wins == shown.a_shown_first else "second"
-                allocation.mark_shown(shown)  # as the rating page does before an answer
-                recording.record_judgment(shown, idempotency_key=f"demo-{rater.pk}-{assignment.pk}-{index}",
+                allocation.do_mark_shown(shown)  # as the rating page does before an answer
+                recording.do_record_judgment(shown, idempotency_key=f"demo-{rater.pk}-{assignment.pk}-{index}",
                                          answer=Answer(choice=choice), client_time_ms=rng.randint(6000, 40000))
                 made += 1
     return made

@@ -341,7 +341,7 @@ def record(judge: Judge, reply: Reply) -> JudgeCall | None:
 def _judgment(judge: Judge, request: Request, verdict: prompts.Verdict, reply: Reply) -> Judgment:
     p_first = prompts.probability_first(reply.tokens, verdict.label_offset)
     probability_a = None if p_first is None else orientation.probability_first(p_first, request.a_shown_first)
-    return recording.record_verdict(judge.study, judge.rater, request.pair_id, request.a_shown_first, verdict.answer,
+    return recording.do_record_verdict(judge.study, judge.rater, request.pair_id, request.a_shown_first, verdict.answer,
                                     probability_a, call_key(judge, request.pair_id, request.a_shown_first))
 
 

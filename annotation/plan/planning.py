@@ -65,7 +65,7 @@ def fewer_system_pairs(study: Study) -> Problem | None:
 
 
 @transaction.atomic
-def rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) -> int:
+def do_rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None) -> int:
     """(Re)build the study's comparisons and tasks from its settings; returns the number of tasks.
 
     Which items each system pair gets comes from the study's selection strategy; the sampled output
@@ -116,7 +116,7 @@ def plan_candidates(study: Study, comparisons: list[Comparison], rng: random.Ran
     return [[items[u.item] for u in units if u.comparison == c] for c in range(len(comparisons))]
 
 
-def advance_live_selection(assignment: Assignment) -> list[Task]:
+def do_advance_live_selection(assignment: Assignment) -> list[Task]:
     """After an assignment completed, let a live selection loop (iterative DiffUse) react: release the next
     items it asks for, in the same transaction as its decision. Returns the tasks newly created."""
     created: list[Task] = []
@@ -209,7 +209,7 @@ def plan_needs_worker(study: Study) -> bool:
     return extensions.item_chooser().needs_worker(study)
 
 
-def queue_plan(study: Study):
+def do_queue_plan(study: Study):
     """Build the plan in the background: embed the outputs first (cached, outside any transaction), then rebuild
     the plan in one short transaction (``plan_job``)."""
     return jobs.start(study, PLAN_KIND, total=2, message="Building the plan: embedding the outputs first")
@@ -248,7 +248,7 @@ def plan_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     try:
         extensions.item_chooser().prepare(study, lambda done, total: progress(done, total + 1))
         progress.say("Building the plan: choosing the items")
-        tasks = rebuild_plan(study)
+        tasks = do_rebuild_plan(study)
     except Exception as exc:  # the study page says what went wrong; saving the settings again retries
         raise jobs.JobFailed(f"The plan could not be built: {exc}") from exc
     return jobs.Outcome(f"Plan built: {tasks} rating tasks.", complete=True)

@@ -77,7 +77,7 @@ def _open_tasks(rater: Rater, size: int) -> list[Task]:
     return chosen
 
 
-def expire_stale_assignments(study: Study) -> int:
+def do_expire_stale_assignments(study: Study) -> int:
     """Active assignments idle for longer than the study's timeout expire: their place returns to the
     queue (slot freed) and their answers stay stored. Returns how many expired."""
     now = timezone.now()
@@ -114,56 +114,68 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
     Raises ``RaterScreenedOut`` / ``RaterLimitReached`` when the rater may not take more work.
     """
     study = rater.study
-    expire_stale_assignments(study)
+    do_expire_stale_assignments(study)
     pace = seconds_per_pair(study)[0]  # read before the transaction: it holds its tasks' rows no longer than needed
-    claimed_elsewhere = False
+    outcome = AGAIN
     for _ in range(25):
-        if claimed_elsewhere:  # give those starts a moment to commit
+        if outcome is WAIT:  # give the other starts a moment to commit
             time.sleep(random.uniform(0.005, 0.02))
-            claimed_elsewhere = False
         active = Assignment.objects.filter(rater=rater, status=Assignment.Status.ACTIVE).first()
         if active:
             return active
-        if rater.screened_out:
-            raise RaterScreenedOut("Thank you for your time. Your answers did not pass the study's attention "
-                                   "checks, so there is no more work for you here.")
-        limit = study.crowd_settings.max_assignments_per_rater
-        if limit is not None and Assignment.objects.filter(
-                rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
-            raise RaterLimitReached(f"You have completed the maximum of {limit} "
-                                    "assignments for this study. Thank you!")
-        # a crowd worker or open-link visitor holds the task on their screen and no more; the rest of their
-        # assignment is claimed a task at a time as they reach it (try_claim_next)
-        anonymous = rater.source in Rater.ANONYMOUS_SOURCES
-        size = 1 if anonymous else study.judgments_per_assignment
-        try:
-            with transaction.atomic():
-                if anonymous and rater.client:
-                    _check_network_holds(study, rater)
-                planning.lock_plan(study, exclusive=False)  # a plan rebuild in progress finishes first
-                claim = _claim_places(rater, size)
-                if claim is None:
-                    continue
-                tasks, slots = claim
-                if not tasks:
-                    # every open task is being claimed by other starts, which commit in milliseconds: look again
-                    claimed_elsewhere = _unseen_open_tasks(rater).exists()
-                    if claimed_elsewhere:
-                        continue
-                    return None
-                shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
-                                   slots, whole=size == study.judgments_per_assignment)
-                held = sum(1 for pair_id, _, _ in shown if pair_id is not None)
-                # whole tasks only, up to the assignment's size, as a whole start takes them (tasks of one study
-                # have the same number of pairs)
-                unclaimed = (study.judgments_per_assignment - held) // held * held if anonymous and held else 0
-                assignment = Assignment.objects.create(
-                    study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace, unclaimed=max(0, unclaimed))
-                _hold(assignment, tasks, slots, shown)
-            return assignment
-        except IntegrityError:
-            continue  # another request took one of these places (or started this rater); look again
+        check_may_start(rater)
+        outcome = _start_once(rater, pace)
+        if outcome is not AGAIN and outcome is not WAIT:
+            return outcome
     raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
+
+
+AGAIN, WAIT = object(), object()  # a start to try again at once, or after the other starts committed
+
+
+def check_may_start(rater: Rater) -> None:
+    """``RaterScreenedOut`` / ``RaterLimitReached`` when the rater may not take more work."""
+    if rater.screened_out:
+        raise RaterScreenedOut("Thank you for your time. Your answers did not pass the study's attention "
+                               "checks, so there is no more work for you here.")
+    limit = rater.study.crowd_settings.max_assignments_per_rater
+    if limit is not None and Assignment.objects.filter(
+            rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
+        raise RaterLimitReached(f"You have completed the maximum of {limit} assignments for this study. Thank you!")
+
+
+def _start_once(rater: Rater, pace: float) -> Assignment | None | object:
+    """One try at a new assignment, in one transaction: its places claimed and held, attention checks mixed in.
+    None when nothing is left for the rater; ``AGAIN`` / ``WAIT`` when other starts got in the way."""
+    study = rater.study
+    # a crowd worker or open-link visitor holds the task on their screen and no more; the rest of their
+    # assignment is claimed a task at a time as they reach it (try_claim_next)
+    anonymous = rater.source in Rater.ANONYMOUS_SOURCES
+    size = 1 if anonymous else study.judgments_per_assignment
+    try:
+        with transaction.atomic():
+            if anonymous and rater.client:
+                _check_network_holds(study, rater)
+            planning.lock_plan(study, exclusive=False)  # a plan rebuild in progress finishes first
+            claim = _claim_places(rater, size)
+            if claim is None:
+                return AGAIN
+            tasks, slots = claim
+            if not tasks:
+                # every open task is being claimed by other starts, which commit in milliseconds: look again
+                return WAIT if _unseen_open_tasks(rater).exists() else None
+            shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
+                               slots, whole=size == study.judgments_per_assignment)
+            held = sum(1 for pair_id, _, _ in shown if pair_id is not None)
+            # whole tasks only, up to the assignment's size, as a whole start takes them (tasks of one study
+            # have the same number of pairs)
+            unclaimed = (study.judgments_per_assignment - held) // held * held if anonymous and held else 0
+            assignment = Assignment.objects.create(
+                study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace, unclaimed=max(0, unclaimed))
+            _hold(assignment, tasks, slots, shown)
+        return assignment
+    except IntegrityError:
+        return AGAIN  # another request took one of these places (or started this rater); look again
 
 
 def _check_network_holds(study: Study, rater: Rater) -> None:
@@ -268,7 +280,7 @@ def try_claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
     return None
 
 
-def claim_next(assignment: Assignment) -> None:
+def do_claim_next(assignment: Assignment) -> None:
     """For the rating page: an active assignment whose held pairs are all answered takes its next task (the
     submit that answered the last one could not: other starts held every open task at that moment)."""
     with transaction.atomic():
@@ -279,7 +291,7 @@ def claim_next(assignment: Assignment) -> None:
         assignment.n_pairs, assignment.unclaimed = row["n_pairs"], row["unclaimed"]
         completed = try_claim_next(assignment, timezone.now())
     if completed:
-        planning.advance_live_selection(assignment)
+        planning.do_advance_live_selection(assignment)
 
 
 def _task_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, int | None, bool]]:
@@ -325,7 +337,7 @@ _MARK_SHOWN = CompiledUpdate(
 )
 
 
-def mark_shown(assignment_pair: AssignmentPair) -> None:
+def do_mark_shown(assignment_pair: AssignmentPair) -> None:
     """Record when the rater first saw the pair (for the server-side time on task)."""
     if assignment_pair.shown_at is None:
         now = timezone.now()

@@ -44,6 +44,29 @@ class Recorded:
     gold_answer: GoldAnswer | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """What a rater's submit asks for: an answer, a revision of their earlier answer to the pair, or (no answer) a
+    skip of the item with a reason."""
+
+    key: str  # the page's exactly-once key
+    answer: elicitation.Answer | None = None
+    revise: bool = False
+    skip_reason: str = ""
+    client_time_ms: int | None = None
+    comment: str = ""
+
+
+def do_submit(pair: AssignmentPair, submission: Submission) -> Recorded | None:
+    """A rater's submit, whichever it is (the rating page's one call); None for a skip."""
+    if submission.answer is None:
+        do_skip_item(pair, idempotency_key=submission.key, reason=submission.skip_reason)
+        return None
+    record = do_revise_judgment if submission.revise else do_record_judgment
+    return record(pair, idempotency_key=submission.key, answer=submission.answer,
+                  client_time_ms=submission.client_time_ms, comment=submission.comment)
+
+
 def _submission_key(idempotency_key: str | None) -> str:
     """The exactly-once key of a rater's submission (answer, revision or skip), as stored."""
     key = (idempotency_key or "").strip()[:64]
@@ -52,7 +75,7 @@ def _submission_key(idempotency_key: str | None) -> str:
     return key
 
 
-def record_judgment(
+def do_record_judgment(
     assignment_pair: AssignmentPair,
     *,
     idempotency_key: str,
@@ -106,12 +129,12 @@ def record_judgment(
         return Recorded(previous, False)
     if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
-        planning.advance_live_selection(assignment)
+        planning.do_advance_live_selection(assignment)
     return Recorded(judgment, True)
 
 
 
-def record_verdict(study: Study, rater: Rater, pair_id: int, a_shown_first: bool, answer: elicitation.Answer,
+def do_record_verdict(study: Study, rater: Rater, pair_id: int, a_shown_first: bool, answer: elicitation.Answer,
                    probability_a: float | None, key: str) -> Judgment:
     """An LLM judge's verdict on one pair in one display order (``annotation/judges/runner.py``, inside the
     transaction that records its call: the key makes a second write of the same call fail)."""
@@ -162,7 +185,7 @@ def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> b
     return completed
 
 
-def skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reason: str) -> int:
+def do_skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reason: str) -> int:
     """Skip the item of a pair: its unanswered pairs in this assignment are stored as skips (never judgments)
     with the reason, counted as done for the assignment, and the item's task place returns to the queue for
     other raters. Exactly once by key. Returns how many pairs were skipped."""
@@ -195,11 +218,11 @@ def skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reason: 
     except IntegrityError:
         return 0  # a repeat of this skip (or an answer that arrived first) won
     if completed:
-        planning.advance_live_selection(assignment)
+        planning.do_advance_live_selection(assignment)
     return len(open_pairs)
 
 
-def revise_judgment(
+def do_revise_judgment(
     assignment_pair: AssignmentPair,
     *,
     idempotency_key: str,
@@ -299,7 +322,7 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.
         return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
     _screen(assignment.rater)
     if completed:
-        planning.advance_live_selection(assignment)
+        planning.do_advance_live_selection(assignment)
     return Recorded(None, True, answer)
 
 

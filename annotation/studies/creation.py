@@ -44,7 +44,7 @@ def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: s
             study = _new_study(owner, name, description, Study.Status.ACTIVE)
             _insert_items(study, parsed, 0, len(parsed.items))
             fewer = planning.fewer_system_pairs(study)
-            planning.rebuild_plan(study)
+            planning.do_rebuild_plan(study)
     else:
         study = _new_study(owner, name, description, Study.Status.IMPORTING)
         try:

@@ -26,7 +26,7 @@ from annotation.studies import creation
 def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None,
                        background: bool = False) -> Study:
     """Apply a validated settings form; rebuild the plan when a plan field changed. ``background`` (a request):
-    a plan that would first embed outputs not embedded yet is built by the worker (``planning.queue_plan``), never in
+    a plan that would first embed outputs not embedded yet is built by the worker (``planning.do_queue_plan``), never in
     the request; commands and scripts build it at once."""
 
     def changed(fields) -> bool:
@@ -50,9 +50,9 @@ def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tup
             Task.objects.filter(study=study).delete()  # nobody starts on the old plan meanwhile
             if explicit is not None:  # the ticked pairs are the plan's input: kept for the job
                 planning.set_explicit(study, explicit)
-            planning.queue_plan(study)
+            planning.do_queue_plan(study)
         else:
-            planning.rebuild_plan(study, explicit)
+            planning.do_rebuild_plan(study, explicit)
     return study
 
 
@@ -107,5 +107,5 @@ def do_duplicate_study(study: Study, name: str) -> Study:
     if study.pair_mode == Study.PairMode.EXPLICIT:
         explicit = [(systems[a].pk, systems[b].pk)
                     for a, b in Comparison.objects.filter(study=study).values_list("system_a_id", "system_b_id")]
-    planning.rebuild_plan(copy, explicit)
+    planning.do_rebuild_plan(copy, explicit)
     return copy

@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from annotation import access
@@ -116,8 +116,7 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
 def external_link_action(request: HttpRequest, study_id: int, link_id: int, action: str) -> HttpResponse:
     """Disable, enable or rotate a crowd link (disabling and rotating stop its workers at once), or set its launch
     limit."""
-    study = access.access_study(request, study_id)
-    link = get_object_or_404(study.external_links, pk=link_id)
+    study, link = access.access_study_external_link(request, study_id, link_id)
     if action in ("disable", "enable"):
         stopped = enrolment.do_set_external_link(link, action == "enable")
         messages.success(request, "Link enabled." if action == "enable" else
@@ -179,5 +178,5 @@ def block_worker(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def unblock_worker(request: HttpRequest, study_id: int, block_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
-    sites.do_unblock_worker(request.user, block_id)
+    sites.do_unblock_worker(access.access_blocked_worker(request, block_id))
     return redirect("external_links", study_id=study.pk)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from annotation import access
@@ -15,11 +15,6 @@ from annotation.models import Judge, JudgeCall
 from annotation.views.forms import JudgeForm
 
 UNPARSEABLE_SHOWN = 5
-
-
-def _judge(request: HttpRequest, study_id: int, judge_id: int) -> Judge:
-    study = access.access_study(request, study_id)
-    return get_object_or_404(Judge.objects.select_related("study", "rater"), pk=judge_id, study=study)
 
 
 def _state(judge: Judge) -> dict:
@@ -52,7 +47,7 @@ def judges(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 def judge_detail(request: HttpRequest, study_id: int, judge_id: int) -> HttpResponse:
-    judge = _judge(request, study_id, judge_id)
+    judge = access.access_judge(request, study_id, judge_id)
     state = _state(judge)
     if request.method == "POST":
         form = JudgeForm(request.POST, instance=judge)
@@ -78,14 +73,14 @@ def judge_detail(request: HttpRequest, study_id: int, judge_id: int) -> HttpResp
 @login_required
 def judge_progress(request: HttpRequest, study_id: int, judge_id: int) -> HttpResponse:
     """The run's progress card, polled by htmx every second while the run is live."""
-    judge = _judge(request, study_id, judge_id)
+    judge = access.access_judge(request, study_id, judge_id)
     return render(request, "annotation/_judge_run.html", {**_state(judge), "study": judge.study})
 
 
 @login_required
 @require_POST
 def judge_action(request: HttpRequest, study_id: int, judge_id: int, action: str) -> HttpResponse:
-    judge = _judge(request, study_id, judge_id)
+    judge = access.access_judge(request, study_id, judge_id)
     if action == "start":
         try:
             runner.start(judge)

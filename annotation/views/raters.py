@@ -124,19 +124,13 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     elif (pair := access.rater_pair(assignment, rows, form.cleaned_data["pair"])) is None:
         error = "That pair is not part of your assignment."
     else:
-        submit = recording.revise_judgment if request.POST.get("revise") == "1" else recording.record_judgment
+        skip = request.POST.get("skip") == "1"
         try:
-            if request.POST.get("skip") == "1":
-                recording.skip_item(pair, idempotency_key=form.cleaned_data["key"],
-                                   reason=request.POST.get("skip_reason", ""))
-                rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)  # every skipped pair
-                recorded = None
-            else:
-                recorded = submit(
-                    pair, idempotency_key=form.cleaned_data["key"],
-                    answer=assignment.study.elicitation_mode.read(request.POST),
-                    client_time_ms=form.cleaned_data["client_ms"], comment=form.cleaned_data["comment"],
-                )
+            recorded = recording.do_submit(pair, recording.Submission(
+                key=form.cleaned_data["key"], revise=request.POST.get("revise") == "1",
+                answer=None if skip else assignment.study.elicitation_mode.read(request.POST),
+                skip_reason=request.POST.get("skip_reason", ""), client_time_ms=form.cleaned_data["client_ms"],
+                comment=form.cleaned_data["comment"]))
         except ServiceError as exc:
             error = str(exc)
         except (OperationalError, InterfaceError):
@@ -149,9 +143,10 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
             response["Retry-After"] = "2"
             return response
         else:
-            if assignment.n_pairs > len(rows):  # the answer took the assignment's next task (claimed as shown)
+            # a skip (every skipped pair) or an answer that took the assignment's next task (claimed as shown)
+            if recorded is None or assignment.n_pairs > len(rows):
                 rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
-            elif recorded is not None:
+            else:
                 _mark_answered(rows, pair.pk, recorded)
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
@@ -213,7 +208,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
     study = assignment.study
     current = next((r for r in rows if not _answered(r)), None)
     if current is None and assignment.unclaimed and assignment.status == Assignment.Status.ACTIVE and rows:
-        allocation.claim_next(assignment)  # its next task could not be claimed when the last pair was answered
+        allocation.do_claim_next(assignment)  # its next task could not be claimed when the last pair was answered
         rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
         current = next((r for r in rows if not _answered(r)), None)
     done = sum(1 for r in rows if _answered(r))
@@ -239,7 +234,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
             context.update(sites.completion(context["external"], rater))
     else:
         pair = AssignmentPair(pk=current["id"], shown_at=current["shown_at"])
-        allocation.mark_shown(pair)
+        allocation.do_mark_shown(pair)
         mode = study.elicitation_mode
         if revise is not None:
             context["revising"] = rows.index(revise) + 1

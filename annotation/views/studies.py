@@ -8,13 +8,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
-from annotation import elicitation, extensions
+from annotation import access, elicitation, extensions
 from annotation.access import access_study, studies_for
 from annotation.errors import ServiceError
 from annotation.exchange import exports
@@ -147,8 +147,7 @@ def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 def item_detail(request: HttpRequest, study_id: int, item_id: int) -> HttpResponse:
-    study = access_study(request, study_id)
-    item = get_object_or_404(study.items, pk=item_id)
+    study, item = access.access_item(request, study_id, item_id)
     generations = item.generations.select_related("system").order_by("system_id", "sample_index")
     return render(request, "annotation/item_detail.html", {"study": study, "item": item, "generations": generations})
 
@@ -220,8 +219,7 @@ def open_link_rotate(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def rater_link(request: HttpRequest, study_id: int, rater_id: int, action: str) -> HttpResponse:
     """Rotate (a new link, the old one stops) or revoke (no link) one rater's personal link."""
-    study = access_study(request, study_id)
-    rater = get_object_or_404(study.raters, pk=rater_id)
+    study, rater = access.access_study_rater(request, study_id, rater_id)
     if action == "rotate":
         enrolment.do_rotate_rater_link(rater)
         messages.success(request, f"New link for {rater.external_id}; the old one no longer works.")

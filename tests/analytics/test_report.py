@@ -128,8 +128,8 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
     pairs = list(assignment.pairs.all())
     # forced choice of the output shown second, and both outputs acceptable on every other pair
     for n, pair in enumerate(pairs):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"p{n}", answer=Answer(
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"p{n}", answer=Answer(
             choice="second", response=frozenset(["first", "second"] if n % 2 == 0 else [])))
     report = services.study_report(study)["indeterminacy"]
     rows = [(j.choice, j.response_set) for j in study.judgments.all()]

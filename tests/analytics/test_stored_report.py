@@ -110,8 +110,8 @@ def test_finished_refreshes_do_not_pile_up(study, rater):
         refresh_reports()
         from annotation.elicitation import Answer
 
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
     assert Job.objects.filter(kind="report").count() == 1
 
 

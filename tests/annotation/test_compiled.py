@@ -77,7 +77,7 @@ def test_an_update_stores_the_datetime_and_counts_rows(two_assignments):
 def test_a_datetime_filter_compares_in_the_database(two_assignments):
     first, _ = two_assignments
     pair = first.pairs.order_by("position").first()
-    allocation.mark_shown(pair)
+    allocation.do_mark_shown(pair)
     shown = AssignmentPair.objects.get(pk=pair.pk).shown_at
     after = compiled.CompiledQuery(
         lambda pk, since: AssignmentPair.objects.filter(pk=pk, shown_at__gte=since).values("pk"),

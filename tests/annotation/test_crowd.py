@@ -215,7 +215,7 @@ def test_abandoned_assignments_expire_and_their_place_returns(client, study):
     page = client.get(reverse("rate", args=[first.rater.token(), first.pk]))
     assert b"This assignment expired" in page.content
     with pytest.raises(ServiceError, match="expired"):
-        recording.record_judgment(first.pairs.first(), idempotency_key="late", answer=Answer(choice="first"))
+        recording.do_record_judgment(first.pairs.first(), idempotency_key="late", answer=Answer(choice="first"))
 
 
 @pytest.fixture
@@ -235,8 +235,8 @@ def test_gold_pairs_are_added_scored_and_never_judgments(gold_study):
     golds = [p for p in pairs if p.gold_id]
     assert len(pairs) == 6 and len(golds) == 1
     good = "first" if golds[0].a_shown_first else "second"
-    allocation.mark_shown(golds[0])  # as the rating page does before an answer
-    result = recording.record_judgment(golds[0], idempotency_key="g1", answer=Answer(choice=good))
+    allocation.do_mark_shown(golds[0])  # as the rating page does before an answer
+    result = recording.do_record_judgment(golds[0], idempotency_key="g1", answer=Answer(choice=good))
     assert result.judgment is None and result.gold_answer.correct
     assert not Judgment.objects.exists() and recording.gold_accuracy(rater) == (1, 1)
 
@@ -266,8 +266,9 @@ def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_s
     gold = session.assignment.pairs.get(gold__isnull=False)
     wrong = "second" if gold.a_shown_first else "first"
     for p in session.assignment.pairs.all():
-        allocation.mark_shown(p)  # as the rating page does before an answer
-        recording.record_judgment(p, idempotency_key=f"k{p.pk}", answer=Answer(choice=wrong if p.gold_id else "first"))
+        allocation.do_mark_shown(p)  # as the rating page does before an answer
+        recording.do_record_judgment(p, idempotency_key=f"k{p.pk}",
+                                     answer=Answer(choice=wrong if p.gold_id else "first"))
     assert Rater.objects.get(pk=session.rater_id).screened_out and GoldAnswer.objects.get().correct is False
     done = client.get(page["Location"]).content.decode()
     assert link.screened_code in done and "did not pass" in done
@@ -279,10 +280,10 @@ def test_answers_faster_than_the_minimum_time_are_refused(study):
     study.crowd_settings.min_seconds_per_pair = 30
     study.crowd_settings.save()
     pair = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "fast")).pairs.first()
-    allocation.mark_shown(pair)
+    allocation.do_mark_shown(pair)
     with pytest.raises(ServiceError, match="at least 30 seconds per pair"):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key="k", answer=Answer(choice="first"))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key="k", answer=Answer(choice="first"))
     assert not Judgment.objects.exists()
 
 
@@ -357,8 +358,8 @@ def test_workers_below_the_bar_are_flagged_before_they_are_screened(researcher_c
     visit(client, link, worker_id="shaky")
     session = WorkerSession.objects.get()
     gold = session.assignment.pairs.get(gold__isnull=False)
-    allocation.mark_shown(gold)  # as the rating page does before an answer
-    recording.record_judgment(gold, idempotency_key="g",
+    allocation.do_mark_shown(gold)  # as the rating page does before an answer
+    recording.do_record_judgment(gold, idempotency_key="g",
                              answer=Answer(choice="second" if gold.a_shown_first else "first"))
     page = researcher_client.get(reverse("external_links", args=[gold_study.pk])).content.decode()
     assert "flagged: below the accuracy bar" in page and "0 / 1" in page

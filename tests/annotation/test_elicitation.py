@@ -181,8 +181,8 @@ def test_a_human_who_says_both_are_bad_gives_omega_zero_against_a_judge(study, r
     assignment = allocation.do_start_assignment(rater)
     pair = assignment.pairs.select_related("pair__item", "pair__generation_a__system",
                                            "pair__generation_b__system").first()
-    allocation.mark_shown(pair)  # as the rating page does before an answer
-    recording.record_judgment(pair, idempotency_key="h", answer=Answer(choice="both_bad"))
+    allocation.do_mark_shown(pair)  # as the rating page does before an answer
+    recording.do_record_judgment(pair, idempotency_key="h", answer=Answer(choice="both_bad"))
     p = pair.pair
     judge = {"item": p.item.external_id, "system_a": p.generation_a.system.name,
              "sample_a": p.generation_a.sample_index, "system_b": p.generation_b.system.name,
@@ -202,13 +202,13 @@ def test_attention_checks_are_scored_by_the_mode(study, rater):
     GoldPair.objects.create(study=study, input="2 + 2?", good_output="4", bad_output="fish")
     gold = allocation.do_start_assignment(rater).pairs.get(gold__isnull=False)
     good = "first" if gold.a_shown_first else "second"
-    allocation.mark_shown(gold)  # as the rating page does before an answer
-    recorded = recording.record_judgment(gold, idempotency_key="g", answer=Answer(choice=good, strength=1))
+    allocation.do_mark_shown(gold)  # as the rating page does before an answer
+    recorded = recording.do_record_judgment(gold, idempotency_key="g", answer=Answer(choice=good, strength=1))
     assert recorded.gold_answer.correct and recorded.gold_answer.answer == f"{good}:1"
     other = enrolment.do_create_rater_link(study, "r2")
     gold = allocation.do_start_assignment(other).pairs.get(gold__isnull=False)
-    allocation.mark_shown(gold)  # as the rating page does before an answer
-    wrong = recording.record_judgment(gold, idempotency_key="g2", answer=Answer(choice="both_bad"))
+    allocation.do_mark_shown(gold)  # as the rating page does before an answer
+    wrong = recording.do_record_judgment(gold, idempotency_key="g2", answer=Answer(choice="both_bad"))
     assert not wrong.gold_answer.correct
 
 

@@ -115,8 +115,8 @@ def test_a_rater_with_nothing_left_is_thanked(client, study):
     rater = enrolment.do_create_rater_link(study, "solo")
     assignment = start(client, rater)
     for pair in assignment.pairs.all():
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"k{pair.pk}", answer=Answer(choice="first"))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"k{pair.pk}", answer=Answer(choice="first"))
     response = client.post(reverse("rater_start", args=[rater.token()]))
     assert response.status_code == 200 and b"Nothing left to rate" in response.content
 
@@ -265,7 +265,7 @@ def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, ra
 
     assignment = start(client, rater)
     fields = {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "first"}
-    real = recording.record_judgment
+    real = recording.do_record_judgment
     calls = []
 
     def flaky(*args, **kwargs):
@@ -274,7 +274,7 @@ def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, ra
             raise OperationalError("server closed the connection unexpectedly")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(recording, "record_judgment", flaky)
+    monkeypatch.setattr(recording, "do_record_judgment", flaky)
     failed = client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
     assert failed.status_code == 503 and failed["Retry-After"] == "2"
     assert b"could not be saved just now" in failed.content
@@ -335,10 +335,10 @@ def test_a_finished_assignment_cannot_be_revised(study, rater):
     assignment = allocation.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
     for n, pair in enumerate(pairs):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
     with pytest.raises(ServiceError, match="finished"):
-        recording.revise_judgment(AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),
+        recording.do_revise_judgment(AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),
                                  idempotency_key="r", answer=Answer(choice="second"))
     assert not Judgment.objects.filter(revised=True).exists()
 

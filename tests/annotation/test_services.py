@@ -232,10 +232,10 @@ def test_concurrent_raters_never_overfill_a_task(researcher):
 def test_a_judgment_is_recorded_once_per_key(study, rater):
     assignment = allocation.do_start_assignment(rater)
     pair = assignment.pairs.first()
-    allocation.mark_shown(pair)  # as the rating page does before an answer
-    first = recording.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
-    allocation.mark_shown(pair)  # as the rating page does before an answer
-    again = recording.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    allocation.do_mark_shown(pair)  # as the rating page does before an answer
+    first = recording.do_record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    allocation.do_mark_shown(pair)  # as the rating page does before an answer
+    again = recording.do_record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
     assert first.created and not again.created and again.judgment.pk == first.judgment.pk
     assert Judgment.objects.count() == 1
 
@@ -243,10 +243,10 @@ def test_a_judgment_is_recorded_once_per_key(study, rater):
 def test_a_second_answer_to_the_same_pair_does_not_count_twice(study, rater):
     assignment = allocation.do_start_assignment(rater)
     pair = assignment.pairs.first()
-    allocation.mark_shown(pair)  # as the rating page does before an answer
-    recording.record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
-    allocation.mark_shown(pair)  # as the rating page does before an answer
-    repeat = recording.record_judgment(pair, idempotency_key="k2", answer=Answer(choice="second"))
+    allocation.do_mark_shown(pair)  # as the rating page does before an answer
+    recording.do_record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"))
+    allocation.do_mark_shown(pair)  # as the rating page does before an answer
+    repeat = recording.do_record_judgment(pair, idempotency_key="k2", answer=Answer(choice="second"))
     assert not repeat.created and repeat.judgment.choice is not None
     assert Judgment.objects.count() == 1
 
@@ -258,9 +258,9 @@ def test_choices_are_stored_in_model_coordinates(study, rater, a_first, shown, m
     pair = assignment.pairs.first()
     pair.a_shown_first = a_first
     pair.save()
-    allocation.mark_shown(pair)
-    allocation.mark_shown(pair)  # as the rating page does before an answer
-    judgment = recording.record_judgment(pair, idempotency_key="k",
+    allocation.do_mark_shown(pair)
+    allocation.do_mark_shown(pair)  # as the rating page does before an answer
+    judgment = recording.do_record_judgment(pair, idempotency_key="k",
                                         answer=Answer(choice=shown), client_time_ms=1234).judgment
     assert judgment.choice == model and judgment.a_shown_first is a_first
     assert judgment.client_time_ms == 1234 and judgment.time_on_task_ms is not None
@@ -271,11 +271,11 @@ def test_tie_is_refused_when_the_study_has_no_tie(study, rater):
     lifecycle.do_update_settings(study, {"allow_tie": False}, None)
     pair = allocation.do_start_assignment(rater).pairs.first()
     with pytest.raises(ServiceError, match="not offered"):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key="k", answer=Answer(choice="tie"))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key="k", answer=Answer(choice="tie"))
     with pytest.raises(ServiceError, match="Choose one"):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key="k", answer=Answer(choice=None))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key="k", answer=Answer(choice=None))
     assert not Judgment.objects.exists()
 
 
@@ -283,11 +283,11 @@ def test_response_set_elicitation_stores_the_set(study, rater):
     lifecycle.do_update_settings(study, {"elicitation": "response_set"}, None)
     pair = allocation.do_start_assignment(rater).pairs.first()
     with pytest.raises(ServiceError, match="at least one"):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key="k", answer=Answer(response=frozenset()))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key="k", answer=Answer(response=frozenset()))
     both = Answer(response=frozenset(["first", "second"]))
-    allocation.mark_shown(pair)  # as the rating page does before an answer
-    judgment = recording.record_judgment(pair, idempotency_key="k", answer=both).judgment
+    allocation.do_mark_shown(pair)  # as the rating page does before an answer
+    judgment = recording.do_record_judgment(pair, idempotency_key="k", answer=both).judgment
     assert judgment.choice is None and judgment.response_set == ["a", "b"]
 
 
@@ -297,13 +297,13 @@ def test_paired_elicitation_adds_the_choice_to_the_set(study, rater):
     pair.a_shown_first = False
     pair.save()
     answer = Answer(choice="first", response=frozenset())
-    allocation.mark_shown(pair)  # as the rating page does before an answer
-    judgment = recording.record_judgment(pair, idempotency_key="k", answer=answer).judgment
+    allocation.do_mark_shown(pair)  # as the rating page does before an answer
+    judgment = recording.do_record_judgment(pair, idempotency_key="k", answer=answer).judgment
     assert judgment.choice == "b" and judgment.response_set == ["b"]
     other = allocation.do_start_assignment(rater).pairs.all()[1]
     with pytest.raises(ServiceError, match="no preference"):
-        allocation.mark_shown(other)  # as the rating page does before an answer
-        recording.record_judgment(other, idempotency_key="k2", answer=Answer(choice="tie", response=frozenset()))
+        allocation.do_mark_shown(other)  # as the rating page does before an answer
+        recording.do_record_judgment(other, idempotency_key="k2", answer=Answer(choice="tie", response=frozenset()))
 
 
 def test_the_last_answer_completes_the_assignment(study, rater):
@@ -319,18 +319,18 @@ def test_the_answer_counter_completes_once_and_only_with_the_last_answer(study, 
     pairs = list(assignment.pairs.order_by("position"))
     assert assignment.n_pairs == len(pairs) == 5 and assignment.answered == 0
     for index, pair in enumerate(pairs[:-1]):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
         stored = Assignment.objects.get(pk=assignment.pk)
         assert (stored.answered, stored.status) == (index + 1, Assignment.Status.ACTIVE)
     # a repeat (same key, or the same pair again) counts nothing
-    allocation.mark_shown(pairs[0])  # as the rating page does before an answer
-    recording.record_judgment(pairs[0], idempotency_key="k0", answer=Answer(choice="first"))
-    recording.record_judgment(Assignment.objects.get(pk=assignment.pk).pairs.order_by("position").first(),
+    allocation.do_mark_shown(pairs[0])  # as the rating page does before an answer
+    recording.do_record_judgment(pairs[0], idempotency_key="k0", answer=Answer(choice="first"))
+    recording.do_record_judgment(Assignment.objects.get(pk=assignment.pk).pairs.order_by("position").first(),
                              idempotency_key="other", answer=Answer(choice="second"))
     assert Assignment.objects.get(pk=assignment.pk).answered == 4
-    allocation.mark_shown(pairs[-1])  # as the rating page does before an answer
-    last = recording.record_judgment(pairs[-1], idempotency_key="k-last", answer=Answer(choice="first"))
+    allocation.do_mark_shown(pairs[-1])  # as the rating page does before an answer
+    last = recording.do_record_judgment(pairs[-1], idempotency_key="k-last", answer=Answer(choice="first"))
     stored = Assignment.objects.get(pk=assignment.pk)
     assert last.created and (stored.answered, stored.status) == (5, Assignment.Status.COMPLETED)
     assert stored.completed == last.judgment.created
@@ -343,8 +343,8 @@ def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(r
     assignment = allocation.do_start_assignment(rater)
     pairs = list(assignment.pairs.order_by("position"))
     for index, pair in enumerate(pairs[:-2]):
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"k{index}", answer=Answer(choice="first"))
     barrier = threading.Barrier(2)
     completed = []
 
@@ -352,8 +352,9 @@ def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(r
         try:
             barrier.wait()
             fresh = AssignmentPair.objects.select_related("assignment__study").get(pk=pair.pk)
-            allocation.mark_shown(fresh)  # as the rating page does before an answer
-            recorded = recording.record_judgment(fresh, idempotency_key=f"race-{pair.pk}", answer=Answer(choice="tie"))
+            allocation.do_mark_shown(fresh)  # as the rating page does before an answer
+            recorded = recording.do_record_judgment(fresh, idempotency_key=f"race-{pair.pk}",
+                                                    answer=Answer(choice="tie"))
             completed.append(fresh.assignment.status == Assignment.Status.COMPLETED and recorded.created)
         finally:
             connections.close_all()
@@ -448,7 +449,7 @@ def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
     consistent()  # a completed assignment keeps its place
     Assignment.objects.filter(pk__in=[a.pk for a in first[1:3]]).update(
         last_activity=timezone.now() - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes + 1))
-    assert allocation.expire_stale_assignments(study) == 2
+    assert allocation.do_expire_stale_assignments(study) == 2
     consistent()
     assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 2
 
@@ -456,7 +457,7 @@ def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
 def test_a_counter_that_fell_behind_is_repaired_when_the_task_is_offered(study):
     study.raters_per_item = 1
     study.save()
-    planning.rebuild_plan(study)
+    planning.do_rebuild_plan(study)
     tasks = list(Task.objects.filter(study=study))
     rater = enrolment.do_create_rater_link(study, "first")
     held = allocation.do_start_assignment(rater)
@@ -537,7 +538,7 @@ def test_an_expired_bundle_returns_every_place(researcher):
     slow = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "slow"))
     assert slow.places.count() == 3
     Assignment.objects.filter(pk=slow.pk).update(last_activity=timezone.now() - timedelta(hours=2))
-    assert allocation.expire_stale_assignments(study) == 1
+    assert allocation.do_expire_stale_assignments(study) == 1
     assert not AssignmentTask.objects.filter(assignment=slow, slot__isnull=False).exists()
     assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 0
     other = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "next"))

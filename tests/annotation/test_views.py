@@ -260,8 +260,8 @@ def test_the_study_page_warns_without_a_minimum_time_and_flags_implausibly_fast_
         for ms in spent:
             assignment = allocation.do_start_assignment(rater)
             pair = assignment.pairs.get()
-            allocation.mark_shown(pair)  # as the rating page does before an answer
-            recording.record_judgment(pair, idempotency_key=f"{name}{ms}", answer=Answer(choice="first"))
+            allocation.do_mark_shown(pair)  # as the rating page does before an answer
+            recording.do_record_judgment(pair, idempotency_key=f"{name}{ms}", answer=Answer(choice="first"))
             Judgment.objects.filter(assignment_pair=pair).update(time_on_task_ms=ms)
     page = researcher_client.get(study.get_absolute_url()).content.decode()
     assert 'data-testid="no-minimum-time"' in page

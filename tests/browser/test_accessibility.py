@@ -67,8 +67,8 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     for n in range(2):
         answer_all(allocation.do_start_assignment(enrolment.do_create_rater_link(other, f"j{n}")), choice="second")
     tie = allocation.do_start_assignment(enrolment.do_create_rater_link(other, "t")).pairs.first()
-    allocation.mark_shown(tie)  # as the rating page does before an answer
-    recording.record_judgment(tie, idempotency_key="tie", answer=Answer(choice="tie"))
+    allocation.do_mark_shown(tie)  # as the rating page does before an answer
+    recording.do_record_judgment(tie, idempotency_key="tie", answer=Answer(choice="tie"))
     from analytics import stored
     from analytics.populations import Population
 

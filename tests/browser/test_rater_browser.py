@@ -141,7 +141,7 @@ def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_p
 
     study = creation.do_create_study(researcher, "flaky", study_jsonl(1), "f.jsonl")
     rater = enrolment.do_create_rater_link(study, "r")
-    real, failures = recording.record_judgment, []
+    real, failures = recording.do_record_judgment, []
 
     def flaky(*args, **kwargs):
         if not failures:
@@ -149,7 +149,7 @@ def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_p
             raise OperationalError("database restarting")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(recording, "record_judgment", flaky)
+    monkeypatch.setattr(recording, "do_record_judgment", flaky)
     page = browser_page.new_page()
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()

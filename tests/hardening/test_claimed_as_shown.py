@@ -88,8 +88,8 @@ def test_a_drain_from_one_client_leaves_work_for_a_real_worker_elsewhere(researc
     # once one of them answers, another person on that network may start
     first = Assignment.objects.filter(rater__external_id="generic:bot0").get()
     shown = first.pairs.order_by("position").first()
-    allocation.mark_shown(shown)
-    recording.record_judgment(shown, idempotency_key="bot0-1", answer=Answer(choice="first"))
+    allocation.do_mark_shown(shown)
+    recording.do_record_judgment(shown, idempotency_key="bot0-1", answer=Answer(choice="first"))
     assert bot.get(link.path(), {"worker_id": "bot5"}).status_code == 302
 
 
@@ -131,8 +131,8 @@ def test_the_rating_page_claims_the_next_item_when_the_submit_could_not(client, 
     visitor = enrolment.do_join_open_link(study, "198.51.100.3")
     assignment = allocation.do_start_assignment(visitor)
     for shown in assignment.pairs.order_by("position"):
-        allocation.mark_shown(shown)
-        recording.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+        allocation.do_mark_shown(shown)
+        recording.do_record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
     assignment.refresh_from_db()
     assert assignment.n_pairs == 2 * PAIRS_PER_ITEM  # the submit claimed the next item
     # the state a busy moment leaves: every held pair answered, the next item not yet claimed
@@ -162,12 +162,12 @@ def test_attention_checks_stay_at_the_rate_as_the_assignment_grows(researcher):
         if position >= len(pairs):
             break
         shown = pairs[position]
-        allocation.mark_shown(shown)
+        allocation.do_mark_shown(shown)
         if shown.gold_id is not None:
             good = "first" if shown.a_shown_first else "second"
-            recording.record_judgment(shown, idempotency_key=f"g{shown.pk}", answer=Answer(choice=good))
+            recording.do_record_judgment(shown, idempotency_key=f"g{shown.pk}", answer=Answer(choice=good))
         else:
-            recording.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+            recording.do_record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
         position += 1
         study_pairs = sum(1 for p in pairs[:position] if p.pair_id is not None)
         golds = sum(1 for p in pairs if p.gold_id is not None)  # every check the assignment holds so far
@@ -200,16 +200,16 @@ def test_whole_items_only_and_personal_links_keep_their_whole_assignment(researc
     assignment = allocation.do_start_assignment(visitor)
     assert assignment.unclaimed == 0  # the 2 pairs left make no whole item: the page says "of 5", as it will be
     for shown in assignment.pairs.order_by("position"):
-        allocation.mark_shown(shown)
-        recording.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+        allocation.do_mark_shown(shown)
+        recording.do_record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
     assignment.refresh_from_db()
     assert assignment.status == "completed" and assignment.n_pairs == PAIRS_PER_ITEM and _held(assignment) == 1
 
 
 def _answer_all_held(assignment: Assignment) -> None:
     for shown in assignment.pairs.filter(judgment__isnull=True).order_by("position"):
-        allocation.mark_shown(shown)
-        recording.record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
+        allocation.do_mark_shown(shown)
+        recording.do_record_judgment(shown, idempotency_key=f"k{shown.pk}", answer=Answer(choice="first"))
 
 
 def test_an_open_assignment_never_shows_the_completion_code(client, researcher, monkeypatch):

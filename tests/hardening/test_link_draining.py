@@ -42,7 +42,7 @@ def test_places_of_a_worker_who_never_answers_return_after_the_short_hold(study)
     hold = study.crowd_settings.first_answer_minutes
     Assignment.objects.filter(pk__in=[idle.pk, mine.pk]).update(
         created=timezone.now() - dt.timedelta(minutes=hold + 1))
-    allocation.expire_stale_assignments(study)
+    allocation.do_expire_stale_assignments(study)
     idle.refresh_from_db()
     mine.refresh_from_db()
     assert idle.status == "expired" and not idle.places.filter(slot__isnull=False).exists()
@@ -124,7 +124,7 @@ def test_an_open_link_visitor_who_never_answers_also_holds_places_for_the_short_
     hold = study.crowd_settings.first_answer_minutes
     Assignment.objects.filter(pk__in=[idle.pk, personal.pk]).update(
         created=timezone.now() - dt.timedelta(minutes=hold + 1))
-    assert allocation.expire_stale_assignments(study) == 1
+    assert allocation.do_expire_stale_assignments(study) == 1
     idle.refresh_from_db()
     personal.refresh_from_db()
     assert idle.status == "expired" and not idle.places.filter(slot__isnull=False).exists()

@@ -66,9 +66,9 @@ def test_the_rating_form_refuses_a_client_time_beyond_the_column(client, study, 
     client.post(url + "submit/", {"pair": pair, "key": "k2", "choice": "first", "client_ms": MAX_STORED_INT})
     assert Judgment.objects.get().client_time_ms == MAX_STORED_INT
     second = assignment.pairs.all()[1]
-    allocation.mark_shown(second)
+    allocation.do_mark_shown(second)
     with pytest.raises(ServiceError, match="client_ms"):
-        recording.record_judgment(second, idempotency_key="k3",
+        recording.do_record_judgment(second, idempotency_key="k3",
                                  answer=elicitation.Answer(choice="first"), client_time_ms=2**31)
 
 

@@ -30,11 +30,11 @@ def test_the_elicitation_mode_is_frozen_once_raters_started(researcher_client, s
 def test_a_key_reused_on_another_pair_is_refused_not_acknowledged(client, study, rater):
     assignment = allocation.do_start_assignment(rater)
     first, second = assignment.pairs.order_by("position")[:2]
-    allocation.mark_shown(first)
-    recording.record_judgment(first, idempotency_key="same", answer=Answer(choice="first"))
-    allocation.mark_shown(second)
+    allocation.do_mark_shown(first)
+    recording.do_record_judgment(first, idempotency_key="same", answer=Answer(choice="first"))
+    allocation.do_mark_shown(second)
     with pytest.raises(ServiceError, match="already used for another pair"):
-        recording.record_judgment(second, idempotency_key="same", answer=Answer(choice="second"))
+        recording.do_record_judgment(second, idempotency_key="same", answer=Answer(choice="second"))
     url = reverse("rate", args=[rater.token(), assignment.pk])
     client.get(url)  # the page shows the second pair
     refused = client.post(url + "submit/", {"pair": second.pk, "key": "same", "choice": "second"})

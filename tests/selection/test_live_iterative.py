@@ -46,8 +46,8 @@ def judge_like_the_oracle(assignment: Assignment) -> None:
     for n, pair in enumerate(assignment.pairs.select_related("pair__item")):
         label = oracle_of(pair.pair.item.external_id)
         shown = "first" if (label == "a") == pair.a_shown_first else "second"
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
 def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_study):
@@ -92,8 +92,8 @@ def answer(assignment: Assignment, labels: list[str]) -> None:
     """Answer the assignment's pairs with these model-coordinate labels ("a", "b", "tie")."""
     for n, (pair, label) in enumerate(zip(assignment.pairs.all(), labels, strict=True)):
         shown = "tie" if label == "tie" else ("first" if (label == "a") == pair.a_shown_first else "second")
-        allocation.mark_shown(pair)  # as the rating page does before an answer
-        recording.record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
+        allocation.do_mark_shown(pair)  # as the rating page does before an answer
+        recording.do_record_judgment(pair, idempotency_key=f"{assignment.pk}-{n}", answer=Answer(choice=shown))
 
 
 def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study):

@@ -81,7 +81,7 @@ class Command(BaseCommand):
         try:
             lifecycle.do_update_settings(study, changes, None)
             if not SelectionRun.objects.filter(study=study, pk__gt=latest).exists():
-                planning.rebuild_plan(study)  # the settings were already these: rebuild all the same
+                planning.do_rebuild_plan(study)  # the settings were already these: rebuild all the same
         except (ServiceError, ValueError) as exc:
             raise CommandError(str(exc)) from None
         return list(SelectionRun.objects.filter(study=study, pk__gt=latest).order_by("pk"))
