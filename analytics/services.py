@@ -2,7 +2,7 @@
 
 Conventions (documented in the README):
 - model coordinates: rating r = -1 (A preferred), 0 (no preference), +1 (B preferred), read off the stored
-  answer by ``selection.core.winners.effective_choice`` whatever the elicitation mode (annotation/elicitation.py): a
+  answer by ``annotation.elicitation.effective_choice`` whatever the elicitation mode (annotation/elicitation.py): a
   5-point answer by its side, a response set of one system as a choice of it, of both or of neither (and a
   forced "both are bad") as no preference;
 - a rating set is one rater's judgments of one item for one system pair;
@@ -33,7 +33,7 @@ from scipy.stats import t as student_t
 from analytics.core import agreement, bias, consistency, indeterminacy, ppi, ratings
 from analytics.leaderboards import clean, leaderboard, rate
 from analytics.populations import ALL, HUMANS, Population
-from annotation import orientation
+from annotation import elicitation, orientation
 from annotation.models import Comparison, Judgment, Skip, Study
 from selection import services as selection_services
 from selection.core import winners
@@ -68,7 +68,7 @@ class Row:
 
     @property
     def effective_choice(self) -> str | None:
-        return winners.effective_choice(self.choice, self.response_set, self.probability_a)
+        return elicitation.effective_choice(self.choice, self.response_set, self.probability_a)
 
     @property
     def rating(self) -> int | None:

@@ -10,11 +10,13 @@ A mode defines what a rater is asked and how the answer is kept:
   what is missing or contradictory, said to the rater;
 - ``to_model(answer, a_shown_first)``: storage, in model coordinates (``Stored``: the judgment's ``choice``,
   ``response_set`` and ``strength`` columns); the display <-> model flip is ``annotation/orientation.py``;
-- ``gold_correct(answer, good)``: how an attention check is scored.
+- ``gold_correct(answer, good)``: how an attention check is scored;
+- ``question(study)``: the question it asks, and ``verdict``: the lines an LLM judge ends its reply with to give
+  the same answer (``annotation/judges/prompts.py`` formats and reads each kind of line, knowing no mode).
 
 Every mode stores the same three columns, so the export (SPEC §8, extended with ``strength``) and the
 analytics read any judgment, imported or collected, the same way: the rating in {-1, 0, +1} of Eq. 4 / 7 is
-``selection.core.winners.effective_choice`` of the stored answer (a 5-point answer counts by its sign,
+``effective_choice`` of the stored answer (below) (a 5-point answer counts by its sign,
 "both bad" as a tie), and Omega for the indeterminacy metrics is ``analytics.core.indeterminacy.omega`` (a
 response set as given, an empty one -- "neither is acceptable" / "both are bad" -- as [0, 0]).
 
@@ -117,6 +119,12 @@ class Mode(abc.ABC):
     name: ClassVar[str]
     label: ClassVar[str]
     template: ClassVar[str] = "annotation/answers/options.html"
+    # the kinds of verdict line a judge's reply ends with: "choice" (A / B / Tie / Both bad), "acceptable" (every
+    # acceptable output), "also" (the outputs also acceptable besides the choice), "scale" (the 5 points)
+    verdict: ClassVar[tuple[str, ...]] = ("choice",)
+
+    def question(self, study) -> str:
+        return study.question
 
     @abc.abstractmethod
     def fieldsets(self, study) -> tuple[Fieldset, ...]:
@@ -179,13 +187,17 @@ class ForcedChoice(Mode):
 class ResponseSet(Mode):
     name = "response_set"
     label = "Response set (select every acceptable answer)"
+    verdict = ("acceptable",)
+
+    def question(self, study) -> str:
+        return study.response_set_question
 
     def fieldsets(self, study):
         options = [_option("checkbox", "response", FIRST, "Output 1", "1"),
                    _option("checkbox", "response", SECOND, "Output 2", "2")]
         if study.neither_option:
             options.append(_option("checkbox", "response", NEITHER, study.neither_label, "0"))
-        return (Fieldset(study.response_set_question, tuple(options)),)
+        return (Fieldset(self.question(study), tuple(options)),)
 
     def read(self, data):
         return Answer(response=_read_set(data))
@@ -203,6 +215,7 @@ class ResponseSet(Mode):
 class Paired(Mode):
     name = "paired"
     label = "Paired (pick one, then mark the others that are also acceptable)"
+    verdict = ("choice", "also")
 
     def fieldsets(self, study):
         also = (Option("checkbox", "response", FIRST, "Output 1 is acceptable", "shift-1", "⇧1"),
@@ -236,6 +249,7 @@ class PreferenceScale(Mode):
 
     name = "preference_scale"
     label = "5-point preference scale (1 much better … 2 much better)"
+    verdict = ("scale",)
     _POINTS = ((FIRST, 2), (FIRST, 1), (TIE, None), (SECOND, 1), (SECOND, 2))
 
     def fieldsets(self, study):
@@ -273,3 +287,16 @@ CHOICES = [(mode.name, mode.label) for mode in MODES.values()]
 def mode_of(study) -> Mode:
     return MODES[study.elicitation]
 
+
+def effective_choice(choice: str | None, response_set=None, probability_a: float | None = None) -> str | None:
+    """A stored answer as one choice in model coordinates ("a", "b", "tie", or None without one): the forced choice
+    when there is one (a 5-point answer is stored as its side, so ratings use its sign; "both are bad" is stored as a
+    tie); else a response set of one system votes for it, and of both or of neither ("neither is acceptable") is no
+    preference; else a judge's P(A) above / below / at 1/2."""
+    if choice is not None:
+        return choice
+    if response_set is not None:
+        return response_set[0] if len(response_set) == 1 else "tie"
+    if probability_a is not None:
+        return "a" if probability_a > 0.5 else ("b" if probability_a < 0.5 else "tie")
+    return None

@@ -17,6 +17,7 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Count, F, Q
 
+from annotation import elicitation
 from annotation.models import Assignment, Comparison, Item, Judgment, Study, Task
 from selection import embedding
 from selection.core import winners
@@ -78,7 +79,7 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
         .values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
     ):
         entry = by_assignment.setdefault((assignment_id, item_id), (item_id, []))
-        answer = winners.effective_choice(choice, response, probability)
+        answer = elicitation.effective_choice(choice, response, probability)
         if answer is not None:
             entry[1].append(winners.rating_for(answer))
     rating_sets: dict[int, list[list[int]]] = {}

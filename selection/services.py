@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 from django.db import transaction
 
+from annotation import elicitation
 from annotation.models import Comparison, Generation, Item, Study
 from selection import embedding
 from selection.core import separability as sep
@@ -175,7 +176,7 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
                          "response_set", "probability_a"))
     by_item: dict[int, list[float]] = {}
     for item_id, system_a, system_b, choice, response_set, probability_a in rows:
-        answer = winners.effective_choice(choice, response_set, probability_a)
+        answer = elicitation.effective_choice(choice, response_set, probability_a)
         if answer is None or system_a == system_b:
             continue
         rating = winners.rating_for(answer, flipped=system_a != first)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from annotation import elicitation
 from annotation.elicitation import BOTH_BAD, FIRST, NEITHER, SECOND, TIE, Answer
@@ -62,33 +62,57 @@ class Offer:
 
     @classmethod
     def of(cls, study) -> Offer:
-        question = study.response_set_question if study.elicitation == "response_set" else study.question
+        question = elicitation.MODES[study.elicitation].question(study)
         return cls(study.elicitation, study.allow_tie, study.neither_option, question, study.tie_label,
                    study.neither_label)
 
 
+@dataclasses.dataclass(frozen=True)
+class VerdictLine:
+    """One kind of verdict line (``elicitation.Mode.verdict`` lists a mode's): its label, the values it offers, how
+    the closing instruction introduces it (alone, and as one of several lines), and how its value reads as part of
+    an ``Answer``."""
+
+    label: str
+    values: Callable[[Offer], list[str]]
+    alone: str
+    among: str
+    read: Callable[[str], dict]
+
+
+def _choice_values(offer: Offer) -> list[str]:
+    return ["A", "B"] + (["Tie"] if offer.allow_tie else []) + (["Both bad"] if offer.neither_option else [])
+
+
+LINES = {
+    "choice": VerdictLine("Verdict", _choice_values, "one line, exactly one of: ",
+                          "first your choice, exactly one of: ", lambda v: {"choice": _choice(v)}),
+    "acceptable": VerdictLine("Acceptable", lambda o: ["A", "B", "A, B"] + (["none"] if o.neither_option else []),
+                              "one line listing every output that is an acceptable answer, exactly one of: ",
+                              "every acceptable output, exactly one of: ", lambda v: {"response": _set(v)}),
+    "also": VerdictLine("Also acceptable", lambda o: ["A", "B", "A, B", "none"], "one line, exactly one of: ",
+                        "then every output that is also acceptable, exactly one of: ",
+                        lambda v: {"response": frozenset(_set(v) - {NEITHER})}),
+    "scale": VerdictLine("Verdict", lambda o: ["A much better", "A better", "Same", "B better", "B much better"]
+                         + (["Both bad"] if o.neither_option else []), "one line, exactly one of: ",
+                         "first your verdict, exactly one of: ", lambda v: _scale(v)),
+}
+
+
+NUMBERS = {2: "two", 3: "three"}
+
+
+def _lines_of(offer: Offer) -> list[VerdictLine]:
+    return [LINES[kind] for kind in elicitation.MODES[offer.mode].verdict]
+
+
 def answer_format(offer: Offer) -> str:
     """The closing instruction that tells the judge the exact verdict line(s) this study accepts."""
-    choices = ["Verdict: A", "Verdict: B"]
-    if offer.allow_tie:
-        choices.append("Verdict: Tie")
-    if offer.neither_option:
-        choices.append("Verdict: Both bad")
-    sets = ["Acceptable: A", "Acceptable: B", "Acceptable: A, B"] + (["Acceptable: none"] if offer.neither_option
-                                                                     else [])
-    if offer.mode == "response_set":
-        return ("one line listing every output that is an acceptable answer, exactly one of: "
-                + " | ".join(sets))
-    if offer.mode == "paired":
-        return ("two lines: first your choice, exactly one of: " + " | ".join(choices)
-                + "; then every output that is also acceptable, exactly one of: "
-                + "Also acceptable: A | Also acceptable: B | Also acceptable: A, B | Also acceptable: none")
-    if offer.mode == "preference_scale":
-        scale = ["A much better", "A better", "Same", "B better", "B much better"]
-        if offer.neither_option:
-            scale.append("Both bad")
-        return "one line, exactly one of: " + " | ".join(f"Verdict: {s}" for s in scale)
-    return "one line, exactly one of: " + " | ".join(choices)
+    lines = _lines_of(offer)
+    options = [" | ".join(f"{line.label}: {value}" for value in line.values(offer)) for line in lines]
+    if len(lines) == 1:
+        return lines[0].alone + options[0]
+    return f"{NUMBERS[len(lines)]} lines: " + "; ".join(line.among + o for line, o in zip(lines, options, strict=True))
 
 
 def check_template(template: str) -> None:
@@ -158,42 +182,37 @@ _SCALE = {"a much better": (FIRST, 2), "a better": (FIRST, 1), "same": (TIE, Non
           "b much better": (SECOND, 2), "both bad": (BOTH_BAD, None)}
 
 
+def _scale(value: str) -> dict:
+    key = " ".join(value.lower().split())
+    if key not in _SCALE:
+        raise Unparseable(f"The verdict {value!r} is not a point of the 5-point scale.")
+    side, strength = _SCALE[key]
+    return {"choice": side, "strength": strength}
+
+
 def parse(offer: Offer, text: str) -> Verdict:
     """The verdict of a reply, strictly (module docstring), checked against what the study offers."""
     lines = _lines(text or "")
     if not lines:
         raise Unparseable("The reply is empty.")
-    mode = offer.mode
-    prefix = "acceptable" if mode == "response_set" else "verdict"
-    if sum(_match(prefix, line) is not None for _, line in lines) > 1:
-        raise Unparseable(f"The reply has more than one '{prefix.capitalize()}:' line.")
-    if mode == "paired":
-        if len(lines) < 2:
-            raise Unparseable("The reply does not end with a 'Verdict:' and an 'Also acceptable:' line.")
-        (off_v, line_v), (_, line_s) = lines[-2], lines[-1]
-        verdict, also = _match("verdict", line_v), _match("also acceptable", line_s)
-        if verdict is None or also is None:
-            raise Unparseable("The reply does not end with a 'Verdict:' and an 'Also acceptable:' line.")
-        choice = _choice(verdict[0])
-        response = _set(also[0]) - {NEITHER}
-        answer, offset = Answer(choice=choice, response=frozenset(response)), off_v + verdict[1]
-    else:
-        off, line = lines[-1]
-        found = _match(prefix, line)
+    grammar = _lines_of(offer)
+    first = grammar[0].label
+    if sum(_match(first, line) is not None for _, line in lines) > 1:
+        raise Unparseable(f"The reply has more than one '{first}:' line.")
+    ending = " and ".join(f"{'an' if g.label[0] in 'AEIOU' else 'a'} '{g.label}:'" for g in grammar) + " line"
+    missing = (f"The reply does not end with {ending}." if len(grammar) > 1
+               else f"The reply's last line is not a '{first}:' line.")
+    if len(lines) < len(grammar):
+        raise Unparseable(missing)
+    parts: dict = {}
+    offset = None
+    for line_kind, (at, line) in zip(grammar, lines[-len(grammar):], strict=True):
+        found = _match(line_kind.label, line)
         if found is None:
-            raise Unparseable(f"The reply's last line is not a '{prefix.capitalize()}:' line.")
-        value, at = found
-        offset = off + at
-        if mode == "response_set":
-            answer = Answer(response=_set(value))
-        elif mode == "preference_scale":
-            key = " ".join(value.lower().split())
-            if key not in _SCALE:
-                raise Unparseable(f"The verdict {value!r} is not a point of the 5-point scale.")
-            side, strength = _SCALE[key]
-            answer = Answer(choice=side, strength=strength)
-        else:
-            answer = Answer(choice=_choice(value))
+            raise Unparseable(missing)
+        parts.update(line_kind.read(found[0]))
+        offset = at + found[1] if offset is None else offset  # the deciding label is on the first line
+    answer = Answer(**parts)
     check_offered(offer, answer)
     return Verdict(answer, offset)
 

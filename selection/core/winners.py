@@ -25,20 +25,6 @@ def score_for_a(rating):
     return (1 - np.asarray(rating, dtype=np.float64)) / 2
 
 
-def effective_choice(choice: str | None, response_set=None, probability_a: float | None = None) -> str | None:
-    """One answer in model coordinates ("a", "b", "tie", or None without one): the forced choice when there
-    is one (a 5-point answer is stored as its side, so ratings use its sign; "both are bad" is stored as a
-    tie); else a response set of one system votes for it, and of both or of neither ("neither is
-    acceptable") is no preference; else a judge's P(A) above / below / at 1/2."""
-    if choice is not None:
-        return choice
-    if response_set is not None:
-        return response_set[0] if len(response_set) == 1 else "tie"
-    if probability_a is not None:
-        return "a" if probability_a > 0.5 else ("b" if probability_a < 0.5 else "tie")
-    return None
-
-
 def rater_preference(ratings) -> int:
     """One rater's preference on an item: the sign of their preference strength (Eq. 7) over their rating
     set, -1 (A), 0 (none, or no ratings) or +1 (B)."""

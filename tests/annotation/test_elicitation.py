@@ -109,9 +109,9 @@ def test_both_bad_is_a_tie_with_no_acceptable_output_and_only_when_offered():
 
 def test_analytics_reads_the_scale_by_its_sign_and_both_bad_as_a_tie_with_omega_zero():
     # Eq. 4 / 7 see only the side; "both are bad" and "neither is acceptable" are no preference
-    assert winners.effective_choice("b", None) == "b"  # "B much better" is stored as choice b, strength 2
-    assert winners.effective_choice("tie", []) == "tie"
-    assert winners.effective_choice(None, []) == "tie"
+    assert elicitation.effective_choice("b", None) == "b"  # "B much better" is stored as choice b, strength 2
+    assert elicitation.effective_choice("tie", []) == "tie"
+    assert elicitation.effective_choice(None, []) == "tie"
     np.testing.assert_array_equal(indeterminacy.omega([[]], ["tie"], beta=0.3), [0.0, 0.0])
     # mixed with a forced choice of a (beta 0.3 for b): the mean of [0, 0] and [1, 0.3]
     np.testing.assert_allclose(indeterminacy.omega([[], None], ["tie", "a"], beta=0.3), [0.5, 0.15])
@@ -243,3 +243,15 @@ def test_welcome_preview_and_rating_page_state_the_real_task_of_each_mode(client
         for o in options:
             assert f'type="{o.input}" name="{o.name}" value="{o.value}" data-key="{o.key}"' in text
     assert "Pair 1 of 2" in page and " disabled" in preview
+
+
+def test_a_stored_answer_reads_as_one_choice_in_model_coordinates():
+    assert elicitation.effective_choice("b", ["a"]) == "b"  # the forced choice comes first
+    assert elicitation.effective_choice(None, ["a"]) == "a"
+    assert elicitation.effective_choice(None, ["a", "b"]) == "tie"
+    assert elicitation.effective_choice(None, None, 0.7) == "a"
+    assert elicitation.effective_choice(None, None, 0.5) == "tie"
+    # "neither is acceptable" (an empty response set) prefers neither output: no preference
+    assert elicitation.effective_choice(None, [], None) == "tie"
+    assert elicitation.effective_choice("tie", [], None) == "tie"  # a forced "both are bad"
+    assert elicitation.effective_choice(None, None, None) is None

@@ -14,6 +14,7 @@ from analytics.core.simulation import (
     iterative_report,
     success_rates,
 )
+from annotation import elicitation
 from annotation.exchange import formats
 from annotation.management.commands._common import get_study, read_file
 from annotation.rating import recording
@@ -204,7 +205,7 @@ class Command(BaseCommand):
         pair = (comparison.system_a.name, comparison.system_b.name)
         sets: dict[str, dict[str, list[int]]] = {}
         for j in parsed:
-            answer = winners.effective_choice(j.choice, j.response_set, j.probability_a)
+            answer = elicitation.effective_choice(j.choice, j.response_set, j.probability_a)
             if (kind != "any" and j.rater_kind != kind) or {j.system_a, j.system_b} != set(pair) or answer is None \
                     or j.revised:  # another kind of rater, another pair, no answer, or a replaced answer
                 continue
