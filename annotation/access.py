@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core import signing
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
+from rest_framework.authtoken.models import Token
 
 from annotation import study_settings
 from annotation.compiled import CompiledQuery, instance, model_columns
@@ -36,6 +37,16 @@ SESSION_RATERS = "seplab_open_link_raters"
 
 def studies_for(user: AbstractBaseUser):
     return Study.objects.filter(owner=user)
+
+
+def api_token_for(user: AbstractBaseUser) -> Token | None:
+    """The researcher's own API token, if they made one."""
+    return Token.objects.filter(user=user).first()
+
+
+def blocked_workers_for(user: AbstractBaseUser):
+    """The crowd workers a researcher keeps out of all their studies."""
+    return BlockedWorker.objects.filter(owner=user)
 
 
 def access_study(request: HttpRequest, study_id: int) -> Study:
@@ -72,7 +83,7 @@ def access_job(request: HttpRequest, study_id: int, job_id: int) -> tuple[Study,
 
 def access_blocked_worker(request: HttpRequest, block_id: int) -> BlockedWorker:
     """One of the researcher's own blocklist entries (a blocklist spans all of a researcher's studies)."""
-    return get_object_or_404(BlockedWorker, pk=block_id, owner=request.user)
+    return get_object_or_404(blocked_workers_for(request.user), pk=block_id)
 
 
 def _rater_token(token: str) -> dict:

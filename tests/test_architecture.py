@@ -13,6 +13,8 @@ never checked.
    import any wing but ``views``; management commands are entry points and import anything. A top-level module named
    after a wing (``annotation/crowd.py`` before it moves) counts as that wing.
 6. Only the rating wing (``annotation/rating/``) creates ``Judgment`` rows.
+7. Who may see what is decided in ``annotation/access.py`` only: no view looks an object up by id
+   (``get_object_or_404``) or filters by ``request.user`` itself.
 """
 
 from __future__ import annotations
@@ -213,6 +215,33 @@ def test_only_the_rating_wing_writes_judgments():
            if rating not in path.parents and "tests" not in path.relative_to(ROOT).parts
            and not path.name.startswith("test") for line in sorted(judgment_writes(ast.parse(path.read_text())))]
     assert not bad, "only annotation/rating/ may create Judgment rows:\n" + "\n".join(bad)
+
+
+def permission_decisions(tree: ast.AST) -> list[int]:
+    def is_request_user(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "user" and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "request") or (
+            isinstance(node, ast.Attribute) and node.attr == "user" and isinstance(node.value, ast.Name)
+            and node.value.id == "request")
+
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        if name == "get_object_or_404" or (name in ("filter", "get", "exclude") and any(
+                is_request_user(k.value) for k in node.keywords)):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_every_permission_decision_is_in_access():
+    access = ROOT / "annotation" / "access.py"
+    bad = [f"{path.relative_to(ROOT)}:{line} decides who may see something" for path in source_files(*APPS)
+           if path != access for line in permission_decisions(ast.parse(path.read_text()))]
+    assert not bad, "ask annotation/access.py (an access_* function) instead:\n" + "\n".join(bad)
+    assert permission_decisions(ast.parse("get_object_or_404(Study, pk=1)\nX.objects.filter(owner=request.user)"
+                                          )) == [1, 2]
 
 
 def test_the_import_collector_sees_relative_nested_and_submodule_imports():

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from annotation import access
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
-from annotation.models import Assignment, BlockedWorker, ExternalLink, Rater
+from annotation.models import Assignment, ExternalLink, Rater
 from annotation.ratelimit import client_ip
 from annotation.rating import allocation, attention
 from annotation.studies import enrolment
@@ -103,7 +103,7 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
     workers = list(workers)
     for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
         w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
-    blocked = BlockedWorker.objects.filter(owner=request.user)
+    blocked = access.blocked_workers_for(request.user)
     return render(request, "annotation/external_links.html", {
         "gold_form": GoldPairForm(), "generate_form": GenerateGoldForm(), "n_gold": study.gold_pairs.count(),
         "study": study, "links": links, "platforms": ExternalLink.Platform.choices, "workers": workers,

@@ -12,7 +12,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
-from rest_framework.authtoken.models import Token
 
 from annotation import access, elicitation, extensions
 from annotation.access import access_study, studies_for
@@ -339,5 +338,5 @@ def api_token(request: HttpRequest) -> HttpResponse:
         enrolment.do_rotate_api_token(request.user)
         messages.success(request, "A new API token was created; the old one no longer works.")
         return redirect("api_token")
-    token = Token.objects.filter(user=request.user).first()
+    token = access.api_token_for(request.user)
     return render(request, "annotation/api_token.html", {"token": token})
