@@ -97,7 +97,7 @@ def _rater_token(token: str) -> dict:
 
 
 def _check_nonce(rater: Rater, payload: dict) -> None:
-    """A link works while its nonce is the rater's: rotating or revoking a link (annotation/study_admin.py)
+    """A link works while its nonce is the rater's: rotating or revoking a link (annotation/studies/enrolment.py)
     gives the rater a new one, so the old link stops at once, on every page and submit."""
     if rater.revoked or rater.token_nonce != payload.get("n"):
         raise Http404("This rater link is no longer valid.")

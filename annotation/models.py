@@ -399,7 +399,7 @@ class Rater(models.Model):
 
     # Who holds places only as work is shown to them: anyone can become one of these raters (an invented worker id,
     # a visit to the open link), so until they answer they hold the task on their screen and no more, and only for
-    # the study's first-answer window (services.do_start_assignment, services.do_expire_stale_assignments).
+    # the study's first-answer window (annotation/rating/allocation.py).
     ANONYMOUS_SOURCES = (Source.EXTERNAL, Source.OPEN_LINK)
 
     class Meta:
@@ -510,8 +510,8 @@ class AssignmentPair(models.Model):
 
 
 class Judgment(models.Model):
-    """One rater's answer on one pair. Created only by ``annotation.services.do_record_judgment``
-    (or the judgment importer, for judges and past data)."""
+    """One rater's answer on one pair: a person's, an LLM judge's or an imported one, created only by
+    ``annotation/rating/recording.py``."""
 
     class Choice(models.TextChoices):
         A = "a", "A"
@@ -712,7 +712,7 @@ class MTurkHIT(models.Model):
 
 class Judge(models.Model):
     """An LLM judge SepLab runs on a study's pairs through an OpenAI-compatible endpoint
-    (``annotation/judge_runner.py``). Its verdicts are the judgments of ``rater`` (kind judge)."""
+    (``annotation/judges/runner.py``). Its verdicts are the judgments of ``rater`` (kind judge)."""
 
     class Scope(models.TextChoices):
         SHOWN = "shown", "The pairs released to human raters"

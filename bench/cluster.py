@@ -356,9 +356,8 @@ def build(cluster: Cluster, raters: int, items: int, job_items: int) -> dict:
 
 
 def queue_jobs(study_id: int, n: int) -> list[int]:
-    from selection.tasks import start_separability_job
-
     from annotation.models import Study
+    from selection.jobs import start_separability_job
 
     study = Study.objects.get(pk=study_id)
     return [start_separability_job(study, "rouge1").pk for _ in range(n)]
@@ -368,8 +367,8 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
     """Wait for the jobs; a job failed because its worker was killed is started again (as its page offers). Then
     check each ran to the end exactly once: done, and every task of it claimed by one worker only."""
     from django_tasks_db.models import DBTaskResult
-    from selection.tasks import run_separability
 
+    from annotation.jobs import run_job
     from annotation.models import Job
 
     restarted: Counter = Counter()
@@ -379,7 +378,7 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
         for pk, status in jobs.items():
             if status == Job.Status.FAILED:
                 Job.objects.filter(pk=pk).update(status=Job.Status.QUEUED, message="", finished=None)
-                run_separability.enqueue(pk)
+                run_job.enqueue(pk)
                 restarted[pk] += 1
         if all(s == Job.Status.DONE for s in jobs.values()):
             break
@@ -392,7 +391,7 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
                 "restarted_after_kill": sum(restarted.values()), "stuck_running": stuck, "job_seconds": None}
     results = Counter()
     claimed_twice = 0
-    for row in DBTaskResult.objects.filter(task_path__endswith="run_separability"):
+    for row in DBTaskResult.objects.filter(task_path__endswith="run_job"):
         job = (row.args_kwargs.get("args") or [None])[0]
         if job in jobs:
             results[(job, row.status)] += 1

@@ -122,7 +122,7 @@ class Release:
 def advance(study: Study, comparison_id: int) -> Release | None:
     """Advance the live loop of one system pair after an assignment with a place in it completed: flag the
     judgments of items that left the decision set as superseded (and back), store the outcome, and return
-    the items to release (``annotation.services`` creates their tasks, in the caller's transaction, so
+    the items to release (annotation's plan creates their tasks, in the caller's transaction, so
     selection never calls back into annotation). Locks the run's row until the caller's transaction ends."""
     if not is_live(study.selection_settings.selection_method):
         return None

@@ -1,6 +1,6 @@
 """Selection strategies: which items of one system pair are sent to raters, and in which order.
 
-The assignment builder (``annotation.services.do_rebuild_plan``) and the ``select`` command ask a
+The assignment builder (``annotation.plan.planning.do_rebuild_plan``) and the ``select`` command ask a
 strategy for each system pair through a ``SelectionContext``; strategies look only at what they need
 (difference vectors, separability) and that is computed lazily, once. New strategies register in
 ``STRATEGIES`` and plug in without touching the builder. The numerics live in ``selection.core``.

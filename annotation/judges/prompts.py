@@ -1,6 +1,6 @@
 """What an LLM judge is asked and how its reply is read: the prompt per elicitation mode, the strict verdict
 grammar, and P(first) from the option tokens' log-probabilities (comparative-assessment seed, Eq. 3). Pure
-functions, no Django: the runner (``annotation/judge_runner.py``) sends and stores, this module decides.
+functions, no Django: the runner (``annotation/judges/runner.py``) sends and stores, this module decides.
 
 A reply is read **strictly**: its last non-empty lines must be the mode's verdict lines (below), in any case,
 with Markdown emphasis (``*``, ``_``) and a final full stop ignored. Anything else -- no verdict line, two

@@ -69,7 +69,7 @@ def do_rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None)
     """(Re)build the study's comparisons and tasks from its settings; returns the number of tasks.
 
     Which items each system pair gets comes from the study's selection strategy; the sampled output
-    pairs and display orders come from ``annotation.scheduling``. Refuses once raters have started.
+    pairs and display orders come from ``annotation.plan.scheduling``. Refuses once raters have started.
     """
     lock_plan(study, exclusive=True)
     if study.has_started():
