@@ -38,7 +38,7 @@ from annotation.models import Comparison, Judgment, Skip, Study
 from selection import services as selection_services
 from selection.core import winners
 from selection.core.stopping import stopping_status
-from selection.models import ItemSeparability
+from selection.models import ItemSeparability, SeparabilityRun
 from selection.services import UNRECORDED, SampleDesign
 from selection.strategies import PURPOSIVE, STRATIFIED, UNIFORM, WEIGHTED, strategy_parameters
 
@@ -729,8 +729,6 @@ def _census(design: SampleDesign, y_by: dict[int, float]) -> bool:
 
 
 def separability_report(study: Study) -> dict:
-    from selection.models import SeparabilityRun
-
     out = {}
     for run in SeparabilityRun.objects.filter(study=study).select_related("comparison__system_a",
                                                                           "comparison__system_b"):

@@ -6,13 +6,15 @@ from __future__ import annotations
 from annotation.study_settings import Setting
 
 SETTINGS = [
-    Setting("elo_k", "ELO K factor", "How far one battle moves a rating.", "analysis"),
-    Setting("bootstrap_rounds", "Bootstrap rounds", "Resamples behind the leaderboards' 95 % intervals.", "analysis"),
+    Setting("elo_k", "ELO K factor", "How far one battle moves a rating.", "analysis", order=10),
+    Setting("bootstrap_rounds", "Bootstrap rounds", "Resamples behind the leaderboards' 95 % intervals.", "analysis",
+            order=20),
     Setting("rating_aggregation", "Which judgments are battles", "Every judgment, the majority per pair, or one "
-            "sampled per item and system pair.", "analysis"),
+            "sampled per item and system pair.", "analysis", order=30),
     Setting("indeterminacy_beta", "Human sensitivity β (forced choice only)", "The share of raters who chose one "
-            "output but would accept the other, for judge metrics when humans gave forced choices only.", "analysis"),
+            "output but would accept the other, for judge metrics when humans gave forced choices only.", "analysis",
+            order=60),
     Setting("estimate_target", "Win-rate estimates are for", "Items like these: the intervals also count that the "
             "study holds only some of the items it stands for. These items: the study's own items only, so judging "
-            "all of them gives the exact answer.", "analysis"),
+            "all of them gives the exact answer.", "analysis", order=70),
 ]

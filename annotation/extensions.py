@@ -27,8 +27,9 @@ class ItemChooser:
     """``choose(study, comparison, candidates)``: the items of one system pair to release first, in release order
     (a live method's first representatives, a static method's whole choice). ``ValueError`` when it cannot."""
     advance: Callable[..., Any]
-    """``advance(study, comparison_id)``: after an assignment with a place in that system pair completed, the next
-    items a live method releases (an object with ``comparison``, ``items`` and ``seed``), or None."""
+    """``advance(study, comparison_id)``: after an assignment with a place in that system pair completed, what a live
+    method decided (an object with ``comparison``, ``items`` to release, ``seed`` and ``counted``: the items whose
+    judgments count), or None."""
     needs_worker: Callable[..., bool]
     """``needs_worker(study)``: whether choosing would first do slow work (embedding outputs) that must not run
     inside a request."""

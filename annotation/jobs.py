@@ -79,9 +79,9 @@ def start(study, kind: str, **fields) -> Job:
 @task()
 def run_job(job_id: int) -> None:
     job = Job.objects.select_related("study").get(pk=job_id)
-    body = import_string(KINDS[job.kind])
     Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING, heartbeat=timezone.now())
     try:
+        body = import_string(KINDS[job.kind])  # an unknown kind fails the job, never leaves it queued
         outcome = body(job, Progress(job_id))
     except JobFailed as exc:
         _finish(job_id, Job.Status.FAILED, str(exc))

@@ -100,6 +100,7 @@ class Setting:
     choices: Callable[[], list[tuple[str, str]]] | None = None  # the form's choices, when an app's registry has them
     freezes: str | None = None  # PLAN: it shapes the comparison plan; ANSWER: it says what an answer is
     form_only: bool = False  # on the form, stored elsewhere (e.g. the explicit list of system pairs)
+    order: int = 0  # its place in its section (then declaration order): each app declares its own settings
 
 
 SETTINGS: dict[str, Setting] = {}
@@ -133,7 +134,8 @@ def answer_fields() -> tuple[str, ...]:
 
 def sections() -> list[tuple[str, str, str, list[str]]]:
     """Each section of the settings page with its settings in declaration order."""
-    return [(anchor, title, intro, [s.name for s in SETTINGS.values() if s.section == anchor])
+    return [(anchor, title, intro, [s.name for s in sorted(SETTINGS.values(), key=lambda s: s.order)
+                                    if s.section == anchor])
             for anchor, title, intro in SECTIONS]
 
 
@@ -176,7 +178,7 @@ STUDY_SETTINGS = [
     Setting("raters_per_item", "Raters per item", "How many different raters judge each selected item.",
             "who-rates", freezes=PLAN),
     Setting("public_base_url", "Public base URL", "The address raters reach this server at; every link of the study "
-            "is built on it (empty: the address you are browsing).", "who-rates"),
+            "is built on it (empty: the address you are browsing).", "who-rates", order=100),
     Setting("pair_mode", "Which system pairs", "All pairs, each system against a baseline, or a list you tick.",
             "selection", freezes=PLAN),
     Setting("baseline", "Baseline system", "Every other system is compared with it.", "selection",
@@ -186,7 +188,7 @@ STUDY_SETTINGS = [
     Setting("scheduling", "Scheduling", "How system pairs and display orders are spread over items.", "selection",
             freezes=PLAN),
     Setting("seed", "Random seed", "The same file, settings and seed give the same plan, selection and bootstrap.",
-            "selection", freezes=PLAN),
+            "selection", freezes=PLAN, order=100),
 ]
 CROWD_SETTINGS = [
     Setting("max_assignments_per_rater", "Most assignments per rater", "Empty: no limit.", "who-rates"),

@@ -357,10 +357,10 @@ def build(cluster: Cluster, raters: int, items: int, job_items: int) -> dict:
 
 def queue_jobs(study_id: int, n: int) -> list[int]:
     from annotation.models import Study
-    from selection.jobs import start_separability_job
+    from selection.jobs import do_start_separability_job
 
     study = Study.objects.get(pk=study_id)
-    return [start_separability_job(study, "rouge1").pk for _ in range(n)]
+    return [do_start_separability_job(study, "rouge1").pk for _ in range(n)]
 
 
 def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
@@ -391,14 +391,15 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
                 "restarted_after_kill": sum(restarted.values()), "stuck_running": stuck, "job_seconds": None}
     results = Counter()
     claimed_twice = 0
+    took = []
     for row in DBTaskResult.objects.filter(task_path__endswith="run_job"):
         job = (row.args_kwargs.get("args") or [None])[0]
         if job in jobs:
             results[(job, row.status)] += 1
             claimed_twice += len(row.worker_ids) > 1
+            if row.status == "SUCCESSFUL":
+                took.append((row.finished_at - row.started_at).total_seconds())
     succeeded = {pk: results[(pk, "SUCCESSFUL")] for pk in job_ids}
-    took = [(f - s).total_seconds() for s, f in DBTaskResult.objects.filter(
-        task_path__endswith="run_separability", status="SUCCESSFUL").values_list("started_at", "finished_at")]
     return {"jobs": len(job_ids), "done": sum(s == Job.Status.DONE for s in jobs.values()),
             "succeeded_once": sum(n == 1 for n in succeeded.values()), "claimed_twice": claimed_twice,
             "restarted_after_kill": sum(restarted.values()), "stuck_running": stuck,

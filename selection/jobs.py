@@ -7,13 +7,13 @@ from annotation.models import Job
 from selection import services
 
 
-def start_separability_job(study, metric: str) -> Job:
+def do_start_separability_job(study, metric: str) -> Job:
     """Record the job and queue it; the researcher's page polls its progress."""
     services.parse_metric(metric)  # a bad metric is the caller's error, before anything is queued
     return jobs.start(study, "separability", params={"metric": metric})
 
 
-def start_embedding_job(study) -> Job:
+def do_start_embedding_job(study) -> Job:
     return jobs.start(study, "embed", message="Embedding the outputs")
 
 

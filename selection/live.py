@@ -112,18 +112,21 @@ def replay(run: IterativeRun) -> IterativeDiffUse:
 
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """What the live loop wants released now: items of one system pair, and the seed of their plans."""
+    """What the live loop decided: the items of one system pair to release now and the seed of their plans, and the
+    items whose judgments count (the decision set: the judgments of the others are superseded, kept but not
+    counted -- annotation's rating wing flags them)."""
 
     comparison: Comparison
     items: list[Item]
     seed: str
+    counted: frozenset[int]
 
 
 def advance(study: Study, comparison_id: int) -> Release | None:
-    """Advance the live loop of one system pair after an assignment with a place in it completed: flag the
-    judgments of items that left the decision set as superseded (and back), store the outcome, and return
-    the items to release (annotation's plan creates their tasks, in the caller's transaction, so
-    selection never calls back into annotation). Locks the run's row until the caller's transaction ends."""
+    """Advance the live loop of one system pair after an assignment with a place in it completed: store the
+    outcome, and return the items to release and the decision set (annotation creates the tasks and flags the
+    judgments, in the caller's transaction, so selection never writes annotation's rows). Locks the run's row until
+    the caller's transaction ends."""
     if not is_live(study.selection_settings.selection_method):
         return None
     with transaction.atomic():
@@ -136,14 +139,10 @@ def advance(study: Study, comparison_id: int) -> Release | None:
         have = set(Task.objects.filter(comparison=run.comparison, item_id__in=wanted).values_list("item_id", flat=True))
         new = [pk for pk in wanted if pk not in have]
         by_pk = Item.objects.in_bulk(new) if new else {}
-        current = set(algorithm.decision_items())
-        judgments = _of_comparison(Judgment.objects.filter(study=study),
-                                   assignment__places__task__comparison=run.comparison)
-        judgments.exclude(pair__item_id__in=current).filter(superseded=False).update(superseded=True)
-        judgments.filter(pair__item_id__in=current, superseded=True).update(superseded=False)
         run.outcome = algorithm.outcome or ""
         run.save(update_fields=["outcome", "updated"])
-    return Release(run.comparison, [by_pk[pk] for pk in new], f"{study.seed}:{run.comparison_id}:{algorithm.k}")
+    return Release(run.comparison, [by_pk[pk] for pk in new], f"{study.seed}:{run.comparison_id}:{algorithm.k}",
+                   frozenset(algorithm.decision_items()))
 
 
 @dataclasses.dataclass(frozen=True)

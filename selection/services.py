@@ -11,12 +11,12 @@ import numpy as np
 from django.db import transaction
 
 from annotation import elicitation
-from annotation.models import Comparison, Generation, Item, Study
+from annotation.models import Comparison, Generation, Item, Judgment, Rater, Study, Task
 from selection import embedding
 from selection.core import separability as sep
 from selection.core import winners
 from selection.core.diffuse import Dendrogram, difference_vectors, ward_tree
-from selection.models import ItemSeparability, IterativeRun, SelectionRun, SeparabilityRun, StoredTree
+from selection.models import Embedding, ItemSeparability, IterativeRun, SelectionRun, SeparabilityRun, StoredTree
 from selection.strategies import (
     PURPOSIVE,
     STRATEGIES,
@@ -44,8 +44,6 @@ def parse_metric(metric: str) -> tuple[str, bool]:
 
 def embedding_coverage(study: Study) -> tuple[int, int]:
     """(distinct outputs already embedded with the study encoder, distinct outputs)."""
-    from selection.models import Embedding
-
     hashes = Generation.objects.filter(item__study=study).values("text_hash").distinct()
     done = Embedding.objects.filter(encoder=embedding.encoder_name(), text_hash__in=hashes).count()
     return done, hashes.count()
@@ -166,8 +164,6 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     """The LLM judges' verdicts on each item of a system pair (the judgments of raters of kind judge, current
     ones only), as their scores for the pair's first system (1 a win, 1/2 no preference, 0 a loss, whichever
     system the judgment calls A): one row per item, NaN-padded to the item with the most verdicts."""
-    from annotation.models import Judgment, Rater
-
     first, second = comparison.system_a_id, comparison.system_b_id
     rows = (Judgment.objects.filter(pair__item__in=items, revised=False, superseded=False, rater__kind=Rater.Kind.JUDGE,
                                     pair__generation_a__system_id__in=[first, second],
@@ -236,8 +232,6 @@ def plan_runs(study: Study) -> dict[int, SelectionRun | IterativeRun | None]:
     is this pair's"): its live iterative run while the study's method is live; else the latest selection run whose
     chosen items are the items released (a ``select`` run without --apply chose items nobody was sent, and does not
     count); the latest run when nothing was released; None when released items match no stored run."""
-    from annotation.models import Task
-
     released: dict[int, set[str]] = {}
     for comparison_id, external_id in Task.objects.filter(study=study).values_list("comparison_id",
                                                                                    "item__external_id"):
@@ -278,8 +272,6 @@ def chosen_items(study: Study) -> list[dict]:
     representative stands for), its inclusion probability when the strategy drew with known chances, and
     its separability under the study's metric; the pair's sample design (``sample_designs``) and the number of
     candidates it drew from."""
-    from annotation.models import Task
-
     settings = study.selection_settings
     runs = plan_runs(study)
     designs = sample_designs(study, runs)
@@ -340,8 +332,6 @@ class SampleDesign:
 
 def sample_designs(study: Study, runs: dict | None = None) -> dict[tuple[str, str], SampleDesign]:
     """(system a, system b) of each comparison -> how its items were drawn (``SampleDesign``), from ``plan_runs``."""
-    from annotation.models import Task
-
     runs = plan_runs(study) if runs is None else runs
     ids = dict(study.items.values_list("external_id", "id"))
     all_items = list(study.items.order_by("position").values_list("id", flat=True))

@@ -28,9 +28,11 @@ SETTINGS = [
     Setting("min_n", "Items judged first", "Iterative DiffUse: representatives judged before the first stopping "
             "check.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
     Setting("sep_threshold_t", "Separability midpoint (T)", "sep-ELO and separability-weighted selection give half "
-            "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN),
-    Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN),
-    Setting("sep_beta", "Weight steepness (β)", "How sharply the weight rises around T.", "analysis", freezes=PLAN),
+            "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN, order=40),
+    Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN,
+            order=41),
+    Setting("sep_beta", "Weight steepness (β)", "How sharply the weight rises around T.", "analysis", freezes=PLAN,
+            order=42),
     Setting("stopping_ties_in_n", "Ties count as decided items", "In the stopping test a tie never helps the leader "
-            "(conservative).", "analysis", freezes=PLAN),
+            "(conservative).", "analysis", freezes=PLAN, order=50),
 ]

@@ -80,7 +80,7 @@ def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
     if metric not in METRIC_CHOICES:
         messages.error(request, f"Unknown metric {metric!r}.")
         return redirect("separability", study_id=study.pk)
-    jobs.start_separability_job(study, metric)
+    jobs.do_start_separability_job(study, metric)
     return redirect(f"{reverse('separability', args=[study.pk])}?metric={metric}")
 
 
@@ -88,7 +88,7 @@ def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def embedding_start(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    jobs.start_embedding_job(study)
+    jobs.do_start_embedding_job(study)
     return redirect(study)
 
 

@@ -11,8 +11,9 @@ never checked.
 5. Inside ``annotation``: the ground floor (modules directly in ``annotation/``) imports no wing; a wing (sub-package
    listed in ``WINGS``, lowest first) imports the ground floor, itself and lower wings; ``templatetags`` and ``demo``
    import any wing but ``views``; management commands are entry points and import anything. A top-level module named
-   after a wing (``annotation/crowd.py`` before it moves) counts as that wing.
-6. Only the rating wing (``annotation/rating/``) creates ``Judgment`` rows.
+   after a wing (say a new ``annotation/crowd.py``) counts as that wing.
+6. Only the rating wing (``annotation/rating/``) creates ``Judgment`` rows or updates them (``Judgment.objects
+   ….update(…)``); the live loop's decision travels back to it (``selection/live.Release.counted``).
 7. Who may see what is decided in ``annotation/access.py`` only: no view looks an object up by id
    (``get_object_or_404``) or filters by ``request.user`` itself.
 """
@@ -32,7 +33,7 @@ ANALYTICS_MAY_READ = [  # besides selection.core.*; tighten as analytics stops n
     "selection.services",  # loading a study's selection run, the one read path with its caching and checks
     "selection.strategies",  # the strategy names and designs a report labels and re-simulates
 ]
-JUDGMENT_WRITES = {"create", "bulk_create", "update_or_create", "get_or_create"}
+JUDGMENT_WRITES = {"create", "bulk_create", "update_or_create", "get_or_create", "update", "bulk_update"}
 
 
 def module_file(name: str) -> Path | None:
@@ -203,18 +204,26 @@ def judgment_writes(tree: ast.AST) -> list[int]:
         return (isinstance(node, ast.Name) and node.id == "Judgment") or (
             isinstance(node, ast.Attribute) and node.attr == "Judgment")
 
+    def rooted_in_judgment(node: ast.AST) -> bool:  # Judgment.objects.filter(...).exclude(...) ... down to Judgment
+        while isinstance(node, ast.Attribute | ast.Call):
+            node = node.func if isinstance(node, ast.Call) else node.value
+            if is_judgment(node):
+                return True
+        return False
+
     return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
         is_judgment(node.func) or (isinstance(node.func, ast.Attribute) and node.func.attr in JUDGMENT_WRITES
-                                   and isinstance(node.func.value, ast.Attribute)
-                                   and node.func.value.attr == "objects" and is_judgment(node.func.value.value)))]
+                                   and rooted_in_judgment(node.func.value)))]
 
 
 def test_only_the_rating_wing_writes_judgments():
     rating = ROOT / "annotation" / "rating"
-    bad = [f"{path.relative_to(ROOT)}:{line} creates a Judgment" for path in source_files(*APPS)
+    bad = [f"{path.relative_to(ROOT)}:{line} writes Judgment rows" for path in source_files(*APPS)
            if rating not in path.parents and "tests" not in path.relative_to(ROOT).parts
            and not path.name.startswith("test") for line in sorted(judgment_writes(ast.parse(path.read_text())))]
-    assert not bad, "only annotation/rating/ may create Judgment rows:\n" + "\n".join(bad)
+    assert not bad, "only annotation/rating/ may write Judgment rows:\n" + "\n".join(bad)
+    assert judgment_writes(ast.parse("Judgment.objects.filter(x=1).exclude(y=2).update(z=3)\nJudgment(a=1)\n"
+                                     "Judgment.objects.filter(x=1).count()")) == [1, 2]
 
 
 def permission_decisions(tree: ast.AST) -> list[int]:

@@ -84,3 +84,36 @@ def test_settings_and_answer_counters_survive_the_migrations():
 def migrate_latest_targets():
     executor = MigrationExecutor(connection)
     return [key for key in executor.loader.graph.leaf_nodes() if key[0] in ("annotation", "selection", "analytics")]
+
+
+def test_jobs_queued_before_the_move_keep_their_rows_and_run_through_the_one_entry_point():
+    """Issue 27: Job and WorkerBeat moved from selection to annotation with their tables, and a task queued under
+    an old task path is run by annotation.jobs.run_job after the upgrade (else its job would stay queued)."""
+    from django.utils import timezone
+
+    latest_analytics = next(key for key in migrate_latest_targets() if key[0] == "analytics")
+    old = migrate([("annotation", "0030_places_claimed_as_shown"), ("selection", "0012_worker_beat"),
+                   latest_analytics])
+    owner = old.get_model("auth", "User").objects.create(username="queued-owner")
+    study = old.get_model("annotation", "Study").objects.create(owner_id=owner.pk, name="queued")
+    job = old.get_model("selection", "Job").objects.create(study_id=study.pk, kind="plan", total=2)
+    old.get_model("selection", "WorkerBeat").objects.create(worker_id="w", host="h", pid=1, started=timezone.now(),
+                                                            last_seen=timezone.now())
+    from django_tasks_db.models import DBTaskResult as tasks  # its own app, never rolled back here
+
+    queued = tasks.objects.create(task_path="annotation.tasks.run_plan", args_kwargs={"args": [job.pk], "kwargs": {}},
+                                  queue_name="default", backend_name="default", status="READY", priority=0,
+                                  run_after=timezone.now())
+    done = tasks.objects.create(task_path="analytics.tasks.run_report", args_kwargs={"args": [1], "kwargs": {}},
+                                queue_name="default", backend_name="default", status="SUCCESSFUL", priority=0,
+                                run_after=timezone.now())
+
+    new = migrate(migrate_latest_targets())
+    moved = new.get_model("annotation", "Job").objects.get(pk=job.pk)
+    assert (moved.study_id, moved.kind, moved.total, moved.status) == (study.pk, "plan", 2, "queued")
+    assert new.get_model("annotation", "WorkerBeat").objects.get().host == "h"
+    assert tasks.objects.get(pk=queued.pk).task_path == "annotation.jobs.run_job"
+    assert tasks.objects.get(pk=done.pk).task_path == "analytics.tasks.run_report"  # history stays as it was
+    from django.utils.module_loading import import_string
+
+    assert import_string("annotation.jobs.run_job").name == "run_job"

@@ -84,12 +84,19 @@ READERS: dict[str, Callable[[Judgment], Any]] = {
 }
 
 
+if set(READERS) != set(formats.JUDGMENT_FIELDS):  # said at start-up, not when someone first exports
+    raise ImproperlyConfigured("annotation/exchange/exports.py reads the judgment fields "
+                               f"{sorted(set(formats.JUDGMENT_FIELDS) ^ set(READERS))} wrongly: one reader per field "
+                               "of formats.JUDGMENT_SCHEMA")
+
+
 def judgment_line(j: Judgment) -> dict[str, Any]:
     """A judgment as a SPEC §8 JSONL object, field by field of ``formats.JUDGMENT_SCHEMA``; unknown fields of an
     imported line come back as they were. A field that is not ``exported`` on every line appears when it has a
     value."""
     line: dict[str, Any] = dict(j.extra)
-    for field in formats.JUDGMENT_SCHEMA:
+    fields = sorted(formats.JUDGMENT_SCHEMA, key=lambda f: not f.exported)  # the ones that apply only sometimes last
+    for field in fields:
         try:
             read = READERS[field.name]
         except KeyError:

@@ -8,7 +8,7 @@ crashed anywhere resumes with exactly the calls that are missing: no pair is jud
 lost; calls that failed after the client's retries are tried again on resume. The requests run on worker
 threads; every database write happens on the calling thread.
 
-What a reply means is ``annotation/prompts.py``'s business (strict verdict grammar, P(A) from log-probabilities);
+What a reply means is ``annotation/judges/prompts.py``'s business (strict verdict grammar, P(A) from log-probabilities);
 how it is stored is the study's elicitation mode's (``elicitation.Mode.to_model``), as for a person's answer.
 """
 
@@ -65,7 +65,7 @@ class JudgeError(Exception):
 # Creating and configuring
 
 
-def create_judge(study: Study, name: str, **fields: Any) -> Judge:
+def do_create_judge(study: Study, name: str, **fields: Any) -> Judge:
     """A judge with its rater (kind judge, source "run"); the name is the rater's, unique in the study."""
     name = name.strip()
     if not name:
@@ -475,7 +475,7 @@ def is_live(job: Job | None) -> bool:
     return job.heartbeat is not None and timezone.now() - job.heartbeat < stale_after()
 
 
-def start(judge: Judge) -> Job:
+def do_start_judge(judge: Judge) -> Job:
     """Queue a run (a first run or a resume): refused while one is live; a running job whose worker stopped
     answering is marked failed first."""
     with transaction.atomic():
@@ -506,7 +506,7 @@ def continue_later(judge: Judge) -> Job:
     return jobs.enqueue(job)
 
 
-def stop(judge: Judge) -> None:
+def do_stop_judge(judge: Judge) -> None:
     """Ask the running job to stop after the replies in flight."""
     Judge.objects.filter(pk=judge.pk).update(stop_requested=True)
 

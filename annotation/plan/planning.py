@@ -116,18 +116,21 @@ def plan_candidates(study: Study, comparisons: list[Comparison], rng: random.Ran
     return [[items[u.item] for u in units if u.comparison == c] for c in range(len(comparisons))]
 
 
-def do_advance_live_selection(assignment: Assignment) -> list[Task]:
+def do_advance_live_selection(assignment: Assignment) -> list:
     """After an assignment completed, let a live selection loop (iterative DiffUse) react: release the next
-    items it asks for, in the same transaction as its decision. Returns the tasks newly created."""
-    created: list[Task] = []
+    items it asks for, in the caller's transaction (``annotation/rating/recording.py``, which also flags the
+    judgments the loop no longer counts). Returns the loop's decisions (``extensions.ItemChooser.advance``)."""
+    releases = []
     comparisons = sorted(set(assignment.places.values_list("task__comparison_id", flat=True)))
-    with transaction.atomic():
-        for comparison_id in comparisons:  # each system pair the assignment had a place in
-            release = extensions.item_chooser().advance(assignment.study, comparison_id)
-            if release is not None and release.items:
-                created += release_tasks(assignment.study, [(item, release.comparison) for item in release.items],
-                                         random.Random(release.seed))
-    return created
+    for comparison_id in comparisons:  # each system pair the assignment had a place in
+        release = extensions.item_chooser().advance(assignment.study, comparison_id)
+        if release is None:
+            continue
+        releases.append(release)
+        if release.items:
+            release_tasks(assignment.study, [(item, release.comparison) for item in release.items],
+                          random.Random(release.seed))
+    return releases
 
 
 RELEASE_CHUNK = 2000  # units per batch: every query's parameters stay far below PostgreSQL's 65,535

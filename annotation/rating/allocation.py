@@ -280,20 +280,6 @@ def try_claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
     return None
 
 
-def do_claim_next(assignment: Assignment) -> None:
-    """For the rating page: an active assignment whose held pairs are all answered takes its next task (the
-    submit that answered the last one could not: other starts held every open task at that moment)."""
-    with transaction.atomic():
-        row = (Assignment.objects.select_for_update().filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
-               .values("n_pairs", "answered", "unclaimed").first())
-        if row is None or not row["unclaimed"] or row["answered"] < row["n_pairs"]:
-            return
-        assignment.n_pairs, assignment.unclaimed = row["n_pairs"], row["unclaimed"]
-        completed = try_claim_next(assignment, timezone.now())
-    if completed:
-        planning.do_advance_live_selection(assignment)
-
-
 def _task_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, int | None, bool]]:
     """What one rater place of a task shows, in order: (pair id, None, A shown first) per position -- the
     task's pairs in this place's display orders."""

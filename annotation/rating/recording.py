@@ -129,7 +129,7 @@ def do_record_judgment(
         return Recorded(previous, False)
     if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
-        planning.do_advance_live_selection(assignment)
+        after_completion(assignment)
     return Recorded(judgment, True)
 
 
@@ -218,8 +218,34 @@ def do_skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reaso
     except IntegrityError:
         return 0  # a repeat of this skip (or an answer that arrived first) won
     if completed:
-        planning.do_advance_live_selection(assignment)
+        after_completion(assignment)
     return len(open_pairs)
+
+
+def after_completion(assignment: Assignment) -> None:
+    """A completed assignment lets a live selection loop (iterative DiffUse) react, in one transaction: the items
+    it releases get their tasks (the plan wing), and the judgments of items that left its decision set are flagged
+    superseded -- kept and exported, not counted -- and back when they return."""
+    with transaction.atomic():
+        for release in planning.do_advance_live_selection(assignment):
+            judgments = Judgment.objects.filter(study=assignment.study, assignment__places__item_id=F("pair__item_id"),
+                                                assignment__places__task__comparison=release.comparison)
+            judgments.exclude(pair__item_id__in=release.counted).filter(superseded=False).update(superseded=True)
+            judgments.filter(pair__item_id__in=release.counted, superseded=True).update(superseded=False)
+
+
+def do_claim_next(assignment: Assignment) -> None:
+    """For the rating page: an active assignment whose held pairs are all answered takes its next task (the
+    submit that answered the last one could not: other starts held every open task at that moment)."""
+    with transaction.atomic():
+        row = (Assignment.objects.select_for_update().filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
+               .values("n_pairs", "answered", "unclaimed").first())
+        if row is None or not row["unclaimed"] or row["answered"] < row["n_pairs"]:
+            return
+        assignment.n_pairs, assignment.unclaimed = row["n_pairs"], row["unclaimed"]
+        completed = allocation.try_claim_next(assignment, timezone.now())
+    if completed:
+        after_completion(assignment)
 
 
 def do_revise_judgment(
@@ -322,7 +348,7 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.
         return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
     _screen(assignment.rater)
     if completed:
-        planning.do_advance_live_selection(assignment)
+        after_completion(assignment)
     return Recorded(None, True, answer)
 
 

@@ -1,5 +1,5 @@
 """API pagination, in its own module: DRF imports the pagination class while it defines its generic
-views, so this must not import them (annotation.api does)."""
+views, so this must not import them (annotation.views.api does)."""
 
 from __future__ import annotations
 

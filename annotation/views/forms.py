@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from annotation import study_settings
 from annotation.exchange.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
 from annotation.judges import prompts
-from annotation.models import Judge, Study
+from annotation.models import Judge, Study, key_variables
 
 
 class StudyCreateForm(forms.Form):
@@ -195,8 +195,6 @@ class JudgeForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # only the environment variables the operator allows (SEPLAB_JUDGE_KEY_VARIABLES), as a choice
-        from annotation.models import key_variables
-
         allowed = key_variables()
         current = self.instance.api_key_env if self.instance.pk else ""
         choices = [("", "None (a stored key, or a server that needs none)")] + [(v, v) for v in allowed]

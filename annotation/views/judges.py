@@ -1,5 +1,5 @@
 """The researcher's LLM-judge pages: add a judge, run / stop / resume it, watch progress, tokens and cost, and read
-the replies it could not parse. The work is ``annotation/runner.py``'s."""
+the replies it could not parse. The work is ``annotation/judges/runner.py``'s."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def judges(request: HttpRequest, study_id: int) -> HttpResponse:
         if form.is_valid():
             fields = {name: form.cleaned_data[name] for name in JudgeForm.Meta.fields}
             try:
-                judge = runner.create_judge(study, form.cleaned_data["name"], **fields)
+                judge = runner.do_create_judge(study, form.cleaned_data["name"], **fields)
             except runner.JudgeError as exc:
                 form.add_error("name", str(exc))
             else:
@@ -83,11 +83,11 @@ def judge_action(request: HttpRequest, study_id: int, judge_id: int, action: str
     judge = access.access_judge(request, study_id, judge_id)
     if action == "start":
         try:
-            runner.start(judge)
+            runner.do_start_judge(judge)
         except runner.JudgeError as exc:
             messages.error(request, str(exc))
     elif action == "stop":
-        runner.stop(judge)
+        runner.do_stop_judge(judge)
         messages.info(request, "The judge stops after the replies in flight; resume it to go on.")
     else:
         raise Http404("No such action.")

@@ -208,7 +208,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
     study = assignment.study
     current = next((r for r in rows if not _answered(r)), None)
     if current is None and assignment.unclaimed and assignment.status == Assignment.Status.ACTIVE and rows:
-        allocation.do_claim_next(assignment)  # its next task could not be claimed when the last pair was answered
+        recording.do_claim_next(assignment)  # its next task could not be claimed when the last pair was answered
         rows = _PAGE.rows(assignment=assignment.pk, rater=assignment.rater_id)
         current = next((r for r in rows if not _answered(r)), None)
     done = sum(1 for r in rows if _answered(r))

@@ -293,6 +293,8 @@ def study_duplicate(request: HttpRequest, study_id: int) -> HttpResponse:
         except FormatError as exc:  # the name is empty or taken (creation.check_study_name)
             for problem in exc.problems:
                 form.add_error("name", problem.message)
+        except ServiceError as exc:  # the copy's plan cannot be built (e.g. no judge verdicts to select by)
+            form.add_error(None, str(exc))
         else:
             messages.success(request, f"{copy.name}: the items, outputs and settings of {study.name}, no raters "
                                       "or judgments yet.")

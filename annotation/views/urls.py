@@ -31,7 +31,7 @@ urlpatterns = [
          name="judge_action"),
     path("account/api-token/", studies.api_token, name="api_token"),
     # Raters: no account, identified by a signed link.
-    # (their own links, /r/<token>/..., are in annotation/rater_urls.py, listed first in config/urls.py)
+    # (their own links, /r/<token>/..., are in annotation/views/rater_urls.py, listed first in config/urls.py)
     path("join/<str:token>/", raters.open_link, name="open_link"),
     path("x/<str:token>/", crowd.external_entry, name="external_entry"),
     path("studies/<int:study_id>/external/", crowd.external_links, name="external_links"),

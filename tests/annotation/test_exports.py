@@ -41,3 +41,12 @@ def test_a_field_added_without_a_reader_is_refused_not_left_out(study, monkeypat
     monkeypatch.setattr(formats, "JUDGMENT_SCHEMA", (*formats.JUDGMENT_SCHEMA, added))
     with pytest.raises(ImproperlyConfigured, match="'confidence' has no reader"):
         imported(study)
+
+
+def test_a_collected_judgment_ends_with_its_assignment(study, rater):
+    from annotation.rating import allocation
+    from tests.conftest import answer_all
+
+    answer_all(allocation.do_start_assignment(rater))
+    line = next(exports.judgment_lines(study))
+    assert list(line)[-1] == "assignment" and line["assignment"] == rater.assignments.get().pk

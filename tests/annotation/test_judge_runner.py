@@ -42,7 +42,7 @@ def study_with(researcher, inputs: list[str], name: str = "judged", **settings):
 def make_judge(study, server, **fields) -> Judge:
     defaults = {"base_url": server.base_url, "model": "judge-model", "api_key_env": "", "max_retries": 3,
                 "timeout_seconds": 5.0}
-    return runner.create_judge(study, fields.pop("name", "local-judge"), **{**defaults, **fields})
+    return runner.do_create_judge(study, fields.pop("name", "local-judge"), **{**defaults, **fields})
 
 
 def expected_first_wins(pair: Pair, a_first: bool) -> bool:
@@ -93,8 +93,10 @@ def test_faults_retried_counted_and_shown(researcher, server):
     inputs = ["[[rate-limit]] Q0?", "[[server-error]] Q1?", "[[malformed]] Q2?", "[[slow]] Q3?", "[[always-429]] Q4?",
               "Q5?"]
     study = study_with(researcher, inputs)
-    server.slow_seconds = 1.5
-    judge = make_judge(study, server, timeout_seconds=0.5, max_retries=2)
+    # the slow first reply outlasts the timeout by far; every other reply is well inside it, however busy the
+    # machine running the suite is
+    server.slow_seconds = 6.0
+    judge = make_judge(study, server, timeout_seconds=2.0, max_retries=2)
     result = runner.run(judge)
     assert result.recorded == 12 and not server.invalid
     calls = {(c.pair.item.input.split()[0], c.a_shown_first): c
@@ -127,7 +129,7 @@ def test_budget_and_concurrency(researcher, server):
     assert result.budget_reached and result.recorded == 9 and len(server.requests) == 9
     assert server.max_in_flight == 3
     with pytest.raises(runner.JudgeError, match="budget"):
-        runner.start(judge)
+        runner.do_start_judge(judge)
 
 
 def test_crash_and_stop_resume_without_judging_twice(researcher, server):
@@ -172,7 +174,7 @@ def test_key_is_sent_never_logged_and_bad_key_stops_the_job(researcher, caplog):
         study = study_with(researcher, ["Q0?"])
         judge = make_judge(study, server, api_key=KEY)
         caplog.set_level(logging.DEBUG)
-        job = runner.start(judge)
+        job = runner.do_start_judge(judge)
         run_job.call(job.pk)
         job.refresh_from_db()
         assert job.status == "done" and "2 judged, 0 unparseable" in job.message
@@ -180,7 +182,7 @@ def test_key_is_sent_never_logged_and_bad_key_stops_the_job(researcher, caplog):
         Judge.objects.filter(pk=judge.pk).update(api_key=KEY + "-wrong")
         JudgeCall.objects.filter(judge=judge).delete()
         judge.refresh_from_db()
-        job = runner.start(judge)
+        job = runner.do_start_judge(judge)
         with pytest.raises(Exception, match="AuthenticationError|Incorrect API key"):
             run_job.call(job.pk)
         job.refresh_from_db()
@@ -196,7 +198,7 @@ def test_missing_environment_key_is_said_before_the_job(researcher, server, monk
     monkeypatch.delenv("SEPLAB_TEST_JUDGE_KEY", raising=False)
     judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key_env="SEPLAB_TEST_JUDGE_KEY")
     with pytest.raises(runner.JudgeError, match="SEPLAB_TEST_JUDGE_KEY"):
-        runner.start(judge)
+        runner.do_start_judge(judge)
     assert not Job.objects.filter(kind="judge").exists()
 
 
@@ -218,7 +220,7 @@ def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, ser
     Judge.objects.filter(pk=judge.pk).update(api_key_env="SECRET_KEY")
     judge.refresh_from_db()
     with pytest.raises(runner.JudgeError, match="operator allows"):
-        runner.start(judge)
+        runner.do_start_judge(judge)
     with pytest.raises(runner.JudgeError, match="operator allows"):
         runner.run(judge)
     assert server.requests == [] and not Job.objects.filter(kind="judge").exists()
@@ -231,11 +233,11 @@ def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, s
     from django.utils import timezone
 
     judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server)
-    job = runner.start(judge)
+    job = runner.do_start_judge(judge)
     with pytest.raises(runner.JudgeError, match="already running"):
-        runner.start(judge)
+        runner.do_start_judge(judge)
     Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - runner.stale_after() * 2)
-    again = runner.start(judge)
+    again = runner.do_start_judge(judge)
     job.refresh_from_db()
     assert again.pk != job.pk and job.status == "failed" and "resumed" in job.message
 
@@ -337,7 +339,7 @@ def test_a_judge_saved_for_an_allowed_host_is_checked_again_before_each_run(rese
     judge = make_judge(study_with(researcher, ["Q0?"]), server)  # 127.0.0.1: allowed while DEBUG (the tests)
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []  # the operator withdraws it
     with pytest.raises(runner.JudgeError, match="loopback, private or link-local"):
-        runner.start(judge)
+        runner.do_start_judge(judge)
     with pytest.raises(runner.JudgeError, match="loopback, private or link-local"):
         runner.run(judge)
     assert server.requests == []
@@ -450,7 +452,7 @@ def test_a_long_run_gives_the_worker_back_and_goes_on_in_a_job_queued_behind_the
     settings.SEPLAB_JUDGE_SLICE_SECONDS = 0.0
     server.delay = 0.2
     judge = make_judge(study_with(researcher, [f"Q{i}?" for i in range(4)]), server, max_concurrency=1)
-    job = runner.start(judge)
+    job = runner.do_start_judge(judge)
     run_job.call(job.pk)
     job.refresh_from_db()
     assert job.status == "done" and "Paused after 0 s so that other jobs can run" in job.message
@@ -489,7 +491,7 @@ def test_a_stored_key_is_encrypted_at_rest_and_a_changed_encryption_key_asks_for
         judge.refresh_from_db()
         requests_before = len(server.requests)
         with pytest.raises(runner.JudgeError, match="cannot be read.*Type the key again"):
-            runner.start(judge)
+            runner.do_start_judge(judge)
         assert len(server.requests) == requests_before
     finally:
         server.shutdown()
@@ -500,7 +502,7 @@ def test_a_failed_run_leaves_only_redacted_words_in_the_task_result(researcher, 
     """A failing run re-raises for django-tasks, whose result row (the admin, the worker's log) kept the original
     exception: an endpoint echoing the key put it there. The task's exception now carries the redacted message only."""
     judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key=KEY)
-    job = runner.start(judge)
+    job = runner.do_start_judge(judge)
 
     def echoing(*args, **kwargs):
         raise RuntimeError(f"the endpoint said: bad request for key {KEY}")

@@ -1,4 +1,4 @@
-"""The judge's prompt and the strict reading of its reply (annotation/prompts.py)."""
+"""The judge's prompt and the strict reading of its reply (annotation/judges/prompts.py)."""
 
 from __future__ import annotations
 

@@ -207,3 +207,20 @@ def test_a_duplicate_and_an_import_check_the_study_name_the_same_way(researcher,
     assert refusals[0] == [("name", "you already have a study named 'small'; choose another name")]
     page = researcher_client.post(reverse("study_duplicate", args=[study.pk]), {"name": "small"}).content.decode()
     assert "you already have a study named &#x27;small&#x27;; choose another name" in page and "name: " not in page
+
+
+def test_a_copy_whose_plan_cannot_be_built_is_refused_with_the_reason(researcher_client, study):
+    """The copy has no judge verdicts, so a selection by the judges' disagreement cannot choose its items: the page
+    says so (a 400), never a server error."""
+    import json
+
+    from annotation.rating import recording
+
+    lines = [{"id": f"j{i}", "item": f"item-{i}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
+              "sample_b": 0, "shown_first": "sys-a", "rater": "judge-1", "rater_kind": "judge",
+              "choice": "sys-a" if i % 2 else "sys-b", "created": "2026-01-01T00:00:00Z"} for i in range(4)]
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    lifecycle.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 2}, None)
+    response = researcher_client.post(reverse("study_duplicate", args=[study.pk]), {"name": "copy"})
+    assert response.status_code == 400 and "judge" in response.content.decode()
+    assert not Study.objects.filter(name="copy").exists()  # nothing of the refused copy stays

@@ -348,3 +348,19 @@ def test_a_new_strategy_reaches_the_settings_page_without_editing_annotation(stu
         saved = {"selection_method": method}
         read = lambda n, saved=saved: saved.get(n, study_settings.value(study, n))  # noqa: E731
         assert {n for n in ("separability_threshold", "risk", "min_n") if study_settings.applies(n, read)} == used
+
+
+def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(study):
+    """Issue 27: the sections are read off each app's declarations; the page keeps the order people know."""
+    from annotation import study_settings
+
+    assert [names for *_, names in study_settings.sections()] == [
+        ["elicitation", "question", "response_set_question", "also_acceptable_question", "allow_tie", "tie_label",
+         "neither_option", "neither_label", "allow_skip", "allow_comment", "output_format", "instructions",
+         "pairs_per_assignment", "sample_pairing", "judgments_per_assignment"],
+        ["raters_per_item", "max_assignments_per_rater", "assignment_timeout_minutes", "first_answer_minutes",
+         "gold_rate", "min_seconds_per_pair", "screen_min_gold", "screen_accuracy", "public_base_url"],
+        ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",
+         "separability_threshold", "risk", "min_n", "seed"],
+        ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
+         "stopping_ties_in_n", "indeterminacy_beta", "estimate_target"]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from django.urls import reverse
 from django.utils import timezone
 
@@ -175,3 +176,14 @@ def test_pages_and_health_say_when_no_worker_has_been_seen(researcher_client, cl
     assert client.get("/healthz").json()["worker"] == {"last_seen": now.isoformat(), "missing": False}
     WorkerBeat.objects.filter(worker_id="w").update(last_seen=now - dt.timedelta(seconds=90))
     assert worker_missing() and 'data-testid="worker-missing"' in researcher_client.get(page).content.decode()
+
+
+def test_a_job_of_a_kind_nobody_registered_fails_with_the_reason(study):
+    """annotation/jobs.py: the one entry point writes FAILED for a job it cannot run, so no page waits on it."""
+    from annotation.jobs import run_job
+
+    job = Job.objects.create(study=study, kind="no-such-kind")
+    with pytest.raises(KeyError):
+        run_job.call(job.pk)
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED and "no-such-kind" in job.message and job.finished is not None
