@@ -1,0 +1,121 @@
+"""Is this pair decided (selection/core/decisions.py): the betting confidence sequence against its own formula, its
+guarantees (nested, bounded, the incremental form equal to the batch one), and coverage however often one looks, on
+the real PRD votes: every item score sequence drawn from a pair's own items, the interval checked after every item."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from selection.core import decisions
+
+PRD = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "prd_vicuna80_human"
+
+
+def reference_capital(x: list[float], m: float, alpha: float = 0.05, theta: float = 0.5, c: float = 0.5) -> float:
+    """K_t(m) of Theorem 3 with Eq. (26)'s bets, written out in plain Python from the paper, one step at a time."""
+    plus = minus = 1.0
+    total, squares, var = 0.0, 0.0, 0.25
+    for i, xi in enumerate(x, start=1):
+        bet = math.sqrt(2 * math.log(2 / alpha) / (var * i * math.log(1 + i)))
+        plus *= 1 + min(bet, c / m) * (xi - m)
+        minus *= 1 - min(bet, c / (1 - m)) * (xi - m)
+        total += xi
+        mean = (0.5 + total) / (i + 1)
+        squares += (xi - mean) ** 2
+        var = (0.25 + squares) / (i + 1)
+    return max(theta * plus, (1 - theta) * minus)
+
+
+def test_the_interval_is_the_set_of_means_the_paper_s_capital_has_not_rejected():
+    x = [1.0, 1.0, 0.5, 1.0, 0.0, 1.0, 1.0, 1.0, 0.5, 1.0, 1.0, 1.0]
+    grid = 400
+    lower, upper = decisions.betting_confidence_sequence(x, grid=grid)
+    m = (np.arange(grid) + 0.5) / grid
+    for t in range(1, len(x) + 1):
+        kept = [mi for mi in m if all(reference_capital(x[:s], mi) < 20 for s in range(1, t + 1))]
+        assert lower[t - 1] == pytest.approx(max(0.0, kept[0] - 0.5 / grid))
+        assert upper[t - 1] == pytest.approx(min(1.0, kept[-1] + 0.5 / grid))
+
+
+def test_the_intervals_are_nested_bounded_and_the_incremental_form_agrees():
+    rng = np.random.default_rng(7)
+    x = rng.choice([0.0, 0.5, 1.0, 1 / 3, 2 / 3], size=300, p=[0.2, 0.1, 0.4, 0.1, 0.2])
+    lower, upper = decisions.betting_confidence_sequence(x)
+    assert np.all(np.diff(lower) >= 0) and np.all(np.diff(upper) <= 0)
+    assert np.all((0 <= lower) & (lower <= upper) & (upper <= 1))
+    sequence = decisions.BettingSequence()
+    for value in x:
+        sequence.update(float(value))
+    assert sequence.interval == pytest.approx((lower[-1], upper[-1]))
+    assert lower[-1] < x.mean() < upper[-1]
+
+
+def test_what_an_interval_decides():
+    assert decisions.decide(0.52, 0.70, 0.05) == decisions.A_BETTER
+    assert decisions.decide(0.30, 0.49, 0.05) == decisions.B_BETTER
+    assert decisions.decide(0.46, 0.54, 0.05) == decisions.EQUIVALENT
+    assert decisions.decide(0.44, 0.54, 0.05) == decisions.UNDECIDED
+    assert decisions.decide(0.46, 0.54, 0.0) == decisions.UNDECIDED  # no margin: never equivalent
+    assert decisions.pair_decision([]).decision == decisions.UNDECIDED
+    assert decisions.pair_decision([1.0] * 40).decision == decisions.A_BETTER  # every item won by the first system
+
+
+def test_bad_input_is_refused():
+    for bad in ([1.2], [-0.1], [float("nan")], [[0.5]]):
+        with pytest.raises(ValueError):
+            decisions.betting_confidence_sequence(bad)
+    with pytest.raises(ValueError):
+        decisions.BettingSequence().update(2.0)
+
+
+def prd_item_scores() -> dict[tuple[str, str], np.ndarray]:
+    """Each PRD system pair's item scores: per question, the mean outcome of its human votes for the pair's first
+    system (alphabetical), ties as halves."""
+    if not PRD.exists():
+        pytest.skip("the PRD human votes (../shared/data/prd_vicuna80_human) are not on this machine")
+    votes: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    with open(PRD / "battles_prd_human_individual_votes.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            first, second = sorted((row["model_a"], row["model_b"]))
+            won = {"tie": 0.5, "model_a": float(row["model_a"] == first), "model_b": float(row["model_b"] == first)}
+            votes[(first, second)][row["question_id"]].append(won[row["winner"]])
+    return {pair: np.array([np.mean(v) for v in items.values()]) for pair, items in votes.items()}
+
+
+def test_it_covers_however_often_one_looks_on_prd_pairs():
+    """Each of the 32 system pairs the PRD human files hold, 40 sequences of 150 items drawn from its own item scores
+    (so the true win rate is their mean), the interval read after every item: the share of sequences it ever misses
+    is at most alpha."""
+    scores = prd_item_scores()
+    assert len(scores) == 32
+    rng = np.random.default_rng(2028)
+    missed = runs = 0
+    for pair_scores in scores.values():
+        truth = pair_scores.mean()
+        for _ in range(40):
+            lower, upper = decisions.betting_confidence_sequence(rng.choice(pair_scores, 150), grid=500)
+            missed += bool(np.any((lower > truth) | (upper < truth)))
+            runs += 1
+    assert missed / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)  # 1,280 sequences: alpha and two SEs
+
+
+def test_no_system_is_called_better_when_none_is_on_prd_items():
+    """A/A: each item's score flipped at random (the first system wins as often as it loses), checked after every
+    item: a direction is ever decided in at most alpha of the sequences."""
+    scores = prd_item_scores()
+    rng = np.random.default_rng(28)
+    decided = runs = 0
+    for pair_scores in scores.values():
+        for _ in range(40):
+            drawn = rng.choice(pair_scores, 150)
+            flipped = np.where(rng.random(150) < 0.5, drawn, 1 - drawn)
+            lower, upper = decisions.betting_confidence_sequence(flipped, grid=500)
+            decided += bool(np.any((lower > 0.5) | (upper < 0.5)))
+            runs += 1
+    assert decided / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)
