@@ -80,7 +80,11 @@ SECTIONS = [
      "count is a tie (the live DiffUse loop uses the same rule). The risk is the hypergeometric tail of the "
      "leader's lead if both systems were equally good on the pool of items the selection drew from (ties count in "
      "n, not in k, unless the settings say otherwise); 'beyond pool' is the same test for an unbounded pool, which "
-     "stays meaningful when every pool item is judged."),
+     "stays meaningful when every pool item is judged. 'decision' is read off an anytime-valid confidence sequence for "
+     "the first system's win rate over items (win_rate_low .. win_rate_high, error rate {decision_alpha}): 'a' or "
+     "'b' when that system wins more than half, 'equivalent' within {decision_margin} of a half, else 'undecided'; "
+     "unlike a fixed-sample test it stays valid however often the report is read, so stopping when a pair is "
+     "decided is safe."),
     ("consistency-bins", "Consistency by separability", "consistency-human", "Mean rating-set consistency "
      "(Eq. 4) over 5 equal-count separability bins with standard errors, and the distribution of consistency "
      "over 4 equal-width bins; humans and judges separately."),
@@ -167,8 +171,10 @@ def sections(data: dict) -> list[dict]:
     tables = report_tables(data)
     figs = figures(data)
     params = (data["elo"].get("parameters") or {})
+    stopping = (data.get("stopping") or [{}])[0]
     values = {"k": params.get("k"), "rounds": params.get("bootstrap_rounds"), "seed": params.get("seed"),
-              "T": params.get("T"), "alpha": params.get("alpha"), "beta": params.get("beta")}
+              "T": params.get("T"), "alpha": params.get("alpha"), "beta": params.get("beta"),
+              "decision_alpha": stopping.get("decision_alpha"), "decision_margin": stopping.get("decision_margin")}
     purposive = [f"{e['system_a']} vs {e['system_b']}" for e in data.get("win_rate_estimates", [])
                  if e["design"] == "purposive"]
     out = []

@@ -36,7 +36,7 @@ from analytics.populations import ALL, HUMANS, Population
 from annotation import elicitation, orientation
 from annotation.models import Comparison, Judgment, Skip, Study
 from selection import services as selection_services
-from selection.core import winners
+from selection.core import decisions, winners
 from selection.core.stopping import stopping_status
 from selection.models import ItemSeparability, SeparabilityRun
 from selection.services import UNRECORDED, SampleDesign
@@ -257,7 +257,8 @@ def analysis_parameters(study: Study) -> dict[str, Any]:
             "separability_metric": weight["metric"], "aggregation": stored.rating_aggregation,
             "indeterminacy_beta": stored.indeterminacy_beta, "estimate_target": stored.estimate_target,
             "risk": selection.risk,
-            "ties_count_in_n": selection.stopping_ties_in_n}
+            "ties_count_in_n": selection.stopping_ties_in_n,
+            "decision_alpha": selection.decision_alpha, "decision_margin": selection.decision_margin}
 
 
 RATING_PARAMETERS = ("k", "T", "alpha", "beta", "bootstrap_rounds", "seed", "order", "separability_metric",
@@ -308,24 +309,38 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     superseded, and the
     hypergeometric risk that the leader is wrong, with N_pool = the candidates of the pair's selection.
     ``risk_beyond_pool`` is the same test with an unbounded pool (binomial): it stays honest when every
-    pool item is judged and the hypergeometric risk is 0 by construction."""
+    pool item is judged and the hypergeometric risk is 0 by construction.
+
+    ``decision``: what the anytime-valid confidence sequence for the first system's win rate over items settles
+    (``selection.core.decisions``; an item's score is the mean of its raters' mean outcomes, ties as halves, items
+    in the order their last judgment arrived): ``a`` / ``b`` (that system wins more than half), ``equivalent``
+    (within the margin of a half) or ``undecided``, with the interval ``win_rate_low`` .. ``win_rate_high``; it
+    stays valid however often the report is read."""
     pools = selection_services.selection_pools(study)
     settings = analysis_parameters(study)
     out = []
     for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b"):
         pair = (c.system_a.name, c.system_b.name)
         sets: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-        for r in rows:
+        arrived: dict[str, int] = {}
+        for at, r in enumerate(rows):  # rows come in creation order
             if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
                 flipped = (r.system_a, r.system_b) != pair
                 sets[r.item][r.rater].append(winners.rating_for(r.effective_choice, flipped))
+                arrived[r.item] = at
         won = {item: winners.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
         labels = list(won.values())
         n_pool = max(pools.get(c.pk, 0), len(won), 1)
         status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), n_pool,
                                  settings["risk"], settings["ties_count_in_n"])
         names = {"a": pair[0], "b": pair[1], "tie": "tie"}
+        scores = [float(np.mean([np.mean(winners.score_for_a(v)) for v in sets[item].values()]))
+                  for item in sorted(sets, key=arrived.__getitem__)]
+        decision = decisions.pair_decision(scores, settings["decision_alpha"], settings["decision_margin"])
         out.append({"system_a": pair[0], "system_b": pair[1], "leader": names.get(status.leader or ""),
+                    "decision": decision.decision, "win_rate_low": decision.low, "win_rate_high": decision.high,
+                    "decision_items": decision.n, "decision_alpha": settings["decision_alpha"],
+                    "decision_margin": decision.margin,
                     "wins_a": status.wins_a, "wins_b": status.wins_b, "ties": status.ties, "k": status.k,
                     "n": status.n, "pool": n_pool, "risk": status.risk, "risk_beyond_pool": status.risk_beyond_pool,
                     "threshold": settings["risk"], "decided": status.decided,

@@ -22,7 +22,8 @@ def report_tables(report: dict) -> dict[str, Table]:
         tables["win-rates"] = (["system", *systems], [[s, *row] for s, row in zip(systems, win["matrix"], strict=True)])
         tables["win-ratio"] = (["system", "win_ratio"], [[r["system"], r["win_ratio"]] for r in win["win_ratio"]])
     columns = ["system_a", "system_b", "leader", "wins_a", "wins_b", "ties", "k", "n", "pool", "risk",
-               "risk_beyond_pool", "threshold", "decided"]
+               "risk_beyond_pool", "threshold", "decided", "decision", "win_rate_low", "win_rate_high",
+               "decision_items"]
     tables["stopping"] = (columns, [[s[c] for c in columns] for s in report["stopping"]])
     c = report["consistency"]
     columns = ["rater", "kind", "item", "system_a", "system_b", "n", "consistency", "preference_strength",

@@ -46,6 +46,13 @@ class SelectionSettings(models.Model):
         default=True, help_text="Stopping rule: tied items count among the n decided items (conservative: a tie "
         "never helps the leader). Untick to leave them out of n.",
     )
+    decision_alpha = models.FloatField(
+        default=0.05, db_default=0.05, validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
+        help_text="A system pair's decision may be wrong with at most this chance, however often anyone looks "
+        "(selection/core/decisions.py).")
+    decision_margin = models.FloatField(
+        default=0.05, db_default=0.05, validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
+        help_text="Win rates within this of a half count as equivalent (0: a pair is decided only by a winner).")
 
     class Meta:
         verbose_name_plural = "selection settings"

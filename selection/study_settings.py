@@ -27,6 +27,10 @@ SETTINGS = [
             "this.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
     Setting("min_n", "Items judged first", "Iterative DiffUse: representatives judged before the first stopping "
             "check.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
+    Setting("decision_alpha", "Decision error rate (α)", "A system pair is called decided only when the chance of "
+            "a wrong call is at most this, however often the study page is looked at.", "selection", order=60),
+    Setting("decision_margin", "Equivalence margin", "Win rates within this of a half count as a tie between the "
+            "two systems (0: only a winner decides a pair).", "selection", order=61),
     Setting("sep_threshold_t", "Separability midpoint (T)", "sep-ELO and separability-weighted selection give half "
             "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN, order=40),
     Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN,

@@ -206,6 +206,38 @@ def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
     assert (stopping["k"], stopping["n"], stopping["ties_count_in_n"]) == (1, 1, False)
 
 
+def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
+    """Issue 28: an item's score is the mean of its raters' outcomes for the pair's first system (ties as halves);
+    the report's decision and interval are the confidence sequence's over those scores, read after the last."""
+    from selection.core import decisions
+
+    imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "tie", "sys-a")])
+    lines = [{"id": f"t{n}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
+              "sample_b": 0, "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": "tie"}
+             for n in (1, 2)]
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
+    [stopping] = services.study_report(study)["stopping"]
+    lower, upper = decisions.betting_confidence_sequence([0.75, 0.5, 0.5], 0.05)
+    assert (stopping["decision"], stopping["decision_items"]) == ("undecided", 3)
+    assert (stopping["win_rate_low"], stopping["win_rate_high"]) == pytest.approx((lower[-1], upper[-1]))
+    assert (stopping["decision_alpha"], stopping["decision_margin"]) == (0.05, 0.05)
+
+
+def test_a_pair_whose_first_system_wins_item_after_item_is_decided_for_it(researcher):
+    study = creation.do_create_study(researcher, "many", study_jsonl(60), "m.jsonl")
+    lines = [{"id": f"w{n}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
+              "sample_b": 0, "shown_first": "sys-b", "rater": "h1", "rater_kind": "human", "choice": "sys-a"}
+             for n in range(60)]
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "w.jsonl")
+    report = services.study_report(study)
+    [stopping] = report["stopping"]
+    assert stopping["decision"] == "a" and 0.5 < stopping["win_rate_low"] <= stopping["win_rate_high"] == 1.0
+    from analytics.tables import report_tables
+
+    columns, rows = report_tables(report)["stopping"]
+    assert rows[0][columns.index("decision")] == "a" and "decision_items" in columns
+
+
 def test_the_leaderboards_can_count_the_majority_of_each_pair_or_one_judgment_per_input(study):
     # pair (item-0, samples 0/0): sys-a, sys-a, sys-b -> sys-a wins one battle; item-1: sys-b and a tie on two
     # different pairs of the same item

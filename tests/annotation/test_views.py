@@ -129,7 +129,8 @@ def settings_form(**overrides) -> dict:
             "sep_beta": 6.0, "elo_k": 4.0, "bootstrap_rounds": 100, "indeterminacy_beta": 0.0,
             "estimate_target": "items_like_these",
             "max_assignments_per_rater": "", "assignment_timeout_minutes": 60, "gold_rate": 0.0,
-            "min_seconds_per_pair": 0, "first_answer_minutes": 5, "screen_min_gold": 3, "screen_accuracy": 0.6}
+            "min_seconds_per_pair": 0, "first_answer_minutes": 5, "screen_min_gold": 3, "screen_accuracy": 0.6,
+            "decision_alpha": 0.05, "decision_margin": 0.05}
     form.update(overrides)
     return form
 
@@ -361,6 +362,6 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
         ["raters_per_item", "max_assignments_per_rater", "assignment_timeout_minutes", "first_answer_minutes",
          "gold_rate", "min_seconds_per_pair", "screen_min_gold", "screen_accuracy", "public_base_url"],
         ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",
-         "separability_threshold", "risk", "min_n", "seed"],
+         "separability_threshold", "risk", "min_n", "decision_alpha", "decision_margin", "seed"],
         ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
          "stopping_ties_in_n", "indeterminacy_beta", "estimate_target"]]
