@@ -303,6 +303,29 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
     return {"elo": elo, "sep_elo": sep_elo, "bradley_terry": bt, "win_rates": win_rates}
 
 
+def rating_sets(rows: list[Row], pair: tuple[str, str]) -> dict[str, dict[str, list[int]]]:
+    """item -> rater -> their ratings of the item for ``pair`` (in the pair's coordinates: -1 its first system),
+    from the rows that are not superseded and have an answer; items in the order their last judgment arrived (rows
+    come in creation order)."""
+    sets: dict[str, dict[str, list[int]]] = {}
+    for r in rows:
+        if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
+            by_rater = sets.pop(r.item, {})  # re-inserted: the item moves to the end of the arrival order
+            by_rater.setdefault(r.rater, []).append(winners.rating_for(r.effective_choice, (r.system_a, r.system_b)
+                                                                       != pair))
+            sets[r.item] = by_rater
+    return sets
+
+
+def item_scores(sets: dict[str, dict[str, list[int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's score for the pair's first system -- the mean over its raters of their mean outcome (1 a win,
+    1/2 a tie, 0 a loss) -- and its number of judgments, in the order of ``sets``."""
+    scores = [float(np.mean([np.mean(winners.score_for_a(v)) for v in by_rater.values()]))
+              for by_rater in sets.values()]
+    votes = [sum(len(v) for v in by_rater.values()) for by_rater in sets.values()]
+    return np.array(scores, dtype=np.float64), np.array(votes, dtype=np.int64)
+
+
 def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     """Per system pair: who won each item by the one item-winner rule (``winners.item_winner``, the
     live DiffUse loop's oracle too) over the population's judgments (humans by default) that are not
@@ -321,22 +344,15 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     out = []
     for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b"):
         pair = (c.system_a.name, c.system_b.name)
-        sets: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-        arrived: dict[str, int] = {}
-        for at, r in enumerate(rows):  # rows come in creation order
-            if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
-                flipped = (r.system_a, r.system_b) != pair
-                sets[r.item][r.rater].append(winners.rating_for(r.effective_choice, flipped))
-                arrived[r.item] = at
+        sets = rating_sets(rows, pair)
         won = {item: winners.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
         labels = list(won.values())
         n_pool = max(pools.get(c.pk, 0), len(won), 1)
         status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), n_pool,
                                  settings["risk"], settings["ties_count_in_n"])
         names = {"a": pair[0], "b": pair[1], "tie": "tie"}
-        scores = [float(np.mean([np.mean(winners.score_for_a(v)) for v in sets[item].values()]))
-                  for item in sorted(sets, key=arrived.__getitem__)]
-        decision = decisions.pair_decision(scores, settings["decision_alpha"], settings["decision_margin"])
+        decision = decisions.pair_decision(item_scores(sets)[0], settings["decision_alpha"],
+                                           settings["decision_margin"])
         out.append({"system_a": pair[0], "system_b": pair[1], "leader": names.get(status.leader or ""),
                     "decision": decision.decision, "win_rate_low": decision.low, "win_rate_high": decision.high,
                     "decision_items": decision.n, "decision_alpha": settings["decision_alpha"],

@@ -165,3 +165,48 @@ def pair_decision(scores, alpha: float = 0.05, margin: float = 0.05) -> Decision
     lower, upper = betting_confidence_sequence(scores, alpha)
     return Decision(decide(float(lower[-1]), float(upper[-1]), margin), float(lower[-1]), float(upper[-1]),
                     len(scores), margin)
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """One replay of a system pair's items: what was decided, after how many items and judgments, against the
+    fixed design that buys every judgment of every item."""
+
+    decision: str
+    items_used: int
+    judgments_used: int
+    judgments_fixed: int
+
+
+def replay(scores, votes, rng: np.random.Generator, alpha: float = 0.05, margin: float = 0.05,
+           null: bool = False) -> Replay:
+    """The pair's items in a random order, each with all its judgments at once, the decision checked after every
+    item and the replay stopped at the first one (as a plan that stops buying a decided pair would).
+
+    Parameters
+    ----------
+    scores : array of shape (n,)
+        Each item's score for the pair's first system, in [0, 1].
+    votes : array of shape (n,)
+        Each item's number of judgments (what the item costs).
+    null : bool
+        A/A: each item's score is mirrored (1 - score) with probability 1/2, so neither system is better and any
+        direction decided is a false one.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    votes = np.asarray(votes, dtype=np.int64)
+    if scores.shape != votes.shape or scores.ndim != 1:
+        raise ValueError("scores and votes must be 1-d arrays of the same length")
+    order = rng.permutation(len(scores))
+    drawn, cost = scores[order], votes[order]
+    if null:
+        drawn = np.where(rng.random(len(drawn)) < 0.5, drawn, 1 - drawn)
+    fixed = int(votes.sum())
+    if len(drawn) == 0:
+        return Replay(UNDECIDED, 0, 0, 0)
+    lower, upper = betting_confidence_sequence(drawn, alpha)
+    calls = [decide(lo, hi, margin) for lo, hi in zip(lower.tolist(), upper.tolist(), strict=True)]
+    at = next((t for t, call in enumerate(calls) if call != UNDECIDED), None)
+    if at is None:
+        return Replay(UNDECIDED, len(drawn), fixed, fixed)
+    return Replay(calls[at], at + 1, int(cost[: at + 1].sum()), fixed)

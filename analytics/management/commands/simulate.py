@@ -14,12 +14,14 @@ from analytics.core.simulation import (
     iterative_report,
     success_rates,
 )
+from analytics.populations import Population
+from analytics.services import admitted, item_scores, load_rows, rating_sets
 from annotation import elicitation
 from annotation.exchange import formats
 from annotation.management.commands._common import get_study, read_file
 from annotation.rating import recording
 from selection import services
-from selection.core import winners
+from selection.core import decisions, winners
 from selection.strategies import (
     JUDGE_STRATEGIES,
     STRATEGIES,
@@ -47,11 +49,15 @@ class Command(BaseCommand):
             "the pair's items) compares estimates of the pool's win rate instead: people alone and people with the "
             "judges, on a random sample and on every requested design that is a probability sample, with their error, "
             "interval width, coverage, the efficiency each claims and the efficiency it delivers (people alone on a "
-            "random sample's mean squared error, known exactly, over the design's).")
+            "random sample's mean squared error, known exactly, over the design's). "
+            "--replay (no oracle) replays the study's own human judgments instead: per system pair and seed, its items "
+            "in a random order with all their judgments, stopped at the first anytime-valid decision (a, b, "
+            "equivalent; the report's rule), against the fixed design that buys every judgment; --null mirrors each "
+            "item at random so no system is better (every direction decided is a false one).")
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
-        parser.add_argument("--oracle", required=True,
+        parser.add_argument("--oracle",
                             help="JSONL file of {\"item\", \"winner\"}, or of judgments (SPEC §8): then each "
                             "item's winner is the majority of its raters (see --oracle-kind), each rater's "
                             "preference the sign of Eq. 7 over their judgments of the item (the report's and live "
@@ -76,10 +82,27 @@ class Command(BaseCommand):
                             help="judge-disagreement: the share of the budget spread evenly over all items "
                             "(default 0.5; 1 is a uniform sample).")
         parser.add_argument("--plot", help="Write the success-vs-budget plot to this .png or .svg file.")
-        parser.add_argument("--json", action="store_true", help="Print a JSON document.")
+        parser.add_argument("--json", action="store_true", help="Print a JSON document (with --replay: a list of "
+                            "records {pair, system_a, system_b, seed, decision, items_used, judgments_used, "
+                            "judgments_fixed}; decision a is the pair's first system as the study lists the pair).")
+        parser.add_argument("--replay", action="store_true",
+                            help="Replay the study's human judgments through the anytime-valid decision of each "
+                            "system pair (every pair, or --pair), --seeds random orders from --seed.")
+        parser.add_argument("--null", action="store_true",
+                            help="With --replay: A/A, each item's outcome mirrored at random (false-decision rate).")
+        parser.add_argument("--alpha", type=float,
+                            help="With --replay: the decision error rate (default: the study's).")
+        parser.add_argument("--margin", type=float,
+                            help="With --replay: the equivalence margin (default: the study's; 0: winners only).")
 
     def handle(self, *args, **o):
         study = get_study(o["study"])
+        if o["replay"]:
+            return self._replay(study, o)
+        if o["null"] or o["alpha"] is not None or o["margin"] is not None:
+            raise CommandError("--null, --alpha and --margin go with --replay")
+        if not o["oracle"]:
+            raise CommandError("--oracle is required (or --replay to replay the study's own human judgments)")
         comparison = self._comparison(study, o["pair"])
         try:
             budgets = [int(b) for b in o["budgets"].split(",")]
@@ -146,6 +169,43 @@ class Command(BaseCommand):
                     f"{name} (p={it['risk']}, min {it['min']}, budget {it['budget']}): success {it['success']:.2f}, "
                     f"error {it['error']:.2f} (promised <= {it['risk']}), inconclusive {it['inconclusive']:.2f}, "
                     f"mean annotations {it['mean_annotations']:.1f}")
+
+    def _replay(self, study, o):
+        alpha = study.selection_settings.decision_alpha if o["alpha"] is None else o["alpha"]
+        margin = study.selection_settings.decision_margin if o["margin"] is None else o["margin"]
+        if not 0 < alpha < 1 or not 0 <= margin < 0.5:
+            raise CommandError("--alpha must be between 0 and 1 and --margin at least 0 and below 0.5")
+        if o["seeds"] < 1:
+            raise CommandError("--seeds must be at least 1")
+        comparisons = ([self._comparison(study, o["pair"])] if o["pair"]
+                       else list(study.comparisons.select_related("system_a", "system_b")))
+        rows = admitted(load_rows(study), Population())  # the study's people, as the report counts them
+        records = []
+        for c in comparisons:
+            pair = (c.system_a.name, c.system_b.name)
+            scores, votes = item_scores(rating_sets(rows, pair))
+            for seed in range(o["seed"], o["seed"] + o["seeds"]):
+                result = decisions.replay(scores, votes, np.random.default_rng([seed, c.pk]), alpha, margin,
+                                          null=o["null"])
+                records.append({"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed,
+                                **dataclasses.asdict(result)})
+        if o["json"]:
+            self.stdout.write(json.dumps(records, indent=2))
+            return
+        self.stdout.write(f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, "
+                          f"alpha {alpha}, margin {margin}{', A/A (null)' if o['null'] else ''}")
+        self.stdout.write("pair".ljust(40) + "a".rjust(5) + "b".rjust(5) + "equiv".rjust(7) + "undec".rjust(7)
+                          + "used".rjust(10) + "fixed".rjust(9))
+        for c in comparisons:
+            mine = [r for r in records if r["pair"] == str(c)]
+            tally = [sum(r["decision"] == d for r in mine) for d in ("a", "b", "equivalent", "undecided")]
+            used = np.mean([r["judgments_used"] for r in mine])
+            self.stdout.write(str(c)[:39].ljust(40) + "".join(str(n).rjust(w) for n, w in zip(tally, (5, 5, 7, 7),
+                                                                                           strict=True))
+                              + f"{used:10.1f}" + str(mine[0]["judgments_fixed"]).rjust(9))
+        used, fixed = sum(r["judgments_used"] for r in records), sum(r["judgments_fixed"] for r in records)
+        self.stdout.write(f"judgments bought: {used:,} of {fixed:,} ({fixed / used:.2f}x fewer)" if used else
+                          "no human judgments to replay")
 
     def _comparison(self, study, pair):
         comparisons = list(study.comparisons.select_related("system_a", "system_b"))

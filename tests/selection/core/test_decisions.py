@@ -119,3 +119,30 @@ def test_no_system_is_called_better_when_none_is_on_prd_items():
             decided += bool(np.any((lower > 0.5) | (upper < 0.5)))
             runs += 1
     assert decided / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)
+
+
+def test_a_replay_stops_at_the_first_decision_and_counts_what_it_bought():
+    scores, votes = np.ones(200), np.full(200, 3)
+    result = decisions.replay(scores, votes, np.random.default_rng(1))
+    lower, _ = decisions.betting_confidence_sequence(np.ones(200))
+    first = int(np.argmax(lower > 0.5)) + 1  # every item won by the first system: the first n whose interval clears
+    assert result == decisions.Replay("a", first, 3 * first, 600)
+    level = decisions.replay(np.full(30, 0.5), np.ones(30), np.random.default_rng(1), margin=0.0)
+    assert level == decisions.Replay("undecided", 30, 30, 30)  # no margin, no winner: every judgment bought
+
+
+def test_prd_replays_save_judgments_without_false_decisions():
+    """The issue's calibration, on the 32 PRD pairs: items in random orders, stopped at the first decision; the
+    A/A replays decide a direction in at most alpha of the runs."""
+    scores = prd_item_scores()
+    rng = np.random.default_rng(5)
+    used = fixed = false = runs = 0
+    for pair_scores in scores.values():
+        for _ in range(5):
+            votes = np.ones(len(pair_scores), dtype=np.int64)
+            real = decisions.replay(pair_scores, votes, rng)
+            used, fixed = used + real.judgments_used, fixed + real.judgments_fixed
+            null = decisions.replay(pair_scores, votes, rng, null=True)
+            false += null.decision in ("a", "b")
+            runs += 1
+    assert used < fixed and false / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)

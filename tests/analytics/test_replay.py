@@ -1,0 +1,67 @@
+"""``simulate --replay`` (issue 28): the study's own human judgments replayed item by item through each system pair's
+anytime-valid decision, stopped at the first one, against the fixed design -- the JSON records independent checks
+read (pair, seed, decision, judgments_used, judgments_fixed)."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation.rating import recording
+from annotation.studies import creation
+from selection.core import decisions
+from tests.conftest import study_jsonl
+
+
+@pytest.fixture
+def won(researcher):
+    """60 items of sys-a vs sys-b, each judged by two people: sys-a wins every item (ties on the odd ones' second
+    vote)."""
+    study = creation.do_create_study(researcher, "won", study_jsonl(60), "w.jsonl")
+    lines = [{"id": f"w{n}-{r}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
+              "sample_b": 0, "shown_first": "sys-b", "rater": f"h{r}", "rater_kind": "human",
+              "choice": "tie" if r and n % 2 else "sys-a"} for n in range(60) for r in (0, 1)]
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    return study
+
+
+def replay_json(*args) -> list[dict]:
+    out = StringIO()
+    call_command("simulate", "--study", "won", "--replay", "--json", *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_each_seed_replays_the_items_in_its_own_order_and_stops_at_the_decision(won):
+    records = replay_json("--seeds", "3", "--seed", "7")
+    assert [r["seed"] for r in records] == [7, 8, 9]
+    scores = np.array([1.0 if n % 2 == 0 else 0.75 for n in range(60)])  # item-n's mean of its two raters
+    for r in records:
+        assert set(r) == {"pair", "system_a", "system_b", "seed", "decision", "items_used", "judgments_used",
+                          "judgments_fixed"}
+        assert (r["pair"], r["system_a"], r["decision"], r["judgments_fixed"]) == ("sys-a vs sys-b", "sys-a", "a", 120)
+        assert r["judgments_used"] == 2 * r["items_used"] < 120
+    # the first record's items_used is the first n at which the sequence over those scores, in that seed's order,
+    # clears a half
+    expected = decisions.replay(scores, np.full(60, 2), np.random.default_rng([7, won.comparisons.get().pk]))
+    assert records[0]["items_used"] == expected.items_used
+
+
+def test_the_null_replay_mirrors_items_and_the_text_output_sums_up(won):
+    records = replay_json("--seeds", "4", "--null")
+    assert len(records) == 4 and all(r["decision"] in ("a", "b", "undecided", "equivalent") for r in records)
+    out = StringIO()
+    call_command("simulate", "--study", "won", "--replay", "--seeds", "4", stdout=out)
+    assert "sys-a vs sys-b" in out.getvalue() and "x fewer" in out.getvalue()
+
+
+def test_replay_options_are_checked(won):
+    with pytest.raises(CommandError, match="go with --replay"):
+        call_command("simulate", "--study", "won", "--null")
+    with pytest.raises(CommandError, match="--oracle is required"):
+        call_command("simulate", "--study", "won")
+    with pytest.raises(CommandError, match="--margin"):
+        call_command("simulate", "--study", "won", "--replay", "--margin", "0.7")
