@@ -320,8 +320,7 @@ def rating_sets(rows: list[Row], pair: tuple[str, str]) -> dict[str, dict[str, l
 def item_scores(sets: dict[str, dict[str, list[int]]]) -> tuple[np.ndarray, np.ndarray]:
     """Each item's score for the pair's first system -- the mean over its raters of their mean outcome (1 a win,
     1/2 a tie, 0 a loss) -- and its number of judgments, in the order of ``sets``."""
-    scores = [float(np.mean([np.mean(winners.score_for_a(v)) for v in by_rater.values()]))
-              for by_rater in sets.values()]
+    scores = [winners.item_score(list(by_rater.values())) for by_rater in sets.values()]
     votes = [sum(len(v) for v in by_rater.values()) for by_rater in sets.values()]
     return np.array(scores, dtype=np.float64), np.array(votes, dtype=np.int64)
 

@@ -306,6 +306,10 @@ class Comparison(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="comparisons")
     system_a = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
     system_b = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    closed = models.BooleanField(
+        default=False, db_default=False,
+        help_text="No new rater places of this pair are given out: its decision is in and the study stops buying "
+        "decided pairs (places already held are honoured).")
 
     class Meta:
         ordering = ["id"]

@@ -4,9 +4,13 @@ the background jobs of embedding and separability, and what the study and settin
 
 from __future__ import annotations
 
+from django.db.models import Count
+
 from annotation import extensions
-from annotation.models import Comparison, Item, Study
+from annotation.models import Comparison, Item, Study, Task
 from selection import live, services
+from selection.core import decisions
+from selection.models import PairDecision
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
 
 
@@ -31,13 +35,61 @@ def prepare(study: Study, progress: extensions.Progress) -> None:
     services.embed_study(study, progress=progress)
 
 
-CHOOSER = extensions.ItemChooser(choose=choose, advance=live.advance, needs_worker=needs_worker, prepare=prepare)
+def decide(study: Study, comparison_ids: list[int]) -> set[int]:
+    settings = study.selection_settings
+    if not settings.stop_when_decided:
+        return set()
+    closing = set()
+    for comparison in Comparison.objects.filter(study=study, pk__in=comparison_ids).select_related("study"):
+        scores, judgments = services.pair_item_scores(comparison)
+        call = decisions.pair_decision(scores, settings.decision_alpha, settings.decision_margin)
+        PairDecision.objects.update_or_create(comparison=comparison, defaults={
+            "decision": call.decision, "low": call.low, "high": call.high, "items": call.n, "judgments": judgments})
+        if call.decision != decisions.UNDECIDED:
+            closing.add(comparison.pk)
+    return closing
+
+
+def decided(study: Study) -> set[int]:
+    if not study.selection_settings.stop_when_decided:
+        return set()
+    return set(PairDecision.objects.filter(comparison__study=study).exclude(decision=decisions.UNDECIDED)
+               .values_list("comparison_id", flat=True))
+
+
+CHOOSER = extensions.ItemChooser(choose=choose, advance=live.advance, needs_worker=needs_worker, prepare=prepare,
+                                 decide=decide, decided=decided)
+
+
+WORDS = {decisions.A_BETTER: "{a} better", decisions.B_BETTER: "{b} better",
+         decisions.EQUIVALENT: "equivalent", decisions.UNDECIDED: "undecided"}
+
+
+def decision_rows(study: Study) -> list[dict]:
+    """Per system pair: its stored decision in words, the interval, the items and judgments it rests on, the plan's
+    judgments and those no longer bought."""
+    planned: dict[int, int] = {}
+    for comparison_id, pairs, raters in (Task.objects.filter(study=study).annotate(p=Count("task_pairs"))
+                                         .values_list("comparison_id", "p", "raters_required")):
+        planned[comparison_id] = planned.get(comparison_id, 0) + pairs * raters
+    stored = {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
+    rows = []
+    for c in study.comparisons.select_related("system_a", "system_b"):
+        d = stored.get(c.pk)
+        rows.append({
+            "label": str(c), "closed": c.closed,
+            "decision": WORDS[d.decision if d else decisions.UNDECIDED].format(a=c.system_a.name, b=c.system_b.name),
+            "low": d.low if d else 0.0, "high": d.high if d else 1.0, "items": d.items if d else 0,
+            "judgments": d.judgments if d else 0, "planned": planned.get(c.pk, 0),
+            "saved": max(0, planned.get(c.pk, 0) - d.judgments) if d and c.closed else 0})
+    return rows
 
 
 def study_page(study: Study) -> dict:
-    return {"live_statuses": live.statuses(study), "embedded": services.embedding_coverage(study),
-            "settings": study.selection_settings,
-            "strategy": STRATEGIES.get(study.selection_settings.selection_method)}
+    settings = study.selection_settings
+    return {"decisions": decision_rows(study) if settings.stop_when_decided else None,
+            "live_statuses": live.statuses(study), "embedded": services.embedding_coverage(study),
+            "settings": settings, "strategy": STRATEGIES.get(settings.selection_method)}
 
 
 def settings_page(study: Study) -> dict:

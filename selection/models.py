@@ -53,6 +53,9 @@ class SelectionSettings(models.Model):
     decision_margin = models.FloatField(
         default=0.05, db_default=0.05, validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
         help_text="Win rates within this of a half count as equivalent (0: a pair is decided only by a winner).")
+    stop_when_decided = models.BooleanField(
+        default=False, db_default=False,
+        help_text="Once a system pair is decided, give out no new places of it (the study stops paying for it).")
 
     class Meta:
         verbose_name_plural = "selection settings"
@@ -183,3 +186,21 @@ class StoredTree(models.Model):
 
     def __str__(self) -> str:
         return f"tree of {self.comparison} ({self.candidates_digest[:8]})"
+
+
+class PairDecision(models.Model):
+    """A system pair's anytime-valid decision as of its last completed assignment (``selection/hooks.py``), stored
+    when it changes so the study page reads it instead of recomputing: only while the study stops buying decided
+    pairs (the report computes it for every study)."""
+
+    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, primary_key=True,
+                                      related_name="decision")
+    decision = models.CharField(max_length=12)
+    low = models.FloatField()
+    high = models.FloatField()
+    items = models.PositiveIntegerField(help_text="Items whose every rater has answered: what the decision rests on.")
+    judgments = models.PositiveIntegerField(help_text="Human judgments of the pair so far.")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.comparison}: {self.decision}"

@@ -31,6 +31,9 @@ SETTINGS = [
             "a wrong call is at most this, however often the study page is looked at.", "selection", order=60),
     Setting("decision_margin", "Equivalence margin", "Win rates within this of a half count as a tie between the "
             "two systems (0: only a winner decides a pair).", "selection", order=61),
+    Setting("stop_when_decided", "Stop buying decided pairs", "Once a system pair is decided (a winner, or "
+            "equivalent within the margin), no new places of it are given out; answers already under way still count, "
+            "and raters get the undecided pairs.", "selection", order=62),
     Setting("sep_threshold_t", "Separability midpoint (T)", "sep-ELO and separability-weighted selection give half "
             "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN, order=40),
     Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN,

@@ -133,6 +133,22 @@ def do_advance_live_selection(assignment: Assignment) -> list:
     return releases
 
 
+def do_close_decided_pairs(assignment: Assignment) -> None:
+    """After an assignment completed: the system pairs it had places in that are now decided get no new places
+    (``Comparison.closed``; places already held are honoured and their answers counted)."""
+    comparisons = sorted(set(assignment.places.values_list("task__comparison_id", flat=True)))
+    closing = extensions.item_chooser().decide(assignment.study, comparisons)
+    if closing:
+        Comparison.objects.filter(pk__in=closing, closed=False).update(closed=True)
+
+
+def do_reconsider_closed_pairs(study: Study) -> None:
+    """After the settings changed (the study starts or stops buying decided pairs): which pairs are closed."""
+    closed = extensions.item_chooser().decided(study)
+    study.comparisons.exclude(pk__in=closed).filter(closed=True).update(closed=False)
+    study.comparisons.filter(pk__in=closed, closed=False).update(closed=True)
+
+
 RELEASE_CHUNK = 2000  # units per batch: every query's parameters stay far below PostgreSQL's 65,535
 
 

@@ -39,9 +39,11 @@ UNANSWERED_PER_CLIENT = 3
 
 
 def _unseen_open_tasks(rater: Rater) -> models.QuerySet[Task]:
-    """Tasks of the rater's study with a place left, on items the rater has not had."""
+    """Tasks of the rater's study with a place left, on items the rater has not had, of system pairs still open
+    (a decided pair is closed when the study stops buying decided pairs)."""
     seen_items = AssignmentTask.objects.filter(rater=rater).values("item_id")
-    return Task.objects.filter(study_id=rater.study_id, taken__lt=F("raters_required")).exclude(item_id__in=seen_items)
+    return (Task.objects.filter(study_id=rater.study_id, taken__lt=F("raters_required"), comparison__closed=False)
+            .exclude(item_id__in=seen_items))
 
 
 LOOKAHEAD = 16  # open tasks read beyond ``size``, for when several of the first are on the same item

@@ -223,10 +223,13 @@ def do_skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reaso
 
 
 def after_completion(assignment: Assignment) -> None:
-    """A completed assignment lets a live selection loop (iterative DiffUse) react, in one transaction: the items
-    it releases get their tasks (the plan wing), and the judgments of items that left its decision set are flagged
-    superseded -- kept and exported, not counted -- and back when they return."""
+    """A completed assignment lets the plan react, in one transaction: the system pairs it had places in that are
+    now decided stop getting new places (when the study stops buying decided pairs); a live selection loop
+    (iterative DiffUse) releases its next items (they get their tasks in the plan wing), and the judgments of items
+    that left its decision set are flagged superseded -- kept and exported, not counted -- and back when they
+    return."""
     with transaction.atomic():
+        planning.do_close_decided_pairs(assignment)
         for release in planning.do_advance_live_selection(assignment):
             judgments = Judgment.objects.filter(study=assignment.study, assignment__places__item_id=F("pair__item_id"),
                                                 assignment__places__task__comparison=release.comparison)

@@ -53,6 +53,7 @@ def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tup
             planning.do_queue_plan(study)
         else:
             planning.do_rebuild_plan(study, explicit)
+    planning.do_reconsider_closed_pairs(study)  # e.g. the study stopped buying decided pairs: they open again
     return study
 
 

@@ -37,3 +37,10 @@ def item_winner(rating_sets) -> str:
     that prefer a system; a level count (including no rater with a preference) is a tie. Returns "a", "b"
     or "tie". This is the one rule the report's stopping table and the live DiffUse loop both use."""
     return WINNER[int(np.sign(sum(rater_preference(r) for r in rating_sets)))]
+
+
+def item_score(rating_sets) -> float:
+    """An item's score for system A: the mean over its raters of their mean outcome (``score_for_a``: 1 a win,
+    1/2 no preference, 0 a loss) -- what a pair's anytime-valid decision observes per item
+    (``selection.core.decisions``). ``rating_sets``: one list of ratings per rater."""
+    return float(np.mean([np.mean(score_for_a(r)) for r in rating_sets]))

@@ -362,6 +362,6 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
         ["raters_per_item", "max_assignments_per_rater", "assignment_timeout_minutes", "first_answer_minutes",
          "gold_rate", "min_seconds_per_pair", "screen_min_gold", "screen_accuracy", "public_base_url"],
         ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",
-         "separability_threshold", "risk", "min_n", "decision_alpha", "decision_margin", "seed"],
+         "separability_threshold", "risk", "min_n", "decision_alpha", "decision_margin", "stop_when_decided", "seed"],
         ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
          "stopping_ties_in_n", "indeterminacy_beta", "estimate_target"]]

@@ -21,3 +21,9 @@ def test_an_item_goes_to_the_majority_of_its_raters_not_of_its_ratings():
     assert winners.item_winner([[-1, 1], [0, 0]]) == "tie"  # level: no rater prefers a system
     assert winners.item_winner([[-1], [1]]) == "tie"
     assert winners.item_winner([[0], [-1, 0]]) == "a"  # a tied rater does not outvote a preference
+
+
+def test_an_item_s_score_is_the_mean_of_its_raters_mean_outcomes():
+    # rater 1: a, a, tie -> (1 + 1 + 1/2) / 3; rater 2: b -> 0; the item: the mean of 5/6 and 0
+    assert winners.item_score([[-1, -1, 0], [1]]) == 5 / 12
+    assert winners.item_score([[0]]) == 0.5

@@ -1,0 +1,110 @@
+"""The plan stops buying decided pairs (issue 28): once a system pair's anytime-valid decision is in, no new places
+of it are given out; raters get the undecided pairs; answers already under way count; the study page says which
+pairs are decided and what was not bought; turning the setting off opens them again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from annotation.elicitation import Answer
+from annotation.models import AssignmentTask, Comparison, Judgment
+from annotation.rating import allocation, recording
+from annotation.studies import creation, enrolment, lifecycle
+from selection.core import decisions
+from selection.models import PairDecision
+
+ITEMS = 60
+
+
+@pytest.fixture
+def three(researcher):
+    """sys-a beats sys-b and sys-c on every item; sys-b and sys-c are always level. Every item on every pair, one
+    rater per item, one pair per assignment."""
+    lines = [{"id": f"item-{i}", "input": f"Question {i}?",
+              "outputs": {s: [f"{s} answers question {i}."] for s in ("sys-a", "sys-b", "sys-c")}}
+             for i in range(ITEMS)]
+    study = creation.do_create_study(researcher, "three", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+                                     "t.jsonl")
+    return lifecycle.do_update_settings(study, {
+        "scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1, "judgments_per_assignment": 1,
+        "stop_when_decided": True, "decision_margin": 0.0}, None)
+
+
+def answer(pair) -> None:
+    """sys-a when it is shown, else a tie -- in display coordinates, as the rating page reads them."""
+    shown = [pair.pair.generation_a, pair.pair.generation_b]
+    first, second = shown if pair.a_shown_first else shown[::-1]
+    choice = "first" if first.system.name == "sys-a" else "second" if second.system.name == "sys-a" else "tie"
+    allocation.do_mark_shown(pair)
+    recording.do_record_judgment(pair, idempotency_key=f"p{pair.pk}", answer=Answer(choice=choice))
+
+
+def rate_everything(study) -> int:
+    """Raters take assignments until the plan has nothing left for anyone; returns how many assignments."""
+    done = 0
+    for n in range(20):
+        rater = enrolment.do_create_rater_link(study, f"r{n}")
+        taken = 0
+        while (assignment := allocation.do_start_assignment(rater)) is not None:
+            for pair in assignment.pairs.select_related("pair__generation_a__system", "pair__generation_b__system"):
+                answer(pair)
+            taken += 1
+        done += taken
+        if not taken:
+            return done
+    raise AssertionError("the plan never ran out")
+
+
+def judgments_of(comparison: Comparison) -> int:
+    systems = [comparison.system_a_id, comparison.system_b_id]
+    return Judgment.objects.filter(pair__generation_a__system_id__in=systems,
+                                   pair__generation_b__system_id__in=systems).count()
+
+
+def test_a_decided_pair_gets_no_new_places_and_the_undecided_pair_is_bought_whole(three):
+    rate_everything(three)
+    pairs = {(c.system_a.name, c.system_b.name): c for c in three.comparisons.select_related("system_a", "system_b")}
+    level = pairs[("sys-b", "sys-c")]
+    level.refresh_from_db()
+    assert not level.closed and judgments_of(level) == ITEMS  # never decided: every planned judgment bought
+    for key in (("sys-a", "sys-b"), ("sys-a", "sys-c")):
+        won = pairs[key]
+        won.refresh_from_db()
+        stored = PairDecision.objects.get(comparison=won)
+        assert won.closed and stored.decision == decisions.A_BETTER and stored.low > 0.5
+        # bought until the decision and not one judgment after: the items it rests on are the pair's judgments
+        assert judgments_of(won) == stored.judgments == stored.items < ITEMS
+        # the decision is the confidence sequence's on those items, every one won by sys-a
+        lower, _ = decisions.betting_confidence_sequence([1.0] * stored.items)
+        assert lower[-1] > 0.5 and (stored.items == 1 or lower[-2] <= 0.5)
+    assert AssignmentTask.objects.filter(task__comparison__closed=True).count() == sum(
+        judgments_of(pairs[k]) for k in (("sys-a", "sys-b"), ("sys-a", "sys-c")))
+
+
+def test_the_study_page_shows_the_decisions_and_what_was_not_bought(researcher_client, three):
+    rate_everything(three)
+    page = researcher_client.get(three.get_absolute_url()).content.decode()
+    table = page.split('data-testid="decisions"')[1].split("</table>")[0]
+    assert table.count("sys-a better") == 2 and "undecided" in table and "closed" in table
+    saved = sum(ITEMS - PairDecision.objects.get(comparison=c).judgments for c in three.comparisons.filter(closed=True))
+    assert saved > 0 and f"<td>{ITEMS - PairDecision.objects.filter(decision='a').first().judgments}</td>" in table
+
+
+def test_stopping_to_stop_opens_the_decided_pairs_again(three):
+    rate_everything(three)
+    assert three.comparisons.filter(closed=True).count() == 2
+    lifecycle.do_update_settings(three, {"stop_when_decided": False}, None)
+    assert not three.comparisons.filter(closed=True).exists()
+    rater = enrolment.do_create_rater_link(three, "late")
+    assert allocation.do_start_assignment(rater) is not None  # the rest of the decided pairs can be bought again
+    lifecycle.do_update_settings(three, {"stop_when_decided": True}, None)
+    assert three.comparisons.filter(closed=True).count() == 2  # closed again from the stored decisions
+
+
+def test_without_the_setting_nothing_is_decided_or_closed(researcher_client, three):
+    lifecycle.do_update_settings(three, {"stop_when_decided": False}, None)
+    rate_everything(three)
+    assert not three.comparisons.filter(closed=True).exists() and not PairDecision.objects.exists()
+    assert 'data-testid="decisions"' not in researcher_client.get(three.get_absolute_url()).content.decode()
