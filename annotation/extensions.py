@@ -36,8 +36,8 @@ class ItemChooser:
     prepare: Callable[..., Any]
     """``prepare(study, progress)``: that slow work, done by the background worker before the plan is built."""
     decide: Callable[..., set]
-    """``decide(study, comparison_ids)``: after an assignment with places in those system pairs completed, their
-    decisions brought up to date; returns the ids of those the study no longer buys (decided, and the study stops
+    """``decide(study, assignment)``: after the assignment completed, the decisions of the system pairs it had
+    places in brought up to date; returns the ids of those the study no longer buys (decided, and the study stops
     buying decided pairs)."""
     decided: Callable[..., set]
     """``decided(study)``: the ids of every system pair the study no longer buys, from the decisions as last

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db.models import Count
 
 from annotation import extensions
-from annotation.models import Comparison, Item, Study, Task
+from annotation.models import Comparison, Item, Judgment, Study, Task
 from selection import live, services
 from selection.core import decisions
 from selection.models import PairDecision
@@ -35,17 +35,38 @@ def prepare(study: Study, progress: extensions.Progress) -> None:
     services.embed_study(study, progress=progress)
 
 
-def decide(study: Study, comparison_ids: list[int]) -> set[int]:
+def decide(study: Study, assignment) -> set[int]:
     settings = study.selection_settings
     if not settings.stop_when_decided:
         return set()
+    by_comparison: dict[int, set[int]] = {}
+    for comparison_id, item_id in assignment.places.values_list("task__comparison_id", "item_id"):
+        by_comparison.setdefault(comparison_id, set()).add(item_id)
     closing = set()
-    for comparison in Comparison.objects.filter(study=study, pk__in=comparison_ids).select_related("study"):
-        scores, judgments = services.pair_item_scores(comparison)
-        call = decisions.pair_decision(scores, settings.decision_alpha, settings.decision_margin)
-        PairDecision.objects.update_or_create(comparison=comparison, defaults={
-            "decision": call.decision, "low": call.low, "high": call.high, "items": call.n, "judgments": judgments})
-        if call.decision != decisions.UNDECIDED:
+    for comparison in (Comparison.objects.filter(study=study, pk__in=by_comparison).select_related("study")
+                       .order_by("pk")):
+        stored, _ = PairDecision.objects.select_for_update().get_or_create(
+            comparison=comparison, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0, "items": 0,
+                                             "judgments": 0})
+        sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
+        if sequence is None or sequence.alpha != settings.decision_alpha:  # first time, or another error rate
+            scored, stored.judgments = services.pair_item_scores(comparison)
+            sequence, stored.counted = decisions.BettingSequence(settings.decision_alpha), []
+        else:  # the items this assignment may have completed, one observation each
+            new = sorted(by_comparison[comparison.pk] - set(stored.counted))
+            scored = services.pair_item_scores(comparison, new)[0] if new else []
+            systems = (comparison.system_a_id, comparison.system_b_id)
+            stored.judgments += Judgment.objects.filter(  # the assignment's answers on this pair
+                assignment=assignment, revised=False, pair__item_id__in=by_comparison[comparison.pk],
+                pair__generation_a__system_id__in=systems, pair__generation_b__system_id__in=systems).count()
+        for item_id, score in scored:
+            sequence.update(score)
+            stored.counted.append(item_id)
+        low, high = sequence.interval
+        stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
+        stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
+        stored.save()
+        if stored.decision != decisions.UNDECIDED:
             closing.add(comparison.pk)
     return closing
 

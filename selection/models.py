@@ -189,9 +189,10 @@ class StoredTree(models.Model):
 
 
 class PairDecision(models.Model):
-    """A system pair's anytime-valid decision as of its last completed assignment (``selection/hooks.py``), stored
-    when it changes so the study page reads it instead of recomputing: only while the study stops buying decided
-    pairs (the report computes it for every study)."""
+    """A system pair's anytime-valid decision as of its last completed assignment (``selection/hooks.py``), kept up
+    to date one item at a time (the sequence's state is stored: a completed assignment costs O(grid), not a pass
+    over the pair's judgments), so the plan and the study page read it instead of recomputing: only while the study
+    stops buying decided pairs (the report computes it for every study)."""
 
     comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, primary_key=True,
                                       related_name="decision")
@@ -200,6 +201,8 @@ class PairDecision(models.Model):
     high = models.FloatField()
     items = models.PositiveIntegerField(help_text="Items whose every rater has answered: what the decision rests on.")
     judgments = models.PositiveIntegerField(help_text="Human judgments of the pair so far.")
+    state = models.BinaryField(default=b"", help_text="The confidence sequence so far (decisions.BettingSequence).")
+    counted = models.JSONField(default=list, help_text="The items already observed, by id.")
     updated = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

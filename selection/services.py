@@ -185,30 +185,33 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     return out
 
 
-def pair_item_scores(comparison: Comparison) -> tuple[np.ndarray, int]:
-    """A system pair's human item scores for its first system (``winners.item_score``), one per item whose every
+def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> tuple[list[tuple[int, float]], int]:
+    """A system pair's item scores for its first system (``winners.item_score``) from the human judgments collected
+    in the study's assignments (the plan's work; imported judgments never fill the plan), one per item whose every
     planned rater has answered (its score no longer changes), in the order the last of them arrived -- what the
-    pair's anytime-valid decision observes -- and the pair's human judgments so far."""
+    pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``items``: only these."""
     first, second = comparison.system_a_id, comparison.system_b_id
-    rows = (Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
-                                    rater__kind=Rater.Kind.HUMAN, pair__generation_a__system_id__in=[first, second],
-                                    pair__generation_b__system_id__in=[first, second])
-            .order_by("created", "id")
-            .values_list("pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set",
-                         "probability_a"))
+    judgments = Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
+                                        assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
+                                        pair__generation_a__system_id__in=[first, second],
+                                        pair__generation_b__system_id__in=[first, second])
+    if items is not None:
+        judgments = judgments.filter(pair__item_id__in=items)
+    rows = judgments.order_by("created", "id").values_list(
+        "pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set", "probability_a")
     by_item: dict[int, dict[int, list[int]]] = {}
-    judgments = 0
+    read = 0
     for item_id, rater_id, system_a, choice, response_set, probability_a in rows:
         answer = elicitation.effective_choice(choice, response_set, probability_a)
         if answer is None:
             continue
-        judgments += 1
+        read += 1
         by_rater = by_item.pop(item_id, {})  # re-inserted: the item moves to the end of the arrival order
         by_rater.setdefault(rater_id, []).append(winners.rating_for(answer, flipped=system_a != first))
         by_item[item_id] = by_rater
     wanted = comparison.study.raters_per_item
-    scores = [winners.item_score(list(by_rater.values())) for by_rater in by_item.values() if len(by_rater) >= wanted]
-    return np.array(scores, dtype=np.float64), judgments
+    return ([(item_id, winners.item_score(list(by_rater.values()))) for item_id, by_rater in by_item.items()
+             if len(by_rater) >= wanted], read)
 
 
 def stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, seed: int = 0) -> Dendrogram:

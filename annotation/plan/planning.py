@@ -136,8 +136,7 @@ def do_advance_live_selection(assignment: Assignment) -> list:
 def do_close_decided_pairs(assignment: Assignment) -> None:
     """After an assignment completed: the system pairs it had places in that are now decided get no new places
     (``Comparison.closed``; places already held are honoured and their answers counted)."""
-    comparisons = sorted(set(assignment.places.values_list("task__comparison_id", flat=True)))
-    closing = extensions.item_chooser().decide(assignment.study, comparisons)
+    closing = extensions.item_chooser().decide(assignment.study, assignment)
     if closing:
         Comparison.objects.filter(pk__in=closing, closed=False).update(closed=True)
 

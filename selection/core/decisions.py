@@ -118,6 +118,25 @@ class BettingSequence:
         self.squares += (x - mean) ** 2
         self.var = (0.25 + self.squares) / (i + 1)
 
+    def to_bytes(self) -> bytes:
+        """The whole state, to store between observations (``from_bytes`` reads it back)."""
+        head = np.array([self.alpha, self.theta, self.c, self.grid, self.n, self.total, self.squares, self.var],
+                        dtype="<f8")
+        return (head.tobytes() + self.log_plus.astype("<f8").tobytes() + self.log_minus.astype("<f8").tobytes()
+                + np.packbits(self.rejected).tobytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> BettingSequence:
+        head = np.frombuffer(data[:64], dtype="<f8")
+        alpha, theta, c, grid = float(head[0]), float(head[1]), float(head[2]), int(head[3])
+        sequence = cls(alpha, theta, c, grid)
+        sequence.n, sequence.total, sequence.squares, sequence.var = int(head[4]), *map(float, head[5:8])
+        at = 64 + 8 * grid
+        sequence.log_plus = np.frombuffer(data[64:at], dtype="<f8").copy()
+        sequence.log_minus = np.frombuffer(data[at:at + 8 * grid], dtype="<f8").copy()
+        sequence.rejected = np.unpackbits(np.frombuffer(data[at + 8 * grid:], dtype=np.uint8))[:grid].astype(bool)
+        return sequence
+
     @property
     def interval(self) -> tuple[float, float]:
         kept = np.flatnonzero(~self.rejected)

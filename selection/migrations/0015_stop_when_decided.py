@@ -21,6 +21,8 @@ class Migration(migrations.Migration):
                 ('high', models.FloatField()),
                 ('items', models.PositiveIntegerField(help_text='Items whose every rater has answered: what the decision rests on.')),
                 ('judgments', models.PositiveIntegerField(help_text='Human judgments of the pair so far.')),
+                ('state', models.BinaryField(default=b'', help_text='The confidence sequence so far (decisions.BettingSequence).')),
+                ('counted', models.JSONField(default=list, help_text='The items already observed, by id.')),
                 ('updated', models.DateTimeField(auto_now=True)),
             ],
         ),

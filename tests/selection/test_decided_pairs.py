@@ -108,3 +108,19 @@ def test_without_the_setting_nothing_is_decided_or_closed(researcher_client, thr
     rate_everything(three)
     assert not three.comparisons.filter(closed=True).exists() and not PairDecision.objects.exists()
     assert 'data-testid="decisions"' not in researcher_client.get(three.get_absolute_url()).content.decode()
+
+
+def test_the_stored_sequence_equals_the_one_recomputed_from_the_judgments(three):
+    """What each completed assignment adds to the stored state is what a pass over the pair's judgments gives."""
+    from selection import services
+
+    lifecycle.do_update_settings(three, {"decision_margin": 0.3}, None)  # wide: equivalence stops the level pair
+    rate_everything(three)
+    for comparison in three.comparisons.select_related("study"):
+        stored = PairDecision.objects.get(comparison=comparison)
+        scored, judgments = services.pair_item_scores(comparison)
+        lower, upper = decisions.betting_confidence_sequence([s for _, s in scored])
+        assert [i for i, _ in scored] == stored.counted and judgments == stored.judgments
+        assert (stored.low, stored.high, stored.items) == pytest.approx((lower[-1], upper[-1], len(scored)))
+    level = PairDecision.objects.get(comparison__system_a__name="sys-b")
+    assert level.decision == decisions.EQUIVALENT and level.items < ITEMS  # within 0.3 of a half: stopped too

@@ -54,6 +54,10 @@ def test_the_intervals_are_nested_bounded_and_the_incremental_form_agrees():
         sequence.update(float(value))
     assert sequence.interval == pytest.approx((lower[-1], upper[-1]))
     assert lower[-1] < x.mean() < upper[-1]
+    stored = decisions.BettingSequence.from_bytes(sequence.to_bytes())  # kept between completed assignments
+    stored.update(1.0)
+    sequence.update(1.0)
+    assert stored.interval == sequence.interval and stored.n == sequence.n == 301
 
 
 def test_what_an_interval_decides():

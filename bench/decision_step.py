@@ -1,0 +1,117 @@
+"""Cost of the plan's decision step per completed assignment (issue 28: "Stop buying decided pairs").
+
+A study of P system pairs (every item on every pair) and N items, one rater per item, one pair per assignment; the
+first system wins about 55 % of the items, so most pairs stay undecided and every completion updates a decision.
+After a warm-up of W completed assignments per pair, it times ``planning.do_close_decided_pairs`` for each further
+completion: the stored confidence sequence advanced by the items the assignment completed (O(grid)). The baseline,
+measured in the same run on the same state, is what the step would cost without the stored state: the pair's item
+scores read again and the whole sequence recomputed (``pair_item_scores`` + ``betting_confidence_sequence``).
+
+    python bench/decision_step.py [--systems 9] [--items 1000] [--warmup 300] [--completions 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.scratch import setup_scratch_database  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--systems", type=int, default=9, help="systems (9 make the issue's 36 pairs)")
+    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=300, help="completed assignments per pair before timing")
+    parser.add_argument("--completions", type=int, default=40, help="completions timed")
+    args = parser.parse_args()
+    if args.systems < 2 or args.items < 10 or args.warmup < 1 or args.completions < 1:
+        parser.error("need --systems >= 2, --items >= 10, --warmup and --completions >= 1")
+    setup_scratch_database("decisions")
+    measure(args.systems, args.items, args.warmup, args.completions)
+
+
+def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None:
+    import random
+
+    import numpy as np
+    from django.contrib.auth import get_user_model
+
+    from annotation.elicitation import Answer
+    from annotation.models import Assignment, Judgment
+    from annotation.plan import planning
+    from annotation.rating import allocation, recording
+    from annotation.studies import creation, enrolment, lifecycle
+    from selection import services
+    from selection.core import decisions
+
+    systems = [f"s{k}" for k in range(n_systems)]
+    lines = "".join(json.dumps({"id": f"i{i}", "input": f"Question {i}?",
+                                "outputs": {s: [f"{s} answers {i}."] for s in systems}}) + "\n"
+                    for i in range(n_items)).encode()
+    owner = get_user_model().objects.create_user("bench")
+    started = time.perf_counter()
+    study = creation.do_create_study(owner, "decisions", lines, "d.jsonl")
+    lifecycle.do_update_settings(study, {"scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1,
+                                         "judgments_per_assignment": 1, "stop_when_decided": True,
+                                         "decision_margin": 0.0}, None)
+    pairs = study.comparisons.count()
+    print(f"{pairs} pairs x {n_items} items: study and plan in {time.perf_counter() - started:.1f} s")
+    rng = random.Random(0)
+    rater_count = 0
+    timings: list[float] = []
+    real_step = planning.do_close_decided_pairs
+
+    def timed_step(assignment) -> None:  # the step as it runs, inside the submit that completes the assignment
+        t0 = time.perf_counter()
+        real_step(assignment)
+        timings.append((time.perf_counter() - t0) * 1000)
+
+    planning.do_close_decided_pairs = timed_step
+
+    def complete() -> Assignment | None:
+        nonlocal rater_count
+        rater = enrolment.do_create_rater_link(study, f"r{rater_count}")
+        rater_count += 1
+        assignment = allocation.do_start_assignment(rater)
+        if assignment is None:
+            return None
+        for pair in assignment.pairs.all():
+            allocation.do_mark_shown(pair)
+            recording.do_record_judgment(pair, idempotency_key=f"k{pair.pk}",
+                                         answer=Answer(choice="first" if rng.random() < 0.55 else "second"))
+        return assignment
+
+    started = time.perf_counter()
+    for _ in range(warmup * pairs):
+        if complete() is None:
+            break
+    print(f"warm-up: {Judgment.objects.count()} judgments in {time.perf_counter() - started:.1f} s")
+    step, recompute = [], []
+    for _ in range(completions):
+        timings.clear()
+        assignment = complete()
+        if assignment is None:
+            break
+        step.append(timings[-1])
+        comparison = assignment.places.get().task.comparison
+        t0 = time.perf_counter()
+        scored, _ = services.pair_item_scores(comparison)
+        decisions.betting_confidence_sequence(np.array([s for _, s in scored]),
+                                              study.selection_settings.decision_alpha)
+        recompute.append((time.perf_counter() - t0) * 1000)
+    p50, p95 = statistics.median(step), sorted(step)[int(0.95 * (len(step) - 1))]
+    base = statistics.median(recompute)
+    print(f"decision step per completed assignment: p50 {p50:.2f} ms, p95 {p95:.2f} ms "
+          f"(recomputing the pair instead: p50 {base:.1f} ms; ratio {p50 / base:.3f})")
+
+
+if __name__ == "__main__":
+    main()
