@@ -214,6 +214,28 @@ def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> 
              if len(by_rater) >= wanted], read)
 
 
+def pilot_outcomes(comparison: Comparison) -> tuple[str, list[list[float]]]:
+    """What a budget plan learns from (``selection.core.budget.pilot_of``): per item, each rater's mean outcome for
+    the pair's first system -- from the pair's human judgments (collected or imported), else from its LLM judges'
+    verdicts as a prior, else nothing. Returns the source ("humans", "judges", "none") and the outcomes."""
+    first, second = comparison.system_a_id, comparison.system_b_id
+    for source, kind in (("humans", Rater.Kind.HUMAN), ("judges", Rater.Kind.JUDGE)):
+        rows = (Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
+                                        rater__kind=kind, pair__generation_a__system_id__in=[first, second],
+                                        pair__generation_b__system_id__in=[first, second])
+                .values_list("pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set",
+                             "probability_a"))
+        by_item: dict[int, dict[int, list[float]]] = {}
+        for item_id, rater_id, system_a, choice, response_set, probability_a in rows:
+            answer = elicitation.effective_choice(choice, response_set, probability_a)
+            if answer is not None:
+                rating = winners.rating_for(answer, flipped=system_a != first)
+                by_item.setdefault(item_id, {}).setdefault(rater_id, []).append(float(winners.score_for_a(rating)))
+        if by_item:
+            return source, [[float(np.mean(v)) for v in by_rater.values()] for by_rater in by_item.values()]
+    return "none", []
+
+
 def stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, seed: int = 0) -> Dendrogram:
     """The Ward tree of these candidates: computed once, stored, then read back (SPEC §4)."""
     digest = hashlib.sha256(",".join(str(i.pk) for i in items).encode()).hexdigest()

@@ -26,7 +26,7 @@ import dataclasses
 
 import numpy as np
 
-GRID = 2000  # candidate means m on (0, 1): the interval's ends are exact to 1 / GRID (rounded outwards)
+GRID = 1000  # candidate means m on (0, 1): the interval's ends are exact to 1 / GRID (rounded outwards)
 
 
 def betting_confidence_sequence(x, alpha: float = 0.05, theta: float = 0.5, c: float = 0.5,

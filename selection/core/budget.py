@@ -1,0 +1,102 @@
+"""What a margin costs, before paying (issue 28's budget planner): how many items -- and judgments, with several
+raters per item -- a system pair needs before its anytime-valid decision (``selection.core.decisions``) names the
+better system with a given power, when the first system's true win rate is a half plus the margin.
+
+Item scores are the mean of ``m`` raters' outcomes (1 / 1/2 / 0), so their variance carries the ties and the
+correlation of raters on one item (the design effect): with a single outcome's variance ``s2`` and the intra-item
+correlation ``rho`` (one-way ANOVA on a pilot with two or more raters per item),
+
+    Var(item score) = s2 * (1 + (m - 1) * rho) / m,
+
+which is why, while items remain, an item's first rater tells more than its third. The planner draws item scores
+from the Beta distribution with the planned mean and that variance, runs the same confidence sequence the study
+page and the plan use, and returns the smallest number of items at which the decision is in for ``power`` of the
+runs. The decision is anytime-valid, so this n is larger than a fixed-sample test's -- and safe to watch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from selection.core.decisions import betting_confidence_sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class Pilot:
+    """What a pilot says about one system pair's outcomes: the variance of one rater's outcome and the intra-item
+    correlation of raters (0 when it had one rater per item)."""
+
+    outcome_variance: float
+    rho: float
+
+    def item_variance(self, raters: int) -> float:
+        return self.outcome_variance * (1 + (raters - 1) * self.rho) / raters
+
+
+def pilot_of(ratings_by_item) -> Pilot:
+    """The pilot from outcomes grouped by item (a list per item of its raters' outcomes in [0, 1]): the outcomes'
+    variance and the one-way ANOVA estimate of the intra-item correlation (clipped to [0, 1]; 0 without items of
+    two or more raters)."""
+    groups = [np.asarray(g, dtype=np.float64) for g in ratings_by_item if len(g)]
+    if not groups:
+        raise ValueError("the pilot has no outcomes")
+    values = np.concatenate(groups)
+    variance = float(values.var(ddof=1)) if len(values) > 1 else 0.25
+    multi = [g for g in groups if len(g) >= 2]
+    if not multi or variance == 0:
+        return Pilot(variance or 0.25, 0.0)
+    k = len(multi)
+    n = np.array([len(g) for g in multi], dtype=np.float64)
+    grand = np.concatenate(multi).mean()
+    between = float(sum(len(g) * (g.mean() - grand) ** 2 for g in multi)) / max(k - 1, 1)
+    within = float(sum(((g - g.mean()) ** 2).sum() for g in multi)) / max(n.sum() - k, 1)
+    n0 = (n.sum() - (n ** 2).sum() / n.sum()) / max(k - 1, 1)  # the average group size, unbalanced groups
+    rho = (between - within) / (between + (n0 - 1) * within) if between + (n0 - 1) * within > 0 else 0.0
+    return Pilot(variance, float(np.clip(rho, 0.0, 1.0)))
+
+
+def beta_scores(mean: float, variance: float, size, rng: np.random.Generator) -> np.ndarray:
+    """Item scores in [0, 1] with this mean and variance (the variance capped below the Beta family's limit)."""
+    variance = min(variance, 0.99 * mean * (1 - mean))
+    common = mean * (1 - mean) / variance - 1
+    return rng.beta(mean * common, (1 - mean) * common, size=size)
+
+
+def items_needed(margin: float, item_variance: float, alpha: float = 0.05, power: float = 0.8,
+                 max_items: int = 2000, rounds: int = 200, seed: int = 0) -> int | None:
+    """The smallest number of items by which the confidence sequence decides for the first system in ``power`` of
+    ``rounds`` simulated studies whose first system wins ``0.5 + margin``; None when ``max_items`` do not suffice."""
+    if not 0 < margin < 0.5 or not 0 < power < 1 or item_variance <= 0:
+        raise ValueError("need 0 < margin < 0.5, 0 < power < 1 and a positive item variance")
+    rng = np.random.default_rng(seed)
+    first_decided = np.full(rounds, np.inf)
+    for r in range(rounds):
+        lower, _ = betting_confidence_sequence(beta_scores(0.5 + margin, item_variance, max_items, rng), alpha,
+                                               grid=500)
+        hit = np.flatnonzero(lower > 0.5)
+        if len(hit):
+            first_decided[r] = hit[0] + 1
+    needed = float(np.quantile(first_decided, power, method="higher"))
+    return None if not np.isfinite(needed) else int(needed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    margin: float
+    raters: int
+    items: int | None
+    judgments: int | None
+
+
+def plan(pilot: Pilot, margins, raters=(1,), alpha: float = 0.05, power: float = 0.8, max_items: int = 2000,
+         rounds: int = 200, seed: int = 0) -> list[Plan]:
+    """Items and judgments per margin and number of raters per item (judgments = items x raters x the pairs each
+    rater judges per item, here one)."""
+    out = []
+    for m in raters:
+        for margin in margins:
+            n = items_needed(margin, pilot.item_variance(m), alpha, power, max_items, rounds, seed)
+            out.append(Plan(margin, m, n, None if n is None else n * m))
+    return out
