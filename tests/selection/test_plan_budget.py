@@ -60,6 +60,14 @@ def test_without_people_the_judges_are_the_prior_and_without_them_the_widest_var
     assert {p["pilot"] for p in plans("--margins", "0.2")} == {"judges"}
 
 
+def test_the_curve_is_drawn(pilot, tmp_path):
+    imported(pilot, "human", ("h1",))
+    path = tmp_path / "curve.svg"
+    plans("--margins", "0.2,0.3", "--raters", "1", "--plot", str(path))
+    svg = path.read_text()
+    assert svg.startswith("<?xml") and "judgments needed" in svg and "sys-a vs sys-b, 1 rater per item" in svg
+
+
 def test_the_table_reads_as_a_plan_and_bad_options_are_refused(pilot):
     out = StringIO()
     call_command("plan_budget", "--study", "pilot", "--margins", "0.2", "--raters", "1", "--rounds", "20",

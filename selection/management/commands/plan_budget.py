@@ -34,6 +34,8 @@ class Command(BaseCommand):
         parser.add_argument("--rounds", type=int, default=200, help="Simulated studies per plan (200).")
         parser.add_argument("--seed", type=int, help="Seed (default: the study's).")
         parser.add_argument("--json", action="store_true", help="Print a JSON list of plans.")
+        parser.add_argument("--plot", help="Write the curve (judgments needed against the margin told, one line per "
+                            "pair and raters per item) to this .png or .svg file.")
 
     def handle(self, *args, **o):
         study = get_study(o["study"])
@@ -65,6 +67,8 @@ class Command(BaseCommand):
                     "judgments": p.judgments, "alpha": alpha, "power": o["power"],
                     "assignments": None if p.judgments is None else -(-p.judgments // per_assignment),
                     "rater_hours": None if p.judgments is None else round(p.judgments * pace / 3600, 1)})
+        if o["plot"]:
+            self._plot(plans, o["plot"], study.name, o["power"], alpha)
         if o["json"]:
             self.stdout.write(json.dumps(plans, indent=2))
             return
@@ -77,3 +81,30 @@ class Command(BaseCommand):
             self.stdout.write(p["pair"][:33].ljust(34) + p["pilot"].ljust(12) + f"{p['margin']:7.2f}"
                               + str(p["raters"]).rjust(7) + items.rjust(7) + str(p["judgments"] or "-").rjust(10)
                               + str(p["assignments"] or "-").rjust(7) + str(p["rater_hours"] or "-").rjust(8))
+
+    def _plot(self, plans: list[dict], path: str, name: str, power: float, alpha: float) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for key in dict.fromkeys((p["pair"], p["raters"]) for p in plans):
+            line = [p for p in plans if (p["pair"], p["raters"]) == key and p["judgments"] is not None]
+            if line:
+                ax.plot([0.5 + p["margin"] for p in line], [p["judgments"] for p in line], marker="o",
+                        label=f"{key[0]}, {key[1]} rater{'s' if key[1] != 1 else ''} per item")
+        ax.set_xlabel("win rate of the better system to tell from a half")
+        ax.set_ylabel("judgments needed")
+        ax.set_yscale("log")
+        ax.set_title(f"{name}: power {power}, error rate {alpha}, watched all along")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        try:
+            fig.savefig(path)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot write the plot to {path}: {exc}") from None
+        finally:
+            plt.close(fig)
+        self.stderr.write(f"plot: {path}")
