@@ -81,10 +81,11 @@ SECTIONS = [
      "leader's lead if both systems were equally good on the pool of items the selection drew from (ties count in "
      "n, not in k, unless the settings say otherwise); 'beyond pool' is the same test for an unbounded pool, which "
      "stays meaningful when every pool item is judged. 'decision' is read off an anytime-valid confidence sequence for "
-     "the first system's win rate over items (win_rate_low .. win_rate_high, error rate {decision_alpha}): 'a' or "
-     "'b' when that system wins more than half, 'equivalent' within {decision_margin} of a half, else 'undecided'; "
-     "unlike a fixed-sample test it stays valid however often the report is read, so stopping when a pair is "
-     "decided is safe."),
+     "the first system's win rate over items (win_rate_low .. win_rate_high, error rate {decision_alpha} per pair): "
+     "'a' or 'b' when that system wins more than half, 'equivalent' within {decision_margin} of a half, else "
+     "'undecided'. It reads every judgment as it is now (partly rated items and imported files included, in the "
+     "order they arrived); with 'Stop buying decided pairs' the study page shows the decision the plan keeps over "
+     "whole items as they complete, the one that stays valid however often it is looked at."),
     ("consistency-bins", "Consistency by separability", "consistency-human", "Mean rating-set consistency "
      "(Eq. 4) over 5 equal-count separability bins with standard errors, and the distribution of consistency "
      "over 4 equal-width bins; humans and judges separately."),

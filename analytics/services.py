@@ -336,8 +336,10 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     ``decision``: what the anytime-valid confidence sequence for the first system's win rate over items settles
     (``selection.core.decisions``; an item's score is the mean of its raters' mean outcomes, ties as halves, items
     in the order their last judgment arrived): ``a`` / ``b`` (that system wins more than half), ``equivalent``
-    (within the margin of a half) or ``undecided``, with the interval ``win_rate_low`` .. ``win_rate_high``; it
-    stays valid however often the report is read."""
+    (within the margin of a half) or ``undecided``, with the interval ``win_rate_low`` .. ``win_rate_high``. It is
+    a snapshot of all the population's judgments as they are (partly rated items and imported files included); the
+    decision that holds while a study is watched is the plan's (the study page, ``selection.models.PairDecision``),
+    which observes whole items in the order they complete."""
     pools = selection_services.selection_pools(study)
     settings = analysis_parameters(study)
     out = []

@@ -39,6 +39,9 @@ class ItemChooser:
     """``decide(study, assignment)``: after the assignment completed, the decisions of the system pairs it had
     places in brought up to date; returns the ids of those the study no longer buys (decided, and the study stops
     buying decided pairs)."""
+    fills_items_first: Callable[..., bool]
+    """``fills_items_first(study)``: whether raters should finish started items before new ones start (the study's
+    decisions observe an item once all its raters are in)."""
     decided: Callable[..., set]
     """``decided(study)``: the ids of every system pair the study no longer buys, from the decisions as last
     brought up to date (after its settings change)."""

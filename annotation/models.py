@@ -151,6 +151,10 @@ class Study(models.Model):
         blank=True, help_text="The address raters reach this server at (e.g. https://eval.example.org), used in "
         "every link the study shows and exports. Empty: the site's SITE_URL when it is https, else the address "
         "you are browsing.")
+    fill_items_first = models.BooleanField(
+        default=False, db_default=False,
+        help_text="Raters finish started items before new ones start (depth first), so each item's score is in "
+        "early: set from the item chooser while the study stops buying decided pairs (planning).")
 
     class Meta:
         ordering = ["-created"]

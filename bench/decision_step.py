@@ -60,7 +60,8 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
     started = time.perf_counter()
     study = creation.do_create_study(owner, "decisions", lines, "d.jsonl")
     lifecycle.do_update_settings(study, {"scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1,
-                                         "judgments_per_assignment": 1, "stop_when_decided": True,
+                                         "judgments_per_assignment": 1, "selection_method": "random",
+                                         "stop_when_decided": True,
                                          "decision_margin": 0.0}, None)
     pairs = study.comparisons.count()
     print(f"{pairs} pairs x {n_items} items: study and plan in {time.perf_counter() - started:.1f} s")

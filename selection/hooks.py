@@ -12,6 +12,7 @@ from selection import live, services
 from selection.core import decisions
 from selection.models import PairDecision
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
+from selection.study_settings import ORDER_FREE
 
 
 def choose(study: Study, comparison: Comparison, candidates: list[Item]) -> list[Item]:
@@ -35,9 +36,15 @@ def prepare(study: Study, progress: extensions.Progress) -> None:
     services.embed_study(study, progress=progress)
 
 
+def stops_buying(settings) -> bool:
+    """Whether the study stops buying decided pairs: asked for, and with a selection whose items come in random
+    order with equal chances (the decision's sequence assumes it)."""
+    return settings.stop_when_decided and settings.selection_method in ORDER_FREE
+
+
 def decide(study: Study, assignment) -> set[int]:
     settings = study.selection_settings
-    if not settings.stop_when_decided:
+    if not stops_buying(settings):
         return set()
     by_comparison: dict[int, set[int]] = {}
     for comparison_id, item_id in assignment.places.values_list("task__comparison_id", "item_id"):
@@ -72,14 +79,19 @@ def decide(study: Study, assignment) -> set[int]:
 
 
 def decided(study: Study) -> set[int]:
-    if not study.selection_settings.stop_when_decided:
+    settings = study.selection_settings
+    if not stops_buying(settings):
+        # nothing is kept while off: items finished meanwhile would be missing from a sequence resumed later, so
+        # the next completion of each pair after it is turned on again reads the pair's judgments afresh
+        PairDecision.objects.filter(comparison__study=study).delete()
         return set()
     return set(PairDecision.objects.filter(comparison__study=study).exclude(decision=decisions.UNDECIDED)
                .values_list("comparison_id", flat=True))
 
 
 CHOOSER = extensions.ItemChooser(choose=choose, advance=live.advance, needs_worker=needs_worker, prepare=prepare,
-                                 decide=decide, decided=decided)
+                                 decide=decide, fills_items_first=lambda study: stops_buying(study.selection_settings),
+                                 decided=decided)
 
 
 WORDS = {decisions.A_BETTER: "{a} better", decisions.B_BETTER: "{b} better",
@@ -108,7 +120,7 @@ def decision_rows(study: Study) -> list[dict]:
 
 def study_page(study: Study) -> dict:
     settings = study.selection_settings
-    return {"decisions": decision_rows(study) if settings.stop_when_decided else None,
+    return {"decisions": decision_rows(study) if stops_buying(settings) else None,
             "live_statuses": live.statuses(study), "embedded": services.embedding_coverage(study),
             "settings": settings, "strategy": STRATEGIES.get(settings.selection_method)}
 

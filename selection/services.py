@@ -193,6 +193,7 @@ def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> 
     first, second = comparison.system_a_id, comparison.system_b_id
     judgments = Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
                                         assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
+                                        rater__screened_out=False,
                                         pair__generation_a__system_id__in=[first, second],
                                         pair__generation_b__system_id__in=[first, second])
     if items is not None:
@@ -209,9 +210,11 @@ def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> 
         by_rater = by_item.pop(item_id, {})  # re-inserted: the item moves to the end of the arrival order
         by_rater.setdefault(rater_id, []).append(winners.rating_for(answer, flipped=system_a != first))
         by_item[item_id] = by_rater
-    wanted = comparison.study.raters_per_item
+    # whole: every planned rater has answered every pair of the item they were shown (a rater part-way through
+    # could still revise or add answers, and the score would change after it was observed)
+    wanted, pairs = comparison.study.raters_per_item, comparison.study.pairs_per_assignment
     return ([(item_id, winners.item_score(list(by_rater.values()))) for item_id, by_rater in by_item.items()
-             if len(by_rater) >= wanted], read)
+             if len(by_rater) >= wanted and all(len(v) >= pairs for v in by_rater.values())], read)
 
 
 def pilot_outcomes(comparison: Comparison) -> tuple[str, list[list[float]]]:

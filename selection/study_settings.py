@@ -7,6 +7,8 @@ from annotation.study_settings import PLAN, Setting
 from selection.core.separability import METRICS
 from selection.strategies import STRATEGIES, is_live
 
+ORDER_FREE = ("random",)  # methods whose items reach raters in random order with equal chances
+
 
 def _strategy(read):
     return STRATEGIES.get(read("selection_method"))
@@ -27,13 +29,17 @@ SETTINGS = [
             "this.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
     Setting("min_n", "Items judged first", "Iterative DiffUse: representatives judged before the first stopping "
             "check.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
+    # chosen before the data: changing them after seeing the intervals would undo what they guarantee
     Setting("decision_alpha", "Decision error rate (α)", "A system pair is called decided only when the chance of "
-            "a wrong call is at most this, however often the study page is looked at.", "selection", order=60),
+            "a wrong call is at most this, however often the study page is looked at (per pair: with many pairs, "
+            "some of them may be called wrongly).", "selection", order=60, freezes=PLAN),
     Setting("decision_margin", "Equivalence margin", "Win rates within this of a half count as a tie between the "
-            "two systems (0: only a winner decides a pair).", "selection", order=61),
+            "two systems (0: only a winner decides a pair).", "selection", order=61, freezes=PLAN),
     Setting("stop_when_decided", "Stop buying decided pairs", "Once a system pair is decided (a winner, or "
             "equivalent within the margin), no new places of it are given out; answers already under way still count, "
-            "and raters get the undecided pairs.", "selection", order=62),
+            "and raters get the undecided pairs. Only with random selection, whose items come in random order with "
+            "equal chances: what the decision assumes.", "selection", order=62,
+            applies=lambda s: s("selection_method") in ORDER_FREE),
     Setting("sep_threshold_t", "Separability midpoint (T)", "sep-ELO and separability-weighted selection give half "
             "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN, order=40),
     Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN,

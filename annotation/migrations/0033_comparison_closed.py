@@ -11,6 +11,11 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AddField(
+            model_name='study',
+            name='fill_items_first',
+            field=models.BooleanField(db_default=False, default=False, help_text='Raters finish started items before new ones start (depth first), so each item\'s score is in early: set from the item chooser while the study stops buying decided pairs (planning).'),
+        ),
+        migrations.AddField(
             model_name='comparison',
             name='closed',
             field=models.BooleanField(db_default=False, default=False, help_text='No new rater places of this pair are given out: its decision is in and the study stops buying decided pairs (places already held are honoured).'),

@@ -142,8 +142,14 @@ def do_close_decided_pairs(assignment: Assignment) -> None:
 
 
 def do_reconsider_closed_pairs(study: Study) -> None:
-    """After the settings changed (the study starts or stops buying decided pairs): which pairs are closed."""
-    closed = extensions.item_chooser().decided(study)
+    """After the settings changed (the study starts or stops buying decided pairs): which pairs are closed, and
+    whether raters finish started items first."""
+    chooser = extensions.item_chooser()
+    fill = chooser.fills_items_first(study)
+    if study.fill_items_first != fill:
+        Study.objects.filter(pk=study.pk).update(fill_items_first=fill)
+        study.fill_items_first = fill
+    closed = chooser.decided(study)
     study.comparisons.exclude(pk__in=closed).filter(closed=True).update(closed=False)
     study.comparisons.filter(pk__in=closed, closed=False).update(closed=True)
 

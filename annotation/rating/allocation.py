@@ -60,8 +60,11 @@ def _open_tasks(rater: Rater, size: int) -> list[Task]:
     # Task.taken is kept in step with the held places, so this reads the (study, taken, position) index
     # and stops after a few rows instead of counting the places of every task of the study.
     lookahead = LOOKAHEAD if size > 1 else 0  # one task: the first open one fits, locking more only adds contention
-    candidates = list(_unseen_open_tasks(rater).select_for_update(skip_locked=True)
-                      .order_by("taken", "position")[:size + lookahead])
+    # breadth first (an item's raters spread over time), or depth first while the study's decisions wait for whole
+    # items (``Study.fill_items_first``)
+    order = ("-taken", "position") if rater.study.fill_items_first else ("taken", "position")
+    candidates = list(_unseen_open_tasks(rater).select_for_update(skip_locked=True, of=("self",))
+                      .order_by(*order)[:size + lookahead])
     if not candidates:
         return []
     pairs = dict(TaskPair.objects.filter(task__in=candidates).values("task_id").annotate(n=Count("id"))

@@ -22,6 +22,9 @@ import numpy as np
 
 from selection.core.decisions import betting_confidence_sequence
 
+UNKNOWN_RHO = 1.0  # raters' correlation when a pilot cannot show it: the conservative end
+NO_PILOT_VARIANCE = 0.25  # the largest variance of an outcome in [0, 1]
+
 
 @dataclasses.dataclass(frozen=True)
 class Pilot:
@@ -37,16 +40,19 @@ class Pilot:
 
 def pilot_of(ratings_by_item) -> Pilot:
     """The pilot from outcomes grouped by item (a list per item of its raters' outcomes in [0, 1]): the outcomes'
-    variance and the one-way ANOVA estimate of the intra-item correlation (clipped to [0, 1]; 0 without items of
-    two or more raters)."""
+    variance and the one-way ANOVA estimate of the intra-item correlation (clipped to [0, 1]). Without items of two
+    or more raters the correlation cannot be seen and is taken as 1 -- a second rater adds nothing -- so a plan for
+    several raters per item is never cheaper than the pilot can show."""
     groups = [np.asarray(g, dtype=np.float64) for g in ratings_by_item if len(g)]
     if not groups:
         raise ValueError("the pilot has no outcomes")
     values = np.concatenate(groups)
     variance = float(values.var(ddof=1)) if len(values) > 1 else 0.25
     multi = [g for g in groups if len(g) >= 2]
-    if not multi or variance == 0:
-        return Pilot(variance or 0.25, 0.0)
+    if not multi:
+        return Pilot(variance or 0.25, UNKNOWN_RHO)
+    if variance == 0:
+        return Pilot(0.25, UNKNOWN_RHO)
     k = len(multi)
     n = np.array([len(g) for g in multi], dtype=np.float64)
     grand = np.concatenate(multi).mean()

@@ -26,7 +26,7 @@ import dataclasses
 
 import numpy as np
 
-GRID = 1000  # candidate means m on (0, 1): the interval's ends are exact to 1 / GRID (rounded outwards)
+GRID = 1000  # candidate means m on (0, 1): the interval's ends reach the nearest rejected candidate (outwards)
 
 
 def betting_confidence_sequence(x, alpha: float = 0.05, theta: float = 0.5, c: float = 0.5,
@@ -80,8 +80,9 @@ def betting_confidence_sequence(x, alpha: float = 0.05, theta: float = 0.5, c: f
     any_kept = kept.any(axis=1)
     first = np.argmax(kept, axis=1)
     last = grid - 1 - np.argmax(kept[:, ::-1], axis=1)
-    lower = np.where(any_kept, np.maximum(0.0, m[first] - 0.5 / grid), mean)
-    upper = np.where(any_kept, np.minimum(1.0, m[last] + 0.5 / grid), mean)
+    # outwards: the interval reaches the nearest rejected candidate on each side (0 and 1 when there is none)
+    lower = np.where(any_kept, np.where(first > 0, m[np.maximum(first - 1, 0)], 0.0), mean)
+    upper = np.where(any_kept, np.where(last < grid - 1, m[np.minimum(last + 1, grid - 1)], 1.0), mean)
     return lower, upper
 
 
@@ -145,8 +146,9 @@ class BettingSequence:
         if len(kept) == 0:
             mean = (0.5 + self.total) / (self.n + 1)
             return mean, mean
-        half = 0.5 / self.grid
-        return max(0.0, float(self.m[kept[0]] - half)), min(1.0, float(self.m[kept[-1]] + half))
+        low = float(self.m[kept[0] - 1]) if kept[0] > 0 else 0.0  # outwards, as in betting_confidence_sequence
+        high = float(self.m[kept[-1] + 1]) if kept[-1] < self.grid - 1 else 1.0
+        return low, high
 
 
 A_BETTER, B_BETTER, EQUIVALENT, UNDECIDED = "a", "b", "equivalent", "undecided"

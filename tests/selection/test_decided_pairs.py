@@ -29,7 +29,7 @@ def three(researcher):
                                      "t.jsonl")
     return lifecycle.do_update_settings(study, {
         "scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1, "judgments_per_assignment": 1,
-        "stop_when_decided": True, "decision_margin": 0.0}, None)
+        "selection_method": "random", "stop_when_decided": True, "decision_margin": 0.0}, None)
 
 
 def answer(pair) -> None:
@@ -97,10 +97,25 @@ def test_stopping_to_stop_opens_the_decided_pairs_again(three):
     assert three.comparisons.filter(closed=True).count() == 2
     lifecycle.do_update_settings(three, {"stop_when_decided": False}, None)
     assert not three.comparisons.filter(closed=True).exists()
+    assert not PairDecision.objects.exists()  # nothing kept while off: items finished meanwhile would be missed
     rater = enrolment.do_create_rater_link(three, "late")
-    assert allocation.do_start_assignment(rater) is not None  # the rest of the decided pairs can be bought again
+    assignment = allocation.do_start_assignment(rater)  # the rest of the decided pairs can be bought again
     lifecycle.do_update_settings(three, {"stop_when_decided": True}, None)
-    assert three.comparisons.filter(closed=True).count() == 2  # closed again from the stored decisions
+    assert not three.comparisons.filter(closed=True).exists()
+    for pair in assignment.pairs.select_related("pair__generation_a__system", "pair__generation_b__system"):
+        answer(pair)  # its pair's decision is read afresh from all its judgments, and it closes again
+    comparison = assignment.places.get().task.comparison
+    comparison.refresh_from_db()
+    assert comparison.closed == (comparison.system_a.name == "sys-a")
+    assert PairDecision.objects.get(comparison=comparison).items == judgments_of(comparison)
+
+
+def test_only_a_random_selection_stops_buying(three):
+    """The decision's sequence assumes items in random order with equal chances: with another selection the setting
+    does nothing (it sits among the settings not used with the current choices)."""
+    lifecycle.do_update_settings(three, {"selection_method": "stratified"}, None)
+    rate_everything(three)
+    assert not three.comparisons.filter(closed=True).exists() and not PairDecision.objects.exists()
 
 
 def test_without_the_setting_nothing_is_decided_or_closed(researcher_client, three):
@@ -124,3 +139,30 @@ def test_the_stored_sequence_equals_the_one_recomputed_from_the_judgments(three)
         assert (stored.low, stored.high, stored.items) == pytest.approx((lower[-1], upper[-1], len(scored)))
     level = PairDecision.objects.get(comparison__system_a__name="sys-b")
     assert level.decision == decisions.EQUIVALENT and level.items < ITEMS  # within 0.3 of a half: stopped too
+
+
+def test_with_two_raters_per_item_started_items_are_finished_first_and_observed_whole(three):
+    """Depth first while the study stops buying (Study.fill_items_first): two raters taking turns finish each item
+    before a new one starts, so the decision observes whole items early and buys no half-rated ones."""
+    lifecycle.do_update_settings(three, {"raters_per_item": 2}, None)
+    three.refresh_from_db()
+    assert three.fill_items_first
+    raters = [enrolment.do_create_rater_link(three, f"turn-{n}") for n in range(2)]
+    for _ in range(ITEMS * 3):
+        progressed = False
+        for rater in raters:
+            assignment = allocation.do_start_assignment(rater)
+            if assignment is None:
+                continue
+            for pair in assignment.pairs.select_related("pair__generation_a__system", "pair__generation_b__system"):
+                answer(pair)
+            progressed = True
+        if not progressed:
+            break
+    for comparison in three.comparisons.filter(system_a__name="sys-a"):
+        stored = PairDecision.objects.get(comparison=comparison)
+        assert comparison.closed and stored.decision == decisions.A_BETTER
+        assert judgments_of(comparison) == stored.judgments == 2 * stored.items  # every bought item is whole
+    lifecycle.do_update_settings(three, {"stop_when_decided": False}, None)
+    three.refresh_from_db()
+    assert not three.fill_items_first  # breadth first again

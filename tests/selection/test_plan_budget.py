@@ -55,7 +55,7 @@ def test_a_plan_per_margin_and_raters_from_the_human_pilot(pilot):
 
 
 def test_without_people_the_judges_are_the_prior_and_without_them_the_widest_variance(pilot):
-    assert {(p["pilot"], p["outcome_variance"], p["rho"]) for p in plans("--margins", "0.2")} == {("none", 0.25, 0.0)}
+    assert {(p["pilot"], p["outcome_variance"], p["rho"]) for p in plans("--margins", "0.2")} == {("none", 0.25, 1.0)}
     imported(pilot, "judge", ("j",))
     assert {p["pilot"] for p in plans("--margins", "0.2")} == {"judges"}
 

@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import sys
+import zlib
 
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
@@ -185,7 +186,9 @@ class Command(BaseCommand):
             pair = (c.system_a.name, c.system_b.name)
             scores, votes = item_scores(rating_sets(rows, pair))
             for seed in range(o["seed"], o["seed"] + o["seeds"]):
-                result = decisions.replay(scores, votes, np.random.default_rng([seed, c.pk]), alpha, margin,
+                # seeded by the pair's names, not its database id: the same orders on every copy of the study
+                order_seed = [seed, zlib.crc32(f"{pair[0]}\x00{pair[1]}".encode())]
+                result = decisions.replay(scores, votes, np.random.default_rng(order_seed), alpha, margin,
                                           null=o["null"])
                 records.append({"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed,
                                 **dataclasses.asdict(result)})

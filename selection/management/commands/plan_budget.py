@@ -20,7 +20,8 @@ class Command(BaseCommand):
             "the better system with the given power when it wins a half plus each margin (e.g. 0.05 = a 55 %% win "
             "rate, ties as halves), for each number of raters per item -- from a pilot: the pair's human judgments "
             "so far (imported ones count), else its LLM judges' verdicts as a prior, else the largest possible "
-            "variance. The pilot's intra-item correlation of raters is the design effect. Also in assignments (HITs) "
+            "variance. The pilot's intra-item correlation of raters is the design effect (taken as 1, so extra raters "
+            "add nothing, when the pilot had one rater per item). Also in assignments (HITs) "
             "and rater-hours at the study's measured pace.")
 
     def add_arguments(self, parser):
@@ -58,7 +59,8 @@ class Command(BaseCommand):
         plans = []
         for c in comparisons:
             source, outcomes = services.pilot_outcomes(c)
-            pilot = budget.pilot_of(outcomes) if outcomes else budget.Pilot(0.25, 0.0)
+            pilot = budget.pilot_of(outcomes) if outcomes else budget.Pilot(budget.NO_PILOT_VARIANCE,
+                                                                            budget.UNKNOWN_RHO)
             for p in budget.plan(pilot, margins, raters, alpha, o["power"], o["max_items"], o["rounds"],
                                  study.seed if o["seed"] is None else o["seed"]):
                 plans.append({

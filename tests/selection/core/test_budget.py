@@ -23,7 +23,7 @@ def test_the_pilot_s_variance_and_correlation_follow_one_way_anova():
     msb, msw = 2 / 3, (1 / 6 + 1 / 6) / 4
     assert pilot.rho == pytest.approx((msb - msw) / (msb + 2 * msw))
     assert pilot.outcome_variance == pytest.approx(np.var([1, 1, 0.5, 0, 0.5, 0], ddof=1))
-    assert budget.pilot_of([[1], [0], [0.5]]).rho == 0.0  # one rater per item: no correlation to see
+    assert budget.pilot_of([[1], [0], [0.5]]).rho == 1.0  # one rater per item: unseen, taken at the safe end
 
 
 def test_more_raters_per_item_help_less_the_more_they_agree():

@@ -38,9 +38,10 @@ def test_the_interval_is_the_set_of_means_the_paper_s_capital_has_not_rejected()
     lower, upper = decisions.betting_confidence_sequence(x, grid=grid)
     m = (np.arange(grid) + 0.5) / grid
     for t in range(1, len(x) + 1):
-        kept = [mi for mi in m if all(reference_capital(x[:s], mi) < 20 for s in range(1, t + 1))]
-        assert lower[t - 1] == pytest.approx(max(0.0, kept[0] - 0.5 / grid))
-        assert upper[t - 1] == pytest.approx(min(1.0, kept[-1] + 0.5 / grid))
+        kept = [i for i, mi in enumerate(m) if all(reference_capital(x[:s], mi) < 20 for s in range(1, t + 1))]
+        # outwards: from the nearest rejected candidate below to the nearest above (0 and 1 when none is)
+        assert lower[t - 1] == pytest.approx(m[kept[0] - 1] if kept[0] > 0 else 0.0)
+        assert upper[t - 1] == pytest.approx(m[kept[-1] + 1] if kept[-1] < grid - 1 else 1.0)
 
 
 def test_the_intervals_are_nested_bounded_and_the_incremental_form_agrees():
