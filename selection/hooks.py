@@ -64,8 +64,8 @@ def decide(study: Study, assignment) -> set[int]:
             scored = services.pair_item_scores(comparison, new)[0] if new else []
             systems = (comparison.system_a_id, comparison.system_b_id)
             stored.judgments += Judgment.objects.filter(  # the assignment's answers on this pair
-                assignment=assignment, revised=False, pair__item_id__in=by_comparison[comparison.pk],
-                pair__generation_a__system_id__in=systems, pair__generation_b__system_id__in=systems).count()
+                assignment=assignment, revised=False, pair__generation_a__system_id__in=systems,
+                pair__generation_b__system_id__in=systems).count()
         for item_id, score in scored:
             sequence.update(score)
             stored.counted.append(item_id)

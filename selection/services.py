@@ -11,7 +11,7 @@ import numpy as np
 from django.db import transaction
 
 from annotation import elicitation
-from annotation.models import Comparison, Generation, Item, Judgment, Rater, Study, Task
+from annotation.models import Comparison, Generation, Item, Judgment, Pair, Rater, Study, Task
 from selection import embedding
 from selection.core import separability as sep
 from selection.core import winners
@@ -196,8 +196,8 @@ def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> 
                                         rater__screened_out=False,
                                         pair__generation_a__system_id__in=[first, second],
                                         pair__generation_b__system_id__in=[first, second])
-    if items is not None:
-        judgments = judgments.filter(pair__item_id__in=items)
+    if items is not None:  # by the items' pairs (their index), not by scanning the study's judgments
+        judgments = judgments.filter(pair_id__in=Pair.objects.filter(item_id__in=items).values("id"))
     rows = judgments.order_by("created", "id").values_list(
         "pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set", "probability_a")
     by_item: dict[int, dict[int, list[int]]] = {}
