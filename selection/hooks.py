@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db.models import Count
 
 from annotation import extensions
-from annotation.models import Comparison, Item, Judgment, Study, Task
+from annotation.models import Comparison, Item, Study, Task
 from selection import live, services
 from selection.core import decisions
 from selection.models import PairDecision
@@ -62,10 +62,7 @@ def decide(study: Study, assignment) -> set[int]:
         else:  # the items this assignment may have completed, one observation each
             new = sorted(by_comparison[comparison.pk] - set(stored.counted))
             scored = services.pair_item_scores(comparison, new)[0] if new else []
-            systems = (comparison.system_a_id, comparison.system_b_id)
-            stored.judgments += Judgment.objects.filter(  # the assignment's answers on this pair
-                assignment=assignment, revised=False, pair__generation_a__system_id__in=systems,
-                pair__generation_b__system_id__in=systems).count()
+            stored.judgments += services.pair_judgments(comparison, assignment=assignment).count()
         for item_id, score in scored:
             sequence.update(score)
             stored.counted.append(item_id)

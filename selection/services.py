@@ -185,19 +185,17 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     return out
 
 
-def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> tuple[list[tuple[int, float]], int]:
-    """A system pair's item scores for its first system (``winners.item_score``) from the human judgments collected
-    in the study's assignments (the plan's work; imported judgments never fill the plan), one per item whose every
-    planned rater has answered (its score no longer changes), in the order the last of them arrived -- what the
-    pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``items``: only these."""
-    first, second = comparison.system_a_id, comparison.system_b_id
-    judgments = Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
-                                        assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
-                                        rater__screened_out=False,
-                                        pair__generation_a__system_id__in=[first, second],
-                                        pair__generation_b__system_id__in=[first, second])
-    if items is not None:  # by the items' pairs (their index), not by scanning the study's judgments
-        judgments = judgments.filter(pair_id__in=Pair.objects.filter(item_id__in=items).values("id"))
+def pair_judgments(comparison: Comparison, **where):
+    """The current judgments of a system pair (either display order, either system as A), narrowed by ``where``."""
+    systems = [comparison.system_a_id, comparison.system_b_id]
+    return Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
+                                   pair__generation_a__system_id__in=systems,
+                                   pair__generation_b__system_id__in=systems, **where)
+
+
+def ratings_by_item(comparison: Comparison, judgments) -> tuple[dict[int, dict[int, list[int]]], int]:
+    """item -> rater -> their ratings for the pair's first system (-1 a win, in ``winners``' coordinates), items in
+    the order their last judgment arrived; and how many judgments had an answer."""
     rows = judgments.order_by("created", "id").values_list(
         "pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set", "probability_a")
     by_item: dict[int, dict[int, list[int]]] = {}
@@ -208,8 +206,21 @@ def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> 
             continue
         read += 1
         by_rater = by_item.pop(item_id, {})  # re-inserted: the item moves to the end of the arrival order
-        by_rater.setdefault(rater_id, []).append(winners.rating_for(answer, flipped=system_a != first))
+        by_rater.setdefault(rater_id, []).append(winners.rating_for(answer, flipped=system_a != comparison.system_a_id))
         by_item[item_id] = by_rater
+    return by_item, read
+
+
+def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> tuple[list[tuple[int, float]], int]:
+    """A system pair's item scores for its first system (``winners.item_score``) from the human judgments collected
+    in the study's assignments (the plan's work; imported judgments never fill the plan), one per item whose every
+    planned rater has answered (its score no longer changes), in the order the last of them arrived -- what the
+    pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``items``: only these."""
+    judgments = pair_judgments(comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
+                               rater__screened_out=False)
+    if items is not None:  # by the items' pairs (their index), not by scanning the study's judgments
+        judgments = judgments.filter(pair_id__in=Pair.objects.filter(item_id__in=items).values("id"))
+    by_item, read = ratings_by_item(comparison, judgments)
     # whole: every planned rater has answered every pair of the item they were shown (a rater part-way through
     # could still revise or add answers, and the score would change after it was observed)
     wanted, pairs = comparison.study.raters_per_item, comparison.study.pairs_per_assignment
@@ -221,21 +232,11 @@ def pilot_outcomes(comparison: Comparison) -> tuple[str, list[list[float]]]:
     """What a budget plan learns from (``selection.core.budget.pilot_of``): per item, each rater's mean outcome for
     the pair's first system -- from the pair's human judgments (collected or imported), else from its LLM judges'
     verdicts as a prior, else nothing. Returns the source ("humans", "judges", "none") and the outcomes."""
-    first, second = comparison.system_a_id, comparison.system_b_id
     for source, kind in (("humans", Rater.Kind.HUMAN), ("judges", Rater.Kind.JUDGE)):
-        rows = (Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
-                                        rater__kind=kind, pair__generation_a__system_id__in=[first, second],
-                                        pair__generation_b__system_id__in=[first, second])
-                .values_list("pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set",
-                             "probability_a"))
-        by_item: dict[int, dict[int, list[float]]] = {}
-        for item_id, rater_id, system_a, choice, response_set, probability_a in rows:
-            answer = elicitation.effective_choice(choice, response_set, probability_a)
-            if answer is not None:
-                rating = winners.rating_for(answer, flipped=system_a != first)
-                by_item.setdefault(item_id, {}).setdefault(rater_id, []).append(float(winners.score_for_a(rating)))
+        by_item, _ = ratings_by_item(comparison, pair_judgments(comparison, rater__kind=kind))
         if by_item:
-            return source, [[float(np.mean(v)) for v in by_rater.values()] for by_rater in by_item.values()]
+            return source, [[float(np.mean(winners.score_for_a(v))) for v in by_rater.values()]
+                            for by_rater in by_item.values()]
     return "none", []
 
 

@@ -4,15 +4,13 @@ stated power when the study is run with the decision rule the product uses."""
 
 from __future__ import annotations
 
-import csv
 import math
-from collections import defaultdict
 
 import numpy as np
 import pytest
 
 from selection.core import budget, decisions
-from tests.selection.core.test_decisions import PRD
+from tests.selection.core.test_decisions import prd_votes
 
 
 def test_the_pilot_s_variance_and_correlation_follow_one_way_anova():
@@ -43,18 +41,6 @@ def test_bad_plans_are_refused():
         budget.items_needed(0.0, 0.1)
     with pytest.raises(ValueError):
         budget.pilot_of([[], []])
-
-
-def prd_votes() -> dict[tuple[str, str], list[list[float]]]:
-    if not PRD.exists():
-        pytest.skip("the PRD human votes (../shared/data/prd_vicuna80_human) are not on this machine")
-    votes: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    with open(PRD / "battles_prd_human_individual_votes.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            first, second = sorted((row["model_a"], row["model_b"]))
-            won = {"tie": 0.5, "model_a": float(row["model_a"] == first), "model_b": float(row["model_b"] == first)}
-            votes[(first, second)][row["question_id"]].append(won[row["winner"]])
-    return {pair: list(items.values()) for pair, items in votes.items()}
 
 
 @pytest.mark.parametrize("pair", [("gpt-4", "vicuna-13b"), ("gpt-3.5", "vicuna-13b")])

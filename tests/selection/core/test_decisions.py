@@ -79,9 +79,9 @@ def test_bad_input_is_refused():
         decisions.BettingSequence().update(2.0)
 
 
-def prd_item_scores() -> dict[tuple[str, str], np.ndarray]:
-    """Each PRD system pair's item scores: per question, the mean outcome of its human votes for the pair's first
-    system (alphabetical), ties as halves."""
+def prd_votes() -> dict[tuple[str, str], list[list[float]]]:
+    """Each PRD system pair's human votes per question, as outcomes for the pair's first system (alphabetical):
+    1 a win, 1/2 a tie, 0 a loss."""
     if not PRD.exists():
         pytest.skip("the PRD human votes (../shared/data/prd_vicuna80_human) are not on this machine")
     votes: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -90,7 +90,12 @@ def prd_item_scores() -> dict[tuple[str, str], np.ndarray]:
             first, second = sorted((row["model_a"], row["model_b"]))
             won = {"tie": 0.5, "model_a": float(row["model_a"] == first), "model_b": float(row["model_b"] == first)}
             votes[(first, second)][row["question_id"]].append(won[row["winner"]])
-    return {pair: np.array([np.mean(v) for v in items.values()]) for pair, items in votes.items()}
+    return {pair: list(items.values()) for pair, items in votes.items()}
+
+
+def prd_item_scores() -> dict[tuple[str, str], np.ndarray]:
+    """Each PRD system pair's item scores: the mean of each question's votes."""
+    return {pair: np.array([np.mean(v) for v in items]) for pair, items in prd_votes().items()}
 
 
 def test_it_covers_however_often_one_looks_on_prd_pairs():
