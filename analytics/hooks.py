@@ -3,9 +3,41 @@
 
 from __future__ import annotations
 
+from analytics import budgeting
 from analytics.services import analysis_parameters
+
+
+def percent(margin: float) -> str:
+    """The better system's win rate a margin stands for, as a person reads it (0.05 -> "55 %")."""
+    return f"{100 * (0.5 + margin):.3g} %"
+
+
+def budget_panel(study) -> dict:
+    """The settings page's budget planner: the job planning now (or the last one), the latest plan, its curve and
+    the whole study's judgments and cost per margin and raters per item (a summary before the per-pair rows)."""
+    latest = budgeting.latest(study)
+    job = study.jobs.filter(kind=budgeting.KIND).first()
+    panel = {"job": job, "plan": latest, "defaults": {"margins": budgeting.DEFAULT_MARGINS,
+                                                      "raters": budgeting.DEFAULT_RATERS}}
+    if latest is None:
+        return panel
+    rows = latest.result["rows"]
+    totals = []
+    for m in dict.fromkeys(r["raters"] for r in rows):
+        for margin in dict.fromkeys(r["margin"] for r in rows):
+            cell = [r for r in rows if r["raters"] == m and r["margin"] == margin]
+            short = [r["pair"] for r in cell if r["items"] is None or r["items"] > r["items_in_pool"]]
+            judgments = None if any(r["judgments"] is None for r in cell) else sum(r["judgments"] for r in cell)
+            totals.append({"raters": m, "margin": margin, "win_percent": percent(margin), "judgments": judgments,
+                           "assignments": None if judgments is None else sum(r["assignments"] for r in cell),
+                           "cost": budgeting.total_cost(cell) if judgments is not None else None,
+                           "hours": None if judgments is None else round(sum(r["rater_hours"] for r in cell), 1),
+                           "short": short})
+    rows = [{**r, "win_percent": percent(r["margin"])} for r in rows]
+    panel.update(rows=rows, totals=totals, svg=budgeting.curve_svg(rows), result=latest.result)
+    return panel
 
 
 def settings_page(study) -> dict:
     # what the stored settings become, through the same function the report calls
-    return {"analysis_parameters": analysis_parameters(study)}
+    return {"analysis_parameters": analysis_parameters(study), "budget": budget_panel(study)}

@@ -70,3 +70,17 @@ class StoredReport(models.Model):
 
     def __str__(self) -> str:
         return f"report of study {self.study_id} for {self.population_key}"
+
+
+class BudgetPlan(models.Model):
+    """A budget plan as computed by the worker (``analytics.budgeting``): its request and, per system pair, margin
+    and raters per item, the items, judgments, assignments, money and rater-hours (the settings page and the API
+    show the latest)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="budget_plans")
+    job = models.ForeignKey("annotation.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    result = models.JSONField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"budget plan {self.pk} of study {self.study_id}"

@@ -7,4 +7,6 @@ urlpatterns = [
     path("studies/<int:study_id>/report/status/", views.report_status, name="report_status"),
     path("studies/<int:study_id>/report/<slug:name>.csv", views.report_table, name="report_table"),
     path("api/studies/<int:study_id>/report/", views.report_api, name="report_api"),
+    path("studies/<int:study_id>/budget/", views.budget_start, name="budget_start"),
+    path("api/studies/<int:study_id>/budget/", views.budget_api, name="budget_api"),
 ]

@@ -18,7 +18,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from analytics import populations, stored
+from analytics import budgeting, populations, stored
 from analytics.populations import Population
 from analytics.tables import report_tables
 from annotation.access import access_study
@@ -132,3 +132,51 @@ def report_api(request, study_id: int):
     return Response({**served.report, "report_state": served.meta()})
 
 
+
+
+BUDGET_FIELDS = ("margins", "raters", "power", "alpha", "pair")  # what the settings page's planner form sends
+
+
+@login_required
+def budget_start(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The settings page's budget planner: queue a plan (the worker simulates it) and go back to the page, which
+    shows its progress and then the plan."""
+    study = access_study(request, study_id)
+    if request.method != "POST":
+        return redirect(f"{reverse('study_settings', args=[study.pk])}#budget")
+    try:
+        plan_request = budgeting.read_request(study, {f: request.POST.get(f, "").strip() for f in BUDGET_FIELDS})
+    except budgeting.BadRequest as exc:
+        messages.error(request, f"Budget planner, {budgeting.FIELD_WORDS.get(exc.field, exc.field)}: {exc.message}")
+    else:
+        budgeting.do_start_budget(study, plan_request)
+        messages.success(request, "Planning the budget in the background; this page shows it when it is done.")
+    return redirect(f"{reverse('study_settings', args=[study.pk])}#budget")
+
+
+@extend_schema(
+    request=OpenApiTypes.OBJECT,
+    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+    description="The budget planner (`plan_budget`). GET: the latest plan (`rows`: per system pair, margin and raters "
+                "per item: items, judgments, assignments, cost, rater_hours) and the job computing a newer one; 404 "
+                "before any. POST {margins: \"0.05,0.1\", raters: \"1,3\", power, alpha, max_items, rounds, seed, "
+                "pair: \"A,B\"} (all optional) queues a plan: 202 with the job; 400 names the field refused.")
+@api_view(["GET", "POST"])
+def budget_api(request, study_id: int):
+    study = access_study(request, study_id)
+    job = study.jobs.filter(kind=budgeting.KIND).first()
+    job_state = None if job is None else {"id": job.pk, "status": job.status, "done": job.done, "total": job.total,
+                                          "message": job.message}
+    if request.method == "POST":
+        values = request.data if hasattr(request.data, "get") else {}
+        try:
+            plan_request = budgeting.read_request(study, {k: None if v is None else str(v) for k, v in values.items()})
+        except budgeting.BadRequest as exc:
+            return Response({exc.field: [exc.message]}, status=400)
+        job = budgeting.do_start_budget(study, plan_request)
+        return Response({"job": {"id": job.pk, "status": job.status, "done": 0, "total": 0, "message": job.message}},
+                        status=202)
+    latest = budgeting.latest(study)
+    if latest is None:
+        return Response({"detail": "No budget plan yet: POST to plan one.", "job": job_state}, status=404)
+    return Response({**latest.result, "created": latest.created.isoformat(), "job": job_state})

@@ -244,6 +244,11 @@ class CrowdSettings(models.Model):
         default=0.6, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Raters whose gold accuracy falls below this are screened out (no more work).",
     )
+    pay_per_assignment = models.DecimalField(
+        max_digits=8, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="What one assignment (one completion code) pays, in the crowd site's currency; the budget planner "
+                  "and the study page turn judgments into money with it (empty: not shown).",
+    )
 
     class Meta:
         verbose_name_plural = "crowd settings"

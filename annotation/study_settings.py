@@ -204,5 +204,7 @@ CROWD_SETTINGS = [
             "who-rates", applies=lambda s: s("gold_rate") > 0),
     Setting("screen_accuracy", "Gold accuracy bar", "Raters below it are screened out (no more work).", "who-rates",
             applies=lambda s: s("gold_rate") > 0),
+    Setting("pay_per_assignment", "Pay per assignment", "What one assignment pays (e.g. 1.20); the budget planner and "
+            "the decisions table turn judgments into money with it. Empty: no money shown.", "who-rates"),
 ]
 declare(STUDY_SETTINGS)

@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # thousands grouped in tables (intcomma)
     "django_htmx",
     "template_partials",
     "rest_framework",

@@ -77,14 +77,20 @@ def items_needed(margin: float, item_variance: float, alpha: float = 0.05, power
     if not 0 < margin < 0.5 or not 0 < power < 1 or item_variance <= 0:
         raise ValueError("need 0 < margin < 0.5, 0 < power < 1 and a positive item variance")
     rng = np.random.default_rng(seed)
+    draws = beta_scores(0.5 + margin, item_variance, (rounds, max_items), rng)
     first_decided = np.full(rounds, np.inf)
-    for r in range(rounds):
-        lower, _ = betting_confidence_sequence(beta_scores(0.5 + margin, item_variance, max_items, rng), alpha,
-                                               grid=500)
-        hit = np.flatnonzero(lower > 0.5)
-        if len(hit):
-            first_decided[r] = hit[0] + 1
-    needed = float(np.quantile(first_decided, power, method="higher"))
+    rank = int(np.ceil(power * (rounds - 1)))  # the run whose decision time is the power quantile ("higher")
+    n = min(64, max_items)
+    while True:  # a prefix of the same draws, doubled until power of the runs have decided (or max_items is reached)
+        for r in np.flatnonzero(~np.isfinite(first_decided)):
+            lower, _ = betting_confidence_sequence(draws[r, :n], alpha, grid=500)
+            hit = np.flatnonzero(lower > 0.5)
+            if len(hit):
+                first_decided[r] = hit[0] + 1
+        if np.isfinite(first_decided).sum() > rank or n == max_items:
+            break
+        n = min(2 * n, max_items)
+    needed = float(np.sort(first_decided)[rank])
     return None if not np.isfinite(needed) else int(needed)
 
 

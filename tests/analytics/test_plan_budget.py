@@ -43,7 +43,8 @@ def test_a_plan_per_margin_and_raters_from_the_human_pilot(pilot):
     by = {(p["margin"], p["raters"]): p for p in found}
     assert by[(0.3, 1)]["items"] <= by[(0.2, 1)]["items"]  # a wider margin is cheaper to tell
     for p in found:
-        assert p["judgments"] == p["items"] * p["raters"]
+        # each rater of an item judges its N sampled pairs
+        assert p["judgments"] == p["items"] * p["raters"] * pilot.pairs_per_assignment
         assert p["assignments"] == -(-p["judgments"] // pilot.judgments_per_assignment)  # whole HITs
     # the numbers are the planner's on the pilot's outcomes (each rater's outcome per item)
     outcomes = [[1.0 if (n + len(r)) % 3 else 0.0 for r in ("h1", "h22")] for n in range(30)]
@@ -63,9 +64,14 @@ def test_without_people_the_judges_are_the_prior_and_without_them_the_widest_var
 def test_the_curve_is_drawn(pilot, tmp_path):
     imported(pilot, "human", ("h1",))
     path = tmp_path / "curve.svg"
-    plans("--margins", "0.2,0.3", "--raters", "1", "--plot", str(path))
+    found = plans("--margins", "0.2,0.3", "--raters", "1", "--plot", str(path))
     svg = path.read_text()
     assert svg.startswith("<?xml") and "judgments needed" in svg and "sys-a vs sys-b, 1 rater per item" in svg
+    assert "<polyline" in svg or "<path" in svg
+    for p in found:  # each point's judgments are written on the plot's tooltips or axis
+        assert str(p["judgments"]) in svg.replace(",", "")
+    with pytest.raises(CommandError, match="svg"):
+        plans("--plot", str(tmp_path / "curve.png"))
 
 
 def test_the_table_reads_as_a_plan_and_bad_options_are_refused(pilot):

@@ -1,0 +1,195 @@
+"""What a margin costs, before paying (issue 28): the budget planner of the settings page, the API and
+``manage.py plan_budget`` -- one home for reading a request, planning each system pair from its pilot, turning
+judgments into assignments, money and rater-hours, and drawing the curve.
+
+The numbers are ``selection.core.budget``'s (items needed before the pair's anytime-valid decision names the better
+system with the stated power); the pilot is the pair's own human judgments so far, else its LLM judges' verdicts as
+a prior, else the largest possible variance (``selection.services.pilot_outcomes``). A plan simulates hundreds of
+studies per margin, so the pages run it as a background job (``budget_job``) and show the latest stored plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+
+from django.db.models import Count
+
+from analytics.models import BudgetPlan
+from analytics.plots import line_plot
+from annotation import jobs
+from annotation.models import Job, Study, Task
+from annotation.rating import allocation
+from selection import services
+from selection.core import budget
+
+KIND = "budget"
+DEFAULT_MARGINS, DEFAULT_RATERS = "0.05,0.1,0.15", "1,3"
+MAX_PLANS = 60  # margins x raters-per-item choices one request may ask for (each simulates ``rounds`` studies)
+
+
+FIELD_WORDS = {"margins": "margins", "raters": "raters per item", "alpha": "error rate", "power": "power",
+               "max_items": "most items", "rounds": "simulated studies", "seed": "seed", "pair": "system pair"}
+
+
+class BadRequest(ValueError):
+    """A budget request refused, naming the field (the form and the API show it next to that field)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    margins: tuple[float, ...]
+    raters: tuple[int, ...]
+    alpha: float
+    power: float = 0.8
+    max_items: int = 2000
+    rounds: int = 200
+    seed: int = 0
+    pair: tuple[str, str] | None = None
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "margins": list(self.margins), "raters": list(self.raters),
+                "pair": list(self.pair) if self.pair else None}
+
+
+def _numbers(field: str, text: str, kind: type) -> tuple:
+    try:
+        values = tuple(kind(v) for v in str(text).split(",") if v.strip())
+    except ValueError:
+        raise BadRequest(field, f"expected comma-separated numbers, not {text!r}") from None
+    if not values:
+        raise BadRequest(field, "give at least one number")
+    return values
+
+
+def _number(field: str, text, kind: type, default):
+    if text is None or str(text).strip() == "":
+        return default
+    try:
+        return kind(text)
+    except (TypeError, ValueError):
+        raise BadRequest(field, f"expected a {'whole ' if kind is int else ''}number, not {text!r}") from None
+
+
+def read_request(study: Study, values: Mapping[str, object]) -> Request:
+    """A budget request from text fields (the form, the API's JSON, the command's options), checked field by field;
+    a missing field takes its default (the study's error rate and seed)."""
+    margins = _numbers("margins", values.get("margins") or DEFAULT_MARGINS, float)
+    raters = _numbers("raters", values.get("raters") or DEFAULT_RATERS, int)
+    if any(not 0 < m < 0.5 for m in margins):
+        raise BadRequest("margins", "each margin is a win rate above a half: above 0 and below 0.5 (0.05 = 55 %)")
+    if any(r < 1 or r > 50 for r in raters):
+        raise BadRequest("raters", "raters per item are whole numbers from 1 to 50")
+    if len(margins) * len(raters) > MAX_PLANS:
+        raise BadRequest("margins", f"at most {MAX_PLANS} margin x raters combinations per plan")
+    alpha = _number("alpha", values.get("alpha"), float, study.selection_settings.decision_alpha)
+    power = _number("power", values.get("power"), float, 0.8)
+    max_items = _number("max_items", values.get("max_items"), int, 2000)
+    rounds = _number("rounds", values.get("rounds"), int, 200)
+    seed = _number("seed", values.get("seed"), int, study.seed)
+    if not 0 < alpha < 1:
+        raise BadRequest("alpha", "the error rate is above 0 and below 1 (e.g. 0.05)")
+    if not 0 < power < 1:
+        raise BadRequest("power", "the power is above 0 and below 1 (e.g. 0.8)")
+    if not 10 <= max_items <= 20000:
+        raise BadRequest("max_items", "from 10 to 20,000 items")
+    if not 10 <= rounds <= 2000:
+        raise BadRequest("rounds", "from 10 to 2,000 simulated studies")
+    pair = None
+    if values.get("pair"):
+        names = [p.strip() for p in str(values["pair"]).split(",")]
+        if len(names) != 2 or not all(names):
+            raise BadRequest("pair", "two system names separated by a comma: SYSTEM_A,SYSTEM_B")
+        if not study.comparisons.filter(system_a__name__in=names, system_b__name__in=names).exists():
+            raise BadRequest("pair", f"the study does not compare {names[0]} with {names[1]}")
+        pair = (names[0], names[1])
+    return Request(tuple(margins), tuple(raters), alpha, power, max_items, rounds, seed, pair)
+
+
+def plan(study: Study, request: Request, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Per system pair, margin and raters per item: items, judgments, assignments (HITs), money and rater-hours.
+    Judgments count each rater's N sampled pairs of an item; money is the study's pay per assignment."""
+    comparisons = list(study.comparisons.select_related("system_a", "system_b"))
+    if request.pair:
+        comparisons = [c for c in comparisons if {c.system_a.name, c.system_b.name} == set(request.pair)]
+    pace, measured = allocation.seconds_per_pair(study)
+    per_assignment, per_item = study.judgments_per_assignment, study.pairs_per_assignment
+    pay = study.crowd_settings.pay_per_assignment
+    pools = dict(Task.objects.filter(study=study).order_by().values("comparison_id").annotate(n=Count("id"))
+                 .values_list("comparison_id", "n"))  # the items each pair's plan holds
+    all_items = study.items.count()
+    total, done = len(comparisons) * len(request.margins) * len(request.raters), 0
+    needed: dict[tuple[float, float], int | None] = {}  # pairs with the same item variance share a simulation
+    rows = []
+    for c in comparisons:
+        source, outcomes = services.pilot_outcomes(c)
+        pilot = budget.pilot_of(outcomes) if outcomes else budget.Pilot(budget.NO_PILOT_VARIANCE, budget.UNKNOWN_RHO)
+        for m in request.raters:
+            for margin in request.margins:
+                variance = pilot.item_variance(m)
+                key = (margin, round(variance, 6))
+                if key not in needed:
+                    needed[key] = budget.items_needed(margin, variance, request.alpha, request.power,
+                                                      request.max_items, request.rounds, request.seed)
+                items = needed[key]
+                judgments = None if items is None else items * m * per_item
+                assignments = None if judgments is None else -(-judgments // per_assignment)
+                rows.append({
+                    "pair": str(c), "system_a": c.system_a.name, "system_b": c.system_b.name, "pilot": source,
+                    "outcome_variance": round(pilot.outcome_variance, 4), "rho": round(pilot.rho, 4),
+                    "margin": margin, "raters": m, "items": items, "judgments": judgments,
+                    "alpha": request.alpha, "power": request.power, "assignments": assignments,
+                    "cost": None if pay is None or assignments is None else str(pay * assignments),
+                    "rater_hours": None if judgments is None else round(judgments * pace / 3600, 1),
+                    "items_in_pool": pools.get(c.pk, all_items),
+                })
+                done += 1
+                if progress:
+                    progress(done, total)
+    return {"request": request.as_dict(), "seconds_per_judgment": round(pace, 1), "pace_measured": measured,
+            "pay_per_assignment": None if pay is None else str(pay), "judgments_per_assignment": per_assignment,
+            "rows": rows}
+
+
+def total_cost(rows: list[dict]) -> Decimal | None:
+    costs = [Decimal(r["cost"]) for r in rows if r["cost"] is not None]
+    return sum(costs, Decimal(0)) if costs else None
+
+
+def curve_svg(rows: list[dict]) -> str:
+    """Judgments needed against the win rate to tell, one line per number of raters per item: the whole study's
+    judgments (every pair planned for that margin; no point where a pair needs more than the largest plan), or the
+    pair's own when the plan is for one pair (the plot of the settings page and of ``plan_budget --plot``)."""
+    pairs = list(dict.fromkeys(r["pair"] for r in rows))
+    who = pairs[0] if len(pairs) == 1 else f"all {len(pairs)} system pairs"
+    series: dict[str, list[tuple[float, float | None]]] = {}
+    for m in dict.fromkeys(r["raters"] for r in rows):
+        name = f"{who}, {m} rater{'s' if m != 1 else ''} per item"
+        for margin in dict.fromkeys(r["margin"] for r in rows):
+            cell = [r["judgments"] for r in rows if r["raters"] == m and r["margin"] == margin]
+            series.setdefault(name, []).append((0.5 + margin, None if None in cell else sum(cell)))
+    return line_plot(series, "win rate of the better system to tell from a half", "judgments needed")
+
+
+def do_start_budget(study: Study, request: Request) -> Job:
+    """Queue a plan; the settings page polls its progress and then shows it (``BudgetPlan``)."""
+    return jobs.start(study, KIND, params=request.as_dict(), message="Planning the budget")
+
+
+def budget_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
+    study = job.study
+    request = read_request(study, {**job.params, "margins": ",".join(map(str, job.params["margins"])),
+                                   "raters": ",".join(map(str, job.params["raters"])),
+                                   "pair": ",".join(job.params["pair"]) if job.params.get("pair") else None})
+    result = plan(study, request, progress)
+    BudgetPlan.objects.create(study=study, job=job, result=result)
+    return jobs.Outcome(f"Budget planned for {len({r['pair'] for r in result['rows']})} system pair(s).")
+
+
+def latest(study: Study) -> BudgetPlan | None:
+    return study.budget_plans.order_by("-created", "-id").first()
