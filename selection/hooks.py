@@ -4,6 +4,8 @@ the background jobs of embedding and separability, and what the study and settin
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db.models import Count
 
 from annotation import extensions
@@ -97,12 +99,13 @@ WORDS = {decisions.A_BETTER: "{a} better", decisions.B_BETTER: "{b} better",
 
 def decision_rows(study: Study) -> list[dict]:
     """Per system pair: its stored decision in words, the interval, the items and judgments it rests on, the plan's
-    judgments and those no longer bought."""
+    judgments, those no longer bought and what they would have cost (at the study's pay per assignment)."""
     planned: dict[int, int] = {}
     for comparison_id, pairs, raters in (Task.objects.filter(study=study).annotate(p=Count("task_pairs"))
                                          .values_list("comparison_id", "p", "raters_required")):
         planned[comparison_id] = planned.get(comparison_id, 0) + pairs * raters
     stored = {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
+    pay = study.crowd_settings.pay_per_assignment
     rows = []
     for c in study.comparisons.select_related("system_a", "system_b"):
         d = stored.get(c.pk)
@@ -112,6 +115,9 @@ def decision_rows(study: Study) -> list[dict]:
             "low": d.low if d else 0.0, "high": d.high if d else 1.0, "items": d.items if d else 0,
             "judgments": d.judgments if d else 0, "planned": planned.get(c.pk, 0),
             "saved": max(0, planned.get(c.pk, 0) - d.judgments) if d and c.closed else 0})
+        # money: the judgments not bought at the study's pay per assignment (of judgments_per_assignment pairs)
+        rows[-1]["money"] = (None if pay is None else
+                             (pay * rows[-1]["saved"] / study.judgments_per_assignment).quantize(Decimal("0.01")))
     return rows
 
 

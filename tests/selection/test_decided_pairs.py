@@ -5,6 +5,7 @@ pairs are decided and what was not bought; turning the setting off opens them ag
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -90,6 +91,17 @@ def test_the_study_page_shows_the_decisions_and_what_was_not_bought(researcher_c
     assert table.count("sys-a better") == 2 and "undecided" in table and "closed" in table
     saved = sum(ITEMS - PairDecision.objects.get(comparison=c).judgments for c in three.comparisons.filter(closed=True))
     assert saved > 0 and f"<td>{ITEMS - PairDecision.objects.filter(decision='a').first().judgments}</td>" in table
+    assert "Money saved" not in table  # no pay per assignment set: no money shown
+
+
+def test_the_money_saved_is_the_judgments_not_bought_at_the_pay_per_assignment(researcher_client, three):
+    three.crowd_settings.pay_per_assignment = Decimal("0.35")  # one pair per assignment
+    three.crowd_settings.save()
+    rate_everything(three)
+    table = researcher_client.get(three.get_absolute_url()).content.decode().split('data-testid="decisions"')[1]
+    assert "Money saved" in table
+    for stored in PairDecision.objects.filter(decision="a"):
+        assert f"<td>{ITEMS - stored.judgments}</td><td>{Decimal('0.35') * (ITEMS - stored.judgments)}</td>" in table
 
 
 def test_stopping_to_stop_opens_the_decided_pairs_again(three):
