@@ -360,7 +360,7 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
                     "decision_margin": decision.margin,
                     "wins_a": status.wins_a, "wins_b": status.wins_b, "ties": status.ties, "k": status.k,
                     "n": status.n, "pool": n_pool, "risk": status.risk, "risk_beyond_pool": status.risk_beyond_pool,
-                    "threshold": settings["risk"], "decided": status.decided,
+                    "threshold": settings["risk"], "decided": decisions.from_hypergeometric(status).decided,
                     "ties_count_in_n": settings["ties_count_in_n"],
                     "items": {item: names[w] for item, w in sorted(won.items())}})
     return out

@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from analytics.core import ppi
+from selection.core import decisions
 from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_tree
 from selection.core.stopping import stopping_status
 
@@ -226,7 +227,7 @@ def iterative_random_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int
             labels = pool.oracle[order[:taken]]
             status = stopping_status(int(np.sum(labels == "a")), int(np.sum(labels == "b")),
                                      int(np.sum(labels == "tie")), n, risk, ties_count_in_n)
-            if status.decided:
+            if decisions.from_hypergeometric(status).decided:
                 outcomes.append("success" if status.leader == pool.winner else "error")
                 break
             if taken >= budget or taken >= n:

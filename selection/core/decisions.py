@@ -26,6 +26,8 @@ import dataclasses
 
 import numpy as np
 
+from selection.core.stopping import StoppingStatus
+
 GRID = 1000  # candidate means m on (0, 1): the interval's ends reach the nearest rejected candidate (outwards)
 
 
@@ -154,16 +156,34 @@ class BettingSequence:
 A_BETTER, B_BETTER, EQUIVALENT, UNDECIDED = "a", "b", "equivalent", "undecided"
 
 
+BETTING, HYPERGEOMETRIC = "betting", "hypergeometric"
+
+
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    """One system pair's decision after ``n`` items: the interval for the first system's win rate and what it
-    settles (``a`` / ``b``: that system wins more than half; ``equivalent``: within ``margin`` of a half)."""
+    """One system pair's decision after ``n`` items, and the rule it comes from: the betting confidence sequence
+    (the interval for the first system's win rate, ``low`` to ``high``, and what it settles -- ``a`` / ``b``: that
+    system wins more than half; ``equivalent``: within ``margin`` of a half) or DiffUse's hypergeometric rule (the
+    pool's majority of item winners, with its ``risk``; no interval, never equivalent)."""
 
     decision: str
-    low: float
-    high: float
+    low: float | None
+    high: float | None
     n: int
     margin: float
+    rule: str = BETTING
+    risk: float | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.decision != UNDECIDED
+
+
+def from_hypergeometric(status: StoppingStatus) -> Decision:
+    """DiffUse's hypergeometric stopping rule (``selection.core.stopping``) read as a decision: the leader of the
+    pool's item winners once the risk of a lead that large between equal systems is at most the threshold."""
+    call = status.leader if status.leader is not None and status.risk <= status.threshold else UNDECIDED
+    return Decision(call, None, None, status.n, 0.0, HYPERGEOMETRIC, status.risk)
 
 
 def decide(low: float, high: float, margin: float) -> str:

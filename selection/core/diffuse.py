@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 from scipy.cluster.hierarchy import leaves_list, linkage
 
+from selection.core import decisions
 from selection.core.stopping import StoppingStatus, stopping_status
 
 
@@ -371,7 +372,7 @@ class IterativeDiffUse:
         while self.outcome is None:
             if any(i not in self.labels for i in self.decision):
                 return []
-            if self.status().decided:
+            if decisions.from_hypergeometric(self.status()).decided:
                 self.outcome = "decided"
             elif len(self.labels) >= self.budget or not self._splits.has_split(self.k - self._splits.k0):
                 self.outcome = "inconclusive"  # out of budget, or every leaf is its own cluster

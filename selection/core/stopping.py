@@ -1,4 +1,5 @@
-"""The hypergeometric stopping rule of DiffUse (Appendix A.2 of the DiffUse paper; SPEC §4).
+"""The hypergeometric stopping rule of DiffUse (Appendix A.2 of the DiffUse paper; SPEC §4). Whether it decides a
+pair is read in the one home of "is this pair decided", ``selection.core.decisions.from_hypergeometric``.
 
 Null hypothesis: the two systems are equally good on the pool, i.e. half of the N_pool candidate
 items prefer each. Having decided n items of which k vote for the leading system, the risk is the
@@ -45,10 +46,6 @@ class StoppingStatus:
     @property
     def risk_beyond_pool(self) -> float:
         return binomial_risk(self.n, self.k)
-
-    @property
-    def decided(self) -> bool:
-        return self.leader is not None and self.risk <= self.threshold
 
 
 def stopping_status(wins_a: int, wins_b: int, ties: int, n_pool: int, threshold: float,

@@ -156,3 +156,21 @@ def test_prd_replays_save_judgments_without_false_decisions():
             false += null.decision in ("a", "b")
             runs += 1
     assert used < fixed and false / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)
+
+
+def test_diffuse_s_hypergeometric_rule_is_read_through_the_same_home():
+    """One home for "is this pair decided": DiffUse's rule (the pool's majority of item winners) reads as a Decision
+    -- the leader once P(X >= k), X ~ Hypergeometric(N, N // 2, n), is at most the risk -- and never equivalent."""
+    from scipy.stats import hypergeom
+
+    from selection.core.stopping import stopping_status
+
+    for wins_a, wins_b, ties, pool, risk in ((9, 1, 0, 20, 0.1), (6, 4, 0, 20, 0.1), (1, 8, 1, 40, 0.05),
+                                             (5, 5, 2, 30, 0.5)):
+        decision = decisions.from_hypergeometric(stopping_status(wins_a, wins_b, ties, pool, risk))
+        n, k = wins_a + wins_b + ties, max(wins_a, wins_b)
+        tail = hypergeom.sf(k - 1, pool, pool // 2, n)
+        leader = None if wins_a == wins_b else ("a" if wins_a > wins_b else "b")
+        assert decision.rule == decisions.HYPERGEOMETRIC and decision.risk == pytest.approx(tail)
+        assert decision.decision == (leader if leader and tail <= risk else decisions.UNDECIDED)
+        assert decision.decided == (decision.decision != decisions.UNDECIDED) and decision.low is None

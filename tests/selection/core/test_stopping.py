@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from selection.core import decisions
 from selection.core.stopping import hypergeometric_risk, stopping_status
 
 
@@ -41,4 +42,4 @@ def test_ties_count_in_n_but_not_in_k_by_default():
 
 def test_a_level_score_is_never_decided():
     status = stopping_status(3, 3, 0, 500, 0.99)
-    assert status.leader is None and not status.decided
+    assert status.leader is None and not decisions.from_hypergeometric(status).decided
