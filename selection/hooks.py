@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.db.models import Count
+from django.db.models import Count, F
 
 from annotation import extensions
 from annotation.models import Comparison, Item, Study, Task
@@ -44,14 +44,13 @@ def stops_buying(settings) -> bool:
     return settings.stop_when_decided and settings.selection_method in ORDER_FREE
 
 
-def decide(study: Study, assignment) -> set[int]:
+def decide(study: Study, assignment) -> set[int] | None:
     settings = study.selection_settings
     if not stops_buying(settings):
-        return set()
+        return None
     by_comparison: dict[int, set[int]] = {}
     for comparison_id, item_id in assignment.places.values_list("task__comparison_id", "item_id"):
         by_comparison.setdefault(comparison_id, set()).add(item_id)
-    closing = set()
     for comparison in (Comparison.objects.filter(study=study, pk__in=by_comparison).select_related("study")
                        .order_by("pk")):
         stored, _ = PairDecision.objects.select_for_update().get_or_create(
@@ -71,10 +70,31 @@ def decide(study: Study, assignment) -> set[int]:
         low, high = sequence.interval
         stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
         stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
+        stored.mean = sequence.total / sequence.n if sequence.n else 0.5
         stored.save()
-        if stored.decision != decisions.UNDECIDED:
-            closing.add(comparison.pk)
-    return closing
+    return not_bought(study, settings)
+
+
+def ranks_only(study: Study, settings) -> bool:
+    """Whether the study buys only what its ranking needs (all system pairs compared: adjacency needs them)."""
+    return settings.decision_goal == settings.DecisionGoal.RANKING and study.pair_mode == Study.PairMode.ALL
+
+
+def not_bought(study: Study, settings) -> set[int]:
+    """The system pairs the study no longer buys: the decided ones, and with the ranking as the goal every pair the
+    ranking does not need now (``decisions.ranking_needs``: a pair with no place left to give is exhausted)."""
+    stored = {d["comparison_id"]: d for d in PairDecision.objects.filter(comparison__study=study)
+              .values("comparison_id", "decision", "mean")}
+    if not ranks_only(study, settings):
+        return {pk for pk, d in stored.items() if d["decision"] != decisions.UNDECIDED}
+    comparisons = list(study.comparisons.values_list("pk", "system_a_id", "system_b_id"))
+    with_places = set(Task.objects.filter(study=study, taken__lt=F("raters_required"))
+                      .values_list("comparison_id", flat=True).distinct())
+    states = {(a, b): decisions.PairState(stored[pk]["decision"] if pk in stored else decisions.UNDECIDED,
+                                          stored[pk]["mean"] if pk in stored else 0.5, pk not in with_places)
+              for pk, a, b in comparisons}
+    needed = decisions.ranking_needs(states)
+    return {pk for pk, a, b in comparisons if (a, b) not in needed}
 
 
 def decided(study: Study) -> set[int]:
@@ -84,8 +104,7 @@ def decided(study: Study) -> set[int]:
         # the next completion of each pair after it is turned on again reads the pair's judgments afresh
         PairDecision.objects.filter(comparison__study=study).delete()
         return set()
-    return set(PairDecision.objects.filter(comparison__study=study).exclude(decision=decisions.UNDECIDED)
-               .values_list("comparison_id", flat=True))
+    return not_bought(study, settings)
 
 
 CHOOSER = extensions.ItemChooser(choose=choose, advance=live.advance, needs_worker=needs_worker, prepare=prepare,
@@ -99,22 +118,34 @@ WORDS = {decisions.A_BETTER: "{a} better", decisions.B_BETTER: "{b} better",
 
 def decision_rows(study: Study) -> list[dict]:
     """Per system pair: its stored decision in words, the interval, the items and judgments it rests on, the plan's
-    judgments, those no longer bought and what they would have cost (at the study's pay per assignment)."""
+    judgments, those no longer bought and what they would have cost (at the study's pay per assignment); with the
+    ranking as the goal, why a pair is not bought now (decided, its order implied by decided pairs, or not next to
+    each other in the current ranking)."""
     planned: dict[int, int] = {}
     for comparison_id, pairs, raters in (Task.objects.filter(study=study).annotate(p=Count("task_pairs"))
                                          .values_list("comparison_id", "p", "raters_required")):
         planned[comparison_id] = planned.get(comparison_id, 0) + pairs * raters
     stored = {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
     pay = study.crowd_settings.pay_per_assignment
+    comparisons = list(study.comparisons.select_related("system_a", "system_b"))
+    implied: dict[tuple[int, int], str] = {}
+    if ranks_only(study, study.selection_settings):
+        implied = decisions.implied({(c.system_a_id, c.system_b_id): decisions.PairState(
+            stored[c.pk].decision if c.pk in stored else decisions.UNDECIDED, 0.5) for c in comparisons})
     rows = []
-    for c in study.comparisons.select_related("system_a", "system_b"):
+    for c in comparisons:
         d = stored.get(c.pk)
+        call = d.decision if d else decisions.UNDECIDED
+        names = {"a": c.system_a.name, "b": c.system_b.name}
+        why = ("" if not c.closed else "decided" if call != decisions.UNDECIDED
+               else f"implied: {WORDS[implied[(c.system_a_id, c.system_b_id)]].format(**names)}"
+               if (c.system_a_id, c.system_b_id) in implied else "not needed by the ranking now")
         rows.append({
-            "label": str(c), "closed": c.closed,
-            "decision": WORDS[d.decision if d else decisions.UNDECIDED].format(a=c.system_a.name, b=c.system_b.name),
+            "label": str(c), "closed": c.closed, "why": why,
+            "decision": WORDS[call].format(**names),
             "low": d.low if d else 0.0, "high": d.high if d else 1.0, "items": d.items if d else 0,
             "judgments": d.judgments if d else 0, "planned": planned.get(c.pk, 0),
-            "saved": max(0, planned.get(c.pk, 0) - d.judgments) if d and c.closed else 0})
+            "saved": max(0, planned.get(c.pk, 0) - (d.judgments if d else 0)) if c.closed else 0})
         # money: the judgments not bought at the study's pay per assignment (of judgments_per_assignment pairs)
         rows[-1]["money"] = (None if pay is None else
                              (pay * rows[-1]["saved"] / study.judgments_per_assignment).quantize(Decimal("0.01")))
@@ -124,6 +155,7 @@ def decision_rows(study: Study) -> list[dict]:
 def study_page(study: Study) -> dict:
     settings = study.selection_settings
     return {"decisions": decision_rows(study) if stops_buying(settings) else None,
+            "ranking_goal": stops_buying(settings) and ranks_only(study, settings),
             "live_statuses": live.statuses(study), "embedded": services.embedding_coverage(study),
             "settings": settings, "strategy": STRATEGIES.get(settings.selection_method)}
 

@@ -53,6 +53,14 @@ class SelectionSettings(models.Model):
     decision_margin = models.FloatField(
         default=0.05, db_default=0.05, validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
         help_text="Win rates within this of a half count as equivalent (0: a pair is decided only by a winner).")
+    class DecisionGoal(models.TextChoices):
+        PAIRS = "pairs", "Every system pair"
+        RANKING = "ranking", "The ranking: adjacent systems until their order is decided"
+
+    decision_goal = models.CharField(
+        max_length=10, choices=DecisionGoal.choices, default=DecisionGoal.PAIRS, db_default=DecisionGoal.PAIRS,
+        help_text="What the study buys judgments until: every pair decided, or only the ranking (the pairs of "
+                  "adjacent systems whose order is still open; selection/core/decisions.ranking_needs).")
     stop_when_decided = models.BooleanField(
         default=False, db_default=False,
         help_text="Once a system pair is decided, give out no new places of it (the study stops paying for it).")
@@ -197,6 +205,8 @@ class PairDecision(models.Model):
     comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, primary_key=True,
                                       related_name="decision")
     decision = models.CharField(max_length=12)
+    mean = models.FloatField(default=0.5, db_default=0.5,
+                             help_text="The first system's mean item score so far (what the ranking mode ranks by).")
     low = models.FloatField()
     high = models.FloatField()
     items = models.PositiveIntegerField(help_text="Items whose every rater has answered: what the decision rests on.")

@@ -40,6 +40,12 @@ SETTINGS = [
             "and raters get the undecided pairs. Only with random selection, whose items come in random order with "
             "equal chances: what the decision assumes.", "selection", order=62,
             applies=lambda s: s("selection_method") in ORDER_FREE),
+    Setting("decision_goal", "Buy judgments until", "Every system pair is decided, or only the ranking is: new "
+            "places go to the pairs of systems next to each other in the current ranking whose order is still open "
+            "and not implied by other decided pairs (A above B and B above C put A above C), until every such order "
+            "is decided or equivalent within the margin. Needs all system pairs compared.", "selection", order=63,
+            applies=lambda s: s("selection_method") in ORDER_FREE and s("stop_when_decided")
+            and s("pair_mode") == "all"),
     Setting("sep_threshold_t", "Separability midpoint (T)", "sep-ELO and separability-weighted selection give half "
             "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN, order=40),
     Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN,

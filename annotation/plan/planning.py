@@ -134,11 +134,23 @@ def do_advance_live_selection(assignment: Assignment) -> list:
 
 
 def do_close_decided_pairs(assignment: Assignment) -> None:
-    """After an assignment completed: the system pairs it had places in that are now decided get no new places
-    (``Comparison.closed``; places already held are honoured and their answers counted)."""
-    closing = extensions.item_chooser().decide(assignment.study, assignment)
-    if closing:
-        Comparison.objects.filter(pk__in=closing, closed=False).update(closed=True)
+    """After an assignment completed: the system pairs the study no longer buys (decided, or not needed by the
+    ranking) get no new places (``Comparison.closed``; places already held are honoured and their answers counted),
+    and a pair the ranking needs again is opened."""
+    closed = extensions.item_chooser().decide(assignment.study, assignment)
+    if closed is not None:
+        set_closed(assignment.study, closed)
+
+
+def set_closed(study: Study, closed: set[int]) -> None:
+    """Make exactly these system pairs of the study closed (two updates at most, only of the pairs that change)."""
+    now = dict(study.comparisons.values_list("pk", "closed"))
+    close = [pk for pk, is_closed in now.items() if pk in closed and not is_closed]
+    reopen = [pk for pk, is_closed in now.items() if pk not in closed and is_closed]
+    if close:
+        Comparison.objects.filter(pk__in=close).update(closed=True)
+    if reopen:
+        Comparison.objects.filter(pk__in=reopen).update(closed=False)
 
 
 def do_reconsider_closed_pairs(study: Study) -> None:
@@ -149,9 +161,7 @@ def do_reconsider_closed_pairs(study: Study) -> None:
     if study.fill_items_first != fill:
         Study.objects.filter(pk=study.pk).update(fill_items_first=fill)
         study.fill_items_first = fill
-    closed = chooser.decided(study)
-    study.comparisons.exclude(pk__in=closed).filter(closed=True).update(closed=False)
-    study.comparisons.filter(pk__in=closed, closed=False).update(closed=True)
+    set_closed(study, chooser.decided(study))
 
 
 RELEASE_CHUNK = 2000  # units per batch: every query's parameters stay far below PostgreSQL's 65,535

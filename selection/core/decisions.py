@@ -251,3 +251,108 @@ def replay(scores, votes, rng: np.random.Generator, alpha: float = 0.05, margin:
     if at is None:
         return Replay(UNDECIDED, len(drawn), fixed, fixed)
     return Replay(calls[at], at + 1, int(cost[: at + 1].sum()), fixed)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Ranking mode: with three or more systems, buy only the pairs whose decision the ranking still needs
+
+
+@dataclasses.dataclass(frozen=True)
+class PairState:
+    """What the ranking reads of one system pair: its decision and its first system's estimated win rate."""
+
+    decision: str
+    mean: float
+    exhausted: bool = False  # no item of the pair is left to buy: undecided for good, as far as the pool goes
+
+
+def implied(pairs: dict[tuple[str, str], PairState]) -> dict[tuple[str, str], str]:
+    """Directions the decided pairs imply through other systems (A above B and B above C put A above C), for the
+    undecided pairs: {pair: "a" | "b"}. Read as a ranking's consequence -- a pair so implied is not bought, and is
+    not itself called decided."""
+    above: dict[str, set[str]] = {}
+    for (x, y), state in pairs.items():
+        if state.decision == A_BETTER:
+            above.setdefault(x, set()).add(y)
+        elif state.decision == B_BETTER:
+            above.setdefault(y, set()).add(x)
+    reach: dict[str, set[str]] = {}
+    for start in above:  # who each system is (transitively) decided above
+        seen, todo = set(), list(above[start])
+        while todo:
+            nxt = todo.pop()
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.extend(above.get(nxt, ()))
+        reach[start] = seen
+    out = {}
+    for (x, y), state in pairs.items():
+        if state.decision == UNDECIDED:
+            if y in reach.get(x, ()):
+                out[(x, y)] = A_BETTER
+            elif x in reach.get(y, ()):
+                out[(x, y)] = B_BETTER
+    return out
+
+
+def ranking(pairs: dict[tuple[str, str], PairState]) -> list[str]:
+    """The systems best first by their mean estimated win rate over the pairs they are in (Borda), ties by name."""
+    share: dict[str, list[float]] = {}
+    for (x, y), state in pairs.items():
+        share.setdefault(x, []).append(state.mean)
+        share.setdefault(y, []).append(1 - state.mean)
+    return sorted(share, key=lambda s: (-float(np.mean(share[s])), s))
+
+
+def ranking_needs(pairs: dict[tuple[str, str], PairState]) -> set[tuple[str, str]]:
+    """The pairs the ranking still needs (racing, as LUCB-style algorithms do): the undecided pairs of systems
+    adjacent in the current ranking whose order the decided pairs do not imply. Empty once every adjacent order is
+    decided -- a winner, or equivalent within the margin (the researcher's resolution) -- or as decided as the pool
+    allows (an exhausted pair is bought no more). Should a decided adjacent
+    pair contradict the current ranking, every undecided pair not implied is needed until the ranking settles."""
+    order = ranking(pairs)
+    at = {s: i for i, s in enumerate(order)}
+    known = implied(pairs)
+    open_pairs = {p for p, state in pairs.items()
+                  if state.decision == UNDECIDED and not state.exhausted and p not in known}
+    for (x, y), state in pairs.items():
+        if abs(at[x] - at[y]) == 1 and state.decision in (A_BETTER, B_BETTER):
+            if (state.decision == A_BETTER) != (at[x] < at[y]):  # decided against the current order
+                return open_pairs
+    return {(x, y) for (x, y) in open_pairs if abs(at[x] - at[y]) == 1}
+
+
+def ranking_replay(pairs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], rng: np.random.Generator,
+                   alpha: float = 0.05, margin: float = 0.05, null: bool = False
+                   ) -> dict[tuple[str, str], tuple[Replay, str | None]]:
+    """The ranking mode replayed: each pair's items in a random order (all their judgments at once), one item at a
+    time to each pair the ranking still needs (``ranking_needs``), until it needs none. Per pair: its replay (its own
+    decision, items and judgments bought) and the direction the decided pairs imply for it, if any.
+
+    ``pairs``: (item scores for the first system, judgments per item) of each system pair; ``null`` mirrors each
+    item at random (A/A), as ``replay`` does."""
+    order = {}
+    for pair, (scores, votes) in pairs.items():
+        scores, votes = np.asarray(scores, dtype=np.float64), np.asarray(votes, dtype=np.int64)
+        perm = rng.permutation(len(scores))
+        drawn = scores[perm]
+        if null:
+            drawn = np.where(rng.random(len(drawn)) < 0.5, drawn, 1 - drawn)
+        order[pair] = (drawn, votes[perm], int(votes.sum()))
+    sequences = {pair: BettingSequence(alpha) for pair in pairs}
+    taken = dict.fromkeys(pairs, 0)
+    calls = dict.fromkeys(pairs, UNDECIDED)
+
+    def states() -> dict[tuple[str, str], PairState]:
+        return {p: PairState(calls[p], sequences[p].total / sequences[p].n if sequences[p].n else 0.5,
+                             taken[p] == len(order[p][0])) for p in pairs}
+
+    while need := ranking_needs(states()):
+        for pair in sorted(need):
+            sequence = sequences[pair]
+            sequence.update(float(order[pair][0][taken[pair]]))
+            taken[pair] += 1
+            calls[pair] = decide(*sequence.interval, margin)
+    known = implied(states())
+    return {p: (Replay(calls[p], taken[p], int(order[p][1][:taken[p]].sum()), order[p][2]), known.get(p))
+            for p in pairs}

@@ -66,3 +66,27 @@ def test_replay_options_are_checked(won):
         call_command("simulate", "--study", "won")
     with pytest.raises(CommandError, match="--margin"):
         call_command("simulate", "--study", "won", "--replay", "--margin", "0.7")
+
+
+def test_the_ranking_replay_buys_the_adjacent_orders_and_reports_what_they_imply(researcher):
+    """Three systems, the stronger chosen every time (a > b > c), 40 items each judged by one person: with the
+    ranking as the goal the replay decides the two adjacent orders, and a vs c -- implied by them -- is bought less
+    than its own decision needs, its record saying what is implied."""
+    study = creation.do_create_study(researcher, "trio", study_jsonl(40, ("sys-a", "sys-b", "sys-c")), "t.jsonl")
+    lines = [{"id": f"t{n}-{x}-{y}", "item": f"item-{n}", "system_a": x, "sample_a": 0, "system_b": y,
+              "sample_b": 0, "shown_first": x, "rater": "h", "rater_kind": "human", "choice": x}
+             for n in range(40) for x, y in (("sys-a", "sys-b"), ("sys-a", "sys-c"), ("sys-b", "sys-c"))]
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    out = StringIO()
+    call_command("simulate", "--study", "trio", "--replay", "--goal", "ranking", "--seeds", "2", "--margin", "0",
+                 "--json", stdout=out)
+    records = json.loads(out.getvalue())
+    lower, _ = decisions.betting_confidence_sequence([1.0] * 40)
+    alone = int(np.argmax(lower > 0.5)) + 1
+    for r in records:
+        assert set(r) >= {"pair", "seed", "decision", "judgments_used", "judgments_fixed", "implied"}
+        if r["pair"] == "sys-a vs sys-c":
+            assert r["decision"] == "undecided" and r["implied"] == "a" and r["judgments_used"] < alone
+        else:
+            assert r["decision"] == "a" and r["implied"] is None and r["judgments_used"] == alone
+    assert {r["seed"] for r in records} == {0, 1} and len(records) == 6

@@ -130,7 +130,7 @@ def settings_form(**overrides) -> dict:
             "estimate_target": "items_like_these",
             "max_assignments_per_rater": "", "assignment_timeout_minutes": 60, "gold_rate": 0.0,
             "min_seconds_per_pair": 0, "first_answer_minutes": 5, "screen_min_gold": 3, "screen_accuracy": 0.6,
-            "decision_alpha": 0.05, "decision_margin": 0.05}
+            "decision_alpha": 0.05, "decision_margin": 0.05, "decision_goal": "pairs"}
     form.update(overrides)
     return form
 
@@ -363,6 +363,7 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
          "gold_rate", "min_seconds_per_pair", "screen_min_gold", "screen_accuracy", "pay_per_assignment",
          "public_base_url"],
         ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",
-         "separability_threshold", "risk", "min_n", "decision_alpha", "decision_margin", "stop_when_decided", "seed"],
+         "separability_threshold", "risk", "min_n", "decision_alpha", "decision_margin", "stop_when_decided",
+         "decision_goal", "seed"],
         ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
          "stopping_ties_in_n", "indeterminacy_beta", "estimate_target"]]

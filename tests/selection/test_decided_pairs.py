@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
+import numpy as np
 import pytest
 
 from annotation.elicitation import Answer
@@ -88,7 +89,7 @@ def test_the_study_page_shows_the_decisions_and_what_was_not_bought(researcher_c
     rate_everything(three)
     page = researcher_client.get(three.get_absolute_url()).content.decode()
     table = page.split('data-testid="decisions"')[1].split("</table>")[0]
-    assert table.count("sys-a better") == 2 and "undecided" in table and "closed" in table
+    assert table.count("sys-a better") == 2 and "undecided" in table and "not bought: decided" in table
     saved = sum(ITEMS - PairDecision.objects.get(comparison=c).judgments for c in three.comparisons.filter(closed=True))
     assert saved > 0 and f"<td>{ITEMS - PairDecision.objects.filter(decision='a').first().judgments}</td>" in table
     assert "Money saved" not in table  # no pay per assignment set: no money shown
@@ -178,3 +179,58 @@ def test_with_two_raters_per_item_started_items_are_finished_first_and_observed_
     lifecycle.do_update_settings(three, {"stop_when_decided": False}, None)
     three.refresh_from_db()
     assert not three.fill_items_first  # breadth first again
+
+
+STRENGTH = {"sys-a": 4, "sys-b": 3, "sys-c": 2, "sys-d": 1}
+
+
+def test_the_ranking_mode_buys_only_the_adjacent_orders_it_needs(researcher, researcher_client):
+    """Four systems, the stronger always chosen, created in an order that is not their ranking (c, a, d, b): the
+    plan starts with the pairs adjacent in creation order, re-ranks as decisions come in, and stops once every
+    adjacent order of the true ranking a > b > c > d is decided; the other three orders are implied by them and
+    bought less than a decision of their own would need."""
+    lines = [{"id": f"item-{i}", "input": f"Question {i}?",
+              "outputs": {s: [f"{s} answers question {i}."] for s in ("sys-c", "sys-a", "sys-d", "sys-b")}}
+             for i in range(ITEMS)]
+    study = creation.do_create_study(researcher, "four", "".join(json.dumps(x) + "\n" for x in lines).encode(),
+                                     "f.jsonl")
+    study = lifecycle.do_update_settings(study, {
+        "scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1, "judgments_per_assignment": 1,
+        "selection_method": "random", "stop_when_decided": True, "decision_margin": 0.0,
+        "decision_goal": "ranking"}, None)
+    assert study.comparisons.filter(closed=False).count() == 3  # the three pairs adjacent in creation order
+
+    def stronger(pair) -> None:
+        shown = [pair.pair.generation_a, pair.pair.generation_b]
+        first, second = shown if pair.a_shown_first else shown[::-1]
+        allocation.do_mark_shown(pair)
+        choice = "first" if STRENGTH[first.system.name] > STRENGTH[second.system.name] else "second"
+        recording.do_record_judgment(pair, idempotency_key=f"p{pair.pk}", answer=Answer(choice=choice))
+
+    for n in range(40):
+        rater = enrolment.do_create_rater_link(study, f"r{n}")
+        taken = 0
+        while (assignment := allocation.do_start_assignment(rater)) is not None:
+            for pair in assignment.pairs.select_related("pair__generation_a__system", "pair__generation_b__system"):
+                stronger(pair)
+            taken += 1
+        if not taken:
+            break
+    comparisons = {frozenset((c.system_a.name, c.system_b.name)): c
+                   for c in study.comparisons.select_related("system_a", "system_b")}
+    assert not any(c.closed is False for c in study.comparisons.all())  # the ranking is decided: nothing bought
+    lower, _ = decisions.betting_confidence_sequence([1.0] * ITEMS)
+    alone = int(np.argmax(lower > 0.5)) + 1  # the items a pair needs to be decided on its own
+    bought = 0
+    for pair, c in comparisons.items():
+        stored = PairDecision.objects.filter(comparison=c).first()
+        judged = judgments_of(c)
+        bought += judged
+        better = max(pair, key=STRENGTH.get)
+        if abs(STRENGTH[min(pair, key=STRENGTH.get)] - STRENGTH[better]) == 1:  # adjacent in the true ranking
+            assert stored.decision == ("a" if c.system_a.name == better else "b") and judged == alone
+        else:  # implied by the adjacent decisions, bought less than its own decision would need
+            assert judged < alone and (stored is None or stored.decision == decisions.UNDECIDED)
+    assert bought < 6 * alone  # what deciding every pair would have bought
+    table = researcher_client.get(study.get_absolute_url()).content.decode().split('data-testid="decisions"')[1]
+    assert table.count("not bought: implied: sys-a better") == 2 and "not bought: implied: sys-b better" in table

@@ -95,6 +95,12 @@ class Command(BaseCommand):
                             help="With --replay: the decision error rate (default: the study's).")
         parser.add_argument("--margin", type=float,
                             help="With --replay: the equivalence margin (default: the study's; 0: winners only).")
+        parser.add_argument("--goal", choices=["pairs", "ranking"],
+                            help="With --replay: decide every system pair (pairs), or only what the ranking needs "
+                            "(ranking: an item at a time to the undecided pairs of adjacent systems whose order the "
+                            "decided pairs do not imply, until every adjacent order is decided or out of items; each "
+                            "record then also has 'implied', the direction the decided pairs imply for it). Default: "
+                            "the study's setting.")
 
     def handle(self, *args, **o):
         study = get_study(o["study"])
@@ -181,22 +187,17 @@ class Command(BaseCommand):
         comparisons = ([self._comparison(study, o["pair"])] if o["pair"]
                        else list(study.comparisons.select_related("system_a", "system_b")))
         rows = admitted(load_rows(study), Population())  # the study's people, as the report counts them
-        records = []
-        for c in comparisons:
-            pair = (c.system_a.name, c.system_b.name)
-            scores, votes = item_scores(rating_sets(rows, pair))
-            for seed in range(o["seed"], o["seed"] + o["seeds"]):
-                # seeded by the pair's names, not its database id: the same orders on every copy of the study
-                order_seed = [seed, zlib.crc32(f"{pair[0]}\x00{pair[1]}".encode())]
-                result = decisions.replay(scores, votes, np.random.default_rng(order_seed), alpha, margin,
-                                          null=o["null"])
-                records.append({"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed,
-                                **dataclasses.asdict(result)})
+        goal = o["goal"] or study.selection_settings.decision_goal
+        if goal == "ranking":
+            records = self._ranking_replay(comparisons, rows, o, alpha, margin)
+        else:
+            records = self._pairs_replay(comparisons, rows, o, alpha, margin)
         if o["json"]:
             self.stdout.write(json.dumps(records, indent=2))
             return
+        deciding = "the ranking" if goal == "ranking" else "each pair"
         self.stdout.write(f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, "
-                          f"alpha {alpha}, margin {margin}{', A/A (null)' if o['null'] else ''}")
+                          f"alpha {alpha}, margin {margin}, deciding {deciding}{', A/A (null)' if o['null'] else ''}")
         self.stdout.write("pair".ljust(40) + "a".rjust(5) + "b".rjust(5) + "equiv".rjust(7) + "undec".rjust(7)
                           + "used".rjust(10) + "fixed".rjust(9))
         for c in comparisons:
@@ -209,6 +210,39 @@ class Command(BaseCommand):
         used, fixed = sum(r["judgments_used"] for r in records), sum(r["judgments_fixed"] for r in records)
         self.stdout.write(f"judgments bought: {used:,} of {fixed:,} ({fixed / used:.2f}x fewer)" if used else
                           "no human judgments to replay")
+
+    @staticmethod
+    def _order_seed(seed: int, pair: tuple[str, str]) -> list[int]:
+        # seeded by the pair's names, not its database id: the same orders on every copy of the study
+        return [seed, zlib.crc32(f"{pair[0]}\x00{pair[1]}".encode())]
+
+    def _ranking_replay(self, comparisons, rows, o, alpha, margin) -> list[dict]:
+        pairs = {(c.system_a.name, c.system_b.name): item_scores(rating_sets(rows, (c.system_a.name,
+                                                                                   c.system_b.name)))
+                 for c in comparisons}
+        records = []
+        for seed in range(o["seed"], o["seed"] + o["seeds"]):
+            names = "\x00".join(f"{a}\x00{b}" for a, b in sorted(pairs))
+            found = decisions.ranking_replay(pairs, np.random.default_rng([seed, zlib.crc32(names.encode())]),
+                                             alpha, margin, null=o["null"])
+            for c in comparisons:
+                pair = (c.system_a.name, c.system_b.name)
+                result, implied = found[pair]
+                records.append({"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed,
+                                **dataclasses.asdict(result), "implied": implied})
+        return records
+
+    def _pairs_replay(self, comparisons, rows, o, alpha, margin) -> list[dict]:
+        records = []
+        for c in comparisons:
+            pair = (c.system_a.name, c.system_b.name)
+            scores, votes = item_scores(rating_sets(rows, pair))
+            for seed in range(o["seed"], o["seed"] + o["seeds"]):
+                result = decisions.replay(scores, votes, np.random.default_rng(self._order_seed(seed, pair)), alpha,
+                                          margin, null=o["null"])
+                records.append({"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed,
+                                **dataclasses.asdict(result)})
+        return records
 
     def _comparison(self, study, pair):
         comparisons = list(study.comparisons.select_related("system_a", "system_b"))
