@@ -366,6 +366,27 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     return out
 
 
+ORDER_WORDS = {"decided": "decided", "equivalent": "equivalent within the margin", "reversed": "decided the other way",
+               "open": "open", "not compared": "not compared"}
+
+
+def mark_adjacent_orders(board: list[dict], stopping: list[dict]) -> None:
+    """Mark on each leaderboard row whether its order above the next row's system is decided: by the pair's
+    anytime-valid decision (the stopping rows' ``decision``) -- "decided" (this system wins more than half),
+    "equivalent" (within the margin), "reversed" (the pair's decision puts the next system above), "open" (undecided)
+    or "not compared". The last row has none."""
+    by_pair = {(s["system_a"], s["system_b"]): s["decision"] for s in stopping}
+    for upper, lower in zip(board, board[1:], strict=False):
+        call = by_pair.get((upper["system"], lower["system"]))
+        if call is None and (lower["system"], upper["system"]) in by_pair:
+            call = {"a": "b", "b": "a"}.get(by_pair[(lower["system"], upper["system"])],
+                                            by_pair[(lower["system"], upper["system"])])
+        upper["order_below"] = ("not compared" if call is None else "decided" if call == "a" else
+                                "reversed" if call == "b" else "equivalent" if call == "equivalent" else "open")
+    if board:
+        board[-1]["order_below"] = None
+
+
 def positional_bias_report(rows: list[Row], reference: list[Row]) -> dict:
     """P(first shown chosen) per rater and per kind over ``rows`` (the population), and each judge's
     debiasing threshold checked against the human majority, both from ``reference`` (the filtered humans and
@@ -806,7 +827,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "consistency": consistency_report(rows, deltas),
         "separability": separability_report(study),
         **ratings_report(study, rows, systems, deltas),
-        "stopping": stopping_report(study, rows),
+        "stopping": (stopping := stopping_report(study, rows)),
         "positional_bias": positional_bias_report(rows, reference),
         "agreement": agreement_report(rows),
         "indeterminacy": indeterminacy_report(study, reference),
@@ -814,4 +835,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "hybrid_strengths_blocked": strengths_blocked(designs, humans),
         "win_rate_estimates": win_rate_estimates(study, humans, judges, designs),
     }
+    for key in ("elo", "sep_elo", "bradley_terry"):
+        if report[key].get("available"):
+            mark_adjacent_orders(report[key]["leaderboard"], stopping)
     return clean(report)

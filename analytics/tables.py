@@ -12,9 +12,10 @@ def report_tables(report: dict) -> dict[str, Table]:
         if board.get("available"):
             online = key != "bradley_terry"
             tables[f"leaderboard-{key}"] = (
-                ["rank", "system", "rating", "low_2.5", "high_97.5", *(["online"] if online else [])],
-                [[r["rank"], r["system"], r["rating"], r["low"], r["high"], *([r["online"]] if online else [])]
-                 for r in board["leaderboard"]],
+                ["rank", "system", "rating", "low_2.5", "high_97.5", *(["online"] if online else []),
+                 "order_above_next"],
+                [[r["rank"], r["system"], r["rating"], r["low"], r["high"], *([r["online"]] if online else []),
+                  r.get("order_below")] for r in board["leaderboard"]],
             )
     win = report.get("win_rates") or {}
     if win:

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.rating import recording
-from annotation.studies import creation
+from annotation.studies import creation, lifecycle
 from selection.core import decisions
 from tests.conftest import study_jsonl
 
@@ -90,3 +90,33 @@ def test_the_ranking_replay_buys_the_adjacent_orders_and_reports_what_they_imply
         else:
             assert r["decision"] == "a" and r["implied"] is None and r["judgments_used"] == alone
     assert {r["seed"] for r in records} == {0, 1} and len(records) == 6
+
+
+def test_the_leaderboards_mark_which_adjacent_orders_are_decided(researcher):
+    """sys-a beats sys-b on all 40 items, sys-b and sys-c tie on every one: on each leaderboard sys-a's place above
+    sys-b is decided and sys-b's above sys-c is equivalent within the margin (0.1) (the pairs' anytime-valid decisions);
+    the CSV table has the column."""
+    from analytics import services
+    from analytics.tables import report_tables
+
+    study = creation.do_create_study(researcher, "marks", study_jsonl(40, ("sys-a", "sys-b", "sys-c")), "m.jsonl")
+    lines = [{"id": f"m{n}-{x}-{y}", "item": f"item-{n}", "system_a": x, "sample_a": 0, "system_b": y,
+              "sample_b": 0, "shown_first": x, "rater": "h", "rater_kind": "human", "choice": choice}
+             for n in range(40) for x, y, choice in (("sys-a", "sys-b", "sys-a"), ("sys-a", "sys-c", "sys-a"),
+                                                     ("sys-b", "sys-c", "tie"))]
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    study = lifecycle.do_update_settings(study, {"decision_margin": 0.1}, None)
+    report = services.study_report(study)
+    stopping = {(s["system_a"], s["system_b"]): s for s in report["stopping"]}
+    # what the marks read: the decisions of the confidence sequence over the 40 item scores
+    assert decisions.pair_decision([1.0] * 40, margin=0.1).decision == stopping[("sys-a", "sys-b")]["decision"] == "a"
+    assert decisions.pair_decision([0.5] * 40, margin=0.1).decision == stopping[("sys-b", "sys-c")]["decision"] \
+        == "equivalent"
+    for key in ("elo", "bradley_terry"):
+        board = report[key]["leaderboard"]
+        assert [r["system"] for r in board][0] == "sys-a"
+        marks = {r["system"]: r["order_below"] for r in board}
+        assert marks["sys-a"] == "decided" and marks[board[-1]["system"]] is None
+        assert marks[board[1]["system"]] == "equivalent"  # sys-b and sys-c, whichever is above
+    header, rows = report_tables(report)["leaderboard-bradley_terry"]
+    assert header[-1] == "order_above_next" and rows[0][-1] == "decided"
