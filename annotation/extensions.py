@@ -35,10 +35,11 @@ class ItemChooser:
     inside a request."""
     prepare: Callable[..., Any]
     """``prepare(study, progress)``: that slow work, done by the background worker before the plan is built."""
-    decide: Callable[..., set | None]
+    decide: Callable[..., tuple[set, set] | None]
     """``decide(study, assignment)``: after the assignment completed, the decisions of the system pairs it had
-    places in brought up to date; returns the ids of every system pair of the study it no longer buys (decided, or
-    not needed by the ranking), or None when the study does not stop buying decided pairs."""
+    places in brought up to date; returns the ids of the system pairs to close now (decided, or not needed by the
+    ranking) and of those to open again (needed by the ranking again), or None when the study does not stop buying
+    decided pairs."""
     fills_items_first: Callable[..., bool]
     """``fills_items_first(study)``: whether raters should finish started items before new ones start (the study's
     decisions observe an item once all its raters are in)."""

@@ -44,24 +44,30 @@ def stops_buying(settings) -> bool:
     return settings.stop_when_decided and settings.selection_method in ORDER_FREE
 
 
-def decide(study: Study, assignment) -> set[int] | None:
+def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     settings = study.selection_settings
     if not stops_buying(settings):
         return None
     by_comparison: dict[int, set[int]] = {}
-    for comparison_id, item_id in assignment.places.values_list("task__comparison_id", "item_id"):
+    systems: dict[int, tuple[int, int]] = {}
+    for comparison_id, item_id, system_a, system_b in assignment.places.values_list(
+            "task__comparison_id", "item_id", "task__comparison__system_a_id", "task__comparison__system_b_id"):
         by_comparison.setdefault(comparison_id, set()).add(item_id)
-    for comparison in (Comparison.objects.filter(study=study, pk__in=by_comparison).select_related("study")
-                       .order_by("pk")):
+        systems[comparison_id] = (system_a, system_b)
+    decided_now = set()
+    for comparison_id in sorted(by_comparison):
+        # the pair as the reads below need it, without reading its row again
+        comparison = Comparison(pk=comparison_id, study=study, system_a_id=systems[comparison_id][0],
+                                system_b_id=systems[comparison_id][1])
         stored, _ = PairDecision.objects.select_for_update().get_or_create(
-            comparison=comparison, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0, "items": 0,
-                                             "judgments": 0})
+            comparison_id=comparison_id, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0,
+                                                   "items": 0, "judgments": 0})
         sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
         if sequence is None or sequence.alpha != settings.decision_alpha:  # first time, or another error rate
             scored, stored.judgments = services.pair_item_scores(comparison)
             sequence, stored.counted = decisions.BettingSequence(settings.decision_alpha), []
         else:  # the items this assignment may have completed, one observation each
-            new = sorted(by_comparison[comparison.pk] - set(stored.counted))
+            new = sorted(by_comparison[comparison_id] - set(stored.counted))
             scored = services.pair_item_scores(comparison, new)[0] if new else []
             stored.judgments += services.pair_judgments(comparison, assignment=assignment).count()
         for item_id, score in scored:
@@ -72,7 +78,14 @@ def decide(study: Study, assignment) -> set[int] | None:
         stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
         stored.mean = sequence.total / sequence.n if sequence.n else 0.5
         stored.save()
-    return not_bought(study, settings)
+        if stored.decision != decisions.UNDECIDED:
+            decided_now.add(comparison_id)
+    if not ranks_only(study, settings):
+        return decided_now, set()  # a decided pair stays decided (the intervals are nested): nothing reopens
+    closed = not_bought(study, settings)
+    now = dict(study.comparisons.values_list("pk", "closed"))
+    return ({pk for pk in closed if not now.get(pk, True)},
+            {pk for pk, is_closed in now.items() if is_closed and pk not in closed})
 
 
 def ranks_only(study: Study, settings) -> bool:

@@ -137,9 +137,14 @@ def do_close_decided_pairs(assignment: Assignment) -> None:
     """After an assignment completed: the system pairs the study no longer buys (decided, or not needed by the
     ranking) get no new places (``Comparison.closed``; places already held are honoured and their answers counted),
     and a pair the ranking needs again is opened."""
-    closed = extensions.item_chooser().decide(assignment.study, assignment)
-    if closed is not None:
-        set_closed(assignment.study, closed)
+    change = extensions.item_chooser().decide(assignment.study, assignment)
+    if change is None:
+        return
+    close, reopen = change
+    if close:
+        Comparison.objects.filter(pk__in=close, closed=False).update(closed=True)
+    if reopen:
+        Comparison.objects.filter(pk__in=reopen, closed=True).update(closed=False)
 
 
 def set_closed(study: Study, closed: set[int]) -> None:
