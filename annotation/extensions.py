@@ -46,6 +46,9 @@ class ItemChooser:
     decided: Callable[..., set]
     """``decided(study)``: the ids of every system pair the study no longer buys, from the decisions as last
     brought up to date (after its settings change)."""
+    first_raters: Callable[..., int] = lambda study: study.raters_per_item
+    """``first_raters(study)``: how many raters a new rating task asks for at first (fewer than the study's raters
+    per item when the plan comes back for the others only where they pay)."""
 
 
 _CHOOSER: list[ItemChooser] = []

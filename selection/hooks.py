@@ -62,22 +62,7 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
         stored, _ = PairDecision.objects.select_for_update().get_or_create(
             comparison_id=comparison_id, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0,
                                                    "items": 0, "judgments": 0})
-        sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
-        if sequence is None or sequence.alpha != settings.decision_alpha:  # first time, or another error rate
-            scored, stored.judgments = services.pair_item_scores(comparison)
-            sequence, stored.counted = decisions.BettingSequence(settings.decision_alpha), []
-        else:  # the items this assignment may have completed, one observation each
-            new = sorted(by_comparison[comparison_id] - set(stored.counted))
-            scored = services.pair_item_scores(comparison, new)[0] if new else []
-            stored.judgments += services.pair_judgments(comparison, assignment=assignment).count()
-        for item_id, score in scored:
-            sequence.update(score)
-            stored.counted.append(item_id)
-        low, high = sequence.interval
-        stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
-        stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
-        stored.mean = sequence.total / sequence.n if sequence.n else 0.5
-        stored.save()
+        observe(study, settings, comparison, stored, by_comparison[comparison_id], assignment)
         if stored.decision != decisions.UNDECIDED:
             decided_now.add(comparison_id)
     if not ranks_only(study, settings):
@@ -86,6 +71,49 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     now = dict(study.comparisons.values_list("pk", "closed"))
     return ({pk for pk in closed if not now.get(pk, True)},
             {pk for pk, is_closed in now.items() if is_closed and pk not in closed})
+
+
+def one_first(study: Study, settings) -> bool:
+    """Whether the plan buys one rater per item first (and the others only where the pair stays undecided)."""
+    return stops_buying(settings) and settings.one_rater_first and study.raters_per_item > 1
+
+
+def first_raters(study: Study) -> int:
+    return 1 if one_first(study, study.selection_settings) else study.raters_per_item
+
+
+def observe(study: Study, settings, comparison: Comparison, stored: PairDecision, items: set[int],
+            assignment) -> None:
+    """Bring one pair's stored decision up to date with the items the assignment may have completed: one observation
+    per item once its raters are in (one rater in phase 1 of "one rater per item first", all of them otherwise);
+    when phase 1 has observed every item of the pair undecided, phase 2 starts -- the pair's tasks ask for all their
+    raters, and a new sequence observes whole items -- each phase at half the error rate."""
+    split = one_first(study, settings)
+    alpha = settings.decision_alpha / 2 if split else settings.decision_alpha
+    raters = 1 if split and stored.phase == 1 else study.raters_per_item
+    sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
+    if sequence is None or sequence.alpha != alpha:  # first time, or another error rate
+        scored, stored.judgments = services.pair_item_scores(comparison, raters=raters)
+        sequence, stored.counted = decisions.BettingSequence(alpha), []
+    else:  # the items this assignment may have completed, one observation each
+        new = sorted(items - set(stored.counted))
+        scored = services.pair_item_scores(comparison, new, raters)[0] if new else []
+        stored.judgments += services.pair_judgments(comparison, assignment=assignment).count()
+    for item_id, score in scored:
+        sequence.update(score)
+        stored.counted.append(item_id)
+    low, high = sequence.interval
+    stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
+    if (split and stored.phase == 1 and stored.decision == decisions.UNDECIDED
+            and sequence.n >= Task.objects.filter(comparison_id=comparison.pk).count()):
+        # every item has its first rater and the pair is open: buy the others, observe whole items afresh
+        Task.objects.filter(comparison_id=comparison.pk).update(raters_required=study.raters_per_item)
+        stored.phase, stored.counted = 2, []
+        sequence = decisions.BettingSequence(alpha)
+        low, high = sequence.interval
+    stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
+    stored.mean = sequence.total / sequence.n if sequence.n else 0.5
+    stored.save()
 
 
 def ranks_only(study: Study, settings) -> bool:
@@ -122,7 +150,7 @@ def decided(study: Study) -> set[int]:
 
 CHOOSER = extensions.ItemChooser(choose=choose, advance=live.advance, needs_worker=needs_worker, prepare=prepare,
                                  decide=decide, fills_items_first=lambda study: stops_buying(study.selection_settings),
-                                 decided=decided)
+                                 decided=decided, first_raters=first_raters)
 
 
 WORDS = {decisions.A_BETTER: "{a} better", decisions.B_BETTER: "{b} better",

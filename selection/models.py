@@ -61,6 +61,10 @@ class SelectionSettings(models.Model):
         max_length=10, choices=DecisionGoal.choices, default=DecisionGoal.PAIRS, db_default=DecisionGoal.PAIRS,
         help_text="What the study buys judgments until: every pair decided, or only the ranking (the pairs of "
                   "adjacent systems whose order is still open; selection/core/decisions.ranking_needs).")
+    one_rater_first = models.BooleanField(
+        default=False, db_default=False,
+        help_text="While a stopping pair has items left, each item gets one rater; the other raters come only for the "
+                  "pairs their first raters left undecided (two sequences at alpha / 2 each).")
     stop_when_decided = models.BooleanField(
         default=False, db_default=False,
         help_text="Once a system pair is decided, give out no new places of it (the study stops paying for it).")
@@ -205,6 +209,9 @@ class PairDecision(models.Model):
     comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, primary_key=True,
                                       related_name="decision")
     decision = models.CharField(max_length=12)
+    phase = models.PositiveSmallIntegerField(
+        default=1, db_default=1, help_text="With one rater per item first: 1 while items get their first rater, 2 once "
+                                           "the pool ran out undecided and the other raters are bought.")
     mean = models.FloatField(default=0.5, db_default=0.5,
                              help_text="The first system's mean item score so far (what the ranking mode ranks by).")
     low = models.FloatField()

@@ -211,11 +211,14 @@ def ratings_by_item(comparison: Comparison, judgments) -> tuple[dict[int, dict[i
     return by_item, read
 
 
-def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> tuple[list[tuple[int, float]], int]:
+def pair_item_scores(comparison: Comparison, items: list[int] | None = None, raters: int | None = None
+                     ) -> tuple[list[tuple[int, float]], int]:
     """A system pair's item scores for its first system (``winners.item_score``) from the human judgments collected
     in the study's assignments (the plan's work; imported judgments never fill the plan), one per item whose every
     planned rater has answered (its score no longer changes), in the order the last of them arrived -- what the
-    pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``items``: only these."""
+    pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``items``: only these;
+    ``raters``: the raters an item waits for (default: the study's raters per item; 1 while one rater per item
+    comes first, the score then being that rater's)."""
     judgments = pair_judgments(comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
                                rater__screened_out=False)
     if items is not None:  # by the items' pairs (their index), not by scanning the study's judgments
@@ -223,9 +226,14 @@ def pair_item_scores(comparison: Comparison, items: list[int] | None = None) -> 
     by_item, read = ratings_by_item(comparison, judgments)
     # whole: every planned rater has answered every pair of the item they were shown (a rater part-way through
     # could still revise or add answers, and the score would change after it was observed)
-    wanted, pairs = comparison.study.raters_per_item, comparison.study.pairs_per_assignment
-    return ([(item_id, winners.item_score(list(by_rater.values()))) for item_id, by_rater in by_item.items()
-             if len(by_rater) >= wanted and all(len(v) >= pairs for v in by_rater.values())], read)
+    wanted = comparison.study.raters_per_item if raters is None else raters
+    pairs = comparison.study.pairs_per_assignment
+    scored = []
+    for item_id, by_rater in by_item.items():
+        whole = [v for v in by_rater.values() if len(v) >= pairs]
+        if len(whole) >= wanted:  # the first ``wanted`` raters to finish it (one, while one rater comes first)
+            scored.append((item_id, winners.item_score(whole[:wanted])))
+    return scored, read
 
 
 def pilot_outcomes(comparison: Comparison) -> tuple[str, list[list[float]]]:

@@ -46,6 +46,12 @@ SETTINGS = [
             "is decided or equivalent within the margin. Needs all system pairs compared.", "selection", order=63,
             applies=lambda s: s("selection_method") in ORDER_FREE and s("stop_when_decided")
             and s("pair_mode") == "all"),
+    Setting("one_rater_first", "One rater per item first", "While items remain, each item gets one rater; the other "
+            "raters per item come only for the pairs those first raters leave undecided. It pays when raters of one "
+            "item agree (the budget planner's 1- and several-rater rows show by how much); each of the two steps "
+            "decides at half the error rate.", "selection", order=64,
+            applies=lambda s: s("selection_method") in ORDER_FREE and s("stop_when_decided")
+            and s("raters_per_item") > 1, freezes=PLAN),
     Setting("sep_threshold_t", "Separability midpoint (T)", "sep-ELO and separability-weighted selection give half "
             "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN, order=40),
     Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN,

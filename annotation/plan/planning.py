@@ -167,6 +167,9 @@ def do_reconsider_closed_pairs(study: Study) -> None:
         Study.objects.filter(pk=study.pk).update(fill_items_first=fill)
         study.fill_items_first = fill
     set_closed(study, chooser.decided(study))
+    first = chooser.first_raters(study)
+    if first == study.raters_per_item:  # no longer one rater first: every task asks for all its raters again
+        Task.objects.filter(study=study, raters_required__lt=first).update(raters_required=first)
 
 
 RELEASE_CHUNK = 2000  # units per batch: every query's parameters stay far below PostgreSQL's 65,535
@@ -199,6 +202,7 @@ def release_chunk(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
     pair_ids = {(a, b): pk for pk, a, b in Pair.objects.filter(item_id__in=items)
                 .values_list("pk", "generation_a_id", "generation_b_id")}
     have = set(Task.objects.filter(study=study, item_id__in=items).values_list("item_id", "comparison_id"))
+    raters = extensions.item_chooser().first_raters(study)
     tasks: list[Task] = []
     wanted: list[list[tuple[int, int, int, bool]]] = []  # per task: (item, generation a, generation b, a first)
     for item, comparison in releases:
@@ -213,7 +217,7 @@ def release_chunk(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
             rng,
             study.sample_pairing,
         )
-        tasks.append(Task(study=study, item=item, comparison=comparison, raters_required=study.raters_per_item,
+        tasks.append(Task(study=study, item=item, comparison=comparison, raters_required=raters,
                           position=position))
         position += 1
         wanted.append([(item.pk, generations[(item.pk, comparison.system_a_id, ja)],

@@ -253,6 +253,51 @@ def replay(scores, votes, rng: np.random.Generator, alpha: float = 0.05, margin:
     return Replay(calls[at], at + 1, int(cost[: at + 1].sum()), fixed)
 
 
+def first_decision(x, alpha: float, margin: float) -> tuple[str, int | None]:
+    """The first decision of the confidence sequence over ``x`` and after how many observations (None: none)."""
+    if len(x) == 0:
+        return UNDECIDED, None
+    lower, upper = betting_confidence_sequence(np.asarray(x, dtype=np.float64), alpha)
+    for t, (lo, hi) in enumerate(zip(lower.tolist(), upper.tolist(), strict=True)):
+        call = decide(lo, hi, margin)
+        if call != UNDECIDED:
+            return call, t
+    return UNDECIDED, None
+
+
+def replay_one_rater_first(raters, rng: np.random.Generator, alpha: float = 0.05, margin: float = 0.05,
+                           null: bool = False, costs=None) -> Replay:
+    """One rater per item while items remain, the other raters only where that leaves the pair undecided (the plan's
+    "one rater per item first"), replayed. Phase 1 observes one randomly chosen rater's score of each item, items in
+    a random order, with a sequence at alpha / 2; if the pool runs out undecided, phase 2 buys the other raters of
+    items in a fresh random order and observes each item's mean over all its raters, with a sequence of its own at
+    alpha / 2. Each sequence covers the pair's win rate (both observe items of the same mean), so the two together
+    err with probability at most alpha (union bound), however the second depends on the first.
+
+    ``raters``: per item, each rater's score for the pair's first system in [0, 1]; ``costs``: per item, each
+    rater's judgments (default one each); ``null`` mirrors every score of an item together with probability 1/2
+    (A/A)."""
+    items = [np.asarray(r, dtype=np.float64) for r in raters]
+    paid = [np.ones(len(r), dtype=np.int64) for r in items] if costs is None else \
+        [np.asarray(c, dtype=np.int64) for c in costs]
+    if null:
+        items = [1 - r if flip else r for r, flip in zip(items, rng.random(len(items)) < 0.5, strict=True)]
+    fixed = int(sum(c.sum() for c in paid))
+    order = rng.permutation(len(items))
+    chosen = [int(rng.integers(len(items[i]))) for i in order]
+    first_cost = np.array([paid[i][k] for i, k in zip(order, chosen, strict=True)], dtype=np.int64)
+    call, at = first_decision([items[i][k] for i, k in zip(order, chosen, strict=True)], alpha / 2, margin)
+    if at is not None:
+        return Replay(call, at + 1, int(first_cost[: at + 1].sum()), fixed)
+    second = rng.permutation(len(items))
+    call, at = first_decision([items[i].mean() for i in second], alpha / 2, margin)
+    if at is None:
+        return Replay(UNDECIDED, len(items), fixed, fixed)
+    picked = dict(zip(order.tolist(), chosen, strict=True))
+    extra = sum(int(paid[i].sum() - paid[i][picked[i]]) for i in second[: at + 1])
+    return Replay(call, len(items), int(first_cost.sum()) + extra, fixed)
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Ranking mode: with three or more systems, buy only the pairs whose decision the ranking still needs
 

@@ -364,6 +364,6 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
          "public_base_url"],
         ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",
          "separability_threshold", "risk", "min_n", "decision_alpha", "decision_margin", "stop_when_decided",
-         "decision_goal", "seed"],
+         "decision_goal", "one_rater_first", "seed"],
         ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
          "stopping_ties_in_n", "indeterminacy_beta", "estimate_target"]]

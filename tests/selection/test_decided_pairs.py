@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from annotation.elicitation import Answer
-from annotation.models import AssignmentTask, Comparison, Judgment
+from annotation.models import AssignmentTask, Comparison, Judgment, Task
 from annotation.rating import allocation, recording
 from annotation.studies import creation, enrolment, lifecycle
 from selection.core import decisions
@@ -234,3 +234,25 @@ def test_the_ranking_mode_buys_only_the_adjacent_orders_it_needs(researcher, res
     assert bought < 6 * alone  # what deciding every pair would have bought
     table = researcher_client.get(study.get_absolute_url()).content.decode().split('data-testid="decisions"')[1]
     assert table.count("not bought: implied: sys-a better") == 2 and "not bought: implied: sys-b better" in table
+
+
+def test_one_rater_per_item_first_and_the_others_only_where_the_pair_stays_open(three):
+    """Two raters per item, one first: sys-a's pairs are decided on single votes (each item bought once), the level
+    pair sys-b vs sys-c is not, so once each of its items has its first rater the plan asks for the second on every
+    one of them (phase 2), and observes whole items afresh."""
+    three = lifecycle.do_update_settings(three, {"raters_per_item": 2, "one_rater_first": True}, None)
+    assert set(Task.objects.filter(study=three).values_list("raters_required", flat=True)) == {1}
+    rate_everything(three)
+    pairs = {(c.system_a.name, c.system_b.name): c for c in three.comparisons.select_related("system_a", "system_b")}
+    lower, _ = decisions.betting_confidence_sequence([1.0] * ITEMS, alpha=three.selection_settings.decision_alpha / 2)
+    alone = int(np.argmax(lower > 0.5)) + 1  # phase 1 runs at half the error rate
+    for key in (("sys-a", "sys-b"), ("sys-a", "sys-c")):
+        stored = PairDecision.objects.get(comparison=pairs[key])
+        assert stored.decision == decisions.A_BETTER and stored.phase == 1
+        assert judgments_of(pairs[key]) == stored.items == alone  # one judgment per item, none after
+        assert set(Task.objects.filter(comparison=pairs[key]).values_list("raters_required", flat=True)) == {1}
+    level = PairDecision.objects.get(comparison=pairs[("sys-b", "sys-c")])
+    assert level.phase == 2 and level.decision == decisions.UNDECIDED and level.items == ITEMS
+    assert set(Task.objects.filter(comparison=pairs[("sys-b", "sys-c")]).values_list("raters_required",
+                                                                                      flat=True)) == {2}
+    assert judgments_of(pairs[("sys-b", "sys-c")]) == 2 * ITEMS  # every item's second rater bought

@@ -95,6 +95,10 @@ class Command(BaseCommand):
                             help="With --replay: the decision error rate (default: the study's).")
         parser.add_argument("--margin", type=float,
                             help="With --replay: the equivalence margin (default: the study's; 0: winners only).")
+        parser.add_argument("--first-raters", choices=["one", "all"],
+                            help="With --replay and every pair as the goal: 'one' buys one rater per item while items "
+                            "remain and the other raters only where the pair stays undecided (each step at half the "
+                            "error rate); 'all' buys whole items. Default: the study's setting.")
         parser.add_argument("--goal", choices=["pairs", "ranking"],
                             help="With --replay: decide every system pair (pairs), or only what the ranking needs "
                             "(ranking: an item at a time to the undecided pairs of adjacent systems whose order the "
@@ -191,7 +195,9 @@ class Command(BaseCommand):
         if goal == "ranking":
             records = self._ranking_replay(comparisons, rows, o, alpha, margin)
         else:
-            records = self._pairs_replay(comparisons, rows, o, alpha, margin)
+            one = (o["first_raters"] == "one" if o["first_raters"]
+                   else study.selection_settings.one_rater_first and study.raters_per_item > 1)
+            records = self._pairs_replay(comparisons, rows, o, alpha, margin, one)
         if o["json"]:
             self.stdout.write(json.dumps(records, indent=2))
             return
@@ -232,14 +238,18 @@ class Command(BaseCommand):
                                 **dataclasses.asdict(result), "implied": implied})
         return records
 
-    def _pairs_replay(self, comparisons, rows, o, alpha, margin) -> list[dict]:
+    def _pairs_replay(self, comparisons, rows, o, alpha, margin, one_first: bool) -> list[dict]:
         records = []
         for c in comparisons:
             pair = (c.system_a.name, c.system_b.name)
-            scores, votes = item_scores(rating_sets(rows, pair))
+            sets = rating_sets(rows, pair)
+            scores, votes = item_scores(sets)
+            raters = [[float(np.mean(winners.score_for_a(r))) for r in by_rater.values()] for by_rater in sets.values()]
+            costs = [[len(r) for r in by_rater.values()] for by_rater in sets.values()]
             for seed in range(o["seed"], o["seed"] + o["seeds"]):
-                result = decisions.replay(scores, votes, np.random.default_rng(self._order_seed(seed, pair)), alpha,
-                                          margin, null=o["null"])
+                rng = np.random.default_rng(self._order_seed(seed, pair))
+                result = (decisions.replay_one_rater_first(raters, rng, alpha, margin, o["null"], costs) if one_first
+                          else decisions.replay(scores, votes, rng, alpha, margin, null=o["null"]))
                 records.append({"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed,
                                 **dataclasses.asdict(result)})
         return records

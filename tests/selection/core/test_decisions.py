@@ -227,3 +227,27 @@ def test_the_ranking_mode_on_prd_decides_rightly_and_buys_less_than_half():
     assert calls > 0 and wrong <= 0.05 * calls
     assert false <= 0.05 * 20 * len(pairs)
     assert fixed >= 2 * used
+
+
+def test_one_rater_first_decides_on_single_votes_or_buys_the_rest_at_half_the_error_rate():
+    rng = np.random.default_rng(5)
+    # every rater picks the first system: phase 1 decides on single votes, one judgment per item
+    won = decisions.replay_one_rater_first([[1.0, 1.0, 1.0]] * 100, rng)
+    call, at = decisions.first_decision([1.0] * 100, 0.025, 0.05)
+    assert (won.decision, won.items_used, won.judgments_used, won.judgments_fixed) == (call, at + 1, at + 1, 300)
+    # raters split on every item: single votes (0 or 1) cannot show equivalence within 0.2 in 20 items, whole items
+    # (0.5 each) can: phase 2 buys the second rater of the items it observes, in its own order
+    split = decisions.replay_one_rater_first([[0.0, 1.0]] * 20, rng, margin=0.2, costs=[[1, 1]] * 20)
+    call, at = decisions.first_decision([0.5] * 20, 0.025, 0.2)
+    assert (split.decision, split.judgments_used) == (call, 20 + at + 1) == ("equivalent", 20 + at + 1)
+    assert decisions.replay_one_rater_first([[0.0, 1.0]] * 20, rng, margin=0.0).judgments_used == 40  # never
+
+
+def test_one_rater_first_calls_no_system_better_when_none_is_on_prd_items():
+    """A/A on PRD's human pairs with two or more votes per item (each item's votes mirrored together at random),
+    looking after every observation in both phases: directions decided in at most alpha of the replays."""
+    votes = {p: v for p, v in prd_votes().items() if min(len(x) for x in v) >= 2}
+    rng = np.random.default_rng(41)
+    runs = [decisions.replay_one_rater_first(items, rng, null=True) for items in votes.values() for _ in range(25)]
+    false = sum(r.decision in (decisions.A_BETTER, decisions.B_BETTER) for r in runs)
+    assert len(runs) >= 400 and false <= 0.05 * len(runs)
