@@ -25,8 +25,10 @@ from selection import services
 from selection.core import budget
 
 KIND = "budget"
-DEFAULT_MARGINS, DEFAULT_RATERS = "0.05,0.1,0.15", "1,3"
+DEFAULTS = {"margins": "0.05,0.1,0.15", "raters": "1,3", "power": 0.8, "max_items": 2000, "rounds": 200}
+FIELDS = ("margins", "raters", "alpha", "power", "max_items", "rounds", "seed", "pair")
 MAX_PLANS = 60  # margins x raters-per-item choices one request may ask for (each simulates ``rounds`` studies)
+MAX_DRAWS = 2_000_000  # rounds x max_items: the simulated item scores held at once (16 MB)
 
 
 FIELD_WORDS = {"margins": "margins", "raters": "raters per item", "alpha": "error rate", "power": "power",
@@ -34,7 +36,8 @@ FIELD_WORDS = {"margins": "margins", "raters": "raters per item", "alpha": "erro
 
 
 class BadRequest(ValueError):
-    """A budget request refused, naming the field (the form and the API show it next to that field)."""
+    """A budget request refused, naming the field (the API answers {field: [message]}, the page says it with the
+    field's words, the command names the option)."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
@@ -57,9 +60,10 @@ class Request:
                 "pair": list(self.pair) if self.pair else None}
 
 
-def _numbers(field: str, text: str, kind: type) -> tuple:
+def _numbers(field: str, text, kind: type) -> tuple:
+    parts = [str(v) for v in text] if isinstance(text, list | tuple) else str(text).split(",")
     try:
-        values = tuple(kind(v) for v in str(text).split(",") if v.strip())
+        values = tuple(kind(v) for v in parts if v.strip())
     except ValueError:
         raise BadRequest(field, f"expected comma-separated numbers, not {text!r}") from None
     if not values:
@@ -70,6 +74,8 @@ def _numbers(field: str, text: str, kind: type) -> tuple:
 def _number(field: str, text, kind: type, default):
     if text is None or str(text).strip() == "":
         return default
+    if kind is int and (isinstance(text, bool) or isinstance(text, float) and not text.is_integer()):
+        raise BadRequest(field, f"expected a whole number, not {text!r}")
     try:
         return kind(text)
     except (TypeError, ValueError):
@@ -77,10 +83,10 @@ def _number(field: str, text, kind: type, default):
 
 
 def read_request(study: Study, values: Mapping[str, object]) -> Request:
-    """A budget request from text fields (the form, the API's JSON, the command's options), checked field by field;
-    a missing field takes its default (the study's error rate and seed)."""
-    margins = _numbers("margins", values.get("margins") or DEFAULT_MARGINS, float)
-    raters = _numbers("raters", values.get("raters") or DEFAULT_RATERS, int)
+    """A budget request from text fields (the form, the API's JSON, the command's options; margins, raters and pair
+    also as lists), checked field by field; a missing field takes its default (the study's error rate and seed)."""
+    margins = _numbers("margins", values.get("margins") or DEFAULTS["margins"], float)
+    raters = _numbers("raters", values.get("raters") or DEFAULTS["raters"], int)
     if any(not 0 < m < 0.5 for m in margins):
         raise BadRequest("margins", "each margin is a win rate above a half: above 0 and below 0.5 (0.05 = 55 %)")
     if any(r < 1 or r > 50 for r in raters):
@@ -88,10 +94,12 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
     if len(margins) * len(raters) > MAX_PLANS:
         raise BadRequest("margins", f"at most {MAX_PLANS} margin x raters combinations per plan")
     alpha = _number("alpha", values.get("alpha"), float, study.selection_settings.decision_alpha)
-    power = _number("power", values.get("power"), float, 0.8)
-    max_items = _number("max_items", values.get("max_items"), int, 2000)
-    rounds = _number("rounds", values.get("rounds"), int, 200)
+    power = _number("power", values.get("power"), float, DEFAULTS["power"])
+    max_items = _number("max_items", values.get("max_items"), int, DEFAULTS["max_items"])
+    rounds = _number("rounds", values.get("rounds"), int, DEFAULTS["rounds"])
     seed = _number("seed", values.get("seed"), int, study.seed)
+    if seed < 0:
+        raise BadRequest("seed", "a whole number of at least 0")
     if not 0 < alpha < 1:
         raise BadRequest("alpha", "the error rate is above 0 and below 1 (e.g. 0.05)")
     if not 0 < power < 1:
@@ -100,9 +108,12 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
         raise BadRequest("max_items", "from 10 to 20,000 items")
     if not 10 <= rounds <= 2000:
         raise BadRequest("rounds", "from 10 to 2,000 simulated studies")
+    if rounds * max_items > MAX_DRAWS:
+        raise BadRequest("rounds", f"simulated studies x most items is at most {MAX_DRAWS:,}")
     pair = None
     if values.get("pair"):
-        names = [p.strip() for p in str(values["pair"]).split(",")]
+        given = values["pair"]
+        names = [str(p).strip() for p in (given if isinstance(given, list | tuple) else str(given).split(","))]
         if len(names) != 2 or not all(names):
             raise BadRequest("pair", "two system names separated by a comma: SYSTEM_A,SYSTEM_B")
         if not study.comparisons.filter(system_a__name__in=names, system_b__name__in=names).exists():
@@ -113,13 +124,15 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
 
 def plan(study: Study, request: Request, progress: Callable[[int, int], None] | None = None) -> dict:
     """Per system pair, margin and raters per item: items, judgments, assignments (HITs), money and rater-hours.
-    Judgments count each rater's N sampled pairs of an item; money is the study's pay per assignment."""
+    Judgments count each rater's N sampled pairs of an item; an assignment holds whole items' pairs up to the study's
+    judgments per assignment (``allocation.pairs_per_bundle``); money is the study's pay per assignment."""
     comparisons = list(study.comparisons.select_related("system_a", "system_b"))
     if request.pair:
         comparisons = [c for c in comparisons if {c.system_a.name, c.system_b.name} == set(request.pair)]
     pace, measured = allocation.seconds_per_pair(study)
-    per_assignment, per_item = study.judgments_per_assignment, study.pairs_per_assignment
+    per_assignment, per_item = allocation.pairs_per_bundle(study), study.pairs_per_assignment
     pay = study.crowd_settings.pay_per_assignment
+    pay = None if pay is None else Decimal(str(pay))
     pools = dict(Task.objects.filter(study=study).order_by().values("comparison_id").annotate(n=Count("id"))
                  .values_list("comparison_id", "n"))  # the items each pair's plan holds
     all_items = study.items.count()
@@ -183,9 +196,7 @@ def do_start_budget(study: Study, request: Request) -> Job:
 
 def budget_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     study = job.study
-    request = read_request(study, {**job.params, "margins": ",".join(map(str, job.params["margins"])),
-                                   "raters": ",".join(map(str, job.params["raters"])),
-                                   "pair": ",".join(job.params["pair"]) if job.params.get("pair") else None})
+    request = read_request(study, job.params)
     result = plan(study, request, progress)
     BudgetPlan.objects.create(study=study, job=job, result=result)
     return jobs.Outcome(f"Budget planned for {len({r['pair'] for r in result['rows']})} system pair(s).")

@@ -17,8 +17,7 @@ def budget_panel(study) -> dict:
     the whole study's judgments and cost per margin and raters per item (a summary before the per-pair rows)."""
     latest = budgeting.latest(study)
     job = study.jobs.filter(kind=budgeting.KIND).first()
-    panel = {"job": job, "plan": latest, "defaults": {"margins": budgeting.DEFAULT_MARGINS,
-                                                      "raters": budgeting.DEFAULT_RATERS}}
+    panel = {"job": job, "plan": latest, "defaults": budgeting.DEFAULTS}
     if latest is None:
         return panel
     rows = latest.result["rows"]

@@ -366,23 +366,21 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
     return out
 
 
-ORDER_WORDS = {"decided": "decided", "equivalent": "equivalent within the margin", "reversed": "decided the other way",
-               "open": "open", "not compared": "not compared"}
-
-
 def mark_adjacent_orders(board: list[dict], stopping: list[dict]) -> None:
     """Mark on each leaderboard row whether its order above the next row's system is decided: by the pair's
     anytime-valid decision (the stopping rows' ``decision``) -- "decided" (this system wins more than half),
     "equivalent" (within the margin), "reversed" (the pair's decision puts the next system above), "open" (undecided)
     or "not compared". The last row has none."""
     by_pair = {(s["system_a"], s["system_b"]): s["decision"] for s in stopping}
+    swap = {decisions.A_BETTER: decisions.B_BETTER, decisions.B_BETTER: decisions.A_BETTER}
     for upper, lower in zip(board, board[1:], strict=False):
-        call = by_pair.get((upper["system"], lower["system"]))
+        call = by_pair.get((upper["system"], lower["system"]))  # "a": the upper system is better
         if call is None and (lower["system"], upper["system"]) in by_pair:
-            call = {"a": "b", "b": "a"}.get(by_pair[(lower["system"], upper["system"])],
-                                            by_pair[(lower["system"], upper["system"])])
-        upper["order_below"] = ("not compared" if call is None else "decided" if call == "a" else
-                                "reversed" if call == "b" else "equivalent" if call == "equivalent" else "open")
+            call = by_pair[(lower["system"], upper["system"])]
+            call = swap.get(call, call)
+        upper["order_below"] = ("not compared" if call is None else "decided" if call == decisions.A_BETTER else
+                                "reversed" if call == decisions.B_BETTER else
+                                "equivalent" if call == decisions.EQUIVALENT else "open")
     if board:
         board[-1]["order_below"] = None
 

@@ -168,9 +168,16 @@ def budget_api(request, study_id: int):
     job_state = None if job is None else {"id": job.pk, "status": job.status, "done": job.done, "total": job.total,
                                           "message": job.message}
     if request.method == "POST":
-        values = request.data if hasattr(request.data, "get") else {}
+        values = request.data
+        if not hasattr(values, "keys"):
+            return Response({"detail": "Send a JSON object of the plan's fields (all optional): "
+                                       + ", ".join(budgeting.FIELDS) + "."}, status=400)
+        unknown = sorted(set(values.keys()) - set(budgeting.FIELDS))
+        if unknown:
+            return Response({k: ["not a field of a budget plan; the fields are " + ", ".join(budgeting.FIELDS)]
+                             for k in unknown}, status=400)
         try:
-            plan_request = budgeting.read_request(study, {k: None if v is None else str(v) for k, v in values.items()})
+            plan_request = budgeting.read_request(study, {k: values.get(k) for k in values.keys()})
         except budgeting.BadRequest as exc:
             return Response({exc.field: [exc.message]}, status=400)
         job = budgeting.do_start_budget(study, plan_request)

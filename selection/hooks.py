@@ -9,12 +9,12 @@ from decimal import Decimal
 from django.db.models import Count, F
 
 from annotation import extensions
-from annotation.models import Comparison, Item, Study, Task
+from annotation.models import Assignment, AssignmentTask, Comparison, Item, Study, Task
+from annotation.rating.allocation import pairs_per_bundle
 from selection import live, services
 from selection.core import decisions
 from selection.models import PairDecision
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
-from selection.study_settings import ORDER_FREE
 
 
 def choose(study: Study, comparison: Comparison, candidates: list[Item]) -> list[Item]:
@@ -38,15 +38,9 @@ def prepare(study: Study, progress: extensions.Progress) -> None:
     services.embed_study(study, progress=progress)
 
 
-def stops_buying(settings) -> bool:
-    """Whether the study stops buying decided pairs: asked for, and with a selection whose items come in random
-    order with equal chances (the decision's sequence assumes it)."""
-    return settings.stop_when_decided and settings.selection_method in ORDER_FREE
-
-
 def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     settings = study.selection_settings
-    if not stops_buying(settings):
+    if not settings.stops_buying():
         return None
     by_comparison: dict[int, set[int]] = {}
     systems: dict[int, tuple[int, int]] = {}
@@ -55,6 +49,7 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
         by_comparison.setdefault(comparison_id, set()).add(item_id)
         systems[comparison_id] = (system_a, system_b)
     decided_now = set()
+    judged = services.judgments_by_pair(assignment)
     for comparison_id in sorted(by_comparison):
         # the pair as the reads below need it, without reading its row again
         comparison = Comparison(pk=comparison_id, study=study, system_a_id=systems[comparison_id][0],
@@ -62,10 +57,11 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
         stored, _ = PairDecision.objects.select_for_update().get_or_create(
             comparison_id=comparison_id, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0,
                                                    "items": 0, "judgments": 0})
-        observe(study, settings, comparison, stored, by_comparison[comparison_id], assignment)
+        observe(study, settings, comparison, stored, by_comparison[comparison_id],
+                judged.get(frozenset(systems[comparison_id]), 0))
         if stored.decision != decisions.UNDECIDED:
             decided_now.add(comparison_id)
-    if not ranks_only(study, settings):
+    if not settings.ranks_only():
         return decided_now, set()  # a decided pair stays decided (the intervals are nested): nothing reopens
     closed = not_bought(study, settings)
     now = dict(study.comparisons.values_list("pk", "closed"))
@@ -73,22 +69,18 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
             {pk for pk, is_closed in now.items() if is_closed and pk not in closed})
 
 
-def one_first(study: Study, settings) -> bool:
-    """Whether the plan buys one rater per item first (and the others only where the pair stays undecided)."""
-    return stops_buying(settings) and settings.one_rater_first and study.raters_per_item > 1
-
-
 def first_raters(study: Study) -> int:
-    return 1 if one_first(study, study.selection_settings) else study.raters_per_item
+    return 1 if study.selection_settings.one_first() else study.raters_per_item
 
 
 def observe(study: Study, settings, comparison: Comparison, stored: PairDecision, items: set[int],
-            assignment) -> None:
+            judged: int) -> None:
     """Bring one pair's stored decision up to date with the items the assignment may have completed: one observation
     per item once its raters are in (one rater in phase 1 of "one rater per item first", all of them otherwise);
     when phase 1 has observed every item of the pair undecided, phase 2 starts -- the pair's tasks ask for all their
-    raters, and a new sequence observes whole items -- each phase at half the error rate."""
-    split = one_first(study, settings)
+    raters, and a new sequence observes whole items -- each phase at half the error rate. ``judged``: the
+    assignment's judgments of the pair."""
+    split = settings.one_first()
     alpha = settings.decision_alpha / 2 if split else settings.decision_alpha
     raters = 1 if split and stored.phase == 1 else study.raters_per_item
     sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
@@ -98,41 +90,42 @@ def observe(study: Study, settings, comparison: Comparison, stored: PairDecision
     else:  # the items this assignment may have completed, one observation each
         new = sorted(items - set(stored.counted))
         scored = services.pair_item_scores(comparison, new, raters)[0] if new else []
-        stored.judgments += services.pair_judgments(comparison, assignment=assignment).count()
+        stored.judgments += judged
     for item_id, score in scored:
         sequence.update(score)
         stored.counted.append(item_id)
     low, high = sequence.interval
     stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
+    if sequence.n:
+        stored.mean = sequence.total / sequence.n
     if (split and stored.phase == 1 and stored.decision == decisions.UNDECIDED
-            and sequence.n >= Task.objects.filter(comparison_id=comparison.pk).count()):
-        # every item has its first rater and the pair is open: buy the others, observe whole items afresh
+            and not Task.objects.filter(comparison_id=comparison.pk, taken__lt=F("raters_required")).exists()):
+        # no item is left without its first rater (an item whose only rater was screened out included) and the
+        # pair is open: buy the others, observe whole items afresh (the ranking keeps phase 1's estimate meanwhile)
         Task.objects.filter(comparison_id=comparison.pk).update(raters_required=study.raters_per_item)
         stored.phase, stored.counted = 2, []
         sequence = decisions.BettingSequence(alpha)
         low, high = sequence.interval
     stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
-    stored.mean = sequence.total / sequence.n if sequence.n else 0.5
     stored.save()
-
-
-def ranks_only(study: Study, settings) -> bool:
-    """Whether the study buys only what its ranking needs (all system pairs compared: adjacency needs them)."""
-    return settings.decision_goal == settings.DecisionGoal.RANKING and study.pair_mode == Study.PairMode.ALL
 
 
 def not_bought(study: Study, settings) -> set[int]:
     """The system pairs the study no longer buys: the decided ones, and with the ranking as the goal every pair the
-    ranking does not need now (``decisions.ranking_needs``: a pair with no place left to give is exhausted)."""
+    ranking does not need now (``decisions.ranking_needs``). A pair is exhausted once no place of it is free nor held
+    by an assignment under way (a held place comes back if its assignment expires)."""
     stored = {d["comparison_id"]: d for d in PairDecision.objects.filter(comparison__study=study)
               .values("comparison_id", "decision", "mean")}
-    if not ranks_only(study, settings):
+    if not settings.ranks_only():
         return {pk for pk, d in stored.items() if d["decision"] != decisions.UNDECIDED}
     comparisons = list(study.comparisons.values_list("pk", "system_a_id", "system_b_id"))
-    with_places = set(Task.objects.filter(study=study, taken__lt=F("raters_required"))
-                      .values_list("comparison_id", flat=True).distinct())
+    with_work = set(Task.objects.filter(study=study, taken__lt=F("raters_required"))
+                    .values_list("comparison_id", flat=True).distinct())
+    with_work |= set(AssignmentTask.objects.filter(task__study=study, slot__isnull=False,
+                                                   assignment__status=Assignment.Status.ACTIVE)
+                     .values_list("task__comparison_id", flat=True).distinct())
     states = {(a, b): decisions.PairState(stored[pk]["decision"] if pk in stored else decisions.UNDECIDED,
-                                          stored[pk]["mean"] if pk in stored else 0.5, pk not in with_places)
+                                          stored[pk]["mean"] if pk in stored else 0.5, pk not in with_work)
               for pk, a, b in comparisons}
     needed = decisions.ranking_needs(states)
     return {pk for pk, a, b in comparisons if (a, b) not in needed}
@@ -140,7 +133,7 @@ def not_bought(study: Study, settings) -> set[int]:
 
 def decided(study: Study) -> set[int]:
     settings = study.selection_settings
-    if not stops_buying(settings):
+    if not settings.stops_buying():
         # nothing is kept while off: items finished meanwhile would be missing from a sequence resumed later, so
         # the next completion of each pair after it is turned on again reads the pair's judgments afresh
         PairDecision.objects.filter(comparison__study=study).delete()
@@ -149,7 +142,7 @@ def decided(study: Study) -> set[int]:
 
 
 CHOOSER = extensions.ItemChooser(choose=choose, advance=live.advance, needs_worker=needs_worker, prepare=prepare,
-                                 decide=decide, fills_items_first=lambda study: stops_buying(study.selection_settings),
+                                 decide=decide, fills_items_first=lambda study: study.selection_settings.stops_buying(),
                                  decided=decided, first_raters=first_raters)
 
 
@@ -163,14 +156,15 @@ def decision_rows(study: Study) -> list[dict]:
     ranking as the goal, why a pair is not bought now (decided, its order implied by decided pairs, or not next to
     each other in the current ranking)."""
     planned: dict[int, int] = {}
-    for comparison_id, pairs, raters in (Task.objects.filter(study=study).annotate(p=Count("task_pairs"))
-                                         .values_list("comparison_id", "p", "raters_required")):
-        planned[comparison_id] = planned.get(comparison_id, 0) + pairs * raters
+    for comparison_id, pairs in (Task.objects.filter(study=study).annotate(p=Count("task_pairs"))
+                                 .values_list("comparison_id", "p")):
+        # the study's raters per item, not the task's current ask (one rater first asks for the others later)
+        planned[comparison_id] = planned.get(comparison_id, 0) + pairs * study.raters_per_item
     stored = {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
     pay = study.crowd_settings.pay_per_assignment
     comparisons = list(study.comparisons.select_related("system_a", "system_b"))
     implied: dict[tuple[int, int], str] = {}
-    if ranks_only(study, study.selection_settings):
+    if study.selection_settings.ranks_only():
         implied = decisions.implied({(c.system_a_id, c.system_b_id): decisions.PairState(
             stored[c.pk].decision if c.pk in stored else decisions.UNDECIDED, 0.5) for c in comparisons})
     rows = []
@@ -179,7 +173,9 @@ def decision_rows(study: Study) -> list[dict]:
         call = d.decision if d else decisions.UNDECIDED
         names = {"a": c.system_a.name, "b": c.system_b.name}
         why = ("" if not c.closed else "decided" if call != decisions.UNDECIDED
-               else f"implied: {WORDS[implied[(c.system_a_id, c.system_b_id)]].format(**names)}"
+               else "order implied by decided pairs: {} above {}".format(
+                   *((names["a"], names["b"]) if implied[(c.system_a_id, c.system_b_id)] == decisions.A_BETTER
+                     else (names["b"], names["a"])))
                if (c.system_a_id, c.system_b_id) in implied else "not needed by the ranking now")
         rows.append({
             "label": str(c), "closed": c.closed, "why": why,
@@ -187,16 +183,16 @@ def decision_rows(study: Study) -> list[dict]:
             "low": d.low if d else 0.0, "high": d.high if d else 1.0, "items": d.items if d else 0,
             "judgments": d.judgments if d else 0, "planned": planned.get(c.pk, 0),
             "saved": max(0, planned.get(c.pk, 0) - (d.judgments if d else 0)) if c.closed else 0})
-        # money: the judgments not bought at the study's pay per assignment (of judgments_per_assignment pairs)
+        # money: the judgments not bought at the study's pay per assignment (whole items' pairs, as bundled)
         rows[-1]["money"] = (None if pay is None else
-                             (pay * rows[-1]["saved"] / study.judgments_per_assignment).quantize(Decimal("0.01")))
+                             (pay * rows[-1]["saved"] / pairs_per_bundle(study)).quantize(Decimal("0.01")))
     return rows
 
 
 def study_page(study: Study) -> dict:
     settings = study.selection_settings
-    return {"decisions": decision_rows(study) if stops_buying(settings) else None,
-            "ranking_goal": stops_buying(settings) and ranks_only(study, settings),
+    return {"decisions": decision_rows(study) if settings.stops_buying() else None,
+            "ranking_goal": settings.ranks_only(),
             "live_statuses": live.statuses(study), "embedded": services.embedding_coverage(study),
             "settings": settings, "strategy": STRATEGIES.get(settings.selection_method)}
 

@@ -75,6 +75,23 @@ class SelectionSettings(models.Model):
     def __str__(self) -> str:
         return f"selection settings of study {self.study_id}"
 
+    # What the stopping settings mean together -- the one home the live plan, the pages and ``simulate`` read.
+    def stops_buying(self) -> bool:
+        """Whether the study stops buying decided pairs: asked for, and with a selection whose items come in random
+        order with equal chances (the decision's sequence assumes it)."""
+        from selection.study_settings import ORDER_FREE
+
+        return self.stop_when_decided and self.selection_method in ORDER_FREE
+
+    def ranks_only(self) -> bool:
+        """Whether the study buys only what its ranking needs (every system pair compared: adjacency needs them)."""
+        return (self.stops_buying() and self.decision_goal == self.DecisionGoal.RANKING
+                and self.study.pair_mode == Study.PairMode.ALL)
+
+    def one_first(self) -> bool:
+        """Whether the plan buys one rater per item first and the others only where the pair stays undecided."""
+        return self.stops_buying() and self.one_rater_first and self.study.raters_per_item > 1
+
 
 class Embedding(models.Model):
     """One text's embedding under one encoder, keyed by the text's sha256 (so nothing is embedded

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Count
 
 from annotation import elicitation
 from annotation.models import Comparison, Generation, Item, Judgment, Pair, Rater, Study, Task
@@ -185,12 +186,15 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     return out
 
 
-def pair_judgments(comparison: Comparison, **where):
-    """The current judgments of a system pair (either display order, either system as A), narrowed by ``where``."""
+def pair_judgments(comparison: Comparison, items: list[int] | None = None, **where):
+    """The current judgments of a system pair (either display order, either system as A), narrowed by ``where``;
+    ``items``: only those of these items, read through the judgments' pair index (not the study's judgments: the
+    decision step after each completed assignment must not grow with the study)."""
     systems = [comparison.system_a_id, comparison.system_b_id]
-    return Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
-                                   pair__generation_a__system_id__in=systems,
-                                   pair__generation_b__system_id__in=systems, **where)
+    judgments = (Judgment.objects.filter(study_id=comparison.study_id) if items is None else
+                 Judgment.objects.filter(pair_id__in=Pair.objects.filter(item_id__in=items).values("id")))
+    return judgments.filter(revised=False, superseded=False, pair__generation_a__system_id__in=systems,
+                            pair__generation_b__system_id__in=systems, **where)
 
 
 def ratings_by_item(comparison: Comparison, judgments) -> tuple[dict[int, dict[int, list[int]]], int]:
@@ -219,10 +223,8 @@ def pair_item_scores(comparison: Comparison, items: list[int] | None = None, rat
     pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``items``: only these;
     ``raters``: the raters an item waits for (default: the study's raters per item; 1 while one rater per item
     comes first, the score then being that rater's)."""
-    judgments = pair_judgments(comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
+    judgments = pair_judgments(comparison, items, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
                                rater__screened_out=False)
-    if items is not None:  # by the items' pairs (their index), not by scanning the study's judgments
-        judgments = judgments.filter(pair_id__in=Pair.objects.filter(item_id__in=items).values("id"))
     by_item, read = ratings_by_item(comparison, judgments)
     # whole: every planned rater has answered every pair of the item they were shown (a rater part-way through
     # could still revise or add answers, and the score would change after it was observed)
@@ -234,6 +236,18 @@ def pair_item_scores(comparison: Comparison, items: list[int] | None = None, rat
         if len(whole) >= wanted:  # the first ``wanted`` raters to finish it (one, while one rater comes first)
             scored.append((item_id, winners.item_score(whole[:wanted])))
     return scored, read
+
+
+def judgments_by_pair(assignment) -> dict[frozenset[int], int]:
+    """An assignment's current judgments per system pair (by its two systems' ids), read through the assignment's
+    index (one query)."""
+    rows = (Judgment.objects.filter(assignment=assignment, revised=False, superseded=False)
+            .values_list("pair__generation_a__system_id", "pair__generation_b__system_id")
+            .annotate(n=Count("id")).order_by())
+    out: dict[frozenset[int], int] = {}
+    for a, b, n in rows:
+        out[frozenset((a, b))] = out.get(frozenset((a, b)), 0) + n
+    return out
 
 
 def pilot_outcomes(comparison: Comparison) -> tuple[str, list[list[float]]]:

@@ -140,7 +140,11 @@ def do_close_decided_pairs(assignment: Assignment) -> None:
     change = extensions.item_chooser().decide(assignment.study, assignment)
     if change is None:
         return
-    close, reopen = change
+    close_and_reopen(*change)
+
+
+def close_and_reopen(close, reopen) -> None:
+    """Close these system pairs and open those (one update each, only when there are any)."""
     if close:
         Comparison.objects.filter(pk__in=close, closed=False).update(closed=True)
     if reopen:
@@ -148,14 +152,10 @@ def do_close_decided_pairs(assignment: Assignment) -> None:
 
 
 def set_closed(study: Study, closed: set[int]) -> None:
-    """Make exactly these system pairs of the study closed (two updates at most, only of the pairs that change)."""
+    """Make exactly these system pairs of the study closed."""
     now = dict(study.comparisons.values_list("pk", "closed"))
-    close = [pk for pk, is_closed in now.items() if pk in closed and not is_closed]
-    reopen = [pk for pk, is_closed in now.items() if pk not in closed and is_closed]
-    if close:
-        Comparison.objects.filter(pk__in=close).update(closed=True)
-    if reopen:
-        Comparison.objects.filter(pk__in=reopen).update(closed=False)
+    close_and_reopen([pk for pk, is_closed in now.items() if pk in closed and not is_closed],
+                     [pk for pk, is_closed in now.items() if pk not in closed and is_closed])
 
 
 def do_reconsider_closed_pairs(study: Study) -> None:

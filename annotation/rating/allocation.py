@@ -364,6 +364,17 @@ class AssignmentSize:
         return max(1, round(self.pairs * self.seconds_per_pair / 60))
 
 
+def bundle(per_task: int, judgments_per_assignment: int) -> int:
+    """The rated pairs one assignment holds: whole tasks (an item's pairs for one rater), as many as fit in the
+    study's judgments per assignment, at least one."""
+    return per_task * max(1, judgments_per_assignment // per_task)
+
+
+def pairs_per_bundle(study: Study) -> int:
+    """The rated pairs a full assignment of this study holds (what a crowd site pays one assignment for)."""
+    return bundle(study.pairs_per_assignment, study.judgments_per_assignment)
+
+
 def assignment_size(study: Study) -> AssignmentSize:
     """The plan's typical assignment -- whole tasks (the median task's pairs) up to the study's judgments per
     assignment, one per item, plus the attention checks the gold rate adds on average -- and the time it takes
@@ -371,7 +382,7 @@ def assignment_size(study: Study) -> AssignmentSize:
     sizes = sorted(Task.objects.filter(study=study).annotate(n=Count("task_pairs")).values_list("n", flat=True))
     per_task = sizes[len(sizes) // 2] if sizes else 0
     items = Task.objects.filter(study=study).values("item_id").distinct().count()  # never an item twice
-    pairs = per_task * min(items, max(1, study.judgments_per_assignment // per_task)) if per_task else 0
+    pairs = min(bundle(per_task, study.judgments_per_assignment), per_task * items) if per_task else 0
     if study.gold_pairs.exists():
         pairs += round(study.crowd_settings.gold_rate * pairs)
     return AssignmentSize(pairs, *seconds_per_pair(study))

@@ -243,14 +243,10 @@ def replay(scores, votes, rng: np.random.Generator, alpha: float = 0.05, margin:
     if null:
         drawn = np.where(rng.random(len(drawn)) < 0.5, drawn, 1 - drawn)
     fixed = int(votes.sum())
-    if len(drawn) == 0:
-        return Replay(UNDECIDED, 0, 0, 0)
-    lower, upper = betting_confidence_sequence(drawn, alpha)
-    calls = [decide(lo, hi, margin) for lo, hi in zip(lower.tolist(), upper.tolist(), strict=True)]
-    at = next((t for t, call in enumerate(calls) if call != UNDECIDED), None)
+    call, at = first_decision(drawn, alpha, margin)
     if at is None:
         return Replay(UNDECIDED, len(drawn), fixed, fixed)
-    return Replay(calls[at], at + 1, int(cost[: at + 1].sum()), fixed)
+    return Replay(call, at + 1, int(cost[: at + 1].sum()), fixed)
 
 
 def first_decision(x, alpha: float, margin: float) -> tuple[str, int | None]:

@@ -91,3 +91,21 @@ def test_the_api_queues_a_plan_and_serves_the_latest(researcher, other_researche
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=other_researcher).key}")
     assert stranger.get(url).status_code == 404 and stranger.post(url, {}, format="json").status_code == 404
+
+
+def test_the_api_refuses_what_is_not_a_plan_and_queues_nothing(researcher, pilot):
+    """Review of issue 28: a JSON list, an unknown field or a negative seed were queued (the last crashed the job);
+    the GET's lists did not go back in."""
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    url = reverse("budget_api", args=[pilot.pk])
+    assert api.post(url, [1, 2], format="json").status_code == 400
+    assert api.post(url, {"margin": "0.9"}, format="json").json() == {
+        "margin": ["not a field of a budget plan; the fields are margins, raters, alpha, power, max_items, rounds, "
+                   "seed, pair"]}
+    assert api.post(url, {"seed": -1}, format="json").json() == {"seed": ["a whole number of at least 0"]}
+    assert api.post(url, {"rounds": 2.5}, format="json").json() == {"rounds": ["expected a whole number, not 2.5"]}
+    assert api.post(url, {"rounds": 2000, "max_items": 20000}, format="json").status_code == 400  # too many draws
+    assert not Job.objects.filter(kind="budget").exists()
+    assert api.post(url, {"margins": [0.3], "raters": [1], "pair": ["sys-a", "sys-b"]}, format="json").status_code \
+        == 202

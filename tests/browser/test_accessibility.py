@@ -64,6 +64,10 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     assignment = allocation.do_start_assignment(rater)
     answer_all(assignment)
     other = creation.do_create_study(researcher, "judged", study_jsonl(3), "j.jsonl")
+    # the decisions table (stopping when decided, the ranking as the goal) and a budget plan with money on its pages
+    other = lifecycle.do_update_settings(other, {"selection_method": "random", "stop_when_decided": True}, None)
+    other.crowd_settings.pay_per_assignment = "1.20"
+    other.crowd_settings.save()
     for n in range(2):
         answer_all(allocation.do_start_assignment(enrolment.do_create_rater_link(other, f"j{n}")), choice="second")
     tie = allocation.do_start_assignment(enrolment.do_create_rater_link(other, "t")).pairs.first()
@@ -74,6 +78,11 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
 
     for s in (study, other):  # the report's body, not only its "computing" notice
         stored.refresh(s, Population())
+    from analytics import budgeting
+    from analytics.models import BudgetPlan
+
+    BudgetPlan.objects.create(study=other, result=budgeting.plan(other, budgeting.read_request(
+        other, {"margins": "0.2,0.3", "raters": "1,2", "rounds": "20", "max_items": "200"})))
     client = Client()
     client.force_login(researcher)
     context = browser_page.new_context(viewport={"width": 1280, "height": 900})

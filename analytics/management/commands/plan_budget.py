@@ -18,14 +18,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
         parser.add_argument("--pair", help="SYSTEM_A,SYSTEM_B (default: every system pair).")
-        parser.add_argument("--margins", default=budgeting.DEFAULT_MARGINS,
-                            help=f"Win rate above a half to tell ({budgeting.DEFAULT_MARGINS}).")
-        parser.add_argument("--raters", default=budgeting.DEFAULT_RATERS,
-                            help=f"Raters per item to plan for ({budgeting.DEFAULT_RATERS}).")
+        parser.add_argument("--margins", default=budgeting.DEFAULTS["margins"],
+                            help=f"Win rate above a half to tell ({budgeting.DEFAULTS['margins']}).")
+        parser.add_argument("--raters", default=budgeting.DEFAULTS["raters"],
+                            help=f"Raters per item to plan for ({budgeting.DEFAULTS['raters']}).")
         parser.add_argument("--alpha", help="Decision error rate (default: the study's).")
-        parser.add_argument("--power", default="0.8", help="Share of studies that decide (0.8).")
-        parser.add_argument("--max-items", default="2000", help="Give up beyond this many items (2000).")
-        parser.add_argument("--rounds", default="200", help="Simulated studies per plan (200).")
+        parser.add_argument("--power", default=str(budgeting.DEFAULTS["power"]),
+                            help=f"Share of studies that decide ({budgeting.DEFAULTS['power']}).")
+        parser.add_argument("--max-items", default=str(budgeting.DEFAULTS["max_items"]),
+                            help=f"Give up beyond this many items ({budgeting.DEFAULTS['max_items']}).")
+        parser.add_argument("--rounds", default=str(budgeting.DEFAULTS["rounds"]),
+                            help=f"Simulated studies per plan ({budgeting.DEFAULTS['rounds']}).")
         parser.add_argument("--seed", help="Seed (default: the study's).")
         parser.add_argument("--json", action="store_true", help="Print a JSON list of plans.")
         parser.add_argument("--plot", help="Write the curve (judgments needed against the win rate told, one line "

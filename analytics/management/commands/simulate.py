@@ -191,12 +191,15 @@ class Command(BaseCommand):
         comparisons = ([self._comparison(study, o["pair"])] if o["pair"]
                        else list(study.comparisons.select_related("system_a", "system_b")))
         rows = admitted(load_rows(study), Population())  # the study's people, as the report counts them
-        goal = o["goal"] or study.selection_settings.decision_goal
+        # the defaults are what the study's live plan does (selection.models.SelectionSettings says it)
+        live = study.selection_settings
+        goal = o["goal"] or ("ranking" if live.ranks_only() else "pairs")
+        if goal == "ranking" and o["first_raters"] == "one":
+            raise CommandError("--first-raters one replays every pair on its own; the ranking replay buys whole items")
         if goal == "ranking":
             records = self._ranking_replay(comparisons, rows, o, alpha, margin)
         else:
-            one = (o["first_raters"] == "one" if o["first_raters"]
-                   else study.selection_settings.one_rater_first and study.raters_per_item > 1)
+            one = o["first_raters"] == "one" if o["first_raters"] else live.one_first()
             records = self._pairs_replay(comparisons, rows, o, alpha, margin, one)
         if o["json"]:
             self.stdout.write(json.dumps(records, indent=2))
