@@ -7,7 +7,7 @@ completion: the stored confidence sequence advanced by the items the assignment 
 measured in the same run on the same state, is what the step would cost without the stored state: the pair's item
 scores read again and the whole sequence recomputed (``pair_item_scores`` + ``betting_confidence_sequence``).
 
-    python bench/decision_step.py [--systems 9] [--items 1000] [--warmup 300] [--completions 40]
+    python bench/decision_step.py [--systems 9] [--items 1000] [--warmup 300] [--completions 40] [--database postgresql]
 """
 
 from __future__ import annotations
@@ -31,10 +31,13 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=300, help="completed assignments per pair before timing")
     parser.add_argument("--completions", type=int, default=40, help="completions timed")
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite",
+                        help="a SQLite file, or a PostgreSQL database of the run's own on 127.0.0.1:5432 "
+                             "(dropped after)")
     args = parser.parse_args()
     if args.systems < 2 or args.items < 10 or args.warmup < 1 or args.completions < 1:
         parser.error("need --systems >= 2, --items >= 10, --warmup and --completions >= 1")
-    setup_scratch_database("decisions")
+    setup_scratch_database("decisions", args.database)
     measure(args.systems, args.items, args.warmup, args.completions)
 
 

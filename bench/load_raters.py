@@ -40,6 +40,10 @@ from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.scratch import prepare_database  # noqa: E402  (one home for a run's own database)
+
 PAIR = re.compile(rb'name="pair" value="(\d+)"')
 KEY = re.compile(rb'name="key" value="([0-9a-f]+)"')
 
@@ -48,31 +52,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def prepare_database(kind: str, workdir: Path) -> str:
-    """A database of this run's own: a SQLite file in its folder, or a PostgreSQL database with a unique name,
-    dropped when the run ends (another run's database is never touched)."""
-    if kind == "sqlite":
-        return f"sqlite:///{workdir / 'load.sqlite3'}"
-    import atexit
-
-    import psycopg
-
-    name = f"seplab_load_{os.getpid()}_{secrets.token_hex(4)}"
-    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-
-    def drop() -> None:
-        from django.db import connections
-
-        connections.close_all()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-    atexit.register(drop)
-    return f"postgres://postgres@127.0.0.1:5432/{name}"
 
 
 def setup_study(raters: int, items: int) -> list[str]:

@@ -1,9 +1,11 @@
-"""A throw-away Django setup for the bench scripts that drive the product itself: a SQLite database in a new
-temporary folder, migrated, with the project's settings."""
+"""A throw-away Django setup for the bench scripts that drive the product itself: a database of the run's own (a
+SQLite file in a new temporary folder, or a PostgreSQL database with a unique name, dropped when the run ends),
+migrated, with the project's settings."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import tempfile
 from pathlib import Path
@@ -11,11 +13,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def setup_scratch_database(prefix: str) -> Path:
-    """Point Django at a new SQLite file under a fresh temporary folder, set it up and migrate; returns
-    the folder."""
+def setup_scratch_database(prefix: str, kind: str = "sqlite") -> Path:
+    """Point Django at a new database of this run's own (``kind`` sqlite or postgresql) with a fresh temporary
+    folder, set it up and migrate; returns the folder."""
     workdir = Path(tempfile.mkdtemp(prefix=f"seplab-{prefix}-"))
-    os.environ.update({"DATABASE_URL": f"sqlite:///{workdir / f'{prefix}.sqlite3'}",
+    os.environ.update({"DATABASE_URL": prepare_database(kind, workdir, prefix),
                        "DJANGO_SETTINGS_MODULE": "config.settings"})
     os.environ.setdefault("DEBUG", "1")  # a local scratch run, in development mode
     if str(ROOT) not in sys.path:
@@ -27,3 +29,28 @@ def setup_scratch_database(prefix: str) -> Path:
 
     call_command("migrate", verbosity=0)
     return workdir
+
+
+def prepare_database(kind: str, workdir: Path, prefix: str = "load") -> str:
+    """A database of this run's own: a SQLite file in its folder, or a PostgreSQL database with a unique name,
+    dropped when the run ends (another run's database is never touched)."""
+    if kind == "sqlite":
+        return f"sqlite:///{workdir / f'{prefix}.sqlite3'}"
+    import atexit
+
+    import psycopg
+
+    name = f"seplab_{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
+    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+
+    def drop() -> None:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    atexit.register(drop)
+    return f"postgres://postgres@127.0.0.1:5432/{name}"

@@ -30,7 +30,7 @@ def test_without_debug_in_the_environment_the_app_is_production_safe(tmp_path):
 def test_each_bench_run_gets_a_postgresql_database_of_its_own(tmp_path):
     import psycopg
 
-    from bench.load_raters import prepare_database
+    from bench.scratch import prepare_database
 
     first, second = prepare_database("postgres", tmp_path), prepare_database("postgres", tmp_path)
     assert first != second and "seplab_load_" in first
