@@ -77,8 +77,8 @@ def observe(study: Study, settings, comparison: Comparison, stored: PairDecision
             judged: int) -> None:
     """Bring one pair's stored decision up to date with the items the assignment may have completed: one observation
     per item once its raters are in (one rater in phase 1 of "one rater per item first", all of them otherwise);
-    when phase 1 has observed every item of the pair undecided, phase 2 starts -- the pair's tasks ask for all their
-    raters, and a new sequence observes whole items -- each phase at half the error rate. ``judged``: the
+    once no item of a pair still undecided lacks its first rater, phase 2 starts -- the pair's tasks ask for all
+    their raters, and a new sequence observes whole items -- each phase at half the error rate. ``judged``: the
     assignment's judgments of the pair."""
     split = settings.one_first()
     alpha = settings.decision_alpha / 2 if split else settings.decision_alpha
