@@ -175,18 +175,22 @@ def total_cost(rows: list[dict]) -> Decimal | None:
 
 
 def curve_svg(rows: list[dict]) -> str:
-    """Judgments needed against the win rate to tell, one line per number of raters per item: the whole study's
-    judgments (every pair planned for that margin; no point where a pair needs more than the largest plan), or the
-    pair's own when the plan is for one pair (the plot of the settings page and of ``plan_budget --plot``)."""
-    pairs = list(dict.fromkeys(r["pair"] for r in rows))
-    who = pairs[0] if len(pairs) == 1 else f"all {len(pairs)} system pairs"
+    """Judgments needed against the win rate to tell, one line per number of raters per item: the judgments of every
+    pair planned (no point where a pair needs more than the largest plan allows) -- the plot of the settings page
+    and of ``plan_budget --plot`` (whose pairs: ``curve_caption``)."""
     series: dict[str, list[tuple[float, float | None]]] = {}
     for m in dict.fromkeys(r["raters"] for r in rows):
-        name = f"{who}, {m} rater{'s' if m != 1 else ''} per item"
+        name = f"{m} rater{'s' if m != 1 else ''} per item"
         for margin in dict.fromkeys(r["margin"] for r in rows):
             cell = [r["judgments"] for r in rows if r["raters"] == m and r["margin"] == margin]
             series.setdefault(name, []).append((0.5 + margin, None if None in cell else sum(cell)))
     return line_plot(series, "win rate of the better system to tell from a half", "judgments needed")
+
+
+def curve_caption(rows: list[dict]) -> str:
+    pairs = list(dict.fromkeys(r["pair"] for r in rows))
+    who = pairs[0] if len(pairs) == 1 else f"all {len(pairs)} system pairs together"
+    return f"Judgments needed ({who}) against the win rate of the better system to tell."
 
 
 def do_start_budget(study: Study, request: Request) -> Job:

@@ -33,7 +33,8 @@ def budget_panel(study) -> dict:
                            "hours": None if judgments is None else round(sum(r["rater_hours"] for r in cell), 1),
                            "short": short})
     rows = [{**r, "win_percent": percent(r["margin"])} for r in rows]
-    panel.update(rows=rows, totals=totals, svg=budgeting.curve_svg(rows), result=latest.result)
+    panel.update(rows=rows, totals=totals, svg=budgeting.curve_svg(rows), caption=budgeting.curve_caption(rows),
+                 pairs=len({r["pair"] for r in rows}), result=latest.result)
     return panel
 
 

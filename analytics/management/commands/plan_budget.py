@@ -47,7 +47,9 @@ class Command(BaseCommand):
         if o["plot"]:
             try:
                 with open(o["plot"], "w", encoding="utf-8") as out:
-                    out.write('<?xml version="1.0" encoding="UTF-8"?>\n' + budgeting.curve_svg(plans))
+                    caption = budgeting.curve_caption(plans).replace("--", "- -")  # a comment may not hold "--"
+                    out.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<!-- {caption} -->\n'
+                              + budgeting.curve_svg(plans))
             except OSError as exc:
                 raise CommandError(f"cannot write the plot to {o['plot']}: {exc}") from None
             self.stderr.write(f"plot: {o['plot']}")
