@@ -13,6 +13,29 @@ import numpy as np
 from analytics.core import ratings
 
 METHODS = ("elo", "sep-elo", "bt")
+INTERVALS = ("sandwich", "bootstrap")
+
+
+def default_intervals(method: str) -> str:
+    """Bradley-Terry's intervals are closed-form ("sandwich", as LMArena's arena-rank has computed them since July
+    2025); ELO's are the bootstrap's (order-dependent, it has no closed form)."""
+    return "sandwich" if method == "bt" else "bootstrap"
+
+
+def board(systems: list[str], method: str, a: np.ndarray, b: np.ndarray, score: np.ndarray,
+          k: float | np.ndarray = 4.0, rounds: int = 100, seed: int = 0, intervals: str | None = None) -> list[dict]:
+    """The leaderboard rows of ``method`` with ``intervals`` (default: ``default_intervals``) -- what the report and
+    ``manage.py leaderboard`` show."""
+    intervals = intervals or default_intervals(method)
+    if intervals not in INTERVALS:
+        raise ValueError(f"unknown intervals {intervals!r}; choose one of {INTERVALS}")
+    if intervals == "sandwich":
+        if method != "bt":
+            raise ValueError("only Bradley-Terry has closed-form intervals; ELO's come from the bootstrap")
+        point = ratings.bradley_terry(a, b, score, len(systems))
+        low, high = ratings.sandwich_bradley_terry(a, b, score, len(systems), point)
+        return rows(systems, ratings.Interval(point, point, low, high, ratings.ci_ranks(low, high)), method)
+    return leaderboard(systems, *rate(method, a, b, score, len(systems), k, rounds, seed), method)
 
 
 def rate(method: str, a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int,
@@ -39,7 +62,10 @@ def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, meth
     (``elo_rating_final = elo_rating_median``): the online value depends on the order the battles came in
     and can fall outside its own interval; it stays in the row as ``online``. Bradley-Terry does not depend
     on order, so its headline is the maximum-likelihood fit on all battles (as FastChat's)."""
-    interval = ratings.summarize(point, samples)
+    return rows(systems, ratings.summarize(point, samples), method)
+
+
+def rows(systems: list[str], interval: ratings.Interval, method: str) -> list[dict]:
     headline = interval.median if method != "bt" else interval.estimate
     rows = []
     for i, s in enumerate(systems):

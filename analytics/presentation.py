@@ -72,7 +72,9 @@ SECTIONS = [
      "its item's separability (T = {T}, alpha = {alpha}, beta = {beta}), so indistinguishable outputs move ratings "
      "less. Rating = bootstrap median, as for ELO."),
     ("leaderboard-bradley_terry", "Bradley-Terry", "bradley_terry", "Maximum likelihood, ties as half a win each "
-     "way, on the Arena scale (1000 + 400 log10-odds). On every leaderboard, 'order above next' says whether this "
+     "way, on the Arena scale (1000 + 400 log10-odds), with closed-form (sandwich) 95 % intervals as LMArena's "
+     "arena-rank computes them (no bootstrap: the Hessian and the spread of the battles' gradients). On every "
+     "leaderboard, 'order above next' says whether this "
      "system's place above the next one is decided by their pair's anytime-valid decision (see the stopping "
      "section): decided, equivalent within the margin, decided the other way, open, or not compared."),
     ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),

@@ -31,7 +31,7 @@ from scipy.stats import spearmanr
 from scipy.stats import t as student_t
 
 from analytics.core import agreement, bias, consistency, indeterminacy, ppi, ratings
-from analytics.leaderboards import clean, leaderboard, rate
+from analytics.leaderboards import board, clean, default_intervals, leaderboard, rate
 from analytics.populations import ALL, HUMANS, Population
 from annotation import elicitation, orientation
 from annotation.models import Comparison, Judgment, Skip, Study
@@ -289,8 +289,8 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
                    "battles_without_separability": int(np.isnan(delta).sum()),
                    "leaderboard": leaderboard(systems, *rate("sep-elo", a, b, score, n, k, rounds, seed),
                                               "sep-elo")}
-    bt = {"available": True, "parameters": params, "battles": len(score),
-          "leaderboard": leaderboard(systems, *rate("bt", a, b, score, n, rounds=rounds, seed=seed), "bt")}
+    bt = {"available": True, "parameters": params, "battles": len(score), "intervals": default_intervals("bt"),
+          "leaderboard": board(systems, "bt", a, b, score)}
     wins, battles = ratings.win_rate_matrix(a, b, score, n)
     ratio = ratings.win_ratio_ranking(a, b, score, n)
     win_rates = {

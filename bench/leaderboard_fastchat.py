@@ -86,7 +86,7 @@ def measure(command: list[str], env: dict) -> tuple[float, float, str]:
 
 def seplab(path: Path, method: str, rounds: int, env: dict) -> tuple[float, float, dict]:
     seconds, mb, out = measure([sys.executable, "manage.py", "leaderboard", str(path), "--method", method,
-                                "--bootstrap", str(rounds), "--json"], env)
+                                "--intervals", "bootstrap", "--bootstrap", str(rounds), "--json"], env)  # like for like
     board = json.loads(out)["leaderboard"]
     return seconds, mb, {r["system"]: r["online" if method != "bt" else "rating"] for r in board}
 

@@ -185,6 +185,42 @@ def bootstrap_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_s
         np.empty((0, n_systems))
 
 
+HESSIAN_REG = 1e-5  # arena-rank's BradleyTerry default, times the number of battles (unweighted data)
+
+
+def sandwich_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, point: np.ndarray,
+                           level: float = 0.95, hessian_reg: float = HESSIAN_REG) -> tuple[np.ndarray, np.ndarray]:
+    """Closed-form ("sandwich") interval ends of Bradley-Terry ratings on the Arena scale, as LMArena's arena-rank
+    computes them (``BradleyTerry.compute_ratings_and_cis``, ``ci_method="sandwich"``): on the distinct (a, b,
+    outcome) rows with counts c and p = sigmoid(theta_a - theta_b) at the fitted ratings ``point``,
+
+        H = sum c p (1 - p) (e_a - e_b)(e_a - e_b)^T + hessian_reg * n_battles * I,
+        G = sum c (outcome - p)^2 (e_a - e_b)(e_a - e_b)^T,   Cov = H^-1 G H^-1,
+
+    the ends point -/+ z * sqrt(diag Cov) * 400 / ln 10. The ratings are defined up to a common shift; the small
+    ridge makes H invertible without moving the centred ratings' covariance (G has nothing along that direction)."""
+    from scipy.special import expit
+    from scipy.stats import norm
+
+    ua, ub, us, counts = distinct_outcomes(a, b, score, n_systems)
+    unit = SCALE / math.log(BASE)
+    theta = (np.asarray(point, dtype=np.float64) - INITIAL) / unit
+    p = expit(theta[ua] - theta[ub])
+    hessian = pairwise_matrix(counts * p * (1 - p), ua, ub, n_systems)
+    hessian[np.diag_indices(n_systems)] += hessian_reg * counts.sum()
+    gradient_cov = pairwise_matrix(counts * (us - p) ** 2, ua, ub, n_systems)
+    inverse = np.linalg.inv(hessian)
+    half = norm.ppf(1 - (1 - level) / 2) * np.sqrt(np.diag(inverse @ gradient_cov @ inverse)) * unit
+    return point - half, point + half
+
+
+def pairwise_matrix(values: np.ndarray, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """sum_rows values (e_a - e_b)(e_a - e_b)^T as an (n, n) matrix."""
+    flat = (np.bincount(a * n + a, values, n * n) + np.bincount(b * n + b, values, n * n)
+            - np.bincount(a * n + b, values, n * n) - np.bincount(b * n + a, values, n * n))
+    return flat.reshape(n, n)
+
+
 AGGREGATIONS = ("every", "majority", "one_sampled")
 
 

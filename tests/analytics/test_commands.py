@@ -228,3 +228,29 @@ def test_the_pooled_report_refuses_unknown_studies_and_metrics(study):
     out = StringIO()
     call_command("report", "--studies", "small", stdout=out)
     assert "No rating set has a separability yet" in out.getvalue()
+
+
+def test_bradley_terry_s_intervals_are_closed_form_by_default_and_bootstrap_on_request():
+    """Issue 29: ``leaderboard --method bt`` gives arena-rank's sandwich intervals (the formula's ends, the same rows
+    the report shows); ``--intervals bootstrap`` the percentile ones; ELO has no closed form."""
+    needs(BATTLES)
+    from analytics.battles import read_battles
+    from analytics.core import ratings
+
+    battles = read_battles(str(BATTLES), 10**8)
+    n = len(battles.systems)
+    point = ratings.bradley_terry(battles.a, battles.b, battles.score, n)
+    low, high = ratings.sandwich_bradley_terry(battles.a, battles.b, battles.score, n, point)
+    out = StringIO()
+    call_command("leaderboard", str(BATTLES), "--method", "bt", "--json", stdout=out)
+    document = json.loads(out.getvalue())
+    assert document["intervals"] == "sandwich" and document["bootstrap"] == 0
+    for row in document["leaderboard"]:
+        i = battles.systems.index(row["system"])
+        assert (row["rating"], row["low"], row["high"]) == pytest.approx((point[i], low[i], high[i]))
+    out = StringIO()
+    call_command("leaderboard", str(BATTLES), "--method", "bt", "--intervals", "bootstrap", "--bootstrap", "30",
+                 "--json", stdout=out)
+    assert json.loads(out.getvalue())["intervals"] == "bootstrap"
+    with pytest.raises(CommandError, match="sandwich is for --method bt"):
+        call_command("leaderboard", str(BATTLES), "--method", "elo", "--intervals", "sandwich")

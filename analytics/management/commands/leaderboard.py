@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analytics.battles import read_battles
 from analytics.core import ratings
-from analytics.leaderboards import clean, leaderboard, rate
+from analytics.leaderboards import board, clean, default_intervals
 from annotation.exchange.formats import FormatError
 
 
@@ -17,13 +17,16 @@ class Command(BaseCommand):
 
     help = ("Leaderboard of a Chatbot-Arena battles file (CSV or JSONL: model_a, model_b, winner in model_a | "
             "model_b | tie | 'tie (bothbad)'; for sep-elo a separability column), no study needed: ELO, sep-ELO or "
-            "Bradley-Terry with bootstrap 95 %% intervals and CI-based ranks. ELO and sep-ELO are ranked by their "
-            "bootstrap median (as Chatbot Arena does); the online value in file order is kept as 'online'.")
+            "Bradley-Terry with 95 %% intervals and CI-based ranks. ELO and sep-ELO are ranked by their bootstrap "
+            "median (as Chatbot Arena does); the online value in file order is kept as 'online'. Bradley-Terry's "
+            "intervals are closed-form by default (the sandwich of LMArena's arena-rank), or its bootstrap.")
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="Battles file (.csv or .jsonl).")
         parser.add_argument("--method", choices=["elo", "sep-elo", "bt"], default="elo")
         parser.add_argument("--bootstrap", type=int, default=100, help="Bootstrap rounds (0 for none).")
+        parser.add_argument("--intervals", choices=["sandwich", "bootstrap"],
+                            help="Bradley-Terry: sandwich (closed form, the default) or bootstrap; ELO: bootstrap.")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--k", type=float, default=4.0, help="ELO K factor.")
         parser.add_argument("--T", type=float, default=0.4, dest="threshold", help="sep-ELO threshold T.")
@@ -34,33 +37,36 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         if o["bootstrap"] < 0:
             raise CommandError("--bootstrap must be 0 or more")
+        intervals = o["intervals"] or default_intervals(o["method"])
+        if intervals == "sandwich" and o["method"] != "bt":
+            raise CommandError("--intervals sandwich is for --method bt; ELO's intervals come from the bootstrap")
         try:
             battles = read_battles(o["file"], settings.SEPLAB_MAX_IMPORT_BYTES)
         except FormatError as exc:
             raise CommandError(f"{o['file']} has problems:\n{exc}") from None
         except OSError as exc:
             raise CommandError(f"Cannot read {o['file']}: {exc.strerror}") from None
-        n, a, b, score = len(battles.systems), battles.a, battles.b, battles.score
+        a, b, score = battles.a, battles.b, battles.score
         k: float | np.ndarray = o["k"]
         if o["method"] == "sep-elo":
             if np.isnan(battles.separability).all():
                 raise CommandError("sep-elo needs a 'separability' column in the battles file")
             delta = np.where(np.isnan(battles.separability), o["threshold"], battles.separability)
             k = ratings.separability_k(delta, o["k"], o["threshold"], o["alpha"], o["beta"])
-        point, samples = rate(o["method"], a, b, score, n, k, o["bootstrap"], o["seed"])
-        board = leaderboard(battles.systems, point, samples, o["method"])
+        rows = board(battles.systems, o["method"], a, b, score, k, o["bootstrap"], o["seed"], intervals)
         headline = "maximum likelihood" if o["method"] == "bt" else (
             "bootstrap median" if o["bootstrap"] else "online, in file order (no bootstrap)")
-        document = clean({"method": o["method"], "battles": len(score), "bootstrap": o["bootstrap"], "seed": o["seed"],
-                          "rating": headline,
+        rounds = 0 if intervals == "sandwich" else o["bootstrap"]
+        document = clean({"method": o["method"], "battles": len(score), "intervals": intervals, "bootstrap": rounds,
+                          "seed": o["seed"], "rating": headline,
                           "parameters": {"k": o["k"], "T": o["threshold"], "alpha": o["alpha"], "beta": o["beta"]},
-                          "leaderboard": board})
+                          "leaderboard": rows})
         if o["json"]:
             self.stdout.write(json.dumps(document, indent=2))
             return
-        self.stdout.write(f"{o['method']} on {len(score)} battles ({o['bootstrap']} bootstrap rounds, "
-                          f"seed {o['seed']}); rating = {headline}")
-        for row in board:
+        how = "closed-form (sandwich) intervals" if intervals == "sandwich" else f"{rounds} bootstrap rounds"
+        self.stdout.write(f"{o['method']} on {len(score)} battles ({how}, seed {o['seed']}); rating = {headline}")
+        for row in rows:
             online = f"  online {row['online']:.2f}" if "online" in row else ""
             self.stdout.write(f"{row['rank']:>3}  {row['system']:<30} {row['rating']:9.2f}  "
                               f"[{row['low']:.1f}, {row['high']:.1f}]{online}")
