@@ -276,3 +276,45 @@ def _floats(values: list[str] | list[bytes]) -> np.ndarray | None:
         return np.array([float(v) if v not in ("", b"") else np.nan for v in values], dtype=np.float64)
     except ValueError:
         return None
+
+
+STYLE_COLUMNS = tuple(f"{feature}_{side}" for feature in ("sum_assistant_tokens", "header_count", "list_count",
+                                                             "bold_count") for side in ("a", "b"))
+
+
+def style_counts(data: bytes, filename: str | None, battles: int,
+                 max_bytes: int = 500 * 1024 * 1024) -> tuple[np.ndarray, np.ndarray]:
+    """Arena's style columns of a battles file (``sum_assistant_tokens_a``/``_b``, ``header_count_a``/``_b``,
+    ``list_count_a``/``_b``, ``bold_count_a``/``_b``) as counts of each side, (battles, 4) each, in the order the
+    battles were read; every missing column and every value that is not a count of zero or more is named by line and
+    field. Read after ``parse_battles`` accepted the file (its rows are the battles)."""
+    text = decode_upload(data, max_bytes)
+    problems: list[Problem] = []
+    rows: Iterable[tuple[int, dict]] = ()
+    if detect_format(text, filename) == "jsonl":
+        rows = jsonl_objects(text, problems)
+    else:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        missing = [c for c in STYLE_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise FormatError([Problem(1, c, "missing column (style control needs Arena's style columns)")
+                               for c in missing])
+        rows = _csv_records(reader, problems)
+    values = array.array("d")
+    for number, row in rows:
+        for column in STYLE_COLUMNS:
+            value = row.get(column)
+            try:
+                count = float(value)
+            except (TypeError, ValueError):
+                count = float("nan")
+            if not count >= 0 or count == float("inf"):
+                problems.append(Problem(number, column, f"{column} must be a count of zero or more, not {value!r}"))
+                count = 0.0
+            values.append(count)
+    if problems:
+        raise FormatError(problems[:50])
+    counts = np.frombuffer(values, dtype=np.float64).reshape(-1, 4, 2)
+    if len(counts) != battles:
+        raise FormatError([Problem(None, None, f"{len(counts)} rows with style columns for {battles} battles")])
+    return counts[:, :, 0], counts[:, :, 1]

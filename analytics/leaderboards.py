@@ -55,6 +55,16 @@ def rate(method: str, a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems
     return point, point[None, :] if samples is None else samples
 
 
+def style_board(systems: list[str], a: np.ndarray, b: np.ndarray, score: np.ndarray, counts_a: np.ndarray,
+                counts_b: np.ndarray, reg: float = ratings.STYLE_REG) -> tuple[list[dict], dict[str, float]]:
+    """The style-controlled Bradley-Terry board (arena-rank's ``ContextualBradleyTerry`` with its defaults; sandwich
+    intervals) and the style coefficients by feature, from each side's style counts (battles, 4)."""
+    fit = ratings.contextual_bradley_terry(a, b, score, ratings.style_features(counts_a, counts_b), len(systems),
+                                           reg=reg)
+    interval = ratings.Interval(fit.ratings, fit.ratings, fit.low, fit.high, ratings.ci_ranks(fit.low, fit.high))
+    return rows(systems, interval, "bt"), dict(zip(ratings.STYLE_FEATURES, fit.coefficients.tolist(), strict=True))
+
+
 def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, method: str) -> list[dict]:
     """Leaderboard rows, best first, for ``method`` "elo" (ELO and sep-ELO) or "bt".
 

@@ -290,3 +290,92 @@ def win_ratio_ranking(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems
     wins, battles = win_rate_matrix(a, b, score, n_systems)
     total = battles.sum(axis=1)
     return np.divide(wins.sum(axis=1), total, out=np.full(n_systems, np.nan), where=total > 0)
+
+
+STYLE_FEATURES = ("sum_assistant_tokens", "header_count", "list_count", "bold_count")  # Arena's style control
+STYLE_REG = 1.0  # arena-rank's ContextualBradleyTerry default: 0.5 * reg * |coefficients|^2 on the mean loss
+MIN_PAIR_COUNT = 50  # arena-rank's reweighting floor: a battle weighs 1 / max(its pair's battles, 50)
+
+
+def style_features(counts_a: np.ndarray, counts_b: np.ndarray) -> np.ndarray:
+    """Arena's style features from per-battle counts (n, k) of each side: the relative difference (a - b) / (a + b)
+    (a total of 0 counts as 1), z-scored per feature over the battles (population standard deviation; a constant
+    feature is left centred)."""
+    a, b = np.asarray(counts_a, dtype=np.float64), np.asarray(counts_b, dtype=np.float64)
+    total = a + b
+    raw = (a - b) / np.where(total == 0, 1.0, total)
+    std = raw.std(axis=0)
+    return (raw - raw.mean(axis=0)) / np.where(std == 0, 1.0, std)
+
+
+def pair_weights(a: np.ndarray, b: np.ndarray, n_systems: int, floor: int = MIN_PAIR_COUNT) -> np.ndarray:
+    """arena-rank's inverse-propensity weights: 1 / max(battles of the battle's unordered pair, floor), normalised
+    to mean 1."""
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    key = lo.astype(np.int64) * n_systems + hi
+    counts = np.bincount(key, minlength=n_systems * n_systems)[key].astype(np.float64)
+    w = 1.0 / np.maximum(counts, floor)
+    return w / w.mean()
+
+
+@dataclasses.dataclass(frozen=True)
+class StyleControlled:
+    ratings: np.ndarray  # Arena scale, centred on 1000
+    low: np.ndarray
+    high: np.ndarray
+    coefficients: np.ndarray  # per feature, on the z-scored features, in log-odds
+
+
+def contextual_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, features: np.ndarray,
+                             n_systems: int, reg: float = STYLE_REG, level: float = 0.95,
+                             hessian_reg: float = HESSIAN_REG, weights: np.ndarray | None = None) -> StyleControlled:
+    """Style-controlled Bradley-Terry as arena-rank's ``ContextualBradleyTerry`` (its defaults): the battle's
+    log-odds are theta_a - theta_b + features . gamma, fitted by minimising
+
+        -mean(w * (score * logit - softplus(logit))) + 0.5 * reg * |gamma|^2
+
+    with w = ``pair_weights`` (default), and sandwich intervals from the Hessian and the gradient covariance of that
+    mean loss (the L2 term's part taken out of the latter), divided by the number of battles."""
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    y = np.asarray(score, dtype=np.float64)
+    x = np.asarray(features, dtype=np.float64)
+    n_obs, k = x.shape
+    w = pair_weights(a, b, n_systems) if weights is None else np.asarray(weights, dtype=np.float64)
+
+    def loss_and_grad(params: np.ndarray) -> tuple[float, np.ndarray]:
+        theta, gamma = params[:n_systems], params[n_systems:]
+        logit = theta[a] - theta[b] + x @ gamma
+        loss = -np.mean(w * (y * logit - np.logaddexp(0.0, logit))) + 0.5 * reg * gamma @ gamma
+        r = w * (expit(logit) - y) / n_obs  # d loss / d logit
+        grad_theta = np.bincount(a, r, n_systems) - np.bincount(b, r, n_systems)
+        return loss, np.concatenate([grad_theta, x.T @ r + reg * gamma])
+
+    result = minimize(loss_and_grad, np.zeros(n_systems + k), jac=True, method="L-BFGS-B",
+                      options={"maxiter": 1000, "gtol": 1e-9, "ftol": 1e-14})
+    theta, gamma = result.x[:n_systems], result.x[n_systems:]
+    theta = theta - theta.mean()
+    p = expit(theta[a] - theta[b] + x @ gamma)
+    h = p * (1 - p) * w / n_obs
+    g = ((y - p) * w) ** 2 / n_obs
+
+    def block(values: np.ndarray) -> np.ndarray:
+        top = pairwise_matrix(values, a, b, n_systems)
+        cross = np.zeros((n_systems, k))
+        np.add.at(cross, a, values[:, None] * x)
+        np.add.at(cross, b, -values[:, None] * x)
+        return np.block([[top, cross], [cross.T, x.T @ (values[:, None] * x)]])
+
+    hessian = block(h) + np.eye(n_systems + k) * hessian_reg
+    gradient_cov = block(g) - (reg ** 2 / n_obs) * np.outer(np.concatenate([np.zeros(n_systems), gamma]),
+                                                            np.concatenate([np.zeros(n_systems), gamma]))
+    inverse = np.linalg.inv(hessian)
+    variances = np.diag(inverse @ gradient_cov @ inverse)[:n_systems] / n_obs
+    from scipy.stats import norm
+
+    unit = SCALE / math.log(BASE)
+    half = norm.ppf(1 - (1 - level) / 2) * np.sqrt(variances) * unit
+    ratings_ = INITIAL + theta * unit
+    return StyleControlled(ratings_, ratings_ - half, ratings_ + half, gamma)

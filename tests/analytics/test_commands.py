@@ -254,3 +254,45 @@ def test_bradley_terry_s_intervals_are_closed_form_by_default_and_bootstrap_on_r
     assert json.loads(out.getvalue())["intervals"] == "bootstrap"
     with pytest.raises(CommandError, match="sandwich is for --method bt"):
         call_command("leaderboard", str(BATTLES), "--method", "elo", "--intervals", "sandwich")
+
+
+def test_style_control_reads_arena_s_style_columns_and_names_bad_ones(tmp_path):
+    """Issue 29: ``leaderboard --method bt --style-control`` fits arena-rank's ContextualBradleyTerry on the file's
+    style columns; the rows and coefficients are the core fit's; a missing column or a bad count is named."""
+    import numpy as np
+
+    from analytics.core import ratings
+    from tests.analytics.core.test_style_control import simulated
+
+    a, b, score, counts_a, counts_b, n = simulated(2000)
+    names = [f"m{i}" for i in range(n)]
+    winner = np.where(score == 1, "model_a", np.where(score == 0, "model_b", "tie"))
+    columns = ["sum_assistant_tokens", "header_count", "list_count", "bold_count"]
+    header = "model_a,model_b,winner," + ",".join(f"{c}_{s}" for c in columns for s in "ab")
+    lines = [",".join([names[a[i]], names[b[i]], winner[i],
+                       *(f"{int(side[i, k])}" for k in range(4) for side in (counts_a, counts_b))])
+             for i in range(len(score))]
+    path = tmp_path / "styled.csv"
+    path.write_text(header + "\n" + "\n".join(lines) + "\n")
+    out = StringIO()
+    call_command("leaderboard", str(path), "--method", "bt", "--style-control", "--json", stdout=out)
+    document = json.loads(out.getvalue())
+    fit = ratings.contextual_bradley_terry(a, b, score, ratings.style_features(counts_a, counts_b), n)
+    assert document["style_coefficients"] == pytest.approx(dict(zip(columns, fit.coefficients, strict=True)), abs=1e-9)
+    assert document["style_reg"] == 1.0 and "shrinks" in document["style_note"]
+    for row in document["leaderboard"]:
+        i = names.index(row["system"])
+        assert (row["rating"], row["low"], row["high"]) == pytest.approx((fit.ratings[i], fit.low[i], fit.high[i]))
+    bad = tmp_path / "bad.csv"
+    bad.write_text(header.replace(",bold_count_b", "") + "\n" + lines[0].rsplit(",", 1)[0] + "\n")
+    with pytest.raises(CommandError, match="line 1, field 'bold_count_b': missing column"):
+        call_command("leaderboard", str(bad), "--method", "bt", "--style-control")
+    negative = tmp_path / "negative.csv"
+    fields = lines[1].split(",")
+    fields[3] = "-5"  # sum_assistant_tokens_a of the second battle
+    negative.write_text(header + "\n" + lines[0] + "\n" + ",".join(fields) + "\n")
+    with pytest.raises(CommandError, match="line 3, field 'sum_assistant_tokens_a': .* not '-5'"):
+        call_command("leaderboard", str(negative), "--method", "bt", "--style-control")
+    for wrong in (["--method", "elo", "--style-control"], ["--method", "bt", "--style-control", "--style-reg", "-1"]):
+        with pytest.raises(CommandError):
+            call_command("leaderboard", str(path), *wrong)

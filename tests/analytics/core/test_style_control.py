@@ -1,0 +1,83 @@
+"""Style control as arena-rank's ContextualBradleyTerry (issue 29): the features, the weights, the fit (its
+objective's gradient is zero there) and its sandwich intervals from their definitions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit
+from scipy.stats import norm
+
+from analytics.core import ratings
+
+
+def simulated(n_battles: int = 3000, n: int = 5, seed: int = 2):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, n, n_battles)
+    b = (a + rng.integers(1, n, n_battles)) % n
+    counts_a = rng.poisson([400, 2, 4, 3], (n_battles, 4)).astype(float)
+    counts_b = rng.poisson([400, 2, 4, 3], (n_battles, 4)).astype(float)
+    strength = np.linspace(-0.5, 0.5, n)
+    longer = (counts_a[:, 0] - counts_b[:, 0]) / (counts_a[:, 0] + counts_b[:, 0])
+    score = np.where(rng.random(n_battles) < 0.1, 0.5,
+                     (rng.random(n_battles) < expit(strength[a] - strength[b] + 4 * longer)).astype(float))
+    return a, b, score, counts_a, counts_b, n
+
+
+def test_the_features_are_z_scored_relative_differences_and_the_weights_inverse_pair_counts():
+    counts_a = np.array([[10, 0], [30, 2], [0, 0], [5, 1]], dtype=float)
+    counts_b = np.array([[30, 0], [10, 2], [0, 4], [5, 3]], dtype=float)
+    raw = np.array([[-0.5, 0.0], [0.5, 0.0], [0.0, -1.0], [0.0, -0.5]])  # a total of 0 counts as 1
+    np.testing.assert_allclose(ratings.style_features(counts_a, counts_b), (raw - raw.mean(0)) / raw.std(0))
+    a, b = np.array([0, 1, 0, 2, 2]), np.array([1, 0, 2, 0, 1])
+    w = 1 / np.maximum(np.array([2, 2, 2, 2, 1]), 50)  # (0,1) twice, (0,2) twice, (1,2) once; the floor is 50
+    np.testing.assert_allclose(ratings.pair_weights(a, b, 3), w / w.mean())
+    w = 1 / np.maximum(np.array([2, 2, 2, 2, 1]), 1)
+    np.testing.assert_allclose(ratings.pair_weights(a, b, 3, floor=1), w / w.mean())
+
+
+def test_the_fit_minimises_the_penalised_mean_loss_and_finds_the_length_preference():
+    a, b, score, counts_a, counts_b, n = simulated(20000)
+    x = ratings.style_features(counts_a, counts_b)
+    w = ratings.pair_weights(a, b, n)
+    fit = ratings.contextual_bradley_terry(a, b, score, x, n, reg=1.0)
+    theta = (fit.ratings - 1000) * math.log(10) / 400
+    params = np.concatenate([theta, fit.coefficients])
+
+    def objective(p):
+        logit = p[:n][a] - p[:n][b] + x @ p[n:]
+        return -np.mean(w * (score * logit - np.logaddexp(0, logit))) + 0.5 * np.sum(p[n:] ** 2)
+
+    step = 1e-6
+    gradient = [(objective(params + step * e) - objective(params - step * e)) / (2 * step)
+                for e in np.eye(len(params))]
+    np.testing.assert_allclose(gradient, 0, atol=1e-6)  # a minimum, to the optimiser's tolerance
+    # the simulated raters prefer the longer answer (0.14 log-odds per standard deviation) and nothing else; the
+    # default penalty (reg = 1 on the mean loss, whose curvature here is about 0.25) shrinks it about fivefold
+    unpenalised = ratings.contextual_bradley_terry(a, b, score, x, n, reg=0.0)
+    assert 0.08 < unpenalised.coefficients[0] < 0.2 and np.all(np.abs(unpenalised.coefficients[1:]) < 0.045)  # 3 s.e.
+    assert 0.1 < fit.coefficients[0] / unpenalised.coefficients[0] < 0.35
+
+
+def test_the_intervals_are_the_sandwich_of_the_mean_loss():
+    a, b, score, counts_a, counts_b, n = simulated(seed=4)
+    x = ratings.style_features(counts_a, counts_b)
+    w = ratings.pair_weights(a, b, n)
+    reg = 1.0
+    fit = ratings.contextual_bradley_terry(a, b, score, x, n, reg=reg)
+    theta = (fit.ratings - 1000) * math.log(10) / 400
+    m = len(score)
+    design = np.zeros((m, n + x.shape[1]))
+    design[np.arange(m), a] += 1
+    design[np.arange(m), b] -= 1
+    design[:, n:] = x
+    p = expit(design @ np.concatenate([theta, fit.coefficients]))
+    hessian = design.T @ (design * (p * (1 - p) * w / m)[:, None]) + 1e-5 * np.eye(design.shape[1])
+    scores = design * ((score - p) * w)[:, None]  # each battle's gradient of the log-likelihood
+    penalty = np.concatenate([np.zeros(n), reg * fit.coefficients])
+    spread = scores.T @ scores / m - np.outer(penalty, penalty) / m
+    inverse = np.linalg.inv(hessian)
+    half = norm.ppf(0.975) * np.sqrt(np.diag(inverse @ spread @ inverse)[:n] / m) * 400 / math.log(10)
+    np.testing.assert_allclose(fit.high - fit.ratings, half, rtol=1e-6)
+    np.testing.assert_allclose(fit.ratings - fit.low, half, rtol=1e-6)
