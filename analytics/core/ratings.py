@@ -363,9 +363,8 @@ def contextual_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, fe
 
     def block(values: np.ndarray) -> np.ndarray:
         top = pairwise_matrix(values, a, b, n_systems)
-        cross = np.zeros((n_systems, k))
-        np.add.at(cross, a, values[:, None] * x)
-        np.add.at(cross, b, -values[:, None] * x)
+        cross = np.column_stack([np.bincount(a, values * x[:, j], n_systems)
+                                 - np.bincount(b, values * x[:, j], n_systems) for j in range(k)]).reshape(n_systems, k)
         return np.block([[top, cross], [cross.T, x.T @ (values[:, None] * x)]])
 
     hessian = block(h) + np.eye(n_systems + k) * hessian_reg
