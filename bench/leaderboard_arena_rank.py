@@ -6,6 +6,9 @@ runs; wall time and peak RSS of each process; the largest difference of any rati
 
     python bench/leaderboard_arena_rank.py --arena-python PATH [--sizes 10000,100000,1000000] [--runs 3]
 
+Both models: plain Bradley-Terry on every file, and style control (arena-rank's ContextualBradleyTerry with its
+defaults) on the same synthetic battles with style columns.
+
 arena-rank (Apache-2.0, JAX) is not a dependency of SepLab: give an interpreter that has it (`python -m venv
 /tmp/ar && /tmp/ar/bin/pip install arena-rank pandas`); this script installs nothing and contains no arena-rank code:
 its driver calls arena-rank's own `PairDataset.from_pandas` and `BradleyTerry` on `pandas.read_csv` of the file.
@@ -27,6 +30,24 @@ sys.path.insert(0, str(ROOT))
 from bench.leaderboard_fastchat import measure, span, write_battles  # noqa: E402  (one way to time a process)
 
 PRD = ROOT.parent / "shared" / "data" / "prd_vicuna80_human" / "battles_prd_human_individual_votes.csv"
+STYLE_DRIVER = """
+import json, sys
+import pandas as pd
+from arena_rank.models.contextual_bradley_terry import ContextualBradleyTerry
+from arena_rank.utils.data_utils import ContextualPairDataset
+df = pd.read_csv(sys.argv[1])
+features = ["sum_assistant_tokens", "header_count", "list_count", "bold_count"]
+for f in features:  # as arena-rank's example notebook builds them (add_style_feature_cols)
+    raw = (df[f + "_a"] - df[f + "_b"]) / (df[f + "_a"] + df[f + "_b"]).replace(0, 1)
+    df[f] = (raw - raw.mean()) / raw.std()
+dataset = ContextualPairDataset.from_pandas(df, features)
+model = ContextualBradleyTerry(n_competitors=len(dataset.competitors), n_features=len(features))
+r = model.compute_ratings_and_cis(dataset)
+out = {c: [float(r["ratings"][i]), float(r["rating_lower"][i]), float(r["rating_upper"][i])]
+       for i, c in enumerate(r["competitors"])}
+out["_coefficients"] = [float(c) for c in r["coeffs"]]
+print(json.dumps(out))
+"""
 DRIVER = """
 import json, sys
 import pandas as pd
@@ -41,15 +62,44 @@ print(json.dumps({c: [float(r["ratings"][i]), float(r["rating_lower"][i]), float
 """
 
 
-def seplab(path: Path, env: dict) -> tuple[float, float, dict]:
-    seconds, mb, out = measure([sys.executable, "manage.py", "leaderboard", str(path), "--method", "bt", "--json"],
-                               env)
-    return seconds, mb, {r["system"]: [r["rating"], r["low"], r["high"]] for r in json.loads(out)["leaderboard"]}
+def seplab(path: Path, env: dict, style: bool = False) -> tuple[float, float, dict]:
+    seconds, mb, out = measure([sys.executable, "manage.py", "leaderboard", str(path), "--method", "bt", "--json",
+                                *(["--style-control"] if style else [])], env)
+    document = json.loads(out)
+    rows = {r["system"]: [r["rating"], r["low"], r["high"]] for r in document["leaderboard"]}
+    if style:
+        rows["_coefficients"] = list(document["style_coefficients"].values())
+    return seconds, mb, rows
 
 
-def arena(python: str, path: Path, env: dict) -> tuple[float, float, dict]:
-    seconds, mb, out = measure([python, "-c", DRIVER, str(path)], env)
+def arena(python: str, path: Path, env: dict, style: bool = False) -> tuple[float, float, dict]:
+    seconds, mb, out = measure([python, "-c", STYLE_DRIVER if style else DRIVER, str(path)], env)
     return seconds, mb, json.loads(out)
+
+
+def write_styled_battles(path: Path, n: int, systems: int = 20, seed: int = 0) -> None:
+    """The same synthetic battles with Arena's style columns: answer lengths (log-normal tokens) and Markdown counts
+    (Poisson), the raters preferring the longer answer on top of the systems' strengths."""
+    import numpy as np
+
+    from bench.ratings_scale import synthetic
+
+    a, b, score, _ = synthetic(n, systems, seed)
+    rng = np.random.default_rng(seed + 1)
+    tokens = rng.lognormal(5, 0.6, (n, 2)).round()
+    longer = (tokens[:, 0] - tokens[:, 1]) / (tokens[:, 0] + tokens[:, 1])
+    flip = (score != 0.5) & (rng.random(n) < 0.3 * np.abs(longer))  # some decisions go to the longer answer
+    score = np.where(flip, (longer > 0).astype(float), score)
+    marks = rng.poisson([1.5, 3.0, 2.0], (n, 2, 3))
+    winner = np.where(score == 0.5, "tie", np.where(score == 1.0, "model_a", "model_b"))
+    names = [f"model-{i:02d}" for i in range(systems)]
+    with path.open("w") as handle:
+        handle.write("model_a,model_b,winner,sum_assistant_tokens_a,sum_assistant_tokens_b,header_count_a,"
+                     "header_count_b,list_count_a,list_count_b,bold_count_a,bold_count_b\n")
+        handle.writelines(
+            f"{names[a[i]]},{names[b[i]]},{winner[i]},{int(tokens[i, 0])},{int(tokens[i, 1])},{marks[i, 0, 0]},"
+            f"{marks[i, 1, 0]},{marks[i, 0, 1]},{marks[i, 1, 1]},{marks[i, 0, 2]},{marks[i, 1, 2]}\n"
+            for i in range(n))
 
 
 def main() -> None:
@@ -63,26 +113,32 @@ def main() -> None:
         parser.error("need --runs >= 1 and sizes of at least 100 battles")
     env = {**os.environ, "DEBUG": "1", "JAX_PLATFORMS": "cpu"}
     workdir = Path(tempfile.mkdtemp(prefix="seplab-arena-"))
-    files = ([("PRD human votes", PRD)] if PRD.exists() else []) + [
-        (f"{n:,} synthetic", workdir / f"battles-{n}.csv") for n in sizes]
-    for label, path in files:
+    files = ([("PRD human votes", PRD, False)] if PRD.exists() else []) + [
+        (f"{n:,} synthetic", workdir / f"battles-{n}.csv", False) for n in sizes] + [
+        (f"{n:,} synthetic, style control", workdir / f"styled-{n}.csv", True) for n in sizes]
+    for label, path, style in files:
         if not path.exists():
-            write_battles(path, int(label.split()[0].replace(",", "")))
+            (write_styled_battles if style else write_battles)(path, int(label.split()[0].replace(",", "")))
     print("| battles | SepLab s | arena-rank s | time ratio | SepLab MB | arena-rank MB | memory ratio | max |Δ| "
-          "rating | max |Δ| interval end |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for label, path in files:
+          "rating | max |Δ| interval end | max |Δ| style coefficient |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, path, style in files:
         ours, theirs = [], []
         for _ in range(args.runs):
-            ours.append(seplab(path, env))
-            theirs.append(arena(args.arena_python, path, env))
-        rating = max(abs(ours[0][2][s][0] - theirs[0][2][s][0]) for s in theirs[0][2])
-        ends = max(abs(ours[0][2][s][k] - theirs[0][2][s][k]) for s in theirs[0][2] for k in (1, 2))
+            ours.append(seplab(path, env, style))
+            theirs.append(arena(args.arena_python, path, env, style))
+        mine, reference = ours[0][2], theirs[0][2]
+        coefficient = "–"
+        if style:
+            pairs = zip(mine.pop("_coefficients"), reference.pop("_coefficients"), strict=True)
+            coefficient = f"{max(abs(x - y) for x, y in pairs):.2e}"
+        rating = max(abs(mine[s][0] - reference[s][0]) for s in reference)
+        ends = max(abs(mine[s][k] - reference[s][k]) for s in reference for k in (1, 2))
         t_ours, t_theirs = [r[0] for r in ours], [r[0] for r in theirs]
         m_ours, m_theirs = [r[1] for r in ours], [r[1] for r in theirs]
         print(f"| {label} | {span(t_ours)} | {span(t_theirs)} | "
               f"{statistics.median(t_ours) / statistics.median(t_theirs):.2f} | {max(m_ours):.0f} | "
-              f"{max(m_theirs):.0f} | {max(m_ours) / max(m_theirs):.2f} | {rating:.3f} | {ends:.3f} |")
+              f"{max(m_theirs):.0f} | {max(m_ours) / max(m_theirs):.2f} | {rating:.3f} | {ends:.3f} | {coefficient} |")
 
 
 if __name__ == "__main__":
