@@ -27,8 +27,7 @@ from selection.core import budget
 KIND = "budget"
 DEFAULTS = {"margins": "0.05,0.1,0.15", "raters": "1,3", "power": 0.8, "max_items": 2000, "rounds": 200}
 FIELDS = ("margins", "raters", "alpha", "power", "max_items", "rounds", "seed", "pair")
-MAX_PLANS = 60  # margins x raters-per-item choices one request may ask for (each simulates ``rounds`` studies)
-MAX_DRAWS = 2_000_000  # rounds x max_items: the simulated item scores held at once (16 MB)
+MAX_MARGINS, MAX_RATERS = 6, 10  # choices one request may plan (each pair simulates ``rounds`` studies for each)
 
 
 FIELD_WORDS = {"margins": "margins", "raters": "raters per item", "alpha": "error rate", "power": "power",
@@ -42,6 +41,33 @@ class BadRequest(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field, self.message = field, message
+
+
+class NoSuchPair(BadRequest):
+    """The request names a system pair the study does not compare (the API's 404)."""
+
+
+# The API's request body as its OpenAPI 3.0 schema: what read_request accepts from JSON (it also takes the form's
+# text)
+REQUEST_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "margins": {"type": "array", "minItems": 1, "maxItems": MAX_MARGINS,
+                    "items": {"type": "number", "minimum": 0, "maximum": 0.5, "exclusiveMinimum": True,
+                              "exclusiveMaximum": True},
+                    "description": "Win rates above a half to tell (0.05 = 55 %)."},
+        "raters": {"type": "array", "minItems": 1, "maxItems": MAX_RATERS,
+                   "items": {"type": "integer", "minimum": 1, "maximum": 50}, "description": "Raters per item."},
+        "alpha": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": True, "exclusiveMaximum": True,
+                  "description": "Decision error rate (default: the study's)."},
+        "power": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": True, "exclusiveMaximum": True},
+        "max_items": {"type": "integer", "minimum": 10, "maximum": 20000},
+        "rounds": {"type": "integer", "minimum": 10, "maximum": 2000},
+        "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+        "pair": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "string", "minLength": 1},
+                 "description": "One system pair (default: every pair); 404 if the study does not compare it."},
+    },
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,15 +117,16 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
         raise BadRequest("margins", "each margin is a win rate above a half: above 0 and below 0.5 (0.05 = 55 %)")
     if any(r < 1 or r > 50 for r in raters):
         raise BadRequest("raters", "raters per item are whole numbers from 1 to 50")
-    if len(margins) * len(raters) > MAX_PLANS:
-        raise BadRequest("margins", f"at most {MAX_PLANS} margin x raters combinations per plan")
+    if len(margins) > MAX_MARGINS or len(raters) > MAX_RATERS:
+        raise BadRequest("margins" if len(margins) > MAX_MARGINS else "raters",
+                         f"at most {MAX_MARGINS} margins and {MAX_RATERS} numbers of raters per plan")
     alpha = _number("alpha", values.get("alpha"), float, study.selection_settings.decision_alpha)
     power = _number("power", values.get("power"), float, DEFAULTS["power"])
     max_items = _number("max_items", values.get("max_items"), int, DEFAULTS["max_items"])
     rounds = _number("rounds", values.get("rounds"), int, DEFAULTS["rounds"])
     seed = _number("seed", values.get("seed"), int, study.seed)
-    if seed < 0:
-        raise BadRequest("seed", "a whole number of at least 0")
+    if not 0 <= seed < 2**32:
+        raise BadRequest("seed", "a whole number from 0 to 4,294,967,295")
     if not 0 < alpha < 1:
         raise BadRequest("alpha", "the error rate is above 0 and below 1 (e.g. 0.05)")
     if not 0 < power < 1:
@@ -108,8 +135,6 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
         raise BadRequest("max_items", "from 10 to 20,000 items")
     if not 10 <= rounds <= 2000:
         raise BadRequest("rounds", "from 10 to 2,000 simulated studies")
-    if rounds * max_items > MAX_DRAWS:
-        raise BadRequest("rounds", f"simulated studies x most items is at most {MAX_DRAWS:,}")
     pair = None
     if values.get("pair"):
         given = values["pair"]
@@ -117,7 +142,7 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
         if len(names) != 2 or not all(names):
             raise BadRequest("pair", "two system names separated by a comma: SYSTEM_A,SYSTEM_B")
         if not study.comparisons.filter(system_a__name__in=names, system_b__name__in=names).exists():
-            raise BadRequest("pair", f"the study does not compare {names[0]} with {names[1]}")
+            raise NoSuchPair("pair", f"the study does not compare {names[0]} with {names[1]}")
         pair = (names[0], names[1])
     return Request(tuple(margins), tuple(raters), alpha, power, max_items, rounds, seed, pair)
 

@@ -155,12 +155,13 @@ def budget_start(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @extend_schema(
-    request=OpenApiTypes.OBJECT,
-    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+    request={"application/json": budgeting.REQUEST_SCHEMA},
+    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT,
+               404: OpenApiTypes.OBJECT},
     description="The budget planner (`plan_budget`). GET: the latest plan (`rows`: per system pair, margin and raters "
-                "per item: items, judgments, assignments, cost, rater_hours) and the job computing a newer one; 404 "
-                "before any. POST {margins: \"0.05,0.1\", raters: \"1,3\", power, alpha, max_items, rounds, seed, "
-                "pair: \"A,B\"} (all optional) queues a plan: 202 with the job; 400 names the field refused.")
+                "per item: items, judgments, assignments, cost, rater_hours; empty before any, `created` null) and "
+                "the job computing a newer one. POST the plan's fields (all optional) to queue a plan: 202 with "
+                "the job; 400 names the field refused.")
 @api_view(["GET", "POST"])
 def budget_api(request, study_id: int):
     study = access_study(request, study_id)
@@ -179,11 +180,12 @@ def budget_api(request, study_id: int):
         try:
             plan_request = budgeting.read_request(study, {k: values.get(k) for k in values.keys()})
         except budgeting.BadRequest as exc:
-            return Response({exc.field: [exc.message]}, status=400)
+            return Response({exc.field: [exc.message]}, status=404 if isinstance(exc, budgeting.NoSuchPair) else 400)
         job = budgeting.do_start_budget(study, plan_request)
         return Response({"job": {"id": job.pk, "status": job.status, "done": 0, "total": 0, "message": job.message}},
                         status=202)
     latest = budgeting.latest(study)
     if latest is None:
-        return Response({"detail": "No budget plan yet: POST to plan one.", "job": job_state}, status=404)
+        return Response({"rows": [], "created": None, "job": job_state,
+                         "detail": "No budget plan yet: POST to plan one."})
     return Response({**latest.result, "created": latest.created.isoformat(), "job": job_state})

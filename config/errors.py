@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
 
+@csrf_exempt  # a POST to no route is a 404 like a GET, not a CSRF refusal (it changes nothing)
 def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
     """The last route: an /api/ URL that matched nothing."""
     return JsonResponse({"detail": "Not found."}, status=404)

@@ -22,6 +22,7 @@ import numpy as np
 
 from selection.core.decisions import betting_confidence_sequence
 
+BLOCK = 100  # simulated studies drawn at once (100 x 20,000 items: 16 MB)
 UNKNOWN_RHO = 1.0  # raters' correlation when a pilot cannot show it: the conservative end
 NO_PILOT_VARIANCE = 0.25  # the largest variance of an outcome in [0, 1]
 
@@ -77,19 +78,22 @@ def items_needed(margin: float, item_variance: float, alpha: float = 0.05, power
     if not 0 < margin < 0.5 or not 0 < power < 1 or item_variance <= 0:
         raise ValueError("need 0 < margin < 0.5, 0 < power < 1 and a positive item variance")
     rng = np.random.default_rng(seed)
-    draws = beta_scores(0.5 + margin, item_variance, (rounds, max_items), rng)
     first_decided = np.full(rounds, np.inf)
     rank = int(np.ceil(power * (rounds - 1)))  # the run whose decision time is the power quantile ("higher")
-    n = min(64, max_items)
-    while True:  # a prefix of the same draws, doubled until power of the runs have decided (or max_items is reached)
-        for r in np.flatnonzero(~np.isfinite(first_decided)):
-            lower, _ = betting_confidence_sequence(draws[r, :n], alpha, grid=500)
-            hit = np.flatnonzero(lower > 0.5)
-            if len(hit):
-                first_decided[r] = hit[0] + 1
-        if np.isfinite(first_decided).sum() > rank or n == max_items:
-            break
-        n = min(2 * n, max_items)
+    for start in range(0, rounds, BLOCK):  # a block of runs at a time: memory stays BLOCK x max_items draws
+        draws = beta_scores(0.5 + margin, item_variance, (min(BLOCK, rounds - start), max_items), rng)
+        block = first_decided[start:start + len(draws)]
+        n = min(64, max_items)
+        while True:  # a prefix of the same draws, doubled until power of the runs have decided (or max_items)
+            for r in np.flatnonzero(~np.isfinite(block)):
+                lower, _ = betting_confidence_sequence(draws[r, :n], alpha, grid=500)
+                hit = np.flatnonzero(lower > 0.5)
+                if len(hit):
+                    block[r] = hit[0] + 1
+            # enough decided in every block that the power quantile over all of them is among the decided
+            if np.isfinite(block).sum() > np.ceil(power * (len(block) - 1)) or n == max_items:
+                break
+            n = min(2 * n, max_items)
     needed = float(np.sort(first_decided)[rank])
     return None if not np.isfinite(needed) else int(needed)
 

@@ -73,11 +73,12 @@ def test_the_api_queues_a_plan_and_serves_the_latest(researcher, other_researche
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
     url = reverse("budget_api", args=[pilot.pk])
-    assert api.get(url).status_code == 404  # nothing planned yet
+    nothing = api.get(url)
+    assert nothing.status_code == 200 and nothing.json()["rows"] == [] and nothing.json()["created"] is None
     refused = api.post(url, {"raters": "0"}, format="json")
     assert refused.status_code == 400 and "raters" in refused.json()
-    assert api.post(url, {"pair": "sys-a,nobody"}, format="json").json() == {
-        "pair": ["the study does not compare sys-a with nobody"]}
+    missing = api.post(url, {"pair": ["sys-a", "nobody"]}, format="json")
+    assert missing.status_code == 404 and missing.json() == {"pair": ["the study does not compare sys-a with nobody"]}
     queued = api.post(url, {"margins": "0.3", "raters": "1,2"}, format="json")
     assert queued.status_code == 202 and queued.json()["job"]["status"] == "queued"
     assert run_budget_jobs() == 1
@@ -103,9 +104,8 @@ def test_the_api_refuses_what_is_not_a_plan_and_queues_nothing(researcher, pilot
     assert api.post(url, {"margin": "0.9"}, format="json").json() == {
         "margin": ["not a field of a budget plan; the fields are margins, raters, alpha, power, max_items, rounds, "
                    "seed, pair"]}
-    assert api.post(url, {"seed": -1}, format="json").json() == {"seed": ["a whole number of at least 0"]}
+    assert api.post(url, {"seed": -1}, format="json").json() == {"seed": ["a whole number from 0 to 4,294,967,295"]}
     assert api.post(url, {"rounds": 2.5}, format="json").json() == {"rounds": ["expected a whole number, not 2.5"]}
-    assert api.post(url, {"rounds": 2000, "max_items": 20000}, format="json").status_code == 400  # too many draws
     assert not Job.objects.filter(kind="budget").exists()
     assert api.post(url, {"margins": [0.3], "raters": [1], "pair": ["sys-a", "sys-b"]}, format="json").status_code \
         == 202
