@@ -141,7 +141,9 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
         names = [str(p).strip() for p in (given if isinstance(given, list | tuple) else str(given).split(","))]
         if len(names) != 2 or not all(names):
             raise BadRequest("pair", "two system names separated by a comma: SYSTEM_A,SYSTEM_B")
-        if not study.comparisons.filter(system_a__name__in=names, system_b__name__in=names).exists():
+        if any("\x00" in n for n in names) or not study.comparisons.filter(system_a__name__in=names,
+                                                                          system_b__name__in=names).exists():
+            # (a NUL can be in no system's name, and PostgreSQL refuses it in a query)
             raise NoSuchPair("pair", f"the study does not compare {names[0]} with {names[1]}")
         pair = (names[0], names[1])
     return Request(tuple(margins), tuple(raters), alpha, power, max_items, rounds, seed, pair)
