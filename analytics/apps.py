@@ -13,5 +13,5 @@ class AnalyticsConfig(AppConfig):
 
         study_settings.register(AnalysisSettings, "analysis_settings", SETTINGS)
         extensions.add_page_context("settings", hooks.settings_page)
-        jobs.register("report", "analytics.stored.report_job")
-        jobs.register("budget", "analytics.budgeting.budget_job")
+        jobs.register("report", "analytics.stored.report_job", restartable=True)
+        jobs.register("budget", "analytics.budgeting.budget_job", restartable=True)

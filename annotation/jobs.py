@@ -10,19 +10,31 @@ a message, the heartbeat), and writes DONE with the body's summary or FAILED wit
 when it raises ``JobFailed``, otherwise the exception and the last lines of its traceback. A failed job's exception
 is raised again, so django-tasks' own record of the task fails too.
 
+A database outage during a job -- SQLite's write lock held past its timeout, a PostgreSQL connection dropped by a
+restart or a pooler (``is_outage``) -- is not the body's failure: ``run_job`` waits until the database answers again
+(1, 2, 4 ... 30 s), then runs the body again from the start when its kind is ``restartable`` (it computes and
+stores, or resumes where it stopped: reports, plans, judges, embeddings), and otherwise fails the job with words
+that say what happened (an import, which must not run twice over its own half). Either way the job never stays
+"running" with nobody running it.
+
 A body is ``body(job, progress) -> str | Outcome``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 import traceback
 
+from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_tasks import task
 
 from annotation.models import Job
+
+logger = logging.getLogger("seplab.worker")
 
 KINDS: dict[str, str] = {
     "import": "annotation.studies.creation.import_job",
@@ -30,13 +42,40 @@ KINDS: dict[str, str] = {
     "plan": "annotation.plan.planning.plan_job",
     "judge": "annotation.judges.runner.judge_job",
 }
+RESTARTABLE: set[str] = {"plan", "judge"}  # a body that may run again from the start after a database outage
+OUTAGE_RETRIES = 5  # runs of a restartable body that an outage may cut short before the job fails
+OUTAGE = ("The database could not be reached while this job ran (it was locked by another writer or its "
+          "connection dropped){again}; nothing after its last progress was kept. Start it again.")
 
 
-def register(kind: str, body: str) -> None:
-    """Another app's kind of job, by the dotted path of its body."""
+def register(kind: str, body: str, restartable: bool = False) -> None:
+    """Another app's kind of job, by the dotted path of its body; ``restartable`` when running the body again from
+    the start is harmless (it recomputes, or resumes what is missing)."""
     if KINDS.get(kind, body) != body:
         raise ValueError(f"job kind {kind!r} is already {KINDS[kind]}")
     KINDS[kind] = body
+    if restartable:
+        RESTARTABLE.add(kind)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether an exception is the database being unreachable (locked, dropped, restarting), not the job's fault."""
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def wait_for_database(job_id: int, backoff_max: float = 30.0) -> None:
+    """Wait until the job's row can be written again (every connection of this thread closed first, so a dropped
+    one is not reused), backing off from a second to ``backoff_max``."""
+    backoff = 1.0
+    while True:
+        connections.close_all()
+        try:
+            Job.objects.filter(pk=job_id).update(heartbeat=timezone.now())
+            return
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("job %s waits for the database (%s); trying again in %.0f s", job_id, exc, backoff)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, backoff_max)
 
 
 class JobFailed(Exception):
@@ -78,11 +117,34 @@ def start(study, kind: str, **fields) -> Job:
 
 @task()
 def run_job(job_id: int) -> None:
+    cut_short = 0
+    while True:
+        try:
+            return _run_once(job_id)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            cut_short += 1
+            wait_for_database(job_id)
+            job = Job.objects.get(pk=job_id)
+            if job.status in (Job.Status.DONE, Job.Status.FAILED, Job.Status.STOPPED):
+                raise  # its end was written before the outage; django-tasks records the error
+            if job.kind in RESTARTABLE and cut_short <= OUTAGE_RETRIES:
+                logger.warning("job %s (%s) was cut short by a database outage; running it again", job_id, job.kind)
+                continue
+            again = f", {cut_short} times" if cut_short > 1 else ""
+            _finish(job_id, Job.Status.FAILED, OUTAGE.format(again=again))
+            raise JobFailed(OUTAGE.format(again=again)) from exc
+
+
+def _run_once(job_id: int) -> None:
     job = Job.objects.select_related("study").get(pk=job_id)
     Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING, heartbeat=timezone.now())
     try:
         body = import_string(KINDS[job.kind])  # an unknown kind fails the job, never leaves it queued
         outcome = body(job, Progress(job_id))
+    except (OperationalError, InterfaceError):
+        raise  # an outage: run_job waits it out
     except JobFailed as exc:
         _finish(job_id, Job.Status.FAILED, str(exc))
         raise

@@ -73,8 +73,11 @@ class SupervisedWorker(Worker):
     def run_task(self, db_task_result) -> None:
         args = (db_task_result.args_kwargs or {}).get("args") or []
         self.current_job = args[0] if args and isinstance(args[0], int) else None
-        if self.current_job is not None:
-            Job.objects.filter(pk=self.current_job).update(heartbeat=timezone.now())
+        try:
+            if self.current_job is not None:
+                Job.objects.filter(pk=self.current_job).update(heartbeat=timezone.now())
+        except DatabaseError:
+            pass  # a sign of life only: the task (run_job) waits out an outage itself
         try:
             super().run_task(db_task_result)
         finally:

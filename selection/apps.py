@@ -15,5 +15,5 @@ class SelectionConfig(AppConfig):
         extensions.set_item_chooser(hooks.CHOOSER)
         extensions.add_page_context("study", hooks.study_page)
         extensions.add_page_context("settings", hooks.settings_page)
-        jobs.register("separability", "selection.jobs.separability_job")
-        jobs.register("embed", "selection.jobs.embedding_job")
+        jobs.register("separability", "selection.jobs.separability_job", restartable=True)
+        jobs.register("embed", "selection.jobs.embedding_job", restartable=True)

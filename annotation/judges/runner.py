@@ -522,6 +522,8 @@ def judge_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     try:
         result = run(judge, progress=progress, should_stop=should_stop)
     except Exception as exc:  # the judges page shows what went wrong; resuming retries what is missing
+        if jobs.is_outage(exc):
+            raise  # the database was unreachable: the job waits and resumes what is missing
         # the page and the task's result row (django-tasks: the admin, the worker's log) get the redacted words
         # only, without the original exception's traceback, which may quote an endpoint echoing the key
         raise jobs.JobFailed(redact(f"{type(exc).__name__}: {exc}", judge)) from None

@@ -293,5 +293,7 @@ def plan_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
         progress.say("Building the plan: choosing the items")
         tasks = do_rebuild_plan(study)
     except Exception as exc:  # the study page says what went wrong; saving the settings again retries
+        if jobs.is_outage(exc):
+            raise  # the database was unreachable: the job waits and builds the plan again
         raise jobs.JobFailed(f"The plan could not be built: {exc}") from exc
     return jobs.Outcome(f"Plan built: {tasks} rating tasks.", complete=True)

@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation import jobs
 from annotation.models import Job, WorkerBeat
 from annotation.worker import VANISHED, sweep_stale_jobs, worker_missing
 from tests.other_database import run_on
@@ -22,6 +23,7 @@ from django.contrib.auth import get_user_model
 from analytics import stored
 from analytics.populations import Population
 from annotation.studies import creation
+from annotation import jobs
 from annotation.models import Job, WorkerBeat
 
 owner = get_user_model().objects.create_user("owner", password="x")
@@ -146,6 +148,57 @@ result = {"running": running, "failed": failed, "message": job.message, "finishe
 """, tmp_path)
     assert result["running"] and result["failed"] and result["finished"]
     assert result["message"] == VANISHED and result["study"] == "importing"  # unpublished: the page offers delete
+
+
+def test_a_job_cut_short_by_a_held_write_lock_runs_again_or_fails_saying_so(tmp_path, monkeypatch):
+    """The race CI met: the worker had claimed the job when a long request took SQLite's write lock, so the job's
+    own writes failed. A restartable kind runs again once the lock is gone; an import fails with the reason, and
+    neither stays "running" with nobody running it. The lock is real (a second connection's BEGIN IMMEDIATE)."""
+    monkeypatch.setenv("SQLITE_TIMEOUT", "0.5")
+    result = run_on("sqlite", SETUP + """
+import sqlite3, threading
+from django.db import connection
+from annotation import jobs
+name = connection.settings_dict["NAME"]
+runs = []
+
+def hold_lock(seconds):
+    holder = sqlite3.connect(name, timeout=5, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    def release():
+        holder.rollback()
+        holder.close()
+    threading.Timer(seconds, release).start()
+
+def body(job, progress):
+    runs.append(job.kind)
+    if runs.count(job.kind) == 1:
+        hold_lock(2.0)
+        progress(1, 2)  # meets the held lock after SQLITE_TIMEOUT
+    return f"ran {runs.count(job.kind)} times"
+
+jobs.register("locked-restartable", "__main__.body", restartable=True)
+jobs.register("locked-import", "__main__.body")
+out = {}
+for kind in ("locked-restartable", "locked-import"):
+    job = Job.objects.create(study=study, kind=kind)
+    started = time.monotonic()
+    try:
+        jobs.run_job.call(job.pk)
+        raised = None
+    except Exception as exc:
+        raised = type(exc).__name__
+    job.refresh_from_db()
+    out[kind] = {"status": job.status, "message": job.message, "raised": raised, "runs": runs.count(kind),
+                 "seconds": time.monotonic() - started}
+result = out
+""", tmp_path)
+    again = result["locked-restartable"]
+    assert again == {**again, "status": "done", "message": "ran 2 times", "raised": None, "runs": 2}
+    assert again["seconds"] >= 2.0  # it waited for the lock to go
+    once = result["locked-import"]
+    assert once == {**once, "status": "failed", "raised": "JobFailed", "runs": 1}
+    assert once["message"] == jobs.OUTAGE.format(again="")
 
 
 def test_stale_jobs_are_failed_and_fresh_ones_left_alone(study):
