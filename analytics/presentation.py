@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.template.loader import render_to_string
 
-from analytics import plots
+from analytics import answer_style, plots
 from analytics.populations import Population
 from analytics.tables import report_tables
 
@@ -38,8 +38,9 @@ def headlines(data: dict) -> list[dict]:
 def figures(data: dict) -> dict[str, str]:
     """The report's SVG figures (each has a table next to it)."""
     out = {}
-    for key, label in (("elo", "ELO"), ("sep_elo", "sep-ELO"), ("bradley_terry", "Bradley-Terry")):
-        if data[key].get("available"):
+    for key, label in (("elo", "ELO"), ("sep_elo", "sep-ELO"), ("bradley_terry", "Bradley-Terry"),
+                       ("style_control", "style-controlled Bradley-Terry")):
+        if data.get(key, {}).get("available"):
             out[key] = plots.interval_plot(data[key]["leaderboard"], label=f"{label} rating")
     for kind, bins in data["consistency"]["by_separability"].items():
         series = {kind: [((b["low"] + b["high"]) / 2 if b["count"] else b["bin"], b["mean"])
@@ -77,6 +78,20 @@ SECTIONS = [
      "leaderboard, 'order above next' says whether this "
      "system's place above the next one is decided by their pair's anytime-valid decision (see the stopping "
      "section): decided, equivalent within the margin, decided the other way, open, or not compared."),
+    ("leaderboard-style", "Bradley-Terry controlling for answer style", "style_control", "The same battles, with "
+     "each battle's log-odds also depending on the two answers' style, as Chatbot Arena's headline board does "
+     "(arena-rank's ContextualBradleyTerry with its defaults): the relative difference (a - b) / (a + b) of their "
+     "tokens ({encoding}), headers, list items and bold spans (code blocks left out, counted as Arena counts them), "
+     "z-scored, battles weighted by 1 / max(their pair's battles, 50), sandwich 95 % intervals. "),
+    ("length-controlled", "Length-controlled win rates", None, "AlpacaEval 2's length-controlled win rate, for "
+     "people and for each judge: the first system's win rate if both answers had the same length, under a logistic "
+     "model of the preference in tanh of the standardised difference of the answers' lengths (characters), fitted "
+     "by maximum likelihood (AlpacaEval fits it with a cross-validated L1 penalty and its instruction-difficulty "
+     "table, which only its own instructions have). 95 % intervals over items (an item's judgments together, "
+     "Student's t), checked to cover on PRD's real votes and answer lengths with 20 and 60 items; a pair with "
+     "fewer than {min_items} items judged gets none. The length coefficient is the log-odds gained per unit of "
+     "tanh(length difference / its standard deviation): above 0, the longer answer is preferred; a judge whose "
+     "coefficient is well above the people's has a length bias."),
     ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),
     ("win-ratio", "Win-ratio ranking", None, "Each system's share of points over all its battles."),
     ("stopping", "Stopping status per system pair", None, "Each item goes to the majority of its human raters, "
@@ -143,9 +158,12 @@ SECTIONS = [
 def empty_reason(name: str, data: dict) -> str:
     """Why a section has nothing to show, in the population's words."""
     who = data["population"]["label"].lower()
-    board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry"}
-    if name in board and data[board[name]].get("reason"):
+    board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry",
+             "leaderboard-style": "style_control"}
+    if name in board and data.get(board[name], {}).get("reason"):
         return f"Not available: {data[board[name]]['reason']}."
+    if name == "length-controlled":
+        return "No system pair has judgments with a choice yet."
     blocked = data.get("hybrid_strengths_blocked") or []
     if name == "hybrid-strengths" and blocked:
         return (f"Not computed: the items people judged for {', '.join(blocked)} were not a uniform random sample (nor "
@@ -172,6 +190,31 @@ def empty_reason(name: str, data: dict) -> str:
     return "Nothing to show for this population."
 
 
+def style_sentence(styled: dict) -> str:
+    """The style coefficients, how much arena-rank's default penalty shrinks them, and who moved, in words."""
+    if not styled.get("available"):
+        return ""
+    names = {"sum_assistant_tokens": "tokens", "header_count": "headers", "list_count": "list items",
+             "bold_count": "bold"}
+
+    def listed(coefficients: dict) -> str:
+        return ", ".join(f"{names[k]} {v:+.3f}" for k, v in coefficients.items())
+
+    words = (f"Style coefficients (log-odds per standard deviation; above 0, more of it is preferred): "
+             f"{listed(styled['coefficients'])}. ")
+    if styled["shrinkage"] is not None:
+        words += (f"The penalty 0.5 x {styled['reg']:g} x |coefficients|^2 on the mean loss (arena-rank's default, "
+                  f"as on LMArena's board) shrinks them to {100 * styled['shrinkage']:.0f} % of the unpenalised "
+                  f"fit's ({listed(styled['unpenalised_coefficients'])}); compare with published numbers under the "
+                  "same penalty. ")
+    moved = [m for m in styled["moved"] if m["change"]]
+    if moved:
+        words += "Moved: " + "; ".join(f"{m['system']} {m['plain_place']} → {m['style_place']}" for m in moved) + "."
+    else:
+        words += "No system changes place when style is controlled for."
+    return words
+
+
 def sections(data: dict) -> list[dict]:
     tables = report_tables(data)
     figs = figures(data)
@@ -179,7 +222,9 @@ def sections(data: dict) -> list[dict]:
     stopping = (data.get("stopping") or [{}])[0]
     values = {"k": params.get("k"), "rounds": params.get("bootstrap_rounds"), "seed": params.get("seed"),
               "T": params.get("T"), "alpha": params.get("alpha"), "beta": params.get("beta"),
-              "decision_alpha": stopping.get("decision_alpha"), "decision_margin": stopping.get("decision_margin")}
+              "decision_alpha": stopping.get("decision_alpha"), "decision_margin": stopping.get("decision_margin"),
+              "encoding": (data.get("style_control") or {}).get("encoding", "cl100k_base"),
+              "min_items": answer_style.MIN_ITEMS}
     purposive = [f"{e['system_a']} vs {e['system_b']}" for e in data.get("win_rate_estimates", [])
                  if e["design"] == "purposive"]
     out = []
@@ -189,6 +234,8 @@ def sections(data: dict) -> list[dict]:
         if name == "consistency-bins":
             figure_svg = "".join(figs.get(f"consistency-{k}", "") for k in ("human", "judge"))
         note = note.format(**values)
+        if name == "leaderboard-style":
+            note += style_sentence(data.get("style_control") or {})
         if name.startswith("leaderboard-") and purposive:
             note += (f" The items of {', '.join(purposive)} were chosen on purpose: these ratings and their intervals "
                      "(battles resampled) describe the judged items, not the study's other items.")

@@ -30,6 +30,7 @@ from django.db.models import Count
 from scipy.stats import spearmanr
 from scipy.stats import t as student_t
 
+from analytics import answer_style
 from analytics.core import agreement, bias, consistency, indeterminacy, ppi, ratings
 from analytics.leaderboards import board, clean, default_intervals, leaderboard, rate
 from analytics.populations import ALL, HUMANS, Population
@@ -266,13 +267,14 @@ RATING_PARAMETERS = ("k", "T", "alpha", "beta", "bootstrap_rounds", "seed", "ord
 
 
 def ratings_report(study: Study, rows: list[Row], systems: list[str],
-                   deltas: dict[tuple[str, str], dict[int, float]]) -> dict:
+                   deltas: dict[tuple[str, str], dict[int, float]], answers: answer_style.Answers) -> dict:
     settings = analysis_parameters(study)
     params = {name: settings[name] for name in RATING_PARAMETERS}
     battle_rows, a, b, score = _battles(rows, systems, params["aggregation"], params["seed"])
     if len(score) == 0:
         empty = {"available": False, "reason": "no judgments with a choice yet", "parameters": params}
-        return {"elo": empty, "sep_elo": empty, "bradley_terry": empty, "win_rates": {}}
+        return {"elo": empty, "sep_elo": empty, "bradley_terry": empty, "win_rates": {},
+                "style_control": {"available": False, "reason": empty["reason"]}}
     n = len(systems)
     k_elo, rounds, seed = params["k"], params["bootstrap_rounds"], params["seed"]
     elo = {"available": True, "parameters": params, "battles": len(score),
@@ -300,7 +302,8 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
         "win_ratio": sorted(({"system": s, "win_ratio": ratio[i]} for i, s in enumerate(systems)),
                             key=lambda r: -(r["win_ratio"] if r["win_ratio"] == r["win_ratio"] else -1)),
     }
-    return {"elo": elo, "sep_elo": sep_elo, "bradley_terry": bt, "win_rates": win_rates}
+    styled = answer_style.style_control_report(study, battle_rows, a, b, score, systems, bt["leaderboard"], answers)
+    return {"elo": elo, "sep_elo": sep_elo, "bradley_terry": bt, "win_rates": win_rates, "style_control": styled}
 
 
 def rating_sets(rows: list[Row], pair: tuple[str, str]) -> dict[str, dict[str, list[int]]]:
@@ -805,6 +808,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
     designs = selection_services.sample_designs(study)
     systems = list(study.systems.values_list("name", flat=True))
     deltas = separability_by_item(study)
+    answers = answer_style.Answers(study, {r.pair_id for r in rows} | {r.pair_id for r in reference})
     kinds: dict[str, int] = defaultdict(int)
     for r in every:
         kinds[r.kind] += 1
@@ -824,7 +828,8 @@ def study_report(study: Study, population: Population | None = None) -> dict:
                                       .annotate(n=Count("id")).order_by("reason"))},
         "consistency": consistency_report(rows, deltas),
         "separability": separability_report(study),
-        **ratings_report(study, rows, systems, deltas),
+        **ratings_report(study, rows, systems, deltas, answers),
+        "length_controlled": answer_style.length_controlled_report(systems, humans, judges, answers),
         "stopping": (stopping := stopping_report(study, rows)),
         "positional_bias": positional_bias_report(rows, reference),
         "agreement": agreement_report(rows),

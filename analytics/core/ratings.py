@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from analytics.core import style
+
 INITIAL = 1000.0
 SCALE = 400.0
 BASE = 10.0
@@ -292,7 +294,7 @@ def win_ratio_ranking(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems
     return np.divide(wins.sum(axis=1), total, out=np.full(n_systems, np.nan), where=total > 0)
 
 
-STYLE_FEATURES = ("sum_assistant_tokens", "header_count", "list_count", "bold_count")  # Arena's style control
+STYLE_FEATURES = style.FEATURES  # Arena's style control: tokens, headers, list items, bold
 STYLE_REG = 1.0  # arena-rank's ContextualBradleyTerry default: 0.5 * reg * |coefficients|^2 on the mean loss
 MIN_PAIR_COUNT = 50  # arena-rank's reweighting floor: a battle weighs 1 / max(its pair's battles, 50)
 

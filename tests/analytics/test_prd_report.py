@@ -56,3 +56,38 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
     assert "<th>agreement_split_first</th>" in page and "<th>agreement_split_left_out</th>" in page
     assert "<th>kappa_per_verdict</th>" in page and "<th>kappa_per_item</th>" in page
     assert "Shared pairs: <strong>bard</strong> 800" in page
+
+
+def test_the_report_controls_prd_for_style_and_length(prd_study):
+    """Issue 29 on the real answers: the style-controlled board beside the plain one, with arena-rank's default
+    penalty and without, and the length-controlled win rates of people and of each judge, the people's equal to
+    the same GLM fitted on the votes and answer lengths read straight from the files."""
+    import numpy as np
+
+    from analytics.core.length_control import length_controlled_win_rate
+    from tests.analytics.core.test_length_control import prd_pairs
+
+    report = services.study_report(prd_study)
+    styled = report["style_control"]
+    assert styled["available"] and styled["battles"] == report["bradley_terry"]["battles"] == 1760
+    assert set(styled["coefficients"]) == {"sum_assistant_tokens", "header_count", "list_count", "bold_count"}
+    # the issue: on PRD the length coefficient is 0.076 under arena-rank's default penalty
+    assert styled["coefficients"]["sum_assistant_tokens"] == pytest.approx(0.076, abs=0.01)
+    assert 0 < styled["shrinkage"] < 1  # the penalty shrinks the coefficients, and the page says by how much
+    assert sorted(m["system"] for m in styled["moved"]) == sorted(report["systems"])
+    people = {(e["system_a"], e["system_b"]): e for e in report["length_controlled"] if e["population"] == "People"}
+    judges = {e["population"] for e in report["length_controlled"]} - {"People"}
+    assert judges == {f"Judge {j}" for j in ("gpt4", "gpt35", "claude", "bard", "vicuna-13b")}
+    assert len(people) == 10
+    for (first, second), questions in zip(sorted(people, key=sorted), prd_pairs(), strict=True):
+        votes = [(v, la, lb) for scores, la, lb in questions for v in scores]
+        score, la, lb = (np.array(x, dtype=float) for x in zip(*votes, strict=True))
+        cluster = np.repeat(np.arange(len(questions)), [len(s) for s, _, _ in questions])
+        fit = length_controlled_win_rate(score, la, lb, cluster)
+        entry = people[first, second]
+        if entry["system_a"] != sorted((first, second))[0]:
+            fit_estimate, low, high = 1 - fit.estimate, 1 - fit.high, 1 - fit.low
+        else:
+            fit_estimate, low, high = fit.estimate, fit.low, fit.high
+        assert entry["estimate"] == pytest.approx(fit_estimate, abs=1e-9)
+        assert (entry["low"], entry["high"]) == pytest.approx((low, high), abs=1e-9)

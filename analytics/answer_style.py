@@ -1,0 +1,111 @@
+"""The report's answers-as-written sections (issue 29): the style-controlled Bradley-Terry board beside the plain
+one, and length-controlled win rates per system pair for people and for each judge.
+
+Both read the answers each judgment compared (the rated pair's two generations): their style counted as Chatbot
+Arena counts it (``analytics.core.style``) and their length in characters (as AlpacaEval 2 measures it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from analytics.core import ratings, style
+from analytics.core.length_control import MIN_ITEMS, NoEstimate, length_controlled_win_rate
+from analytics.leaderboards import style_board
+from annotation.models import Generation, Pair, Study
+from selection.core import winners
+
+if TYPE_CHECKING:
+    from analytics.services import Row
+
+MOVED_NOTE = ("places on the boards, best first; a system moves when controlling for style changes who it is "
+              "rated above")
+
+
+class Answers:
+    """Per rated pair of a study: the style counts (``style.FEATURES``) and lengths of its two answers, counted
+    once per generation."""
+
+    def __init__(self, study: Study, pair_ids: set[int]):
+        pairs = dict((pk, (ga, gb)) for pk, ga, gb in Pair.objects.filter(pk__in=pair_ids).values_list(
+            "pk", "generation_a_id", "generation_b_id").iterator(chunk_size=2000)) if pair_ids else {}
+        generation_ids = sorted({g for both in pairs.values() for g in both})
+        position = {g: i for i, g in enumerate(generation_ids)}
+        self.counts = np.zeros((len(generation_ids), len(style.FEATURES)), dtype=np.int64)
+        self.lengths = np.zeros(len(generation_ids), dtype=np.int64)
+        for start in range(0, len(generation_ids), 2000):
+            chunk = generation_ids[start:start + 2000]
+            texts = dict(Generation.objects.filter(pk__in=chunk).values_list("pk", "text"))
+            rows = [position[g] for g in chunk]
+            self.counts[rows] = style.style_counts([texts[g] for g in chunk])
+            self.lengths[rows] = [len(texts[g]) for g in chunk]
+        self.sides = {pk: (position[ga], position[gb]) for pk, (ga, gb) in pairs.items()}
+
+    def of(self, rows: list[Row], first: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(counts of the side of ``first[i]``, of the other side, lengths likewise) for each judgment row."""
+        sides = np.array([self.sides[r.pair_id] for r in rows], dtype=np.int64).reshape(-1, 2)
+        swap = np.array([r.system_a != f for r, f in zip(rows, first, strict=True)], dtype=bool)
+        mine = np.where(swap, sides[:, 1], sides[:, 0])
+        other = np.where(swap, sides[:, 0], sides[:, 1])
+        return self.counts[mine], self.counts[other], self.lengths[mine], self.lengths[other]
+
+
+def style_control_report(study: Study, battle_rows: list[Row], a: np.ndarray, b: np.ndarray, score: np.ndarray,
+                         systems: list[str], plain: list[dict], answers: Answers) -> dict:
+    """The style-controlled board (arena-rank's ContextualBradleyTerry defaults, sandwich intervals) on the same
+    battles as the plain Bradley-Terry board, its coefficients with and without the penalty, and who moved."""
+    if len(score) == 0:
+        return {"available": False, "reason": "no judgments with a choice yet"}
+    if len({*a.tolist(), *b.tolist()}) < 2:
+        return {"available": False, "reason": "fewer than two systems have been compared"}
+    counts_a, counts_b, _, _ = answers.of(battle_rows, [systems[i] for i in a])
+    board, coefficients = style_board(systems, a, b, score, counts_a, counts_b, ratings.STYLE_REG)
+    _, unpenalised = style_board(systems, a, b, score, counts_a, counts_b, 0.0)
+    size = math.sqrt(sum(v * v for v in coefficients.values()))
+    free = math.sqrt(sum(v * v for v in unpenalised.values()))
+    place = {r["system"]: i + 1 for i, r in enumerate(plain)}
+    moved = [{"system": r["system"], "plain_place": place[r["system"]], "style_place": i + 1,
+              "change": place[r["system"]] - (i + 1)} for i, r in enumerate(board)]
+    return {"available": True, "battles": len(score), "leaderboard": board, "coefficients": coefficients,
+            "unpenalised_coefficients": unpenalised, "reg": ratings.STYLE_REG,
+            "shrinkage": size / free if free > 0 else None, "moved": moved,
+            "any_moved": any(m["change"] for m in moved), "encoding": style.ENCODING.removesuffix("_offline")}
+
+
+def length_controlled_report(systems: list[str], humans: list[Row], judges: list[Row], answers: Answers) -> list[dict]:
+    """Per rater population (people, then each judge) and system pair: the plain and the length-controlled win
+    rate of the pair's first system (in the study's order), its 95 % interval over items, and the length
+    coefficient (> 0: longer answers are preferred)."""
+    populations = [("People", [r for r in humans if r.effective_choice is not None])]
+    for name in sorted({r.rater for r in judges}):
+        populations.append((f"Judge {name}", [r for r in judges if r.rater == name and r.effective_choice is not None]))
+    order = {s: i for i, s in enumerate(systems)}
+    out = []
+    for label, rows in populations:
+        by_pair: dict[tuple[str, str], list[Row]] = {}
+        for r in rows:
+            first, second = sorted((r.system_a, r.system_b), key=order.__getitem__)
+            by_pair.setdefault((first, second), []).append(r)
+        for (first, second), pair_rows in sorted(by_pair.items(), key=lambda kv: (order[kv[0][0]], order[kv[0][1]])):
+            score = winners.score_for_a([r.rating for r in pair_rows]).reshape(-1)
+            flip = np.array([r.system_a != first for r in pair_rows])
+            score = np.where(flip, 1 - score, score)
+            _, _, length_first, length_second = answers.of(pair_rows, [first] * len(pair_rows))
+            entry = {"population": label, "system_a": first, "system_b": second, "judgments": len(pair_rows),
+                     "items": len({r.item_id for r in pair_rows}), "win_rate": float(score.mean()),
+                     "mean_length_a": float(length_first.mean()), "mean_length_b": float(length_second.mean())}
+            try:
+                fit = length_controlled_win_rate(score, length_first, length_second, [r.item_id for r in pair_rows])
+            except NoEstimate as exc:
+                entry.update(estimate=None, low=None, high=None, length_coefficient=None, reason=str(exc))
+            else:
+                entry.update(estimate=fit.estimate, low=fit.low, high=fit.high,
+                             length_coefficient=fit.length_coefficient, reason="")
+            out.append(entry)
+    return out
+
+
+__all__ = ["MIN_ITEMS", "MOVED_NOTE", "Answers", "length_controlled_report", "style_control_report"]
