@@ -62,7 +62,8 @@ def style_control_report(study: Study, battle_rows: list[Row], a: np.ndarray, b:
     if len({*a.tolist(), *b.tolist()}) < 2:
         return {"available": False, "reason": "fewer than two systems have been compared"}
     counts_a, counts_b, _, _ = answers.of(battle_rows, [systems[i] for i in a])
-    board, coefficients = style_board(systems, a, b, score, counts_a, counts_b, ratings.STYLE_REG)
+    board, coefficients = style_board(systems, a, b, score, counts_a, counts_b, ratings.STYLE_REG,
+                                      penalty_curvature=True)
     _, unpenalised = style_board(systems, a, b, score, counts_a, counts_b, 0.0)
     size = math.sqrt(sum(v * v for v in coefficients.values()))
     free = math.sqrt(sum(v * v for v in unpenalised.values()))

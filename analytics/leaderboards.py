@@ -56,11 +56,13 @@ def rate(method: str, a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems
 
 
 def style_board(systems: list[str], a: np.ndarray, b: np.ndarray, score: np.ndarray, counts_a: np.ndarray,
-                counts_b: np.ndarray, reg: float = ratings.STYLE_REG) -> tuple[list[dict], dict[str, float]]:
+                counts_b: np.ndarray, reg: float = ratings.STYLE_REG,
+                penalty_curvature: bool = False) -> tuple[list[dict], dict[str, float]]:
     """The style-controlled Bradley-Terry board (arena-rank's ``ContextualBradleyTerry`` with its defaults; sandwich
-    intervals) and the style coefficients by feature, from each side's style counts (battles, 4)."""
+    intervals, with the penalty's curvature when ``penalty_curvature``: see ``ratings.contextual_bradley_terry``)
+    and the style coefficients by feature, from each side's style counts (battles, 4)."""
     fit = ratings.contextual_bradley_terry(a, b, score, ratings.style_features(counts_a, counts_b), len(systems),
-                                           reg=reg)
+                                           reg=reg, penalty_curvature=penalty_curvature)
     interval = ratings.Interval(fit.ratings, fit.ratings, fit.low, fit.high, ratings.ci_ranks(fit.low, fit.high))
     return rows(systems, interval, "bt"), dict(zip(ratings.STYLE_FEATURES, fit.coefficients.tolist(), strict=True))
 
