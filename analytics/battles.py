@@ -20,7 +20,7 @@ import dataclasses
 import io
 import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 
 import numpy as np
@@ -139,29 +139,17 @@ def _plain_columns(data: bytes) -> Battles | None:
     ia, ib, iw = (header.index(c) for c in COLUMNS)
     isep = header.index("separability") if "separability" in header else None
     buf = np.frombuffer(data, dtype=np.uint8)
-    ends = np.concatenate([np.flatnonzero(buf[i:i + (8 << 20)] == ord("\n")) + i for i in range(0, len(buf), 8 << 20)])
-    if len(data) > ends[-1] + 1:  # the last line without a line feed
-        ends = np.append(ends, len(data))
-    starts, ends = ends[:-1] + 1, ends[1:]
-    starts, ends = starts[ends > starts], ends[ends > starts]  # empty lines are skipped, as by csv.DictReader
     index: dict[bytes, int] = {}
     winners: dict[bytes, int] = {}
     parts = []
-    for lo in range(0, len(starts), LINES_PER_CHUNK):
-        s, e = starts[lo:lo + LINES_PER_CHUNK], ends[lo:lo + LINES_PER_CHUNK]
-        commas = np.flatnonzero(buf[s[0]:e[-1]] == ord(",")) + s[0]
-        if (np.searchsorted(commas, e) - np.searchsorted(commas, s) != width - 1).any():  # a ragged row
+    for field in _plain_chunks(buf, width):
+        if field is None:
             return None
-        commas = commas.reshape(len(s), width - 1)
-
-        def field(k: int, s=s, e=e, commas=commas) -> tuple[np.ndarray, np.ndarray]:
-            return (s if k == 0 else commas[:, k - 1] + 1), (e if k == width - 1 else commas[:, k])
-
         (a_from, a_to), (b_from, b_to), (w_from, w_to) = field(ia), field(ib), field(iw)
         pairs = _distinct_values(buf, np.column_stack([a_from, b_from]).ravel(),
                                  np.column_stack([a_to, b_to]).ravel(), index)
         outcome = _distinct_values(buf, w_from, w_to, winners)
-        sep = np.full(len(s), np.nan)
+        sep = np.full(len(a_from), np.nan)
         if isep is not None:
             sep = _floats([data[i:j] for i, j in zip(*(f.tolist() for f in field(isep)), strict=True)])
         if pairs is None or outcome is None or sep is None:
@@ -174,6 +162,45 @@ def _plain_columns(data: bytes) -> Battles | None:
     if (a == b).any():
         return None
     return Battles(systems, a, b, np.array([WINNERS[v.decode()] for v in winners])[outcome], sep)
+
+
+def _plain_chunks(buf: np.ndarray, width: int) -> Iterator[Callable[[int], tuple[np.ndarray, np.ndarray]] | None]:
+    """A plain CSV file's rows after the header, LINES_PER_CHUNK lines at a time, as a function from a column number
+    to the (start, end) byte positions of that column's fields; None for a chunk with a ragged row. Empty lines are
+    skipped, as csv.DictReader skips them."""
+    ends = np.concatenate([np.flatnonzero(buf[i:i + (8 << 20)] == ord("\n")) + i for i in range(0, len(buf), 8 << 20)])
+    if len(buf) > ends[-1] + 1:  # the last line without a line feed
+        ends = np.append(ends, len(buf))
+    starts, ends = ends[:-1] + 1, ends[1:]
+    starts, ends = starts[ends > starts], ends[ends > starts]
+    for lo in range(0, len(starts), LINES_PER_CHUNK):
+        s, e = starts[lo:lo + LINES_PER_CHUNK], ends[lo:lo + LINES_PER_CHUNK]
+        commas = np.flatnonzero(buf[s[0]:e[-1]] == ord(",")) + s[0]
+        if (np.searchsorted(commas, e) - np.searchsorted(commas, s) != width - 1).any():  # a ragged row
+            yield None
+            return
+        commas = commas.reshape(len(s), width - 1)
+
+        def field(k: int, s=s, e=e, commas=commas) -> tuple[np.ndarray, np.ndarray]:
+            return (s if k == 0 else commas[:, k - 1] + 1), (e if k == width - 1 else commas[:, k])
+
+        yield field
+
+
+def _plain_counts(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """Fields of decimal digits only (1 to 15 of them) as numbers, all at once; None if any field is anything
+    else (empty, a sign, a decimal point, an exponent, too long): the checking reader takes the file then."""
+    length = end - start
+    if len(length) == 0 or length.min() < 1 or length.max() > 15:
+        return None
+    width = int(length.max())
+    offsets = np.arange(width)
+    inside = offsets[None, :] < length[:, None]
+    digits = buf[np.minimum(start[:, None] + offsets[None, :], len(buf) - 1)].astype(np.int64) - ord("0")
+    if ((digits < 0) | (digits > 9))[inside].any():
+        return None
+    power = np.where(inside, length[:, None] - 1 - offsets[None, :], 0)
+    return (np.where(inside, digits, 0) * 10 ** power).sum(axis=1).astype(np.float64)
 
 
 def _distinct_values(buf: np.ndarray, start: np.ndarray, end: np.ndarray, index: dict[bytes, int]) -> np.ndarray | None:
@@ -288,9 +315,10 @@ def style_counts(data: bytes, filename: str | None, battles: int,
     ``list_count_a``/``_b``, ``bold_count_a``/``_b``) as counts of each side, (battles, 4) each, in the order the
     battles were read; every missing column and every value that is not a count of zero or more is named by line and
     field. Read after ``parse_battles`` accepted the file (its rows are the battles). A plain CSV file (ASCII, no
-    quote characters, line feeds) is read with numpy's C parser first (10^6 rows: 1.2 s against 5.4 s through the
-    csv module); anything it cannot read, and any value it reads that is not a count, goes to the checking reader,
-    which names the problems."""
+    quote characters, line feeds) whose counts are all plain digits is read by splitting it with numpy as
+    ``parse_battles`` does and turning each column's digits into numbers at once (10^6 rows: ~0.3 s, against 1.7 s
+    with numpy.loadtxt and 5.4 s through the csv module); anything else goes to the checking reader, which reads
+    decimals such as "12.0" too and names the problems."""
     fast = _plain_style_counts(data.removeprefix(BOM)) if _is_csv(data, filename) else None
     if fast is not None and len(fast) == battles:
         return fast[:, 0::2], fast[:, 1::2]
@@ -331,14 +359,17 @@ def _plain_style_counts(data: bytes) -> np.ndarray | None:
     checked row by row)."""
     if b'"' in data or b"\r" in data or b"\x00" in data or not data.isascii():
         return None
+    if b"\n" not in data:
+        return None
     header = data[:data.find(b"\n")].decode("ascii").split(",")
     if len(set(header)) != len(header) or not all(c in header for c in STYLE_COLUMNS):
         return None
-    try:
-        values = np.loadtxt(io.BytesIO(data), delimiter=",", skiprows=1, dtype=np.float64, ndmin=2,
-                            usecols=[header.index(c) for c in STYLE_COLUMNS])
-    except ValueError:
-        return None
-    if not np.all(np.isfinite(values) & (values >= 0)):
-        return None
-    return values
+    columns = [header.index(c) for c in STYLE_COLUMNS]
+    buf = np.frombuffer(data, dtype=np.uint8)
+    parts = []
+    for field in _plain_chunks(buf, len(header)):
+        chunk = [None if field is None else _plain_counts(buf, *field(k)) for k in columns]
+        if any(c is None for c in chunk):
+            return None
+        parts.append(np.column_stack(chunk))
+    return np.concatenate(parts) if parts else None

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from analytics import budgeting
-from analytics.services import analysis_parameters
 
 
 def percent(margin: float) -> str:
@@ -40,4 +39,6 @@ def budget_panel(study) -> dict:
 
 def settings_page(study) -> dict:
     # what the stored settings become, through the same function the report calls
+    from analytics.services import analysis_parameters  # imported when used: the report's imports are heavy
+
     return {"analysis_parameters": analysis_parameters(study), "budget": budget_panel(study)}

@@ -201,8 +201,7 @@ def sandwich_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_sy
 
     the ends point -/+ z * sqrt(diag Cov) * 400 / ln 10. The ratings are defined up to a common shift; the small
     ridge makes H invertible without moving the centred ratings' covariance (G has nothing along that direction)."""
-    from scipy.special import expit
-    from scipy.stats import norm
+    from scipy.special import expit, ndtri  # ndtri: the normal quantile, without scipy.stats (0.6 s)
 
     ua, ub, us, counts = distinct_outcomes(a, b, score, n_systems)
     unit = SCALE / math.log(BASE)
@@ -212,7 +211,7 @@ def sandwich_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_sy
     hessian[np.diag_indices(n_systems)] += hessian_reg * counts.sum()
     gradient_cov = pairwise_matrix(counts * (us - p) ** 2, ua, ub, n_systems)
     inverse = np.linalg.inv(hessian)
-    half = norm.ppf(1 - (1 - level) / 2) * np.sqrt(np.diag(inverse @ gradient_cov @ inverse)) * unit
+    half = ndtri(1 - (1 - level) / 2) * np.sqrt(np.diag(inverse @ gradient_cov @ inverse)) * unit
     return point - half, point + half
 
 
@@ -353,13 +352,21 @@ def contextual_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, fe
     n_obs, k = x.shape
     w = pair_weights(a, b, n_systems) if weights is None else np.asarray(weights, dtype=np.float64)
 
-    def loss_and_grad(params: np.ndarray) -> tuple[float, np.ndarray]:
-        theta, gamma = params[:n_systems], params[n_systems:]
-        logit = theta[a] - theta[b] + x @ gamma
-        loss = -np.mean(w * (y * logit - np.logaddexp(0.0, logit))) + 0.5 * reg * gamma @ gamma
-        r = w * (expit(logit) - y) / n_obs  # d loss / d logit
-        grad_theta = np.bincount(a, r, n_systems) - np.bincount(b, r, n_systems)
-        return loss, np.concatenate([grad_theta, x.T @ r + reg * gamma])
+    if n_obs >= COMPILED_FROM:
+        from analytics.core import style_loops
+
+        x = np.ascontiguousarray(x)
+
+        def loss_and_grad(params: np.ndarray) -> tuple[float, np.ndarray]:
+            return style_loops.loss_and_gradient(params, a, b, x, y, w, n_systems, float(reg))
+    else:
+        def loss_and_grad(params: np.ndarray) -> tuple[float, np.ndarray]:
+            theta, gamma = params[:n_systems], params[n_systems:]
+            logit = theta[a] - theta[b] + x @ gamma
+            loss = -np.mean(w * (y * logit - np.logaddexp(0.0, logit))) + 0.5 * reg * gamma @ gamma
+            r = w * (expit(logit) - y) / n_obs  # d loss / d logit
+            grad_theta = np.bincount(a, r, n_systems) - np.bincount(b, r, n_systems)
+            return loss, np.concatenate([grad_theta, x.T @ r + reg * gamma])
 
     result = minimize(loss_and_grad, np.zeros(n_systems + k), jac=True, method="L-BFGS-B",
                       options={"maxiter": 1000, "gtol": 1e-9, "ftol": 1e-14})
@@ -382,9 +389,9 @@ def contextual_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, fe
                                                             np.concatenate([np.zeros(n_systems), gamma]))
     inverse = np.linalg.inv(hessian)
     variances = np.diag(inverse @ gradient_cov @ inverse)[:n_systems] / n_obs
-    from scipy.stats import norm
+    from scipy.special import ndtri  # the normal quantile, without importing scipy.stats (0.6 s)
 
     unit = SCALE / math.log(BASE)
-    half = norm.ppf(1 - (1 - level) / 2) * np.sqrt(variances) * unit
+    half = ndtri(1 - (1 - level) / 2) * np.sqrt(variances) * unit
     ratings_ = INITIAL + theta * unit
     return StyleControlled(ratings_, ratings_ - half, ratings_ + half, gamma)

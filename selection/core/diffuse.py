@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from scipy.cluster.hierarchy import leaves_list, linkage
 
 from selection.core import decisions
 from selection.core.stopping import StoppingStatus, stopping_status
@@ -30,6 +29,8 @@ def ward_linkage(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError("Ward clustering needs at least two items, as an (n, d) array")
+    from scipy.cluster.hierarchy import linkage  # imported when used: every command loads this app
+
     return linkage(x, method="ward", metric="euclidean")
 
 
@@ -52,6 +53,8 @@ class Dendrogram:
             leaf_members = [np.array([i]) for i in range(self.n)]
         elif len(leaf_members) != self.n:
             raise ValueError(f"{len(leaf_members)} leaf groups for a tree with {self.n} leaves")
+        from scipy.cluster.hierarchy import leaves_list
+
         leaf_order = leaves_list(self.z)
         self.order = np.concatenate([np.asarray(leaf_members[leaf], dtype=np.int64) for leaf in leaf_order])
         n_nodes = 2 * self.n - 1

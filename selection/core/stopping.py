@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from scipy.stats import binom, hypergeom
-
 
 def hypergeometric_risk(n_pool: int, n_decided: int, k_leading: int) -> float:
     """P(X >= k) for X ~ Hypergeometric(N_pool, N_pool // 2, n). 1.0 when nothing is decided."""
@@ -19,6 +17,8 @@ def hypergeometric_risk(n_pool: int, n_decided: int, k_leading: int) -> float:
         raise ValueError(f"need 0 <= k <= n <= N_pool, got k={k_leading}, n={n_decided}, N_pool={n_pool}")
     if n_decided == 0:
         return 1.0
+    from scipy.stats import hypergeom  # imported when used: scipy.stats takes 0.6 s, and every command loads this app
+
     return float(hypergeom.sf(k_leading - 1, n_pool, n_pool // 2, n_decided))
 
 
@@ -28,6 +28,8 @@ def binomial_risk(n_decided: int, k_leading: int) -> float:
     (the pool's winner is known), but this one is not. 1.0 when nothing is decided."""
     if not 0 <= k_leading <= n_decided:
         raise ValueError(f"need 0 <= k <= n, got k={k_leading}, n={n_decided}")
+    from scipy.stats import binom
+
     return float(binom.sf(k_leading - 1, n_decided, 0.5)) if n_decided else 1.0
 
 

@@ -144,3 +144,31 @@ def test_a_file_over_the_limit_is_refused_before_it_is_read_whole(tmp_path):
     path.write_bytes(b"model_a,model_b,winner\n" + b"x,y,tie\n" * 1000)
     with pytest.raises(FormatError, match="file too large"):
         battles.read_battles(str(path), 1000)
+
+
+def test_the_fast_style_reader_agrees_with_the_checking_reader():
+    """analytics/battles.py: plain digits are read at once; any other spelling of a count ("12.0", "1e3") goes to
+    the checking reader, which reads it as the number it is; a bad count is named there by line and field."""
+    from analytics.battles import STYLE_COLUMNS, _plain_style_counts, style_counts
+
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 3000, (500, 8))
+    header = "model_a,model_b,winner," + ",".join(STYLE_COLUMNS) + "\n"
+    body = "".join(f"m{i % 3},m{(i + 1) % 3},tie," + ",".join(str(v) for v in row) + "\n"
+                   for i, row in enumerate(counts))
+    data = (header + body).encode()
+    np.testing.assert_array_equal(_plain_style_counts(data), counts)
+    a, b = style_counts(data, "x.csv", len(counts))
+    np.testing.assert_array_equal(a, counts[:, 0::2])
+    np.testing.assert_array_equal(b, counts[:, 1::2])
+    first = body.splitlines()[0].split(",")
+    spelled = (header + ",".join(first[:3] + ["12.0", "1e3"] + first[5:]) + "\n" + "".join(
+        body.splitlines(keepends=True)[1:])).encode()
+    assert _plain_style_counts(spelled) is None
+    a, b = style_counts(spelled, "x.csv", len(counts))
+    assert (a[0, 0], b[0, 0]) == (12.0, 1000.0)
+    np.testing.assert_array_equal(a[1:], counts[1:, 0::2])
+    negative = spelled.replace(b"12.0", b"-2", 1)
+    with pytest.raises(FormatError) as caught:
+        style_counts(negative, "x.csv", len(counts))
+    assert (caught.value.problems[0].line, caught.value.problems[0].field) == (2, "sum_assistant_tokens_a")

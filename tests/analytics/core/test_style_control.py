@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from scipy.special import expit
 from scipy.stats import norm
 
@@ -87,8 +88,6 @@ def prd_styled_battles():
     """PRD's human votes among the five answered systems, with each battle's style counts from the real answers."""
     import json
 
-    import pytest
-
     from analytics.core import style
     from bench.prd_data import MODELS, PRD, read
 
@@ -141,3 +140,24 @@ def test_the_style_controlled_intervals_cover_on_prds_real_answers():
         rate = np.mean(covered)
         assert 0.93 <= rate <= 0.97, (size, rate, np.mean(covered, axis=0))
         assert np.mean(wider) > 0.97  # arena-rank's own: conservative
+
+
+def test_the_compiled_loss_is_the_numpy_loss():
+    """From ratings.COMPILED_FROM battles the fit evaluates its objective compiled (analytics/core/style_loops.py):
+    the same value and gradient as the definition in numpy, at any point."""
+    from analytics.core import style_loops
+
+    a, b, score, counts_a, counts_b, n = simulated(5000)
+    x = ratings.style_features(counts_a, counts_b)
+    w = ratings.pair_weights(a, b, n)
+    params = np.random.default_rng(3).normal(0, 0.5, n + 4)
+
+    def objective(p):
+        logit = p[:n][a] - p[:n][b] + x @ p[n:]
+        return -np.mean(w * (score * logit - np.logaddexp(0, logit))) + 0.5 * 0.7 * np.sum(p[n:] ** 2)
+
+    loss, gradient = style_loops.loss_and_gradient(params, a, b, x, score, w, n, 0.7)
+    assert loss == pytest.approx(objective(params), rel=1e-12)
+    step = 1e-6
+    numeric = [(objective(params + step * e) - objective(params - step * e)) / (2 * step) for e in np.eye(n + 4)]
+    np.testing.assert_allclose(gradient, numeric, atol=1e-8)
