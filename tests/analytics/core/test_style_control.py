@@ -144,7 +144,7 @@ def test_the_style_controlled_intervals_cover_on_prds_real_answers():
 
 def test_the_compiled_loss_is_the_numpy_loss():
     """From ratings.COMPILED_FROM battles the fit evaluates its objective compiled (analytics/core/style_loops.py):
-    the same value and gradient as the definition in numpy, at any point."""
+    the same value, gradient and Hessian as the definition in numpy, at any point."""
     from analytics.core import style_loops
 
     a, b, score, counts_a, counts_b, n = simulated(5000)
@@ -156,8 +156,18 @@ def test_the_compiled_loss_is_the_numpy_loss():
         logit = p[:n][a] - p[:n][b] + x @ p[n:]
         return -np.mean(w * (score * logit - np.logaddexp(0, logit))) + 0.5 * 0.7 * np.sum(p[n:] ** 2)
 
-    loss, gradient = style_loops.loss_and_gradient(params, a, b, x, score, w, n, 0.7)
+    hessian = np.empty((n + 4, n + 4))
+    loss, gradient = style_loops.loss_and_gradient(params, a, b, x, score, w, n, 0.7, hessian)
     assert loss == pytest.approx(objective(params), rel=1e-12)
     step = 1e-6
     numeric = [(objective(params + step * e) - objective(params - step * e)) / (2 * step) for e in np.eye(n + 4)]
     np.testing.assert_allclose(gradient, numeric, atol=1e-8)
+    # the Hessian of the mean loss (the penalty's reg * I left to the caller), from differences of the gradient
+
+    def gradient_at(p):
+        return style_loops.loss_and_gradient(p, a, b, x, score, w, n, 0.7, np.empty((0, 0)))[1]
+
+    numeric = np.array([(gradient_at(params + step * e) - gradient_at(params - step * e)) / (2 * step)
+                        for e in np.eye(n + 4)])
+    penalty = np.diag(np.r_[np.zeros(n), np.full(4, 0.7)])
+    np.testing.assert_allclose(hessian + penalty, numeric, atol=1e-7)
