@@ -5,6 +5,7 @@
 runs; wall time and peak RSS of each process; the largest difference of any rating and interval end.
 
     python bench/leaderboard_arena_rank.py --arena-python PATH [--sizes 10000,100000,1000000] [--runs 3]
+        [--fastchat-python PATH --fastchat-path DIR]
 
 Both models: plain Bradley-Terry on every file, and style control (arena-rank's ContextualBradleyTerry with its
 defaults) on the same synthetic battles with style columns.
@@ -12,6 +13,13 @@ defaults) on the same synthetic battles with style columns.
 arena-rank (Apache-2.0, JAX) is not a dependency of SepLab: give an interpreter that has it (`python -m venv
 /tmp/ar && /tmp/ar/bin/pip install arena-rank pandas`); this script installs nothing and contains no arena-rank code:
 its driver calls arena-rank's own `PairDataset.from_pandas` and `BradleyTerry` on `pandas.read_csv` of the file.
+
+With --fastchat-python (an interpreter with pandas and scipy) and --fastchat-path (a FastChat checkout), FastChat's
+rating code runs in the same run on the same files, as its leaderboard computes them: `compute_bt` with 100 rounds
+of `compute_bootstrap_bt` for the intervals, and `compute_style_control` with 100 rounds of
+`compute_bootstrap_style_control` (its style columns given in the `conv_metadata` dicts it reads). FastChat's style
+model is not arena-rank's (a penalty on the ratings too, no pair reweighting, +1 in the ratio's denominator), so
+only its time and memory are compared there; its plain Bradley-Terry ratings are compared with SepLab's.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.leaderboard_fastchat import fastchat as fastchat_bt  # noqa: E402
 from bench.leaderboard_fastchat import measure, span, write_battles  # noqa: E402  (one way to time a process)
 
 PRD = ROOT.parent / "shared" / "data" / "prd_vicuna80_human" / "battles_prd_human_individual_votes.csv"
@@ -77,6 +86,29 @@ def arena(python: str, path: Path, env: dict, style: bool = False) -> tuple[floa
     return seconds, mb, json.loads(out)
 
 
+FASTCHAT_STYLE_DRIVER = """
+import json, sys
+import pandas as pd
+from fastchat.serve.monitor import rating_systems as rs
+df = pd.read_csv(sys.argv[1])
+columns = {"sum_assistant_a_tokens": "sum_assistant_tokens_a", "sum_assistant_b_tokens": "sum_assistant_tokens_b",
+           **{f"{f}_{s}": f"{f}_{s}" for f in ("header_count", "list_count", "bold_count") for s in "ab"}}
+df["conv_metadata"] = [dict(zip(columns, row)) for row in df[list(columns.values())].itertuples(index=False)]
+point, coefficients = rs.compute_style_control(df)
+boot, _ = rs.compute_bootstrap_style_control(df, num_round=100)
+print(json.dumps({"point": {k: float(v) for k, v in point.items()}}))
+"""
+
+
+def fastchat(python: str, path_: str | None, path: Path, style: bool) -> tuple[float, float, dict]:
+    """FastChat's rating code on the file as its leaderboard runs it (bootstrap intervals, 100 rounds)."""
+    env = {**os.environ, **({"PYTHONPATH": path_} if path_ else {})}
+    if style:
+        seconds, mb, out = measure([python, "-c", FASTCHAT_STYLE_DRIVER, str(path)], env)
+        return seconds, mb, json.loads(out.strip().splitlines()[-1])["point"]
+    return fastchat_bt(python, path, "bt", 100, env)
+
+
 def write_styled_battles(path: Path, n: int, systems: int = 20, seed: int = 0) -> None:
     """The same synthetic battles with Arena's style columns: answer lengths (log-normal tokens) and Markdown counts
     (Poisson), the raters preferring the longer answer on top of the systems' strengths."""
@@ -107,6 +139,8 @@ def main() -> None:
     parser.add_argument("--arena-python", required=True, help="An interpreter with arena-rank and pandas.")
     parser.add_argument("--sizes", default="10000,100000,1000000", help="Synthetic battles per file.")
     parser.add_argument("--runs", type=int, default=3, help="Interleaved runs per file.")
+    parser.add_argument("--fastchat-python", help="An interpreter with pandas and scipy for FastChat's rating code.")
+    parser.add_argument("--fastchat-path", help="A FastChat checkout to put on that interpreter's PYTHONPATH.")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.runs < 1 or any(n < 100 for n in sizes):
@@ -119,14 +153,19 @@ def main() -> None:
     for label, path, style in files:
         if not path.exists():
             (write_styled_battles if style else write_battles)(path, int(label.split()[0].replace(",", "")))
+    with_fastchat = bool(args.fastchat_python)
     print("| battles | SepLab s | arena-rank s | time ratio | SepLab MB | arena-rank MB | memory ratio | max |Δ| "
-          "rating | max |Δ| interval end | max |Δ| style coefficient |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "rating | max |Δ| interval end | max |Δ| style coefficient |"
+          + (" FastChat s | FastChat MB | time ratio to FastChat | memory ratio to FastChat | "
+             "max |Δ| rating, FastChat |" if with_fastchat else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|---|" if with_fastchat else ""))
     for label, path, style in files:
-        ours, theirs = [], []
+        ours, theirs, fast = [], [], []
         for _ in range(args.runs):
             ours.append(seplab(path, env, style))
             theirs.append(arena(args.arena_python, path, env, style))
+            if with_fastchat:
+                fast.append(fastchat(args.fastchat_python, args.fastchat_path, path, style))
         mine, reference = ours[0][2], theirs[0][2]
         coefficient = "–"
         if style:
@@ -136,9 +175,16 @@ def main() -> None:
         ends = max(abs(mine[s][k] - reference[s][k]) for s in reference for k in (1, 2))
         t_ours, t_theirs = [r[0] for r in ours], [r[0] for r in theirs]
         m_ours, m_theirs = [r[1] for r in ours], [r[1] for r in theirs]
+        extra = ""
+        if fast:
+            t_fast, m_fast = [r[0] for r in fast], [r[1] for r in fast]
+            agree = "– (another model)" if style else f"{max(abs(mine[s][0] - fast[0][2][s]) for s in reference):.3f}"
+            ratio = statistics.median(t_ours) / statistics.median(t_fast)
+            extra = f" {span(t_fast)} | {max(m_fast):.0f} | {ratio:.2f} | {max(m_ours) / max(m_fast):.2f} | {agree} |"
         print(f"| {label} | {span(t_ours)} | {span(t_theirs)} | "
               f"{statistics.median(t_ours) / statistics.median(t_theirs):.2f} | {max(m_ours):.0f} | "
-              f"{max(m_theirs):.0f} | {max(m_ours) / max(m_theirs):.2f} | {rating:.3f} | {ends:.3f} | {coefficient} |")
+              f"{max(m_theirs):.0f} | {max(m_ours) / max(m_theirs):.2f} | {rating:.3f} | {ends:.3f} | {coefficient} |"
+              + extra, flush=True)
 
 
 if __name__ == "__main__":
