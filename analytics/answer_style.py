@@ -53,17 +53,17 @@ class Answers:
         return self.counts[mine], self.counts[other], self.lengths[mine], self.lengths[other]
 
 
-def style_control_report(study: Study, battle_rows: list[Row], a: np.ndarray, b: np.ndarray, score: np.ndarray,
-                         systems: list[str], plain: list[dict], answers: Answers) -> dict:
-    """The style-controlled board (arena-rank's ContextualBradleyTerry defaults, sandwich intervals) on the same
-    battles as the plain Bradley-Terry board, its coefficients with and without the penalty, and who moved."""
+def style_control_report(battle_rows: list[Row], a: np.ndarray, b: np.ndarray, score: np.ndarray, systems: list[str],
+                         plain: list[dict], answers: Answers, reg: float = ratings.STYLE_REG) -> dict:
+    """The style-controlled board (arena-rank's ContextualBradleyTerry, penalty ``reg``: the study's setting, 1 by
+    default as arena-rank's; sandwich intervals) on the same battles as the plain Bradley-Terry board, its
+    coefficients with and without the penalty, and who moved."""
     if len(score) == 0:
         return {"available": False, "reason": "no judgments with a choice yet"}
     if len({*a.tolist(), *b.tolist()}) < 2:
         return {"available": False, "reason": "fewer than two systems have been compared"}
     counts_a, counts_b, _, _ = answers.of(battle_rows, [systems[i] for i in a])
-    board, coefficients = style_board(systems, a, b, score, counts_a, counts_b, ratings.STYLE_REG,
-                                      penalty_curvature=True)
+    board, coefficients = style_board(systems, a, b, score, counts_a, counts_b, reg, penalty_curvature=True)
     _, unpenalised = style_board(systems, a, b, score, counts_a, counts_b, 0.0)
     size = math.sqrt(sum(v * v for v in coefficients.values()))
     free = math.sqrt(sum(v * v for v in unpenalised.values()))
@@ -71,7 +71,7 @@ def style_control_report(study: Study, battle_rows: list[Row], a: np.ndarray, b:
     moved = [{"system": r["system"], "plain_place": place[r["system"]], "style_place": i + 1,
               "change": place[r["system"]] - (i + 1)} for i, r in enumerate(board)]
     return {"available": True, "battles": len(score), "leaderboard": board, "coefficients": coefficients,
-            "unpenalised_coefficients": unpenalised, "reg": ratings.STYLE_REG,
+            "unpenalised_coefficients": unpenalised, "reg": reg,
             "shrinkage": size / free if free > 0 else None, "moved": moved,
             "any_moved": any(m["change"] for m in moved), "encoding": style.ENCODING.removesuffix("_offline")}
 

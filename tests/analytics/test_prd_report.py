@@ -75,6 +75,12 @@ def test_the_report_controls_prd_for_style_and_length(prd_study):
     assert styled["coefficients"]["sum_assistant_tokens"] == pytest.approx(0.076, abs=0.01)
     assert 0 < styled["shrinkage"] < 1  # the penalty shrinks the coefficients, and the page says by how much
     assert sorted(m["system"] for m in styled["moved"]) == sorted(report["systems"])
+    settings = prd_study.analysis_settings  # the penalty is the study's setting: 0 fits the coefficients freely
+    settings.style_penalty = 0.0
+    settings.save()
+    free = services.study_report(prd_study)["style_control"]
+    assert free["coefficients"] == pytest.approx(styled["unpenalised_coefficients"], abs=1e-6)
+    assert free["shrinkage"] == pytest.approx(1.0) and free["reg"] == 0.0
     people = {(e["system_a"], e["system_b"]): e for e in report["length_controlled"] if e["population"] == "People"}
     judges = {e["population"] for e in report["length_controlled"]} - {"People"}
     assert judges == {f"Judge {j}" for j in ("gpt4", "gpt35", "claude", "bard", "vicuna-13b")}
