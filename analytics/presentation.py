@@ -62,6 +62,7 @@ def figures(data: dict) -> dict[str, str]:
 
 
 SHOWN_ROWS = 50
+SHOWN = {"length-controlled": 500}  # every population's every pair: the comparison is the point
 
 SECTIONS = [
     # (table name, heading, figure key, explanation)
@@ -80,7 +81,7 @@ SECTIONS = [
      "section): decided, equivalent within the margin, decided the other way, open, or not compared."),
     ("leaderboard-style", "Bradley-Terry controlling for answer style", "style_control", "The same battles, with "
      "each battle's log-odds also depending on the two answers' style, as Chatbot Arena's headline board does "
-     "(arena-rank's ContextualBradleyTerry with its defaults): the relative difference (a - b) / (a + b) of their "
+     "(arena-rank's ContextualBradleyTerry): the relative difference (a - b) / (a + b) of their "
      "tokens ({encoding}), headers, list items and bold spans (code blocks left out, counted as Arena counts them), "
      "z-scored, battles weighted by 1 / max(their pair's battles, 50). The 95 % intervals are arena-rank's sandwich "
      "with the penalty's curvature put into the Hessian: arena-rank leaves it out, which makes its intervals "
@@ -93,7 +94,8 @@ SECTIONS = [
      "Student's t), checked to cover on PRD's real votes and answer lengths with 20 and 60 items; a pair with "
      "fewer than {min_items} items judged gets none. The length coefficient is the log-odds gained per unit of "
      "tanh(length difference / its standard deviation): above 0, the longer answer is preferred; a judge whose "
-     "coefficient is well above the people's has a length bias."),
+     "coefficient is well above the people's has a length bias. 'low' and 'high' bound the length-controlled win "
+     "rate; the lengths are the answers' mean lengths in characters."),
     ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),
     ("win-ratio", "Win-ratio ranking", None, "Each system's share of points over all its battles."),
     ("stopping", "Stopping status per system pair", None, "Each item goes to the majority of its human raters, "
@@ -193,28 +195,34 @@ def empty_reason(name: str, data: dict) -> str:
 
 
 def style_sentence(styled: dict) -> str:
-    """The style coefficients, how much arena-rank's default penalty shrinks them, and who moved, in words."""
+    """Who moved first, then the style coefficients and what the penalty does to each, in words."""
     if not styled.get("available"):
         return ""
-    names = {"sum_assistant_tokens": "tokens", "header_count": "headers", "list_count": "list items",
+    names = {"sum_assistant_tokens": "length (tokens)", "header_count": "headers", "list_count": "list items",
              "bold_count": "bold"}
-
-    def listed(coefficients: dict) -> str:
-        return ", ".join(f"{names[k]} {v:+.3f}" for k, v in coefficients.items())
-
-    words = (f"Style coefficients (log-odds per standard deviation; above 0, more of it is preferred): "
-             f"{listed(styled['coefficients'])}. ")
-    if styled["shrinkage"] is not None:
-        default = " (arena-rank's default, as on LMArena's board)" if styled["reg"] == 1 else ""
-        words += (f"The penalty 0.5 x {styled['reg']:g} x |coefficients|^2 on the mean loss{default} shrinks them to "
-                  f"{100 * styled['shrinkage']:.0f} % of the unpenalised fit's "
-                  f"({listed(styled['unpenalised_coefficients'])}); compare with published numbers under the same "
-                  "penalty (the study's settings choose it). ")
     moved = [m for m in styled["moved"] if m["change"]]
     if moved:
-        words += "Moved: " + "; ".join(f"{m['system']} {m['plain_place']} → {m['style_place']}" for m in moved) + "."
+        words = "Moved: " + "; ".join(f"{m['system']} from place {m['plain_place']} to {m['style_place']}"
+                                      for m in moved) + ". "
     else:
-        words += "No system changes place when style is controlled for."
+        words = "No system changes place when style is controlled for. "
+    free = styled["unpenalised_coefficients"]
+    parts = []
+    for key, value in styled["coefficients"].items():
+        if value == 0 and free[key] == 0:
+            parts.append(f"{names[key]}: the same in every answer, no effect to fit")
+        elif styled["reg"] > 0:
+            parts.append(f"{names[key]} {value:+.3f} ({free[key]:+.3f} without the penalty)")
+        else:
+            parts.append(f"{names[key]} {value:+.3f}")
+    words += ("Style coefficients (log-odds per standard deviation of the difference; above 0, the answer with more "
+              "of it is preferred): " + "; ".join(parts) + ". ")
+    if styled["reg"] > 0:
+        default = ", arena-rank's default and LMArena's" if styled["reg"] == 1 else ""
+        words += (f"The penalty ({styled['reg']:g}{default}; the study's settings choose it) pulls the coefficients "
+                  "toward 0, so compare them with published numbers only under the same penalty.")
+    else:
+        words += "No penalty (the study's settings): the coefficients are fitted freely."
     return words
 
 
@@ -238,12 +246,12 @@ def sections(data: dict) -> list[dict]:
             figure_svg = "".join(figs.get(f"consistency-{k}", "") for k in ("human", "judge"))
         note = note.format(**values)
         if name == "leaderboard-style":
-            note += style_sentence(data.get("style_control") or {})
+            note = style_sentence(data.get("style_control") or {}) + " " + note
         if name.startswith("leaderboard-") and purposive:
             note += (f" The items of {', '.join(purposive)} were chosen on purpose: these ratings and their intervals "
                      "(battles resampled) describe the judged items, not the study's other items.")
         out.append({"name": name, "heading": heading, "note": note, "figure": figure_svg,
-                    "columns": columns, "rows": rows[:SHOWN_ROWS], "total": len(rows),
+                    "columns": columns, "rows": rows[:SHOWN.get(name, SHOWN_ROWS)], "total": len(rows),
                     "empty": empty_reason(name, data)})
     return out
 

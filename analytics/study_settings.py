@@ -13,7 +13,7 @@ SETTINGS = [
             "sampled per item and system pair.", "analysis", order=30),
     Setting("style_penalty", "Style control's penalty", "Shrinks the style coefficients of the style-controlled "
             "board toward 0: 1 as on LMArena's board (arena-rank's default), 0 for none. The report says how much it "
-            "shrinks them.", "analysis", order=40),
+            "shrinks them.", "analysis", order=65),
     Setting("indeterminacy_beta", "Human sensitivity β (forced choice only)", "The share of raters who chose one "
             "output but would accept the other, for judge metrics when humans gave forced choices only.", "analysis",
             order=60),

@@ -21,18 +21,18 @@ def report_tables(report: dict) -> dict[str, Table]:
     if styled.get("available"):
         moved = {m["system"]: m for m in styled["moved"]}
         tables["leaderboard-style"] = (
-            ["rank", "system", "rating", "low (2.5 %)", "high (97.5 %)", "place without style control",
-             "places moved (+ up)"],
-            [[r["rank"], r["system"], r["rating"], r["low"], r["high"], moved[r["system"]]["plain_place"],
-              moved[r["system"]]["change"]] for r in styled["leaderboard"]],
+            ["place", "system", "rating", "low (2.5 %)", "high (97.5 %)", "place without style control"],
+            [[moved[r["system"]]["style_place"], r["system"], r["rating"], r["low"], r["high"],
+              moved[r["system"]]["plain_place"]] for r in styled["leaderboard"]],
         )
+    entries = report.get("length_controlled", [])
+    why = any(e["reason"] for e in entries)
     tables["length-controlled"] = (
-        ["raters", "system A", "system B", "judgments", "items", "win rate of A", "length-controlled win rate of A",
-         "low (2.5 %)", "high (97.5 %)", "length coefficient", "mean length of A (characters)",
-         "mean length of B (characters)", "why no estimate"],
+        ["raters", "A", "B", "judgments", "items", "win rate of A", "length-controlled", "low (2.5 %)",
+         "high (97.5 %)", "length coefficient", "length of A", "length of B", *(["why no estimate"] if why else [])],
         [[e["population"], e["system_a"], e["system_b"], e["judgments"], e["items"], e["win_rate"], e["estimate"],
           e["low"], e["high"], e["length_coefficient"], round(e["mean_length_a"]), round(e["mean_length_b"]),
-          e["reason"]] for e in report.get("length_controlled", [])],
+          *([e["reason"]] if why else [])] for e in entries],
     )
     win = report.get("win_rates") or {}
     if win:

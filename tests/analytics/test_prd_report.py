@@ -56,6 +56,9 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
     assert "<th>agreement_split_first</th>" in page and "<th>agreement_split_left_out</th>" in page
     assert "<th>kappa_per_verdict</th>" in page and "<th>kappa_per_item</th>" in page
     assert "Shared pairs: <strong>bard</strong> 800" in page
+    # issue 29: the style-controlled board and every population's length-controlled win rates, all 60 rows
+    assert "Bradley-Terry controlling for answer style" in page and "No system changes place" in page
+    assert "Length-controlled win rates" in page and page.count("<td>Judge vicuna-13b</td>") == 10
 
 
 def test_the_report_controls_prd_for_style_and_length(prd_study):
