@@ -21,27 +21,42 @@ from selection.core import winners
 if TYPE_CHECKING:
     from analytics.services import Row
 
-MOVED_NOTE = ("places on the boards, best first; a system moves when controlling for style changes who it is "
-              "rated above")
+CHUNK = 2000  # ids per query (SQLite and PostgreSQL cap a query's parameters)
+
+
+CACHE_SIZE = 200_000  # answers' counts kept per worker process (~40 MB): a refresh re-reads only new answers
+_counted: dict[str, tuple[np.ndarray, int]] = {}
 
 
 class Answers:
     """Per rated pair of a study: the style counts (``style.FEATURES``) and lengths of its two answers, counted
-    once per generation."""
+    once per generation. Counting (the tokenizer: ~4 MB of text a second) is kept per text hash in the process,
+    so the report's refresh after each new judgment counts only answers it has not seen."""
 
     def __init__(self, study: Study, pair_ids: set[int]):
-        pairs = dict((pk, (ga, gb)) for pk, ga, gb in Pair.objects.filter(pk__in=pair_ids).values_list(
-            "pk", "generation_a_id", "generation_b_id").iterator(chunk_size=2000)) if pair_ids else {}
+        ids = sorted(pair_ids)
+        pairs: dict[int, tuple[int, int]] = {}
+        for start in range(0, len(ids), CHUNK):
+            pairs.update((pk, (ga, gb)) for pk, ga, gb in Pair.objects.filter(
+                item__study=study, pk__in=ids[start:start + CHUNK]).values_list("pk", "generation_a_id",
+                                                                                 "generation_b_id"))
         generation_ids = sorted({g for both in pairs.values() for g in both})
         position = {g: i for i, g in enumerate(generation_ids)}
         self.counts = np.zeros((len(generation_ids), len(style.FEATURES)), dtype=np.int64)
         self.lengths = np.zeros(len(generation_ids), dtype=np.int64)
-        for start in range(0, len(generation_ids), 2000):
-            chunk = generation_ids[start:start + 2000]
-            texts = dict(Generation.objects.filter(pk__in=chunk).values_list("pk", "text"))
-            rows = [position[g] for g in chunk]
-            self.counts[rows] = style.style_counts([texts[g] for g in chunk])
-            self.lengths[rows] = [len(texts[g]) for g in chunk]
+        for start in range(0, len(generation_ids), CHUNK):
+            chunk = generation_ids[start:start + CHUNK]
+            hashes = dict(Generation.objects.filter(pk__in=chunk).values_list("pk", "text_hash"))
+            new = [g for g in chunk if hashes[g] not in _counted]
+            if new:
+                texts = dict(Generation.objects.filter(pk__in=new).values_list("pk", "text"))
+                if len(_counted) + len(new) > CACHE_SIZE:
+                    _counted.clear()
+                for g, counts in zip(new, style.style_counts([texts[g] for g in new]), strict=True):
+                    _counted[hashes[g]] = (counts, len(texts[g]))
+            for g in chunk:
+                counts, length = _counted[hashes[g]]
+                self.counts[position[g]], self.lengths[position[g]] = counts, length
         self.sides = {pk: (position[ga], position[gb]) for pk, (ga, gb) in pairs.items()}
 
     def of(self, rows: list[Row], first: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -54,7 +69,7 @@ class Answers:
 
 
 def style_control_report(battle_rows: list[Row], a: np.ndarray, b: np.ndarray, score: np.ndarray, systems: list[str],
-                         plain: list[dict], answers: Answers, reg: float = ratings.STYLE_REG) -> dict:
+                         answers: Answers, reg: float = ratings.STYLE_REG) -> dict:
     """The style-controlled board (arena-rank's ContextualBradleyTerry, penalty ``reg``: the study's setting, 1 by
     default as arena-rank's; sandwich intervals) on the same battles as the plain Bradley-Terry board, its
     coefficients with and without the penalty, and who moved."""
@@ -64,10 +79,13 @@ def style_control_report(battle_rows: list[Row], a: np.ndarray, b: np.ndarray, s
         return {"available": False, "reason": "fewer than two systems have been compared"}
     counts_a, counts_b, _, _ = answers.of(battle_rows, [systems[i] for i in a])
     board, coefficients = style_board(systems, a, b, score, counts_a, counts_b, reg, penalty_curvature=True)
-    _, unpenalised = style_board(systems, a, b, score, counts_a, counts_b, 0.0)
+    unpenalised = coefficients if reg == 0 else style_board(systems, a, b, score, counts_a, counts_b, 0.0)[1]
     size = math.sqrt(sum(v * v for v in coefficients.values()))
     free = math.sqrt(sum(v * v for v in unpenalised.values()))
-    place = {r["system"]: i + 1 for i, r in enumerate(plain)}
+    # who moved: against the same fit without the style terms (the same battle weights), so that a move is style's
+    weighted = ratings.contextual_bradley_terry(a, b, score, np.zeros((len(score), 1)), len(systems))
+    plain_order = sorted(range(len(systems)), key=lambda i: (-weighted.ratings[i], systems[i]))
+    place = {systems[i]: k + 1 for k, i in enumerate(plain_order)}
     moved = [{"system": r["system"], "plain_place": place[r["system"]], "style_place": i + 1,
               "change": place[r["system"]] - (i + 1)} for i, r in enumerate(board)]
     return {"available": True, "battles": len(score), "leaderboard": board, "coefficients": coefficients,
@@ -109,4 +127,4 @@ def length_controlled_report(systems: list[str], humans: list[Row], judges: list
     return out
 
 
-__all__ = ["MIN_ITEMS", "MOVED_NOTE", "Answers", "length_controlled_report", "style_control_report"]
+__all__ = ["MIN_ITEMS", "Answers", "length_controlled_report", "style_control_report"]

@@ -83,8 +83,10 @@ SECTIONS = [
      "each battle's log-odds also depending on the two answers' style, as Chatbot Arena's headline board does "
      "(arena-rank's ContextualBradleyTerry): the relative difference (a - b) / (a + b) of their "
      "tokens ({encoding}), headers, list items and bold spans (code blocks left out, counted as Arena counts them), "
-     "z-scored, battles weighted by 1 / max(their pair's battles, 50). The 95 % intervals are arena-rank's sandwich "
-     "with the penalty's curvature put into the Hessian: arena-rank leaves it out, which makes its intervals "
+     "z-scored, battles weighted by 1 / max(their pair's battles, 50); 'place without style control' is the same "
+     "fit, with the same weights, without the style terms, so a move is style's. The 95 % intervals are "
+     "arena-rank's sandwich with the penalty's curvature put into the Hessian: arena-rank leaves it out, which makes "
+     "its intervals "
      "conservative (98.6 % coverage instead of 95 % on PRD's real answers; with it, 95 %). "),
     ("length-controlled", "Length-controlled win rates", None, "AlpacaEval 2's length-controlled win rate, for "
      "people and for each judge: the first system's win rate if both answers had the same length, under a logistic "

@@ -303,8 +303,7 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
         "win_ratio": sorted(({"system": s, "win_ratio": ratio[i]} for i, s in enumerate(systems)),
                             key=lambda r: -(r["win_ratio"] if r["win_ratio"] == r["win_ratio"] else -1)),
     }
-    styled = answer_style.style_control_report(battle_rows, a, b, score, systems, bt["leaderboard"], answers,
-                                               settings["style_penalty"])
+    styled = answer_style.style_control_report(battle_rows, a, b, score, systems, answers, settings["style_penalty"])
     return {"elo": elo, "sep_elo": sep_elo, "bradley_terry": bt, "win_rates": win_rates, "style_control": styled}
 
 

@@ -43,9 +43,10 @@ KINDS: dict[str, str] = {
     "judge": "annotation.judges.runner.judge_job",
 }
 RESTARTABLE: set[str] = {"plan", "judge"}  # a body that may run again from the start after a database outage
-OUTAGE_RETRIES = 5  # runs of a restartable body that an outage may cut short before the job fails
+OUTAGE_RETRIES = 5  # times a restartable body is run again after an outage cut it short, before the job fails
 OUTAGE = ("The database could not be reached while this job ran (it was locked by another writer or its "
-          "connection dropped){again}; nothing after its last progress was kept. Start it again.")
+          "connection dropped){again}; nothing after its last progress was kept. Start it again (an unfinished "
+          "import can be deleted from the study page).")
 
 
 def register(kind: str, body: str, restartable: bool = False) -> None:
@@ -58,22 +59,45 @@ def register(kind: str, body: str, restartable: bool = False) -> None:
         RESTARTABLE.add(kind)
 
 
+LOCKED = ("database is locked", "database table is locked")  # SQLite's words for a held lock
+DISCONNECTED = ("57P01", "57P02", "57P03")  # PostgreSQL: admin shutdown, crash shutdown, cannot connect now
+OUTAGE_WAIT_MAX = 900.0  # seconds an outage is waited out before the job is left to the stale-job sweep
+
+
 def is_outage(exc: BaseException) -> bool:
-    """Whether an exception is the database being unreachable (locked, dropped, restarting), not the job's fault."""
-    return isinstance(exc, OperationalError | InterfaceError)
+    """Whether an exception is the database being unreachable -- SQLite's lock held past its timeout, a PostgreSQL
+    connection dropped or refused (SQLSTATE class 08, 57P01-03) -- rather than the job's own fault (a missing table,
+    a statement timeout, a deadlock, a full disk), which fails the job with its own words."""
+    if isinstance(exc, InterfaceError):
+        return True  # the connection is closed
+    if not isinstance(exc, OperationalError):
+        return False
+    text = str(exc).lower()
+    if any(words in text for words in LOCKED):
+        return True
+    cause = exc.__cause__
+    state = getattr(cause, "sqlstate", None) or ""
+    return state.startswith("08") or state in DISCONNECTED or (
+        not state and any(words in text for words in ("server closed the connection", "connection is closed",
+                                                       "terminating connection", "could not connect")))
 
 
-def wait_for_database(job_id: int, backoff_max: float = 30.0) -> None:
+def wait_for_database(job_id: int, exc: BaseException, backoff_max: float = 30.0) -> None:
     """Wait until the job's row can be written again (every connection of this thread closed first, so a dropped
-    one is not reused), backing off from a second to ``backoff_max``."""
-    backoff = 1.0
+    one is not reused), backing off from a second to ``backoff_max``; ``exc`` again after ``OUTAGE_WAIT_MAX`` (the
+    job is then failed by the stale-job sweep) or at once inside a transaction, which waiting cannot save."""
+    if any(connection.in_atomic_block for connection in connections.all(initialized_only=True)):
+        raise exc
+    backoff, deadline = 1.0, time.monotonic() + OUTAGE_WAIT_MAX
     while True:
         connections.close_all()
         try:
             Job.objects.filter(pk=job_id).update(heartbeat=timezone.now())
             return
-        except (OperationalError, InterfaceError) as exc:
-            logger.warning("job %s waits for the database (%s); trying again in %.0f s", job_id, exc, backoff)
+        except (OperationalError, InterfaceError) as again:
+            if not is_outage(again) or time.monotonic() > deadline:
+                raise
+            logger.warning("job %s waits for the database (%s); trying again in %.0f s", job_id, again, backoff)
             time.sleep(backoff)
             backoff = min(backoff * 2, backoff_max)
 
@@ -115,44 +139,76 @@ def start(study, kind: str, **fields) -> Job:
     return enqueue(Job.objects.create(study=study, kind=kind, **fields))
 
 
+@dataclasses.dataclass(frozen=True)
+class Ending:
+    """How a run ended: what ``_finish`` writes, and the exception django-tasks' own record fails with."""
+
+    status: str
+    message: str
+    fields: dict = dataclasses.field(default_factory=dict)
+    error: BaseException | None = None
+
+
 @task()
 def run_job(job_id: int) -> None:
+    """Run a job's body once, and write how it ended. A database outage while the body runs is waited out and the
+    body run again when its kind is restartable (at most ``OUTAGE_RETRIES`` times); an outage while the end is
+    written is waited out and only the writing done again, so a body that finished never runs twice."""
     cut_short = 0
     while True:
         try:
-            return _run_once(job_id)
+            ending = _run_body(job_id)
+            if ending is None:
+                return  # ended before it ran (stopped, or failed by the stale-job sweep): kept as it is
+            break
         except Exception as exc:
             if not is_outage(exc):
                 raise
             cut_short += 1
-            wait_for_database(job_id)
+            wait_for_database(job_id, exc)
             job = Job.objects.get(pk=job_id)
-            if job.status in (Job.Status.DONE, Job.Status.FAILED, Job.Status.STOPPED):
-                raise  # its end was written before the outage; django-tasks records the error
+            if job.status not in (Job.Status.QUEUED, Job.Status.RUNNING):
+                return  # ended meanwhile (the stale-job sweep, a stop): nothing to run or write
+            detail = f"{type(exc).__name__}: {exc}"
             if job.kind in RESTARTABLE and cut_short <= OUTAGE_RETRIES:
-                logger.warning("job %s (%s) was cut short by a database outage; running it again", job_id, job.kind)
+                logger.warning("job %s (%s) was cut short by a database outage (%s); running it again", job_id,
+                               job.kind, detail)
                 continue
             again = f", {cut_short} times" if cut_short > 1 else ""
-            _finish(job_id, Job.Status.FAILED, OUTAGE.format(again=again))
-            raise JobFailed(OUTAGE.format(again=again)) from exc
+            message = OUTAGE.format(again=again) + f" ({detail})"
+            ending = Ending(Job.Status.FAILED, message, error=JobFailed(message))
+            break
+    while True:
+        try:
+            _finish(job_id, ending.status, ending.message, **ending.fields)
+            break
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            wait_for_database(job_id, exc)
+    if ending.error is not None:
+        raise ending.error
 
 
-def _run_once(job_id: int) -> None:
+def _run_body(job_id: int) -> Ending | None:
+    """The body's run and how it ended (None: the job had ended before it ran); a database outage is raised for
+    ``run_job`` to wait out."""
     job = Job.objects.select_related("study").get(pk=job_id)
-    Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING, heartbeat=timezone.now())
+    if not Job.objects.filter(pk=job_id, status__in=(Job.Status.QUEUED, Job.Status.RUNNING)).update(
+            status=Job.Status.RUNNING, heartbeat=timezone.now()):
+        return None
     try:
         body = import_string(KINDS[job.kind])  # an unknown kind fails the job, never leaves it queued
         outcome = body(job, Progress(job_id))
-    except (OperationalError, InterfaceError):
-        raise  # an outage: run_job waits it out
-    except JobFailed as exc:
-        _finish(job_id, Job.Status.FAILED, str(exc))
-        raise
-    except Exception as exc:  # the page shows what went wrong instead of waiting forever
-        _finish(job_id, Job.Status.FAILED, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
-        raise
+    except Exception as exc:
+        if is_outage(exc):
+            raise  # run_job waits it out
+        if isinstance(exc, JobFailed):
+            return Ending(Job.Status.FAILED, str(exc), error=exc)
+        # the page shows what went wrong instead of waiting forever
+        return Ending(Job.Status.FAILED, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}", error=exc)
     outcome = Outcome(outcome) if isinstance(outcome, str) else outcome
-    _finish(job_id, outcome.status, outcome.message, **({"done": 1, "total": 1} if outcome.complete else {}))
+    return Ending(outcome.status, outcome.message, {"done": 1, "total": 1} if outcome.complete else {})
 
 
 def _finish(job_id: int, status: str, message: str, **fields) -> None:

@@ -28,6 +28,7 @@ from scipy.special import expit
 from scipy.stats import t
 
 MIN_ITEMS = 20  # fewer items of a pair: no estimate (its interval covers 0.93 at 20 items on PRD, less below)
+MIN_LENGTH_SPREAD = 0.05  # the length term's spread below which it is (nearly) the same for every judgment
 MAX_LOGIT = 8.0  # |theta| or |phi| beyond this: the fit ran away (one side won everything), no finite estimate
 
 
@@ -59,6 +60,9 @@ def length_controlled_win_rate(score: np.ndarray, length_a: np.ndarray, length_b
         raise NoEstimate(f"fewer than {MIN_ITEMS} items judged")
     spread = d.std(ddof=1)
     x = np.column_stack([np.ones(n), np.tanh(d / spread) if spread > 0 else np.zeros(n)])
+    if spread > 0 and x[:, 1].std() < MIN_LENGTH_SPREAD:
+        raise NoEstimate("one system's answers are longer than the other's nearly every time: length cannot be told "
+                         "apart from the systems")
     k = 2 if spread > 0 else 1
     x = x[:, :k]
     beta = np.zeros(k)

@@ -158,7 +158,6 @@ def test_a_job_cut_short_by_a_held_write_lock_runs_again_or_fails_saying_so(tmp_
     result = run_on("sqlite", SETUP + """
 import sqlite3, threading
 from django.db import connection
-from annotation import jobs
 name = connection.settings_dict["NAME"]
 runs = []
 
@@ -198,7 +197,7 @@ result = out
     assert again["seconds"] >= 2.0  # it waited for the lock to go
     once = result["locked-import"]
     assert once == {**once, "status": "failed", "raised": "JobFailed", "runs": 1}
-    assert once["message"] == jobs.OUTAGE.format(again="")
+    assert once["message"].startswith(jobs.OUTAGE.format(again="")) and "database is locked" in once["message"]
 
 
 def test_stale_jobs_are_failed_and_fresh_ones_left_alone(study):
@@ -240,3 +239,46 @@ def test_a_job_of_a_kind_nobody_registered_fails_with_the_reason(study):
         run_job.call(job.pk)
     job.refresh_from_db()
     assert job.status == Job.Status.FAILED and "no-such-kind" in job.message and job.finished is not None
+
+
+def test_a_job_s_own_database_error_is_not_an_outage(study):
+    """A missing table is the job's fault, not the database's absence: the job fails with its own words at once,
+    its body run once (an outage would be waited out and a restartable body run again)."""
+    from django.db import connection, transaction
+
+    runs = []
+
+    def broken(job, progress):
+        runs.append(job.pk)
+        with transaction.atomic(), connection.cursor() as cursor:  # a savepoint: the test's transaction goes on
+            cursor.execute("SELECT * FROM no_such_table")
+
+    import sys
+
+    sys.modules[__name__].broken = broken
+    jobs.register("broken-query", f"{__name__}.broken", restartable=True)
+    job = Job.objects.create(study=study, kind="broken-query")
+    with pytest.raises(Exception) as raised:
+        jobs.run_job.call(job.pk)
+    assert not jobs.is_outage(raised.value)
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED and "no_such_table" in job.message and runs == [job.pk]
+
+
+def test_what_counts_as_an_outage():
+    from django.db import InterfaceError, OperationalError
+
+    assert jobs.is_outage(OperationalError("database is locked"))
+    assert jobs.is_outage(InterfaceError("connection already closed"))
+    assert not jobs.is_outage(OperationalError("no such table: x"))
+    assert not jobs.is_outage(ValueError("database is locked"))
+
+    class Dropped(Exception):
+        sqlstate = "57P01"  # psycopg's error for "terminating connection due to administrator command"
+
+    wrapped = OperationalError("terminating connection due to administrator command")
+    wrapped.__cause__ = Dropped()
+    assert jobs.is_outage(wrapped)
+    timeout = OperationalError("canceling statement due to statement timeout")
+    timeout.__cause__ = type("QueryCanceled", (Exception,), {"sqlstate": "57014"})()
+    assert not jobs.is_outage(timeout)

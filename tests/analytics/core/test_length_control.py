@@ -51,6 +51,9 @@ def test_a_pair_without_enough_judgments_or_with_one_winner_gets_no_estimate():
         length_controlled_win_rate(np.ones(5), np.arange(5), np.zeros(5))
     with pytest.raises(NoEstimate, match="won"):
         length_controlled_win_rate(np.ones(40), np.arange(40), np.zeros(40))
+    rng = np.random.default_rng(1)  # A's answers always far longer: tanh(d / sd(d)) is 1 for every judgment
+    with pytest.raises(NoEstimate, match="cannot be told apart"):
+        length_controlled_win_rate(np.tile([1.0, 0.0, 1.0], 20), rng.normal(2000, 50, 60), rng.normal(500, 50, 60))
 
 
 def prd_pairs():
