@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annotation import elicitation
+from annotation.text import newlines
 
 # The largest whole number every integer column holds on every supported database (PostgreSQL's int4):
 # every input is checked against it (imports, forms, the services), so no database driver ever narrows a
@@ -329,6 +330,9 @@ def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50
     if problems:
         problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file-wide problems last
         raise FormatError(problems)
+    for item in items:  # one line ending (annotation/text.py): "\r\n" from a Windows file is the same text
+        item.input, item.reference = newlines(item.input), newlines(item.reference)
+        item.outputs = {system: [newlines(t) for t in samples] for system, samples in item.outputs.items()}
     return ParsedStudy(systems=systems, items=items)
 
 

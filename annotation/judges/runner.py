@@ -47,6 +47,7 @@ from annotation.models import (
 from annotation.outbound import EndpointRefused, check_endpoint
 from annotation.rating import recording
 from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
+from annotation.text import newlines
 from annotation.worker import stale_after
 
 JOB_KIND = "judge"
@@ -72,8 +73,8 @@ def do_create_judge(study: Study, name: str, **fields: Any) -> Judge:
         raise JudgeError("Give the judge a name.")
     if study.raters.filter(external_id=name).exists():
         raise JudgeError(f"The study already has a rater named {name!r}.")
-    prompts.check_template(fields.get("prompt_template") or prompts.DEFAULT_TEMPLATE)
-    fields.setdefault("prompt_template", prompts.DEFAULT_TEMPLATE)
+    fields["prompt_template"] = newlines(fields.get("prompt_template") or prompts.DEFAULT_TEMPLATE)
+    prompts.check_template(fields["prompt_template"])
     with transaction.atomic():
         rater = Rater.objects.create(study=study, external_id=name, kind=Rater.Kind.JUDGE, source=Rater.Source.RUN)
         judge = Judge(study=study, rater=rater, **fields)

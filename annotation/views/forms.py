@@ -7,36 +7,48 @@ from annotation import study_settings
 from annotation.exchange.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
 from annotation.judges import prompts
 from annotation.models import Judge, Study, key_variables
+from annotation.text import newlines
 
 
-class StudyCreateForm(forms.Form):
+class OneLineEnding:
+    """A form whose text keeps ``\n`` line endings whatever the browser sends (``annotation.text.newlines``)."""
+
+    def clean(self):
+        data = super().clean()
+        for name, value in list(data.items()):
+            if isinstance(value, str) and "\r" in value:
+                data[name] = newlines(value)
+        return data
+
+
+class StudyCreateForm(OneLineEnding, forms.Form):
     name = forms.CharField(max_length=200)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
     file = forms.FileField(help_text="JSONL (one item per line) or CSV long form; see the README for the format.")
 
 
-class UploadForm(forms.Form):
+class UploadForm(OneLineEnding, forms.Form):
     file = forms.FileField()
 
 
-class RaterLinkForm(forms.Form):
+class RaterLinkForm(OneLineEnding, forms.Form):
     name = forms.CharField(max_length=200, help_text="How this rater appears in exports, e.g. an id or initials.")
 
 
-class BulkLinksForm(forms.Form):
+class BulkLinksForm(OneLineEnding, forms.Form):
     names = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=200_000,
                             help_text="One rater name per line; you get a CSV of name and link to send out.")
 
 
-class DuplicateForm(forms.Form):
+class DuplicateForm(OneLineEnding, forms.Form):
     name = forms.CharField(max_length=200, label="Name of the copy")
 
 
-class DeleteForm(forms.Form):
+class DeleteForm(OneLineEnding, forms.Form):
     confirm = forms.CharField(max_length=200, label="Type the study's name to confirm")
 
 
-class StudySettingsForm(forms.ModelForm):
+class StudySettingsForm(OneLineEnding, forms.ModelForm):
     """The settings page: the study's own fields, and every app's settings row (annotation/study_settings.py),
     one form."""
 
@@ -123,7 +135,7 @@ class StudySettingsForm(forms.ModelForm):
         return [tuple(int(x) for x in v.split("-")) for v in self.cleaned_data["explicit_pairs"]]
 
 
-class RatingForm(forms.Form):
+class RatingForm(OneLineEnding, forms.Form):
     """A rater's submission: which pair, exactly-once key and timing. The answer's own fields belong to the
     study's elicitation mode, which reads and checks them (``annotation/elicitation.py``)."""
 
@@ -133,14 +145,14 @@ class RatingForm(forms.Form):
     comment = forms.CharField(required=False, max_length=COMMENT_MAX_CHARS, strip=True)
 
 
-class GoldPairForm(forms.Form):
+class GoldPairForm(OneLineEnding, forms.Form):
     input = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
     good_output = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
     bad_output = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
                                  help_text="Deliberately wrong, e.g. off-topic or garbled.")
 
 
-class GenerateGoldForm(forms.Form):
+class GenerateGoldForm(OneLineEnding, forms.Form):
     count = forms.IntegerField(min_value=1, max_value=100, initial=5)
 
 
@@ -162,7 +174,7 @@ def setting_default(name: str):
     return None
 
 
-class JudgeForm(forms.ModelForm):
+class JudgeForm(OneLineEnding, forms.ModelForm):
     """A judge's endpoint and how it is asked. The stored API key is write-only: the field is never filled in
     again, and leaving it empty keeps the key (``clear_api_key`` removes it)."""
 

@@ -127,7 +127,7 @@ def settings_form(**overrides) -> dict:
             "selection_method": "random", "budget": "", "seed": 1, "separability_metric": "cosine",
             "separability_threshold": 0.2, "risk": 0.1, "min_n": 5, "sep_threshold_t": 0.4, "sep_alpha": 2.0,
             "sep_beta": 6.0, "elo_k": 4.0, "bootstrap_rounds": 100, "indeterminacy_beta": 0.0,
-            "estimate_target": "items_like_these",
+            "estimate_target": "items_like_these", "style_penalty": 1.0,
             "max_assignments_per_rater": "", "assignment_timeout_minutes": 60, "gold_rate": 0.0,
             "min_seconds_per_pair": 0, "first_answer_minutes": 5, "screen_min_gold": 3, "screen_accuracy": 0.6,
             "decision_alpha": 0.05, "decision_margin": 0.05, "decision_goal": "pairs"}
@@ -366,4 +366,4 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
          "separability_threshold", "risk", "min_n", "decision_alpha", "decision_margin", "stop_when_decided",
          "decision_goal", "one_rater_first", "seed"],
         ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
-         "stopping_ties_in_n", "indeterminacy_beta", "estimate_target"]]
+         "stopping_ties_in_n", "indeterminacy_beta", "style_penalty", "estimate_target"]]
