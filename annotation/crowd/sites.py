@@ -41,6 +41,21 @@ PLACEHOLDERS = {
 }
 
 
+# The names sites and researchers put where a worker's id goes, as the link shows them before a site fills them in
+# (ours above, Prolific's, MTurk's and the usual spellings of others): an id that is one of these, or still holds a
+# template's brackets, is a link opened as it was pasted, never a person.
+PLACEHOLDER_NAMES = {"WORKERID", "WORKER", "PROLIFICPID", "SESSIONID", "STUDYID", "PARTICIPANTID", "PARTICIPANT",
+                     "PID", "USERID", "RESPONDENTID", "ASSIGNMENTID", "HITID", "ID", "YOURID", "NONE", "NULL",
+                     "UNDEFINED"}
+TEMPLATE_MARKS = ("{{", "}}", "%%", "${", "[[", "]]", "<", ">", "{", "}")
+
+
+def placeholder(value: str) -> bool:
+    """Whether a worker or session id is a placeholder left in the link rather than a site's real id."""
+    bare = "".join(c for c in value.upper() if c.isalnum())
+    return bare in PLACEHOLDER_NAMES or any(mark in value for mark in TEMPLATE_MARKS)
+
+
 @dataclasses.dataclass(frozen=True)
 class Arrival:
     platform: str
@@ -52,30 +67,43 @@ class Arrival:
 
 
 def parse_arrival(link: ExternalLink, params) -> Arrival:
-    """The worker's identity from the site's query parameters; ``ServiceError`` says what is missing."""
+    """The worker's identity from the site's query parameters; ``ServiceError`` says what is missing, or that an id
+    is still the link's placeholder (the link was opened as it was pasted, not from the site)."""
     def get(name: str) -> str:
         return (params.get(name) or "").strip()[:200]
+
+    def real(name: str, *, required: bool = True) -> str:
+        value = get(name)
+        if value and placeholder(value):
+            raise ServiceError(f"This link still holds the placeholder {value!r} where the site puts your {name}: "
+                               "open the task from the site that sent you (it fills in your id), or ask the "
+                               "researcher for your own link.")
+        if required and not value:
+            raise ServiceError(MISSING[link.platform])
+        return value
 
     if link.platform == ExternalLink.Platform.MTURK:
         assignment_id = get("assignmentId")
         if assignment_id == PREVIEW_ASSIGNMENT or not assignment_id:
             return Arrival(link.platform, get("workerId"), "", get("hitId"), preview=True)
-        worker = get("workerId")
-        if not worker:
-            raise ServiceError("The link is missing workerId; open it from the HIT page.")
+        worker = real("workerId")
+        real("assignmentId")
         submit_to = get("turkSubmitTo").rstrip("/")
         if submit_to and submit_to not in settings.SEPLAB_TURK_SUBMIT_HOSTS:
             raise ServiceError("The link's turkSubmitTo is not a site this study submits to.")
         return Arrival(link.platform, worker, assignment_id, get("hitId"), submit_to)
     if link.platform == ExternalLink.Platform.PROLIFIC:
-        worker, session = get("PROLIFIC_PID"), get("SESSION_ID")
-        if not worker or not session:
-            raise ServiceError("The link is missing PROLIFIC_PID or SESSION_ID; open it from Prolific.")
-        return Arrival(link.platform, worker, session, get("STUDY_ID"))
-    worker = get("worker_id")
-    if not worker:
-        raise ServiceError("The link is missing worker_id (your id on the site that sent you here).")
-    return Arrival(link.platform, worker, get("session_id") or f"worker:{worker}")
+        worker, session = real("PROLIFIC_PID"), real("SESSION_ID")
+        return Arrival(link.platform, worker, session, real("STUDY_ID", required=False))
+    worker = real("worker_id")
+    return Arrival(link.platform, worker, real("session_id", required=False) or f"worker:{worker}")
+
+
+MISSING = {
+    ExternalLink.Platform.MTURK: "The link is missing workerId; open it from the HIT page.",
+    ExternalLink.Platform.PROLIFIC: "The link is missing PROLIFIC_PID or SESSION_ID; open it from Prolific.",
+    ExternalLink.Platform.GENERIC: "The link is missing worker_id (your id on the site that sent you here).",
+}
 
 
 def is_blocked(study: Study, platform: str, worker_id: str) -> bool:

@@ -145,6 +145,30 @@ def test_missing_parameters_are_explained(client, study):
     assert b"missing worker_id" in visit(client, generic).content
 
 
+def test_a_link_opened_as_pasted_is_refused_not_shared(client, study):
+    """Issue 30: the generic link's own placeholder was accepted, so two people landed in one assignment as the
+    rater generic:WORKER_ID. Every site's placeholders (and template brackets) are refused with what went wrong,
+    and nothing is created."""
+    generic = ExternalLink.objects.create(study=study, platform="generic")
+    for value in ("WORKER_ID", "worker_id", "{{WORKER_ID}}", "%WORKER_ID%", "${workerId}", "[WORKER_ID]", "  "):
+        page = visit(client, generic, worker_id=value)
+        assert page.status_code == 400, value
+        text = page.content.decode()
+        assert ("still holds the placeholder" in text) or ("missing worker_id" in text and not value.strip())
+    prolific = ExternalLink.objects.create(study=study, platform="prolific")
+    page = visit(client, prolific, PROLIFIC_PID="{{%PROLIFIC_PID%}}", STUDY_ID="{{%STUDY_ID%}}",
+                 SESSION_ID="{{%SESSION_ID%}}")
+    assert page.status_code == 400 and "still holds the placeholder" in page.content.decode()
+    mturk = ExternalLink.objects.create(study=study, platform="mturk")
+    page = visit(client, mturk, workerId="WORKER_ID", assignmentId="A1", hitId="H1")
+    assert page.status_code == 400 and "your workerId" in page.content.decode()
+    assert not Rater.objects.filter(kind="human").exclude(source="link").exists()
+    assert not WorkerSession.objects.exists()
+    assert sites.placeholder("PROLIFIC_PID") and not sites.placeholder("A2X9K3LMQ7") and not sites.placeholder("G1")
+    ok = visit(client, generic, worker_id="G-17")  # a real id still goes straight in
+    assert ok.status_code == 302 and WorkerSession.objects.get().worker_id == "G-17"
+
+
 def test_prolific_sends_the_worker_back_with_the_code(client, study):
     link = ExternalLink.objects.create(study=study, platform="prolific")
     page = visit(client, link, PROLIFIC_PID="P1", STUDY_ID="S1", SESSION_ID="X1")
