@@ -489,11 +489,18 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
     report["ranking_min_shared_pairs"] = MIN_SHARED_PAIRS
     report["shared_pairs"] = {n: v["units"] for n, v in report["judges"].items()}
     report["unranked"] = sorted(n for n in report["judges"] if n not in ranked)
-    report["ranking"] = {
-        m: [name for name, _ in sorted(((n, v[m]) for n, v in ranked.items() if v[m] is not None),
-                                       key=lambda t: -t[1] if m in better_high else t[1])]
-        for m in metrics
-    }
+    report["ranking"], report["ranking_tiers"] = {}, {}
+    for m in metrics:
+        order = sorted(((n, v[m]) for n, v in ranked.items() if v[m] is not None),
+                       key=lambda t: (-t[1] if m in better_high else t[1], t[0]))
+        report["ranking"][m] = [name for name, _ in order]
+        tiers: list[list[str]] = []  # judges with the same value share a tier: ties are ties
+        for k, (name, value) in enumerate(order):
+            if k and math.isclose(value, order[k - 1][1], rel_tol=1e-9, abs_tol=1e-12):
+                tiers[-1].append(name)
+            else:
+                tiers.append([name])
+        report["ranking_tiers"][m] = tiers
     return report
 
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from analytics import services
+from analytics import presentation, services
 from analytics.populations import ALL, Population
 from annotation.elicitation import Answer
 from annotation.exchange import exports
@@ -316,3 +316,18 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
     assert strengths["sys-b"]["human_only"] == pytest.approx(1000 + arena * alone.theta[1])
     assert strengths["sys-b"]["lambda"] == pytest.approx(hybrid.lam)
     assert strengths["sys-b"]["human_only"] < 1000  # the humans preferred sys-a (y mean 0.58)
+
+
+def test_judges_with_the_same_values_share_a_place_in_the_ranking(judged_study):
+    """Issue 30: "longer-wins › longer-wins-shown" on every metric with identical values; ties are ties."""
+    from annotation.rating import recording
+    from tests.analytics.conftest import judge_lines
+
+    recording.do_import_judgments(judged_study, judge_lines(judged_study, "judge-c", "sys-a", True), "j.jsonl")
+    ind = services.study_report(judged_study)["indeterminacy"]
+    assert ind["shared_pairs"]["judge-c"] >= services.MIN_SHARED_PAIRS
+    for metric, tiers in ind["ranking_tiers"].items():
+        assert any({"judge-a", "judge-c"} <= set(tier) for tier in tiers), metric  # the same verdicts: one place
+        assert sum(tiers, []) == ind["ranking"][metric]
+    body = presentation.render_body(judged_study, Population(), services.study_report(judged_study))
+    assert "judge-a = judge-c" in body or "judge-a = judge-b = judge-c" in body
