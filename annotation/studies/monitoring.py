@@ -16,6 +16,7 @@ from annotation.models import (
     Study,
     Task,
 )
+from annotation.rating import pace
 
 
 @dataclasses.dataclass
@@ -75,11 +76,7 @@ def study_progress(study: Study) -> list[ComparisonProgress]:
     ]
 
 
-# Quality defaults: a rater whose median time per pair on long outputs is below this reads implausibly fast.
-FAST_SECONDS = 1.5
-
-
-LONG_OUTPUT_WORDS = 200
+FAST_SECONDS, LONG_OUTPUT_WORDS = pace.FAST_SECONDS, pace.LONG_OUTPUT_WORDS  # the one rule: annotation/rating/pace.py
 
 
 def rater_progress(study: Study) -> list[Rater]:
@@ -101,5 +98,5 @@ def rater_progress(study: Study) -> list[Rater]:
     for rater in raters:
         spent = times.get(rater.pk)
         rater.median_long_seconds = statistics.median(spent) / 1000 if spent else None
-        rater.too_fast = rater.median_long_seconds is not None and rater.median_long_seconds < FAST_SECONDS
+        rater.too_fast = pace.implausibly_fast([ms / 1000 for ms in spent or []])
     return raters

@@ -499,6 +499,47 @@ def test_the_assignment_size_and_time_come_from_the_plan_and_this_studys_median_
     assert (size.seconds_per_pair, size.measured, size.minutes) == (12.0, True, 1)
 
 
+def test_the_time_estimate_leaves_out_implausibly_fast_raters_and_times(study):
+    """Issue 30: two raters at 0.3 s per pair made the welcome page promise "about 1 minute" for long answers. The
+    estimate leaves out raters the study page flags (annotation/rating/pace.py), times under the reading floor and
+    screened-out raters, and keeps the default until ten plausible times remain."""
+    from annotation.models import Generation
+    from annotation.rating import pace
+
+    Generation.objects.filter(item__study=study).update(n_words=300)  # long answers: 600 words a pair
+    raters = [enrolment.do_create_rater_link(study, f"timed-{n}") for n in range(3)]
+    for rater in raters[:2]:
+        answer_all(allocation.do_start_assignment(rater))
+    Judgment.objects.filter(study=study).update(time_on_task_ms=300)  # both flagged: 0.3 s on long answers
+    size = allocation.assignment_size(study)
+    assert (size.seconds_per_pair, size.measured) == (models.DEFAULT_SECONDS_PER_PAIR, False)
+    answer_all(allocation.do_start_assignment(raters[2]))
+    floor = pace.reading_floor(300, 300)  # 30 s: 600 words at 20 words a second
+    Judgment.objects.filter(study=study, rater=raters[2]).update(time_on_task_ms=int(1000 * (floor + 10)))
+    # one slow reader's five judgments are not yet ten plausible times
+    assert allocation.assignment_size(study).measured is False
+    fourth = enrolment.do_create_rater_link(study, "timed-3")
+    answer_all(allocation.do_start_assignment(fourth))
+    times = [int(1000 * t) for t in (floor + 10, floor + 20, floor + 20, floor + 30, floor - 5)]  # one below floor
+    for judgment, ms in zip(Judgment.objects.filter(rater=fourth).order_by("id"), times, strict=True):
+        Judgment.objects.filter(pk=judgment.pk).update(time_on_task_ms=ms)
+    from django.core.cache import cache
+
+    cache.delete(f"pace:{study.pk}")
+    size = allocation.assignment_size(study)
+    plausible = [floor + 10] * 5 + [floor + 10, floor + 20, floor + 20, floor + 30]  # nine: still the default
+    assert len(plausible) < allocation.MIN_TIMED_JUDGMENTS and size.measured is False
+    Judgment.objects.filter(rater=fourth, time_on_task_ms=int(1000 * (floor - 5))).update(
+        time_on_task_ms=int(1000 * (floor + 40)))
+    cache.delete(f"pace:{study.pk}")
+    size = allocation.assignment_size(study)
+    assert (size.seconds_per_pair, size.measured) == (floor + 10, True)  # the median of the ten plausible times
+    raters[2].screened_out = True
+    raters[2].save()
+    cache.delete(f"pace:{study.pk}")
+    assert allocation.assignment_size(study).measured is False  # a screened-out rater's times do not count
+
+
 def task_of(assignment: Assignment) -> int:
     """The task of an assignment that holds one place (one item)."""
     return assignment.places.get().task_id
