@@ -47,6 +47,13 @@ def _unseen_open_tasks(rater: Rater) -> models.QuerySet[Task]:
             .exclude(item_id__in=seen_items))
 
 
+def open_places(study: Study) -> int:
+    """Places a newcomer could still take: raters still wanted by the tasks of system pairs that are open. 0 means
+    a link has run out (the crowd preview says so, so that nobody accepts work that does not exist)."""
+    return Task.objects.filter(study=study, taken__lt=F("raters_required"), comparison__closed=False).aggregate(
+        n=models.Sum(F("raters_required") - F("taken")))["n"] or 0
+
+
 LOOKAHEAD = 16  # open tasks read beyond ``size``, for when several of the first are on the same item
 
 

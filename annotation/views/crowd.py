@@ -42,7 +42,8 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         shown = next(iter(allocation.preview_pairs(study)), None)  # the first pair as the worker will see it
         return render(request, "annotation/external_preview.html", {
             "study": study, "shown": shown, "mode": mode, "fieldsets": mode.fieldsets(study), "disabled": True,
-            "key_help": mode.key_help(study), "size": allocation.assignment_size(study)})
+            "key_help": mode.key_help(study), "size": allocation.assignment_size(study),
+            "run_out": not allocation.open_places(study)})
     if sites.is_blocked(study, link.platform, arrival.worker_id):
         return _message(request, study, "Not available", "This task is not available to your account.")
     try:
@@ -105,6 +106,7 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
         w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
     blocked = access.blocked_workers_for(request.user)
     return render(request, "annotation/external_links.html", {
+        "open_places": allocation.open_places(study),
         "gold_form": GoldPairForm(), "generate_form": GenerateGoldForm(), "n_gold": study.gold_pairs.count(),
         "study": study, "links": links, "platforms": ExternalLink.Platform.choices, "workers": workers,
         "blocked": blocked, "blocked_ids": {(b.platform, b.worker_id) for b in blocked},

@@ -72,6 +72,26 @@ def test_a_preview_shows_instructions_and_a_sample_and_stores_nothing(client, mt
     assert (Rater.objects.count(), WorkerSession.objects.count(), Assignment.objects.count()) == before
 
 
+def test_when_every_place_is_taken_the_preview_says_so_and_the_crowd_page_too(client, researcher_client, mturk):
+    """Issue 30: with every place taken the preview still offered "10 pairs"; accepting gave "Nothing left to
+    rate... Please return the task". The preview now says there is no work, and the crowd page that the links ran
+    out."""
+    from django.db.models import F
+
+    from annotation.models import Task
+
+    study = mturk.study
+    crowd_page = reverse("external_links", args=[study.pk])
+    assert allocation.open_places(study) == sum(t.raters_required for t in Task.objects.filter(study=study))
+    assert 'data-testid="open-places"' in researcher_client.get(crowd_page).content.decode()
+    Task.objects.filter(study=study).update(taken=F("raters_required"))  # every place held
+    assert allocation.open_places(study) == 0
+    page = visit(client, mturk, assignmentId=sites.PREVIEW_ASSIGNMENT, hitId="H1").content.decode()
+    assert 'data-testid="run-out"' in page and "please do not accept it" in page
+    assert "Accept the task to start" not in page and "What a pair looks like" not in page
+    assert 'data-testid="links-run-out"' in researcher_client.get(crowd_page).content.decode()
+
+
 def test_the_preview_shows_the_first_pair_in_the_order_the_worker_will_see_it(client, mturk):
     """Issue 27: the preview re-implemented the first pair and always showed output A first, whatever the plan's
     display order; it now reads the pair as the rating page does."""
