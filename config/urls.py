@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from config.errors import api_not_found
@@ -9,6 +11,8 @@ from config.health import health
 urlpatterns = [
     path("r/<str:token>/", include("annotation.views.rater_urls")),  # first: the raters' traffic (see that module)
     path("healthz", health, name="health"),
+    # browsers ask for /favicon.ico on every page without a <link rel="icon"> (a JSON response, a file download)
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
     # failed logins are limited per username and per client by django-axes (config/settings.py)
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

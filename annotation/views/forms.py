@@ -214,7 +214,7 @@ class JudgeForm(OneLineEnding, forms.ModelForm):
             choices.append((current, f"{current} (not allowed on this server)"))
         self.fields["api_key_env"] = forms.ChoiceField(
             choices=choices, required=False, label="API key environment variable",
-            initial=current if self.instance.pk else (allowed[0] if allowed else ""),
+            initial=current,  # a new judge: none, as for a local server (the README's first path); pick one for an API
             help_text="Read the key from this environment variable of the worker (the variables this server's "
                       "operator allows).")
         if self.instance.pk:

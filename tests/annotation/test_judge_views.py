@@ -41,6 +41,8 @@ def test_add_judge_validates_and_never_shows_the_key(researcher_client, research
     assert "Enter a valid URL" in text and KEY not in text  # the typed key is not sent back either
     # only the variables the operator allows are offered, and any other is refused without saying if it exists
     assert 'value="OPENAI_API_KEY"' in text and "SECRET_KEY" not in text
+    # a new judge reads no key by default, as the README's local server needs none (issue 30)
+    assert '<option value="" selected>' in page.content.decode()
     refused = researcher_client.post(url, form_data(server, api_key_env="SECRET_KEY"))
     assert refused.status_code == 200 and not Judge.objects.exists()
     assert "Select a valid choice" in refused.content.decode()

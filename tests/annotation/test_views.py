@@ -367,3 +367,13 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
          "decision_goal", "one_rater_first", "seed"],
         ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
          "stopping_ties_in_n", "indeterminacy_beta", "style_penalty", "estimate_target"]]
+
+
+def test_the_site_has_an_icon_and_a_rater_can_continue_with_enter(client, study):
+    """Issue 30 (minor): favicon.ico was 404 on every page; "Continue where you left off" was not focused."""
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 301 and icon["Location"].endswith("favicon.svg")
+    rater = enrolment.do_create_rater_link(study, "r-continue")
+    allocation.do_start_assignment(rater)
+    page = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
+    assert 'rel="icon"' in page and re.search(r'href="[^"]+"\s+autofocus>Continue where you left off', page)
