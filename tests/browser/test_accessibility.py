@@ -100,3 +100,48 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     found["study list"] = serious(page)
     context.close()
     assert found == {name: [] for name in found}
+
+
+RESEARCHER_PAGES = ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
+                    "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk",
+                    "judges", "judgments_import", "rater_create")
+
+
+@pytest.mark.parametrize("size", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
+def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_server, researcher, size):
+    """Issue 30: every page a researcher reaches, with real data on it -- the demo study (20 items, five simulated
+    people and a judge) and, when ../shared/data is here, PRD's Vicuna-80 study with its five judges -- at desktop
+    and phone sizes: no critical and no serious violation."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from analytics import stored
+    from analytics.populations import Population
+    from annotation.models import Item, Study
+    from tests.analytics.conftest import PRD
+
+    call_command("load_demo", "--username", researcher.username, stdout=StringIO())
+    if (PRD / "ratings-gpt4").exists():
+        call_command("load_prd", "--data", str(PRD), "--owner", researcher.username, stdout=StringIO())
+    studies = list(Study.objects.filter(owner=researcher))
+    for study in studies:
+        stored.refresh(study, Population())
+    client = Client()
+    client.force_login(researcher)
+    context = browser_page.new_context(viewport={"width": size[0], "height": size[1]})
+    context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+    page = context.new_page()
+    found: dict[str, list[str]] = {}
+    for study in studies:
+        urls = [reverse(name, args=[study.pk]) for name in RESEARCHER_PAGES]
+        urls.append(reverse("item_detail", args=[study.pk, Item.objects.filter(study=study).first().pk]))
+        urls += [reverse("judge_detail", args=[study.pk, judge.pk]) for judge in study.judges.all()[:1]]
+        for url in urls:
+            page.goto(live_server.url + url)
+            found[f"{url} ({study.name})"] = serious(page)
+    for url in (reverse("study_list"), reverse("study_create"), reverse("api_token")):
+        page.goto(live_server.url + url)
+        found[url] = serious(page)
+    context.close()
+    assert found == {name: [] for name in found}
