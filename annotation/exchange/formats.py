@@ -328,6 +328,9 @@ def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50
         problems.append(Problem(None, None, "the file contains no items"))
     systems = _study_systems(items, problems)
     if problems:
+        # what would import with a warning is listed too, so a file is fixed in one go (issue 30)
+        problems += [Problem(w.line, w.field, f"{w.message} (a warning only: this alone would import)")
+                     for w in ParsedStudy(systems, items).warnings]
         problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file-wide problems last
         raise FormatError(problems)
     for item in items:  # one line ending (annotation/text.py): "\r\n" from a Windows file is the same text

@@ -138,6 +138,8 @@ def test_csv_problems_carry_line_and_column():
         "i1,in,a,0,again\n"
     )
     assert problems_of(data.encode(), "s.csv") == [
+        # the empty output would import with a warning, listed with the problems (named at its item's first line)
+        "line 2, field 'outputs.b[0]': empty output of item i1 (a warning only: this alone would import)",
         "line 3, field 'sample': sample must be a whole number from 0 to 2147483647, not 'two'",
         "line 5, field 'item_id': missing id",
         "line 6, field 'sample': duplicate sample 0 of 'a' for item 'i1' (first on line 2)",

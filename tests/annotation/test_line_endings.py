@@ -49,3 +49,21 @@ def test_instructions_and_an_imported_study_keep_one_line_ending(researcher_clie
     parsed = formats.parse_study((line + "\r\n").encode(), "s.jsonl")
     item = parsed.items[0]
     assert (item.input, item.reference, item.outputs) == ("Say\nhi", "r\n", {"a": ["x\ny"], "b": ["z\nw"]})
+
+
+def test_a_rejected_file_lists_its_warnings_with_its_problems():
+    """Issue 30: a bad upload listed lines 2 and 4 but not the empty output on line 3, which would import with a
+    warning; a rejected file now lists everything a newcomer must look at, in line order."""
+    import pytest
+
+    lines = [{"id": "1", "input": "Q1", "outputs": {"a": ["x"], "b": ["y"]}},
+             {"id": "2", "input": "", "outputs": {"a": ["x"], "b": ["y"]}},
+             {"id": "3", "input": "Q3", "outputs": {"a": [""], "b": ["y"]}},
+             {"id": "4", "input": "Q4", "outputs": {"a": ["x"], "b": "y"}}]
+    with pytest.raises(formats.FormatError) as caught:
+        formats.parse_study("".join(json.dumps(x) + "\n" for x in lines).encode(), "s.jsonl")
+    problems = caught.value.problems
+    assert [p.line for p in problems] == [2, 3, 4]
+    assert problems[1].field == "outputs.a[0]" and "a warning only" in problems[1].message
+    alone = formats.parse_study("".join(json.dumps(x) + "\n" for x in (lines[0], lines[2])).encode(), "s.jsonl")
+    assert [(w.line, w.field) for w in alone.warnings] == [(2, "outputs.a[0]")]
