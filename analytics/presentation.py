@@ -35,6 +35,76 @@ def headlines(data: dict) -> list[dict]:
     return out
 
 
+def alpha_words(alpha: float) -> str:
+    """Krippendorff's alpha in words (Krippendorff's own guide: 0.8 reliable, 0.667 the lowest for tentative
+    conclusions; 0 is chance)."""
+    if alpha >= 0.8:
+        return "raters agree reliably"
+    if alpha >= 0.667:
+        return "raters agree well enough for tentative conclusions"
+    if alpha > 0:
+        return "raters agree little beyond chance"
+    return "raters agree no more than chance" if alpha > -0.05 else "raters disagree more than chance would"
+
+
+def answers(data: dict) -> list[dict]:
+    """The report's first screen: one card per question a researcher comes with -- who wins, how sure, are the
+    raters consistent, can the judge be trusted, should I collect more -- each a sentence with its numbers, or
+    what is missing to answer it."""
+    cards = []
+    board = data["bradley_terry"]
+    if board.get("available") and len(board["leaderboard"]) >= 2:
+        first, second = board["leaderboard"][0], board["leaderboard"][1]
+        separate = first["low"] > second["high"]
+        pair = next((s for s in data.get("stopping", []) if {s["system_a"], s["system_b"]}
+                     == {first["system"], second["system"]}), None)
+        decided = pair is not None and pair["decision"] in ("a", "b")
+        sure = ("its interval clears the runner-up's" if separate else "the intervals overlap, so the order of the "
+                "top two is not settled")
+        if pair is not None:
+            sure += ("; the anytime-valid decision for the pair says so too" if decided
+                     else f"; the pair's anytime-valid decision: {pair['decision']}")
+        cards.append({"question": "Who wins?", "answer": f"{first['system']} leads",
+                      "detail": f"Bradley-Terry {first['rating']:.0f} against {second['system']}'s "
+                                f"{second['rating']:.0f} ({first['rating'] - second['rating']:+.0f} points, "
+                                f"{board['battles']:,} battles); {sure}."})
+    else:
+        cards.append({"question": "Who wins?", "answer": "Not yet",
+                      "detail": board.get("reason", "needs judgments of at least two systems").capitalize() + "."})
+    alpha = data["agreement"].get("krippendorff_alpha")
+    if alpha is not None:
+        cards.append({"question": "Are the raters consistent?", "answer": alpha_words(alpha).capitalize(),
+                      "detail": f"Krippendorff's α = {alpha:.2f} over {data['agreement']['units_with_two_or_more']:,} "
+                                "pairs rated by two or more raters (1 is full agreement, 0 is chance)."})
+    else:
+        cards.append({"question": "Are the raters consistent?", "answer": "Not measurable yet",
+                      "detail": "Needs pairs rated by two or more raters."})
+    judges = {n: j for n, j in data["indeterminacy"]["judges"].items() if j.get("agreement") is not None}
+    if judges:
+        name, best = max(judges.items(), key=lambda kv: kv[1]["agreement"])
+        bias = best.get("p_first")
+        lean = ("" if bias is None else f"; it picks the output shown first {100 * bias:.0f} % of the time when it "
+                "picks one (50 % is no position bias)")
+        cards.append({"question": "Can the judge be trusted?",
+                      "answer": f"{name} agrees with people on {100 * best['agreement']:.0f} % of verdicts",
+                      "detail": f"Against the human majority of each pair, over {best['verdicts']:,} verdicts{lean}. "
+                                "See 'Judges against humans' for every judge and metric."})
+    stopping = data.get("stopping", [])
+    if stopping:
+        open_pairs = [s for s in stopping if s["decision"] == "undecided"]
+        if open_pairs:
+            names = ", ".join(f"{s['system_a']} vs {s['system_b']}" for s in open_pairs[:3])
+            more = f" and {len(open_pairs) - 3} more" if len(open_pairs) > 3 else ""
+            cards.append({"question": "Should I collect more?",
+                          "answer": f"Yes, for {len(open_pairs)} of {len(stopping)} system pairs",
+                          "detail": f"Still undecided: {names}{more}. Decided pairs need no more judgments."})
+        else:
+            cards.append({"question": "Should I collect more?", "answer": "No: every system pair is decided",
+                          "detail": "Each pair's anytime-valid decision is a winner or equivalence within the margin; "
+                                    "more judgments would not change them."})
+    return cards
+
+
 def figures(data: dict) -> dict[str, str]:
     """The report's SVG figures (each has a table next to it)."""
     out = {}
@@ -276,6 +346,7 @@ def render_body(study, population: Population, data: dict) -> str:
     escaped); stored with the report and inserted as it is."""
     return render_to_string("analytics/_report_body.html", {
         "study": study, "report": data, "sections": sections(data), "headlines": headlines(data),
+        "answers": answers(data) if data["judgments"]["total"] else [],
         "win_rates": win_rate_blocks(data), "query": urlencode(population.query())})
 
 

@@ -100,3 +100,36 @@ def test_the_report_controls_prd_for_style_and_length(prd_study):
             fit_estimate, low, high = fit.estimate, fit.low, fit.high
         assert entry["estimate"] == pytest.approx(fit_estimate, abs=1e-9)
         assert (entry["low"], entry["high"]) == pytest.approx((low, high), abs=1e-9)
+
+
+def test_the_report_answers_who_wins_how_sure_and_what_next_first(researcher_client, prd_study):
+    """Issue 30: the report's first screen answers the researcher's questions in words, from the numbers below."""
+    from analytics import presentation
+
+    data = services.study_report(prd_study)
+    cards = {c["question"]: c for c in presentation.answers(data)}
+    board = data["bradley_terry"]["leaderboard"]
+    assert cards["Who wins?"]["answer"] == f"{board[0]['system']} leads"
+    assert f"{board[0]['rating'] - board[1]['rating']:+.0f} points" in cards["Who wins?"]["detail"]
+    alpha = data["agreement"]["krippendorff_alpha"]
+    assert f"α = {alpha:.2f}" in cards["Are the raters consistent?"]["detail"]
+    assert cards["Are the raters consistent?"]["answer"] == presentation.alpha_words(alpha).capitalize()
+    best = max(data["indeterminacy"]["judges"].items(), key=lambda kv: kv[1]["agreement"])
+    assert cards["Can the judge be trusted?"]["answer"].startswith(f"{best[0]} agrees with people on "
+                                                                  f"{100 * best[1]['agreement']:.0f} %")
+    undecided = sum(s["decision"] == "undecided" for s in data["stopping"])
+    more = cards["Should I collect more?"]["answer"]
+    assert more == (f"Yes, for {undecided} of 10 system pairs" if undecided else "No: every system pair is decided")
+    researcher_client.get(reverse("report", args=[prd_study.pk]))
+    refresh_reports()
+    page = researcher_client.get(reverse("report", args=[prd_study.pk])).content.decode()
+    assert page.index('data-testid="answers"') < page.index("Bradley-Terry controlling for answer style")
+
+
+def test_alpha_in_words_follows_krippendorffs_guide():
+    from analytics.presentation import alpha_words
+
+    assert alpha_words(0.85) == "raters agree reliably"
+    assert alpha_words(0.7) == "raters agree well enough for tentative conclusions"
+    assert alpha_words(0.3) == "raters agree little beyond chance"
+    assert alpha_words(-0.118) == "raters disagree more than chance would"
