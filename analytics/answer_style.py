@@ -8,7 +8,7 @@ Arena counts it (``analytics.core.style``) and their length in characters (as Al
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -18,8 +18,7 @@ from analytics.leaderboards import style_board
 from annotation.models import Generation, Pair, Study
 from selection.core import winners
 
-if TYPE_CHECKING:
-    from analytics.services import Row
+Row = Any  # analytics.services.Row (one judgment, flattened): not imported, services imports this module
 
 CHUNK = 2000  # ids per query (SQLite and PostgreSQL cap a query's parameters)
 

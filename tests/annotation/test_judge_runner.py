@@ -123,7 +123,7 @@ def test_faults_retried_counted_and_shown(researcher, server):
 
 def test_budget_and_concurrency(researcher, server):
     study = study_with(researcher, [f"Q{i}?" for i in range(8)])
-    server.delay = 0.1
+    server.delay = 0.5  # long enough that three requests overlap even on a loaded machine (0.1 s: 2 in CI once)
     judge = make_judge(study, server, max_concurrency=3, request_budget=9)
     result = runner.run(judge)
     assert result.budget_reached and result.recorded == 9 and len(server.requests) == 9

@@ -13,6 +13,7 @@ from scipy.stats import t
 from sklearn.linear_model import LogisticRegression
 
 from analytics.core.length_control import MIN_ITEMS, NoEstimate, length_controlled_win_rate
+from annotation.text import newlines
 from bench.prd_data import MODELS, PRD, read
 
 
@@ -65,7 +66,7 @@ def prd_pairs():
     for model in MODELS:
         for line in (PRD / "generations" / f"answer_{model}.jsonl").read_text().splitlines():
             row = json.loads(line)
-            lengths[model, row["question_id"]] = len(row["text"])
+            lengths[model, row["question_id"]] = len(newlines(row["text"]))  # as a study stores it
     out = []
     for (a, b), by_question in sorted(read(PRD, "human").items()):
         questions = [q for q in sorted(by_question) if (a, q) in lengths and (b, q) in lengths]
