@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from annotation import access
 from annotation.judges import prompts, runner
-from annotation.models import Judge, JudgeCall
+from annotation.models import Judge, JudgeCall, Rater
 from annotation.views.forms import JudgeForm
 
 UNPARSEABLE_SHOWN = 5
@@ -40,8 +41,11 @@ def judges(request: HttpRequest, study_id: int) -> HttpResponse:
     else:
         form = JudgeForm(initial={"prompt_template": prompts.DEFAULT_TEMPLATE})
     rows = [_state(j) for j in Judge.objects.filter(study=study).select_related("rater", "study")]
+    imported = (study.raters.filter(kind=Rater.Kind.JUDGE).exclude(source=Rater.Source.RUN)
+                .annotate(verdicts=Count("judgments")).order_by("external_id"))
     return render(request, "annotation/judges.html", {
         "study": study, "form": form, "rows": rows, "answer_format": prompts.answer_format(prompts.Offer.of(study)),
+        "imported": imported,
     })
 
 

@@ -119,3 +119,25 @@ def test_a_used_up_budget_says_so_instead_of_offering_resume(researcher_client, 
     assert "The request budget is used up with 2 requests to go" in page and 'data-testid="judge-start"' not in page
     researcher_client.post(detail, form_data(server, api_key="", request_budget="10"))
     assert "Resume (2 requests to go)" in researcher_client.get(detail).content.decode()
+
+
+def test_the_judges_page_names_imported_judges(researcher_client, judged_study_with_imports):
+    """Issue 30: the demo's judges page said "No judges yet" beside a judge with 120 verdicts (imported)."""
+    page = researcher_client.get(reverse("judges", args=[judged_study_with_imports.pk])).content.decode()
+    assert "No judge runs here yet" in page and "No judges yet" not in page
+    assert 'data-testid="imported-judges"' in page and "<strong>judge-a</strong> (40 verdicts)" in page
+
+
+@pytest.fixture
+def judged_study_with_imports(study):
+    """One person rated every pair; a judge's verdicts on them (both orders) came in a file."""
+    from annotation.rating import allocation, recording
+    from annotation.studies import enrolment
+    from tests.analytics.conftest import judge_lines
+    from tests.conftest import answer_all
+
+    rater = enrolment.do_create_rater_link(study, "h1")
+    while (assignment := allocation.do_start_assignment(rater)) is not None:
+        answer_all(assignment)
+    recording.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
+    return study
