@@ -107,6 +107,9 @@ def live_selection(request: HttpRequest, study_id: int) -> HttpResponse:
     cluster sizes and each item's separability), and the live stopping status when it runs live."""
     study = access_study(request, study_id)
     stored = study.selection_settings
+    pairs = services.chosen_items(study)
+    for p in pairs:
+        p["any_delta"] = any(i["delta"] is not None for i in p["items"])
     return render(request, "selection/live.html", {
-        "study": study, "statuses": live.statuses(study), "pairs": services.chosen_items(study),
+        "study": study, "statuses": live.statuses(study), "pairs": pairs,
         "strategy": STRATEGIES.get(stored.selection_method), "settings": stored})
