@@ -281,9 +281,7 @@ def link_url(link: ExternalLink, base_url: str) -> str:
 def external_question_xml(url: str, frame_height: int = 0) -> str:
     """The MTurk ExternalQuestion for our URL (XML-escaped, so '&' becomes '&amp;'). MTurk requires HTTPS."""
     if urlsplit(url).scheme != "https":
-        raise ServiceError("MTurk's ExternalQuestion requires an HTTPS URL: set the study's public base URL "
-                                    "(study settings, 'Who rates') to its https address, or pass --base-url https://… "
-                                    "to the command")
+        raise ServiceError("MTurk's ExternalQuestion needs an https address, and this link's is not")
     return ('<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/'
             '2006-07-14/ExternalQuestion.xsd">\n'
             f"  <ExternalURL>{escape(url, quote=False)}</ExternalURL>\n"

@@ -26,4 +26,5 @@ class Command(BaseCommand):
             try:
                 self.stdout.write(sites.external_question_xml(url))
             except ServiceError as exc:
-                raise CommandError(f"{exc} (the link was created; the URL above works on other sites)") from None
+                raise CommandError(f"{exc}: pass --base-url https://… (the link was created; the URL above works on "
+                                   "other sites)") from None
