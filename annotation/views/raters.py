@@ -230,6 +230,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
     elif current is None:
         rater.refresh_from_db(fields=["screened_out"])
         context["completed"] = True
+        context["next_size"] = allocation.assignment_size(study).pairs  # what "Rate more" starts
         if context["external"] is not None:
             context.update(sites.completion(context["external"], rater))
     else:
