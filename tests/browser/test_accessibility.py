@@ -37,7 +37,9 @@ def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(br
              {"id": "short", "input": "Say hi.", "outputs": {"a": ["Hi."], "b": ["Hello!"]}}]
     study = creation.do_create_study(researcher, f"axe-{mode}", "".join(json.dumps(x) + "\n" for x in lines).encode(),
                                      "a.jsonl")
-    lifecycle.do_update_settings(study, {"elicitation": mode, "neither_option": True, "raters_per_item": 2}, None)
+    # three raters per item: after the two below a place is left, so the preview offers work (issue 30: a preview
+    # with every place taken says there is none)
+    lifecycle.do_update_settings(study, {"elicitation": mode, "neither_option": True, "raters_per_item": 3}, None)
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     found: dict[str, list[str]] = {}
     for n in range(2):  # two raters: both items, whichever comes first
