@@ -187,7 +187,7 @@ def test_the_study_shows_what_the_selection_did_with_diffuse_cluster_sizes(resea
     page = researcher_client.get(reverse("live_selection", args=[varied_study.pk])).content.decode()
     assert "3 of 8 candidate items released to raters" in page and "Cluster size" in page
     released = list(varied_study.tasks.order_by("position").values_list("item__external_id", flat=True))
-    rows = re.findall(r'<td>\d+</td><td><a href="[^"]+">(v\d)</a></td>\s*<td>(\d+)</td>', page)
+    rows = re.findall(r'<td>\d+</td><td class="id"><a href="[^"]+">(v\d)</a></td>\s*<td>(\d+)</td>', page)
     assert [r[0] for r in rows] == released
     assert sorted(int(r[1]) for r in rows) == sorted(sizes)
     assert dict(rows) == {item: str(size) for item, size in zip(run.items, sizes, strict=True)}
