@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path, re_path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from config.errors import api_not_found
@@ -12,7 +12,8 @@ urlpatterns = [
     path("r/<str:token>/", include("annotation.views.rater_urls")),  # first: the raters' traffic (see that module)
     path("healthz", health, name="health"),
     # browsers ask for /favicon.ico on every page without a <link rel="icon"> (a JSON response, a file download)
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+    path("favicon.ico", lambda request: HttpResponsePermanentRedirect(static("favicon.svg"))),  # resolved per request:
+    # with hashed static files the name comes from collectstatic's manifest, which loading the URLs must not need
     path("admin/", admin.site.urls),
     # failed logins are limited per username and per client by django-axes (config/settings.py)
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -4,6 +4,7 @@ health endpoint, and gunicorn + whitenoise actually serving with the security he
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -102,10 +103,11 @@ def test_gunicorn_serves_the_app_with_static_files_and_security_headers(tmp_path
         assert headers["Referrer-Policy"] == "same-origin"
         with urllib.request.urlopen(f"{base}/accounts/login/", timeout=5) as r:
             page = r.read().decode()
-        css = page.split('href="', 2)[1].split('"', 1)[0]  # the hashed stylesheet URL
-        assert css.startswith("/static/css/seplab.") and css.endswith(".css")
+        css = re.search(r'href="(/static/css/seplab\.[0-9a-f]+\.css)"', page).group(1)  # the hashed stylesheet URL
         with urllib.request.urlopen(f"{base}{css}", timeout=5) as r:
             assert r.status == 200 and "max-age" in r.headers["Cache-Control"]
+        with urllib.request.urlopen(f"{base}/favicon.ico", timeout=5) as r:  # redirected to the hashed icon
+            assert r.status == 200 and r.url.endswith(".svg") and "/static/favicon." in r.url
         # The access log (on, to stdout) never holds a link token or a credential.
         secret = "eyJyIjoxLCJuIjoiYWJjIn0:SECRETSIGNATURE"
         request = urllib.request.Request(f"{base}/r/{secret}/", headers={
