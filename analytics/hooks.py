@@ -42,3 +42,10 @@ def settings_page(study) -> dict:
     from analytics.services import analysis_parameters  # imported when used: the report's imports are heavy
 
     return {"analysis_parameters": analysis_parameters(study), "budget": budget_panel(study)}
+
+
+def item_page(item) -> dict:
+    """An item's page: every judged pair with all its verdicts, judges' replies, disagreements and rulings."""
+    from analytics import review
+
+    return {"reviews": review.item_review(item)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -90,3 +91,29 @@ class BudgetPlan(models.Model):
 
     def __str__(self) -> str:
         return f"budget plan {self.pk} of study {self.study_id}"
+
+
+class Adjudication(models.Model):
+    """A researcher's ruling on one pair after reviewing its verdicts (``analytics.review``): kept apart from the
+    judgments -- never a rater's answer, never a battle or an item winner -- so the analysis stays what the raters
+    said, and the rulings can be read, changed and exported on their own."""
+
+    class Ruling(models.TextChoices):
+        A = "a", "System A's output is better"
+        B = "b", "System B's output is better"
+        TIE = "tie", "Neither is better (a tie)"
+        UNCLEAR = "unclear", "Cannot be decided (the pair itself is the problem)"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="adjudications")
+    pair = models.OneToOneField("annotation.Pair", on_delete=models.CASCADE, related_name="adjudication")
+    ruling = models.CharField(max_length=10, choices=Ruling.choices,
+                              help_text="In model coordinates: A and B are the pair's systems, not display sides.")
+    note = models.TextField(blank=True, default="", help_text="Why: what the raters or the judge missed.")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    decided = models.DateTimeField(help_text="When the ruling was last made or changed.")
+
+    class Meta:
+        ordering = ["decided", "id"]
+
+    def __str__(self) -> str:
+        return f"adjudication of pair {self.pair_id}: {self.ruling}"

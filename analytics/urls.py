@@ -1,6 +1,6 @@
 from django.urls import path
 
-from analytics import views
+from analytics import review_views, views
 
 urlpatterns = [
     path("studies/<int:study_id>/report/", views.report, name="report"),
@@ -9,4 +9,8 @@ urlpatterns = [
     path("api/studies/<int:study_id>/report/", views.report_api, name="report_api"),
     path("studies/<int:study_id>/budget/", views.budget_start, name="budget_start"),
     path("api/studies/<int:study_id>/budget/", views.budget_api, name="budget_api"),
+    path("studies/<int:study_id>/review/", review_views.review_queue, name="review_queue"),
+    path("studies/<int:study_id>/review/pairs/<int:pair_id>/", review_views.adjudicate, name="adjudicate"),
+    path("studies/<int:study_id>/review/adjudications.csv", review_views.adjudications_csv,
+         name="adjudications_csv"),
 ]

@@ -300,3 +300,29 @@ def effective_choice(choice: str | None, response_set=None, probability_a: float
     if probability_a is not None:
         return "a" if probability_a > 0.5 else ("b" if probability_a < 0.5 else "tie")
     return None
+
+
+def stored_in_words(choice: str | None, response_set=None, strength: int | None = None,
+                    probability_a: float | None = None, system_a: str = "A", system_b: str = "B") -> str:
+    """A stored answer (model coordinates) in a few words a researcher reads, naming the systems: "A is better",
+    "B is much better", "a tie", "both are bad", "only A is acceptable", "both are acceptable", "neither is
+    acceptable", "P(A better) = 0.73"."""
+    names = {"a": system_a, "b": system_b}
+    if choice in names:
+        other = "b" if choice == "a" else "a"
+        also = f"; {names[other]} is also acceptable" if response_set and other in response_set else ""
+        return f"{names[choice]} is {STRENGTHS.get(strength or 1, 'better')}{also}"
+    if choice == "tie":
+        if response_set == []:
+            return "both are bad"
+        if response_set:
+            return "a tie; " + (f"only {names[response_set[0]]} is acceptable" if len(response_set) == 1
+                                else "both are acceptable")
+        return "a tie"
+    if response_set is not None:
+        if len(response_set) == 1:
+            return f"only {names[response_set[0]]} is acceptable"
+        return "both are acceptable" if response_set else "neither is acceptable"
+    if probability_a is not None:
+        return f"P({system_a} better) = {probability_a:.2f}"
+    return "no answer"

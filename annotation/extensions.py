@@ -5,7 +5,8 @@ them (tests/test_architecture.py), so what it needs from them it finds here, fil
   the embeddings they need). The plan cannot be built without one: a missing chooser is a configuration error,
   never a silent "every item".
 - ``page_context(page, study)``: what the study page and the settings page show of other apps (selection's live
-  status and strategy, analytics' parameters), merged into the page's template context.
+  status and strategy, analytics' parameters), merged into the page's template context; ``page_context("item",
+  item)``: what an item's page shows of them (analytics' verdicts, disagreements and rulings).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class ItemChooser:
 
 
 _CHOOSER: list[ItemChooser] = []
-_PAGES: dict[str, list[Callable[[Any], dict]]] = {"study": [], "settings": []}
+_PAGES: dict[str, list[Callable[[Any], dict]]] = {"study": [], "settings": [], "item": []}
 
 
 def set_item_chooser(chooser: ItemChooser) -> None:
@@ -66,13 +67,14 @@ def item_chooser() -> ItemChooser:
 
 
 def add_page_context(page: str, contribute: Callable[[Any], dict]) -> None:
-    """``contribute(study)`` adds to the template context of ``page`` ("study" or "settings")."""
+    """``contribute(study)`` adds to the template context of ``page`` ("study" or "settings"); for "item" (an item's
+    page) it is ``contribute(item)``."""
     if contribute not in _PAGES[page]:
         _PAGES[page].append(contribute)
 
 
-def page_context(page: str, study) -> dict:
+def page_context(page: str, subject) -> dict:
     context: dict = {}
     for contribute in _PAGES[page]:
-        context.update(contribute(study))
+        context.update(contribute(subject))
     return context

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation import access
+from annotation import access, elicitation
 from annotation.judges import prompts, runner
 from annotation.models import Judge, JudgeCall, Rater
 from annotation.views.forms import JudgeForm
 
 UNPARSEABLE_SHOWN = 5
+REPLIES_PER_PAGE = 20
 
 
 def _state(judge: Judge) -> dict:
@@ -68,10 +70,28 @@ def judge_detail(request: HttpRequest, study_id: int, judge_id: int) -> HttpResp
                    .select_related("pair__item").order_by("-id")[:UNPARSEABLE_SHOWN])
     failed = (JudgeCall.objects.filter(judge=judge, status=JudgeCall.Status.FAILED)
               .select_related("pair__item").order_by("-id")[:UNPARSEABLE_SHOWN])
+    status = request.GET.get("status", "")
+    calls = (JudgeCall.objects.filter(judge=judge, **({"status": status} if status in JudgeCall.Status.values else {}))
+             .select_related("pair__item", "pair__generation_a__system", "pair__generation_b__system", "judgment")
+             .order_by("pair__item__position", "pair_id", "-a_shown_first"))
+    replies = Paginator(calls, REPLIES_PER_PAGE).get_page(request.GET.get("page"))
+    for call in replies:
+        call.verdict_words = _verdict_words(call)
     return render(request, "annotation/judge_detail.html", {
         **state, "study": judge.study, "form": form, "unparseable": unparseable, "failed": failed,
         "answer_format": prompts.answer_format(prompts.Offer.of(judge.study)),
+        "replies": replies, "reply_status": status if status in JudgeCall.Status.values else "",
+        "statuses": JudgeCall.Status.choices,
     })
+
+
+def _verdict_words(call: JudgeCall) -> str:
+    """What the judge's reply was read as, naming the systems (or why it was not read)."""
+    if call.judgment is None:
+        return call.get_status_display()
+    j = call.judgment
+    return elicitation.stored_in_words(j.choice, j.response_set, j.strength, j.probability_a,
+                                       call.pair.generation_a.system.name, call.pair.generation_b.system.name)
 
 
 @login_required

@@ -148,7 +148,9 @@ def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
 def item_detail(request: HttpRequest, study_id: int, item_id: int) -> HttpResponse:
     study, item = access.access_item(request, study_id, item_id)
     generations = item.generations.select_related("system").order_by("system_id", "sample_index")
-    return render(request, "annotation/item_detail.html", {"study": study, "item": item, "generations": generations})
+    return render(request, "annotation/item_detail.html", {
+        "study": study, "item": item, "generations": generations, "back": request.get_full_path(),
+        **extensions.page_context("item", item)})
 
 
 @login_required

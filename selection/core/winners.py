@@ -44,3 +44,10 @@ def item_score(rating_sets) -> float:
     1/2 no preference, 0 a loss) -- what a pair's anytime-valid decision observes per item
     (``selection.core.decisions``). ``rating_sets``: one list of ratings per rater."""
     return float(np.mean([np.mean(score_for_a(r)) for r in rating_sets]))
+
+
+def raters_disagree(rating_sets) -> bool:
+    """Whether the raters of an item (or pair) disagree: two or more raters whose preferences
+    (``rater_preference``) are not all the same -- one preferring A and another B, or one with no preference
+    against one with. The review queue's rule (``analytics.review``)."""
+    return len({rater_preference(r) for r in rating_sets}) > 1

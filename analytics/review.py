@@ -1,0 +1,213 @@
+"""Every verdict of a pair, where they disagree, and the researcher's rulings: the item page's verdicts and the
+review queue (Label Studio's data manager, for preferences).
+
+A pair is *flagged* when its people disagree with each other (``winners.raters_disagree``: two raters whose
+preferences differ) or a judge's preference differs from the people's winner (``winners.item_winner``). Raters the
+attention checks screened out are listed but neither decide the winner nor raise a flag, as in the report. A
+ruling (``Adjudication``) is stored apart from the judgments: the analysis stays what the raters said.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from analytics.models import Adjudication
+from annotation import elicitation
+from annotation.models import Item, JudgeCall, Judgment, Pair, Study
+from selection.core import winners
+
+REASONS = {"raters": "raters disagree", "judge": "a judge disagrees with the people"}
+
+
+@dataclasses.dataclass
+class Verdict:
+    """One judgment of a pair as the review shows it."""
+
+    judgment_id: int
+    rater: str
+    kind: str  # human | judge
+    source: str
+    screened_out: bool
+    superseded: bool
+    first_shown: str  # the system shown first
+    words: str  # the answer in words, naming the systems
+    rating: int | None  # -1 A, 0 none, +1 B (selection.core.winners)
+    comment: str
+    created: datetime
+    seconds: float | None
+    disagrees: bool = False  # a judge against the people's winner
+    reply: str | None = None  # a judge's reply as received (judges run by SepLab)
+    reply_status: str = ""
+
+
+@dataclasses.dataclass
+class PairReview:
+    """A pair's verdicts, the people's winner, what disagrees, and the ruling if there is one."""
+
+    pair_id: int
+    item_id: int
+    item: str
+    system_a: str
+    system_b: str
+    samples: tuple[int, int]
+    humans: list[Verdict]
+    judges: list[Verdict]
+    people_winner: str | None  # a | b | tie, None without a counted human judgment
+    raters_disagree: bool
+    adjudication: Adjudication | None = None
+
+    @property
+    def judges_disagree(self) -> list[str]:
+        return sorted({v.rater for v in self.judges if v.disagrees})
+
+    @property
+    def flagged(self) -> bool:
+        return self.raters_disagree or bool(self.judges_disagree)
+
+    @property
+    def reasons(self) -> list[str]:
+        return ([REASONS["raters"]] if self.raters_disagree else []) + (
+            [REASONS["judge"] + f" ({', '.join(self.judges_disagree)})"] if self.judges_disagree else [])
+
+    @property
+    def ruling_choices(self) -> list[tuple[str, str]]:
+        """The rulings a researcher can make, naming the pair's systems."""
+        return [("a", f"{self.system_a} is better"), ("b", f"{self.system_b} is better"),
+                ("tie", "Neither is better (a tie)"), ("unclear", "Cannot be decided (the pair itself is the problem)")]
+
+    @property
+    def ruling_words(self) -> str:
+        return dict(self.ruling_choices)[self.adjudication.ruling].lower() if self.adjudication else ""
+
+    @property
+    def people_words(self) -> str:
+        """The people's winner in words, with how many raters prefer it."""
+        if self.people_winner is None:
+            return "no counted human judgment yet"
+        prefs = _preferences(self.humans)
+        n = len(prefs)
+        if self.people_winner == "tie":
+            return f"the people are split ({_raters(n)})"
+        name = self.system_a if self.people_winner == "a" else self.system_b
+        agree = sum(1 for p in prefs.values() if p == winners.RATING[self.people_winner])
+        return f"the people prefer {name} ({agree} of {_raters(n)})"
+
+
+def _raters(n: int) -> str:
+    return f"{n} rater" + ("" if n == 1 else "s")
+
+
+def _preferences(verdicts: list[Verdict]) -> dict[str, int]:
+    """Each counted rater's preference on the pair (the sign over their ratings of it)."""
+    sets: dict[str, list[int]] = defaultdict(list)
+    for v in verdicts:
+        if v.rating is not None and not v.screened_out:
+            sets[v.rater].append(v.rating)
+    return {rater: winners.rater_preference(r) for rater, r in sets.items()}
+
+
+_FIELDS = ("id", "pair_id", "pair__item_id", "pair__item__external_id", "pair__generation_a__system__name",
+           "pair__generation_b__system__name", "pair__generation_a__sample_index",
+           "pair__generation_b__sample_index", "rater__external_id", "rater__kind", "rater__source",
+           "rater__screened_out", "superseded", "a_shown_first", "choice", "response_set", "strength",
+           "probability_a", "comment", "created", "time_on_task_ms")
+
+
+def _reviews(judgments, *, replies: bool) -> list[PairReview]:
+    rows = list(judgments.filter(revised=False).order_by("pair__item__position", "pair_id", "created", "id")
+                .values(*_FIELDS))
+    by_pair: dict[int, PairReview] = {}
+    for r in rows:
+        a, b = r["pair__generation_a__system__name"], r["pair__generation_b__system__name"]
+        review = by_pair.get(r["pair_id"])
+        if review is None:
+            review = by_pair[r["pair_id"]] = PairReview(
+                r["pair_id"], r["pair__item_id"], r["pair__item__external_id"], a, b,
+                (r["pair__generation_a__sample_index"], r["pair__generation_b__sample_index"]), [], [], None, False)
+        choice = elicitation.effective_choice(r["choice"], r["response_set"], r["probability_a"])
+        verdict = Verdict(
+            r["id"], r["rater__external_id"], r["rater__kind"], r["rater__source"], r["rater__screened_out"],
+            r["superseded"], a if r["a_shown_first"] else b,
+            elicitation.stored_in_words(r["choice"], r["response_set"], r["strength"], r["probability_a"], a, b),
+            None if choice is None else winners.rating_for(choice), r["comment"], r["created"],
+            None if r["time_on_task_ms"] is None else r["time_on_task_ms"] / 1000)
+        (review.judges if r["rater__kind"] == "judge" else review.humans).append(verdict)
+    for review in by_pair.values():
+        people = _preferences(review.humans)
+        if people:
+            review.people_winner = winners.item_winner([[p] for p in people.values()])
+        review.raters_disagree = winners.raters_disagree([[p] for p in people.values()])
+        if review.raters_disagree:  # the raters against the majority (both sides when the people are split)
+            for v in review.humans:
+                v.disagrees = v.rater in people and people[v.rater] != winners.RATING[review.people_winner]
+        if review.people_winner is not None:
+            for judge, preference in _preferences(review.judges).items():
+                if preference != winners.RATING[review.people_winner]:
+                    for v in review.judges:
+                        v.disagrees = v.disagrees or v.rater == judge
+    if replies:
+        ids = [v.judgment_id for review in by_pair.values() for v in review.judges]
+        calls = {c["judgment_id"]: c for c in JudgeCall.objects.filter(judgment_id__in=ids)
+                 .values("judgment_id", "reply", "status")}
+        for review in by_pair.values():
+            for v in review.judges:
+                if v.judgment_id in calls:
+                    v.reply, v.reply_status = calls[v.judgment_id]["reply"], calls[v.judgment_id]["status"]
+    rulings = {a.pair_id: a for a in Adjudication.objects.filter(pair_id__in=by_pair).select_related("decided_by")}
+    for pair_id, review in by_pair.items():
+        review.adjudication = rulings.get(pair_id)
+    return list(by_pair.values())
+
+
+def item_review(item: Item) -> list[PairReview]:
+    """Every judged pair of ``item`` with all its verdicts, judges' replies included, in item order."""
+    return _reviews(Judgment.objects.filter(study_id=item.study_id, pair__item=item), replies=True)
+
+
+SHOW = {"open": "Not yet ruled on", "ruled": "Ruled on", "all": "All flagged pairs"}
+WHY = {"any": "Any disagreement", "raters": "Raters disagree", "judge": "A judge disagrees with the people"}
+
+
+def review_queue(study: Study, show: str = "open", why: str = "any") -> tuple[list[PairReview], dict]:
+    """The flagged pairs of ``study`` to review (``show``: not yet ruled on / ruled on / all; ``why``: any flag,
+    raters disagreeing, or a judge against the people), the most contested first -- both kinds of disagreement,
+    then the most verdicts -- and the counts of each kind over every flagged pair."""
+    flagged = [r for r in _reviews(Judgment.objects.filter(study=study), replies=False) if r.flagged]
+    counts = {"flagged": len(flagged), "raters": sum(r.raters_disagree for r in flagged),
+              "judge": sum(bool(r.judges_disagree) for r in flagged),
+              "ruled": sum(r.adjudication is not None for r in flagged)}
+    chosen = [r for r in flagged
+              if (show == "all" or (show == "ruled") == (r.adjudication is not None))
+              and (why == "any" or (why == "raters" and r.raters_disagree) or (why == "judge" and r.judges_disagree))]
+    chosen.sort(key=lambda r: (-(r.raters_disagree and bool(r.judges_disagree)), -(len(r.humans) + len(r.judges))))
+    return chosen, counts
+
+
+class RulingError(ValueError):
+    """A ruling the server does not accept; the message is for the researcher."""
+
+
+def do_adjudicate(study: Study, pair_id: int, ruling: str, note: str, user) -> Adjudication:
+    """Record (or change) the researcher's ruling on a pair of ``study``. Only a pair with at least one verdict can
+    be ruled on. The judgments are not touched."""
+    if ruling not in Adjudication.Ruling.values:
+        raise RulingError("Choose a ruling.")
+    with transaction.atomic():
+        pair = Pair.objects.filter(pk=pair_id, item__study=study).first()
+        if pair is None or not Judgment.objects.filter(study=study, pair=pair).exists():
+            raise RulingError("That pair has no verdicts in this study.")
+        adjudication, _ = Adjudication.objects.update_or_create(
+            pair=pair, defaults={"study": study, "ruling": ruling, "note": note.strip(), "decided_by": user,
+                                 "decided": timezone.now()})
+    return adjudication
+
+
+def do_clear_adjudication(study: Study, pair_id: int) -> bool:
+    """Withdraw the ruling on a pair; whether there was one."""
+    deleted, _ = Adjudication.objects.filter(study=study, pair_id=pair_id).delete()
+    return bool(deleted)
