@@ -151,6 +151,14 @@ class Study(models.Model):
         blank=True, help_text="The address raters reach this server at (e.g. https://eval.example.org), used in "
         "every link the study shows and exports. Empty: the site's SITE_URL when it is https, else the address "
         "you are browsing.")
+    # Before the first pair (annotation/rating/consent.py, annotation/rating/practice.py).
+    consent_text = models.TextField(
+        blank=True, default="", db_default="",
+        help_text="What human raters agree to before their first pair (Markdown); empty: no consent step.")
+    practice_pairs = models.PositiveSmallIntegerField(
+        default=0, db_default=0, validators=[MaxValueValidator(5)],
+        help_text="Attention-check pairs a rater practises on, with feedback, before their first real pair "
+                  "(never judgments); 0: no practice.")
     fill_items_first = models.BooleanField(
         default=False, db_default=False,
         help_text="Raters finish started items before new ones start (depth first), so each item's score is in "
@@ -406,6 +414,14 @@ class Rater(models.Model):
     screened_out = models.BooleanField(default=False, help_text="Failed the study's attention checks: no more work.")
     revoked = models.BooleanField(default=False, help_text="The researcher revoked this rater's link: it no longer "
                                                            "opens anything (their judgments are kept).")
+    consented_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the rater agreed to the study's consent text (empty: not asked, or "
+                                         "not agreed).")
+    consent_text_hash = models.CharField(
+        max_length=64, blank=True, default="", db_default="",
+        help_text="SHA-256 of the consent text the rater agreed to (the text may be edited while a study runs).")
+    practice_done_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the rater finished the practice round: they never repeat it.")
     client = models.CharField(max_length=64, blank=True, default="", db_default="",
                               help_text="The network a crowd worker or open-link visitor last arrived from (an IPv4 "
                                         "address or an IPv6 /64): how many unanswered places one network may hold.")
@@ -620,6 +636,27 @@ class GoldAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"gold answer {self.pk} ({'right' if self.correct else 'wrong'})"
+
+
+class PracticeAnswer(models.Model):
+    """A rater's answer to a practice pair (an attention check shown with feedback before their first real pair):
+    never a judgment, never an attention-check result, in no analysis."""
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="practice_answers")
+    gold = models.ForeignKey(GoldPair, on_delete=models.CASCADE, related_name="practice_answers")
+    a_shown_first = models.BooleanField(help_text="Whether the good output was shown first.")
+    answer = models.CharField(max_length=20, help_text="The answer as displayed, e.g. first, second:2, first,second.")
+    correct = models.BooleanField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        # One answer per practice pair per rater: a double submit or a reload stores it once.
+        constraints = [models.UniqueConstraint(fields=["rater", "gold"], name="practice_unique_rater_gold")]
+
+    def __str__(self) -> str:
+        outcome = "right" if self.correct else "wrong"
+        return f"practice answer of rater {self.rater_id} on gold {self.gold_id} ({outcome})"
 
 
 class ExternalLink(models.Model):

@@ -167,6 +167,13 @@ STUDY_SETTINGS = [
             "plain text.", "raters-see"),
     Setting("instructions", "Instructions", "Shown before the first pair and on demand while rating (Markdown).",
             "raters-see"),
+    # Neither freezes once raters start: a consent text must stay correctable (a typo, a contact address) while a
+    # study runs -- each rater keeps the time they agreed and the hash of the text they agreed to, and is not asked
+    # again -- and practice is never data, so changing it only changes what raters arriving later practise on.
+    Setting("consent_text", "Consent text", "Human raters agree to it before their first pair (Markdown); "
+            "empty: no consent step.", "raters-see"),
+    Setting("practice_pairs", "Practice pairs", "Attention checks a new rater answers with feedback before their "
+            "first real pair; never counted (0: no practice).", "raters-see"),
     Setting("pairs_per_assignment", "Sampled pairs per item (N)", "A rater judges N pairs of one item's sampled "
             "outputs; N ≥ 2 measures how consistent they are. N = 1 is a plain pairwise study.", "raters-see",
             freezes=PLAN),

@@ -28,7 +28,7 @@ from annotation.models import (
     WorkerSession,
 )
 from annotation.ratelimit import allow, client_key
-from annotation.rating import allocation
+from annotation.rating import allocation, practice
 
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
@@ -217,6 +217,8 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
             if session.worker_id != arrival.worker_id:
                 raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your "
                                              "own task page on the site.") from None
+    if session.assignment is None and practice.needed(session.rater):
+        return session  # no places are held while the worker practises: the entry starts their work afterwards
     if session.assignment is None or session.assignment.status == Assignment.Status.EXPIRED:
         active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()
         if active is not None and WorkerSession.objects.filter(assignment=active).exclude(pk=session.pk).exists():
@@ -232,6 +234,28 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
                                          "return that one first.") from None
             session.assignment = assignment
     return session
+
+
+def worker_consented(link: ExternalLink, arrival: Arrival) -> bool:
+    """Whether the arriving worker already agreed to the study's consent text (on an earlier visit)."""
+    return Rater.objects.filter(study=link.study_id, external_id=f"{link.platform}:{arrival.worker_id}",
+                                consented_at__isnull=False).exists()
+
+
+def entry_return(url: str | None) -> str:
+    """``url`` when it is a crowd entry address of this site (where a worker goes back to after the practice round,
+    with the site's parameters), else "" -- never another site (an open redirect)."""
+    from django.urls import Resolver404, resolve
+
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme or parts.netloc or not url.startswith("/") or url.startswith("//"):
+        return ""
+    try:
+        return url if resolve(parts.path).url_name == "external_entry" else ""
+    except Resolver404:
+        return ""
 
 
 def minting_warnings(study: Study) -> dict[int, int]:

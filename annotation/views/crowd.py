@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from annotation import access
@@ -14,7 +15,7 @@ from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
 from annotation.models import Assignment, ExternalLink, Rater
 from annotation.ratelimit import client_ip
-from annotation.rating import allocation, attention
+from annotation.rating import allocation, attention, consent, practice
 from annotation.studies import enrolment
 from annotation.views import raters
 from annotation.views.forms import GenerateGoldForm, GoldPairForm
@@ -26,6 +27,7 @@ def _message(request, study, title: str, message: str, status: int = 200, code: 
 
 
 @access.frameable
+@csrf_exempt  # the consent form posts back here from inside the site's frame: the URL is the authority, never a cookie
 def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     """Sites open this URL with their worker parameters. A preview stores nothing; an accepted visit
     creates (or resumes) the worker's session and sends them to their assignment."""
@@ -46,6 +48,15 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
             "run_out": not allocation.open_places(study)})
     if sites.is_blocked(study, link.platform, arrival.worker_id):
         return _message(request, study, "Not available", "This task is not available to your account.")
+    agreed = False
+    if consent.required(study) and not sites.worker_consented(link, arrival):
+        # Before anything is stored: declining leaves no trace, agreeing is accepting the task.
+        choice = request.POST.get("consent") if request.method == "POST" else None
+        if choice == consent.DECLINE:
+            return raters.declined(request, study, crowd=True)
+        if choice != consent.AGREE:
+            return render(request, "annotation/consent.html", {"study": study, "action": request.get_full_path()})
+        agreed = True
     try:
         session = sites.do_accept(link, arrival, client_ip(request))
     except sites.TooManyNewWorkers as exc:
@@ -64,6 +75,11 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         return _message(request, study, "No more work here", str(exc))
     except ServiceError as exc:  # e.g. a Prolific link opened from another Prolific study
         return _message(request, study, "This link does not fit", str(exc), status=400)
+    if agreed:
+        consent.do_record_consent(session.rater)
+    if session.assignment is None and practice.needed(session.rater):
+        # the practice round first; its last page comes back here, and the worker's work starts then
+        return redirect(raters.practice_url(session.rater.token(), request.get_full_path()))
     if session.assignment is None:
         return _message(request, study, "Nothing left to rate",
                         "Every item of this study has all the raters it needs. Please return the task.")

@@ -64,7 +64,7 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
         model = Study
         fields = [s.name for s in study_settings.STUDY_SETTINGS  # the form's own fields stand for the others
                   if not s.form_only and s.name not in ("public_base_url",)]
-        widgets = {"instructions": forms.Textarea(attrs={"rows": 4})}
+        widgets = {"instructions": forms.Textarea(attrs={"rows": 4}), "consent_text": forms.Textarea(attrs={"rows": 4})}
 
     def __init__(self, *args, frozen: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -92,6 +92,10 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
         for name, field in self.fields.items():
             if name in study_settings.SETTINGS:
                 field.label, field.help_text = study_settings.SETTINGS[name].label, study_settings.SETTINGS[name].help
+        self.fields["practice_pairs"].widget.attrs.update(min=0, max=5)
+        shortage = practice_shortage(self.instance)
+        if shortage:
+            self.fields["practice_pairs"].help_text += " " + shortage
 
     def groups(self) -> list[dict]:
         """The settings page: groups by task, each with the settings that apply to the study as saved and,
@@ -135,6 +139,20 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
         return [tuple(int(x) for x in v.split("-")) for v in self.cleaned_data["explicit_pairs"]]
 
 
+def practice_shortage(study: Study) -> str:
+    """What the settings page says when the study has fewer attention checks than its practice pairs ask for."""
+    if not study.pk or not study.practice_pairs:
+        return ""
+    available = study.gold_pairs.count()
+    if available >= study.practice_pairs:
+        return ""
+    if not available:
+        return ("This study has no attention checks yet, so there is no practice: add some on the crowd page "
+                "(“Attention checks”).")
+    return (f"This study has only {available} attention check{'s' if available != 1 else ''}, so raters practise on "
+            f"{available}: add more on the crowd page.")
+
+
 class RatingForm(OneLineEnding, forms.Form):
     """A rater's submission: which pair, exactly-once key and timing. The answer's own fields belong to the
     study's elicitation mode, which reads and checks them (``annotation/elicitation.py``)."""
@@ -143,6 +161,12 @@ class RatingForm(OneLineEnding, forms.Form):
     key = forms.CharField(max_length=64)
     client_ms = forms.IntegerField(required=False, min_value=0, max_value=MAX_STORED_INT)
     comment = forms.CharField(required=False, max_length=COMMENT_MAX_CHARS, strip=True)
+
+
+class PracticeForm(forms.Form):
+    """A practice answer: which practice pair (the answer's own fields are the elicitation mode's)."""
+
+    gold = forms.IntegerField(min_value=1)
 
 
 class GoldPairForm(OneLineEnding, forms.Form):

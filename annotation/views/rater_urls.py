@@ -10,6 +10,8 @@ from annotation.views import raters
 urlpatterns = [
     path("", raters.rater_home, name="rater_home"),
     path("start/", raters.rater_start, name="rater_start"),
+    path("consent/", raters.rater_consent, name="rater_consent"),
+    path("practice/", raters.rater_practice, name="rater_practice"),
     path("a/<int:assignment_id>/", raters.rate, name="rate"),
     path("a/<int:assignment_id>/submit/", raters.rate_submit, name="rate_submit"),
 ]

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from urllib.parse import urlencode
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from annotation import access, orientation
 from annotation.compiled import CompiledQuery, model_columns
@@ -19,9 +22,9 @@ from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReac
 from annotation.exchange.formats import COMMENT_MAX_CHARS
 from annotation.models import Assignment, AssignmentPair, Rater, Skip
 from annotation.ratelimit import client_ip, client_key, limit_posts
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, consent, practice, recording
 from annotation.studies import enrolment
-from annotation.views.forms import RatingForm
+from annotation.views.forms import PracticeForm, RatingForm
 
 
 @access.frameable
@@ -56,9 +59,14 @@ def paused_message(request: HttpRequest, study) -> HttpResponse:
 
 
 def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
-    """The rater's next assignment (their first pair), or a page that says why there is none."""
+    """The rater's next assignment (their first pair), or a page that says why there is none; first the consent
+    step and the practice round when the study has them and the rater has not done them."""
     if not rater.study.accepts_raters:
         return paused_message(request, rater.study)
+    if consent.needed(rater):
+        return redirect("rater_consent", token=token)
+    if practice.needed(rater):
+        return redirect("rater_practice", token=token)
     try:
         assignment = allocation.do_start_assignment(rater)
     except AllocationBusy as exc:
@@ -88,17 +96,124 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
     rater = access.open_link_rater(request, study)
     if rater is not None:
         return redirect("rater_home", token=rater.token())
+    asks_consent = consent.required(study)
+    if asks_consent:  # agreeing is joining: a visitor who declines leaves nothing behind
+        choice = request.POST.get("consent") if request.method == "POST" else None
+        if choice == consent.DECLINE:
+            return declined(request, study)
+        if choice != consent.AGREE:
+            return render(request, "annotation/consent.html", {"study": study, "action": request.path})
     if request.method == "POST":  # joining has shown the instructions: straight to the first pair
         rater = enrolment.do_join_open_link(study, client_key(client_ip(request)))
         access.remember_open_link_rater(request, rater)
+        if asks_consent:
+            consent.do_record_consent(rater)
         return _start(request, rater, rater.token())
     return render(request, "annotation/open_link.html", {"study": study})
+
+
+def declined(request: HttpRequest, study, crowd: bool = False) -> HttpResponse:
+    """The page after "I do not agree": nothing was stored."""
+    message = ("You did not agree, so you will not rate anything and nothing about you was stored. "
+               + ("Please return the task on the site that sent you, so that someone else can take it."
+                  if crowd else "You can close this page."))
+    return render(request, "annotation/rater_message.html",
+                  {"study": study, "title": "Thank you for considering this study", "message": message})
+
+
+@access.frameable
+@csrf_exempt  # see rater_start
+def rater_consent(request: HttpRequest, token: str) -> HttpResponse:
+    """The study's consent text and its two answers, before the rater's first pair."""
+    rater = access.access_rater(token)
+    if not consent.needed(rater):
+        return redirect("rater_home", token=token)
+    choice = request.POST.get("consent") if request.method == "POST" else None
+    if choice == consent.DECLINE:
+        return declined(request, rater.study, crowd=rater.source == Rater.Source.EXTERNAL)
+    if choice == consent.AGREE:
+        consent.do_record_consent(rater)
+        return _start(request, rater, token)
+    return render(request, "annotation/consent.html", {"study": rater.study, "action": request.path})
+
+
+@access.frameable
+@csrf_exempt  # see rater_start
+def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
+    """The practice round: a practice pair (GET), its answer (POST), then the feedback on it (GET ?feedback=)."""
+    rater = access.access_rater(token)
+    if consent.needed(rater):
+        return redirect("rater_consent", token=token)
+    after = sites.entry_return(request.POST.get("next") or request.GET.get("next"))
+    form = PracticeForm(request.POST or None)
+    error = None
+    if request.method == "POST":
+        if not form.is_valid():
+            error = "The submission was incomplete; please answer again."
+        else:
+            try:
+                step = practice.do_answer(rater, form.cleaned_data["gold"],
+                                          rater.study.elicitation_mode.read(request.POST))
+            except ServiceError as exc:
+                error = str(exc)
+            else:
+                if not request.htmx:  # post/redirect/get
+                    return redirect(practice_url(token, after, feedback=step.gold.pk))
+                return _render_practice(request, rater, token, after, feedback=step)
+    feedback = request.GET.get("feedback")
+    if error is None and feedback and feedback.isdigit():
+        step = practice.answered(rater, int(feedback))
+        if step is not None:
+            return _render_practice(request, rater, token, after, feedback=step)
+    response = _render_practice(request, rater, token, after, error=error)
+    if error is not None and not request.htmx:
+        response.status_code = 400
+    return response
+
+
+def practice_url(token: str, after: str = "", **params) -> str:
+    """The practice page, with where a crowd worker goes back to afterwards (``after``)."""
+    query = urlencode({**params, **({"next": after} if after else {})})
+    return reverse("rater_practice", args=[token]) + (f"?{query}" if query else "")
+
+
+def _render_practice(request: HttpRequest, rater: Rater, token: str, after: str, feedback=None,
+                     error: str | None = None) -> HttpResponse:
+    study = rater.study
+    mode = study.elicitation_mode
+    context = {"study": study, "rater": rater, "token": token, "practice": True, "after": after, "error": error,
+               "next_practice_url": practice_url(token, after), "mode": mode}
+    if feedback is not None:
+        input_, first, second = feedback.shown
+        context.update(practice_feedback=feedback, shown=Shown(input_, first, second), rule=practice.RULE,
+                       answer_words=practice.in_words(feedback.answer.answer, study),
+                       expected_words="Output 1" if feedback.expected == "first" else "Output 2")
+    else:
+        step = practice.current(rater)
+        if step is None:  # the round is over (or there is nothing to practise on)
+            practice.do_finish(rater)
+            context["practice_over"] = True
+        else:
+            input_, first, second = step.shown
+            context.update(step=step, shown=Shown(input_, first, second), number=step.number, total=step.total,
+                           done=step.number - 1, percent=round(100 * (step.number - 1) / step.total),
+                           fieldsets=mode.fieldsets(study), key=uuid.uuid4().hex)
+    template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
+    return render(request, template, context)
 
 
 @access.frameable
 def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
+    if consent.needed(rater, assignment.study):  # e.g. the study asked for consent after this rater started
+        return _to_consent(request, token)
     return _render_rating(request, rater, token, assignment, rows, revise=_revisable(rows, request.GET.get("revise")))
+
+
+def _to_consent(request: HttpRequest, token: str) -> HttpResponse:
+    """Nobody gets or answers a pair before agreeing: to the consent page (a whole page, also from htmx)."""
+    url = reverse("rater_consent", args=[token])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def _revisable(rows: list[dict], pair_id) -> dict | None:
@@ -117,6 +232,8 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     # One read: the rater, the assignment with its study, and all its pairs (the one answered, and the next
     # one to show); then the answer's UPDATE and INSERT, and the next pair's first view.
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
+    if consent.needed(rater, assignment.study):
+        return _to_consent(request, token)
     form = RatingForm(request.POST)
     error = None
     if not form.is_valid():
