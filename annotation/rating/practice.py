@@ -9,6 +9,7 @@ import dataclasses
 import random
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation import elicitation, orientation
@@ -149,10 +150,18 @@ def do_finish(rater: Rater) -> None:
         rater.practice_done_at = now
 
 
-def results(study) -> dict[int, tuple[int, int]]:
-    """Rater id -> (correct, answered) practice pairs, for the researcher's tables."""
-    out: dict[int, tuple[int, int]] = {}
-    for rater_id, correct in PracticeAnswer.objects.filter(rater__study=study).values_list("rater_id", "correct"):
-        right, total = out.get(rater_id, (0, 0))
-        out[rater_id] = (right + int(correct), total + 1)
-    return out
+def counts() -> dict:
+    """A rater's practice answers, right and in all, as annotations of a ``Rater`` query."""
+    return {"practice_total": Count("practice_answers", distinct=True),
+            "practice_right": Count("practice_answers", filter=Q(practice_answers__correct=True), distinct=True)}
+
+
+def before_first_pair(study) -> list[Rater]:
+    """The study's human raters who agreed to its consent text or practised, with their practice counts (the crowd
+    page's table); none when the study has neither step and nobody practised."""
+    if not (study.consent_text or study.practice_pairs
+            or PracticeAnswer.objects.filter(rater__study=study).exists()):
+        return []
+    return list(Rater.objects.filter(study=study, kind=Rater.Kind.HUMAN)
+                .filter(Q(consented_at__isnull=False) | Q(practice_answers__isnull=False))
+                .annotate(**counts()).order_by("id"))

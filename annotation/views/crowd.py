@@ -115,13 +115,15 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
                .annotate(done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED),
                                     distinct=True),
                          gold=Count("gold_answers", distinct=True),
-                         gold_right=Count("gold_answers", filter=Q(gold_answers__correct=True), distinct=True))
+                         gold_right=Count("gold_answers", filter=Q(gold_answers__correct=True), distinct=True),
+                         **practice.counts())
                .order_by("id"))
     workers = list(workers)
     for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
         w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
     blocked = access.blocked_workers_for(request.user)
     return render(request, "annotation/external_links.html", {
+        "before_first_pair": practice.before_first_pair(study),
         "open_places": allocation.open_places(study),
         "gold_form": GoldPairForm(), "generate_form": GenerateGoldForm(), "n_gold": study.gold_pairs.count(),
         "study": study, "links": links, "platforms": ExternalLink.Platform.choices, "workers": workers,

@@ -177,3 +177,16 @@ def test_the_return_address_after_practice_is_only_ever_a_crowd_entry_of_this_si
     assert sites.entry_return(link.path() + "?workerId=W") == link.path() + "?workerId=W"
     for bad in ("https://evil.example/x", "//evil.example" + link.path(), "/studies/1/", "javascript:alert(1)", ""):
         assert sites.entry_return(bad) == ""
+
+
+def test_the_researcher_sees_each_raters_practice_results_and_consent(client, researcher_client, practising, rater):
+    lifecycle.do_update_settings(practising, {"consent_text": "Agree?"}, None)
+    client.post(reverse("rater_consent", args=[rater.token()]), {"consent": "agree"})
+    url = reverse("rater_practice", args=[rater.token()])
+    for _ in range(2):
+        gold = gold_of(practice_page(client, rater))
+        client.post(url, {"gold": gold, "choice": expected_choice(rater, gold)})
+    page = researcher_client.get(reverse("external_links", args=[practising.pk])).content.decode()
+    table = page.split('data-testid="before-first-pair"')[1].split("</section>")[0]
+    assert "rater-1" in table and "2 / 2" in table and "<time datetime=" in table
+    assert "New raters practise on 2 of them first" in page
