@@ -52,9 +52,12 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
     researcher_client.get(reverse("report", args=[prd_study.pk]))
     refresh_reports()
     page = researcher_client.get(reverse("report", args=[prd_study.pk])).content.decode()
-    assert "Judges against humans" in page and "<th>agreement</th>" in page and "<th>first_share</th>" in page
-    assert "<th>agreement_split_first</th>" in page and "<th>agreement_split_left_out</th>" in page
-    assert "<th>kappa_per_verdict</th>" in page and "<th>kappa_per_item</th>" in page
+    # issue 30: the headers in words (the CSV keeps the machine names, tests/analytics/test_report_readability.py)
+    judges = page.split('data-testid="section-judge-metrics"')[1].split("</thead>")[0]
+    for header in ("Agreement", "First shown, share of all verdicts", "Agreement, splits broken by the first vote",
+                   "Agreement, splits left out", "Cohen&#x27;s κ per verdict", "Cohen&#x27;s κ per item"):
+        assert f'<th scope="col" class="num">{header}</th>' in judges, header
+    assert "Judges against humans" in page
     assert "Shared pairs: <strong>bard</strong> 800" in page
     # issue 29: the style-controlled board and every population's length-controlled win rates, all 60 rows
     assert "Bradley-Terry controlling for answer style" in page and "No system changes place" in page
@@ -109,7 +112,7 @@ def test_the_report_answers_who_wins_how_sure_and_what_next_first(researcher_cli
     data = services.study_report(prd_study)
     cards = {c["question"]: c for c in presentation.answers(data)}
     board = data["bradley_terry"]["leaderboard"]
-    assert cards["Who wins?"]["answer"] == f"{board[0]['system']} leads"
+    assert cards["Who wins?"]["answer"].startswith(f"{board[0]['system']} leads, ")
     assert f"{board[0]['rating'] - board[1]['rating']:+.0f} points" in cards["Who wins?"]["detail"]
     alpha = data["agreement"]["krippendorff_alpha"]
     assert f"α = {alpha:.2f}" in cards["Are the raters consistent?"]["detail"]
