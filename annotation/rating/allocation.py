@@ -344,16 +344,51 @@ def do_mark_shown(assignment_pair: AssignmentPair) -> None:
         assignment_pair.shown_at = now
 
 
-def preview_pairs(study: Study) -> list[dict[str, str]]:
-    """What the first task of the plan shows a rater, pair by pair in its base display order: the input and
-    both outputs (for the researcher's "preview as a rater")."""
-    task = Task.objects.filter(study=study).order_by("position").first()
-    if task is None:
-        return []
-    rows = (task.task_pairs.order_by("position")
-            .values_list("a_first", "pair__item__input", "pair__generation_a__text", "pair__generation_b__text"))
-    return [dict(zip(("input", "first", "second"), (item, *orientation.in_display_order(a, b, a_first)),
-                     strict=True)) for a_first, item, a, b in rows]
+def preview_seed(value: str | None = None) -> int:
+    """The seed of a preview's display orders: the one given (a preview going on from pair to pair keeps its
+    sides), else a fresh one, so each preview shows the sides as a different rater would see them."""
+    return int(value) % 2**31 if value and value.isdigit() else random.SystemRandom().randrange(2**31)
+
+
+def preview_pairs(study: Study, seed: int) -> list[dict[str, str]]:
+    """What a full assignment of the plan shows a rater, pair by pair (the researcher's "preview as a rater" and the
+    crowd preview): whole tasks in release order, one per item, up to the study's pairs per assignment (attention
+    checks left out), each with the input and both outputs in the display order of a random rater place of its task
+    (``scheduling.display_orders``, as ``_task_pairs`` draws them for a real rater), seeded by ``seed``."""
+    rng = random.Random(f"{study.seed}:{seed}:preview")
+    limit = pairs_per_bundle(study)
+    # Three bounded queries: crowd previews are opened by many workers. Each task holds at least one pair, so the
+    # first ``limit`` tasks of distinct items are enough.
+    candidates, items = [], set()
+    for task_id, item_id, places in (Task.objects.filter(study=study).order_by("position")
+                                     .values_list("pk", "item_id", "raters_required").iterator(chunk_size=500)):
+        if len(candidates) >= limit:
+            break
+        if item_id not in items:
+            items.add(item_id)
+            candidates.append((task_id, places))
+    sizes = dict(TaskPair.objects.filter(task_id__in=[t for t, _ in candidates]).values("task_id")
+                 .annotate(n=Count("id")).values_list("task_id", "n"))
+    tasks, total = [], 0
+    for task_id, places in candidates:
+        if total >= limit:
+            break
+        if sizes.get(task_id):
+            tasks.append((task_id, places))
+            total += sizes[task_id]
+    rows: dict[int, list] = {}
+    for task_id, *row in (TaskPair.objects.filter(task_id__in=[t for t, _ in tasks]).order_by("position")
+                          .values_list("task_id", "a_first", "pair__item__input", "pair__generation_a__text",
+                                       "pair__generation_b__text")):
+        rows.setdefault(task_id, []).append(row)
+    shown: list[dict[str, str]] = []
+    for task_id, places in tasks:
+        pairs = rows[task_id]
+        orders = scheduling.display_orders([row[0] for row in pairs], rng.randrange(max(1, places)),
+                                           study.scheduling, rng)
+        shown += [dict(zip(("input", "first", "second"), (item, *orientation.in_display_order(a, b, a_first)),
+                           strict=True)) for a_first, (_, item, a, b) in zip(orders, pairs, strict=True)]
+    return shown
 
 
 MIN_TIMED_JUDGMENTS = 10

@@ -13,7 +13,8 @@ from django.views.decorators.http import require_POST
 from annotation import access
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
-from annotation.models import Assignment, ExternalLink, Rater
+from annotation.exchange.formats import COMMENT_MAX_CHARS
+from annotation.models import Assignment, ExternalLink, Rater, Skip
 from annotation.ratelimit import client_ip
 from annotation.rating import allocation, attention, consent, practice
 from annotation.studies import enrolment
@@ -41,11 +42,13 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         return _message(request, study, "This link is incomplete", str(exc), status=400)
     if arrival.preview:
         mode = study.elicitation_mode
-        shown = next(iter(allocation.preview_pairs(study)), None)  # the first pair as the worker will see it
+        # the first pair as a worker will see it, on the sides of a random worker's place
+        pairs = allocation.preview_pairs(study, allocation.preview_seed(request.GET.get("seed")))
         return render(request, "annotation/external_preview.html", {
-            "study": study, "shown": shown, "mode": mode, "fieldsets": mode.fieldsets(study), "disabled": True,
-            "key_help": mode.key_help(study), "size": allocation.assignment_size(study),
-            "run_out": not allocation.open_places(study)})
+            "study": study, "shown": pairs[0] if pairs else None, "total": len(pairs), "mode": mode,
+            "fieldsets": mode.fieldsets(study), "disabled": True, "key_help": mode.key_help(study),
+            "size": allocation.assignment_size(study), "run_out": not allocation.open_places(study),
+            "skip_reasons": Skip.Reason.choices, "comment_max": COMMENT_MAX_CHARS})
     if sites.is_blocked(study, link.platform, arrival.worker_id):
         return _message(request, study, "Not available", "This task is not available to your account.")
     agreed = False

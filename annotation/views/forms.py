@@ -93,6 +93,7 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             if name in study_settings.SETTINGS:
                 field.label, field.help_text = study_settings.SETTINGS[name].label, study_settings.SETTINGS[name].help
         self.fields["practice_pairs"].widget.attrs.update(min=0, max=5)
+        self.fields["practice_pairs"].required = False  # empty: no practice (forms and scripts that predate it)
         shortage = practice_shortage(self.instance)
         if shortage:
             self.fields["practice_pairs"].help_text += " " + shortage
@@ -120,6 +121,9 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
     def setting_names(self) -> list[str]:
         """Every setting the form edits, wherever it is stored."""
         return [name for name in self.fields if name != "explicit_pairs"]
+
+    def clean_practice_pairs(self):
+        return self.cleaned_data.get("practice_pairs") or 0
 
     def clean(self):
         data = super().clean()

@@ -17,8 +17,8 @@ from annotation import access, elicitation, extensions
 from annotation.access import access_study, studies_for
 from annotation.errors import ServiceError
 from annotation.exchange import exports
-from annotation.exchange.formats import FormatError, check_size
-from annotation.models import Generation, Study
+from annotation.exchange.formats import COMMENT_MAX_CHARS, FormatError, check_size
+from annotation.models import Generation, Skip, Study
 from annotation.rating import allocation, recording
 from annotation.studies import creation, enrolment, lifecycle, monitoring
 from annotation.views.forms import (
@@ -109,15 +109,18 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
-    """The real rating page on the study's first task, for its researcher: answers are read and checked by
-    the study's elicitation mode, nothing is stored (a GET per pair; ``n`` is how many were answered)."""
+    """The real rating page on a whole assignment of the plan, for its researcher, on random sides (``seed``):
+    answers are read and checked by the study's elicitation mode, nothing is stored (a GET per pair; ``n`` is
+    how many were answered); the comment box and Skip are shown, inactive."""
     study = access_study(request, study_id)
-    pairs = allocation.preview_pairs(study)
+    seed = allocation.preview_seed(request.GET.get("seed"))  # kept from pair to pair: the sides stay put
+    pairs = allocation.preview_pairs(study, seed)
     if not pairs:
         messages.error(request, "There is nothing to preview yet: the plan has no tasks.")
         return redirect(study)
     context = {"study": study, "preview": True, "submit_url": reverse("study_preview", args=[study.pk]),
-               "total": len(pairs)}
+               "total": len(pairs), "seed": seed, "skip_reasons": Skip.Reason.choices,
+               "comment_max": COMMENT_MAX_CHARS}
     try:
         done = max(0, int(request.GET.get("n", 0)))
     except ValueError:

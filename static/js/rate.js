@@ -55,9 +55,22 @@
     if (timing) timing.value = String(Math.round(performance.now() - shownAt));
   }, true);
 
+  // On a phone's screen the comment box starts closed behind its "Add a comment" summary, so the answer bar
+  // stays small; the server sends it open (wide screens, and pages without this script).
+  const narrow = window.matchMedia("(max-width: 760px)");
+  function fitComment() {
+    if (!narrow.matches) return;
+    document.querySelectorAll("details.comment[open]").forEach(function (d) {
+      const box = d.querySelector("textarea");
+      if (!box || !box.value) d.open = false;  // never hide a comment already typed
+    });
+  }
+  fitComment();
+
   document.addEventListener("htmx:afterSwap", function () {
     shownAt = performance.now();
     window.scrollTo(0, 0);
+    fitComment();
     layout();
   });
 
@@ -80,6 +93,7 @@
   }
   window.addEventListener("scroll", layout, { passive: true });
   window.addEventListener("resize", layout);
+  document.addEventListener("toggle", layout, true);  // the comment box opened or closed: the bar's height changed
   layout();
 
   // Prolific: send the finished worker back with their completion code (the link works without this).
