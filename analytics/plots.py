@@ -129,3 +129,52 @@ def line_plot(series: dict[str, list[tuple[float, float | None]]], xlabel: str, 
         legend_x += 24 + 7 * len(name)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _shade(fraction: float) -> str:
+    """A blue from light (0) to the accent's dark (1), for ordered values."""
+    light, dark = (198, 219, 239), (8, 48, 107)
+    return "#" + "".join(f"{round(lo + (hi - lo) * fraction):02x}" for lo, hi in zip(light, dark, strict=True))
+
+
+def stacked_bars(rows: list[tuple[str, dict[float, int]]], value_label: str, unit: str = "rating set",
+                 width: int = 460, row_height: int = 22) -> str:
+    """One horizontal bar per row, split into each value's share of the row's count -- e.g. the consistency of
+    the rating sets in each separability bin (Fig. 6 of the separability paper). Each segment's tooltip says its
+    value and count; the legend orders the values from light to dark."""
+    values = sorted({v for _, counts in rows for v in counts})
+    rows = [(name, counts) for name, counts in rows if sum(counts.values())]
+    if not values or not rows:
+        return ""
+    left = int(min(max(120, 6 * max(len(name) for name, _ in rows) + 16), width // 2))
+    right, top = 12, 8
+    plot_w = width - left - right
+    base = top + row_height * len(rows)
+    height = base + 44
+    shade = {v: _shade(i / max(1, len(values) - 1)) for i, v in enumerate(values)}
+    parts = [f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+             f'aria-label="{escape(value_label)}: share of each value per row">']
+    for i, (name, counts) in enumerate(rows):
+        y = top + row_height * i
+        total = sum(counts.values())
+        parts.append(f'<text x="{left - 8}" y="{y + row_height / 2 + 4}" text-anchor="end">{escape(name)}</text>')
+        x = float(left)
+        for v in values:
+            n = counts.get(v, 0)
+            if not n:
+                continue
+            w = plot_w * n / total
+            parts.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row_height - 6}" fill="{shade[v]}">'
+                         f'<title>{escape(name)}: {fmt(v)}: {n:,} {unit}{"" if n == 1 else "s"} of {total:,}</title>'
+                         "</rect>")
+            x += w
+    parts.append(f'<text x="{left}" y="{base + 14}">0 %</text>')
+    parts.append(f'<text x="{width - right}" y="{base + 14}" text-anchor="end">100 % of the {unit}s</text>')
+    legend_x = left
+    parts.append(f'<text x="{left - 8}" y="{height - 4}" text-anchor="end">{escape(value_label)}</text>')
+    for v in values:
+        parts.append(f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" fill="{shade[v]}"/>'
+                     f'<text x="{legend_x + 14}" y="{height - 5}">{fmt(v)}</text>')
+        legend_x += 24 + 7 * len(fmt(v))
+    parts.append("</svg>")
+    return "".join(parts)

@@ -328,12 +328,12 @@ def answers(data: dict) -> list[dict]:
     if judges:
         name, best = max(judges.items(), key=lambda kv: kv[1]["agreement"])
         bias = best.get("p_first")
-        lean = ("" if bias is None else f"; it picks the output shown first {100 * bias:.0f} % of the time when it "
-                f"picks one: {judge_position_words(bias)} (50 % is none)")
+        lean = ("" if bias is None else f" It picks the output shown first {100 * bias:.0f} % of the time when it "
+                f"picks one (50 % = no bias): {judge_position_words(bias)}.")
         cards.append({"question": "Can the judge be trusted?",
                       "answer": f"{name} agrees with people on {100 * best['agreement']:.0f} % of verdicts",
-                      "detail": f"Against the human majority of each pair, over {best['verdicts']:,} verdicts{lean}. "
-                                "See 'Judges against humans' for every judge and metric."})
+                      "detail": f"Over {best['verdicts']:,} verdicts, each against its pair's human majority.{lean} "
+                                "Every judge and metric: 'Judges against humans'."})
     stopping = data.get("stopping", [])
     if stopping:
         open_pairs = [s for s in stopping if s["decision"] == "undecided"]
@@ -363,6 +363,10 @@ def figures(data: dict) -> dict[str, str]:
         out[f"consistency-{kind}"] = plots.line_plot(series, "separability (bin centre, 5 equal-count bins)",
                                                      "mean consistency", (0, 1),
                                                      errors={kind: [b["se"] for b in bins["equal_count"]]})
+        out[f"consistency-distribution-{kind}"] = plots.stacked_bars(
+            [(f"{as_two(b['low'])} to {as_two(b['high'])} (n = {b['count']:,})",
+              {float(v): n for v, n in b["histogram"].items()}) for b in bins["equal_width"]],
+            f"consistency ({kind}s)")
     judges = data["indeterminacy"]["judges"]
     if judges:
         out["threshold-sweep"] = plots.line_plot(
@@ -428,8 +432,9 @@ SECTIONS = [
      "order they arrived); with 'Stop buying decided pairs' the study page shows the decision the plan keeps over "
      "whole items as they complete, the one that stays valid however often it is looked at."),
     ("consistency-bins", "Consistency by separability", "consistency-human", "Mean rating-set consistency "
-     "(Eq. 4) over 5 equal-count separability bins with standard errors, and the distribution of consistency "
-     "over 4 equal-width bins; humans and judges separately."),
+     "(Eq. 4) over 5 equal-count separability bins with standard errors (the line), and the distribution of "
+     "consistency in 4 equal-width separability bins (the bars: one per bin, labelled with its separability range and "
+     "its rating sets; darker is more consistent); humans and judges separately."),
     ("rating-sets", "Rating sets", None, "One rater's judgments of one item for one system pair: consistency (Eq. 4) "
      "and preference strength (Eq. 7; negative favours System A)."),
     ("item-consistency", "Per item", None, "Mean over the item's raters."),
@@ -613,7 +618,8 @@ def sections(data: dict) -> list[dict]:
         columns, rows = tables.get(name, ([], []))
         figure_svg = figs.get(figure, "") if figure else ""
         if name == "consistency-bins":
-            figure_svg = "".join(figs.get(f"consistency-{k}", "") for k in ("human", "judge"))
+            figure_svg = "".join(figs.get(f"consistency-{k}", "") + figs.get(f"consistency-distribution-{k}", "")
+                                 for k in ("human", "judge"))
         note = note.format(**values)
         if name == "leaderboard-style":
             note = style_sentence(data.get("style_control") or {}) + " " + note

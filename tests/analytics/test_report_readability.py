@@ -1,0 +1,186 @@
+"""Issue 30, "The report is hard to read": the page a researcher reads top-down -- answers, contents, then sections
+that open on demand, tables with headers in words and numbers at the precision their kind deserves -- while the CSV
+downloads and the JSON API keep their machine names and full precision."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from analytics import presentation, stored
+from analytics.populations import Population
+from analytics.tables import report_tables
+from annotation.models import Study
+from annotation.rating import allocation
+from annotation.studies import enrolment
+from tests.conftest import answer_all, refresh_reports
+
+
+def report_page(client, study) -> str:
+    client.get(reverse("report", args=[study.pk]))
+    refresh_reports()
+    return client.get(reverse("report", args=[study.pk])).content.decode()
+
+
+def section(page: str, name: str) -> str:
+    """One section's HTML, from its <details> to its end."""
+    return page.split(f'data-testid="section-{name}"')[1].split("</details>")[0]
+
+
+def headers(html: str) -> list[str]:
+    return re.findall(r"<th[^>]*>([^<]*)</th>", html)
+
+
+def cells(html: str) -> list[list[str]]:
+    return [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]]
+
+
+@pytest.fixture
+def demo(researcher) -> Study:
+    """The demo study: five simulated people, a judge, separability and a stored report."""
+    call_command("load_demo", "--username", researcher.username, stdout=StringIO())
+    return Study.objects.get(name="demo")
+
+
+@pytest.fixture
+def demo_client(client, demo):
+    client.force_login(demo.owner)
+    return client
+
+
+def test_every_column_of_every_report_table_has_a_header_in_words(judged_study):
+    tables = report_tables(stored.refresh(judged_study, Population()).data)
+    tables.setdefault("leaderboard-sep_elo", tables["leaderboard-elo"])  # the same columns as ELO
+    for name, (columns, _rows) in tables.items():
+        for col in columns:
+            if name == "win-rates" and col != "system":
+                continue  # the matrix's columns are the systems themselves
+            assert col in presentation.COLUMNS or (name, col) in presentation.SECTION_COLUMNS, (name, col)
+            words = presentation.column(name, col).label
+            assert "_" not in words and not (words[0].islower() and words[0].isascii()), (name, col, words)
+
+
+def test_the_page_shows_headers_in_words_and_the_csv_keeps_the_machine_names(researcher_client, judged_study):
+    page = report_page(researcher_client, judged_study)
+    stopping = section(page, "stopping")
+    assert headers(stopping)[:2] == ["System A", "System B"]
+    assert "Risk beyond the pool" in headers(stopping) and "Anytime-valid decision" in headers(stopping)
+    assert "Compared with humans" in headers(section(page, "debiasing"))
+    assert "Lower 2.5 %" in headers(section(page, "leaderboard-elo"))
+    for header in headers(page):
+        assert "_" not in header, header  # no snake_case header anywhere on the page
+    response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "stopping"]))
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    data = stored.serve(judged_study, Population()).report
+    assert rows[0][:2] == ["system_a", "system_b"] and "risk_beyond_pool" in rows[0]
+    for name in ("risk_beyond_pool", "win_rate_low"):  # full precision: the float as Python writes it
+        assert rows[1][rows[0].index(name)] == str(data["stopping"][0][name])
+    response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "leaderboard-elo"]))
+    assert next(csv.reader(io.StringIO(response.content.decode())))[3:5] == ["low_2.5", "high_97.5"]
+
+
+def test_the_api_keeps_its_keys_and_full_precision(judged_study, researcher):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    api.get(f"/api/studies/{judged_study.pk}/report/")
+    refresh_reports()
+    data = api.get(f"/api/studies/{judged_study.pk}/report/").json()
+    report = stored.serve(judged_study, Population()).report
+    assert data["elo"]["leaderboard"] == report["elo"]["leaderboard"]
+    assert data["stopping"][0]["risk_beyond_pool"] == report["stopping"][0]["risk_beyond_pool"]
+    assert data["positional_bias"]["debiasing"] == report["positional_bias"]["debiasing"]
+
+
+def test_ratings_are_whole_numbers_and_win_rates_three_decimals(researcher_client, judged_study):
+    page = report_page(researcher_client, judged_study)
+    report = stored.serve(judged_study, Population()).report
+    elo = cells(section(page, "leaderboard-elo"))
+    for row, entry in zip(elo, report["elo"]["leaderboard"], strict=True):
+        assert row[1] == entry["system"]
+        assert row[2:5] == [f"{round(entry[k]):,}" for k in ("rating", "low", "high")]
+    stopping = cells(section(page, "stopping"))[0]
+    first = report["stopping"][0]
+    assert stopping[-3:-1] == [f"{first['win_rate_low']:.3f}", f"{first['win_rate_high']:.3f}"]
+    assert stopping[-4] == presentation.DECISIONS[first["decision"]]  # 'System A better', not 'a'
+    assert stopping[-1] == f"{first['decision_items']:,}"
+
+
+def test_counts_are_grouped_and_p_values_never_read_zero():
+    assert presentation.as_count(70422) == "70,422" and presentation.as_rating(1054.686) == "1,055"
+    assert presentation.as_share(0.12345) == "0.123" and presentation.as_two(0.333333) == "0.33"
+    assert presentation.as_p_value(7.05733420490698e-09) == "< 0.001" and presentation.as_p_value(0.0104) == "0.010"
+    assert presentation.plural(1, "rater") == "1 rater" and presentation.plural(1760, "rater") == "1,760 raters"
+
+
+def test_one_rater_is_one_rater(researcher_client, study):
+    answer_all(allocation.do_start_assignment(enrolment.do_create_rater_link(study, "only")))
+    page = report_page(researcher_client, study)
+    stats = page.split('aria-label="The data in numbers"')[1].split("</section>")[0]
+    assert "<strong>1</strong> rater<" in stats and "1 raters" not in page
+
+
+def test_the_consistency_distribution_reads_as_rating_sets_per_value(demo_client, demo):
+    page = report_page(demo_client, demo)
+    report = stored.serve(demo, Population()).report
+    bins = section(page, "consistency-bins")
+    assert "0.333333" not in bins and "0.666667" not in bins
+    for b in report["consistency"]["by_separability"]["human"]["equal_width"]:
+        expected = ", ".join(f"{float(v):.2f}: {n} rating set{'' if n == 1 else 's'}"
+                             for v, n in b["histogram"].items())
+        assert f"<td>{expected}</td>" in bins
+    # the CSV keeps the machine form
+    response = demo_client.get(reverse("report_table", args=[demo.pk, "consistency-bins"]))
+    assert "0.333333: " in response.content.decode()
+
+
+def test_sections_open_on_demand_with_a_contents_list_after_the_answers(demo_client, demo):
+    page = report_page(demo_client, demo)
+    report = stored.serve(demo, Population()).report
+    answers, contents = page.index('data-testid="answers"'), page.index('data-testid="report-contents"')
+    assert answers < contents < page.index('data-testid="section-leaderboard-bradley_terry"')
+    for name in re.findall(r'<li><a href="#([^"]+)">', page.split('data-testid="report-contents"')[1]):
+        assert f'id="{name}"' in page, name  # every contents link has its target
+    sets = len(report["consistency"]["rating_sets"])
+    assert f"<summary><h2>Rating sets</h2> <span class=\"section-size\">— {sets} rows</span></summary>" in page
+    opened = re.findall(r'<details class="card report-section" data-testid="section-([^"]+)" open>', page)
+    assert opened == ["leaderboard-bradley_terry", "leaderboard-elo"]  # the leaderboards; the rest on demand
+    assert page.count('<details class="card report-section"') > 10
+
+
+def test_numbers_that_need_words_have_them(demo_client, demo):
+    page = report_page(demo_client, demo)
+    report = stored.serve(demo, Population()).report
+    people = report["positional_bias"]["populations"]["human"]
+    lead = section(page, "positional-bias").split('<p class="lead">')[1].split("</p>")[0]
+    assert f"{people['first_chosen']} of {people['n']} non-tie choices" in lead
+    assert presentation.position_words(people["rate"], people["p_value"]) in lead
+    alpha = report["agreement"]["krippendorff_alpha"]
+    assert presentation.alpha_words(alpha).capitalize() in page.split('aria-label="The data in numbers"')[1]
+
+
+def test_position_and_consistency_in_words():
+    assert presentation.position_words(0.53, 0.0104) == "a slight lean toward the output shown first"
+    assert presentation.position_words(0.30, 0.001) == "a strong lean toward the output shown second"
+    assert presentation.position_words(0.70, 0.2) == "no clear position bias"  # not significant: not named
+    assert presentation.judge_position_words(0.812) == "a strong lean toward the output shown first"
+    assert presentation.judge_position_words(0.49) == "no clear position bias"
+    assert presentation.consistency_words(0.9).startswith("raters stick to their choice")
+
+
+def test_the_consistency_bars_split_each_bin_by_its_values():
+    from analytics import plots
+
+    svg = plots.stacked_bars([("bin 1", {0.0: 1, 1 / 3: 2}), ("bin 2", {1.0: 4})], "consistency")
+    assert "<title>bin 1: 0.333: 2 rating sets of 3</title>" in svg
+    assert "<title>bin 2: 1: 4 rating sets of 4</title>" in svg
+    widths = [float(w) for w in re.findall(r'<rect x="[\d.]+" y="\d+" width="([\d.]+)"', svg)]
+    assert widths[1] == pytest.approx(2 * widths[0], abs=0.2) and widths[2] == pytest.approx(3 * widths[0], abs=0.2)
+    assert plots.stacked_bars([], "consistency") == ""
