@@ -142,6 +142,8 @@ def rater_consent(request: HttpRequest, token: str) -> HttpResponse:
 def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
     """The practice round: a practice pair (GET), its answer (POST), then the feedback on it (GET ?feedback=)."""
     rater = access.access_rater(token)
+    if not rater.study.accepts_raters:
+        return paused_message(request, rater.study)
     if consent.needed(rater):
         return redirect("rater_consent", token=token)
     after = sites.entry_return(request.POST.get("next") or request.GET.get("next"))
@@ -190,8 +192,9 @@ def _render_practice(request: HttpRequest, rater: Rater, token: str, after: str,
                        expected_words="Output 1" if feedback.expected == "first" else "Output 2")
     else:
         step = practice.current(rater)
-        if step is None:  # the round is over (or there is nothing to practise on)
-            practice.do_finish(rater)
+        if step is None:  # the round is over, or the study has no practice (then nothing is marked)
+            if practice.needed(rater):
+                practice.do_finish(rater)
             context["practice_over"] = True
         else:
             input_, first, second = step.shown

@@ -190,3 +190,16 @@ def test_the_researcher_sees_each_raters_practice_results_and_consent(client, re
     table = page.split('data-testid="before-first-pair"')[1].split("</section>")[0]
     assert "rater-1" in table and "2 / 2" in table and "<time datetime=" in table
     assert "New raters practise on 2 of them first" in page
+
+
+def test_the_practice_page_of_a_study_without_practice_marks_nothing(client, study, rater):
+    page = practice_page(client, rater).content.decode()
+    assert 'data-testid="practice-over"' in page
+    rater.refresh_from_db()
+    assert rater.practice_done_at is None
+
+
+def test_a_paused_study_gives_no_practice(client, practising, rater):
+    lifecycle.do_set_status(practising, "paused")
+    response = practice_page(client, rater)
+    assert response.status_code == 503 and b"Rating is paused" in response.content

@@ -10,7 +10,9 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
+from annotation.elicitation import Answer
 from annotation.models import GoldPair, Judgment, PracticeAnswer
+from annotation.rating import consent, practice
 from annotation.studies import enrolment, lifecycle
 from tests.browser.conftest import wait_until_rating_page_ready
 
@@ -91,10 +93,17 @@ def test_consent_then_practice_with_feedback_then_the_real_pairs_with_the_keyboa
     assert found == {page_name: [] for page_name in found}
 
 
-def test_the_prolific_study_id_is_asked_only_for_prolific_links(browser_page, live_server, researcher, study):
+@pytest.mark.parametrize("script", [True, False], ids=["with-javascript", "without-javascript"])
+def test_the_prolific_study_id_is_asked_only_for_prolific_links(browser_page, live_server, researcher, study, script):
+    # the crowd page's table of consent and practice is on the page too (it is checked by axe below)
+    gold = GoldPair.objects.create(study=study, input="i", good_output="Good.", bad_output="good. Good bad")
+    lifecycle.do_update_settings(study, {"consent_text": "Agree?", "practice_pairs": 1}, None)
+    practised = enrolment.do_create_rater_link(study, "practised")
+    consent.do_record_consent(practised)
+    practice.do_answer(practised, gold.pk, Answer(choice="first"))
     client = Client()
     client.force_login(researcher)
-    context = browser_page.new_context(viewport={"width": 1280, "height": 900})
+    context = browser_page.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=script)
     context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
     page = context.new_page()
     page.goto(live_server.url + reverse("external_links", args=[study.pk]))
@@ -109,5 +118,7 @@ def test_the_prolific_study_id_is_asked_only_for_prolific_links(browser_page, li
     platform.select_option("prolific")
     page.get_by_role("button", name="Create link").click()
     expect(page.get_by_text("Only visits from Prolific study")).to_be_visible()
-    assert serious(page) == []
+    expect(page.get_by_test_id("before-first-pair")).to_contain_text("practised")
+    if script:  # axe runs as a script
+        assert serious(page) == []
     context.close()
