@@ -217,7 +217,7 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
             if session.worker_id != arrival.worker_id:
                 raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your "
                                              "own task page on the site.") from None
-    if session.assignment is None and practice.needed(session.rater):
+    if session.assignment is None and practice.needed(session.rater) and allocation.open_places(link.study):
         return session  # no places are held while the worker practises: the entry starts their work afterwards
     if session.assignment is None or session.assignment.status == Assignment.Status.EXPIRED:
         active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()

@@ -65,7 +65,7 @@ def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
         return paused_message(request, rater.study)
     if consent.needed(rater):
         return redirect("rater_consent", token=token)
-    if practice.needed(rater):
+    if practice.needed(rater) and allocation.open_places(rater.study):  # never practice for work that is gone
         return redirect("rater_practice", token=token)
     try:
         assignment = allocation.do_start_assignment(rater)

@@ -203,3 +203,17 @@ def test_a_paused_study_gives_no_practice(client, practising, rater):
     lifecycle.do_set_status(practising, "paused")
     response = practice_page(client, rater)
     assert response.status_code == 503 and b"Rating is paused" in response.content
+
+
+def test_nobody_practises_for_work_that_is_gone(client, practising, rater):
+    from django.db.models import F
+
+    from annotation.models import Task
+
+    Task.objects.filter(study=practising).update(taken=F("raters_required"))  # every place held
+    response = client.post(reverse("rater_start", args=[rater.token()]))
+    assert b"Nothing left to rate" in response.content and not PracticeAnswer.objects.exists()
+    link = ExternalLink.objects.create(study=practising, platform="mturk")
+    entry = client.get(link.path(), {"assignmentId": "A1", "hitId": "H1", "workerId": "W1",
+                                     "turkSubmitTo": "https://workersandbox.mturk.com"})
+    assert b"Nothing left to rate" in entry.content
