@@ -78,7 +78,7 @@ def as_distribution(v) -> str:
     parts = []
     for entry in str(v).split("; "):
         value, _, count = entry.rpartition(": ")
-        parts.append(f"{float(value):.2f}: {plural(int(count), 'rating set')}")
+        parts.append(f"{float(value):.2f}: {plural(int(count), 'rating set')}".replace(" ", "\u00a0"))  # wrap between
     return ", ".join(parts)
 
 
@@ -210,9 +210,18 @@ def cell_text(value, col: Column) -> str:
     return col.format(value)
 
 
+# Where the page puts a table's columns in another order than the CSV: what a researcher reads first, first.
+PAGE_ORDER = {"stopping": ["system_a", "system_b", "decision", "win_rate_low", "win_rate_high", "decision_items",
+                           "leader", "wins_a", "wins_b", "ties", "k", "n", "pool", "risk", "risk_beyond_pool",
+                           "threshold", "decided"]}
+
+
 def page_table(section: str, columns: list[str], rows: list[list]) -> tuple[list[Column], list[list[tuple[str, bool]]]]:
-    """A report table as the page shows it: each header in words, each cell formatted for its kind of number, with
-    whether it is a number (right-aligned)."""
+    """A report table as the page shows it: its columns in reading order (``PAGE_ORDER``), each header in words,
+    each cell formatted for its kind of number, with whether it is a number (right-aligned)."""
+    order = [columns.index(c) for c in PAGE_ORDER.get(section, []) if c in columns]
+    order += [i for i in range(len(columns)) if i not in order]
+    columns, rows = [columns[i] for i in order], [[row[i] for i in order] for row in rows]
     cols = [column(section, c) for c in columns]
     return cols, [[(cell_text(v, col), col.numeric and not isinstance(v, str)) for v, col in zip(row, cols,
                                                                                                    strict=True)]

@@ -71,7 +71,7 @@ def test_every_column_of_every_report_table_has_a_header_in_words(judged_study):
 def test_the_page_shows_headers_in_words_and_the_csv_keeps_the_machine_names(researcher_client, judged_study):
     page = report_page(researcher_client, judged_study)
     stopping = section(page, "stopping")
-    assert headers(stopping)[:2] == ["System A", "System B"]
+    assert headers(stopping)[:3] == ["System A", "System B", "Anytime-valid decision"]
     assert "Risk beyond the pool" in headers(stopping) and "Anytime-valid decision" in headers(stopping)
     assert "Compared with humans" in headers(section(page, "debiasing"))
     assert "Lower 2.5 %" in headers(section(page, "leaderboard-elo"))
@@ -108,9 +108,11 @@ def test_ratings_are_whole_numbers_and_win_rates_three_decimals(researcher_clien
         assert row[2:5] == [f"{round(entry[k]):,}" for k in ("rating", "low", "high")]
     stopping = cells(section(page, "stopping"))[0]
     first = report["stopping"][0]
-    assert stopping[-3:-1] == [f"{first['win_rate_low']:.3f}", f"{first['win_rate_high']:.3f}"]
-    assert stopping[-4] == presentation.DECISIONS[first["decision"]]  # 'System A better', not 'a'
-    assert stopping[-1] == f"{first['decision_items']:,}"
+    # the page reads the pair, its decision and the win rate's bounds first (the CSV keeps its order)
+    assert stopping[:2] == [first["system_a"], first["system_b"]]
+    assert stopping[2] == presentation.DECISIONS[first["decision"]]  # 'System A better', not 'a'
+    assert stopping[3:6] == [f"{first['win_rate_low']:.3f}", f"{first['win_rate_high']:.3f}",
+                             f"{first['decision_items']:,}"]
 
 
 def test_counts_are_grouped_and_p_values_never_read_zero():
@@ -133,7 +135,7 @@ def test_the_consistency_distribution_reads_as_rating_sets_per_value(demo_client
     bins = section(page, "consistency-bins")
     assert "0.333333" not in bins and "0.666667" not in bins
     for b in report["consistency"]["by_separability"]["human"]["equal_width"]:
-        expected = ", ".join(f"{float(v):.2f}: {n} rating set{'' if n == 1 else 's'}"
+        expected = ", ".join(f"{float(v):.2f}:\u00a0{n}\u00a0rating\u00a0set{'' if n == 1 else 's'}"
                              for v, n in b["histogram"].items())
         assert f"<td>{expected}</td>" in bins
     # the CSV keeps the machine form
