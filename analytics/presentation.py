@@ -494,8 +494,7 @@ SECTIONS = [
 def empty_reason(name: str, data: dict) -> str:
     """Why a section has nothing to show, in the population's words."""
     who = data["population"]["label"].lower()
-    board = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry",
-             "leaderboard-style": "style_control"}
+    board = BOARDS
     if name in board and data.get(board[name], {}).get("reason"):
         return f"Not available: {data[board[name]]['reason']}."
     if name == "length-controlled":
@@ -599,11 +598,20 @@ def leads(data: dict) -> dict[str, str]:
     return out
 
 
-def size_words(name: str, total: int, shown: int) -> str:
-    """What a section holds, for its summary line and the contents: '45 rows', '1,760 rows, 50 shown'."""
+BOARDS = {"leaderboard-elo": "elo", "leaderboard-sep_elo": "sep_elo", "leaderboard-bradley_terry": "bradley_terry",
+          "leaderboard-style": "style_control"}
+
+
+def size_words(name: str, total: int, shown: int, data: dict) -> str:
+    """What a section holds, for its summary line and the contents: '45 rows', '1,760 rows, 50 shown', a
+    leaderboard's systems and battles, the system pairs."""
     if not total:
         return "nothing yet"
-    noun = plural(total, "system pair") if name == "win-rate-estimates" else plural(total, "row")
+    if name in BOARDS:
+        return f"{plural(total, 'system')}, {plural(data[BOARDS[name]].get('battles') or 0, 'battle')}"
+    if name in ("win-rate-estimates", "stopping"):
+        return plural(total, "system pair")
+    noun = plural(total, "row")
     return noun if shown >= total else f"{noun}, {shown:,} shown"
 
 
@@ -635,12 +643,15 @@ def sections(data: dict) -> list[dict]:
         if name.startswith("leaderboard-") and purposive:
             note += (f" The items of {', '.join(purposive)} were chosen on purpose: these ratings and their intervals "
                      "(battles resampled) describe the judged items, not the study's other items.")
+        populations = len(data["positional_bias"]["populations"]) if name == "positional-bias" else 0
+        if populations:  # each population's row (last in the CSV) before the raters' own
+            rows = rows[-populations:] + rows[:-populations]
         shown = rows[:SHOWN.get(name, SHOWN_ROWS)]
         headers, cells = page_table(name, columns, shown)
         total = len(data.get("win_rate_estimates", [])) if name == "win-rate-estimates" else len(rows)
         out.append({"name": name, "heading": heading, "note": note, "lead": words_first.get(name, ""),
                     "figure": figure_svg, "columns": headers, "rows": cells, "total": len(rows),
-                    "size": size_words(name, total, total if name == "win-rate-estimates" else len(shown)),
+                    "size": size_words(name, total, total if name == "win-rate-estimates" else len(shown), data),
                     "open": name in OPEN_SECTIONS and bool(rows), "empty": empty_reason(name, data)})
     return out
 

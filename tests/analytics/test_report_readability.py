@@ -152,6 +152,9 @@ def test_sections_open_on_demand_with_a_contents_list_after_the_answers(demo_cli
         assert f'id="{name}"' in page, name  # every contents link has its target
     sets = len(report["consistency"]["rating_sets"])
     assert f"<summary><h2>Rating sets</h2> <span class=\"section-size\">— {sets} rows</span></summary>" in page
+    board = report["bradley_terry"]
+    assert (f"<summary><h2>Bradley-Terry</h2> <span class=\"section-size\">— {len(board['leaderboard'])} systems, "
+            f"{board['battles']:,} battles</span></summary>") in page
     opened = re.findall(r'<details class="card report-section" data-testid="section-([^"]+)" open>', page)
     assert opened == ["leaderboard-bradley_terry", "leaderboard-elo"]  # the leaderboards; the rest on demand
     assert page.count('<details class="card report-section"') > 10
@@ -164,6 +167,9 @@ def test_numbers_that_need_words_have_them(demo_client, demo):
     lead = section(page, "positional-bias").split('<p class="lead">')[1].split("</p>")[0]
     assert f"{people['first_chosen']} of {people['n']} non-tie choices" in lead
     assert presentation.position_words(people["rate"], people["p_value"]) in lead
+    # the population's own row before the raters' (the CSV lists it last)
+    assert cells(section(page, "positional-bias"))[0][:4] == ["all humans", "person", f"{people['n']:,}",
+                                                              f"{people['first_chosen']:,}"]
     alpha = report["agreement"]["krippendorff_alpha"]
     assert presentation.alpha_words(alpha).capitalize() in page.split('aria-label="The data in numbers"')[1]
 
