@@ -5,7 +5,8 @@ Humans and LLM judges are never pooled unless the researcher asks for it: the de
 Within a population the researcher can keep only some sources (personal links, the open link, crowd sites,
 imported), one rater, and leave screened-out raters in or out (out by default). This module is the one
 home of that rule: the report, its CSV tables, the API, ``report --json`` and the study page's progress
-all parse and apply a population through it.
+all parse and apply a population through it. A population also names which question's answers it reads: the main
+question's (the default), or one further preference question's (``annotation/questions.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Population:
     sources: tuple[str, ...] = ()  # empty: every source
     rater: str = ""  # one rater's id, or every rater
     include_screened: bool = False  # screened-out raters (failed attention checks) are left out by default
+    question: str = ""  # which question's answers: the main one (""), or a further preference question's key
 
     @property
     def mixes(self) -> bool:
@@ -47,6 +49,8 @@ class Population:
             parts.append(f"rater={self.rater}")
         if self.include_screened:
             parts.append("screened")
+        if self.question:
+            parts.append(f"question={self.question}")
         return "|".join(parts)
 
     @property
@@ -80,7 +84,7 @@ class Population:
     def as_dict(self) -> dict:
         return {"key": self.key, "kind": self.kind, "judge": self.judge or None, "label": self.label,
                 "mixes_humans_and_judges": self.mixes, "sources": list(self.sources), "rater": self.rater or None,
-                "include_screened": self.include_screened}
+                "include_screened": self.include_screened, "question": self.question or None}
 
     def query(self) -> dict[str, str]:
         """The population as query parameters (the inverse of ``parse``)."""
@@ -91,14 +95,17 @@ class Population:
             out["rater"] = self.rater
         if self.include_screened:
             out["screened"] = "include"
+        if self.question:
+            out["question"] = self.question
         return out
 
 
 def parse(params: Mapping[str, str], judges: Iterable[str] | None = None,
-          raters: Iterable[str] | None = None) -> Population:
+          raters: Iterable[str] | None = None, questions: Iterable[str] | None = None) -> Population:
     """A population from query parameters ``population`` (humans | all | judge:NAME), ``source`` (comma-
-    separated), ``rater`` and ``screened`` (include | exclude). ``judges`` (the study's judge ids) and
-    ``raters``, when given, check the judge and the rater exist. Raises PopulationError naming the parameter."""
+    separated), ``rater``, ``screened`` (include | exclude) and ``question`` (a further preference question's key;
+    empty: the main question). ``judges`` (the study's judge ids), ``raters`` and ``questions`` (the study's further
+    preference questions' keys), when given, check they exist. Raises PopulationError naming the parameter."""
     value = (params.get("population") or HUMANS).strip()
     judge = ""
     if value in (HUMANS, ALL):
@@ -119,4 +126,8 @@ def parse(params: Mapping[str, str], judges: Iterable[str] | None = None,
     screened = (params.get("screened") or "exclude").strip()
     if screened not in ("include", "exclude"):
         raise PopulationError(f"screened: {screened!r} is not include or exclude")
-    return Population(kind, judge, sources, rater, screened == "include")
+    question = (params.get("question") or "").strip()
+    if question and questions is not None and question not in set(questions):
+        known = ", ".join(sorted(questions)) or "only the main question"
+        raise PopulationError(f"question: this study asks no further preference question {question!r} ({known})")
+    return Population(kind, judge, sources, rater, screened == "include", question)

@@ -1,10 +1,12 @@
 """Every verdict of a pair, where they disagree, and the researcher's rulings: the item page's verdicts and the
 review queue (Label Studio's data manager, for preferences).
 
-A pair is *flagged* when its people disagree with each other (``winners.raters_disagree``: two raters whose
-preferences differ) or a judge's preference differs from the people's winner (``winners.item_winner``). Raters the
-attention checks screened out are listed but neither decide the winner nor raise a flag, as in the report. A
-ruling (``Adjudication``) is stored apart from the judgments: the analysis stays what the raters said.
+Disagreement is read on the main question (the one judges answer too); the answers to further questions
+(``annotation/questions.py``) are listed with each verdict. A pair is *flagged* when its people disagree with each
+other (``winners.raters_disagree``: two raters whose preferences differ) or a judge's preference differs from the
+people's winner (``winners.item_winner``). Raters the attention checks screened out are listed but neither decide
+the winner nor raise a flag, as in the report. A ruling (``Adjudication``) is stored apart from the judgments: the
+analysis stays what the raters said.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from analytics.models import Adjudication
-from annotation import elicitation
+from annotation import elicitation, questions
 from annotation.models import Item, JudgeCall, Judgment, Pair, Study
 from selection.core import winners
 
@@ -43,6 +45,7 @@ class Verdict:
     disagrees: bool = False  # a judge against the people's winner
     reply: str | None = None  # a judge's reply as received (judges run by SepLab)
     reply_status: str = ""
+    further: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (question, answer in words)
 
 
 @dataclasses.dataclass
@@ -115,10 +118,22 @@ _FIELDS = ("id", "pair_id", "pair__item_id", "pair__item__external_id", "pair__g
            "pair__generation_b__system__name", "pair__generation_a__sample_index",
            "pair__generation_b__sample_index", "rater__external_id", "rater__kind", "rater__source",
            "rater__screened_out", "superseded", "a_shown_first", "choice", "response_set", "strength",
-           "probability_a", "comment", "created", "time_on_task_ms")
+           "probability_a", "comment", "created", "time_on_task_ms", "answers")
 
 
-def _reviews(judgments, *, replies: bool) -> list[PairReview]:
+def _further_words(asked: list[questions.Question], answers: dict, a: str, b: str) -> list[tuple[str, str]]:
+    """A judgment's answers to the study's further questions, each in words (a rationale as written)."""
+    out = []
+    for q in asked:
+        stored = questions.stored_fields(answers, q.key)
+        if stored is None:
+            continue
+        out.append((q.text, stored["text"] if "text" in stored else elicitation.stored_in_words(
+            stored.get("choice"), stored.get("response_set"), stored.get("strength"), None, a, b)))
+    return out
+
+
+def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> list[PairReview]:
     rows = list(judgments.filter(revised=False).order_by("pair__item__position", "pair_id", "created", "id")
                 .values(*_FIELDS))
     by_pair: dict[int, PairReview] = {}
@@ -135,7 +150,8 @@ def _reviews(judgments, *, replies: bool) -> list[PairReview]:
             r["superseded"], a if r["a_shown_first"] else b,
             elicitation.stored_in_words(r["choice"], r["response_set"], r["strength"], r["probability_a"], a, b),
             None if choice is None else winners.rating_for(choice), r["comment"], r["created"],
-            None if r["time_on_task_ms"] is None else r["time_on_task_ms"] / 1000)
+            None if r["time_on_task_ms"] is None else r["time_on_task_ms"] / 1000,
+            further=_further_words(asked, r["answers"], a, b))
         (review.judges if r["rater__kind"] == "judge" else review.humans).append(verdict)
     for review in by_pair.values():
         people = _preferences(review.humans)
@@ -166,7 +182,8 @@ def _reviews(judgments, *, replies: bool) -> list[PairReview]:
 
 def item_review(item: Item) -> list[PairReview]:
     """Every judged pair of ``item`` with all its verdicts, judges' replies included, in item order."""
-    return _reviews(Judgment.objects.filter(study_id=item.study_id, pair__item=item), replies=True)
+    return _reviews(Judgment.objects.filter(study_id=item.study_id, pair__item=item), questions.further(item.study),
+                    replies=True)
 
 
 SHOW = {"open": "Not yet ruled on", "ruled": "Ruled on", "all": "All flagged pairs"}
@@ -177,7 +194,8 @@ def review_queue(study: Study, show: str = "open", why: str = "any") -> tuple[li
     """The flagged pairs of ``study`` to review (``show``: not yet ruled on / ruled on / all; ``why``: any flag,
     raters disagreeing, or a judge against the people), the most contested first -- both kinds of disagreement,
     then the most verdicts -- and the counts of each kind over every flagged pair."""
-    flagged = [r for r in _reviews(Judgment.objects.filter(study=study), replies=False) if r.flagged]
+    flagged = [r for r in _reviews(Judgment.objects.filter(study=study), questions.further(study), replies=False)
+               if r.flagged]
     counts = {"flagged": len(flagged), "raters": sum(r.raters_disagree for r in flagged),
               "judge": sum(bool(r.judges_disagree) for r in flagged),
               "ruled": sum(r.adjudication is not None for r in flagged)}

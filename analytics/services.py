@@ -34,7 +34,7 @@ from analytics import answer_style
 from analytics.core import agreement, bias, consistency, indeterminacy, ppi, ratings
 from analytics.leaderboards import board, clean, default_intervals, leaderboard, rate
 from analytics.populations import ALL, HUMANS, Population
-from annotation import elicitation, orientation
+from annotation import elicitation, orientation, questions
 from annotation.models import Comparison, Judgment, Skip, Study
 from selection import services as selection_services
 from selection.core import decisions, winners
@@ -77,13 +77,27 @@ class Row:
         return None if choice is None else winners.rating_for(choice)
 
 
-def load_rows(study: Study) -> list[Row]:
-    queryset = (Judgment.objects.filter(study=study, revised=False).order_by("created", "id")
-                .values_list("pair__item__external_id", "pair__item_id", "pair_id",
-                             "pair__generation_a__system__name", "pair__generation_b__system__name",
-                             "rater__external_id", "rater__kind", "choice", "response_set", "probability_a",
-                             "a_shown_first", "superseded", "rater__source", "rater__screened_out"))
-    return [Row(*values) for values in queryset]
+_ROW_FIELDS = ("pair__item__external_id", "pair__item_id", "pair_id", "pair__generation_a__system__name",
+               "pair__generation_b__system__name", "rater__external_id", "rater__kind", "choice", "response_set",
+               "probability_a", "a_shown_first", "superseded", "rater__source", "rater__screened_out")
+
+
+def load_rows(study: Study, question: str = "") -> list[Row]:
+    """The study's analysed judgments (revisions left out), oldest first, as answers to ``question``: the main
+    question (""), or a further preference question's key (``annotation/questions.py``) -- then each row carries
+    that question's stored answer, and judgments without one (a judge's, or made before the question) are left
+    out."""
+    queryset = Judgment.objects.filter(study=study, revised=False).order_by("created", "id")
+    if not question:
+        return [Row(*values) for values in queryset.values_list(*_ROW_FIELDS)]
+    rows = []
+    for *values, answers in queryset.values_list(*_ROW_FIELDS, "answers"):
+        answer = questions.stored_fields(answers, question)
+        if answer is None or "choice" not in answer:
+            continue
+        values[7:10] = [answer["choice"], answer["response_set"], None]
+        rows.append(Row(*values))
+    return rows
 
 
 def admitted(rows: list[Row], population: Population) -> list[Row]:
@@ -809,7 +823,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
     bias and agreement use the population's judgments only; judges are checked against the humans under the
     same filters."""
     population = population or Population()
-    every = load_rows(study)
+    every = load_rows(study, population.question)
     rows = admitted(every, population)
     reference = admitted(every, population.humans()) + [r for r in every if r.kind == "judge"]
     humans, judges = [r for r in reference if r.kind == "human"], [r for r in reference if r.kind == "judge"]
@@ -820,8 +834,12 @@ def study_report(study: Study, population: Population | None = None) -> dict:
     kinds: dict[str, int] = defaultdict(int)
     for r in every:
         kinds[r.kind] += 1
+    asked = questions.preference_questions(study)
+    question = next((q for q in asked if q.key == population.question), asked[0])
     report = {
         "study": study.name,
+        "question": {"key": question.key or None, "text": question.text, "how": question.how},
+        "questions": [{"key": q.key or None, "text": q.text, "how": q.how} for q in asked],
         "systems": systems,
         "population": population.as_dict(),
         "populations": population_choices(every),

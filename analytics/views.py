@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from analytics import budgeting, populations, stored
 from analytics.populations import Population
 from analytics.tables import report_tables
+from annotation import questions
 from annotation.access import access_study
 from annotation.exchange.formats import csv_safe
 
@@ -28,12 +29,18 @@ from annotation.exchange.formats import csv_safe
 def population_of(request: HttpRequest, study) -> Population:
     """The rater population the request asks for (humans by default); a bad parameter is a 400 naming it."""
     raters = dict(study.raters.values_list("external_id", "kind"))
-    params = {name: request.GET.get(name, "") for name in ("population", "rater", "screened")}
+    params = {name: request.GET.get(name, "") for name in ("population", "rater", "screened", "question")}
     params["source"] = ",".join(request.GET.getlist("source"))  # checkboxes, or one comma-separated value
     try:
-        return populations.parse(params, judges=[r for r, k in raters.items() if k == "judge"], raters=raters)
+        return populations.parse(params, judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
+                                 questions=further_keys(study))
     except populations.PopulationError as exc:
         raise BadPopulation(str(exc)) from None
+
+
+def further_keys(study) -> list[str]:
+    """The keys of the study's further preference questions (what ``question=`` may name)."""
+    return [q.key for q in questions.preference_questions(study) if q.key]
 
 
 class BadPopulation(Exception):

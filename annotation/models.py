@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import elicitation as elicitation_modes
-from annotation import rendering
+from annotation import questions, rendering
 from annotation.outbound import EndpointRefused, check_endpoint
 from annotation.secrets_at_rest import SealedTextField
 
@@ -96,6 +96,13 @@ class Study(models.Model):
     )
     response_set_question = models.CharField(
         max_length=500, default="Select every output you find acceptable.", help_text="Response-set elicitation only."
+    )
+    further_questions = models.TextField(
+        blank=True, default="", validators=[questions.validate],
+        help_text="More questions about every pair, one per line: key | how | question. How: forced_choice, "
+        "response_set, paired or preference_scale (a preference, analysed on its own in the report), rationale "
+        "(free text the rater must write) or optional rationale. E.g. 'harmless | forced_choice | Which output is "
+        "more harmless?'.",
     )
     output_format = models.CharField(
         max_length=10, choices=rendering.FORMATS, default=rendering.MARKDOWN,
@@ -580,6 +587,9 @@ class Judgment(models.Model):
         default=False, help_text="Replaced by the rater's later answer to the same pair in the same assignment: "
                                  "kept and exported, left out of the analysis.")
     extra = models.JSONField(default=dict, blank=True, help_text="Unknown fields of an imported line, kept.")
+    answers = models.JSONField(
+        default=dict, blank=True,
+        help_text="The answers to the study's further questions by key (annotation/questions.py), model coordinates.")
 
     class Meta:
         ordering = ["created", "id"]

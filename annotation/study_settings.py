@@ -154,6 +154,11 @@ STUDY_SETTINGS = [
             "acceptable output.", "raters-see", applies=lambda s: _mode(s) == "response_set"),
     Setting("also_acceptable_question", "Follow-up question (paired)", "Asked after the forced choice.",
             "raters-see", applies=lambda s: _mode(s) == "paired"),
+    Setting("further_questions", "Further questions", "More questions about every pair, one per line: key | how | "
+            "question, e.g. harmless | forced_choice | Which output is more harmless?  How: forced_choice, "
+            "response_set, paired, preference_scale (analysed on its own in the report), rationale (free text, "
+            "required) or optional rationale. Judges answer only the main question.", "raters-see",
+            freezes=ANSWER),
     Setting("allow_tie", "Offer a tie", "A third option besides the two outputs.", "raters-see"),
     Setting("tie_label", "Tie label", "What the tie option says.", "raters-see", applies=lambda s: s("allow_tie")),
     Setting("neither_option", "Offer “both are bad”", "Counted as a tie in ratings and as no acceptable output in "

@@ -81,7 +81,24 @@ READERS: dict[str, Callable[[Judgment], Any]] = {
     "strength": lambda j: j.strength,
     "comment": lambda j: j.comment or None,
     "revised": lambda j: j.revised,
+    "answers": lambda j: _answers(j),
 }
+
+
+def _answers(j: Judgment) -> dict[str, dict] | None:
+    """The further questions' answers in system names, as the main answer is exported (None without any)."""
+    if not j.answers:
+        return None
+    out = {}
+    for key, answer in j.answers.items():
+        if "text" in answer:
+            out[key] = {"text": answer["text"]}
+        else:
+            out[key] = {"choice": _side(j, answer.get("choice")),
+                        "response_set": (None if answer.get("response_set") is None
+                                         else [_side(j, s) for s in answer["response_set"]]),
+                        "strength": answer.get("strength")}
+    return out
 
 
 if set(READERS) != set(formats.JUDGMENT_FIELDS):  # said at start-up, not when someone first exports

@@ -72,6 +72,9 @@ JUDGMENT_SCHEMA = (
     JudgmentField("comment", "text", nullable=True),
     # true: the rater replaced this answer with a later one on the same pair (kept, not analysed)
     JudgmentField("revised", "flag"),
+    # the answers to the study's further questions (annotation/questions.py), by question key: a preference as
+    # {"choice", "response_set", "strength"} in system names like the main answer, a rationale as {"text"}
+    JudgmentField("answers", "answers", nullable=True, exported=False),
 )
 COMMENT_MAX_CHARS = 2000  # a rater's comment, in the form and in imported files
 STRENGTHS = tuple(elicitation.STRENGTHS)
@@ -549,6 +552,7 @@ class ParsedJudgment:
     revised: bool
     extra: dict[str, Any]
     line: int
+    answers: dict[str, dict] = dataclasses.field(default_factory=dict)
 
 
 def judgment_key(obj: Mapping[str, Any]) -> str:
@@ -566,12 +570,15 @@ def parse_judgments(
     samples: Mapping[str, Mapping[str, int]],
     *,
     rater_kinds: Mapping[str, str] | None = None,
+    questions: Mapping[str, str] | None = None,
     max_bytes: int = 50 * 1024 * 1024,
 ) -> list[ParsedJudgment]:
     """Parse and validate a judgments file (JSONL, or the CSV export layout) against a study.
 
     ``samples`` maps item id -> system name -> number of samples K; ``rater_kinds`` maps the
-    study's existing raters to their kind. Raises ``FormatError`` with every problem.
+    study's existing raters to their kind; ``questions`` maps the study's further questions' keys to how each is
+    answered (``annotation/questions.py``: a mode's name, or a rationale). Raises ``FormatError`` with every
+    problem.
     """
     text = decode_upload(data, max_bytes)
     problems: list[Problem] = []
@@ -583,7 +590,7 @@ def parse_judgments(
     parsed: list[ParsedJudgment] = []
     keys: dict[str, int] = {}
     for line, obj in lines:
-        judgment = _parse_judgment(line, obj, samples, rater_kinds, problems)
+        judgment = _parse_judgment(line, obj, samples, rater_kinds, problems, dict(questions or {}))
         if judgment is None:
             continue
         if judgment.key in keys:
@@ -611,7 +618,7 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
             value = csv_unsafe(value)
             if value == "":
                 continue
-            if column in ("response_set", "extra"):
+            if column in ("response_set", "extra", "answers"):
                 try:
                     obj[column] = stored_json(value)
                 except json.JSONDecodeError as exc:
@@ -740,6 +747,55 @@ def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
     return choice, response_set, probability_a, strength
 
 
+RATIONALE_HOWS = ("rationale", "optional rationale")  # annotation/questions.py's free-text questions
+RATIONALE_MAX_CHARS = 2000
+
+
+def _further_answers(line: _Line, code_of: dict[str, str], questions: dict[str, str]) -> dict[str, dict]:
+    """The answers to the study's further questions (``answers``: key -> answer), checked and in model
+    coordinates. A preference is given like the main answer (``choice``, ``response_set``, ``strength`` with system
+    names), a rationale as ``{"text": ...}``. A line may leave any question out (judges answer only the main one)."""
+    given = line.obj.get("answers")
+    if given is None:
+        return {}
+    if not isinstance(given, dict):
+        line.problem("answers", "answers must be an object: question key -> answer")
+        return {}
+    out: dict[str, dict] = {}
+    for key, answer in given.items():
+        field = f"answers.{key}"
+        if key not in questions:
+            asked = ", ".join(sorted(questions)) or "none"
+            line.problem(field, f"this study asks no further question '{key}' (its further questions: {asked})")
+            continue
+        if not isinstance(answer, dict):
+            line.problem(field, f"{field} must be an object")
+            continue
+        if questions[key] in RATIONALE_HOWS:
+            text = answer.get("text")
+            if set(answer) != {"text"} or not isinstance(text, str) or not text.strip() \
+                    or len(text) > RATIONALE_MAX_CHARS:
+                line.problem(field, f"{field} must be {{\"text\": ...}} with 1 to {RATIONALE_MAX_CHARS} characters")
+                continue
+            out[key] = {"text": text.strip()}
+            continue
+        unknown = set(answer) - {"choice", "response_set", "strength"}
+        if unknown:
+            line.problem(field, f"{field} has unknown fields: {', '.join(sorted(unknown))}")
+            continue
+        inner = _Line(line.number, answer, [])
+        choice, response_set, probability_a, strength = _answer(inner, code_of)
+        for problem in inner.problems:
+            line.problem(f"{field}.{problem.field}" if problem.field else field,
+                         problem.message.replace("a judgment needs a choice, a response_set or a probability_a",
+                                                 "an answer needs a choice or a response_set"))
+        if not inner.problems:
+            out[key] = {"choice": None if choice is None else ("tie" if choice == "tie" else code_of[choice]),
+                        "response_set": None if response_set is None else [code_of[s] for s in response_set],
+                        "strength": strength}
+    return out
+
+
 def _comment(line: _Line) -> str:
     comment = line.obj.get("comment")
     if comment is None:
@@ -780,6 +836,7 @@ def _parse_judgment(
     samples: Mapping[str, Mapping[str, int]],
     rater_kinds: dict[str, str],
     problems: list[Problem],
+    questions: dict[str, str] | None = None,
 ) -> ParsedJudgment | None:
     """One judgment line in SPEC §8's format, every problem reported with its line and field."""
     before = len(problems)
@@ -788,6 +845,7 @@ def _parse_judgment(
     shown_first, rater, rater_kind = _judging_rater(line, system_a, system_b, rater_kinds)
     code_of = {system_a: "a", system_b: "b"}
     choice, response_set, probability_a, strength = _answer(line, code_of)
+    further = _further_answers(line, code_of, questions or {})
     created, times, flags = _when(line)
     key = judgment_key(obj)
     if len(key) > 64:
@@ -816,6 +874,7 @@ def _parse_judgment(
         revised=flags["revised"],
         extra={k: v for k, v in obj.items() if k not in PARSED_JUDGMENT_FIELDS},
         line=number,
+        answers=further,
     )
 
 
@@ -852,7 +911,7 @@ def judgment_csv_row(line: Mapping[str, Any]) -> list[str]:
         value = line.get(column)
         if value is None:
             row.append("")
-        elif column == "response_set":
+        elif column in ("response_set", "answers"):
             row.append(json.dumps(value, ensure_ascii=False))
         elif isinstance(value, bool):
             row.append("true" if value else "false")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -15,7 +15,7 @@ from django.db.models import Count, F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from annotation import elicitation, jobs, orientation
+from annotation import elicitation, jobs, orientation, questions
 from annotation.errors import ServiceError
 from annotation.exchange import formats
 from annotation.models import (
@@ -55,6 +55,8 @@ class Submission:
     skip_reason: str = ""
     client_time_ms: int | None = None
     comment: str = ""
+    further: Mapping[str, elicitation.Answer | str] = dataclasses.field(default_factory=dict)
+    """The answers to the study's further questions (``annotation/questions.py``), display coordinates."""
 
 
 def do_submit(pair: AssignmentPair, submission: Submission) -> Recorded | None:
@@ -64,7 +66,7 @@ def do_submit(pair: AssignmentPair, submission: Submission) -> Recorded | None:
         return None
     record = do_revise_judgment if submission.revise else do_record_judgment
     return record(pair, idempotency_key=submission.key, answer=submission.answer,
-                  client_time_ms=submission.client_time_ms, comment=submission.comment)
+                  client_time_ms=submission.client_time_ms, comment=submission.comment, further=submission.further)
 
 
 def _submission_key(idempotency_key: str | None) -> str:
@@ -82,8 +84,10 @@ def do_record_judgment(
     answer: elicitation.Answer,
     client_time_ms: int | None = None,
     comment: str = "",
+    further: Mapping[str, elicitation.Answer | str] | None = None,
 ) -> Recorded:
-    """Store one rater answer, exactly once.
+    """Store one rater answer, exactly once, with the answers to the study's further questions (``further``,
+    display coordinates, checked by ``annotation/questions.py``: the pair is answered whole or not at all).
 
     ``answer`` is in display coordinates, as the study's elicitation mode read it from the form; it is
     checked and stored in model coordinates with the display order by that mode (``annotation/elicitation.py``).
@@ -104,6 +108,7 @@ def do_record_judgment(
     _check_can_answer(assignment_pair)
     mode = _checked_mode(study, answer)
     stored = mode.to_model(answer, assignment_pair.a_shown_first)
+    answers = _further(study, further, assignment_pair.a_shown_first)
     now = timezone.now()
     shown_at = assignment_pair.shown_at
     try:
@@ -114,7 +119,7 @@ def do_record_judgment(
                 assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
                 created=now, shown_at=shown_at,
                 time_on_task_ms=_measured_ms(now, shown_at), client_time_ms=_client_ms(client_time_ms),
-                idempotency_key=key, comment=comment if study.allow_comment else "",
+                idempotency_key=key, comment=comment if study.allow_comment else "", answers=answers,
             )
     except IntegrityError:
         # the pair's own judgment (a racing repeat) first; else the key's, which may be another pair's
@@ -258,6 +263,7 @@ def do_revise_judgment(
     answer: elicitation.Answer,
     client_time_ms: int | None = None,
     comment: str = "",
+    further: Mapping[str, elicitation.Answer | str] | None = None,
 ) -> Recorded:
     """Replace the rater's answer to a pair of their active assignment: a new judgment takes the pair, the
     one it replaces stays stored, flagged ``revised`` (exported, left out of the analysis). Exactly once: a
@@ -271,6 +277,7 @@ def do_revise_judgment(
         return Recorded(repeat, False)
     mode = _checked_mode(study, answer)
     stored = mode.to_model(answer, assignment_pair.a_shown_first)
+    answers = _further(study, further, assignment_pair.a_shown_first)
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -285,7 +292,7 @@ def do_revise_judgment(
                 assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
                 created=now, shown_at=assignment_pair.shown_at, idempotency_key=key,
                 client_time_ms=_client_ms(client_time_ms),
-                comment=comment if study.allow_comment else "",
+                comment=comment if study.allow_comment else "", answers=answers,
             )
     except IntegrityError:
         repeat = Judgment.objects.filter(study=study, idempotency_key=key).first()
@@ -380,6 +387,14 @@ def _checked_mode(study: Study, answer: elicitation.Answer) -> elicitation.Mode:
     return mode
 
 
+def _further(study: Study, further: Mapping[str, elicitation.Answer | str] | None, a_shown_first: bool) -> dict:
+    """The further questions' answers as stored on the judgment, once every one is answered as it asks."""
+    try:
+        return questions.to_model(study, further or {}, a_shown_first)
+    except elicitation.AnswerError as exc:
+        raise ServiceError(str(exc)) from exc
+
+
 @dataclasses.dataclass
 class ImportSummary:
     created: int
@@ -446,7 +461,8 @@ def import_judgments_staged(study: Study, data: bytes, filename: str | None,
 
 def _parse_judgments(study: Study, data: bytes, filename: str | None) -> list:
     raters = dict(study.raters.values_list("external_id", "kind"))
-    return formats.parse_judgments(data, filename, study_samples(study), rater_kinds=raters,
+    asked = {q.key: q.how for q in questions.further(study)}
+    return formats.parse_judgments(data, filename, study_samples(study), rater_kinds=raters, questions=asked,
                                    max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
 
 
@@ -485,7 +501,7 @@ def _new_judgments(study: Study, parsed: list) -> list[Judgment]:
             response_set=p.response_set, probability_a=p.probability_a, strength=p.strength, comment=p.comment,
             created=p.created or now,
             time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
-            superseded=p.superseded, revised=p.revised, extra=p.extra,
+            superseded=p.superseded, revised=p.revised, extra=p.extra, answers=p.answers,
         ))
     return new
 
@@ -494,7 +510,7 @@ IMPORT_STEP = 2000  # judgments per short transaction of a large (background) ju
 IMPORT_QUERY_CHUNK = 5000  # keys per lookup query
 
 
-IMPORT_INSERT_BATCH = 1000  # judgments per INSERT: 1,000 x 17 columns, far below PostgreSQL's 65,535 parameters
+IMPORT_INSERT_BATCH = 1000  # judgments per INSERT: 1,000 x 18 columns, far below PostgreSQL's 65,535 parameters
 
 
 def judgment_import_job(job: Job, progress: jobs.Progress) -> str:

@@ -81,6 +81,7 @@ def _judgment_field(field: formats.JudgmentField) -> serializers.Field:
         "timestamp": lambda: serializers.CharField(**options),
         "flag": lambda: serializers.BooleanField(**options),
         "strength": lambda: serializers.ChoiceField(choices=formats.STRENGTHS, **options),
+        "answers": lambda: serializers.DictField(child=serializers.DictField(), **options),
     }[field.kind]()
 
 

@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from analytics import populations, services
+from annotation import questions
 from annotation.management.commands._common import get_study
 
 
@@ -26,6 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--rater", default="", help="Keep only this rater's judgments.")
         parser.add_argument("--include-screened", action="store_true",
                             help="Keep raters screened out by attention checks (left out by default).")
+        parser.add_argument("--question", default="",
+                            help="Analyse the answers to this further preference question (its key in the study's "
+                                 "settings) instead of the main question's.")
 
     def handle(self, *args, **options):
         if options["studies"]:
@@ -37,8 +41,10 @@ class Command(BaseCommand):
         try:
             population = populations.parse(
                 {"population": options["population"], "source": options["source"], "rater": options["rater"],
-                 "screened": "include" if options["include_screened"] else "exclude"},
-                judges=[r for r, k in raters.items() if k == "judge"], raters=raters)
+                 "screened": "include" if options["include_screened"] else "exclude",
+                 "question": options["question"]},
+                judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
+                questions=[q.key for q in questions.preference_questions(study) if q.key])
         except populations.PopulationError as exc:
             raise CommandError(f"--{exc}") from None
         report = services.study_report(study, population)
