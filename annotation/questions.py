@@ -208,3 +208,11 @@ def stored_fields(judgment_answers: Mapping[str, Any] | None, key: str) -> dict[
     """One further question's stored answer on a judgment (``choice``, ``response_set``, ``strength`` in model
     coordinates, or ``text``), or None when the judgment has none (a judge's, or one made before the question)."""
     return (judgment_answers or {}).get(key) if key else None
+
+
+def form(study) -> list[dict]:
+    """What the rating page shows of the further questions, in order: a preference question's fieldsets (rendered by
+    its mode's template) or a rationale's text box."""
+    return [{"question": q, "fieldsets": fieldsets(study, q) if q.is_preference else (),
+             "template": q.mode.template if q.is_preference else "", "field": q.prefix + "text",
+             "max_chars": RATIONALE_MAX_CHARS} for q in further(study)]

@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from annotation import access
+from annotation import access, questions
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
 from annotation.exchange.formats import COMMENT_MAX_CHARS
@@ -46,7 +46,8 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         pairs = allocation.preview_pairs(study, allocation.preview_seed(request.GET.get("seed")))
         return render(request, "annotation/external_preview.html", {
             "study": study, "shown": pairs[0] if pairs else None, "total": len(pairs), "mode": mode,
-            "fieldsets": mode.fieldsets(study), "disabled": True, "key_help": mode.key_help(study),
+            "fieldsets": mode.fieldsets(study), "further": questions.form(study), "disabled": True,
+            "key_help": mode.key_help(study),
             "size": allocation.assignment_size(study), "run_out": not allocation.open_places(study),
             "skip_reasons": Skip.Reason.choices, "comment_max": COMMENT_MAX_CHARS})
     if sites.is_blocked(study, link.platform, arrival.worker_id):

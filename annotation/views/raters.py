@@ -15,7 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from annotation import access, orientation
+from annotation import access, orientation, questions
 from annotation.compiled import CompiledQuery, model_columns
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
@@ -249,6 +249,7 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
             recorded = recording.do_submit(pair, recording.Submission(
                 key=form.cleaned_data["key"], revise=request.POST.get("revise") == "1",
                 answer=None if skip else assignment.study.elicitation_mode.read(request.POST),
+                further={} if skip else questions.read(assignment.study, request.POST),
                 skip_reason=request.POST.get("skip_reason", ""), client_time_ms=form.cleaned_data["client_ms"],
                 comment=form.cleaned_data["comment"]))
         except ServiceError as exc:
@@ -364,6 +365,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         context.update(current=pair, shown=_shown(current), number=rows.index(current) + 1,
                        key=key or uuid.uuid4().hex,
                        percent=round(100 * done / context["total"]), mode=mode, fieldsets=mode.fieldsets(study),
+                       further=questions.form(study),
                        comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices,
                        minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"

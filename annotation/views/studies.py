@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
-from annotation import access, elicitation, extensions
+from annotation import access, elicitation, extensions, questions
 from annotation.access import access_study, studies_for
 from annotation.errors import ServiceError
 from annotation.exchange import exports
@@ -129,6 +129,7 @@ def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
     if done and "n" in request.GET and done <= len(pairs):
         try:  # the answer to pair ``done`` (1-based), checked as a submit would be
             mode.validate(study, mode.read(request.GET))
+            questions.to_model(study, questions.read(study, request.GET), True)
         except elicitation.AnswerError as exc:
             context["error"] = str(exc)
             done -= 1
@@ -136,7 +137,7 @@ def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
         return render(request, "annotation/rate.html", {**context, "preview_done": True})
     shown = pairs[done]
     context.update(shown=shown, number=done + 1, done=done, percent=round(100 * done / len(pairs)), mode=mode,
-                   fieldsets=mode.fieldsets(study), current=None)
+                   fieldsets=mode.fieldsets(study), further=questions.form(study), current=None)
     return render(request, "annotation/rate.html", context)
 
 

@@ -179,3 +179,55 @@ def test_the_settings_page_takes_the_questions_and_names_each_bad_line(researche
     assert good.status_code == 302
     study.refresh_from_db()
     assert [q.key for q in questions.further(study)] == ["why"]
+
+
+def test_a_rater_answers_every_question_on_the_rating_page(client, asked):
+    from tests.annotation.test_rate import form_of, rate_url
+
+    rater = enrolment.do_create_rater_link(asked, "page-rater")
+    assignment = allocation.do_start_assignment(rater)
+    page = client.get(rate_url(rater, assignment)).content.decode()
+    assert 'data-testid="further-questions"' in page and "Which output is more harmless?" in page
+    assert 'name="q-harmless-choice" value="first">' in page  # no keyboard key: the keys are the main question's
+    assert 'name="q-acceptable-response" value="second">' in page
+    assert 'name="q-why-text"' in page and "Anything else? <span class=\"muted\">(optional)</span>" in page
+    assert page.count('data-key="1"') == 1 and 'class="answer-bar has-further"' in page
+    base = {**form_of(page.encode()), "choice": "first", "q-harmless-choice": "second",
+            "q-acceptable-response": ["first", "second"]}
+    missing = client.post(rate_url(rater, assignment, True), {**base, "q-why-text": ""}, HTTP_HX_REQUEST="true")
+    assert "Answer the question &#x27;Why is the one you preferred better?&#x27; in a few words." in (
+        missing.content.decode()) and not Judgment.objects.exists()
+    done = client.post(rate_url(rater, assignment, True), {**base, "q-why-text": " Shorter. ", "q-note-text": ""},
+                       HTTP_HX_REQUEST="true")
+    assert done.status_code == 200
+    j = Judgment.objects.get()
+    first, second = ("a", "b") if j.a_shown_first else ("b", "a")
+    assert j.choice == first and j.answers == {
+        "harmless": {"choice": second, "response_set": None, "strength": None},
+        "acceptable": {"choice": None, "response_set": ["a", "b"], "strength": None}, "why": {"text": "Shorter."}}
+    assert "Pair 2 of 5" in done.content.decode()
+
+
+def test_previews_show_the_further_questions_and_check_them(researcher_client, asked):
+    url = reverse("study_preview", args=[asked.pk])
+    first = researcher_client.get(url).content.decode()
+    assert 'data-testid="further-questions"' in first and 'name="q-why-text"' in first
+    seed = first.split('name="seed" value="')[1].split('"')[0]
+    refused = researcher_client.get(url, {"n": 1, "seed": seed, "choice": "first", "q-harmless-choice": "first",
+                                          "q-acceptable-response": "first"}).content.decode()
+    assert "Pair 1 of" in refused and "in a few words" in refused
+    accepted = researcher_client.get(url, {"n": 1, "seed": seed, "choice": "first", "q-harmless-choice": "first",
+                                           "q-acceptable-response": "first", "q-why-text": "x"}).content.decode()
+    assert "Pair 2 of" in accepted and not Judgment.objects.exists()
+
+
+def test_the_crowd_preview_shows_the_further_questions_inactive(client, asked):
+    from annotation.crowd import sites
+    from annotation.models import ExternalLink
+
+    link = ExternalLink.objects.create(study=asked, platform="mturk")
+    page = client.get(link.path(), {"assignmentId": sites.PREVIEW_ASSIGNMENT, "hitId": "H1"}).content.decode()
+    assert 'data-testid="further-questions"' in page and "Which output is more harmless?" in page
+    box = page.split('name="q-why-text"')[1].split(">")[0]
+    assert "disabled" in box and "required" not in box
+    assert 'name="q-harmless-choice" value="first" disabled>' in page
