@@ -25,6 +25,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from analytics.core import style
 from annotation.exchange.formats import FormatError, Problem, check_size, decode_upload, detect_format, jsonl_objects
 
 WINNERS = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5, "tie (bothbad)": 0.5}
@@ -305,8 +306,7 @@ def _floats(values: list[str] | list[bytes]) -> np.ndarray | None:
         return None
 
 
-STYLE_COLUMNS = tuple(f"{feature}_{side}" for feature in ("sum_assistant_tokens", "header_count", "list_count",
-                                                             "bold_count") for side in ("a", "b"))
+STYLE_COLUMNS = tuple(f"{feature}_{side}" for feature in style.FEATURES for side in ("a", "b"))
 
 
 def style_counts(data: bytes, filename: str | None, battles: int,
