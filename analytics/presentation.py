@@ -243,7 +243,8 @@ def headlines(data: dict) -> list[dict]:
                         "note": f"{consistency_words(s['mean']).capitalize()}: n = "
                                 f"{plural(s['n'], 'rating set')} with two or more judgments{interval}"})
         else:
-            out.append({"label": label, "value": "not applicable", "note": s["reason"]})
+            reason = s["reason"].removeprefix("not applicable: ")  # the value says it already
+            out.append({"label": label, "value": "not applicable", "note": reason[:1].upper() + reason[1:]})
     agreement = data["agreement"]
     if agreement["krippendorff_alpha"] is not None:
         out.append({"label": "Krippendorff's α", "value": f"{agreement['krippendorff_alpha']:.2f}",
