@@ -30,8 +30,9 @@ JOB_KIND = "report"
 # The report's own format: raised when what a report holds or how its page body is rendered changes (the body is
 # stored rendered), so reports stored by older code are computed again (issue 25: win-rate estimates by design
 # replaced the hybrid table; 3: focusable table regions, the plot's reference line and shorter labels; 4: the
-# style-controlled board and length-controlled win rates, issue 29; 5: the answers in short at the top, issue 30).
-REPORT_FORMAT = 5
+# style-controlled board and length-controlled win rates, issue 29; 5: the answers in short at the top, issue 30;
+# 6: the page in words with sections on demand, and the question a report reads, issue 30).
+REPORT_FORMAT = 6
 
 
 def data_version(study: Study) -> str:

@@ -59,11 +59,12 @@ def report(request: HttpRequest, study_id: int) -> HttpResponse:
     except BadPopulation as exc:
         return render(request, "analytics/report.html", {"study": study, "error": str(exc),
                                                          "population": Population(),
+                                                         "asked": questions.preference_questions(study),
                                                          "sources": populations.SOURCES}, status=400)
     served = stored.serve(study, population, page=True)
     context = {"study": study, "population": population, "served": served, "query": urlencode(population.query()),
                "sources": populations.SOURCES, "rater_ids": study.raters.values_list("external_id", flat=True)[:1000],
-               "report": served.report}
+               "report": served.report, "asked": questions.preference_questions(study)}
     return render(request, "analytics/report.html", context)
 
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 from analytics import review, services
 from analytics.models import Adjudication
 from annotation.judges import runner
-from annotation.models import Item, Judgment, JudgeCall, Pair
+from annotation.models import Item, JudgeCall, Judgment, Pair
 from annotation.rating import recording
 from selection.core import winners
 from tests.annotation.test_judge_runner import make_judge, study_with

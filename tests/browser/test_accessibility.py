@@ -106,7 +106,7 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
 
 RESEARCHER_PAGES = ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
                     "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk",
-                    "judges")  # every GET page of a study (the others are form targets)
+                    "judges", "review_queue")  # every GET page of a study (the others are form targets)
 
 
 @pytest.mark.parametrize("size", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
