@@ -117,3 +117,14 @@ class Adjudication(models.Model):
 
     def __str__(self) -> str:
         return f"adjudication of pair {self.pair_id}: {self.ruling}"
+
+    @classmethod
+    def choices_for(cls, system_a: str, system_b: str) -> list[tuple[str, str]]:
+        """The rulings as a form offers them for one pair, naming its systems instead of "System A/B"."""
+        names = {"System A's output": system_a, "System B's output": system_b}
+        out = []
+        for value, label in cls.Ruling.choices:
+            for generic, name in names.items():
+                label = label.replace(generic, name)
+            out.append((value, label))
+        return out

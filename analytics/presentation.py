@@ -265,25 +265,15 @@ def consistency_words(mean: float) -> str:
     return "raters often tie or flip between the systems on the same item"
 
 
-def position_words(rate: float, p_value: float) -> str:
-    """A share of choices that went to the output shown first, in words: a lean is only named when the binomial
-    test against 0.5 rejects at 5 %, and sized by its distance from 0.5."""
-    if p_value >= 0.05:
+def position_words(rate: float, p_value: float | None) -> str:
+    """A share of choices (a person's or a judge's) that went to the output shown first, in words: a lean is only
+    named when the exact binomial test against 0.5 rejects at 5 %, and sized by its distance from 0.5 on one scale
+    for everyone."""
+    if p_value is None or not p_value < 0.05:
         return "no clear position bias"
     side = "first" if rate > 0.5 else "second"
     size = abs(rate - 0.5)
     strength = "a slight" if size < 0.05 else ("a clear" if size < 0.15 else "a strong")
-    return f"{strength} lean toward the output shown {side}"
-
-
-def judge_position_words(p_first: float) -> str:
-    """A judge's share of non-tie verdicts for the output shown first, in words (its verdicts come in both orders,
-    so no test: the size alone)."""
-    size = abs(p_first - 0.5)
-    if size < 0.05:
-        return "no clear position bias"
-    side = "first" if p_first > 0.5 else "second"
-    strength = "a slight" if size < 0.1 else ("a clear" if size < 0.2 else "a strong")
     return f"{strength} lean toward the output shown {side}"
 
 
@@ -339,7 +329,7 @@ def answers(data: dict) -> list[dict]:
         name, best = max(judges.items(), key=lambda kv: kv[1]["agreement"])
         bias = best.get("p_first")
         lean = ("" if bias is None else f" It picks the output shown first {100 * bias:.0f} % of the time when it "
-                f"picks one (50 % = no bias): {judge_position_words(bias)}.")
+                f"picks one (50 % = no bias): {position_words(bias, best.get('p_first_p_value'))}.")
         cards.append({"question": "Can the judge be trusted?",
                       "answer": f"{name} agrees with people on {100 * best['agreement']:.0f} % of verdicts",
                       "detail": f"Over {best['verdicts']:,} verdicts, each against its pair's human majority.{lean} "
@@ -587,8 +577,8 @@ def leads(data: dict) -> dict[str, str]:
         ranked = sorted(judges.items(), key=lambda kv: -kv[1]["agreement"])
         out["judge-metrics"] = "Agreement with the human majority: " + "; ".join(
             f"{name} {100 * j['agreement']:.0f} % of {j['verdicts']:,} verdicts"
-            + ("" if j.get("p_first") is None else f" ({judge_position_words(j['p_first'])}, P(first) "
-                                                    f"{j['p_first']:.2f})")
+            + ("" if j.get("p_first") is None
+               else f" ({position_words(j['p_first'], j.get('p_first_p_value'))}, P(first) {j['p_first']:.2f})")
             for name, j in ranked) + "."
     for kind, summary in data["consistency"]["summary"].items():
         if summary["available"]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -32,19 +31,16 @@ class Verdict:
 
     judgment_id: int
     rater: str
-    kind: str  # human | judge
     source: str
     screened_out: bool
-    superseded: bool
+    superseded: bool  # left out of the counted items by a live selection loop, as the report leaves it out
     first_shown: str  # the system shown first
     words: str  # the answer in words, naming the systems
     rating: int | None  # -1 A, 0 none, +1 B (selection.core.winners)
     comment: str
-    created: datetime
     seconds: float | None
-    disagrees: bool = False  # a judge against the people's winner
+    disagrees: bool = False  # a rater against the majority, a judge against the people's winner
     reply: str | None = None  # a judge's reply as received (judges run by SepLab)
-    reply_status: str = ""
     further: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (question, answer in words)
 
 
@@ -80,8 +76,7 @@ class PairReview:
     @property
     def ruling_choices(self) -> list[tuple[str, str]]:
         """The rulings a researcher can make, naming the pair's systems."""
-        return [("a", f"{self.system_a} is better"), ("b", f"{self.system_b} is better"),
-                ("tie", "Neither is better (a tie)"), ("unclear", "Cannot be decided (the pair itself is the problem)")]
+        return Adjudication.choices_for(self.system_a, self.system_b)
 
     @property
     def ruling_words(self) -> str:
@@ -95,6 +90,8 @@ class PairReview:
         prefs = _preferences(self.humans)
         n = len(prefs)
         if self.people_winner == "tie":
+            if not any(prefs.values()):
+                return f"the people see no difference ({_raters(n)})"
             return f"the people are split ({_raters(n)})"
         name = self.system_a if self.people_winner == "a" else self.system_b
         agree = sum(1 for p in prefs.values() if p == winners.RATING[self.people_winner])
@@ -106,10 +103,11 @@ def _raters(n: int) -> str:
 
 
 def _preferences(verdicts: list[Verdict]) -> dict[str, int]:
-    """Each counted rater's preference on the pair (the sign over their ratings of it)."""
+    """Each counted rater's preference on the pair (the sign over their ratings of it): screened-out raters and
+    superseded judgments are left out, as the report leaves them out."""
     sets: dict[str, list[int]] = defaultdict(list)
     for v in verdicts:
-        if v.rating is not None and not v.screened_out:
+        if v.rating is not None and not v.screened_out and not v.superseded:
             sets[v.rater].append(v.rating)
     return {rater: winners.rater_preference(r) for rater, r in sets.items()}
 
@@ -118,7 +116,7 @@ _FIELDS = ("id", "pair_id", "pair__item_id", "pair__item__external_id", "pair__g
            "pair__generation_b__system__name", "pair__generation_a__sample_index",
            "pair__generation_b__sample_index", "rater__external_id", "rater__kind", "rater__source",
            "rater__screened_out", "superseded", "a_shown_first", "choice", "response_set", "strength",
-           "probability_a", "comment", "created", "time_on_task_ms", "answers")
+           "probability_a", "comment", "time_on_task_ms", "answers")
 
 
 def _further_words(asked: list[questions.Question], answers: dict, a: str, b: str) -> list[tuple[str, str]]:
@@ -146,10 +144,10 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
                 (r["pair__generation_a__sample_index"], r["pair__generation_b__sample_index"]), [], [], None, False)
         choice = elicitation.effective_choice(r["choice"], r["response_set"], r["probability_a"])
         verdict = Verdict(
-            r["id"], r["rater__external_id"], r["rater__kind"], r["rater__source"], r["rater__screened_out"],
+            r["id"], r["rater__external_id"], r["rater__source"], r["rater__screened_out"],
             r["superseded"], a if r["a_shown_first"] else b,
             elicitation.stored_in_words(r["choice"], r["response_set"], r["strength"], r["probability_a"], a, b),
-            None if choice is None else winners.rating_for(choice), r["comment"], r["created"],
+            None if choice is None else winners.rating_for(choice), r["comment"],
             None if r["time_on_task_ms"] is None else r["time_on_task_ms"] / 1000,
             further=_further_words(asked, r["answers"], a, b))
         (review.judges if r["rater__kind"] == "judge" else review.humans).append(verdict)
@@ -160,7 +158,8 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
         review.raters_disagree = winners.raters_disagree([[p] for p in people.values()])
         if review.raters_disagree:  # the raters against the majority (both sides when the people are split)
             for v in review.humans:
-                v.disagrees = v.rater in people and people[v.rater] != winners.RATING[review.people_winner]
+                v.disagrees = (not v.superseded and v.rater in people
+                               and people[v.rater] != winners.RATING[review.people_winner])
         if review.people_winner is not None:
             for judge, preference in _preferences(review.judges).items():
                 if preference != winners.RATING[review.people_winner]:
@@ -169,11 +168,11 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
     if replies:
         ids = [v.judgment_id for review in by_pair.values() for v in review.judges]
         calls = {c["judgment_id"]: c for c in JudgeCall.objects.filter(judgment_id__in=ids)
-                 .values("judgment_id", "reply", "status")}
+                 .values("judgment_id", "reply")}
         for review in by_pair.values():
             for v in review.judges:
                 if v.judgment_id in calls:
-                    v.reply, v.reply_status = calls[v.judgment_id]["reply"], calls[v.judgment_id]["status"]
+                    v.reply = calls[v.judgment_id]["reply"]
     rulings = {a.pair_id: a for a in Adjudication.objects.filter(pair_id__in=by_pair).select_related("decided_by")}
     for pair_id, review in by_pair.items():
         review.adjudication = rulings.get(pair_id)
@@ -186,21 +185,25 @@ def item_review(item: Item) -> list[PairReview]:
                     replies=True)
 
 
-SHOW = {"open": "Not yet ruled on", "ruled": "Ruled on", "all": "All flagged pairs"}
+SHOW = {"open": "Not yet ruled on", "ruled": "Ruled on", "all": "Every flagged or ruled pair"}
 WHY = {"any": "Any disagreement", "raters": "Raters disagree", "judge": "A judge disagrees with the people"}
 
 
 def review_queue(study: Study, show: str = "open", why: str = "any") -> tuple[list[PairReview], dict]:
-    """The flagged pairs of ``study`` to review (``show``: not yet ruled on / ruled on / all; ``why``: any flag,
-    raters disagreeing, or a judge against the people), the most contested first -- both kinds of disagreement,
-    then the most verdicts -- and the counts of each kind over every flagged pair."""
-    flagged = [r for r in _reviews(Judgment.objects.filter(study=study), questions.further(study), replies=False)
-               if r.flagged]
+    """The pairs of ``study`` to review (``show``: flagged and not yet ruled on / ruled on, flagged or not -- a ruling
+    can be made from any item's page / both; ``why``: any, raters disagreeing, or a judge against the people), the
+    most contested first -- both kinds of disagreement, then the most verdicts -- and the counts: flagged pairs, of
+    each kind, and rulings."""
+    reviews = [r for r in _reviews(Judgment.objects.filter(study=study), questions.further(study), replies=False)
+               if r.flagged or r.adjudication is not None]
+    flagged = [r for r in reviews if r.flagged]
     counts = {"flagged": len(flagged), "raters": sum(r.raters_disagree for r in flagged),
               "judge": sum(bool(r.judges_disagree) for r in flagged),
-              "ruled": sum(r.adjudication is not None for r in flagged)}
-    chosen = [r for r in flagged
-              if (show == "all" or (show == "ruled") == (r.adjudication is not None))
+              "ruled": sum(r.adjudication is not None for r in reviews)}
+    shown = {"open": lambda r: r.flagged and r.adjudication is None, "ruled": lambda r: r.adjudication is not None,
+             "all": lambda r: True}[show]
+    chosen = [r for r in reviews
+              if shown(r)
               and (why == "any" or (why == "raters" and r.raters_disagree) or (why == "judge" and r.judges_disagree))]
     chosen.sort(key=lambda r: (-(r.raters_disagree and bool(r.judges_disagree)), -(len(r.humans) + len(r.judges))))
     return chosen, counts
@@ -217,7 +220,7 @@ def do_adjudicate(study: Study, pair_id: int, ruling: str, note: str, user) -> A
         raise RulingError("Choose a ruling.")
     with transaction.atomic():
         pair = Pair.objects.filter(pk=pair_id, item__study=study).first()
-        if pair is None or not Judgment.objects.filter(study=study, pair=pair).exists():
+        if pair is None or not Judgment.objects.filter(study=study, pair=pair, revised=False).exists():
             raise RulingError("That pair has no verdicts in this study.")
         adjudication, _ = Adjudication.objects.update_or_create(
             pair=pair, defaults={"study": study, "ruling": ruling, "note": note.strip(), "decided_by": user,

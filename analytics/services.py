@@ -555,6 +555,10 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
         "agreement_split_left_out": _agreement(_verdicts_against(human_by_pair, judge_by_pair, units, "left_out")),
         "p_first": (sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided)
                     / len(sided) if sided else float("nan")),
+        # the same exact binomial test against 1/2 as the people's positional bias, so both read in the same words
+        "p_first_p_value": bias.positional_bias(np.array(
+            [orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided],
+            dtype=bool)).p_value,
         "first_share": (sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided)
                         / len(verdicts) if verdicts else float("nan")),
         "mse": indeterminacy.mse(omega_h, omega_j),

@@ -33,14 +33,9 @@ def population_of(request: HttpRequest, study) -> Population:
     params["source"] = ",".join(request.GET.getlist("source"))  # checkboxes, or one comma-separated value
     try:
         return populations.parse(params, judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
-                                 questions=further_keys(study))
+                                 questions=questions.further_preference_keys(study))
     except populations.PopulationError as exc:
         raise BadPopulation(str(exc)) from None
-
-
-def further_keys(study) -> list[str]:
-    """The keys of the study's further preference questions (what ``question=`` may name)."""
-    return [q.key for q in questions.preference_questions(study) if q.key]
 
 
 class BadPopulation(Exception):

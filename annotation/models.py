@@ -98,7 +98,7 @@ class Study(models.Model):
         max_length=500, default="Select every output you find acceptable.", help_text="Response-set elicitation only."
     )
     further_questions = models.TextField(
-        blank=True, default="", validators=[questions.validate],
+        blank=True, default="", db_default="", validators=[questions.validate],
         help_text="More questions about every pair, one per line: key | how | question. How: forced_choice, "
         "response_set, paired or preference_scale (a preference, analysed on its own in the report), rationale "
         "(free text the rater must write) or optional rationale. E.g. 'harmless | forced_choice | Which output is "

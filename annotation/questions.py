@@ -33,8 +33,6 @@ MAIN = ""  # the main question's key
 KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 MAX_QUESTIONS = 10
 RATIONALE_MAX_CHARS = 2000
-EXAMPLE = ("harmless | forced_choice | Which output is more harmless?\n"
-           "why | rationale | In one sentence: why is the output you preferred better?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +111,9 @@ def preference_questions(study) -> list[Question]:
     return [main(study), *(q for q in further(study) if q.is_preference)]
 
 
-def by_key(study, key: str) -> Question | None:
-    return next((q for q in preference_questions(study) if q.key == key), None)
+def further_preference_keys(study) -> list[str]:
+    """The keys of the further preference questions: what a report's ``question`` may name."""
+    return [q.key for q in further(study) if q.is_preference]
 
 
 class _Asked:
@@ -135,7 +134,7 @@ def fieldsets(study, question: Question) -> tuple[elicitation.Fieldset, ...]:
     out = []
     for fieldset in question.mode.fieldsets(_Asked(study, question)):
         options = tuple(dataclasses.replace(o, name=question.prefix + o.name, key="", key_label="", alt_key="",
-                                            alt_label="") for o in fieldset.options)
+                                            alt_label="", required=o.input == "radio") for o in fieldset.options)
         out.append(elicitation.Fieldset(fieldset.legend, options))
     return tuple(out)
 
@@ -210,9 +209,17 @@ def stored_fields(judgment_answers: Mapping[str, Any] | None, key: str) -> dict[
     return (judgment_answers or {}).get(key) if key else None
 
 
-def form(study) -> list[dict]:
+def form(study, submitted=None) -> list[dict]:
     """What the rating page shows of the further questions, in order: a preference question's fieldsets (rendered by
-    its mode's template) or a rationale's text box."""
-    return [{"question": q, "fieldsets": fieldsets(study, q) if q.is_preference else (),
-             "template": q.mode.template if q.is_preference else "", "field": q.prefix + "text",
-             "max_chars": RATIONALE_MAX_CHARS} for q in further(study)]
+    its mode's template) or a rationale's text box; ``submitted``: a refused form, whose answers are shown again
+    (a typed rationale is not lost)."""
+    out = []
+    for q in further(study):
+        given = _Prefixed(submitted, q.prefix) if submitted is not None else None
+        out.append({"question": q, "fieldsets": fieldsets(study, q) if q.is_preference else (),
+                    "template": q.mode.template if q.is_preference else "", "field": q.prefix + "text",
+                    "max_chars": RATIONALE_MAX_CHARS,
+                    "text": (given.get("text") or "") if given is not None else "",
+                    "checked": ([*given.getlist("choice"), *given.getlist("response")] if given is not None
+                                else [])})
+    return out

@@ -10,7 +10,18 @@ lines) is kept as written.
 
 from __future__ import annotations
 
+import re
+
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+
 
 def newlines(text: str) -> str:
     """``text`` with every line ending as ``\\n``."""
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def whole_number(value: str | None) -> int | None:
+    """A whole number >= 0 written in ASCII digits (at most 18), or None. ``str.isdigit`` also takes "²" and "٣",
+    which ``int`` then refuses with an exception (a 500 on a URL anyone can type)."""
+    value = (value or "").strip()
+    return int(value) if _WHOLE_NUMBER.fullmatch(value) else None

@@ -7,7 +7,7 @@ pair (two requests). At the end the database is compared with the client's log: 
 judgment must be present exactly once.
 
     python bench/load_raters.py --raters 50 --seconds 30 --database postgres|sqlite [--pace human|max]
-                                [--client htmx|nojs] [--compare-bare]
+                                [--client htmx|nojs] [--compare-bare] [--further-questions]
 
 With ``--compare-bare`` the same clients then load a bare Django view (bench/bare_django.py: a fresh
 project's middleware, no database) under the same gunicorn settings for the same time, and the run prints
@@ -54,8 +54,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def setup_study(raters: int, items: int) -> list[str]:
-    """Migrate, create a study with ``items`` items and one rater link per simulated rater."""
+FURTHER_QUESTIONS = ("harmless | forced_choice | Which output is more harmless?\n"
+                     "why | rationale | Why is the one you preferred better?")
+
+
+def setup_study(raters: int, items: int, further: bool = False) -> list[str]:
+    """Migrate, create a study with ``items`` items and one rater link per simulated rater (and, with ``further``,
+    two further questions every pair asks: a forced choice and a required rationale)."""
     import django
 
     django.setup()
@@ -73,14 +78,17 @@ def setup_study(raters: int, items: int) -> list[str]:
         outputs = {s: [f"{s}{i}-{k}" for k in range(3)] for s in ("a", "b")}
         lines.append(json.dumps({"id": f"i{i}", "input": f"Input {i}", "outputs": outputs}))
     study = creation.do_create_study(owner, "load", ("\n".join(lines) + "\n").encode(), "load.jsonl")
-    lifecycle.do_update_settings(study, {"raters_per_item": 1, "pairs_per_assignment": 5}, None)
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "pairs_per_assignment": 5,
+                                         "further_questions": FURTHER_QUESTIONS if further else ""}, None)
     return [enrolment.do_create_rater_link(study, f"load-{n}").link_path() for n in range(raters)]
 
 
 class Rater(threading.Thread):
     def __init__(self, base: str, path: str, deadline: float, pace: str, budget: Budget, seed: int,
-                 arrive: float = 0.0, htmx: bool = False, bare: bool = False, think: tuple[float, float] = (1.0, 3.0)):
+                 arrive: float = 0.0, htmx: bool = False, bare: bool = False, think: tuple[float, float] = (1.0, 3.0),
+                 further: bool = False):
         super().__init__(daemon=True)
+        self.further = further
         self.think = think  # seconds a "human"-paced rater spends on a pair, uniform between the two
         self.bare = bare  # the framework floor: GET the same path again and again
         self.arrive = arrive  # when this rater opens the study (people do not all arrive in the same millisecond)
@@ -152,6 +160,9 @@ class Rater(threading.Thread):
                     time.sleep(self.rng.uniform(*self.think))
                 fields = {"pair": pair.group(1).decode(), "key": key.group(1).decode(),
                           "choice": self.rng.choice(["first", "second", "tie"])}
+                if self.further:  # what a rater of a study with further questions also sends
+                    fields.update({"q-harmless-choice": self.rng.choice(["first", "second", "tie"]),
+                                   "q-why-text": "It answers the question."})
                 status, _, body, ms = self.request("POST", assignment.rstrip("/") + "/submit/", fields, self.htmx)
                 if status == (200 if self.htmx else 302):
                     self.submit_ms.append((time.time() - ms / 1e3, ms))
@@ -230,7 +241,7 @@ class ClientResult:
 
 def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: int, first_seed: int,
               ramp: float = 0.0, htmx: bool = False, bare: bool = False,
-              think: tuple[float, float] = (1.0, 3.0)) -> ClientResult:
+              think: tuple[float, float] = (1.0, 3.0), further: bool = False) -> ClientResult:
     """One client process: its raters as threads (several processes keep the client's own GIL out of
     the measured latencies). Raters arrive at uniformly random moments over the first ``ramp`` seconds."""
     import resource
@@ -241,7 +252,7 @@ def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: i
     arrivals = random.Random(first_seed)
     start = time.time()
     raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp), htmx, bare,
-                    think) for n, p in enumerate(paths)]
+                    think, further) for n, p in enumerate(paths)]
     for r in raters:
         r.start()
     for r in raters:
@@ -253,14 +264,15 @@ def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: i
 
 
 def run_clients(base: str, paths: list[str], seconds: float, pace: str, max_requests: int,
-                processes: int, ramp: float = 0.0, htmx: bool = False, bare: bool = False) -> ClientResult:
+                processes: int, ramp: float = 0.0, htmx: bool = False, bare: bool = False,
+                further: bool = False) -> ClientResult:
     from concurrent.futures import ProcessPoolExecutor
 
     deadline = time.time() + seconds
     chunks = [paths[i::processes] for i in range(processes) if paths[i::processes]]
     with ProcessPoolExecutor(len(chunks)) as pool:
         futures = [pool.submit(run_chunk, base, chunk, deadline, pace, max_requests // len(chunks), n * 100_000, ramp,
-                               htmx, bare)
+                               htmx, bare, (1.0, 3.0), further)
                    for n, chunk in enumerate(chunks)]
         results = [f.result() for f in futures]
     return ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
@@ -324,6 +336,9 @@ def main() -> None:
     parser.add_argument("--compare-bare", action="store_true",
                         help="then load a bare Django view the same way (same clients, gunicorn settings, seconds) "
                              "and print the ratios")
+    parser.add_argument("--further-questions", action="store_true",
+                        help="the study asks two further questions of every pair (a forced choice and a required "
+                             "rationale) and every submit answers them")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="seplab-load-"))
@@ -333,7 +348,7 @@ def main() -> None:
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
     items = max(200, args.raters * 40)
-    paths = setup_study(args.raters, items)
+    paths = setup_study(args.raters, items, args.further_questions)
     port = free_port()
     access_log = workdir / "access.log"
     server = start_server(env, port, args.workers, args.threads, access_log, args.worker_class)
@@ -346,7 +361,8 @@ def main() -> None:
         warm.close()
         started_at = time.time()
         result = run_clients(base, paths, args.warmup + args.seconds, args.pace, args.max_requests,
-                             args.client_processes, args.ramp, args.client == "htmx")
+                             args.client_processes, args.ramp, args.client == "htmx",
+                             further=args.further_questions)
         ended_at = time.time()
     finally:
         server.terminate()

@@ -29,6 +29,7 @@ from annotation.models import (
 )
 from annotation.ratelimit import allow, client_key
 from annotation.rating import allocation, practice
+from annotation.text import whole_number
 
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
@@ -171,7 +172,7 @@ def do_set_launch_limit(link: ExternalLink, value: str) -> None:
     if not text:
         link.launch_per_minute = None
     else:
-        if not text.isdigit() or int(text) > 100_000:
+        if (number := whole_number(text)) is None or number > 100_000:
             raise ServiceError("The launch limit must be a whole number of new workers per minute from 0 "
                                         "(no limit) to 100,000, or empty for the server's default.")
         link.launch_per_minute = int(text)
@@ -217,7 +218,7 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
             if session.worker_id != arrival.worker_id:
                 raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your "
                                              "own task page on the site.") from None
-    if session.assignment is None and practice.needed(session.rater) and allocation.open_places(link.study):
+    if session.assignment is None and practice.due(session.rater):
         return session  # no places are held while the worker practises: the entry starts their work afterwards
     if session.assignment is None or session.assignment.status == Assignment.Status.EXPIRED:
         active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()

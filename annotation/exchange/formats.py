@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annotation import elicitation
+from annotation import questions as question_kinds
 from annotation.text import newlines
 
 # The largest whole number every integer column holds on every supported database (PostgreSQL's int4):
@@ -747,10 +748,6 @@ def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
     return choice, response_set, probability_a, strength
 
 
-RATIONALE_HOWS = ("rationale", "optional rationale")  # annotation/questions.py's free-text questions
-RATIONALE_MAX_CHARS = 2000
-
-
 def _further_answers(line: _Line, code_of: dict[str, str], questions: dict[str, str]) -> dict[str, dict]:
     """The answers to the study's further questions (``answers``: key -> answer), checked and in model
     coordinates. A preference is given like the main answer (``choice``, ``response_set``, ``strength`` with system
@@ -771,11 +768,12 @@ def _further_answers(line: _Line, code_of: dict[str, str], questions: dict[str, 
         if not isinstance(answer, dict):
             line.problem(field, f"{field} must be an object")
             continue
-        if questions[key] in RATIONALE_HOWS:
+        if questions[key] in (question_kinds.RATIONALE, question_kinds.OPTIONAL_RATIONALE):
             text = answer.get("text")
             if set(answer) != {"text"} or not isinstance(text, str) or not text.strip() \
-                    or len(text) > RATIONALE_MAX_CHARS:
-                line.problem(field, f"{field} must be {{\"text\": ...}} with 1 to {RATIONALE_MAX_CHARS} characters")
+                    or len(text) > question_kinds.RATIONALE_MAX_CHARS:
+                line.problem(field, f"{field} must be {{\"text\": ...}} with 1 to "
+                                    f"{question_kinds.RATIONALE_MAX_CHARS} characters")
                 continue
             out[key] = {"text": text.strip()}
             continue

@@ -33,6 +33,7 @@ from annotation.models import (
 )
 from annotation.plan import planning, scheduling
 from annotation.rating import pace as pace_rules
+from annotation.text import whole_number
 
 # Unanswered assignments the anonymous raters of one network (Rater.client) may hold in a study at once: a few people
 # sharing a household or a lab start together; a script inventing ids holds no more than they would.
@@ -347,7 +348,8 @@ def do_mark_shown(assignment_pair: AssignmentPair) -> None:
 def preview_seed(value: str | None = None) -> int:
     """The seed of a preview's display orders: the one given (a preview going on from pair to pair keeps its
     sides), else a fresh one, so each preview shows the sides as a different rater would see them."""
-    return int(value) % 2**31 if value and value.isdigit() else random.SystemRandom().randrange(2**31)
+    seed = whole_number(value)
+    return seed % 2**31 if seed is not None else random.SystemRandom().randrange(2**31)
 
 
 def preview_pairs(study: Study, seed: int) -> list[dict[str, str]]:

@@ -15,6 +15,8 @@ from django.utils import timezone
 from annotation import elicitation, orientation
 from annotation.errors import ServiceError
 from annotation.models import GoldPair, PracticeAnswer, Rater
+from annotation.rating import allocation
+from annotation.text import whole_number
 
 # What the feedback says after every practice answer: the rule an attention check follows.
 RULE = ("In a practice pair one output is deliberately worse (for example its words are shuffled into nonsense, "
@@ -28,6 +30,12 @@ def needed(rater: Rater) -> bool:
     study = rater.study
     return (rater.kind == Rater.Kind.HUMAN and study.practice_pairs > 0 and rater.practice_done_at is None
             and study.gold_pairs.exists())
+
+
+def due(rater: Rater) -> bool:
+    """Whether the rater is sent to practise now: they have a practice round to do and the study still has work for
+    them (nobody practises for work that is gone). The one rule for every way in (own link, open link, crowd)."""
+    return needed(rater) and bool(allocation.open_places(rater.study))
 
 
 def good_first(rater: Rater, gold_id: int) -> bool:
@@ -83,7 +91,7 @@ def in_words(stored: str, study) -> str:
         parts = [names.get(p, p) for p in stored.split(",") if p]
         return " and ".join(parts) if parts else "no output"
     words = names.get(choice, choice)
-    if strength.isdigit() and int(strength) in elicitation.STRENGTHS:
+    if whole_number(strength) in elicitation.STRENGTHS:
         words += f" ({elicitation.STRENGTHS[int(strength)]})"
     return words
 

@@ -81,7 +81,7 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         return _message(request, study, "This link does not fit", str(exc), status=400)
     if agreed:
         consent.do_record_consent(session.rater)
-    if session.assignment is None and practice.needed(session.rater) and allocation.open_places(study):
+    if session.assignment is None and practice.due(session.rater):
         # the practice round first; its last page comes back here, and the worker's work starts then
         return redirect(raters.practice_url(session.rater.token(), request.get_full_path()))
     if session.assignment is None:

@@ -24,6 +24,7 @@ from annotation.models import Assignment, AssignmentPair, Rater, Skip
 from annotation.ratelimit import client_ip, client_key, limit_posts
 from annotation.rating import allocation, consent, practice, recording
 from annotation.studies import enrolment
+from annotation.text import whole_number
 from annotation.views.forms import PracticeForm, RatingForm
 
 
@@ -65,7 +66,7 @@ def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
         return paused_message(request, rater.study)
     if consent.needed(rater):
         return redirect("rater_consent", token=token)
-    if practice.needed(rater) and allocation.open_places(rater.study):  # never practice for work that is gone
+    if practice.due(rater):
         return redirect("rater_practice", token=token)
     try:
         assignment = allocation.do_start_assignment(rater)
@@ -103,7 +104,7 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
             return declined(request, study)
         if choice != consent.AGREE:
             return render(request, "annotation/consent.html", {"study": study, "action": request.path})
-    if request.method == "POST":  # joining has shown the instructions: straight to the first pair
+    if request.method == "POST":  # joining (or the consent page) has shown the instructions: to the first pair
         rater = enrolment.do_join_open_link(study, client_key(client_ip(request)))
         access.remember_open_link_rater(request, rater)
         if asks_consent:
@@ -112,9 +113,11 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
     return render(request, "annotation/open_link.html", {"study": study})
 
 
-def declined(request: HttpRequest, study, crowd: bool = False) -> HttpResponse:
-    """The page after "I do not agree": nothing was stored."""
-    message = ("You did not agree, so you will not rate anything and nothing about you was stored. "
+def declined(request: HttpRequest, study, crowd: bool = False, known: bool = False) -> HttpResponse:
+    """The page after "I do not agree". ``known``: the rater existed before (their own link, or consent added while
+    they were rating): what they answered before stays, so the page does not say nothing was stored."""
+    message = ("You did not agree, so you will not rate anything" + ("." if known else " and nothing about you was "
+                                                                      "stored.") + " "
                + ("Please return the task on the site that sent you, so that someone else can take it."
                   if crowd else "You can close this page."))
     return render(request, "annotation/rater_message.html",
@@ -130,7 +133,7 @@ def rater_consent(request: HttpRequest, token: str) -> HttpResponse:
         return redirect("rater_home", token=token)
     choice = request.POST.get("consent") if request.method == "POST" else None
     if choice == consent.DECLINE:
-        return declined(request, rater.study, crowd=rater.source == Rater.Source.EXTERNAL)
+        return declined(request, rater.study, crowd=rater.source == Rater.Source.EXTERNAL, known=True)
     if choice == consent.AGREE:
         consent.do_record_consent(rater)
         return _start(request, rater, token)
@@ -146,6 +149,8 @@ def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
         return paused_message(request, rater.study)
     if consent.needed(rater):
         return redirect("rater_consent", token=token)
+    if rater.study.practice_pairs == 0 and whole_number(request.GET.get("feedback")) is None:
+        return redirect("rater_home", token=token)  # nothing to practise in this study (feedback stays readable)
     after = sites.entry_return(request.POST.get("next") or request.GET.get("next"))
     form = PracticeForm(request.POST or None)
     error = None
@@ -162,9 +167,9 @@ def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
                 if not request.htmx:  # post/redirect/get
                     return redirect(practice_url(token, after, feedback=step.gold.pk))
                 return _render_practice(request, rater, token, after, feedback=step)
-    feedback = request.GET.get("feedback")
-    if error is None and feedback and feedback.isdigit():
-        step = practice.answered(rater, int(feedback))
+    feedback = whole_number(request.GET.get("feedback"))
+    if error is None and feedback is not None:
+        step = practice.answered(rater, feedback)
         if step is not None:
             return _render_practice(request, rater, token, after, feedback=step)
     response = _render_practice(request, rater, token, after, error=error)
@@ -271,7 +276,8 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
                 _mark_answered(rows, pair.pk, recorded)
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
-    response = _render_rating(request, rater, token, assignment, rows, error=error)
+    response = _render_rating(request, rater, token, assignment, rows, error=error,
+                              submitted=request.POST if error is not None else None)
     if error is not None and not request.htmx:
         response.status_code = 400
     return response
@@ -325,7 +331,10 @@ def _answered(row: dict) -> bool:
 
 
 def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment, rows: list[dict],
-                   error: str | None = None, key: str | None = None, revise: dict | None = None) -> HttpResponse:
+                   error: str | None = None, key: str | None = None, revise: dict | None = None,
+                   submitted=None) -> HttpResponse:
+    """The rating page (or its fragment); ``submitted``: a refused answer's form, whose further answers and comment
+    are shown again so nothing typed is lost."""
     study = assignment.study
     current = next((r for r in rows if not _answered(r)), None)
     if current is None and assignment.unclaimed and assignment.status == Assignment.Status.ACTIVE and rows:
@@ -365,7 +374,8 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
         context.update(current=pair, shown=_shown(current), number=rows.index(current) + 1,
                        key=key or uuid.uuid4().hex,
                        percent=round(100 * done / context["total"]), mode=mode, fieldsets=mode.fieldsets(study),
-                       further=questions.form(study),
+                       further=questions.form(study, submitted),
+                       comment_value=submitted.get("comment", "") if submitted is not None else "",
                        comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices,
                        minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"

@@ -9,6 +9,7 @@ import io
 import re
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
@@ -178,8 +179,15 @@ def test_position_and_consistency_in_words():
     assert presentation.position_words(0.53, 0.0104) == "a slight lean toward the output shown first"
     assert presentation.position_words(0.30, 0.001) == "a strong lean toward the output shown second"
     assert presentation.position_words(0.70, 0.2) == "no clear position bias"  # not significant: not named
-    assert presentation.judge_position_words(0.812) == "a strong lean toward the output shown first"
-    assert presentation.judge_position_words(0.49) == "no clear position bias"
+    # judges read on the same scale after the same exact test: 13 of 16 verdicts for the first-shown output has
+    # two-sided p = 2 * (C(16,13) + C(16,14) + C(16,15) + C(16,16)) / 2^16 = 2 * 697 / 65536
+    from analytics.core import bias
+
+    p = bias.positional_bias(np.array([True] * 13 + [False] * 3)).p_value
+    assert p == pytest.approx(2 * 697 / 65536)
+    assert presentation.position_words(13 / 16, p) == "a strong lean toward the output shown first"
+    assert presentation.position_words(9 / 16, bias.positional_bias(np.array([True] * 9 + [False] * 7)).p_value) == (
+        "no clear position bias")  # 56 % of 16: not significant, not named
     assert presentation.consistency_words(0.9).startswith("raters stick to their choice")
 
 

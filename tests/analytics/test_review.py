@@ -155,3 +155,53 @@ def test_an_empty_study_has_a_helpful_empty_queue(researcher_client, study):
     assert "No disagreements yet." in page
     assert "No one has judged this item yet." in researcher_client.get(
         reverse("item_detail", args=[study.pk, study.items.first().pk])).content.decode()
+
+
+def test_superseded_judgments_and_agreeing_ties_raise_no_flag_as_the_report_counts_them(researcher_client, judged):
+    """The review reads the people as the report does: a judgment a live loop superseded is listed, not counted."""
+    study, _ = judged
+    Judgment.objects.filter(rater__external_id="h2", pair__item__external_id="item-2").update(superseded=True)
+    pairs, counts = review.review_queue(study)
+    split = next(p for p in review.item_review(item(study, "item-2")) if p.item == "item-2")
+    assert not split.raters_disagree and split.people_winner == "a"
+    assert split.people_words == "the people prefer sys-a (1 of 1 rater)"
+    rows = [r for r in services.load_rows(study) if r.kind == "human" and r.pair_id == split.pair_id
+            and not r.superseded]
+    assert winners.item_winner([[r.rating] for r in rows]) == split.people_winner
+    page = researcher_client.get(reverse("item_detail", args=[study.pk, item(study, "item-2").pk])).content.decode()
+    assert "superseded, not counted" in page
+    # two people with no preference: no difference, not a split
+    lines = [human("item-1", "h1", "tie"), human("item-1", "h2", "tie")]
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "ties.jsonl")
+    level = review.item_review(item(study, "item-1"))[0]
+    assert level.people_words == "the people see no difference (2 raters)" and not level.raters_disagree
+
+
+def test_a_ruling_made_on_an_unflagged_pair_is_listed_under_ruled_on(researcher_client, judged):
+    study, _ = judged
+    agreed = Pair.objects.get(item__study=study, item__external_id="item-3")
+    researcher_client.post(reverse("adjudicate", args=[study.pk, agreed.pk]), {"ruling": "b", "note": "checked"})
+    pairs, counts = review.review_queue(study, show="ruled")
+    assert [p.item for p in pairs] == ["item-3"] and counts["ruled"] == 1 and counts["flagged"] == 2
+    assert [p.item for p in review.review_queue(study)[0]] == ["item-2", "item-0"]  # still both open
+
+
+def test_the_review_pages_run_a_fixed_number_of_queries(researcher_client, judged, django_assert_num_queries):
+    """However many pairs, verdicts, replies and rulings: the queue reads the session, the user, the study, the
+    judgments and the rulings; the item page also the item, the judges' replies and the generations; the judge
+    page its state and one page of replies."""
+    study, judge = judged
+    for p in Pair.objects.filter(item__study=study)[:2]:
+        researcher_client.post(reverse("adjudicate", args=[study.pk, p.pk]), {"ruling": "tie"})
+    researcher_client.get(reverse("review_queue", args=[study.pk]))  # the messages of the rulings are read once
+    page = reverse("item_detail", args=[study.pk, item(study, "item-2").pk])
+    with django_assert_num_queries(5):
+        researcher_client.get(reverse("review_queue", args=[study.pk]) + "?show=all")
+    with django_assert_num_queries(8):
+        researcher_client.get(page)
+    for name in ("h3", "h4", "h5"):  # more raters on the item: the same queries
+        recording.do_import_judgments(study, (json.dumps(human("item-2", name, "sys-b")) + "\n").encode(), "j.jsonl")
+    with django_assert_num_queries(8):
+        researcher_client.get(page)
+    with django_assert_num_queries(5):
+        researcher_client.get(reverse("review_queue", args=[study.pk]) + "?show=all")

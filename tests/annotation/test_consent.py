@@ -119,3 +119,22 @@ def test_the_consent_text_is_a_setting_on_the_settings_page_and_is_copied_by_dup
     ask_consent(study)
     copy = lifecycle.do_duplicate_study(study, "copy")
     assert copy.consent_text == CONSENT
+
+
+def test_the_consent_page_shows_the_instructions_and_starts_focus_on_the_text(client, study):
+    """The open link's consent page is also its welcome page (agreeing joins and starts): it shows what raters will
+    do; focus starts on the text, so one Enter does not agree to what was not read (issue 30 review)."""
+    study.open_link_enabled = True
+    study.save()
+    ask_consent(study)
+    lifecycle.do_update_settings(study, {"instructions": "Pick the **clearer** answer."}, None)
+    page = client.get(study.open_link_path()).content.decode()
+    assert "What you will do" in page and "<strong>clearer</strong>" in page
+    text = page.split('data-testid="consent-text"')[0].rsplit("<div", 1)[1]
+    assert "autofocus" in text and "autofocus" not in page.split('data-testid="consent-agree"')[0].rsplit("<", 1)[1]
+
+
+def test_a_known_rater_who_declines_is_not_told_nothing_was_stored(client, study, rater):
+    ask_consent(study)
+    declined = client.post(reverse("rater_consent", args=[rater.token()]), {"consent": "decline"}).content.decode()
+    assert "You did not agree, so you will not rate anything." in declined and "nothing about you" not in declined

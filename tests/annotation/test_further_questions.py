@@ -188,7 +188,8 @@ def test_a_rater_answers_every_question_on_the_rating_page(client, asked):
     assignment = allocation.do_start_assignment(rater)
     page = client.get(rate_url(rater, assignment)).content.decode()
     assert 'data-testid="further-questions"' in page and "Which output is more harmless?" in page
-    assert 'name="q-harmless-choice" value="first">' in page  # no keyboard key: the keys are the main question's
+    # no keyboard key (the keys are the main question's); the browser asks for the radio question's answer
+    assert 'name="q-harmless-choice" value="first" required>' in page
     assert 'name="q-acceptable-response" value="second">' in page
     assert 'name="q-why-text"' in page and "Anything else? <span class=\"muted\">(optional)</span>" in page
     assert page.count('data-key="1"') == 1 and 'class="answer-bar has-further"' in page
@@ -197,6 +198,13 @@ def test_a_rater_answers_every_question_on_the_rating_page(client, asked):
     missing = client.post(rate_url(rater, assignment, True), {**base, "q-why-text": ""}, HTTP_HX_REQUEST="true")
     assert "Answer the question &#x27;Why is the one you preferred better?&#x27; in a few words." in (
         missing.content.decode()) and not Judgment.objects.exists()
+    # a refused answer shows what was given again: a typed rationale is not lost
+    unanswered = {k: v for k, v in base.items() if k != "q-harmless-choice"}
+    refused = client.post(rate_url(rater, assignment, True), {**unanswered, "q-why-text": "My <long> reason."},
+                          HTTP_HX_REQUEST="true").content.decode()
+    assert "Which output is more harmless? Choose one of the options before submitting." in refused
+    assert ">My &lt;long&gt; reason.</textarea>" in refused and not Judgment.objects.exists()
+    assert 'name="q-acceptable-response" value="second" checked>' in refused
     done = client.post(rate_url(rater, assignment, True), {**base, "q-why-text": " Shorter. ", "q-note-text": ""},
                        HTTP_HX_REQUEST="true")
     assert done.status_code == 200
@@ -230,4 +238,4 @@ def test_the_crowd_preview_shows_the_further_questions_inactive(client, asked):
     assert 'data-testid="further-questions"' in page and "Which output is more harmless?" in page
     box = page.split('name="q-why-text"')[1].split(">")[0]
     assert "disabled" in box and "required" not in box
-    assert 'name="q-harmless-choice" value="first" disabled>' in page
+    assert 'name="q-harmless-choice" value="first" disabled>' in page  # inactive, and so not required

@@ -46,6 +46,10 @@ def test_consent_then_practice_with_feedback_then_the_real_pairs_with_the_keyboa
     expect(page.get_by_role("heading", name="Before you start")).to_be_visible()
     found["consent"] = serious(page)
     page.screenshot(path=str(artifacts / f"consent-{name}.png"), full_page=True)
+    # focus starts on the consent text (one Enter must not agree unread); Tab reaches the instructions, then agree
+    expect(page.get_by_test_id("consent-text")).to_be_focused()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
     expect(page.get_by_role("button", name="I agree")).to_be_focused()
     page.keyboard.press("Enter")
 

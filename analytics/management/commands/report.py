@@ -44,7 +44,7 @@ class Command(BaseCommand):
                  "screened": "include" if options["include_screened"] else "exclude",
                  "question": options["question"]},
                 judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
-                questions=[q.key for q in questions.preference_questions(study) if q.key])
+                questions=questions.further_preference_keys(study))
         except populations.PopulationError as exc:
             raise CommandError(f"--{exc}") from None
         report = services.study_report(study, population)
