@@ -58,6 +58,11 @@ class Answers:
                 self.counts[position[g]], self.lengths[position[g]] = counts, length
         self.sides = {pk: (position[ga], position[gb]) for pk, (ga, gb) in pairs.items()}
 
+    def of_pair(self, pair_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """The style counts of a pair's answer A and answer B (``style.FEATURES`` order)."""
+        a, b = self.sides[pair_id]
+        return self.counts[a], self.counts[b]
+
     def of(self, rows: list[Row], first: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(counts of the side of ``first[i]``, of the other side, lengths likewise) for each judgment row."""
         sides = np.array([self.sides[r.pair_id] for r in rows], dtype=np.int64).reshape(-1, 2)
