@@ -218,6 +218,43 @@ def remember_open_link_rater(request: HttpRequest, rater: Rater) -> None:
     request.session[SESSION_RATERS] = raters
 
 
+def raters_language(request: HttpRequest, study: Study) -> str:
+    """The language a study's rater pages speak: the study's own (``Study.raters_language``), or the one the
+    rater's browser asks for (Accept-Language), negotiated among settings.LANGUAGES (else LANGUAGE_CODE)."""
+    from django.utils import translation
+
+    return study.raters_language or translation.get_language_from_request(request)
+
+
+def speak_to_raters(request: HttpRequest, study: Study) -> None:
+    """Speak the study's raters' language for the rest of this request: each rater view calls it once it has the
+    study, and its ``@rater_page`` decorator restores the server's language afterwards."""
+    from django.utils import translation
+
+    translation.activate(raters_language(request, study))
+    request.raters_language_from_browser = not study.raters_language
+
+
+def rater_page(view):
+    """A rater page: SepLab's own words in the raters' language (``speak_to_raters``), never leaking into the next
+    request the thread serves; a response chosen by the browser's language says so (Vary, Content-Language)."""
+    from functools import wraps
+
+    from django.utils import translation
+    from django.utils.cache import patch_vary_headers
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        with translation.override(translation.get_language()):
+            response = view(request, *args, **kwargs)
+            if getattr(request, "raters_language_from_browser", False):
+                patch_vary_headers(response, ["Accept-Language"])
+            response.headers.setdefault("Content-Language", translation.get_language())
+        return response
+
+    return wrapped
+
+
 def frameable(view):
     """Rater pages may be framed by the crowdsourcing sites in SEPLAB_FRAME_ANCESTORS (and only by them):
     a Content-Security-Policy frame-ancestors header replaces X-Frame-Options: DENY."""

@@ -54,6 +54,11 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
+def rater_languages() -> list[tuple[str, str]]:
+    """The choices of ``Study.raters_language``: the rater's browser, or one of the languages shipped."""
+    return [("", "The rater's browser"), *settings.LANGUAGES]
+
+
 class Study(models.Model):
     class PairMode(models.TextChoices):
         ALL = "all", "All system pairs"
@@ -166,6 +171,10 @@ class Study(models.Model):
         default=0, db_default=0, validators=[MaxValueValidator(5)],
         help_text="Attention-check pairs a rater practises on, with feedback, before their first real pair "
                   "(never judgments); 0: no practice.")
+    raters_language = models.CharField(
+        max_length=10, blank=True, default="", db_default="", choices=rater_languages,
+        help_text="The language of SepLab's own words on rater pages (never the researcher's texts); empty: the one "
+        "the rater's browser asks for, among those shipped.")
     fill_items_first = models.BooleanField(
         default=False, db_default=False,
         help_text="Raters finish started items before new ones start (depth first), so each item's score is in "

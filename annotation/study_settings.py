@@ -175,6 +175,10 @@ STUDY_SETTINGS = [
     # Neither freezes once raters start: a consent text must stay correctable (a typo, a contact address) while a
     # study runs -- each rater keeps the time they agreed and the hash of the text they agreed to, and is not asked
     # again -- and practice is never data, so changing it only changes what raters arriving later practise on.
+    Setting("raters_language", "Raters' language", "The language of SepLab's own words on rater pages (buttons, "
+            "messages, the completion page); your question, instructions, labels and consent text are shown as you "
+            "wrote them, so write them in the same language. The rater's browser: the language it asks for, among "
+            "those shipped (else English).", "raters-see"),
     Setting("consent_text", "Consent text", "Human raters agree to it before their first pair (Markdown); "
             "empty: no consent step.", "raters-see"),
     Setting("practice_pairs", "Practice pairs", "Attention checks a new rater answers with feedback before their "

@@ -180,6 +180,11 @@ LOGOUT_REDIRECT_URL = "login"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# The languages rater pages are shipped in (researcher pages stay English): a study speaks one of them to its
+# raters, or the one their browser asks for (Study.raters_language, annotation/access.py). No LocaleMiddleware: the
+# study, not the visitor, decides, and only on rater pages. The catalogues are compiled and committed (locale/).
+LANGUAGES = [("en", "English"), ("de", "German")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 
 STATIC_URL = "static/"

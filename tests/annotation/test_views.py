@@ -358,7 +358,7 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
     assert [names for *_, names in study_settings.sections()] == [
         ["elicitation", "question", "response_set_question", "also_acceptable_question", "further_questions",
          "allow_tie", "tie_label", "neither_option", "neither_label", "allow_skip", "allow_comment", "output_format",
-         "instructions", "consent_text", "practice_pairs", "pairs_per_assignment", "sample_pairing",
+         "instructions", "raters_language", "consent_text", "practice_pairs", "pairs_per_assignment", "sample_pairing",
          "judgments_per_assignment"],
         ["raters_per_item", "max_assignments_per_rater", "assignment_timeout_minutes", "first_answer_minutes",
          "gold_rate", "min_seconds_per_pair", "screen_min_gold", "screen_accuracy", "pay_per_assignment",
