@@ -32,12 +32,20 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
+
 from annotation import orientation
 
 FIRST, SECOND, TIE, BOTH_BAD = "first", "second", "tie", "both_bad"
 OUTPUTS = (FIRST, SECOND)
 NEITHER = "neither"  # the response-set box "neither is acceptable"
 STRENGTHS = {1: "better", 2: "much better"}  # the preference scale's strengths: stored, exported, imported
+
+
+def strength_words(strength: int) -> str:
+    """A strength of the preference scale as a rater reads it (``STRENGTHS`` are the stored names)."""
+    return _("better") if strength == 1 else _("much better")
 
 
 class AnswerError(ValueError):
@@ -102,12 +110,12 @@ def _read_set(data: Mapping) -> frozenset[str] | None:
 def _check_set(answer: Answer, study, *, allow_empty: bool) -> None:
     response = answer.response or frozenset()
     if response - {*OUTPUTS, NEITHER} or (NEITHER in response and not study.neither_option):
-        raise AnswerError("Only the two outputs can be marked acceptable.")
+        raise AnswerError(_("Only the two outputs can be marked acceptable."))
     if NEITHER in response and response & set(OUTPUTS):
-        raise AnswerError("You marked an output acceptable and also 'neither is acceptable': choose one.")
+        raise AnswerError(_("You marked an output acceptable and also 'neither is acceptable': choose one."))
     if not response and not allow_empty:
-        raise AnswerError("Select at least one output you find acceptable"
-                          + (", or 'neither is acceptable'." if study.neither_option else "."))
+        raise AnswerError(_("Select at least one output you find acceptable, or 'neither is acceptable'.")
+                          if study.neither_option else _("Select at least one output you find acceptable."))
 
 
 def _model_set(response: frozenset[str] | None, a_shown_first: bool) -> list[str]:
@@ -154,8 +162,8 @@ class Mode(abc.ABC):
         return ",".join(sorted(answer.response or ()))
 
     def _choices(self, study) -> tuple[Option, ...]:
-        options = [_option("radio", "choice", FIRST, "Output 1", "1"),
-                   _option("radio", "choice", SECOND, "Output 2", "2")]
+        options = [_option("radio", "choice", FIRST, _("Output 1"), "1"),
+                   _option("radio", "choice", SECOND, _("Output 2"), "2")]
         if study.allow_tie:
             options.append(_option("radio", "choice", TIE, study.tie_label, "3"))
         if study.neither_option:
@@ -164,14 +172,15 @@ class Mode(abc.ABC):
 
     def _check_choice(self, study, answer: Answer) -> None:
         if not answer.choice:
-            raise AnswerError("Choose one of the options before submitting.")
+            raise AnswerError(_("Choose one of the options before submitting."))
         if answer.choice not in {o.value for o in self._choices(study)}:
-            raise AnswerError("That option is not offered in this study.")
+            raise AnswerError(_("That option is not offered in this study."))
 
     def key_help(self, study) -> list[tuple[tuple[str, ...], str]]:
         """(keys, what they do) for the instructions, in the form's order."""
+        enter = pgettext("the key", "Enter")
         return [(tuple(filter(None, (o.key_label, o.alt_label))), o.label)
-                for fieldset in self.fieldsets(study) for o in fieldset.options] + [(("Enter",), "submit")]
+                for fieldset in self.fieldsets(study) for o in fieldset.options] + [((enter,), _("submit"))]
 
 
 class ForcedChoice(Mode):
@@ -194,8 +203,8 @@ class ResponseSet(Mode):
         return study.response_set_question
 
     def fieldsets(self, study):
-        options = [_option("checkbox", "response", FIRST, "Output 1", "1"),
-                   _option("checkbox", "response", SECOND, "Output 2", "2")]
+        options = [_option("checkbox", "response", FIRST, _("Output 1"), "1"),
+                   _option("checkbox", "response", SECOND, _("Output 2"), "2")]
         if study.neither_option:
             options.append(_option("checkbox", "response", NEITHER, study.neither_label, "0"))
         return (Fieldset(self.question(study), tuple(options)),)
@@ -219,8 +228,8 @@ class Paired(Mode):
     verdict = ("choice", "also")
 
     def fieldsets(self, study):
-        also = (Option("checkbox", "response", FIRST, "Output 1 is acceptable", "shift-1", "⇧1"),
-                Option("checkbox", "response", SECOND, "Output 2 is acceptable", "shift-2", "⇧2"))
+        also = (Option("checkbox", "response", FIRST, _("Output 1 is acceptable"), "shift-1", "⇧1"),
+                Option("checkbox", "response", SECOND, _("Output 2 is acceptable"), "shift-2", "⇧2"))
         return (Fieldset(study.question, self._choices(study)), Fieldset(study.also_acceptable_question, also))
 
     def read(self, data):
@@ -230,11 +239,11 @@ class Paired(Mode):
         self._check_choice(study, answer)
         response = answer.response or frozenset()
         if response - set(OUTPUTS):
-            raise AnswerError("Only the two outputs can be marked acceptable.")
+            raise AnswerError(_("Only the two outputs can be marked acceptable."))
         if answer.choice == BOTH_BAD and response:
-            raise AnswerError("You said both are bad: leave the 'also acceptable' boxes empty.")
+            raise AnswerError(_("You said both are bad: leave the 'also acceptable' boxes empty."))
         if answer.choice == TIE and not response:
-            raise AnswerError("You chose no preference: also mark which outputs are acceptable.")
+            raise AnswerError(_("You chose no preference: also mark which outputs are acceptable."))
 
     def to_model(self, answer, a_shown_first):
         if answer.choice == BOTH_BAD:
@@ -257,14 +266,19 @@ class PreferenceScale(Mode):
         options = []
         for key, (side, strength) in enumerate(self._POINTS, start=1):
             if side == TIE:
-                options.append(Option("radio", "choice", TIE, "About the same", str(key), str(key)))
+                options.append(Option("radio", "choice", TIE, _("About the same"), str(key), str(key)))
             else:
-                number = "1" if side == FIRST else "2"
-                options.append(Option("radio", "choice", f"{side}:{strength}",
-                                      f"Output {number} is {STRENGTHS[strength]}", str(key), str(key)))
+                options.append(Option("radio", "choice", f"{side}:{strength}", self._point_label(side, strength),
+                                      str(key), str(key)))
         if study.neither_option:
             options.append(_option("radio", "choice", BOTH_BAD, study.neither_label, "0"))
         return (Fieldset(study.question, tuple(options)),)
+
+    @staticmethod
+    def _point_label(side: str, strength: int) -> str:
+        if side == FIRST:
+            return _("Output 1 is better") if strength == 1 else _("Output 1 is much better")
+        return _("Output 2 is better") if strength == 1 else _("Output 2 is much better")
 
     def read(self, data):
         value = data.get("choice") or ""
@@ -275,10 +289,10 @@ class PreferenceScale(Mode):
 
     def validate(self, study, answer):
         if not answer.choice:
-            raise AnswerError("Choose one of the options before submitting.")
+            raise AnswerError(_("Choose one of the options before submitting."))
         offered = {(s, n) for s, n in self._POINTS} | ({(BOTH_BAD, None)} if study.neither_option else set())
         if (answer.choice, answer.strength) not in offered:
-            raise AnswerError("That option is not offered in this study.")
+            raise AnswerError(_("That option is not offered in this study."))
 
 
 MODES: dict[str, Mode] = {mode.name: mode for mode in (ForcedChoice(), ResponseSet(), Paired(), PreferenceScale())}

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
 
 from annotation import elicitation
 
@@ -134,7 +135,7 @@ def fieldsets(study, question: Question) -> tuple[elicitation.Fieldset, ...]:
     out = []
     for fieldset in question.mode.fieldsets(_Asked(study, question)):
         options = tuple(dataclasses.replace(o, name=question.prefix + o.name, key="", key_label="", alt_key="",
-                                            alt_label="", required=o.input == "radio") for o in fieldset.options)
+                                            alt_label="") for o in fieldset.options)
         out.append(elicitation.Fieldset(fieldset.legend, options))
     return tuple(out)
 
@@ -185,7 +186,7 @@ def to_model(study, answers: Mapping[str, elicitation.Answer | str], a_shown_fir
         answer = answers.get(q.key)
         if q.is_preference:
             if not isinstance(answer, elicitation.Answer):
-                raise elicitation.AnswerError(f"Answer the question '{q.text}'.")
+                raise elicitation.AnswerError(_("Answer the question '%(question)s'.") % {"question": q.text})
             try:
                 q.mode.validate(_Asked(study, q), answer)
             except elicitation.AnswerError as exc:
@@ -194,10 +195,11 @@ def to_model(study, answers: Mapping[str, elicitation.Answer | str], a_shown_fir
         else:
             text = answer.strip() if isinstance(answer, str) else ""
             if q.required and not text:
-                raise elicitation.AnswerError(f"Answer the question '{q.text}' in a few words.")
+                raise elicitation.AnswerError(_("Answer the question '%(question)s' in a few words.")
+                                              % {"question": q.text})
             if len(text) > RATIONALE_MAX_CHARS:
-                raise elicitation.AnswerError(f"The answer to '{q.text}' is longer than {RATIONALE_MAX_CHARS} "
-                                              "characters.")
+                raise elicitation.AnswerError(_("The answer to '%(question)s' is longer than %(most)d characters.")
+                                              % {"question": q.text, "most": RATIONALE_MAX_CHARS})
             if text:
                 stored[q.key] = {"text": text}
     return stored

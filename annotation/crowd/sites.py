@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 
 from annotation.errors import ServiceError
 from annotation.models import (
@@ -76,11 +77,11 @@ def parse_arrival(link: ExternalLink, params) -> Arrival:
     def real(name: str, *, required: bool = True) -> str:
         value = get(name)
         if value and placeholder(value):
-            raise ServiceError(f"This link still holds the placeholder {value!r} where the site puts your {name}: "
-                               "open the task from the site that sent you (it fills in your id), or ask the "
-                               "researcher for your own link.")
+            raise ServiceError(gettext("This link still holds the placeholder %(value)s where the site puts your "
+                                       "%(name)s: open the task from the site that sent you (it fills in your id), or "
+                                       "ask the researcher for your own link.") % {"value": repr(value), "name": name})
         if required and not value:
-            raise ServiceError(MISSING[link.platform])
+            raise ServiceError(str(MISSING[link.platform]))
         return value
 
     if link.platform == ExternalLink.Platform.MTURK:
@@ -91,7 +92,7 @@ def parse_arrival(link: ExternalLink, params) -> Arrival:
         real("assignmentId")
         submit_to = get("turkSubmitTo").rstrip("/")
         if submit_to and submit_to not in settings.SEPLAB_TURK_SUBMIT_HOSTS:
-            raise ServiceError("The link's turkSubmitTo is not a site this study submits to.")
+            raise ServiceError(gettext("The link's turkSubmitTo is not a site this study submits to."))
         return Arrival(link.platform, worker, assignment_id, get("hitId"), submit_to)
     if link.platform == ExternalLink.Platform.PROLIFIC:
         worker, session = real("PROLIFIC_PID"), real("SESSION_ID")
@@ -101,14 +102,22 @@ def parse_arrival(link: ExternalLink, params) -> Arrival:
 
 
 MISSING = {
-    ExternalLink.Platform.MTURK: "The link is missing workerId; open it from the HIT page.",
-    ExternalLink.Platform.PROLIFIC: "The link is missing PROLIFIC_PID or SESSION_ID; open it from Prolific.",
-    ExternalLink.Platform.GENERIC: "The link is missing worker_id (your id on the site that sent you here).",
+    ExternalLink.Platform.MTURK: gettext_lazy("The link is missing workerId; open it from the HIT page."),
+    ExternalLink.Platform.PROLIFIC: gettext_lazy("The link is missing PROLIFIC_PID or SESSION_ID; open it from "
+                                                 "Prolific."),
+    ExternalLink.Platform.GENERIC: gettext_lazy("The link is missing worker_id (your id on the site that sent you "
+                                                "here)."),
 }
 
 
 def is_blocked(study: Study, platform: str, worker_id: str) -> bool:
     return BlockedWorker.objects.filter(owner_id=study.owner_id, platform=platform, worker_id=worker_id).exists()
+
+
+ANOTHER_WORKER = gettext_lazy("This task was opened by another worker. Open the study from your own task page on "
+                              "the site.")
+OTHER_SESSION = gettext_lazy("You are already working on this study in another task. Finish or return that one "
+                             "first.")
 
 
 class OtherSessionActive(ServiceError):
@@ -145,8 +154,8 @@ def _allow_new_worker(link: ExternalLink, client: str) -> None:
     if limit:  # a link with a small cap: one client gets at most half of it (at least one new worker)
         per_client = min(per_client, max(1, limit // 2))
     if not allow(f"new-worker:{link.pk}:{client_key(client)}", per_client, window):
-        raise TooManyNewWorkers("Too many new workers are arriving from your network through this link; please "
-                                "try again in a few minutes.")
+        raise TooManyNewWorkers(gettext("Too many new workers are arriving from your network through this link; "
+                                        "please try again in a few minutes."))
     if limit and not allow(f"new-worker:{link.pk}", limit, 60):
         key = f"launch-refused:{link.pk}"
         if not cache.add(key, 1, timeout=REFUSED_WINDOW):
@@ -154,8 +163,8 @@ def _allow_new_worker(link: ExternalLink, client: str) -> None:
                 cache.incr(key)
             except ValueError:
                 cache.set(key, 1, timeout=REFUSED_WINDOW)
-        raise TooManyNewWorkers("Too many new workers are arriving through this link right now; please try again "
-                                "in a minute.")
+        raise TooManyNewWorkers(gettext("Too many new workers are arriving through this link right now; please "
+                                        "try again in a minute."))
 
 
 def launch_refusals(link: ExternalLink) -> int:
@@ -187,12 +196,11 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
     session = WorkerSession.objects.filter(link=link, session_key=arrival.session_key).select_related(
         "assignment", "rater").first()
     if session is not None and session.worker_id != arrival.worker_id:
-        raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your own "
-                                     "task page on the site.")
+        raise SessionOfAnotherWorker(str(ANOTHER_WORKER))
     if session is None:
         if (link.platform == ExternalLink.Platform.PROLIFIC and link.site_study_id
                 and arrival.hit_id != link.site_study_id):
-            raise ServiceError("This link belongs to another Prolific study (STUDY_ID does not match).")
+            raise ServiceError(gettext("This link belongs to another Prolific study (STUDY_ID does not match)."))
         _allow_new_worker(link, client)  # only new sessions count: a worker coming back is never refused
         network = client_key(client) if client else ""
         rater, _ = Rater.objects.get_or_create(
@@ -216,23 +224,20 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
             session = WorkerSession.objects.select_related("assignment", "rater").get(
                 link=link, session_key=arrival.session_key)
             if session.worker_id != arrival.worker_id:
-                raise SessionOfAnotherWorker("This task was opened by another worker. Open the study from your "
-                                             "own task page on the site.") from None
+                raise SessionOfAnotherWorker(str(ANOTHER_WORKER)) from None
     if session.assignment is None and practice.due(session.rater):
         return session  # no places are held while the worker practises: the entry starts their work afterwards
     if session.assignment is None or session.assignment.status == Assignment.Status.EXPIRED:
         active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()
         if active is not None and WorkerSession.objects.filter(assignment=active).exclude(pk=session.pk).exists():
-            raise OtherSessionActive("You are already working on this study in another task. Finish or return "
-                                     "that one first.")
+            raise OtherSessionActive(str(OTHER_SESSION))
         assignment = allocation.do_start_assignment(session.rater)
         if assignment is not None:
             try:
                 with transaction.atomic():  # the database holds one session per assignment
                     WorkerSession.objects.filter(pk=session.pk).update(assignment=assignment)
             except IntegrityError:  # another session of this worker took it a moment earlier
-                raise OtherSessionActive("You are already working on this study in another task. Finish or "
-                                         "return that one first.") from None
+                raise OtherSessionActive(str(OTHER_SESSION)) from None
             session.assignment = assignment
     return session
 

@@ -16,6 +16,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Count, F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from annotation import orientation
 from annotation.compiled import CompiledUpdate
@@ -141,7 +142,7 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
         outcome = _start_once(rater, pace)
         if outcome is not AGAIN and outcome is not WAIT:
             return outcome
-    raise AllocationBusy("Many raters are starting at the same moment; please try again in a few seconds.")
+    raise AllocationBusy(gettext("Many raters are starting at the same moment; please try again in a few seconds."))
 
 
 AGAIN, WAIT = object(), object()  # a start to try again at once, or after the other starts committed
@@ -150,12 +151,15 @@ AGAIN, WAIT = object(), object()  # a start to try again at once, or after the o
 def check_may_start(rater: Rater) -> None:
     """``RaterScreenedOut`` / ``RaterLimitReached`` when the rater may not take more work."""
     if rater.screened_out:
-        raise RaterScreenedOut("Thank you for your time. Your answers did not pass the study's attention "
-                               "checks, so there is no more work for you here.")
+        raise RaterScreenedOut(gettext("Thank you for your time. Your answers did not pass the study's attention "
+                                       "checks, so there is no more work for you here."))
     limit = rater.study.crowd_settings.max_assignments_per_rater
     if limit is not None and Assignment.objects.filter(
             rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
-        raise RaterLimitReached(f"You have completed the maximum of {limit} assignments for this study. Thank you!")
+        raise RaterLimitReached(ngettext("You have completed the maximum of %(limit)d assignment for this study. "
+                                         "Thank you!",
+                                         "You have completed the maximum of %(limit)d assignments for this study. "
+                                         "Thank you!", limit) % {"limit": limit})
 
 
 def _start_once(rater: Rater, pace: float) -> Assignment | None | object:
@@ -203,8 +207,11 @@ def _check_network_holds(study: Study, rater: Rater) -> None:
                            [f"seplab-hold:{study.pk}:{rater.client}"])
     if Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, answered=0,
                                  rater__client=rater.client).exclude(rater=rater).count() >= UNANSWERED_PER_CLIENT:
-        raise NetworkHoldsEnough(f"{UNANSWERED_PER_CLIENT} people on your network have started this study and not "
-                                 "answered yet; please try again once one of them has.")
+        raise NetworkHoldsEnough(ngettext("%(people)d person on your network has started this study and not "
+                                          "answered yet; please try again once they have.",
+                                          "%(people)d people on your network have started this study and not "
+                                          "answered yet; please try again once one of them has.",
+                                          UNANSWERED_PER_CLIENT) % {"people": UNANSWERED_PER_CLIENT})
 
 
 def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] | None:

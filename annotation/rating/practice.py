@@ -11,6 +11,7 @@ import random
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 
 from annotation import elicitation, orientation
 from annotation.errors import ServiceError
@@ -19,9 +20,9 @@ from annotation.rating import allocation
 from annotation.text import whole_number
 
 # What the feedback says after every practice answer: the rule an attention check follows.
-RULE = ("In a practice pair one output is deliberately worse (for example its words are shuffled into nonsense, "
-        "or it does not answer the input): the expected answer is the other output, the one a careful reader "
-        "prefers.")
+RULE = gettext_lazy("In a practice pair one output is deliberately worse (for example its words are shuffled into "
+                    "nonsense, or it does not answer the input): the expected answer is the other output, the one a "
+                    "careful reader prefers.")
 
 
 def needed(rater: Rater) -> bool:
@@ -84,15 +85,16 @@ class Step:
 def in_words(stored: str, study) -> str:
     """A practice answer as kept (``Mode.describe``: "first", "second:2", "first,second", "tie" ...) in the words
     the rater saw."""
-    names = {elicitation.FIRST: "Output 1", elicitation.SECOND: "Output 2", elicitation.TIE: study.tie_label,
-             elicitation.BOTH_BAD: study.neither_label, elicitation.NEITHER: study.neither_label}
+    names = {elicitation.FIRST: gettext("Output 1"), elicitation.SECOND: gettext("Output 2"),
+             elicitation.TIE: study.tie_label, elicitation.BOTH_BAD: study.neither_label,
+             elicitation.NEITHER: study.neither_label}
     choice, _, strength = stored.partition(":")
     if "," in stored or stored == "":
         parts = [names.get(p, p) for p in stored.split(",") if p]
-        return " and ".join(parts) if parts else "no output"
+        return gettext(" and ").join(parts) if parts else gettext("no output")
     words = names.get(choice, choice)
     if whole_number(strength) in elicitation.STRENGTHS:
-        words += f" ({elicitation.STRENGTHS[int(strength)]})"
+        words += f" ({elicitation.strength_words(int(strength))})"
     return words
 
 
@@ -131,7 +133,7 @@ def do_answer(rater: Rater, gold_id: int, answer: elicitation.Answer) -> Step:
     if gold_id in answers:
         return _step(rater, gold_id, order, answers[gold_id])
     if gold_id not in order:
-        raise ServiceError("That practice pair is not part of your practice; reload the page.")
+        raise ServiceError(gettext("That practice pair is not part of your practice; reload the page."))
     mode = elicitation.mode_of(study)
     try:
         mode.validate(study, answer)

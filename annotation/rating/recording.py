@@ -14,6 +14,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Greatest
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from annotation import elicitation, jobs, orientation, questions
 from annotation.errors import ServiceError
@@ -73,7 +75,7 @@ def _submission_key(idempotency_key: str | None) -> str:
     """The exactly-once key of a rater's submission (answer, revision or skip), as stored."""
     key = (idempotency_key or "").strip()[:64]
     if not key:
-        raise ServiceError("The form is missing its submission key; reload the page.")
+        raise ServiceError(_("The form is missing its submission key; reload the page."))
     return key
 
 
@@ -129,8 +131,8 @@ def do_record_judgment(
             raise
         if previous.assignment_pair_id != assignment_pair.pk:
             # the key of an answer to another pair: acknowledging it would lose this answer without a word
-            raise ServiceError("This answer's submission key was already used for another pair; reload the page "
-                               "and answer again.") from None
+            raise ServiceError(_("This answer's submission key was already used for another pair; reload the "
+                                 "page and answer again.")) from None
         return Recorded(previous, False)
     if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
@@ -177,7 +179,7 @@ def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> b
         row = cursor.fetchone()
     if row is None:
         assignment.status = Assignment.Status.EXPIRED
-        raise ServiceError(EXPIRED_MESSAGE)
+        raise ServiceError(str(EXPIRED_MESSAGE))
     status, answered, n_pairs, unclaimed = row
     completed = status == Assignment.Status.COMPLETED and answered - pairs < n_pairs <= answered
     assignment.last_activity, assignment.answered = now, answered
@@ -197,11 +199,11 @@ def do_skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reaso
     assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
     key = _submission_key(idempotency_key)
     if not study.allow_skip:
-        raise ServiceError("This study does not offer skipping.")
+        raise ServiceError(_("This study does not offer skipping."))
     if reason not in Skip.Reason.values:
-        raise ServiceError("Choose why you skip this item.")
+        raise ServiceError(_("Choose why you skip this item."))
     if assignment_pair.gold_id is not None:
-        raise ServiceError("Please answer this pair; it cannot be skipped.")
+        raise ServiceError(_("Please answer this pair; it cannot be skipped."))
     if Skip.objects.filter(idempotency_key=key, rater_id=assignment.rater_id).exists():
         return 0
     _check_can_answer(assignment_pair)
@@ -271,7 +273,7 @@ def do_revise_judgment(
     assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
     key = _submission_key(idempotency_key)
     if assignment_pair.gold_id is not None:
-        raise ServiceError("That answer cannot be changed.")
+        raise ServiceError(_("That answer cannot be changed."))
     repeat = Judgment.objects.filter(study=study, idempotency_key=key).first()
     if repeat is not None:
         return Recorded(repeat, False)
@@ -284,9 +286,9 @@ def do_revise_judgment(
             # the assignment's row lock orders revisions of its pairs; a finished one keeps its answers
             if not Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ACTIVE).update(
                     last_activity=now):
-                raise ServiceError("This assignment is finished, so its answers can no longer be changed.")
+                raise ServiceError(_("This assignment is finished, so its answers can no longer be changed."))
             if not Judgment.objects.filter(assignment_pair=assignment_pair).update(assignment_pair=None, revised=True):
-                raise ServiceError("There is no answer to change on that pair yet.")
+                raise ServiceError(_("There is no answer to change on that pair yet."))
             judgment = Judgment.objects.create(
                 study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
                 assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
@@ -313,26 +315,28 @@ UPDATE {Assignment._meta.db_table}
 RETURNING status, answered, n_pairs, unclaimed"""
 
 
-EXPIRED_MESSAGE = ("This assignment expired after a long pause and its pairs went back to the queue; your answers "
-                   "so far are kept. Start a new assignment to continue.")
+EXPIRED_MESSAGE = gettext_lazy("This assignment expired after a long pause and its pairs went back to the queue; "
+                               "your answers so far are kept. Start a new assignment to continue.")
 
 
 def _check_can_answer(assignment_pair: AssignmentPair) -> None:
     assignment, study = assignment_pair.assignment, assignment_pair.assignment.study
     if assignment.status == Assignment.Status.EXPIRED:
-        raise ServiceError(EXPIRED_MESSAGE)
+        raise ServiceError(str(EXPIRED_MESSAGE))
     shown_at = assignment_pair.shown_at
     if shown_at is None:
         # Only the pair on the rater's screen can be answered: the rating page marks a pair shown when it shows
         # it, one at a time, so an answer to a pair further on (a guessed id) is refused, and every answer has
         # a server-measured time on task that the minimum time applies to.
-        raise ServiceError("That pair has not been shown to you yet: answer the pair on your screen.")
+        raise ServiceError(_("That pair has not been shown to you yet: answer the pair on your screen."))
     minimum = study.crowd_settings.min_seconds_per_pair
     if minimum:
         elapsed = (timezone.now() - shown_at).total_seconds()
         if elapsed < minimum:
-            raise ServiceError(f"Please read both outputs before answering: take at least "
-                               f"{minimum} seconds per pair.")
+            raise ServiceError(ngettext("Please read both outputs before answering: take at least %(seconds)d second "
+                                        "per pair.",
+                                        "Please read both outputs before answering: take at least %(seconds)d "
+                                        "seconds per pair.", minimum) % {"seconds": minimum})
 
 
 def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.Answer) -> Recorded:

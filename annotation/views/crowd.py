@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -14,7 +15,7 @@ from annotation import access, questions
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
 from annotation.exchange.formats import COMMENT_MAX_CHARS
-from annotation.models import Assignment, ExternalLink, Rater, Skip
+from annotation.models import Assignment, ExternalLink, Rater
 from annotation.ratelimit import client_ip
 from annotation.rating import allocation, attention, consent, practice
 from annotation.studies import enrolment
@@ -29,17 +30,19 @@ def _message(request, study, title: str, message: str, status: int = 200, code: 
 
 @access.frameable
 @csrf_exempt  # the consent form posts back here from inside the site's frame: the URL is the authority, never a cookie
+@access.rater_page
 def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     """Sites open this URL with their worker parameters. A preview stores nothing; an accepted visit
     creates (or resumes) the worker's session and sends them to their assignment."""
     link = access.access_external_link(token)
     study = link.study
+    access.speak_to_raters(request, study)
     if not study.accepts_raters:
         return raters.paused_message(request, study)
     try:
         arrival = sites.parse_arrival(link, request.GET)
     except ServiceError as exc:
-        return _message(request, study, "This link is incomplete", str(exc), status=400)
+        return _message(request, study, _("This link is incomplete"), str(exc), status=400)
     if arrival.preview:
         mode = study.elicitation_mode
         # the first pair as a worker will see it, on the sides of a random worker's place
@@ -49,9 +52,9 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
             "fieldsets": mode.fieldsets(study), "further": questions.form(study), "disabled": True,
             "key_help": mode.key_help(study),
             "size": allocation.assignment_size(study), "run_out": not allocation.open_places(study),
-            "skip_reasons": Skip.Reason.choices, "comment_max": COMMENT_MAX_CHARS})
+            "skip_reasons": raters.skip_reasons(), "comment_max": COMMENT_MAX_CHARS})
     if sites.is_blocked(study, link.platform, arrival.worker_id):
-        return _message(request, study, "Not available", "This task is not available to your account.")
+        return _message(request, study, _("Not available"), _("This task is not available to your account."))
     agreed = False
     if consent.required(study) and not sites.worker_consented(link, arrival):
         # Before anything is stored: declining leaves no trace, agreeing is accepting the task.
@@ -64,29 +67,29 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
     try:
         session = sites.do_accept(link, arrival, client_ip(request))
     except sites.TooManyNewWorkers as exc:
-        response = _message(request, study, "Too many new workers right now", str(exc), status=429)
+        response = _message(request, study, _("Too many new workers right now"), str(exc), status=429)
         response["Retry-After"] = "600"
         return response
     except NetworkHoldsEnough as exc:
-        response = _message(request, study, "Please wait a moment", str(exc), status=429)
+        response = _message(request, study, _("Please wait a moment"), str(exc), status=429)
         response["Retry-After"] = "60"
         return response
     except RaterScreenedOut as exc:
-        return _message(request, study, "Thank you", str(exc), code=link.screened_code)
+        return _message(request, study, _("Thank you"), str(exc), code=link.screened_code)
     except sites.SessionOfAnotherWorker as exc:
-        return _message(request, study, "Not your task", str(exc), status=403)
+        return _message(request, study, _("Not your task"), str(exc), status=403)
     except (RaterLimitReached, sites.OtherSessionActive, AllocationBusy) as exc:
-        return _message(request, study, "No more work here", str(exc))
+        return _message(request, study, _("No more work here"), str(exc))
     except ServiceError as exc:  # e.g. a Prolific link opened from another Prolific study
-        return _message(request, study, "This link does not fit", str(exc), status=400)
+        return _message(request, study, _("This link does not fit"), str(exc), status=400)
     if agreed:
         consent.do_record_consent(session.rater)
     if session.assignment is None and practice.due(session.rater):
         # the practice round first; its last page comes back here, and the worker's work starts then
         return redirect(raters.practice_url(session.rater.token(), request.get_full_path()))
     if session.assignment is None:
-        return _message(request, study, "Nothing left to rate",
-                        "Every item of this study has all the raters it needs. Please return the task.")
+        return _message(request, study, _("Nothing left to rate"),
+                        _("Every item of this study has all the raters it needs. Please return the task."))
     return redirect("rate", token=session.rater.token(), assignment_id=session.assignment_id)
 
 

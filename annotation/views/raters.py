@@ -11,6 +11,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -29,8 +30,10 @@ from annotation.views.forms import PracticeForm, RatingForm
 
 
 @access.frameable
+@access.rater_page
 def rater_home(request: HttpRequest, token: str) -> HttpResponse:
     rater = access.access_rater(token)
+    access.speak_to_raters(request, rater.study)
     active = rater.assignments.filter(status=Assignment.Status.ACTIVE).first()
     completed = rater.assignments.filter(status=Assignment.Status.COMPLETED).count()
     study = rater.study
@@ -42,21 +45,24 @@ def rater_home(request: HttpRequest, token: str) -> HttpResponse:
 @access.frameable
 @csrf_exempt  # authority is the signed rater token in the URL, never a cookie (iframes block third-party cookies)
 @require_POST
+@access.rater_page
 def rater_start(request: HttpRequest, token: str) -> HttpResponse:
-    return _start(request, access.access_rater(token), token)
+    rater = access.access_rater(token)
+    access.speak_to_raters(request, rater.study)
+    return _start(request, rater, token)
 
 
 def paused_message(request: HttpRequest, study) -> HttpResponse:
     """What a rater sees while the researcher has paused (or archived) the study, or it is still importing."""
     if study.status == study.Status.IMPORTING:
         return render(request, "annotation/rater_message.html", {
-            "study": study, "title": "Not open yet",
-            "message": "This study is still being set up; please come back later through the same link."},
+            "study": study, "title": _("Not open yet"),
+            "message": _("This study is still being set up; please come back later through the same link.")},
             status=503)
     return render(request, "annotation/rater_message.html", {
-        "study": study, "title": "Rating is paused",
-        "message": "The researcher has paused this study. Your answers so far are saved; please come back later "
-                   "through the same link."}, status=503)
+        "study": study, "title": _("Rating is paused"),
+        "message": _("The researcher has paused this study. Your answers so far are saved; please come back later "
+                     "through the same link.")}, status=503)
 
 
 def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
@@ -72,26 +78,29 @@ def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
         assignment = allocation.do_start_assignment(rater)
     except AllocationBusy as exc:
         return render(request, "annotation/rater_message.html",
-                      {"study": rater.study, "title": "Busy", "message": str(exc)}, status=503)
+                      {"study": rater.study, "title": _("Busy"), "message": str(exc)}, status=503)
     except (RaterScreenedOut, RaterLimitReached) as exc:
         return render(request, "annotation/rater_message.html",
-                      {"study": rater.study, "title": "No more work for you here", "message": str(exc)})
+                      {"study": rater.study, "title": _("No more work for you here"), "message": str(exc)})
     except NetworkHoldsEnough as exc:
         response = render(request, "annotation/rater_message.html",
-                          {"study": rater.study, "title": "Please wait a moment", "message": str(exc)}, status=429)
+                          {"study": rater.study, "title": _("Please wait a moment"), "message": str(exc)},
+                          status=429)
         response["Retry-After"] = "60"
         return response
     if assignment is None:
         return render(request, "annotation/rater_message.html", {
-            "study": rater.study, "title": "Nothing left to rate",
-            "message": "There are no more pairs for you in this study. Thank you for your help!",
+            "study": rater.study, "title": _("Nothing left to rate"),
+            "message": _("There are no more pairs for you in this study. Thank you for your help!"),
         })
     return redirect("rate", token=token, assignment_id=assignment.pk)
 
 
 @limit_posts("open-link", 30, 3600)  # each POST creates an anonymous rater
+@access.rater_page
 def open_link(request: HttpRequest, token: str) -> HttpResponse:
     study = access.access_open_link(token)
+    access.speak_to_raters(request, study)
     if not study.accepts_raters:
         return paused_message(request, study)
     rater = access.open_link_rater(request, study)
@@ -116,19 +125,21 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
 def declined(request: HttpRequest, study, crowd: bool = False, known: bool = False) -> HttpResponse:
     """The page after "I do not agree". ``known``: the rater existed before (their own link, or consent added while
     they were rating): what they answered before stays, so the page does not say nothing was stored."""
-    message = ("You did not agree, so you will not rate anything" + ("." if known else " and nothing about you was "
-                                                                      "stored.") + " "
-               + ("Please return the task on the site that sent you, so that someone else can take it."
-                  if crowd else "You can close this page."))
+    message = (_("You did not agree, so you will not rate anything.") if known else
+               _("You did not agree, so you will not rate anything and nothing about you was stored."))
+    message += " " + (_("Please return the task on the site that sent you, so that someone else can take it.")
+                      if crowd else _("You can close this page."))
     return render(request, "annotation/rater_message.html",
-                  {"study": study, "title": "Thank you for considering this study", "message": message})
+                  {"study": study, "title": _("Thank you for considering this study"), "message": message})
 
 
 @access.frameable
 @csrf_exempt  # see rater_start
+@access.rater_page
 def rater_consent(request: HttpRequest, token: str) -> HttpResponse:
     """The study's consent text and its two answers, before the rater's first pair."""
     rater = access.access_rater(token)
+    access.speak_to_raters(request, rater.study)
     if not consent.needed(rater):
         return redirect("rater_home", token=token)
     choice = request.POST.get("consent") if request.method == "POST" else None
@@ -142,9 +153,11 @@ def rater_consent(request: HttpRequest, token: str) -> HttpResponse:
 
 @access.frameable
 @csrf_exempt  # see rater_start
+@access.rater_page
 def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
     """The practice round: a practice pair (GET), its answer (POST), then the feedback on it (GET ?feedback=)."""
     rater = access.access_rater(token)
+    access.speak_to_raters(request, rater.study)
     if not rater.study.accepts_raters:
         return paused_message(request, rater.study)
     if consent.needed(rater):
@@ -156,7 +169,7 @@ def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
     error = None
     if request.method == "POST":
         if not form.is_valid():
-            error = "The submission was incomplete; please answer again."
+            error = _("The submission was incomplete; please answer again.")
         else:
             try:
                 step = practice.do_answer(rater, form.cleaned_data["gold"],
@@ -194,7 +207,7 @@ def _render_practice(request: HttpRequest, rater: Rater, token: str, after: str,
         input_, first, second = feedback.shown
         context.update(practice_feedback=feedback, shown=Shown(input_, first, second), rule=practice.RULE,
                        answer_words=practice.in_words(feedback.answer.answer, study),
-                       expected_words="Output 1" if feedback.expected == "first" else "Output 2")
+                       expected_words=_("Output 1") if feedback.expected == "first" else _("Output 2"))
     else:
         step = practice.current(rater)
         if step is None:  # the round is over, or the study has no practice (then nothing is marked)
@@ -211,8 +224,10 @@ def _render_practice(request: HttpRequest, rater: Rater, token: str, after: str,
 
 
 @access.frameable
+@access.rater_page
 def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
+    access.speak_to_raters(request, assignment.study)
     if consent.needed(rater, assignment.study):  # e.g. the study asked for consent after this rater started
         return _to_consent(request, token)
     return _render_rating(request, rater, token, assignment, rows, revise=_revisable(rows, request.GET.get("revise")))
@@ -236,18 +251,20 @@ def _revisable(rows: list[dict], pair_id) -> dict | None:
 @access.frameable
 @csrf_exempt  # see rater_start
 @require_POST
+@access.rater_page
 def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     # One read: the rater, the assignment with its study, and all its pairs (the one answered, and the next
     # one to show); then the answer's UPDATE and INSERT, and the next pair's first view.
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
+    access.speak_to_raters(request, assignment.study)
     if consent.needed(rater, assignment.study):
         return _to_consent(request, token)
     form = RatingForm(request.POST)
     error = None
     if not form.is_valid():
-        error = "The submission was incomplete; please answer again."
+        error = _("The submission was incomplete; please answer again.")
     elif (pair := access.rater_pair(assignment, rows, form.cleaned_data["pair"])) is None:
-        error = "That pair is not part of your assignment."
+        error = _("That pair is not part of your assignment.")
     else:
         skip = request.POST.get("skip") == "1"
         try:
@@ -263,8 +280,8 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
             # The database is briefly unavailable: nothing was stored. Show the same pair with the
             # same submission key, so the retry is recorded once.
             response = _render_rating(request, rater, token, assignment, rows, key=form.cleaned_data["key"],
-                                      error="Your answer could not be saved just now. Please submit it again "
-                                            "in a moment; it will be counted once.")
+                                      error=_("Your answer could not be saved just now. Please submit it again "
+                                              "in a moment; it will be counted once."))
             response.status_code = 503
             response["Retry-After"] = "2"
             return response
@@ -291,6 +308,15 @@ def _mark_answered(rows: list[dict], pair_id: int, recorded: recording.Recorded)
                 row["judgment__id"] = recorded.judgment.pk
             elif recorded.gold_answer is not None:
                 row["gold_answer__id"] = recorded.gold_answer.pk
+
+
+def skip_reasons() -> list[tuple[str, str]]:
+    """The reasons a rater may skip an item for (``Skip.Reason``'s values), in the raters' language."""
+    words = {Skip.Reason.CANNOT_JUDGE: _("I cannot judge this (outside what I know)"),
+             Skip.Reason.UNREADABLE: _("The input or an output is unreadable or broken"),
+             Skip.Reason.OFFENSIVE: _("The content is offensive or disturbing"),
+             Skip.Reason.OTHER: _("Another reason")}
+    return [(value, words.get(value, label)) for value, label in Skip.Reason.choices]
 
 
 @dataclasses.dataclass
@@ -376,7 +402,7 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
                        percent=round(100 * done / context["total"]), mode=mode, fieldsets=mode.fieldsets(study),
                        further=questions.form(study, submitted),
                        comment_value=submitted.get("comment", "") if submitted is not None else "",
-                       comment_max=COMMENT_MAX_CHARS, skip_reasons=Skip.Reason.choices,
+                       comment_max=COMMENT_MAX_CHARS, skip_reasons=skip_reasons(),
                        minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)))
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     response = render(request, template, context)

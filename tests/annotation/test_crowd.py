@@ -245,7 +245,7 @@ def test_the_per_rater_limit(client, mturk, study):
     study.crowd_settings.save()
     answer_everything(client, accept(client, mturk, assignment="A1"))
     page = accept(client, mturk, assignment="A2")
-    assert b"maximum of 1 assignments" in page.content
+    assert b"maximum of 1 assignment for this study" in page.content  # one assignment: singular since issue 31
 
 
 def test_abandoned_assignments_expire_and_their_place_returns(client, study):
