@@ -60,9 +60,11 @@ class PairReview:
     raters_disagree: bool
     adjudication: Adjudication | None = None
 
+    against_judges: set = dataclasses.field(default_factory=set)  # judges whose preference is not the people's
+
     @property
     def judges_disagree(self) -> list[str]:
-        return sorted({v.rater for v in self.judges if v.disagrees})
+        return sorted(self.against_judges)
 
     @property
     def flagged(self) -> bool:
@@ -161,10 +163,12 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
                 v.disagrees = (not v.superseded and v.rater in people
                                and people[v.rater] != winners.RATING[review.people_winner])
         if review.people_winner is not None:
-            for judge, preference in _preferences(review.judges).items():
-                if preference != winners.RATING[review.people_winner]:
-                    for v in review.judges:
-                        v.disagrees = v.disagrees or v.rater == judge
+            against = {judge for judge, preference in _preferences(review.judges).items()
+                       if preference != winners.RATING[review.people_winner]}
+            review.against_judges = against
+            for v in review.judges:  # the pair is flagged by the judge's preference, a row by its own verdict
+                v.disagrees = (v.rater in against and not v.superseded and v.rating is not None
+                               and v.rating != winners.RATING[review.people_winner])
     if replies:
         ids = [v.judgment_id for review in by_pair.values() for v in review.judges]
         calls = {c["judgment_id"]: c for c in JudgeCall.objects.filter(judgment_id__in=ids)

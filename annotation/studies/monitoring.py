@@ -27,7 +27,7 @@ class ComparisonProgress:
     tasks: int
     target: int
     judgments: int
-    assignments_completed: int
+    places_done: int  # item places taken in finished assignments (an assignment bundles several items)
     imported_human: int = 0
     judge: int = 0
 
@@ -68,7 +68,7 @@ def study_progress(study: Study) -> list[ComparisonProgress]:
             tasks=tasks.get(c.pk, 0),
             target=targets.get(c.pk, 0),
             judgments=counts[(frozenset((c.system_a_id, c.system_b_id)), "planned")],
-            assignments_completed=done.get(c.pk, 0),
+            places_done=done.get(c.pk, 0),
             imported_human=counts[(frozenset((c.system_a_id, c.system_b_id)), "imported")],
             judge=counts[(frozenset((c.system_a_id, c.system_b_id)), "judge")],
         )
@@ -80,13 +80,14 @@ FAST_SECONDS, LONG_OUTPUT_WORDS = pace.FAST_SECONDS, pace.LONG_OUTPUT_WORDS  # t
 
 
 def rater_progress(study: Study) -> list[Rater]:
-    """Raters with their completed / active assignments and judgment counts, and ``median_long_seconds``:
+    """Raters with their completed / active assignments and judgment counts (a replaced answer counted once, as the
+    report counts it), and ``median_long_seconds``:
     the median server-measured time per pair on pairs with an output over ``LONG_OUTPUT_WORDS`` words (None
     without such a pair); ``too_fast`` flags a median under ``FAST_SECONDS``."""
     raters = list(study.raters.annotate(
         completed=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
         active=Count("assignments", filter=Q(assignments__status=Assignment.Status.ACTIVE), distinct=True),
-        n_judgments=Count("judgments", distinct=True),
+        n_judgments=Count("judgments", filter=Q(judgments__revised=False), distinct=True),  # a changed answer once
         n_skipped=Count("skips", distinct=True),
     ).order_by("id"))
     times: dict[int, list[int]] = {}

@@ -96,9 +96,14 @@ def _verdict_words(call: JudgeCall) -> str:
 
 @login_required
 def judge_progress(request: HttpRequest, study_id: int, judge_id: int) -> HttpResponse:
-    """The run's progress card, polled by htmx every second while the run is live."""
+    """The run's progress card, polled by htmx every second while the run is live. The poll that finds the run over
+    reloads the page, so its lists (every reply, the unreadable ones, the failures) show what the run brought."""
     judge = access.access_judge(request, study_id, judge_id)
-    return render(request, "annotation/_judge_run.html", {**_state(judge), "study": judge.study})
+    state = _state(judge)
+    response = render(request, "annotation/_judge_run.html", {**state, "study": judge.study})
+    if request.htmx and not state["live"]:
+        response["HX-Refresh"] = "true"
+    return response
 
 
 @login_required

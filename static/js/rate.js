@@ -20,6 +20,16 @@
 
   document.addEventListener("keydown", function (event) {
     const f = form();
+    // Ctrl+Enter (Cmd+Enter) submits from anywhere, also from a comment or a rationale box, where Enter is a new line
+    if ((event.ctrlKey || event.metaKey) && event.key === "Enter") {
+      const answers = document.getElementById("rating-form");
+      if (answers) {
+        event.preventDefault();
+        if (window.htmx) window.htmx.process(answers);
+        answers.requestSubmit();
+      }
+      return;
+    }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     if (!f) {
       // The completion (or expired) page: Enter continues to the next assignment where one is offered.

@@ -205,3 +205,26 @@ def test_the_review_pages_run_a_fixed_number_of_queries(researcher_client, judge
         researcher_client.get(page)
     with django_assert_num_queries(5):
         researcher_client.get(reverse("review_queue", args=[study.pk]) + "?show=all")
+
+
+def test_only_the_judge_verdict_that_goes_against_the_people_is_marked(researcher_client, judged):
+    """On item 1 the outputs are as long, so the local judge picks whichever is shown first: one verdict for each
+    system. The people prefer sys-a: the pair is flagged (the judge's two orders cancel out to no preference) and only
+    its sys-b verdict is marked (issue 30 newcomer walk: both were)."""
+    study, _ = judged
+    lines = [human("item-1", "h1", "sys-a"), human("item-1", "h2", "sys-a")]
+    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
+    pair = review.item_review(item(study, "item-1"))[0]
+    assert pair.judges_disagree == ["local-judge"]
+    assert sorted((v.words, v.disagrees) for v in pair.judges) == [("sys-a is better", False),
+                                                                  ("sys-b is better", True)]
+    page = researcher_client.get(reverse("item_detail", args=[study.pk, item(study, "item-1").pk])).content.decode()
+    assert page.count("(against the people)") == 1
+
+
+def test_the_judge_page_reloads_once_its_run_is_over_so_the_replies_show(researcher_client, judged):
+    study, judge = judged
+    url = reverse("judge_progress", args=[study.pk, judge.pk])
+    polled = researcher_client.get(url, HTTP_HX_REQUEST="true")
+    assert polled["HX-Refresh"] == "true" and 'hx-trigger="every 1s"' not in polled.content.decode()
+    assert "HX-Refresh" not in researcher_client.get(url)  # a plain request is not a poll

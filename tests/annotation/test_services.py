@@ -418,7 +418,7 @@ def test_progress_counts_judgments_against_the_target(study, rater):
     answer_all(allocation.do_start_assignment(rater))
     [progress] = monitoring.study_progress(study)
     assert (progress.label, progress.tasks, progress.target, progress.judgments) == ("sys-a vs sys-b", 4, 60, 5)
-    assert progress.assignments_completed == 1 and progress.percent == 8
+    assert progress.places_done == 1 and progress.percent == 8
 
 
 def test_starters_spread_over_the_tasks_with_the_fewest_raters(researcher):
