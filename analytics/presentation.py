@@ -170,6 +170,10 @@ COLUMNS: dict[str, Column] = {
     "human_low": Column("Lower 2.5 % (people alone)", as_rating),
     "human_high": Column("Upper 97.5 % (people alone)", as_rating),
     "hybrid": Column("Rating with the judge", as_rating),
+    "reliability": Column("Reliability (κ beyond chance)", as_signed_two),
+    "model_accuracy": Column("Accuracy by the model", as_share),
+    "reliability_in_words": Column("In words", numeric=False),
+    "plain_place": Column("Place on the plain board", as_count),
 }
 SECTION_COLUMNS: dict[tuple[str, str], Column] = {
     ("length-controlled", "raters"): Column("Whose judgments", numeric=False),
@@ -417,6 +421,19 @@ SECTIONS = [
      "tanh(length difference / its standard deviation): above 0, the longer answer is preferred; a judge whose "
      "coefficient is well above the people's has a length bias. 'Lower' and 'Upper' bound the length-controlled "
      "win rate; the lengths are the answers' mean lengths in characters."),
+    ("rater-reliability", "How reliable each rater is", None, "The one-coin Dawid-Skene model (fitted with Toloka's "
+     "crowd-kit) over this population's judgments, each rated pair a task and its answer (System A, System B or no "
+     "preference) the label: every rater answers right with their own probability, and the model infers each "
+     "pair's answer weighing raters by it. Reliability is a rater's agreement with the inferred answers beyond "
+     "chance (Cohen's κ over their pairs, read as they saw them: first or second shown): 1 perfect, 0 no information "
+     "(a random clicker, or someone who always picks the same side), below 0 answers against the others. Least "
+     "reliable first. The model's accuracy alone would call someone who always gives the commonest answer "
+     "reliable."),
+    ("leaderboard-reliability", "Bradley-Terry on the reliability-weighted labels", None, "One battle per rated pair "
+     "with the answer the model infers from all its raters, each weighed by their accuracy, beside the plain "
+     "board above (every judgment a battle), never instead of it; where the ranks differ, unreliable raters moved "
+     "the plain board. No interval: the inferred answers are themselves estimates, and an interval that took them "
+     "as data would be too narrow."),
     ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),
     ("win-ratio", "Win-ratio ranking", None, "Each system's share of points over all its battles."),
     ("stopping", "Stopping status per system pair", None, "Each item goes to the majority of its human raters, "
@@ -511,6 +528,9 @@ def empty_reason(name: str, data: dict) -> str:
                 "Separability page).")
     if name == "cohen-kappa":
         return "Needs two raters with at least 10 pairs in common."
+    if name in ("rater-reliability", "leaderboard-reliability"):
+        reliability = data.get("rater_reliability") or {}
+        return f"Not available: {reliability.get('reason', 'no judgments yet')}."
     if not data["judgments"]["total"]:
         return f"No judgments by {who} yet."
     return "Nothing to show for this population."
@@ -580,6 +600,24 @@ def leads(data: dict) -> dict[str, str]:
             + ("" if j.get("p_first") is None
                else f" ({position_words(j['p_first'], j.get('p_first_p_value'))}, P(first) {j['p_first']:.2f})")
             for name, j in ranked) + "."
+    reliability = data.get("rater_reliability") or {}
+    if reliability.get("available"):
+        weak = reliability["unreliable"]
+        out["rater-reliability"] = (
+            f"{plural(len(reliability['raters']), 'rater')} over {plural(reliability['pairs'], 'rated pair')}: "
+            + (f"{len(weak)} {'carries' if len(weak) == 1 else 'carry'} almost no information or "
+               f"{'answers' if len(weak) == 1 else 'answer'} against the others (reliability below 0.2: "
+               f"{', '.join(weak[:10])}{'…' if len(weak) > 10 else ''}); consider screening them out and compare the "
+               "board below with the plain one." if weak else "every rater's answers carry information (reliability "
+               "0.2 or more).")
+        )
+        weighted = reliability.get("weighted_board") or {}
+        if weighted.get("available"):
+            moved = [r["system"] for r in weighted["leaderboard"] if r["plain_place"] not in (None, r["place"])]
+            out["leaderboard-reliability"] = (
+                "The same order as the plain board." if not moved else
+                f"{', '.join(moved)} {'sits' if len(moved) == 1 else 'sit'} at another place than on the plain board: "
+                "the raters the model finds unreliable moved it.")
     for kind, summary in data["consistency"]["summary"].items():
         if summary["available"]:
             who = "People" if kind == "human" else "Judges"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import numpy as np
@@ -319,6 +319,54 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
     }
     styled = answer_style.style_control_report(battle_rows, a, b, score, systems, answers, settings["style_penalty"])
     return {"elo": elo, "sep_elo": sep_elo, "bradley_terry": bt, "win_rates": win_rates, "style_control": styled}
+
+
+RELIABILITY_MIN_RATERS = 3  # Dawid-Skene needs raters to compare: fewer and it only echoes them
+
+
+def reliability_report(rows: list[Row], systems: list[str], plain_board: dict) -> dict:
+    """Each rater's reliability by one-coin Dawid-Skene (``analytics.core.reliability``: agreement with the inferred
+    answer beyond chance, as the rater saw the pair) over the population's judgments, each rated pair a task and its
+    answer (A, B or no preference) the label; and the Bradley-Terry ratings of one battle per rated pair with the
+    answer the model infers, beside the plain board (every judgment a battle) -- shown next to it, never replacing
+    it. No interval: the inferred answers are themselves estimates, and an interval that treated them as data would
+    be too narrow."""
+    labelled = [r for r in rows if r.effective_choice is not None]
+    raters = {r.rater for r in labelled}
+    pairs_with_two = sum(1 for n in Counter(r.pair_id for r in labelled).values() if n >= 2)
+    if len(raters) < RELIABILITY_MIN_RATERS or pairs_with_two == 0:
+        return {"available": False,
+                "reason": f"needs at least {RELIABILITY_MIN_RATERS} raters and pairs rated by two or more of them "
+                          f"(now {len(raters)} rater{'s' if len(raters) != 1 else ''}, {pairs_with_two} such pairs)"}
+    from analytics.core import reliability
+
+    fit = reliability.one_coin_dawid_skene([r.pair_id for r in labelled], [r.rater for r in labelled],
+                                           [r.effective_choice for r in labelled], [r.a_shown_first for r in labelled])
+    counts = Counter(r.rater for r in labelled)
+    table = sorted(({"rater": w, "judgments": counts[w], "reliability": float(k), "skill": float(skill),
+                     "in_words": reliability.words(float(k))}
+                    for w, k, skill in zip(fit.workers, fit.kappa, fit.skill, strict=True)),
+                   key=lambda row: row["reliability"])
+    first = {}
+    for r in labelled:
+        first.setdefault(r.pair_id, r)
+    index = {s: i for i, s in enumerate(systems)}
+    kept = [p for p in first if fit.labels.get(p) in winners.RATING]
+    a = np.array([index[first[p].system_a] for p in kept], dtype=np.int64)
+    b = np.array([index[first[p].system_b] for p in kept], dtype=np.int64)
+    score = winners.score_for_a([winners.rating_for(fit.labels[p]) for p in kept]).reshape(-1)
+    weighted = {"available": False, "reason": "no rated pair"}
+    if len(score):
+        point = ratings.bradley_terry(a, b, score, len(systems))
+        order = np.argsort(-point)
+        plain_place = {row["system"]: place for place, row in enumerate(  # places by rating, not interval ranks
+            sorted(plain_board.get("leaderboard", []), key=lambda row: -row["rating"]), start=1)}
+        weighted = {"available": True, "battles": len(score), "leaderboard": [
+            {"place": place + 1, "system": systems[i], "rating": float(point[i]),
+             "plain_place": plain_place.get(systems[i])} for place, i in enumerate(order)]}
+    return {"available": True, "raters": table, "pairs": len(first), "model": "one-coin Dawid-Skene (crowd-kit)",
+            "unreliable": [row["rater"] for row in table if row["reliability"] < 0.2],
+            "weighted_board": weighted}
 
 
 def rating_sets(rows: list[Row], pair: tuple[str, str]) -> dict[str, dict[str, list[int]]]:
@@ -868,6 +916,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "hybrid_strengths_blocked": strengths_blocked(designs, humans),
         "win_rate_estimates": win_rate_estimates(study, humans, judges, designs),
     }
+    report["rater_reliability"] = reliability_report(rows, systems, report["bradley_terry"])
     for key in ("elo", "sep_elo", "bradley_terry"):
         if report[key].get("available"):
             mark_adjacent_orders(report[key]["leaderboard"], stopping)

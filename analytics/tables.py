@@ -39,6 +39,17 @@ def report_tables(report: dict) -> dict[str, Table]:
         systems = win["systems"]
         tables["win-rates"] = (["system", *systems], [[s, *row] for s, row in zip(systems, win["matrix"], strict=True)])
         tables["win-ratio"] = (["system", "win_ratio"], [[r["system"], r["win_ratio"]] for r in win["win_ratio"]])
+    reliability = report.get("rater_reliability") or {}
+    if reliability.get("available"):
+        tables["rater-reliability"] = (
+            ["rater", "judgments", "reliability", "model_accuracy", "reliability_in_words"],
+            [[r["rater"], r["judgments"], r["reliability"], r["skill"], r["in_words"]]
+             for r in reliability["raters"]])
+        weighted = reliability["weighted_board"]
+        if weighted.get("available"):
+            tables["leaderboard-reliability"] = (
+                ["place", "system", "rating", "plain_place"],
+                [[r["place"], r["system"], r["rating"], r["plain_place"]] for r in weighted["leaderboard"]])
     columns = ["system_a", "system_b", "leader", "wins_a", "wins_b", "ties", "k", "n", "pool", "risk",
                "risk_beyond_pool", "threshold", "decided", "decision", "win_rate_low", "win_rate_high",
                "decision_items"]
