@@ -40,6 +40,14 @@ def test_a_rater_answers_every_question_of_a_pair(browser_page, live_server, stu
     wait_until_rating_page_ready(page)
     assert serious(page) == []
     assert page.evaluate("document.documentElement.scrollWidth") <= size[0]
+    # on a wide screen the answer bar stays at the bottom; on a phone it follows the outputs and the page says so
+    below = page.get_by_test_id("questions-below")
+    if name == "phone":
+        expect(below).to_be_visible()
+    else:
+        expect(below).to_be_hidden()
+        bar = page.locator("#rating-form").bounding_box()
+        assert bar["y"] + bar["height"] <= size[1] + 1 and bar["height"] <= size[1] / 2 + 1, bar
     page.screenshot(path=str(artifacts / f"further-questions-{name}.png"), full_page=True)
     # the main question by its key; Enter with the rationale empty is stopped by the browser, nothing is stored
     page.keyboard.press("1")
