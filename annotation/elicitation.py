@@ -85,7 +85,6 @@ class Option:
     key_label: str  # as shown ("1", "⇧1")
     alt_key: str = ""  # a second key (event.key, e.g. "ArrowLeft")
     alt_label: str = ""
-    required: bool = False  # the browser asks for an answer before submitting (a further question's radios)
 
 
 @dataclasses.dataclass(frozen=True)
