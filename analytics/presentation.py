@@ -428,7 +428,10 @@ SECTIONS = [
      "chance (Cohen's κ over their pairs, read as they saw them: first or second shown): 1 perfect, 0 no information "
      "(a random clicker, or someone who always picks the same side), below 0 answers against the others. Least "
      "reliable first. The model's accuracy alone would call someone who always gives the commonest answer "
-     "reliable."),
+     "reliable. Read it with the pairs' separability: where outputs are hard to tell apart, raters' answers carry "
+     "little information whoever gives them (on the separability paper's MTurk study the workers' mean "
+     "reliability falls from 0.78 in its most separable configuration to 0.23 in its least; bench/README.md), so "
+     "a low value there says as much about the pairs as about the raters."),
     ("leaderboard-reliability", "Bradley-Terry on the reliability-weighted labels", None, "One battle per rated pair "
      "with the answer the model infers from all its raters, each weighed by their accuracy, beside the plain "
      "board above (every judgment a battle), never instead of it; where the ranks differ, unreliable raters moved "

@@ -31,8 +31,9 @@ JOB_KIND = "report"
 # stored rendered), so reports stored by older code are computed again (issue 25: win-rate estimates by design
 # replaced the hybrid table; 3: focusable table regions, the plot's reference line and shorter labels; 4: the
 # style-controlled board and length-controlled win rates, issue 29; 5: the answers in short at the top, issue 30;
-# 6: the page in words with sections on demand, and the question a report reads, issue 30).
-REPORT_FORMAT = 6
+# 6: the page in words with sections on demand, and the question a report reads, issue 30; 7: rater reliability,
+# issue 31).
+REPORT_FORMAT = 7
 
 
 def data_version(study: Study) -> str:
