@@ -14,16 +14,21 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
+import hmac
 import io
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from analytics import answer_style
 from analytics.core import style
 from analytics.populations import Population
 from annotation import elicitation, questions
+from annotation.exchange.formats import csv_safe
 from annotation.models import Judgment, Rater, Study
 from selection import services as selection_services
 
@@ -45,7 +50,8 @@ FIELDS: dict[str, tuple[str, str]] = {
     "sample_a": ("int32", "which of system_a's samples was shown"),
     "sample_b": ("int32", "which of system_b's samples was shown"),
     "shown_first": ("string", "the system whose output the rater saw first (left or top)"),
-    "rater": ("string", "the rater's id (a crowd worker is site:worker)"),
+    "rater": ("string", "the rater: a pseudonym stable within the study (rater-…) unless exported with raw ids; a "
+                        "judge's name"),
     "rater_kind": ("string", "human or judge"),
     "rater_source": ("string", "how the rater came: personal_link, open_link, external (a crowd site), import, run"),
     "population": ("string", "the rater population exported (analytics.populations key)"),
@@ -65,6 +71,15 @@ class Options:
     population: Population = dataclasses.field(default_factory=Population)
     ties: bool = False  # keep ties
     both_bad: bool = False  # keep "both are bad"
+    raw_rater_ids: bool = False  # people's ids as stored (crowd worker ids identify people): off by default
+
+
+def pseudonym(study: Study, rater: str) -> str:
+    """A person's rater id as exports publish it: stable within the study, not reversible without the server's
+    secret key (HMAC-SHA-256 of the study and the id). Crowd sites' worker ids can be linked to people's accounts
+    (MTurk) and their terms restrict sharing them (Prolific); judges keep their names."""
+    digest = hmac.new(settings.SECRET_KEY.encode(), f"seplab-export:{study.pk}:{rater}".encode(), hashlib.sha256)
+    return "rater-" + digest.hexdigest()[:12]
 
 
 def _inclusion(study: Study) -> dict[tuple[str, str], dict[int, float]]:
@@ -90,7 +105,7 @@ def records(study: Study, options: Options | None = None) -> list[dict[str, Any]
                     "pair__generation_b__system__name", "pair__generation_a__sample_index",
                     "pair__generation_b__sample_index", "rater__external_id", "rater__kind", "rater__source",
                     "rater__screened_out", "a_shown_first", "choice", "response_set", "strength", "probability_a",
-                    "answers"))
+                    "answers").iterator(chunk_size=2000))
     out = []
     for r in rows:
         if not population.admits(r["rater__kind"], r["rater__external_id"], r["rater__source"],
@@ -108,7 +123,7 @@ def records(study: Study, options: Options | None = None) -> list[dict[str, Any]
         said = elicitation.effective_choice(choice, response_set, probability_a)
         if said is None:
             continue
-        both_bad = choice == "tie" and response_set == []
+        both_bad = elicitation.no_output_acceptable(choice, response_set)
         tie = said == "tie" and not both_bad
         if (tie and not options.ties) or (both_bad and not options.both_bad):
             continue
@@ -124,7 +139,9 @@ def records(study: Study, options: Options | None = None) -> list[dict[str, Any]
             "tie": tie, "both_bad": both_bad, "margin": strength if decided else None,
             "item_id": r["pair__item__external_id"], "system_a": a, "system_b": b,
             "sample_a": r["pair__generation_a__sample_index"], "sample_b": r["pair__generation_b__sample_index"],
-            "shown_first": a if r["a_shown_first"] else b, "rater": r["rater__external_id"],
+            "shown_first": a if r["a_shown_first"] else b,
+            "rater": r["rater__external_id"] if options.raw_rater_ids or r["rater__kind"] == "judge"
+            else pseudonym(study, r["rater__external_id"]),
             "rater_kind": r["rater__kind"], "rater_source": r["rater__source"], "population": population.key,
             "question": key, "inclusion_probability": inclusion.get((a, b), {}).get(r["pair__item_id"]),
             "judgment_id": r["idempotency_key"],
@@ -163,7 +180,9 @@ def dataset_card(study: Study, rows: list[dict], options: Options) -> str:
     crowd = study.crowd_settings
     sources = Counter(r["rater_source"] for r in rows)
     raters = len({r["rater"] for r in rows})
-    screened = Rater.objects.filter(study=study, screened_out=True).count()
+    population = options.population
+    screened = sum(1 for kind, name, source in Rater.objects.filter(study=study, screened_out=True)
+                   .values_list("kind", "external_id", "source") if population.admits(kind, name, source, False))
     designs = selection_services.sample_designs(study)
     asked = questions.preference_questions(study)
     question = next((q for q in asked if q.key == options.population.question), asked[0])
@@ -198,9 +217,15 @@ def dataset_card(study: Study, rows: list[dict], options: Options) -> str:
         f"{study.get_output_format_display().lower()}, sides randomised (`shown_first`).",
         "- **Raters**: " + (", ".join(f"{n:,} judgments via {source.replace('_', ' ')}"
                                      for source, n in sorted(sources.items())) or "none") + ".",
-        f"- **Attention checks**: {crowd.gold_rate:g} per pair; raters below {crowd.screen_accuracy:.0%} accuracy "
-        f"after {crowd.screen_min_gold} checks are screened out ({screened} screened out); screened-out raters are "
-        + ("included" if options.population.include_screened else "left out") + " here.",
+        (f"- **Attention checks**: {crowd.gold_rate:g} per pair; raters below {crowd.screen_accuracy:.0%} accuracy "
+         f"after {crowd.screen_min_gold} checks are screened out ({screened} of this population's raters were); "
+         "screened-out raters are " + ("included" if population.include_screened else "left out") + " here."
+         if crowd.gold_rate > 0 else "- **Attention checks**: none in this study, so nobody was screened out."),
+        *([f"- **Imported judgments** ({sources['import']:,}): collected elsewhere and brought in as a file; the "
+           "settings above describe how SepLab asked its own raters, not how these were collected."]
+          if sources.get("import") else []),
+        "- **Rater ids**: " + ("as stored (crowd workers as site:worker id)." if options.raw_rater_ids
+                               else "pseudonyms stable within the study (rater-...); judges keep their names."),
         f"- **Ties**: {'kept (`tie` true)' if options.ties else 'left out'}; 'both are bad': "
         f"{'kept (`both_bad` true)' if options.both_bad else 'left out'}.",
         "",
@@ -248,7 +273,9 @@ def arena_csv(study: Study, options: Options | None = None) -> str:
         winner = ("tie (bothbad)" if r["both_bad"] else "tie" if r["tie"]
                   else ARENA_WINNER["a" if r["chosen_system"] == r["system_a"] else "b"])
         a_counts, b_counts = counts.of_pair(pair_of[r["judgment_id"]])
-        writer.writerow([r["item_id"], r["system_a"], r["system_b"], winner, r["rater"], 1,
+        # text cells as every SepLab CSV writes them: a leading = + - @ gets an apostrophe (no formula in a sheet)
+        writer.writerow([csv_safe(r["item_id"]), csv_safe(r["system_a"]), csv_safe(r["system_b"]), winner,
+                         csv_safe(r["rater"]), 1,
                          *(value for i in range(len(style.FEATURES)) for value in (a_counts[i], b_counts[i]))])
     return buffer.getvalue()
 
@@ -263,7 +290,7 @@ def export(study: Study, fmt: str, path: Path, options: Options | None = None) -
         text = arena_csv(study, options)
         n = text.count("\n") - 1
         if n <= 0:
-            raise ExportError(_nothing(options))
+            raise ExportError(_nothing(options, arena=True))
         path.write_text(text, encoding="utf-8")
         return n
     rows = records(study, options)
@@ -278,7 +305,7 @@ def export(study: Study, fmt: str, path: Path, options: Options | None = None) -
     return len(rows)
 
 
-def _nothing(options: Options) -> str:
+def _nothing(options: Options, arena: bool = False) -> str:
+    hint = "" if arena or options.ties else " (ties are left out: --ties keep keeps them)"
     return (f"No judgment to export for {options.population.label}"
-            + (f", question '{options.population.question}'" if options.population.question else "")
-            + ("" if options.ties else " (ties are left out: --ties keep keeps them)") + ".")
+            + (f", question '{options.population.question}'" if options.population.question else "") + hint + ".")

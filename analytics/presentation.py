@@ -173,7 +173,8 @@ COLUMNS: dict[str, Column] = {
     "reliability": Column("Reliability (κ beyond chance)", as_signed_two),
     "model_accuracy": Column("Accuracy by the model", as_share),
     "reliability_in_words": Column("In words", numeric=False),
-    "plain_place": Column("Place on the plain board", as_count),
+    "majority_place": Column("Place with each pair's plain majority", as_count),
+    "scored_pairs": Column("Pairs scored on (rated by two others too)", as_count),
 }
 SECTION_COLUMNS: dict[tuple[str, str], Column] = {
     ("length-controlled", "raters"): Column("Whose judgments", numeric=False),
@@ -424,19 +425,20 @@ SECTIONS = [
     ("rater-reliability", "How reliable each rater is", None, "The one-coin Dawid-Skene model (fitted with Toloka's "
      "crowd-kit) over this population's judgments, each rated pair a task and its answer (System A, System B or no "
      "preference) the label: every rater answers right with their own probability, and the model infers each "
-     "pair's answer weighing raters by it. Reliability is a rater's agreement with the inferred answers beyond "
-     "chance (Cohen's κ over their pairs, read as they saw them: first or second shown): 1 perfect, 0 no information "
-     "(a random clicker, or someone who always picks the same side), below 0 answers against the others. Least "
-     "reliable first. The model's accuracy alone would call someone who always gives the commonest answer "
-     "reliable. Read it with the pairs' separability: where outputs are hard to tell apart, raters' answers carry "
-     "little information whoever gives them (on the separability paper's MTurk study the workers' mean "
-     "reliability falls from 0.78 in its most separable configuration to 0.23 in its least; bench/README.md), so "
-     "a low value there says as much about the pairs as about the raters."),
+     "pair's answer weighing raters by it. Reliability is a rater's agreement beyond chance (Cohen's κ) with the "
+     "answer the other raters of each pair point to under the model (their own vote left out), over the pairs two "
+     "others rated too, read as the rater saw them (first or second shown): 1 perfect, 0 no information (a random "
+     "clicker, or someone who always picks the same side), below 0 answers against the others. A rater with fewer "
+     "than 10 such pairs gets none. Least reliable first. Read it with the pairs' separability: where outputs are "
+     "hard to tell apart, answers carry little information whoever gives them (on the separability paper's MTurk "
+     "study the workers' mean reliability was 0.82 in its most separable configuration and 0.06-0.17 in the three "
+     "others, each with its own workers; bench/README.md), so a low value there says as much about the pairs as "
+     "about the raters."),
     ("leaderboard-reliability", "Bradley-Terry on the reliability-weighted labels", None, "One battle per rated pair "
-     "with the answer the model infers from all its raters, each weighed by their accuracy, beside the plain "
-     "board above (every judgment a battle), never instead of it; where the ranks differ, unreliable raters moved "
-     "the plain board. No interval: the inferred answers are themselves estimates, and an interval that took them "
-     "as data would be too narrow."),
+     "with the answer the model infers from all its raters, each weighed by their accuracy; beside it, each "
+     "system's place with the same one battle per pair decided by the plain majority, every rater alike, so a "
+     "difference between the two is the weighting's. The report's boards above are unchanged. No interval: the "
+     "inferred answers are themselves estimates, and an interval that took them as data would be too narrow."),
     ("win-rates", "Pairwise win rates", None, "Row system's share of points against the column system (ties half)."),
     ("win-ratio", "Win-ratio ranking", None, "Each system's share of points over all its battles."),
     ("stopping", "Stopping status per system pair", None, "Each item goes to the majority of its human raters, "
@@ -606,21 +608,25 @@ def leads(data: dict) -> dict[str, str]:
     reliability = data.get("rater_reliability") or {}
     if reliability.get("available"):
         weak = reliability["unreliable"]
+        unscored = reliability.get("unscored") or []
         out["rater-reliability"] = (
             f"{plural(len(reliability['raters']), 'rater')} over {plural(reliability['pairs'], 'rated pair')}: "
             + (f"{len(weak)} {'carries' if len(weak) == 1 else 'carry'} almost no information or "
                f"{'answers' if len(weak) == 1 else 'answer'} against the others (reliability below 0.2: "
-               f"{', '.join(weak[:10])}{'…' if len(weak) > 10 else ''}); consider screening them out and compare the "
-               "board below with the plain one." if weak else "every rater's answers carry information (reliability "
+               f"{', '.join(weak[:10])}{'…' if len(weak) > 10 else ''}); read their answers on the item pages before "
+               "screening anyone out." if weak else "every rater's answers carry information (reliability "
                "0.2 or more).")
+            + (f" {plural(len(unscored), 'rater')} shared too few pairs with two others to be scored." if unscored
+               else "")
         )
         weighted = reliability.get("weighted_board") or {}
         if weighted.get("available"):
-            moved = [r["system"] for r in weighted["leaderboard"] if r["plain_place"] not in (None, r["place"])]
+            moved = [r["system"] for r in weighted["leaderboard"] if r["majority_place"] not in (None, r["place"])]
             out["leaderboard-reliability"] = (
-                "The same order as the plain board." if not moved else
-                f"{', '.join(moved)} {'sits' if len(moved) == 1 else 'sit'} at another place than on the plain board: "
-                "the raters the model finds unreliable moved it.")
+                "The same order as with each pair's plain majority: weighting the raters moves no system." if not moved
+                else f"{', '.join(moved)} {'sits' if len(moved) == 1 else 'sit'} at another place than with each "
+                "pair's plain majority: weighting the raters by their reliability moved "
+                f"{'it' if len(moved) == 1 else 'them'}.")
     for kind, summary in data["consistency"]["summary"].items():
         if summary["available"]:
             who = "People" if kind == "human" else "Judges"

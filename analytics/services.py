@@ -324,29 +324,39 @@ def ratings_report(study: Study, rows: list[Row], systems: list[str],
 RELIABILITY_MIN_RATERS = 3  # Dawid-Skene needs raters to compare: fewer and it only echoes them
 
 
-def reliability_report(rows: list[Row], systems: list[str], plain_board: dict) -> dict:
-    """Each rater's reliability by one-coin Dawid-Skene (``analytics.core.reliability``: agreement with the inferred
-    answer beyond chance, as the rater saw the pair) over the population's judgments, each rated pair a task and its
-    answer (A, B or no preference) the label; and the Bradley-Terry ratings of one battle per rated pair with the
-    answer the model infers, beside the plain board (every judgment a battle) -- shown next to it, never replacing
-    it. No interval: the inferred answers are themselves estimates, and an interval that treated them as data would
-    be too narrow."""
-    labelled = [r for r in rows if r.effective_choice is not None]
-    raters = {r.rater for r in labelled}
-    pairs_with_two = sum(1 for n in Counter(r.pair_id for r in labelled).values() if n >= 2)
-    if len(raters) < RELIABILITY_MIN_RATERS or pairs_with_two == 0:
-        return {"available": False,
-                "reason": f"needs at least {RELIABILITY_MIN_RATERS} raters and pairs rated by two or more of them "
-                          f"(now {len(raters)} rater{'s' if len(raters) != 1 else ''}, {pairs_with_two} such pairs)"}
+def _places(systems: list[str], a: np.ndarray, b: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """Bradley-Terry ratings of battles and each system's place by them (1 the best)."""
+    point = ratings.bradley_terry(a, b, score, len(systems))
+    return point, {systems[i]: place for place, i in enumerate(np.argsort(-point), start=1)}
+
+
+def reliability_report(rows: list[Row], systems: list[str]) -> dict:
+    """Each rater's reliability by one-coin Dawid-Skene (``analytics.core.reliability``: agreement beyond chance with
+    the answer the other raters of each pair point to, as the rater saw the pair; none without enough overlap) over
+    the population's judgments, each rated pair a task and its answer (A, B or no preference) the label; and the
+    Bradley-Terry ratings of one battle per rated pair with the answer the model infers, beside the same board with
+    each pair's plain majority (the same one battle per pair, every rater alike: a difference is the weighting's)
+    and never instead of the report's boards. No interval: the inferred answers are themselves estimates, and an
+    interval that treated them as data would be too narrow."""
     from analytics.core import reliability
 
+    labelled = [r for r in rows if r.effective_choice is not None]
+    raters = {r.rater for r in labelled}
+    overlapping = sum(1 for n in Counter(r.pair_id for r in labelled).values() if n > reliability.MIN_OTHERS)
+    if len(raters) < RELIABILITY_MIN_RATERS or overlapping == 0:
+        return {"available": False,
+                "reason": f"needs at least {RELIABILITY_MIN_RATERS} raters and pairs rated by "
+                          f"{reliability.MIN_OTHERS + 1} or more of them (now {len(raters)} "
+                          f"rater{'s' if len(raters) != 1 else ''}, {overlapping} such pairs)"}
     fit = reliability.one_coin_dawid_skene([r.pair_id for r in labelled], [r.rater for r in labelled],
                                            [r.effective_choice for r in labelled], [r.a_shown_first for r in labelled])
     counts = Counter(r.rater for r in labelled)
-    table = sorted(({"rater": w, "judgments": counts[w], "reliability": float(k), "skill": float(skill),
-                     "in_words": reliability.words(float(k))}
-                    for w, k, skill in zip(fit.workers, fit.kappa, fit.skill, strict=True)),
-                   key=lambda row: row["reliability"])
+    table = [{"rater": w, "judgments": counts[w], "scored_pairs": int(n),
+              "reliability": None if k != k else float(k), "skill": float(skill),
+              "in_words": (f"not enough overlap (fewer than {reliability.MIN_PAIRS} pairs rated by "
+                           f"{reliability.MIN_OTHERS} others)") if k != k else reliability.words(float(k))}
+             for w, k, skill, n in zip(fit.workers, fit.kappa, fit.skill, fit.scored_pairs, strict=True)]
+    table.sort(key=lambda row: (row["reliability"] is None, row["reliability"] or 0.0))
     first = {}
     for r in labelled:
         first.setdefault(r.pair_id, r)
@@ -357,15 +367,16 @@ def reliability_report(rows: list[Row], systems: list[str], plain_board: dict) -
     score = winners.score_for_a([winners.rating_for(fit.labels[p]) for p in kept]).reshape(-1)
     weighted = {"available": False, "reason": "no rated pair"}
     if len(score):
-        point = ratings.bradley_terry(a, b, score, len(systems))
-        order = np.argsort(-point)
-        plain_place = {row["system"]: place for place, row in enumerate(  # places by rating, not interval ranks
-            sorted(plain_board.get("leaderboard", []), key=lambda row: -row["rating"]), start=1)}
+        point, _ = _places(systems, a, b, score)
+        _, majority_a, majority_b, majority_score = _battles(labelled, systems, "majority")
+        _, by_majority = _places(systems, majority_a, majority_b, majority_score)
         weighted = {"available": True, "battles": len(score), "leaderboard": [
-            {"place": place + 1, "system": systems[i], "rating": float(point[i]),
-             "plain_place": plain_place.get(systems[i])} for place, i in enumerate(order)]}
+            {"place": place, "system": systems[i], "rating": float(point[i]),
+             "majority_place": by_majority.get(systems[i])} for place, i in enumerate(np.argsort(-point), start=1)]}
     return {"available": True, "raters": table, "pairs": len(first), "model": "one-coin Dawid-Skene (crowd-kit)",
-            "unreliable": [row["rater"] for row in table if row["reliability"] < 0.2],
+            "unreliable": [row["rater"] for row in table if row["reliability"] is not None
+                           and row["reliability"] < 0.2],
+            "unscored": [row["rater"] for row in table if row["reliability"] is None],
             "weighted_board": weighted}
 
 
@@ -916,7 +927,7 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "hybrid_strengths_blocked": strengths_blocked(designs, humans),
         "win_rate_estimates": win_rate_estimates(study, humans, judges, designs),
     }
-    report["rater_reliability"] = reliability_report(rows, systems, report["bradley_terry"])
+    report["rater_reliability"] = reliability_report(rows, systems)
     for key in ("elo", "sep_elo", "bradley_terry"):
         if report[key].get("available"):
             mark_adjacent_orders(report[key]["leaderboard"], stopping)

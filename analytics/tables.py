@@ -42,14 +42,14 @@ def report_tables(report: dict) -> dict[str, Table]:
     reliability = report.get("rater_reliability") or {}
     if reliability.get("available"):
         tables["rater-reliability"] = (
-            ["rater", "judgments", "reliability", "model_accuracy", "reliability_in_words"],
-            [[r["rater"], r["judgments"], r["reliability"], r["skill"], r["in_words"]]
+            ["rater", "judgments", "scored_pairs", "reliability", "model_accuracy", "reliability_in_words"],
+            [[r["rater"], r["judgments"], r["scored_pairs"], r["reliability"], r["skill"], r["in_words"]]
              for r in reliability["raters"]])
         weighted = reliability["weighted_board"]
         if weighted.get("available"):
             tables["leaderboard-reliability"] = (
-                ["place", "system", "rating", "plain_place"],
-                [[r["place"], r["system"], r["rating"], r["plain_place"]] for r in weighted["leaderboard"]])
+                ["place", "system", "rating", "majority_place"],
+                [[r["place"], r["system"], r["rating"], r["majority_place"]] for r in weighted["leaderboard"]])
     columns = ["system_a", "system_b", "leader", "wins_a", "wins_b", "ties", "k", "n", "pool", "risk",
                "risk_beyond_pool", "threshold", "decided", "decision", "win_rate_low", "win_rate_high",
                "decision_items"]

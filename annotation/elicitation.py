@@ -302,6 +302,12 @@ def mode_of(study) -> Mode:
     return MODES[study.elicitation]
 
 
+def no_output_acceptable(choice: str | None, response_set=None) -> bool:
+    """Whether a stored answer says neither output is acceptable: "both are bad" on a forced choice (choice "tie",
+    response set []) or "neither is acceptable" on a response set (no choice, response set [])."""
+    return response_set == [] and choice in (None, "tie")
+
+
 def effective_choice(choice: str | None, response_set=None, probability_a: float | None = None) -> str | None:
     """A stored answer as one choice in model coordinates ("a", "b", "tie", or None without one): the forced choice
     when there is one (a 5-point answer is stored as its side, so ratings use its sign; "both are bad" is stored as a

@@ -1,7 +1,8 @@
 """Rater reliability on the separability paper's MTurk study (issue 31): for each of its four configurations (50
 instances x 3 workers x 5 sampled pairs), the report's one-coin Dawid-Skene fit next to the configuration's
-separability (cosine-LA, the paper's metric). Prints per configuration: the mean item separability, the workers, their
-mean reliability (kappa against the inferred answers, as each worker saw the pair), how many fall below 0.2, how
+separability (cosine-LA, the paper's metric). Prints per configuration: the mean item separability, the workers, how
+many have enough overlap to be scored, their mean reliability (kappa against the other two workers' answer, as each
+worker saw the pair), how many of those fall below 0.2, how
 often the inferred answer differs from the plain majority of the pair's three workers, and the leader of the plain
 and of the reliability-weighted board.
 
@@ -17,6 +18,8 @@ import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -40,7 +43,7 @@ def main() -> None:
 
     get_user_model().objects.create_user("bench")
     call_command("import_mturk_ratings", "--data", str(MTURK), "--owner", "bench", stdout=io.StringIO())
-    print(f"{'configuration':<48} {'delta':>6} {'workers':>7} {'mean kappa':>10} {'below 0.2':>9} "
+    print(f"{'configuration':<48} {'delta':>6} {'workers':>7} {'scored':>6} {'mean kappa':>10} {'below 0.2':>9} "
           f"{'DS != majority':>14} {'plain leader':>14} {'weighted leader':>16} {'fit s':>6}")
     for study in Study.objects.order_by("name"):
         call_command("compute_separability", "--study", study.name, "--metric", "cosine-la", stdout=io.StringIO())
@@ -59,8 +62,10 @@ def main() -> None:
         report = services.study_report(study)
         weighted = report["rater_reliability"].get("weighted_board", {}).get("leaderboard") or [{}]
         plain = report["bradley_terry"].get("leaderboard") or [{}]
+        scored = ~np.isnan(fit.kappa)
         print(f"{study.name.removeprefix('mturk-'):<48} {statistics.mean(deltas):>6.3f} {len(fit.workers):>7} "
-              f"{float(fit.kappa.mean()):>10.2f} {int((fit.kappa < 0.2).sum()):>9} {differ:>14.1%} "
+              f"{int(scored.sum()):>6} {float(np.nanmean(fit.kappa)):>10.2f} {int((fit.kappa[scored] < 0.2).sum()):>9} "
+              f"{differ:>14.1%} "
               f"{plain[0].get('system', '-'):>14} {weighted[0].get('system', '-'):>16} {seconds:>6.2f}")
 
 

@@ -2,13 +2,17 @@
 their own probability, and wrong uniformly otherwise; Dawid & Skene 1979, the one-parameter form) fitted by EM with
 Toloka's maintained ``crowd-kit`` (``crowdkit.aggregation.OneCoinDawidSkene``), and the answers it infers.
 
-A rater's *reliability* is their agreement with the inferred answers beyond chance, Cohen's kappa over the pairs
-they rated, both answers read as the rater saw them (the output shown first / second / no preference): 1 a perfect
-rater, 0 one whose answers carry no information (a random clicker, or one who always picks the same side), below 0
-one who answers against the others. Read in model coordinates (A / B) the inferred answer is often nearly constant
-(a study fixes each pair's first system, and one system is usually better), which leaves kappa no variance to
-measure; the display order is random, so there both answers vary. The model's own accuracy (``skill``) is reported
-beside it but not used for the verdict: it calls a rater who always gives the commonest answer accurate.
+A rater's *reliability* is their agreement beyond chance (Cohen's kappa) with the answer the *other* raters of each
+pair point to under the fitted model -- the pair's posterior without the rater's own vote (leave one out: with three
+raters a pair, a rater's own vote would otherwise pull the "truth" their way) -- over the pairs that at least
+``MIN_OTHERS`` other raters rated, and only for a rater with ``MIN_PAIRS`` such pairs (else "not enough overlap":
+a pair only they rated says nothing about them). Both answers are read as the rater saw the pair (the output shown
+first / second / no preference): in model coordinates (A / B) the answer is often nearly constant (a study fixes each
+pair's first system, and one system is usually better), which leaves kappa no variance to measure; the display order
+is random, so there both vary. 1 is a perfect rater, 0 one whose answers carry no information (a random clicker, or
+one who always picks the same side), below 0 one who answers against the others. The model's own accuracy
+(``skill``) is reported beside it but not used for the verdict: it calls a rater who always gives the commonest
+answer accurate.
 
 Measured on planted raters (three honest raters answering by Bradley-Terry probabilities, 300 pairs of three
 systems, each pair's first system fixed as studies fix it) and not used:
@@ -33,13 +37,17 @@ import numpy as np
 
 from analytics.core.agreement import cohen_kappa
 
+MIN_OTHERS = 2  # other raters a pair needs to score a rater on it
+MIN_PAIRS = 10  # such pairs a rater needs for a reliability (Cohen's kappa between raters needs as many elsewhere)
+
 
 @dataclasses.dataclass(frozen=True)
 class Reliability:
     workers: list[str]
-    kappa: np.ndarray  # (n_workers,) agreement with the inferred answers beyond chance
+    kappa: np.ndarray  # (n_workers,) agreement with the others' answer beyond chance; NaN: not enough overlap
     skill: np.ndarray  # (n_workers,) the model's probability that the worker answers right
-    labels: dict  # task -> the answer the model infers
+    scored_pairs: np.ndarray  # (n_workers,) the pairs the kappa is over
+    labels: dict  # task -> the answer the model infers from every rater
 
 
 def _seen(label: str, a_first: bool) -> str:
@@ -52,30 +60,58 @@ def _seen(label: str, a_first: bool) -> str:
 def one_coin_dawid_skene(tasks, workers, labels, a_shown_first=None, n_iter: int = 100,
                          tol: float = 1e-5) -> Reliability:
     """Fit one-coin Dawid-Skene to (task, worker, label) triples (three sequences of one length n; labels in model
-    coordinates, "a" / "b" / "tie") and return each worker's reliability (Cohen's kappa of their labels against
-    the inferred ones over their tasks, both read in display coordinates with ``a_shown_first`` (one bool per
-    triple; None: as given); 0 where it is undefined, i.e. both constant), the model's skill, and the inferred
-    label of every task. Deterministic (EM from the majority vote)."""
+    coordinates, "a" / "b" / "tie") and return each worker's reliability (above: Cohen's kappa of their labels
+    against the leave-one-out answer of the others, read in display coordinates with ``a_shown_first``, one bool per
+    triple, None: as given; NaN without ``MIN_PAIRS`` pairs that ``MIN_OTHERS`` others rated; 0 where kappa is
+    undefined because both are constant), the model's skill, how many pairs the kappa is over, and the answer the
+    model infers for every task from everyone. Deterministic (EM from the majority vote)."""
     import pandas as pd
     from crowdkit.aggregation import OneCoinDawidSkene
 
     data = pd.DataFrame({"task": list(tasks), "worker": list(workers), "label": list(labels)})
     if data.empty:
-        return Reliability([], np.zeros(0), np.zeros(0), {})
+        return Reliability([], np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), {})
     with warnings.catch_warnings():  # crowd-kit 1.4.2 uses pandas keywords pandas 3 deprecates; results unchanged
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         model = OneCoinDawidSkene(n_iter=n_iter, tol=tol).fit(data)
     inferred = {task: str(label) for task, label in model.labels_.items()}
+    classes = [str(c) for c in model.priors_.index]
+    k = len(classes)
+    column = {c: i for i, c in enumerate(classes)}
+    skill = {w: min(max(float(v), 1e-6), 1 - 1e-6) for w, v in model.skills_.items()}
+    # each vote's log-likelihood contribution to each class of its task (one-coin: right with the worker's skill,
+    # else uniformly one of the k - 1 others); a task's sum over its votes, minus one vote, is the leave-one-out score
+    vote = np.zeros((len(data), k))
+    for i, (worker, label) in enumerate(zip(data["worker"], data["label"], strict=True)):
+        wrong = np.log((1 - skill[worker]) / max(k - 1, 1))
+        vote[i] = wrong
+        vote[i, column[str(label)]] = np.log(skill[worker])
+    task_ids = data["task"].tolist()
+    total: dict = defaultdict(lambda: np.log(np.asarray(model.priors_.values, dtype=np.float64)))
+    raters_of: dict = defaultdict(set)
+    for i, task in enumerate(task_ids):
+        total[task] = total[task] + vote[i]
+        raters_of[task].add(data["worker"].iat[i])
     firsts = [True] * len(data) if a_shown_first is None else list(a_shown_first)
-    given: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for task, worker, label, a_first in zip(data["task"], data["worker"], data["label"], firsts, strict=True):
-        given[worker][0].append(_seen(str(label), a_first))
-        given[worker][1].append(_seen(inferred[task], a_first))
-    names = sorted(given)
-    kappa = np.array([cohen_kappa(*given[w]) for w in names])
-    skill = np.array([float(model.skills_[w]) for w in names])
-    return Reliability(names, np.nan_to_num(kappa, nan=0.0), skill, inferred)
+    given: dict[str, tuple[list, list, set]] = defaultdict(lambda: ([], [], set()))
+    for i, (task, worker, label) in enumerate(zip(task_ids, data["worker"], data["label"], strict=True)):
+        if len(raters_of[task] - {worker}) < MIN_OTHERS:
+            continue
+        others = classes[int(np.argmax(total[task] - vote[i]))]
+        given[worker][0].append(_seen(str(label), firsts[i]))
+        given[worker][1].append(_seen(others, firsts[i]))
+        given[worker][2].add(task)
+    names = sorted(set(data["worker"]))
+    kappa = np.full(len(names), np.nan)
+    scored = np.zeros(len(names), dtype=np.int64)
+    for j, w in enumerate(names):
+        mine, theirs, pairs = given.get(w, ([], [], set()))
+        scored[j] = len(pairs)
+        if len(pairs) >= MIN_PAIRS:
+            value = cohen_kappa(mine, theirs)
+            kappa[j] = 0.0 if value != value else value
+    return Reliability(names, kappa, np.array([skill[w] for w in names]), scored, inferred)
 
 
 def words(kappa: float) -> str:

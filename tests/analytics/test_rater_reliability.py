@@ -61,10 +61,13 @@ def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_p
     assert page_sections["rater-reliability"]["total"] == 5
     leads = presentation.leads(report)
     assert "2 carry almost no information or answer against the others" in leads["rater-reliability"]
-    assert "sit at another place than on the plain board" in leads["leaderboard-reliability"]
+    # the weighted board beside each pair's plain majority (one battle per pair too): the sentence says what the
+    # table shows
+    moved = [r["system"] for r in found["weighted_board"]["leaderboard"] if r["majority_place"] != r["place"]]
+    assert leads["leaderboard-reliability"].startswith(", ".join(moved) if moved else "The same order")
     stored.refresh(study, Population())  # what the worker stores; the CSV and the page read it
     csv = researcher_client.get(reverse("report_table", args=[study.pk, "rater-reliability"])).content.decode()
-    assert csv.splitlines()[0] == "rater,judgments,reliability,model_accuracy,reliability_in_words"
+    assert csv.splitlines()[0] == "rater,judgments,scored_pairs,reliability,model_accuracy,reliability_in_words"
     assert len(csv.splitlines()) == 6 and csv.splitlines()[1].startswith("spammer-")
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
     assert "How reliable each rater is" in page and "Reliability (κ beyond chance)" in page
@@ -73,5 +76,5 @@ def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_p
 def test_too_few_raters_say_why(study, researcher_client):
     report = services.study_report(study)
     assert report["rater_reliability"] == {
-        "available": False, "reason": "needs at least 3 raters and pairs rated by two or more of them (now 0 raters, "
-                                      "0 such pairs)"}
+        "available": False, "reason": "needs at least 3 raters and pairs rated by 3 or more of them (now 0 raters, 0 "
+                                      "such pairs)"}

@@ -32,7 +32,12 @@ class Command(BaseCommand):
                             help="Ties have no chosen output: left out (default) or kept with tie=true (then chosen / "
                                  "rejected are A's / B's output).")
         parser.add_argument("--both-bad", choices=("drop", "keep"), default="drop",
-                            help="'Both are bad' answers: left out (default) or kept with both_bad=true.")
+                            help="'Both are bad' / 'neither is acceptable' answers: left out (default) or kept with "
+                                 "both_bad=true. (arena keeps ties and both-bad as Arena's 'tie' and 'tie (bothbad)'.)")
+        parser.add_argument("--rater-ids", choices=("pseudonym", "raw"), default="pseudonym",
+                            help="People's rater ids as a pseudonym stable within the study (default: crowd worker ids "
+                                 "identify people, and sites restrict sharing them) or as stored. Judges keep their "
+                                 "names.")
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
@@ -47,13 +52,19 @@ class Command(BaseCommand):
         except populations.PopulationError as exc:
             raise CommandError(f"--{exc}") from None
         output = Path(options["output"])
-        if options["format"] == "hf" and output.exists() and any(output.iterdir()):
-            raise CommandError(f"--output: {output} is a folder that is not empty; give a new or empty folder")
-        if options["format"] != "hf" and output.is_dir():
+        if options["format"] == "hf":
+            if output.exists() and not output.is_dir():
+                raise CommandError(f"--output: {output} is a file; --format hf writes a folder")
+            if output.is_dir() and any(output.iterdir()):
+                raise CommandError(f"--output: {output} is a folder that is not empty; give a new or empty folder")
+        elif output.is_dir():
             raise CommandError(f"--output: {output} is a folder; give a file name")
+        if not output.parent.is_dir():
+            raise CommandError(f"--output: the folder {output.parent} does not exist")
         try:
             n = preferences.export(study, options["format"], output, preferences.Options(
-                population, ties=options["ties"] == "keep", both_bad=options["both_bad"] == "keep"))
+                population, ties=options["ties"] == "keep", both_bad=options["both_bad"] == "keep",
+                raw_rater_ids=options["rater_ids"] == "raw"))
         except preferences.ExportError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"Wrote {n:,} record{'s' if n != 1 else ''} ({population.label}) to {output}")

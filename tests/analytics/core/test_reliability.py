@@ -77,3 +77,42 @@ def test_a_clicker_and_a_coin_carry_no_information():
 def test_no_labels_no_fit():
     fit = reliability.one_coin_dawid_skene([], [], [])
     assert fit.workers == [] and fit.labels == {}
+
+
+def three_raters_a_pair(seed: int = 0, pairs: int = 400, sparse: bool = False):
+    """Six honest raters (right 80 % of the time on a balanced truth: kappa 0.6 against it) and one clicker who
+    always picks the output shown first, three of them drawn for each pair (the MTurk design); ``sparse``: only one
+    pair in ten gets three raters, the others one."""
+    rng = np.random.default_rng(seed)
+    workers = [f"honest-{i}" for i in range(6)] + ["clicker"]
+    rows = []
+    for t in range(pairs):
+        truth = str(rng.choice(["a", "b"]))
+        n = 3 if not sparse or t % 10 == 0 else 1
+        for w in rng.choice(workers, n, replace=False):
+            a_first = bool(rng.random() < 0.5)
+            if w == "clicker":
+                label = "a" if a_first else "b"
+            else:
+                label = truth if rng.random() < 0.8 else ("b" if truth == "a" else "a")
+            rows.append((t, str(w), label, a_first))
+    return rows
+
+
+def test_with_three_raters_a_pair_a_rater_is_scored_against_the_other_two():
+    """Leave one out: scored against the answer the other raters point to, an honest rater is not inflated by their
+    own vote (against the truth their kappa is 0.6; against two noisy others it can only be lower), and the clicker
+    stays near 0."""
+    fit = reliability.one_coin_dawid_skene(*zip(*three_raters_a_pair(), strict=True))
+    kappa = dict(zip(fit.workers, fit.kappa, strict=True))
+    assert abs(kappa["clicker"]) < 0.1
+    assert all(0.3 < kappa[f"honest-{i}"] <= 0.6 for i in range(6))
+    assert all(n >= reliability.MIN_PAIRS for n in fit.scored_pairs)
+
+
+def test_without_overlap_there_is_no_reliability():
+    """One pair in ten has three raters: about five pairs each, fewer than MIN_PAIRS -- 'not enough overlap' (NaN),
+    never a number from pairs only the rater saw."""
+    fit = reliability.one_coin_dawid_skene(*zip(*three_raters_a_pair(sparse=True, pairs=120), strict=True))
+    assert all(n < reliability.MIN_PAIRS for n in fit.scored_pairs)
+    assert np.isnan(fit.kappa).all()
