@@ -370,7 +370,7 @@ def figures(data: dict) -> dict[str, str]:
                                                      errors={kind: [b["se"] for b in bins["equal_count"]]})
         out[f"consistency-distribution-{kind}"] = plots.stacked_bars(
             [(f"{as_two(b['low'])} to {as_two(b['high'])} (n = {b['count']:,})",
-              {float(v): n for v, n in b["histogram"].items()}) for b in bins["equal_width"]],
+              dict(sorted((float(v), n) for v, n in b["histogram"].items()))) for b in bins["equal_width"]],
             f"consistency ({kind}s)")
     judges = data["indeterminacy"]["judges"]
     if judges:

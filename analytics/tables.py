@@ -65,7 +65,9 @@ def report_tables(report: dict) -> dict[str, Table]:
         for scheme in ("equal_width", "equal_count"):
             for b in bins[scheme]:
                 rows.append([kind, scheme, b["bin"], b["low"], b["high"], b["count"], b["mean"], b["se"],
-                             "; ".join(f"{v}: {n}" for v, n in b["histogram"].items())])
+                             # by value: the stored JSON's key order is the database's (jsonb orders by length)
+                             "; ".join(f"{v}: {n}" for v, n in sorted(b["histogram"].items(),
+                                                                      key=lambda kv: float(kv[0])))])
     tables["consistency-bins"] = (["kind", "bins", "bin", "delta_low", "delta_high", "rating_sets", "mean_consistency",
                                    "standard_error", "distribution"], rows)
     bias = report["positional_bias"]
