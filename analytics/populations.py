@@ -131,3 +131,13 @@ def parse(params: Mapping[str, str], judges: Iterable[str] | None = None,
         known = ", ".join(sorted(questions)) or "only the main question"
         raise PopulationError(f"question: this study asks no further preference question {question!r} ({known})")
     return Population(kind, judge, sources, rater, screened == "include", question)
+
+
+def parse_for(study, params: Mapping[str, str]) -> Population:
+    """``parse`` checked against ``study``: its judges, raters and further preference questions (the report page,
+    its API and CSV, ``report`` and ``export_preferences`` all read a population this way)."""
+    from annotation import questions
+
+    raters = dict(study.raters.values_list("external_id", "kind"))
+    return parse(params, judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
+                 questions=questions.further_preference_keys(study))

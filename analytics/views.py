@@ -28,12 +28,10 @@ from annotation.exchange.formats import csv_safe
 
 def population_of(request: HttpRequest, study) -> Population:
     """The rater population the request asks for (humans by default); a bad parameter is a 400 naming it."""
-    raters = dict(study.raters.values_list("external_id", "kind"))
     params = {name: request.GET.get(name, "") for name in ("population", "rater", "screened", "question")}
     params["source"] = ",".join(request.GET.getlist("source"))  # checkboxes, or one comma-separated value
     try:
-        return populations.parse(params, judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
-                                 questions=questions.further_preference_keys(study))
+        return populations.parse_for(study, params)
     except populations.PopulationError as exc:
         raise BadPopulation(str(exc)) from None
 

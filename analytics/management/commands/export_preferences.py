@@ -3,7 +3,6 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from analytics import populations, preferences
-from annotation import questions
 from annotation.management.commands._common import get_study
 
 
@@ -41,14 +40,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
-        raters = dict(study.raters.values_list("external_id", "kind"))
         try:
-            population = populations.parse(
-                {"population": options["population"], "source": options["source"],
-                 "screened": "include" if options["include_screened"] else "exclude",
-                 "question": options["question"]},
-                judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
-                questions=questions.further_preference_keys(study))
+            population = populations.parse_for(study, {
+                "population": options["population"], "source": options["source"],
+                "screened": "include" if options["include_screened"] else "exclude", "question": options["question"]})
         except populations.PopulationError as exc:
             raise CommandError(f"--{exc}") from None
         output = Path(options["output"])

@@ -3,7 +3,6 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from analytics import populations, services
-from annotation import questions
 from annotation.management.commands._common import get_study
 
 
@@ -37,14 +36,10 @@ class Command(BaseCommand):
         if options["metric"]:
             raise CommandError("--metric goes with --studies (a single study's report uses its own metric)")
         study = get_study(options["study"])
-        raters = dict(study.raters.values_list("external_id", "kind"))
         try:
-            population = populations.parse(
-                {"population": options["population"], "source": options["source"], "rater": options["rater"],
-                 "screened": "include" if options["include_screened"] else "exclude",
-                 "question": options["question"]},
-                judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
-                questions=questions.further_preference_keys(study))
+            population = populations.parse_for(study, {
+                "population": options["population"], "source": options["source"], "rater": options["rater"],
+                "screened": "include" if options["include_screened"] else "exclude", "question": options["question"]})
         except populations.PopulationError as exc:
             raise CommandError(f"--{exc}") from None
         report = services.study_report(study, population)
