@@ -46,6 +46,7 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
 
     import numpy as np
     from django.contrib.auth import get_user_model
+    from django.db import connection
 
     from annotation.elicitation import Answer
     from annotation.models import Assignment, Judgment
@@ -73,10 +74,20 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
     timings: list[float] = []
     real_step = planning.do_close_decided_pairs
 
+    queries: list[int] = []
+
     def timed_step(assignment) -> None:  # the step as it runs, inside the submit that completes the assignment
-        t0 = time.perf_counter()
-        real_step(assignment)
-        timings.append((time.perf_counter() - t0) * 1000)
+        count = [0]
+
+        def counted(execute, *args):
+            count[0] += 1
+            return execute(*args)
+
+        with connection.execute_wrapper(counted):
+            t0 = time.perf_counter()
+            real_step(assignment)
+            timings.append((time.perf_counter() - t0) * 1000)
+        queries.append(count[0])
 
     planning.do_close_decided_pairs = timed_step
 
@@ -114,7 +125,8 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
     p50, p95 = statistics.median(step), sorted(step)[int(0.95 * (len(step) - 1))]
     base = statistics.median(recompute)
     print(f"decision step per completed assignment: p50 {p50:.2f} ms, p95 {p95:.2f} ms "
-          f"(recomputing the pair instead: p50 {base:.1f} ms; ratio {p50 / base:.3f})")
+          f"(recomputing the pair instead: p50 {base:.1f} ms; ratio {p50 / base:.3f}); "
+          f"queries per step: {statistics.median(queries[-len(step):]):.0f}")
 
 
 if __name__ == "__main__":

@@ -42,23 +42,12 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     settings = study.selection_settings
     if not settings.stops_buying():
         return None
-    by_comparison: dict[int, set[int]] = {}
-    systems: dict[int, tuple[int, int]] = {}
-    for comparison_id, item_id, system_a, system_b in assignment.places.values_list(
-            "task__comparison_id", "item_id", "task__comparison__system_a_id", "task__comparison__system_b_id"):
-        by_comparison.setdefault(comparison_id, set()).add(item_id)
-        systems[comparison_id] = (system_a, system_b)
     decided_now = set()
-    judged = services.judgments_by_pair(assignment)
-    for comparison_id in sorted(by_comparison):
-        # the pair as the reads below need it, without reading its row again
-        comparison = Comparison(pk=comparison_id, study=study, system_a_id=systems[comparison_id][0],
-                                system_b_id=systems[comparison_id][1])
+    for comparison_id, reads in sorted(services.assignment_reads(assignment, study).items()):
         stored, _ = PairDecision.objects.select_for_update().get_or_create(
             comparison_id=comparison_id, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0,
                                                    "items": 0, "judgments": 0})
-        observe(study, settings, comparison, stored, by_comparison[comparison_id],
-                judged.get(frozenset(systems[comparison_id]), 0))
+        observe(study, settings, stored, reads)
         if stored.decision != decisions.UNDECIDED:
             decided_now.add(comparison_id)
     if not settings.ranks_only():
@@ -73,13 +62,12 @@ def first_raters(study: Study) -> int:
     return 1 if study.selection_settings.one_first() else study.raters_per_item
 
 
-def observe(study: Study, settings, comparison: Comparison, stored: PairDecision, items: set[int],
-            judged: int) -> None:
+def observe(study: Study, settings, stored: PairDecision, reads: services.PairReads) -> None:
     """Bring one pair's stored decision up to date with the items the assignment may have completed: one observation
     per item once its raters are in (one rater in phase 1 of "one rater per item first", all of them otherwise);
     once no item of a pair still undecided lacks its first rater, phase 2 starts -- the pair's tasks ask for all
-    their raters, and a new sequence observes whole items -- each phase at half the error rate. ``judged``: the
-    assignment's judgments of the pair."""
+    their raters, and a new sequence observes whole items -- each phase at half the error rate."""
+    comparison = reads.comparison
     split = settings.one_first()
     alpha = settings.decision_alpha / 2 if split else settings.decision_alpha
     raters = 1 if split and stored.phase == 1 else study.raters_per_item
@@ -88,9 +76,10 @@ def observe(study: Study, settings, comparison: Comparison, stored: PairDecision
         scored, stored.judgments = services.pair_item_scores(comparison, raters=raters)
         sequence, stored.counted = decisions.BettingSequence(alpha), []
     else:  # the items this assignment may have completed, one observation each
-        new = sorted(items - set(stored.counted))
-        scored = services.pair_item_scores(comparison, new, raters)[0] if new else []
-        stored.judgments += judged
+        new = reads.items - set(stored.counted)
+        by_item, _ = services.ratings_from_rows(comparison, [row for row in reads.rows if row[0] in new])
+        scored = services.whole_item_scores(study, by_item, raters)
+        stored.judgments += reads.judged
     for item_id, score in scored:
         sequence.update(score)
         stored.counted.append(item_id)

@@ -9,10 +9,9 @@ from collections.abc import Callable
 
 import numpy as np
 from django.db import transaction
-from django.db.models import Count
 
 from annotation import elicitation
-from annotation.models import Comparison, Generation, Item, Judgment, Pair, Rater, Study, Task
+from annotation.models import Comparison, Generation, Item, Judgment, Rater, Study, Task
 from selection import embedding
 from selection.core import separability as sep
 from selection.core import winners
@@ -186,25 +185,26 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     return out
 
 
-def pair_judgments(comparison: Comparison, items: list[int] | None = None, **where):
-    """The current judgments of a system pair (either display order, either system as A), narrowed by ``where``;
-    ``items``: only those of these items, read through the judgments' pair index (not the study's judgments: the
-    decision step after each completed assignment must not grow with the study)."""
+def pair_judgments(comparison: Comparison, **where):
+    """The current judgments of a system pair (either display order, either system as A), narrowed by ``where``."""
     systems = [comparison.system_a_id, comparison.system_b_id]
-    # the items' pairs as a list of ids: PostgreSQL then starts from the judgments' pair index whatever its
-    # statistics say (with a subquery it could start from every rater of the study)
-    judgments = (Judgment.objects.filter(study_id=comparison.study_id) if items is None else
-                 Judgment.objects.filter(pair_id__in=list(Pair.objects.filter(item_id__in=items)
-                                                          .values_list("id", flat=True))))
-    return judgments.filter(revised=False, superseded=False, pair__generation_a__system_id__in=systems,
-                            pair__generation_b__system_id__in=systems, **where)
+    return Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
+                                   pair__generation_a__system_id__in=systems,
+                                   pair__generation_b__system_id__in=systems, **where)
+
+
+JUDGMENT_ROW = ("pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set",
+                "probability_a")
 
 
 def ratings_by_item(comparison: Comparison, judgments) -> tuple[dict[int, dict[int, list[int]]], int]:
     """item -> rater -> their ratings for the pair's first system (-1 a win, in ``winners``' coordinates), items in
     the order their last judgment arrived; and how many judgments had an answer."""
-    rows = judgments.order_by("created", "id").values_list(
-        "pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set", "probability_a")
+    return ratings_from_rows(comparison, judgments.order_by("created", "id").values_list(*JUDGMENT_ROW))
+
+
+def ratings_from_rows(comparison: Comparison, rows) -> tuple[dict[int, dict[int, list[int]]], int]:
+    """``ratings_by_item`` from rows of ``JUDGMENT_ROW`` already read, in the order the judgments arrived."""
     by_item: dict[int, dict[int, list[int]]] = {}
     read = 0
     for item_id, rater_id, system_a, choice, response_set, probability_a in rows:
@@ -218,46 +218,76 @@ def ratings_by_item(comparison: Comparison, judgments) -> tuple[dict[int, dict[i
     return by_item, read
 
 
-def pair_item_scores(comparison: Comparison, items: list[int] | None = None, raters: int | None = None
-                     ) -> tuple[list[tuple[int, float]], int]:
+def pair_item_scores(comparison: Comparison, raters: int | None = None) -> tuple[list[tuple[int, float]], int]:
     """A system pair's item scores for its first system (``winners.item_score``) from the human judgments collected
     in the study's assignments (the plan's work; imported judgments never fill the plan), one per item whose every
     planned rater has answered (its score no longer changes), in the order the last of them arrived -- what the
-    pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``items``: only these;
-    ``raters``: the raters an item waits for (default: the study's raters per item; 1 while one rater per item
-    comes first, the score then being that rater's)."""
-    if items is None:
-        judgments = pair_judgments(comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
-                                   rater__screened_out=False)
-        by_item, read = ratings_by_item(comparison, judgments)
-    else:  # a few items: their judgments by the pair index, then their raters by key (no join a planner could start
-        # from the study's raters: PostgreSQL without fresh statistics did, 40 ms at 10,000 raters)
-        by_item, read = ratings_by_item(comparison, pair_judgments(comparison, items, assignment__isnull=False))
-        seen = {r for by_rater in by_item.values() for r in by_rater}
-        counted = set(Rater.objects.filter(pk__in=seen, kind=Rater.Kind.HUMAN, screened_out=False)
-                      .values_list("pk", flat=True))
-        by_item = {item: {r: v for r, v in by_rater.items() if r in counted} for item, by_rater in by_item.items()}
-    # whole: every planned rater has answered every pair of the item they were shown (a rater part-way through
-    # could still revise or add answers, and the score would change after it was observed)
-    wanted = comparison.study.raters_per_item if raters is None else raters
-    pairs = comparison.study.pairs_per_assignment
+    pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``raters``: the raters
+    an item waits for (default: the study's raters per item; 1 while one rater per item comes first, the score then
+    being that rater's). The decision step after a completed assignment reads only its items
+    (``AssignmentReads``)."""
+    judgments = pair_judgments(comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
+                               rater__screened_out=False)
+    by_item, read = ratings_by_item(comparison, judgments)
+    return whole_item_scores(comparison.study, by_item, raters), read
+
+
+def whole_item_scores(study: Study, by_item: dict[int, dict[int, list[int]]], raters: int | None = None
+                      ) -> list[tuple[int, float]]:
+    """The scores of the items whose planned raters are all in: every one of ``raters`` (default: the study's
+    raters per item) has answered every pair of the item they were shown (a rater part-way through could still
+    revise or add answers, and the score would change after it was observed)."""
+    wanted = study.raters_per_item if raters is None else raters
+    pairs = study.pairs_per_assignment
     scored = []
     for item_id, by_rater in by_item.items():
         whole = [v for v in by_rater.values() if len(v) >= pairs]
         if len(whole) >= wanted:  # the first ``wanted`` raters to finish it (one, while one rater comes first)
             scored.append((item_id, winners.item_score(whole[:wanted])))
-    return scored, read
+    return scored
 
 
-def judgments_by_pair(assignment) -> dict[frozenset[int], int]:
-    """An assignment's current judgments per system pair (by its two systems' ids), read through the assignment's
-    index (one query)."""
-    rows = (Judgment.objects.filter(assignment=assignment, revised=False, superseded=False)
-            .values_list("pair__generation_a__system_id", "pair__generation_b__system_id")
-            .annotate(n=Count("id")).order_by())
-    out: dict[frozenset[int], int] = {}
-    for a, b, n in rows:
-        out[frozenset((a, b))] = out.get(frozenset((a, b)), 0) + n
+@dataclasses.dataclass
+class PairReads:
+    """One system pair of a completed assignment: its systems, the items the assignment held of it, the current
+    plan judgments of those items by counted raters (rows of ``JUDGMENT_ROW``, in arrival order) and how many of the
+    assignment's own current judgments are of the pair."""
+    comparison: Comparison
+    items: set[int]
+    rows: list[tuple]
+    judged: int
+
+
+def assignment_reads(assignment, study: Study) -> dict[int, PairReads]:
+    """What the decision step needs after an assignment completed, per system pair it held, in three queries
+    whatever the study's size: the assignment's places with their pairs' systems and their tasks' output pairs;
+    the current plan judgments of those output pairs (by the judgments' pair index: every rater's, as an item's
+    score needs them all); their raters by key (no join a planner could start from the study's raters: PostgreSQL
+    without fresh statistics did, 40 ms at 10,000 raters)."""
+    out: dict[int, PairReads] = {}
+    by_pair: dict[int, int] = {}
+    for comparison_id, item_id, system_a, system_b, pair_id in assignment.places.values_list(
+            "task__comparison_id", "item_id", "task__comparison__system_a_id", "task__comparison__system_b_id",
+            "task__task_pairs__pair_id"):
+        if comparison_id not in out:
+            out[comparison_id] = PairReads(Comparison(pk=comparison_id, study=study, system_a_id=system_a,
+                                                      system_b_id=system_b), set(), [], 0)
+        out[comparison_id].items.add(item_id)
+        if pair_id is not None:
+            by_pair[pair_id] = comparison_id
+    if not by_pair:
+        return out
+    rows = list(Judgment.objects.filter(pair_id__in=list(by_pair), assignment__isnull=False, revised=False,
+                                        superseded=False).order_by("created", "id")
+                .values_list("pair_id", "assignment_id", *JUDGMENT_ROW))
+    counted = set(Rater.objects.filter(pk__in={row[3] for row in rows}, kind=Rater.Kind.HUMAN, screened_out=False)
+                  .values_list("pk", flat=True))
+    for pair_id, assignment_id, *row in rows:
+        reads = out[by_pair[pair_id]]
+        if assignment_id == assignment.pk:
+            reads.judged += 1
+        if row[1] in counted:
+            reads.rows.append(tuple(row))
     return out
 
 
