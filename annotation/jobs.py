@@ -41,8 +41,10 @@ KINDS: dict[str, str] = {
     "judgments": "annotation.rating.recording.judgment_import_job",
     "plan": "annotation.plan.planning.plan_job",
     "judge": "annotation.judges.runner.judge_job",
+    "generate": "annotation.generating.runner.generate_job",
 }
-RESTARTABLE: set[str] = {"plan", "judge"}  # a body that may run again from the start after a database outage
+# a body that may run again from the start after a database outage
+RESTARTABLE: set[str] = {"plan", "judge", "generate"}
 OUTAGE_RETRIES = 5  # times a restartable body is run again after an outage cut it short, before the job fails
 OUTAGE = ("The database could not be reached while this job ran (it was locked by another writer or its "
           "connection dropped){again}; nothing after its last progress was kept. Start it again (an unfinished "

@@ -322,6 +322,9 @@ class Generation(models.Model):
     text = models.TextField()
     text_hash = models.CharField(max_length=64, db_index=True)
     n_words = models.PositiveIntegerField(default=0, help_text="Words (whitespace-separated) in the text.")
+    provenance = models.JSONField(
+        null=True, blank=True,
+        help_text="Where a generated output came from: endpoint, model, parameters, time (none when imported).")
 
     class Meta:
         ordering = ["item_id", "system_id", "sample_index"]
@@ -779,16 +782,11 @@ class MTurkHIT(models.Model):
         return f"{'sandbox' if self.sandbox else 'live'} HIT {self.hit_id}"
 
 
-class Judge(models.Model):
-    """An LLM judge SepLab runs on a study's pairs through an OpenAI-compatible endpoint
-    (``annotation/judges/runner.py``). Its verdicts are the judgments of ``rater`` (kind judge)."""
+class Endpoint(models.Model):
+    """How SepLab talks to one OpenAI-compatible chat-completions endpoint (``annotation/endpoints.py``): where, with
+    which key, how hard, and at what price. An LLM judge (``Judge``) and a system whose outputs are generated
+    (``SystemEndpoint``) are both one."""
 
-    class Scope(models.TextChoices):
-        SHOWN = "shown", "The pairs released to human raters"
-        ALL = "all", "Every item of every system pair (first samples)"
-
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judges")
-    rater = models.OneToOneField(Rater, on_delete=models.CASCADE, related_name="judge")
     base_url = models.URLField(max_length=500, help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 "
                                                          "or http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
     model = models.CharField(max_length=200, help_text="The model name the endpoint expects.")
@@ -798,13 +796,9 @@ class Judge(models.Model):
     api_key = SealedTextField(
         blank=True, default="",
         help_text="Or a key stored with the study (encrypted, never shown again, never logged); used when set.")
-    prompt_template = models.TextField(help_text="The prompt; {input}, {first}, {second} and {answer_format} are "
-                                                 "filled in, {question} too if present.")
     temperature = models.FloatField(default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
     max_tokens = models.PositiveIntegerField(default=400, validators=[MinValueValidator(1),
                                                                       MaxValueValidator(32_000)])
-    logprobs = models.BooleanField(default=False, help_text="Ask for log-probabilities and keep P(A) from the option "
-                                                            "tokens (not every endpoint returns them).")
     max_concurrency = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1),
                                                                               MaxValueValidator(64)])
     request_budget = models.PositiveIntegerField(
@@ -814,7 +808,6 @@ class Judge(models.Model):
     max_retries = models.PositiveSmallIntegerField(
         default=4, validators=[MaxValueValidator(20)],
         help_text="Retries with backoff on 429, 5xx, timeouts and dropped connections (the openai client's).")
-    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.SHOWN)
     price_input = models.DecimalField(max_digits=10, decimal_places=4, default=0,
                                       help_text="US$ per million prompt tokens, for the cost shown.")
     price_output = models.DecimalField(max_digits=10, decimal_places=4, default=0,
@@ -823,10 +816,7 @@ class Judge(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["id"]
-
-    def __str__(self) -> str:
-        return self.rater.external_id
+        abstract = True
 
     def clean(self) -> None:
         super().clean()
@@ -837,6 +827,56 @@ class Judge(models.Model):
                 check_endpoint(self.base_url, must_resolve=False)
             except EndpointRefused as exc:
                 raise ValidationError({"base_url": str(exc)}) from None
+
+
+class Judge(Endpoint):
+    """An LLM judge SepLab runs on a study's pairs through an OpenAI-compatible endpoint
+    (``annotation/judges/runner.py``). Its verdicts are the judgments of ``rater`` (kind judge)."""
+
+    class Scope(models.TextChoices):
+        SHOWN = "shown", "The pairs released to human raters"
+        ALL = "all", "Every item of every system pair (first samples)"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judges")
+    rater = models.OneToOneField(Rater, on_delete=models.CASCADE, related_name="judge")
+    prompt_template = models.TextField(help_text="The prompt; {input}, {first}, {second} and {answer_format} are "
+                                                 "filled in, {question} too if present.")
+    logprobs = models.BooleanField(default=False, help_text="Ask for log-probabilities and keep P(A) from the option "
+                                                            "tokens (not every endpoint returns them).")
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.SHOWN)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.rater.external_id
+
+
+class SystemEndpoint(Endpoint):
+    """A system whose outputs SepLab generates from an OpenAI-compatible endpoint (``annotation/generation.py``):
+    ``samples`` outputs per item, each stored as the system's ``Generation`` with its provenance."""
+
+    system = models.OneToOneField(System, on_delete=models.CASCADE, related_name="endpoint")
+    system_prompt = models.TextField(blank=True, help_text="Sent before each input as the system message "
+                                                           "(nothing is sent when empty).")
+    temperature = models.FloatField(default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)],
+                                    help_text="Above 0, so that the samples of one input differ (separability "
+                                              "measures how much).")
+    max_tokens = models.PositiveIntegerField(default=1024, validators=[MinValueValidator(1),
+                                                                       MaxValueValidator(32_000)])
+    samples = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(20)],
+        help_text="Outputs per input (K). Separability needs at least 2; its paper uses 5.")
+    seed = models.BigIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(2**31 - 1)],
+        help_text="Sent as the request's seed (sample k asks with seed + k) to endpoints that take one; "
+                  "empty sends none.")
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.system.name
 
 
 def key_variables() -> list[str]:
@@ -880,6 +920,38 @@ class JudgeCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge} on pair {self.pair_id} ({'A' if self.a_shown_first else 'B'} first): {self.status}"
+
+
+class GenerationCall(models.Model):
+    """One request for one output (an item's sample k) of a system generated from an endpoint: the ledger that
+    makes generation resumable (at most one per system, item and sample, a database constraint) and keeps what was
+    received. A generated call owns the output it stored."""
+
+    class Status(models.TextChoices):
+        GENERATED = "generated", "Generated"
+        UNUSABLE = "unusable", "Unusable (asked again on resume)"
+        FAILED = "failed", "Failed (retried on resume)"
+
+    endpoint = models.ForeignKey(SystemEndpoint, on_delete=models.CASCADE, related_name="calls")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    sample_index = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=12, choices=Status.choices)
+    problem = models.TextField(blank=True, help_text="Why the reply is unusable, or the error after the retries.")
+    response = models.JSONField(null=True, blank=True, help_text="The endpoint's whole response, as received "
+                                                                 "(the text itself is the output's).")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    generation = models.OneToOneField(Generation, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="call")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["endpoint", "item", "sample_index"],
+                                               name="generationcall_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} on item {self.item_id} sample {self.sample_index}: {self.status}"
 
 
 class Job(models.Model):

@@ -18,6 +18,14 @@ built from the client's response types (``ChatCompletion``) and are deterministi
   the body a byte every ``trickle_seconds``: a per-read timeout never fires);
 - with ``logprobs`` requested, each token carries its log-probability and the label token its alternatives
   A / B / Tie with P(A) = P(first).
+
+A model whose name starts with ``gen-`` is a system to generate outputs from (``annotation/generating``) rather than a
+judge: it answers the last message with ``generated_text`` -- deterministic given the model, the input and the
+request's ``seed`` (without one, each request differs), terse or verbose as the model's name says
+(``gen-terse-…`` about 8 words, ``gen-verbose-…`` about 40) -- under the same fault markers, plus
+``[[empty]]`` (an empty
+reply), ``[[nul]]`` (a NUL character in the reply), ``[[filtered]]`` (``finish_reason: content_filter``) and
+``[[long]]`` (cut off at ``max_tokens``: ``finish_reason: length``).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import argparse
 import collections
 import json
 import math
+import random
 import re
 import threading
 import time
@@ -48,6 +57,19 @@ OUTPUTS = re.compile(r"\[Output A\]\n(?P<first>.*?)\n\n\[Output B\]\n(?P<second>
 
 def p_first(first: str, second: str) -> float:
     return 1 / (1 + math.exp(-((len(first) - len(second)) / 20 + 0.4)))
+
+
+VOCABULARY = ("the", "answer", "is", "because", "clearly", "we", "note", "that", "first", "then", "result", "model",
+              "input", "consider", "example", "shows", "so", "and", "which", "means", "each", "step", "follows")
+
+
+def generated_text(model: str, prompt: str, seed: int | None, attempt: int) -> str:
+    """What a ``gen-`` model answers: words drawn from the model, the input and the seed (or the request's attempt
+    number, when no seed is sent), about 8 of them for a terse model, 40 for a verbose one, 20 otherwise."""
+    rng = random.Random(f"{model}|{prompt}|{seed if seed is not None else f'attempt {attempt}'}")
+    length = 8 if "terse" in model else 40 if "verbose" in model else 20
+    words = [rng.choice(VOCABULARY) for _ in range(length + rng.randint(0, length // 2))]
+    return f"{model} on {prompt[:30]!r}: " + " ".join(words) + "."
 
 
 def verdict_lines(prompt: str, first_wins: bool) -> str:
@@ -185,6 +207,9 @@ class Handler(BaseHTTPRequestHandler):
                 with self.server.lock:
                     self.server.hung_up += 1
             return
+        if body["model"].startswith("gen-"):
+            self._generate(body, prompt, attempt)
+            return
         found = OUTPUTS.search(prompt)
         first, second = (found["first"], found["second"]) if found else ("", "")
         p = p_first(first, second)
@@ -212,6 +237,26 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "finish_reason": finish,
                          "message": {"role": "assistant", "content": text},
                          "logprobs": self._logprobs(text, p) if body.get("logprobs") else None}],
+            "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
+        }
+        self._send(200, ChatCompletion.model_validate(completion).model_dump(mode="json", exclude_none=True))
+
+    def _generate(self, body: dict, prompt: str, attempt: int) -> None:
+        text, finish = generated_text(body["model"], prompt, body.get("seed"), attempt), "stop"
+        if "[[empty]]" in prompt:
+            text = ""
+        elif "[[nul]]" in prompt:
+            text = "before\x00after"
+        elif "[[filtered]]" in prompt:
+            text, finish = "", "content_filter"
+        elif "[[long]]" in prompt:
+            text, finish = " ".join(text.split()[:body.get("max_tokens") or 16]), "length"
+        usage = {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
+                 "completion_tokens": len(text.split())}
+        completion = {
+            "id": f"chatcmpl-{abs(hash((prompt, attempt))) % 10**8}", "object": "chat.completion",
+            "created": 1_700_000_000, "model": body["model"], "system_fingerprint": "fp_local",
+            "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}],
             "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
         }
         self._send(200, ChatCompletion.model_validate(completion).model_dump(mode="json", exclude_none=True))

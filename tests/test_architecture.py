@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ("annotation", "selection", "analytics")
-WINGS = ["exchange", "plan", "rating", "studies", "crowd", "judges", "views"]
+WINGS = ["exchange", "plan", "rating", "studies", "crowd", "judges", "generating", "views"]
 ANALYTICS_MAY_READ = [  # besides selection.core.*; tighten as analytics stops needing them
     "selection.models",  # the stored runs and inclusion probabilities the reports weight by
     "selection.services",  # loading a study's selection run, the one read path with its caching and checks

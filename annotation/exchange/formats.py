@@ -29,6 +29,7 @@ MAX_STORED_INT = 2_147_483_647
 
 STUDY_FIELDS = ("id", "input", "reference", "outputs", "metadata")
 STUDY_CSV_REQUIRED = ("item_id", "input", "system", "sample", "output")
+STUDY_CSV_OUTPUT_COLUMNS = ("system", "sample", "output")  # none of them: a file of inputs alone
 STUDY_CSV_OPTIONAL = ("reference", "metadata")
 RATER_KINDS = ("human", "judge")
 
@@ -358,10 +359,12 @@ def _study_systems(items: list[ParsedItem], problems: list[Problem]) -> list[str
                 problems.append(Problem(item.line, f"outputs.{name}",
                                         f"unknown system '{name}' (most items use: {', '.join(systems)})"))
         for name in systems:
-            if name not in item.outputs:
+            if item.outputs and name not in item.outputs:  # none at all: said once, as missing outputs
                 problems.append(
                     Problem(item.line, "outputs", f"missing system '{name}' (other items have outputs from it)")
                 )
+    if items and not counts:
+        return []  # a file of inputs alone: the systems come from endpoints (annotation/generating)
     if items and len(systems) < 2:
         problems.append(
             Problem(None, None, f"a study needs outputs of at least two systems; found {len(systems)}: {systems}")
@@ -413,15 +416,22 @@ def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:
         metadata = obj.get("metadata") or {}
         if not isinstance(metadata, dict):
             problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
-        outputs = _validate_outputs(obj.get("outputs"), line, problems)
+        outputs = _validate_outputs(obj["outputs"], line, problems) if "outputs" in obj else None
         if len(problems) == before:
-            items.append(ParsedItem(external_id, source, reference, metadata, outputs, line))
+            items.append(ParsedItem(external_id, source, reference, metadata, outputs, line))  # type: ignore[arg-type]
+    without = [item for item in items if item.outputs is None]
+    if len(without) < len(items):  # some items have outputs: every item needs them
+        problems += [Problem(item.line, "outputs", "missing outputs (other items have them; a file of inputs alone, "
+                                                   "for outputs generated from endpoints, has none)")
+                     for item in without]
+    for item in without:
+        item.outputs = {}
     return items
 
 
 def _validate_outputs(outputs: Any, line: int, problems: list[Problem]) -> dict[str, list[str]]:
     if outputs is None:
-        problems.append(Problem(line, "outputs", "missing outputs"))
+        problems.append(Problem(line, "outputs", "outputs is null: leave the field out for a file of inputs alone"))
         return {}
     if not isinstance(outputs, dict) or not outputs:
         problems.append(Problem(line, "outputs", 'outputs must be a non-empty object {"system": ["sample 0", ...]}'))
@@ -445,10 +455,51 @@ def _validate_outputs(outputs: Any, line: int, problems: list[Problem]) -> dict[
     return clean
 
 
+def _parse_inputs_csv(header: list[str], rows, problems: list[Problem]) -> list[ParsedItem]:
+    """A CSV of inputs alone (``item_id``, ``input``, optional ``reference`` and ``metadata``; no system, sample or
+    output columns): one item per row, its outputs generated from endpoints later."""
+    for column in header:
+        if column not in ("item_id", "input", "reference", "metadata"):
+            problems.append(Problem(1, column, "unknown column (a file of inputs alone has item_id, input, "
+                                               "reference, metadata)"))
+    items: list[ParsedItem] = []
+    seen: dict[str, int] = {}
+    for line, row in rows:
+        before = len(problems)
+        external_id = row["item_id"].strip()
+        if not external_id:
+            problems.append(Problem(line, "item_id", "missing id"))
+        elif len(external_id) > 200:
+            problems.append(Problem(line, "item_id", "id longer than 200 characters"))
+        elif external_id in seen:
+            problems.append(Problem(line, "item_id",
+                                    f"duplicate id '{external_id}' (first on line {seen[external_id]})"))
+        else:
+            seen[external_id] = line
+        if not row["input"].strip():
+            problems.append(Problem(line, "input", "empty input"))
+        metadata: Any = {}
+        if row.get("metadata", "").strip():
+            try:
+                metadata = stored_json(row["metadata"])
+            except json.JSONDecodeError as exc:
+                problems.append(Problem(line, "metadata", f"malformed JSON: {exc.msg}"))
+            except NotJSON as exc:
+                problems.append(Problem(line, "metadata", str(exc)))
+            else:
+                if not isinstance(metadata, dict):
+                    problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
+        if len(problems) == before:
+            items.append(ParsedItem(external_id, row["input"], row.get("reference", ""), metadata, {}, line))
+    return items
+
+
 def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
     header, rows = _csv_rows(text, problems)
     if not header:
         return []
+    if not any(c in header for c in STUDY_CSV_OUTPUT_COLUMNS) and all(c in header for c in ("item_id", "input")):
+        return _parse_inputs_csv(header, rows, problems)
     missing = [c for c in STUDY_CSV_REQUIRED if c not in header]
     unknown = [c for c in header if c not in STUDY_CSV_REQUIRED + STUDY_CSV_OPTIONAL]
     for column in missing:

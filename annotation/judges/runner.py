@@ -1,6 +1,5 @@
-"""Running an LLM judge on a study's pairs through an OpenAI-compatible endpoint with the official ``openai``
-client (it speaks to hosted APIs, vLLM, Ollama and the llama.cpp server alike, and brings the retries with
-exponential backoff on 429, 5xx, timeouts and dropped connections, honouring Retry-After).
+"""Running an LLM judge on a study's pairs through an OpenAI-compatible endpoint (``annotation/endpoints.py``: the
+official ``openai`` client, its retries, the key, and the run loop generated systems share).
 
 Each pair is judged **in both display orders**. The ``JudgeCall`` ledger holds at most one call per judge, pair
 and order (a database constraint), written in the same transaction as the judgment, so a run stopped or
@@ -14,10 +13,7 @@ how it is stored is the study's elicitation mode's (``elicitation.Mode.to_model`
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
-import os
-import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -29,7 +25,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from annotation import jobs, orientation
+from annotation import endpoints, jobs, orientation
+from annotation.endpoints import FATAL, EndpointError, RunResult, api_key, is_live, redact  # noqa: F401 (is_live: the pages')
 from annotation.judges import prompts
 from annotation.models import (
     Generation,
@@ -41,25 +38,13 @@ from annotation.models import (
     Rater,
     Study,
     TaskPair,
-    key_variables,
-    unknown_key_variable,
 )
-from annotation.outbound import EndpointRefused, check_endpoint
 from annotation.rating import recording
-from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
 from annotation.text import newlines
-from annotation.worker import stale_after
 
 JOB_KIND = "judge"
-TICK = 15.0  # seconds; well inside the staleness limit (annotation.worker.stale_after, 120 s)
 TOP_LOGPROBS = 5
-# Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
-FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError, openai.BadRequestError,
-         openai.UnprocessableEntityError)
-
-
-class JudgeError(Exception):
-    """A judge that cannot run as configured; the message is for the researcher."""
+JudgeError = EndpointError  # a judge that cannot run as configured; the message is for the researcher
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -85,35 +70,6 @@ def do_create_judge(study: Study, name: str, **fields: Any) -> Judge:
                                        for field, errors in exc.message_dict.items())) from exc
         judge.save()
         return judge
-
-
-def api_key(judge: Judge) -> str:
-    """The stored key, else the named environment variable of the worker; a local server that needs none is
-    configured with neither (the client still sends a placeholder)."""
-    if judge.api_key:
-        if isinstance(judge.api_key, SealedUnreadable):
-            raise JudgeError(str(UnreadableSecret("The stored key cannot be read: the server's encryption key changed "
-                                                  "since it was stored. Type the key again on the judge's page.")))
-        return judge.api_key
-    if judge.api_key_env:
-        if judge.api_key_env not in key_variables():  # a judge stored before the operator's list, or by a script
-            raise JudgeError(unknown_key_variable())
-        value = os.environ.get(judge.api_key_env, "")
-        if not value:
-            raise JudgeError(f"The environment variable {judge.api_key_env} (the judge's API key) is not set for the "
-                             "worker; set it, store a key with the judge, or clear both for a server that needs "
-                             "no key.")
-        return value
-    return "no-key"
-
-
-def redact(text: str, judge: Judge) -> str:
-    """An error message with the judge's key taken out (endpoints sometimes echo it)."""
-    try:
-        key = api_key(judge)
-    except JudgeError:
-        return text
-    return text.replace(key, "[key]") if len(key) >= 4 else text
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -185,9 +141,8 @@ def usage(judge: Judge) -> Usage:
         judged=Count("id", filter=Q(status=S.JUDGED)), unparseable=Count("id", filter=Q(status=S.UNPARSEABLE)),
         failed=Count("id", filter=Q(status=S.FAILED)),
         prompt=Sum("prompt_tokens", default=0), completion=Sum("completion_tokens", default=0))
-    cost = (Decimal(row["prompt"]) * judge.price_input + Decimal(row["completion"]) * judge.price_output) / 10**6
     return Usage(row["judged"] + row["unparseable"], row["judged"], row["unparseable"], row["failed"], row["prompt"],
-                 row["completion"], cost.quantize(Decimal("0.0001")))
+                 row["completion"], endpoints.cost(judge, row["prompt"], row["completion"]))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -214,17 +169,6 @@ class Reply:
 
 
 MAX_REPLY_CHARS = 100_000  # a longer reply is kept cut to this and is unparseable (a verdict is a line)
-MAX_TOKENS_COUNTED = 2**31 - 1  # the database's integer: an endpoint's count beyond it is not believed
-
-
-def _count(value, name: str, notes: list[str]) -> int:
-    """A token count the endpoint reported, believed only when it is a whole number from 0 to 2^31 - 1; otherwise
-    0, with a note. (A negative count once failed the database's check and dropped a paid reply.)"""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS_COUNTED:
-        return value
-    if value is not None:
-        notes.append(f"the endpoint reported {name} = {str(value)[:40]}, not a token count; counted as 0")
-    return 0
 
 
 def _trimmed(response: dict, text: str) -> dict:
@@ -236,23 +180,6 @@ def _trimmed(response: dict, text: str) -> dict:
             message["content"] = text
             choice["logprobs"] = None  # as long as the reply: dropped with it
     return response
-
-
-def check_target(judge: Judge) -> None:
-    """Refuse a run whose endpoint the server may not call (annotation/outbound.py), checked again before each run
-    (a host's address can change after the judge was saved)."""
-    try:
-        check_endpoint(judge.base_url)
-    except EndpointRefused as exc:
-        raise JudgeError(str(exc)) from None
-
-
-def make_client(judge: Judge) -> openai.OpenAI:
-    """The official client, never following redirects: an allowed host must not bounce a request (and its key)
-    somewhere else."""
-    return openai.OpenAI(base_url=judge.base_url, api_key=api_key(judge), timeout=judge.timeout_seconds,
-                         max_retries=judge.max_retries,
-                         http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=judge.timeout_seconds))
 
 
 def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
@@ -275,8 +202,8 @@ def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
         tokens = tuple((t.token, tuple((a.token, a.logprob) for a in t.top_logprobs))
                        for t in choice.logprobs.content)
     used, notes = completion.usage, []
-    prompt_tokens = _count(used.prompt_tokens if used else None, "prompt_tokens", notes)
-    completion_tokens = _count(used.completion_tokens if used else None, "completion_tokens", notes)
+    prompt_tokens = endpoints.token_count(used.prompt_tokens if used else None, "prompt_tokens", notes)
+    completion_tokens = endpoints.token_count(used.completion_tokens if used else None, "completion_tokens", notes)
     text, problem = choice.message.content or "", ""
     if choice.finish_reason == "length":
         problem = (f"The reply was cut off at the token limit ({judge.max_tokens} tokens): its last line is not "
@@ -350,25 +277,6 @@ def _judgment(judge: Judge, request: Request, verdict: prompts.Verdict, reply: R
 # A run
 
 
-@dataclasses.dataclass
-class RunResult:
-    asked: int = 0
-    recorded: int = 0
-    stopped: bool = False
-    budget_reached: bool = False
-    sliced: bool = False  # the run used its time slice and gave the worker back; the rest continues in a new job
-    abandoned: int = 0  # requests cut off at their time limit (recorded as failed: asked again later)
-
-
-REQUEST_LIMIT_CAP = 900.0  # no request, with all its retries, may hold a thread longer than 15 minutes
-
-
-def request_limit(judge: Judge) -> float:
-    """The most time one request may take with all its attempts, however its endpoint trickles bytes: the
-    timeout (which the client applies per read) times the attempts, at most ``REQUEST_LIMIT_CAP``."""
-    return min(judge.timeout_seconds * (judge.max_retries + 1), REQUEST_LIMIT_CAP)
-
-
 def requests(judge: Judge, todo: list[tuple[Pair, bool]]) -> Iterator[Request]:
     offer = prompts.Offer.of(judge.study)
     pairs = {p.pk: p for p in Pair.objects.filter(pk__in={p.pk for p, _ in todo})
@@ -381,82 +289,18 @@ def requests(judge: Judge, todo: list[tuple[Pair, bool]]) -> Iterator[Request]:
 
 def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, total: None,
         should_stop: Callable[[], bool] = lambda: False, slice_seconds: float | None = None) -> RunResult:
-    """Ask for every pending call within the budget, ``max_concurrency`` at a time, recording each reply as it
-    arrives. ``should_stop`` is checked after each reply and every ``TICK`` seconds; once it says so -- or the run
-    has used its ``slice_seconds`` (default SEPLAB_JUDGE_SLICE_SECONDS), so that one judge never holds the worker
-    while other researchers' jobs wait -- no new request is sent and the ones in flight are cut off at once (their
-    connections closed: they are recorded as failed and asked again on resume). A request that takes longer than
-    ``request_limit`` with all its attempts (an endpoint trickling one byte at a time defeats a per-read timeout)
-    is cut off the same way."""
+    """Ask for every pending call within the budget (``endpoints.run``: ``max_concurrency`` at a time, each reply
+    recorded as it arrives, stop, time slices and cut-offs recorded as failed, asked again on resume)."""
     result = RunResult()
     todo = pending(judge)
     room = max(judge.request_budget - usage(judge).replies, 0)
     if len(todo) > room:
         todo, result.budget_reached = todo[:room], True
-    check_target(judge)
-    api_key(judge)  # a missing key is said before anything is sent
-    total = len(todo)
-    progress(0, total)
-    source = requests(judge, todo)
-    limit = request_limit(judge)
-    ends = time.monotonic() + (settings.SEPLAB_JUDGE_SLICE_SECONDS if slice_seconds is None else slice_seconds)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=judge.max_concurrency,
-                                                 thread_name_prefix=f"judge-{judge.pk}")
-    # one client per request: cutting a request off closes its own connection (and frees its thread) without
-    # touching the others
-    in_flight: dict[concurrent.futures.Future, tuple[Request, float, openai.OpenAI]] = {}
-
-    def refill() -> None:
-        while len(in_flight) < judge.max_concurrency and not (result.stopped or result.sliced):
-            request = next(source, None)
-            if request is None:
-                return
-            client = make_client(judge)
-            in_flight[pool.submit(ask, client, judge, request)] = (request, time.monotonic() + limit, client)
-            result.asked += 1
-
-    def cut_off(future: concurrent.futures.Future, why: str) -> None:
-        request, _, client = in_flight.pop(future)
-        client.close()  # the request's connection closes: its thread gets an error and ends
-        if record(judge, Reply(request, error=why)) is not None:
-            result.recorded += 1
-        result.abandoned += 1
-
-    try:
-        refill()
-        while in_flight:
-            # a tick at least every TICK seconds keeps the job's heartbeat fresh and hears a stop while slow
-            # requests are out; sooner when a request's time limit or the slice ends first
-            now = time.monotonic()
-            wake = min([TICK, ends - now, *(deadline - now for _, deadline, _ in in_flight.values())])
-            finished, _ = concurrent.futures.wait(list(in_flight), timeout=max(wake, 0.01),
-                                                  return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in finished:
-                in_flight.pop(future)[2].close()
-                if record(judge, future.result()) is not None:
-                    result.recorded += 1
-            now = time.monotonic()
-            for future, (_, deadline, _) in list(in_flight.items()):
-                if now >= deadline:
-                    cut_off(future, f"The request took longer than {limit:.0f} s with all its attempts (the endpoint "
-                                    "kept the connection open); cut off, asked again on resume.")
-            if not (result.stopped or result.sliced):
-                if should_stop():
-                    result.stopped = True
-                elif now >= ends and (in_flight or result.asked < total):
-                    result.sliced = True
-            if (result.stopped or result.sliced) and in_flight:
-                why = ("Stopped while the request was out; asked again on resume." if result.stopped else
-                       "The run paused for other jobs while the request was out; asked again when it goes on.")
-                for future in list(in_flight):
-                    cut_off(future, why)
-            progress(result.recorded, total)
-            refill()
-    finally:
-        for _, _, client in in_flight.values():  # an error on the way out: nothing keeps a connection open
-            client.close()
-        pool.shutdown(wait=False, cancel_futures=True)
-    return result
+    talk = endpoints.Conversation(ask=lambda client, request: ask(client, judge, request),
+                                  record=lambda reply: record(judge, reply) is not None,
+                                  failure=lambda request, why: Reply(request, error=why))
+    return endpoints.run(judge, requests(judge, todo), len(todo), talk, progress=progress, should_stop=should_stop,
+                         slice_seconds=slice_seconds, result=result)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -465,15 +309,6 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
 
 def current_job(judge: Judge) -> Job | None:
     return Job.objects.filter(study=judge.study, kind=JOB_KIND, params__judge=judge.pk).order_by("-pk").first()
-
-
-def is_live(job: Job | None) -> bool:
-    """Queued, or running with a recent heartbeat (a running job whose worker died can be resumed)."""
-    if job is None or not job.active:
-        return False
-    if job.status == Job.Status.QUEUED:
-        return True
-    return job.heartbeat is not None and timezone.now() - job.heartbeat < stale_after()
 
 
 def do_start_judge(judge: Judge) -> Job:
@@ -489,7 +324,7 @@ def do_start_judge(judge: Judge) -> Job:
                 status=Job.Status.FAILED, finished=timezone.now(),
                 message="The worker stopped without finishing (a crash or a restart); the run was resumed.")
         api_key(judge)  # a missing key is said now, not by a failed job
-        check_target(judge)
+        endpoints.check_target(judge)
         if not pending(judge):
             raise JudgeError("Every pair of the judge's scope is judged in both orders.")
         if usage(judge).replies >= judge.request_budget:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from django.db import connection, models, transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 from annotation import extensions, jobs
@@ -33,21 +33,31 @@ MAX_SYSTEM_PAIRS = 5000  # system pairs one study compares: 100 systems, all pai
 
 def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = None) -> list[tuple[System, System]]:
     """The system pairs the study compares, as (A, B), per its pair mode; more than ``MAX_SYSTEM_PAIRS`` is
-    refused with what to do instead."""
-    systems = list(study.systems.all())
+    refused with what to do instead. Only systems with all their outputs take part (``systems_with_outputs``)."""
+    systems = systems_with_outputs(study)
+    by_id = {s.pk: s for s in systems}
     if study.pair_mode == Study.PairMode.BASELINE and study.baseline_id:
-        return [(s, study.baseline) for s in systems if s.pk != study.baseline_id]
+        if study.baseline_id not in by_id:  # the baseline's outputs are still being generated
+            return []
+        return [(s, by_id[study.baseline_id]) for s in systems if s.pk != study.baseline_id]
     if study.pair_mode == Study.PairMode.EXPLICIT:
-        by_id = {s.pk: s for s in systems}
         if explicit is None:
             return [(c.system_a, c.system_b) for c in study.comparisons.select_related("system_a", "system_b")]
-        pairs = [(by_id[a], by_id[b]) for a, b in explicit]
+        pairs = [(by_id[a], by_id[b]) for a, b in explicit if a in by_id and b in by_id]
     else:
         pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1:]]
     if len(pairs) > MAX_SYSTEM_PAIRS:
         raise ServiceError(f"{len(systems)} systems make {len(pairs):,} system pairs; a study compares at most "
                            f"{MAX_SYSTEM_PAIRS:,}. Compare each system with a baseline, or tick the pairs you need.")
     return pairs
+
+
+def systems_with_outputs(study: Study) -> list[System]:
+    """The study's systems that can be compared: every imported one, and a system generated from an endpoint once
+    each item has all its samples (``annotation/generating``); one query."""
+    n_items = study.items.count()
+    return list(study.systems.annotate(n=Count("generations"))
+                .filter(Q(endpoint__isnull=True) | Q(n__gte=F("endpoint__samples") * n_items)))
 
 
 def fewer_system_pairs(study: Study) -> Problem | None:

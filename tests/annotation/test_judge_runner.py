@@ -10,7 +10,7 @@ import logging
 import numpy as np
 import pytest
 
-from annotation import jobs, orientation
+from annotation import endpoints, jobs, orientation
 from annotation.jobs import run_job
 from annotation.judges import runner
 from annotation.models import Job, Judge, JudgeCall, Judgment, Pair, TaskPair
@@ -236,7 +236,7 @@ def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, s
     job = runner.do_start_judge(judge)
     with pytest.raises(runner.JudgeError, match="already running"):
         runner.do_start_judge(judge)
-    Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - runner.stale_after() * 2)
+    Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - endpoints.stale_after() * 2)
     again = runner.do_start_judge(judge)
     job.refresh_from_db()
     assert again.pk != job.pk and job.status == "failed" and "resumed" in job.message
@@ -269,7 +269,7 @@ def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, mon
     """A run whose requests are slow still reports every TICK (the job's heartbeat), so it is not taken for a
     dead worker and resumed twice; a stop asked meanwhile sends no new request and cuts off the one out (recorded
     as failed, asked again on resume)."""
-    monkeypatch.setattr(runner, "TICK", 0.1)
+    monkeypatch.setattr(endpoints, "TICK", 0.1)
     server.delay = 0.6
     judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server, max_concurrency=1)
     calls = []
@@ -419,7 +419,7 @@ def test_a_request_that_never_ends_is_cut_off_at_its_total_time_limit(researcher
 
     judge = make_judge(study_with(researcher, ["[[trickle]] Q0?", "Q1?"]), server, timeout_seconds=1.0,
                        max_retries=0, max_concurrency=2)
-    assert runner.request_limit(judge) == 1.0
+    assert endpoints.request_limit(judge) == 1.0
     started = time.monotonic()
     result = runner.run(judge)
     assert time.monotonic() - started < 10  # the reply would take ~16 s to trickle in
@@ -437,7 +437,7 @@ def test_stop_cuts_off_the_requests_in_flight_at_once(researcher, server):
     judge = make_judge(study_with(researcher, ["[[trickle]] Q0?"]), server, timeout_seconds=60.0, max_retries=0)
     started = time.monotonic()
     result = runner.run(judge, should_stop=lambda: time.monotonic() - started > 0.5)
-    assert result.stopped and time.monotonic() - started < 0.5 + runner.TICK
+    assert result.stopped and time.monotonic() - started < 0.5 + endpoints.TICK
     assert set(JudgeCall.objects.filter(judge=judge).values_list("status", flat=True)) == {"failed"}
     deadline = time.monotonic() + 5
     while server.hung_up < 2 and time.monotonic() < deadline:  # the server sees both connections close

@@ -1,0 +1,241 @@
+"""Systems from endpoints (issue 31): a study created from a file of inputs alone, two systems generated from the
+local OpenAI-compatible server (tests/judge_server.py, ``gen-`` models: every request validated against the openai
+client's own request types), stored with their provenance, resumable, within a budget; the systems join the plan once
+every output is in."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from annotation.exchange.formats import FormatError, parse_study
+from annotation.generating import runner
+from annotation.jobs import run_job
+from annotation.models import Generation, GenerationCall, Job, SystemEndpoint
+from annotation.plan import planning
+from annotation.studies import creation
+from tests.judge_server import JudgeServer, generated_text
+
+
+@pytest.fixture
+def server():
+    server = JudgeServer().start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def inputs_file(inputs: list[str]) -> bytes:
+    return "".join(json.dumps({"id": f"q{i}", "input": text}) + "\n" for i, text in enumerate(inputs)).encode()
+
+
+def inputs_study(researcher, inputs: list[str], name: str = "from-inputs"):
+    return creation.do_create_study(researcher, name, inputs_file(inputs), "inputs.jsonl")
+
+
+def add(study, server, name: str, model: str, **fields) -> SystemEndpoint:
+    defaults = {"base_url": server.base_url, "model": model, "api_key_env": "", "samples": 3, "max_retries": 3,
+                "timeout_seconds": 5.0}
+    return runner.do_add_endpoint_system(study, name, **{**defaults, **fields})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A file of inputs alone
+
+
+def test_a_file_of_inputs_alone_makes_a_study_with_items_and_no_systems(researcher):
+    study = inputs_study(researcher, ["What is 2 + 2?", "Name a colour."])
+    assert study.items.count() == 2 and study.systems.count() == 0
+    assert study.comparisons.count() == 0 and study.tasks.count() == 0
+
+
+def test_a_csv_of_inputs_alone_is_read_row_by_row():
+    parsed = parse_study(b"item_id,input,reference\nq1,First?,one\nq2,Second?,\n", "inputs.csv")
+    assert [(i.external_id, i.input, i.reference, i.outputs) for i in parsed.items] == [
+        ("q1", "First?", "one", {}), ("q2", "Second?", "", {})]
+    assert parsed.systems == []
+    with pytest.raises(FormatError) as refused:
+        parse_study(b"item_id,input,colour\nq1,First?,red\nq1,Again?,blue\n", "inputs.csv")
+    said = str(refused.value)
+    assert "line 1, field 'colour': unknown column" in said
+    assert "line 3, field 'item_id': duplicate id 'q1' (first on line 2)" in said
+
+
+def test_items_with_and_without_outputs_in_one_file_are_refused_on_their_lines():
+    lines = [{"id": "a", "input": "A?", "outputs": {"x": ["1"], "y": ["2"]}}, {"id": "b", "input": "B?"},
+             {"id": "c", "input": "C?", "outputs": None}]
+    with pytest.raises(FormatError) as refused:
+        parse_study("".join(json.dumps(line) + "\n" for line in lines).encode(), "s.jsonl")
+    said = str(refused.value)
+    assert "line 2, field 'outputs': missing outputs (other items have them" in said
+    assert "line 3, field 'outputs': outputs is null" in said and "missing system" not in said
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Generating
+
+
+def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan(researcher, server):
+    study = inputs_study(researcher, ["What is 2 + 2?", "Name a colour.", "Why is the sky blue?"])
+    terse = add(study, server, "terse", "gen-terse-1", seed=7, system_prompt="Be brief.", temperature=0.7,
+                max_tokens=64)
+    verbose = add(study, server, "verbose", "gen-verbose-1")
+    assert planning.systems_with_outputs(study) == []  # nothing generated yet: nothing to compare
+
+    result = runner.run(terse)
+    assert result.recorded == 9 and not result.budget_reached and not server.invalid
+    assert planning.systems_with_outputs(study) == [terse.system]  # complete, but alone
+    # the requests: the system prompt first, the input, the seed plus the sample's index, the settings
+    sent = sorted((b["messages"][-1]["content"], b["seed"]) for b in server.requests)
+    assert sent == sorted((i.input, 7 + k) for i in study.items.all() for k in range(3))
+    assert all(b["messages"][0] == {"role": "system", "content": "Be brief."} and b["temperature"] == 0.7
+               and b["max_tokens"] == 64 and b["model"] == "gen-terse-1" for b in server.requests)
+    for g in Generation.objects.filter(system=terse.system).select_related("item"):
+        assert g.text == generated_text("gen-terse-1", g.item.input, 7 + g.sample_index, 0)  # the reply, as sent
+        p = g.provenance
+        assert (p["endpoint"], p["model"], p["served_by"], p["finish_reason"]) == (
+            server.base_url, "gen-terse-1", "gen-terse-1", "stop")
+        assert p["parameters"] == {"temperature": 0.7, "max_tokens": 64, "system_prompt": "Be brief.",
+                                   "seed": 7 + g.sample_index}
+        assert p["completion_tokens"] == len(g.text.split()) and p["time"]
+        assert g.call.status == "generated" and g.call.response["choices"][0]["message"]["content"] is None
+
+    runner.run(verbose)
+    assert runner.do_include_if_complete(verbose).startswith("The plan was rebuilt with the new system")
+    assert [(c.system_a.name, c.system_b.name) for c in study.comparisons.all()] == [("terse", "verbose")]
+    assert study.tasks.count() == 3  # every item of the one system pair (the study's default selection)
+    # without a seed, the samples of one input differ (what separability measures)
+    verbose_texts = {}
+    for g in Generation.objects.filter(system=verbose.system):
+        verbose_texts.setdefault(g.item_id, set()).add(g.text)
+    assert all(len(texts) == 3 for texts in verbose_texts.values())
+
+    asked = len(server.requests)  # resumable: nothing is missing, nothing is asked
+    assert runner.run(terse).asked == 0 and runner.run(verbose).asked == 0 and len(server.requests) == asked
+
+
+def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(researcher, server):
+    study = inputs_study(researcher, ["[[always-429]] busy", "[[server-error]] once", "[[nul]] bad byte",
+                                      "[[filtered]] withheld", "[[empty]] nothing", "[[long]] rambling"])
+    endpoint = add(study, server, "flaky", "gen-flaky", samples=1, max_retries=1, max_tokens=5)
+    runner.run(endpoint)
+    calls = {c.item.input.split()[0]: c
+             for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")}
+    assert calls["[[always-429]]"].status == "failed" and "RateLimitError" in calls["[[always-429]]"].problem
+    assert calls["[[server-error]]"].status == "generated"  # the client's retry mended it
+    assert calls["[[nul]]"].status == "unusable" and "NUL" in calls["[[nul]]"].problem
+    assert calls["[[filtered]]"].status == "unusable" and "content filter" in calls["[[filtered]]"].problem
+    assert calls["[[empty]]"].status == "generated" and calls["[[empty]]"].generation.text == ""
+    long = calls["[[long]]"].generation
+    assert long.provenance["finish_reason"] == "length" and "cut off at the token limit (5 tokens)" in \
+        long.provenance["notes"][0] and len(long.text.split()) == 5
+    used = runner.usage(endpoint)
+    assert (used.generated, used.unusable, used.failed, used.replies) == (3, 2, 1, 5)
+    assert runner.remaining(endpoint) == 3 and planning.systems_with_outputs(study) == []
+
+    before = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
+    server.seen.clear()
+    result = runner.run(endpoint)  # resume: only the three missing outputs are asked for
+    assert result.asked == 3
+    assert sorted(p.split()[0] for p in server.seen) == ["[[always-429]]", "[[filtered]]", "[[nul]]"]
+    after = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
+    assert after == before  # what was stored is never asked for again, nor changed
+    assert GenerationCall.objects.filter(endpoint=endpoint).count() == 6  # one ledger row per output, updated
+
+
+def test_the_budget_counts_replies_over_every_run(researcher, server):
+    study = inputs_study(researcher, [f"Question {i}?" for i in range(4)])
+    endpoint = add(study, server, "capped", "gen-capped", samples=2, request_budget=3)
+    result = runner.run(endpoint)
+    assert result.budget_reached and result.recorded == 3 and len(server.requests) == 3
+    assert runner.run(endpoint).asked == 0  # used up
+    with pytest.raises(runner.GenerationError, match=r"request budget \(3\) is used up"):
+        runner.do_start_generation(endpoint)
+
+
+def test_a_stop_keeps_what_arrived_and_a_resume_asks_for_the_rest(researcher, server):
+    study = inputs_study(researcher, [f"Question {i}?" for i in range(6)])
+    endpoint = add(study, server, "stopped", "gen-stopped", samples=2, max_concurrency=1)
+    replies = []
+    result = runner.run(endpoint, progress=lambda done, total: replies.append(done),
+                        should_stop=lambda: len(replies) > 3)
+    kept = Generation.objects.filter(system=endpoint.system).count()
+    assert result.stopped and 0 < kept < 12
+    assert runner.run(endpoint).recorded == 12 - kept
+    assert Generation.objects.filter(system=endpoint.system).count() == 12
+
+
+def test_the_background_job_generates_and_rebuilds_the_plan(researcher, server):
+    study = inputs_study(researcher, ["One?", "Two?"])
+    first = add(study, server, "first", "gen-terse-a", samples=2)
+    second = add(study, server, "second", "gen-verbose-b", samples=2)
+    for endpoint in (first, second):
+        job = runner.do_start_generation(endpoint)
+        with pytest.raises(runner.GenerationError, match="already being generated"):
+            runner.do_start_generation(endpoint)
+        run_job.call(job.pk)
+        job.refresh_from_db()
+        assert job.status == Job.Status.DONE, job.message
+    assert "4 generated, 0 unusable, 0 failed" in job.message and "plan was rebuilt" in job.message
+    assert study.comparisons.count() == 1 and study.tasks.count() == 2
+    with pytest.raises(runner.GenerationError, match="Every item has all its outputs"):
+        runner.do_start_generation(first)
+
+
+def test_adding_a_system_is_checked(researcher, server, settings):
+    study = inputs_study(researcher, ["One?"])
+    add(study, server, "one", "gen-a")
+    with pytest.raises(runner.GenerationError, match="already has a system named 'one'"):
+        add(study, server, "one", "gen-b")
+    with pytest.raises(runner.GenerationError, match="samples"):
+        add(study, server, "many", "gen-b", samples=50)
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = ["OPENAI_API_KEY"]
+    with pytest.raises(runner.GenerationError, match="operator allows"):
+        add(study, server, "env", "gen-b", api_key_env="HOME")
+    settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
+    with pytest.raises(runner.GenerationError, match="base_url"):
+        add(study, server, "private", "gen-b", base_url="http://10.0.0.1/v1")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The command
+
+
+def test_generate_runs_to_the_end_and_a_second_call_generates_only_what_is_missing(researcher, server):
+    inputs_study(researcher, ["One?", "Two?", "Three?"], name="cli")
+    out = io.StringIO()
+    call_command("generate", "--study", "cli", "--system", "small", "--base-url", server.base_url, "--model",
+                 "gen-terse-cli", "--samples", "2", "--budget", "100", "--seed", "3", stdout=out, stderr=io.StringIO())
+    assert "6 generated" in out.getvalue() and "every item has 2 output(s)" in out.getvalue()
+    assert len(server.requests) == 6
+    out = io.StringIO()
+    call_command("generate", "--study", "cli", "--system", "small", "--base-url", server.base_url, "--model",
+                 "gen-terse-cli", "--samples", "3", stdout=out, stderr=io.StringIO())  # one more sample each
+    assert len(server.requests) == 9 and "9 generated" in out.getvalue()
+    with pytest.raises(CommandError, match="generated otherwise .*model: 'gen-terse-cli' -> 'gen-other'"):
+        call_command("generate", "--study", "cli", "--system", "small", "--base-url", server.base_url, "--model",
+                     "gen-other", "--samples", "3", stdout=io.StringIO(), stderr=io.StringIO())
+    assert len(server.requests) == 9
+
+
+def test_generate_says_when_the_budget_ends_the_run(researcher, server):
+    inputs_study(researcher, ["One?", "Two?"], name="capped")
+    with pytest.raises(CommandError, match=r"budget \(3\) is used up with 1 output\(s\) missing"):
+        call_command("generate", "--study", "capped", "--system", "s", "--base-url", server.base_url, "--model",
+                     "gen-s", "--samples", "2", "--budget", "3", stdout=io.StringIO(), stderr=io.StringIO())
+    call_command("generate", "--study", "capped", "--system", "s", "--base-url", server.base_url, "--model",
+                 "gen-s", "--samples", "2", "--budget", "4", stdout=io.StringIO(), stderr=io.StringIO())
+    assert Generation.objects.filter(system__name="s").count() == 4
+
+
+def test_generate_refuses_a_system_with_imported_outputs(researcher, server):
+    lines = "".join(json.dumps({"id": f"i{i}", "input": f"Q{i}?", "outputs": {"a": ["x"], "b": ["y"]}}) + "\n"
+                    for i in range(2))
+    creation.do_create_study(researcher, "imported", lines.encode(), "s.jsonl")
+    with pytest.raises(CommandError, match="has imported outputs"):
+        call_command("generate", "--study", "imported", "--system", "a", "--base-url", server.base_url, "--model",
+                     "gen-a", "--samples", "1", stdout=io.StringIO(), stderr=io.StringIO())
