@@ -239,3 +239,35 @@ def test_generate_refuses_a_system_with_imported_outputs(researcher, server):
     with pytest.raises(CommandError, match="has imported outputs"):
         call_command("generate", "--study", "imported", "--system", "a", "--base-url", server.base_url, "--model",
                      "gen-a", "--samples", "1", stdout=io.StringIO(), stderr=io.StringIO())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every page of a study that has no systems yet, and one with a single generated system
+
+
+PAGES = ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
+         "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk", "judges",
+         "review_queue")  # tests/browser/test_accessibility.py's list of a study's GET pages
+
+
+@pytest.mark.parametrize("systems", [0, 1], ids=["no-system", "one-generated-system"])
+def test_every_page_of_a_study_without_a_system_pair_opens(researcher, researcher_client, server, systems):
+    from django.urls import reverse
+
+    from tests.conftest import refresh_reports
+
+    study = inputs_study(researcher, ["One?", "Two?"])
+    if systems:
+        runner.run(add(study, server, "only", "gen-only", samples=2))
+        runner.do_include_if_complete(SystemEndpoint.objects.get(system__name="only"))
+    refresh_reports()
+    for name in PAGES:
+        response = researcher_client.get(reverse(name, args=[study.pk]), follow=True)  # the preview: to the study
+        assert response.status_code == 200, (name, response.status_code)
+    refresh_reports()  # the report the pages asked for, computed as the worker does
+    report = researcher_client.get(reverse("report_api", args=[study.pk]))
+    assert report.status_code == 200 and report.json()["study"] == study.name
+    assert researcher_client.get(reverse("item_detail", args=[study.pk, study.items.first().pk])).status_code == 200
+    # the settings can be saved (nothing to plan yet)
+    page = researcher_client.get(reverse("study_settings", args=[study.pk]))
+    assert page.status_code == 200
