@@ -5,12 +5,12 @@ django-axes (config/settings.py), keyed by the same ``client_ip``."""
 from __future__ import annotations
 
 from functools import cache as memoize
-from functools import wraps
 
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext, ngettext
 from python_ipware import IpWare
 
 
@@ -61,21 +61,18 @@ def allow(key: str, limit: int, window_seconds: int) -> bool:
     return count <= limit
 
 
-def limit_posts(scope: str, limit: int, window_seconds: int):
-    """Refuse POSTs beyond ``limit`` per client IP and window with 429 and a plain explanation."""
-    def decorator(view):
-        @wraps(view)
-        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            if request.method == "POST" and not allow(f"{scope}:{client_key(client_ip(request))}", limit,
-                                                      window_seconds):
-                minutes = max(1, window_seconds // 60)
-                return render(request, "annotation/rater_message.html", {
-                    "title": "Too many attempts",
-                    "message": f"Too many attempts from your network; please wait {minutes} minutes and try again.",
-                }, status=429)
-            return view(request, *args, **kwargs)
-        return wrapped
-    return decorator
+def refuse_posts(request: HttpRequest, scope: str, limit: int, window_seconds: int, study=None
+                 ) -> HttpResponse | None:
+    """A 429 page with a plain explanation for a POST beyond ``limit`` per client IP and window (in the language
+    the caller activated: a rater page's, ``access.speak_to_raters``); None when the request may go on."""
+    if request.method != "POST" or allow(f"{scope}:{client_key(client_ip(request))}", limit, window_seconds):
+        return None
+    minutes = max(1, window_seconds // 60)
+    message = ngettext("Too many attempts from your network; please wait %(minutes)d minute and try again.",
+                       "Too many attempts from your network; please wait %(minutes)d minutes and try again.",
+                       minutes) % {"minutes": minutes}
+    return render(request, "annotation/rater_message.html",
+                  {"study": study, "title": gettext("Too many attempts"), "message": message}, status=429)
 
 
 def login_client_ip(request: HttpRequest) -> str | None:

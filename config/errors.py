@@ -5,6 +5,9 @@ pages."""
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils import translation
+from django.utils.cache import patch_vary_headers
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
@@ -17,6 +20,17 @@ def _is_api(request: HttpRequest) -> bool:
 def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
     """The last route: an /api/ URL that matched nothing."""
     return JsonResponse({"detail": "Not found."}, status=404)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A page that does not exist, in the language the browser asks for (among settings.LANGUAGES): a rater who
+    followed a wrong or withdrawn link reads it in their own language, as their pages speak it."""
+    if _is_api(request):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    with translation.override(translation.get_language_from_request(request)):
+        response = render(request, "404.html", status=404)
+    patch_vary_headers(response, ["Accept-Language"])
+    return response
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -27,4 +27,5 @@ urlpatterns = [
 ]
 
 handler400 = "config.errors.bad_request"
+handler404 = "config.errors.not_found"
 handler500 = "config.errors.server_error"

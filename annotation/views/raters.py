@@ -22,7 +22,7 @@ from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
 from annotation.exchange.formats import COMMENT_MAX_CHARS
 from annotation.models import Assignment, AssignmentPair, Rater, Skip
-from annotation.ratelimit import client_ip, client_key, limit_posts
+from annotation.ratelimit import client_ip, client_key, refuse_posts
 from annotation.rating import allocation, consent, practice, recording
 from annotation.studies import enrolment
 from annotation.text import whole_number
@@ -96,11 +96,13 @@ def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
     return redirect("rate", token=token, assignment_id=assignment.pk)
 
 
-@limit_posts("open-link", 30, 3600)  # each POST creates an anonymous rater
 @access.rater_page
 def open_link(request: HttpRequest, token: str) -> HttpResponse:
     study = access.access_open_link(token)
     access.speak_to_raters(request, study)
+    refused = refuse_posts(request, "open-link", 30, 3600, study)  # each POST creates an anonymous rater
+    if refused is not None:
+        return refused
     if not study.accepts_raters:
         return paused_message(request, study)
     rater = access.open_link_rater(request, study)

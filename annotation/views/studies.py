@@ -10,6 +10,7 @@ from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import translation
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
@@ -111,8 +112,14 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
 def study_preview(request: HttpRequest, study_id: int) -> HttpResponse:
     """The real rating page on a whole assignment of the plan, for its researcher, on random sides (``seed``):
     answers are read and checked by the study's elicitation mode, nothing is stored (a GET per pair; ``n`` is
-    how many were answered); the comment box and Skip are shown, inactive."""
+    how many were answered); the comment box and Skip are shown, inactive. In the raters' language, as they see
+    it (``speak_to_raters``; the researcher's pages stay in theirs)."""
     study = access_study(request, study_id)
+    with translation.override(access.raters_language(request, study)):
+        return _preview(request, study)
+
+
+def _preview(request: HttpRequest, study) -> HttpResponse:
     seed = allocation.preview_seed(request.GET.get("seed"))  # kept from pair to pair: the sides stay put
     pairs = allocation.preview_pairs(study, seed)
     if not pairs:

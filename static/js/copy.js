@@ -21,7 +21,7 @@ document.addEventListener("click", async (event) => {
     document.execCommand("copy");
   }
   const label = button.textContent;
-  button.textContent = "Copied";
+  button.textContent = button.dataset.copied || "Copied";  // the page's word, in its language
   button.setAttribute("aria-live", "polite");
   setTimeout(() => { button.textContent = label; }, 1500);
 });

@@ -3,6 +3,8 @@
 (function () {
   "use strict";
   let shownAt = performance.now();
+  // the page's words for what this file names, in the raters' language (data-* on its <script> tag)
+  const words = (document.currentScript && document.currentScript.dataset) || {};
 
   function form() { return document.getElementById("rating-form"); }
 
@@ -97,7 +99,8 @@
     document.querySelectorAll(".rendered pre, .rendered table").forEach(function (el) {
       if (el.scrollWidth > el.clientWidth && !el.hasAttribute("tabindex")) {
         el.setAttribute("tabindex", "0");
-        el.setAttribute("aria-label", el.tagName === "PRE" ? "Code (scrolls sideways)" : "Table (scrolls sideways)");
+        el.setAttribute("aria-label", el.tagName === "PRE" ? (words.codeLabel || "Code (scrolls sideways)")
+          : (words.tableLabel || "Table (scrolls sideways)"));
       }
     });
   }

@@ -233,6 +233,12 @@ def rater_pages(client, study: Study) -> dict[str, tuple[str, int]]:
     keep("open link: declined", client.post(study.open_link_path(), {"consent": "decline"}))
     lifecycle.do_update_settings(study, {"consent_text": ""}, None)
     keep("open link", client.get(study.open_link_path()))
+    from annotation.ratelimit import allow, client_key
+
+    for _ in range(30):  # the network's joins of the hour, used up
+        allow(f"open-link:{client_key('127.0.0.1')}", 30, 3600)
+    keep("open link: too many attempts", client.post(study.open_link_path()))
+    keep("not found", client.get("/r/no-such-link/", HTTP_ACCEPT_LANGUAGE="de-DE,de;q=0.9"))  # no study to ask
     return pages
 
 
@@ -267,6 +273,8 @@ GERMAN = {
     "open link": "Teilnehmen und beginnen",
     "open link: consent": "Ich stimme zu",
     "open link: declined": "es wurde nichts über Sie gespeichert",
+    "open link: too many attempts": "bitte warten Sie 60 Minuten",
+    "not found": "Seite nicht gefunden",
 }
 
 
@@ -293,6 +301,25 @@ def test_the_rating_page_offers_its_options_and_reasons_in_german(pages):
         assert own in page
     welcome = html.unescape(pages["welcome"][0])
     assert "Jeder Auftrag:" in welcome and "5 Paare" in welcome and "Tastatur:" in welcome
+    # what the page's scripts say, handed to them in German: a wide code block's or table's label, "Copied"
+    assert 'data-code-label="Code (seitlich scrollbar)"' in page and 'data-table-label="Tabelle (seitlich' in page
+    assert 'data-copied="Kopiert"' in html.unescape(pages["completion"][0])
+    assert pages["open link: too many attempts"][1] == 429 and pages["not found"][1] == 404
+
+
+def test_a_page_that_does_not_exist_speaks_the_browsers_language(client):
+    english = client.get("/r/no-such-link/", HTTP_ACCEPT_LANGUAGE="en")
+    assert english.status_code == 404 and "Page not found" in english.content.decode()
+    assert "Accept-Language" in english["Vary"]
+    api = client.get("/api/no-such-thing/", HTTP_ACCEPT_LANGUAGE="de")
+    assert api.status_code == 404 and api.json() == {"detail": "Not found."}
+
+
+def test_the_researchers_preview_shows_the_rating_page_in_the_raters_language(researcher_client, german):
+    page = researcher_client.get(reverse("study_preview", args=[german.pk])).content.decode()
+    assert '<html lang="de">' in page and "Vorschau aus Sicht der Bewertenden." in html.unescape(page)
+    study_page = researcher_client.get(reverse("study_detail", args=[german.pk])).content.decode()
+    assert '<html lang="en' in study_page  # the researcher's own pages stay in English
 
 
 def test_no_rater_string_escapes_the_translation(pages, german):
