@@ -31,7 +31,11 @@ def test_every_rater_request_gets_the_retry_page(client, study, rater, monkeypat
                      client.get(reverse("rater_home", args=[rater.token()])),
                      client.post(reverse("rater_start", args=[rater.token()]))):
         assert response.status_code == 503 and response["Retry-After"] == "2"
-        assert b"Nothing you answered is lost" in response.content
+        assert b"Nothing you answered is lost" in response.content and b'<html lang="en' in response.content
+    german = client.get(page, HTTP_ACCEPT_LANGUAGE="de")  # the study cannot be read: the browser's language
+    assert german.status_code == 503 and '<html lang="de">' in german.content.decode()
+    assert "Ihre bisherigen Antworten sind nicht verloren" in german.content.decode()
+    assert "Accept-Language" in german["Vary"]
 
 
 def test_the_api_says_so_in_json(researcher, study, monkeypatch, down):
