@@ -26,6 +26,7 @@ from django.utils import timezone
 from annotation.models import Endpoint, Job, key_variables, unknown_key_variable
 from annotation.outbound import EndpointRefused, check_endpoint
 from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
+from annotation.text import UNSTORABLE
 from annotation.worker import stale_after
 
 TICK = 15.0  # seconds; well inside the staleness limit (annotation.worker.stale_after, 120 s)
@@ -96,6 +97,18 @@ def token_count(value, name: str, notes: list[str]) -> int:
     if value is not None:
         notes.append(f"the endpoint reported {name} = {str(value)[:40]}, not a token count; counted as 0")
     return 0
+
+
+def storable(value):
+    """An endpoint's response as it can be kept: every string with the characters no database stores (NUL, a lone
+    surrogate: PostgreSQL refuses both in text and in JSON) replaced by U+FFFD. Endpoint replies are untrusted."""
+    if isinstance(value, str):
+        return UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable(item) for item in value]
+    return value
 
 
 def cost(endpoint: Endpoint, prompt_tokens: int, completion_tokens: int) -> Decimal:

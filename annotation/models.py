@@ -939,8 +939,10 @@ class GenerationCall(models.Model):
     problem = models.TextField(blank=True, help_text="Why the reply is unusable, or the error after the retries.")
     response = models.JSONField(null=True, blank=True, help_text="The endpoint's whole response, as received "
                                                                  "(the text itself is the output's).")
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
+    replies = models.PositiveIntegerField(
+        default=0, help_text="Replies received for this output, over every attempt (what the budget counts).")
+    prompt_tokens = models.PositiveIntegerField(default=0, help_text="Over every attempt.")
+    completion_tokens = models.PositiveIntegerField(default=0, help_text="Over every attempt.")
     generation = models.OneToOneField(Generation, null=True, blank=True, on_delete=models.SET_NULL,
                                       related_name="call")
     created = models.DateTimeField(default=timezone.now)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 
 _WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+# characters no database stores: NUL (PostgreSQL refuses it in text and JSON) and lone surrogates (not UTF-8)
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def newlines(text: str) -> str:

@@ -14,7 +14,8 @@ built from the client's response types (``ChatCompletion``) and are deterministi
   without a verdict line), ``[[cut]]`` (a reply cut off at the token limit, ``finish_reason: length``, that happens
   to end in a quoted verdict line), ``[[two-verdicts]]`` (two verdict lines), ``[[line-separator]]`` (the verdict
   after a U+2028 instead of a new line), ``[[huge]]`` (a 2 MB reply ending in a verdict), ``[[bad-usage]]``
-  (``completion_tokens: -5``), ``[[huge-usage]]`` (2^40 + 5 prompt tokens), ``[[trickle]]`` (200 at once, then
+  (``completion_tokens: -5``), ``[[huge-usage]]`` (2^40 + 5 prompt tokens), ``[[nul]]`` (a NUL in the reply),
+  ``[[trickle]]`` (200 at once, then
   the body a byte every ``trickle_seconds``: a per-read timeout never fires);
 - with ``logprobs`` requested, each token carries its log-probability and the label token its alternatives
   A / B / Tie with P(A) = P(first).
@@ -222,6 +223,8 @@ class Handler(BaseHTTPRequestHandler):
             text = "Verdict: A\n" + verdict_lines(prompt, False)
         elif "[[line-separator]]" in prompt:
             text = "The chosen output is more complete.\u2028" + verdict_lines(prompt, p > 0.5)
+        elif "[[nul]]" in prompt:
+            text = "A is better.\x00\n" + verdict_lines(prompt, True)
         elif "[[huge]]" in prompt:
             text = "x" * 2_000_000 + "\n" + verdict_lines(prompt, p > 0.5)
         else:

@@ -20,7 +20,7 @@ from typing import Any
 
 from annotation import elicitation
 from annotation import questions as question_kinds
-from annotation.text import newlines
+from annotation.text import UNSTORABLE, newlines
 
 # The largest whole number every integer column holds on every supported database (PostgreSQL's int4):
 # every input is checked against it (imports, forms, the services), so no database driver ever narrows a
@@ -183,8 +183,6 @@ def detect_format(text: str, filename: str | None) -> str:
 
 MAX_DEPTH = 20
 
-
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and lone surrogates (not encodable as UTF-8)
 
 
 def _depth_and_nul(value: Any, depth: int = 0) -> tuple[int, bool]:

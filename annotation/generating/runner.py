@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from annotation import endpoints, jobs
 from annotation.endpoints import FATAL, EndpointError, RunResult, api_key, is_live, redact
-from annotation.exchange.formats import UNSTORABLE
+from annotation.errors import ServiceError
 from annotation.models import (
     Generation,
     GenerationCall,
@@ -40,7 +40,7 @@ from annotation.models import (
     word_count,
 )
 from annotation.plan import planning
-from annotation.text import newlines
+from annotation.text import UNSTORABLE, newlines
 
 JOB_KIND = "generate"
 MAX_OUTPUT_CHARS = 200_000  # a longer reply is unusable (kept out: a rater cannot read it; asked again on resume)
@@ -161,7 +161,7 @@ def ask(client: openai.OpenAI, endpoint: SystemEndpoint, request: Request) -> Re
         raise
     except openai.OpenAIError as exc:
         return Reply(request, error=f"{type(exc).__name__}: {exc}")
-    response = completion.model_dump(mode="json")
+    response = endpoints.storable(completion.model_dump(mode="json"))
     if not completion.choices:
         return Reply(request, response=response, error="The response has no choices.")
     choice = completion.choices[0]
@@ -176,10 +176,11 @@ def ask(client: openai.OpenAI, endpoint: SystemEndpoint, request: Request) -> Re
         problem = ("The reply has no text" + (f" (a refusal: {choice.message.refusal[:300]})"
                                               if getattr(choice.message, "refusal", None) else "") + ".")
     elif len(text) > MAX_OUTPUT_CHARS:
-        problem = f"The reply is {len(text):,} characters long; an output may have at most {MAX_OUTPUT_CHARS:,}."
+        problem = (f"The reply is {len(text):,} characters long; an output may have at most {MAX_OUTPUT_CHARS:,}. "
+                   f"It began: {text[:300]!r}")
     elif UNSTORABLE.search(text):
         problem = ("The reply holds a character no database can store (NUL or an unpaired surrogate); it is not "
-                   "stored altered.")
+                   f"stored altered. It began: {text[:300]!r}")
     if finish == "length":
         notes.append(f"cut off at the token limit ({endpoint.max_tokens} tokens)")
     for choice_body in response.get("choices") or []:  # the text is stored once, as the output
@@ -215,7 +216,7 @@ def record(endpoint: SystemEndpoint, reply: Reply) -> GenerationCall | None:
     request, at = reply.request, timezone.now()
     fields: dict[str, Any] = {"response": reply.response, "prompt_tokens": reply.prompt_tokens,
                               "completion_tokens": reply.completion_tokens, "created": at, "problem": "",
-                              "generation": None}
+                              "generation": None, "replies": 0 if reply.error else 1}
     if reply.error:
         fields.update(status=GenerationCall.Status.FAILED, problem=redact(reply.error, endpoint))
     elif reply.problem:
@@ -233,7 +234,9 @@ def record(endpoint: SystemEndpoint, reply: Reply) -> GenerationCall | None:
                     item_id=request.item_id, system_id=endpoint.system_id, sample_index=request.sample_index,
                     text=reply.text, text_hash=text_hash(reply.text), n_words=word_count(reply.text),
                     provenance=provenance(endpoint, reply, at))
-            if previous is not None:
+            if previous is not None:  # asked again: what every attempt was paid for adds up
+                for name in ("replies", "prompt_tokens", "completion_tokens"):
+                    fields[name] += getattr(previous, name)
                 for name, value in fields.items():
                     setattr(previous, name, value)
                 previous.save()
@@ -246,7 +249,7 @@ def record(endpoint: SystemEndpoint, reply: Reply) -> GenerationCall | None:
 
 @dataclasses.dataclass(frozen=True)
 class Usage:
-    replies: int  # generated + unusable: what the budget counts
+    replies: int  # every reply received, over every attempt: what the budget counts
     generated: int
     unusable: int
     failed: int
@@ -263,9 +266,9 @@ def usage(endpoint: SystemEndpoint) -> Usage:
     S = GenerationCall.Status
     row = GenerationCall.objects.filter(endpoint=endpoint).aggregate(
         generated=Count("id", filter=Q(status=S.GENERATED)), unusable=Count("id", filter=Q(status=S.UNUSABLE)),
-        failed=Count("id", filter=Q(status=S.FAILED)),
+        failed=Count("id", filter=Q(status=S.FAILED)), replies=Sum("replies", default=0),
         prompt=Sum("prompt_tokens", default=0), completion=Sum("completion_tokens", default=0))
-    return Usage(row["generated"] + row["unusable"], row["generated"], row["unusable"], row["failed"], row["prompt"],
+    return Usage(row["replies"], row["generated"], row["unusable"], row["failed"], row["prompt"],
                  row["completion"], endpoints.cost(endpoint, row["prompt"], row["completion"]))
 
 
@@ -300,7 +303,10 @@ def do_include_if_complete(endpoint: SystemEndpoint) -> str:
     if planning.plan_needs_worker(study):
         planning.do_queue_plan(study)
         return "The plan is being rebuilt with the new system (the outputs are embedded first)."
-    tasks = planning.do_rebuild_plan(study)
+    try:
+        tasks = planning.do_rebuild_plan(study)
+    except ServiceError as exc:  # e.g. too many system pairs, or raters started meanwhile: the settings page mends it
+        return f"The outputs are in, but the plan could not be rebuilt: {exc}"
     return f"The plan was rebuilt with the new system: {tasks} rating tasks."
 
 

@@ -40,7 +40,7 @@ from annotation.models import (
     TaskPair,
 )
 from annotation.rating import recording
-from annotation.text import newlines
+from annotation.text import UNSTORABLE, newlines
 
 JOB_KIND = "judge"
 TOP_LOGPROBS = 5
@@ -213,7 +213,11 @@ def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
     if len(text) > MAX_REPLY_CHARS:
         problem = f"The reply is {len(text):,} characters long; a verdict is one line (kept: the first 100,000)."
         text, tokens = text[:MAX_REPLY_CHARS], ()
-    response = _trimmed(completion.model_dump(mode="json"), text)
+    if UNSTORABLE.search(text):  # untrusted: kept readable, never read as a verdict
+        problem = ("The reply holds a character no database can store (NUL or an unpaired surrogate); kept with "
+                   "each replaced by U+FFFD.")
+        text, tokens = UNSTORABLE.sub("\ufffd", text), ()
+    response = endpoints.storable(_trimmed(completion.model_dump(mode="json"), text))
     if notes:
         response["seplab_notes"] = notes
     return Reply(request, text=text, response=response, prompt_tokens=prompt_tokens,

@@ -144,6 +144,12 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
     assert sorted(p.split()[0] for p in server.seen) == ["[[always-429]]", "[[filtered]]", "[[nul]]"]
     after = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
     assert after == before  # what was stored is never asked for again, nor changed
+    again = runner.usage(endpoint)  # the two unusable outputs were paid for twice: the budget counts both replies
+    assert (again.replies, again.generated, again.unusable, again.failed) == (7, 3, 2, 1)
+    # the re-asked inputs' words (the local server's prompt tokens), added
+    assert again.prompt_tokens == used.prompt_tokens + len("[[nul]] bad byte [[filtered]] withheld".split())
+    assert "It began: 'before\\x00after'" in GenerationCall.objects.get(endpoint=endpoint, item__input__startswith=
+                                                                     "[[nul]]").problem
     assert GenerationCall.objects.filter(endpoint=endpoint).count() == 6  # one ledger row per output, updated
 
 

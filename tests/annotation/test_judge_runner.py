@@ -397,6 +397,20 @@ def test_replies_the_judge_did_not_finish_or_that_say_two_things_are_unparseable
     assert Judgment.objects.filter(rater=judge.rater).count() == 2  # Q4 in both orders, nothing else
 
 
+def test_a_reply_with_a_character_no_database_stores_is_kept_readable_and_unparseable(researcher, server):
+    """An endpoint's reply is untrusted: a NUL (PostgreSQL refuses it in text and in JSON) once made the whole run
+    fail; the reply is now kept with it replaced by U+FFFD, in the call and in the response, and is no verdict."""
+    judge = make_judge(study_with(researcher, ["[[nul]] Q0?", "Q1?"]), server)
+    result = runner.run(judge)
+    assert result.recorded == 4
+    calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
+    nul = calls["[[nul]] Q0?"]
+    assert nul.status == "unparseable" and "NUL" in nul.problem and nul.judgment is None
+    assert nul.reply.startswith("A is better.\ufffd\n") and "\x00" not in json.dumps(nul.response)
+    assert "\ufffd" in nul.response["choices"][0]["message"]["content"]
+    assert calls["Q1?"].status == "judged"
+
+
 def test_token_counts_an_endpoint_gets_wrong_do_not_drop_a_paid_reply(researcher, server):
     """completion_tokens -5 once failed the database's check, which record() took for "another run got there
     first": the paid reply was dropped and the budget never filled. Counts outside 0 .. 2^31 - 1 now count as 0,
