@@ -30,6 +30,7 @@ from annotation.models import (
     Judgment,
     Rater,
     Study,
+    SystemEndpoint,
 )
 
 SESSION_RATERS = "seplab_open_link_raters"
@@ -74,6 +75,14 @@ def access_judge(request: HttpRequest, study_id: int, judge_id: int) -> Judge:
     """An LLM judge of the researcher's study, with its study and rater."""
     study = access_study(request, study_id)
     return get_object_or_404(Judge.objects.select_related("study", "rater"), pk=judge_id, study=study)
+
+
+def access_system_endpoint(request: HttpRequest, study_id: int, endpoint_id: int) -> SystemEndpoint:
+    """A system of the researcher's study whose outputs are generated from an endpoint, with its system and study."""
+    study = access_study(request, study_id)
+    endpoint = get_object_or_404(SystemEndpoint.objects.select_related("system"), pk=endpoint_id, system__study=study)
+    endpoint.system.study = study  # the one already read, with its settings rows
+    return endpoint
 
 
 def access_job(request: HttpRequest, study_id: int, job_id: int) -> tuple[Study, Job]:

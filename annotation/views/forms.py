@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from annotation import study_settings
 from annotation.exchange.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
 from annotation.judges import prompts
-from annotation.models import Judge, Study, key_variables
+from annotation.models import Judge, Study, SystemEndpoint, key_variables
 from annotation.text import newlines
 
 
@@ -270,3 +270,76 @@ class JudgeForm(OneLineEnding, forms.ModelForm):
         if data.get("clear_api_key"):
             data["api_key"] = ""
         return data
+
+
+class SystemEndpointForm(OneLineEnding, forms.ModelForm):
+    """A system generated from an endpoint: where, how its outputs are asked for, how many, how hard and at what
+    price. The stored API key is write-only, as the judge's (``JudgeForm``): never filled in again, empty keeps it,
+    ``clear_api_key`` removes it."""
+
+    SOURCE = ("base_url", "model", "system_prompt", "temperature", "max_tokens", "seed")  # where outputs come from
+
+    name = forms.CharField(max_length=200, help_text="How the system is named in the report and the exports "
+                                                     "(raters never see it).")
+    base_url = forms.URLField(max_length=500, assume_scheme="https", label="Base URL",
+                              help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 or "
+                                        "http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
+    api_key = forms.CharField(
+        required=False, max_length=500, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        label="API key (stored)", help_text="Optional: stored with the study and never shown again. Prefer the "
+                                            "environment variable; leave both empty for a local server that needs "
+                                            "no key.")
+    clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
+
+    class Meta:
+        model = SystemEndpoint
+        fields = ["base_url", "model", "api_key_env", "api_key", "system_prompt", "samples", "temperature",
+                  "max_tokens", "seed", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",
+                  "price_input", "price_output"]
+        widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
+        labels = {"base_url": "Base URL", "api_key_env": "API key environment variable",
+                  "system_prompt": "System prompt", "samples": "Outputs per input (K)",
+                  "max_tokens": "Most tokens per output", "seed": "Seed", "max_concurrency": "Requests at once",
+                  "request_budget": "Request budget", "timeout_seconds": "Timeout per request (s)",
+                  "max_retries": "Retries", "price_input": "Price of prompt tokens ($ / million)",
+                  "price_output": "Price of completion tokens ($ / million)"}
+
+    field_order = ["name"]  # the rest in Meta.fields' order
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # only the environment variables the operator allows (SEPLAB_JUDGE_KEY_VARIABLES), as a choice
+        allowed = key_variables()
+        current = self.instance.api_key_env if self.instance.pk else ""
+        choices = [("", "None (a stored key, or a server that needs none)")] + [(v, v) for v in allowed]
+        if current and current not in allowed:  # stored before the list: shown, refused on save
+            choices.append((current, f"{current} (not allowed on this server)"))
+        self.fields["api_key_env"] = forms.ChoiceField(
+            choices=choices, required=False, label="API key environment variable", initial=current,
+            help_text="Read the key from this environment variable of the worker (the variables this server's "
+                      "operator allows).")
+        if self.instance.pk:
+            self.fields["name"].disabled = True
+            self.fields["name"].initial = self.instance.system.name
+            if self.instance.api_key:
+                self.fields["api_key"].help_text = ("A key is stored (not shown). Type a new one to replace it; "
+                                                    "leave empty to keep it.")
+        else:
+            del self.fields["clear_api_key"]
+        self.fields["api_key"].initial = ""
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and not data.get("api_key") and not data.get("clear_api_key"):
+            data["api_key"] = self.instance.api_key  # empty keeps the stored key
+        if data.get("clear_api_key"):
+            data["api_key"] = ""
+        return data
+
+    def endpoint_fields(self) -> dict:
+        """The endpoint's fields as entered (``do_add_endpoint_system``'s keywords)."""
+        return {name: self.cleaned_data[name] for name in self.Meta.fields}
+
+    def source_changes(self) -> dict:
+        """The fields that say where the outputs come from, as entered (``check_same_source``'s keywords)."""
+        return {name: self.cleaned_data[name] for name in self.SOURCE}

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import crowd, judges, raters, studies
+from annotation.views import crowd, judges, raters, studies, systems
 
 urlpatterns = [
     path("", studies.home, name="home"),
@@ -29,6 +29,12 @@ urlpatterns = [
          name="judge_progress"),
     path("studies/<int:study_id>/judges/<int:judge_id>/<slug:action>/", judges.judge_action,
          name="judge_action"),
+    path("studies/<int:study_id>/systems/", systems.systems, name="systems"),
+    path("studies/<int:study_id>/systems/<int:endpoint_id>/", systems.system_detail, name="system_detail"),
+    path("studies/<int:study_id>/systems/<int:endpoint_id>/progress/", systems.system_progress,
+         name="system_progress"),
+    path("studies/<int:study_id>/systems/<int:endpoint_id>/<slug:action>/", systems.system_action,
+         name="system_action"),
     path("account/api-token/", studies.api_token, name="api_token"),
     # Raters: no account, identified by a signed link.
     # (their own links, /r/<token>/..., are in annotation/views/rater_urls.py, listed first in config/urls.py)

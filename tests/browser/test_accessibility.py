@@ -106,7 +106,7 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
 
 RESEARCHER_PAGES = ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
                     "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk",
-                    "judges", "review_queue")  # every GET page of a study (the others are form targets)
+                    "judges", "review_queue", "systems")  # every GET page of a study (the others are form targets)
 
 
 @pytest.mark.parametrize("size", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
@@ -120,7 +120,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
 
     from analytics import stored
     from analytics.populations import Population
-    from annotation.models import Item, Study
+    from annotation.models import Item, Study, SystemEndpoint
     from tests.analytics.conftest import PRD
 
     call_command("load_demo", "--username", researcher.username, stdout=StringIO())
@@ -129,6 +129,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     studies = list(Study.objects.filter(owner=researcher))
     for study in studies:
         stored.refresh(study, Population())
+    generated = generated_study(researcher)  # issue 31: systems generated from endpoints, with their faults
     researcher.refresh_from_db()  # load_demo gave the account a new password: a session needs the current one
     client = Client()
     client.force_login(researcher)
@@ -141,6 +142,8 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
         urls = [reverse(name, args=[study.pk]) for name in RESEARCHER_PAGES]
         urls.append(reverse("item_detail", args=[study.pk, Item.objects.filter(study=study).first().pk]))
         urls += [reverse("judge_detail", args=[study.pk, judge.pk]) for judge in study.judges.all()[:1]]
+        urls += [reverse("system_detail", args=[study.pk, endpoint.pk])
+                 for endpoint in SystemEndpoint.objects.filter(system__study=study)[:1]]
         for url in urls:
             page.goto(live_server.url + url)
             assert "/accounts/login/" not in page.url, url  # the page itself, not the login form
@@ -148,10 +151,40 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
             width = page.evaluate("document.scrollingElement.scrollWidth")
             if width > size[0]:  # issue 30: the study page was 862 px wide on a 390 px phone
                 wider[f"{url} ({study.name})"] = width
-    for url in (reverse("study_list"), reverse("study_create"), reverse("api_token")):
+    system_pages = [reverse("systems", args=[generated.pk])] + [
+        reverse("system_detail", args=[generated.pk, e.pk]) for e in SystemEndpoint.objects.filter(
+            system__study=generated)]
+    for url in (*system_pages, reverse("study_list"), reverse("study_create"), reverse("api_token")):
         page.goto(live_server.url + url)
         assert "/accounts/login/" not in page.url, url
         found[url] = serious(page)
+        width = page.evaluate("document.scrollingElement.scrollWidth")
+        if url in system_pages and width > size[0]:
+            wider[url] = width
     context.close()
     assert found == {name: [] for name in found}
     assert wider == {}
+
+
+def generated_study(researcher):
+    """A study from inputs alone with two systems generated from the local server: one run to its end with an unusable
+    reply and a failed request among its outputs (more than a page of them), one not started."""
+    from annotation.generating import runner
+    from tests.judge_server import JudgeServer
+
+    inputs = ["[[nul]] a bad byte", "[[always-429]] busy", *(f"Question {i}: why is the sky blue?" for i in range(11))]
+    lines = "".join(json.dumps({"id": f"generated-question-{i:04d}", "input": text}) + "\n"
+                    for i, text in enumerate(inputs))
+    study = creation.do_create_study(researcher, "generated", lines.encode(), "inputs.jsonl")
+    server = JudgeServer().start()
+    try:
+        for name, model in (("verbose-model-with-a-long-name", "gen-verbose-a"), ("terse", "gen-terse-b")):
+            endpoint = runner.do_add_endpoint_system(
+                study, name, base_url=server.base_url, model=model, api_key_env="", samples=2, max_retries=0,
+                system_prompt="Answer in one paragraph.")
+            if name != "terse":
+                runner.run(endpoint)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return study

@@ -1,0 +1,130 @@
+"""The study's Systems page: every system with where its outputs come from (the study file, or an OpenAI-compatible
+endpoint), how many it has of the ones wanted and whether it is compared yet; add a system by its endpoint, run /
+stop / resume its generation, watch progress, tokens and cost, and read its outputs and the replies it could not
+use. The work is ``annotation/generating/runner.py``'s."""
+
+from __future__ import annotations
+
+import copy
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from annotation import access
+from annotation.generating import runner
+from annotation.models import Generation, GenerationCall, SystemEndpoint
+from annotation.plan import planning
+from annotation.views.forms import SystemEndpointForm
+
+PROBLEMS_SHOWN = 5
+OUTPUTS_PER_PAGE = 20
+SAME_SOURCE = ("This system already has outputs, and all of a system's outputs come from one endpoint, model and way "
+               "of asking (their provenance says which). It would change {changes}. Add another system for the new "
+               "configuration; the budget, outputs per input, requests at once, timeout, retries and prices may "
+               "change.")
+
+
+def _state(endpoint: SystemEndpoint, n_items: int) -> dict:
+    """What the run card shows: the current job, what the endpoint used, the outputs wanted and still to ask for."""
+    job = runner.current_job(endpoint)
+    live = runner.is_live(job)
+    return {"endpoint": endpoint, "job": job, "live": live, "usage": runner.usage(endpoint),
+            "wanted": n_items * endpoint.samples, "todo": None if live else runner.remaining(endpoint)}
+
+
+@login_required
+def systems(request: HttpRequest, study_id: int) -> HttpResponse:
+    study = access.access_study(request, study_id)
+    if request.method == "POST":
+        form = SystemEndpointForm(request.POST)
+        if form.is_valid():
+            try:
+                endpoint = runner.do_add_endpoint_system(study, form.cleaned_data["name"], **form.endpoint_fields())
+            except runner.GenerationError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"System {endpoint} added. Start its run when ready.")
+                return redirect("system_detail", study_id=study.pk, endpoint_id=endpoint.pk)
+    else:
+        form = SystemEndpointForm()
+    n_items = study.items.count()
+    compared = {s.pk for s in planning.systems_with_outputs(study)}
+    rows = []
+    for system in study.systems.select_related("endpoint").annotate(stored=Count("generations")).order_by("id"):
+        endpoint = getattr(system, "endpoint", None)
+        row = {"system": system, "stored": system.stored, "compared": system.pk in compared}
+        if endpoint is not None:
+            endpoint.system = system
+            row.update(_state(endpoint, n_items))
+        rows.append(row)
+    return render(request, "annotation/systems.html", {
+        "study": study, "form": form, "rows": rows, "n_items": n_items, "started": study.has_started(),
+    })
+
+
+@login_required
+def system_detail(request: HttpRequest, study_id: int, endpoint_id: int) -> HttpResponse:
+    endpoint = access.access_system_endpoint(request, study_id, endpoint_id)
+    study = endpoint.system.study
+    n_items = study.items.count()
+    state = _state(endpoint, n_items)
+    if request.method == "POST":
+        form = SystemEndpointForm(request.POST, instance=copy.copy(endpoint))  # the form writes onto its own copy
+        if state["live"]:
+            messages.error(request, "Stop the run before changing how the outputs are asked for.")
+            return redirect("system_detail", study_id=study.pk, endpoint_id=endpoint.pk)
+        if form.is_valid():
+            changes = runner.check_same_source(endpoint, **form.source_changes())
+            if changes:
+                form.add_error(None, SAME_SOURCE.format(changes="; ".join(changes)))
+            else:
+                form.save()
+                messages.success(request, "Saved.")
+                return redirect("system_detail", study_id=study.pk, endpoint_id=endpoint.pk)
+    else:
+        form = SystemEndpointForm(instance=endpoint)
+    calls = GenerationCall.objects.filter(endpoint=endpoint).select_related("item").order_by("-id")
+    outputs = (Generation.objects.filter(system=endpoint.system).select_related("item")
+               .order_by("item__position", "sample_index"))
+    return render(request, "annotation/system_detail.html", {
+        **state, "study": study, "form": form, "n_items": n_items,
+        "compared": endpoint.system in planning.systems_with_outputs(study),
+        "unusable": calls.filter(status=GenerationCall.Status.UNUSABLE)[:PROBLEMS_SHOWN],
+        "failed": calls.filter(status=GenerationCall.Status.FAILED)[:PROBLEMS_SHOWN],
+        "outputs": Paginator(outputs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page")),
+    })
+
+
+@login_required
+def system_progress(request: HttpRequest, study_id: int, endpoint_id: int) -> HttpResponse:
+    """The run's progress card, polled by htmx every second while the run is live. The poll that finds the run over
+    reloads the page, so its lists (the outputs, the unusable replies, the failures) show what the run brought."""
+    endpoint = access.access_system_endpoint(request, study_id, endpoint_id)
+    study = endpoint.system.study
+    state = _state(endpoint, study.items.count())
+    response = render(request, "annotation/_generation_run.html", {**state, "study": study})
+    if request.htmx and not state["live"]:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
+@require_POST
+def system_action(request: HttpRequest, study_id: int, endpoint_id: int, action: str) -> HttpResponse:
+    endpoint = access.access_system_endpoint(request, study_id, endpoint_id)
+    if action == "start":
+        try:
+            runner.do_start_generation(endpoint)
+        except runner.GenerationError as exc:
+            messages.error(request, str(exc))
+    elif action == "stop":
+        runner.do_stop_generation(endpoint)
+        messages.info(request, "The run stops after the replies in flight; resume it to go on.")
+    else:
+        raise Http404("No such action.")
+    return redirect("system_detail", study_id=endpoint.system.study_id, endpoint_id=endpoint.pk)
