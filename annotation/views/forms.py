@@ -202,11 +202,18 @@ def setting_default(name: str):
     return None
 
 
-class JudgeForm(OneLineEnding, forms.ModelForm):
-    """A judge's endpoint and how it is asked. The stored API key is write-only: the field is never filled in
-    again, and leaving it empty keeps the key (``clear_api_key`` removes it)."""
+class EndpointForm(OneLineEnding, forms.ModelForm):
+    """What every endpoint's form shares (``models.Endpoint``: an LLM judge's, a generated system's): the base URL,
+    the API key environment variable as a choice of the variables the operator allows, and the stored key,
+    write-only -- never filled in again, empty keeps it, ``clear_api_key`` removes it. Each form has a ``name`` field
+    and an ``owner_name()``: the name shown, fixed once the endpoint exists (a judge's rater, a system)."""
 
-    name = forms.CharField(max_length=200, help_text="How the judge appears in the report (a rater name).")
+    ENDPOINT_LABELS = {"base_url": "Base URL", "api_key_env": "API key environment variable",
+                       "max_concurrency": "Requests at once", "request_budget": "Request budget",
+                       "timeout_seconds": "Timeout per request (s)", "max_retries": "Retries",
+                       "price_input": "Price of prompt tokens ($ / million)",
+                       "price_output": "Price of completion tokens ($ / million)"}
+
     base_url = forms.URLField(max_length=500, assume_scheme="https", label="Base URL",
                               help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 or "
                                         "http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
@@ -216,19 +223,6 @@ class JudgeForm(OneLineEnding, forms.ModelForm):
                                             "environment variable; leave both empty for a local server that needs "
                                             "no key.")
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
-
-    class Meta:
-        model = Judge
-        fields = ["base_url", "model", "api_key_env", "api_key", "prompt_template", "temperature", "max_tokens",
-                  "logprobs", "scope", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",
-                  "price_input", "price_output"]
-        widgets = {"prompt_template": forms.Textarea(attrs={"rows": 14, "class": "mono"})}
-        labels = {"base_url": "Base URL", "api_key_env": "API key environment variable",
-                  "max_tokens": "Most tokens per reply", "logprobs": "Ask for log-probabilities",
-                  "scope": "Pairs to judge", "max_concurrency": "Requests at once",
-                  "request_budget": "Request budget", "timeout_seconds": "Timeout per request (s)",
-                  "max_retries": "Retries", "price_input": "Price of prompt tokens ($ / million)",
-                  "price_output": "Price of completion tokens ($ / million)"}
 
     field_order = ["name"]  # the rest in Meta.fields' order
 
@@ -242,18 +236,44 @@ class JudgeForm(OneLineEnding, forms.ModelForm):
             choices.append((current, f"{current} (not allowed on this server)"))
         self.fields["api_key_env"] = forms.ChoiceField(
             choices=choices, required=False, label="API key environment variable",
-            initial=current,  # a new judge: none, as for a local server (the README's first path); pick one for an API
+            initial=current,  # new: none, as for a local server (the README's first path); pick one for an API
             help_text="Read the key from this environment variable of the worker (the variables this server's "
                       "operator allows).")
         if self.instance.pk:
             self.fields["name"].disabled = True
-            self.fields["name"].initial = self.instance.rater.external_id
+            self.fields["name"].initial = self.owner_name()
             if self.instance.api_key:
                 self.fields["api_key"].help_text = ("A key is stored (not shown). Type a new one to replace it; "
                                                     "leave empty to keep it.")
         else:
             del self.fields["clear_api_key"]
         self.fields["api_key"].initial = ""
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and not data.get("api_key") and not data.get("clear_api_key"):
+            data["api_key"] = self.instance.api_key  # empty keeps the stored key
+        if data.get("clear_api_key"):
+            data["api_key"] = ""
+        return data
+
+
+class JudgeForm(EndpointForm):
+    """A judge's endpoint and how it is asked."""
+
+    name = forms.CharField(max_length=200, help_text="How the judge appears in the report (a rater name).")
+
+    class Meta:
+        model = Judge
+        fields = ["base_url", "model", "api_key_env", "api_key", "prompt_template", "temperature", "max_tokens",
+                  "logprobs", "scope", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",
+                  "price_input", "price_output"]
+        widgets = {"prompt_template": forms.Textarea(attrs={"rows": 14, "class": "mono"})}
+        labels = {**EndpointForm.ENDPOINT_LABELS, "max_tokens": "Most tokens per reply",
+                  "logprobs": "Ask for log-probabilities", "scope": "Pairs to judge"}
+
+    def owner_name(self) -> str:
+        return self.instance.rater.external_id
 
     def clean_prompt_template(self) -> str:
         template = self.cleaned_data["prompt_template"]
@@ -263,33 +283,15 @@ class JudgeForm(OneLineEnding, forms.ModelForm):
             raise forms.ValidationError(str(exc)) from exc
         return template
 
-    def clean(self):
-        data = super().clean()
-        if self.instance.pk and not data.get("api_key") and not data.get("clear_api_key"):
-            data["api_key"] = self.instance.api_key  # empty keeps the stored key
-        if data.get("clear_api_key"):
-            data["api_key"] = ""
-        return data
 
-
-class SystemEndpointForm(OneLineEnding, forms.ModelForm):
+class SystemEndpointForm(EndpointForm):
     """A system generated from an endpoint: where, how its outputs are asked for, how many, how hard and at what
-    price. The stored API key is write-only, as the judge's (``JudgeForm``): never filled in again, empty keeps it,
-    ``clear_api_key`` removes it."""
+    price."""
 
     SOURCE = ("base_url", "model", "system_prompt", "temperature", "max_tokens", "seed")  # where outputs come from
 
     name = forms.CharField(max_length=200, help_text="How the system is named in the report and the exports "
                                                      "(raters never see it).")
-    base_url = forms.URLField(max_length=500, assume_scheme="https", label="Base URL",
-                              help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 or "
-                                        "http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
-    api_key = forms.CharField(
-        required=False, max_length=500, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        label="API key (stored)", help_text="Optional: stored with the study and never shown again. Prefer the "
-                                            "environment variable; leave both empty for a local server that needs "
-                                            "no key.")
-    clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
 
     class Meta:
         model = SystemEndpoint
@@ -297,44 +299,11 @@ class SystemEndpointForm(OneLineEnding, forms.ModelForm):
                   "max_tokens", "seed", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",
                   "price_input", "price_output"]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
-        labels = {"base_url": "Base URL", "api_key_env": "API key environment variable",
-                  "system_prompt": "System prompt", "samples": "Outputs per input (K)",
-                  "max_tokens": "Most tokens per output", "seed": "Seed", "max_concurrency": "Requests at once",
-                  "request_budget": "Request budget", "timeout_seconds": "Timeout per request (s)",
-                  "max_retries": "Retries", "price_input": "Price of prompt tokens ($ / million)",
-                  "price_output": "Price of completion tokens ($ / million)"}
+        labels = {**EndpointForm.ENDPOINT_LABELS, "system_prompt": "System prompt", "samples": "Outputs per input (K)",
+                  "max_tokens": "Most tokens per output", "seed": "Seed"}
 
-    field_order = ["name"]  # the rest in Meta.fields' order
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # only the environment variables the operator allows (SEPLAB_JUDGE_KEY_VARIABLES), as a choice
-        allowed = key_variables()
-        current = self.instance.api_key_env if self.instance.pk else ""
-        choices = [("", "None (a stored key, or a server that needs none)")] + [(v, v) for v in allowed]
-        if current and current not in allowed:  # stored before the list: shown, refused on save
-            choices.append((current, f"{current} (not allowed on this server)"))
-        self.fields["api_key_env"] = forms.ChoiceField(
-            choices=choices, required=False, label="API key environment variable", initial=current,
-            help_text="Read the key from this environment variable of the worker (the variables this server's "
-                      "operator allows).")
-        if self.instance.pk:
-            self.fields["name"].disabled = True
-            self.fields["name"].initial = self.instance.system.name
-            if self.instance.api_key:
-                self.fields["api_key"].help_text = ("A key is stored (not shown). Type a new one to replace it; "
-                                                    "leave empty to keep it.")
-        else:
-            del self.fields["clear_api_key"]
-        self.fields["api_key"].initial = ""
-
-    def clean(self):
-        data = super().clean()
-        if self.instance.pk and not data.get("api_key") and not data.get("clear_api_key"):
-            data["api_key"] = self.instance.api_key  # empty keeps the stored key
-        if data.get("clear_api_key"):
-            data["api_key"] = ""
-        return data
+    def owner_name(self) -> str:
+        return self.instance.system.name
 
     def endpoint_fields(self) -> dict:
         """The endpoint's fields as entered (``do_add_endpoint_system``'s keywords)."""

@@ -253,7 +253,7 @@ def test_generate_refuses_a_system_with_imported_outputs(researcher, server):
 
 PAGES = ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
          "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk", "judges",
-         "review_queue")  # tests/browser/test_accessibility.py's list of a study's GET pages
+         "review_queue", "systems")  # tests/browser/test_accessibility.py's list of a study's GET pages
 
 
 @pytest.mark.parametrize("systems", [0, 1], ids=["no-system", "one-generated-system"])
