@@ -111,6 +111,23 @@ def storable(value):
     return value
 
 
+MALFORMED = (AttributeError, TypeError, ValueError, KeyError, IndexError)  # a reply the client did not validate
+
+
+def malformed(exc: Exception) -> str:
+    """Why a reply's shape could not be read (the openai client builds responses without validating them: a
+    ``usage`` that is a string, a ``message`` that is null)."""
+    return storable(f"The endpoint's response is malformed ({type(exc).__name__}: {str(exc)[:300]}).")
+
+
+def stop_queued(job: Job | None, words: str) -> None:
+    """A run stopped before any worker took it: it will not start (a stopped job is never run), so nothing waits
+    for a worker that may not be there."""
+    if job is not None and job.status == Job.Status.QUEUED:
+        Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(
+            status=Job.Status.STOPPED, finished=timezone.now(), message=words)
+
+
 def cost(endpoint: Endpoint, prompt_tokens: int, completion_tokens: int) -> Decimal:
     """US$ at the endpoint's prices per million tokens."""
     return ((Decimal(prompt_tokens) * endpoint.price_input + Decimal(completion_tokens) * endpoint.price_output)

@@ -853,7 +853,7 @@ class Judge(Endpoint):
 
 
 class SystemEndpoint(Endpoint):
-    """A system whose outputs SepLab generates from an OpenAI-compatible endpoint (``annotation/generation.py``):
+    """A system whose outputs SepLab generates from an OpenAI-compatible endpoint (``annotation/generating/runner.py``):
     ``samples`` outputs per item, each stored as the system's ``Generation`` with its provenance."""
 
     system = models.OneToOneField(System, on_delete=models.CASCADE, related_name="endpoint")

@@ -15,8 +15,9 @@ built from the client's response types (``ChatCompletion``) and are deterministi
   to end in a quoted verdict line), ``[[two-verdicts]]`` (two verdict lines), ``[[line-separator]]`` (the verdict
   after a U+2028 instead of a new line), ``[[huge]]`` (a 2 MB reply ending in a verdict), ``[[bad-usage]]``
   (``completion_tokens: -5``), ``[[huge-usage]]`` (2^40 + 5 prompt tokens), ``[[nul]]`` (a NUL in the reply),
-  ``[[trickle]]`` (200 at once, then
-  the body a byte every ``trickle_seconds``: a per-read timeout never fires);
+  ``[[nul-error]]`` (always a 500 whose message holds a NUL), ``[[malformed-shape]]`` (a 200 that is no chat
+  completion), ``[[trickle]]`` (200 at once, then the body a byte every ``trickle_seconds``: a per-read timeout
+  never fires);
 - with ``logprobs`` requested, each token carries its log-probability and the label token its alternatives
   A / B / Tie with P(A) = P(first).
 
@@ -187,6 +188,13 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(self.server.delay)
         if "[[always-429]]" in prompt or ("[[rate-limit]]" in prompt and attempt <= 2):
             self._error(429, "Rate limit reached.", "rate_limit_error", {"retry-after-ms": "5"})
+            return
+        if "[[nul-error]]" in prompt:  # an error whose words hold a NUL (an endpoint's reply is untrusted)
+            self._error(500, "bad\x00gateway", "server_error", {"retry-after-ms": "5"})
+            return
+        if "[[malformed-shape]]" in prompt:  # 200, but not a chat completion's shape (sent as is, unvalidated)
+            self._send(200, {"id": "x", "object": "chat.completion", "created": 1, "model": body["model"],
+                             "choices": [1], "usage": "many"})
             return
         if "[[server-error]]" in prompt and attempt == 1:
             self._error(500, "The server had an error.", "server_error", {"retry-after-ms": "5"})

@@ -44,8 +44,9 @@ from annotation.text import UNSTORABLE, newlines
 
 JOB_KIND = "generate"
 MAX_OUTPUT_CHARS = 200_000  # a longer reply is unusable (kept out: a rater cannot read it; asked again on resume)
-# what a generated output's provenance records of its endpoint (never the key)
-PARAMETERS = ("temperature", "max_tokens", "system_prompt")
+# where a system's outputs come from: fixed once some exist (``check_same_source``, the system's form), and what each
+# output's provenance records of its endpoint (never the key)
+SOURCE = ("base_url", "model", "system_prompt", "temperature", "max_tokens", "seed")
 
 GenerationError = EndpointError  # an endpoint system that cannot run as configured; the message is for the researcher
 
@@ -89,7 +90,7 @@ def check_same_source(endpoint: SystemEndpoint, **fields: Any) -> list[str]:
     if not Generation.objects.filter(system=endpoint.system).exists():
         return []
     return [f"{name}: {getattr(endpoint, name)!r} -> {value!r}" for name, value in fields.items()
-            if name in ("base_url", "model", "seed", *PARAMETERS) and getattr(endpoint, name) != value]
+            if name in SOURCE and getattr(endpoint, name) != value]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -161,9 +162,16 @@ def ask(client: openai.OpenAI, endpoint: SystemEndpoint, request: Request) -> Re
         raise
     except openai.OpenAIError as exc:
         return Reply(request, error=f"{type(exc).__name__}: {exc}")
-    response = endpoints.storable(completion.model_dump(mode="json"))
-    if not completion.choices:
-        return Reply(request, response=response, error="The response has no choices.")
+    try:
+        return _read(endpoint, request, completion)
+    except endpoints.MALFORMED as exc:  # paid for, but not readable: unusable, asked again on resume
+        return Reply(request, problem=endpoints.malformed(exc))
+
+
+def _read(endpoint: SystemEndpoint, request: Request, completion) -> Reply:
+    response = endpoints.storable(completion.model_dump(mode="json", warnings=False))
+    if not completion.choices:  # a reply arrived (and counts against the budget) without an output in it
+        return Reply(request, response=response, problem="The response has no choices.")
     choice = completion.choices[0]
     used, notes = completion.usage, []
     prompt_tokens = endpoints.token_count(used.prompt_tokens if used else None, "prompt_tokens", notes)
@@ -187,7 +195,7 @@ def ask(client: openai.OpenAI, endpoint: SystemEndpoint, request: Request) -> Re
         if isinstance((choice_body.get("message") or {}).get("content"), str):
             choice_body["message"]["content"] = None
     return Reply(request, text="" if problem else newlines(text), response=response, prompt_tokens=prompt_tokens,
-                 completion_tokens=completion_tokens, finish_reason=finish, notes=tuple(notes), problem=problem)
+                 completion_tokens=completion_tokens, finish_reason=str(finish), notes=tuple(notes), problem=problem)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -223,6 +231,7 @@ def record(endpoint: SystemEndpoint, reply: Reply) -> GenerationCall | None:
         fields.update(status=GenerationCall.Status.UNUSABLE, problem=reply.problem)
     else:
         fields["status"] = GenerationCall.Status.GENERATED
+    fields["problem"] = endpoints.storable(fields["problem"])  # it may quote the endpoint's words
     try:
         with transaction.atomic():
             previous = (GenerationCall.objects.select_for_update()
@@ -233,7 +242,7 @@ def record(endpoint: SystemEndpoint, reply: Reply) -> GenerationCall | None:
                 fields["generation"] = Generation.objects.create(
                     item_id=request.item_id, system_id=endpoint.system_id, sample_index=request.sample_index,
                     text=reply.text, text_hash=text_hash(reply.text), n_words=word_count(reply.text),
-                    provenance=provenance(endpoint, reply, at))
+                    provenance=endpoints.storable(provenance(endpoint, reply, at)))
             if previous is not None:  # asked again: what every attempt was paid for adds up
                 for name in ("replies", "prompt_tokens", "completion_tokens"):
                     fields[name] += getattr(previous, name)
@@ -294,10 +303,13 @@ def run(endpoint: SystemEndpoint, *, progress: Callable[[int, int], None] = lamb
 
 def do_include_if_complete(endpoint: SystemEndpoint) -> str:
     """Once the system has every output, it joins the study's comparisons: the plan is rebuilt (by the worker when
-    it needs embeddings first), unless raters have started. Returns what happened, in words."""
+    it needs embeddings first), unless raters have started or the system is in a system pair already. Returns what
+    happened, in words."""
     study = Study.objects.get(pk=endpoint.system.study_id)
     if remaining(endpoint):
         return ""
+    if study.comparisons.filter(Q(system_a=endpoint.system_id) | Q(system_b=endpoint.system_id)).exists():
+        return "It is compared in the study's plan."
     if study.has_started():
         return "Raters have started, so the plan is frozen: the new outputs are not compared."
     if planning.plan_needs_worker(study):
@@ -307,7 +319,11 @@ def do_include_if_complete(endpoint: SystemEndpoint) -> str:
         tasks = planning.do_rebuild_plan(study)
     except ServiceError as exc:  # e.g. too many system pairs, or raters started meanwhile: the settings page mends it
         return f"The outputs are in, but the plan could not be rebuilt: {exc}"
-    return f"The plan was rebuilt with the new system: {tasks} rating tasks."
+    pairs = study.comparisons.filter(Q(system_a=endpoint.system_id) | Q(system_b=endpoint.system_id)).count()
+    if not pairs:
+        return (f"The plan was rebuilt ({tasks} rating tasks), but {endpoint} is in no system pair: it needs a "
+                "second system, or (with an explicit list of pairs) its pairs ticked on the settings page.")
+    return f"The plan was rebuilt with the new system: {tasks} rating tasks, {pairs} of its system pairs."
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -319,9 +335,10 @@ def current_job(endpoint: SystemEndpoint) -> Job | None:
             .order_by("-pk").first())
 
 
-def do_start_generation(endpoint: SystemEndpoint) -> Job:
-    """Queue a run (a first run or a resume): refused while one is live; a running job whose worker stopped
-    answering is marked failed first."""
+def do_start_generation(endpoint: SystemEndpoint, foreground: bool = False) -> Job:
+    """Queue a run (a first run or a resume): refused while one is live -- a worker's, or ``manage.py generate``'s,
+    which runs its job in the foreground (``foreground``: not queued for a worker, no time slices) -- so two runs
+    never pay for the same outputs; a running job whose worker stopped answering is marked failed first."""
     with transaction.atomic():
         SystemEndpoint.objects.select_for_update().filter(pk=endpoint.pk).first()
         job = current_job(endpoint)
@@ -338,14 +355,17 @@ def do_start_generation(endpoint: SystemEndpoint) -> Job:
         if usage(endpoint).replies >= endpoint.request_budget:
             raise GenerationError(f"The request budget ({endpoint.request_budget}) is used up; raise it to go on.")
         SystemEndpoint.objects.filter(pk=endpoint.pk).update(stop_requested=False)
-        job = Job.objects.create(study_id=endpoint.system.study_id, kind=JOB_KIND, params={"endpoint": endpoint.pk},
-                                 message=f"Generating {endpoint}'s outputs: queued")
-    return jobs.enqueue(job)
+        job = Job.objects.create(study_id=endpoint.system.study_id, kind=JOB_KIND,
+                                 params={"endpoint": endpoint.pk, "foreground": foreground},
+                                 message=f"Generating {endpoint}'s outputs: " + (
+                                     "python manage.py generate" if foreground else "queued"))
+    return job if foreground else jobs.enqueue(job)
 
 
 def do_stop_generation(endpoint: SystemEndpoint) -> None:
-    """Ask the running job to stop after the replies in flight."""
+    """Ask the running job to stop after the replies in flight; a job no worker has taken yet never starts."""
     SystemEndpoint.objects.filter(pk=endpoint.pk).update(stop_requested=True)
+    endpoints.stop_queued(current_job(endpoint), f"Stopped before it started: {summary(endpoint)} Resume to go on.")
 
 
 def summary(endpoint: SystemEndpoint) -> str:
@@ -364,11 +384,12 @@ def generate_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
         return SystemEndpoint.objects.filter(pk=endpoint.pk, stop_requested=True).exists()
 
     try:
-        result = run(endpoint, progress=progress, should_stop=should_stop)
+        result = run(endpoint, progress=progress, should_stop=should_stop,
+                     slice_seconds=float("inf") if job.params.get("foreground") else None)
     except Exception as exc:  # the systems page shows what went wrong; resuming retries what is missing
         if jobs.is_outage(exc):
             raise  # the database was unreachable: the job waits and resumes what is missing
-        raise jobs.JobFailed(redact(f"{type(exc).__name__}: {exc}", endpoint)) from None
+        raise jobs.JobFailed(endpoints.storable(redact(f"{type(exc).__name__}: {exc}", endpoint))) from None
     said = summary(endpoint)
     if result.stopped:
         return jobs.Outcome(f"Stopped: {said} Resume to go on.", status=Job.Status.STOPPED)

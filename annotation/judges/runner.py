@@ -194,8 +194,16 @@ def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
         raise
     except openai.OpenAIError as exc:
         return Reply(request, error=f"{type(exc).__name__}: {exc}")
+    try:
+        return _read(judge, request, completion)
+    except endpoints.MALFORMED as exc:  # paid for, but not readable: unparseable, as any reply that says nothing
+        return Reply(request, problem=endpoints.malformed(exc))
+
+
+def _read(judge: Judge, request: Request, completion) -> Reply:
     if not completion.choices:
-        return Reply(request, response=completion.model_dump(mode="json"), error="The response has no choices.")
+        return Reply(request, response=endpoints.storable(completion.model_dump(mode="json", warnings=False)),
+                     error="The response has no choices.")
     choice = completion.choices[0]
     tokens: tuple[prompts.Token, ...] = ()
     if choice.logprobs is not None and choice.logprobs.content:
@@ -217,9 +225,10 @@ def ask(client: openai.OpenAI, judge: Judge, request: Request) -> Reply:
         problem = ("The reply holds a character no database can store (NUL or an unpaired surrogate); kept with "
                    "each replaced by U+FFFD.")
         text, tokens = UNSTORABLE.sub("\ufffd", text), ()
-    response = endpoints.storable(_trimmed(completion.model_dump(mode="json"), text))
+    response = _trimmed(completion.model_dump(mode="json", warnings=False), text)
     if notes:
         response["seplab_notes"] = notes
+    response = endpoints.storable(response)  # untrusted: every string, notes quoting it included
     return Reply(request, text=text, response=response, prompt_tokens=prompt_tokens,
                  completion_tokens=completion_tokens, tokens=tokens, problem=problem)
 
@@ -242,9 +251,9 @@ def record(judge: Judge, reply: Reply) -> JudgeCall | None:
                               "problem": "", "judgment": None}
     verdict = None
     if reply.error:
-        fields.update(status=JudgeCall.Status.FAILED, problem=redact(reply.error, judge))
+        fields.update(status=JudgeCall.Status.FAILED, problem=endpoints.storable(redact(reply.error, judge)))
     elif reply.problem:
-        fields.update(status=JudgeCall.Status.UNPARSEABLE, problem=reply.problem)
+        fields.update(status=JudgeCall.Status.UNPARSEABLE, problem=endpoints.storable(reply.problem))
     else:
         try:
             verdict = prompts.parse(offer, reply.text)
@@ -347,8 +356,9 @@ def continue_later(judge: Judge) -> Job:
 
 
 def do_stop_judge(judge: Judge) -> None:
-    """Ask the running job to stop after the replies in flight."""
+    """Ask the running job to stop after the replies in flight; a job no worker has taken yet never starts."""
     Judge.objects.filter(pk=judge.pk).update(stop_requested=True)
+    endpoints.stop_queued(current_job(judge), "Stopped before it started. Resume to go on.")
 
 
 def judge_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
@@ -366,7 +376,7 @@ def judge_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
             raise  # the database was unreachable: the job waits and resumes what is missing
         # the page and the task's result row (django-tasks: the admin, the worker's log) get the redacted words
         # only, without the original exception's traceback, which may quote an endpoint echoing the key
-        raise jobs.JobFailed(redact(f"{type(exc).__name__}: {exc}", judge)) from None
+        raise jobs.JobFailed(endpoints.storable(redact(f"{type(exc).__name__}: {exc}", judge))) from None
     used = usage(judge)
     summary = (f"{used.judged} judged, {used.unparseable} unparseable, {used.failed} failed after retries; "
                f"{used.tokens:,} tokens, ${used.cost}.")

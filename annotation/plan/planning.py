@@ -41,8 +41,8 @@ def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = No
             return []
         return [(s, by_id[study.baseline_id]) for s in systems if s.pk != study.baseline_id]
     if study.pair_mode == Study.PairMode.EXPLICIT:
-        if explicit is None:
-            return [(c.system_a, c.system_b) for c in study.comparisons.select_related("system_a", "system_b")]
+        if explicit is None:  # the pairs ticked before (a system still being generated cannot have been ticked)
+            explicit = list(study.comparisons.values_list("system_a_id", "system_b_id"))
         pairs = [(by_id[a], by_id[b]) for a, b in explicit if a in by_id and b in by_id]
     else:
         pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1:]]
@@ -53,11 +53,15 @@ def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = No
 
 
 def systems_with_outputs(study: Study) -> list[System]:
-    """The study's systems that can be compared: every imported one, and a system generated from an endpoint once
-    each item has all its samples (``annotation/generating``); one query."""
+    """The study's systems that can be compared, in the order they were added: every imported one, and a system
+    generated from an endpoint (``annotation/generating``) once each item has its samples 0..K-1 (the one definition
+    of a generated system being complete: one output per item and sample, a database constraint, so counting those
+    below K is exact); one query."""
     n_items = study.items.count()
-    return list(study.systems.annotate(n=Count("generations"))
-                .filter(Q(endpoint__isnull=True) | Q(n__gte=F("endpoint__samples") * n_items)))
+    wanted = Count("generations", filter=Q(generations__sample_index__lt=F("endpoint__samples")))
+    return list(study.systems.annotate(n=wanted)
+                .filter(Q(endpoint__isnull=True) | Q(n__gte=F("endpoint__samples") * n_items))
+                .order_by("id"))  # a grouped query has no default order: the pairs' A and B must not swap
 
 
 def fewer_system_pairs(study: Study) -> Problem | None:

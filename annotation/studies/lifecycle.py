@@ -16,6 +16,7 @@ from annotation.models import (
     Item,
     Study,
     System,
+    SystemEndpoint,
     Task,
 )
 from annotation.plan import planning
@@ -89,6 +90,12 @@ def do_duplicate_study(study: Study, name: str) -> Study:
         source = getattr(study, group.accessor)
         group.model.objects.create(study=copy, **{f: getattr(source, f) for f in group.fields})
     systems = {s.pk: System.objects.create(study=copy, name=s.name) for s in study.systems.all()}
+    for endpoint in SystemEndpoint.objects.filter(system__study=study):  # a generated system stays one, where it
+        # came from with it (its ledger stays with the original: the copy's outputs are copies), so the copy's
+        # Systems page can go on generating what is missing, and a system not complete is not compared
+        endpoint.pk, endpoint.id, endpoint._state.adding = None, None, True
+        endpoint.system, endpoint.stop_requested = systems[endpoint.system_id], False
+        endpoint.save()
     if study.baseline_id:
         copy.baseline = systems[study.baseline_id]
         copy.save(update_fields=["baseline"])
@@ -98,10 +105,10 @@ def do_duplicate_study(study: Study, name: str) -> Study:
              position=i.position) for i in originals)
     item_of = {old.pk: new for old, new in zip(originals, items, strict=True)}
     generations = Generation.objects.filter(item__study=study).values_list(
-        "item_id", "system_id", "sample_index", "text", "text_hash", "n_words")
+        "item_id", "system_id", "sample_index", "text", "text_hash", "n_words", "provenance")
     Generation.objects.bulk_create(
-        (Generation(item=item_of[i], system=systems[s], sample_index=k, text=t, text_hash=h, n_words=w)
-         for i, s, k, t, h, w in generations.iterator(chunk_size=2000)), batch_size=2000)
+        (Generation(item=item_of[i], system=systems[s], sample_index=k, text=t, text_hash=h, n_words=w, provenance=p)
+         for i, s, k, t, h, w, p in generations.iterator(chunk_size=2000)), batch_size=2000)
     GoldPair.objects.bulk_create(GoldPair(study=copy, input=g.input, good_output=g.good_output,
                                           bad_output=g.bad_output) for g in study.gold_pairs.all())
     explicit = None

@@ -5,8 +5,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from annotation import study_settings
 from annotation.exchange.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
+from annotation.generating import runner as generating
 from annotation.judges import prompts
 from annotation.models import Judge, Study, SystemEndpoint, key_variables
+from annotation.plan import planning
 from annotation.text import newlines
 
 
@@ -73,7 +75,7 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             self.fields.update(forms.fields_for_model(group.model, fields=group.fields))
             row = getattr(self.instance, group.accessor)
             self.initial.update({name: getattr(row, name) for name in group.fields if name not in self.initial})
-        systems = list(self.instance.systems.all())
+        systems = planning.systems_with_outputs(self.instance)  # a system still being generated cannot be ticked
         self.fields["baseline"].queryset = self.instance.systems.all()
         self.fields["pairs_per_assignment"].widget.attrs.update(min=1, max=50)
         self.fields["raters_per_item"].widget.attrs.update(min=1, max=100)
@@ -288,7 +290,6 @@ class SystemEndpointForm(EndpointForm):
     """A system generated from an endpoint: where, how its outputs are asked for, how many, how hard and at what
     price."""
 
-    SOURCE = ("base_url", "model", "system_prompt", "temperature", "max_tokens", "seed")  # where outputs come from
 
     name = forms.CharField(max_length=200, help_text="How the system is named in the report and the exports "
                                                      "(raters never see it).")
@@ -311,4 +312,4 @@ class SystemEndpointForm(EndpointForm):
 
     def source_changes(self) -> dict:
         """The fields that say where the outputs come from, as entered (``check_same_source``'s keywords)."""
-        return {name: self.cleaned_data[name] for name in self.SOURCE}
+        return {name: self.cleaned_data[name] for name in generating.SOURCE}

@@ -37,6 +37,14 @@ def _state(endpoint: SystemEndpoint, n_items: int) -> dict:
             "wanted": n_items * endpoint.samples, "todo": None if live else runner.remaining(endpoint)}
 
 
+def _comparing(study) -> tuple[set[int], set[int]]:
+    """The systems in one of the study's system pairs now, and those with every output (``systems_with_outputs``):
+    a complete system is in no pair while raters' start froze the plan, or when the study compares only ticked
+    pairs."""
+    compared = {pk for pair in study.comparisons.values_list("system_a_id", "system_b_id") for pk in pair}
+    return compared, {s.pk for s in planning.systems_with_outputs(study)}
+
+
 @login_required
 def systems(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
@@ -53,11 +61,12 @@ def systems(request: HttpRequest, study_id: int) -> HttpResponse:
     else:
         form = SystemEndpointForm()
     n_items = study.items.count()
-    compared = {s.pk for s in planning.systems_with_outputs(study)}
+    compared, complete = _comparing(study)
     rows = []
     for system in study.systems.select_related("endpoint").annotate(stored=Count("generations")).order_by("id"):
         endpoint = getattr(system, "endpoint", None)
-        row = {"system": system, "stored": system.stored, "compared": system.pk in compared}
+        row = {"system": system, "stored": system.stored, "compared": system.pk in compared,
+               "complete": system.pk in complete}
         if endpoint is not None:
             endpoint.system = system
             row.update(_state(endpoint, n_items))
@@ -93,7 +102,8 @@ def system_detail(request: HttpRequest, study_id: int, endpoint_id: int) -> Http
                .order_by("item__position", "sample_index"))
     return render(request, "annotation/system_detail.html", {
         **state, "study": study, "form": form, "n_items": n_items,
-        "compared": endpoint.system in planning.systems_with_outputs(study),
+        "compared": endpoint.system_id in _comparing(study)[0],
+        "complete": endpoint.system_id in _comparing(study)[1],
         "unusable": calls.filter(status=GenerationCall.Status.UNUSABLE)[:PROBLEMS_SHOWN],
         "failed": calls.filter(status=GenerationCall.Status.FAILED)[:PROBLEMS_SHOWN],
         "outputs": Paginator(outputs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page")),

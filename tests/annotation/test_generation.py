@@ -277,3 +277,98 @@ def test_every_page_of_a_study_without_a_system_pair_opens(researcher, researche
     # the settings can be saved (nothing to plan yet)
     page = researcher_client.get(reverse("study_settings", args=[study.pk]))
     assert page.status_code == 200
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What the independent review found
+
+
+def test_untrusted_error_words_and_malformed_replies_are_kept_not_fatal(researcher, server):
+    """A NUL in an endpoint's error message (PostgreSQL refuses it in text) and a 200 reply that is no chat
+    completion (the client does not validate it) are kept as a failed and an unusable call; the run goes on."""
+    study = inputs_study(researcher, ["[[nul-error]] bad words", "[[malformed-shape]] odd", "Fine?"])
+    endpoint = add(study, server, "odd", "gen-odd", samples=1, max_retries=0)
+    runner.run(endpoint)
+    calls = {c.item.input.split()[0]: c
+             for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")}
+    assert calls["[[nul-error]]"].status == "failed" and "bad\ufffdgateway" in calls["[[nul-error]]"].problem
+    assert calls["[[malformed-shape]]"].status == "unusable" and "malformed" in calls["[[malformed-shape]]"].problem
+    assert calls["Fine?"].status == "generated"
+    assert runner.usage(endpoint).replies == 2  # the malformed reply arrived: paid for, counted
+
+
+def test_a_system_is_complete_only_with_every_sample_of_every_item(researcher, server):
+    """Review: counting all of a system's outputs took one with whole items missing for complete once K was lowered
+    (and the plan then failed on the missing item)."""
+    study = inputs_study(researcher, ["One?", "Two?", "Three?"], name="lowered")
+    quiet = {"stdout": io.StringIO(), "stderr": io.StringIO()}
+    with pytest.raises(CommandError, match="budget"):
+        call_command("generate", "--study", "lowered", "--system", "a", "--base-url", server.base_url, "--model",
+                     "gen-a", "--samples", "3", "--budget", "6", "--concurrency", "1", **quiet)
+    endpoint = SystemEndpoint.objects.get(system__name="a")
+    assert runner.remaining(endpoint) == 3  # items one and two whole, the third without any
+    SystemEndpoint.objects.filter(pk=endpoint.pk).update(samples=2)  # K lowered: 6 outputs, but one item has none
+    endpoint.refresh_from_db()
+    assert runner.remaining(endpoint) == 2 and planning.systems_with_outputs(study) == []
+    call_command("generate", "--study", "lowered", "--system", "b", "--base-url", server.base_url, "--model",
+                 "gen-b", "--samples", "2", **quiet)  # b complete; a not: nothing compared, nothing fails
+    assert study.comparisons.count() == 0
+    call_command("generate", "--study", "lowered", "--system", "a", "--base-url", server.base_url, "--model",
+                 "gen-a", "--samples", "2", "--budget", "20", **quiet)
+    assert [(c.system_a.name, c.system_b.name) for c in study.comparisons.all()] == [("a", "b")]
+
+
+def test_the_system_pairs_keep_their_sides_when_the_plan_is_rebuilt(researcher):
+    """Review: the complete systems came from a grouped query without an order, so on PostgreSQL (after ANALYZE)
+    a rebuild swapped A and B of some pairs, deleting them with their results."""
+    from django.db import connection
+
+    lines = "".join(json.dumps({"id": f"i{i}", "input": f"Q{i}?", "outputs": {f"s{k:02d}": ["x"] for k in range(12)}})
+                    + "\n" for i in range(2))
+    study = creation.do_create_study(researcher, "many-systems", lines.encode(), "s.jsonl")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    before = list(study.comparisons.order_by("pk").values_list("pk", "system_a_id", "system_b_id"))
+    assert len(before) == 66 and all(a < b for _, a, b in before)
+    planning.do_rebuild_plan(study)
+    assert list(study.comparisons.order_by("pk").values_list("pk", "system_a_id", "system_b_id")) == before
+
+
+def test_a_duplicated_study_keeps_its_generated_systems_and_their_provenance(researcher, server):
+    from annotation.studies import lifecycle
+
+    study = inputs_study(researcher, ["One?", "Two?"], name="original")
+    runner.run(add(study, server, "done", "gen-done", samples=2))
+    add(study, server, "later", "gen-later", samples=2)  # not started
+    copy = lifecycle.do_duplicate_study(study, "copy")
+    assert sorted(copy.systems.values_list("name", flat=True)) == ["done", "later"]
+    later = SystemEndpoint.objects.get(system__study=copy, system__name="later")
+    assert later.model == "gen-later" and runner.remaining(later) == 4
+    assert all(g.provenance and g.provenance["model"] == "gen-done"
+               for g in Generation.objects.filter(system__study=copy))
+    assert copy.comparisons.count() == 0  # 'later' is not complete: nothing to compare yet, and nothing failed
+    runner.run(later)
+    assert "rebuilt with the new system" in runner.do_include_if_complete(later)
+    assert copy.comparisons.count() == 1
+
+
+def test_the_command_and_a_workers_run_exclude_each_other(researcher, server):
+    """Review: the command ran without a job, so Start on the page was accepted meanwhile and both paid for every
+    missing output. The command's run is a job of its own: each refuses while the other is live."""
+    study = inputs_study(researcher, ["One?"], name="busy")
+    endpoint = add(study, server, "s", "gen-s", samples=2)
+    runner.do_start_generation(endpoint)  # queued for a worker
+    with pytest.raises(CommandError, match="being generated now"):
+        call_command("generate", "--study", "busy", "--system", "s", "--base-url", server.base_url, "--model",
+                     "gen-s", "--samples", "2", stdout=io.StringIO(), stderr=io.StringIO())
+    assert not server.requests
+    runner.do_stop_generation(endpoint)  # stopped before a worker took it
+    call_command("generate", "--study", "busy", "--system", "s", "--base-url", server.base_url, "--model",
+                 "gen-s", "--samples", "2", stdout=io.StringIO(), stderr=io.StringIO())
+    job = Job.objects.filter(kind="generate").first()
+    assert job.params["foreground"] and job.status == Job.Status.DONE and "2 generated" in job.message
+    tasks = list(study.tasks.values_list("pk", flat=True))
+    call_command("generate", "--study", "busy", "--system", "s", "--base-url", server.base_url, "--model",
+                 "gen-s", "--samples", "2", stdout=io.StringIO(), stderr=io.StringIO())
+    assert list(study.tasks.values_list("pk", flat=True)) == tasks and len(server.requests) == 2  # nothing redone

@@ -529,3 +529,18 @@ def test_a_failed_run_leaves_only_redacted_words_in_the_task_result(researcher, 
     assert raised.value.__suppress_context__ and raised.value.__cause__ is None
     job.refresh_from_db()
     assert job.status == "failed" and KEY not in job.message
+
+
+def test_untrusted_error_words_and_malformed_replies_do_not_end_the_run(researcher, server):
+    """An error message holding a NUL (PostgreSQL refuses it) and a 200 reply that is no chat completion are kept as
+    a failed call and an unparseable one; the other pairs are judged."""
+    judge = make_judge(study_with(researcher, ["[[nul-error]] Q0?", "[[malformed-shape]] Q1?", "Q2?"]), server,
+                       max_retries=0)
+    runner.run(judge)
+    calls = {}
+    for call in JudgeCall.objects.filter(judge=judge).select_related("pair__item"):
+        calls.setdefault(call.pair.item.input, set()).add((call.status, call.problem.split(" (")[0]))
+    assert {status for status, _ in calls["[[nul-error]] Q0?"]} == {"failed"}
+    assert any("bad\ufffdgateway" in problem for _, problem in calls["[[nul-error]] Q0?"])
+    assert calls["[[malformed-shape]] Q1?"] == {("unparseable", "The endpoint's response is malformed")}
+    assert {status for status, _ in calls["Q2?"]} == {"judged"}

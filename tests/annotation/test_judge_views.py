@@ -75,6 +75,13 @@ def test_start_progress_stop_resume_over_http(researcher_client, researcher, ser
     again = researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]), follow=True)
     assert "already running" in again.content.decode()
     researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "stop"]))
+    job.refresh_from_db()  # no worker had taken it: stopped at once, never started
+    assert job.status == "stopped" and "Stopped before it started" in job.message
+    run_job.call(job.pk)  # a worker that comes later skips it
+    assert not JudgeCall.objects.filter(judge=judge).exists()
+    researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]))
+    job = Job.objects.filter(kind="judge").first()
+    Judge.objects.filter(pk=judge.pk).update(stop_requested=True)  # Stop pressed while the worker runs it
     run_job.call(job.pk)  # the worker sees the stop after its first replies
     job.refresh_from_db()
     assert job.status == "stopped" and "Resume to go on" in job.message

@@ -154,7 +154,9 @@ def test_outputs_are_escaped_and_paged(researcher_client, researcher, server):
     assert page.count('data-testid="output-row"') == 20 and "Page 1 of 2 (22 outputs)" in page
     assert researcher_client.get(detail + "?page=2").content.decode().count('data-testid="output-row"') == 2
     listed = researcher_client.get(reverse("systems", args=[study.pk])).content.decode()
-    assert "22 of 22 (2 per input)" in listed and "<td>Yes</td>" in listed
+    # every output, but alone: in no system pair, and the page says why
+    assert "22 of 22 (2 per input)" in listed and "<td>Yes</td>" not in listed
+    assert "it has every output but is in no system pair" in listed and "it needs a second system" in listed
     assert "Every item has its 2 outputs" in listed
 
 
@@ -168,13 +170,32 @@ def test_stop_and_resume(researcher_client, researcher, server):
     assert "The run stops after the replies in flight" in stopped.content.decode()
     endpoint.refresh_from_db()
     assert endpoint.stop_requested
-    page = researcher_client.get(reverse("system_progress", args=[study.pk, endpoint.pk])).content.decode()
-    assert "Stopping" in page and 'data-testid="generation-stop"' not in page
-    run_job.call(job.pk)
+    # no worker had taken it: it is stopped at once and never starts (nothing waits for a worker that may not exist)
+    job.refresh_from_db()
+    assert job.status == "stopped" and "Stopped before it started" in job.message
+    run_job.call(job.pk)  # a worker that comes later skips it
+    assert Generation.objects.filter(system=endpoint.system).count() == 0 and not server.requests
+    # a running job hears the stop after its first replies
+    researcher_client.post(reverse("system_action", args=[study.pk, endpoint.pk, "start"]))
+    job = Job.objects.filter(kind="generate").first()
+    replies = []
+    original = runner.record
+
+    def record_then_stop(endpoint_, reply):
+        replies.append(reply)
+        if len(replies) == 2:
+            runner.do_stop_generation(endpoint_)
+        return original(endpoint_, reply)
+
+    runner.record = record_then_stop
+    try:
+        run_job.call(job.pk)
+    finally:
+        runner.record = original
     job.refresh_from_db()
     assert job.status == "stopped" and "Resume to go on" in job.message
     kept = Generation.objects.filter(system=endpoint.system).count()
-    assert kept < 6
+    assert 2 <= kept < 6
     page = researcher_client.get(reverse("system_detail", args=[study.pk, endpoint.pk])).content.decode()
     assert f"Resume ({6 - kept} output" in page and "Resume to go on" in page
     researcher_client.post(reverse("system_action", args=[study.pk, endpoint.pk, "start"]))
