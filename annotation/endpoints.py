@@ -23,6 +23,7 @@ import openai
 from django.conf import settings
 from django.utils import timezone
 
+from annotation import jobs
 from annotation.models import Endpoint, Job, key_variables, unknown_key_variable
 from annotation.outbound import EndpointRefused, check_endpoint
 from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
@@ -248,3 +249,67 @@ def run(endpoint: Endpoint, source: Iterator[R], total: int, talk: Conversation[
             client.close()
         pool.shutdown(wait=False, cancel_futures=True)
     return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A run's lifecycle as a job (the same for a judge and a generated system)
+
+
+def within_budget(endpoint: Endpoint, todo: list, replies: int, result: RunResult) -> list:
+    """The requests a run may send: as many as the budget has room for after the ``replies`` already received."""
+    room = max(endpoint.request_budget - replies, 0)
+    if len(todo) > room:
+        todo, result.budget_reached = todo[:room], True
+    return todo
+
+
+def do_start(endpoint: Endpoint, kind: str, study_id: int, params: dict, current: Job | None, *, busy: str,
+             nothing_left: str | None, replies: int, message: str, enqueue: bool = True) -> Job:
+    """Start a run (a first run or a resume) under the endpoint's row lock: refused while one is ``current`` and live
+    (``busy``), when there is nothing to ask (``nothing_left``) or the budget is used up; a running job whose worker
+    stopped answering is marked failed first; the key and the target are checked now, not by a failed job. Queued
+    for the worker, or (``enqueue`` False) left for the caller to run in the foreground. Call it in a transaction,
+    with ``current`` read after ``type(endpoint).objects.select_for_update()`` took the row."""
+    if is_live(current):
+        raise EndpointError(busy)
+    if current is not None and current.active:
+        Job.objects.filter(pk=current.pk).update(
+            status=Job.Status.FAILED, finished=timezone.now(),
+            message="The worker stopped without finishing (a crash or a restart); the run was resumed.")
+    api_key(endpoint)
+    check_target(endpoint)
+    if nothing_left:
+        raise EndpointError(nothing_left)
+    if replies >= endpoint.request_budget:
+        raise EndpointError(f"The request budget ({endpoint.request_budget}) is used up; raise it to go on.")
+    type(endpoint).objects.filter(pk=endpoint.pk).update(stop_requested=False)
+    job = Job.objects.create(study_id=study_id, kind=kind, params=params, message=message)
+    return jobs.enqueue(job) if enqueue else job
+
+
+def run_as_job(endpoint: Endpoint, run_once: Callable[[Callable[[], bool]], RunResult], summary: Callable[[], str],
+               go_on: Callable[[], Job]):
+    """A job's body around one run: stop when the endpoint's Stop is pressed; a database outage waits (the job
+    resumes what is missing); any other error fails the job with the redacted words only (never the traceback,
+    which may quote an endpoint echoing the key). Returns (the run's result, its outcome in words, or None when it
+    ran to its end and the caller says what follows); a run that used its time slice goes on in a new job
+    (``go_on``)."""
+    def should_stop() -> bool:
+        return type(endpoint).objects.filter(pk=endpoint.pk, stop_requested=True).exists()
+
+    try:
+        result = run_once(should_stop)
+    except Exception as exc:  # the page shows what went wrong; resuming retries what is missing
+        if jobs.is_outage(exc):
+            raise  # the database was unreachable: the job waits and resumes what is missing
+        raise jobs.JobFailed(storable(redact(f"{type(exc).__name__}: {exc}", endpoint))) from None
+    said = summary()
+    if result.stopped:
+        return result, jobs.Outcome(f"Stopped: {said} Resume to go on.", status=Job.Status.STOPPED)
+    if result.sliced:
+        go_on()
+        return result, jobs.Outcome(f"Paused after {settings.SEPLAB_JUDGE_SLICE_SECONDS:.0f} s so that other jobs "
+                                    f"can run: {said} It goes on by itself in the next job.")
+    if result.budget_reached:
+        return result, jobs.Outcome(f"Request budget reached: {said}")
+    return result, None

@@ -453,6 +453,22 @@ def _validate_outputs(outputs: Any, line: int, problems: list[Problem]) -> dict[
     return clean
 
 
+def _csv_metadata(row: dict, line: int, problems: list[Problem]) -> Any:
+    """A CSV row's optional ``metadata`` column: a JSON object, or the problem with it."""
+    metadata: Any = {}
+    if row.get("metadata", "").strip():
+        try:
+            metadata = stored_json(row["metadata"])
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(line, "metadata", f"malformed JSON: {exc.msg}"))
+        except NotJSON as exc:
+            problems.append(Problem(line, "metadata", str(exc)))
+        else:
+            if not isinstance(metadata, dict):
+                problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
+    return metadata
+
+
 def _parse_inputs_csv(header: list[str], rows, problems: list[Problem]) -> list[ParsedItem]:
     """A CSV of inputs alone (``item_id``, ``input``, optional ``reference`` and ``metadata``; no system, sample or
     output columns): one item per row, its outputs generated from endpoints later."""
@@ -476,17 +492,7 @@ def _parse_inputs_csv(header: list[str], rows, problems: list[Problem]) -> list[
             seen[external_id] = line
         if not row["input"].strip():
             problems.append(Problem(line, "input", "empty input"))
-        metadata: Any = {}
-        if row.get("metadata", "").strip():
-            try:
-                metadata = stored_json(row["metadata"])
-            except json.JSONDecodeError as exc:
-                problems.append(Problem(line, "metadata", f"malformed JSON: {exc.msg}"))
-            except NotJSON as exc:
-                problems.append(Problem(line, "metadata", str(exc)))
-            else:
-                if not isinstance(metadata, dict):
-                    problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
+        metadata = _csv_metadata(row, line, problems)
         if len(problems) == before:
             items.append(ParsedItem(external_id, row["input"], row.get("reference", ""), metadata, {}, line))
     return items
@@ -529,21 +535,9 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
             problems.append(Problem(line, "sample", f"sample must be a whole number from 0 to {MAX_STORED_INT}, "
                                                     f"not '{row['sample']}'"))
             ok = False
-        metadata: Any = {}
-        if row.get("metadata", "").strip():
-            try:
-                metadata = stored_json(row["metadata"])
-            except json.JSONDecodeError as exc:
-                problems.append(Problem(line, "metadata", f"malformed JSON: {exc.msg}"))
-                ok = False
-            except NotJSON as exc:
-                problems.append(Problem(line, "metadata", str(exc)))
-                ok = False
-            else:
-                if not isinstance(metadata, dict):
-                    problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
-                    ok = False
-        if not ok:
+        before = len(problems)
+        metadata = _csv_metadata(row, line, problems)
+        if not ok or len(problems) > before:
             continue
         item = by_id.get(external_id)
         if item is None:

@@ -26,7 +26,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from annotation import endpoints, jobs
-from annotation.endpoints import FATAL, EndpointError, RunResult, api_key, is_live, redact
+from annotation.endpoints import FATAL, EndpointError, RunResult, redact
 from annotation.errors import ServiceError
 from annotation.models import (
     Generation,
@@ -290,10 +290,7 @@ def run(endpoint: SystemEndpoint, *, progress: Callable[[int, int], None] = lamb
     """Ask for every missing output within the budget (``endpoints.run``: ``max_concurrency`` at a time, each reply
     recorded as it arrives; stop, time slices and cut-offs recorded as failed and asked again on resume)."""
     result = RunResult()
-    todo = pending(endpoint)
-    room = max(endpoint.request_budget - usage(endpoint).replies, 0)
-    if len(todo) > room:
-        todo, result.budget_reached = todo[:room], True
+    todo = endpoints.within_budget(endpoint, pending(endpoint), usage(endpoint).replies, result)
     talk = endpoints.Conversation(ask=lambda client, request: ask(client, endpoint, request),
                                   record=lambda reply: record(endpoint, reply) is not None,
                                   failure=lambda request, why: Reply(request, error=why))
@@ -341,25 +338,12 @@ def do_start_generation(endpoint: SystemEndpoint, foreground: bool = False) -> J
     never pay for the same outputs; a running job whose worker stopped answering is marked failed first."""
     with transaction.atomic():
         SystemEndpoint.objects.select_for_update().filter(pk=endpoint.pk).first()
-        job = current_job(endpoint)
-        if is_live(job):
-            raise GenerationError("This system's outputs are already being generated; stop the run first.")
-        if job is not None and job.active:
-            Job.objects.filter(pk=job.pk).update(
-                status=Job.Status.FAILED, finished=timezone.now(),
-                message="The worker stopped without finishing (a crash or a restart); the run was resumed.")
-        api_key(endpoint)  # a missing key is said now, not by a failed job
-        endpoints.check_target(endpoint)
-        if not pending(endpoint):
-            raise GenerationError("Every item has all its outputs.")
-        if usage(endpoint).replies >= endpoint.request_budget:
-            raise GenerationError(f"The request budget ({endpoint.request_budget}) is used up; raise it to go on.")
-        SystemEndpoint.objects.filter(pk=endpoint.pk).update(stop_requested=False)
-        job = Job.objects.create(study_id=endpoint.system.study_id, kind=JOB_KIND,
-                                 params={"endpoint": endpoint.pk, "foreground": foreground},
-                                 message=f"Generating {endpoint}'s outputs: " + (
-                                     "python manage.py generate" if foreground else "queued"))
-    return job if foreground else jobs.enqueue(job)
+        return endpoints.do_start(
+            endpoint, JOB_KIND, endpoint.system.study_id, {"endpoint": endpoint.pk, "foreground": foreground},
+            current_job(endpoint), busy="This system's outputs are already being generated; stop the run first.",
+            nothing_left=None if pending(endpoint) else "Every item has all its outputs.",
+            replies=usage(endpoint).replies, enqueue=not foreground,
+            message=f"Generating {endpoint}'s outputs: " + ("python manage.py generate" if foreground else "queued"))
 
 
 def do_stop_generation(endpoint: SystemEndpoint) -> None:
@@ -379,27 +363,16 @@ def generate_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     the system joins the plan once every output is in."""
     endpoint = SystemEndpoint.objects.select_related("system").get(pk=job.params["endpoint"])
     progress.say(f"Generating {endpoint}'s outputs")
-
-    def should_stop() -> bool:
-        return SystemEndpoint.objects.filter(pk=endpoint.pk, stop_requested=True).exists()
-
-    try:
-        result = run(endpoint, progress=progress, should_stop=should_stop,
-                     slice_seconds=float("inf") if job.params.get("foreground") else None)
-    except Exception as exc:  # the systems page shows what went wrong; resuming retries what is missing
-        if jobs.is_outage(exc):
-            raise  # the database was unreachable: the job waits and resumes what is missing
-        raise jobs.JobFailed(endpoints.storable(redact(f"{type(exc).__name__}: {exc}", endpoint))) from None
-    said = summary(endpoint)
-    if result.stopped:
-        return jobs.Outcome(f"Stopped: {said} Resume to go on.", status=Job.Status.STOPPED)
-    if result.sliced:
-        jobs.enqueue(Job.objects.create(
+    slice_seconds = float("inf") if job.params.get("foreground") else None
+    _, outcome = endpoints.run_as_job(
+        endpoint, lambda should_stop: run(endpoint, progress=progress, should_stop=should_stop,
+                                          slice_seconds=slice_seconds),
+        lambda: summary(endpoint), lambda: jobs.enqueue(Job.objects.create(
             study_id=endpoint.system.study_id, kind=JOB_KIND, params={"endpoint": endpoint.pk},
-            message=f"Generating {endpoint}'s outputs goes on after the jobs queued before it"))
-        return jobs.Outcome(f"Paused so that other jobs can run: {said} It goes on by itself in the next job.")
-    if result.budget_reached:
-        return jobs.Outcome(f"Request budget reached: {said}")
+            message=f"Generating {endpoint}'s outputs goes on after the jobs queued before it")))
+    if outcome is not None:
+        return outcome
+    said = summary(endpoint)
     included = do_include_if_complete(endpoint)
     left = remaining(endpoint)
     if left:

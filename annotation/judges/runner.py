@@ -19,14 +19,13 @@ from decimal import Decimal
 from typing import Any
 
 import openai
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from annotation import endpoints, jobs, orientation
-from annotation.endpoints import FATAL, EndpointError, RunResult, api_key, is_live, redact  # noqa: F401 (is_live: the pages')
+from annotation.endpoints import FATAL, EndpointError, RunResult, redact
 from annotation.judges import prompts
 from annotation.models import (
     Generation,
@@ -305,10 +304,7 @@ def run(judge: Judge, *, progress: Callable[[int, int], None] = lambda done, tot
     """Ask for every pending call within the budget (``endpoints.run``: ``max_concurrency`` at a time, each reply
     recorded as it arrives, stop, time slices and cut-offs recorded as failed, asked again on resume)."""
     result = RunResult()
-    todo = pending(judge)
-    room = max(judge.request_budget - usage(judge).replies, 0)
-    if len(todo) > room:
-        todo, result.budget_reached = todo[:room], True
+    todo = endpoints.within_budget(judge, pending(judge), usage(judge).replies, result)
     talk = endpoints.Conversation(ask=lambda client, request: ask(client, judge, request),
                                   record=lambda reply: record(judge, reply) is not None,
                                   failure=lambda request, why: Reply(request, error=why))
@@ -329,23 +325,11 @@ def do_start_judge(judge: Judge) -> Job:
     answering is marked failed first."""
     with transaction.atomic():
         Judge.objects.select_for_update().filter(pk=judge.pk).first()
-        job = current_job(judge)
-        if is_live(job):
-            raise JudgeError("This judge is already running; stop it first.")
-        if job is not None and job.active:
-            Job.objects.filter(pk=job.pk).update(
-                status=Job.Status.FAILED, finished=timezone.now(),
-                message="The worker stopped without finishing (a crash or a restart); the run was resumed.")
-        api_key(judge)  # a missing key is said now, not by a failed job
-        endpoints.check_target(judge)
-        if not pending(judge):
-            raise JudgeError("Every pair of the judge's scope is judged in both orders.")
-        if usage(judge).replies >= judge.request_budget:
-            raise JudgeError(f"The request budget ({judge.request_budget}) is used up; raise it to go on.")
-        Judge.objects.filter(pk=judge.pk).update(stop_requested=False)
-        job = Job.objects.create(study=judge.study, kind=JOB_KIND, params={"judge": judge.pk},
-                                 message=f"Judge {judge} queued")
-    return jobs.enqueue(job)
+        return endpoints.do_start(
+            judge, JOB_KIND, judge.study_id, {"judge": judge.pk}, current_job(judge),
+            busy="This judge is already running; stop it first.",
+            nothing_left=None if pending(judge) else "Every pair of the judge's scope is judged in both orders.",
+            replies=usage(judge).replies, message=f"Judge {judge} queued")
 
 
 def continue_later(judge: Judge) -> Job:
@@ -365,27 +349,13 @@ def judge_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     """One run of an LLM judge (``start``): progress, tokens and cost on the judges page."""
     judge = Judge.objects.select_related("study", "rater").get(pk=job.params["judge"])
     progress.say(f"Judge {judge} is judging")
+    _, outcome = endpoints.run_as_job(
+        judge, lambda should_stop: run(judge, progress=progress, should_stop=should_stop),
+        lambda: summary(judge), lambda: continue_later(judge))
+    return outcome or jobs.Outcome(summary(judge))
 
-    def should_stop() -> bool:
-        return Judge.objects.filter(pk=judge.pk, stop_requested=True).exists()
 
-    try:
-        result = run(judge, progress=progress, should_stop=should_stop)
-    except Exception as exc:  # the judges page shows what went wrong; resuming retries what is missing
-        if jobs.is_outage(exc):
-            raise  # the database was unreachable: the job waits and resumes what is missing
-        # the page and the task's result row (django-tasks: the admin, the worker's log) get the redacted words
-        # only, without the original exception's traceback, which may quote an endpoint echoing the key
-        raise jobs.JobFailed(endpoints.storable(redact(f"{type(exc).__name__}: {exc}", judge))) from None
+def summary(judge: Judge) -> str:
     used = usage(judge)
-    summary = (f"{used.judged} judged, {used.unparseable} unparseable, {used.failed} failed after retries; "
-               f"{used.tokens:,} tokens, ${used.cost}.")
-    if result.stopped:
-        return jobs.Outcome(f"Stopped: {summary} Resume to go on.", status=Job.Status.STOPPED)
-    if result.sliced:
-        continue_later(judge)
-        return jobs.Outcome(f"Paused after {settings.SEPLAB_JUDGE_SLICE_SECONDS:.0f} s so that other jobs can run: "
-                            f"{summary} It goes on by itself in the next job.")
-    if result.budget_reached:
-        return jobs.Outcome(f"Request budget reached: {summary}")
-    return jobs.Outcome(summary)
+    return (f"{used.judged} judged, {used.unparseable} unparseable, {used.failed} failed after retries; "
+            f"{used.tokens:,} tokens, ${used.cost}.")

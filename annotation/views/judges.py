@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation import access, elicitation
+from annotation import access, elicitation, endpoints
 from annotation.judges import prompts, runner
 from annotation.models import Judge, JudgeCall, Rater
 from annotation.views.forms import JudgeForm
@@ -22,8 +22,8 @@ REPLIES_PER_PAGE = 20
 
 def _state(judge: Judge) -> dict:
     job = runner.current_job(judge)
-    return {"judge": judge, "job": job, "live": runner.is_live(job), "usage": runner.usage(judge),
-            "todo": runner.remaining(judge) if not runner.is_live(job) else None}
+    return {"judge": judge, "job": job, "live": endpoints.is_live(job), "usage": runner.usage(judge),
+            "todo": runner.remaining(judge) if not endpoints.is_live(job) else None}
 
 
 @login_required

@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation import access
+from annotation import access, endpoints
 from annotation.generating import runner
 from annotation.models import Generation, GenerationCall, SystemEndpoint
 from annotation.plan import planning
@@ -32,7 +32,7 @@ SAME_SOURCE = ("This system already has outputs, and all of a system's outputs c
 def _state(endpoint: SystemEndpoint, n_items: int) -> dict:
     """What the run card shows: the current job, what the endpoint used, the outputs wanted and still to ask for."""
     job = runner.current_job(endpoint)
-    live = runner.is_live(job)
+    live = endpoints.is_live(job)
     return {"endpoint": endpoint, "job": job, "live": live, "usage": runner.usage(endpoint),
             "wanted": n_items * endpoint.samples, "todo": None if live else runner.remaining(endpoint)}
 

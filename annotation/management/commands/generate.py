@@ -3,6 +3,7 @@ from decimal import Decimal, InvalidOperation
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation import endpoints
 from annotation.generating import runner
 from annotation.jobs import run_job
 from annotation.management.commands._common import get_study
@@ -117,7 +118,7 @@ class Command(BaseCommand):
         if changed:
             raise CommandError(f"{system.name!r} already has outputs generated otherwise ({'; '.join(changed)}): the "
                                "outputs of one system come from one configuration. Use a new system name.")
-        if runner.is_live(runner.current_job(endpoint)):
+        if endpoints.is_live(runner.current_job(endpoint)):
             raise CommandError(f"{system.name!r} is being generated now (by the worker, or another generate "
                                "command); stop that run first.")
         for name, value in fields.items():
