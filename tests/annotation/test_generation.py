@@ -372,3 +372,15 @@ def test_the_command_and_a_workers_run_exclude_each_other(researcher, server):
     call_command("generate", "--study", "busy", "--system", "s", "--base-url", server.base_url, "--model",
                  "gen-s", "--samples", "2", stdout=io.StringIO(), stderr=io.StringIO())
     assert list(study.tasks.values_list("pk", flat=True)) == tasks and len(server.requests) == 2  # nothing redone
+
+
+def test_generate_refuses_bad_options_by_name_and_keeps_nothing(researcher, server):
+    inputs_study(researcher, ["One?"], name="options")
+    base = ["generate", "--study", "options", "--system", "s", "--base-url", server.base_url, "--model", "gen-s"]
+    for extra, words in ((["--samples", "0"], "samples: Ensure this value is greater than or equal to 1"),
+                         (["--samples", "2", "--temperature", "9"], "temperature: Ensure this value is less than"),
+                         (["--samples", "2", "--price-input", "abc"], "argument --price-input: a price is a number"),
+                         (["--samples", "2", "--base-url", "http://10.0.0.5/v1"], "private or link-local")):
+        with pytest.raises(CommandError, match=words):
+            call_command(*base, *extra, stdout=io.StringIO(), stderr=io.StringIO())
+    assert not SystemEndpoint.objects.exists() and not server.requests

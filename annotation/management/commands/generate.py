@@ -1,3 +1,4 @@
+import argparse
 from decimal import Decimal, InvalidOperation
 
 from django.core.exceptions import ValidationError
@@ -13,12 +14,13 @@ PASSES = 3  # runs over what is missing while each brings new outputs (failed re
 
 
 def price(value: str) -> Decimal:
+    """A price option: refused by argparse with the option's name, like any other bad value."""
     try:
         number = Decimal(value)
     except InvalidOperation:
-        raise CommandError(f"a price is a number of US$ per million tokens, not {value!r}") from None
+        number = Decimal("NaN")
     if not number.is_finite() or number < 0:
-        raise CommandError(f"a price is a number of US$ per million tokens, not {value!r}")
+        raise argparse.ArgumentTypeError(f"a price is a number of US$ per million tokens, not {value!r}")
     return number
 
 
