@@ -139,6 +139,43 @@ class CompiledQuery(_Compiled):
         return [dict(zip(results.names, row, strict=True)) for row in fetched]
 
 
+class CompiledKeysQuery:
+    """A ``values()`` query over a list of integer keys (an ``__in`` filter), compiled once per thread and per
+    number of keys: ``build`` receives the list and returns the queryset, e.g.::
+
+        JUDGMENTS = CompiledKeysQuery(lambda pairs: Judgment.objects.filter(pair_id__in=pairs).values("pk"))
+        JUDGMENTS.rows([3, 5])
+
+    An ``IN`` list of n keys is different SQL for every n, so each length is a ``CompiledQuery`` of its own; lists
+    longer than ``longest`` run through the plain ORM (the same queryset, built afresh). Repeated keys count once and
+    keys no 64-bit key can equal are left out, as the ORM's ``__in`` would match them: never."""
+
+    def __init__(self, build: Callable[[list[int]], QuerySet], longest: int = 64) -> None:
+        self.build, self.longest = build, longest
+        self._by_length: dict[int, CompiledQuery] = {}
+
+    def _query(self, n: int) -> CompiledQuery:
+        query = self._by_length.get(n)
+        if query is None:
+            names = [f"k{i}" for i in range(n)]
+            query = CompiledQuery(lambda **keys: self.build([keys[name] for name in names]),
+                                  **dict.fromkeys(names, int))
+            self._by_length[n] = query
+        return query
+
+    def rows(self, keys) -> list[dict[str, Any]]:
+        """The rows as dicts keyed like ``values()``, converted as the ORM converts them."""
+        for key in keys:
+            if not isinstance(key, int) or isinstance(key, bool):
+                raise TypeError(f"Keys must be ints, not {key!r}.")
+        distinct = [key for key in dict.fromkeys(keys) if key in _INT_RANGE]
+        if not distinct:
+            return []
+        if len(distinct) > self.longest:
+            return list(self.build(distinct))
+        return self._query(len(distinct)).rows(**{f"k{i}": key for i, key in enumerate(distinct)})
+
+
 class CompiledUpdate(_Compiled):
     """An ``UPDATE`` compiled once per thread: ``build`` returns ``(queryset, {field: new value})``;
     calling it returns the number of rows updated, like ``QuerySet.update``."""

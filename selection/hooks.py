@@ -9,6 +9,7 @@ from decimal import Decimal
 from django.db.models import Count, F
 
 from annotation import extensions
+from annotation.compiled import CompiledQuery, instance, model_columns
 from annotation.models import Assignment, AssignmentTask, Comparison, Item, Study, Task
 from annotation.rating.allocation import pairs_per_bundle
 from selection import live, services
@@ -44,9 +45,7 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
         return None
     decided_now = set()
     for comparison_id, reads in sorted(services.assignment_reads(assignment, study).items()):
-        stored, _ = PairDecision.objects.select_for_update().get_or_create(
-            comparison_id=comparison_id, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0,
-                                                   "items": 0, "judgments": 0})
+        stored = locked_decision(comparison_id)
         observe(study, settings, stored, reads)
         if stored.decision != decisions.UNDECIDED:
             decided_now.add(comparison_id)
@@ -56,6 +55,23 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     now = dict(study.comparisons.values_list("pk", "closed"))
     return ({pk for pk in closed if not now.get(pk, True)},
             {pk for pk, is_closed in now.items() if is_closed and pk not in closed})
+
+
+_DECISION = CompiledQuery(  # compiled once per thread: the decision step runs inside the rater's submit
+    lambda comparison: PairDecision.objects.select_for_update().filter(comparison_id=comparison)
+    .values(*model_columns(PairDecision)),
+    comparison=int)
+
+
+def locked_decision(comparison_id: int) -> PairDecision:
+    """The pair's stored decision, its row locked until the submit commits (created, undecided, the first time)."""
+    rows = _DECISION.rows(comparison=comparison_id)
+    if rows:
+        return instance(PairDecision, rows[0])
+    stored, _ = PairDecision.objects.select_for_update().get_or_create(
+        comparison_id=comparison_id, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0,
+                                               "items": 0, "judgments": 0})
+    return stored
 
 
 def first_raters(study: Study) -> int:

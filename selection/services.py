@@ -11,7 +11,8 @@ import numpy as np
 from django.db import transaction
 
 from annotation import elicitation
-from annotation.models import Comparison, Generation, Item, Judgment, Rater, Study, Task
+from annotation.compiled import CompiledKeysQuery, CompiledQuery
+from annotation.models import AssignmentTask, Comparison, Generation, Item, Judgment, Rater, Study, Task
 from selection import embedding
 from selection.core import separability as sep
 from selection.core import winners
@@ -225,7 +226,7 @@ def pair_item_scores(comparison: Comparison, raters: int | None = None) -> tuple
     pair's anytime-valid decision observes -- as (item id, score); and the judgments read. ``raters``: the raters
     an item waits for (default: the study's raters per item; 1 while one rater per item comes first, the score then
     being that rater's). The decision step after a completed assignment reads only its items
-    (``AssignmentReads``)."""
+    (``assignment_reads``)."""
     judgments = pair_judgments(comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
                                rater__screened_out=False)
     by_item, read = ratings_by_item(comparison, judgments)
@@ -258,36 +259,42 @@ class PairReads:
     judged: int
 
 
+# The decision step after a completed assignment runs inside the rater's submit: its reads are compiled once per
+# thread (annotation/compiled.py), the ORM's building and compiling of each query cost more than PostgreSQL's answer.
+_PLACES = CompiledQuery(
+    lambda assignment: AssignmentTask.objects.filter(assignment_id=assignment).order_by().values(
+        "task__comparison_id", "item_id", "task__comparison__system_a_id", "task__comparison__system_b_id",
+        "task__task_pairs__pair_id"),
+    assignment=int)
+_PAIR_JUDGMENTS = CompiledKeysQuery(
+    lambda pairs: Judgment.objects.filter(pair_id__in=pairs, assignment__isnull=False, revised=False,
+                                          superseded=False).order_by("created", "id")
+    .values("pair_id", "assignment_id", *JUDGMENT_ROW, "rater__kind", "rater__screened_out"))
+
+
 def assignment_reads(assignment, study: Study) -> dict[int, PairReads]:
-    """What the decision step needs after an assignment completed, per system pair it held, in three queries
-    whatever the study's size: the assignment's places with their pairs' systems and their tasks' output pairs;
-    the current plan judgments of those output pairs (by the judgments' pair index: every rater's, as an item's
-    score needs them all); their raters by key (no join a planner could start from the study's raters: PostgreSQL
-    without fresh statistics did, 40 ms at 10,000 raters)."""
+    """What the decision step needs after an assignment completed, per system pair it held, in two queries whatever
+    the study's size: the assignment's places with their pairs' systems and their tasks' output pairs; the current
+    plan judgments of those output pairs (by the judgments' pair index: every rater's, as an item's score needs them
+    all) with their raters' kind and standing, which are read, not filtered on (a filter on the raters lets a planner
+    start from the study's raters: PostgreSQL without fresh statistics did, 40 ms at 10,000 raters)."""
     out: dict[int, PairReads] = {}
     by_pair: dict[int, int] = {}
-    for comparison_id, item_id, system_a, system_b, pair_id in assignment.places.values_list(
-            "task__comparison_id", "item_id", "task__comparison__system_a_id", "task__comparison__system_b_id",
-            "task__task_pairs__pair_id"):
+    for place in _PLACES.rows(assignment=assignment.pk):
+        comparison_id = place["task__comparison_id"]
         if comparison_id not in out:
-            out[comparison_id] = PairReads(Comparison(pk=comparison_id, study=study, system_a_id=system_a,
-                                                      system_b_id=system_b), set(), [], 0)
-        out[comparison_id].items.add(item_id)
-        if pair_id is not None:
-            by_pair[pair_id] = comparison_id
-    if not by_pair:
-        return out
-    rows = list(Judgment.objects.filter(pair_id__in=list(by_pair), assignment__isnull=False, revised=False,
-                                        superseded=False).order_by("created", "id")
-                .values_list("pair_id", "assignment_id", *JUDGMENT_ROW))
-    counted = set(Rater.objects.filter(pk__in={row[3] for row in rows}, kind=Rater.Kind.HUMAN, screened_out=False)
-                  .values_list("pk", flat=True))
-    for pair_id, assignment_id, *row in rows:
-        reads = out[by_pair[pair_id]]
-        if assignment_id == assignment.pk:
+            out[comparison_id] = PairReads(
+                Comparison(pk=comparison_id, study=study, system_a_id=place["task__comparison__system_a_id"],
+                           system_b_id=place["task__comparison__system_b_id"]), set(), [], 0)
+        out[comparison_id].items.add(place["item_id"])
+        if place["task__task_pairs__pair_id"] is not None:
+            by_pair[place["task__task_pairs__pair_id"]] = comparison_id
+    for row in _PAIR_JUDGMENTS.rows(list(by_pair)):
+        reads = out[by_pair[row["pair_id"]]]
+        if row["assignment_id"] == assignment.pk:
             reads.judged += 1
-        if row[1] in counted:
-            reads.rows.append(tuple(row))
+        if row["rater__kind"] == Rater.Kind.HUMAN and not row["rater__screened_out"]:
+            reads.rows.append(tuple(row[name] for name in JUDGMENT_ROW))
     return out
 
 

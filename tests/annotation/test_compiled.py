@@ -131,3 +131,28 @@ def test_each_thread_compiles_its_own_plan(two_assignments):
     thread.start()
     thread.join()
     assert mine.results.compiler.connection is connections["default"] and seen == [None]
+
+
+def test_a_keys_query_returns_what_the_orm_returns_for_any_number_of_keys(django_assert_num_queries, study):
+    """An ``__in`` list compiled per length: the same rows as the ORM for 1, 2 and 3 keys, repeated keys counted
+    once, keys no 64-bit key can equal left out (no query when none is left), and a list longer than ``longest``
+    through the plain ORM."""
+    for n in range(4):
+        enrolment.do_create_rater_link(study, f"k{n}")
+    ids = list(Rater.objects.filter(study=study).order_by("pk").values_list("pk", flat=True))
+
+    def build(keys):
+        return Rater.objects.filter(pk__in=keys).order_by("-pk").values("pk", "external_id", "screened_out", "created")
+
+    raters = compiled.CompiledKeysQuery(build, longest=3)
+    for keys in ([ids[0]], ids[:2], ids[1:4], [ids[2], ids[2], ids[0]], [ids[0], 2**70, -(2**70)], ids):
+        expected = list(build([k for k in keys if abs(k) < 2**63]))
+        with django_assert_num_queries(1):
+            assert raters.rows(keys) == expected and expected
+    assert sorted(raters._by_length) == [1, 2, 3]  # four keys ran through the plain ORM
+    with django_assert_num_queries(0):
+        assert raters.rows([]) == [] and raters.rows([2**64]) == []
+    with pytest.raises(TypeError, match="Keys must be ints"):
+        raters.rows([ids[0], "7"])
+    with pytest.raises(TypeError, match="Keys must be ints"):
+        raters.rows([True])

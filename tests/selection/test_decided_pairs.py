@@ -331,3 +331,34 @@ def test_the_ranking_mode_gives_work_again_when_a_held_place_expires(researcher)
     allocation.do_expire_stale_assignments(study)
     got = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "late"))
     assert got is not None and got.places.get().task.comparison_id == held_comparison.pk
+
+
+def test_the_decision_step_reads_an_assignment_in_two_queries_and_writes_one(three, monkeypatch):
+    """After a completed assignment, inside its submit: its places with their output pairs, those pairs' judgments
+    with their raters' standing, the pair's stored decision (locked) and its update -- four queries, however many
+    judgments the pair already has (bench/decision_step.py times them)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotation.plan import planning
+
+    step, counts = planning.do_close_decided_pairs, []
+
+    def counted(assignment):
+        with CaptureQueriesContext(connection) as queries:
+            step(assignment)
+        counts.append(len(queries))
+
+    monkeypatch.setattr(planning, "do_close_decided_pairs", counted)
+    rater = enrolment.do_create_rater_link(three, "timed")
+    for _ in range(6):
+        assignment = allocation.do_start_assignment(rater)
+        pair = assignment.pairs.get()
+        allocation.do_mark_shown(pair)
+        # ties: every pair stays undecided, nothing is closed
+        recording.do_record_judgment(pair, idempotency_key=f"t{pair.pk}", answer=Answer(choice="tie"))
+    # the first completion of each of the three pairs creates its stored decision from the pair's judgments; each
+    # later one reads and writes four times
+    assert len(counts) == 6 and counts[3:] == [4, 4, 4] and min(counts[:3]) > 4
+    stored = PairDecision.objects.filter(items__gt=0)
+    assert sum(d.items for d in stored) == sum(d.judgments for d in stored) == 6
