@@ -15,7 +15,7 @@ from django.core import signing
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -392,7 +392,14 @@ class Task(models.Model):
     class Meta:
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["item", "comparison"], name="task_unique_item_comparison")]
-        indexes = [models.Index(fields=["study", "taken", "position"], name="task_open_order")]
+        indexes = [
+            models.Index(fields=["study", "taken", "position"], name="task_open_order"),  # breadth first
+            # depth first (Study.fill_items_first): the open tasks alone, the most raters first. In the index above
+            # a backward scan met every full task before the first open one and then had to sort a whole level of
+            # open tasks by position: a start took 0.5 s at 10,000 judgments of a 36,000-task study on PostgreSQL.
+            models.Index(fields=["study", "-taken", "position"], condition=Q(taken__lt=F("raters_required")),
+                         name="task_fill_order"),
+        ]
 
     def __str__(self) -> str:
         return f"task {self.pk}: item {self.item_id}, comparison {self.comparison_id}"

@@ -7,6 +7,10 @@ completion: the stored confidence sequence advanced by the items the assignment 
 measured in the same run on the same state, is what the step would cost without the stored state: the pair's item
 scores read again and the whole sequence recomputed (``pair_item_scores`` + ``betting_confidence_sequence``).
 
+Then it times a new rater's start (``allocation.do_start_assignment``) in the same study, which finishes started items
+first while it stops buying decided pairs: with the open tasks' own index (``task_fill_order``), then with that index
+dropped (the previous design, the plain ``task_open_order`` index), each ``--completions`` times.
+
     python bench/decision_step.py [--systems 9] [--items 1000] [--warmup 300] [--completions 40] [--database postgresql]
 """
 
@@ -127,6 +131,27 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
     print(f"decision step per completed assignment: p50 {p50:.2f} ms, p95 {p95:.2f} ms "
           f"(recomputing the pair instead: p50 {base:.1f} ms; ratio {p50 / base:.3f}); "
           f"queries per step: {statistics.median(queries[-len(step):]):.0f}")
+
+    def starts() -> list[float]:  # a new rater's start, as the rating link's first request runs it
+        nonlocal rater_count
+        took = []
+        for _ in range(completions):
+            rater = enrolment.do_create_rater_link(study, f"r{rater_count}")
+            rater_count += 1
+            t0 = time.perf_counter()
+            allocation.do_start_assignment(rater)
+            took.append((time.perf_counter() - t0) * 1000)
+        return took
+
+    planning.do_close_decided_pairs = real_step
+    study.refresh_from_db()
+    indexed = starts()
+    with connection.cursor() as cursor:  # the previous design: depth first read through the plain open-tasks index
+        cursor.execute("DROP INDEX task_fill_order")
+    plain = starts()
+    print(f"a rater's start (finishing started items first: {study.fill_items_first}): p50 "
+          f"{statistics.median(indexed):.2f} ms with the open tasks' own index, {statistics.median(plain):.2f} ms "
+          f"through the plain index (ratio {statistics.median(indexed) / statistics.median(plain):.3f})")
 
 
 if __name__ == "__main__":
