@@ -446,10 +446,10 @@ PACE_CACHE_SECONDS = 30  # how long a study's measured pace is reused (every ass
 def seconds_per_pair(study: Study) -> tuple[float, bool]:
     """This study's median server-measured time per pair over the plausible ones among its latest 500 timed human
     judgments (``annotation/rating/pace.py``: flagged and screened-out raters and times under a reading floor left
-    out), and True; or the default and False before there are ``MIN_TIMED_JUDGMENTS`` of them. A measured pace is
-    reused for ``PACE_CACHE_SECONDS`` from the cache (shared by the servers through Redis): reading 500 judgments was
-    a third of an assignment start's time (bench/README.md, "Past one machine"), and a median over 500 moves
-    slowly."""
+    out), and True; or the default and False before there are ``MIN_TIMED_JUDGMENTS`` of them. Once there are that
+    many timed judgments, plausible or not, the answer is reused for ``PACE_CACHE_SECONDS`` from the cache (shared
+    by the servers through Redis): reading 500 judgments was a third of an assignment start's time (bench/README.md,
+    "Past one machine"), and a median over 500 moves slowly."""
     from django.core.cache import cache
 
     key = f"pace:{study.pk}"
@@ -459,13 +459,15 @@ def seconds_per_pair(study: Study) -> tuple[float, bool]:
         cached = None
     if cached is not None:
         return cached[0], cached[1]
-    timed = pace_rules.plausible_times(
-        Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
-        .order_by("-created").values_list("rater_id", "time_on_task_ms", "pair__generation_a__n_words",
-                                          "pair__generation_b__n_words", "rater__screened_out")[:500])
-    if len(timed) < MIN_TIMED_JUDGMENTS:  # a cheap read (a few rows), not kept: the first timed answers count at once
+    rows = list(Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
+                .order_by("-created").values_list("rater_id", "time_on_task_ms", "pair__generation_a__n_words",
+                                                  "pair__generation_b__n_words", "rater__screened_out")[:500])
+    if len(rows) < MIN_TIMED_JUDGMENTS:  # a cheap read (a few rows), not kept: the first timed answers count at once
         return DEFAULT_SECONDS_PER_PAIR, False
-    pace = (statistics.median(timed), True)
+    timed = pace_rules.plausible_times(rows)
+    # Too few plausible times among many is kept as well: a study flooded with implausibly fast answers made every
+    # start read its latest 500 judgments (150 ms at 3,000 judgments on PostgreSQL without table statistics).
+    pace = (statistics.median(timed), True) if len(timed) >= MIN_TIMED_JUDGMENTS else (DEFAULT_SECONDS_PER_PAIR, False)
     try:
         cache.set(key, pace, PACE_CACHE_SECONDS)
     except Exception:  # noqa: BLE001 - the cache (Redis) is down: the next start reads it again

@@ -280,3 +280,23 @@ def test_a_measured_pace_is_reused_briefly_and_a_thin_one_never(researcher):
     assert allocation.seconds_per_pair(study) == (8.0, True)  # reused for PACE_CACHE_SECONDS
     cache.delete(f"pace:{study.pk}")
     assert allocation.seconds_per_pair(study) == (20.0, True)
+
+
+def test_a_flood_of_implausibly_fast_answers_is_read_once_per_pace_period(researcher, django_assert_num_queries):
+    """Many timed judgments, none of them a plausible reading time (a script, or raters clicking through): the
+    default is kept like a measured pace, so starts do not each read the study's latest 500 judgments."""
+    from django.core.cache import cache
+
+    from annotation.models import Judgment
+
+    study = _study(researcher, items=10, per_assignment=PAIRS_PER_ITEM, raters_per_item=3)
+    rater = enrolment.do_create_rater_link(study, "fast")
+    for _ in range(2):
+        _answer_all_held(allocation.do_start_assignment(rater))
+    Judgment.objects.update(time_on_task_ms=50)  # ten timed judgments, all under the reading floor
+    assert Judgment.objects.count() >= allocation.MIN_TIMED_JUDGMENTS
+    assert allocation.seconds_per_pair(study) == (models.DEFAULT_SECONDS_PER_PAIR, False)
+    assert cache.get(f"pace:{study.pk}") == (models.DEFAULT_SECONDS_PER_PAIR, False)
+    with django_assert_num_queries(0):
+        assert allocation.seconds_per_pair(study) == (models.DEFAULT_SECONDS_PER_PAIR, False)
+    cache.delete(f"pace:{study.pk}")
