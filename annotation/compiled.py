@@ -147,8 +147,8 @@ class CompiledKeysQuery:
         JUDGMENTS.rows([3, 5])
 
     An ``IN`` list of n keys is different SQL for every n, so each length is a ``CompiledQuery`` of its own; lists
-    longer than ``longest`` run through the plain ORM (the same queryset, built afresh). Repeated keys count once and
-    keys no 64-bit key can equal are left out, as the ORM's ``__in`` would match them: never."""
+    longer than ``longest`` run through the plain ORM (the same queryset, built afresh). Repeated keys count once, and
+    keys no 64-bit key can equal are left out (they match no row; the plain ORM would send them, and SQLite refuse)."""
 
     def __init__(self, build: Callable[[list[int]], QuerySet], longest: int = 64) -> None:
         self.build, self.longest = build, longest
@@ -165,6 +165,7 @@ class CompiledKeysQuery:
 
     def rows(self, keys) -> list[dict[str, Any]]:
         """The rows as dicts keyed like ``values()``, converted as the ORM converts them."""
+        keys = list(keys)
         for key in keys:
             if not isinstance(key, int) or isinstance(key, bool):
                 raise TypeError(f"Keys must be ints, not {key!r}.")

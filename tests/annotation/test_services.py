@@ -517,14 +517,15 @@ def test_the_time_estimate_leaves_out_implausibly_fast_raters_and_times(study):
     floor = pace.reading_floor(300, 300)  # 30 s: 600 words at 20 words a second
     Judgment.objects.filter(study=study, rater=raters[2]).update(time_on_task_ms=int(1000 * (floor + 10)))
     # one slow reader's five judgments are not yet ten plausible times
+    from django.core.cache import cache
+
+    cache.delete(f"pace:{study.pk}")  # ten timed judgments, none plausible: that answer was kept for a while
     assert allocation.assignment_size(study).measured is False
     fourth = enrolment.do_create_rater_link(study, "timed-3")
     answer_all(allocation.do_start_assignment(fourth))
     times = [int(1000 * t) for t in (floor + 10, floor + 20, floor + 20, floor + 30, floor - 5)]  # one below floor
     for judgment, ms in zip(Judgment.objects.filter(rater=fourth).order_by("id"), times, strict=True):
         Judgment.objects.filter(pk=judgment.pk).update(time_on_task_ms=ms)
-    from django.core.cache import cache
-
     cache.delete(f"pace:{study.pk}")
     size = allocation.assignment_size(study)
     plausible = [floor + 10] * 5 + [floor + 10, floor + 20, floor + 20, floor + 30]  # nine: still the default
