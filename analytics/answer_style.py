@@ -36,15 +36,18 @@ class Answers:
         ids = sorted(pair_ids)
         pairs: dict[int, tuple[int, int]] = {}
         for start in range(0, len(ids), CHUNK):
-            pairs.update((pk, (ga, gb)) for pk, ga, gb in Pair.objects.filter(
-                item__study=study, pk__in=ids[start:start + CHUNK]).values_list("pk", "generation_a_id",
-                                                                                 "generation_b_id"))
+            pairs.update(
+                (pk, (ga, gb))
+                for pk, ga, gb in Pair.objects.filter(item__study=study, pk__in=ids[start : start + CHUNK]).values_list(
+                    "pk", "generation_a_id", "generation_b_id"
+                )
+            )
         generation_ids = sorted({g for both in pairs.values() for g in both})
         position = {g: i for i, g in enumerate(generation_ids)}
         self.counts = np.zeros((len(generation_ids), len(style.FEATURES)), dtype=np.int64)
         self.lengths = np.zeros(len(generation_ids), dtype=np.int64)
         for start in range(0, len(generation_ids), CHUNK):
-            chunk = generation_ids[start:start + CHUNK]
+            chunk = generation_ids[start : start + CHUNK]
             hashes = dict(Generation.objects.filter(pk__in=chunk).values_list("pk", "text_hash"))
             new = [g for g in chunk if hashes[g] not in _counted]
             if new:
@@ -72,8 +75,15 @@ class Answers:
         return self.counts[mine], self.counts[other], self.lengths[mine], self.lengths[other]
 
 
-def style_control_report(battle_rows: list[Row], a: np.ndarray, b: np.ndarray, score: np.ndarray, systems: list[str],
-                         answers: Answers, reg: float = ratings.STYLE_REG) -> dict:
+def style_control_report(
+    battle_rows: list[Row],
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    systems: list[str],
+    answers: Answers,
+    reg: float = ratings.STYLE_REG,
+) -> dict:
     """The style-controlled board (arena-rank's ContextualBradleyTerry, penalty ``reg``: the study's setting, 1 by
     default as arena-rank's; sandwich intervals) on the same battles as the plain Bradley-Terry board, its
     coefficients with and without the penalty, and who moved."""
@@ -90,12 +100,27 @@ def style_control_report(battle_rows: list[Row], a: np.ndarray, b: np.ndarray, s
     weighted = ratings.contextual_bradley_terry(a, b, score, np.zeros((len(score), 1)), len(systems))
     plain_order = sorted(range(len(systems)), key=lambda i: (-weighted.ratings[i], systems[i]))
     place = {systems[i]: k + 1 for k, i in enumerate(plain_order)}
-    moved = [{"system": r["system"], "plain_place": place[r["system"]], "style_place": i + 1,
-              "change": place[r["system"]] - (i + 1)} for i, r in enumerate(board)]
-    return {"available": True, "battles": len(score), "leaderboard": board, "coefficients": coefficients,
-            "unpenalised_coefficients": unpenalised, "reg": reg,
-            "shrinkage": size / free if free > 0 else None, "moved": moved,
-            "any_moved": any(m["change"] for m in moved), "encoding": style.ENCODING.removesuffix("_offline")}
+    moved = [
+        {
+            "system": r["system"],
+            "plain_place": place[r["system"]],
+            "style_place": i + 1,
+            "change": place[r["system"]] - (i + 1),
+        }
+        for i, r in enumerate(board)
+    ]
+    return {
+        "available": True,
+        "battles": len(score),
+        "leaderboard": board,
+        "coefficients": coefficients,
+        "unpenalised_coefficients": unpenalised,
+        "reg": reg,
+        "shrinkage": size / free if free > 0 else None,
+        "moved": moved,
+        "any_moved": any(m["change"] for m in moved),
+        "encoding": style.ENCODING.removesuffix("_offline"),
+    }
 
 
 def length_controlled_report(systems: list[str], humans: list[Row], judges: list[Row], answers: Answers) -> list[dict]:
@@ -117,16 +142,28 @@ def length_controlled_report(systems: list[str], humans: list[Row], judges: list
             flip = np.array([r.system_a != first for r in pair_rows])
             score = np.where(flip, 1 - score, score)
             _, _, length_first, length_second = answers.of(pair_rows, [first] * len(pair_rows))
-            entry = {"population": label, "system_a": first, "system_b": second, "judgments": len(pair_rows),
-                     "items": len({r.item_id for r in pair_rows}), "win_rate": float(score.mean()),
-                     "mean_length_a": float(length_first.mean()), "mean_length_b": float(length_second.mean())}
+            entry = {
+                "population": label,
+                "system_a": first,
+                "system_b": second,
+                "judgments": len(pair_rows),
+                "items": len({r.item_id for r in pair_rows}),
+                "win_rate": float(score.mean()),
+                "mean_length_a": float(length_first.mean()),
+                "mean_length_b": float(length_second.mean()),
+            }
             try:
                 fit = length_controlled_win_rate(score, length_first, length_second, [r.item_id for r in pair_rows])
             except NoEstimate as exc:
                 entry.update(estimate=None, low=None, high=None, length_coefficient=None, reason=str(exc))
             else:
-                entry.update(estimate=fit.estimate, low=fit.low, high=fit.high,
-                             length_coefficient=fit.length_coefficient, reason="")
+                entry.update(
+                    estimate=fit.estimate,
+                    low=fit.low,
+                    high=fit.high,
+                    length_coefficient=fit.length_coefficient,
+                    reason="",
+                )
             out.append(entry)
     return out
 

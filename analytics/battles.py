@@ -71,7 +71,7 @@ def read_battles(path: str, max_bytes: int) -> Battles:
 def _is_csv(data: bytes, filename: str | None) -> bool:
     """``detect_format``'s answer without decoding the whole file."""
     start = re.compile(rb"\s*").match(data, len(BOM) if data.startswith(BOM) else 0).end()
-    return detect_format(data[start:start + 1].decode("latin-1"), filename) == "csv"
+    return detect_format(data[start : start + 1].decode("latin-1"), filename) == "csv"
 
 
 def checked_battles(text: str, filename: str | None) -> Battles:
@@ -120,8 +120,13 @@ def checked_battles(text: str, filename: str | None) -> Battles:
         problems.append(Problem(None, None, "the file contains no battles"))
     if problems:
         raise FormatError(problems)
-    return Battles(list(index), np.frombuffer(a, dtype=np.int64), np.frombuffer(b, dtype=np.int64),
-                   np.frombuffer(score, dtype=np.float64), np.frombuffer(sep, dtype=np.float64))
+    return Battles(
+        list(index),
+        np.frombuffer(a, dtype=np.int64),
+        np.frombuffer(b, dtype=np.int64),
+        np.frombuffer(score, dtype=np.float64),
+        np.frombuffer(sep, dtype=np.float64),
+    )
 
 
 def _plain_columns(data: bytes) -> Battles | None:
@@ -147,8 +152,9 @@ def _plain_columns(data: bytes) -> Battles | None:
         if field is None:
             return None
         (a_from, a_to), (b_from, b_to), (w_from, w_to) = field(ia), field(ib), field(iw)
-        pairs = _distinct_values(buf, np.column_stack([a_from, b_from]).ravel(),
-                                 np.column_stack([a_to, b_to]).ravel(), index)
+        pairs = _distinct_values(
+            buf, np.column_stack([a_from, b_from]).ravel(), np.column_stack([a_to, b_to]).ravel(), index
+        )
         outcome = _distinct_values(buf, w_from, w_to, winners)
         sep = np.full(len(a_from), np.nan)
         if isep is not None:
@@ -169,14 +175,16 @@ def _plain_chunks(buf: np.ndarray, width: int) -> Iterator[Callable[[int], tuple
     """A plain CSV file's rows after the header, LINES_PER_CHUNK lines at a time, as a function from a column number
     to the (start, end) byte positions of that column's fields; None for a chunk with a ragged row. Empty lines are
     skipped, as csv.DictReader skips them."""
-    ends = np.concatenate([np.flatnonzero(buf[i:i + (8 << 20)] == ord("\n")) + i for i in range(0, len(buf), 8 << 20)])
+    ends = np.concatenate(
+        [np.flatnonzero(buf[i : i + (8 << 20)] == ord("\n")) + i for i in range(0, len(buf), 8 << 20)]
+    )
     if len(buf) > ends[-1] + 1:  # the last line without a line feed
         ends = np.append(ends, len(buf))
     starts, ends = ends[:-1] + 1, ends[1:]
     starts, ends = starts[ends > starts], ends[ends > starts]
     for lo in range(0, len(starts), LINES_PER_CHUNK):
-        s, e = starts[lo:lo + LINES_PER_CHUNK], ends[lo:lo + LINES_PER_CHUNK]
-        commas = np.flatnonzero(buf[s[0]:e[-1]] == ord(",")) + s[0]
+        s, e = starts[lo : lo + LINES_PER_CHUNK], ends[lo : lo + LINES_PER_CHUNK]
+        commas = np.flatnonzero(buf[s[0] : e[-1]] == ord(",")) + s[0]
         if (np.searchsorted(commas, e) - np.searchsorted(commas, s) != width - 1).any():  # a ragged row
             yield None
             return
@@ -201,7 +209,7 @@ def _plain_counts(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nda
     if ((digits < 0) | (digits > 9))[inside].any():
         return None
     power = np.where(inside, length[:, None] - 1 - offsets[None, :], 0)
-    return (np.where(inside, digits, 0) * 10 ** power).sum(axis=1).astype(np.float64)
+    return (np.where(inside, digits, 0) * 10**power).sum(axis=1).astype(np.float64)
 
 
 def _distinct_values(buf: np.ndarray, start: np.ndarray, end: np.ndarray, index: dict[bytes, int]) -> np.ndarray | None:
@@ -216,7 +224,7 @@ def _distinct_values(buf: np.ndarray, start: np.ndarray, end: np.ndarray, index:
     rows = max(1, MATRIX_BYTES // (8 * width))
     offsets = np.arange(width)
     for lo in range(0, len(start), rows):
-        s, e = start[lo:lo + rows], end[lo:lo + rows]
+        s, e = start[lo : lo + rows], end[lo : lo + rows]
         length = e - s
         inside = offsets[None, :] < length[:, None]
         matrix = np.where(inside, buf[np.minimum(s[:, None] + offsets[None, :], len(buf) - 1)], 0).astype(np.uint8)
@@ -229,8 +237,8 @@ def _distinct_values(buf: np.ndarray, start: np.ndarray, end: np.ndarray, index:
         numbers = np.empty(len(first), dtype=np.int64)
         for group in np.argsort(first, kind="stable"):  # new values in order of first appearance
             row = first[group]
-            numbers[group] = index.setdefault(buf[s[row]:e[row]].tobytes(), len(index))
-        out[lo:lo + len(s)] = numbers[inverse]
+            numbers[group] = index.setdefault(buf[s[row] : e[row]].tobytes(), len(index))
+        out[lo : lo + len(s)] = numbers[inverse]
     return out
 
 
@@ -267,8 +275,9 @@ def _csv_columns(lines: Iterable[str]) -> Battles | None:
         _number_new_systems(first, second, index)
         a = np.fromiter(map(index.__getitem__, first), dtype=np.int64, count=len(chunk))
         b = np.fromiter(map(index.__getitem__, second), dtype=np.int64, count=len(chunk))
-        score = np.fromiter(map(WINNERS.get, map(itemgetter(iw), chunk), itertools.repeat(-1.0)),
-                            dtype=np.float64, count=len(chunk))
+        score = np.fromiter(
+            map(WINNERS.get, map(itemgetter(iw), chunk), itertools.repeat(-1.0)), dtype=np.float64, count=len(chunk)
+        )
         sep = _floats(list(map(itemgetter(isep), chunk))) if isep is not None else np.full(len(chunk), np.nan)
         if sep is None or (score < 0).any() or (a == b).any():
             return None
@@ -309,8 +318,9 @@ def _floats(values: list[str] | list[bytes]) -> np.ndarray | None:
 STYLE_COLUMNS = tuple(f"{feature}_{side}" for feature in style.FEATURES for side in ("a", "b"))
 
 
-def style_counts(data: bytes, filename: str | None, battles: int,
-                 max_bytes: int = 500 * 1024 * 1024) -> tuple[np.ndarray, np.ndarray]:
+def style_counts(
+    data: bytes, filename: str | None, battles: int, max_bytes: int = 500 * 1024 * 1024
+) -> tuple[np.ndarray, np.ndarray]:
     """Arena's style columns of a battles file (``sum_assistant_tokens_a``/``_b``, ``header_count_a``/``_b``,
     ``list_count_a``/``_b``, ``bold_count_a``/``_b``) as counts of each side, (battles, 4) each, in the order the
     battles were read; every missing column and every value that is not a count of zero or more is named by line and
@@ -331,8 +341,9 @@ def style_counts(data: bytes, filename: str | None, battles: int,
         reader = csv.DictReader(io.StringIO(text, newline=""))
         missing = [c for c in STYLE_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise FormatError([Problem(1, c, "missing column (style control needs Arena's style columns)")
-                               for c in missing])
+            raise FormatError(
+                [Problem(1, c, "missing column (style control needs Arena's style columns)") for c in missing]
+            )
         rows = _csv_records(reader, problems)
     values = array.array("d")
     for number, row in rows:
@@ -361,7 +372,7 @@ def _plain_style_counts(data: bytes) -> np.ndarray | None:
         return None
     if b"\n" not in data:
         return None
-    header = data[:data.find(b"\n")].decode("ascii").split(",")
+    header = data[: data.find(b"\n")].decode("ascii").split(",")
     if len(set(header)) != len(header) or not all(c in header for c in STYLE_COLUMNS):
         return None
     columns = [header.index(c) for c in STYLE_COLUMNS]

@@ -30,8 +30,16 @@ FIELDS = ("margins", "raters", "alpha", "power", "max_items", "rounds", "seed", 
 MAX_MARGINS, MAX_RATERS = 6, 10  # choices one request may plan (each pair simulates ``rounds`` studies for each)
 
 
-FIELD_WORDS = {"margins": "margins", "raters": "raters per item", "alpha": "error rate", "power": "power",
-               "max_items": "most items", "rounds": "simulated studies", "seed": "seed", "pair": "system pair"}
+FIELD_WORDS = {
+    "margins": "margins",
+    "raters": "raters per item",
+    "alpha": "error rate",
+    "power": "power",
+    "max_items": "most items",
+    "rounds": "simulated studies",
+    "seed": "seed",
+    "pair": "system pair",
+}
 
 
 class BadRequest(ValueError):
@@ -50,22 +58,48 @@ class NoSuchPair(BadRequest):
 # The API's request body as its OpenAPI 3.0 schema: what read_request accepts from JSON (it also takes the form's
 # text)
 REQUEST_SCHEMA = {
-    "type": "object", "additionalProperties": False,
+    "type": "object",
+    "additionalProperties": False,
     "properties": {
-        "margins": {"type": "array", "minItems": 1, "maxItems": MAX_MARGINS,
-                    "items": {"type": "number", "minimum": 0, "maximum": 0.5, "exclusiveMinimum": True,
-                              "exclusiveMaximum": True},
-                    "description": "Win rates above a half to tell (0.05 = 55 %)."},
-        "raters": {"type": "array", "minItems": 1, "maxItems": MAX_RATERS,
-                   "items": {"type": "integer", "minimum": 1, "maximum": 50}, "description": "Raters per item."},
-        "alpha": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": True, "exclusiveMaximum": True,
-                  "description": "Decision error rate (default: the study's)."},
+        "margins": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_MARGINS,
+            "items": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 0.5,
+                "exclusiveMinimum": True,
+                "exclusiveMaximum": True,
+            },
+            "description": "Win rates above a half to tell (0.05 = 55 %).",
+        },
+        "raters": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_RATERS,
+            "items": {"type": "integer", "minimum": 1, "maximum": 50},
+            "description": "Raters per item.",
+        },
+        "alpha": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "exclusiveMinimum": True,
+            "exclusiveMaximum": True,
+            "description": "Decision error rate (default: the study's).",
+        },
         "power": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": True, "exclusiveMaximum": True},
         "max_items": {"type": "integer", "minimum": 10, "maximum": 20000},
         "rounds": {"type": "integer", "minimum": 10, "maximum": 2000},
         "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
-        "pair": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "string", "minLength": 1},
-                 "description": "One system pair (default: every pair); 404 if the study does not compare it."},
+        "pair": {
+            "type": "array",
+            "minItems": 2,
+            "maxItems": 2,
+            "items": {"type": "string", "minLength": 1},
+            "description": "One system pair (default: every pair); 404 if the study does not compare it.",
+        },
     },
 }
 
@@ -82,8 +116,12 @@ class Request:
     pair: tuple[str, str] | None = None
 
     def as_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "margins": list(self.margins), "raters": list(self.raters),
-                "pair": list(self.pair) if self.pair else None}
+        return {
+            **dataclasses.asdict(self),
+            "margins": list(self.margins),
+            "raters": list(self.raters),
+            "pair": list(self.pair) if self.pair else None,
+        }
 
 
 def _numbers(field: str, text, kind: type) -> tuple:
@@ -118,8 +156,10 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
     if any(r < 1 or r > 50 for r in raters):
         raise BadRequest("raters", "raters per item are whole numbers from 1 to 50")
     if len(margins) > MAX_MARGINS or len(raters) > MAX_RATERS:
-        raise BadRequest("margins" if len(margins) > MAX_MARGINS else "raters",
-                         f"at most {MAX_MARGINS} margins and {MAX_RATERS} numbers of raters per plan")
+        raise BadRequest(
+            "margins" if len(margins) > MAX_MARGINS else "raters",
+            f"at most {MAX_MARGINS} margins and {MAX_RATERS} numbers of raters per plan",
+        )
     alpha = _number("alpha", values.get("alpha"), float, study.selection_settings.decision_alpha)
     power = _number("power", values.get("power"), float, DEFAULTS["power"])
     max_items = _number("max_items", values.get("max_items"), int, DEFAULTS["max_items"])
@@ -141,8 +181,10 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
         names = [str(p).strip() for p in (given if isinstance(given, list | tuple) else str(given).split(","))]
         if len(names) != 2 or not all(names):
             raise BadRequest("pair", "two system names separated by a comma: SYSTEM_A,SYSTEM_B")
-        if any("\x00" in n for n in names) or not study.comparisons.filter(system_a__name__in=names,
-                                                                          system_b__name__in=names).exists():
+        if (
+            any("\x00" in n for n in names)
+            or not study.comparisons.filter(system_a__name__in=names, system_b__name__in=names).exists()
+        ):
             # (a NUL can be in no system's name, and PostgreSQL refuses it in a query)
             raise NoSuchPair("pair", f"the study does not compare {names[0]} with {names[1]}")
         pair = (names[0], names[1])
@@ -160,8 +202,13 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
     per_assignment, per_item = allocation.pairs_per_bundle(study), study.pairs_per_assignment
     pay = study.crowd_settings.pay_per_assignment
     pay = None if pay is None else Decimal(str(pay))
-    pools = dict(Task.objects.filter(study=study).order_by().values("comparison_id").annotate(n=Count("id"))
-                 .values_list("comparison_id", "n"))  # the items each pair's plan holds
+    pools = dict(
+        Task.objects.filter(study=study)
+        .order_by()
+        .values("comparison_id")
+        .annotate(n=Count("id"))
+        .values_list("comparison_id", "n")
+    )  # the items each pair's plan holds
     all_items = study.items.count()
     total, done = len(comparisons) * len(request.margins) * len(request.raters), 0
     needed: dict[tuple[float, float], int | None] = {}  # pairs with the same item variance share a simulation
@@ -174,26 +221,43 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
                 variance = pilot.item_variance(m)
                 key = (margin, round(variance, 6))
                 if key not in needed:
-                    needed[key] = budget.items_needed(margin, variance, request.alpha, request.power,
-                                                      request.max_items, request.rounds, request.seed)
+                    needed[key] = budget.items_needed(
+                        margin, variance, request.alpha, request.power, request.max_items, request.rounds, request.seed
+                    )
                 items = needed[key]
                 judgments = None if items is None else items * m * per_item
                 assignments = None if judgments is None else -(-judgments // per_assignment)
-                rows.append({
-                    "pair": str(c), "system_a": c.system_a.name, "system_b": c.system_b.name, "pilot": source,
-                    "outcome_variance": round(pilot.outcome_variance, 4), "rho": round(pilot.rho, 4),
-                    "margin": margin, "raters": m, "items": items, "judgments": judgments,
-                    "alpha": request.alpha, "power": request.power, "assignments": assignments,
-                    "cost": None if pay is None or assignments is None else str(pay * assignments),
-                    "rater_hours": None if judgments is None else round(judgments * pace / 3600, 1),
-                    "items_in_pool": pools.get(c.pk, all_items),
-                })
+                rows.append(
+                    {
+                        "pair": str(c),
+                        "system_a": c.system_a.name,
+                        "system_b": c.system_b.name,
+                        "pilot": source,
+                        "outcome_variance": round(pilot.outcome_variance, 4),
+                        "rho": round(pilot.rho, 4),
+                        "margin": margin,
+                        "raters": m,
+                        "items": items,
+                        "judgments": judgments,
+                        "alpha": request.alpha,
+                        "power": request.power,
+                        "assignments": assignments,
+                        "cost": None if pay is None or assignments is None else str(pay * assignments),
+                        "rater_hours": None if judgments is None else round(judgments * pace / 3600, 1),
+                        "items_in_pool": pools.get(c.pk, all_items),
+                    }
+                )
                 done += 1
                 if progress:
                     progress(done, total)
-    return {"request": request.as_dict(), "seconds_per_judgment": round(pace, 1), "pace_measured": measured,
-            "pay_per_assignment": None if pay is None else str(pay), "judgments_per_assignment": per_assignment,
-            "rows": rows}
+    return {
+        "request": request.as_dict(),
+        "seconds_per_judgment": round(pace, 1),
+        "pace_measured": measured,
+        "pay_per_assignment": None if pay is None else str(pay),
+        "judgments_per_assignment": per_assignment,
+        "rows": rows,
+    }
 
 
 def total_cost(rows: list[dict]) -> Decimal | None:

@@ -26,14 +26,27 @@ def budget_panel(study) -> dict:
             cell = [r for r in rows if r["raters"] == m and r["margin"] == margin]
             short = [r["pair"] for r in cell if r["items"] is None or r["items"] > r["items_in_pool"]]
             judgments = None if any(r["judgments"] is None for r in cell) else sum(r["judgments"] for r in cell)
-            totals.append({"raters": m, "margin": margin, "win_percent": percent(margin), "judgments": judgments,
-                           "assignments": None if judgments is None else sum(r["assignments"] for r in cell),
-                           "cost": budgeting.total_cost(cell) if judgments is not None else None,
-                           "hours": None if judgments is None else round(sum(r["rater_hours"] for r in cell), 1),
-                           "short": short})
+            totals.append(
+                {
+                    "raters": m,
+                    "margin": margin,
+                    "win_percent": percent(margin),
+                    "judgments": judgments,
+                    "assignments": None if judgments is None else sum(r["assignments"] for r in cell),
+                    "cost": budgeting.total_cost(cell) if judgments is not None else None,
+                    "hours": None if judgments is None else round(sum(r["rater_hours"] for r in cell), 1),
+                    "short": short,
+                }
+            )
     rows = [{**r, "win_percent": percent(r["margin"])} for r in rows]
-    panel.update(rows=rows, totals=totals, svg=budgeting.curve_svg(rows), caption=budgeting.curve_caption(rows),
-                 pairs=len({r["pair"] for r in rows}), result=latest.result)
+    panel.update(
+        rows=rows,
+        totals=totals,
+        svg=budgeting.curve_svg(rows),
+        caption=budgeting.curve_caption(rows),
+        pairs=len({r["pair"] for r in rows}),
+        result=latest.result,
+    )
     return panel
 
 

@@ -22,8 +22,17 @@ def default_intervals(method: str) -> str:
     return "sandwich" if method == "bt" else "bootstrap"
 
 
-def board(systems: list[str], method: str, a: np.ndarray, b: np.ndarray, score: np.ndarray,
-          k: float | np.ndarray = 4.0, rounds: int = 100, seed: int = 0, intervals: str | None = None) -> list[dict]:
+def board(
+    systems: list[str],
+    method: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    k: float | np.ndarray = 4.0,
+    rounds: int = 100,
+    seed: int = 0,
+    intervals: str | None = None,
+) -> list[dict]:
     """The leaderboard rows of ``method`` with ``intervals`` (default: ``default_intervals``) -- what the report and
     ``manage.py leaderboard`` show."""
     intervals = intervals or default_intervals(method)
@@ -38,8 +47,16 @@ def board(systems: list[str], method: str, a: np.ndarray, b: np.ndarray, score: 
     return leaderboard(systems, *rate(method, a, b, score, len(systems), k, rounds, seed), method)
 
 
-def rate(method: str, a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int,
-         k: float | np.ndarray = 4.0, rounds: int = 100, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def rate(
+    method: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    n_systems: int,
+    k: float | np.ndarray = 4.0,
+    rounds: int = 100,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """(point ratings (n_systems,), bootstrap samples (rounds, n_systems)) for ``method``: ELO and sep-ELO
     (``k`` one value, or one per battle from ``ratings.separability_k``) online in the given order and on
     ``rounds`` resamples; Bradley-Terry's fit and its multinomial bootstrap. With no rounds the samples are
@@ -55,14 +72,28 @@ def rate(method: str, a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems
     return point, point[None, :] if samples is None else samples
 
 
-def style_board(systems: list[str], a: np.ndarray, b: np.ndarray, score: np.ndarray, counts_a: np.ndarray,
-                counts_b: np.ndarray, reg: float = ratings.STYLE_REG,
-                penalty_curvature: bool = False) -> tuple[list[dict], dict[str, float]]:
+def style_board(
+    systems: list[str],
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    counts_a: np.ndarray,
+    counts_b: np.ndarray,
+    reg: float = ratings.STYLE_REG,
+    penalty_curvature: bool = False,
+) -> tuple[list[dict], dict[str, float]]:
     """The style-controlled Bradley-Terry board (arena-rank's ``ContextualBradleyTerry`` with its defaults; sandwich
     intervals, with the penalty's curvature when ``penalty_curvature``: see ``ratings.contextual_bradley_terry``)
     and the style coefficients by feature, from each side's style counts (battles, 4)."""
-    fit = ratings.contextual_bradley_terry(a, b, score, ratings.style_features(counts_a, counts_b), len(systems),
-                                           reg=reg, penalty_curvature=penalty_curvature)
+    fit = ratings.contextual_bradley_terry(
+        a,
+        b,
+        score,
+        ratings.style_features(counts_a, counts_b),
+        len(systems),
+        reg=reg,
+        penalty_curvature=penalty_curvature,
+    )
     interval = ratings.Interval(fit.ratings, fit.ratings, fit.low, fit.high, ratings.ci_ranks(fit.low, fit.high))
     return rows(systems, interval, "bt"), dict(zip(ratings.STYLE_FEATURES, fit.coefficients.tolist(), strict=True))
 
@@ -81,8 +112,14 @@ def rows(systems: list[str], interval: ratings.Interval, method: str) -> list[di
     headline = interval.median if method != "bt" else interval.estimate
     rows = []
     for i, s in enumerate(systems):
-        row = {"system": s, "rating": headline[i], "median": interval.median[i], "low": interval.low[i],
-               "high": interval.high[i], "rank": int(interval.rank[i])}
+        row = {
+            "system": s,
+            "rating": headline[i],
+            "median": interval.median[i],
+            "low": interval.low[i],
+            "high": interval.high[i],
+            "rank": int(interval.rank[i]),
+        }
         if method != "bt":
             row["online"] = interval.estimate[i]
         rows.append(row)

@@ -22,16 +22,20 @@ class AnalysisSettings(models.Model):
     study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="analysis_settings")
     elo_k = models.FloatField(default=4.0, validators=[MinValueValidator(0.01)], help_text="ELO K factor.")
     bootstrap_rounds = models.PositiveSmallIntegerField(
-        default=100, validators=[MinValueValidator(10), MaxValueValidator(2000)],
+        default=100,
+        validators=[MinValueValidator(10), MaxValueValidator(2000)],
         help_text="Bootstrap resamples for the leaderboard's 95 % intervals.",
     )
     indeterminacy_beta = models.FloatField(
-        default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Sensitivity beta for humans when only forced choices exist: the share of raters who chose one "
         "output but would also accept the other (applied to both outputs).",
     )
     rating_aggregation = models.CharField(
-        max_length=20, choices=RatingAggregation.choices, default=RatingAggregation.EVERY,
+        max_length=20,
+        choices=RatingAggregation.choices,
+        default=RatingAggregation.EVERY,
         help_text="Which judgments become battles for ELO, sep-ELO and Bradley-Terry.",
     )
 
@@ -40,14 +44,17 @@ class AnalysisSettings(models.Model):
         THESE_ITEMS = "these_items", "These items only"
 
     estimate_target = models.CharField(
-        max_length=20, choices=EstimateTarget.choices, default=EstimateTarget.ITEMS_LIKE_THESE,
+        max_length=20,
+        choices=EstimateTarget.choices,
+        default=EstimateTarget.ITEMS_LIKE_THESE,
         help_text="What the report's win-rate estimates and their intervals are for: items like the study's (the "
         "uncertainty includes which items the study happens to have) or the study's own items (only which of them "
         "people judged; judging every item gives the exact answer).",
     )
 
     style_penalty = models.FloatField(
-        default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(100.0)],
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(100.0)],
         help_text="The L2 penalty on the style-controlled board's style coefficients, 0.5 x penalty x |coefficients|^2 "
         "on the mean loss: 1 is arena-rank's default (LMArena's board), 0 fits them without it.",
     )
@@ -106,8 +113,11 @@ class Adjudication(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="adjudications")
     pair = models.OneToOneField("annotation.Pair", on_delete=models.CASCADE, related_name="adjudication")
-    ruling = models.CharField(max_length=10, choices=Ruling.choices,
-                              help_text="In model coordinates: A and B are the pair's systems, not display sides.")
+    ruling = models.CharField(
+        max_length=10,
+        choices=Ruling.choices,
+        help_text="In model coordinates: A and B are the pair's systems, not display sides.",
+    )
     note = models.TextField(blank=True, default="", help_text="Why: what the raters or the judge missed.")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     decided = models.DateTimeField(help_text="When the ruling was last made or changed.")

@@ -22,8 +22,14 @@ def fmt(v: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, label: str = "rating",
-                  decimals: int = 1, reference: tuple[float, str] | None = None) -> str:
+def interval_plot(
+    rows: list[dict],
+    width: int = 520,
+    row_height: int = 22,
+    label: str = "rating",
+    decimals: int = 1,
+    reference: tuple[float, str] | None = None,
+) -> str:
     """Horizontal point estimates with 95 % interval whiskers, one row per system (rows: system, rating,
     low, high); ``decimals`` for the values in each point's tooltip; ``reference``: (value, words) drawn as a
     dashed line (e.g. 0.5, "even") and always inside the axis."""
@@ -45,20 +51,25 @@ def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, labe
     def x(v: float) -> float:
         return left + plot_w * (v - lo) / (hi - lo)
 
-    parts = [f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-             f'aria-label="{escape(label)} with 95% intervals">']
+    parts = [
+        f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(label)} with 95% intervals">'
+    ]
     for i, r in enumerate(rows):
         y = top + row_height * i + row_height / 2
         parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(str(r["system"]))}</text>')
         parts.append(f'<line x1="{x(r["low"]):.1f}" y1="{y}" x2="{x(r["high"]):.1f}" y2="{y}" class="whisker"/>')
-        parts.append(f'<circle cx="{x(r["rating"]):.1f}" cy="{y}" r="4" fill="{PALETTE[0]}">'
-                     f'<title>{escape(str(r["system"]))}: {r["rating"]:.{decimals}f} '
-                     f'[{r["low"]:.{decimals}f}, {r["high"]:.{decimals}f}]</title>'
-                     "</circle>")
+        parts.append(
+            f'<circle cx="{x(r["rating"]):.1f}" cy="{y}" r="4" fill="{PALETTE[0]}">'
+            f"<title>{escape(str(r['system']))}: {r['rating']:.{decimals}f} "
+            f"[{r['low']:.{decimals}f}, {r['high']:.{decimals}f}]</title>"
+            "</circle>"
+        )
     base = top + row_height * len(rows) + 4
     if reference is not None:
-        parts.append(f'<line x1="{x(reference[0]):.1f}" y1="{top}" x2="{x(reference[0]):.1f}" y2="{base}" '
-                     f'class="reference"/>')
+        parts.append(
+            f'<line x1="{x(reference[0]):.1f}" y1="{top}" x2="{x(reference[0]):.1f}" y2="{base}" class="reference"/>'
+        )
         parts.append(f'<text x="{x(reference[0]):.1f}" y="14" text-anchor="middle">{escape(reference[1])}</text>')
     parts.append(f'<line x1="{left}" y1="{base}" x2="{width - right}" y2="{base}" class="axis"/>')
     parts.append(f'<text x="{left}" y="{base + 16}">{fmt(lo)}</text>')
@@ -68,9 +79,15 @@ def interval_plot(rows: list[dict], width: int = 520, row_height: int = 22, labe
     return "".join(parts)
 
 
-def line_plot(series: dict[str, list[tuple[float, float | None]]], xlabel: str, ylabel: str,
-              y_range: tuple[float, float] | None = None, width: int = 460, height: int = 220,
-              errors: dict[str, list[float | None]] | None = None) -> str:
+def line_plot(
+    series: dict[str, list[tuple[float, float | None]]],
+    xlabel: str,
+    ylabel: str,
+    y_range: tuple[float, float] | None = None,
+    width: int = 460,
+    height: int = 220,
+    errors: dict[str, list[float | None]] | None = None,
+) -> str:
     """Lines (with optional symmetric error bars) for several named series of (x, y) points."""
     points = [(x, y) for s in series.values() for x, y in s if y is not None]
     if not points:
@@ -99,8 +116,10 @@ def line_plot(series: dict[str, list[tuple[float, float | None]]], xlabel: str, 
     def py(v: float) -> float:
         return top + ph * (1 - (v - y_lo) / (y_hi - y_lo))
 
-    parts = [f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-             f'aria-label="{escape(ylabel)} against {escape(xlabel)}">']
+    parts = [
+        f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(ylabel)} against {escape(xlabel)}">'
+    ]
     parts.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" class="axis"/>')
     parts.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" class="axis"/>')
     for v in (y_lo, (y_lo + y_hi) / 2, y_hi):
@@ -120,12 +139,18 @@ def line_plot(series: dict[str, list[tuple[float, float | None]]], xlabel: str, 
             if y is None:
                 continue
             if e is not None:
-                parts.append(f'<line x1="{px(x):.1f}" y1="{py(y - e):.1f}" x2="{px(x):.1f}" y2="{py(y + e):.1f}" '
-                             f'stroke="{color}"/>')
-            parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}">'
-                         f"<title>{escape(name)}: {fmt(x)}, {fmt(y)}</title></circle>")
-        parts.append(f'<rect x="{legend_x}" y="{height - 12}" width="10" height="10" fill="{color}"/>'
-                     f'<text x="{legend_x + 14}" y="{height - 3}">{escape(name)}</text>')
+                parts.append(
+                    f'<line x1="{px(x):.1f}" y1="{py(y - e):.1f}" x2="{px(x):.1f}" y2="{py(y + e):.1f}" '
+                    f'stroke="{color}"/>'
+                )
+            parts.append(
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}">'
+                f"<title>{escape(name)}: {fmt(x)}, {fmt(y)}</title></circle>"
+            )
+        parts.append(
+            f'<rect x="{legend_x}" y="{height - 12}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{legend_x + 14}" y="{height - 3}">{escape(name)}</text>'
+        )
         legend_x += 24 + 7 * len(name)
     parts.append("</svg>")
     return "".join(parts)
@@ -137,8 +162,13 @@ def _shade(fraction: float) -> str:
     return "#" + "".join(f"{round(lo + (hi - lo) * fraction):02x}" for lo, hi in zip(light, dark, strict=True))
 
 
-def stacked_bars(rows: list[tuple[str, dict[float, int]]], value_label: str, unit: str = "rating set",
-                 width: int = 460, row_height: int = 22) -> str:
+def stacked_bars(
+    rows: list[tuple[str, dict[float, int]]],
+    value_label: str,
+    unit: str = "rating set",
+    width: int = 460,
+    row_height: int = 22,
+) -> str:
     """One horizontal bar per row, split into each value's share of the row's count -- e.g. the consistency of
     the rating sets in each separability bin (Fig. 6 of the separability paper). Each segment's tooltip says its
     value and count; the legend orders the values from light to dark."""
@@ -152,8 +182,10 @@ def stacked_bars(rows: list[tuple[str, dict[float, int]]], value_label: str, uni
     base = top + row_height * len(rows)
     height = base + 44
     shade = {v: _shade(i / max(1, len(values) - 1)) for i, v in enumerate(values)}
-    parts = [f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-             f'aria-label="{escape(value_label)}: share of each value per row">']
+    parts = [
+        f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(value_label)}: share of each value per row">'
+    ]
     for i, (name, counts) in enumerate(rows):
         y = top + row_height * i
         total = sum(counts.values())
@@ -164,17 +196,21 @@ def stacked_bars(rows: list[tuple[str, dict[float, int]]], value_label: str, uni
             if not n:
                 continue
             w = plot_w * n / total
-            parts.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row_height - 6}" fill="{shade[v]}">'
-                         f'<title>{escape(name)}: {fmt(v)}: {n:,} {unit}{"" if n == 1 else "s"} of {total:,}</title>'
-                         "</rect>")
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row_height - 6}" fill="{shade[v]}">'
+                f"<title>{escape(name)}: {fmt(v)}: {n:,} {unit}{'' if n == 1 else 's'} of {total:,}</title>"
+                "</rect>"
+            )
             x += w
     parts.append(f'<text x="{left}" y="{base + 14}">0 %</text>')
     parts.append(f'<text x="{width - right}" y="{base + 14}" text-anchor="end">100 % of the {unit}s</text>')
     legend_x = left
     parts.append(f'<text x="{left - 8}" y="{height - 4}" text-anchor="end">{escape(value_label)}</text>')
     for v in values:
-        parts.append(f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" fill="{shade[v]}"/>'
-                     f'<text x="{legend_x + 14}" y="{height - 5}">{fmt(v)}</text>')
+        parts.append(
+            f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" fill="{shade[v]}"/>'
+            f'<text x="{legend_x + 14}" y="{height - 5}">{fmt(v)}</text>'
+        )
         legend_x += 24 + 7 * len(fmt(v))
     parts.append("</svg>")
     return "".join(parts)

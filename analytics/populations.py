@@ -82,9 +82,17 @@ class Population:
         return dataclasses.replace(self, kind=HUMANS, judge="")
 
     def as_dict(self) -> dict:
-        return {"key": self.key, "kind": self.kind, "judge": self.judge or None, "label": self.label,
-                "mixes_humans_and_judges": self.mixes, "sources": list(self.sources), "rater": self.rater or None,
-                "include_screened": self.include_screened, "question": self.question or None}
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "judge": self.judge or None,
+            "label": self.label,
+            "mixes_humans_and_judges": self.mixes,
+            "sources": list(self.sources),
+            "rater": self.rater or None,
+            "include_screened": self.include_screened,
+            "question": self.question or None,
+        }
 
     def query(self) -> dict[str, str]:
         """The population as query parameters (the inverse of ``parse``)."""
@@ -100,8 +108,12 @@ class Population:
         return out
 
 
-def parse(params: Mapping[str, str], judges: Iterable[str] | None = None,
-          raters: Iterable[str] | None = None, questions: Iterable[str] | None = None) -> Population:
+def parse(
+    params: Mapping[str, str],
+    judges: Iterable[str] | None = None,
+    raters: Iterable[str] | None = None,
+    questions: Iterable[str] | None = None,
+) -> Population:
     """A population from query parameters ``population`` (humans | all | judge:NAME), ``source`` (comma-
     separated), ``rater``, ``screened`` (include | exclude) and ``question`` (a further preference question's key;
     empty: the main question). ``judges`` (the study's judge ids), ``raters`` and ``questions`` (the study's further
@@ -139,5 +151,9 @@ def parse_for(study, params: Mapping[str, str]) -> Population:
     from annotation import questions
 
     raters = dict(study.raters.values_list("external_id", "kind"))
-    return parse(params, judges=[r for r, k in raters.items() if k == "judge"], raters=raters,
-                 questions=questions.further_preference_keys(study))
+    return parse(
+        params,
+        judges=[r for r, k in raters.items() if k == "judge"],
+        raters=raters,
+        questions=questions.further_preference_keys(study),
+    )

@@ -50,14 +50,19 @@ FIELDS: dict[str, tuple[str, str]] = {
     "sample_a": ("int32", "which of system_a's samples was shown"),
     "sample_b": ("int32", "which of system_b's samples was shown"),
     "shown_first": ("string", "the system whose output the rater saw first (left or top)"),
-    "rater": ("string", "the rater: a pseudonym stable within the study (rater-…) unless exported with raw ids; a "
-                        "judge's name"),
+    "rater": (
+        "string",
+        "the rater: a pseudonym stable within the study (rater-…) unless exported with raw ids; a judge's name",
+    ),
     "rater_kind": ("string", "human or judge"),
     "rater_source": ("string", "how the rater came: personal_link, open_link, external (a crowd site), import, run"),
     "population": ("string", "the rater population exported (analytics.populations key)"),
     "question": ("string", "the question answered: empty for the main question, else the further question's key"),
-    "inclusion_probability": ("float64", "the item's probability of being selected for this system pair, when the "
-                                         "selection design knows it (null for purposive or unrecorded designs)"),
+    "inclusion_probability": (
+        "float64",
+        "the item's probability of being selected for this system pair, when the "
+        "selection design knows it (null for purposive or unrecorded designs)",
+    ),
     "judgment_id": ("string", "the judgment's id in SepLab's own export (joins the two)"),
 }
 
@@ -99,27 +104,56 @@ def records(study: Study, options: Options | None = None) -> list[dict[str, Any]
     options = options or Options()
     population, key = options.population, options.population.question
     inclusion = _inclusion(study)
-    rows = (Judgment.objects.filter(study=study, revised=False).order_by("created", "id")
-            .values("idempotency_key", "pair__item_id", "pair__item__external_id", "pair__item__input",
-                    "pair__generation_a__text", "pair__generation_b__text", "pair__generation_a__system__name",
-                    "pair__generation_b__system__name", "pair__generation_a__sample_index",
-                    "pair__generation_b__sample_index", "rater__external_id", "rater__kind", "rater__source",
-                    "rater__screened_out", "a_shown_first", "choice", "response_set", "strength", "probability_a",
-                    "answers").iterator(chunk_size=2000))
+    rows = (
+        Judgment.objects.filter(study=study, revised=False)
+        .order_by("created", "id")
+        .values(
+            "idempotency_key",
+            "pair__item_id",
+            "pair__item__external_id",
+            "pair__item__input",
+            "pair__generation_a__text",
+            "pair__generation_b__text",
+            "pair__generation_a__system__name",
+            "pair__generation_b__system__name",
+            "pair__generation_a__sample_index",
+            "pair__generation_b__sample_index",
+            "rater__external_id",
+            "rater__kind",
+            "rater__source",
+            "rater__screened_out",
+            "a_shown_first",
+            "choice",
+            "response_set",
+            "strength",
+            "probability_a",
+            "answers",
+        )
+        .iterator(chunk_size=2000)
+    )
     out = []
     for r in rows:
-        if not population.admits(r["rater__kind"], r["rater__external_id"], r["rater__source"],
-                                 r["rater__screened_out"]):
+        if not population.admits(
+            r["rater__kind"], r["rater__external_id"], r["rater__source"], r["rater__screened_out"]
+        ):
             continue
         if key:
             answer = questions.stored_fields(r["answers"], key)
             if answer is None or "choice" not in answer:
                 continue
-            choice, response_set, strength, probability_a = (answer["choice"], answer["response_set"],
-                                                             answer["strength"], None)
+            choice, response_set, strength, probability_a = (
+                answer["choice"],
+                answer["response_set"],
+                answer["strength"],
+                None,
+            )
         else:
-            choice, response_set, strength, probability_a = (r["choice"], r["response_set"], r["strength"],
-                                                             r["probability_a"])
+            choice, response_set, strength, probability_a = (
+                r["choice"],
+                r["response_set"],
+                r["strength"],
+                r["probability_a"],
+            )
         said = elicitation.effective_choice(choice, response_set, probability_a)
         if said is None:
             continue
@@ -133,27 +167,40 @@ def records(study: Study, options: Options | None = None) -> list[dict[str, Any]
         winner = "a" if said == "tie" else said
         loser = "b" if winner == "a" else "a"
         decided = said in ("a", "b")
-        out.append({
-            "prompt": r["pair__item__input"], "chosen": texts[winner], "rejected": texts[loser],
-            "chosen_system": names[winner] if decided else None, "rejected_system": names[loser] if decided else None,
-            "tie": tie, "both_bad": both_bad, "margin": strength if decided else None,
-            "item_id": r["pair__item__external_id"], "system_a": a, "system_b": b,
-            "sample_a": r["pair__generation_a__sample_index"], "sample_b": r["pair__generation_b__sample_index"],
-            "shown_first": a if r["a_shown_first"] else b,
-            "rater": r["rater__external_id"] if options.raw_rater_ids or r["rater__kind"] == "judge"
-            else pseudonym(study, r["rater__external_id"]),
-            "rater_kind": r["rater__kind"], "rater_source": r["rater__source"], "population": population.key,
-            "question": key, "inclusion_probability": inclusion.get((a, b), {}).get(r["pair__item_id"]),
-            "judgment_id": r["idempotency_key"],
-        })
+        out.append(
+            {
+                "prompt": r["pair__item__input"],
+                "chosen": texts[winner],
+                "rejected": texts[loser],
+                "chosen_system": names[winner] if decided else None,
+                "rejected_system": names[loser] if decided else None,
+                "tie": tie,
+                "both_bad": both_bad,
+                "margin": strength if decided else None,
+                "item_id": r["pair__item__external_id"],
+                "system_a": a,
+                "system_b": b,
+                "sample_a": r["pair__generation_a__sample_index"],
+                "sample_b": r["pair__generation_b__sample_index"],
+                "shown_first": a if r["a_shown_first"] else b,
+                "rater": r["rater__external_id"]
+                if options.raw_rater_ids or r["rater__kind"] == "judge"
+                else pseudonym(study, r["rater__external_id"]),
+                "rater_kind": r["rater__kind"],
+                "rater_source": r["rater__source"],
+                "population": population.key,
+                "question": key,
+                "inclusion_probability": inclusion.get((a, b), {}).get(r["pair__item_id"]),
+                "judgment_id": r["idempotency_key"],
+            }
+        )
     return out
 
 
 def _schema():
     import pyarrow as pa
 
-    types = {"string": pa.string(), "bool": pa.bool_(), "int8": pa.int8(), "int32": pa.int32(),
-             "float64": pa.float64()}
+    types = {"string": pa.string(), "bool": pa.bool_(), "int8": pa.int8(), "int32": pa.int32(), "float64": pa.float64()}
     return pa.schema([pa.field(name, types[kind]) for name, (kind, _) in FIELDS.items()])
 
 
@@ -181,8 +228,13 @@ def dataset_card(study: Study, rows: list[dict], options: Options) -> str:
     sources = Counter(r["rater_source"] for r in rows)
     raters = len({r["rater"] for r in rows})
     population = options.population
-    screened = sum(1 for kind, name, source in Rater.objects.filter(study=study, screened_out=True)
-                   .values_list("kind", "external_id", "source") if population.admits(kind, name, source, False))
+    screened = sum(
+        1
+        for kind, name, source in Rater.objects.filter(study=study, screened_out=True).values_list(
+            "kind", "external_id", "source"
+        )
+        if population.admits(kind, name, source, False)
+    )
     designs = selection_services.sample_designs(study)
     asked = questions.preference_questions(study)
     question = next((q for q in asked if q.key == options.population.question), asked[0])
@@ -209,23 +261,40 @@ def dataset_card(study: Study, rows: list[dict], options: Options) -> str:
         "## How the data was collected",
         "",
         f"- **Question**: {question.text} (answered as: {question.how.replace('_', ' ')})"
-        + ("" if not question.key else f"; a further question of the study, key `{question.key}`") + ".",
+        + ("" if not question.key else f"; a further question of the study, key `{question.key}`")
+        + ".",
         f"- **Elicitation**: {elicitation.mode_of(study).label}; a tie option: {'yes' if study.allow_tie else 'no'}; "
         f"'both are bad': {'yes' if study.neither_option else 'no'}.",
         f"- **Pairs**: {study.pairs_per_assignment} sampled output pair(s) per item and rater, {study.raters_per_item} "
         f"rater(s) per item, scheduling: {study.get_scheduling_display().lower()}; outputs shown as "
         f"{study.get_output_format_display().lower()}, sides randomised (`shown_first`).",
-        "- **Raters**: " + (", ".join(f"{n:,} judgments via {source.replace('_', ' ')}"
-                                     for source, n in sorted(sources.items())) or "none") + ".",
-        (f"- **Attention checks**: {crowd.gold_rate:g} per pair; raters below {crowd.screen_accuracy:.0%} accuracy "
-         f"after {crowd.screen_min_gold} checks are screened out ({screened} of this population's raters were); "
-         "screened-out raters are " + ("included" if population.include_screened else "left out") + " here."
-         if crowd.gold_rate > 0 else "- **Attention checks**: none in this study, so nobody was screened out."),
-        *([f"- **Imported judgments** ({sources['import']:,}): collected elsewhere and brought in as a file; the "
-           "settings above describe how SepLab asked its own raters, not how these were collected."]
-          if sources.get("import") else []),
-        "- **Rater ids**: " + ("as stored (crowd workers as site:worker id)." if options.raw_rater_ids
-                               else "pseudonyms stable within the study (rater-...); judges keep their names."),
+        "- **Raters**: "
+        + (
+            ", ".join(f"{n:,} judgments via {source.replace('_', ' ')}" for source, n in sorted(sources.items()))
+            or "none"
+        )
+        + ".",
+        (
+            f"- **Attention checks**: {crowd.gold_rate:g} per pair; raters below {crowd.screen_accuracy:.0%} accuracy "
+            f"after {crowd.screen_min_gold} checks are screened out ({screened} of this population's raters were); "
+            "screened-out raters are " + ("included" if population.include_screened else "left out") + " here."
+            if crowd.gold_rate > 0
+            else "- **Attention checks**: none in this study, so nobody was screened out."
+        ),
+        *(
+            [
+                f"- **Imported judgments** ({sources['import']:,}): collected elsewhere and brought in as a file; the "
+                "settings above describe how SepLab asked its own raters, not how these were collected."
+            ]
+            if sources.get("import")
+            else []
+        ),
+        "- **Rater ids**: "
+        + (
+            "as stored (crowd workers as site:worker id)."
+            if options.raw_rater_ids
+            else "pseudonyms stable within the study (rater-...); judges keep their names."
+        ),
         f"- **Ties**: {'kept (`tie` true)' if options.ties else 'left out'}; 'both are bad': "
         f"{'kept (`both_bad` true)' if options.both_bad else 'left out'}.",
         "",
@@ -233,15 +302,20 @@ def dataset_card(study: Study, rows: list[dict], options: Options) -> str:
         "",
     ]
     for (a, b), design in designs.items():
-        known = ("every chosen item's inclusion probability is in `inclusion_probability`" if design.probability_sample
-                 else "no inclusion probabilities: " + (design.reason or "the items were not drawn at random"))
-        lines.append(f"- {a} vs {b}: {design.method} ({design.kind}), {len(design.chosen):,} of "
-                     f"{len(design.frame):,} items; {known}.")
+        known = (
+            "every chosen item's inclusion probability is in `inclusion_probability`"
+            if design.probability_sample
+            else "no inclusion probabilities: " + (design.reason or "the items were not drawn at random")
+        )
+        lines.append(
+            f"- {a} vs {b}: {design.method} ({design.kind}), {len(design.chosen):,} of "
+            f"{len(design.frame):,} items; {known}."
+        )
     if not designs:
         lines.append("- No system pairs.")
     lines += ["", "## Fields", ""]
     lines += [f"- `{name}` ({kind}): {words}" for name, (kind, words) in FIELDS.items()]
-    lines += ["", "Load it with `datasets.load_dataset(PATH, split=\"train\")`.", ""]
+    lines += ["", 'Load it with `datasets.load_dataset(PATH, split="train")`.', ""]
     return "\n".join(lines)
 
 
@@ -253,8 +327,15 @@ def write_hf(study: Study, rows: list[dict], path: Path, options: Options) -> No
     (path / "README.md").write_text(dataset_card(study, rows, options), encoding="utf-8")
 
 
-ARENA_COLUMNS = ("question_id", "model_a", "model_b", "winner", "judge", "turn", *(
-    f"{feature}_{side}" for feature in style.FEATURES for side in ("a", "b")))
+ARENA_COLUMNS = (
+    "question_id",
+    "model_a",
+    "model_b",
+    "winner",
+    "judge",
+    "turn",
+    *(f"{feature}_{side}" for feature in style.FEATURES for side in ("a", "b")),
+)
 ARENA_WINNER = {"a": "model_a", "b": "model_b"}
 
 
@@ -270,13 +351,26 @@ def arena_csv(study: Study, options: Options | None = None) -> str:
     writer = csv.writer(buffer)
     writer.writerow(ARENA_COLUMNS)
     for r in rows:
-        winner = ("tie (bothbad)" if r["both_bad"] else "tie" if r["tie"]
-                  else ARENA_WINNER["a" if r["chosen_system"] == r["system_a"] else "b"])
+        winner = (
+            "tie (bothbad)"
+            if r["both_bad"]
+            else "tie"
+            if r["tie"]
+            else ARENA_WINNER["a" if r["chosen_system"] == r["system_a"] else "b"]
+        )
         a_counts, b_counts = counts.of_pair(pair_of[r["judgment_id"]])
         # text cells as every SepLab CSV writes them: a leading = + - @ gets an apostrophe (no formula in a sheet)
-        writer.writerow([csv_safe(r["item_id"]), csv_safe(r["system_a"]), csv_safe(r["system_b"]), winner,
-                         csv_safe(r["rater"]), 1,
-                         *(value for i in range(len(style.FEATURES)) for value in (a_counts[i], b_counts[i]))])
+        writer.writerow(
+            [
+                csv_safe(r["item_id"]),
+                csv_safe(r["system_a"]),
+                csv_safe(r["system_b"]),
+                winner,
+                csv_safe(r["rater"]),
+                1,
+                *(value for i in range(len(style.FEATURES)) for value in (a_counts[i], b_counts[i])),
+            ]
+        )
     return buffer.getvalue()
 
 
@@ -307,5 +401,9 @@ def export(study: Study, fmt: str, path: Path, options: Options | None = None) -
 
 def _nothing(options: Options, arena: bool = False) -> str:
     hint = "" if arena or options.ties else " (ties are left out: --ties keep keeps them)"
-    return (f"No judgment to export for {options.population.label}"
-            + (f", question '{options.population.question}'" if options.population.question else "") + hint + ".")
+    return (
+        f"No judgment to export for {options.population.label}"
+        + (f", question '{options.population.question}'" if options.population.question else "")
+        + hint
+        + "."
+    )

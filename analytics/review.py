@@ -73,7 +73,8 @@ class PairReview:
     @property
     def reasons(self) -> list[str]:
         return ([REASONS["raters"]] if self.raters_disagree else []) + (
-            [REASONS["judge"] + f" ({', '.join(self.judges_disagree)})"] if self.judges_disagree else [])
+            [REASONS["judge"] + f" ({', '.join(self.judges_disagree)})"] if self.judges_disagree else []
+        )
 
     @property
     def ruling_choices(self) -> list[tuple[str, str]]:
@@ -114,11 +115,29 @@ def _preferences(verdicts: list[Verdict]) -> dict[str, int]:
     return {rater: winners.rater_preference(r) for rater, r in sets.items()}
 
 
-_FIELDS = ("id", "pair_id", "pair__item_id", "pair__item__external_id", "pair__generation_a__system__name",
-           "pair__generation_b__system__name", "pair__generation_a__sample_index",
-           "pair__generation_b__sample_index", "rater__external_id", "rater__kind", "rater__source",
-           "rater__screened_out", "superseded", "a_shown_first", "choice", "response_set", "strength",
-           "probability_a", "comment", "time_on_task_ms", "answers")
+_FIELDS = (
+    "id",
+    "pair_id",
+    "pair__item_id",
+    "pair__item__external_id",
+    "pair__generation_a__system__name",
+    "pair__generation_b__system__name",
+    "pair__generation_a__sample_index",
+    "pair__generation_b__sample_index",
+    "rater__external_id",
+    "rater__kind",
+    "rater__source",
+    "rater__screened_out",
+    "superseded",
+    "a_shown_first",
+    "choice",
+    "response_set",
+    "strength",
+    "probability_a",
+    "comment",
+    "time_on_task_ms",
+    "answers",
+)
 
 
 def _further_words(asked: list[questions.Question], answers: dict, a: str, b: str) -> list[tuple[str, str]]:
@@ -128,30 +147,54 @@ def _further_words(asked: list[questions.Question], answers: dict, a: str, b: st
         stored = questions.stored_fields(answers, q.key)
         if stored is None:
             continue
-        out.append((q.text, stored["text"] if "text" in stored else elicitation.stored_in_words(
-            stored.get("choice"), stored.get("response_set"), stored.get("strength"), None, a, b)))
+        out.append(
+            (
+                q.text,
+                stored["text"]
+                if "text" in stored
+                else elicitation.stored_in_words(
+                    stored.get("choice"), stored.get("response_set"), stored.get("strength"), None, a, b
+                ),
+            )
+        )
     return out
 
 
 def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> list[PairReview]:
-    rows = list(judgments.filter(revised=False).order_by("pair__item__position", "pair_id", "created", "id")
-                .values(*_FIELDS))
+    rows = list(
+        judgments.filter(revised=False).order_by("pair__item__position", "pair_id", "created", "id").values(*_FIELDS)
+    )
     by_pair: dict[int, PairReview] = {}
     for r in rows:
         a, b = r["pair__generation_a__system__name"], r["pair__generation_b__system__name"]
         review = by_pair.get(r["pair_id"])
         if review is None:
             review = by_pair[r["pair_id"]] = PairReview(
-                r["pair_id"], r["pair__item_id"], r["pair__item__external_id"], a, b,
-                (r["pair__generation_a__sample_index"], r["pair__generation_b__sample_index"]), [], [], None, False)
+                r["pair_id"],
+                r["pair__item_id"],
+                r["pair__item__external_id"],
+                a,
+                b,
+                (r["pair__generation_a__sample_index"], r["pair__generation_b__sample_index"]),
+                [],
+                [],
+                None,
+                False,
+            )
         choice = elicitation.effective_choice(r["choice"], r["response_set"], r["probability_a"])
         verdict = Verdict(
-            r["id"], r["rater__external_id"], r["rater__source"], r["rater__screened_out"],
-            r["superseded"], a if r["a_shown_first"] else b,
+            r["id"],
+            r["rater__external_id"],
+            r["rater__source"],
+            r["rater__screened_out"],
+            r["superseded"],
+            a if r["a_shown_first"] else b,
             elicitation.stored_in_words(r["choice"], r["response_set"], r["strength"], r["probability_a"], a, b),
-            None if choice is None else winners.rating_for(choice), r["comment"],
+            None if choice is None else winners.rating_for(choice),
+            r["comment"],
             None if r["time_on_task_ms"] is None else r["time_on_task_ms"] / 1000,
-            further=_further_words(asked, r["answers"], a, b))
+            further=_further_words(asked, r["answers"], a, b),
+        )
         (review.judges if r["rater__kind"] == "judge" else review.humans).append(verdict)
     for review in by_pair.values():
         people = _preferences(review.humans)
@@ -160,19 +203,28 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
         review.raters_disagree = winners.raters_disagree([[p] for p in people.values()])
         if review.raters_disagree:  # the raters against the majority (both sides when the people are split)
             for v in review.humans:
-                v.disagrees = (not v.superseded and v.rater in people
-                               and people[v.rater] != winners.RATING[review.people_winner])
+                v.disagrees = (
+                    not v.superseded and v.rater in people and people[v.rater] != winners.RATING[review.people_winner]
+                )
         if review.people_winner is not None:
-            against = {judge for judge, preference in _preferences(review.judges).items()
-                       if preference != winners.RATING[review.people_winner]}
+            against = {
+                judge
+                for judge, preference in _preferences(review.judges).items()
+                if preference != winners.RATING[review.people_winner]
+            }
             review.against_judges = against
             for v in review.judges:  # the pair is flagged by the judge's preference, a row by its own verdict
-                v.disagrees = (v.rater in against and not v.superseded and v.rating is not None
-                               and v.rating != winners.RATING[review.people_winner])
+                v.disagrees = (
+                    v.rater in against
+                    and not v.superseded
+                    and v.rating is not None
+                    and v.rating != winners.RATING[review.people_winner]
+                )
     if replies:
         ids = [v.judgment_id for review in by_pair.values() for v in review.judges]
-        calls = {c["judgment_id"]: c for c in JudgeCall.objects.filter(judgment_id__in=ids)
-                 .values("judgment_id", "reply")}
+        calls = {
+            c["judgment_id"]: c for c in JudgeCall.objects.filter(judgment_id__in=ids).values("judgment_id", "reply")
+        }
         for review in by_pair.values():
             for v in review.judges:
                 if v.judgment_id in calls:
@@ -185,8 +237,9 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
 
 def item_review(item: Item) -> list[PairReview]:
     """Every judged pair of ``item`` with all its verdicts, judges' replies included, in item order."""
-    return _reviews(Judgment.objects.filter(study_id=item.study_id, pair__item=item), questions.further(item.study),
-                    replies=True)
+    return _reviews(
+        Judgment.objects.filter(study_id=item.study_id, pair__item=item), questions.further(item.study), replies=True
+    )
 
 
 SHOW = {"open": "Not yet ruled on", "ruled": "Ruled on", "all": "Every flagged or ruled pair"}
@@ -198,17 +251,29 @@ def review_queue(study: Study, show: str = "open", why: str = "any") -> tuple[li
     can be made from any item's page / both; ``why``: any, raters disagreeing, or a judge against the people), the
     most contested first -- both kinds of disagreement, then the most verdicts -- and the counts: flagged pairs, of
     each kind, and rulings."""
-    reviews = [r for r in _reviews(Judgment.objects.filter(study=study), questions.further(study), replies=False)
-               if r.flagged or r.adjudication is not None]
+    reviews = [
+        r
+        for r in _reviews(Judgment.objects.filter(study=study), questions.further(study), replies=False)
+        if r.flagged or r.adjudication is not None
+    ]
     flagged = [r for r in reviews if r.flagged]
-    counts = {"flagged": len(flagged), "raters": sum(r.raters_disagree for r in flagged),
-              "judge": sum(bool(r.judges_disagree) for r in flagged),
-              "ruled": sum(r.adjudication is not None for r in reviews)}
-    shown = {"open": lambda r: r.flagged and r.adjudication is None, "ruled": lambda r: r.adjudication is not None,
-             "all": lambda r: True}[show]
-    chosen = [r for r in reviews
-              if shown(r)
-              and (why == "any" or (why == "raters" and r.raters_disagree) or (why == "judge" and r.judges_disagree))]
+    counts = {
+        "flagged": len(flagged),
+        "raters": sum(r.raters_disagree for r in flagged),
+        "judge": sum(bool(r.judges_disagree) for r in flagged),
+        "ruled": sum(r.adjudication is not None for r in reviews),
+    }
+    shown = {
+        "open": lambda r: r.flagged and r.adjudication is None,
+        "ruled": lambda r: r.adjudication is not None,
+        "all": lambda r: True,
+    }[show]
+    chosen = [
+        r
+        for r in reviews
+        if shown(r)
+        and (why == "any" or (why == "raters" and r.raters_disagree) or (why == "judge" and r.judges_disagree))
+    ]
     chosen.sort(key=lambda r: (-(r.raters_disagree and bool(r.judges_disagree)), -(len(r.humans) + len(r.judges))))
     return chosen, counts
 
@@ -227,8 +292,15 @@ def do_adjudicate(study: Study, pair_id: int, ruling: str, note: str, user) -> A
         if pair is None or not Judgment.objects.filter(study=study, pair=pair, revised=False).exists():
             raise RulingError("That pair has no verdicts in this study.")
         adjudication, _ = Adjudication.objects.update_or_create(
-            pair=pair, defaults={"study": study, "ruling": ruling, "note": note.strip(), "decided_by": user,
-                                 "decided": timezone.now()})
+            pair=pair,
+            defaults={
+                "study": study,
+                "ruling": ruling,
+                "note": note.strip(),
+                "decided_by": user,
+                "decided": timezone.now(),
+            },
+        )
     return adjudication
 
 

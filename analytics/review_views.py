@@ -29,10 +29,21 @@ def review_queue(request: HttpRequest, study_id: int) -> HttpResponse:
     why = request.GET.get("why") if request.GET.get("why") in review.WHY else "any"
     pairs, counts = review.review_queue(study, show, why)
     page = Paginator(pairs, PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "analytics/review.html", {
-        "study": study, "page": page, "counts": counts, "show": show, "why": why,
-        "show_choices": review.SHOW, "why_choices": review.WHY, "why_label": review.WHY[why],
-        "back": request.get_full_path()})
+    return render(
+        request,
+        "analytics/review.html",
+        {
+            "study": study,
+            "page": page,
+            "counts": counts,
+            "show": show,
+            "why": why,
+            "show_choices": review.SHOW,
+            "why_choices": review.WHY,
+            "why_label": review.WHY[why],
+            "back": request.get_full_path(),
+        },
+    )
 
 
 @login_required
@@ -44,15 +55,15 @@ def adjudicate(request: HttpRequest, study_id: int, pair_id: int) -> HttpRespons
             messages.success(request, "Ruling withdrawn.")
     else:
         try:
-            review.do_adjudicate(study, pair_id, request.POST.get("ruling", ""), request.POST.get("note", ""),
-                                 request.user)
+            review.do_adjudicate(
+                study, pair_id, request.POST.get("ruling", ""), request.POST.get("note", ""), request.user
+            )
         except review.RulingError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, "Ruling saved. The raters' judgments are unchanged.")
     back = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
-                                           require_https=request.is_secure()):
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         back = reverse("review_queue", args=[study.pk])
     return redirect(back)
 
@@ -60,17 +71,31 @@ def adjudicate(request: HttpRequest, study_id: int, pair_id: int) -> HttpRespons
 @login_required
 def adjudications_csv(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    rows = (Adjudication.objects.filter(study=study)
-            .values_list("pair__item__external_id", "pair__generation_a__system__name",
-                         "pair__generation_b__system__name", "pair__generation_a__sample_index",
-                         "pair__generation_b__sample_index", "ruling", "note", "decided_by__username", "decided"))
+    rows = Adjudication.objects.filter(study=study).values_list(
+        "pair__item__external_id",
+        "pair__generation_a__system__name",
+        "pair__generation_b__system__name",
+        "pair__generation_a__sample_index",
+        "pair__generation_b__sample_index",
+        "ruling",
+        "note",
+        "decided_by__username",
+        "decided",
+    )
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["item_id", "system_a", "system_b", "sample_a", "sample_b", "ruling", "note", "decided_by",
-                     "decided"])
-    writer.writerows([csv_safe(v) if isinstance(v, str) else ("" if v is None else v.isoformat()
-                                                              if hasattr(v, "isoformat") else v) for v in row]
-                     for row in rows)
+    writer.writerow(
+        ["item_id", "system_a", "system_b", "sample_a", "sample_b", "ruling", "note", "decided_by", "decided"]
+    )
+    writer.writerows(
+        [
+            csv_safe(v)
+            if isinstance(v, str)
+            else ("" if v is None else v.isoformat() if hasattr(v, "isoformat") else v)
+            for v in row
+        ]
+        for row in rows
+    )
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-adjudications.csv")
     return response

@@ -77,9 +77,22 @@ class Row:
         return None if choice is None else winners.rating_for(choice)
 
 
-_ROW_FIELDS = ("pair__item__external_id", "pair__item_id", "pair_id", "pair__generation_a__system__name",
-               "pair__generation_b__system__name", "rater__external_id", "rater__kind", "choice", "response_set",
-               "probability_a", "a_shown_first", "superseded", "rater__source", "rater__screened_out")
+_ROW_FIELDS = (
+    "pair__item__external_id",
+    "pair__item_id",
+    "pair_id",
+    "pair__generation_a__system__name",
+    "pair__generation_b__system__name",
+    "rater__external_id",
+    "rater__kind",
+    "choice",
+    "response_set",
+    "probability_a",
+    "a_shown_first",
+    "superseded",
+    "rater__source",
+    "rater__screened_out",
+)
 
 
 def load_rows(study: Study, question: str = "") -> list[Row]:
@@ -111,8 +124,9 @@ def population_choices(rows: list[Row]) -> list[dict]:
     kept = [r for r in rows if not r.screened_out]
     judges = sorted({r.rater for r in kept if r.kind == "judge"})
     out = [{"key": HUMANS, "label": "Humans", "judgments": sum(1 for r in kept if r.kind == "human")}]
-    out += [{"key": f"judge:{j}", "label": f"Judge {j}", "judgments": sum(1 for r in kept if r.rater == j)}
-            for j in judges]
+    out += [
+        {"key": f"judge:{j}", "label": f"Judge {j}", "judgments": sum(1 for r in kept if r.rater == j)} for j in judges
+    ]
     out.append({"key": ALL, "label": "Everyone (mixes humans and judges)", "judgments": len(kept)})
     return out
 
@@ -124,8 +138,9 @@ def separability_by_item(study: Study, metric: str | None = None) -> dict[tuple[
     """(system_a, system_b) -> {item id: delta} under ``metric`` (default: the study's), both orders."""
     out: dict[tuple[str, str], dict[int, float]] = {}
     metric = metric or study.selection_settings.separability_metric
-    rows = (ItemSeparability.objects.filter(run__study=study, run__metric=metric, delta__isnull=False)
-            .values_list("run__comparison__system_a__name", "run__comparison__system_b__name", "item_id", "delta"))
+    rows = ItemSeparability.objects.filter(run__study=study, run__metric=metric, delta__isnull=False).values_list(
+        "run__comparison__system_a__name", "run__comparison__system_b__name", "item_id", "delta"
+    )
     for a, b, item_id, delta in rows:
         out.setdefault((a, b), {})[item_id] = delta
         out.setdefault((b, a), {})[item_id] = delta
@@ -146,12 +161,19 @@ def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, 
     rating_sets = []
     for key, rs in sets.items():
         rater, item, item_id, sa, sb = key
-        rating_sets.append({
-            "rater": rater, "kind": kinds[key], "item": item, "system_a": sa, "system_b": sb, "n": len(rs),
-            "consistency": consistency.rating_set_consistency(rs),
-            "preference_strength": consistency.preference_strength(rs),
-            "separability": deltas.get((sa, sb), {}).get(item_id),
-        })
+        rating_sets.append(
+            {
+                "rater": rater,
+                "kind": kinds[key],
+                "item": item,
+                "system_a": sa,
+                "system_b": sb,
+                "n": len(rs),
+                "consistency": consistency.rating_set_consistency(rs),
+                "preference_strength": consistency.preference_strength(rs),
+                "separability": deltas.get((sa, sb), {}).get(item_id),
+            }
+        )
     per_item: dict[tuple, dict] = {}
     for kind in ("human", "judge"):
         groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -161,7 +183,11 @@ def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, 
         for (item, sa, sb), group in groups.items():
             defined = [g["consistency"] for g in group if not np.isnan(g["consistency"])]
             per_item[(kind, item, sa, sb)] = {
-                "kind": kind, "item": item, "system_a": sa, "system_b": sb, "raters": len(group),
+                "kind": kind,
+                "item": item,
+                "system_a": sa,
+                "system_b": sb,
+                "raters": len(group),
                 "consistency": float(np.mean(defined)) if defined else None,
                 "preference_strength": float(np.mean([g["preference_strength"] for g in group])),
                 "separability": group[0]["separability"],
@@ -171,10 +197,15 @@ def consistency_report(rows: list[Row], deltas: dict[tuple[str, str], dict[int, 
     for kind in ("human", "judge"):
         values = [s["consistency"] for s in rating_sets if s["kind"] == kind]
         if values:
-            summary[kind] = mean_with_interval([v for v in values if not np.isnan(v)], of=len(values),
-                                               reason=consistency.NOT_APPLICABLE)
-    return {"summary": summary, "rating_sets": rating_sets, "per_item": list(per_item.values()),
-            "by_separability": bins}
+            summary[kind] = mean_with_interval(
+                [v for v in values if not np.isnan(v)], of=len(values), reason=consistency.NOT_APPLICABLE
+            )
+    return {
+        "summary": summary,
+        "rating_sets": rating_sets,
+        "per_item": list(per_item.values()),
+        "by_separability": bins,
+    }
 
 
 def mean_with_interval(values: list[float], of: int, reason: str) -> dict:
@@ -197,8 +228,11 @@ def consistency_bins(rating_sets: list[dict]) -> dict:
     equal-count bins (Fig. 8), from rating sets that have a separability and a defined consistency (n >= 2)."""
     bins = {}
     for kind in ("human", "judge"):
-        subset = [s for s in rating_sets if s["kind"] == kind and s["separability"] is not None
-                  and not np.isnan(s["consistency"])]
+        subset = [
+            s
+            for s in rating_sets
+            if s["kind"] == kind and s["separability"] is not None and not np.isnan(s["consistency"])
+        ]
         if not subset:
             continue
         x = np.array([s["separability"] for s in subset])
@@ -226,15 +260,27 @@ def pooled_consistency(studies: list[Study], metric: str | None = None) -> dict:
         sets = [{**s, "study": study.name} for s in report["rating_sets"]]
         pooled.extend(sets)
         sets = [s for s in sets if not np.isnan(s["consistency"])]
-        items = [i for i in report["per_item"] if i["kind"] == "human" and i["separability"] is not None
-                 and i["consistency"] is not None]
+        items = [
+            i
+            for i in report["per_item"]
+            if i["kind"] == "human" and i["separability"] is not None and i["consistency"] is not None
+        ]
         deltas = [i["separability"] for i in items]
-        rho = (spearmanr(deltas, [i["consistency"] for i in items]).statistic
-               if len(items) > 2 and len(set(deltas)) > 1 else float("nan"))
-        per_study.append({"study": study.name, "metric": used, "rating_sets": len(sets),
-                          "with_separability": sum(1 for s in sets if s["separability"] is not None),
-                          "mean_separability": float(np.mean(deltas)) if deltas else None,
-                          "spearman_separability_consistency": rho})
+        rho = (
+            spearmanr(deltas, [i["consistency"] for i in items]).statistic
+            if len(items) > 2 and len(set(deltas)) > 1
+            else float("nan")
+        )
+        per_study.append(
+            {
+                "study": study.name,
+                "metric": used,
+                "rating_sets": len(sets),
+                "with_separability": sum(1 for s in sets if s["separability"] is not None),
+                "mean_separability": float(np.mean(deltas)) if deltas else None,
+                "spearman_separability_consistency": rho,
+            }
+        )
     return clean({"metric": metric or "each study's own", "studies": per_study, "bins": consistency_bins(pooled)})
 
 
@@ -252,8 +298,10 @@ def _battles(rows: list[Row], systems: list[str], aggregation: str = "every", se
     # the same system is "a" in every battle of a group: the one that comes first in the study's order
     flip = a > b
     a, b, score = np.where(flip, b, a), np.where(flip, a, b), np.where(flip, 1 - score, score)
-    keys = [(r.pair_id,) if aggregation == "majority" else (r.item_id, int(x), int(y))
-            for r, x, y in zip(battle_rows, a, b, strict=True)]
+    keys = [
+        (r.pair_id,) if aggregation == "majority" else (r.item_id, int(x), int(y))
+        for r, x, y in zip(battle_rows, a, b, strict=True)
+    ]
     ids: dict[tuple, int] = {}
     group = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
     kept, score = ratings.aggregate_battles(group, score, aggregation, seed)
@@ -267,55 +315,101 @@ def analysis_parameters(study: Study) -> dict[str, Any]:
     live loop's), and the study's seed."""
     stored, selection = study.analysis_settings, study.selection_settings
     weight = strategy_parameters(study)
-    return {"k": stored.elo_k, "T": weight["T"], "alpha": weight["alpha"], "beta": weight["beta"],
-            "bootstrap_rounds": stored.bootstrap_rounds, "seed": study.seed, "order": "creation time",
-            "separability_metric": weight["metric"], "aggregation": stored.rating_aggregation,
-            "indeterminacy_beta": stored.indeterminacy_beta, "estimate_target": stored.estimate_target,
-            "style_penalty": stored.style_penalty,
-            "risk": selection.risk,
-            "ties_count_in_n": selection.stopping_ties_in_n,
-            "decision_alpha": selection.decision_alpha, "decision_margin": selection.decision_margin}
+    return {
+        "k": stored.elo_k,
+        "T": weight["T"],
+        "alpha": weight["alpha"],
+        "beta": weight["beta"],
+        "bootstrap_rounds": stored.bootstrap_rounds,
+        "seed": study.seed,
+        "order": "creation time",
+        "separability_metric": weight["metric"],
+        "aggregation": stored.rating_aggregation,
+        "indeterminacy_beta": stored.indeterminacy_beta,
+        "estimate_target": stored.estimate_target,
+        "style_penalty": stored.style_penalty,
+        "risk": selection.risk,
+        "ties_count_in_n": selection.stopping_ties_in_n,
+        "decision_alpha": selection.decision_alpha,
+        "decision_margin": selection.decision_margin,
+    }
 
 
-RATING_PARAMETERS = ("k", "T", "alpha", "beta", "bootstrap_rounds", "seed", "order", "separability_metric",
-                     "aggregation")
+RATING_PARAMETERS = (
+    "k",
+    "T",
+    "alpha",
+    "beta",
+    "bootstrap_rounds",
+    "seed",
+    "order",
+    "separability_metric",
+    "aggregation",
+)
 
 
-def ratings_report(study: Study, rows: list[Row], systems: list[str],
-                   deltas: dict[tuple[str, str], dict[int, float]], answers: answer_style.Answers) -> dict:
+def ratings_report(
+    study: Study,
+    rows: list[Row],
+    systems: list[str],
+    deltas: dict[tuple[str, str], dict[int, float]],
+    answers: answer_style.Answers,
+) -> dict:
     settings = analysis_parameters(study)
     params = {name: settings[name] for name in RATING_PARAMETERS}
     battle_rows, a, b, score = _battles(rows, systems, params["aggregation"], params["seed"])
     if len(score) == 0:
         empty = {"available": False, "reason": "no judgments with a choice yet", "parameters": params}
-        return {"elo": empty, "sep_elo": empty, "bradley_terry": empty, "win_rates": {},
-                "style_control": {"available": False, "reason": empty["reason"]}}
+        return {
+            "elo": empty,
+            "sep_elo": empty,
+            "bradley_terry": empty,
+            "win_rates": {},
+            "style_control": {"available": False, "reason": empty["reason"]},
+        }
     n = len(systems)
     k_elo, rounds, seed = params["k"], params["bootstrap_rounds"], params["seed"]
-    elo = {"available": True, "parameters": params, "battles": len(score),
-           "leaderboard": leaderboard(systems, *rate("elo", a, b, score, n, k_elo, rounds, seed), "elo")}
+    elo = {
+        "available": True,
+        "parameters": params,
+        "battles": len(score),
+        "leaderboard": leaderboard(systems, *rate("elo", a, b, score, n, k_elo, rounds, seed), "elo"),
+    }
     delta = np.array([deltas.get((r.system_a, r.system_b), {}).get(r.item_id, np.nan) for r in battle_rows])
     if np.isnan(delta).all():
-        sep_elo = {"available": False, "parameters": params,
-                   "reason": f"no {params['separability_metric']} separability yet: compute it on the Separability "
-                             "page"}
+        sep_elo = {
+            "available": False,
+            "parameters": params,
+            "reason": f"no {params['separability_metric']} separability yet: compute it on the Separability page",
+        }
     else:
-        k = ratings.separability_k(np.where(np.isnan(delta), params["T"], delta), k_elo, params["T"],
-                                   params["alpha"], params["beta"])
-        sep_elo = {"available": True, "parameters": params, "battles": len(score),
-                   "battles_without_separability": int(np.isnan(delta).sum()),
-                   "leaderboard": leaderboard(systems, *rate("sep-elo", a, b, score, n, k, rounds, seed),
-                                              "sep-elo")}
-    bt = {"available": True, "parameters": params, "battles": len(score), "intervals": default_intervals("bt"),
-          "leaderboard": board(systems, "bt", a, b, score)}
+        k = ratings.separability_k(
+            np.where(np.isnan(delta), params["T"], delta), k_elo, params["T"], params["alpha"], params["beta"]
+        )
+        sep_elo = {
+            "available": True,
+            "parameters": params,
+            "battles": len(score),
+            "battles_without_separability": int(np.isnan(delta).sum()),
+            "leaderboard": leaderboard(systems, *rate("sep-elo", a, b, score, n, k, rounds, seed), "sep-elo"),
+        }
+    bt = {
+        "available": True,
+        "parameters": params,
+        "battles": len(score),
+        "intervals": default_intervals("bt"),
+        "leaderboard": board(systems, "bt", a, b, score),
+    }
     wins, battles = ratings.win_rate_matrix(a, b, score, n)
     ratio = ratings.win_ratio_ranking(a, b, score, n)
     win_rates = {
         "systems": systems,
         "matrix": [[(wins[i, j] / battles[i, j]) if battles[i, j] else None for j in range(n)] for i in range(n)],
         "battles": battles.astype(int).tolist(),
-        "win_ratio": sorted(({"system": s, "win_ratio": ratio[i]} for i, s in enumerate(systems)),
-                            key=lambda r: -(r["win_ratio"] if r["win_ratio"] == r["win_ratio"] else -1)),
+        "win_ratio": sorted(
+            ({"system": s, "win_ratio": ratio[i]} for i, s in enumerate(systems)),
+            key=lambda r: -(r["win_ratio"] if r["win_ratio"] == r["win_ratio"] else -1),
+        ),
     }
     styled = answer_style.style_control_report(battle_rows, a, b, score, systems, answers, settings["style_penalty"])
     return {"elo": elo, "sep_elo": sep_elo, "bradley_terry": bt, "win_rates": win_rates, "style_control": styled}
@@ -344,18 +438,35 @@ def reliability_report(rows: list[Row], systems: list[str]) -> dict:
     raters = {r.rater for r in labelled}
     overlapping = sum(1 for n in Counter(r.pair_id for r in labelled).values() if n > reliability.MIN_OTHERS)
     if len(raters) < RELIABILITY_MIN_RATERS or overlapping == 0:
-        return {"available": False,
-                "reason": f"needs at least {RELIABILITY_MIN_RATERS} raters and pairs rated by "
-                          f"{reliability.MIN_OTHERS + 1} or more of them (now {len(raters)} "
-                          f"rater{'s' if len(raters) != 1 else ''}, {overlapping} such pairs)"}
-    fit = reliability.one_coin_dawid_skene([r.pair_id for r in labelled], [r.rater for r in labelled],
-                                           [r.effective_choice for r in labelled], [r.a_shown_first for r in labelled])
+        return {
+            "available": False,
+            "reason": f"needs at least {RELIABILITY_MIN_RATERS} raters and pairs rated by "
+            f"{reliability.MIN_OTHERS + 1} or more of them (now {len(raters)} "
+            f"rater{'s' if len(raters) != 1 else ''}, {overlapping} such pairs)",
+        }
+    fit = reliability.one_coin_dawid_skene(
+        [r.pair_id for r in labelled],
+        [r.rater for r in labelled],
+        [r.effective_choice for r in labelled],
+        [r.a_shown_first for r in labelled],
+    )
     counts = Counter(r.rater for r in labelled)
-    table = [{"rater": w, "judgments": counts[w], "scored_pairs": int(n),
-              "reliability": None if k != k else float(k), "skill": float(skill),
-              "in_words": (f"not enough overlap (fewer than {reliability.MIN_PAIRS} pairs rated by "
-                           f"{reliability.MIN_OTHERS} others)") if k != k else reliability.words(float(k))}
-             for w, k, skill, n in zip(fit.workers, fit.kappa, fit.skill, fit.scored_pairs, strict=True)]
+    table = [
+        {
+            "rater": w,
+            "judgments": counts[w],
+            "scored_pairs": int(n),
+            "reliability": None if k != k else float(k),
+            "skill": float(skill),
+            "in_words": (
+                f"not enough overlap (fewer than {reliability.MIN_PAIRS} pairs rated by "
+                f"{reliability.MIN_OTHERS} others)"
+            )
+            if k != k
+            else reliability.words(float(k)),
+        }
+        for w, k, skill, n in zip(fit.workers, fit.kappa, fit.skill, fit.scored_pairs, strict=True)
+    ]
     table.sort(key=lambda row: (row["reliability"] is None, row["reliability"] or 0.0))
     first = {}
     for r in labelled:
@@ -370,14 +481,28 @@ def reliability_report(rows: list[Row], systems: list[str]) -> dict:
         point, _ = _places(systems, a, b, score)
         _, majority_a, majority_b, majority_score = _battles(labelled, systems, "majority")
         _, by_majority = _places(systems, majority_a, majority_b, majority_score)
-        weighted = {"available": True, "battles": len(score), "leaderboard": [
-            {"place": place, "system": systems[i], "rating": float(point[i]),
-             "majority_place": by_majority.get(systems[i])} for place, i in enumerate(np.argsort(-point), start=1)]}
-    return {"available": True, "raters": table, "pairs": len(first), "model": "one-coin Dawid-Skene (crowd-kit)",
-            "unreliable": [row["rater"] for row in table if row["reliability"] is not None
-                           and row["reliability"] < 0.2],
-            "unscored": [row["rater"] for row in table if row["reliability"] is None],
-            "weighted_board": weighted}
+        weighted = {
+            "available": True,
+            "battles": len(score),
+            "leaderboard": [
+                {
+                    "place": place,
+                    "system": systems[i],
+                    "rating": float(point[i]),
+                    "majority_place": by_majority.get(systems[i]),
+                }
+                for place, i in enumerate(np.argsort(-point), start=1)
+            ],
+        }
+    return {
+        "available": True,
+        "raters": table,
+        "pairs": len(first),
+        "model": "one-coin Dawid-Skene (crowd-kit)",
+        "unreliable": [row["rater"] for row in table if row["reliability"] is not None and row["reliability"] < 0.2],
+        "unscored": [row["rater"] for row in table if row["reliability"] is None],
+        "weighted_board": weighted,
+    }
 
 
 def rating_sets(rows: list[Row], pair: tuple[str, str]) -> dict[str, dict[str, list[int]]]:
@@ -388,8 +513,9 @@ def rating_sets(rows: list[Row], pair: tuple[str, str]) -> dict[str, dict[str, l
     for r in rows:
         if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
             by_rater = sets.pop(r.item, {})  # re-inserted: the item moves to the end of the arrival order
-            by_rater.setdefault(r.rater, []).append(winners.rating_for(r.effective_choice, (r.system_a, r.system_b)
-                                                                       != pair))
+            by_rater.setdefault(r.rater, []).append(
+                winners.rating_for(r.effective_choice, (r.system_a, r.system_b) != pair)
+            )
             sets[r.item] = by_rater
     return sets
 
@@ -426,20 +552,43 @@ def stopping_report(study: Study, rows: list[Row]) -> list[dict]:
         won = {item: winners.item_winner(list(by_rater.values())) for item, by_rater in sets.items()}
         labels = list(won.values())
         n_pool = max(pools.get(c.pk, 0), len(won), 1)
-        status = stopping_status(labels.count("a"), labels.count("b"), labels.count("tie"), n_pool,
-                                 settings["risk"], settings["ties_count_in_n"])
+        status = stopping_status(
+            labels.count("a"),
+            labels.count("b"),
+            labels.count("tie"),
+            n_pool,
+            settings["risk"],
+            settings["ties_count_in_n"],
+        )
         names = {"a": pair[0], "b": pair[1], "tie": "tie"}
-        decision = decisions.pair_decision(item_scores(sets)[0], settings["decision_alpha"],
-                                           settings["decision_margin"])
-        out.append({"system_a": pair[0], "system_b": pair[1], "leader": names.get(status.leader or ""),
-                    "decision": decision.decision, "win_rate_low": decision.low, "win_rate_high": decision.high,
-                    "decision_items": decision.n, "decision_alpha": settings["decision_alpha"],
-                    "decision_margin": decision.margin,
-                    "wins_a": status.wins_a, "wins_b": status.wins_b, "ties": status.ties, "k": status.k,
-                    "n": status.n, "pool": n_pool, "risk": status.risk, "risk_beyond_pool": status.risk_beyond_pool,
-                    "threshold": settings["risk"], "decided": decisions.from_hypergeometric(status).decided,
-                    "ties_count_in_n": settings["ties_count_in_n"],
-                    "items": {item: names[w] for item, w in sorted(won.items())}})
+        decision = decisions.pair_decision(
+            item_scores(sets)[0], settings["decision_alpha"], settings["decision_margin"]
+        )
+        out.append(
+            {
+                "system_a": pair[0],
+                "system_b": pair[1],
+                "leader": names.get(status.leader or ""),
+                "decision": decision.decision,
+                "win_rate_low": decision.low,
+                "win_rate_high": decision.high,
+                "decision_items": decision.n,
+                "decision_alpha": settings["decision_alpha"],
+                "decision_margin": decision.margin,
+                "wins_a": status.wins_a,
+                "wins_b": status.wins_b,
+                "ties": status.ties,
+                "k": status.k,
+                "n": status.n,
+                "pool": n_pool,
+                "risk": status.risk,
+                "risk_beyond_pool": status.risk_beyond_pool,
+                "threshold": settings["risk"],
+                "decided": decisions.from_hypergeometric(status).decided,
+                "ties_count_in_n": settings["ties_count_in_n"],
+                "items": {item: names[w] for item, w in sorted(won.items())},
+            }
+        )
     return out
 
 
@@ -455,9 +604,17 @@ def mark_adjacent_orders(board: list[dict], stopping: list[dict]) -> None:
         if call is None and (lower["system"], upper["system"]) in by_pair:
             call = by_pair[(lower["system"], upper["system"])]
             call = swap.get(call, call)
-        upper["order_below"] = ("not compared" if call is None else "decided" if call == decisions.A_BETTER else
-                                "reversed" if call == decisions.B_BETTER else
-                                "equivalent" if call == decisions.EQUIVALENT else "open")
+        upper["order_below"] = (
+            "not compared"
+            if call is None
+            else "decided"
+            if call == decisions.A_BETTER
+            else "reversed"
+            if call == decisions.B_BETTER
+            else "equivalent"
+            if call == decisions.EQUIVALENT
+            else "open"
+        )
     if board:
         board[-1]["order_below"] = None
 
@@ -473,8 +630,10 @@ def positional_bias_report(rows: list[Row], reference: list[Row]) -> dict:
         if choice in ("a", "b"):
             by_rater[r.rater].append(orientation.to_display(choice, r.a_shown_first) == "first")
             kind_of[r.rater] = r.kind
-    raters = [{"rater": name, "kind": kind_of[name], **dataclasses.asdict(bias.positional_bias(np.array(v)))}
-              for name, v in sorted(by_rater.items())]
+    raters = [
+        {"rater": name, "kind": kind_of[name], **dataclasses.asdict(bias.positional_bias(np.array(v)))}
+        for name, v in sorted(by_rater.items())
+    ]
     populations = {}
     for kind in ("human", "judge"):
         values = [x for name, v in by_rater.items() if kind_of[name] == kind for x in v]
@@ -487,12 +646,17 @@ def positional_bias_report(rows: list[Row], reference: list[Row]) -> dict:
         p_first = np.array([orientation.probability_first(r.probability_a, r.a_shown_first) for r in judge_rows])
         truth = [human_majority.get(r.pair_id) for r in judge_rows]
         known = [i for i, t in enumerate(truth) if t in ("a", "b")]
-        truth_first = (np.array([orientation.to_display(truth[i], judge_rows[i].a_shown_first) == "first"
-                                 for i in known])
-                       if known else None)
+        truth_first = (
+            np.array([orientation.to_display(truth[i], judge_rows[i].a_shown_first) == "first" for i in known])
+            if known
+            else None
+        )
         result = bias.debiasing(p_first[known] if known else p_first, truth_first)
-        debiasing[name] = {**dataclasses.asdict(result), "threshold_all": bias.debias_threshold(p_first),
-                           "compared_with_humans": len(known)}
+        debiasing[name] = {
+            **dataclasses.asdict(result),
+            "threshold_all": bias.debias_threshold(p_first),
+            "compared_with_humans": len(known),
+        }
     return {"raters": raters, "populations": populations, "debiasing": debiasing}
 
 
@@ -516,10 +680,12 @@ def agreement_report(rows: list[Row]) -> dict:
         units[r.pair_id].append(r.effective_choice)
         labels[r.rater][r.pair_id] = r.effective_choice
     pairable = sum(1 for u in units.values() if len(u) >= 2)
-    return {"krippendorff_alpha": agreement.krippendorff_alpha_nominal(list(units.values())),
-            "units_with_two_or_more": pairable,
-            "krippendorff_reason": None if pairable else "not applicable: no pair has judgments by two raters",
-            "cohen_kappa": agreement.pairwise_kappas(labels, min_overlap=10)}
+    return {
+        "krippendorff_alpha": agreement.krippendorff_alpha_nominal(list(units.values())),
+        "units_with_two_or_more": pairable,
+        "krippendorff_reason": None if pairable else "not applicable: no pair has judgments by two raters",
+        "cohen_kappa": agreement.pairwise_kappas(labels, min_overlap=10),
+    }
 
 
 def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
@@ -529,15 +695,20 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
     paired = [(r.choice, r.response_set) for r in humans if r.choice and r.response_set]
     report: dict[str, Any] = {
         "human_beta_hat": indeterminacy.beta_hat([c for c, _ in paired], [s for _, s in paired]) if paired else None,
-        "human_translation_matrix": (indeterminacy.translation_matrix([c for c, _ in paired],
-                                                                      [s for _, s in paired]).tolist()
-                                     if paired else None),
-        "translation_columns": ["{a}", "{b}", "{a,b}"], "translation_rows": ["a", "b", "tie"],
-        "beta": analysis_parameters(study)["indeterminacy_beta"], "judges": {},
+        "human_translation_matrix": (
+            indeterminacy.translation_matrix([c for c, _ in paired], [s for _, s in paired]).tolist()
+            if paired
+            else None
+        ),
+        "translation_columns": ["{a}", "{b}", "{a,b}"],
+        "translation_rows": ["a", "b", "tie"],
+        "beta": analysis_parameters(study)["indeterminacy_beta"],
+        "judges": {},
     }
     if report["human_translation_matrix"] is not None:
-        report["translation_matrix_rows"] = list(zip(report["translation_rows"], report["human_translation_matrix"],
-                                                     strict=True))
+        report["translation_matrix_rows"] = list(
+            zip(report["translation_rows"], report["human_translation_matrix"], strict=True)
+        )
     if not judges or not humans:
         report["reason"] = "needs human and judge judgments on the same pairs"
         return report
@@ -554,8 +725,9 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
             for beta in BETA_SWEEP
         ]
         jp = [(r.choice, r.response_set) for r in judge_rows if r.choice and r.response_set]
-        report["judges"][name]["beta_hat"] = (indeterminacy.beta_hat([c for c, _ in jp], [s for _, s in jp])
-                                              if jp else None)
+        report["judges"][name]["beta_hat"] = (
+            indeterminacy.beta_hat([c for c, _ in jp], [s for _, s in jp]) if jp else None
+        )
     metrics = ("mse", "coverage", "hit_rate", "kappa", "kl", "jsd")
     better_high = {"coverage", "hit_rate", "kappa"}
     ranked = {n: v for n, v in report["judges"].items() if v["units"] >= MIN_SHARED_PAIRS}
@@ -564,8 +736,10 @@ def indeterminacy_report(study: Study, rows: list[Row]) -> dict:
     report["unranked"] = sorted(n for n in report["judges"] if n not in ranked)
     report["ranking"], report["ranking_tiers"] = {}, {}
     for m in metrics:
-        order = sorted(((n, v[m]) for n, v in ranked.items() if v[m] is not None),
-                       key=lambda t: (-t[1] if m in better_high else t[1], t[0]))
+        order = sorted(
+            ((n, v[m]) for n, v in ranked.items() if v[m] is not None),
+            key=lambda t: (-t[1] if m in better_high else t[1], t[0]),
+        )
         report["ranking"][m] = [name for name, _ in order]
         tiers: list[list[str]] = []  # judges with the same value share a tier: ties are ties
         for k, (name, value) in enumerate(order):
@@ -592,10 +766,12 @@ def _omega(rows: list[Row], beta: float) -> np.ndarray:
 def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
     omega_h = np.array([_omega(human_by_pair[u], beta) for u in units])
     omega_j = np.array([_omega(judge_by_pair[u], 0.0) for u in units])
-    fc_h = np.array([indeterminacy.forced_choice_distribution([r.effective_choice for r in human_by_pair[u]])
-                     for u in units])
-    fc_j = np.array([indeterminacy.forced_choice_distribution([r.effective_choice for r in judge_by_pair[u]])
-                     for u in units])
+    fc_h = np.array(
+        [indeterminacy.forced_choice_distribution([r.effective_choice for r in human_by_pair[u]]) for u in units]
+    )
+    fc_j = np.array(
+        [indeterminacy.forced_choice_distribution([r.effective_choice for r in judge_by_pair[u]]) for u in units]
+    )
     judge_choice = [agreement.plurality([r.effective_choice for r in judge_by_pair[u]]) for u in units]
     human_choice = [agreement.plurality([r.effective_choice for r in human_by_pair[u]]) for u in units]
     both = [(h, j) for h, j in zip(human_choice, judge_choice, strict=True) if h and j]
@@ -612,14 +788,22 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
         "agreement": _agreement(verdicts),
         "agreement_split_first": _agreement(_verdicts_against(human_by_pair, judge_by_pair, units, "first")),
         "agreement_split_left_out": _agreement(_verdicts_against(human_by_pair, judge_by_pair, units, "left_out")),
-        "p_first": (sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided)
-                    / len(sided) if sided else float("nan")),
+        "p_first": (
+            sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided) / len(sided)
+            if sided
+            else float("nan")
+        ),
         # the same exact binomial test against 1/2 as the people's positional bias, so both read in the same words
-        "p_first_p_value": bias.positional_bias(np.array(
-            [orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided],
-            dtype=bool)).p_value,
-        "first_share": (sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided)
-                        / len(verdicts) if verdicts else float("nan")),
+        "p_first_p_value": bias.positional_bias(
+            np.array(
+                [orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided], dtype=bool
+            )
+        ).p_value,
+        "first_share": (
+            sum(orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided) / len(verdicts)
+            if verdicts
+            else float("nan")
+        ),
         "mse": indeterminacy.mse(omega_h, omega_j),
         "hit_rate": indeterminacy.hit_rate(human_choice, judge_choice),
         "coverage": indeterminacy.coverage(omega_h, judge_choice),
@@ -628,14 +812,19 @@ def _judge_metrics(human_by_pair, judge_by_pair, units, beta: float) -> dict:
         # its own against the human majority of its pair, as agreement is counted)
         "kappa": kappa_per_item,  # the name the ranking and earlier reports use
         "kappa_per_item": kappa_per_item,
-        "kappa_per_verdict": (agreement.cohen_kappa([h for h, _ in verdicts], [r.effective_choice for _, r in verdicts])
-                              if verdicts else float("nan")),
+        "kappa_per_verdict": (
+            agreement.cohen_kappa([h for h, _ in verdicts], [r.effective_choice for _, r in verdicts])
+            if verdicts
+            else float("nan")
+        ),
         "kl": indeterminacy.kl_divergence(fc_h, fc_j),
         "jsd": indeterminacy.js_divergence(fc_h, fc_j),
         "omega_human_mean": np.nanmean(omega_h, axis=0) if len(units) else [None, None],
         "omega_judge_mean": np.nanmean(omega_j, axis=0) if len(units) else [None, None],
-        "threshold_sweep": [{"tau": float(t), "decision_consistency": c, "estimation_bias": b}
-                            for t, c, b in zip(sweep.taus, sweep.consistency, sweep.bias, strict=True)],
+        "threshold_sweep": [
+            {"tau": float(t), "decision_consistency": c, "estimation_bias": b}
+            for t, c, b in zip(sweep.taus, sweep.consistency, sweep.bias, strict=True)
+        ],
     }
 
 
@@ -666,8 +855,10 @@ def _item_scores(rows: list[Row], pair: tuple[str, str]) -> dict[int, float]:
 
 
 def _system_pairs(study: Study) -> list[tuple[str, str]]:
-    return [(c.system_a.name, c.system_b.name)
-            for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b")]
+    return [
+        (c.system_a.name, c.system_b.name)
+        for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b")
+    ]
 
 
 ALL_JUDGES = "all judges"  # the several-judges predictor: the mean of every judge's verdicts on an item
@@ -687,14 +878,26 @@ WIN_RATE = (0.0, 1.0)  # a win rate's scores: 1 a win, 1/2 a tie, 0 a loss (the 
 def _estimate_row(name: str, label: str, judge: str | None, est: ppi.MeanEstimate) -> dict:
     """One estimate as the report keeps it; ``short``: its name in the plot."""
     short = "people alone" if judge is None else ("+ all judges" if judge == ALL_JUDGES else f"+ {judge}")
-    return {"estimator": name, "label": label, "short": short, "judge": judge, "labelled": est.n_labelled,
-            "judge_only": est.n_unlabelled, "estimate": est.estimate, "low": est.low, "high": est.high,
-            "lambda": None if judge is None or math.isnan(est.lam) else est.lam, "efficiency": est.efficiency,
-            "labels_worth": est.labels_equivalent, "target": est.target}
+    return {
+        "estimator": name,
+        "label": label,
+        "short": short,
+        "judge": judge,
+        "labelled": est.n_labelled,
+        "judge_only": est.n_unlabelled,
+        "estimate": est.estimate,
+        "low": est.low,
+        "high": est.high,
+        "lambda": None if judge is None or math.isnan(est.lam) else est.lam,
+        "efficiency": est.efficiency,
+        "labels_worth": est.labels_equivalent,
+        "target": est.target,
+    }
 
 
-def _pair_estimates(design: SampleDesign, y_by: dict[int, float], predictors: dict[str, dict[int, float]],
-                    finite: bool) -> tuple[int, list[dict], str]:
+def _pair_estimates(
+    design: SampleDesign, y_by: dict[int, float], predictors: dict[str, dict[int, float]], finite: bool
+) -> tuple[int, list[dict], str]:
     """The win-rate estimates one design allows: (labelled items, rows, why none when empty). ``predictors``: judge
     name -> the judge's score per item (``ALL_JUDGES``: every judge's verdicts pooled); an item a judge did not
     score takes 1/2, a fixed value that keeps the estimate unbiased."""
@@ -733,8 +936,9 @@ def _pair_estimates(design: SampleDesign, y_by: dict[int, float], predictors: di
         # some band has fewer than two judged items yet: its share cannot be estimated on its own, and merging bands
         # drawn at different rates would bias the mean; weighting each item by one over its chance stays unbiased
         est = ppi.active_mean(y, np.full(len(frame), 0.5), pi, sampled, lam=0.0, finite=finite, bounds=WIN_RATE)
-        rows.append(_estimate_row("weighted", "People alone, weighted (a band has fewer than two judged items)",
-                                  None, est))
+        rows.append(
+            _estimate_row("weighted", "People alone, weighted (a band has fewer than two judged items)", None, est)
+        )
         return n, rows, ""
     people = ppi.active_mean(y, np.full(len(frame), 0.5), pi, sampled, lam=0.0, finite=finite, bounds=WIN_RATE)
     rows.append(_estimate_row("weighted", "People alone, weighted", None, people))
@@ -752,14 +956,17 @@ def _design_note(design: SampleDesign, predictors: dict) -> str:
     """What a reader should know about a design's rows beyond the numbers."""
     if design.kind == STRATIFIED and predictors:
         if design.method in ("judge-stratified", "judge-neyman"):
-            return ("The judges chose this sample: their verdicts made the bands, so what they know is in the "
-                    "estimate already, with nothing fitted on people's labels; no row adds a judge again.")
+            return (
+                "The judges chose this sample: their verdicts made the bands, so what they know is in the "
+                "estimate already, with nothing fitted on people's labels; no row adds a judge again."
+            )
         return "A judge is not combined with a stratified sample here: the estimate is people's, by band."
     return ""
 
 
-def win_rate_estimates(study: Study, humans: list[Row], judges: list[Row],
-                       designs: dict[tuple[str, str], SampleDesign] | None = None) -> list[dict]:
+def win_rate_estimates(
+    study: Study, humans: list[Row], judges: list[Row], designs: dict[tuple[str, str], SampleDesign] | None = None
+) -> list[dict]:
     """Per system pair: the first system's win rate among the items people judged, estimated the way the pair's
     sample design allows (``selection.services.sample_designs``), for the study's target (items like these, or
     these items with the finite-population correction; analytics/core/ppi.py):
@@ -787,12 +994,21 @@ def win_rate_estimates(study: Study, humans: list[Row], judges: list[Row],
         predictors = {name: f_by for name, f_by in predictors.items() if f_by}
         if len(predictors) > 1:  # the several-judges predictor, when two or more judges scored this pair
             predictors[ALL_JUDGES] = _item_scores([r for r in judges if r.rater in predictors], pair)
-        entry = {"system_a": pair[0], "system_b": pair[1], "method": design.method, "design": design.kind,
-                 "design_words": DESIGN_WORDS[design.kind], "frame": len(design.frame),
-                 "candidates": design.candidates, "drawn": len(design.chosen) or len(design.frame),
-                 "note": _design_note(design, predictors),
-                 "target": ppi.THESE_ITEMS if finite else ppi.ITEMS_LIKE_THESE, "estimates": [], "reason": "",
-                 "description": None}
+        entry = {
+            "system_a": pair[0],
+            "system_b": pair[1],
+            "method": design.method,
+            "design": design.kind,
+            "design_words": DESIGN_WORDS[design.kind],
+            "frame": len(design.frame),
+            "candidates": design.candidates,
+            "drawn": len(design.chosen) or len(design.frame),
+            "note": _design_note(design, predictors),
+            "target": ppi.THESE_ITEMS if finite else ppi.ITEMS_LIKE_THESE,
+            "estimates": [],
+            "reason": "",
+            "description": None,
+        }
         judged = [i for i in (design.chosen or design.frame) if i in y_by]
         if design.probability_sample or (design.kind == UNRECORDED and _census(design, y_by)):
             entry["labelled"], entry["estimates"], entry["reason"] = _pair_estimates(design, y_by, predictors, finite)
@@ -805,8 +1021,9 @@ def win_rate_estimates(study: Study, humans: list[Row], judges: list[Row],
     return out
 
 
-def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row],
-                     designs: dict[tuple[str, str], SampleDesign] | None = None) -> list[dict]:
+def hybrid_strengths(
+    study: Study, humans: list[Row], judges: list[Row], designs: dict[tuple[str, str], SampleDesign] | None = None
+) -> list[dict]:
     """Per judge: Bradley-Terry strengths of every system from the humans alone and from the humans and the judge
     (PPI++ logistic M-estimation, analytics/core/ppi.py), on the Arena scale against the study's first system
     (1000 + 400 log10-odds; that system is the reference, without an interval). A unit is one item of one system
@@ -846,20 +1063,33 @@ def hybrid_strengths(study: Study, humans: list[Row], judges: list[Row],
             continue
         for i, system in enumerate(systems):
             width = human.high[i] - human.low[i]
-            out.append({"judge": name, "system": system, "labelled": len(lab), "judge_only": len(rest),
-                        "human_only": arena(human.theta[i]), "human_low": arena(human.low[i]),
-                        "human_high": arena(human.high[i]), "hybrid": arena(hybrid.theta[i]),
-                        "low": arena(hybrid.low[i]), "high": arena(hybrid.high[i]), "lambda": hybrid.lam,
-                        "efficiency": (width / (hybrid.high[i] - hybrid.low[i])) ** 2 if width else None})
+            out.append(
+                {
+                    "judge": name,
+                    "system": system,
+                    "labelled": len(lab),
+                    "judge_only": len(rest),
+                    "human_only": arena(human.theta[i]),
+                    "human_low": arena(human.low[i]),
+                    "human_high": arena(human.high[i]),
+                    "hybrid": arena(hybrid.theta[i]),
+                    "low": arena(hybrid.low[i]),
+                    "high": arena(hybrid.high[i]),
+                    "lambda": hybrid.lam,
+                    "efficiency": (width / (hybrid.high[i] - hybrid.low[i])) ** 2 if width else None,
+                }
+            )
     return out
 
 
 def strengths_blocked(designs: dict[tuple[str, str], SampleDesign], humans: list[Row]) -> list[str]:
     """The system pairs whose judged items are not a uniform random sample (nor all judged): the strengths' fit,
     which takes its labelled units for one, is not computed while any pair is one."""
-    return [f"{a} vs {b}" for (a, b), design in designs.items()
-            if design.kind != UNIFORM and not (design.kind == UNRECORDED and _census(design, _item_scores(humans,
-                                                                                                     (a, b))))]
+    return [
+        f"{a} vs {b}"
+        for (a, b), design in designs.items()
+        if design.kind != UNIFORM and not (design.kind == UNRECORDED and _census(design, _item_scores(humans, (a, b))))
+    ]
 
 
 def _census(design: SampleDesign, y_by: dict[int, float]) -> bool:
@@ -869,12 +1099,14 @@ def _census(design: SampleDesign, y_by: dict[int, float]) -> bool:
 
 def separability_report(study: Study) -> dict:
     out = {}
-    for run in SeparabilityRun.objects.filter(study=study).select_related("comparison__system_a",
-                                                                          "comparison__system_b"):
+    for run in SeparabilityRun.objects.filter(study=study).select_related(
+        "comparison__system_a", "comparison__system_b"
+    ):
         values = dict(run.items.values_list("item__external_id", "delta"))
         defined = [v for v in values.values() if v is not None]
         out.setdefault(run.metric, {})[f"{run.comparison.system_a.name} vs {run.comparison.system_b.name}"] = {
-            "items": values, "mean": float(np.mean(defined)) if defined else None,
+            "items": values,
+            "mean": float(np.mean(defined)) if defined else None,
             "undefined": sum(1 for v in values.values() if v is None),
         }
     return out
@@ -906,15 +1138,19 @@ def study_report(study: Study, population: Population | None = None) -> dict:
         "systems": systems,
         "population": population.as_dict(),
         "populations": population_choices(every),
-        "judgments": {"total": len(rows), "study_total": len(every), "by_kind": dict(kinds),
-                      "screened_out_left_out": (0 if population.include_screened
-                                                else sum(1 for r in every if r.screened_out)),
-                      "superseded": sum(1 for r in rows if r.superseded),
-                      "revised": Judgment.objects.filter(study=study, revised=True).count(),
-                      "raters": len({r.rater for r in rows}),
-                      # skipped pairs are no judgments: counted apart, by reason
-                      "skipped": dict(Skip.objects.filter(rater__study=study).values_list("reason")
-                                      .annotate(n=Count("id")).order_by("reason"))},
+        "judgments": {
+            "total": len(rows),
+            "study_total": len(every),
+            "by_kind": dict(kinds),
+            "screened_out_left_out": (0 if population.include_screened else sum(1 for r in every if r.screened_out)),
+            "superseded": sum(1 for r in rows if r.superseded),
+            "revised": Judgment.objects.filter(study=study, revised=True).count(),
+            "raters": len({r.rater for r in rows}),
+            # skipped pairs are no judgments: counted apart, by reason
+            "skipped": dict(
+                Skip.objects.filter(rater__study=study).values_list("reason").annotate(n=Count("id")).order_by("reason")
+            ),
+        },
         "consistency": consistency_report(rows, deltas),
         "separability": separability_report(study),
         **ratings_report(study, rows, systems, deltas, answers),

@@ -40,8 +40,11 @@ def data_version(study: Study) -> str:
     """The fingerprint of the data and settings a report of ``study`` depends on."""
     parts = [
         Judgment.objects.filter(study=study).aggregate(
-            n=Count("id"), newest=Max("id"), revised=Count("id", filter=Q(revised=True)),
-            superseded=Count("id", filter=Q(superseded=True))),
+            n=Count("id"),
+            newest=Max("id"),
+            revised=Count("id", filter=Q(revised=True)),
+            superseded=Count("id", filter=Q(superseded=True)),
+        ),
         Rater.objects.filter(study=study, screened_out=True).aggregate(screened=Count("id"), newest=Max("id")),
         SeparabilityRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("created")),
         SelectionRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
@@ -71,8 +74,12 @@ class Served:
         return "missing" if self.report is None else ("stale" if self.stale else "fresh")
 
     def meta(self) -> dict:
-        return {"state": self.state, "computed": self.computed.isoformat() if self.computed else None,
-                "seconds": self.seconds, "job": self.job.pk if self.job else None}
+        return {
+            "state": self.state,
+            "computed": self.computed.isoformat() if self.computed else None,
+            "seconds": self.seconds,
+            "job": self.job.pk if self.job else None,
+        }
 
 
 def serve(study: Study, population: Population, page: bool = False) -> Served:
@@ -80,14 +87,23 @@ def serve(study: Study, population: Population, page: bool = False) -> Served:
     report, which is all a page view reads); queues a refresh when it is missing or stale."""
     version = data_version(study)
     fields = ("summary", "body") if page else ("data",)
-    stored = (StoredReport.objects.filter(study=study, population_key=population.key)
-              .only(*fields, "version", "computed", "seconds").first())
+    stored = (
+        StoredReport.objects.filter(study=study, population_key=population.key)
+        .only(*fields, "version", "computed", "seconds")
+        .first()
+    )
     if stored is None:
         return Served(None, True, None, None, request_refresh(study, population, version))
     fresh = stored.version == version
     report = stored.summary if page else stored.data
-    return Served(report, not fresh, stored.computed, stored.seconds,
-                  None if fresh else request_refresh(study, population, version), stored.body if page else "")
+    return Served(
+        report,
+        not fresh,
+        stored.computed,
+        stored.seconds,
+        None if fresh else request_refresh(study, population, version),
+        stored.body if page else "",
+    )
 
 
 MAX_QUEUED_REFRESHES = 3  # report refreshes of one study queued or running at once (every filtered view is one)
@@ -100,14 +116,19 @@ def request_refresh(study: Study, population: Population, version: str) -> Job |
     failed on this very data version is returned as it is (the page shows the error) instead of being retried on
     every request; new data or settings queue a new one."""
     latest = Job.objects.filter(study=study, kind=JOB_KIND, params__key=population.key).first()
-    if latest is not None and (latest.active or (latest.status == Job.Status.FAILED
-                                                 and latest.params.get("version") == version)):
+    if latest is not None and (
+        latest.active or (latest.status == Job.Status.FAILED and latest.params.get("version") == version)
+    ):
         return latest
     active = Job.objects.filter(study=study, kind=JOB_KIND, status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
     if active.count() >= MAX_QUEUED_REFRESHES:
         return None
-    return jobs.start(study, JOB_KIND, message="Computing the report",
-                      params={"key": population.key, "query": population.query(), "version": version})
+    return jobs.start(
+        study,
+        JOB_KIND,
+        message="Computing the report",
+        params={"key": population.key, "query": population.query(), "version": version},
+    )
 
 
 def refresh(study: Study, population: Population) -> StoredReport:
@@ -116,13 +137,19 @@ def refresh(study: Study, population: Population) -> StoredReport:
     version = data_version(study)
     started = time.perf_counter()
     data = services.study_report(study, population)
-    values = {"version": version, "data": data, "summary": presentation.summary(data),
-              "body": presentation.render_body(study, population, data), "computed": timezone.now()}
+    values = {
+        "version": version,
+        "data": data,
+        "summary": presentation.summary(data),
+        "body": presentation.render_body(study, population, data),
+        "computed": timezone.now(),
+    }
     values["seconds"] = time.perf_counter() - started
     try:
         with transaction.atomic():
-            stored, _ = StoredReport.objects.update_or_create(study=study, population_key=population.key,
-                                                              defaults=values)
+            stored, _ = StoredReport.objects.update_or_create(
+                study=study, population_key=population.key, defaults=values
+            )
     except IntegrityError:  # two workers stored the same population at once: the later one wins
         stored = StoredReport.objects.get(study=study, population_key=population.key)
         StoredReport.objects.filter(pk=stored.pk).update(**values)
@@ -134,6 +161,14 @@ def report_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     population = populations.parse(job.params["query"])  # checked against the study when it was queued
     result = refresh(job.study, population)
     # a refresh runs after every change of the data: keep only the latest finished one per population
-    (Job.objects.filter(study=job.study, kind=JOB_KIND, params__key=job.params["key"],
-                        status__in=(Job.Status.DONE, Job.Status.FAILED)).exclude(pk=job.pk).delete())
+    (
+        Job.objects.filter(
+            study=job.study,
+            kind=JOB_KIND,
+            params__key=job.params["key"],
+            status__in=(Job.Status.DONE, Job.Status.FAILED),
+        )
+        .exclude(pk=job.pk)
+        .delete()
+    )
     return jobs.Outcome(f"Report computed in {result.seconds:.1f} s.", complete=True)

@@ -12,27 +12,81 @@ def report_tables(report: dict) -> dict[str, Table]:
         if board.get("available"):
             online = key != "bradley_terry"
             tables[f"leaderboard-{key}"] = (
-                ["rank", "system", "rating", "low_2.5", "high_97.5", *(["online"] if online else []),
-                 "order_above_next"],
-                [[r["rank"], r["system"], r["rating"], r["low"], r["high"], *([r["online"]] if online else []),
-                  r.get("order_below")] for r in board["leaderboard"]],
+                [
+                    "rank",
+                    "system",
+                    "rating",
+                    "low_2.5",
+                    "high_97.5",
+                    *(["online"] if online else []),
+                    "order_above_next",
+                ],
+                [
+                    [
+                        r["rank"],
+                        r["system"],
+                        r["rating"],
+                        r["low"],
+                        r["high"],
+                        *([r["online"]] if online else []),
+                        r.get("order_below"),
+                    ]
+                    for r in board["leaderboard"]
+                ],
             )
     styled = report.get("style_control") or {}
     if styled.get("available"):
         moved = {m["system"]: m for m in styled["moved"]}
         tables["leaderboard-style"] = (
             ["place", "system", "rating", "low (2.5 %)", "high (97.5 %)", "place without style control"],
-            [[moved[r["system"]]["style_place"], r["system"], r["rating"], r["low"], r["high"],
-              moved[r["system"]]["plain_place"]] for r in styled["leaderboard"]],
+            [
+                [
+                    moved[r["system"]]["style_place"],
+                    r["system"],
+                    r["rating"],
+                    r["low"],
+                    r["high"],
+                    moved[r["system"]]["plain_place"],
+                ]
+                for r in styled["leaderboard"]
+            ],
         )
     entries = report.get("length_controlled", [])
     why = any(e["reason"] for e in entries)
     tables["length-controlled"] = (
-        ["raters", "A", "B", "judgments", "items", "win rate of A", "length-controlled", "low (2.5 %)",
-         "high (97.5 %)", "length coefficient", "length of A", "length of B", *(["why no estimate"] if why else [])],
-        [[e["population"], e["system_a"], e["system_b"], e["judgments"], e["items"], e["win_rate"], e["estimate"],
-          e["low"], e["high"], e["length_coefficient"], round(e["mean_length_a"]), round(e["mean_length_b"]),
-          *([e["reason"]] if why else [])] for e in entries],
+        [
+            "raters",
+            "A",
+            "B",
+            "judgments",
+            "items",
+            "win rate of A",
+            "length-controlled",
+            "low (2.5 %)",
+            "high (97.5 %)",
+            "length coefficient",
+            "length of A",
+            "length of B",
+            *(["why no estimate"] if why else []),
+        ],
+        [
+            [
+                e["population"],
+                e["system_a"],
+                e["system_b"],
+                e["judgments"],
+                e["items"],
+                e["win_rate"],
+                e["estimate"],
+                e["low"],
+                e["high"],
+                e["length_coefficient"],
+                round(e["mean_length_a"]),
+                round(e["mean_length_b"]),
+                *([e["reason"]] if why else []),
+            ]
+            for e in entries
+        ],
     )
     win = report.get("win_rates") or {}
     if win:
@@ -43,20 +97,49 @@ def report_tables(report: dict) -> dict[str, Table]:
     if reliability.get("available"):
         tables["rater-reliability"] = (
             ["rater", "judgments", "scored_pairs", "reliability", "model_accuracy", "reliability_in_words"],
-            [[r["rater"], r["judgments"], r["scored_pairs"], r["reliability"], r["skill"], r["in_words"]]
-             for r in reliability["raters"]])
+            [
+                [r["rater"], r["judgments"], r["scored_pairs"], r["reliability"], r["skill"], r["in_words"]]
+                for r in reliability["raters"]
+            ],
+        )
         weighted = reliability["weighted_board"]
         if weighted.get("available"):
             tables["leaderboard-reliability"] = (
                 ["place", "system", "rating", "majority_place"],
-                [[r["place"], r["system"], r["rating"], r["majority_place"]] for r in weighted["leaderboard"]])
-    columns = ["system_a", "system_b", "leader", "wins_a", "wins_b", "ties", "k", "n", "pool", "risk",
-               "risk_beyond_pool", "threshold", "decided", "decision", "win_rate_low", "win_rate_high",
-               "decision_items"]
+                [[r["place"], r["system"], r["rating"], r["majority_place"]] for r in weighted["leaderboard"]],
+            )
+    columns = [
+        "system_a",
+        "system_b",
+        "leader",
+        "wins_a",
+        "wins_b",
+        "ties",
+        "k",
+        "n",
+        "pool",
+        "risk",
+        "risk_beyond_pool",
+        "threshold",
+        "decided",
+        "decision",
+        "win_rate_low",
+        "win_rate_high",
+        "decision_items",
+    ]
     tables["stopping"] = (columns, [[s[c] for c in columns] for s in report["stopping"]])
     c = report["consistency"]
-    columns = ["rater", "kind", "item", "system_a", "system_b", "n", "consistency", "preference_strength",
-               "separability"]
+    columns = [
+        "rater",
+        "kind",
+        "item",
+        "system_a",
+        "system_b",
+        "n",
+        "consistency",
+        "preference_strength",
+        "separability",
+    ]
     tables["rating-sets"] = (columns, [[s[k] for k in columns] for s in c["rating_sets"]])
     columns = ["kind", "item", "system_a", "system_b", "raters", "consistency", "preference_strength", "separability"]
     tables["item-consistency"] = (columns, [[s[k] for k in columns] for s in c["per_item"]])
@@ -64,59 +147,202 @@ def report_tables(report: dict) -> dict[str, Table]:
     for kind, bins in c["by_separability"].items():
         for scheme in ("equal_width", "equal_count"):
             for b in bins[scheme]:
-                rows.append([kind, scheme, b["bin"], b["low"], b["high"], b["count"], b["mean"], b["se"],
-                             # by value: the stored JSON's key order is the database's (jsonb orders by length)
-                             "; ".join(f"{v}: {n}" for v, n in sorted(b["histogram"].items(),
-                                                                      key=lambda kv: float(kv[0])))])
-    tables["consistency-bins"] = (["kind", "bins", "bin", "delta_low", "delta_high", "rating_sets", "mean_consistency",
-                                   "standard_error", "distribution"], rows)
+                rows.append(
+                    [
+                        kind,
+                        scheme,
+                        b["bin"],
+                        b["low"],
+                        b["high"],
+                        b["count"],
+                        b["mean"],
+                        b["se"],
+                        # by value: the stored JSON's key order is the database's (jsonb orders by length)
+                        "; ".join(f"{v}: {n}" for v, n in sorted(b["histogram"].items(), key=lambda kv: float(kv[0]))),
+                    ]
+                )
+    tables["consistency-bins"] = (
+        [
+            "kind",
+            "bins",
+            "bin",
+            "delta_low",
+            "delta_high",
+            "rating_sets",
+            "mean_consistency",
+            "standard_error",
+            "distribution",
+        ],
+        rows,
+    )
     bias = report["positional_bias"]
     tables["positional-bias"] = (
         ["rater", "kind", "non_tie_judgments", "first_chosen", "p_first", "low_95", "high_95", "binomial_p"],
-        [[r["rater"], r["kind"], r["n"], r["first_chosen"], r["rate"], r["low"], r["high"], r["p_value"]]
-         for r in bias["raters"]]
-        + [[f"all {kind}s", kind, p["n"], p["first_chosen"], p["rate"], p["low"], p["high"], p["p_value"]]
-           for kind, p in bias["populations"].items()],
+        [
+            [r["rater"], r["kind"], r["n"], r["first_chosen"], r["rate"], r["low"], r["high"], r["p_value"]]
+            for r in bias["raters"]
+        ]
+        + [
+            [f"all {kind}s", kind, p["n"], p["first_chosen"], p["rate"], p["low"], p["high"], p["p_value"]]
+            for kind, p in bias["populations"].items()
+        ],
     )
     tables["debiasing"] = (
-        ["judge", "threshold", "first_at_threshold", "p_first_before", "p_first_after", "accuracy_before",
-         "accuracy_after", "compared_with_humans"],
-        [[name, d["threshold"], d.get("tie_share"), d["first_rate_before"], d["first_rate_after"], d["accuracy_before"],
-          d["accuracy_after"], d["compared_with_humans"]] for name, d in bias["debiasing"].items()],
+        [
+            "judge",
+            "threshold",
+            "first_at_threshold",
+            "p_first_before",
+            "p_first_after",
+            "accuracy_before",
+            "accuracy_after",
+            "compared_with_humans",
+        ],
+        [
+            [
+                name,
+                d["threshold"],
+                d.get("tie_share"),
+                d["first_rate_before"],
+                d["first_rate_after"],
+                d["accuracy_before"],
+                d["accuracy_after"],
+                d["compared_with_humans"],
+            ]
+            for name, d in bias["debiasing"].items()
+        ],
     )
-    tables["cohen-kappa"] = (["rater_1", "rater_2", "overlap", "kappa"],
-                             [[k["rater_1"], k["rater_2"], k["overlap"], k["kappa"]]
-                              for k in report["agreement"]["cohen_kappa"]])
+    tables["cohen-kappa"] = (
+        ["rater_1", "rater_2", "overlap", "kappa"],
+        [[k["rater_1"], k["rater_2"], k["overlap"], k["kappa"]] for k in report["agreement"]["cohen_kappa"]],
+    )
     ind = report["indeterminacy"]
     tables["judge-metrics"] = (
-        ["judge", "units", "verdicts", "agreement", "agreement_split_first", "agreement_split_left_out", "p_first",
-         "first_share", "mse", "coverage", "hit_rate", "kappa_per_verdict", "kappa_per_item", "kl", "jsd", "beta_hat"],
-        [[name, j["units"], j["verdicts"], j["agreement"], j["agreement_split_first"], j["agreement_split_left_out"],
-          j["p_first"], j["first_share"], j["mse"], j["coverage"], j["hit_rate"], j.get("kappa_per_verdict"),
-          j["kappa"], j["kl"], j["jsd"], j["beta_hat"]] for name, j in ind["judges"].items()],
+        [
+            "judge",
+            "units",
+            "verdicts",
+            "agreement",
+            "agreement_split_first",
+            "agreement_split_left_out",
+            "p_first",
+            "first_share",
+            "mse",
+            "coverage",
+            "hit_rate",
+            "kappa_per_verdict",
+            "kappa_per_item",
+            "kl",
+            "jsd",
+            "beta_hat",
+        ],
+        [
+            [
+                name,
+                j["units"],
+                j["verdicts"],
+                j["agreement"],
+                j["agreement_split_first"],
+                j["agreement_split_left_out"],
+                j["p_first"],
+                j["first_share"],
+                j["mse"],
+                j["coverage"],
+                j["hit_rate"],
+                j.get("kappa_per_verdict"),
+                j["kappa"],
+                j["kl"],
+                j["jsd"],
+                j["beta_hat"],
+            ]
+            for name, j in ind["judges"].items()
+        ],
     )
     tables["threshold-sweep"] = (
         ["judge", "tau", "decision_consistency", "estimation_bias"],
-        [[name, t["tau"], t["decision_consistency"], t["estimation_bias"]]
-         for name, j in ind["judges"].items() for t in j["threshold_sweep"]],
+        [
+            [name, t["tau"], t["decision_consistency"], t["estimation_bias"]]
+            for name, j in ind["judges"].items()
+            for t in j["threshold_sweep"]
+        ],
     )
-    tables["beta-sensitivity"] = (["judge", "beta", "mse"], [[name, b["beta"], b["mse"]]
-                                                             for name, j in ind["judges"].items()
-                                                             for b in j["beta_sensitivity"]])
-    columns = ["system_a", "system_b", "design", "method", "target", "estimator", "judge", "labelled", "judge_only",
-               "estimate", "low", "high", "efficiency", "labels_worth", "lambda"]
+    tables["beta-sensitivity"] = (
+        ["judge", "beta", "mse"],
+        [[name, b["beta"], b["mse"]] for name, j in ind["judges"].items() for b in j["beta_sensitivity"]],
+    )
+    columns = [
+        "system_a",
+        "system_b",
+        "design",
+        "method",
+        "target",
+        "estimator",
+        "judge",
+        "labelled",
+        "judge_only",
+        "estimate",
+        "low",
+        "high",
+        "efficiency",
+        "labels_worth",
+        "lambda",
+    ]
     rows = []
     for e in report.get("win_rate_estimates", []):
         for est in e["estimates"]:
-            rows.append([e["system_a"], e["system_b"], e["design"], e["method"], est["target"], est["label"],
-                         est["judge"], est["labelled"], est["judge_only"], est["estimate"], est["low"], est["high"],
-                         est["efficiency"], est["labels_worth"], est["lambda"]])
+            rows.append(
+                [
+                    e["system_a"],
+                    e["system_b"],
+                    e["design"],
+                    e["method"],
+                    est["target"],
+                    est["label"],
+                    est["judge"],
+                    est["labelled"],
+                    est["judge_only"],
+                    est["estimate"],
+                    est["low"],
+                    est["high"],
+                    est["efficiency"],
+                    est["labels_worth"],
+                    est["lambda"],
+                ]
+            )
         if e["description"] is not None:  # items chosen on purpose: their mean, describing them only
-            rows.append([e["system_a"], e["system_b"], e["design"], e["method"], "the judged items only",
-                         "mean of the judged items", None, e["labelled"], None, e["description"], None, None, None,
-                         None, None])
+            rows.append(
+                [
+                    e["system_a"],
+                    e["system_b"],
+                    e["design"],
+                    e["method"],
+                    "the judged items only",
+                    "mean of the judged items",
+                    None,
+                    e["labelled"],
+                    None,
+                    e["description"],
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                ]
+            )
     tables["win-rate-estimates"] = (columns, rows)
-    columns = ["judge", "system", "labelled", "judge_only", "human_only", "human_low", "human_high", "hybrid", "low",
-               "high", "lambda", "efficiency"]
+    columns = [
+        "judge",
+        "system",
+        "labelled",
+        "judge_only",
+        "human_only",
+        "human_low",
+        "human_high",
+        "hybrid",
+        "low",
+        "high",
+        "lambda",
+        "efficiency",
+    ]
     tables["hybrid-strengths"] = (columns, [[h.get(c) for c in columns] for h in report.get("hybrid_strengths", [])])
     return tables

@@ -11,6 +11,5 @@ urlpatterns = [
     path("api/studies/<int:study_id>/budget/", views.budget_api, name="budget_api"),
     path("studies/<int:study_id>/review/", review_views.review_queue, name="review_queue"),
     path("studies/<int:study_id>/review/pairs/<int:pair_id>/", review_views.adjudicate, name="adjudicate"),
-    path("studies/<int:study_id>/review/adjudications.csv", review_views.adjudications_csv,
-         name="adjudications_csv"),
+    path("studies/<int:study_id>/review/adjudications.csv", review_views.adjudications_csv, name="adjudications_csv"),
 ]

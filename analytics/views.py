@@ -50,14 +50,29 @@ def report(request: HttpRequest, study_id: int) -> HttpResponse:
     try:
         population = population_of(request, study)
     except BadPopulation as exc:
-        return render(request, "analytics/report.html", {"study": study, "error": str(exc),
-                                                         "population": Population(),
-                                                         "asked": questions.preference_questions(study),
-                                                         "sources": populations.SOURCES}, status=400)
+        return render(
+            request,
+            "analytics/report.html",
+            {
+                "study": study,
+                "error": str(exc),
+                "population": Population(),
+                "asked": questions.preference_questions(study),
+                "sources": populations.SOURCES,
+            },
+            status=400,
+        )
     served = stored.serve(study, population, page=True)
-    context = {"study": study, "population": population, "served": served, "query": urlencode(population.query()),
-               "sources": populations.SOURCES, "rater_ids": study.raters.values_list("external_id", flat=True)[:1000],
-               "report": served.report, "asked": questions.preference_questions(study)}
+    context = {
+        "study": study,
+        "population": population,
+        "served": served,
+        "query": urlencode(population.query()),
+        "sources": populations.SOURCES,
+        "rater_ids": study.raters.values_list("external_id", flat=True)[:1000],
+        "report": served.report,
+        "asked": questions.preference_questions(study),
+    }
     return render(request, "analytics/report.html", context)
 
 
@@ -71,8 +86,11 @@ def report_status(request: HttpRequest, study_id: int) -> HttpResponse:
     except BadPopulation as exc:
         return HttpResponse(str(exc), status=400)
     served = stored.serve(study, population, page=True)
-    response = render(request, "analytics/_report_status.html", {"study": study, "served": served,
-                                                                 "query": urlencode(population.query())})
+    response = render(
+        request,
+        "analytics/_report_status.html",
+        {"study": study, "served": served, "query": urlencode(population.query())},
+    )
     if served.state == "fresh":
         response["HX-Refresh"] = "true"
     return response
@@ -105,19 +123,25 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
 
 @extend_schema(
     parameters=[
-        OpenApiParameter("population", str, pattern=r"^(humans|all|judge:.+)$",
-                         description="humans (default), all (mixes humans and judges), or judge:<rater id>"),
-        OpenApiParameter("source", str, pattern=SOURCE_PATTERN,
-                         description="Comma-separated: " + ", ".join(populations.SOURCES)),
+        OpenApiParameter(
+            "population",
+            str,
+            pattern=r"^(humans|all|judge:.+)$",
+            description="humans (default), all (mixes humans and judges), or judge:<rater id>",
+        ),
+        OpenApiParameter(
+            "source", str, pattern=SOURCE_PATTERN, description="Comma-separated: " + ", ".join(populations.SOURCES)
+        ),
         OpenApiParameter("rater", str, description="One rater's id"),
-        OpenApiParameter("screened", str, enum=["include", "exclude"],
-                         description="include | exclude (default) screened-out raters"),
+        OpenApiParameter(
+            "screened", str, enum=["include", "exclude"], description="include | exclude (default) screened-out raters"
+        ),
     ],
-    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT,
-               404: OpenApiTypes.OBJECT},
+    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
     description="The study report (see `report --json`) for one rater population, served from the stored "
-                "result; `report_state` says whether it is fresh or stale (a refresh is then queued). 202 while "
-                "the first report is computed.")
+    "result; `report_state` says whether it is fresh or stale (a refresh is then queued). 202 while "
+    "the first report is computed.",
+)
 @api_view(["GET"])
 def report_api(request, study_id: int):
     """The study report (SPEC §8 keys) as JSON, for the researcher who owns the study."""
@@ -128,11 +152,12 @@ def report_api(request, study_id: int):
         return Response({"detail": str(exc)}, status=404 if "this study has no" in str(exc) else 400)
     served = stored.serve(study, population)
     if served.report is None:
-        return Response({"report_state": served.meta(), "population": population.as_dict()}, status=202,
-                        headers={"Retry-After": "2"})
+        return Response(
+            {"report_state": served.meta(), "population": population.as_dict()},
+            status=202,
+            headers={"Retry-After": "2"},
+        )
     return Response({**served.report, "report_state": served.meta()})
-
-
 
 
 BUDGET_FIELDS = ("margins", "raters", "power", "alpha", "pair")  # what the settings page's planner form sends
@@ -157,36 +182,49 @@ def budget_start(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @extend_schema(
     request={"application/json": budgeting.REQUEST_SCHEMA},
-    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT,
-               404: OpenApiTypes.OBJECT},
+    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
     description="The budget planner (`plan_budget`). GET: the latest plan (`rows`: per system pair, margin and raters "
-                "per item: items, judgments, assignments, cost, rater_hours; empty before any, `created` null) and "
-                "the job computing a newer one. POST the plan's fields (all optional) to queue a plan: 202 with "
-                "the job; 400 names the field refused.")
+    "per item: items, judgments, assignments, cost, rater_hours; empty before any, `created` null) and "
+    "the job computing a newer one. POST the plan's fields (all optional) to queue a plan: 202 with "
+    "the job; 400 names the field refused.",
+)
 @api_view(["GET", "POST"])
 def budget_api(request, study_id: int):
     study = access_study(request, study_id)
     job = study.jobs.filter(kind=budgeting.KIND).first()
-    job_state = None if job is None else {"id": job.pk, "status": job.status, "done": job.done, "total": job.total,
-                                          "message": job.message}
+    job_state = (
+        None
+        if job is None
+        else {"id": job.pk, "status": job.status, "done": job.done, "total": job.total, "message": job.message}
+    )
     if request.method == "POST":
         values = request.data
         if not hasattr(values, "keys"):
-            return Response({"detail": "Send a JSON object of the plan's fields (all optional): "
-                                       + ", ".join(budgeting.FIELDS) + "."}, status=400)
+            return Response(
+                {
+                    "detail": "Send a JSON object of the plan's fields (all optional): "
+                    + ", ".join(budgeting.FIELDS)
+                    + "."
+                },
+                status=400,
+            )
         unknown = sorted(set(values.keys()) - set(budgeting.FIELDS))
         if unknown:
-            return Response({k: ["not a field of a budget plan; the fields are " + ", ".join(budgeting.FIELDS)]
-                             for k in unknown}, status=400)
+            return Response(
+                {k: ["not a field of a budget plan; the fields are " + ", ".join(budgeting.FIELDS)] for k in unknown},
+                status=400,
+            )
         try:
             plan_request = budgeting.read_request(study, {k: values.get(k) for k in values.keys()})
         except budgeting.BadRequest as exc:
             return Response({exc.field: [exc.message]}, status=404 if isinstance(exc, budgeting.NoSuchPair) else 400)
         job = budgeting.do_start_budget(study, plan_request)
-        return Response({"job": {"id": job.pk, "status": job.status, "done": 0, "total": 0, "message": job.message}},
-                        status=202)
+        return Response(
+            {"job": {"id": job.pk, "status": job.status, "done": 0, "total": 0, "message": job.message}}, status=202
+        )
     latest = budgeting.latest(study)
     if latest is None:
-        return Response({"rows": [], "created": None, "job": job_state,
-                         "detail": "No budget plan yet: POST to plan one."})
+        return Response(
+            {"rows": [], "created": None, "job": job_state, "detail": "No budget plan yet: POST to plan one."}
+        )
     return Response({**latest.result, "created": latest.created.isoformat(), "job": job_state})

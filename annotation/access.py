@@ -125,9 +125,11 @@ def access_rater(token: str) -> Rater:
 # The rating page and its submit are the hot path under load: the assignment with its rater and study
 # in one query, compiled once per thread (annotation/compiled.py).
 _ASSIGNMENT_RATER_STUDY = CompiledQuery(
-    lambda assignment, rater: (Assignment.objects.filter(pk=assignment, rater_id=rater).order_by()
-                               .values(*assignment_columns(""))),
-    assignment=int, rater=int,
+    lambda assignment, rater: (
+        Assignment.objects.filter(pk=assignment, rater_id=rater).order_by().values(*assignment_columns(""))
+    ),
+    assignment=int,
+    rater=int,
 )
 
 
@@ -156,13 +158,17 @@ def _assignment_from(row: dict, payload: dict, prefix: str = "") -> tuple[Rater,
 def assignment_columns(prefix: str = "assignment__") -> tuple[str, ...]:
     """The columns ``access_rater_assignment_rows`` reads of the assignment, its rater, its study and the
     study's crowd settings, reached from the queried model through ``prefix``."""
-    return (*model_columns(Assignment, prefix), *model_columns(Rater, f"{prefix}rater__"),
-            *model_columns(Study, f"{prefix}study__"),
-            *model_columns(CrowdSettings, f"{prefix}study__crowd_settings__"))
+    return (
+        *model_columns(Assignment, prefix),
+        *model_columns(Rater, f"{prefix}rater__"),
+        *model_columns(Study, f"{prefix}study__"),
+        *model_columns(CrowdSettings, f"{prefix}study__crowd_settings__"),
+    )
 
 
-def access_rater_assignment_rows(token: str, assignment_id: int, query: CompiledQuery, **params: int
-                                 ) -> tuple[Rater, Assignment, list[dict]]:
+def access_rater_assignment_rows(
+    token: str, assignment_id: int, query: CompiledQuery, **params: int
+) -> tuple[Rater, Assignment, list[dict]]:
     """The rater of a personal link, one of their own assignments and rows about it, in one query:
     ``query`` takes ``assignment``, ``rater`` (and ``params``), keeps only rows of that assignment of that
     rater (``assignment_id=assignment, assignment__rater_id=rater``) and selects ``assignment_columns()``.
@@ -186,7 +192,8 @@ def rater_pair(assignment: Assignment, rows: list[dict], pair_id: int) -> Assign
     judgment_id = row["judgment__id"]
     # What select_related("judgment") caches: None when unanswered, so no later access queries again.
     AssignmentPair.judgment.related.set_cached_value(
-        pair, None if judgment_id is None else Judgment.objects.get(pk=judgment_id))
+        pair, None if judgment_id is None else Judgment.objects.get(pk=judgment_id)
+    )
     return pair
 
 

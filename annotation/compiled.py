@@ -114,7 +114,7 @@ class CompiledQuery(_Compiled):
         sql, params = compiler.as_sql()
         query = queryset.query
         # What results_iter() would work out on every call: the converters of the selected columns.
-        fields = [column[0] for column in compiler.select[0:compiler.col_count]]
+        fields = [column[0] for column in compiler.select[0 : compiler.col_count]]
         if compiler.has_composite_fields(fields):
             raise TypeError("A compiled query selects plain columns, not composite primary keys.")
         converters = compiler.get_converters(fields)
@@ -158,8 +158,9 @@ class CompiledKeysQuery:
         query = self._by_length.get(n)
         if query is None:
             names = [f"k{i}" for i in range(n)]
-            query = CompiledQuery(lambda **keys: self.build([keys[name] for name in names]),
-                                  **dict.fromkeys(names, int))
+            query = CompiledQuery(
+                lambda **keys: self.build([keys[name] for name in names]), **dict.fromkeys(names, int)
+            )
             self._by_length[n] = query
         return query
 

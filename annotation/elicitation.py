@@ -113,8 +113,11 @@ def _check_set(answer: Answer, study, *, allow_empty: bool) -> None:
     if NEITHER in response and response & set(OUTPUTS):
         raise AnswerError(_("You marked an output acceptable and also 'neither is acceptable': choose one."))
     if not response and not allow_empty:
-        raise AnswerError(_("Select at least one output you find acceptable, or 'neither is acceptable'.")
-                          if study.neither_option else _("Select at least one output you find acceptable."))
+        raise AnswerError(
+            _("Select at least one output you find acceptable, or 'neither is acceptable'.")
+            if study.neither_option
+            else _("Select at least one output you find acceptable.")
+        )
 
 
 def _model_set(response: frozenset[str] | None, a_shown_first: bool) -> list[str]:
@@ -161,8 +164,10 @@ class Mode(abc.ABC):
         return ",".join(sorted(answer.response or ()))
 
     def _choices(self, study) -> tuple[Option, ...]:
-        options = [_option("radio", "choice", FIRST, _("Output 1"), "1"),
-                   _option("radio", "choice", SECOND, _("Output 2"), "2")]
+        options = [
+            _option("radio", "choice", FIRST, _("Output 1"), "1"),
+            _option("radio", "choice", SECOND, _("Output 2"), "2"),
+        ]
         if study.allow_tie:
             options.append(_option("radio", "choice", TIE, study.tie_label, "3"))
         if study.neither_option:
@@ -178,8 +183,11 @@ class Mode(abc.ABC):
     def key_help(self, study) -> list[tuple[tuple[str, ...], str]]:
         """(keys, what they do) for the instructions, in the form's order."""
         enter = pgettext("the key", "Enter")
-        return [(tuple(filter(None, (o.key_label, o.alt_label))), o.label)
-                for fieldset in self.fieldsets(study) for o in fieldset.options] + [((enter,), _("submit"))]
+        return [
+            (tuple(filter(None, (o.key_label, o.alt_label))), o.label)
+            for fieldset in self.fieldsets(study)
+            for o in fieldset.options
+        ] + [((enter,), _("submit"))]
 
 
 class ForcedChoice(Mode):
@@ -202,8 +210,10 @@ class ResponseSet(Mode):
         return study.response_set_question
 
     def fieldsets(self, study):
-        options = [_option("checkbox", "response", FIRST, _("Output 1"), "1"),
-                   _option("checkbox", "response", SECOND, _("Output 2"), "2")]
+        options = [
+            _option("checkbox", "response", FIRST, _("Output 1"), "1"),
+            _option("checkbox", "response", SECOND, _("Output 2"), "2"),
+        ]
         if study.neither_option:
             options.append(_option("checkbox", "response", NEITHER, study.neither_label, "0"))
         return (Fieldset(self.question(study), tuple(options)),)
@@ -227,8 +237,10 @@ class Paired(Mode):
     verdict = ("choice", "also")
 
     def fieldsets(self, study):
-        also = (Option("checkbox", "response", FIRST, _("Output 1 is acceptable"), "shift-1", "⇧1"),
-                Option("checkbox", "response", SECOND, _("Output 2 is acceptable"), "shift-2", "⇧2"))
+        also = (
+            Option("checkbox", "response", FIRST, _("Output 1 is acceptable"), "shift-1", "⇧1"),
+            Option("checkbox", "response", SECOND, _("Output 2 is acceptable"), "shift-2", "⇧2"),
+        )
         return (Fieldset(study.question, self._choices(study)), Fieldset(study.also_acceptable_question, also))
 
     def read(self, data):
@@ -267,8 +279,11 @@ class PreferenceScale(Mode):
             if side == TIE:
                 options.append(Option("radio", "choice", TIE, _("About the same"), str(key), str(key)))
             else:
-                options.append(Option("radio", "choice", f"{side}:{strength}", self._point_label(side, strength),
-                                      str(key), str(key)))
+                options.append(
+                    Option(
+                        "radio", "choice", f"{side}:{strength}", self._point_label(side, strength), str(key), str(key)
+                    )
+                )
         if study.neither_option:
             options.append(_option("radio", "choice", BOTH_BAD, study.neither_label, "0"))
         return (Fieldset(study.question, tuple(options)),)
@@ -322,8 +337,14 @@ def effective_choice(choice: str | None, response_set=None, probability_a: float
     return None
 
 
-def stored_in_words(choice: str | None, response_set=None, strength: int | None = None,
-                    probability_a: float | None = None, system_a: str = "A", system_b: str = "B") -> str:
+def stored_in_words(
+    choice: str | None,
+    response_set=None,
+    strength: int | None = None,
+    probability_a: float | None = None,
+    system_a: str = "A",
+    system_b: str = "B",
+) -> str:
     """A stored answer (model coordinates) in a few words a researcher reads, naming the systems: "A is better",
     "B is much better", "a tie", "both are bad", "only A is acceptable", "both are acceptable", "neither is
     acceptable", "P(A better) = 0.73"."""
@@ -336,8 +357,9 @@ def stored_in_words(choice: str | None, response_set=None, strength: int | None 
         if response_set == []:
             return "both are bad"
         if response_set:
-            return "a tie; " + (f"only {names[response_set[0]]} is acceptable" if len(response_set) == 1
-                                else "both are acceptable")
+            return "a tie; " + (
+                f"only {names[response_set[0]]} is acceptable" if len(response_set) == 1 else "both are acceptable"
+            )
         return "a tie"
     if response_set is not None:
         if len(response_set) == 1:

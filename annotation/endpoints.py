@@ -32,8 +32,13 @@ from annotation.worker import stale_after
 
 TICK = 15.0  # seconds; well inside the staleness limit (annotation.worker.stale_after, 120 s)
 # Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
-FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError, openai.BadRequestError,
-         openai.UnprocessableEntityError)
+FATAL = (
+    openai.AuthenticationError,
+    openai.PermissionDeniedError,
+    openai.NotFoundError,
+    openai.BadRequestError,
+    openai.UnprocessableEntityError,
+)
 MAX_TOKENS_COUNTED = 2**31 - 1  # the database's integer: an endpoint's count beyond it is not believed
 REQUEST_LIMIT_CAP = 900.0  # no request, with all its retries, may hold a thread longer than 15 minutes
 
@@ -47,18 +52,25 @@ def api_key(endpoint: Endpoint) -> str:
     configured with neither (the client still sends a placeholder)."""
     if endpoint.api_key:
         if isinstance(endpoint.api_key, SealedUnreadable):
-            raise EndpointError(str(UnreadableSecret(
-                "The stored key cannot be read: the server's encryption key changed since it was stored. Type the "
-                "key again on the endpoint's page.")))
+            raise EndpointError(
+                str(
+                    UnreadableSecret(
+                        "The stored key cannot be read: the server's encryption key changed since it was stored. "
+                        "Type the key again on the endpoint's page."
+                    )
+                )
+            )
         return endpoint.api_key
     if endpoint.api_key_env:
         if endpoint.api_key_env not in key_variables():  # stored before the operator's list, or by a script
             raise EndpointError(unknown_key_variable())
         value = os.environ.get(endpoint.api_key_env, "")
         if not value:
-            raise EndpointError(f"The environment variable {endpoint.api_key_env} (the endpoint's API key) is not set "
-                                "for the worker; set it, store a key with the endpoint, or clear both for a server "
-                                "that needs no key.")
+            raise EndpointError(
+                f"The environment variable {endpoint.api_key_env} (the endpoint's API key) is not set "
+                "for the worker; set it, store a key with the endpoint, or clear both for a server "
+                "that needs no key."
+            )
         return value
     return "no-key"
 
@@ -84,10 +96,13 @@ def check_target(endpoint: Endpoint) -> None:
 def make_client(endpoint: Endpoint) -> openai.OpenAI:
     """The official client, never following redirects: an allowed host must not bounce a request (and its key)
     somewhere else."""
-    return openai.OpenAI(base_url=endpoint.base_url, api_key=api_key(endpoint), timeout=endpoint.timeout_seconds,
-                         max_retries=endpoint.max_retries,
-                         http_client=openai.DefaultHttpxClient(follow_redirects=False,
-                                                               timeout=endpoint.timeout_seconds))
+    return openai.OpenAI(
+        base_url=endpoint.base_url,
+        api_key=api_key(endpoint),
+        timeout=endpoint.timeout_seconds,
+        max_retries=endpoint.max_retries,
+        http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=endpoint.timeout_seconds),
+    )
 
 
 def token_count(value, name: str, notes: list[str]) -> int:
@@ -126,13 +141,15 @@ def stop_queued(job: Job | None, words: str) -> None:
     for a worker that may not be there."""
     if job is not None and job.status == Job.Status.QUEUED:
         Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(
-            status=Job.Status.STOPPED, finished=timezone.now(), message=words)
+            status=Job.Status.STOPPED, finished=timezone.now(), message=words
+        )
 
 
 def cost(endpoint: Endpoint, prompt_tokens: int, completion_tokens: int) -> Decimal:
     """US$ at the endpoint's prices per million tokens."""
-    return ((Decimal(prompt_tokens) * endpoint.price_input + Decimal(completion_tokens) * endpoint.price_output)
-            / 10**6).quantize(Decimal("0.0001"))
+    return (
+        (Decimal(prompt_tokens) * endpoint.price_input + Decimal(completion_tokens) * endpoint.price_output) / 10**6
+    ).quantize(Decimal("0.0001"))
 
 
 def request_limit(endpoint: Endpoint) -> float:
@@ -175,10 +192,17 @@ class Conversation(Generic[R, A]):
     failure: Callable[[R, str], A]
 
 
-def run(endpoint: Endpoint, source: Iterator[R], total: int, talk: Conversation[R, A], *,
-        progress: Callable[[int, int], None] = lambda done, total: None,
-        should_stop: Callable[[], bool] = lambda: False, slice_seconds: float | None = None,
-        result: RunResult | None = None) -> RunResult:
+def run(
+    endpoint: Endpoint,
+    source: Iterator[R],
+    total: int,
+    talk: Conversation[R, A],
+    *,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+    should_stop: Callable[[], bool] = lambda: False,
+    slice_seconds: float | None = None,
+    result: RunResult | None = None,
+) -> RunResult:
     """Ask for each request of ``source`` (``total`` of them), ``max_concurrency`` at a time, recording each reply
     as it arrives. ``should_stop`` is checked after each reply and every ``TICK`` seconds; once it says so -- or the
     run has used its ``slice_seconds`` (default SEPLAB_JUDGE_SLICE_SECONDS), so that one endpoint never holds the
@@ -192,8 +216,9 @@ def run(endpoint: Endpoint, source: Iterator[R], total: int, talk: Conversation[
     progress(0, total)
     limit = request_limit(endpoint)
     ends = time.monotonic() + (settings.SEPLAB_JUDGE_SLICE_SECONDS if slice_seconds is None else slice_seconds)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=endpoint.max_concurrency,
-                                                 thread_name_prefix=f"endpoint-{type(endpoint).__name__}-{endpoint.pk}")
+    pool = concurrent.futures.ThreadPoolExecutor(
+        max_workers=endpoint.max_concurrency, thread_name_prefix=f"endpoint-{type(endpoint).__name__}-{endpoint.pk}"
+    )
     # one client per request: cutting a request off closes its own connection (and frees its thread) without
     # touching the others
     in_flight: dict[concurrent.futures.Future, tuple[R, float, openai.OpenAI]] = {}
@@ -221,8 +246,9 @@ def run(endpoint: Endpoint, source: Iterator[R], total: int, talk: Conversation[
             # requests are out; sooner when a request's time limit or the slice ends first
             now = time.monotonic()
             wake = min([TICK, ends - now, *(deadline - now for _, deadline, _ in in_flight.values())])
-            finished, _ = concurrent.futures.wait(list(in_flight), timeout=max(wake, 0.01),
-                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+            finished, _ = concurrent.futures.wait(
+                list(in_flight), timeout=max(wake, 0.01), return_when=concurrent.futures.FIRST_COMPLETED
+            )
             for future in finished:
                 in_flight.pop(future)[2].close()
                 if talk.record(future.result()):
@@ -230,16 +256,22 @@ def run(endpoint: Endpoint, source: Iterator[R], total: int, talk: Conversation[
             now = time.monotonic()
             for future, (_, deadline, _) in list(in_flight.items()):
                 if now >= deadline:
-                    cut_off(future, f"The request took longer than {limit:.0f} s with all its attempts (the endpoint "
-                                    "kept the connection open); cut off, asked again on resume.")
+                    cut_off(
+                        future,
+                        f"The request took longer than {limit:.0f} s with all its attempts (the endpoint "
+                        "kept the connection open); cut off, asked again on resume.",
+                    )
             if not (result.stopped or result.sliced):
                 if should_stop():
                     result.stopped = True
                 elif now >= ends and (in_flight or result.asked < total):
                     result.sliced = True
             if (result.stopped or result.sliced) and in_flight:
-                why = ("Stopped while the request was out; asked again on resume." if result.stopped else
-                       "The run paused for other jobs while the request was out; asked again when it goes on.")
+                why = (
+                    "Stopped while the request was out; asked again on resume."
+                    if result.stopped
+                    else "The run paused for other jobs while the request was out; asked again when it goes on."
+                )
                 for future in list(in_flight):
                     cut_off(future, why)
             progress(result.recorded, total)
@@ -263,8 +295,19 @@ def within_budget(endpoint: Endpoint, todo: list, replies: int, result: RunResul
     return todo
 
 
-def do_start(endpoint: Endpoint, kind: str, study_id: int, params: dict, current: Job | None, *, busy: str,
-             nothing_left: str | None, replies: int, message: str, enqueue: bool = True) -> Job:
+def do_start(
+    endpoint: Endpoint,
+    kind: str,
+    study_id: int,
+    params: dict,
+    current: Job | None,
+    *,
+    busy: str,
+    nothing_left: str | None,
+    replies: int,
+    message: str,
+    enqueue: bool = True,
+) -> Job:
     """Start a run (a first run or a resume) under the endpoint's row lock: refused while one is ``current`` and live
     (``busy``), when there is nothing to ask (``nothing_left``) or the budget is used up; a running job whose worker
     stopped answering is marked failed first; the key and the target are checked now, not by a failed job. Queued
@@ -274,8 +317,10 @@ def do_start(endpoint: Endpoint, kind: str, study_id: int, params: dict, current
         raise EndpointError(busy)
     if current is not None and current.active:
         Job.objects.filter(pk=current.pk).update(
-            status=Job.Status.FAILED, finished=timezone.now(),
-            message="The worker stopped without finishing (a crash or a restart); the run was resumed.")
+            status=Job.Status.FAILED,
+            finished=timezone.now(),
+            message="The worker stopped without finishing (a crash or a restart); the run was resumed.",
+        )
     api_key(endpoint)
     check_target(endpoint)
     if nothing_left:
@@ -287,13 +332,18 @@ def do_start(endpoint: Endpoint, kind: str, study_id: int, params: dict, current
     return jobs.enqueue(job) if enqueue else job
 
 
-def run_as_job(endpoint: Endpoint, run_once: Callable[[Callable[[], bool]], RunResult], summary: Callable[[], str],
-               go_on: Callable[[], Job]):
+def run_as_job(
+    endpoint: Endpoint,
+    run_once: Callable[[Callable[[], bool]], RunResult],
+    summary: Callable[[], str],
+    go_on: Callable[[], Job],
+):
     """A job's body around one run: stop when the endpoint's Stop is pressed; a database outage waits (the job
     resumes what is missing); any other error fails the job with the redacted words only (never the traceback,
     which may quote an endpoint echoing the key). Returns (the run's result, its outcome in words, or None when it
     ran to its end and the caller says what follows); a run that used its time slice goes on in a new job
     (``go_on``)."""
+
     def should_stop() -> bool:
         return type(endpoint).objects.filter(pk=endpoint.pk, stop_requested=True).exists()
 
@@ -308,8 +358,10 @@ def run_as_job(endpoint: Endpoint, run_once: Callable[[Callable[[], bool]], RunR
         return result, jobs.Outcome(f"Stopped: {said} Resume to go on.", status=Job.Status.STOPPED)
     if result.sliced:
         go_on()
-        return result, jobs.Outcome(f"Paused after {settings.SEPLAB_JUDGE_SLICE_SECONDS:.0f} s so that other jobs "
-                                    f"can run: {said} It goes on by itself in the next job.")
+        return result, jobs.Outcome(
+            f"Paused after {settings.SEPLAB_JUDGE_SLICE_SECONDS:.0f} s so that other jobs "
+            f"can run: {said} It goes on by itself in the next job."
+        )
     if result.budget_reached:
         return result, jobs.Outcome(f"Request budget reached: {said}")
     return result, None

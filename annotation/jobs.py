@@ -46,9 +46,11 @@ KINDS: dict[str, str] = {
 # a body that may run again from the start after a database outage
 RESTARTABLE: set[str] = {"plan", "judge", "generate"}
 OUTAGE_RETRIES = 5  # times a restartable body is run again after an outage cut it short, before the job fails
-OUTAGE = ("The database could not be reached while this job ran (it was locked by another writer or its "
-          "connection dropped){again}; nothing after its last progress was kept. Start it again (an unfinished "
-          "import can be deleted from the study page).")
+OUTAGE = (
+    "The database could not be reached while this job ran (it was locked by another writer or its "
+    "connection dropped){again}; nothing after its last progress was kept. Start it again (an unfinished "
+    "import can be deleted from the study page)."
+)
 
 
 def register(kind: str, body: str, restartable: bool = False) -> None:
@@ -79,9 +81,22 @@ def is_outage(exc: BaseException) -> bool:
         return True
     cause = exc.__cause__
     state = getattr(cause, "sqlstate", None) or ""
-    return state.startswith("08") or state in DISCONNECTED or (
-        not state and any(words in text for words in ("server closed the connection", "connection is closed",
-                                                       "terminating connection", "could not connect")))
+    return (
+        state.startswith("08")
+        or state in DISCONNECTED
+        or (
+            not state
+            and any(
+                words in text
+                for words in (
+                    "server closed the connection",
+                    "connection is closed",
+                    "terminating connection",
+                    "could not connect",
+                )
+            )
+        )
+    )
 
 
 def wait_for_database(job_id: int, exc: BaseException, backoff_max: float = 30.0) -> None:
@@ -173,8 +188,9 @@ def run_job(job_id: int) -> None:
                 return  # ended meanwhile (the stale-job sweep, a stop): nothing to run or write
             detail = f"{type(exc).__name__}: {exc}"
             if job.kind in RESTARTABLE and cut_short <= OUTAGE_RETRIES:
-                logger.warning("job %s (%s) was cut short by a database outage (%s); running it again", job_id,
-                               job.kind, detail)
+                logger.warning(
+                    "job %s (%s) was cut short by a database outage (%s); running it again", job_id, job.kind, detail
+                )
                 continue
             again = f", {cut_short} times" if cut_short > 1 else ""
             message = OUTAGE.format(again=again) + f" ({detail})"
@@ -197,7 +213,8 @@ def _run_body(job_id: int) -> Ending | None:
     ``run_job`` to wait out."""
     job = Job.objects.select_related("study").get(pk=job_id)
     if not Job.objects.filter(pk=job_id, status__in=(Job.Status.QUEUED, Job.Status.RUNNING)).update(
-            status=Job.Status.RUNNING, heartbeat=timezone.now()):
+        status=Job.Status.RUNNING, heartbeat=timezone.now()
+    ):
         return None
     try:
         body = import_string(KINDS[job.kind])  # an unknown kind fails the job, never leaves it queued

@@ -81,20 +81,27 @@ class Study(models.Model):
 
     # What raters are asked and how they answer (SPEC §6).
     elicitation = models.CharField(
-        max_length=20, choices=elicitation_modes.CHOICES, default=elicitation_modes.ForcedChoice.name,
+        max_length=20,
+        choices=elicitation_modes.CHOICES,
+        default=elicitation_modes.ForcedChoice.name,
         help_text="How raters answer: one registered mode of annotation/elicitation.py.",
     )
     allow_tie = models.BooleanField(default=True, help_text="Offer a third option besides the two outputs.")
     tie_label = models.CharField(max_length=60, default="No preference")
     neither_option = models.BooleanField(
-        default=False, help_text="Offer 'neither is acceptable / both are bad': a forced choice gets it as an "
+        default=False,
+        help_text="Offer 'neither is acceptable / both are bad': a forced choice gets it as an "
         "option (a tie in ratings, no output acceptable in indeterminacy); a response set may then be empty.",
     )
     neither_label = models.CharField(max_length=60, default="Both are bad")
-    allow_skip = models.BooleanField(default=False, help_text="Let raters skip an item, with a reason: stored as a "
-                                                              "skip, and the item's place returns to the queue.")
-    allow_comment = models.BooleanField(default=False, help_text="Offer an optional free-text comment per pair "
-                                                                 "(stored with the judgment and exported).")
+    allow_skip = models.BooleanField(
+        default=False,
+        help_text="Let raters skip an item, with a reason: stored as a "
+        "skip, and the item's place returns to the queue.",
+    )
+    allow_comment = models.BooleanField(
+        default=False, help_text="Offer an optional free-text comment per pair (stored with the judgment and exported)."
+    )
     question = models.CharField(max_length=500, default="Which output is better?")
     also_acceptable_question = models.CharField(
         max_length=500, default="Which other outputs are also acceptable?", help_text="Paired elicitation only."
@@ -103,14 +110,19 @@ class Study(models.Model):
         max_length=500, default="Select every output you find acceptable.", help_text="Response-set elicitation only."
     )
     further_questions = models.TextField(
-        blank=True, default="", db_default="", validators=[questions.validate],
+        blank=True,
+        default="",
+        db_default="",
+        validators=[questions.validate],
         help_text="More questions about every pair, one per line: key | how | question. How: forced_choice, "
         "response_set, paired or preference_scale (a preference, analysed on its own in the report), rationale "
         "(free text the rater must write) or optional rationale. E.g. 'harmless | forced_choice | Which output is "
         "more harmless?'.",
     )
     output_format = models.CharField(
-        max_length=10, choices=rendering.FORMATS, default=rendering.MARKDOWN,
+        max_length=10,
+        choices=rendering.FORMATS,
+        default=rendering.MARKDOWN,
         help_text="How raters see inputs and outputs: rendered Markdown (code highlighted, tables, lists; raw HTML "
         "is shown as text) or plain text. Raters can show either pair's source.",
     )
@@ -126,7 +138,9 @@ class Study(models.Model):
         help_text="N: sampled output pairs of one item a rater judges in one assignment.",
     )
     sample_pairing = models.CharField(
-        max_length=20, choices=SamplePairing.choices, default=SamplePairing.ONE_TO_ONE,
+        max_length=20,
+        choices=SamplePairing.choices,
+        default=SamplePairing.ONE_TO_ONE,
         help_text="How the N pairs of a rating set are drawn from the K samples of each system. One-to-one is the "
         "paper's protocol (a random matching; at most min(N, K_A, K_B) pairs); the grid allows N > K.",
     )
@@ -134,15 +148,17 @@ class Study(models.Model):
         default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
     judgments_per_assignment = models.PositiveSmallIntegerField(
-        default=10, validators=[MinValueValidator(1), MaxValueValidator(200)],
+        default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(200)],
         help_text="How many pairs one assignment bundles: whole items (each with its N sampled pairs) up to this "
         "size, with one completion code. Crowd sites pay per assignment.",
     )
     pair_mode = models.CharField(max_length=20, choices=PairMode.choices, default=PairMode.ALL)
     baseline = models.ForeignKey("System", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     scheduling = models.CharField(max_length=20, choices=Scheduling.choices, default=Scheduling.RANDOM)
-    seed = models.BigIntegerField(default=new_seed, help_text="Makes the plan, the selection and the bootstrap "
-                                                              "reproducible.")
+    seed = models.BigIntegerField(
+        default=new_seed, help_text="Makes the plan, the selection and the bootstrap reproducible."
+    )
     # Other apps' settings are their own rows (annotation/study_settings.py): study.selection_settings,
     # study.analysis_settings, study.crowd_settings.
 
@@ -156,29 +172,47 @@ class Study(models.Model):
         IMPORTING = "importing", "Importing"
 
     status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.ACTIVE,
+        max_length=10,
+        choices=Status.choices,
+        default=Status.ACTIVE,
         help_text="Paused and archived studies give raters no pairs (an answer to a pair already shown is still "
-                  "stored); archived studies are also left off the study list.")
+        "stored); archived studies are also left off the study list.",
+    )
     public_base_url = models.URLField(
-        blank=True, help_text="The address raters reach this server at (e.g. https://eval.example.org), used in "
+        blank=True,
+        help_text="The address raters reach this server at (e.g. https://eval.example.org), used in "
         "every link the study shows and exports. Empty: the site's SITE_URL when it is https, else the address "
-        "you are browsing.")
+        "you are browsing.",
+    )
     # Before the first pair (annotation/rating/consent.py, annotation/rating/practice.py).
     consent_text = models.TextField(
-        blank=True, default="", db_default="",
-        help_text="What human raters agree to before their first pair (Markdown); empty: no consent step.")
+        blank=True,
+        default="",
+        db_default="",
+        help_text="What human raters agree to before their first pair (Markdown); empty: no consent step.",
+    )
     practice_pairs = models.PositiveSmallIntegerField(
-        default=0, db_default=0, validators=[MaxValueValidator(5)],
+        default=0,
+        db_default=0,
+        validators=[MaxValueValidator(5)],
         help_text="Attention-check pairs a rater practises on, with feedback, before their first real pair "
-                  "(never judgments); 0: no practice.")
+        "(never judgments); 0: no practice.",
+    )
     raters_language = models.CharField(
-        max_length=10, blank=True, default="", db_default="", choices=rater_languages,
+        max_length=10,
+        blank=True,
+        default="",
+        db_default="",
+        choices=rater_languages,
         help_text="The language of SepLab's own words on rater pages (never the researcher's texts); empty: the one "
-        "the rater's browser asks for, among those shipped.")
+        "the rater's browser asks for, among those shipped.",
+    )
     fill_items_first = models.BooleanField(
-        default=False, db_default=False,
+        default=False,
+        db_default=False,
         help_text="Raters finish started items before new ones start (depth first), so each item's score is in "
-        "early: set from the item chooser while the study stops buying decided pairs (planning).")
+        "early: set from the item chooser while the study stops buying decided pairs (planning).",
+    )
 
     class Meta:
         ordering = ["-created"]
@@ -246,32 +280,40 @@ class CrowdSettings(models.Model):
         null=True, blank=True, help_text="Most assignments (items) one rater may do; empty means no limit."
     )
     assignment_timeout_minutes = models.PositiveIntegerField(
-        default=60, validators=[MinValueValidator(1)],
+        default=60,
+        validators=[MinValueValidator(1)],
         help_text="An assignment with no answer for this long expires and its place returns to the queue.",
     )
     gold_rate = models.FloatField(
-        default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
         help_text="Share of attention-check (gold) pairs added to each assignment, e.g. 0.2 = one per five pairs.",
     )
     min_seconds_per_pair = models.PositiveIntegerField(
         default=0, help_text="Answers given faster than this (server-measured) are refused with a reminder."
     )
     first_answer_minutes = models.PositiveIntegerField(
-        default=5, validators=[MinValueValidator(1)],
+        default=5,
+        validators=[MinValueValidator(1)],
         help_text="A crowd worker holds their places only once they answer: an assignment with no answer after "
-                  "this many minutes expires and its places return to the queue.",
+        "this many minutes expires and its places return to the queue.",
     )
     screen_min_gold = models.PositiveIntegerField(
         default=3, help_text="Gold answers needed before a rater's accuracy is judged."
     )
     screen_accuracy = models.FloatField(
-        default=0.6, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        default=0.6,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Raters whose gold accuracy falls below this are screened out (no more work).",
     )
     pay_per_assignment = models.DecimalField(
-        max_digits=8, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(0)],
+        max_digits=8,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
         help_text="What one assignment (one completion code) pays, in the crowd site's currency; the budget planner "
-                  "and the study page turn judgments into money with it (empty: not shown).",
+        "and the study page turn judgments into money with it (empty: not shown).",
     )
 
     class Meta:
@@ -323,8 +365,10 @@ class Generation(models.Model):
     text_hash = models.CharField(max_length=64, db_index=True)
     n_words = models.PositiveIntegerField(default=0, help_text="Words (whitespace-separated) in the text.")
     provenance = models.JSONField(
-        null=True, blank=True,
-        help_text="Where a generated output came from: endpoint, model, parameters, time (none when imported).")
+        null=True,
+        blank=True,
+        help_text="Where a generated output came from: endpoint, model, parameters, time (none when imported).",
+    )
 
     class Meta:
         ordering = ["item_id", "system_id", "sample_index"]
@@ -343,9 +387,11 @@ class Comparison(models.Model):
     system_a = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
     system_b = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
     closed = models.BooleanField(
-        default=False, db_default=False,
+        default=False,
+        db_default=False,
         help_text="No new rater places of this pair are given out: its decision is in and the study stops buying "
-        "decided pairs (places already held are honoured).")
+        "decided pairs (places already held are honoured).",
+    )
 
     class Meta:
         ordering = ["id"]
@@ -385,8 +431,10 @@ class Task(models.Model):
     raters_required = models.PositiveSmallIntegerField()
     position = models.PositiveIntegerField(help_text="Release order; lower positions are handed out first.")
     taken = models.PositiveSmallIntegerField(
-        default=0, help_text="Rater places held (assignments with a slot), kept in step by the assignment "
-                             "service so finding the next open task reads an index instead of counting.")
+        default=0,
+        help_text="Rater places held (assignments with a slot), kept in step by the assignment "
+        "service so finding the next open task reads an index instead of counting.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -397,8 +445,11 @@ class Task(models.Model):
             # depth first (Study.fill_items_first): the open tasks alone, the most raters first. In the index above
             # a backward scan met every full task before the first open one and then had to sort a whole level of
             # open tasks by position: a start took 0.5 s at 10,000 judgments of a 36,000-task study on PostgreSQL.
-            models.Index(fields=["study", "-taken", "position"], condition=Q(taken__lt=F("raters_required")),
-                         name="task_fill_order"),
+            models.Index(
+                fields=["study", "-taken", "position"],
+                condition=Q(taken__lt=F("raters_required")),
+                name="task_fill_order",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -438,19 +489,33 @@ class Rater(models.Model):
     token_nonce = models.CharField(max_length=32, default=new_nonce)
     created = models.DateTimeField(auto_now_add=True)
     screened_out = models.BooleanField(default=False, help_text="Failed the study's attention checks: no more work.")
-    revoked = models.BooleanField(default=False, help_text="The researcher revoked this rater's link: it no longer "
-                                                           "opens anything (their judgments are kept).")
+    revoked = models.BooleanField(
+        default=False,
+        help_text="The researcher revoked this rater's link: it no longer opens anything (their judgments are kept).",
+    )
     consented_at = models.DateTimeField(
-        null=True, blank=True, help_text="When the rater agreed to the study's consent text (empty: not asked, or "
-                                         "not agreed).")
+        null=True,
+        blank=True,
+        help_text="When the rater agreed to the study's consent text (empty: not asked, or not agreed).",
+    )
     consent_text_hash = models.CharField(
-        max_length=64, blank=True, default="", db_default="",
-        help_text="SHA-256 of the consent text the rater agreed to (the text may be edited while a study runs).")
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="SHA-256 of the consent text the rater agreed to (the text may be edited while a study runs).",
+    )
     practice_done_at = models.DateTimeField(
-        null=True, blank=True, help_text="When the rater finished the practice round: they never repeat it.")
-    client = models.CharField(max_length=64, blank=True, default="", db_default="",
-                              help_text="The network a crowd worker or open-link visitor last arrived from (an IPv4 "
-                                        "address or an IPv6 /64): how many unanswered places one network may hold.")
+        null=True, blank=True, help_text="When the rater finished the practice round: they never repeat it."
+    )
+    client = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The network a crowd worker or open-link visitor last arrived from (an IPv4 "
+        "address or an IPv6 /64): how many unanswered places one network may hold.",
+    )
 
     # Who holds places only as work is shown to them: anyone can become one of these raters (an invented worker id,
     # a visit to the open link), so until they answer they hold the task on their screen and no more, and only for
@@ -496,14 +561,19 @@ class Assignment(models.Model):
     seconds_per_pair = models.FloatField(
         default=DEFAULT_SECONDS_PER_PAIR,
         help_text="The study's median time per pair when the assignment started: the rating page's estimate of the "
-                  "time left.")
+        "time left.",
+    )
     answered = models.PositiveSmallIntegerField(
-        default=0, help_text="Pairs answered so far, kept in step by the submit's one UPDATE (which completes the "
-                             "assignment when it reaches n_pairs and nothing is left to claim).")
+        default=0,
+        help_text="Pairs answered so far, kept in step by the submit's one UPDATE (which completes the "
+        "assignment when it reaches n_pairs and nothing is left to claim).",
+    )
     unclaimed = models.PositiveSmallIntegerField(
-        default=0, db_default=0,
+        default=0,
+        db_default=0,
         help_text="Study pairs this assignment will still take, a task at a time as its rater reaches them (crowd "
-                  "workers and open-link visitors hold only what they are shown).")
+        "workers and open-link visitors hold only what they are shown).",
+    )
 
     class Meta:
         ordering = ["id"]
@@ -588,9 +658,12 @@ class Judgment(models.Model):
         null=True, blank=True, help_text='Subset of ["a", "b"], model coordinates; [] = no output acceptable.'
     )
     strength = models.PositiveSmallIntegerField(
-        null=True, blank=True,
-        validators=[MinValueValidator(min(elicitation_modes.STRENGTHS)),
-                    MaxValueValidator(max(elicitation_modes.STRENGTHS))],
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(min(elicitation_modes.STRENGTHS)),
+            MaxValueValidator(max(elicitation_modes.STRENGTHS)),
+        ],
         help_text="Preference scale: 1 = better, 2 = much better (the choice says which output).",
     )
     probability_a = models.FloatField(null=True, blank=True)
@@ -603,12 +676,16 @@ class Judgment(models.Model):
     idempotency_key = models.CharField(max_length=64)
     superseded = models.BooleanField(default=False)
     revised = models.BooleanField(
-        default=False, help_text="Replaced by the rater's later answer to the same pair in the same assignment: "
-                                 "kept and exported, left out of the analysis.")
+        default=False,
+        help_text="Replaced by the rater's later answer to the same pair in the same assignment: "
+        "kept and exported, left out of the analysis.",
+    )
     extra = models.JSONField(default=dict, blank=True, help_text="Unknown fields of an imported line, kept.")
     answers = models.JSONField(
-        default=dict, blank=True,
-        help_text="The answers to the study's further questions by key (annotation/questions.py), model coordinates.")
+        default=dict,
+        blank=True,
+        help_text="The answers to the study's further questions by key (annotation/questions.py), model coordinates.",
+    )
 
     class Meta:
         ordering = ["created", "id"]
@@ -619,7 +696,6 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"judgment {self.idempotency_key} by rater {self.rater_id}"
-
 
 
 class Skip(models.Model):
@@ -700,15 +776,23 @@ class ExternalLink(models.Model):
     platform = models.CharField(max_length=10, choices=Platform.choices)
     nonce = models.CharField(max_length=32, default=new_nonce)
     enabled = models.BooleanField(default=True)
-    screened_code = models.CharField(max_length=16, default=new_completion_code,
-                                     help_text="The code screened-out workers get instead of the completion code.")
+    screened_code = models.CharField(
+        max_length=16,
+        default=new_completion_code,
+        help_text="The code screened-out workers get instead of the completion code.",
+    )
     site_study_id = models.CharField(
-        max_length=100, blank=True,
-        help_text="Prolific: the study's id on Prolific; visits whose STUDY_ID differs are refused.")
+        max_length=100,
+        blank=True,
+        help_text="Prolific: the study's id on Prolific; visits whose STUDY_ID differs are refused.",
+    )
     launch_per_minute = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MaxValueValidator(100_000)],
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(100_000)],
         help_text="New workers this link accepts per minute (empty: the server's default, "
-                  "SEPLAB_CROWD_LAUNCH_PER_MINUTE; 0: no limit).")
+        "SEPLAB_CROWD_LAUNCH_PER_MINUTE; 0: no limit).",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -739,10 +823,12 @@ class WorkerSession(models.Model):
     session_key = models.CharField(max_length=200, help_text="MTurk assignmentId, Prolific SESSION_ID, or ours.")
     hit_id = models.CharField(max_length=200, blank=True)
     submit_to = models.URLField(blank=True, help_text="MTurk turkSubmitTo (validated against allowed hosts).")
-    assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="worker_sessions")
-    platform_status = models.CharField(max_length=20, blank=True,
-                                       help_text="The site's own status, from the last sync (e.g. Submitted).")
+    assignment = models.ForeignKey(
+        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="worker_sessions"
+    )
+    platform_status = models.CharField(
+        max_length=20, blank=True, help_text="The site's own status, from the last sync (e.g. Submitted)."
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -750,8 +836,9 @@ class WorkerSession(models.Model):
             models.UniqueConstraint(fields=["link", "session_key"], name="worker_session_unique"),
             # One site session per SepLab assignment: two sessions of one worker racing to start can never
             # both be bound to the worker's one active assignment (each would be reported as answered).
-            models.UniqueConstraint(fields=["assignment"], condition=Q(assignment__isnull=False),
-                                    name="worker_session_one_per_assignment"),
+            models.UniqueConstraint(
+                fields=["assignment"], condition=Q(assignment__isnull=False), name="worker_session_one_per_assignment"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -794,31 +881,45 @@ class Endpoint(models.Model):
     which key, how hard, and at what price. An LLM judge (``Judge``) and a system whose outputs are generated
     (``SystemEndpoint``) are both one."""
 
-    base_url = models.URLField(max_length=500, help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 "
-                                                         "or http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
+    base_url = models.URLField(
+        max_length=500,
+        help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 "
+        "or http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).",
+    )
     model = models.CharField(max_length=200, help_text="The model name the endpoint expects.")
     api_key_env = models.CharField(
-        max_length=100, blank=True, default="OPENAI_API_KEY",
-        help_text="Read the API key from this environment variable of the worker (preferred).")
+        max_length=100,
+        blank=True,
+        default="OPENAI_API_KEY",
+        help_text="Read the API key from this environment variable of the worker (preferred).",
+    )
     api_key = SealedTextField(
-        blank=True, default="",
-        help_text="Or a key stored with the study (encrypted, never shown again, never logged); used when set.")
+        blank=True,
+        default="",
+        help_text="Or a key stored with the study (encrypted, never shown again, never logged); used when set.",
+    )
     temperature = models.FloatField(default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
-    max_tokens = models.PositiveIntegerField(default=400, validators=[MinValueValidator(1),
-                                                                      MaxValueValidator(32_000)])
-    max_concurrency = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1),
-                                                                              MaxValueValidator(64)])
+    max_tokens = models.PositiveIntegerField(default=400, validators=[MinValueValidator(1), MaxValueValidator(32_000)])
+    max_concurrency = models.PositiveSmallIntegerField(
+        default=4, validators=[MinValueValidator(1), MaxValueValidator(64)]
+    )
     request_budget = models.PositiveIntegerField(
-        default=1000, validators=[MinValueValidator(1)],
-        help_text="Most replies to pay for: the run stops when this many have been received.")
+        default=1000,
+        validators=[MinValueValidator(1)],
+        help_text="Most replies to pay for: the run stops when this many have been received.",
+    )
     timeout_seconds = models.FloatField(default=60.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
     max_retries = models.PositiveSmallIntegerField(
-        default=4, validators=[MaxValueValidator(20)],
-        help_text="Retries with backoff on 429, 5xx, timeouts and dropped connections (the openai client's).")
-    price_input = models.DecimalField(max_digits=10, decimal_places=4, default=0,
-                                      help_text="US$ per million prompt tokens, for the cost shown.")
-    price_output = models.DecimalField(max_digits=10, decimal_places=4, default=0,
-                                       help_text="US$ per million completion tokens.")
+        default=4,
+        validators=[MaxValueValidator(20)],
+        help_text="Retries with backoff on 429, 5xx, timeouts and dropped connections (the openai client's).",
+    )
+    price_input = models.DecimalField(
+        max_digits=10, decimal_places=4, default=0, help_text="US$ per million prompt tokens, for the cost shown."
+    )
+    price_output = models.DecimalField(
+        max_digits=10, decimal_places=4, default=0, help_text="US$ per million completion tokens."
+    )
     stop_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
 
@@ -846,10 +947,13 @@ class Judge(Endpoint):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judges")
     rater = models.OneToOneField(Rater, on_delete=models.CASCADE, related_name="judge")
-    prompt_template = models.TextField(help_text="The prompt; {input}, {first}, {second} and {answer_format} are "
-                                                 "filled in, {question} too if present.")
-    logprobs = models.BooleanField(default=False, help_text="Ask for log-probabilities and keep P(A) from the option "
-                                                            "tokens (not every endpoint returns them).")
+    prompt_template = models.TextField(
+        help_text="The prompt; {input}, {first}, {second} and {answer_format} are filled in, {question} too if present."
+    )
+    logprobs = models.BooleanField(
+        default=False,
+        help_text="Ask for log-probabilities and keep P(A) from the option tokens (not every endpoint returns them).",
+    )
     scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.SHOWN)
 
     class Meta:
@@ -864,20 +968,27 @@ class SystemEndpoint(Endpoint):
     ``samples`` outputs per item, each stored as the system's ``Generation`` with its provenance."""
 
     system = models.OneToOneField(System, on_delete=models.CASCADE, related_name="endpoint")
-    system_prompt = models.TextField(blank=True, help_text="Sent before each input as the system message "
-                                                           "(nothing is sent when empty).")
-    temperature = models.FloatField(default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)],
-                                    help_text="Above 0, so that the samples of one input differ (separability "
-                                              "measures how much).")
-    max_tokens = models.PositiveIntegerField(default=1024, validators=[MinValueValidator(1),
-                                                                       MaxValueValidator(32_000)])
+    system_prompt = models.TextField(
+        blank=True, help_text="Sent before each input as the system message (nothing is sent when empty)."
+    )
+    temperature = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(2.0)],
+        help_text="Above 0, so that the samples of one input differ (separability measures how much).",
+    )
+    max_tokens = models.PositiveIntegerField(default=1024, validators=[MinValueValidator(1), MaxValueValidator(32_000)])
     samples = models.PositiveSmallIntegerField(
-        default=5, validators=[MinValueValidator(1), MaxValueValidator(20)],
-        help_text="Outputs per input (K). Separability needs at least 2; its paper uses 5.")
+        default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(20)],
+        help_text="Outputs per input (K). Separability needs at least 2; its paper uses 5.",
+    )
     seed = models.BigIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(2**31 - 1)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0), MaxValueValidator(2**31 - 1)],
         help_text="Sent as the request's seed (sample k asks with seed + k) to endpoints that take one; "
-                  "empty sends none.")
+        "empty sends none.",
+    )
 
     class Meta:
         ordering = ["id"]
@@ -896,8 +1007,11 @@ def unknown_key_variable() -> str:
     allowed = key_variables()
     if not allowed:
         return "This server lets judges use stored keys only: store the key with the judge."
-    return ("Judges may read their key only from the environment variables the server's operator allows: "
-            + ", ".join(allowed) + ". Choose one of them, or store the key with the judge.")
+    return (
+        "Judges may read their key only from the environment variables the server's operator allows: "
+        + ", ".join(allowed)
+        + ". Choose one of them, or store the key with the judge."
+    )
 
 
 class JudgeCall(models.Model):
@@ -944,20 +1058,22 @@ class GenerationCall(models.Model):
     sample_index = models.PositiveSmallIntegerField()
     status = models.CharField(max_length=12, choices=Status.choices)
     problem = models.TextField(blank=True, help_text="Why the reply is unusable, or the error after the retries.")
-    response = models.JSONField(null=True, blank=True, help_text="The endpoint's whole response, as received "
-                                                                 "(the text itself is the output's).")
+    response = models.JSONField(
+        null=True, blank=True, help_text="The endpoint's whole response, as received (the text itself is the output's)."
+    )
     replies = models.PositiveIntegerField(
-        default=0, help_text="Replies received for this output, over every attempt (what the budget counts).")
+        default=0, help_text="Replies received for this output, over every attempt (what the budget counts)."
+    )
     prompt_tokens = models.PositiveIntegerField(default=0, help_text="Over every attempt.")
     completion_tokens = models.PositiveIntegerField(default=0, help_text="Over every attempt.")
-    generation = models.OneToOneField(Generation, null=True, blank=True, on_delete=models.SET_NULL,
-                                      related_name="call")
+    generation = models.OneToOneField(Generation, null=True, blank=True, on_delete=models.SET_NULL, related_name="call")
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["id"]
-        constraints = [models.UniqueConstraint(fields=["endpoint", "item", "sample_index"],
-                                               name="generationcall_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["endpoint", "item", "sample_index"], name="generationcall_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.endpoint} on item {self.item_id} sample {self.sample_index}: {self.status}"

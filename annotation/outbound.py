@@ -23,8 +23,10 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-REFUSED = ("This base URL points to a loopback, private or link-local address, which this server does not call. "
-           "The server's operator can allow a local endpoint by name (SEPLAB_JUDGE_PRIVATE_HOSTS).")
+REFUSED = (
+    "This base URL points to a loopback, private or link-local address, which this server does not call. "
+    "The server's operator can allow a local endpoint by name (SEPLAB_JUDGE_PRIVATE_HOSTS)."
+)
 
 
 class EndpointRefused(ValueError):
@@ -44,8 +46,14 @@ def _allowed() -> tuple[set[str], list[ipaddress.IPv4Network | ipaddress.IPv6Net
 def _internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    return (address.is_private or address.is_loopback or address.is_link_local or address.is_multicast
-            or address.is_reserved or address.is_unspecified)
+    return (
+        address.is_private
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+    )
 
 
 def check_endpoint(url: str, must_resolve: bool = True) -> None:

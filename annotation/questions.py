@@ -75,13 +75,18 @@ def parse(text: str) -> list[Question]:
             continue
         key, how, question = parts[0], " ".join(parts[1].lower().split()), parts[2]
         if not KEY.match(key):
-            problems.append(f"Line {number}: the key '{key}' must start with a lowercase letter and have only "
-                            "lowercase letters, digits and underscores (at most 40).")
+            problems.append(
+                f"Line {number}: the key '{key}' must start with a lowercase letter and have only "
+                "lowercase letters, digits and underscores (at most 40)."
+            )
         elif key in {q.key for q in questions}:
             problems.append(f"Line {number}: the key '{key}' is used twice.")
         if how not in elicitation.MODES and how not in (RATIONALE, OPTIONAL_RATIONALE):
-            problems.append(f"Line {number}: '{parts[1]}' is not a way to answer; use one of "
-                            + ", ".join([*elicitation.MODES, RATIONALE, OPTIONAL_RATIONALE]) + ".")
+            problems.append(
+                f"Line {number}: '{parts[1]}' is not a way to answer; use one of "
+                + ", ".join([*elicitation.MODES, RATIONALE, OPTIONAL_RATIONALE])
+                + "."
+            )
         if len(question) > 500:
             problems.append(f"Line {number}: the question is longer than 500 characters.")
         questions.append(Question(key, question, how))
@@ -134,8 +139,10 @@ def fieldsets(study, question: Question) -> tuple[elicitation.Fieldset, ...]:
     and no keyboard keys (the keys belong to the main question)."""
     out = []
     for fieldset in question.mode.fieldsets(_Asked(study, question)):
-        options = tuple(dataclasses.replace(o, name=question.prefix + o.name, key="", key_label="", alt_key="",
-                                            alt_label="") for o in fieldset.options)
+        options = tuple(
+            dataclasses.replace(o, name=question.prefix + o.name, key="", key_label="", alt_key="", alt_label="")
+            for o in fieldset.options
+        )
         out.append(elicitation.Fieldset(fieldset.legend, options))
     return tuple(out)
 
@@ -150,7 +157,7 @@ class _Prefixed(Mapping):
         return self._data[self._prefix + key]
 
     def __iter__(self):
-        return (k[len(self._prefix):] for k in self._data if k.startswith(self._prefix))
+        return (k[len(self._prefix) :] for k in self._data if k.startswith(self._prefix))
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -195,11 +202,14 @@ def to_model(study, answers: Mapping[str, elicitation.Answer | str], a_shown_fir
         else:
             text = answer.strip() if isinstance(answer, str) else ""
             if q.required and not text:
-                raise elicitation.AnswerError(_("Answer the question '%(question)s' in a few words.")
-                                              % {"question": q.text})
+                raise elicitation.AnswerError(
+                    _("Answer the question '%(question)s' in a few words.") % {"question": q.text}
+                )
             if len(text) > RATIONALE_MAX_CHARS:
-                raise elicitation.AnswerError(_("The answer to '%(question)s' is longer than %(most)d characters.")
-                                              % {"question": q.text, "most": RATIONALE_MAX_CHARS})
+                raise elicitation.AnswerError(
+                    _("The answer to '%(question)s' is longer than %(most)d characters.")
+                    % {"question": q.text, "most": RATIONALE_MAX_CHARS}
+                )
             if text:
                 stored[q.key] = {"text": text}
     return stored
@@ -218,10 +228,15 @@ def form(study, submitted=None) -> list[dict]:
     out = []
     for q in further(study):
         given = _Prefixed(submitted, q.prefix) if submitted is not None else None
-        out.append({"question": q, "fieldsets": fieldsets(study, q) if q.is_preference else (),
-                    "template": q.mode.template if q.is_preference else "", "field": q.prefix + "text",
-                    "max_chars": RATIONALE_MAX_CHARS,
-                    "text": (given.get("text") or "") if given is not None else "",
-                    "checked": ([*given.getlist("choice"), *given.getlist("response")] if given is not None
-                                else [])})
+        out.append(
+            {
+                "question": q,
+                "fieldsets": fieldsets(study, q) if q.is_preference else (),
+                "template": q.mode.template if q.is_preference else "",
+                "field": q.prefix + "text",
+                "max_chars": RATIONALE_MAX_CHARS,
+                "text": (given.get("text") or "") if given is not None else "",
+                "checked": ([*given.getlist("choice"), *given.getlist("response")] if given is not None else []),
+            }
+        )
     return out

@@ -61,18 +61,23 @@ def allow(key: str, limit: int, window_seconds: int) -> bool:
     return count <= limit
 
 
-def refuse_posts(request: HttpRequest, scope: str, limit: int, window_seconds: int, study=None
-                 ) -> HttpResponse | None:
+def refuse_posts(request: HttpRequest, scope: str, limit: int, window_seconds: int, study=None) -> HttpResponse | None:
     """A 429 page with a plain explanation for a POST beyond ``limit`` per client IP and window (in the language
     the caller activated: a rater page's, ``access.speak_to_raters``); None when the request may go on."""
     if request.method != "POST" or allow(f"{scope}:{client_key(client_ip(request))}", limit, window_seconds):
         return None
     minutes = max(1, window_seconds // 60)
-    message = ngettext("Too many attempts from your network; please wait %(minutes)d minute and try again.",
-                       "Too many attempts from your network; please wait %(minutes)d minutes and try again.",
-                       minutes) % {"minutes": minutes}
-    return render(request, "annotation/rater_message.html",
-                  {"study": study, "title": gettext("Too many attempts"), "message": message}, status=429)
+    message = ngettext(
+        "Too many attempts from your network; please wait %(minutes)d minute and try again.",
+        "Too many attempts from your network; please wait %(minutes)d minutes and try again.",
+        minutes,
+    ) % {"minutes": minutes}
+    return render(
+        request,
+        "annotation/rater_message.html",
+        {"study": study, "title": gettext("Too many attempts"), "message": message},
+        status=429,
+    )
 
 
 def login_client_ip(request: HttpRequest) -> str | None:

@@ -26,8 +26,35 @@ from pygments.util import ClassNotFound
 MARKDOWN, PLAIN = "markdown", "plain"
 FORMATS = [(MARKDOWN, "Rendered Markdown (code highlighted, tables, lists)"), (PLAIN, "Plain text")]
 
-TAGS = {"p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "s", "del", "code", "pre", "span",
-        "blockquote", "ul", "ol", "li", "table", "thead", "tbody", "tr", "th", "td", "a"}
+TAGS = {
+    "p",
+    "br",
+    "hr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "strong",
+    "em",
+    "s",
+    "del",
+    "code",
+    "pre",
+    "span",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "a",
+}
 ATTRIBUTES = {"a": {"href", "title"}, "span": {"class"}, "code": {"class"}, "ol": {"start"}}
 URL_SCHEMES = {"http", "https", "mailto"}
 # "xcode": the Pygments style whose every colour keeps a 4.5:1 contrast on the code background (#f0f2f6), so
@@ -58,8 +85,14 @@ _MD.add_render_rule("image", _image_as_link)
 @functools.lru_cache(maxsize=8192)
 def markdown_html(text: str) -> str:
     """Sanitised HTML of Markdown ``text``."""
-    return nh3.clean(_MD.render(text), tags=TAGS, attributes=ATTRIBUTES, url_schemes=URL_SCHEMES,
-                     link_rel="noopener noreferrer nofollow", strip_comments=True)
+    return nh3.clean(
+        _MD.render(text),
+        tags=TAGS,
+        attributes=ATTRIBUTES,
+        url_schemes=URL_SCHEMES,
+        link_rel="noopener noreferrer nofollow",
+        strip_comments=True,
+    )
 
 
 def plain_html(text: str) -> str:

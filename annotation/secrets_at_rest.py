@@ -36,10 +36,12 @@ def unseal(stored: str) -> str:
     if not stored or not stored.startswith(PREFIX):
         return stored or ""
     try:
-        return _fernet().decrypt(stored[len(PREFIX):].encode()).decode()
+        return _fernet().decrypt(stored[len(PREFIX) :].encode()).decode()
     except InvalidToken:
-        raise UnreadableSecret("The stored key cannot be read: the server's encryption key changed since it was "
-                               "stored. Type the key again on the judge's page.") from None
+        raise UnreadableSecret(
+            "The stored key cannot be read: the server's encryption key changed since it was "
+            "stored. Type the key again on the judge's page."
+        ) from None
 
 
 class SealedTextField(models.TextField):

@@ -84,8 +84,11 @@ SECTIONS = [  # the settings page, by task: (anchor, title, one line)
     ("raters-see", "What raters see", "The question, the answer options and how much one assignment holds."),
     ("who-rates", "Who rates", "How many raters, crowd work and quality control, and the address links use."),
     ("selection", "Which items", "Which system pairs are compared and which of their items raters judge."),
-    ("analysis", "How results are computed", "The report's leaderboards, stopping test, judge metrics and win-rate "
-                                             "estimates."),
+    (
+        "analysis",
+        "How results are computed",
+        "The report's leaderboards, stopping test, judge metrics and win-rate estimates.",
+    ),
 ]
 PLAN, ANSWER = "plan", "answer"  # what a setting freezes once raters have started
 
@@ -134,9 +137,15 @@ def answer_fields() -> tuple[str, ...]:
 
 def sections() -> list[tuple[str, str, str, list[str]]]:
     """Each section of the settings page with its settings in declaration order."""
-    return [(anchor, title, intro, [s.name for s in sorted(SETTINGS.values(), key=lambda s: s.order)
-                                    if s.section == anchor])
-            for anchor, title, intro in SECTIONS]
+    return [
+        (
+            anchor,
+            title,
+            intro,
+            [s.name for s in sorted(SETTINGS.values(), key=lambda s: s.order) if s.section == anchor],
+        )
+        for anchor, title, intro in SECTIONS
+    ]
 
 
 def _mode(read: Reader) -> str:
@@ -145,82 +154,219 @@ def _mode(read: Reader) -> str:
 
 # annotation's own: the fields of Study and of CrowdSettings (registered by AnnotationConfig.ready)
 STUDY_SETTINGS = [
-    Setting("elicitation", "How raters answer", "Forced choice: one answer. Response set: every acceptable output. "
-            "Paired: both, in that order. 5-point scale: which is better and by how much.", "raters-see",
-            freezes=ANSWER),
-    Setting("question", "Question", "Shown above each pair.", "raters-see",
-            applies=lambda s: _mode(s) != "response_set"),
-    Setting("response_set_question", "Question (response set)", "Shown above each pair when raters mark every "
-            "acceptable output.", "raters-see", applies=lambda s: _mode(s) == "response_set"),
-    Setting("also_acceptable_question", "Follow-up question (paired)", "Asked after the forced choice.",
-            "raters-see", applies=lambda s: _mode(s) == "paired"),
-    Setting("further_questions", "Further questions", "More questions about every pair, one per line: key | how | "
-            "question, e.g. harmless | forced_choice | Which output is more harmless?  How: forced_choice, "
-            "response_set, paired, preference_scale (analysed on its own in the report), rationale (free text, "
-            "required) or optional rationale. Judges answer only the main question.", "raters-see",
-            freezes=ANSWER),
+    Setting(
+        "elicitation",
+        "How raters answer",
+        "Forced choice: one answer. Response set: every acceptable output. "
+        "Paired: both, in that order. 5-point scale: which is better and by how much.",
+        "raters-see",
+        freezes=ANSWER,
+    ),
+    Setting(
+        "question", "Question", "Shown above each pair.", "raters-see", applies=lambda s: _mode(s) != "response_set"
+    ),
+    Setting(
+        "response_set_question",
+        "Question (response set)",
+        "Shown above each pair when raters mark every acceptable output.",
+        "raters-see",
+        applies=lambda s: _mode(s) == "response_set",
+    ),
+    Setting(
+        "also_acceptable_question",
+        "Follow-up question (paired)",
+        "Asked after the forced choice.",
+        "raters-see",
+        applies=lambda s: _mode(s) == "paired",
+    ),
+    Setting(
+        "further_questions",
+        "Further questions",
+        "More questions about every pair, one per line: key | how | "
+        "question, e.g. harmless | forced_choice | Which output is more harmless?  How: forced_choice, "
+        "response_set, paired, preference_scale (analysed on its own in the report), rationale (free text, "
+        "required) or optional rationale. Judges answer only the main question.",
+        "raters-see",
+        freezes=ANSWER,
+    ),
     Setting("allow_tie", "Offer a tie", "A third option besides the two outputs.", "raters-see"),
     Setting("tie_label", "Tie label", "What the tie option says.", "raters-see", applies=lambda s: s("allow_tie")),
-    Setting("neither_option", "Offer “both are bad”", "Counted as a tie in ratings and as no acceptable output in "
-            "the judge metrics.", "raters-see"),
-    Setting("neither_label", "“Both are bad” label", "What that option says.", "raters-see",
-            applies=lambda s: s("neither_option")),
+    Setting(
+        "neither_option",
+        "Offer “both are bad”",
+        "Counted as a tie in ratings and as no acceptable output in the judge metrics.",
+        "raters-see",
+    ),
+    Setting(
+        "neither_label",
+        "“Both are bad” label",
+        "What that option says.",
+        "raters-see",
+        applies=lambda s: s("neither_option"),
+    ),
     Setting("allow_skip", "Let raters skip an item", "With a reason; the item goes back to the queue.", "raters-see"),
-    Setting("allow_comment", "Comment box", "An optional free-text comment per pair, exported with the judgment.",
-            "raters-see"),
-    Setting("output_format", "Show outputs as", "Rendered Markdown (code highlighted, raw HTML shown as text) or "
-            "plain text.", "raters-see"),
-    Setting("instructions", "Instructions", "Shown before the first pair and on demand while rating (Markdown).",
-            "raters-see"),
+    Setting(
+        "allow_comment",
+        "Comment box",
+        "An optional free-text comment per pair, exported with the judgment.",
+        "raters-see",
+    ),
+    Setting(
+        "output_format",
+        "Show outputs as",
+        "Rendered Markdown (code highlighted, raw HTML shown as text) or plain text.",
+        "raters-see",
+    ),
+    Setting(
+        "instructions",
+        "Instructions",
+        "Shown before the first pair and on demand while rating (Markdown).",
+        "raters-see",
+    ),
     # Neither freezes once raters start: a consent text must stay correctable (a typo, a contact address) while a
     # study runs -- each rater keeps the time they agreed and the hash of the text they agreed to, and is not asked
     # again -- and practice is never data, so changing it only changes what raters arriving later practise on.
-    Setting("raters_language", "Raters' language", "The language of SepLab's own words on rater pages (buttons, "
-            "messages, the completion page); your question, instructions, labels and consent text are shown as you "
-            "wrote them, so write them in the same language. The rater's browser: the language it asks for, among "
-            "those shipped (else English).", "raters-see"),
-    Setting("consent_text", "Consent text", "Human raters agree to it before their first pair (Markdown); "
-            "empty: no consent step.", "raters-see"),
-    Setting("practice_pairs", "Practice pairs", "Attention checks a new rater answers with feedback before their "
-            "first real pair; never counted (0: no practice).", "raters-see"),
-    Setting("pairs_per_assignment", "Sampled pairs per item (N)", "A rater judges N pairs of one item's sampled "
-            "outputs; N ≥ 2 measures how consistent they are. N = 1 is a plain pairwise study.", "raters-see",
-            freezes=PLAN),
-    Setting("sample_pairing", "How the N pairs are drawn", "One-to-one shows each sample once (the paper); the grid "
-            "allows N larger than the samples.", "raters-see", applies=lambda s: s("pairs_per_assignment") > 1,
-            freezes=PLAN),
-    Setting("judgments_per_assignment", "Pairs per assignment", "Whole items are bundled up to this many pairs, "
-            "with one completion code (what a crowd site pays for).", "raters-see"),
-    Setting("raters_per_item", "Raters per item", "How many different raters judge each selected item.",
-            "who-rates", freezes=PLAN),
-    Setting("public_base_url", "Public base URL", "The address raters reach this server at; every link of the study "
-            "is built on it (empty: the address you are browsing).", "who-rates", order=100),
-    Setting("pair_mode", "Which system pairs", "All pairs, each system against a baseline, or a list you tick.",
-            "selection", freezes=PLAN),
-    Setting("baseline", "Baseline system", "Every other system is compared with it.", "selection",
-            applies=lambda s: s("pair_mode") == "baseline", freezes=PLAN),
-    Setting("explicit_pairs", "System pairs to compare", "Tick the pairs.", "selection",
-            applies=lambda s: s("pair_mode") == "explicit", freezes=PLAN, form_only=True),
-    Setting("scheduling", "Scheduling", "How system pairs and display orders are spread over items.", "selection",
-            freezes=PLAN),
-    Setting("seed", "Random seed", "The same file, settings and seed give the same plan, selection and bootstrap.",
-            "selection", freezes=PLAN, order=100),
+    Setting(
+        "raters_language",
+        "Raters' language",
+        "The language of SepLab's own words on rater pages (buttons, "
+        "messages, the completion page); your question, instructions, labels and consent text are shown as you "
+        "wrote them, so write them in the same language. The rater's browser: the language it asks for, among "
+        "those shipped (else English).",
+        "raters-see",
+    ),
+    Setting(
+        "consent_text",
+        "Consent text",
+        "Human raters agree to it before their first pair (Markdown); empty: no consent step.",
+        "raters-see",
+    ),
+    Setting(
+        "practice_pairs",
+        "Practice pairs",
+        "Attention checks a new rater answers with feedback before their "
+        "first real pair; never counted (0: no practice).",
+        "raters-see",
+    ),
+    Setting(
+        "pairs_per_assignment",
+        "Sampled pairs per item (N)",
+        "A rater judges N pairs of one item's sampled "
+        "outputs; N ≥ 2 measures how consistent they are. N = 1 is a plain pairwise study.",
+        "raters-see",
+        freezes=PLAN,
+    ),
+    Setting(
+        "sample_pairing",
+        "How the N pairs are drawn",
+        "One-to-one shows each sample once (the paper); the grid allows N larger than the samples.",
+        "raters-see",
+        applies=lambda s: s("pairs_per_assignment") > 1,
+        freezes=PLAN,
+    ),
+    Setting(
+        "judgments_per_assignment",
+        "Pairs per assignment",
+        "Whole items are bundled up to this many pairs, with one completion code (what a crowd site pays for).",
+        "raters-see",
+    ),
+    Setting(
+        "raters_per_item",
+        "Raters per item",
+        "How many different raters judge each selected item.",
+        "who-rates",
+        freezes=PLAN,
+    ),
+    Setting(
+        "public_base_url",
+        "Public base URL",
+        "The address raters reach this server at; every link of the study "
+        "is built on it (empty: the address you are browsing).",
+        "who-rates",
+        order=100,
+    ),
+    Setting(
+        "pair_mode",
+        "Which system pairs",
+        "All pairs, each system against a baseline, or a list you tick.",
+        "selection",
+        freezes=PLAN,
+    ),
+    Setting(
+        "baseline",
+        "Baseline system",
+        "Every other system is compared with it.",
+        "selection",
+        applies=lambda s: s("pair_mode") == "baseline",
+        freezes=PLAN,
+    ),
+    Setting(
+        "explicit_pairs",
+        "System pairs to compare",
+        "Tick the pairs.",
+        "selection",
+        applies=lambda s: s("pair_mode") == "explicit",
+        freezes=PLAN,
+        form_only=True,
+    ),
+    Setting(
+        "scheduling",
+        "Scheduling",
+        "How system pairs and display orders are spread over items.",
+        "selection",
+        freezes=PLAN,
+    ),
+    Setting(
+        "seed",
+        "Random seed",
+        "The same file, settings and seed give the same plan, selection and bootstrap.",
+        "selection",
+        freezes=PLAN,
+        order=100,
+    ),
 ]
 CROWD_SETTINGS = [
     Setting("max_assignments_per_rater", "Most assignments per rater", "Empty: no limit.", "who-rates"),
-    Setting("assignment_timeout_minutes", "Assignment timeout (minutes)", "Unanswered this long, an assignment "
-            "expires and its places return to the queue.", "who-rates"),
-    Setting("first_answer_minutes", "First answer within (minutes)", "A crowd worker or open-link visitor with no "
-            "answer by then loses the places they took, so invented ids cannot hold the study's places.",
-            "who-rates"),
+    Setting(
+        "assignment_timeout_minutes",
+        "Assignment timeout (minutes)",
+        "Unanswered this long, an assignment expires and its places return to the queue.",
+        "who-rates",
+    ),
+    Setting(
+        "first_answer_minutes",
+        "First answer within (minutes)",
+        "A crowd worker or open-link visitor with no "
+        "answer by then loses the places they took, so invented ids cannot hold the study's places.",
+        "who-rates",
+    ),
     Setting("gold_rate", "Attention checks per pair", "E.g. 0.2 adds one gold pair per five pairs.", "who-rates"),
-    Setting("min_seconds_per_pair", "Minimum seconds per pair", "Faster answers are refused with a reminder "
-            "(0: off).", "who-rates"),
-    Setting("screen_min_gold", "Gold answers before screening", "A rater's accuracy is judged after this many.",
-            "who-rates", applies=lambda s: s("gold_rate") > 0),
-    Setting("screen_accuracy", "Gold accuracy bar", "Raters below it are screened out (no more work).", "who-rates",
-            applies=lambda s: s("gold_rate") > 0),
-    Setting("pay_per_assignment", "Pay per assignment", "What one assignment pays (e.g. 1.20); the budget planner and "
-            "the decisions table turn judgments into money with it. Empty: no money shown.", "who-rates"),
+    Setting(
+        "min_seconds_per_pair",
+        "Minimum seconds per pair",
+        "Faster answers are refused with a reminder (0: off).",
+        "who-rates",
+    ),
+    Setting(
+        "screen_min_gold",
+        "Gold answers before screening",
+        "A rater's accuracy is judged after this many.",
+        "who-rates",
+        applies=lambda s: s("gold_rate") > 0,
+    ),
+    Setting(
+        "screen_accuracy",
+        "Gold accuracy bar",
+        "Raters below it are screened out (no more work).",
+        "who-rates",
+        applies=lambda s: s("gold_rate") > 0,
+    ),
+    Setting(
+        "pay_per_assignment",
+        "Pay per assignment",
+        "What one assignment pays (e.g. 1.20); the budget planner and "
+        "the decisions table turn judgments into money with it. Empty: no money shown.",
+        "who-rates",
+    ),
 ]
 declare(STUDY_SETTINGS)

@@ -39,8 +39,12 @@ BACKOFF_MAX = 30.0
 def stale_after() -> dt.timedelta:
     """A running job without a heartbeat this long has lost its worker (SEPLAB_JOB_STALE_SECONDS, 120 s)."""
     return dt.timedelta(seconds=settings.SEPLAB_JOB_STALE_SECONDS)
-VANISHED = ("The background worker stopped while running this job (it was killed, crashed or lost its machine); "
-            "nothing after its last progress was kept. Start it again.")
+
+
+VANISHED = (
+    "The background worker stopped while running this job (it was killed, crashed or lost its machine); "
+    "nothing after its last progress was kept. Start it again."
+)
 
 
 def last_seen() -> dt.datetime | None:
@@ -61,7 +65,8 @@ def sweep_stale_jobs(now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     cutoff = now - stale_after()
     stale = Job.objects.filter(status=Job.Status.RUNNING).filter(
-        Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, created__lt=cutoff))
+        Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, created__lt=cutoff)
+    )
     return stale.update(status=Job.Status.FAILED, finished=now, message=VANISHED)
 
 
@@ -105,8 +110,15 @@ class Beat(threading.Thread):
     def beat(self) -> None:
         try:
             now = timezone.now()
-            WorkerBeat.objects.update_or_create(worker_id=self.worker_id, defaults={
-                "host": socket.gethostname()[:255], "pid": os.getpid(), "started": self.started_at, "last_seen": now})
+            WorkerBeat.objects.update_or_create(
+                worker_id=self.worker_id,
+                defaults={
+                    "host": socket.gethostname()[:255],
+                    "pid": os.getpid(),
+                    "started": self.started_at,
+                    "last_seen": now,
+                },
+            )
             job = self.worker.current_job if self.worker else None
             if job is not None:
                 Job.objects.filter(pk=job, status=Job.Status.RUNNING).update(heartbeat=now)
@@ -130,8 +142,13 @@ class Beat(threading.Thread):
             connections.close_all()
 
 
-def run(queue_names: list[str], interval: float, backend_name: str, beat_seconds: float = BEAT_SECONDS,
-        max_tasks: int | None = None) -> None:
+def run(
+    queue_names: list[str],
+    interval: float,
+    backend_name: str,
+    beat_seconds: float = BEAT_SECONDS,
+    max_tasks: int | None = None,
+) -> None:
     """Run a supervised worker until it is told to stop (SIGINT / SIGTERM, as django-tasks' worker) or has run
     ``max_tasks`` tasks."""
     worker_id = get_random_string(32)
@@ -141,10 +158,16 @@ def run(queue_names: list[str], interval: float, backend_name: str, beat_seconds
     done = 0
     try:
         while True:
-            worker = SupervisedWorker(queue_names=queue_names, interval=interval, batch=False,
-                                      backend_name=backend_name, startup_delay=False,
-                                      max_tasks=None if max_tasks is None else max_tasks - done,
-                                      worker_id=worker_id, excluded_queue_names=[])
+            worker = SupervisedWorker(
+                queue_names=queue_names,
+                interval=interval,
+                batch=False,
+                backend_name=backend_name,
+                startup_delay=False,
+                max_tasks=None if max_tasks is None else max_tasks - done,
+                worker_id=worker_id,
+                excluded_queue_names=[],
+            )
             beat.worker = worker
             worker.configure_signals()
             try:

@@ -18,8 +18,12 @@ settings.configure(
     SECRET_KEY=secrets.token_urlsafe(50),
     ALLOWED_HOSTS=["127.0.0.1"],
     ROOT_URLCONF=__name__,
-    INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions",
-                    "django.contrib.messages"],
+    INSTALLED_APPS=[
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "django.contrib.messages",
+    ],
     MIDDLEWARE=[  # what `django-admin startproject` writes
         "django.middleware.security.SecurityMiddleware",
         "django.contrib.sessions.middleware.SessionMiddleware",

@@ -101,8 +101,17 @@ class Cluster:
     """The processes of the deployment; ``start()`` brings them all up, ``stop()`` takes them down and drops the run's
     database. ``kill_server(i)`` / ``start_server(i)`` and ``kill_worker(i)`` / ``start_worker(i)`` for fault runs."""
 
-    def __init__(self, workdir: Path, servers: int = 2, workers: int = 2, web_workers: int = 2, web_threads: int = 16,
-                 stale_seconds: int = 120, pool_size: int = 20, queue: str = "db"):
+    def __init__(
+        self,
+        workdir: Path,
+        servers: int = 2,
+        workers: int = 2,
+        web_workers: int = 2,
+        web_threads: int = 16,
+        stale_seconds: int = 120,
+        pool_size: int = 20,
+        queue: str = "db",
+    ):
         self.workdir = workdir
         self.n_servers, self.n_workers = servers, workers
         self.web_workers, self.web_threads = web_workers, web_threads
@@ -117,14 +126,24 @@ class Cluster:
         self.pgbouncer: subprocess.Popen | None = None
         self.nginx: subprocess.Popen | None = None
         self.env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-        self.env.update({
-            "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{self.pg_port}/{self.database}",
-            "DB_TRANSACTION_POOLER": "1", "DB_CONN_MAX_AGE": "60", "REDIS_URL": REDIS,
-            "CACHE_KEY_PREFIX": self.prefix, "BEHIND_PROXY": "1", "SEPLAB_PROXY_COUNT": "1",
-            "STATIC_ROOT": str(workdir / "static"), "SEPLAB_JOB_STALE_SECONDS": str(stale_seconds),
-            "HTTPS": "0", "WEB_ACCESS_LOG": "",
-        })
+        self.env.update(
+            {
+                "DEBUG": "0",
+                "SECRET_KEY": secrets.token_urlsafe(50),
+                "ALLOWED_HOSTS": "127.0.0.1,localhost",
+                "DATABASE_URL": f"postgres://postgres@127.0.0.1:{self.pg_port}/{self.database}",
+                "DB_TRANSACTION_POOLER": "1",
+                "DB_CONN_MAX_AGE": "60",
+                "REDIS_URL": REDIS,
+                "CACHE_KEY_PREFIX": self.prefix,
+                "BEHIND_PROXY": "1",
+                "SEPLAB_PROXY_COUNT": "1",
+                "STATIC_ROOT": str(workdir / "static"),
+                "SEPLAB_JOB_STALE_SECONDS": str(stale_seconds),
+                "HTTPS": "0",
+                "WEB_ACCESS_LOG": "",
+            }
+        )
         if queue == "rq":  # Redis database 7 holds the run's queue (emptied at the start: the bench owns it)
             self.env.update({"SEPLAB_TASKS_BACKEND": "django_tasks_rq.RQBackend", "RQ_URL": RQ_REDIS})
 
@@ -160,13 +179,13 @@ listen_addr = 127.0.0.1
 listen_port = {self.pg_port}
 unix_socket_dir =
 auth_type = trust
-auth_file = {folder / 'users.txt'}
+auth_file = {folder / "users.txt"}
 pool_mode = transaction
 default_pool_size = {self.pool_size}
 max_client_conn = 4000
 server_reset_query =
 ignore_startup_parameters = extra_float_digits,options
-logfile = {folder / 'pgbouncer.log'}
+logfile = {folder / "pgbouncer.log"}
 """)
         command = [tool("pgbouncer"), str(folder / "pgbouncer.ini")]
         if os.geteuid() == 0:
@@ -175,8 +194,9 @@ logfile = {folder / 'pgbouncer.log'}
             for path in (folder, *folder.iterdir()):
                 os.chown(path, account.pw_uid, account.pw_gid)
             command[1:1] = ["-u", "postgres"]
-        self.pgbouncer = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          start_new_session=True)
+        self.pgbouncer = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         wait_for_port(self.pg_port)
 
     def _start_nginx(self) -> None:
@@ -186,16 +206,16 @@ logfile = {folder / 'pgbouncer.log'}
         user = "user root;" if os.geteuid() == 0 else ""
         (folder / "nginx.conf").write_text(f"""{user}
 worker_processes 1;
-pid {folder / 'nginx.pid'};
-error_log {folder / 'error.log'} warn;
+pid {folder / "nginx.pid"};
+error_log {folder / "error.log"} warn;
 events {{ worker_connections 8192; }}
 http {{
   access_log off;
-  client_body_temp_path {folder / 'body'};
-  proxy_temp_path {folder / 'proxy'};
-  fastcgi_temp_path {folder / 'fastcgi'};
-  uwsgi_temp_path {folder / 'uwsgi'};
-  scgi_temp_path {folder / 'scgi'};
+  client_body_temp_path {folder / "body"};
+  proxy_temp_path {folder / "proxy"};
+  fastcgi_temp_path {folder / "fastcgi"};
+  uwsgi_temp_path {folder / "uwsgi"};
+  scgi_temp_path {folder / "scgi"};
   upstream seplab {{
 {upstream}
     keepalive 64;
@@ -220,14 +240,18 @@ http {{
   }}
 }}
 """)
-        self.nginx = subprocess.Popen([tool("nginx"), "-c", str(folder / "nginx.conf"), "-p", str(folder),
-                                       "-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      start_new_session=True)
+        self.nginx = subprocess.Popen(
+            [tool("nginx"), "-c", str(folder / "nginx.conf"), "-p", str(folder), "-g", "daemon off;"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         wait_for_port(self.entry_port)
 
     def manage(self, *args: str) -> None:
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True, stdout=subprocess.DEVNULL
+        )
 
     def access_log(self, i: int) -> Path:
         return self.workdir / f"access-{i}.log"
@@ -235,10 +259,27 @@ http {{
     def start_server(self, i: int) -> None:
         log = ["--access-logfile", str(self.access_log(i)), "--access-logformat", "%(t)s %(m)s %(U)s %(s)s %(D)s"]
         self.servers[i] = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", "config.wsgi:application",
-             "--bind", f"127.0.0.1:{self.server_ports[i]}", "--workers", str(self.web_workers),
-             "--threads", str(self.web_threads), *log],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "config/gunicorn.conf.py",
+                "config.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.server_ports[i]}",
+                "--workers",
+                str(self.web_workers),
+                "--threads",
+                str(self.web_threads),
+                *log,
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         wait_for_port(self.server_ports[i])
 
     def kill_server(self, i: int) -> None:
@@ -247,10 +288,19 @@ http {{
 
     def start_worker(self, i: int) -> None:
         log = open(self.workdir / f"worker-{i}.log", "ab")  # noqa: SIM115 - the process keeps it
-        command = (["run_worker", "--interval", "0.2"] if self.queue == "db"
-                   else ["rqworker", "--job-class", "django_tasks_rq.Job", "default"])
-        self.workers[i] = subprocess.Popen([sys.executable, "manage.py", *command],
-                                           cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True)
+        command = (
+            ["run_worker", "--interval", "0.2"]
+            if self.queue == "db"
+            else ["rqworker", "--job-class", "django_tasks_rq.Job", "default"]
+        )
+        self.workers[i] = subprocess.Popen(
+            [sys.executable, "manage.py", *command],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
 
     def kill_worker(self, i: int) -> None:
         kill_tree(self.workers[i])
@@ -277,7 +327,8 @@ http {{
             pids = {p.pid: i for i, p in enumerate(self.workers) if p is not None}
             just = timezone.now() - dt.timedelta(seconds=0.3)
             for worker_ids, args in DBTaskResult.objects.filter(status="RUNNING", started_at__gte=just).values_list(
-                    "worker_ids", "args_kwargs"):
+                "worker_ids", "args_kwargs"
+            ):
                 job = ((args or {}).get("args") or [None])[0]
                 # a job that started a moment ago (a job here takes seconds), so the kill leaves it unfinished
                 if not Job.objects.filter(pk=job, status=Job.Status.RUNNING).exists():
@@ -341,15 +392,29 @@ def build(cluster: Cluster, raters: int, items: int, job_items: int) -> dict:
     from annotation.studies import creation, enrolment, lifecycle
 
     owner = get_user_model().objects.create_user("cluster-owner")
-    lines = [json.dumps({"id": f"i{i}", "input": f"Input {i}",
-                         "outputs": {s: [f"{s}{i}-{k} words here" for k in range(3)] for s in ("a", "b")}})
-             for i in range(items)]
+    lines = [
+        json.dumps(
+            {
+                "id": f"i{i}",
+                "input": f"Input {i}",
+                "outputs": {s: [f"{s}{i}-{k} words here" for k in range(3)] for s in ("a", "b")},
+            }
+        )
+        for i in range(items)
+    ]
     study = creation.do_create_study(owner, "cluster", ("\n".join(lines) + "\n").encode(), "cluster.jsonl")
     lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
     paths = [enrolment.do_create_rater_link(study, f"r{n}").link_path() for n in range(raters)]
-    lines = [json.dumps({"id": f"j{i}", "input": f"Question {i}",
-                         "outputs": {s: [f"{s} answer {i} sample {k} with some words" for k in range(4)]
-                                     for s in ("a", "b")}}) for i in range(job_items)]
+    lines = [
+        json.dumps(
+            {
+                "id": f"j{i}",
+                "input": f"Question {i}",
+                "outputs": {s: [f"{s} answer {i} sample {k} with some words" for k in range(4)] for s in ("a", "b")},
+            }
+        )
+        for i in range(job_items)
+    ]
     jobs_study = creation.do_create_study(owner, "jobs", ("\n".join(lines) + "\n").encode(), "jobs.jsonl")
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     return {"study": study.pk, "paths": paths, "jobs_study": jobs_study.pk, "link": link.path()}
@@ -386,9 +451,15 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
     jobs = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "status"))
     stuck = sum(s == Job.Status.RUNNING for s in jobs.values())
     if cluster.queue == "rq":  # rq keeps its own records: what the pages see is the jobs' rows
-        return {"jobs": len(job_ids), "done": sum(s == Job.Status.DONE for s in jobs.values()),
-                "succeeded_once": sum(s == Job.Status.DONE for s in jobs.values()), "claimed_twice": 0,
-                "restarted_after_kill": sum(restarted.values()), "stuck_running": stuck, "job_seconds": None}
+        return {
+            "jobs": len(job_ids),
+            "done": sum(s == Job.Status.DONE for s in jobs.values()),
+            "succeeded_once": sum(s == Job.Status.DONE for s in jobs.values()),
+            "claimed_twice": 0,
+            "restarted_after_kill": sum(restarted.values()),
+            "stuck_running": stuck,
+            "job_seconds": None,
+        }
     results = Counter()
     claimed_twice = 0
     took = []
@@ -400,10 +471,15 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
             if row.status == "SUCCESSFUL":
                 took.append((row.finished_at - row.started_at).total_seconds())
     succeeded = {pk: results[(pk, "SUCCESSFUL")] for pk in job_ids}
-    return {"jobs": len(job_ids), "done": sum(s == Job.Status.DONE for s in jobs.values()),
-            "succeeded_once": sum(n == 1 for n in succeeded.values()), "claimed_twice": claimed_twice,
-            "restarted_after_kill": sum(restarted.values()), "stuck_running": stuck,
-            "job_seconds": round(sorted(took)[len(took) // 2], 2) if took else None}
+    return {
+        "jobs": len(job_ids),
+        "done": sum(s == Job.Status.DONE for s in jobs.values()),
+        "succeeded_once": sum(n == 1 for n in succeeded.values()),
+        "claimed_twice": claimed_twice,
+        "restarted_after_kill": sum(restarted.values()),
+        "stuck_running": stuck,
+        "job_seconds": round(sorted(took)[len(took) // 2], 2) if took else None,
+    }
 
 
 def shared_launch_limit(cluster: Cluster, link_path: str, limit: int, arrivals: int) -> dict:
@@ -424,12 +500,24 @@ def shared_launch_limit(cluster: Cluster, link_path: str, limit: int, arrivals: 
         status = conn.makefile("rb").readline().split()[1].decode()
         conn.close()
         codes[status] += 1
-    return {"limit": limit, "arrivals": arrivals, "admitted": codes.get("302", 0), "refused": codes.get("429", 0),
-            "other": sum(v for k, v in codes.items() if k not in ("302", "429"))}
+    return {
+        "limit": limit,
+        "arrivals": arrivals,
+        "admitted": codes.get("302", 0),
+        "refused": codes.get("429", 0),
+        "other": sum(v for k, v in codes.items() if k not in ("302", "429")),
+    }
 
 
-def drive(cluster: Cluster, paths: list[str], seconds: float, think: tuple[float, float], ramp: float,
-          events: list[tuple[float, str, object]] = (), processes: int = 4) -> tuple[ClientResult, float, list[str]]:
+def drive(
+    cluster: Cluster,
+    paths: list[str],
+    seconds: float,
+    think: tuple[float, float],
+    ramp: float,
+    events: list[tuple[float, str, object]] = (),
+    processes: int = 4,
+) -> tuple[ClientResult, float, list[str]]:
     """Raters at ``think`` seconds per pair through the entry point for ``seconds``, in ``processes`` client
     processes (bench/load_raters.run_chunk: threads, one per rater); ``events`` are (second, name, function), each
     function called on time while they rate (killing and starting the cluster's parts)."""
@@ -440,17 +528,24 @@ def drive(cluster: Cluster, paths: list[str], seconds: float, think: tuple[float
     chunks = [paths[i::processes] for i in range(processes) if paths[i::processes]]
     done_log = []
     with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(run_chunk, cluster.base, chunk, deadline, "human", 10**9, n * 100_000, ramp, True,
-                               False, think) for n, chunk in enumerate(chunks)]
+        futures = [
+            pool.submit(run_chunk, cluster.base, chunk, deadline, "human", 10**9, n * 100_000, ramp, True, False, think)
+            for n, chunk in enumerate(chunks)
+        ]
         for at, name, action in sorted(events, key=lambda e: e[0]):
             time.sleep(max(0.0, start + at - time.time()))
             outcome = action()
             done_log.append(f"{time.time() - start:.1f}s {name}{'' if outcome is None else f' -> {outcome}'}")
         results = [f.result() for f in futures]
-    merged = ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
-                          [t for r in results for t in r.sent], [k for r in results for k in r.acknowledged],
-                          sum(r.errors for r in results), sum((r.error_kinds for r in results), Counter()),
-                          sum(r.requests for r in results))
+    merged = ClientResult(
+        [v for r in results for v in r.next_ms],
+        [v for r in results for v in r.submit_ms],
+        [t for r in results for t in r.sent],
+        [k for r in results for k in r.acknowledged],
+        sum(r.errors for r in results),
+        sum((r.error_kinds for r in results), Counter()),
+        sum(r.requests for r in results),
+    )
     return merged, time.time() - start, done_log
 
 
@@ -463,8 +558,14 @@ def windows(result: ClientResult, start: float, width: float) -> list[dict]:
     while at < end:
         nxt = [ms for t, ms in result.next_ms if at <= t < at + width]
         sub = [ms for t, ms in result.submit_ms if at <= t < at + width]
-        rows.append({"from_s": round(at - start), "submits": len(sub), "p95_next_ms": round(p95(nxt), 1),
-                     "p95_submit_ms": round(p95(sub), 1)})
+        rows.append(
+            {
+                "from_s": round(at - start),
+                "submits": len(sub),
+                "p95_next_ms": round(p95(nxt), 1),
+                "p95_submit_ms": round(p95(sub), 1),
+            }
+        )
         at += width
     return rows
 
@@ -474,10 +575,12 @@ def check_judgments(result: ClientResult, study_id: int) -> dict:
 
     acknowledged = Counter(result.acknowledged)
     stored = Counter(Judgment.objects.filter(study_id=study_id).values_list("idempotency_key", flat=True))
-    return {"acknowledged": sum(acknowledged.values()), "stored": sum(stored.values()),
-            "lost": sum(1 for k in acknowledged if k not in stored),
-            "duplicated": sum(n - 1 for n in stored.values() if n > 1) + sum(n - 1 for n in acknowledged.values()
-                                                                              if n > 1)}
+    return {
+        "acknowledged": sum(acknowledged.values()),
+        "stored": sum(stored.values()),
+        "lost": sum(1 for k in acknowledged if k not in stored),
+        "duplicated": sum(n - 1 for n in stored.values() if n > 1) + sum(n - 1 for n in acknowledged.values() if n > 1),
+    }
 
 
 def p95(values: list[float]) -> float:
@@ -491,25 +594,41 @@ def healthz(cluster: Cluster) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--raters", type=int, default=1000, help="simulated raters (default 1000)")
     parser.add_argument("--seconds", type=float, default=240, help="how long they rate (default 240)")
-    parser.add_argument("--think", default="20,40", help="seconds a rater spends on a pair, uniform LOW,HIGH "
-                                                         "(default 20,40: one judgment per ~30 s)")
-    parser.add_argument("--ramp", type=float, default=None, help="raters arrive over this many seconds "
-                                                                 "(default: the mean think time)")
-    parser.add_argument("--kill", action="store_true", help="kill -9 one app server and one worker a third of the way "
-                                                            "in, start them again at two thirds")
+    parser.add_argument(
+        "--think",
+        default="20,40",
+        help="seconds a rater spends on a pair, uniform LOW,HIGH (default 20,40: one judgment per ~30 s)",
+    )
+    parser.add_argument(
+        "--ramp", type=float, default=None, help="raters arrive over this many seconds (default: the mean think time)"
+    )
+    parser.add_argument(
+        "--kill",
+        action="store_true",
+        help="kill -9 one app server and one worker a third of the way in, start them again at two thirds",
+    )
     parser.add_argument("--jobs", type=int, default=12, help="separability jobs queued for the two workers (12)")
     parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers per app server (2)")
     parser.add_argument("--web-threads", type=int, default=16, help="threads per gunicorn worker (16)")
-    parser.add_argument("--queue", choices=("db", "rq"), default="db",
-                        help="db: run_worker on the database queue (the default); rq: rqworker on Redis (needs "
-                             "'pip install django-tasks-rq')")
+    parser.add_argument(
+        "--queue",
+        choices=("db", "rq"),
+        default="db",
+        help="db: run_worker on the database queue (the default); rq: rqworker on Redis (needs "
+        "'pip install django-tasks-rq')",
+    )
     parser.add_argument("--servers", type=int, default=2, help="app servers behind the entry point (2)")
-    parser.add_argument("--items", type=int, default=0, help="items of the raters' study (default: as many as the "
-                                                               "raters could reach at the fastest think time)")
+    parser.add_argument(
+        "--items",
+        type=int,
+        default=0,
+        help="items of the raters' study (default: as many as the raters could reach at the fastest think time)",
+    )
     parser.add_argument("--window", type=float, default=30, help="seconds per line of the latency timeline (30)")
     parser.add_argument("--keep-logs", metavar="DIR", help="copy the servers' access logs and the workers' logs here")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object as well")
@@ -518,24 +637,38 @@ def main() -> int:
     ramp = args.ramp if args.ramp is not None else sum(think) / 2
     with tempfile.TemporaryDirectory(prefix="seplab-cluster-") as folder:
         os.chmod(folder, 0o755)
-        cluster = Cluster(Path(folder), servers=args.servers, web_workers=args.web_workers,
-                          web_threads=args.web_threads, stale_seconds=10 if args.kill else 120,
-                          queue=args.queue).start()
+        cluster = Cluster(
+            Path(folder),
+            servers=args.servers,
+            web_workers=args.web_workers,
+            web_threads=args.web_threads,
+            stale_seconds=10 if args.kill else 120,
+            queue=args.queue,
+        ).start()
         try:
             per_rater = int(args.seconds / max(think[0], 0.05)) // 3 + 2  # items one rater can reach (3 pairs each)
             built = build(cluster, args.raters, items=args.items or args.raters * per_rater, job_items=300)
             jobs: list[int] = []
             killed: list[int] = []
             third = args.seconds / 3
-            events = [(third - 2, f"queue {args.jobs} jobs", lambda: jobs.extend(queue_jobs(built["jobs_study"],
-                                                                                          args.jobs)))]
+            events = [
+                (third - 2, f"queue {args.jobs} jobs", lambda: jobs.extend(queue_jobs(built["jobs_study"], args.jobs)))
+            ]
             if args.kill:
-                events += [(third, "kill -9 app server 0", lambda: cluster.kill_server(0)),
-                           (third + 0.1, "kill -9 a worker running a job",
-                            lambda: killed.append(cluster.kill_busy_worker()) or killed[-1]),
-                           (2 * third, "start app server 0", lambda: cluster.start_server(0)),
-                           (2 * third, "start the killed worker",
-                            lambda: killed[-1] >= 0 and cluster.start_worker(killed[-1]))]
+                events += [
+                    (third, "kill -9 app server 0", lambda: cluster.kill_server(0)),
+                    (
+                        third + 0.1,
+                        "kill -9 a worker running a job",
+                        lambda: killed.append(cluster.kill_busy_worker()) or killed[-1],
+                    ),
+                    (2 * third, "start app server 0", lambda: cluster.start_server(0)),
+                    (
+                        2 * third,
+                        "start the killed worker",
+                        lambda: killed[-1] >= 0 and cluster.start_worker(killed[-1]),
+                    ),
+                ]
             began = time.time()
             result, elapsed, log = drive(cluster, built["paths"], args.seconds, think, ramp, events)
             figures = {"raters": args.raters, "servers": args.servers, "seconds": round(elapsed, 1)}
@@ -556,8 +689,9 @@ def main() -> int:
             figures["errors"] = result.errors
             figures["error_kinds"] = dict(result.error_kinds)
             figures.update(settle_jobs(cluster, jobs, 120))
-            figures["jobs_ok"] = figures["succeeded_once"] == figures["jobs"] == figures["done"] and not figures[
-                "claimed_twice"]
+            figures["jobs_ok"] = (
+                figures["succeeded_once"] == figures["jobs"] == figures["done"] and not figures["claimed_twice"]
+            )
             figures["launch"] = shared_launch_limit(cluster, built["link"], 6, 10)
             figures["worker_seen"] = healthz(cluster).get("worker", {})
             if args.keep_logs:  # gunicorn's access logs and the workers' logs, for a closer look
@@ -573,8 +707,12 @@ def main() -> int:
             print(" ".join(f"{k}={v}" for k, v in figures.items() if not isinstance(v, dict)))
         finally:
             cluster.stop()
-    ok = (figures["lost"] == 0 and figures["duplicated"] == 0 and figures["jobs_ok"]
-          and figures["launch"]["admitted"] == 6)
+    ok = (
+        figures["lost"] == 0
+        and figures["duplicated"] == 0
+        and figures["jobs_ok"]
+        and figures["launch"]["admitted"] == 6
+    )
     return 0 if ok else 1
 
 

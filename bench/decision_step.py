@@ -35,9 +35,12 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=300, help="completed assignments per pair before timing")
     parser.add_argument("--completions", type=int, default=40, help="completions timed")
-    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite",
-                        help="a SQLite file, or a PostgreSQL database of the run's own on 127.0.0.1:5432 "
-                             "(dropped after)")
+    parser.add_argument(
+        "--database",
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="a SQLite file, or a PostgreSQL database of the run's own on 127.0.0.1:5432 (dropped after)",
+    )
     args = parser.parse_args()
     if args.systems < 2 or args.items < 10 or args.warmup < 1 or args.completions < 1:
         parser.error("need --systems >= 2, --items >= 10, --warmup and --completions >= 1")
@@ -61,16 +64,27 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
     from selection.core import decisions
 
     systems = [f"s{k}" for k in range(n_systems)]
-    lines = "".join(json.dumps({"id": f"i{i}", "input": f"Question {i}?",
-                                "outputs": {s: [f"{s} answers {i}."] for s in systems}}) + "\n"
-                    for i in range(n_items)).encode()
+    lines = "".join(
+        json.dumps({"id": f"i{i}", "input": f"Question {i}?", "outputs": {s: [f"{s} answers {i}."] for s in systems}})
+        + "\n"
+        for i in range(n_items)
+    ).encode()
     owner = get_user_model().objects.create_user("bench")
     started = time.perf_counter()
     study = creation.do_create_study(owner, "decisions", lines, "d.jsonl")
-    lifecycle.do_update_settings(study, {"scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1,
-                                         "judgments_per_assignment": 1, "selection_method": "random",
-                                         "stop_when_decided": True,
-                                         "decision_margin": 0.0}, None)
+    lifecycle.do_update_settings(
+        study,
+        {
+            "scheduling": "no_repeat",
+            "raters_per_item": 1,
+            "pairs_per_assignment": 1,
+            "judgments_per_assignment": 1,
+            "selection_method": "random",
+            "stop_when_decided": True,
+            "decision_margin": 0.0,
+        },
+        None,
+    )
     pairs = study.comparisons.count()
     print(f"{pairs} pairs x {n_items} items: study and plan in {time.perf_counter() - started:.1f} s")
     rng = random.Random(0)
@@ -104,8 +118,9 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
             return None
         for pair in assignment.pairs.all():
             allocation.do_mark_shown(pair)
-            recording.do_record_judgment(pair, idempotency_key=f"k{pair.pk}",
-                                         answer=Answer(choice="first" if rng.random() < 0.55 else "second"))
+            recording.do_record_judgment(
+                pair, idempotency_key=f"k{pair.pk}", answer=Answer(choice="first" if rng.random() < 0.55 else "second")
+            )
         return assignment
 
     started = time.perf_counter()
@@ -123,14 +138,15 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
         comparison = assignment.places.get().task.comparison
         t0 = time.perf_counter()
         scored, _ = services.pair_item_scores(comparison)
-        decisions.betting_confidence_sequence(np.array([s for _, s in scored]),
-                                              study.selection_settings.decision_alpha)
+        decisions.betting_confidence_sequence(np.array([s for _, s in scored]), study.selection_settings.decision_alpha)
         recompute.append((time.perf_counter() - t0) * 1000)
     p50, p95 = statistics.median(step), sorted(step)[int(0.95 * (len(step) - 1))]
     base = statistics.median(recompute)
-    print(f"decision step per completed assignment: p50 {p50:.2f} ms, p95 {p95:.2f} ms "
-          f"(recomputing the pair instead: p50 {base:.1f} ms; ratio {p50 / base:.3f}); "
-          f"queries per step: {statistics.median(queries[-len(step):]):.0f}")
+    print(
+        f"decision step per completed assignment: p50 {p50:.2f} ms, p95 {p95:.2f} ms "
+        f"(recomputing the pair instead: p50 {base:.1f} ms; ratio {p50 / base:.3f}); "
+        f"queries per step: {statistics.median(queries[-len(step) :]):.0f}"
+    )
 
     def starts() -> list[float]:  # a new rater's start, as the rating link's first request runs it
         nonlocal rater_count
@@ -149,9 +165,11 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
     with connection.cursor() as cursor:  # the previous design: depth first read through the plain open-tasks index
         cursor.execute("DROP INDEX task_fill_order")
     plain = starts()
-    print(f"a rater's start (finishing started items first: {study.fill_items_first}): p50 "
-          f"{statistics.median(indexed):.2f} ms with the open tasks' own index, {statistics.median(plain):.2f} ms "
-          f"through the plain index (ratio {statistics.median(indexed) / statistics.median(plain):.3f})")
+    print(
+        f"a rater's start (finishing started items first: {study.fill_items_first}): p50 "
+        f"{statistics.median(indexed):.2f} ms with the open tasks' own index, {statistics.median(plain):.2f} ms "
+        f"through the plain index (ratio {statistics.median(indexed) / statistics.median(plain):.3f})"
+    )
 
 
 if __name__ == "__main__":

@@ -46,9 +46,15 @@ def main() -> None:
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="seplab-fault-"))
-    env = {**os.environ, "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "127.0.0.1",
-           "DATABASE_URL": prepare_database(args.database, workdir), "STATIC_ROOT": str(workdir / "static"),
-           "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env = {
+        **os.environ,
+        "DEBUG": "0",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "DATABASE_URL": prepare_database(args.database, workdir),
+        "STATIC_ROOT": str(workdir / "static"),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
     os.environ.update(env)
     paths = setup_study(args.raters, max(200, args.raters * 40))
     port = free_port()
@@ -90,16 +96,21 @@ def main() -> None:
     study = Study.objects.get(name="load")
     open_before = Assignment.objects.filter(study=study, status="active").count()
     Assignment.objects.filter(study=study, status="active").update(
-        last_activity=Assignment.objects.model._meta.get_field("last_activity").default() - timedelta(hours=2))
+        last_activity=Assignment.objects.model._meta.get_field("last_activity").default() - timedelta(hours=2)
+    )
     expired = allocation.do_expire_stale_assignments(study)
     stuck = Assignment.objects.filter(study=study, status="active").count()
     for e in events:
         print(e)
-    print(f"{len(acknowledged)} judgments acknowledged ({resumed} after the restart), {sum(stored.values())} stored; "
-          f"{open_before} assignments open at the end, {expired} expired and returned to the queue")
+    print(
+        f"{len(acknowledged)} judgments acknowledged ({resumed} after the restart), {sum(stored.values())} stored; "
+        f"{open_before} assignments open at the end, {expired} expired and returned to the queue"
+    )
     ok = lost == 0 and duplicated == 0 and resumed > 0 and stuck == 0
-    print(f"fault_test={'pass' if ok else 'FAIL'} acknowledged={len(acknowledged)} lost={lost} duplicated={duplicated} "
-          f"resumed={resumed} stuck={stuck}")
+    print(
+        f"fault_test={'pass' if ok else 'FAIL'} acknowledged={len(acknowledged)} lost={lost} duplicated={duplicated} "
+        f"resumed={resumed} stuck={stuck}"
+    )
     sys.exit(0 if ok else 1)
 
 

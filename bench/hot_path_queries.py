@@ -21,11 +21,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the rating page and its template read of the assignment, rater and study (besides the pair columns).
-LEAN = ("assignment__id", "assignment__status", "assignment__completion_code", "assignment__rater_id",
-        "assignment__rater__source", "assignment__rater__screened_out", "assignment__rater__token_nonce",
-        "assignment__study__id", "assignment__study__name", "assignment__study__elicitation",
-        "assignment__study__allow_tie", "assignment__study__tie_label", "assignment__study__question",
-        "assignment__study__response_set_question", "assignment__study__also_acceptable_question")
+LEAN = (
+    "assignment__id",
+    "assignment__status",
+    "assignment__completion_code",
+    "assignment__rater_id",
+    "assignment__rater__source",
+    "assignment__rater__screened_out",
+    "assignment__rater__token_nonce",
+    "assignment__study__id",
+    "assignment__study__name",
+    "assignment__study__elicitation",
+    "assignment__study__allow_tie",
+    "assignment__study__tie_label",
+    "assignment__study__question",
+    "assignment__study__response_set_question",
+    "assignment__study__also_acceptable_question",
+)
 
 
 def measure(calls: int) -> dict[str, float]:
@@ -43,16 +55,23 @@ def measure(calls: int) -> dict[str, float]:
 
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(f"hot-{secrets.token_hex(4)}")
-    lines = "".join(json.dumps({"id": f"i{i}", "input": f"Input {i}",
-                                "outputs": {s: [f"{s}{i}-{k}" for k in range(5)] for s in "ab"}}) + "\n"
-                    for i in range(50))
+    lines = "".join(
+        json.dumps(
+            {"id": f"i{i}", "input": f"Input {i}", "outputs": {s: [f"{s}{i}-{k}" for k in range(5)] for s in "ab"}}
+        )
+        + "\n"
+        for i in range(50)
+    )
     study = creation.do_create_study(owner, f"hot-{secrets.token_hex(4)}", lines.encode(), "hot.jsonl")
     rater = enrolment.do_create_rater_link(study, "r")
     assignment = allocation.do_start_assignment(rater)
 
     def plain(columns):
-        return lambda: list(AssignmentPair.objects.filter(assignment_id=assignment.pk, assignment__rater_id=rater.pk)
-                            .order_by("position").values(*PAIR_COLUMNS, *columns))
+        return lambda: list(
+            AssignmentPair.objects.filter(assignment_id=assignment.pk, assignment__rater_id=rater.pk)
+            .order_by("position")
+            .values(*PAIR_COLUMNS, *columns)
+        )
 
     variants = {
         "compiled (69 columns)": lambda: _PAGE.rows(assignment=assignment.pk, rater=rater.pk),
@@ -87,20 +106,28 @@ def main() -> None:
         return
     databases = {"SQLite": f"sqlite:///{Path(tempfile.mkdtemp(prefix='seplab-hot-')) / 'hot.sqlite3'}"}
     name = f"seplab_hot_{secrets.token_hex(4)}"
-    pg = subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", f"CREATE DATABASE {name}"],
-                        capture_output=True)
+    pg = subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", f"CREATE DATABASE {name}"], capture_output=True
+    )
     if pg.returncode == 0:
         databases["PostgreSQL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
     try:
         for label, url in databases.items():
-            result = subprocess.run([sys.executable, __file__, "--calls", str(args.calls), "--database", url],
-                                    capture_output=True, text=True, check=True, cwd=ROOT)
+            result = subprocess.run(
+                [sys.executable, __file__, "--calls", str(args.calls), "--database", url],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=ROOT,
+            )
             figures = json.loads(result.stdout.strip().splitlines()[-1])
             print(label + ": " + "; ".join(f"{k} {v:.0f} µs" for k, v in figures.items()))
     finally:
         if pg.returncode == 0:
-            subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", f"DROP DATABASE {name} WITH (FORCE)"],
-                           capture_output=True)
+            subprocess.run(
+                ["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", f"DROP DATABASE {name} WITH (FORCE)"],
+                capture_output=True,
+            )
 
 
 if __name__ == "__main__":

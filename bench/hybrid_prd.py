@@ -35,10 +35,12 @@ from bench.prd_data import JUDGES, POOL, PRD, design_estimates, load, reference_
 
 
 def _pair_rows(pair, n, rounds, seed, finite):
-    rng = np.random.default_rng([seed, n, int(finite), zlib.crc32('/'.join(pair.pair).encode())])
+    rng = np.random.default_rng([seed, n, int(finite), zlib.crc32("/".join(pair.pair).encode())])
     truth = float(pair.y.mean())
-    return {name: (*summarise(estimates, truth), reference_mse(pair, n, finite))
-            for name, estimates in design_estimates(pair, n, rounds, rng, finite, judges=JUDGES).items()}
+    return {
+        name: (*summarise(estimates, truth), reference_mse(pair, n, finite))
+        for name, estimates in design_estimates(pair, n, rounds, rng, finite, judges=JUDGES).items()
+    }
 
 
 def estimates_table(pairs, sizes, rounds, seed, processes) -> None:
@@ -46,8 +48,10 @@ def estimates_table(pairs, sizes, rounds, seed, processes) -> None:
 
     for finite in (False, True):
         target = "these items (the study's 80 questions)" if finite else "items like these (64-question studies)"
-        print(f"\nWin rates, {target}: coverage / mean width / efficiency claimed / realised "
-              f"(labels saved = realised - 1); {rounds} studies per pair, 10 pairs")
+        print(
+            f"\nWin rates, {target}: coverage / mean width / efficiency claimed / realised "
+            f"(labels saved = realised - 1); {rounds} studies per pair, 10 pairs"
+        )
         results = {}
         for n in sizes:
             jobs = [(pair, n, rounds, seed, finite) for pair in pairs]
@@ -74,8 +78,10 @@ def strengths_table(pairs, sizes, rounds, seed) -> None:
     b = np.concatenate([[index[p.pair[1]]] * len(p.y) for p in pairs])
     y_all = np.concatenate([p.y for p in pairs])
     truth = ppi_bradley_terry(a, b, y_all, y_all, a[:1], b[:1], y_all[:1], len(index), lam=0.0).theta
-    print(f"\nBradley-Terry strengths, items like these ({rounds} rounds; reference {min(index)}): coverage hybrid / "
-          "people alone, efficiency claimed / realised, lambda")
+    print(
+        f"\nBradley-Terry strengths, items like these ({rounds} rounds; reference {min(index)}): coverage hybrid / "
+        "people alone, efficiency claimed / realised, lambda"
+    )
     print("judge".ljust(14) + "".join(f"n = {n}".rjust(36) for n in sizes))
     rng = np.random.default_rng(seed)
     for judge in (*JUDGES, "all judges"):
@@ -89,9 +95,17 @@ def strengths_table(pairs, sizes, rounds, seed) -> None:
                     pick = rng.integers(0, len(p.y), POOL)
                     y = p.y[pick]
                     f = (p.f_all if judge == "all judges" else p.f[judge])[pick]
-                    for k, values in enumerate(([index[p.pair[0]]] * n, [index[p.pair[1]]] * n, y[:n], f[:n],
-                                                [index[p.pair[0]]] * (POOL - n), [index[p.pair[1]]] * (POOL - n),
-                                                f[n:])):
+                    for k, values in enumerate(
+                        (
+                            [index[p.pair[0]]] * n,
+                            [index[p.pair[1]]] * n,
+                            y[:n],
+                            f[:n],
+                            [index[p.pair[0]]] * (POOL - n),
+                            [index[p.pair[1]]] * (POOL - n),
+                            f[n:],
+                        )
+                    ):
                         parts[k].extend(values)
                 args = [np.array(v) for v in parts] + [len(index)]
                 hybrid, people = ppi_bradley_terry(*args), ppi_bradley_terry(*args, lam=0.0)
@@ -103,8 +117,10 @@ def strengths_table(pairs, sizes, rounds, seed) -> None:
                 claims.append(np.mean(((people.high - people.low)[1:] / (hybrid.high - hybrid.low)[1:]) ** 2))
                 lambdas.append(hybrid.lam)
             realised = np.sum(errors_people) / np.sum(errors)
-            cells.append(f"{covered / cells_count:.3f} / {covered_people / cells_count:.3f}  "
-                         f"{np.mean(claims):.3f} / {realised:.3f}  {np.mean(lambdas):.2f}".rjust(36))
+            cells.append(
+                f"{covered / cells_count:.3f} / {covered_people / cells_count:.3f}  "
+                f"{np.mean(claims):.3f} / {realised:.3f}  {np.mean(lambdas):.2f}".rjust(36)
+            )
         print(judge.ljust(14) + "".join(cells))
 
 
@@ -120,9 +136,11 @@ def main() -> None:
         sys.exit(f"{PRD} is missing: the PRD data lives in ../shared/data (see shared/data/README.md)")
     sizes = [int(v) for v in args.n.split(",")]
     pairs = load()
-    print("Per question, corr(human Y, judge f) averaged over the 10 pairs: "
-          + ", ".join(f"{j} {np.mean([np.corrcoef(p.y, p.f[j])[0, 1] for p in pairs]):.2f}" for j in JUDGES)
-          + f", all judges' mean {np.mean([np.corrcoef(p.y, p.f_all)[0, 1] for p in pairs]):.2f}")
+    print(
+        "Per question, corr(human Y, judge f) averaged over the 10 pairs: "
+        + ", ".join(f"{j} {np.mean([np.corrcoef(p.y, p.f[j])[0, 1] for p in pairs]):.2f}" for j in JUDGES)
+        + f", all judges' mean {np.mean([np.corrcoef(p.y, p.f_all)[0, 1] for p in pairs]):.2f}"
+    )
     estimates_table(pairs, sizes, args.rounds, args.seed, args.processes)
     strengths_table(pairs, [n for n in sizes if n <= 20], args.bt_rounds, args.seed)
 

@@ -53,30 +53,50 @@ def main() -> None:
     per_pair = {}
     for a, b in combinations(MODELS, 2):
         out = io.StringIO()
-        options = ["--study", "prd-vicuna80", "--oracle", str(oracle), "--oracle-kind", "human", "--pair", f"{a},{b}",
-                   "--method", "judge-disagreement,judge-stratified,judge-neyman,default,random",
-                   "--budgets", args.budgets,
-                   "--seeds", str(args.seeds), "--json"]
+        options = [
+            "--study",
+            "prd-vicuna80",
+            "--oracle",
+            str(oracle),
+            "--oracle-kind",
+            "human",
+            "--pair",
+            f"{a},{b}",
+            "--method",
+            "judge-disagreement,judge-stratified,judge-neyman,default,random",
+            "--budgets",
+            args.budgets,
+            "--seeds",
+            str(args.seeds),
+            "--json",
+        ]
         if args.uniform_share is not None:
             options += ["--uniform-share", str(args.uniform_share)]
         call_command("simulate", *options, stdout=out)
         per_pair[(a, b)] = json.loads(out.getvalue())["estimates"]["designs"]
         print(f"  {a} vs {b}: done", file=sys.stderr)
     designs = list(next(iter(per_pair.values())))
-    print(f"PRD Vicuna-80, 10 pairs x {args.seeds} pools of 64 questions. Columns per budget, over the pairs: mean "
-          "error / width / coverage / efficiency claimed (mean) / realised (people alone on a random sample's mean "
-          "squared error, exact, over the design's, pooled)")
+    print(
+        f"PRD Vicuna-80, 10 pairs x {args.seeds} pools of 64 questions. Columns per budget, over the pairs: mean "
+        "error / width / coverage / efficiency claimed (mean) / realised (people alone on a random sample's mean "
+        "squared error, exact, over the design's, pooled)"
+    )
     print("design".ljust(36) + "".join(f"n={n}".rjust(34) for n in budgets))
     for design in designs:
         cells = []
         for n in budgets:
             key = str(n)
-            mean = {k: sum(p[design][key][k] for p in per_pair.values()) / len(per_pair)
-                    for k in ("error", "width", "coverage", "claimed")}
-            realised = (sum(p[design][key]["reference_mse"] for p in per_pair.values())
-                        / sum(p[design][key]["mse"] for p in per_pair.values()))
-            cells.append(f"{mean['error']:.3f} {mean['width']:.3f} {mean['coverage']:.3f} {mean['claimed']:.3f} "
-                         f"{realised:.3f}".rjust(34))
+            mean = {
+                k: sum(p[design][key][k] for p in per_pair.values()) / len(per_pair)
+                for k in ("error", "width", "coverage", "claimed")
+            }
+            realised = sum(p[design][key]["reference_mse"] for p in per_pair.values()) / sum(
+                p[design][key]["mse"] for p in per_pair.values()
+            )
+            cells.append(
+                f"{mean['error']:.3f} {mean['width']:.3f} {mean['coverage']:.3f} {mean['claimed']:.3f} "
+                f"{realised:.3f}".rjust(34)
+            )
         print(design.ljust(36) + "".join(cells))
 
 

@@ -72,8 +72,19 @@ print(json.dumps({c: [float(r["ratings"][i]), float(r["rating_lower"][i]), float
 
 
 def seplab(path: Path, env: dict, style: bool = False) -> tuple[float, float, dict]:
-    seconds, mb, out = measure([sys.executable, "manage.py", "leaderboard", str(path), "--method", "bt", "--json",
-                                *(["--style-control"] if style else [])], env)
+    seconds, mb, out = measure(
+        [
+            sys.executable,
+            "manage.py",
+            "leaderboard",
+            str(path),
+            "--method",
+            "bt",
+            "--json",
+            *(["--style-control"] if style else []),
+        ],
+        env,
+    )
     document = json.loads(out)
     rows = {r["system"]: [r["rating"], r["low"], r["high"]] for r in document["leaderboard"]}
     if style:
@@ -126,12 +137,15 @@ def write_styled_battles(path: Path, n: int, systems: int = 20, seed: int = 0) -
     winner = np.where(score == 0.5, "tie", np.where(score == 1.0, "model_a", "model_b"))
     names = [f"model-{i:02d}" for i in range(systems)]
     with path.open("w") as handle:
-        handle.write("model_a,model_b,winner,sum_assistant_tokens_a,sum_assistant_tokens_b,header_count_a,"
-                     "header_count_b,list_count_a,list_count_b,bold_count_a,bold_count_b\n")
+        handle.write(
+            "model_a,model_b,winner,sum_assistant_tokens_a,sum_assistant_tokens_b,header_count_a,"
+            "header_count_b,list_count_a,list_count_b,bold_count_a,bold_count_b\n"
+        )
         handle.writelines(
             f"{names[a[i]]},{names[b[i]]},{winner[i]},{int(tokens[i, 0])},{int(tokens[i, 1])},{marks[i, 0, 0]},"
             f"{marks[i, 1, 0]},{marks[i, 0, 1]},{marks[i, 1, 1]},{marks[i, 0, 2]},{marks[i, 1, 2]}\n"
-            for i in range(n))
+            for i in range(n)
+        )
 
 
 def main() -> None:
@@ -147,17 +161,24 @@ def main() -> None:
         parser.error("need --runs >= 1 and sizes of at least 100 battles")
     env = {**os.environ, "DEBUG": "1", "JAX_PLATFORMS": "cpu"}
     workdir = Path(tempfile.mkdtemp(prefix="seplab-arena-"))
-    files = ([("PRD human votes", PRD, False)] if PRD.exists() else []) + [
-        (f"{n:,} synthetic", workdir / f"battles-{n}.csv", False) for n in sizes] + [
-        (f"{n:,} synthetic, style control", workdir / f"styled-{n}.csv", True) for n in sizes]
+    files = (
+        ([("PRD human votes", PRD, False)] if PRD.exists() else [])
+        + [(f"{n:,} synthetic", workdir / f"battles-{n}.csv", False) for n in sizes]
+        + [(f"{n:,} synthetic, style control", workdir / f"styled-{n}.csv", True) for n in sizes]
+    )
     for label, path, style in files:
         if not path.exists():
             (write_styled_battles if style else write_battles)(path, int(label.split()[0].replace(",", "")))
     with_fastchat = bool(args.fastchat_python)
-    print("| battles | SepLab s | arena-rank s | time ratio | SepLab MB | arena-rank MB | memory ratio | max |Δ| "
-          "rating | max |Δ| interval end | max |Δ| style coefficient |"
-          + (" FastChat s | FastChat MB | time ratio to FastChat | memory ratio to FastChat | "
-             "max |Δ| rating, FastChat |" if with_fastchat else ""))
+    print(
+        "| battles | SepLab s | arena-rank s | time ratio | SepLab MB | arena-rank MB | memory ratio | max |Δ| "
+        "rating | max |Δ| interval end | max |Δ| style coefficient |"
+        + (
+            " FastChat s | FastChat MB | time ratio to FastChat | memory ratio to FastChat | max |Δ| rating, FastChat |"
+            if with_fastchat
+            else ""
+        )
+    )
     print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|---|" if with_fastchat else ""))
     for label, path, style in files:
         ours, theirs, fast = [], [], []
@@ -181,10 +202,13 @@ def main() -> None:
             agree = "– (another model)" if style else f"{max(abs(mine[s][0] - fast[0][2][s]) for s in reference):.3f}"
             ratio = statistics.median(t_ours) / statistics.median(t_fast)
             extra = f" {span(t_fast)} | {max(m_fast):.0f} | {ratio:.2f} | {max(m_ours) / max(m_fast):.2f} | {agree} |"
-        print(f"| {label} | {span(t_ours)} | {span(t_theirs)} | "
-              f"{statistics.median(t_ours) / statistics.median(t_theirs):.2f} | {max(m_ours):.0f} | "
-              f"{max(m_theirs):.0f} | {max(m_ours) / max(m_theirs):.2f} | {rating:.3f} | {ends:.3f} | {coefficient} |"
-              + extra, flush=True)
+        print(
+            f"| {label} | {span(t_ours)} | {span(t_theirs)} | "
+            f"{statistics.median(t_ours) / statistics.median(t_theirs):.2f} | {max(m_ours):.0f} | "
+            f"{max(m_theirs):.0f} | {max(m_ours) / max(m_theirs):.2f} | {rating:.3f} | {ends:.3f} | {coefficient} |"
+            + extra,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

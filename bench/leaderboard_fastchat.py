@@ -39,8 +39,11 @@ from bench.ratings_scale import synthetic  # noqa: E402  (one generator for both
 
 METHODS = ("bt", "elo", "sep-elo")
 # Measured by the issue's author on this machine when issue 17 was filed (3 interleaved runs): seconds, MB.
-REFERENCE = {(1_000_000, "bt"): ("4.0-6.2", 232), (1_000_000, "elo"): ("20-23", 941),
-             (100_000, "bt"): ("3.0-4.8", None)}
+REFERENCE = {
+    (1_000_000, "bt"): ("4.0-6.2", 232),
+    (1_000_000, "elo"): ("20-23", 941),
+    (100_000, "bt"): ("3.0-4.8", None),
+}
 DRIVER = """
 import json, sys
 import pandas as pd
@@ -85,15 +88,28 @@ def measure(command: list[str], env: dict) -> tuple[float, float, str]:
 
 
 def seplab(path: Path, method: str, rounds: int, env: dict) -> tuple[float, float, dict]:
-    seconds, mb, out = measure([sys.executable, "manage.py", "leaderboard", str(path), "--method", method,
-                                "--intervals", "bootstrap", "--bootstrap", str(rounds), "--json"], env)  # like for like
+    seconds, mb, out = measure(
+        [
+            sys.executable,
+            "manage.py",
+            "leaderboard",
+            str(path),
+            "--method",
+            method,
+            "--intervals",
+            "bootstrap",
+            "--bootstrap",
+            str(rounds),
+            "--json",
+        ],
+        env,
+    )  # like for like
     board = json.loads(out)["leaderboard"]
     return seconds, mb, {r["system"]: r["online" if method != "bt" else "rating"] for r in board}
 
 
 def fastchat(python: str, path: Path, method: str, rounds: int, env: dict) -> tuple[float, float, dict]:
-    seconds, mb, out = measure([python, "-c", DRIVER, str(path), "bt" if method == "bt" else "elo", str(rounds)],
-                               env)
+    seconds, mb, out = measure([python, "-c", DRIVER, str(path), "bt" if method == "bt" else "elo", str(rounds)], env)
     return seconds, mb, json.loads(out.strip().splitlines()[-1])["point"]
 
 
@@ -107,32 +123,44 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="interleaved runs of each program")
     parser.add_argument("--rounds", type=int, default=100, help="bootstrap rounds")
     parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--fastchat-python", default=sys.executable,
-                        help="interpreter with pandas where FastChat's rating code imports")
+    parser.add_argument(
+        "--fastchat-python", default=sys.executable, help="interpreter with pandas where FastChat's rating code imports"
+    )
     parser.add_argument("--fastchat-path", help="a FastChat checkout to put on that interpreter's PYTHONPATH")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     methods = args.methods.split(",")
     env = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
     fc_env = {**os.environ, **({"PYTHONPATH": args.fastchat_path} if args.fastchat_path else {})}
-    check = subprocess.run([args.fastchat_python, "-c", "import pandas, fastchat.serve.monitor.rating_systems"],
-                           env=fc_env, capture_output=True)
+    check = subprocess.run(
+        [args.fastchat_python, "-c", "import pandas, fastchat.serve.monitor.rating_systems"],
+        env=fc_env,
+        capture_output=True,
+    )
     have_fastchat = check.returncode == 0
     workdir = Path(tempfile.mkdtemp(prefix="seplab-leaderboard-"))
-    print(f"{args.rounds} bootstrap rounds, 20 systems, 10 % ties; {args.runs} interleaved runs; wall seconds "
-          "(min-max) and peak RSS (MB, median) of the whole process")
+    print(
+        f"{args.rounds} bootstrap rounds, 20 systems, 10 % ties; {args.runs} interleaved runs; wall seconds "
+        "(min-max) and peak RSS (MB, median) of the whole process"
+    )
     if not have_fastchat:
-        print("FastChat's rating code does not import here: its figures are the reference measured when issue 17 "
-              f"was filed ({check.stderr.decode().strip().splitlines()[-1] if check.stderr else 'no output'})")
+        print(
+            "FastChat's rating code does not import here: its figures are the reference measured when issue 17 "
+            f"was filed ({check.stderr.decode().strip().splitlines()[-1] if check.stderr else 'no output'})"
+        )
     # a cold start: the compiled ELO loops are not cached yet (their first run on a machine)
     cold_file = workdir / "cold.csv"
     write_battles(cold_file, 100_000)
     cold, _, _ = seplab(cold_file, "elo", args.rounds, {**env, "NUMBA_CACHE_DIR": str(workdir / "numba-cache")})
     warm, _, _ = seplab(cold_file, "elo", args.rounds, {**env, "NUMBA_CACHE_DIR": str(workdir / "numba-cache")})
-    print(f"ELO at 100,000 battles: {cold:.2f} s the first time on a machine (its loops compiled and cached), "
-          f"{warm:.2f} s after\n")
-    print("| battles | method | SepLab s | SepLab MB | FastChat s | FastChat MB | time ratio | memory ratio "
-          "| max abs diff, point ratings |")
+    print(
+        f"ELO at 100,000 battles: {cold:.2f} s the first time on a machine (its loops compiled and cached), "
+        f"{warm:.2f} s after\n"
+    )
+    print(
+        "| battles | method | SepLab s | SepLab MB | FastChat s | FastChat MB | time ratio | memory ratio "
+        "| max abs diff, point ratings |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
         path = workdir / f"battles-{n}.csv"
@@ -160,8 +188,11 @@ def main() -> None:
                 ratio = mem_ratio = "(reference)" if reference else "-"
             label = method + (" (vs FastChat's ELO)" if method == "sep-elo" else "")
             shown_diff = "-" if diff != diff else f"{diff:.3f}"
-            print(f"| {n:,} | {label} | {span(times)} | {statistics.median(mbs):.0f} | {f_time} | {f_mb} | {ratio} | "
-                  f"{mem_ratio} | {shown_diff} |", flush=True)
+            print(
+                f"| {n:,} | {label} | {span(times)} | {statistics.median(mbs):.0f} | {f_time} | {f_mb} | {ratio} | "
+                f"{mem_ratio} | {shown_diff} |",
+                flush=True,
+            )
     shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -44,8 +44,10 @@ def main() -> None:
     if args.completions < 1:
         parser.error("--completions must be at least 1")
     setup_scratch_database("live")
-    print(f"{'items':>7} {'plan s':>7}  {'submit that completes ms p50 / p95':>35}  {'loop alone ms p50':>18}  "
-          f"{'previous replay ms p50':>23}  {'study page ms: now / previous':>30}")
+    print(
+        f"{'items':>7} {'plan s':>7}  {'submit that completes ms p50 / p95':>35}  {'loop alone ms p50':>18}  "
+        f"{'previous replay ms p50':>23}  {'study page ms: now / previous':>30}"
+    )
     for n in args.items:
         measure(n, args.completions)
 
@@ -69,16 +71,38 @@ def measure(n_items: int, completions: int) -> None:
     rng = np.random.default_rng(n_items)
     name = embedding.encoder_name()
     Embedding.objects.bulk_create(
-        [Embedding(encoder=name, text_hash=embedding.text_hash(t), dim=384,
-                   vector=rng.normal(size=384).astype("<f4").tobytes()) for s in texts for t in texts[s]],
-        batch_size=5000, ignore_conflicts=True)
-    lines = "".join(json.dumps({"id": f"i{i}", "input": f"input {i}",
-                                "outputs": {s: [texts[s][i]] for s in texts}}) + "\n" for i in range(n_items))
+        [
+            Embedding(
+                encoder=name,
+                text_hash=embedding.text_hash(t),
+                dim=384,
+                vector=rng.normal(size=384).astype("<f4").tobytes(),
+            )
+            for s in texts
+            for t in texts[s]
+        ],
+        batch_size=5000,
+        ignore_conflicts=True,
+    )
+    lines = "".join(
+        json.dumps({"id": f"i{i}", "input": f"input {i}", "outputs": {s: [texts[s][i]] for s in texts}}) + "\n"
+        for i in range(n_items)
+    )
     study = creation.do_create_study(owner, f"live-{n_items}", lines.encode(), "live.jsonl")
     started = time.perf_counter()
-    lifecycle.do_update_settings(study, {"selection_method": "diffuse-iterative", "risk": 0.001, "min_n": 5,
-                                        "budget": 200, "raters_per_item": 1, "pairs_per_assignment": 1,
-                                        "judgments_per_assignment": 1}, None)
+    lifecycle.do_update_settings(
+        study,
+        {
+            "selection_method": "diffuse-iterative",
+            "risk": 0.001,
+            "min_n": 5,
+            "budget": 200,
+            "raters_per_item": 1,
+            "pairs_per_assignment": 1,
+            "judgments_per_assignment": 1,
+        },
+        None,
+    )
     plan_seconds = time.perf_counter() - started
     run = IterativeRun.objects.get(study=study)
     submit_ms, loop_ms, previous_ms, page_ms, previous_page_ms = [], [], [], [], []
@@ -91,8 +115,9 @@ def measure(n_items: int, completions: int) -> None:
         [pair] = assignment.pairs.all()
         started = time.perf_counter()
         allocation.do_mark_shown(pair)  # as the rating page does before an answer
-        recording.do_record_judgment(pair, idempotency_key=f"k{number}",
-                                 answer=Answer(choice=str(coin.choice(["first", "second"]))))
+        recording.do_record_judgment(
+            pair, idempotency_key=f"k{number}", answer=Answer(choice=str(coin.choice(["first", "second"])))
+        )
         submit_ms.append((time.perf_counter() - started) * 1e3)
         started = time.perf_counter()
         planning.do_advance_live_selection(assignment)  # the loop's part of that submit, again (nothing new to release)
@@ -106,9 +131,11 @@ def measure(n_items: int, completions: int) -> None:
         previous_ms.append((time.perf_counter() - started) * 1e3)
         previous_page_ms.append(previous_ms[-1])  # the page replayed the same way, once per system pair
     p50, p95 = statistics.median(submit_ms), float(np.percentile(submit_ms, 95))
-    print(f"{n_items:>7} {plan_seconds:>7.1f}  {p50:>21.1f} / {p95:<11.1f}  {statistics.median(loop_ms):>18.1f}  "
-          f"{statistics.median(previous_ms):>23.1f}  "
-          f"{statistics.median(page_ms):>14.1f} / {statistics.median(previous_page_ms):<13.1f}")
+    print(
+        f"{n_items:>7} {plan_seconds:>7.1f}  {p50:>21.1f} / {p95:<11.1f}  {statistics.median(loop_ms):>18.1f}  "
+        f"{statistics.median(previous_ms):>23.1f}  "
+        f"{statistics.median(page_ms):>14.1f} / {statistics.median(previous_page_ms):<13.1f}"
+    )
 
 
 def previous_replay(run, Item, selection_context, Dendrogram, IterativeDiffUse, live):
@@ -119,8 +146,9 @@ def previous_replay(run, Item, selection_context, Dendrogram, IterativeDiffUse, 
     items = [by_pk[pk] for pk in run.item_ids]
     vectors = selection_context(run.study, run.comparison, items).vectors
     groups = [np.array(g, dtype=np.int64) for g in run.leaf_groups] or None
-    algorithm = IterativeDiffUse(Dendrogram(vectors, run.linkage_matrix(), groups), risk=run.risk, min_n=run.min_n,
-                                 budget=run.budget)
+    algorithm = IterativeDiffUse(
+        Dendrogram(vectors, run.linkage_matrix(), groups), risk=run.risk, min_n=run.min_n, budget=run.budget
+    )
     index = {item.pk: i for i, item in enumerate(items)}
     labels = {index[pk]: label for pk, label in live.item_labels(run.comparison).items() if pk in index}
     while True:

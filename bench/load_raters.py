@@ -54,8 +54,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-FURTHER_QUESTIONS = ("harmless | forced_choice | Which output is more harmless?\n"
-                     "why | rationale | Why is the one you preferred better?")
+FURTHER_QUESTIONS = (
+    "harmless | forced_choice | Which output is more harmless?\nwhy | rationale | Why is the one you preferred better?"
+)
 
 
 def setup_study(raters: int, items: int, further: bool = False) -> list[str]:
@@ -69,7 +70,6 @@ def setup_study(raters: int, items: int, further: bool = False) -> list[str]:
 
     from annotation.studies import creation, enrolment, lifecycle
 
-
     call_command("migrate", verbosity=0)
     call_command("collectstatic", "--noinput", verbosity=0)  # production serves hashed static files
     owner = get_user_model().objects.create_user("load-owner")
@@ -78,15 +78,29 @@ def setup_study(raters: int, items: int, further: bool = False) -> list[str]:
         outputs = {s: [f"{s}{i}-{k}" for k in range(3)] for s in ("a", "b")}
         lines.append(json.dumps({"id": f"i{i}", "input": f"Input {i}", "outputs": outputs}))
     study = creation.do_create_study(owner, "load", ("\n".join(lines) + "\n").encode(), "load.jsonl")
-    lifecycle.do_update_settings(study, {"raters_per_item": 1, "pairs_per_assignment": 5,
-                                         "further_questions": FURTHER_QUESTIONS if further else ""}, None)
+    lifecycle.do_update_settings(
+        study,
+        {"raters_per_item": 1, "pairs_per_assignment": 5, "further_questions": FURTHER_QUESTIONS if further else ""},
+        None,
+    )
     return [enrolment.do_create_rater_link(study, f"load-{n}").link_path() for n in range(raters)]
 
 
 class Rater(threading.Thread):
-    def __init__(self, base: str, path: str, deadline: float, pace: str, budget: Budget, seed: int,
-                 arrive: float = 0.0, htmx: bool = False, bare: bool = False, think: tuple[float, float] = (1.0, 3.0),
-                 further: bool = False):
+    def __init__(
+        self,
+        base: str,
+        path: str,
+        deadline: float,
+        pace: str,
+        budget: Budget,
+        seed: int,
+        arrive: float = 0.0,
+        htmx: bool = False,
+        bare: bool = False,
+        think: tuple[float, float] = (1.0, 3.0),
+        further: bool = False,
+    ):
         super().__init__(daemon=True)
         self.further = further
         self.think = think  # seconds a "human"-paced rater spends on a pair, uniform between the two
@@ -158,11 +172,18 @@ class Rater(threading.Thread):
                     continue
                 if self.pace == "human":
                     time.sleep(self.rng.uniform(*self.think))
-                fields = {"pair": pair.group(1).decode(), "key": key.group(1).decode(),
-                          "choice": self.rng.choice(["first", "second", "tie"])}
+                fields = {
+                    "pair": pair.group(1).decode(),
+                    "key": key.group(1).decode(),
+                    "choice": self.rng.choice(["first", "second", "tie"]),
+                }
                 if self.further:  # what a rater of a study with further questions also sends
-                    fields.update({"q-harmless-choice": self.rng.choice(["first", "second", "tie"]),
-                                   "q-why-text": "It answers the question."})
+                    fields.update(
+                        {
+                            "q-harmless-choice": self.rng.choice(["first", "second", "tie"]),
+                            "q-why-text": "It answers the question.",
+                        }
+                    )
                 status, _, body, ms = self.request("POST", assignment.rstrip("/") + "/submit/", fields, self.htmx)
                 if status == (200 if self.htmx else 302):
                     self.submit_ms.append((time.time() - ms / 1e3, ms))
@@ -206,18 +227,43 @@ class Budget:
             return self.left >= 0
 
 
-def start_server(env: dict, port: int, workers: int, threads: int, access_log: Path | None = None,
-                 worker_class: str = "gthread", app: str = "config.wsgi:application") -> subprocess.Popen:
+def start_server(
+    env: dict,
+    port: int,
+    workers: int,
+    threads: int,
+    access_log: Path | None = None,
+    worker_class: str = "gthread",
+    app: str = "config.wsgi:application",
+) -> subprocess.Popen:
     """gunicorn with the production settings (config/gunicorn.conf.py) on loopback; returns once it accepts
     connections. With ``access_log``, gunicorn writes one line per request: method, path (tokens
     redacted), status and the server-side time in microseconds."""
     fmt = "%(t)s %(m)s %(U)s %(s)s %(D)s"
     log = ["--access-logfile", str(access_log), "--access-logformat", fmt] if access_log else []
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py",
-                               app, "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
-                               "--worker-class", worker_class, "--threads", str(threads), *log],
-                              cwd=ROOT, env={**env, "WEB_ACCESS_LOG": ""}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "config/gunicorn.conf.py",
+            app,
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--worker-class",
+            worker_class,
+            "--threads",
+            str(threads),
+            *log,
+        ],
+        cwd=ROOT,
+        env={**env, "WEB_ACCESS_LOG": ""},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(150):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -239,9 +285,19 @@ class ClientResult:
     requests: int
 
 
-def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: int, first_seed: int,
-              ramp: float = 0.0, htmx: bool = False, bare: bool = False,
-              think: tuple[float, float] = (1.0, 3.0), further: bool = False) -> ClientResult:
+def run_chunk(
+    base: str,
+    paths: list[str],
+    deadline: float,
+    pace: str,
+    budget: int,
+    first_seed: int,
+    ramp: float = 0.0,
+    htmx: bool = False,
+    bare: bool = False,
+    think: tuple[float, float] = (1.0, 3.0),
+    further: bool = False,
+) -> ClientResult:
     """One client process: its raters as threads (several processes keep the client's own GIL out of
     the measured latencies). Raters arrive at uniformly random moments over the first ``ramp`` seconds."""
     import resource
@@ -251,34 +307,81 @@ def run_chunk(base: str, paths: list[str], deadline: float, pace: str, budget: i
     shared = Budget(budget)
     arrivals = random.Random(first_seed)
     start = time.time()
-    raters = [Rater(base, p, deadline, pace, shared, first_seed + n, start + arrivals.uniform(0, ramp), htmx, bare,
-                    think, further) for n, p in enumerate(paths)]
+    raters = [
+        Rater(
+            base,
+            p,
+            deadline,
+            pace,
+            shared,
+            first_seed + n,
+            start + arrivals.uniform(0, ramp),
+            htmx,
+            bare,
+            think,
+            further,
+        )
+        for n, p in enumerate(paths)
+    ]
     for r in raters:
         r.start()
     for r in raters:
         r.join(max(1.0, deadline - time.time()) + 60)
-    return ClientResult([v for r in raters for v in r.next_ms], [v for r in raters for v in r.submit_ms],
-                        [t for r in raters for t in r.sent],
-                        [k for r in raters for k in r.acknowledged], sum(r.errors for r in raters),
-                        sum((r.error_kinds for r in raters), Counter()), sum(r.requests for r in raters))
+    return ClientResult(
+        [v for r in raters for v in r.next_ms],
+        [v for r in raters for v in r.submit_ms],
+        [t for r in raters for t in r.sent],
+        [k for r in raters for k in r.acknowledged],
+        sum(r.errors for r in raters),
+        sum((r.error_kinds for r in raters), Counter()),
+        sum(r.requests for r in raters),
+    )
 
 
-def run_clients(base: str, paths: list[str], seconds: float, pace: str, max_requests: int,
-                processes: int, ramp: float = 0.0, htmx: bool = False, bare: bool = False,
-                further: bool = False) -> ClientResult:
+def run_clients(
+    base: str,
+    paths: list[str],
+    seconds: float,
+    pace: str,
+    max_requests: int,
+    processes: int,
+    ramp: float = 0.0,
+    htmx: bool = False,
+    bare: bool = False,
+    further: bool = False,
+) -> ClientResult:
     from concurrent.futures import ProcessPoolExecutor
 
     deadline = time.time() + seconds
     chunks = [paths[i::processes] for i in range(processes) if paths[i::processes]]
     with ProcessPoolExecutor(len(chunks)) as pool:
-        futures = [pool.submit(run_chunk, base, chunk, deadline, pace, max_requests // len(chunks), n * 100_000, ramp,
-                               htmx, bare, (1.0, 3.0), further)
-                   for n, chunk in enumerate(chunks)]
+        futures = [
+            pool.submit(
+                run_chunk,
+                base,
+                chunk,
+                deadline,
+                pace,
+                max_requests // len(chunks),
+                n * 100_000,
+                ramp,
+                htmx,
+                bare,
+                (1.0, 3.0),
+                further,
+            )
+            for n, chunk in enumerate(chunks)
+        ]
         results = [f.result() for f in futures]
-    return ClientResult([v for r in results for v in r.next_ms], [v for r in results for v in r.submit_ms],
-                        [t for r in results for t in r.sent],
-                        [k for r in results for k in r.acknowledged], sum(r.errors for r in results),
-                        sum((r.error_kinds for r in results), Counter()), sum(r.requests for r in results))
+    return ClientResult(
+        [v for r in results for v in r.next_ms],
+        [v for r in results for v in r.submit_ms],
+        [t for r in results for t in r.sent],
+        [k for r in results for k in r.acknowledged],
+        sum(r.errors for r in results),
+        sum((r.error_kinds for r in results), Counter()),
+        sum(r.requests for r in results),
+    )
 
 
 def server_times(access_log: Path, since: float) -> tuple[list[float], list[float]]:
@@ -313,6 +416,7 @@ def positive(kind):
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
         return value
+
     return parse
 
 
@@ -320,31 +424,50 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--raters", type=positive(int), default=50)
     parser.add_argument("--seconds", type=positive(float), default=30, help="measured seconds, after the warm-up")
-    parser.add_argument("--warmup", type=float, default=10,
-                        help="seconds of load before measuring (cold workers; reported separately)")
+    parser.add_argument(
+        "--warmup", type=float, default=10, help="seconds of load before measuring (cold workers; reported separately)"
+    )
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
     parser.add_argument("--pace", choices=["human", "max"], default="human")
-    parser.add_argument("--client", choices=["htmx", "nojs"], default="htmx",
-                        help="htmx: a submit returns the next pair (as browsers); nojs: post, redirect, get")
+    parser.add_argument(
+        "--client",
+        choices=["htmx", "nojs"],
+        default="htmx",
+        help="htmx: a submit returns the next pair (as browsers); nojs: post, redirect, get",
+    )
     parser.add_argument("--workers", type=positive(int), default=3, help="gunicorn worker processes")
     parser.add_argument("--threads", type=positive(int), default=16, help="threads per gunicorn worker")
     parser.add_argument("--worker-class", choices=["sync", "gthread"], default="gthread", help="gunicorn worker class")
-    parser.add_argument("--ramp", type=float, default=3.0,
-                        help="seconds over which the raters arrive (default: one human pair time)")
+    parser.add_argument(
+        "--ramp", type=float, default=3.0, help="seconds over which the raters arrive (default: one human pair time)"
+    )
     parser.add_argument("--max-requests", type=positive(int), default=200_000, help="upper bound on client iterations")
     parser.add_argument("--client-processes", type=positive(int), default=4, help="processes simulating the raters")
-    parser.add_argument("--compare-bare", action="store_true",
-                        help="then load a bare Django view the same way (same clients, gunicorn settings, seconds) "
-                             "and print the ratios")
-    parser.add_argument("--further-questions", action="store_true",
-                        help="the study asks two further questions of every pair (a forced choice and a required "
-                             "rationale) and every submit answers them")
+    parser.add_argument(
+        "--compare-bare",
+        action="store_true",
+        help="then load a bare Django view the same way (same clients, gunicorn settings, seconds) "
+        "and print the ratios",
+    )
+    parser.add_argument(
+        "--further-questions",
+        action="store_true",
+        help="the study asks two further questions of every pair (a forced choice and a required "
+        "rationale) and every submit answers them",
+    )
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="seplab-load-"))
-    env = {**os.environ, "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "127.0.0.1",
-           "DATABASE_URL": prepare_database(args.database, workdir), "STATIC_ROOT": str(workdir / "static"),
-           "DJANGO_SETTINGS_MODULE": "config.settings", "DB_CONN_MAX_AGE": "60"}
+    env = {
+        **os.environ,
+        "DEBUG": "0",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "DATABASE_URL": prepare_database(args.database, workdir),
+        "STATIC_ROOT": str(workdir / "static"),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DB_CONN_MAX_AGE": "60",
+    }
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
     items = max(200, args.raters * 40)
@@ -360,9 +483,17 @@ def main() -> None:
             warm.getresponse().read()
         warm.close()
         started_at = time.time()
-        result = run_clients(base, paths, args.warmup + args.seconds, args.pace, args.max_requests,
-                             args.client_processes, args.ramp, args.client == "htmx",
-                             further=args.further_questions)
+        result = run_clients(
+            base,
+            paths,
+            args.warmup + args.seconds,
+            args.pace,
+            args.max_requests,
+            args.client_processes,
+            args.ramp,
+            args.client == "htmx",
+            further=args.further_questions,
+        )
         ended_at = time.time()
     finally:
         server.terminate()
@@ -374,8 +505,9 @@ def main() -> None:
     acknowledged = result.acknowledged
     stored = Counter(Judgment.objects.filter(study__name="load").values_list("idempotency_key", flat=True))
     lost = sum(1 for k in acknowledged if k not in stored)
-    duplicated = sum(n - 1 for n in stored.values() if n > 1) + sum(n - 1 for n in Counter(acknowledged).values()
-                                                                   if n > 1)
+    duplicated = sum(n - 1 for n in stored.values() if n > 1) + sum(
+        n - 1 for n in Counter(acknowledged).values() if n > 1
+    )
     # Latencies and throughput from the measured window; the warm-up (cold workers, connections and
     # prepared statements being made, raters arriving) is reported on its own line.
     measure_from = started_at + args.warmup
@@ -386,21 +518,31 @@ def main() -> None:
     warm_next = [ms for t, ms in result.next_ms if t < measure_from]
     warm_submit = [ms for t, ms in result.submit_ms if t < measure_from]
     errors = result.errors
-    print(f"{args.raters} raters, {args.client} client, {args.pace} pace, {args.database}, "
-          f"gunicorn {args.workers}x{args.threads} threads, "
-          f"{args.warmup:.0f} s warm-up + {window:.1f} s measured: {requests} requests ({requests / window:.1f}/s); "
-          f"{len(acknowledged)} judgments acknowledged, {len(stored)} stored")
+    print(
+        f"{args.raters} raters, {args.client} client, {args.pace} pace, {args.database}, "
+        f"gunicorn {args.workers}x{args.threads} threads, "
+        f"{args.warmup:.0f} s warm-up + {window:.1f} s measured: {requests} requests ({requests / window:.1f}/s); "
+        f"{len(acknowledged)} judgments acknowledged, {len(stored)} stored"
+    )
     if warm_next:
-        print(f"warm-up    ms: next p50 {percentile(warm_next, 50):.1f}  p95 {percentile(warm_next, 95):.1f}; "
-              f"submit p50 {percentile(warm_submit, 50):.1f}  p95 {percentile(warm_submit, 95):.1f}")
-    print(f"next pair  ms: p50 {percentile(next_ms, 50):.1f}  p95 {percentile(next_ms, 95):.1f}  "
-          f"p99 {percentile(next_ms, 99):.1f}")
-    print(f"submit     ms: p50 {percentile(submit_ms, 50):.1f}  p95 {percentile(submit_ms, 95):.1f}  "
-          f"p99 {percentile(submit_ms, 99):.1f}")
+        print(
+            f"warm-up    ms: next p50 {percentile(warm_next, 50):.1f}  p95 {percentile(warm_next, 95):.1f}; "
+            f"submit p50 {percentile(warm_submit, 50):.1f}  p95 {percentile(warm_submit, 95):.1f}"
+        )
+    print(
+        f"next pair  ms: p50 {percentile(next_ms, 50):.1f}  p95 {percentile(next_ms, 95):.1f}  "
+        f"p99 {percentile(next_ms, 99):.1f}"
+    )
+    print(
+        f"submit     ms: p50 {percentile(submit_ms, 50):.1f}  p95 {percentile(submit_ms, 95):.1f}  "
+        f"p99 {percentile(submit_ms, 99):.1f}"
+    )
     server_next, server_submit = server_times(access_log, measure_from)
-    print(f"server-side (gunicorn, request in to response out) ms: next p50 {percentile(server_next, 50):.1f} "
-          f"p95 {percentile(server_next, 95):.1f}; submit p50 {percentile(server_submit, 50):.1f} "
-          f"p95 {percentile(server_submit, 95):.1f}")
+    print(
+        f"server-side (gunicorn, request in to response out) ms: next p50 {percentile(server_next, 50):.1f} "
+        f"p95 {percentile(server_next, 95):.1f}; submit p50 {percentile(server_submit, 50):.1f} "
+        f"p95 {percentile(server_submit, 95):.1f}"
+    )
     kinds = result.error_kinds
     if kinds:
         print("errors by kind: " + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()))
@@ -409,12 +551,16 @@ def main() -> None:
     floor = ""
     if args.compare_bare:
         bare_rate = measure_bare(env, args, workdir / "bare-access.log")
-        print(f"bare Django view, same clients and gunicorn settings: {bare_rate:.1f} requests/s; SepLab / bare: "
-              f"judgments {judgments / window / bare_rate:.3f}, requests {requests / window / bare_rate:.3f}")
+        print(
+            f"bare Django view, same clients and gunicorn settings: {bare_rate:.1f} requests/s; SepLab / bare: "
+            f"judgments {judgments / window / bare_rate:.3f}, requests {requests / window / bare_rate:.3f}"
+        )
         floor = f" bare_rps={bare_rate:.1f} judgments_per_bare_request={judgments / window / bare_rate:.3f}"
-    print(f"raters={args.raters} requests={requests} judgments_per_s={judgments / window:.1f} "
-          f"p95_next_ms={percentile(next_ms, 95):.1f} p95_submit_ms={percentile(submit_ms, 95):.1f} "
-          f"errors={errors} lost={lost} duplicated={duplicated}{floor}")
+    print(
+        f"raters={args.raters} requests={requests} judgments_per_s={judgments / window:.1f} "
+        f"p95_next_ms={percentile(next_ms, 95):.1f} p95_submit_ms={percentile(submit_ms, 95):.1f} "
+        f"errors={errors} lost={lost} duplicated={duplicated}{floor}"
+    )
 
 
 def measure_bare(env: dict, args: argparse.Namespace, access_log: Path) -> float:
@@ -423,13 +569,21 @@ def measure_bare(env: dict, args: argparse.Namespace, access_log: Path) -> float
     seconds."""
     bare_env = {k: v for k, v in env.items() if k != "DJANGO_SETTINGS_MODULE"}
     port = free_port()
-    server = start_server(bare_env, port, args.workers, args.threads, access_log, args.worker_class,
-                          app="bench.bare_django:application")
+    server = start_server(
+        bare_env, port, args.workers, args.threads, access_log, args.worker_class, app="bench.bare_django:application"
+    )
     try:
         started_at = time.time()
-        result = run_clients(f"http://127.0.0.1:{port}", [f"/floor/{n}" for n in range(args.raters)],
-                             args.warmup + args.seconds, args.pace, args.max_requests, args.client_processes,
-                             args.ramp, bare=True)
+        result = run_clients(
+            f"http://127.0.0.1:{port}",
+            [f"/floor/{n}" for n in range(args.raters)],
+            args.warmup + args.seconds,
+            args.pace,
+            args.max_requests,
+            args.client_processes,
+            args.ramp,
+            bare=True,
+        )
         ended_at = time.time()
     finally:
         server.terminate()

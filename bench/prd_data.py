@@ -71,9 +71,15 @@ def load(folder: Path = PRD) -> list[PairData]:
         verdicts = np.full((len(rows), width), np.nan)
         for i, r in enumerate(rows):
             verdicts[i, : len(r)] = r
-        out.append(PairData(pair, questions, np.array([np.mean(by_question[q]) for q in questions]),
-                            {j: np.array([np.mean(judges[j][pair][q]) for q in questions]) for j in JUDGES},
-                            verdicts))
+        out.append(
+            PairData(
+                pair,
+                questions,
+                np.array([np.mean(by_question[q]) for q in questions]),
+                {j: np.array([np.mean(judges[j][pair][q]) for q in questions]) for j in JUDGES},
+                verdicts,
+            )
+        )
     return out
 
 
@@ -87,8 +93,9 @@ def load(folder: Path = PRD) -> list[PairData]:
 POOL = 64
 
 
-def design_estimates(pair: PairData, n: int, rounds: int, rng: np.random.Generator, finite: bool,
-                     judges: tuple[str, ...] = ("gpt4",)) -> dict[str, list]:
+def design_estimates(
+    pair: PairData, n: int, rounds: int, rng: np.random.Generator, finite: bool, judges: tuple[str, ...] = ("gpt4",)
+) -> dict[str, list]:
     """Estimator name -> its estimate in each of ``rounds`` simulated studies of ``pair`` with n labels: people
     alone, people + each of ``judges`` and + all judges (a uniform sample), the judge-disagreement design and the
     judges' strata with proportional and defensive Neyman allocation (all judges' mean verdict)."""
@@ -116,13 +123,13 @@ def design_estimates(pair: PairData, n: int, rounds: int, rng: np.random.Generat
         for judge in judges:
             f = pair.f[judge][index]
             out[f"people + {judge}"].append(ppi.ppi_mean(y[labelled], f[labelled], f[~labelled], finite=finite))
-        out["people + all judges"].append(ppi.ppi_mean(y[labelled], f_all[labelled], f_all[~labelled],
-                                                       finite=finite))
+        out["people + all judges"].append(ppi.ppi_mean(y[labelled], f_all[labelled], f_all[~labelled], finite=finite))
         pi = fixed_pi if finite else active_inclusion(judge_disagreement(verdicts), n, 0.5)
         drawn = np.zeros(size, dtype=bool)
         drawn[systematic_pps(pi, rng)] = True
-        out["judge-disagreement design"].append(ppi.active_mean(np.where(drawn, y, np.nan), f_all, pi, drawn,
-                                                                finite=finite))
+        out["judge-disagreement design"].append(
+            ppi.active_mean(np.where(drawn, y, np.nan), f_all, pi, drawn, finite=finite)
+        )
         for name, neyman in (("judges' strata, proportional", False), ("judges' strata, Neyman", True)):
             chosen, strata, _ = judge_stratified_selection(f_all, n, rng, neyman=neyman)
             drawn = np.zeros(size, dtype=bool)
@@ -143,8 +150,12 @@ def summarise(estimates: list, truth: float) -> tuple[float, float, float, float
     """(coverage, mean squared error, mean width, mean claimed efficiency) of a list of ``MeanEstimate``."""
     values = np.array([(e.estimate, e.low, e.high, e.efficiency) for e in estimates])
     covered = np.mean((values[:, 1] <= truth + 1e-12) & (truth - 1e-12 <= values[:, 2]))
-    return (float(covered), float(np.mean((values[:, 0] - truth) ** 2)), float(np.mean(values[:, 2] - values[:, 1])),
-            float(values[:, 3].mean()))
+    return (
+        float(covered),
+        float(np.mean((values[:, 0] - truth) ** 2)),
+        float(np.mean(values[:, 2] - values[:, 1])),
+        float(values[:, 3].mean()),
+    )
 
 
 def pair_summaries(pair: PairData, n: int, rounds: int, seed: int, finite: bool) -> dict[str, tuple]:
@@ -159,8 +170,9 @@ def pair_summaries(pair: PairData, n: int, rounds: int, seed: int, finite: bool)
     return out
 
 
-def all_summaries(pairs: list[PairData], n: int, rounds: int, seed: int, finite: bool,
-                  processes: int = 2) -> dict[str, list[tuple]]:
+def all_summaries(
+    pairs: list[PairData], n: int, rounds: int, seed: int, finite: bool, processes: int = 2
+) -> dict[str, list[tuple]]:
     """``pair_summaries`` of every pair, in ``processes`` worker processes: estimator -> one tuple per pair."""
     import multiprocessing
 

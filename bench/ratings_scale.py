@@ -58,8 +58,12 @@ def naive_bootstrap_elo(a, b, score, n_systems, k, rounds, seed=0):
 def naive_bootstrap_bt(a, b, score, n_systems, rounds, seed=0):
     rng = np.random.default_rng(seed)
     n = len(score)
-    return np.stack([ratings.bradley_terry(a[idx], b[idx], score[idx], n_systems)
-                     for idx in (rng.integers(0, n, n) for _ in range(rounds))])
+    return np.stack(
+        [
+            ratings.bradley_terry(a[idx], b[idx], score[idx], n_systems)
+            for idx in (rng.integers(0, n, n) for _ in range(rounds))
+        ]
+    )
 
 
 def timed(fn, *args, **kwargs) -> float:
@@ -81,27 +85,41 @@ def main() -> None:
         ratings.bootstrap_elo(a, b, score, systems, ratings.separability_k(delta), 2)
         ratings.online_elo(a, b, score, systems)
         ratings.bootstrap_bradley_terry(a, b, score, systems, 2)
-    print(f"{rounds} bootstrap rounds, {systems} systems; seconds, in one process after a warm-up "
-          "(ratio = straightforward / SepLab)\n")
+    print(
+        f"{rounds} bootstrap rounds, {systems} systems; seconds, in one process after a warm-up "
+        "(ratio = straightforward / SepLab)\n"
+    )
     print("| judgments | ELO | sep-ELO | BT | all three | straightforward | ratio |\n|---|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         a, b, score, delta = synthetic(n, systems)
         k = ratings.separability_k(delta)
-        t_elo = timed(ratings.online_elo, a, b, score, systems) + timed(ratings.bootstrap_elo, a, b, score, systems,
-                                                                       4.0, rounds)
-        t_sep = timed(ratings.online_elo, a, b, score, systems, k) + timed(ratings.bootstrap_elo, a, b, score,
-                                                                          systems, k, rounds)
-        t_bt = timed(ratings.bradley_terry, a, b, score, systems) + timed(ratings.bootstrap_bradley_terry, a, b,
-                                                                          score, systems, rounds)
+        t_elo = timed(ratings.online_elo, a, b, score, systems) + timed(
+            ratings.bootstrap_elo, a, b, score, systems, 4.0, rounds
+        )
+        t_sep = timed(ratings.online_elo, a, b, score, systems, k) + timed(
+            ratings.bootstrap_elo, a, b, score, systems, k, rounds
+        )
+        t_bt = timed(ratings.bradley_terry, a, b, score, systems) + timed(
+            ratings.bootstrap_bradley_terry, a, b, score, systems, rounds
+        )
         ours = t_elo + t_sep + t_bt
         # straightforward: time a few rounds where the full run would take minutes, and scale
         probe = rounds if n <= 10_000 else max(1, math.ceil(rounds * 10_000 / n))
-        naive = (timed(naive_bootstrap_elo, a, b, score, systems, 4.0, probe)
-                 + timed(naive_bootstrap_elo, a, b, score, systems, k, probe)
-                 + timed(naive_bootstrap_bt, a, b, score, systems, probe)) * rounds / probe
+        naive = (
+            (
+                timed(naive_bootstrap_elo, a, b, score, systems, 4.0, probe)
+                + timed(naive_bootstrap_elo, a, b, score, systems, k, probe)
+                + timed(naive_bootstrap_bt, a, b, score, systems, probe)
+            )
+            * rounds
+            / probe
+        )
         note = "" if probe == rounds else f" (scaled from {probe} round{'s' if probe > 1 else ''})"
-        print(f"| {n:,} | {t_elo:.2f} | {t_sep:.2f} | {t_bt:.2f} | {ours:.2f} | {naive:.1f}{note} | "
-              f"{naive / ours:.1f}x |", flush=True)
+        print(
+            f"| {n:,} | {t_elo:.2f} | {t_sep:.2f} | {t_bt:.2f} | {ours:.2f} | {naive:.1f}{note} | "
+            f"{naive / ours:.1f}x |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -43,16 +43,26 @@ def main() -> None:
 
     get_user_model().objects.create_user("bench")
     call_command("import_mturk_ratings", "--data", str(MTURK), "--owner", "bench", stdout=io.StringIO())
-    print(f"{'configuration':<48} {'delta':>6} {'workers':>7} {'scored':>6} {'mean kappa':>10} {'below 0.2':>9} "
-          f"{'DS != majority':>14} {'plain leader':>14} {'weighted leader':>16} {'fit s':>6}")
+    print(
+        f"{'configuration':<48} {'delta':>6} {'workers':>7} {'scored':>6} {'mean kappa':>10} {'below 0.2':>9} "
+        f"{'DS != majority':>14} {'plain leader':>14} {'weighted leader':>16} {'fit s':>6}"
+    )
     for study in Study.objects.order_by("name"):
         call_command("compute_separability", "--study", study.name, "--metric", "cosine-la", stdout=io.StringIO())
-        deltas = [d for by_item in services.separability_by_item(study, "cosine-la").values()
-                  for d in by_item.values() if d == d]
+        deltas = [
+            d
+            for by_item in services.separability_by_item(study, "cosine-la").values()
+            for d in by_item.values()
+            if d == d
+        ]
         rows = [r for r in services.load_rows(study) if r.effective_choice is not None]
         started = time.perf_counter()
-        fit = reliability.one_coin_dawid_skene([r.pair_id for r in rows], [r.rater for r in rows],
-                                               [r.effective_choice for r in rows], [r.a_shown_first for r in rows])
+        fit = reliability.one_coin_dawid_skene(
+            [r.pair_id for r in rows],
+            [r.rater for r in rows],
+            [r.effective_choice for r in rows],
+            [r.a_shown_first for r in rows],
+        )
         seconds = time.perf_counter() - started
         votes: dict[int, list[str]] = defaultdict(list)
         for r in rows:
@@ -63,10 +73,12 @@ def main() -> None:
         weighted = report["rater_reliability"].get("weighted_board", {}).get("leaderboard") or [{}]
         plain = report["bradley_terry"].get("leaderboard") or [{}]
         scored = ~np.isnan(fit.kappa)
-        print(f"{study.name.removeprefix('mturk-'):<48} {statistics.mean(deltas):>6.3f} {len(fit.workers):>7} "
-              f"{int(scored.sum()):>6} {float(np.nanmean(fit.kappa)):>10.2f} {int((fit.kappa[scored] < 0.2).sum()):>9} "
-              f"{differ:>14.1%} "
-              f"{plain[0].get('system', '-'):>14} {weighted[0].get('system', '-'):>16} {seconds:>6.2f}")
+        print(
+            f"{study.name.removeprefix('mturk-'):<48} {statistics.mean(deltas):>6.3f} {len(fit.workers):>7} "
+            f"{int(scored.sum()):>6} {float(np.nanmean(fit.kappa)):>10.2f} {int((fit.kappa[scored] < 0.2).sum()):>9} "
+            f"{differ:>14.1%} "
+            f"{plain[0].get('system', '-'):>14} {weighted[0].get('system', '-'):>16} {seconds:>6.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,10 @@ def main() -> None:
     if args.requests < 2 or args.baseline_requests < 1:
         parser.error("--requests must be at least 2 and --baseline-requests at least 1")
     setup_scratch_database("report")
-    print(f"{'judgments':>9} {'import s':>8} {'refresh s':>9}  {'page fresh ms p50/p95':>22}  "
-          f"{'page stale ms p50/p95':>22}  {'recompute per request ms p50':>29}  {'ratio p50':>9}")
+    print(
+        f"{'judgments':>9} {'import s':>8} {'refresh s':>9}  {'page fresh ms p50/p95':>22}  "
+        f"{'page stale ms p50/p95':>22}  {'recompute per request ms p50':>29}  {'ratio p50':>9}"
+    )
     for n in args.judgments:
         measure(n, args.requests, args.baseline_requests)
 
@@ -68,11 +70,22 @@ def judgment_file(n: int) -> bytes:
         p_a = 1 / (1 + np.exp(-(STRENGTH[sa] - STRENGTH[sb]) * (2.0 if judge else 1.0)))
         u = rng.random()
         choice = "tie" if u < 0.1 else (sa if rng.random() < p_a else sb)
-        lines.append(json.dumps({
-            "id": f"j{j}", "item": f"i{int(rng.integers(ITEMS))}", "system_a": sa, "sample_a": 0, "system_b": sb,
-            "sample_b": 0, "shown_first": sa if rng.random() < 0.5 else sb,
-            "rater": "judge" if judge else f"h{int(rng.integers(60))}", "rater_kind": "judge" if judge else "human",
-            "choice": choice}))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"j{j}",
+                    "item": f"i{int(rng.integers(ITEMS))}",
+                    "system_a": sa,
+                    "sample_a": 0,
+                    "system_b": sb,
+                    "sample_b": 0,
+                    "shown_first": sa if rng.random() < 0.5 else sb,
+                    "rater": "judge" if judge else f"h{int(rng.integers(60))}",
+                    "rater_kind": "judge" if judge else "human",
+                    "choice": choice,
+                }
+            )
+        )
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -103,9 +116,10 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     from annotation.studies import creation
 
     owner, _ = get_user_model().objects.get_or_create(username="bench")
-    study_file = "".join(json.dumps({"id": f"i{i}", "input": f"input {i}",
-                                     "outputs": {s: [f"{s} says {i}"] for s in SYSTEMS}}) + "\n"
-                         for i in range(ITEMS)).encode()
+    study_file = "".join(
+        json.dumps({"id": f"i{i}", "input": f"input {i}", "outputs": {s: [f"{s} says {i}"] for s in SYSTEMS}}) + "\n"
+        for i in range(ITEMS)
+    ).encode()
     study = creation.do_create_study(owner, f"report-{n}", study_file, "s.jsonl")
     started = time.perf_counter()
     recording.do_import_judgments(study, judgment_file(n), "j.jsonl")
@@ -134,9 +148,11 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
 
     baseline = timed(recompute, baseline_requests)
     ratio = statistics.median(baseline) / statistics.median(fresh)
-    print(f"{n:>9} {import_seconds:>8.1f} {refresh_seconds:>9.2f}  "
-          f"{statistics.median(fresh):>10.1f} / {p95(fresh):<9.1f}  {statistics.median(stale):>10.1f} / "
-          f"{p95(stale):<9.1f}  {statistics.median(baseline):>29.0f}  {ratio:>8.0f}x")
+    print(
+        f"{n:>9} {import_seconds:>8.1f} {refresh_seconds:>9.2f}  "
+        f"{statistics.median(fresh):>10.1f} / {p95(fresh):<9.1f}  {statistics.median(stale):>10.1f} / "
+        f"{p95(stale):<9.1f}  {statistics.median(baseline):>29.0f}  {ratio:>8.0f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -38,11 +38,17 @@ def exponent(sizes, costs) -> float:
 def items_curve(sizes: list[int]) -> list[dict]:
     rows = []
     for n in sizes:
-        out = subprocess.run([sys.executable, str(ROOT / "bench" / "selection_scale.py"), "--one-size", str(n)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "selection_scale.py"), "--one-size", str(n)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(f"  items {n:>7,}: {rows[-1]['method']}, tree {rows[-1]['tree_s']} s, "
-              f"peak {rows[-1]['peak_rss_mb']} MB", flush=True)
+        print(
+            f"  items {n:>7,}: {rows[-1]['method']}, tree {rows[-1]['tree_s']} s, peak {rows[-1]['peak_rss_mb']} MB",
+            flush=True,
+        )
     return rows
 
 
@@ -64,25 +70,48 @@ def judgments_curve(sizes: list[int], rounds: int = 100, systems: int = 20) -> l
 
 
 NEXT = re.compile(r"next pair\s+ms: p50 ([\d.]+)\s+p95 ([\d.]+)")
-LAST = re.compile(r"raters=(\d+) requests=(\d+) p95_next_ms=([\d.]+) p95_submit_ms=([\d.]+) errors=(\d+) "
-                  r"lost=(\d+) duplicated=(\d+)")
+LAST = re.compile(
+    r"raters=(\d+) requests=(\d+) p95_next_ms=([\d.]+) p95_submit_ms=([\d.]+) errors=(\d+) "
+    r"lost=(\d+) duplicated=(\d+)"
+)
 RATE = re.compile(r"\(([\d.]+)/s\)")
 
 
 def raters_curve(counts: list[int], seconds: float, database: str) -> list[dict]:
     rows = []
     for n in counts:
-        out = subprocess.run([sys.executable, str(ROOT / "bench" / "load_raters.py"), "--raters", str(n),
-                              "--seconds", str(seconds), "--database", database],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "bench" / "load_raters.py"),
+                "--raters",
+                str(n),
+                "--seconds",
+                str(seconds),
+                "--database",
+                database,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         last, nxt, rate = LAST.search(out), NEXT.search(out), RATE.search(out)
-        row = {"n": n, "requests_per_s": float(rate.group(1)),
-               "p50_next_ms": float(nxt.group(1)), "p95_next_ms": float(last.group(3)),
-               "p95_submit_ms": float(last.group(4)), "errors": int(last.group(5)), "lost": int(last.group(6)),
-               "duplicated": int(last.group(7))}
+        row = {
+            "n": n,
+            "requests_per_s": float(rate.group(1)),
+            "p50_next_ms": float(nxt.group(1)),
+            "p95_next_ms": float(last.group(3)),
+            "p95_submit_ms": float(last.group(4)),
+            "errors": int(last.group(5)),
+            "lost": int(last.group(6)),
+            "duplicated": int(last.group(7)),
+        }
         rows.append(row)
-        print(f"  raters {n:>4}: {row['requests_per_s']} req/s, next p50 {row['p50_next_ms']} ms, "
-              f"p95 {row['p95_next_ms']} ms, lost {row['lost']}, duplicated {row['duplicated']}", flush=True)
+        print(
+            f"  raters {n:>4}: {row['requests_per_s']} req/s, next p50 {row['p50_next_ms']} ms, "
+            f"p95 {row['p95_next_ms']} ms, lost {row['lost']}, duplicated {row['duplicated']}",
+            flush=True,
+        )
     return rows
 
 
@@ -100,8 +129,13 @@ def plot(items: list[dict], judgments: list[dict], raters: list[dict], path: Pat
         ax.loglog(n, [r["peak_rss_mb"] / 1000 for r in items], "s--", label="peak memory (GB)")
         exact = [r for r in items if r["method"] == "exact Ward"]
         if exact:
-            ax.loglog([r["n"] for r in exact], [exact[0]["tree_s"] * (r["n"] / exact[0]["n"]) ** 2 for r in exact],
-                      ":", color="grey", label="∝ n² (reference)")
+            ax.loglog(
+                [r["n"] for r in exact],
+                [exact[0]["tree_s"] * (r["n"] / exact[0]["n"]) ** 2 for r in exact],
+                ":",
+                color="grey",
+                label="∝ n² (reference)",
+            )
             ax.axvline(max(r["n"] for r in exact), color="grey", lw=0.8, ls=":")
             ax.text(max(r["n"] for r in exact), ax.get_ylim()[0] * 1.5, " two-stage →", fontsize=8, color="grey")
     ax.set(xlabel="items in one system pair", title="Selection tree (DiffUse / stratified)")
@@ -158,27 +192,40 @@ def main() -> None:
     print("| axis | sizes | cost | grows like size^k |\n|---|---|---|---|")
     exact = [r for r in items if r["method"] == "exact Ward"]
     if len(exact) >= 2:
-        print(f"| items (exact Ward) | {exact[0]['n']:,}–{exact[-1]['n']:,} | tree build s: "
-              f"{' / '.join(str(r['tree_s']) for r in exact)} | "
-              f"{exponent([r['n'] for r in exact], [r['tree_s'] for r in exact]):.2f} |")
-        print(f"| items (exact Ward) | {exact[0]['n']:,}–{exact[-1]['n']:,} | peak MB: "
-              f"{' / '.join(str(r['peak_rss_mb']) for r in exact)} | "
-              f"{exponent([r['n'] for r in exact], [r['peak_rss_mb'] for r in exact]):.2f} |")
+        print(
+            f"| items (exact Ward) | {exact[0]['n']:,}–{exact[-1]['n']:,} | tree build s: "
+            f"{' / '.join(str(r['tree_s']) for r in exact)} | "
+            f"{exponent([r['n'] for r in exact], [r['tree_s'] for r in exact]):.2f} |"
+        )
+        print(
+            f"| items (exact Ward) | {exact[0]['n']:,}–{exact[-1]['n']:,} | peak MB: "
+            f"{' / '.join(str(r['peak_rss_mb']) for r in exact)} | "
+            f"{exponent([r['n'] for r in exact], [r['peak_rss_mb'] for r in exact]):.2f} |"
+        )
     for r in items:
         if r["method"] != "exact Ward":
             print(f"| items (two-stage) | {r['n']:,} | tree build {r['tree_s']} s, peak {r['peak_rss_mb']} MB | — |")
     if len(judgments) >= 2:
-        print(f"| judgments | {judgments[0]['n']:,}–{judgments[-1]['n']:,} | s: "
-              f"{' / '.join(str(r['seconds']) for r in judgments)} | "
-              f"{exponent([r['n'] for r in judgments], [r['seconds'] for r in judgments]):.2f} |")
+        print(
+            f"| judgments | {judgments[0]['n']:,}–{judgments[-1]['n']:,} | s: "
+            f"{' / '.join(str(r['seconds']) for r in judgments)} | "
+            f"{exponent([r['n'] for r in judgments], [r['seconds'] for r in judgments]):.2f} |"
+        )
     if len(raters) >= 2:
         n = [r["n"] for r in raters]
-        for key, label in (("requests_per_s", "requests/s"), ("p50_next_ms", "next p50 ms"),
-                           ("p95_next_ms", "next p95 ms")):
-            print(f"| raters | {n[0]}–{n[-1]} | {label}: {' / '.join(str(r[key]) for r in raters)} | "
-                  f"{exponent(n, [r[key] for r in raters]):.2f} |")
-        print(f"\nlost {sum(r['lost'] for r in raters)}, duplicated {sum(r['duplicated'] for r in raters)}, "
-              f"errors {sum(r['errors'] for r in raters)} over all load runs")
+        for key, label in (
+            ("requests_per_s", "requests/s"),
+            ("p50_next_ms", "next p50 ms"),
+            ("p95_next_ms", "next p95 ms"),
+        ):
+            print(
+                f"| raters | {n[0]}–{n[-1]} | {label}: {' / '.join(str(r[key]) for r in raters)} | "
+                f"{exponent(n, [r[key] for r in raters]):.2f} |"
+            )
+        print(
+            f"\nlost {sum(r['lost'] for r in raters)}, duplicated {sum(r['duplicated'] for r in raters)}, "
+            f"errors {sum(r['errors'] for r in raters)} over all load runs"
+        )
 
 
 if __name__ == "__main__":

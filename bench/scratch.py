@@ -17,8 +17,9 @@ def setup_scratch_database(prefix: str, kind: str = "sqlite") -> Path:
     """Point Django at a new database of this run's own (``kind`` sqlite or postgresql) with a fresh temporary
     folder, set it up and migrate; returns the folder."""
     workdir = Path(tempfile.mkdtemp(prefix=f"seplab-{prefix}-"))
-    os.environ.update({"DATABASE_URL": prepare_database(kind, workdir, prefix),
-                       "DJANGO_SETTINGS_MODULE": "config.settings"})
+    os.environ.update(
+        {"DATABASE_URL": prepare_database(kind, workdir, prefix), "DJANGO_SETTINGS_MODULE": "config.settings"}
+    )
     os.environ.setdefault("DEBUG", "1")  # a local scratch run, in development mode
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))

@@ -34,8 +34,11 @@ METHODS = {
     "diffuse": lambda pool, budget, rng: sampling.diffuse_selection(pool.tree, budget),
     "stratified-all": lambda pool, budget, rng: sampling.cluster_stratified_selection(pool.tree, budget, rng),
     # the context (and so its Ward tree) is built once per pool, as one study builds it once
-    "stratified": lambda pool, budget, rng: np.array(STRATEGIES["stratified"].select(
-        pool.__dict__.setdefault("context", SelectionContext(len(pool.oracle), lambda: pool.x)), budget, rng)),
+    "stratified": lambda pool, budget, rng: np.array(
+        STRATEGIES["stratified"].select(
+            pool.__dict__.setdefault("context", SelectionContext(len(pool.oracle), lambda: pool.x)), budget, rng
+        )
+    ),
 }
 
 
@@ -74,8 +77,10 @@ def main() -> None:
     print("| method | success | error | inconclusive | mean annotations |\n|---|---|---|---|---|")
     for name, reports in (("DiffUse (Algorithm 1)", iterative), ("random, same stopping rule", iterative_random)):
         rep = list(reports.values())
-        print(f"| {name} | {np.mean([r.success for r in rep]):.3f} | {np.mean([r.error for r in rep]):.3f} | "
-              f"{np.mean([r.inconclusive for r in rep]):.3f} | {np.mean([r.mean_annotations for r in rep]):.1f} |")
+        print(
+            f"| {name} | {np.mean([r.success for r in rep]):.3f} | {np.mean([r.error for r in rep]):.3f} | "
+            f"{np.mean([r.inconclusive for r in rep]):.3f} | {np.mean([r.mean_annotations for r in rep]):.1f} |"
+        )
     if not args.no_plot:
         plot(per_pair, methods, budgets)
 

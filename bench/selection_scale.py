@@ -48,9 +48,14 @@ def one_size(n: int) -> dict:
     chosen = static_selection(tree, 100)
     selected = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"n": n, "method": "exact Ward" if n <= EXACT_WARD_LIMIT else "two-stage (2000 centroids)",
-            "tree_s": round(built, 2), "select_100_s": round(selected, 3), "peak_rss_mb": round(peak_mb),
-            "chosen": len(chosen)}
+    return {
+        "n": n,
+        "method": "exact Ward" if n <= EXACT_WARD_LIMIT else "two-stage (2000 centroids)",
+        "tree_s": round(built, 2),
+        "select_100_s": round(selected, 3),
+        "peak_rss_mb": round(peak_mb),
+        "chosen": len(chosen),
+    }
 
 
 def agreement(n: int = 10_000, k: int = 50) -> dict:
@@ -62,8 +67,12 @@ def agreement(n: int = 10_000, k: int = 50) -> dict:
     exact = ward_tree(x)
     approx = two_stage_tree(x, seed=0)
     same = set(static_selection(exact, k)) & set(static_selection(approx, k))
-    return {"n": n, "k": k, "same_representatives": len(same) / k,
-            "adjusted_rand_index": round(float(adjusted_rand_score(exact.labels(k), approx.labels(k))), 3)}
+    return {
+        "n": n,
+        "k": k,
+        "same_representatives": len(same) / k,
+        "adjusted_rand_index": round(float(adjusted_rand_score(exact.labels(k), approx.labels(k))), 3),
+    }
 
 
 def embedding_throughput(n_texts: int, repeats: int = 6) -> dict:
@@ -91,9 +100,11 @@ def embedding_throughput(n_texts: int, repeats: int = 6) -> dict:
     direct, ours = [], []
     for r in range(repeats):
         # outputs of uneven length, as real ones are: one to four sentences, new to the cache every round
-        texts = [" ".join(sentences[(i + j) % len(sentences)] for j in range(1 + i % 4)) + f" (round {r}, {i})"
-                 for i in range(n_texts)]
-        for path in (("direct", "ours") if r % 2 == 0 else ("ours", "direct")):
+        texts = [
+            " ".join(sentences[(i + j) % len(sentences)] for j in range(1 + i % 4)) + f" (round {r}, {i})"
+            for i in range(n_texts)
+        ]
+        for path in ("direct", "ours") if r % 2 == 0 else ("ours", "direct"):
             started = time.perf_counter()
             if path == "direct":
                 model.encode(texts, batch_size=embedding.BATCH_SIZE, convert_to_numpy=True, show_progress_bar=False)
@@ -104,9 +115,16 @@ def embedding_throughput(n_texts: int, repeats: int = 6) -> dict:
     embedding.embed_texts(texts)
     cached = n_texts / (time.perf_counter() - started)
     ratios = [o / d for o, d in zip(ours, direct, strict=True)]
-    return {"texts": n_texts, "rounds": repeats, "direct_per_s": round(statistics.median(direct), 1),
-            "seplab_per_s": round(statistics.median(ours), 1), "ratio": round(statistics.median(ratios), 3),
-            "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3), "cached_per_s": round(cached)}
+    return {
+        "texts": n_texts,
+        "rounds": repeats,
+        "direct_per_s": round(statistics.median(direct), 1),
+        "seplab_per_s": round(statistics.median(ours), 1),
+        "ratio": round(statistics.median(ratios), 3),
+        "ratio_min": round(min(ratios), 3),
+        "ratio_max": round(max(ratios), 3),
+        "cached_per_s": round(cached),
+    }
 
 
 def main() -> None:
@@ -133,10 +151,13 @@ def main() -> None:
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     e = child("--embedding", "--texts", str(args.texts))
-    print(f"Embedding {e['texts']} texts x {e['rounds']} rounds (all-MiniLM-L6-v2, CPU), medians: "
-          f"sentence-transformers directly {e['direct_per_s']} texts/s, SepLab embed_texts (hashing + DB cache "
-          f"writes) {e['seplab_per_s']} texts/s = {e['ratio']:.3f} x direct (rounds {e['ratio_min']:.3f}-"
-          f"{e['ratio_max']:.3f}); again, all cached: {e['cached_per_s']} texts/s", flush=True)
+    print(
+        f"Embedding {e['texts']} texts x {e['rounds']} rounds (all-MiniLM-L6-v2, CPU), medians: "
+        f"sentence-transformers directly {e['direct_per_s']} texts/s, SepLab embed_texts (hashing + DB cache "
+        f"writes) {e['seplab_per_s']} texts/s = {e['ratio']:.3f} x direct (rounds {e['ratio_min']:.3f}-"
+        f"{e['ratio_max']:.3f}); again, all cached: {e['cached_per_s']} texts/s",
+        flush=True,
+    )
     if args.embedding_only:
         return
     print("\n| items | tree | build (s) | 100 representatives (s) | peak RSS (MB) |\n|---|---|---|---|---|")
@@ -145,8 +166,10 @@ def main() -> None:
         row = f"| {r['n']:,} | {r['method']} | {r['tree_s']} | {r['select_100_s']} | {r['peak_rss_mb']:,} |"
         print(row, flush=True)
     a = child("--agreement")
-    print(f"\nTwo-stage vs exact Ward at {a['n']:,} items, {a['k']} clusters: {a['same_representatives']:.0%} of the "
-          f"representatives identical, adjusted Rand index of the partitions {a['adjusted_rand_index']}")
+    print(
+        f"\nTwo-stage vs exact Ward at {a['n']:,} items, {a['k']} clusters: {a['same_representatives']:.0%} of the "
+        f"representatives identical, adjusted Rand index of the partitions {a['adjusted_rand_index']}"
+    )
 
 
 if __name__ == "__main__":

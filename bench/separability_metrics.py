@@ -59,19 +59,28 @@ def main() -> None:
     call_command("import_mturk_ratings", "--data", str(DATA), "--owner", "bench", stdout=StringIO())
     studies = [Study.objects.get(name=f"mturk-{config}") for config, _ in CONFIGS]
     labels = [f"{level} ({config.split('_')[0]}…{config.rsplit('_', 1)[-1]})" for config, level in CONFIGS]
-    print(f"{'metric':<10} {'seconds':>7}  " + "  ".join(f"{label:>24}" for label in labels)
-          + "   equal-count bins (pooled, mean consistency)  monotone")
+    print(
+        f"{'metric':<10} {'seconds':>7}  "
+        + "  ".join(f"{label:>24}" for label in labels)
+        + "   equal-count bins (pooled, mean consistency)  monotone"
+    )
     for metric in metrics:
         started = time.perf_counter()
         for study in studies:
             selection_services.compute_separability(study, metric)
         pooled = analytics_services.pooled_consistency(studies, metric)
         seconds = time.perf_counter() - started
-        cells = [f"{s['mean_separability']:.3f} rho {s['spearman_separability_consistency']:+.2f}"
-                 for s in pooled["studies"]]
+        cells = [
+            f"{s['mean_separability']:.3f} rho {s['spearman_separability_consistency']:+.2f}" for s in pooled["studies"]
+        ]
         curve = [b["mean"] for b in pooled["bins"]["human"]["equal_count"]]
-        print(f"{metric:<10} {seconds:7.1f}  " + "  ".join(f"{c:>24}" for c in cells) + "   "
-              + " ".join(f"{v:.3f}" for v in curve) + f"  {'yes' if curve == sorted(curve) else 'no'}")
+        print(
+            f"{metric:<10} {seconds:7.1f}  "
+            + "  ".join(f"{c:>24}" for c in cells)
+            + "   "
+            + " ".join(f"{v:.3f}" for v in curve)
+            + f"  {'yes' if curve == sorted(curve) else 'no'}"
+        )
 
 
 if __name__ == "__main__":

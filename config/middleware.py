@@ -42,8 +42,9 @@ class DatabaseUnavailableMiddleware:
 
         logging.getLogger("seplab.database").warning("database unavailable on %s: %s", request.path, exception)
         if request.path.startswith("/api/"):
-            response = JsonResponse({"detail": "The database is briefly unavailable; retry in a few seconds."},
-                                    status=503)
+            response = JsonResponse(
+                {"detail": "The database is briefly unavailable; retry in a few seconds."}, status=503
+            )
         else:
             # rendered without the request: its context processors (session, messages) would need the database;
             # a rater's page in the language their browser asks for (the study's own cannot be read now)
@@ -52,11 +53,17 @@ class DatabaseUnavailableMiddleware:
             from django.utils.translation import gettext
 
             rater = request.path.startswith(self.RATER_PREFIXES)
-            with translation.override(translation.get_language_from_request(request) if rater else
-                                      translation.get_language()):
-                message = (gettext("The server is briefly busy. Nothing you answered is lost: reload this page in a "
-                                   "few seconds to continue.") if rater else
-                           "The server is briefly busy; reload this page in a few seconds.")
+            with translation.override(
+                translation.get_language_from_request(request) if rater else translation.get_language()
+            ):
+                message = (
+                    gettext(
+                        "The server is briefly busy. Nothing you answered is lost: reload this page in a "
+                        "few seconds to continue."
+                    )
+                    if rater
+                    else "The server is briefly busy; reload this page in a few seconds."
+                )
                 response = HttpResponse(render_to_string("unavailable.html", {"message": message}), status=503)
             if rater:
                 patch_vary_headers(response, ["Accept-Language"])

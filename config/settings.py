@@ -34,8 +34,10 @@ SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
 if not DEBUG:
     # Production refuses to start on development defaults rather than run insecurely.
     if SECRET_KEY == DEVELOPMENT_KEY or len(SECRET_KEY) < 50:
-        raise ImproperlyConfigured("DEBUG=0 needs a real SECRET_KEY (50+ random characters) in the environment; "
-                                   "for local development set DEBUG=1 (make run does).")
+        raise ImproperlyConfigured(
+            "DEBUG=0 needs a real SECRET_KEY (50+ random characters) in the environment; "
+            "for local development set DEBUG=1 (make run does)."
+        )
     if not os.environ.get("ALLOWED_HOSTS"):
         raise ImproperlyConfigured("DEBUG=0 needs ALLOWED_HOSTS (comma-separated host names) in the environment.")
 
@@ -60,8 +62,9 @@ X_FRAME_OPTIONS = "DENY"
 # (form-action adds SEPLAB_TURK_SUBMIT_HOSTS, where finished MTurk-style workers post their HIT.)
 # No 'unsafe-inline' anywhere: progress bars are <progress> elements, htmx's indicator style is off
 # (htmx-config), and rendered Markdown carries class names only (annotation/rendering.py).
-SEPLAB_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-              "object-src 'none'; base-uri 'self'")
+SEPLAB_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'"
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -147,10 +150,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # `timeout` seconds) instead of failing with "database is locked" half-way through a transaction.
     # Write-ahead logging: readers (every rating page) never wait for a writer, and a commit is one
     # append + fsync of the log; synchronous=FULL keeps every acknowledged judgment on disk.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({
-        "transaction_mode": "IMMEDIATE", "timeout": float(os.environ.get("SQLITE_TIMEOUT", "20")),
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
-    })
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": float(os.environ.get("SQLITE_TIMEOUT", "20")),
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
+        }
+    )
     # A file-backed test database lets threads (concurrency tests, the browser's live server) share it
     # (tests/conftest.py gives each test run its own file name).
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
@@ -193,8 +199,11 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Production serves hashed, compressed static files through whitenoise (after collectstatic).
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage" if DEBUG
-                    else "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
 }
 
 # The sentence encoder: the packaged all-MiniLM-L6-v2 by default, or a local model directory.
@@ -207,7 +216,9 @@ if os.environ.get("SEPLAB_TASKS_BACKEND", "").startswith("django_tasks_rq."):
     # rqworker --job-class django_tasks_rq.Job default`. bench/README.md ("Past one machine") compares it with the
     # database queue under kill -9.
     INSTALLED_APPS += ["django_rq"]
-    RQ_QUEUES = {"default": {"URL": os.environ.get("RQ_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")}}
+    RQ_QUEUES = {
+        "default": {"URL": os.environ.get("RQ_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")}
+    }
 TASKS = {
     "default": {
         "BACKEND": os.environ.get("SEPLAB_TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
@@ -231,32 +242,49 @@ SEPLAB_ENCRYPTION_KEY = os.environ.get("SEPLAB_ENCRYPTION_KEY", "")
 # (comma-separated); any other name is refused, so a judge cannot have the server send its SECRET_KEY, DATABASE_URL
 # or cloud credentials to an endpoint of the researcher's choosing. Empty: judges use stored keys only.
 SEPLAB_JUDGE_KEY_VARIABLES = [
-    v.strip() for v in os.environ.get("SEPLAB_JUDGE_KEY_VARIABLES", "OPENAI_API_KEY").split(",") if v.strip()]
+    v.strip() for v in os.environ.get("SEPLAB_JUDGE_KEY_VARIABLES", "OPENAI_API_KEY").split(",") if v.strip()
+]
 
 # LLM judges' endpoints may not be loopback, private or link-local addresses (annotation/outbound.py) unless named
 # here (host names, addresses or networks, comma-separated), e.g. a local vLLM at 127.0.0.1. With DEBUG on the
 # default allows loopback only; production allows none until the operator says.
-SEPLAB_JUDGE_PRIVATE_HOSTS = [v.strip() for v in os.environ.get(
-    "SEPLAB_JUDGE_PRIVATE_HOSTS", "127.0.0.1,::1,localhost" if DEBUG else "").split(",") if v.strip()]
+SEPLAB_JUDGE_PRIVATE_HOSTS = [
+    v.strip()
+    for v in os.environ.get("SEPLAB_JUDGE_PRIVATE_HOSTS", "127.0.0.1,::1,localhost" if DEBUG else "").split(",")
+    if v.strip()
+]
 
 # New crowd workers one link accepts per minute (a crowd site's launch: Prolific fills hundreds of places in
 # minutes); a link can set its own on the crowd page. 0: no limit (load benchmarks).
 SEPLAB_CROWD_LAUNCH_PER_MINUTE = envint("SEPLAB_CROWD_LAUNCH_PER_MINUTE", "600")
 
 # Crowdsourcing: sites allowed to frame rater pages, and where MTurk-style completion forms may post.
-SEPLAB_FRAME_ANCESTORS = [o for o in os.environ.get(
-    "SEPLAB_FRAME_ANCESTORS",
-    "https://worker.mturk.com https://workersandbox.mturk.com https://www.mturk.com https://app.prolific.com",
-).split() if o]
-SEPLAB_TURK_SUBMIT_HOSTS = [o for o in os.environ.get(
-    "SEPLAB_TURK_SUBMIT_HOSTS", "https://www.mturk.com https://workersandbox.mturk.com").split() if o]
+SEPLAB_FRAME_ANCESTORS = [
+    o
+    for o in os.environ.get(
+        "SEPLAB_FRAME_ANCESTORS",
+        "https://worker.mturk.com https://workersandbox.mturk.com https://www.mturk.com https://app.prolific.com",
+    ).split()
+    if o
+]
+SEPLAB_TURK_SUBMIT_HOSTS = [
+    o
+    for o in os.environ.get("SEPLAB_TURK_SUBMIT_HOSTS", "https://www.mturk.com https://workersandbox.mturk.com").split()
+    if o
+]
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com")
 
 # The cache backs rate limiting; use Redis when several server processes must share the counts.
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"],
-                      "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "")}
-          if os.environ.get("REDIS_URL") else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": os.environ["REDIS_URL"],
+        "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", ""),
+    }
+    if os.environ.get("REDIS_URL")
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 # Uploads: the importer enforces its own limit and reports it as a validation error.
 SEPLAB_MAX_IMPORT_BYTES = envint("SEPLAB_MAX_IMPORT_BYTES", str(50 * 1024 * 1024))

@@ -56,8 +56,9 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def embed_texts(texts: Sequence[str], progress: Callable[[int, int], None] | None = None,
-                encoder: str | None = None) -> np.ndarray:
+def embed_texts(
+    texts: Sequence[str], progress: Callable[[int, int], None] | None = None, encoder: str | None = None
+) -> np.ndarray:
     """Embeddings (len(texts), dim) as float32, from the cache where possible; new texts are embedded
     in batches and stored. ``progress(done, total)`` is called as batches of new texts finish."""
     from selection.models import Embedding
@@ -67,7 +68,7 @@ def embed_texts(texts: Sequence[str], progress: Callable[[int, int], None] | Non
     unique = dict.fromkeys(hashes)
     cached = {}
     for chunk_start in range(0, len(unique), 5000):
-        chunk = list(unique)[chunk_start:chunk_start + 5000]
+        chunk = list(unique)[chunk_start : chunk_start + 5000]
         for e in Embedding.objects.filter(encoder=name, text_hash__in=chunk):
             cached[e.text_hash] = e.array()
     missing = [h for h in unique if h not in cached]
@@ -80,12 +81,15 @@ def embed_texts(texts: Sequence[str], progress: Callable[[int, int], None] | Non
         model = load_encoder(name)
         done = 0
         for start in range(0, len(missing), BATCH_SIZE * BATCHES_PER_CALL):
-            batch = missing[start:start + BATCH_SIZE * BATCHES_PER_CALL]
-            vectors = model.encode([by_hash[h] for h in batch], batch_size=BATCH_SIZE, convert_to_numpy=True,
-                                   show_progress_bar=False).astype("<f4")
+            batch = missing[start : start + BATCH_SIZE * BATCHES_PER_CALL]
+            vectors = model.encode(
+                [by_hash[h] for h in batch], batch_size=BATCH_SIZE, convert_to_numpy=True, show_progress_bar=False
+            ).astype("<f4")
             Embedding.objects.bulk_create(
-                [Embedding(encoder=name, text_hash=h, dim=v.shape[0], vector=v.tobytes())
-                 for h, v in zip(batch, vectors, strict=True)],
+                [
+                    Embedding(encoder=name, text_hash=h, dim=v.shape[0], vector=v.tobytes())
+                    for h, v in zip(batch, vectors, strict=True)
+                ],
                 ignore_conflicts=True,  # another worker may have embedded the same text meanwhile
             )
             cached.update(zip(batch, vectors, strict=True))

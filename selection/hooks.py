@@ -22,8 +22,15 @@ def choose(study: Study, comparison: Comparison, candidates: list[Item]) -> list
     chosen = study.selection_settings
     if is_live(chosen.selection_method):
         return live.start(study, comparison, candidates)
-    items, _ = services.run_selection(study, comparison, chosen.selection_method, chosen.budget, study.seed,
-                                      strategy_parameters(study), items=candidates)
+    items, _ = services.run_selection(
+        study,
+        comparison,
+        chosen.selection_method,
+        chosen.budget,
+        study.seed,
+        strategy_parameters(study),
+        items=candidates,
+    )
     return items
 
 
@@ -53,14 +60,18 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
         return decided_now, set()  # a decided pair stays decided (the intervals are nested): nothing reopens
     closed = not_bought(study, settings)
     now = dict(study.comparisons.values_list("pk", "closed"))
-    return ({pk for pk in closed if not now.get(pk, True)},
-            {pk for pk, is_closed in now.items() if is_closed and pk not in closed})
+    return (
+        {pk for pk in closed if not now.get(pk, True)},
+        {pk for pk, is_closed in now.items() if is_closed and pk not in closed},
+    )
 
 
 _DECISION = CompiledQuery(  # compiled once per thread: the decision step runs inside the rater's submit
-    lambda comparison: PairDecision.objects.select_for_update().filter(comparison_id=comparison)
-    .values(*model_columns(PairDecision)),
-    comparison=int)
+    lambda comparison: (
+        PairDecision.objects.select_for_update().filter(comparison_id=comparison).values(*model_columns(PairDecision))
+    ),
+    comparison=int,
+)
 
 
 def locked_decision(comparison_id: int) -> PairDecision:
@@ -69,8 +80,9 @@ def locked_decision(comparison_id: int) -> PairDecision:
     if rows:
         return instance(PairDecision, rows[0])
     stored, _ = PairDecision.objects.select_for_update().get_or_create(
-        comparison_id=comparison_id, defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0,
-                                               "items": 0, "judgments": 0})
+        comparison_id=comparison_id,
+        defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0, "items": 0, "judgments": 0},
+    )
     return stored
 
 
@@ -103,8 +115,12 @@ def observe(study: Study, settings, stored: PairDecision, reads: services.PairRe
     stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
     if sequence.n:
         stored.mean = sequence.total / sequence.n
-    if (split and stored.phase == 1 and stored.decision == decisions.UNDECIDED
-            and not Task.objects.filter(comparison_id=comparison.pk, taken__lt=F("raters_required")).exists()):
+    if (
+        split
+        and stored.phase == 1
+        and stored.decision == decisions.UNDECIDED
+        and not Task.objects.filter(comparison_id=comparison.pk, taken__lt=F("raters_required")).exists()
+    ):
         # no item is left without its first rater (an item whose only rater was screened out included) and the
         # pair is open: buy the others, observe whole items afresh (the ranking keeps phase 1's estimate meanwhile)
         Task.objects.filter(comparison_id=comparison.pk).update(raters_required=study.raters_per_item)
@@ -119,19 +135,33 @@ def not_bought(study: Study, settings) -> set[int]:
     """The system pairs the study no longer buys: the decided ones, and with the ranking as the goal every pair the
     ranking does not need now (``decisions.ranking_needs``). A pair is exhausted once no place of it is free nor held
     by an assignment under way (a held place comes back if its assignment expires)."""
-    stored = {d["comparison_id"]: d for d in PairDecision.objects.filter(comparison__study=study)
-              .values("comparison_id", "decision", "mean")}
+    stored = {
+        d["comparison_id"]: d
+        for d in PairDecision.objects.filter(comparison__study=study).values("comparison_id", "decision", "mean")
+    }
     if not settings.ranks_only():
         return {pk for pk, d in stored.items() if d["decision"] != decisions.UNDECIDED}
     comparisons = list(study.comparisons.values_list("pk", "system_a_id", "system_b_id"))
-    with_work = set(Task.objects.filter(study=study, taken__lt=F("raters_required"))
-                    .values_list("comparison_id", flat=True).distinct())
-    with_work |= set(AssignmentTask.objects.filter(task__study=study, slot__isnull=False,
-                                                   assignment__status=Assignment.Status.ACTIVE)
-                     .values_list("task__comparison_id", flat=True).distinct())
-    states = {(a, b): decisions.PairState(stored[pk]["decision"] if pk in stored else decisions.UNDECIDED,
-                                          stored[pk]["mean"] if pk in stored else 0.5, pk not in with_work)
-              for pk, a, b in comparisons}
+    with_work = set(
+        Task.objects.filter(study=study, taken__lt=F("raters_required"))
+        .values_list("comparison_id", flat=True)
+        .distinct()
+    )
+    with_work |= set(
+        AssignmentTask.objects.filter(
+            task__study=study, slot__isnull=False, assignment__status=Assignment.Status.ACTIVE
+        )
+        .values_list("task__comparison_id", flat=True)
+        .distinct()
+    )
+    states = {
+        (a, b): decisions.PairState(
+            stored[pk]["decision"] if pk in stored else decisions.UNDECIDED,
+            stored[pk]["mean"] if pk in stored else 0.5,
+            pk not in with_work,
+        )
+        for pk, a, b in comparisons
+    }
     needed = decisions.ranking_needs(states)
     return {pk for pk, a, b in comparisons if (a, b) not in needed}
 
@@ -146,13 +176,24 @@ def decided(study: Study) -> set[int]:
     return not_bought(study, settings)
 
 
-CHOOSER = extensions.ItemChooser(choose=choose, advance=live.advance, needs_worker=needs_worker, prepare=prepare,
-                                 decide=decide, fills_items_first=lambda study: study.selection_settings.stops_buying(),
-                                 decided=decided, first_raters=first_raters)
+CHOOSER = extensions.ItemChooser(
+    choose=choose,
+    advance=live.advance,
+    needs_worker=needs_worker,
+    prepare=prepare,
+    decide=decide,
+    fills_items_first=lambda study: study.selection_settings.stops_buying(),
+    decided=decided,
+    first_raters=first_raters,
+)
 
 
-WORDS = {decisions.A_BETTER: "{a} better", decisions.B_BETTER: "{b} better",
-         decisions.EQUIVALENT: "equivalent", decisions.UNDECIDED: "undecided"}
+WORDS = {
+    decisions.A_BETTER: "{a} better",
+    decisions.B_BETTER: "{b} better",
+    decisions.EQUIVALENT: "equivalent",
+    decisions.UNDECIDED: "undecided",
+}
 
 
 def decision_rows(study: Study) -> list[dict]:
@@ -161,8 +202,9 @@ def decision_rows(study: Study) -> list[dict]:
     ranking as the goal, why a pair is not bought now (decided, its order implied by decided pairs, or not next to
     each other in the current ranking)."""
     planned: dict[int, int] = {}
-    for comparison_id, pairs in (Task.objects.filter(study=study).annotate(p=Count("task_pairs"))
-                                 .values_list("comparison_id", "p")):
+    for comparison_id, pairs in (
+        Task.objects.filter(study=study).annotate(p=Count("task_pairs")).values_list("comparison_id", "p")
+    ):
         # the study's raters per item, not the task's current ask (one rater first asks for the others later)
         planned[comparison_id] = planned.get(comparison_id, 0) + pairs * study.raters_per_item
     stored = {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
@@ -170,41 +212,76 @@ def decision_rows(study: Study) -> list[dict]:
     comparisons = list(study.comparisons.select_related("system_a", "system_b"))
     implied: dict[tuple[int, int], str] = {}
     if study.selection_settings.ranks_only():
-        implied = decisions.implied({(c.system_a_id, c.system_b_id): decisions.PairState(
-            stored[c.pk].decision if c.pk in stored else decisions.UNDECIDED, 0.5) for c in comparisons})
+        implied = decisions.implied(
+            {
+                (c.system_a_id, c.system_b_id): decisions.PairState(
+                    stored[c.pk].decision if c.pk in stored else decisions.UNDECIDED, 0.5
+                )
+                for c in comparisons
+            }
+        )
     rows = []
     for c in comparisons:
         d = stored.get(c.pk)
         call = d.decision if d else decisions.UNDECIDED
         names = {"a": c.system_a.name, "b": c.system_b.name}
-        why = ("" if not c.closed else "decided" if call != decisions.UNDECIDED
-               else "order implied by decided pairs: {} above {}".format(
-                   *((names["a"], names["b"]) if implied[(c.system_a_id, c.system_b_id)] == decisions.A_BETTER
-                     else (names["b"], names["a"])))
-               if (c.system_a_id, c.system_b_id) in implied else "not needed by the ranking now")
-        rows.append({
-            "label": str(c), "closed": c.closed, "why": why,
-            "decision": WORDS[call].format(**names),
-            "low": d.low if d else 0.0, "high": d.high if d else 1.0, "items": d.items if d else 0,
-            "judgments": d.judgments if d else 0, "planned": planned.get(c.pk, 0),
-            "saved": max(0, planned.get(c.pk, 0) - (d.judgments if d else 0)) if c.closed else 0})
+        why = (
+            ""
+            if not c.closed
+            else "decided"
+            if call != decisions.UNDECIDED
+            else "order implied by decided pairs: {} above {}".format(
+                *(
+                    (names["a"], names["b"])
+                    if implied[(c.system_a_id, c.system_b_id)] == decisions.A_BETTER
+                    else (names["b"], names["a"])
+                )
+            )
+            if (c.system_a_id, c.system_b_id) in implied
+            else "not needed by the ranking now"
+        )
+        rows.append(
+            {
+                "label": str(c),
+                "closed": c.closed,
+                "why": why,
+                "decision": WORDS[call].format(**names),
+                "low": d.low if d else 0.0,
+                "high": d.high if d else 1.0,
+                "items": d.items if d else 0,
+                "judgments": d.judgments if d else 0,
+                "planned": planned.get(c.pk, 0),
+                "saved": max(0, planned.get(c.pk, 0) - (d.judgments if d else 0)) if c.closed else 0,
+            }
+        )
         # money: the judgments not bought at the study's pay per assignment (whole items' pairs, as bundled)
-        rows[-1]["money"] = (None if pay is None else
-                             (pay * rows[-1]["saved"] / pairs_per_bundle(study)).quantize(Decimal("0.01")))
+        rows[-1]["money"] = (
+            None if pay is None else (pay * rows[-1]["saved"] / pairs_per_bundle(study)).quantize(Decimal("0.01"))
+        )
     return rows
 
 
 def study_page(study: Study) -> dict:
     settings = study.selection_settings
-    return {"decisions": decision_rows(study) if settings.stops_buying() else None,
-            "ranking_goal": settings.ranks_only(),
-            "live_statuses": live.statuses(study), "embedded": services.embedding_coverage(study),
-            "settings": settings, "strategy": STRATEGIES.get(settings.selection_method)}
+    return {
+        "decisions": decision_rows(study) if settings.stops_buying() else None,
+        "ranking_goal": settings.ranks_only(),
+        "live_statuses": live.statuses(study),
+        "embedded": services.embedding_coverage(study),
+        "settings": settings,
+        "strategy": STRATEGIES.get(settings.selection_method),
+    }
 
 
 def settings_page(study: Study) -> dict:
     stored = study.selection_settings
     # what the stored settings become, through the same function the plan, select, simulate and the report call
-    return {"strategies": STRATEGIES.values(),
-            "strategy_parameters": {"method": stored.selection_method, "budget": stored.budget or "every item",
-                                    "seed": study.seed, **strategy_parameters(study)}}
+    return {
+        "strategies": STRATEGIES.values(),
+        "strategy_parameters": {
+            "method": stored.selection_method,
+            "budget": stored.budget or "every item",
+            "seed": study.seed,
+            **strategy_parameters(study),
+        },
+    }

@@ -40,11 +40,21 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
     params = iterative_parameters(study)
     pks = [i.pk for i in items]
     schedule = SplitSchedule.from_tree(tree, params["min_n"], params["budget"]).relabelled(pks)
-    run, _ = IterativeRun.objects.update_or_create(comparison=comparison, defaults={
-        "study": study, "item_ids": pks, "linkage": tree.z.astype("<f8").tobytes(), "leaf_groups": groups,
-        "schedule": schedule.to_json(), "encoder": embedding.encoder_name(), "risk": params["risk"],
-        "min_n": params["min_n"], "budget": params["budget"], "outcome": "",
-    })
+    run, _ = IterativeRun.objects.update_or_create(
+        comparison=comparison,
+        defaults={
+            "study": study,
+            "item_ids": pks,
+            "linkage": tree.z.astype("<f8").tobytes(),
+            "leaf_groups": groups,
+            "schedule": schedule.to_json(),
+            "encoder": embedding.encoder_name(),
+            "risk": params["risk"],
+            "min_n": params["min_n"],
+            "budget": params["budget"],
+            "outcome": "",
+        },
+    )
     by_pk = {item.pk: item for item in items}
     return [by_pk[pk] for pk in _algorithm(run).released]
 
@@ -61,8 +71,13 @@ def _schedule(run: IterativeRun) -> SplitSchedule:
 
 
 def _algorithm(run: IterativeRun) -> IterativeDiffUse:
-    return IterativeDiffUse(risk=run.risk, min_n=run.min_n, budget=run.budget,
-                            ties_count_in_n=iterative_parameters(run.study)["ties_count_in_n"], schedule=_schedule(run))
+    return IterativeDiffUse(
+        risk=run.risk,
+        min_n=run.min_n,
+        budget=run.budget,
+        ties_count_in_n=iterative_parameters(run.study)["ties_count_in_n"],
+        schedule=_schedule(run),
+    )
 
 
 def item_labels(comparison: Comparison) -> dict[int, str]:
@@ -70,14 +85,16 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
     (``selection.core.winners.item_winner``): each rater's preference is the sign of Eq. 7 over their
     rating set, the item goes to the majority of raters, a level count is a tie."""
     completed = Q(places__assignment__status=Assignment.Status.COMPLETED)
-    done_tasks = (Task.objects.filter(comparison=comparison).annotate(done=Count("places", filter=completed))
-                  .filter(done__gte=F("raters_required")))
+    done_tasks = (
+        Task.objects.filter(comparison=comparison)
+        .annotate(done=Count("places", filter=completed))
+        .filter(done__gte=F("raters_required"))
+    )
     by_assignment: dict[tuple[int, int], tuple[int, list[int]]] = {}  # (assignment, item): one rating set
-    for item_id, assignment_id, choice, response, probability in (
-        _of_comparison(Judgment.objects.filter(assignment__status=Assignment.Status.COMPLETED, revised=False),
-                       assignment__places__task__in=done_tasks)
-        .values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
-    ):
+    for item_id, assignment_id, choice, response, probability in _of_comparison(
+        Judgment.objects.filter(assignment__status=Assignment.Status.COMPLETED, revised=False),
+        assignment__places__task__in=done_tasks,
+    ).values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a"):
         entry = by_assignment.setdefault((assignment_id, item_id), (item_id, []))
         answer = elicitation.effective_choice(choice, response, probability)
         if answer is not None:
@@ -130,8 +147,13 @@ def advance(study: Study, comparison_id: int) -> Release | None:
     if not is_live(study.selection_settings.selection_method):
         return None
     with transaction.atomic():
-        run = (IterativeRun.objects.select_for_update().select_related("study", "comparison").defer(*TREE_FIELDS)
-               .filter(comparison_id=comparison_id).first())
+        run = (
+            IterativeRun.objects.select_for_update()
+            .select_related("study", "comparison")
+            .defer(*TREE_FIELDS)
+            .filter(comparison_id=comparison_id)
+            .first()
+        )
         if run is None:
             return None
         algorithm = replay(run)
@@ -141,8 +163,12 @@ def advance(study: Study, comparison_id: int) -> Release | None:
         by_pk = Item.objects.in_bulk(new) if new else {}
         run.outcome = algorithm.outcome or ""
         run.save(update_fields=["outcome", "updated"])
-    return Release(run.comparison, [by_pk[pk] for pk in new], f"{study.seed}:{run.comparison_id}:{algorithm.k}",
-                   frozenset(algorithm.decision_items()))
+    return Release(
+        run.comparison,
+        [by_pk[pk] for pk in new],
+        f"{study.seed}:{run.comparison_id}:{algorithm.k}",
+        frozenset(algorithm.decision_items()),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,14 +191,28 @@ def live_status(run: IterativeRun) -> LiveStatus:
     status = algorithm.status()
     names = {"a": run.comparison.system_a.name, "b": run.comparison.system_b.name}
     state = {"decided": "decided", "inconclusive": "inconclusive"}.get(algorithm.outcome or "", "undecided")
-    return LiveStatus(str(run.comparison), names.get(status.leader), status.k, status.n, status.ties, status.risk,
-                      run.risk, state, len(algorithm.labels), len(algorithm.released), run.budget)
+    return LiveStatus(
+        str(run.comparison),
+        names.get(status.leader),
+        status.k,
+        status.n,
+        status.ties,
+        status.risk,
+        run.risk,
+        state,
+        len(algorithm.labels),
+        len(algorithm.released),
+        run.budget,
+    )
 
 
 def statuses(study: Study) -> list[LiveStatus]:
     """The live status of every iterative system pair of the study (empty for other methods)."""
     if not is_live(study.selection_settings.selection_method):
         return []
-    runs = (IterativeRun.objects.filter(study=study).defer(*TREE_FIELDS)
-            .select_related("study", "comparison__system_a", "comparison__system_b"))
+    runs = (
+        IterativeRun.objects.filter(study=study)
+        .defer(*TREE_FIELDS)
+        .select_related("study", "comparison__system_a", "comparison__system_b")
+    )
     return [live_status(run) for run in runs]

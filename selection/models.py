@@ -15,17 +15,18 @@ class SelectionSettings(models.Model):
     live loop stops. ``selection.strategies.strategy_parameters`` is the one map from them to a strategy's
     parameters (registered in ``annotation/study_settings.py``)."""
 
-    study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True,
-                                 related_name="selection_settings")
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="selection_settings")
     selection_method = models.CharField(
-        max_length=40, default="stratified",
+        max_length=40,
+        default="stratified",
         help_text="Which items of each system pair raters see when a budget is set.",
     )
     budget = models.PositiveIntegerField(
         null=True, blank=True, help_text="Items per system pair to send to raters; empty means every item."
     )
     separability_metric = models.CharField(
-        max_length=20, default=DEFAULT_METRIC,
+        max_length=20,
+        default=DEFAULT_METRIC,
         help_text="cosine, rouge1, bleu, or their length-adjusted -la forms (cosine-la: the paper's length "
         "adjustment, the best on the separability paper's human data).",
     )
@@ -36,38 +37,55 @@ class SelectionSettings(models.Model):
     sep_alpha = models.FloatField(default=2.0, help_text="α of the logistic separability weight.")
     sep_beta = models.FloatField(default=6.0, help_text="β of the logistic separability weight.")
     risk = models.FloatField(
-        default=0.1, validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
+        default=0.1,
+        validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
         help_text="Iterative DiffUse stops once the hypergeometric risk of a wrong winner is at most this.",
     )
     min_n = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(1)], help_text="Iterative DiffUse: representatives judged first."
     )
     stopping_ties_in_n = models.BooleanField(
-        default=True, help_text="Stopping rule: tied items count among the n decided items (conservative: a tie "
+        default=True,
+        help_text="Stopping rule: tied items count among the n decided items (conservative: a tie "
         "never helps the leader). Untick to leave them out of n.",
     )
     decision_alpha = models.FloatField(
-        default=0.05, db_default=0.05, validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
+        default=0.05,
+        db_default=0.05,
+        validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
         help_text="A system pair's decision may be wrong with at most this chance, however often anyone looks "
-        "(selection/core/decisions.py).")
+        "(selection/core/decisions.py).",
+    )
     decision_margin = models.FloatField(
-        default=0.05, db_default=0.05, validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
-        help_text="Win rates within this of a half count as equivalent (0: a pair is decided only by a winner).")
+        default=0.05,
+        db_default=0.05,
+        validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
+        help_text="Win rates within this of a half count as equivalent (0: a pair is decided only by a winner).",
+    )
+
     class DecisionGoal(models.TextChoices):
         PAIRS = "pairs", "Every system pair"
         RANKING = "ranking", "The ranking: adjacent systems until their order is decided"
 
     decision_goal = models.CharField(
-        max_length=10, choices=DecisionGoal.choices, default=DecisionGoal.PAIRS, db_default=DecisionGoal.PAIRS,
+        max_length=10,
+        choices=DecisionGoal.choices,
+        default=DecisionGoal.PAIRS,
+        db_default=DecisionGoal.PAIRS,
         help_text="What the study buys judgments until: every pair decided, or only the ranking (the pairs of "
-                  "adjacent systems whose order is still open; selection/core/decisions.ranking_needs).")
+        "adjacent systems whose order is still open; selection/core/decisions.ranking_needs).",
+    )
     one_rater_first = models.BooleanField(
-        default=False, db_default=False,
+        default=False,
+        db_default=False,
         help_text="While a stopping pair has items left, each item gets one rater; the other raters come only for the "
-                  "pairs their first raters left undecided (two sequences at alpha / 2 each).")
+        "pairs their first raters left undecided (two sequences at alpha / 2 each).",
+    )
     stop_when_decided = models.BooleanField(
-        default=False, db_default=False,
-        help_text="Once a system pair is decided, give out no new places of it (the study stops paying for it).")
+        default=False,
+        db_default=False,
+        help_text="Once a system pair is decided, give out no new places of it (the study stops paying for it).",
+    )
 
     class Meta:
         verbose_name_plural = "selection settings"
@@ -85,8 +103,11 @@ class SelectionSettings(models.Model):
 
     def ranks_only(self) -> bool:
         """Whether the study buys only what its ranking needs (every system pair compared: adjacency needs them)."""
-        return (self.stops_buying() and self.decision_goal == self.DecisionGoal.RANKING
-                and self.study.pair_mode == Study.PairMode.ALL)
+        return (
+            self.stops_buying()
+            and self.decision_goal == self.DecisionGoal.RANKING
+            and self.study.pair_mode == Study.PairMode.ALL
+        )
 
     def one_first(self) -> bool:
         """Whether the plan buys one rater per item first and the others only where the pair stays undecided."""
@@ -159,8 +180,11 @@ class SelectionRun(models.Model):
     seed = models.BigIntegerField()
     items = models.JSONField(help_text="Chosen item ids, in release order.")
     candidates = models.PositiveIntegerField()
-    details = models.JSONField(default=dict, blank=True, help_text="What the strategy reported about its choice, "
-                               "e.g. DiffUse's cluster_sizes (aligned with items).")
+    details = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What the strategy reported about its choice, e.g. DiffUse's cluster_sizes (aligned with items).",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -182,7 +206,9 @@ class IterativeRun(models.Model):
         default=list, blank=True, help_text="Two-stage trees: candidate indices of each leaf. Empty: one item per leaf."
     )
     schedule = models.JSONField(
-        default=dict, blank=True, help_text="Algorithm 1's splits computed ahead (SplitSchedule.to_json()); empty for "
+        default=dict,
+        blank=True,
+        help_text="Algorithm 1's splits computed ahead (SplitSchedule.to_json()); empty for "
         "runs stored before schedules, which compute it once on first use.",
     )
     encoder = models.CharField(max_length=300)
@@ -210,8 +236,9 @@ class StoredTree(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["comparison", "encoder", "candidates_digest"],
-                                               name="stored_tree_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["comparison", "encoder", "candidates_digest"], name="stored_tree_unique")
+        ]
 
     def __str__(self) -> str:
         return f"tree of {self.comparison} ({self.candidates_digest[:8]})"
@@ -223,14 +250,19 @@ class PairDecision(models.Model):
     over the pair's judgments), so the plan and the study page read it instead of recomputing: only while the study
     stops buying decided pairs (the report computes it for every study)."""
 
-    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, primary_key=True,
-                                      related_name="decision")
+    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, primary_key=True, related_name="decision")
     decision = models.CharField(max_length=12)
     phase = models.PositiveSmallIntegerField(
-        default=1, db_default=1, help_text="With one rater per item first: 1 while items get their first rater, 2 once "
-                                           "the pool ran out undecided and the other raters are bought.")
-    mean = models.FloatField(default=0.5, db_default=0.5,
-                             help_text="The first system's mean item score so far (what the ranking mode ranks by).")
+        default=1,
+        db_default=1,
+        help_text="With one rater per item first: 1 while items get their first rater, 2 once "
+        "the pool ran out undecided and the other raters are bought.",
+    )
+    mean = models.FloatField(
+        default=0.5,
+        db_default=0.5,
+        help_text="The first system's mean item score so far (what the ranking mode ranks by).",
+    )
     low = models.FloatField()
     high = models.FloatField()
     items = models.PositiveIntegerField(help_text="Items whose every rater has answered: what the decision rests on.")

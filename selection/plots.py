@@ -7,8 +7,7 @@ from html import escape
 import numpy as np
 
 
-def histogram_svg(values: np.ndarray, bins: int = 20, width: int = 420, height: int = 160,
-                  label: str = "delta") -> str:
+def histogram_svg(values: np.ndarray, bins: int = 20, width: int = 420, height: int = 160, label: str = "delta") -> str:
     """A histogram of ``values`` as an inline SVG string, with its axis range and counts as tooltips."""
     values = np.asarray(values, dtype=np.float64)
     values = values[~np.isnan(values)]
@@ -22,14 +21,18 @@ def histogram_svg(values: np.ndarray, bins: int = 20, width: int = 420, height: 
     plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
     top = max(int(counts.max()), 1)
     bar_w = plot_w / bins
-    parts = [f'<svg class="histogram" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-             f'role="img" aria-label="{escape(label)} histogram">']
+    parts = [
+        f'<svg class="histogram" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'role="img" aria-label="{escape(label)} histogram">'
+    ]
     for i, count in enumerate(counts):
         h = plot_h * count / top
         x = pad_left + i * bar_w
         tip = f"{escape(label)} {edges[i]:.2f} to {edges[i + 1]:.2f}: {count} item{'s' if count != 1 else ''}"
-        parts.append(f'<rect x="{x:.1f}" y="{pad_top + plot_h - h:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}">'
-                     f"<title>{tip}</title></rect>")
+        parts.append(
+            f'<rect x="{x:.1f}" y="{pad_top + plot_h - h:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}">'
+            f"<title>{tip}</title></rect>"
+        )
     axis_y = pad_top + plot_h
     parts.append(f'<line x1="{pad_left}" y1="{axis_y}" x2="{pad_left + plot_w}" y2="{axis_y}" class="axis"/>')
     parts.append(f'<text x="{pad_left}" y="{height - 6}">{low:.2f}</text>')

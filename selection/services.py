@@ -114,12 +114,17 @@ def _nullable(value: float) -> float | None:
 def _store(study: Study, comparison: Comparison, metric: str, items, result: sep.Separability) -> SeparabilityRun:
     SeparabilityRun.objects.filter(comparison=comparison, metric=metric).delete()
     run = SeparabilityRun.objects.create(
-        study=study, comparison=comparison, metric=metric, low=_nullable(result.low), high=_nullable(result.high),
+        study=study,
+        comparison=comparison,
+        metric=metric,
+        low=_nullable(result.low),
+        high=_nullable(result.high),
         encoder=embedding.encoder_name() if metric.startswith("cosine") else "",
     )
     ItemSeparability.objects.bulk_create(
-        ItemSeparability(run=run, item=item, self_a=_nullable(a), self_b=_nullable(b), cross=float(c),
-                         delta=_nullable(d))
+        ItemSeparability(
+            run=run, item=item, self_a=_nullable(a), self_b=_nullable(b), cross=float(c), delta=_nullable(d)
+        )
         for item, a, b, c, d in zip(items, result.self_a, result.self_b, result.cross, result.delta, strict=True)
     )
     return run
@@ -134,18 +139,23 @@ def separability_values(run: SeparabilityRun) -> np.ndarray:
 # Selection
 
 
-def selection_context(study: Study, comparison: Comparison, items: list[Item],
-                      params: dict | None = None) -> SelectionContext:
+def selection_context(
+    study: Study, comparison: Comparison, items: list[Item], params: dict | None = None
+) -> SelectionContext:
     """The candidates of one system pair for a strategy: difference vectors of sample 0 of each system
     (embedded on first use, cached) and separability under a metric (computed if not stored yet)."""
 
     def vectors() -> np.ndarray:
-        first = {(g.item_id, g.system_id): g.text for g in Generation.objects.filter(
-            item__in=items, sample_index=0, system_id__in=[comparison.system_a_id, comparison.system_b_id])}
+        first = {
+            (g.item_id, g.system_id): g.text
+            for g in Generation.objects.filter(
+                item__in=items, sample_index=0, system_id__in=[comparison.system_a_id, comparison.system_b_id]
+            )
+        }
         texts_a = [first[(i.pk, comparison.system_a_id)] for i in items]
         texts_b = [first[(i.pk, comparison.system_b_id)] for i in items]
         embedded = embedding.embed_texts(texts_a + texts_b)
-        return difference_vectors(embedded[: len(items)], embedded[len(items):])
+        return difference_vectors(embedded[: len(items)], embedded[len(items) :])
 
     def deltas(metric: str) -> np.ndarray:
         run = SeparabilityRun.objects.filter(comparison=comparison, metric=metric).first()
@@ -157,8 +167,9 @@ def selection_context(study: Study, comparison: Comparison, items: list[Item],
     def tree(x: np.ndarray) -> Dendrogram:
         return stored_tree(comparison, items, x, seed=study.seed)
 
-    return SelectionContext(len(items), vectors, deltas, dict(params or {}), tree,
-                            load_judges=lambda: judge_scores(comparison, items))
+    return SelectionContext(
+        len(items), vectors, deltas, dict(params or {}), tree, load_judges=lambda: judge_scores(comparison, items)
+    )
 
 
 def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
@@ -166,11 +177,21 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     ones only), as their scores for the pair's first system (1 a win, 1/2 no preference, 0 a loss, whichever
     system the judgment calls A): one row per item, NaN-padded to the item with the most verdicts."""
     first, second = comparison.system_a_id, comparison.system_b_id
-    rows = (Judgment.objects.filter(pair__item__in=items, revised=False, superseded=False, rater__kind=Rater.Kind.JUDGE,
-                                    pair__generation_a__system_id__in=[first, second],
-                                    pair__generation_b__system_id__in=[first, second])
-            .values_list("pair__item_id", "pair__generation_a__system_id", "pair__generation_b__system_id", "choice",
-                         "response_set", "probability_a"))
+    rows = Judgment.objects.filter(
+        pair__item__in=items,
+        revised=False,
+        superseded=False,
+        rater__kind=Rater.Kind.JUDGE,
+        pair__generation_a__system_id__in=[first, second],
+        pair__generation_b__system_id__in=[first, second],
+    ).values_list(
+        "pair__item_id",
+        "pair__generation_a__system_id",
+        "pair__generation_b__system_id",
+        "choice",
+        "response_set",
+        "probability_a",
+    )
     by_item: dict[int, list[float]] = {}
     for item_id, system_a, system_b, choice, response_set, probability_a in rows:
         answer = elicitation.effective_choice(choice, response_set, probability_a)
@@ -189,13 +210,17 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
 def pair_judgments(comparison: Comparison, **where):
     """The current judgments of a system pair (either display order, either system as A), narrowed by ``where``."""
     systems = [comparison.system_a_id, comparison.system_b_id]
-    return Judgment.objects.filter(study_id=comparison.study_id, revised=False, superseded=False,
-                                   pair__generation_a__system_id__in=systems,
-                                   pair__generation_b__system_id__in=systems, **where)
+    return Judgment.objects.filter(
+        study_id=comparison.study_id,
+        revised=False,
+        superseded=False,
+        pair__generation_a__system_id__in=systems,
+        pair__generation_b__system_id__in=systems,
+        **where,
+    )
 
 
-JUDGMENT_ROW = ("pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set",
-                "probability_a")
+JUDGMENT_ROW = ("pair__item_id", "rater_id", "pair__generation_a__system_id", "choice", "response_set", "probability_a")
 
 
 def ratings_by_item(comparison: Comparison, judgments) -> tuple[dict[int, dict[int, list[int]]], int]:
@@ -227,14 +252,16 @@ def pair_item_scores(comparison: Comparison, raters: int | None = None) -> tuple
     an item waits for (default: the study's raters per item; 1 while one rater per item comes first, the score then
     being that rater's). The decision step after a completed assignment reads only its items
     (``assignment_reads``)."""
-    judgments = pair_judgments(comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN,
-                               rater__screened_out=False)
+    judgments = pair_judgments(
+        comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN, rater__screened_out=False
+    )
     by_item, read = ratings_by_item(comparison, judgments)
     return whole_item_scores(comparison.study, by_item, raters), read
 
 
-def whole_item_scores(study: Study, by_item: dict[int, dict[int, list[int]]], raters: int | None = None
-                      ) -> list[tuple[int, float]]:
+def whole_item_scores(
+    study: Study, by_item: dict[int, dict[int, list[int]]], raters: int | None = None
+) -> list[tuple[int, float]]:
     """The scores of the items whose planned raters are all in: every one of ``raters`` (default: the study's
     raters per item) has answered every pair of the item they were shown (a rater part-way through could still
     revise or add answers, and the score would change after it was observed)."""
@@ -253,6 +280,7 @@ class PairReads:
     """One system pair of a completed assignment: its systems, the items the assignment held of it, the current
     plan judgments of those items by counted raters (rows of ``JUDGMENT_ROW``, in arrival order) and how many of the
     assignment's own current judgments are of the pair."""
+
     comparison: Comparison
     items: set[int]
     rows: list[tuple]
@@ -262,14 +290,26 @@ class PairReads:
 # The decision step after a completed assignment runs inside the rater's submit: its reads are compiled once per
 # thread (annotation/compiled.py), the ORM's building and compiling of each query cost more than PostgreSQL's answer.
 _PLACES = CompiledQuery(
-    lambda assignment: AssignmentTask.objects.filter(assignment_id=assignment).order_by().values(
-        "task__comparison_id", "item_id", "task__comparison__system_a_id", "task__comparison__system_b_id",
-        "task__task_pairs__pair_id"),
-    assignment=int)
+    lambda assignment: (
+        AssignmentTask.objects.filter(assignment_id=assignment)
+        .order_by()
+        .values(
+            "task__comparison_id",
+            "item_id",
+            "task__comparison__system_a_id",
+            "task__comparison__system_b_id",
+            "task__task_pairs__pair_id",
+        )
+    ),
+    assignment=int,
+)
 _PAIR_JUDGMENTS = CompiledKeysQuery(
-    lambda pairs: Judgment.objects.filter(pair_id__in=pairs, assignment__isnull=False, revised=False,
-                                          superseded=False).order_by("created", "id")
-    .values("pair_id", "assignment_id", *JUDGMENT_ROW, "rater__kind", "rater__screened_out"))
+    lambda pairs: (
+        Judgment.objects.filter(pair_id__in=pairs, assignment__isnull=False, revised=False, superseded=False)
+        .order_by("created", "id")
+        .values("pair_id", "assignment_id", *JUDGMENT_ROW, "rater__kind", "rater__screened_out")
+    )
+)
 
 
 def assignment_reads(assignment, study: Study) -> dict[int, PairReads]:
@@ -284,8 +324,16 @@ def assignment_reads(assignment, study: Study) -> dict[int, PairReads]:
         comparison_id = place["task__comparison_id"]
         if comparison_id not in out:
             out[comparison_id] = PairReads(
-                Comparison(pk=comparison_id, study=study, system_a_id=place["task__comparison__system_a_id"],
-                           system_b_id=place["task__comparison__system_b_id"]), set(), [], 0)
+                Comparison(
+                    pk=comparison_id,
+                    study=study,
+                    system_a_id=place["task__comparison__system_a_id"],
+                    system_b_id=place["task__comparison__system_b_id"],
+                ),
+                set(),
+                [],
+                0,
+            )
         out[comparison_id].items.add(place["item_id"])
         if place["task__task_pairs__pair_id"] is not None:
             by_pair[place["task__task_pairs__pair_id"]] = comparison_id
@@ -305,8 +353,9 @@ def pilot_outcomes(comparison: Comparison) -> tuple[str, list[list[float]]]:
     for source, kind in (("humans", Rater.Kind.HUMAN), ("judges", Rater.Kind.JUDGE)):
         by_item, _ = ratings_by_item(comparison, pair_judgments(comparison, rater__kind=kind))
         if by_item:
-            return source, [[float(np.mean(winners.score_for_a(v))) for v in by_rater.values()]
-                            for by_rater in by_item.values()]
+            return source, [
+                [float(np.mean(winners.score_for_a(v))) for v in by_rater.values()] for by_rater in by_item.values()
+            ]
     return "none", []
 
 
@@ -321,13 +370,19 @@ def stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, 
         return Dendrogram(vectors, z, groups)
     tree = ward_tree(vectors, seed=seed)
     groups = [] if tree.n == tree.n_items else [tree.members(leaf).tolist() for leaf in range(tree.n)]
-    StoredTree.objects.get_or_create(**key, defaults={"linkage": tree.z.astype("<f8").tobytes(),
-                                                      "leaf_groups": groups})
+    StoredTree.objects.get_or_create(**key, defaults={"linkage": tree.z.astype("<f8").tobytes(), "leaf_groups": groups})
     return tree
 
 
-def run_selection(study: Study, comparison: Comparison, method: str, budget: int | None, seed: int,
-                  params: dict | None = None, items: list[Item] | None = None) -> tuple[list[Item], SelectionRun]:
+def run_selection(
+    study: Study,
+    comparison: Comparison,
+    method: str,
+    budget: int | None,
+    seed: int,
+    params: dict | None = None,
+    items: list[Item] | None = None,
+) -> tuple[list[Item], SelectionRun]:
     """Run a strategy for one system pair over ``items`` (default: all of the study's items), store the
     run (method, parameters, seed, chosen items) and return the chosen items in release order.
     The same inputs and seed always give the same items."""
@@ -342,12 +397,21 @@ def run_selection(study: Study, comparison: Comparison, method: str, budget: int
     frame = context.notes.pop("frame", None)
     if strategy.design != PURPOSIVE and (frame is not None or len(chosen) < len(items)):
         # a sample of part of the candidates: keep what it was drawn from (selection.services.sample_designs)
-        context.notes["candidate_items"] = [items[i].external_id for i in (range(len(items)) if frame is None
-                                                                             else frame)]
+        context.notes["candidate_items"] = [
+            items[i].external_id for i in (range(len(items)) if frame is None else frame)
+        ]
     run = SelectionRun.objects.create(
-        study=study, comparison=comparison, system_a=comparison.system_a.name, system_b=comparison.system_b.name,
-        method=method, params=dict(params or {}), budget=budget, seed=seed, items=[i.external_id for i in chosen],
-        candidates=len(items), details=context.notes,
+        study=study,
+        comparison=comparison,
+        system_a=comparison.system_a.name,
+        system_b=comparison.system_b.name,
+        method=method,
+        params=dict(params or {}),
+        budget=budget,
+        seed=seed,
+        items=[i.external_id for i in chosen],
+        candidates=len(items),
+        details=context.notes,
     )
     return chosen, run
 
@@ -358,14 +422,18 @@ def plan_runs(study: Study) -> dict[int, SelectionRun | IterativeRun | None]:
     chosen items are the items released (a ``select`` run without --apply chose items nobody was sent, and does not
     count); the latest run when nothing was released; None when released items match no stored run."""
     released: dict[int, set[str]] = {}
-    for comparison_id, external_id in Task.objects.filter(study=study).values_list("comparison_id",
-                                                                                   "item__external_id"):
+    for comparison_id, external_id in Task.objects.filter(study=study).values_list(
+        "comparison_id", "item__external_id"
+    ):
         released.setdefault(comparison_id, set()).add(external_id)
     runs: dict[int, list[SelectionRun]] = {}
     for run in SelectionRun.objects.filter(study=study, comparison__isnull=False).order_by("created", "id"):
         runs.setdefault(run.comparison_id, []).append(run)
-    live = ({run.comparison_id: run for run in IterativeRun.objects.filter(study=study).defer(*TREE_ONLY)}
-            if is_live(study.selection_settings.selection_method) else {})
+    live = (
+        {run.comparison_id: run for run in IterativeRun.objects.filter(study=study).defer(*TREE_ONLY)}
+        if is_live(study.selection_settings.selection_method)
+        else {}
+    )
     out: dict[int, SelectionRun | IterativeRun | None] = {}
     for comparison_id in study.comparisons.values_list("id", flat=True):
         if comparison_id in live:
@@ -387,8 +455,10 @@ def selection_pools(study: Study) -> dict[int, int]:
     """Comparison id -> N_pool, the number of candidate items the comparison's selection drew from (``plan_runs``:
     the live iterative run's candidates, else the plan's selection run's); the study's items when no run says."""
     total = study.items.count()
-    return {comparison_id: (len(run.item_ids) if isinstance(run, IterativeRun) else run.candidates) if run else total
-            for comparison_id, run in plan_runs(study).items()}
+    return {
+        comparison_id: (len(run.item_ids) if isinstance(run, IterativeRun) else run.candidates) if run else total
+        for comparison_id, run in plan_runs(study).items()
+    }
 
 
 def chosen_items(study: Study) -> list[dict]:
@@ -400,12 +470,18 @@ def chosen_items(study: Study) -> list[dict]:
     settings = study.selection_settings
     runs = plan_runs(study)
     designs = sample_designs(study, runs)
-    deltas = {(c, i): d for c, i, d in ItemSeparability.objects.filter(
-        run__study=study, run__metric=settings.separability_metric).values_list("run__comparison_id", "item_id",
-                                                                                 "delta")}
+    deltas = {
+        (c, i): d
+        for c, i, d in ItemSeparability.objects.filter(
+            run__study=study, run__metric=settings.separability_metric
+        ).values_list("run__comparison_id", "item_id", "delta")
+    }
     released: dict[int, list[tuple[int, str]]] = {}
-    for comparison_id, item_id, external_id in (Task.objects.filter(study=study).order_by("position")
-                                                .values_list("comparison_id", "item_id", "item__external_id")):
+    for comparison_id, item_id, external_id in (
+        Task.objects.filter(study=study)
+        .order_by("position")
+        .values_list("comparison_id", "item_id", "item__external_id")
+    ):
         released.setdefault(comparison_id, []).append((item_id, external_id))
     out = []
     for c in study.comparisons.select_related("system_a", "system_b"):
@@ -414,16 +490,29 @@ def chosen_items(study: Study) -> list[dict]:
         design = designs[(c.system_a.name, c.system_b.name)]
         sizes = dict(zip(run.items, run.details.get("cluster_sizes", []), strict=False)) if run else {}
         chances = dict(zip(run.items, run.details.get("inclusion", []), strict=False)) if run else {}
-        out.append({
-            "comparison": c, "label": f"{c.system_a.name} vs {c.system_b.name}",
-            "method": design.method or settings.selection_method, "candidates": design.candidates,
-            "design": design.kind,
-            "items": [{"item_id": item_id, "external_id": external_id, "cluster_size": sizes.get(external_id),
-                       "inclusion": chances.get(external_id), "delta": deltas.get((c.pk, item_id)),
-                       "band": None if item_id not in design.strata else design.strata[item_id] + 1}
-                      for item_id, external_id in released.get(c.pk, [])],
-            "has_clusters": bool(sizes), "has_inclusion": bool(chances), "has_bands": bool(design.strata),
-        })
+        out.append(
+            {
+                "comparison": c,
+                "label": f"{c.system_a.name} vs {c.system_b.name}",
+                "method": design.method or settings.selection_method,
+                "candidates": design.candidates,
+                "design": design.kind,
+                "items": [
+                    {
+                        "item_id": item_id,
+                        "external_id": external_id,
+                        "cluster_size": sizes.get(external_id),
+                        "inclusion": chances.get(external_id),
+                        "delta": deltas.get((c.pk, item_id)),
+                        "band": None if item_id not in design.strata else design.strata[item_id] + 1,
+                    }
+                    for item_id, external_id in released.get(c.pk, [])
+                ],
+                "has_clusters": bool(sizes),
+                "has_inclusion": bool(chances),
+                "has_bands": bool(design.strata),
+            }
+        )
     return out
 
 
@@ -461,22 +550,33 @@ def sample_designs(study: Study, runs: dict | None = None) -> dict[tuple[str, st
     ids = dict(study.items.values_list("external_id", "id"))
     all_items = list(study.items.order_by("position").values_list("id", flat=True))
     released: dict[int, list[int]] = {}
-    for comparison_id, item_id in Task.objects.filter(study=study).order_by("position").values_list("comparison_id",
-                                                                                                  "item_id"):
+    for comparison_id, item_id in (
+        Task.objects.filter(study=study).order_by("position").values_list("comparison_id", "item_id")
+    ):
         released.setdefault(comparison_id, []).append(item_id)
     out = {}
     for c in study.comparisons.select_related("system_a", "system_b"):
         pair = (c.system_a.name, c.system_b.name)
         run = runs.get(c.pk)
         if isinstance(run, IterativeRun):
-            out[pair] = SampleDesign(LIVE_METHOD, PURPOSIVE, list(run.item_ids), released.get(c.pk, []), {}, {},
-                                     get_strategy(LIVE_METHOD).purposive_reason, len(run.item_ids))
+            out[pair] = SampleDesign(
+                LIVE_METHOD,
+                PURPOSIVE,
+                list(run.item_ids),
+                released.get(c.pk, []),
+                {},
+                {},
+                get_strategy(LIVE_METHOD).purposive_reason,
+                len(run.item_ids),
+            )
             continue
         if run is None:
-            reason = ("the items released to raters match no stored selection run" if c.pk in released
-                      else "no selection run records how the judged items were chosen")
-            out[pair] = SampleDesign("", UNRECORDED, all_items, released.get(c.pk, []), {}, {}, reason,
-                                     len(all_items))
+            reason = (
+                "the items released to raters match no stored selection run"
+                if c.pk in released
+                else "no selection run records how the judged items were chosen"
+            )
+            out[pair] = SampleDesign("", UNRECORDED, all_items, released.get(c.pk, []), {}, {}, reason, len(all_items))
             continue
         out[pair] = _design_of(run, ids, all_items)
     return out
@@ -488,18 +588,24 @@ def _design_of(run: SelectionRun, ids: dict[str, int], all_items: list[int]) -> 
     chosen = [ids[i] for i in run.items if i in ids]
     frame_ids = run.details.get("candidate_items")
     frame = [ids[i] for i in frame_ids if i in ids] if frame_ids is not None else chosen
-    inclusion = {ids[i]: float(p) for i, p in zip(run.items, run.details.get("inclusion", []), strict=False)
-                 if i in ids}
-    strata = {ids[i]: int(h) for i, h in zip(frame_ids or [], run.details.get("strata", []), strict=False)
-              if i in ids}
+    inclusion = {
+        ids[i]: float(p) for i, p in zip(run.items, run.details.get("inclusion", []), strict=False) if i in ids
+    }
+    strata = {ids[i]: int(h) for i, h in zip(frame_ids or [], run.details.get("strata", []), strict=False) if i in ids}
     everything = len(chosen) == run.candidates  # every candidate chosen: whatever the method, a census of them
     if kind in (WEIGHTED, STRATIFIED) and (not inclusion or (kind == STRATIFIED and not strata)):
         kind = UNIFORM if everything else UNRECORDED  # stored before its chances were kept
     if kind != PURPOSIVE and frame_ids is None and not everything:
         kind = UNRECORDED  # a sample stored before its candidates were kept: what it stands for is unknown
-    reason = (strategy.purposive_reason if kind == PURPOSIVE and strategy else
-              "the selection run does not record what its items were drawn from" if kind == UNRECORDED else "")
+    reason = (
+        strategy.purposive_reason
+        if kind == PURPOSIVE and strategy
+        else "the selection run does not record what its items were drawn from"
+        if kind == UNRECORDED
+        else ""
+    )
     if kind == UNRECORDED:
         frame = all_items
-    return SampleDesign(run.method, kind, frame, chosen, inclusion if kind != UNIFORM else {}, strata, reason,
-                        run.candidates)
+    return SampleDesign(
+        run.method, kind, frame, chosen, inclusion if kind != UNIFORM else {}, strata, reason, run.candidates
+    )

@@ -19,11 +19,23 @@ from selection.core import sampling
 from selection.core.diffuse import Dendrogram, static_clusters, ward_tree
 from selection.core.separability import DEFAULT_METRIC
 
-DEFAULT_PARAMS: dict[str, Any] = {"metric": DEFAULT_METRIC, "threshold": 0.2, "T": 0.4, "alpha": 2.0, "beta": 6.0,
-                                  "bins": 4, "uniform_share": 0.5}
+DEFAULT_PARAMS: dict[str, Any] = {
+    "metric": DEFAULT_METRIC,
+    "threshold": 0.2,
+    "T": 0.4,
+    "alpha": 2.0,
+    "beta": 6.0,
+    "bins": 4,
+    "uniform_share": 0.5,
+}
 # Which stored selection setting (selection.models.SelectionSettings) feeds which strategy parameter.
-SETTING_OF_PARAM = {"metric": "separability_metric", "threshold": "separability_threshold", "T": "sep_threshold_t",
-                    "alpha": "sep_alpha", "beta": "sep_beta"}
+SETTING_OF_PARAM = {
+    "metric": "separability_metric",
+    "threshold": "separability_threshold",
+    "T": "sep_threshold_t",
+    "alpha": "sep_alpha",
+    "beta": "sep_beta",
+}
 
 
 def strategy_parameters(study: Any, **overrides: Any) -> dict[str, Any]:
@@ -46,8 +58,12 @@ def iterative_parameters(study: Any, **overrides: Any) -> dict[str, Any]:
     minimum n, budget b, whether ties count in n), used by the live loop and ``simulate``; ``overrides``
     (a command's ``--risk`` ...) replace a setting when not None."""
     stored = study.selection_settings
-    params = {"risk": stored.risk, "min_n": stored.min_n, "budget": stored.budget or ITERATIVE_BUDGET,
-              "ties_count_in_n": stored.stopping_ties_in_n}
+    params = {
+        "risk": stored.risk,
+        "min_n": stored.min_n,
+        "budget": stored.budget or ITERATIVE_BUDGET,
+        "ties_count_in_n": stored.stopping_ties_in_n,
+    }
     params.update({k: v for k, v in overrides.items() if v is not None})
     unknown = set(params) - {"risk", "min_n", "budget", "ties_count_in_n"}
     if unknown:
@@ -89,9 +105,11 @@ class SelectionContext:
     def judges(self) -> np.ndarray:
         scores = None if self.load_judges is None else np.asarray(self.load_judges(), dtype=np.float64)
         if scores is None or scores.size == 0 or np.isnan(scores).all():
-            raise ValueError("no LLM judge has judged these items: run a judge with 'Pairs to judge' set to every item "
-                             "of every system pair (the study's LLM judges page), or import a judge's verdicts, "
-                             "before selecting by the judges' disagreement")
+            raise ValueError(
+                "no LLM judge has judged these items: run a judge with 'Pairs to judge' set to every item "
+                "of every system pair (the study's LLM judges page), or import a judge's verdicts, "
+                "before selecting by the judges' disagreement"
+            )
         return scores
 
     @cached_property
@@ -135,8 +153,10 @@ class Strategy:
         """Chosen candidate indices in release order (every candidate, in random order, without a budget
         for strategies that rank rather than cut)."""
         if self.live:
-            raise ValueError(f"{self.name} releases items as judgments come in: make it the study's selection "
-                             "method (settings, or select --apply) instead of running it once")
+            raise ValueError(
+                f"{self.name} releases items as judgments come in: make it the study's selection "
+                "method (settings, or select --apply) instead of running it once"
+            )
         budget = context.n if budget is None else min(budget, context.n)
         if context.n == 0 or budget == 0:
             return []
@@ -175,8 +195,9 @@ def _weighted(context: SelectionContext, budget: int, rng) -> np.ndarray:
     """Items drawn with probability proportional to the sep-ELO logistic of their separability (an item without
     separability takes the weight of 0), by systematic sampling, so each item's inclusion probability is known
     exactly and stored (aligned with the chosen items) for the report's weighted estimate."""
-    weights = sampling.separability_weight(np.nan_to_num(context.deltas, nan=0.0), context.param("T"),
-                                           context.param("alpha"), context.param("beta"))
+    weights = sampling.separability_weight(
+        np.nan_to_num(context.deltas, nan=0.0), context.param("T"), context.param("alpha"), context.param("beta")
+    )
     pi = sampling.inclusion_probabilities(weights, budget)
     chosen = sampling.systematic_pps(pi, rng)
     context.notes["inclusion"] = [float(p) for p in pi[chosen]]
@@ -214,6 +235,7 @@ def _judge_stratified(neyman: bool):
         chosen, strata, pi = sampling.judge_stratified_selection(f, budget, rng, neyman=neyman)
         _stratified_notes(context, np.arange(context.n), strata, pi[chosen])
         return chosen
+
     return select
 
 
@@ -243,63 +265,123 @@ def _judge_disagreement(context: SelectionContext, budget: int, rng) -> np.ndarr
 
 IDENTICAL = 1e-6  # difference-vector norm below which two outputs embed identically
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("random", "Random", "Items uniformly at random: the honest baseline.",
-             lambda c, b, rng: sampling.random_selection(c.n, b, rng), takes_all_at_random=True),
-    Strategy("stratified", "Cluster-stratified (recommended)",
-             "Random items spread over clusters of how the two systems' outputs differ, in proportion to "
-             "cluster size, skipping items whose two outputs are identical: unbiased like random. On real data "
-             "(AlpacaEval-1) it was within a point of random on average, not measurably better, and a few points "
-             "behind on some pairs.",
-             _stratified, takes_all_at_random=True, uses_vectors=True),
-    Strategy("diffuse", "DiffUse (static)",
-             "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
-             "very different outputs; compare it with random in a simulation first.",
-             lambda c, b, rng: _diffuse(c, b), design=PURPOSIVE, uses_vectors=True,
-             purposive_reason="DiffUse picked one representative per cluster of output differences on purpose, so "
-             "each judged item stands for a cluster of a different size and the rest had no known chance"),
-    Strategy("separability-weighted", "Separability-weighted",
-             "Random items with probability growing with separability (the sep-ELO logistic); each item's chance "
-             "is known, so the report weights each judged item by it.", _weighted, True, design=WEIGHTED),
-    Strategy("separability-stratified", "Separability-stratified",
-             "Equal numbers of items from each of 4 equal-width separability bins; each bin's share is known, so "
-             "the report weights the bins by their sizes.", _value_stratified, True, design=STRATIFIED),
-    Strategy("separability-threshold", "Separability threshold",
-             "Random items among those whose outputs are distinguishable (delta >= threshold).",
-             lambda c, b, rng: _within(c, _eligible(c), b, rng, "random"), True, design=PURPOSIVE, uses_threshold=True,
-             purposive_reason="items below the separability threshold could never be drawn, so the judged items "
-             "stand for the separable items only"),
-    Strategy("diffuse-threshold", "DiffUse within the separable items",
-             "DiffUse over the items whose separability reaches the threshold.",
-             lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"), True, design=PURPOSIVE, uses_vectors=True,
-             uses_threshold=True,
-             purposive_reason="DiffUse picked representatives of the separable items on purpose; the others could "
-             "never be drawn"),
-    Strategy("judge-disagreement", "Where the LLM judges disagree",
-             "Random items, with people sent more often where the study's LLM judges disagree with each other or "
-             "change their verdict with the presentation order (half the budget spread evenly, so every item keeps a "
-             "chance). Each item's chance is known, so the report's estimate from people and judges stays unbiased. "
-             "Run a judge over every item first.",
-             _judge_disagreement, design=WEIGHTED),
-    Strategy("judge-stratified", "Stratified by the LLM judges' verdicts",
-             "Items cut into bands of the judges' mean verdict (about one band per five items of the budget), each "
-             "band sampled in proportion to its size: the report's stratified estimate then needs no weight fitted "
-             "on people's labels. Run a judge over every item first.",
-             _judge_stratified(neyman=False), design=STRATIFIED),
-    Strategy("judge-neyman", "Stratified by the LLM judges' verdicts, more where they are unsure",
-             "As stratified by the judges' verdicts, with more items from bands where the verdicts are near a tie "
-             "(half Neyman's allocation, half proportional: the judges' uncertainty is only a guess at people's). "
-             "Run a judge over every item first.",
-             _judge_stratified(neyman=True), design=STRATIFIED),
-    Strategy("diffuse-iterative", "DiffUse, iterative with live stopping",
-             "Starts with the representatives of a few clusters of output differences; each time an item's "
-             "judgments are in it re-checks the hypergeometric stopping rule and, while the risk of naming the "
-             "wrong winner is above the threshold, releases the next split's representatives to raters. The "
-             "budget caps the items judged (200 when empty).",
-             lambda c, b, rng: np.array([], dtype=np.int64), live=True, design=PURPOSIVE, uses_vectors=True,
-             purposive_reason="iterative DiffUse released cluster representatives until its stopping rule held, "
-             "so the judged items were chosen on purpose"),
-)}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy(
+            "random",
+            "Random",
+            "Items uniformly at random: the honest baseline.",
+            lambda c, b, rng: sampling.random_selection(c.n, b, rng),
+            takes_all_at_random=True,
+        ),
+        Strategy(
+            "stratified",
+            "Cluster-stratified (recommended)",
+            "Random items spread over clusters of how the two systems' outputs differ, in proportion to "
+            "cluster size, skipping items whose two outputs are identical: unbiased like random. On real data "
+            "(AlpacaEval-1) it was within a point of random on average, not measurably better, and a few points "
+            "behind on some pairs.",
+            _stratified,
+            takes_all_at_random=True,
+            uses_vectors=True,
+        ),
+        Strategy(
+            "diffuse",
+            "DiffUse (static)",
+            "One representative per cluster of output differences (Ashury-Tahan et al.). Can over-weight rare, "
+            "very different outputs; compare it with random in a simulation first.",
+            lambda c, b, rng: _diffuse(c, b),
+            design=PURPOSIVE,
+            uses_vectors=True,
+            purposive_reason="DiffUse picked one representative per cluster of output differences on purpose, so "
+            "each judged item stands for a cluster of a different size and the rest had no known chance",
+        ),
+        Strategy(
+            "separability-weighted",
+            "Separability-weighted",
+            "Random items with probability growing with separability (the sep-ELO logistic); each item's chance "
+            "is known, so the report weights each judged item by it.",
+            _weighted,
+            True,
+            design=WEIGHTED,
+        ),
+        Strategy(
+            "separability-stratified",
+            "Separability-stratified",
+            "Equal numbers of items from each of 4 equal-width separability bins; each bin's share is known, so "
+            "the report weights the bins by their sizes.",
+            _value_stratified,
+            True,
+            design=STRATIFIED,
+        ),
+        Strategy(
+            "separability-threshold",
+            "Separability threshold",
+            "Random items among those whose outputs are distinguishable (delta >= threshold).",
+            lambda c, b, rng: _within(c, _eligible(c), b, rng, "random"),
+            True,
+            design=PURPOSIVE,
+            uses_threshold=True,
+            purposive_reason="items below the separability threshold could never be drawn, so the judged items "
+            "stand for the separable items only",
+        ),
+        Strategy(
+            "diffuse-threshold",
+            "DiffUse within the separable items",
+            "DiffUse over the items whose separability reaches the threshold.",
+            lambda c, b, rng: _within(c, _eligible(c), b, rng, "diffuse"),
+            True,
+            design=PURPOSIVE,
+            uses_vectors=True,
+            uses_threshold=True,
+            purposive_reason="DiffUse picked representatives of the separable items on purpose; the others could "
+            "never be drawn",
+        ),
+        Strategy(
+            "judge-disagreement",
+            "Where the LLM judges disagree",
+            "Random items, with people sent more often where the study's LLM judges disagree with each other or "
+            "change their verdict with the presentation order (half the budget spread evenly, so every item keeps a "
+            "chance). Each item's chance is known, so the report's estimate from people and judges stays unbiased. "
+            "Run a judge over every item first.",
+            _judge_disagreement,
+            design=WEIGHTED,
+        ),
+        Strategy(
+            "judge-stratified",
+            "Stratified by the LLM judges' verdicts",
+            "Items cut into bands of the judges' mean verdict (about one band per five items of the budget), each "
+            "band sampled in proportion to its size: the report's stratified estimate then needs no weight fitted "
+            "on people's labels. Run a judge over every item first.",
+            _judge_stratified(neyman=False),
+            design=STRATIFIED,
+        ),
+        Strategy(
+            "judge-neyman",
+            "Stratified by the LLM judges' verdicts, more where they are unsure",
+            "As stratified by the judges' verdicts, with more items from bands where the verdicts are near a tie "
+            "(half Neyman's allocation, half proportional: the judges' uncertainty is only a guess at people's). "
+            "Run a judge over every item first.",
+            _judge_stratified(neyman=True),
+            design=STRATIFIED,
+        ),
+        Strategy(
+            "diffuse-iterative",
+            "DiffUse, iterative with live stopping",
+            "Starts with the representatives of a few clusters of output differences; each time an item's "
+            "judgments are in it re-checks the hypergeometric stopping rule and, while the risk of naming the "
+            "wrong winner is above the threshold, releases the next split's representatives to raters. The "
+            "budget caps the items judged (200 when empty).",
+            lambda c, b, rng: np.array([], dtype=np.int64),
+            live=True,
+            design=PURPOSIVE,
+            uses_vectors=True,
+            purposive_reason="iterative DiffUse released cluster representatives until its stopping rule held, "
+            "so the judged items were chosen on purpose",
+        ),
+    )
+}
 JUDGE_STRATEGIES = ("judge-disagreement", "judge-stratified", "judge-neyman")  # these read the judges' verdicts
 STATIC_STRATEGIES = sorted(name for name, s in STRATEGIES.items() if not s.live)
 
@@ -324,4 +406,3 @@ def get_strategy(name: str) -> Strategy:
         return STRATEGIES[name]
     except KeyError:
         raise ValueError(f"unknown selection method {name!r}; choose one of {sorted(STRATEGIES)}") from None
-

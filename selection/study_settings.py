@@ -15,49 +15,127 @@ def _strategy(read):
 
 
 SETTINGS = [
-    Setting("selection_method", "Selection method", "Which items of each system pair raters see when there is a "
-            "budget.", "selection", choices=lambda: [(s.name, s.label) for s in STRATEGIES.values()], freezes=PLAN),
-    Setting("budget", "Budget (items per system pair)", "Empty: every item. For iterative DiffUse, the most items it "
-            "may release.", "selection", freezes=PLAN),
-    Setting("separability_metric", "Separability metric", "How distinguishable two systems' outputs are, per item "
-            "(cosine-la: length-adjusted embedding similarity, the default).", "selection",
-            choices=lambda: [(m, m) for base in METRICS for m in (base, f"{base}-la")], freezes=PLAN),
-    Setting("separability_threshold", "Separability threshold", "Threshold methods keep items whose separability "
-            "reaches this (0 to 1).", "selection",
-            applies=lambda s: _strategy(s) is not None and _strategy(s).uses_threshold, freezes=PLAN),
-    Setting("risk", "Stopping risk", "Iterative DiffUse stops once the chance of naming the wrong winner is at most "
-            "this.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
-    Setting("min_n", "Items judged first", "Iterative DiffUse: representatives judged before the first stopping "
-            "check.", "selection", applies=lambda s: is_live(s("selection_method")), freezes=PLAN),
+    Setting(
+        "selection_method",
+        "Selection method",
+        "Which items of each system pair raters see when there is a budget.",
+        "selection",
+        choices=lambda: [(s.name, s.label) for s in STRATEGIES.values()],
+        freezes=PLAN,
+    ),
+    Setting(
+        "budget",
+        "Budget (items per system pair)",
+        "Empty: every item. For iterative DiffUse, the most items it may release.",
+        "selection",
+        freezes=PLAN,
+    ),
+    Setting(
+        "separability_metric",
+        "Separability metric",
+        "How distinguishable two systems' outputs are, per item "
+        "(cosine-la: length-adjusted embedding similarity, the default).",
+        "selection",
+        choices=lambda: [(m, m) for base in METRICS for m in (base, f"{base}-la")],
+        freezes=PLAN,
+    ),
+    Setting(
+        "separability_threshold",
+        "Separability threshold",
+        "Threshold methods keep items whose separability reaches this (0 to 1).",
+        "selection",
+        applies=lambda s: _strategy(s) is not None and _strategy(s).uses_threshold,
+        freezes=PLAN,
+    ),
+    Setting(
+        "risk",
+        "Stopping risk",
+        "Iterative DiffUse stops once the chance of naming the wrong winner is at most this.",
+        "selection",
+        applies=lambda s: is_live(s("selection_method")),
+        freezes=PLAN,
+    ),
+    Setting(
+        "min_n",
+        "Items judged first",
+        "Iterative DiffUse: representatives judged before the first stopping check.",
+        "selection",
+        applies=lambda s: is_live(s("selection_method")),
+        freezes=PLAN,
+    ),
     # chosen before the data: changing them after seeing the intervals would undo what they guarantee
-    Setting("decision_alpha", "Decision error rate (α)", "A system pair is called decided only when the chance of "
-            "a wrong call is at most this, however often the study page is looked at (per pair: with many pairs, "
-            "some of them may be called wrongly).", "selection", order=60, freezes=PLAN),
-    Setting("decision_margin", "Equivalence margin", "Win rates within this of a half count as a tie between the "
-            "two systems (0: only a winner decides a pair).", "selection", order=61, freezes=PLAN),
-    Setting("stop_when_decided", "Stop buying decided pairs", "Once a system pair is decided (a winner, or "
-            "equivalent within the margin), no new places of it are given out; answers already under way still count, "
-            "and raters get the undecided pairs. Only with random selection, whose items come in random order with "
-            "equal chances: what the decision assumes.", "selection", order=62,
-            applies=lambda s: s("selection_method") in ORDER_FREE),
-    Setting("decision_goal", "Buy judgments until", "Every system pair is decided, or only the ranking is: new "
-            "places go to the pairs of systems next to each other in the current ranking whose order is still open "
-            "and not implied by other decided pairs (A above B and B above C put A above C), until every such order "
-            "is decided or equivalent within the margin. Needs all system pairs compared.", "selection", order=63,
-            applies=lambda s: s("selection_method") in ORDER_FREE and s("stop_when_decided")
-            and s("pair_mode") == "all"),
-    Setting("one_rater_first", "One rater per item first", "While items remain, each item gets one rater; the other "
-            "raters per item come only for the pairs those first raters leave undecided. It pays when raters of one "
-            "item agree (the budget planner's 1- and several-rater rows show by how much); each of the two steps "
-            "decides at half the error rate.", "selection", order=64,
-            applies=lambda s: s("selection_method") in ORDER_FREE and s("stop_when_decided")
-            and s("raters_per_item") > 1, freezes=PLAN),
-    Setting("sep_threshold_t", "Separability midpoint (T)", "sep-ELO and separability-weighted selection give half "
-            "weight here: K·α / (1 + exp(−β(δ − T))).", "analysis", freezes=PLAN, order=40),
-    Setting("sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN,
-            order=41),
-    Setting("sep_beta", "Weight steepness (β)", "How sharply the weight rises around T.", "analysis", freezes=PLAN,
-            order=42),
-    Setting("stopping_ties_in_n", "Ties count as decided items", "In the stopping test a tie never helps the leader "
-            "(conservative).", "analysis", freezes=PLAN, order=50),
+    Setting(
+        "decision_alpha",
+        "Decision error rate (α)",
+        "A system pair is called decided only when the chance of "
+        "a wrong call is at most this, however often the study page is looked at (per pair: with many pairs, "
+        "some of them may be called wrongly).",
+        "selection",
+        order=60,
+        freezes=PLAN,
+    ),
+    Setting(
+        "decision_margin",
+        "Equivalence margin",
+        "Win rates within this of a half count as a tie between the two systems (0: only a winner decides a pair).",
+        "selection",
+        order=61,
+        freezes=PLAN,
+    ),
+    Setting(
+        "stop_when_decided",
+        "Stop buying decided pairs",
+        "Once a system pair is decided (a winner, or "
+        "equivalent within the margin), no new places of it are given out; answers already under way still count, "
+        "and raters get the undecided pairs. Only with random selection, whose items come in random order with "
+        "equal chances: what the decision assumes.",
+        "selection",
+        order=62,
+        applies=lambda s: s("selection_method") in ORDER_FREE,
+    ),
+    Setting(
+        "decision_goal",
+        "Buy judgments until",
+        "Every system pair is decided, or only the ranking is: new "
+        "places go to the pairs of systems next to each other in the current ranking whose order is still open "
+        "and not implied by other decided pairs (A above B and B above C put A above C), until every such order "
+        "is decided or equivalent within the margin. Needs all system pairs compared.",
+        "selection",
+        order=63,
+        applies=lambda s: s("selection_method") in ORDER_FREE and s("stop_when_decided") and s("pair_mode") == "all",
+    ),
+    Setting(
+        "one_rater_first",
+        "One rater per item first",
+        "While items remain, each item gets one rater; the other "
+        "raters per item come only for the pairs those first raters leave undecided. It pays when raters of one "
+        "item agree (the budget planner's 1- and several-rater rows show by how much); each of the two steps "
+        "decides at half the error rate.",
+        "selection",
+        order=64,
+        applies=lambda s: s("selection_method") in ORDER_FREE and s("stop_when_decided") and s("raters_per_item") > 1,
+        freezes=PLAN,
+    ),
+    Setting(
+        "sep_threshold_t",
+        "Separability midpoint (T)",
+        "sep-ELO and separability-weighted selection give half weight here: K·α / (1 + exp(−β(δ − T))).",
+        "analysis",
+        freezes=PLAN,
+        order=40,
+    ),
+    Setting(
+        "sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN, order=41
+    ),
+    Setting(
+        "sep_beta", "Weight steepness (β)", "How sharply the weight rises around T.", "analysis", freezes=PLAN, order=42
+    ),
+    Setting(
+        "stopping_ties_in_n",
+        "Ties count as decided items",
+        "In the stopping test a tie never helps the leader (conservative).",
+        "analysis",
+        freezes=PLAN,
+        order=50,
+    ),
 ]

@@ -30,17 +30,31 @@ def separability(request: HttpRequest, study_id: int) -> HttpResponse:
     if metric not in METRIC_CHOICES:
         metric = study.selection_settings.separability_metric
     runs = SeparabilityRun.objects.filter(study=study, metric=metric).select_related(
-        "comparison__system_a", "comparison__system_b")
+        "comparison__system_a", "comparison__system_b"
+    )
     panels = [_panel(run, study.output_format) for run in runs]
     job = Job.objects.filter(study=study, kind="separability").first()
     # K: samples per system and item; separability compares a system's own samples, so K = 1 leaves it undefined
-    per_system = (Generation.objects.filter(item__study=study).values("system").annotate(k=Max("sample_index"))
-                  .values_list("k", flat=True))
+    per_system = (
+        Generation.objects.filter(item__study=study)
+        .values("system")
+        .annotate(k=Max("sample_index"))
+        .values_list("k", flat=True)
+    )
     k = min(per_system) + 1 if per_system else 0
-    return render(request, "selection/separability.html", {
-        "study": study, "metric": metric, "metrics": METRIC_CHOICES, "panels": panels, "job": job,
-        "n_comparisons": study.comparisons.count(), "k": k,
-    })
+    return render(
+        request,
+        "selection/separability.html",
+        {
+            "study": study,
+            "metric": metric,
+            "metrics": METRIC_CHOICES,
+            "panels": panels,
+            "job": job,
+            "n_comparisons": study.comparisons.count(),
+            "k": k,
+        },
+    )
 
 
 def _panel(run: SeparabilityRun, output_format: str) -> dict:
@@ -48,19 +62,28 @@ def _panel(run: SeparabilityRun, output_format: str) -> dict:
     defined = [r for r in rows if r.delta is not None]
     texts: dict[tuple[int, int], list[str]] = {}
     shown = defined[:SHOWN_ITEMS] + defined[-SHOWN_ITEMS:]
-    for g in Generation.objects.filter(item__in=[r.item for r in shown],
-                                       system__in=[run.comparison.system_a, run.comparison.system_b]):
+    for g in Generation.objects.filter(
+        item__in=[r.item for r in shown], system__in=[run.comparison.system_a, run.comparison.system_b]
+    ):
         texts.setdefault((g.item_id, g.system_id), []).append((g.sample_index, g.text))
 
     def entry(row):
-        return {"row": row, "input": row.item.input, "format": output_format,
-                "system_a": run.comparison.system_a.name, "system_b": run.comparison.system_b.name,
-                "a": [t for _, t in sorted(texts.get((row.item_id, run.comparison.system_a_id), []))],
-                "b": [t for _, t in sorted(texts.get((row.item_id, run.comparison.system_b_id), []))]}
+        return {
+            "row": row,
+            "input": row.item.input,
+            "format": output_format,
+            "system_a": run.comparison.system_a.name,
+            "system_b": run.comparison.system_b.name,
+            "a": [t for _, t in sorted(texts.get((row.item_id, run.comparison.system_a_id), []))],
+            "b": [t for _, t in sorted(texts.get((row.item_id, run.comparison.system_b_id), []))],
+        }
 
     values = [r.delta for r in defined]
     return {
-        "run": run, "total": len(rows), "defined": len(defined), "undefined": len(rows) - len(defined),
+        "run": run,
+        "total": len(rows),
+        "defined": len(defined),
+        "undefined": len(rows) - len(defined),
         "mean": sum(values) / len(values) if values else None,
         "svg": histogram_svg(values, label=f"delta ({run.metric})") if values else "",
         "most": [entry(r) for r in reversed(defined[-SHOWN_ITEMS:])],
@@ -74,8 +97,11 @@ def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     metric = request.POST.get("metric", study.selection_settings.separability_metric)
     if not Generation.objects.filter(item__study=study, sample_index__gte=1).exists():
-        messages.error(request, "Separability needs at least two outputs per system and item (K >= 2); this study "
-                                "has one, so it would be undefined for every item.")
+        messages.error(
+            request,
+            "Separability needs at least two outputs per system and item (K >= 2); this study "
+            "has one, so it would be undefined for every item.",
+        )
         return redirect("separability", study_id=study.pk)
     if metric not in METRIC_CHOICES:
         messages.error(request, f"Unknown metric {metric!r}.")
@@ -110,6 +136,14 @@ def live_selection(request: HttpRequest, study_id: int) -> HttpResponse:
     pairs = services.chosen_items(study)
     for p in pairs:
         p["any_delta"] = any(i["delta"] is not None for i in p["items"])
-    return render(request, "selection/live.html", {
-        "study": study, "statuses": live.statuses(study), "pairs": pairs,
-        "strategy": STRATEGIES.get(stored.selection_method), "settings": stored})
+    return render(
+        request,
+        "selection/live.html",
+        {
+            "study": study,
+            "statuses": live.statuses(study),
+            "pairs": pairs,
+            "strategy": STRATEGIES.get(stored.selection_method),
+            "settings": stored,
+        },
+    )

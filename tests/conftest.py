@@ -41,11 +41,15 @@ def fast_password_hasher(settings):
 def study_jsonl(n_items: int = 4, systems: tuple[str, ...] = ("sys-a", "sys-b"), k: int = 5) -> bytes:
     lines = []
     for i in range(n_items):
-        lines.append(json.dumps({
-            "id": f"item-{i}",
-            "input": f"Input text number {i}.",
-            "outputs": {s: [f"{s} output {j} for item {i}." for j in range(k)] for s in systems},
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"item-{i}",
+                    "input": f"Input text number {i}.",
+                    "outputs": {s: [f"{s} output {j} for item {i}." for j in range(k)] for s in systems},
+                }
+            )
+        )
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -120,8 +124,19 @@ def import_judge_verdicts(study, judges: tuple[str, ...] = ("judge-x", "judge-y"
                     # judge j says: the first system on most items; on every third item the answer shown first;
                     # on every fifth a tie
                     choice = "tie" if (i + j) % 5 == 0 else (first if (i + j) % 3 == 0 else a)
-                    lines.append({"id": f"{judge}-{item}-{a}-{b}-{order}", "item": item, "system_a": a,
-                                  "sample_a": 0, "system_b": b, "sample_b": 0, "shown_first": first, "rater": judge,
-                                  "rater_kind": "judge", "choice": choice})
+                    lines.append(
+                        {
+                            "id": f"{judge}-{item}-{a}-{b}-{order}",
+                            "item": item,
+                            "system_a": a,
+                            "sample_a": 0,
+                            "system_b": b,
+                            "sample_b": 0,
+                            "shown_first": first,
+                            "rater": judge,
+                            "rater_kind": "judge",
+                            "choice": choice,
+                        }
+                    )
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
     return recording.do_import_judgments(study, data, "judges.jsonl").created

@@ -53,16 +53,42 @@ KNOWN = set(typing.get_type_hints(CompletionCreateParamsNonStreaming))
 # Output B runs to the default template's closing instruction (or the end of the prompt): real outputs have blank
 # lines of their own, and stopping at the first one compared A with B's first paragraph (issue 30's newcomer walk:
 # the judge then "preferred" the output shown first almost every time on AlpacaEval answers)
-OUTPUTS = re.compile(r"\[Output A\]\n(?P<first>.*?)\n\n\[Output B\]\n(?P<second>.*?)"
-                     r"(?:\n\nJudge the two outputs|\n*\Z)", re.S)
+OUTPUTS = re.compile(
+    r"\[Output A\]\n(?P<first>.*?)\n\n\[Output B\]\n(?P<second>.*?)"
+    r"(?:\n\nJudge the two outputs|\n*\Z)",
+    re.S,
+)
 
 
 def p_first(first: str, second: str) -> float:
     return 1 / (1 + math.exp(-((len(first) - len(second)) / 20 + 0.4)))
 
 
-VOCABULARY = ("the", "answer", "is", "because", "clearly", "we", "note", "that", "first", "then", "result", "model",
-              "input", "consider", "example", "shows", "so", "and", "which", "means", "each", "step", "follows")
+VOCABULARY = (
+    "the",
+    "answer",
+    "is",
+    "because",
+    "clearly",
+    "we",
+    "note",
+    "that",
+    "first",
+    "then",
+    "result",
+    "model",
+    "input",
+    "consider",
+    "example",
+    "shows",
+    "so",
+    "and",
+    "which",
+    "means",
+    "each",
+    "step",
+    "follows",
+)
 
 
 def generated_text(model: str, prompt: str, seed: int | None, attempt: int) -> str:
@@ -193,8 +219,17 @@ class Handler(BaseHTTPRequestHandler):
             self._error(500, "bad\x00gateway", "server_error", {"retry-after-ms": "5"})
             return
         if "[[malformed-shape]]" in prompt:  # 200, but not a chat completion's shape (sent as is, unvalidated)
-            self._send(200, {"id": "x", "object": "chat.completion", "created": 1, "model": body["model"],
-                             "choices": [1], "usage": "many"})
+            self._send(
+                200,
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": body["model"],
+                    "choices": [1],
+                    "usage": "many",
+                },
+            )
             return
         if "[[server-error]]" in prompt and attempt == 1:
             self._error(500, "The server had an error.", "server_error", {"retry-after-ms": "5"})
@@ -243,11 +278,18 @@ class Handler(BaseHTTPRequestHandler):
         if "[[huge-usage]]" in prompt:
             usage["prompt_tokens"] = 2**40 + 5
         completion = {
-            "id": f"chatcmpl-{abs(hash(prompt)) % 10**8}", "object": "chat.completion", "created": 1_700_000_000,
+            "id": f"chatcmpl-{abs(hash(prompt)) % 10**8}",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
             "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": finish,
-                         "message": {"role": "assistant", "content": text},
-                         "logprobs": self._logprobs(text, p) if body.get("logprobs") else None}],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": finish,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": self._logprobs(text, p) if body.get("logprobs") else None,
+                }
+            ],
             "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
         }
         self._send(200, ChatCompletion.model_validate(completion).model_dump(mode="json", exclude_none=True))
@@ -261,12 +303,17 @@ class Handler(BaseHTTPRequestHandler):
         elif "[[filtered]]" in prompt:
             text, finish = "", "content_filter"
         elif "[[long]]" in prompt:
-            text, finish = " ".join(text.split()[:body.get("max_tokens") or 16]), "length"
-        usage = {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
-                 "completion_tokens": len(text.split())}
+            text, finish = " ".join(text.split()[: body.get("max_tokens") or 16]), "length"
+        usage = {
+            "prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
+            "completion_tokens": len(text.split()),
+        }
         completion = {
-            "id": f"chatcmpl-{abs(hash((prompt, attempt))) % 10**8}", "object": "chat.completion",
-            "created": 1_700_000_000, "model": body["model"], "system_fingerprint": "fp_local",
+            "id": f"chatcmpl-{abs(hash((prompt, attempt))) % 10**8}",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": body["model"],
+            "system_fingerprint": "fp_local",
             "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}],
             "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
         }
@@ -289,14 +336,16 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 chosen = 0.99
                 top = [{"token": token, "logprob": math.log(chosen), "bytes": list(token.encode())}]
-            content.append({"token": token, "logprob": math.log(chosen), "bytes": list(token.encode()),
-                            "top_logprobs": top})
+            content.append(
+                {"token": token, "logprob": math.log(chosen), "bytes": list(token.encode()), "top_logprobs": top}
+            )
         return {"content": content, "refusal": None}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--api-key", default=None, help="Require this key (Authorization: Bearer …).")
     args = parser.parse_args()

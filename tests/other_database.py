@@ -41,8 +41,9 @@ def run_on(kind: str, body: str, workdir: Path) -> dict:
         raise ValueError(kind)
     script = PRELUDE + body + "\nprint('RESULT ' + json.dumps(result))\n"
     try:
-        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=600, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
     finally:
         if name:
             with psycopg.connect(ADMIN_URL, autocommit=True) as conn:

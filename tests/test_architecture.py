@@ -56,8 +56,9 @@ def source_files(*top: str) -> list[Path]:
     return sorted(p for t in top for p in (ROOT / t).rglob("*.py") if "migrations" not in p.relative_to(ROOT).parts)
 
 
-def collect_imports(source: str, module: str, is_package: bool,
-                    is_module: Callable[[str], bool] = lambda n: module_file(n) is not None) -> list[tuple[int, str]]:
+def collect_imports(
+    source: str, module: str, is_package: bool, is_module: Callable[[str], bool] = lambda n: module_file(n) is not None
+) -> list[tuple[int, str]]:
     """(line, imported module) for every import anywhere in ``source``, the source of ``module``."""
     package = module.split(".") if is_package else module.split(".")[:-1]
     found = []
@@ -67,7 +68,7 @@ def collect_imports(source: str, module: str, is_package: bool,
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = package[:len(package) - node.level + 1]
+                anchor = package[: len(package) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
             for alias in node.names:
                 child = f"{base}.{alias.name}"
@@ -105,8 +106,9 @@ def test_selection_does_not_import_analytics():
 
 def test_analytics_reads_only_selections_pure_core_and_models():
     allowed = ["selection.core", *ANALYTICS_MAY_READ]
-    bad = offenders(project_imports("analytics"),
-                    lambda _, m: within(m, "selection") and not any(within(m, a) for a in allowed))
+    bad = offenders(
+        project_imports("analytics"), lambda _, m: within(m, "selection") and not any(within(m, a) for a in allowed)
+    )
     assert not bad, f"analytics may read only {allowed} from selection:\n" + "\n".join(bad)
 
 
@@ -166,8 +168,10 @@ def test_no_module_import_circle_exists():
             circle = shortest_circle(graph, start, set(component))[:-1]
             first = circle.index(min(circle))
             circles.add(tuple(circle[first:] + circle[:first]))
-    lines = [" -> ".join([*c, c[0]]) + "  (" + ", ".join(where[e] for e in zip(c, c[1:] + c[:1], strict=True)) + ")"
-             for c in sorted(circles)]
+    lines = [
+        " -> ".join([*c, c[0]]) + "  (" + ", ".join(where[e] for e in zip(c, c[1:] + c[:1], strict=True)) + ")"
+        for c in sorted(circles)
+    ]
     assert not lines, f"{len(lines)} import circle(s) between project modules:\n" + "\n".join(lines)
 
 
@@ -177,7 +181,8 @@ def annotation_floor(module: str) -> str:
     if len(parts) == 1:
         return "ground"
     return {"templatetags": "edge", "demo": "edge", "management": "entry"}.get(
-        parts[1], parts[1] if parts[1] in WINGS else "ground")
+        parts[1], parts[1] if parts[1] in WINGS else "ground"
+    )
 
 
 def may_import(floor: str, wing: str) -> bool:
@@ -187,8 +192,11 @@ def may_import(floor: str, wing: str) -> bool:
 
 
 def test_annotation_wings_import_only_downward():
-    problems = [f"wing package annotation/{w}/ does not exist yet" for w in WINGS
-                if not (ROOT / "annotation" / w / "__init__.py").is_file()]
+    problems = [
+        f"wing package annotation/{w}/ does not exist yet"
+        for w in WINGS
+        if not (ROOT / "annotation" / w / "__init__.py").is_file()
+    ]
     for file, line, importer, imported in project_imports("annotation"):
         floor, wing = annotation_floor(importer), annotation_floor(imported)
         if within(imported, "annotation") and module_file(imported) is None:  # a stale path can't be placed
@@ -202,7 +210,8 @@ def test_annotation_wings_import_only_downward():
 def judgment_writes(tree: ast.AST) -> list[int]:
     def is_judgment(node: ast.AST) -> bool:
         return (isinstance(node, ast.Name) and node.id == "Judgment") or (
-            isinstance(node, ast.Attribute) and node.attr == "Judgment")
+            isinstance(node, ast.Attribute) and node.attr == "Judgment"
+        )
 
     def rooted_in_judgment(node: ast.AST) -> bool:  # Judgment.objects.filter(...).exclude(...) ... down to Judgment
         while isinstance(node, ast.Attribute | ast.Call):
@@ -211,55 +220,93 @@ def judgment_writes(tree: ast.AST) -> list[int]:
                 return True
         return False
 
-    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
-        is_judgment(node.func) or (isinstance(node.func, ast.Attribute) and node.func.attr in JUDGMENT_WRITES
-                                   and rooted_in_judgment(node.func.value)))]
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (
+            is_judgment(node.func)
+            or (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in JUDGMENT_WRITES
+                and rooted_in_judgment(node.func.value)
+            )
+        )
+    ]
 
 
 def test_only_the_rating_wing_writes_judgments():
     rating = ROOT / "annotation" / "rating"
-    bad = [f"{path.relative_to(ROOT)}:{line} writes Judgment rows" for path in source_files(*APPS)
-           if rating not in path.parents and "tests" not in path.relative_to(ROOT).parts
-           and not path.name.startswith("test") for line in sorted(judgment_writes(ast.parse(path.read_text())))]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} writes Judgment rows"
+        for path in source_files(*APPS)
+        if rating not in path.parents
+        and "tests" not in path.relative_to(ROOT).parts
+        and not path.name.startswith("test")
+        for line in sorted(judgment_writes(ast.parse(path.read_text())))
+    ]
     assert not bad, "only annotation/rating/ may write Judgment rows:\n" + "\n".join(bad)
-    assert judgment_writes(ast.parse("Judgment.objects.filter(x=1).exclude(y=2).update(z=3)\nJudgment(a=1)\n"
-                                     "Judgment.objects.filter(x=1).count()")) == [1, 2]
+    assert judgment_writes(
+        ast.parse(
+            "Judgment.objects.filter(x=1).exclude(y=2).update(z=3)\nJudgment(a=1)\nJudgment.objects.filter(x=1).count()"
+        )
+    ) == [1, 2]
 
 
 def permission_decisions(tree: ast.AST) -> list[int]:
     def is_request_user(node: ast.AST) -> bool:
-        return (isinstance(node, ast.Attribute) and node.attr == "user" and isinstance(node.value, ast.Attribute)
-                and node.value.attr == "request") or (
-            isinstance(node, ast.Attribute) and node.attr == "user" and isinstance(node.value, ast.Name)
-            and node.value.id == "request")
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "user"
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "request"
+        ) or (
+            isinstance(node, ast.Attribute)
+            and node.attr == "user"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "request"
+        )
 
     lines = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-        if name == "get_object_or_404" or (name in ("filter", "get", "exclude") and any(
-                is_request_user(k.value) for k in node.keywords)):
+        if name == "get_object_or_404" or (
+            name in ("filter", "get", "exclude") and any(is_request_user(k.value) for k in node.keywords)
+        ):
             lines.append(node.lineno)
     return lines
 
 
 def test_every_permission_decision_is_in_access():
     access = ROOT / "annotation" / "access.py"
-    bad = [f"{path.relative_to(ROOT)}:{line} decides who may see something" for path in source_files(*APPS)
-           if path != access for line in permission_decisions(ast.parse(path.read_text()))]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} decides who may see something"
+        for path in source_files(*APPS)
+        if path != access
+        for line in permission_decisions(ast.parse(path.read_text()))
+    ]
     assert not bad, "ask annotation/access.py (an access_* function) instead:\n" + "\n".join(bad)
-    assert permission_decisions(ast.parse("get_object_or_404(Study, pk=1)\nX.objects.filter(owner=request.user)"
-                                          )) == [1, 2]
+    assert permission_decisions(ast.parse("get_object_or_404(Study, pk=1)\nX.objects.filter(owner=request.user)")) == [
+        1,
+        2,
+    ]
 
 
 def test_the_import_collector_sees_relative_nested_and_submodule_imports():
-    source = ("from .. import models\nfrom .votes import cast\nfrom selection import core\n"
-              "def f():\n    import analytics.core.ppi\n    from . import *\n")
+    source = (
+        "from .. import models\nfrom .votes import cast\nfrom selection import core\n"
+        "def f():\n    import analytics.core.ppi\n    from . import *\n"
+    )
     known = {"annotation.models", "selection.core"}.__contains__
     assert collect_imports(source, "annotation.rating.store", False, known) == [
-        (1, "annotation.models"), (2, "annotation.rating.votes"), (3, "selection.core"),
-        (5, "analytics.core.ppi"), (6, "annotation.rating")]
+        (1, "annotation.models"),
+        (2, "annotation.rating.votes"),
+        (3, "selection.core"),
+        (5, "analytics.core.ppi"),
+        (6, "annotation.rating"),
+    ]
     assert collect_imports("from . import models\n", "annotation", True) == [(1, "annotation.models")]
     real = [m for _, _, importer, m in project_imports("annotation") if importer == "annotation.models"]
     assert real and all(isinstance(m, str) and m for m in real), "no imports found in annotation/models.py"

@@ -23,15 +23,38 @@ ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-    reason="the deployment runs PostgreSQL behind PgBouncer: it is tested in make test's PostgreSQL pass (.ci/run)")
+    reason="the deployment runs PostgreSQL behind PgBouncer: it is tested in make test's PostgreSQL pass (.ci/run)",
+)
 
 
 def test_two_servers_and_two_workers_survive_kill_9_with_nothing_lost_or_done_twice():
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
     run = subprocess.run(
-        [sys.executable, "bench/cluster.py", "--raters", "20", "--seconds", "24", "--think", "0.3,1", "--kill",
-         "--jobs", "6", "--web-workers", "1", "--web-threads", "8", "--json"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400, check=False)
+        [
+            sys.executable,
+            "bench/cluster.py",
+            "--raters",
+            "20",
+            "--seconds",
+            "24",
+            "--think",
+            "0.3,1",
+            "--kill",
+            "--jobs",
+            "6",
+            "--web-workers",
+            "1",
+            "--web-threads",
+            "8",
+            "--json",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     lines = run.stdout.splitlines()
     figures = json.loads(next(line for line in lines if line.startswith("{")))

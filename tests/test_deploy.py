@@ -22,16 +22,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def production_env(tmp_path: Path, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE",)}
-    env.update({"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "127.0.0.1,seplab.example.org",
-                "DATABASE_URL": f"sqlite:///{tmp_path / 'prod.sqlite3'}", "STATIC_ROOT": str(tmp_path / "static"),
-                "HTTPS": "1"})
+    env.update(
+        {
+            "DEBUG": "0",
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "ALLOWED_HOSTS": "127.0.0.1,seplab.example.org",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'prod.sqlite3'}",
+            "STATIC_ROOT": str(tmp_path / "static"),
+            "HTTPS": "1",
+        }
+    )
     env.update(extra)
     return env
 
 
 def manage(env: dict, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
 
 
 def test_check_deploy_passes_with_production_settings(tmp_path):
@@ -39,11 +47,14 @@ def test_check_deploy_passes_with_production_settings(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"SECRET_KEY": ""}, "DEBUG=0 needs a real SECRET_KEY"),
-    ({"SECRET_KEY": "short"}, "DEBUG=0 needs a real SECRET_KEY"),
-    ({"ALLOWED_HOSTS": ""}, "DEBUG=0 needs ALLOWED_HOSTS"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"SECRET_KEY": ""}, "DEBUG=0 needs a real SECRET_KEY"),
+        ({"SECRET_KEY": "short"}, "DEBUG=0 needs a real SECRET_KEY"),
+        ({"ALLOWED_HOSTS": ""}, "DEBUG=0 needs ALLOWED_HOSTS"),
+    ],
+)
 def test_production_refuses_to_start_on_development_defaults(tmp_path, change, message):
     env = production_env(tmp_path, **change)
     if not change.get("SECRET_KEY", "x"):
@@ -57,7 +68,10 @@ def test_production_refuses_to_start_on_development_defaults(tmp_path, change, m
 def test_the_health_endpoint(client, db, monkeypatch):
     response = client.get(reverse("health"))
     assert response.status_code == 200 and response.json() == {
-        "status": "ok", "database": "ok", "worker": {"last_seen": None, "missing": True}}
+        "status": "ok",
+        "database": "ok",
+        "worker": {"last_seen": None, "missing": True},
+    }
     from config import health
 
     class Down:
@@ -81,9 +95,24 @@ def test_gunicorn_serves_the_app_with_static_files_and_security_headers(tmp_path
         result = manage(env, *args)
         assert result.returncode == 0, result.stderr
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py",
-                               "config.wsgi:application", "--workers", "2", "--bind", f"127.0.0.1:{port}"],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "config/gunicorn.conf.py",
+            "config.wsgi:application",
+            "--workers",
+            "2",
+            "--bind",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         for _ in range(100):
@@ -110,8 +139,10 @@ def test_gunicorn_serves_the_app_with_static_files_and_security_headers(tmp_path
             assert r.status == 200 and r.url.endswith(".svg") and "/static/favicon." in r.url
         # The access log (on, to stdout) never holds a link token or a credential.
         secret = "eyJyIjoxLCJuIjoiYWJjIn0:SECRETSIGNATURE"
-        request = urllib.request.Request(f"{base}/r/{secret}/", headers={
-            "Authorization": "Token APITOKENSECRET", "Referer": f"{base}/x/{secret}/?assignmentId=A1"})
+        request = urllib.request.Request(
+            f"{base}/r/{secret}/",
+            headers={"Authorization": "Token APITOKENSECRET", "Referer": f"{base}/x/{secret}/?assignmentId=A1"},
+        )
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(request, timeout=5)
         assert missing.value.code == 404

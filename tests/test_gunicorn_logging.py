@@ -11,9 +11,11 @@ from gunicorn.glogging import SafeAtoms
 from config.gunicorn_logging import RedactingLogger
 
 TOKEN = "eyJyIjoxLCJuIjoiYWJjIn0:SECRETSIGNATURE"
-EVERYTHING = ('%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(m)s %(U)s %(q)s %(H)s %(b)s %(f)s "%(a)s" %(D)s '
-              '%({authorization}i)s %({Referer}i)s %({cookie}i)s %({set-cookie}o)s %({raw_uri}e)s '
-              '%({x-request-path}o)s')
+EVERYTHING = (
+    '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(m)s %(U)s %(q)s %(H)s %(b)s %(f)s "%(a)s" %(D)s '
+    "%({authorization}i)s %({Referer}i)s %({cookie}i)s %({set-cookie}o)s %({raw_uri}e)s "
+    "%({x-request-path}o)s"
+)
 
 
 def line(access_log_format: str) -> tuple[str, dict]:
@@ -21,13 +23,26 @@ def line(access_log_format: str) -> tuple[str, dict]:
     cfg.set("access_log_format", access_log_format)
     logger = RedactingLogger(cfg)
     path = f"/r/{TOKEN}/a/1/submit/"
-    environ = {"REQUEST_METHOD": "POST", "RAW_URI": path + "?workerId=W123", "SERVER_PROTOCOL": "HTTP/1.1",
-               "PATH_INFO": path, "QUERY_STRING": "workerId=W123", "REMOTE_ADDR": "127.0.0.1",
-               "HTTP_REFERER": f"http://h/x/{TOKEN}/?assignmentId=A1", "HTTP_USER_AGENT": "test"}
-    req = SimpleNamespace(headers=[("AUTHORIZATION", "Token APITOKENSECRET"), ("REFERER", environ["HTTP_REFERER"]),
-                                   ("COOKIE", "sessionid=COOKIESECRET")])
-    resp = SimpleNamespace(status="200 OK", sent=12, headers=[("Set-Cookie", "sessionid=COOKIESECRET"),
-                                                              ("X-Request-Path", path)])
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "RAW_URI": path + "?workerId=W123",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "PATH_INFO": path,
+        "QUERY_STRING": "workerId=W123",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_REFERER": f"http://h/x/{TOKEN}/?assignmentId=A1",
+        "HTTP_USER_AGENT": "test",
+    }
+    req = SimpleNamespace(
+        headers=[
+            ("AUTHORIZATION", "Token APITOKENSECRET"),
+            ("REFERER", environ["HTTP_REFERER"]),
+            ("COOKIE", "sessionid=COOKIESECRET"),
+        ]
+    )
+    resp = SimpleNamespace(
+        status="200 OK", sent=12, headers=[("Set-Cookie", "sessionid=COOKIESECRET"), ("X-Request-Path", path)]
+    )
     atoms = logger.atoms(resp, req, environ, dt.timedelta(microseconds=1500))
     return access_log_format % SafeAtoms(atoms), atoms
 

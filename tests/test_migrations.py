@@ -9,8 +9,11 @@ from django.db.migrations.executor import MigrationExecutor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("annotation", "0010_elicitation_modes_strength_neither"), ("selection", "0007_iterative_run_schedule"),
-          ("analytics", None)]
+BEFORE = [
+    ("annotation", "0010_elicitation_modes_strength_neither"),
+    ("selection", "0007_iterative_run_schedule"),
+    ("analytics", None),
+]
 
 
 def migrate(targets):
@@ -32,47 +35,109 @@ def test_settings_and_answer_counters_survive_the_migrations():
     Study = old.get_model("annotation", "Study")
     owner = old.get_model("auth", "User").objects.create(username="old-owner")
     study = Study.objects.create(
-        owner_id=owner.pk, name="before", selection_method="diffuse", budget=7, separability_metric="rouge1",
-        separability_threshold=0.3, sep_threshold_t=0.5, sep_alpha=3.0, sep_beta=9.0, risk=0.05, min_n=4,
-        stopping_ties_in_n=False, elo_k=16.0, bootstrap_rounds=50, indeterminacy_beta=0.2,
-        rating_aggregation="majority", max_assignments_per_rater=3, assignment_timeout_minutes=30, gold_rate=0.2,
-        min_seconds_per_pair=4, screen_min_gold=2, screen_accuracy=0.7)
+        owner_id=owner.pk,
+        name="before",
+        selection_method="diffuse",
+        budget=7,
+        separability_metric="rouge1",
+        separability_threshold=0.3,
+        sep_threshold_t=0.5,
+        sep_alpha=3.0,
+        sep_beta=9.0,
+        risk=0.05,
+        min_n=4,
+        stopping_ties_in_n=False,
+        elo_k=16.0,
+        bootstrap_rounds=50,
+        indeterminacy_beta=0.2,
+        rating_aggregation="majority",
+        max_assignments_per_rater=3,
+        assignment_timeout_minutes=30,
+        gold_rate=0.2,
+        min_seconds_per_pair=4,
+        screen_min_gold=2,
+        screen_accuracy=0.7,
+    )
     item = old.get_model("annotation", "Item").objects.create(study=study, external_id="i", input="x", position=0)
     systems = [old.get_model("annotation", "System").objects.create(study=study, name=n) for n in "ab"]
-    generations = [old.get_model("annotation", "Generation").objects.create(
-        item=item, system=s, sample_index=0, text=s.name, text_hash=s.name) for s in systems]
+    generations = [
+        old.get_model("annotation", "Generation").objects.create(
+            item=item, system=s, sample_index=0, text=s.name, text_hash=s.name
+        )
+        for s in systems
+    ]
     comparison = old.get_model("annotation", "Comparison").objects.create(
-        study=study, system_a=systems[0], system_b=systems[1])
-    pair = old.get_model("annotation", "Pair").objects.create(item=item, generation_a=generations[0],
-                                                              generation_b=generations[1])
-    task = old.get_model("annotation", "Task").objects.create(study=study, item=item, comparison=comparison,
-                                                              raters_required=1, position=0)
+        study=study, system_a=systems[0], system_b=systems[1]
+    )
+    pair = old.get_model("annotation", "Pair").objects.create(
+        item=item, generation_a=generations[0], generation_b=generations[1]
+    )
+    task = old.get_model("annotation", "Task").objects.create(
+        study=study, item=item, comparison=comparison, raters_required=1, position=0
+    )
     rater = old.get_model("annotation", "Rater").objects.create(study=study, external_id="r", source="import")
     assignment = old.get_model("annotation", "Assignment").objects.create(
-        study=study, rater=rater, task=task, item=item, slot=0)
-    pairs = [old.get_model("annotation", "AssignmentPair").objects.create(
-        assignment=assignment, pair=pair if n == 0 else None, gold=None if n == 0 else old.get_model(
-            "annotation", "GoldPair").objects.create(study=study, input="g", good_output="g", bad_output="b"),
-        position=n, a_shown_first=True) for n in range(3)]
+        study=study, rater=rater, task=task, item=item, slot=0
+    )
+    pairs = [
+        old.get_model("annotation", "AssignmentPair").objects.create(
+            assignment=assignment,
+            pair=pair if n == 0 else None,
+            gold=None
+            if n == 0
+            else old.get_model("annotation", "GoldPair").objects.create(
+                study=study, input="g", good_output="g", bad_output="b"
+            ),
+            position=n,
+            a_shown_first=True,
+        )
+        for n in range(3)
+    ]
     old.get_model("annotation", "Judgment").objects.create(
-        study=study, rater=rater, pair=pair, assignment=assignment, assignment_pair=pairs[0], a_shown_first=True,
-        choice="a", idempotency_key="k")
-    old.get_model("annotation", "GoldAnswer").objects.create(assignment_pair=pairs[1], rater=rater, answer="first",
-                                                             correct=True, idempotency_key="g")
+        study=study,
+        rater=rater,
+        pair=pair,
+        assignment=assignment,
+        assignment_pair=pairs[0],
+        a_shown_first=True,
+        choice="a",
+        idempotency_key="k",
+    )
+    old.get_model("annotation", "GoldAnswer").objects.create(
+        assignment_pair=pairs[1], rater=rater, answer="first", correct=True, idempotency_key="g"
+    )
 
     new = migrate(migrate_latest_targets())
     assert "budget" not in {f.name for f in new.get_model("annotation", "Study")._meta.fields}
     selection = new.get_model("selection", "SelectionSettings").objects.get(study_id=study.pk)
-    assert (selection.selection_method, selection.budget, selection.separability_metric,
-            selection.separability_threshold, selection.sep_threshold_t, selection.sep_alpha, selection.sep_beta,
-            selection.risk, selection.min_n, selection.stopping_ties_in_n) == (
-        "diffuse", 7, "rouge1", 0.3, 0.5, 3.0, 9.0, 0.05, 4, False)
+    assert (
+        selection.selection_method,
+        selection.budget,
+        selection.separability_metric,
+        selection.separability_threshold,
+        selection.sep_threshold_t,
+        selection.sep_alpha,
+        selection.sep_beta,
+        selection.risk,
+        selection.min_n,
+        selection.stopping_ties_in_n,
+    ) == ("diffuse", 7, "rouge1", 0.3, 0.5, 3.0, 9.0, 0.05, 4, False)
     analysis = new.get_model("analytics", "AnalysisSettings").objects.get(study_id=study.pk)
     assert (analysis.elo_k, analysis.bootstrap_rounds, analysis.indeterminacy_beta, analysis.rating_aggregation) == (
-        16.0, 50, 0.2, "majority")
+        16.0,
+        50,
+        0.2,
+        "majority",
+    )
     crowd = new.get_model("annotation", "CrowdSettings").objects.get(study_id=study.pk)
-    assert (crowd.max_assignments_per_rater, crowd.assignment_timeout_minutes, crowd.gold_rate,
-            crowd.min_seconds_per_pair, crowd.screen_min_gold, crowd.screen_accuracy) == (3, 30, 0.2, 4, 2, 0.7)
+    assert (
+        crowd.max_assignments_per_rater,
+        crowd.assignment_timeout_minutes,
+        crowd.gold_rate,
+        crowd.min_seconds_per_pair,
+        crowd.screen_min_gold,
+        crowd.screen_accuracy,
+    ) == (3, 30, 0.2, 4, 2, 0.7)
     words = new.get_model("annotation", "Generation").objects.values_list("n_words", flat=True)
     assert list(words) == [1, 1]  # counted for the outputs already there
     place = new.get_model("annotation", "AssignmentTask").objects.get(assignment_id=assignment.pk)
@@ -92,21 +157,39 @@ def test_jobs_queued_before_the_move_keep_their_rows_and_run_through_the_one_ent
     from django.utils import timezone
 
     # analytics as it was then (its budget plans, added later, hang off annotation's newer Job)
-    old = migrate([("annotation", "0030_places_claimed_as_shown"), ("selection", "0012_worker_beat"),
-                   ("analytics", "0004_estimate_target")])
+    old = migrate(
+        [
+            ("annotation", "0030_places_claimed_as_shown"),
+            ("selection", "0012_worker_beat"),
+            ("analytics", "0004_estimate_target"),
+        ]
+    )
     owner = old.get_model("auth", "User").objects.create(username="queued-owner")
     study = old.get_model("annotation", "Study").objects.create(owner_id=owner.pk, name="queued")
     job = old.get_model("selection", "Job").objects.create(study_id=study.pk, kind="plan", total=2)
-    old.get_model("selection", "WorkerBeat").objects.create(worker_id="w", host="h", pid=1, started=timezone.now(),
-                                                            last_seen=timezone.now())
+    old.get_model("selection", "WorkerBeat").objects.create(
+        worker_id="w", host="h", pid=1, started=timezone.now(), last_seen=timezone.now()
+    )
     from django_tasks_db.models import DBTaskResult as tasks  # its own app, never rolled back here
 
-    queued = tasks.objects.create(task_path="annotation.tasks.run_plan", args_kwargs={"args": [job.pk], "kwargs": {}},
-                                  queue_name="default", backend_name="default", status="READY", priority=0,
-                                  run_after=timezone.now())
-    done = tasks.objects.create(task_path="analytics.tasks.run_report", args_kwargs={"args": [1], "kwargs": {}},
-                                queue_name="default", backend_name="default", status="SUCCESSFUL", priority=0,
-                                run_after=timezone.now())
+    queued = tasks.objects.create(
+        task_path="annotation.tasks.run_plan",
+        args_kwargs={"args": [job.pk], "kwargs": {}},
+        queue_name="default",
+        backend_name="default",
+        status="READY",
+        priority=0,
+        run_after=timezone.now(),
+    )
+    done = tasks.objects.create(
+        task_path="analytics.tasks.run_report",
+        args_kwargs={"args": [1], "kwargs": {}},
+        queue_name="default",
+        backend_name="default",
+        status="SUCCESSFUL",
+        priority=0,
+        run_after=timezone.now(),
+    )
 
     new = migrate(migrate_latest_targets())
     moved = new.get_model("annotation", "Job").objects.get(pk=job.pk)

@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PURE = ["annotation/exchange/formats.py", "annotation/plan/scheduling.py", "selection/strategies.py",
-        "analytics/battles.py", "analytics/leaderboards.py"] + sorted(
+PURE = [
+    "annotation/exchange/formats.py",
+    "annotation/plan/scheduling.py",
+    "selection/strategies.py",
+    "analytics/battles.py",
+    "analytics/leaderboards.py",
+] + sorted(
     str(p.relative_to(ROOT)) for pattern in ("selection/core/*.py", "analytics/core/*.py") for p in ROOT.glob(pattern)
 )
 

@@ -18,12 +18,21 @@ from tests.conftest import answer_all, study_jsonl
 
 # ---- CSV injection --------------------------------------------------------------------------
 
+
 def test_exported_csv_cells_cannot_run_formulas_and_still_round_trip(study, researcher):
-    line = {"item": "item-0", "system_a": "sys-a", "system_b": "sys-b", "shown_first": "sys-a",
-            "rater": "=HYPERLINK(\"http://evil\")", "rater_kind": "judge", "choice": "sys-a", "note": "+1 cmd"}
+    line = {
+        "item": "item-0",
+        "system_a": "sys-a",
+        "system_b": "sys-b",
+        "shown_first": "sys-a",
+        "rater": '=HYPERLINK("http://evil")',
+        "rater_kind": "judge",
+        "choice": "sys-a",
+        "note": "+1 cmd",
+    }
     recording.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
     row = formats.judgment_csv_row(next(exports.judgment_lines(study)))
-    assert "'=HYPERLINK(\"http://evil\")" in row and not any(c.startswith(("=", "+", "@")) for c in row)
+    assert '\'=HYPERLINK("http://evil")' in row and not any(c.startswith(("=", "+", "@")) for c in row)
     import csv
     import io
 
@@ -38,16 +47,21 @@ def test_exported_csv_cells_cannot_run_formulas_and_still_round_trip(study, rese
 
 # ---- hostile files ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("data", "message"), [
-    (b"[" * 50000 + b"]" * 50000 + b"\n", "nested too deeply"),
-    (b'{"id": "x", "input": "a\\u0000b", "outputs": {"a": ["x"], "b": ["y"]}}\n', "NUL character"),
-    (b'{"id": "x"}\x00\n', "NUL byte"),
-    (b"\xff\xfe\x00garbage", "NUL byte"),
-    (b'{"id": "x", "input": "\xc3\x28"}\n', "not valid UTF-8"),
-])
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"[" * 50000 + b"]" * 50000 + b"\n", "nested too deeply"),
+        (b'{"id": "x", "input": "a\\u0000b", "outputs": {"a": ["x"], "b": ["y"]}}\n', "NUL character"),
+        (b'{"id": "x"}\x00\n', "NUL byte"),
+        (b"\xff\xfe\x00garbage", "NUL byte"),
+        (b'{"id": "x", "input": "\xc3\x28"}\n', "not valid UTF-8"),
+    ],
+)
 def test_hostile_study_files_are_refused_and_change_nothing(researcher_client, data, message):
-    response = researcher_client.post(reverse("study_create"), {
-        "name": "hostile", "file": SimpleUploadedFile("h.jsonl", data)})
+    response = researcher_client.post(
+        reverse("study_create"), {"name": "hostile", "file": SimpleUploadedFile("h.jsonl", data)}
+    )
     assert response.status_code == 400 and message in response.content.decode()
     assert not Study.objects.exists()
 
@@ -56,8 +70,9 @@ def test_a_million_item_file_over_the_limit_is_refused_before_parsing(researcher
     settings.SEPLAB_MAX_IMPORT_BYTES = 10 * 1024 * 1024
     line = b'{"id": "i", "input": "x", "outputs": {"a": ["x"], "b": ["y"]}}\n'
     data = line * 1_000_000  # ~66 MB
-    response = researcher_client.post(reverse("study_create"), {
-        "name": "huge", "file": SimpleUploadedFile("h.jsonl", data)})
+    response = researcher_client.post(
+        reverse("study_create"), {"name": "huge", "file": SimpleUploadedFile("h.jsonl", data)}
+    )
     assert response.status_code == 400 and b"file too large" in response.content
     assert not Study.objects.exists()
 
@@ -67,11 +82,15 @@ def test_uploaded_files_are_never_stored_or_served_back_raw(researcher_client, s
     from django.db import models
 
     html = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-    lines = [{"id": "evil", "input": html, "outputs": {"a": [html], "b": ["plain"]}},
-             {"id": "fine", "input": "ok", "outputs": {"a": ["x"], "b": ["y"]}}]
+    lines = [
+        {"id": "evil", "input": html, "outputs": {"a": [html], "b": ["plain"]}},
+        {"id": "fine", "input": "ok", "outputs": {"a": ["x"], "b": ["y"]}},
+    ]
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    response = researcher_client.post(reverse("study_create"), {
-        "name": "uploaded", "file": SimpleUploadedFile("evil.html", data, content_type="text/html")})
+    response = researcher_client.post(
+        reverse("study_create"),
+        {"name": "uploaded", "file": SimpleUploadedFile("evil.html", data, content_type="text/html")},
+    )
     assert response.status_code == 302
     study = Study.objects.get(name="uploaded")
     # Nothing keeps the upload as a file: it is parsed in memory and only its rows are stored.
@@ -91,6 +110,7 @@ def test_uploaded_files_are_never_stored_or_served_back_raw(researcher_client, s
 
 
 # ---- rater endpoints --------------------------------------------------------------------------
+
 
 def test_tampered_and_replayed_tokens_are_404(client, rater, study):
     token = rater.token()
@@ -117,6 +137,7 @@ def test_wrong_methods_and_missing_fields(client, rater):
 
 
 # ---- rate limiting ----------------------------------------------------------------------------
+
 
 def test_login_attempts_are_rate_limited(client, researcher):
     for _ in range(9):
@@ -152,10 +173,17 @@ def redis_up() -> bool:
 
 def test_rate_limits_are_shared_through_redis(client, researcher, settings):
     if not redis_up():
-        pytest.fail("Redis is not answering on 127.0.0.1:6379: start redis-server (REDIS_URL shares the rate "
-                    "limits between processes, and this test checks exactly that)")
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                                   "LOCATION": "redis://127.0.0.1:6379/15", "KEY_PREFIX": "seplab-test"}}
+        pytest.fail(
+            "Redis is not answering on 127.0.0.1:6379: start redis-server (REDIS_URL shares the rate "
+            "limits between processes, and this test checks exactly that)"
+        )
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:6379/15",
+            "KEY_PREFIX": "seplab-test",
+        }
+    }
     from django.core.cache import cache
 
     cache.clear()
@@ -167,6 +195,7 @@ def test_rate_limits_are_shared_through_redis(client, researcher, settings):
 
 # ---- access matrix ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def world(study, researcher, other_researcher):
     admin = get_user_model().objects.create_superuser("root", password="pw-root")
@@ -174,12 +203,26 @@ def world(study, researcher, other_researcher):
     other = enrolment.do_create_rater_link(study, "r2")
     assignment = allocation.do_start_assignment(rater)
     answer_all(assignment)
-    return {"study": study, "admin": admin, "researcher": researcher, "other_researcher": other_researcher,
-            "rater": rater, "other_rater": other, "assignment": assignment}
+    return {
+        "study": study,
+        "admin": admin,
+        "researcher": researcher,
+        "other_researcher": other_researcher,
+        "rater": rater,
+        "other_rater": other,
+        "assignment": assignment,
+    }
 
 
-RESEARCHER_URLS = ["study_detail", "study_items", "study_settings", "separability", "report", "external_links",
-                   "live_selection"]
+RESEARCHER_URLS = [
+    "study_detail",
+    "study_items",
+    "study_settings",
+    "separability",
+    "report",
+    "external_links",
+    "live_selection",
+]
 
 
 @pytest.mark.parametrize("role", ["anonymous", "rater", "other_rater", "researcher", "other_researcher", "admin"])
@@ -187,8 +230,14 @@ def test_the_access_matrix(client, world, role):
     study, assignment = world["study"], world["assignment"]
     if role in ("researcher", "other_researcher", "admin"):
         client.force_login(world[role])
-    expected_researcher = {"anonymous": 302, "rater": 302, "other_rater": 302, "researcher": 200,
-                           "other_researcher": 404, "admin": 404}[role]
+    expected_researcher = {
+        "anonymous": 302,
+        "rater": 302,
+        "other_rater": 302,
+        "researcher": 200,
+        "other_researcher": 404,
+        "admin": 404,
+    }[role]
     for name in RESEARCHER_URLS:
         assert client.get(reverse(name, args=[study.pk])).status_code == expected_researcher, (role, name)
     export = client.get(reverse("judgments_export", args=[study.pk, "jsonl"]))
@@ -210,12 +259,14 @@ def test_link_tokens_never_reach_the_logs(client, rater, study):
 
     token = rater.token()
     assert redact(f"Not Found: /r/{token}/a/9/") == "Not Found: /r/[redacted]/a/9/"
-    record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "Not Found: %s", (f"/x/{token}/",),
-                               None)
+    record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "Not Found: %s", (f"/x/{token}/",), None)
     RedactTokens().filter(record)
     assert token not in record.getMessage() and "/x/[redacted]/" in record.getMessage()
-    [handler] = [h for h in logging.getLogger("django.request").handlers  # the configured console handler
-                 if any(isinstance(f, RedactTokens) for f in h.filters)]
+    [handler] = [
+        h
+        for h in logging.getLogger("django.request").handlers  # the configured console handler
+        if any(isinstance(f, RedactTokens) for f in h.filters)
+    ]
     stream = io.StringIO()
     previous = handler.setStream(stream)
     try:
@@ -237,8 +288,12 @@ def test_secrets_never_reach_the_logs(client, researcher, study, rater, settings
 
     from analytics import stored
 
-    handlers = {h for name in ("", "django.request") for h in logging.getLogger(name).handlers
-                if isinstance(h, logging.StreamHandler)}
+    handlers = {
+        h
+        for name in ("", "django.request")
+        for h in logging.getLogger(name).handlers
+        if isinstance(h, logging.StreamHandler)
+    }
     assert handlers
     stream = io.StringIO()
     previous = {h: h.setStream(stream) for h in handlers}

@@ -80,9 +80,15 @@ def pairwise_kappas(labels: Mapping[str, Mapping[Hashable, Hashable]], min_overl
     raters = sorted(labels)
     out = []
     for i, r1 in enumerate(raters):
-        for r2 in raters[i + 1:]:
+        for r2 in raters[i + 1 :]:
             shared = sorted(set(labels[r1]) & set(labels[r2]), key=str)
             if len(shared) >= min_overlap:
-                out.append({"rater_1": r1, "rater_2": r2, "overlap": len(shared),
-                            "kappa": cohen_kappa([labels[r1][u] for u in shared], [labels[r2][u] for u in shared])})
+                out.append(
+                    {
+                        "rater_1": r1,
+                        "rater_2": r2,
+                        "overlap": len(shared),
+                        "kappa": cohen_kappa([labels[r1][u] for u in shared], [labels[r2][u] for u in shared]),
+                    }
+                )
     return out

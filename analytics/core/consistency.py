@@ -12,8 +12,10 @@ import dataclasses
 import numpy as np
 
 MIN_RATINGS = 2  # ratings of one item by one rater before Eq. 4 says anything
-NOT_APPLICABLE = ("not applicable: every rating set has one judgment, and consistency (Eq. 4) compares a rater's "
-                  "ratings of the N sampled pairs of one item (N >= 2 pairs per assignment)")
+NOT_APPLICABLE = (
+    "not applicable: every rating set has one judgment, and consistency (Eq. 4) compares a rater's "
+    "ratings of the N sampled pairs of one item (N >= 2 pairs per assignment)"
+)
 
 
 def rating_set_consistency(ratings) -> float:
@@ -78,11 +80,15 @@ def summarize_bins(x: np.ndarray, y: np.ndarray, index: np.ndarray, n_bins: int)
         mask = index == b
         ys = y[mask]
         values, counts = np.unique(np.round(ys, 6), return_counts=True)
-        out.append(BinSummary(
-            bin=b, low=float(x[mask].min()) if mask.any() else float("nan"),
-            high=float(x[mask].max()) if mask.any() else float("nan"), count=int(mask.sum()),
-            mean=float(ys.mean()) if ys.size else float("nan"),
-            se=float(ys.std(ddof=1) / np.sqrt(ys.size)) if ys.size > 1 else float("nan"),
-            histogram={float(v): int(c) for v, c in zip(values, counts, strict=True)},
-        ))
+        out.append(
+            BinSummary(
+                bin=b,
+                low=float(x[mask].min()) if mask.any() else float("nan"),
+                high=float(x[mask].max()) if mask.any() else float("nan"),
+                count=int(mask.sum()),
+                mean=float(ys.mean()) if ys.size else float("nan"),
+                se=float(ys.std(ddof=1) / np.sqrt(ys.size)) if ys.size > 1 else float("nan"),
+                histogram={float(v): int(c) for v, c in zip(values, counts, strict=True)},
+            )
+        )
     return out

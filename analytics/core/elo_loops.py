@@ -18,8 +18,7 @@ _LOW_30 = (1 << 30) - 1
 
 
 @numba.njit(cache=True, nogil=True)
-def in_order(ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, k: np.ndarray,
-             alpha: float) -> None:
+def in_order(ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, k: np.ndarray, alpha: float) -> None:
     """One online pass in the given order, in place: E_A = 1 / (1 + exp(alpha (R_B - R_A))) with
     alpha = ln(10) / 400, R_A += K (S_A - E_A), R_B -= the same. ``k`` (1,) or one per battle."""
     per_battle = k.shape[0] > 1

@@ -73,16 +73,16 @@ def beta_hat(forced: Sequence[str], response_sets: Sequence[Sequence[str]]) -> f
     """P(the other option is in the response set | forced choice = one option), from paired elicitation,
     pooled over both options so that it does not depend on which system is called A (the blog's
     P(pos in S | forced = neg), applied symmetrically like ``omega_from_forced_choice``)."""
-    hits = [("b" if f == "a" else "a") in set(s) for f, s in zip(forced, response_sets, strict=True)
-            if f in OPTIONS]
+    hits = [("b" if f == "a" else "a") in set(s) for f, s in zip(forced, response_sets, strict=True) if f in OPTIONS]
     return float(np.mean(hits)) if hits else float("nan")
 
 
 RESPONSE_SETS = (("a",), ("b",), ("a", "b"))
 
 
-def translation_matrix(forced: Sequence[str], response_sets: Sequence[Sequence[str]],
-                       choices: Sequence[str] = CHOICES) -> np.ndarray:
+def translation_matrix(
+    forced: Sequence[str], response_sets: Sequence[Sequence[str]], choices: Sequence[str] = CHOICES
+) -> np.ndarray:
     """F[o, S] = P(forced choice = o | response set = S), columns in RESPONSE_SETS order ({a}, {b},
     {a, b}); a column with no observations is NaN."""
     f = np.full((len(choices), len(RESPONSE_SETS)), np.nan)
@@ -113,8 +113,11 @@ def coverage(omega_h: np.ndarray, judge_choice: Sequence[str | None], tau: float
     the options most humans find reasonable (Omega^H[k] >= tau). A judge's tie is the response set
     {a, b}: covered when both options reach tau. Missing choices and undefined units are left out."""
     h = np.atleast_2d(omega_h)
-    hits = [all(h[i, OPTIONS.index(o)] >= tau for o in RESPONSE_SET_OF_CHOICE[c])
-            for i, c in enumerate(judge_choice) if c is not None and not np.isnan(h[i]).any()]
+    hits = [
+        all(h[i, OPTIONS.index(o)] >= tau for o in RESPONSE_SET_OF_CHOICE[c])
+        for i, c in enumerate(judge_choice)
+        if c is not None and not np.isnan(h[i]).any()
+    ]
     return float(np.mean(hits)) if hits else float("nan")
 
 
@@ -160,8 +163,9 @@ class ThresholdSweep:
     bias: np.ndarray  # B^tau
 
 
-def threshold_sweep(omega_h: np.ndarray, omega_j: np.ndarray, option: int = 0,
-                    taus: np.ndarray | None = None) -> ThresholdSweep:
+def threshold_sweep(
+    omega_h: np.ndarray, omega_j: np.ndarray, option: int = 0, taus: np.ndarray | None = None
+) -> ThresholdSweep:
     """Decision consistency C^tau = mean_i 1[1[Omega_J >= tau] = 1[Omega_H >= tau]] and estimation bias
     B^tau = mean_i 1[Omega_J >= tau] - mean_i 1[Omega_H >= tau] for option ``option``, over tau."""
     taus = TAUS if taus is None else np.asarray(taus, dtype=np.float64)

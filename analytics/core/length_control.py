@@ -47,8 +47,13 @@ class NoEstimate(ValueError):
     """Why a pair gets no length-controlled win rate (too few judgments, one side won them all, no length data)."""
 
 
-def length_controlled_win_rate(score: np.ndarray, length_a: np.ndarray, length_b: np.ndarray,
-                               clusters: np.ndarray | None = None, level: float = 0.95) -> LengthControlled:
+def length_controlled_win_rate(
+    score: np.ndarray,
+    length_a: np.ndarray,
+    length_b: np.ndarray,
+    clusters: np.ndarray | None = None,
+    level: float = 0.95,
+) -> LengthControlled:
     """The length-controlled win rate of A over B from each judgment's ``score`` for A (1, 0.5, 0) and the lengths
     of the two answers it compared; ``clusters`` (e.g. item ids) groups judgments that are not independent."""
     y = np.asarray(score, dtype=np.float64)
@@ -61,8 +66,10 @@ def length_controlled_win_rate(score: np.ndarray, length_a: np.ndarray, length_b
     spread = d.std(ddof=1)
     x = np.column_stack([np.ones(n), np.tanh(d / spread) if spread > 0 else np.zeros(n)])
     if spread > 0 and x[:, 1].std() < MIN_LENGTH_SPREAD:
-        raise NoEstimate("one system's answers are longer than the other's nearly every time: length cannot be told "
-                         "apart from the systems")
+        raise NoEstimate(
+            "one system's answers are longer than the other's nearly every time: length cannot be told "
+            "apart from the systems"
+        )
     k = 2 if spread > 0 else 1
     x = x[:, :k]
     beta = np.zeros(k)
@@ -88,6 +95,12 @@ def length_controlled_win_rate(score: np.ndarray, length_a: np.ndarray, length_b
     inverse = np.linalg.inv(hessian)
     se = float(np.sqrt((inverse @ meat @ inverse)[0, 0]))
     half = t.ppf(0.5 + level / 2, n_groups - k) * se  # Student's t on the items' degrees of freedom
-    return LengthControlled(win_rate=float(y.mean()), estimate=float(expit(beta[0])),
-                            low=float(expit(beta[0] - half)), high=float(expit(beta[0] + half)),
-                            length_coefficient=float(beta[1]) if k == 2 else 0.0, battles=n, items=int(n_groups))
+    return LengthControlled(
+        win_rate=float(y.mean()),
+        estimate=float(expit(beta[0])),
+        low=float(expit(beta[0] - half)),
+        high=float(expit(beta[0] + half)),
+        length_coefficient=float(beta[1]) if k == 2 else 0.0,
+        battles=n,
+        items=int(n_groups),
+    )

@@ -95,8 +95,14 @@ class MeanEstimate:
         return 1.0 / ((1.0 / n - 1.0 / big_n) / self.efficiency + 1.0 / big_n)
 
 
-def labels_worth(variance: float, reference_variance: float, n_labels: int, alpha: float = 0.05,
-                 finite_share: float = 1.0, bounds: tuple[float, float] = (0.0, 1.0)) -> float:
+def labels_worth(
+    variance: float,
+    reference_variance: float,
+    n_labels: int,
+    alpha: float = 0.05,
+    finite_share: float = 1.0,
+    bounds: tuple[float, float] = (0.0, 1.0),
+) -> float:
     """An estimate's efficiency against people alone on a uniform sample of the same size: the ratio of the
     squared half-widths of ``bounded_interval`` for the reference's variance and for the estimate's,
 
@@ -132,8 +138,14 @@ def score_bounds(*values) -> tuple[float, float]:
     return low, high
 
 
-def bounded_interval(estimate: float, variance: float, n_labels: int, alpha: float = 0.05,
-                     finite_share: float = 1.0, bounds: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float]:
+def bounded_interval(
+    estimate: float,
+    variance: float,
+    n_labels: int,
+    alpha: float = 0.05,
+    finite_share: float = 1.0,
+    bounds: tuple[float, float] = (0.0, 1.0),
+) -> tuple[float, float]:
     """The (1 - alpha) interval of a mean of scores in ``bounds`` from ``n_labels`` labels, its estimate and the
     estimate's variance: as if k = z^2 g fair-coin labels (each the middle of the range, variance a quarter of
     the range squared) joined the n labels, with g = ``finite_share`` (1 for items like these; 1 - n / N for the
@@ -167,18 +179,40 @@ def _finite(values: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} must be finite numbers")
 
 
-def _estimate(estimate: float, variance: float, n: int, n_unlabelled: int, lam: float, alpha: float,
-              finite_share: float, bounds: tuple[float, float], target: str,
-              reference_variance: float | None = None) -> MeanEstimate:
+def _estimate(
+    estimate: float,
+    variance: float,
+    n: int,
+    n_unlabelled: int,
+    lam: float,
+    alpha: float,
+    finite_share: float,
+    bounds: tuple[float, float],
+    target: str,
+    reference_variance: float | None = None,
+) -> MeanEstimate:
     low, high = bounded_interval(estimate, variance, n, alpha, finite_share, bounds)
-    worth = 1.0 if reference_variance is None else labels_worth(variance, reference_variance, n, alpha,
-                                                                finite_share, bounds)
-    return MeanEstimate(float(estimate), float(low), float(high), float(np.sqrt(max(variance, 0.0))), int(n),
-                        int(n_unlabelled), float(lam), target, worth)
+    worth = (
+        1.0
+        if reference_variance is None
+        else labels_worth(variance, reference_variance, n, alpha, finite_share, bounds)
+    )
+    return MeanEstimate(
+        float(estimate),
+        float(low),
+        float(high),
+        float(np.sqrt(max(variance, 0.0))),
+        int(n),
+        int(n_unlabelled),
+        float(lam),
+        target,
+        worth,
+    )
 
 
-def classical_mean(y, alpha: float = 0.05, population_size: int | None = None,
-                   bounds: tuple[float, float] | None = None) -> MeanEstimate:
+def classical_mean(
+    y, alpha: float = 0.05, population_size: int | None = None, bounds: tuple[float, float] | None = None
+) -> MeanEstimate:
     """The people-only estimate: the mean of the n labels, Var = s^2 / n (s^2 with n - 1 degrees of freedom), for
     items like these; with ``population_size`` N (the labels a uniform sample of N items) for these items,
     Var = (1 - n / N) s^2 / n. Interval: ``bounded_interval`` (Wilson's for 0/1 labels, with s^2 in place of
@@ -211,8 +245,15 @@ def power_tuned_lambda(y, f, f_unlabelled) -> float:
     return float(np.clip(covariance / ((1 + n / big_n) * variance), 0.0, 1.0))
 
 
-def ppi_mean(y, f, f_unlabelled, alpha: float = 0.05, lam: float | None = None, finite: bool = False,
-             bounds: tuple[float, float] | None = None) -> MeanEstimate:
+def ppi_mean(
+    y,
+    f,
+    f_unlabelled,
+    alpha: float = 0.05,
+    lam: float | None = None,
+    finite: bool = False,
+    bounds: tuple[float, float] | None = None,
+) -> MeanEstimate:
     """The prediction-powered mean of Y from n labelled items (labels ``y``, the judge's ``f``) and N items only the
     judge scored (``f_unlabelled``), the labelled ones a uniform sample; ``lam`` None: power-tuned.
 
@@ -261,8 +302,16 @@ def ppi_mean(y, f, f_unlabelled, alpha: float = 0.05, lam: float | None = None, 
     return _estimate(estimate, variance, n, big_n, lam, alpha, share, bounds, target, reference)
 
 
-def active_mean(y, f, pi, sampled, alpha: float = 0.05, lam: float | None = None, finite: bool = False,
-                bounds: tuple[float, float] | None = None) -> MeanEstimate:
+def active_mean(
+    y,
+    f,
+    pi,
+    sampled,
+    alpha: float = 0.05,
+    lam: float | None = None,
+    finite: bool = False,
+    bounds: tuple[float, float] | None = None,
+) -> MeanEstimate:
     """The mean of Y when people labelled a sample of N items drawn with known inclusion probabilities ``pi`` and a
     judge scored every item (active statistical inference, Zrnic and Candes 2024, with power tuning), as the Hajek
     difference estimator (w_i = 1 / pi_i, S the labelled items, e = Y - lambda f):
@@ -321,8 +370,9 @@ def active_mean(y, f, pi, sampled, alpha: float = 0.05, lam: float | None = None
     return _estimate(estimate, variance, n, big_n - n, lam, alpha, share, bounds, target, share * spread_y / n)
 
 
-def stratified_mean(y, strata, sampled, alpha: float = 0.05, finite: bool = False,
-                    bounds: tuple[float, float] | None = None) -> MeanEstimate:
+def stratified_mean(
+    y, strata, sampled, alpha: float = 0.05, finite: bool = False, bounds: tuple[float, float] | None = None
+) -> MeanEstimate:
     """The stratified mean over N items in strata (e.g. ``selection.core.sampling.judge_strata``: bands of the
     judges' score), people having labelled a uniform sample within each stratum (stratified sampling):
 
@@ -374,8 +424,7 @@ def stratified_mean(y, strata, sampled, alpha: float = 0.05, finite: bool = Fals
         share, variance, target = 1.0 - n / big_n, design, THESE_ITEMS
     else:
         share, variance, target = 1.0, design + spread / big_n, ITEMS_LIKE_THESE
-    return _estimate(estimate, variance, n, big_n - n, float("nan"), alpha, share, bounds, target,
-                     share * spread / n)
+    return _estimate(estimate, variance, n, big_n - n, float("nan"), alpha, share, bounds, target, share * spread / n)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -469,8 +518,9 @@ def _tuned_lambda(g_y, g_f, g_fu, inv_h) -> float:
     return float(np.clip(np.trace(inv_h @ cov @ inv_h) / denominator, 0.0, 1.0))
 
 
-def ppi_bradley_terry(a, b, y, f, a_unlabelled, b_unlabelled, f_unlabelled, n_systems: int, alpha: float = 0.05,
-                      lam: float | None = None) -> StrengthEstimate:
+def ppi_bradley_terry(
+    a, b, y, f, a_unlabelled, b_unlabelled, f_unlabelled, n_systems: int, alpha: float = 0.05, lam: float | None = None
+) -> StrengthEstimate:
     """Bradley-Terry log-odds strengths from n labelled battles (systems ``a`` vs ``b``, human score ``y`` for a,
     the judge's ``f``) and N battles only the judge scored, with power tuning (``lam=None``) or a fixed lambda
     (0: the humans alone). Raises ValueError when the labelled battles do not connect every system."""

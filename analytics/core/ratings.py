@@ -32,8 +32,14 @@ CHUNK = 1 << 15
 COMPILED_FROM = 50_000
 
 
-def online_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, k: float | np.ndarray = 4.0,
-               initial: float = INITIAL) -> np.ndarray:
+def online_elo(
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    n_systems: int,
+    k: float | np.ndarray = 4.0,
+    initial: float = INITIAL,
+) -> np.ndarray:
     """Online ELO in the given order: E_A = 1 / (1 + 10^((R_B - R_A) / 400)), R_A += K (S_A - E_A),
     R_B -= K (S_A - E_A). ``k`` may be one value or one per battle (sep-ELO)."""
     a, b, score, ks = _elo_inputs(a, b, score, k)
@@ -53,14 +59,22 @@ def online_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, 
     return np.array(r)
 
 
-def separability_k(delta: np.ndarray, k: float = 4.0, threshold: float = 0.4, alpha: float = 2.0,
-                   beta: float = 6.0) -> np.ndarray:
+def separability_k(
+    delta: np.ndarray, k: float = 4.0, threshold: float = 0.4, alpha: float = 2.0, beta: float = 6.0
+) -> np.ndarray:
     """K_i = K * alpha / (1 + exp(-beta (delta_i - T))) (Eq. 6). K_sep(T) = K when alpha = 2."""
     return k * alpha / (1.0 + np.exp(-beta * (np.asarray(delta, dtype=np.float64) - threshold)))
 
 
-def bootstrap_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, k: float | np.ndarray = 4.0,
-                  rounds: int = 100, seed: int = 0) -> np.ndarray:
+def bootstrap_elo(
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    n_systems: int,
+    k: float | np.ndarray = 4.0,
+    rounds: int = 100,
+    seed: int = 0,
+) -> np.ndarray:
     """ELO on ``rounds`` resamples (with replacement) of the battles, each in a random order: (rounds, n_systems).
 
     Round r plays n battles drawn uniformly with replacement, in the order drawn (so each round is a resample
@@ -90,8 +104,9 @@ def bootstrap_elo(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: in
     return ratings
 
 
-def _resampled_rounds_numpy(ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, ks: np.ndarray,
-                            index: np.ndarray) -> None:
+def _resampled_rounds_numpy(
+    ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, ks: np.ndarray, index: np.ndarray
+) -> None:
     """``elo_loops.resampled_rounds`` for fewer than COMPILED_FROM battles: every round advanced together, one
     numpy step per battle position (FastChat's ``fit_vectorized_elo``)."""
     alpha = math.log(BASE) / SCALE
@@ -125,17 +140,22 @@ def battle_codes(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> np.ndarray:
         raise ValueError("battle scores must be 0, 0.5 or 1")
     if len(a) and max(int(np.max(a)), int(np.max(b))) >= 2**30:
         raise ValueError("at most 2^30 systems")
-    return (np.asarray(a, dtype=np.uint64) | (np.asarray(b, dtype=np.uint64) << np.uint64(30))
-            | (halves.astype(np.uint64) << np.uint64(60)))
+    return (
+        np.asarray(a, dtype=np.uint64)
+        | (np.asarray(b, dtype=np.uint64) << np.uint64(30))
+        | (halves.astype(np.uint64) << np.uint64(60))
+    )
 
 
-def distinct_outcomes(a: np.ndarray, b: np.ndarray, score: np.ndarray,
-                      n_systems: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def distinct_outcomes(
+    a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The distinct (a, b, outcome) rows and how often each occurs: (a, b, score, count), each (m,).
     Scores must be 0, 0.5 or 1 (``battle_codes``)."""
     codes = battle_codes(a, b, score)
-    key = ((codes & np.uint64(2**30 - 1)) * np.uint64(n_systems) + ((codes >> np.uint64(30)) & np.uint64(2**30 - 1))
-           ) * np.uint64(3) + (codes >> np.uint64(60))
+    key = (
+        (codes & np.uint64(2**30 - 1)) * np.uint64(n_systems) + ((codes >> np.uint64(30)) & np.uint64(2**30 - 1))
+    ) * np.uint64(3) + (codes >> np.uint64(60))
     if n_systems * n_systems * 3 <= 50_000_000:  # counting sort over every possible row
         counts = np.bincount(key.astype(np.int64), minlength=n_systems * n_systems * 3)
         unique = np.flatnonzero(counts).astype(np.uint64)
@@ -143,12 +163,22 @@ def distinct_outcomes(a: np.ndarray, b: np.ndarray, score: np.ndarray,
     else:
         unique, counts = np.unique(key, return_counts=True)
     outcome, pair = unique % np.uint64(3), unique // np.uint64(3)
-    return ((pair // np.uint64(n_systems)).astype(np.int64), (pair % np.uint64(n_systems)).astype(np.int64),
-            outcome.astype(np.float64) / 2.0, counts.astype(np.float64))
+    return (
+        (pair // np.uint64(n_systems)).astype(np.int64),
+        (pair % np.uint64(n_systems)).astype(np.int64),
+        outcome.astype(np.float64) / 2.0,
+        counts.astype(np.float64),
+    )
 
 
-def bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int,
-                  weights: np.ndarray | None = None, tol: float = 1e-6) -> np.ndarray:
+def bradley_terry(
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    n_systems: int,
+    weights: np.ndarray | None = None,
+    tol: float = 1e-6,
+) -> np.ndarray:
     """Bradley-Terry maximum likelihood, ties counting as half a win each way, on the Arena scale
     1000 + 400 log10-odds (ratings centred on 1000). Without ``weights`` the battles are first collapsed
     to their distinct (a, b, outcome) rows with counts as weights (the same likelihood)."""
@@ -170,28 +200,36 @@ def bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: in
         grad = np.bincount(a, weights=g, minlength=n_systems) - np.bincount(b, weights=g, minlength=n_systems)
         return loss, grad
 
-    result = minimize(loss_and_grad, np.zeros(n_systems), jac=True, method="L-BFGS-B",
-                      options={"maxiter": 200, "gtol": tol})
+    result = minimize(
+        loss_and_grad, np.zeros(n_systems), jac=True, method="L-BFGS-B", options={"maxiter": 200, "gtol": tol}
+    )
     r = result.x - result.x.mean()
     return INITIAL + SCALE * r
 
 
-def bootstrap_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, rounds: int = 100,
-                            seed: int = 0) -> np.ndarray:
+def bootstrap_bradley_terry(
+    a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, rounds: int = 100, seed: int = 0
+) -> np.ndarray:
     """BT on ``rounds`` resamples: the distinct (a, b, outcome) rows reweighted by multinomial counts (the
     same as resampling battles, far cheaper). (rounds, n_systems)."""
     ua, ub, us, counts = distinct_outcomes(a, b, score, n_systems)
     rng = np.random.default_rng(seed)
     draws = rng.multinomial(len(score), counts / counts.sum(), size=rounds)
-    return np.stack([bradley_terry(ua, ub, us, n_systems, d) for d in draws]) if rounds else \
-        np.empty((0, n_systems))
+    return np.stack([bradley_terry(ua, ub, us, n_systems, d) for d in draws]) if rounds else np.empty((0, n_systems))
 
 
 HESSIAN_REG = 1e-5  # arena-rank's BradleyTerry default, times the number of battles (unweighted data)
 
 
-def sandwich_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, point: np.ndarray,
-                           level: float = 0.95, hessian_reg: float = HESSIAN_REG) -> tuple[np.ndarray, np.ndarray]:
+def sandwich_bradley_terry(
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    n_systems: int,
+    point: np.ndarray,
+    level: float = 0.95,
+    hessian_reg: float = HESSIAN_REG,
+) -> tuple[np.ndarray, np.ndarray]:
     """Closed-form ("sandwich") interval ends of Bradley-Terry ratings on the Arena scale, as LMArena's arena-rank
     computes them (``BradleyTerry.compute_ratings_and_cis``, ``ci_method="sandwich"``): on the distinct (a, b,
     outcome) rows with counts c and p = sigmoid(theta_a - theta_b) at the fitted ratings ``point``,
@@ -217,16 +255,21 @@ def sandwich_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_sy
 
 def pairwise_matrix(values: np.ndarray, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     """sum_rows values (e_a - e_b)(e_a - e_b)^T as an (n, n) matrix."""
-    flat = (np.bincount(a * n + a, values, n * n) + np.bincount(b * n + b, values, n * n)
-            - np.bincount(a * n + b, values, n * n) - np.bincount(b * n + a, values, n * n))
+    flat = (
+        np.bincount(a * n + a, values, n * n)
+        + np.bincount(b * n + b, values, n * n)
+        - np.bincount(a * n + b, values, n * n)
+        - np.bincount(b * n + a, values, n * n)
+    )
     return flat.reshape(n, n)
 
 
 AGGREGATIONS = ("every", "majority", "one_sampled")
 
 
-def aggregate_battles(group: np.ndarray, score: np.ndarray, how: str = "every",
-                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def aggregate_battles(
+    group: np.ndarray, score: np.ndarray, how: str = "every", seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Which judgments become battles (SPEC §3: a multi-rater judgment is one battle; alternatives are options).
 
     ``group`` (n,) is the group of each battle (a rated pair for "majority", an item and system pair for
@@ -354,10 +397,18 @@ def newton(objective, n_systems: int, k: int, reg: float, tolerance: float = 1e-
     return params
 
 
-def contextual_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, features: np.ndarray,
-                             n_systems: int, reg: float = STYLE_REG, level: float = 0.95,
-                             hessian_reg: float = HESSIAN_REG, weights: np.ndarray | None = None,
-                             penalty_curvature: bool = False) -> StyleControlled:
+def contextual_bradley_terry(
+    a: np.ndarray,
+    b: np.ndarray,
+    score: np.ndarray,
+    features: np.ndarray,
+    n_systems: int,
+    reg: float = STYLE_REG,
+    level: float = 0.95,
+    hessian_reg: float = HESSIAN_REG,
+    weights: np.ndarray | None = None,
+    penalty_curvature: bool = False,
+) -> StyleControlled:
     """Style-controlled Bradley-Terry as arena-rank's ``ContextualBradleyTerry`` (its defaults): the battle's
     log-odds are theta_a - theta_b + features . gamma, fitted by minimising
 
@@ -380,8 +431,12 @@ def contextual_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, fe
 
     def block(values: np.ndarray) -> np.ndarray:
         top = pairwise_matrix(values, a, b, n_systems)
-        cross = np.column_stack([np.bincount(a, values * x[:, j], n_systems)
-                                 - np.bincount(b, values * x[:, j], n_systems) for j in range(k)]).reshape(n_systems, k)
+        cross = np.column_stack(
+            [
+                np.bincount(a, values * x[:, j], n_systems) - np.bincount(b, values * x[:, j], n_systems)
+                for j in range(k)
+            ]
+        ).reshape(n_systems, k)
         return np.block([[top, cross], [cross.T, x.T @ (values[:, None] * x)]])
 
     if n_obs >= COMPILED_FROM:
@@ -392,6 +447,7 @@ def contextual_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, fe
             loss, gradient = style_loops.loss_and_gradient(params, a, b, x, y, w, n_systems, float(reg), hessian)
             return loss, gradient, hessian
     else:
+
         def objective(params: np.ndarray, second: bool) -> tuple[float, np.ndarray, np.ndarray]:
             theta, gamma = params[:n_systems], params[n_systems:]
             logit = theta[a] - theta[b] + x @ gamma
@@ -412,8 +468,9 @@ def contextual_bradley_terry(a: np.ndarray, b: np.ndarray, score: np.ndarray, fe
     hessian = block(h) + np.eye(n_systems + k) * hessian_reg
     if penalty_curvature:
         hessian[n_systems:, n_systems:] += reg * np.eye(k)
-    gradient_cov = block(g) - (reg ** 2 / n_obs) * np.outer(np.concatenate([np.zeros(n_systems), gamma]),
-                                                            np.concatenate([np.zeros(n_systems), gamma]))
+    gradient_cov = block(g) - (reg**2 / n_obs) * np.outer(
+        np.concatenate([np.zeros(n_systems), gamma]), np.concatenate([np.zeros(n_systems), gamma])
+    )
     inverse = np.linalg.inv(hessian)
     variances = np.diag(inverse @ gradient_cov @ inverse)[:n_systems] / n_obs
     from scipy.special import ndtri  # the normal quantile, without importing scipy.stats (0.6 s)

@@ -57,8 +57,9 @@ def _seen(label: str, a_first: bool) -> str:
     return "first" if (label == "a") == a_first else "second"
 
 
-def one_coin_dawid_skene(tasks, workers, labels, a_shown_first=None, n_iter: int = 100,
-                         tol: float = 1e-5) -> Reliability:
+def one_coin_dawid_skene(
+    tasks, workers, labels, a_shown_first=None, n_iter: int = 100, tol: float = 1e-5
+) -> Reliability:
     """Fit one-coin Dawid-Skene to (task, worker, label) triples (three sequences of one length n; labels in model
     coordinates, "a" / "b" / "tie") and return each worker's reliability (above: Cohen's kappa of their labels
     against the leave-one-out answer of the others, read in display coordinates with ``a_shown_first``, one bool per

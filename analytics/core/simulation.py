@@ -64,21 +64,35 @@ Method = Callable[[Pool, int, np.random.Generator], np.ndarray]
 SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 
 
-def draw_pools(x: np.ndarray, oracle: np.ndarray, seeds: int, fraction: float = 0.8, seed: int = 0,
-               delta: np.ndarray | None = None, judges: np.ndarray | None = None) -> list[Pool]:
+def draw_pools(
+    x: np.ndarray,
+    oracle: np.ndarray,
+    seeds: int,
+    fraction: float = 0.8,
+    seed: int = 0,
+    delta: np.ndarray | None = None,
+    judges: np.ndarray | None = None,
+) -> list[Pool]:
     """``seeds`` pools of ``fraction`` of the items each, reproducibly from ``seed``."""
     n = len(oracle)
     size = max(2, int(round(fraction * n)))
     pools = []
     for s in range(seeds):
         index = np.sort(np.random.default_rng([seed, s]).choice(n, size=size, replace=False))
-        pools.append(Pool(x[index], oracle[index], None if delta is None else delta[index],
-                          None if judges is None else judges[index]))
+        pools.append(
+            Pool(
+                x[index],
+                oracle[index],
+                None if delta is None else delta[index],
+                None if judges is None else judges[index],
+            )
+        )
     return pools
 
 
-def success_rates(pools: Sequence[Pool], methods: dict[str, Method], budgets: Sequence[int],
-                  seed: int = 0) -> dict[str, dict[int, float]]:
+def success_rates(
+    pools: Sequence[Pool], methods: dict[str, Method], budgets: Sequence[int], seed: int = 0
+) -> dict[str, dict[int, float]]:
     """Success rate per method and budget: the share of pools whose selected-sample majority equals
     the pool's winner. Each (pool, method, budget) gets its own generator derived from ``seed``."""
     rates: dict[str, dict[int, float]] = {name: {} for name in methods}
@@ -133,6 +147,7 @@ def _weighted(lam: float | None):
         pi[drawn.chosen] = drawn.inclusion
         f = pool.f if pool.judges is not None else np.full(len(pool.oracle), 0.5)
         return ppi.active_mean(np.where(sampled, pool.y, np.nan), f, pi, sampled, lam=lam, finite=True)
+
     return estimate
 
 
@@ -170,8 +185,9 @@ class EstimateFigures:
         return self.reference_mse / self.mse if self.mse else float("inf")
 
 
-def estimate_rates(pools: Sequence[Pool], designs: dict[str, tuple[Draw, str]], budgets: Sequence[int],
-                   seed: int = 0) -> dict[str, dict[int, EstimateFigures]]:
+def estimate_rates(
+    pools: Sequence[Pool], designs: dict[str, tuple[Draw, str]], budgets: Sequence[int], seed: int = 0
+) -> dict[str, dict[int, EstimateFigures]]:
     """Per design (a draw and the name of an estimator in ``ESTIMATORS``) and budget: success, mean error, mean
     squared error, mean interval width, coverage of the pool's win rate (the mean oracle score of its first system),
     the efficiency the estimates claim and the one they deliver (``EstimateFigures.realised``: against people alone
@@ -192,9 +208,17 @@ def estimate_rates(pools: Sequence[Pool], designs: dict[str, tuple[Draw, str]], 
                 named = None if estimate.estimate == 0.5 else ("a" if estimate.estimate > 0.5 else "b")
                 size = len(pool.oracle)
                 exact = (1 - budget / size) * float(np.var(pool.y, ddof=1)) / budget if size > 1 else 0.0
-                rows.append((pool.winner is not None and named == pool.winner, abs(estimate.estimate - truth),
-                             (estimate.estimate - truth) ** 2, estimate.width,
-                             estimate.low - 1e-12 <= truth <= estimate.high + 1e-12, estimate.efficiency, exact))
+                rows.append(
+                    (
+                        pool.winner is not None and named == pool.winner,
+                        abs(estimate.estimate - truth),
+                        (estimate.estimate - truth) ** 2,
+                        estimate.width,
+                        estimate.low - 1e-12 <= truth <= estimate.high + 1e-12,
+                        estimate.efficiency,
+                        exact,
+                    )
+                )
             out[name][budget] = EstimateFigures(*(float(np.mean(column)) for column in zip(*rows, strict=True)))
     return out
 
@@ -210,12 +234,24 @@ class IterativeReport:
 
 def _report(outcomes: list[str], annotations: list[int], risk: float) -> IterativeReport:
     n = len(outcomes)
-    return IterativeReport(outcomes.count("success") / n, outcomes.count("error") / n,
-                           outcomes.count("inconclusive") / n, float(np.mean(annotations)), risk)
+    return IterativeReport(
+        outcomes.count("success") / n,
+        outcomes.count("error") / n,
+        outcomes.count("inconclusive") / n,
+        float(np.mean(annotations)),
+        risk,
+    )
 
 
-def iterative_random_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200,
-                            step: int = 2, seed: int = 0, ties_count_in_n: bool = True) -> IterativeReport:
+def iterative_random_report(
+    pools: Sequence[Pool],
+    risk: float = 0.1,
+    min_n: int = 5,
+    budget: int = 200,
+    step: int = 2,
+    seed: int = 0,
+    ties_count_in_n: bool = True,
+) -> IterativeReport:
     """The random baseline for Algorithm 1: the same stopping rule over items drawn at random —
     ``min_n`` first, then ``step`` more at a time (DiffUse adds up to two per split)."""
     outcomes, annotations = [], []
@@ -225,8 +261,14 @@ def iterative_random_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int
         taken = min(min_n, n)
         while True:
             labels = pool.oracle[order[:taken]]
-            status = stopping_status(int(np.sum(labels == "a")), int(np.sum(labels == "b")),
-                                     int(np.sum(labels == "tie")), n, risk, ties_count_in_n)
+            status = stopping_status(
+                int(np.sum(labels == "a")),
+                int(np.sum(labels == "b")),
+                int(np.sum(labels == "tie")),
+                n,
+                risk,
+                ties_count_in_n,
+            )
             if decisions.from_hypergeometric(status).decided:
                 outcomes.append("success" if status.leader == pool.winner else "error")
                 break
@@ -238,8 +280,9 @@ def iterative_random_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int
     return _report(outcomes, annotations, risk)
 
 
-def iterative_report(pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200,
-                     ties_count_in_n: bool = True) -> IterativeReport:
+def iterative_report(
+    pools: Sequence[Pool], risk: float = 0.1, min_n: int = 5, budget: int = 200, ties_count_in_n: bool = True
+) -> IterativeReport:
     """Run Algorithm 1 on every pool with its oracle: the share of pools decided for the right winner
     (success), for the wrong one (error) and undecided within the budget (inconclusive), and the mean
     number of annotations. ``error`` is what to compare with the promised ``risk``."""

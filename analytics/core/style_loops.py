@@ -16,8 +16,17 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def loss_and_gradient(params: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray,
-                      w: np.ndarray, n_systems: int, reg: float, hessian: np.ndarray) -> tuple[float, np.ndarray]:
+def loss_and_gradient(
+    params: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    n_systems: int,
+    reg: float,
+    hessian: np.ndarray,
+) -> tuple[float, np.ndarray]:
     """-mean(w * (y * logit - softplus(logit))) + 0.5 * reg * |gamma|^2 and its gradient, where
     logit = theta[a] - theta[b] + x . gamma and params = (theta, gamma); and, when ``hessian`` is a square matrix
     of params' size rather than empty, the Hessian of the mean loss without the penalty, written into it."""

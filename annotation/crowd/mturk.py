@@ -58,15 +58,27 @@ def create_hits(client, study: Study, base_url: str, spec: HitSpec, count: int, 
     hits = []
     for _ in range(count):
         response = client.create_hit(
-            Title=spec.title, Description=spec.description, Keywords=spec.keywords, Reward=money(spec.reward),
-            MaxAssignments=spec.assignments, LifetimeInSeconds=spec.lifetime_seconds,
-            AssignmentDurationInSeconds=spec.duration_seconds, Question=question,
+            Title=spec.title,
+            Description=spec.description,
+            Keywords=spec.keywords,
+            Reward=money(spec.reward),
+            MaxAssignments=spec.assignments,
+            LifetimeInSeconds=spec.lifetime_seconds,
+            AssignmentDurationInSeconds=spec.duration_seconds,
+            Question=question,
             RequesterAnnotation=f"seplab:{study.name}"[:255],
         )
         hit = response["HIT"]
-        hits.append(MTurkHIT.objects.create(study=study, hit_id=hit["HITId"], hit_type_id=hit.get("HITTypeId", ""),
-                                            sandbox=sandbox, max_assignments=spec.assignments,
-                                            reward=money(spec.reward)))
+        hits.append(
+            MTurkHIT.objects.create(
+                study=study,
+                hit_id=hit["HITId"],
+                hit_type_id=hit.get("HITTypeId", ""),
+                sandbox=sandbox,
+                max_assignments=spec.assignments,
+                reward=money(spec.reward),
+            )
+        )
     return hits
 
 
@@ -78,22 +90,34 @@ def sync_assignments(client, study: Study) -> list[dict]:
     for hit in study.mturk_hits.all():
         token = None
         while True:
-            kwargs = {"HITId": hit.hit_id, "MaxResults": 100,
-                      "AssignmentStatuses": ["Submitted", "Approved", "Rejected"]}
+            kwargs = {
+                "HITId": hit.hit_id,
+                "MaxResults": 100,
+                "AssignmentStatuses": ["Submitted", "Approved", "Rejected"],
+            }
             if token:
                 kwargs["NextToken"] = token
             page = client.list_assignments_for_hit(**kwargs)
             for a in page.get("Assignments", []):
-                session = (WorkerSession.objects.filter(session_key=a["AssignmentId"], link__study=study)
-                           .select_related("assignment").first())
+                session = (
+                    WorkerSession.objects.filter(session_key=a["AssignmentId"], link__study=study)
+                    .select_related("assignment")
+                    .first()
+                )
                 if session is not None and session.platform_status != a["AssignmentStatus"]:
                     session.platform_status = a["AssignmentStatus"]
                     session.save(update_fields=["platform_status"])
                 ours = session.assignment if session else None
-                rows.append({"assignment_id": a["AssignmentId"], "worker_id": a["WorkerId"], "hit_id": hit.hit_id,
-                             "status": a["AssignmentStatus"],
-                             "answered": bool(ours and ours.status == "completed"),
-                             "code_matches": bool(ours and ours.completion_code in a.get("Answer", ""))})
+                rows.append(
+                    {
+                        "assignment_id": a["AssignmentId"],
+                        "worker_id": a["WorkerId"],
+                        "hit_id": hit.hit_id,
+                        "status": a["AssignmentStatus"],
+                        "answered": bool(ours and ours.status == "completed"),
+                        "code_matches": bool(ours and ours.completion_code in a.get("Answer", "")),
+                    }
+                )
             token = page.get("NextToken")
             if not token:
                 break
@@ -116,16 +140,21 @@ def reject(client, assignment_id: str, reason: str) -> None:
 def bonus(client, worker_id: str, assignment_id: str, amount: str, reason: str, request_token: str | None = None):
     if not reason.strip():
         raise ServiceError("a bonus needs a reason: the worker sees it")
-    client.send_bonus(WorkerId=worker_id, AssignmentId=assignment_id, BonusAmount=money(amount), Reason=reason,
-                      UniqueRequestToken=request_token or uuid.uuid4().hex)
+    client.send_bonus(
+        WorkerId=worker_id,
+        AssignmentId=assignment_id,
+        BonusAmount=money(amount),
+        Reason=reason,
+        UniqueRequestToken=request_token or uuid.uuid4().hex,
+    )
 
 
 def create_qualification(client, name: str, description: str) -> str:
-    response = client.create_qualification_type(Name=name, Description=description,
-                                                QualificationTypeStatus="Active")
+    response = client.create_qualification_type(Name=name, Description=description, QualificationTypeStatus="Active")
     return response["QualificationType"]["QualificationTypeId"]
 
 
 def grant_qualification(client, qualification_id: str, worker_id: str, value: int = 1, notify: bool = False) -> None:
-    client.associate_qualification_with_worker(QualificationTypeId=qualification_id, WorkerId=worker_id,
-                                               IntegerValue=value, SendNotification=notify)
+    client.associate_qualification_with_worker(
+        QualificationTypeId=qualification_id, WorkerId=worker_id, IntegerValue=value, SendNotification=notify
+    )

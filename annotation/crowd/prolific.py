@@ -13,8 +13,20 @@ from django.conf import settings
 from annotation.errors import ServiceError
 from annotation.models import ExternalLink, Study, WorkerSession
 
-REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
-                        "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER")
+REJECTION_CATEGORIES = (
+    "TOO_QUICKLY",
+    "TOO_SLOWLY",
+    "FAILED_INSTRUCTIONS",
+    "INCOMP_LONGITUDINAL",
+    "FAILED_CHECK",
+    "LOW_EFFORT",
+    "MALINGERING",
+    "NO_CODE",
+    "BAD_CODE",
+    "NO_DATA",
+    "UNSUPP_DEVICE",
+    "OTHER",
+)
 
 
 class ProlificError(ServiceError):
@@ -32,9 +44,16 @@ class Client:
     def request(self, method: str, path: str, body: dict | None = None) -> dict:
         url = path if path.startswith("http") else f"{self.base_url}{path}"
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method, headers={
-            "Authorization": f"Token {self.token}", "Accept": "application/json",
-            **({"Content-Type": "application/json"} if data is not None else {})})
+        req = urllib.request.Request(
+            url,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Token {self.token}",
+                "Accept": "application/json",
+                **({"Content-Type": "application/json"} if data is not None else {}),
+            },
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as response:  # noqa: S310 (URL is ours)
                 payload = response.read()
@@ -61,8 +80,11 @@ class Client:
             raise ProlificError(f"rejection category must be one of {', '.join(REJECTION_CATEGORIES)}")
         if len(message.strip()) < 100:
             raise ProlificError("Prolific needs a rejection message of at least 100 characters explaining why.")
-        return self.request("POST", f"/api/v1/submissions/{submission_id}/transition/",
-                            {"action": "REJECT", "message": message, "rejection_category": category})
+        return self.request(
+            "POST",
+            f"/api/v1/submissions/{submission_id}/transition/",
+            {"action": "REJECT", "message": message, "rejection_category": category},
+        )
 
 
 def sync(client: Client, study: Study, prolific_study_id: str) -> list[dict]:
@@ -70,14 +92,24 @@ def sync(client: Client, study: Study, prolific_study_id: str) -> list[dict]:
     whether the code they entered is the one we gave; the site's status is stored on the session."""
     rows = []
     for sub in client.submissions(prolific_study_id):
-        session = (WorkerSession.objects.filter(link__study=study, link__platform=ExternalLink.Platform.PROLIFIC,
-                                                session_key=sub.get("id", ""))
-                   .select_related("assignment").first())
+        session = (
+            WorkerSession.objects.filter(
+                link__study=study, link__platform=ExternalLink.Platform.PROLIFIC, session_key=sub.get("id", "")
+            )
+            .select_related("assignment")
+            .first()
+        )
         if session is not None and session.platform_status != sub.get("status", ""):
             session.platform_status = sub.get("status", "")
             session.save(update_fields=["platform_status"])
         ours = session.assignment if session else None
-        rows.append({"submission_id": sub.get("id"), "participant_id": sub.get("participant_id"),
-                     "status": sub.get("status"), "answered": bool(ours and ours.status == "completed"),
-                     "code_matches": bool(ours and sub.get("study_code") == ours.completion_code)})
+        rows.append(
+            {
+                "submission_id": sub.get("id"),
+                "participant_id": sub.get("participant_id"),
+                "status": sub.get("status"),
+                "answered": bool(ours and ours.status == "completed"),
+                "code_matches": bool(ours and sub.get("study_code") == ours.completion_code),
+            }
+        )
     return rows

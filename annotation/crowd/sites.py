@@ -37,8 +37,9 @@ PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
 # What researchers paste into the site: our link with the site's placeholders where it has them.
 PLACEHOLDERS = {
-    ExternalLink.Platform.PROLIFIC: ("PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
-                                     "&SESSION_ID={{%SESSION_ID%}}"),
+    ExternalLink.Platform.PROLIFIC: (
+        "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+    ),
     ExternalLink.Platform.GENERIC: "worker_id=WORKER_ID",
 }
 
@@ -46,9 +47,25 @@ PLACEHOLDERS = {
 # The names sites and researchers put where a worker's id goes, as the link shows them before a site fills them in
 # (ours above, Prolific's, MTurk's and the usual spellings of others): an id that is one of these, or still holds a
 # template's brackets, is a link opened as it was pasted, never a person.
-PLACEHOLDER_NAMES = {"WORKERID", "WORKER", "PROLIFICPID", "SESSIONID", "STUDYID", "PARTICIPANTID", "PARTICIPANT",
-                     "PID", "USERID", "RESPONDENTID", "ASSIGNMENTID", "HITID", "ID", "YOURID", "NONE", "NULL",
-                     "UNDEFINED"}
+PLACEHOLDER_NAMES = {
+    "WORKERID",
+    "WORKER",
+    "PROLIFICPID",
+    "SESSIONID",
+    "STUDYID",
+    "PARTICIPANTID",
+    "PARTICIPANT",
+    "PID",
+    "USERID",
+    "RESPONDENTID",
+    "ASSIGNMENTID",
+    "HITID",
+    "ID",
+    "YOURID",
+    "NONE",
+    "NULL",
+    "UNDEFINED",
+}
 TEMPLATE_MARKS = ("{{", "}}", "%%", "${", "[[", "]]", "<", ">", "{", "}")
 
 
@@ -71,15 +88,21 @@ class Arrival:
 def parse_arrival(link: ExternalLink, params) -> Arrival:
     """The worker's identity from the site's query parameters; ``ServiceError`` says what is missing, or that an id
     is still the link's placeholder (the link was opened as it was pasted, not from the site)."""
+
     def get(name: str) -> str:
         return (params.get(name) or "").strip()[:200]
 
     def real(name: str, *, required: bool = True) -> str:
         value = get(name)
         if value and placeholder(value):
-            raise ServiceError(gettext("This link still holds the placeholder %(value)s where the site puts your "
-                                       "%(name)s: open the task from the site that sent you (it fills in your id), or "
-                                       "ask the researcher for your own link.") % {"value": repr(value), "name": name})
+            raise ServiceError(
+                gettext(
+                    "This link still holds the placeholder %(value)s where the site puts your "
+                    "%(name)s: open the task from the site that sent you (it fills in your id), or "
+                    "ask the researcher for your own link."
+                )
+                % {"value": repr(value), "name": name}
+            )
         if required and not value:
             raise ServiceError(str(MISSING[link.platform]))
         return value
@@ -103,10 +126,12 @@ def parse_arrival(link: ExternalLink, params) -> Arrival:
 
 MISSING = {
     ExternalLink.Platform.MTURK: gettext_lazy("The link is missing workerId; open it from the HIT page."),
-    ExternalLink.Platform.PROLIFIC: gettext_lazy("The link is missing PROLIFIC_PID or SESSION_ID; open it from "
-                                                 "Prolific."),
-    ExternalLink.Platform.GENERIC: gettext_lazy("The link is missing worker_id (your id on the site that sent you "
-                                                "here)."),
+    ExternalLink.Platform.PROLIFIC: gettext_lazy(
+        "The link is missing PROLIFIC_PID or SESSION_ID; open it from Prolific."
+    ),
+    ExternalLink.Platform.GENERIC: gettext_lazy(
+        "The link is missing worker_id (your id on the site that sent you here)."
+    ),
 }
 
 
@@ -114,10 +139,10 @@ def is_blocked(study: Study, platform: str, worker_id: str) -> bool:
     return BlockedWorker.objects.filter(owner_id=study.owner_id, platform=platform, worker_id=worker_id).exists()
 
 
-ANOTHER_WORKER = gettext_lazy("This task was opened by another worker. Open the study from your own task page on "
-                              "the site.")
-OTHER_SESSION = gettext_lazy("You are already working on this study in another task. Finish or return that one "
-                             "first.")
+ANOTHER_WORKER = gettext_lazy(
+    "This task was opened by another worker. Open the study from your own task page on the site."
+)
+OTHER_SESSION = gettext_lazy("You are already working on this study in another task. Finish or return that one first.")
 
 
 class OtherSessionActive(ServiceError):
@@ -154,8 +179,12 @@ def _allow_new_worker(link: ExternalLink, client: str) -> None:
     if limit:  # a link with a small cap: one client gets at most half of it (at least one new worker)
         per_client = min(per_client, max(1, limit // 2))
     if not allow(f"new-worker:{link.pk}:{client_key(client)}", per_client, window):
-        raise TooManyNewWorkers(gettext("Too many new workers are arriving from your network through this link; "
-                                        "please try again in a few minutes."))
+        raise TooManyNewWorkers(
+            gettext(
+                "Too many new workers are arriving from your network through this link; "
+                "please try again in a few minutes."
+            )
+        )
     if limit and not allow(f"new-worker:{link.pk}", limit, 60):
         key = f"launch-refused:{link.pk}"
         if not cache.add(key, 1, timeout=REFUSED_WINDOW):
@@ -163,8 +192,9 @@ def _allow_new_worker(link: ExternalLink, client: str) -> None:
                 cache.incr(key)
             except ValueError:
                 cache.set(key, 1, timeout=REFUSED_WINDOW)
-        raise TooManyNewWorkers(gettext("Too many new workers are arriving through this link right now; please "
-                                        "try again in a minute."))
+        raise TooManyNewWorkers(
+            gettext("Too many new workers are arriving through this link right now; please try again in a minute.")
+        )
 
 
 def launch_refusals(link: ExternalLink) -> int:
@@ -182,8 +212,10 @@ def do_set_launch_limit(link: ExternalLink, value: str) -> None:
         link.launch_per_minute = None
     else:
         if (number := whole_number(text)) is None or number > 100_000:
-            raise ServiceError("The launch limit must be a whole number of new workers per minute from 0 "
-                                        "(no limit) to 100,000, or empty for the server's default.")
+            raise ServiceError(
+                "The launch limit must be a whole number of new workers per minute from 0 "
+                "(no limit) to 100,000, or empty for the server's default."
+            )
         link.launch_per_minute = int(text)
     link.save(update_fields=["launch_per_minute"])
 
@@ -193,21 +225,28 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
     is work. Idempotent: the same visit never creates a second session or assignment. A session belongs to
     the worker who opened it: another worker bringing its id (an assignmentId or session_id they learnt)
     gets nothing of it."""
-    session = WorkerSession.objects.filter(link=link, session_key=arrival.session_key).select_related(
-        "assignment", "rater").first()
+    session = (
+        WorkerSession.objects.filter(link=link, session_key=arrival.session_key)
+        .select_related("assignment", "rater")
+        .first()
+    )
     if session is not None and session.worker_id != arrival.worker_id:
         raise SessionOfAnotherWorker(str(ANOTHER_WORKER))
     if session is None:
-        if (link.platform == ExternalLink.Platform.PROLIFIC and link.site_study_id
-                and arrival.hit_id != link.site_study_id):
+        if (
+            link.platform == ExternalLink.Platform.PROLIFIC
+            and link.site_study_id
+            and arrival.hit_id != link.site_study_id
+        ):
             raise ServiceError(gettext("This link belongs to another Prolific study (STUDY_ID does not match)."))
         _allow_new_worker(link, client)  # only new sessions count: a worker coming back is never refused
         network = client_key(client) if client else ""
         rater, _ = Rater.objects.get_or_create(
-            study=link.study, external_id=f"{link.platform}:{arrival.worker_id}",
-            defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN, "client": network})
-        if rater.client != network and Assignment.objects.filter(rater=rater,
-                                                                 status=Assignment.Status.ACTIVE).exists():
+            study=link.study,
+            external_id=f"{link.platform}:{arrival.worker_id}",
+            defaults={"source": Rater.Source.EXTERNAL, "kind": Rater.Kind.HUMAN, "client": network},
+        )
+        if rater.client != network and Assignment.objects.filter(rater=rater, status=Assignment.Status.ACTIVE).exists():
             network = rater.client  # an open assignment counts where it started (moving it would free that network)
         if rater.source != Rater.Source.EXTERNAL or rater.client != network:
             # The same worker id was already known (imported judgments, or a personal link named like a
@@ -218,11 +257,17 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
         try:
             with transaction.atomic():
                 session = WorkerSession.objects.create(
-                    link=link, rater=rater, worker_id=arrival.worker_id, session_key=arrival.session_key,
-                    hit_id=arrival.hit_id, submit_to=arrival.submit_to)
+                    link=link,
+                    rater=rater,
+                    worker_id=arrival.worker_id,
+                    session_key=arrival.session_key,
+                    hit_id=arrival.hit_id,
+                    submit_to=arrival.submit_to,
+                )
         except IntegrityError:  # the same visit arrived twice at once
             session = WorkerSession.objects.select_related("assignment", "rater").get(
-                link=link, session_key=arrival.session_key)
+                link=link, session_key=arrival.session_key
+            )
             if session.worker_id != arrival.worker_id:
                 raise SessionOfAnotherWorker(str(ANOTHER_WORKER)) from None
     if session.assignment is None and practice.due(session.rater):
@@ -244,8 +289,9 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
 
 def worker_consented(link: ExternalLink, arrival: Arrival) -> bool:
     """Whether the arriving worker already agreed to the study's consent text (on an earlier visit)."""
-    return Rater.objects.filter(study=link.study_id, external_id=f"{link.platform}:{arrival.worker_id}",
-                                consented_at__isnull=False).exists()
+    return Rater.objects.filter(
+        study=link.study_id, external_id=f"{link.platform}:{arrival.worker_id}", consented_at__isnull=False
+    ).exists()
 
 
 def entry_return(url: str | None) -> str:
@@ -269,8 +315,11 @@ def minting_warnings(study: Study) -> dict[int, int]:
     that started at least ``MINT_WARNING_PER_MINUTE`` (faster than people arrive: likely invented ids)."""
     since = timezone.now() - timedelta(hours=1)
     times: dict[int, list] = {}
-    for link_id, created in (WorkerSession.objects.filter(link__study=study, created__gte=since)
-                             .order_by("created").values_list("link_id", "created")):
+    for link_id, created in (
+        WorkerSession.objects.filter(link__study=study, created__gte=since)
+        .order_by("created")
+        .values_list("link_id", "created")
+    ):
         times.setdefault(link_id, []).append(created)
     out = {}
     for link_id, stamps in times.items():
@@ -312,11 +361,13 @@ def external_question_xml(url: str, frame_height: int = 0) -> str:
     """The MTurk ExternalQuestion for our URL (XML-escaped, so '&' becomes '&amp;'). MTurk requires HTTPS."""
     if urlsplit(url).scheme != "https":
         raise ServiceError("MTurk's ExternalQuestion needs an https address, and this link's is not")
-    return ('<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/'
-            '2006-07-14/ExternalQuestion.xsd">\n'
-            f"  <ExternalURL>{escape(url, quote=False)}</ExternalURL>\n"
-            f"  <FrameHeight>{int(frame_height)}</FrameHeight>\n"
-            "</ExternalQuestion>")
+    return (
+        '<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/'
+        '2006-07-14/ExternalQuestion.xsd">\n'
+        f"  <ExternalURL>{escape(url, quote=False)}</ExternalURL>\n"
+        f"  <FrameHeight>{int(frame_height)}</FrameHeight>\n"
+        "</ExternalQuestion>"
+    )
 
 
 def do_create_external_link(study: Study, platform: str, site_study_id: str = "") -> ExternalLink:
@@ -334,8 +385,9 @@ def do_block_worker(owner, platform: str, worker_id: str, reason: str = "") -> B
     worker_id = worker_id.strip()
     if platform not in ExternalLink.Platform.values or not worker_id:
         raise ServiceError("Give the platform and the worker id to block.")
-    blocked, _ = BlockedWorker.objects.get_or_create(owner=owner, platform=platform, worker_id=worker_id,
-                                                     defaults={"reason": reason[:300]})
+    blocked, _ = BlockedWorker.objects.get_or_create(
+        owner=owner, platform=platform, worker_id=worker_id, defaults={"reason": reason[:300]}
+    )
     return blocked
 
 

@@ -44,8 +44,9 @@ def simulate_humans(study: Study, seed: int = 7) -> int:
             assignment = allocation.do_start_assignment(rater)
             if assignment is None:
                 break
-            for index, shown in enumerate(assignment.pairs.select_related(
-                    "pair__generation_a__system", "pair__generation_b__system")):
+            for index, shown in enumerate(
+                assignment.pairs.select_related("pair__generation_a__system", "pair__generation_b__system")
+            ):
                 a, b = shown.pair.generation_a.system.name, shown.pair.generation_b.system.name
                 effect = item_effect.setdefault(shown.pair.item_id, rng.gauss(0.0, 0.8))
                 if rng.random() < TIE_RATE:
@@ -54,8 +55,12 @@ def simulate_humans(study: Study, seed: int = 7) -> int:
                     a_wins = rng.random() < _logistic(QUALITY[a] - QUALITY[b] + effect)
                     choice = "first" if a_wins == shown.a_shown_first else "second"
                 allocation.do_mark_shown(shown)  # as the rating page does before an answer
-                recording.do_record_judgment(shown, idempotency_key=f"demo-{rater.pk}-{assignment.pk}-{index}",
-                                         answer=Answer(choice=choice), client_time_ms=rng.randint(6000, 40000))
+                recording.do_record_judgment(
+                    shown,
+                    idempotency_key=f"demo-{rater.pk}-{assignment.pk}-{index}",
+                    answer=Answer(choice=choice),
+                    client_time_ms=rng.randint(6000, 40000),
+                )
                 made += 1
     return made
 
@@ -75,10 +80,21 @@ def judge_lines(study: Study, seed: int = 11) -> bytes:
             logit += JUDGE_FIRST_BIAS if first == a else -JUDGE_FIRST_BIAS
             p_a = _logistic(logit)
             choice = a if p_a > 0.5 else b
-            lines.append({"id": f"judge-{'-'.join(map(str, key))}-{first}", "item": line["item"],
-                          "system_a": a, "sample_a": line["sample_a"], "system_b": b, "sample_b": line["sample_b"],
-                          "shown_first": first, "rater": JUDGE, "rater_kind": "judge", "choice": choice,
-                          "probability_a": round(p_a, 4)})
+            lines.append(
+                {
+                    "id": f"judge-{'-'.join(map(str, key))}-{first}",
+                    "item": line["item"],
+                    "system_a": a,
+                    "sample_a": line["sample_a"],
+                    "system_b": b,
+                    "sample_b": line["sample_b"],
+                    "shown_first": first,
+                    "rater": JUDGE,
+                    "rater_kind": "judge",
+                    "choice": choice,
+                    "probability_a": round(p_a, 4),
+                }
+            )
     return "".join(json.dumps(x) + "\n" for x in lines).encode()
 
 

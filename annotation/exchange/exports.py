@@ -21,6 +21,7 @@ from annotation.models import Judgment, Study
 def export_response(study: Study, fmt: str) -> StreamingHttpResponse:
     """Stream the study's judgments as SPEC §8 JSONL or as CSV (shared by the page and the API)."""
     if fmt == "csv":
+
         def rows():
             buffer = io.StringIO()
             writer = csv.writer(buffer)
@@ -94,17 +95,22 @@ def _answers(j: Judgment) -> dict[str, dict] | None:
         if "text" in answer:
             out[key] = {"text": answer["text"]}
         else:
-            out[key] = {"choice": _side(j, answer.get("choice")),
-                        "response_set": (None if answer.get("response_set") is None
-                                         else [_side(j, s) for s in answer["response_set"]]),
-                        "strength": answer.get("strength")}
+            out[key] = {
+                "choice": _side(j, answer.get("choice")),
+                "response_set": (
+                    None if answer.get("response_set") is None else [_side(j, s) for s in answer["response_set"]]
+                ),
+                "strength": answer.get("strength"),
+            }
     return out
 
 
 if set(READERS) != set(formats.JUDGMENT_FIELDS):  # said at start-up, not when someone first exports
-    raise ImproperlyConfigured("annotation/exchange/exports.py reads the judgment fields "
-                               f"{sorted(set(formats.JUDGMENT_FIELDS) ^ set(READERS))} wrongly: one reader per field "
-                               "of formats.JUDGMENT_SCHEMA")
+    raise ImproperlyConfigured(
+        "annotation/exchange/exports.py reads the judgment fields "
+        f"{sorted(set(formats.JUDGMENT_FIELDS) ^ set(READERS))} wrongly: one reader per field "
+        "of formats.JUDGMENT_SCHEMA"
+    )
 
 
 def judgment_line(j: Judgment) -> dict[str, Any]:
@@ -117,8 +123,10 @@ def judgment_line(j: Judgment) -> dict[str, Any]:
         try:
             read = READERS[field.name]
         except KeyError:
-            raise ImproperlyConfigured(f"the judgment field {field.name!r} has no reader in "
-                                       "annotation/exchange/exports.py: it would not be exported") from None
+            raise ImproperlyConfigured(
+                f"the judgment field {field.name!r} has no reader in "
+                "annotation/exchange/exports.py: it would not be exported"
+            ) from None
         value = read(j)
         if field.exported or value is not None:
             line[field.name] = value
@@ -129,4 +137,3 @@ def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
     """Every judgment of the study as a SPEC §8 JSONL object, oldest first."""
     for judgment in judgment_queryset(study).iterator(chunk_size=2000):
         yield judgment_line(judgment)
-

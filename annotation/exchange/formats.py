@@ -137,9 +137,13 @@ class ParsedStudy:
     def warnings(self) -> list[Problem]:
         """What imports but deserves a look: empty outputs (a model that answered nothing is real data; it
         loses its comparisons, and raters see it marked "(empty output)")."""
-        return [Problem(item.line, f"outputs.{system}[{k}]", f"empty output of item {item.external_id}")
-                for item in self.items for system, samples in item.outputs.items()
-                for k, text in enumerate(samples) if not text.strip()]
+        return [
+            Problem(item.line, f"outputs.{system}[{k}]", f"empty output of item {item.external_id}")
+            for item in self.items
+            for system, samples in item.outputs.items()
+            for k, text in enumerate(samples)
+            if not text.strip()
+        ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,7 +186,6 @@ def detect_format(text: str, filename: str | None) -> str:
 
 
 MAX_DEPTH = 20
-
 
 
 def _depth_and_nul(value: Any, depth: int = 0) -> tuple[int, bool]:
@@ -228,8 +231,9 @@ def strict_json(text: str) -> Any:
 
 
 TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels)"
-UNSTORABLE_TEXT = ("text contains a NUL character (\\u0000) or an unpaired surrogate (\\ud800-\\udfff), which "
-                   "cannot be stored")
+UNSTORABLE_TEXT = (
+    "text contains a NUL character (\\u0000) or an unpaired surrogate (\\ud800-\\udfff), which cannot be stored"
+)
 
 
 def stored_json(text: str) -> Any:
@@ -332,8 +336,10 @@ def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50
     systems = _study_systems(items, problems)
     if problems:
         # what would import with a warning is listed too, so a file is fixed in one go (issue 30)
-        problems += [Problem(w.line, w.field, f"{w.message} (a warning only: this alone would import)")
-                     for w in ParsedStudy(systems, items).warnings]
+        problems += [
+            Problem(w.line, w.field, f"{w.message} (a warning only: this alone would import)")
+            for w in ParsedStudy(systems, items).warnings
+        ]
         problems.sort(key=lambda p: (p.line is None, p.line or 0))  # file-wide problems last
         raise FormatError(problems)
     for item in items:  # one line ending (annotation/text.py): "\r\n" from a Windows file is the same text
@@ -354,8 +360,11 @@ def _study_systems(items: list[ParsedItem], problems: list[Problem]) -> list[str
     for item in items:
         for name in item.outputs:
             if name not in systems:
-                problems.append(Problem(item.line, f"outputs.{name}",
-                                        f"unknown system '{name}' (most items use: {', '.join(systems)})"))
+                problems.append(
+                    Problem(
+                        item.line, f"outputs.{name}", f"unknown system '{name}' (most items use: {', '.join(systems)})"
+                    )
+                )
         for name in systems:
             if item.outputs and name not in item.outputs:  # none at all: said once, as missing outputs
                 problems.append(
@@ -419,9 +428,15 @@ def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:
             items.append(ParsedItem(external_id, source, reference, metadata, outputs, line))  # type: ignore[arg-type]
     without = [item for item in items if item.outputs is None]
     if len(without) < len(items):  # some items have outputs: every item needs them
-        problems += [Problem(item.line, "outputs", "missing outputs (other items have them; a file of inputs alone, "
-                                                   "for outputs generated from endpoints, has none)")
-                     for item in without]
+        problems += [
+            Problem(
+                item.line,
+                "outputs",
+                "missing outputs (other items have them; a file of inputs alone, "
+                "for outputs generated from endpoints, has none)",
+            )
+            for item in without
+        ]
     for item in without:
         item.outputs = {}
     return items
@@ -474,8 +489,9 @@ def _parse_inputs_csv(header: list[str], rows, problems: list[Problem]) -> list[
     output columns): one item per row, its outputs generated from endpoints later."""
     for column in header:
         if column not in ("item_id", "input", "reference", "metadata"):
-            problems.append(Problem(1, column, "unknown column (a file of inputs alone has item_id, input, "
-                                               "reference, metadata)"))
+            problems.append(
+                Problem(1, column, "unknown column (a file of inputs alone has item_id, input, reference, metadata)")
+            )
     items: list[ParsedItem] = []
     seen: dict[str, int] = {}
     for line, row in rows:
@@ -486,8 +502,9 @@ def _parse_inputs_csv(header: list[str], rows, problems: list[Problem]) -> list[
         elif len(external_id) > 200:
             problems.append(Problem(line, "item_id", "id longer than 200 characters"))
         elif external_id in seen:
-            problems.append(Problem(line, "item_id",
-                                    f"duplicate id '{external_id}' (first on line {seen[external_id]})"))
+            problems.append(
+                Problem(line, "item_id", f"duplicate id '{external_id}' (first on line {seen[external_id]})")
+            )
         else:
             seen[external_id] = line
         if not row["input"].strip():
@@ -532,8 +549,11 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
             if not 0 <= sample <= MAX_STORED_INT:
                 raise ValueError
         except ValueError:
-            problems.append(Problem(line, "sample", f"sample must be a whole number from 0 to {MAX_STORED_INT}, "
-                                                    f"not '{row['sample']}'"))
+            problems.append(
+                Problem(
+                    line, "sample", f"sample must be a whole number from 0 to {MAX_STORED_INT}, not '{row['sample']}'"
+                )
+            )
             ok = False
         before = len(problems)
         metadata = _csv_metadata(row, line, problems)
@@ -550,8 +570,12 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
         samples = sample_lines.setdefault((external_id, system), {})
         if sample in samples:
             problems.append(
-                Problem(line, "sample", f"duplicate sample {sample} of '{system}' for item '{external_id}' "
-                        f"(first on line {samples[sample]})")
+                Problem(
+                    line,
+                    "sample",
+                    f"duplicate sample {sample} of '{system}' for item '{external_id}' "
+                    f"(first on line {samples[sample]})",
+                )
             )
             continue
         samples[sample] = line
@@ -562,8 +586,12 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
             indices = sorted(i for i, _ in indexed)  # type: ignore[misc]
             if indices != list(range(len(indices))):
                 problems.append(
-                    Problem(item.line, "sample", f"samples of '{system}' for item '{item.external_id}' are "
-                            f"{indices}; expected 0..{len(indices) - 1} without gaps")
+                    Problem(
+                        item.line,
+                        "sample",
+                        f"samples of '{system}' for item '{item.external_id}' are "
+                        f"{indices}; expected 0..{len(indices) - 1} without gaps",
+                    )
                 )
             item.outputs[system] = [text for _, text in sorted(indexed)]  # type: ignore[misc]
     return items
@@ -717,8 +745,9 @@ class _Line:
         where the default is None."""
         value = self.obj.get(field, default)
         if (value is None and default is not None) or (
-                value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0
-                                       or value > MAX_STORED_INT)):
+            value is not None
+            and (isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > MAX_STORED_INT)
+        ):
             self.problem(field, f"{field} must be a whole number from 0 to {MAX_STORED_INT}")
         return value
 
@@ -767,18 +796,23 @@ def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
     """The choice, response set, P(A) and strength as given (system names), each checked; one of the first
     three is needed."""
     choice, response_set, probability_a, strength = (
-        line.obj.get(f) for f in ("choice", "response_set", "probability_a", "strength"))
+        line.obj.get(f) for f in ("choice", "response_set", "probability_a", "strength")
+    )
     chosen_system = isinstance(choice, str) and choice in code_of
     if choice is not None and not (chosen_system or choice == "tie"):
         line.problem("choice", "choice must be system_a, system_b, 'tie' or null")
     if response_set is not None and (
-        not isinstance(response_set, list) or any(not isinstance(s, str) or s not in code_of for s in response_set)
+        not isinstance(response_set, list)
+        or any(not isinstance(s, str) or s not in code_of for s in response_set)
         or len(set(response_set)) != len(response_set)
     ):
-        line.problem("response_set", "response_set must be a list of distinct systems of the pair ([] when neither "
-                                     "is acceptable), or null")
-    if strength is not None and (not isinstance(strength, int) or isinstance(strength, bool)
-                                 or strength not in STRENGTHS):
+        line.problem(
+            "response_set",
+            "response_set must be a list of distinct systems of the pair ([] when neither is acceptable), or null",
+        )
+    if strength is not None and (
+        not isinstance(strength, int) or isinstance(strength, bool) or strength not in STRENGTHS
+    ):
         line.problem("strength", "strength must be 1 (better), 2 (much better) or null")
     elif strength is not None and not chosen_system:
         line.problem("strength", "strength needs a choice of system_a or system_b")
@@ -813,10 +847,15 @@ def _further_answers(line: _Line, code_of: dict[str, str], questions: dict[str, 
             continue
         if questions[key] in (question_kinds.RATIONALE, question_kinds.OPTIONAL_RATIONALE):
             text = answer.get("text")
-            if set(answer) != {"text"} or not isinstance(text, str) or not text.strip() \
-                    or len(text) > question_kinds.RATIONALE_MAX_CHARS:
-                line.problem(field, f"{field} must be {{\"text\": ...}} with 1 to "
-                                    f"{question_kinds.RATIONALE_MAX_CHARS} characters")
+            if (
+                set(answer) != {"text"}
+                or not isinstance(text, str)
+                or not text.strip()
+                or len(text) > question_kinds.RATIONALE_MAX_CHARS
+            ):
+                line.problem(
+                    field, f'{field} must be {{"text": ...}} with 1 to {question_kinds.RATIONALE_MAX_CHARS} characters'
+                )
                 continue
             out[key] = {"text": text.strip()}
             continue
@@ -827,13 +866,19 @@ def _further_answers(line: _Line, code_of: dict[str, str], questions: dict[str, 
         inner = _Line(line.number, answer, [])
         choice, response_set, probability_a, strength = _answer(inner, code_of)
         for problem in inner.problems:
-            line.problem(f"{field}.{problem.field}" if problem.field else field,
-                         problem.message.replace("a judgment needs a choice, a response_set or a probability_a",
-                                                 "an answer needs a choice or a response_set"))
+            line.problem(
+                f"{field}.{problem.field}" if problem.field else field,
+                problem.message.replace(
+                    "a judgment needs a choice, a response_set or a probability_a",
+                    "an answer needs a choice or a response_set",
+                ),
+            )
         if not inner.problems:
-            out[key] = {"choice": None if choice is None else ("tie" if choice == "tie" else code_of[choice]),
-                        "response_set": None if response_set is None else [code_of[s] for s in response_set],
-                        "strength": strength}
+            out[key] = {
+                "choice": None if choice is None else ("tie" if choice == "tie" else code_of[choice]),
+                "response_set": None if response_set is None else [code_of[s] for s in response_set],
+                "strength": strength,
+            }
     return out
 
 
@@ -861,8 +906,10 @@ def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
         except ValueError:
             line.problem("created", "created must be an ISO 8601 date-time, e.g. 2026-01-01T12:00:00Z")
         except OverflowError:
-            line.problem("created", "created is outside the representable range: in UTC it must fall between "
-                                    "0001-01-01 and 9999-12-31")
+            line.problem(
+                "created",
+                "created is outside the representable range: in UTC it must fall between 0001-01-01 and 9999-12-31",
+            )
     times = {field: line.count(field) for field in ("time_on_task_ms", "client_time_ms")}
     flags = {name: line.obj.get(name, False) for name in ("superseded", "revised")}
     for name, value in flags.items():

@@ -66,8 +66,10 @@ def do_add_endpoint_system(study: Study, name: str, **fields: Any) -> SystemEndp
     if study.systems.filter(name=name).exists():
         raise GenerationError(f"The study already has a system named {name!r}.")
     if study.has_started():
-        raise GenerationError("Raters have already started on this study, so its comparison plan is frozen: a new "
-                              "system could not be compared. Duplicate the study to add one.")
+        raise GenerationError(
+            "Raters have already started on this study, so its comparison plan is frozen: a new "
+            "system could not be compared. Duplicate the study to add one."
+        )
     if not study.items.exists():
         raise GenerationError("The study has no items to generate outputs for.")
     if "system_prompt" in fields:
@@ -78,8 +80,9 @@ def do_add_endpoint_system(study: Study, name: str, **fields: Any) -> SystemEndp
         try:
             endpoint.full_clean()  # every caller, not only the form: ranges, URL, key variable, prices
         except ValidationError as exc:
-            raise GenerationError("; ".join(f"{field}: {' '.join(errors)}"
-                                            for field, errors in exc.message_dict.items())) from exc
+            raise GenerationError(
+                "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
+            ) from exc
         endpoint.save()
         return endpoint
 
@@ -89,8 +92,11 @@ def check_same_source(endpoint: SystemEndpoint, **fields: Any) -> list[str]:
     the outputs of one system must all come from one configuration (their provenance says which)."""
     if not Generation.objects.filter(system=endpoint.system).exists():
         return []
-    return [f"{name}: {getattr(endpoint, name)!r} -> {value!r}" for name, value in fields.items()
-            if name in SOURCE and getattr(endpoint, name) != value]
+    return [
+        f"{name}: {getattr(endpoint, name)!r} -> {value!r}"
+        for name, value in fields.items()
+        if name in SOURCE and getattr(endpoint, name) != value
+    ]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -156,8 +162,13 @@ def ask(client: openai.OpenAI, endpoint: SystemEndpoint, request: Request) -> Re
     extra = {} if endpoint.seed is None else {"seed": endpoint.seed + request.sample_index}
     try:
         completion = client.chat.completions.create(
-            model=endpoint.model, messages=messages(endpoint, request), temperature=endpoint.temperature,
-            max_tokens=endpoint.max_tokens, n=1, **extra)
+            model=endpoint.model,
+            messages=messages(endpoint, request),
+            temperature=endpoint.temperature,
+            max_tokens=endpoint.max_tokens,
+            n=1,
+            **extra,
+        )
     except FATAL:
         raise
     except openai.OpenAIError as exc:
@@ -181,21 +192,36 @@ def _read(endpoint: SystemEndpoint, request: Request, completion) -> Reply:
     if finish == "content_filter":
         problem = "The endpoint withheld the reply (its content filter)."
     elif not isinstance(choice.message.content, str):
-        problem = ("The reply has no text" + (f" (a refusal: {choice.message.refusal[:300]})"
-                                              if getattr(choice.message, "refusal", None) else "") + ".")
+        problem = (
+            "The reply has no text"
+            + (f" (a refusal: {choice.message.refusal[:300]})" if getattr(choice.message, "refusal", None) else "")
+            + "."
+        )
     elif len(text) > MAX_OUTPUT_CHARS:
-        problem = (f"The reply is {len(text):,} characters long; an output may have at most {MAX_OUTPUT_CHARS:,}. "
-                   f"It began: {text[:300]!r}")
+        problem = (
+            f"The reply is {len(text):,} characters long; an output may have at most {MAX_OUTPUT_CHARS:,}. "
+            f"It began: {text[:300]!r}"
+        )
     elif UNSTORABLE.search(text):
-        problem = ("The reply holds a character no database can store (NUL or an unpaired surrogate); it is not "
-                   f"stored altered. It began: {text[:300]!r}")
+        problem = (
+            "The reply holds a character no database can store (NUL or an unpaired surrogate); it is not "
+            f"stored altered. It began: {text[:300]!r}"
+        )
     if finish == "length":
         notes.append(f"cut off at the token limit ({endpoint.max_tokens} tokens)")
     for choice_body in response.get("choices") or []:  # the text is stored once, as the output
         if isinstance((choice_body.get("message") or {}).get("content"), str):
             choice_body["message"]["content"] = None
-    return Reply(request, text="" if problem else newlines(text), response=response, prompt_tokens=prompt_tokens,
-                 completion_tokens=completion_tokens, finish_reason=str(finish), notes=tuple(notes), problem=problem)
+    return Reply(
+        request,
+        text="" if problem else newlines(text),
+        response=response,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        finish_reason=str(finish),
+        notes=tuple(notes),
+        problem=problem,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -207,13 +233,20 @@ def provenance(endpoint: SystemEndpoint, reply: Reply, at) -> dict[str, Any]:
     the time, why it ended and the endpoint's notes."""
     response = reply.response or {}
     return {
-        "endpoint": endpoint.base_url, "model": endpoint.model, "served_by": response.get("model"),
+        "endpoint": endpoint.base_url,
+        "model": endpoint.model,
+        "served_by": response.get("model"),
         "response_id": response.get("id"),
-        "parameters": {"temperature": endpoint.temperature, "max_tokens": endpoint.max_tokens,
-                       "system_prompt": endpoint.system_prompt,
-                       "seed": None if endpoint.seed is None else endpoint.seed + reply.request.sample_index},
-        "time": at.isoformat(), "finish_reason": reply.finish_reason,
-        "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+        "parameters": {
+            "temperature": endpoint.temperature,
+            "max_tokens": endpoint.max_tokens,
+            "system_prompt": endpoint.system_prompt,
+            "seed": None if endpoint.seed is None else endpoint.seed + reply.request.sample_index,
+        },
+        "time": at.isoformat(),
+        "finish_reason": reply.finish_reason,
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
         **({"notes": list(reply.notes)} if reply.notes else {}),
     }
 
@@ -222,9 +255,15 @@ def record(endpoint: SystemEndpoint, reply: Reply) -> GenerationCall | None:
     """Store one reply: the output and its call in one transaction, an unusable reply or a failure as a call. None
     when the output was already stored (another run got there first)."""
     request, at = reply.request, timezone.now()
-    fields: dict[str, Any] = {"response": reply.response, "prompt_tokens": reply.prompt_tokens,
-                              "completion_tokens": reply.completion_tokens, "created": at, "problem": "",
-                              "generation": None, "replies": 0 if reply.error else 1}
+    fields: dict[str, Any] = {
+        "response": reply.response,
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "created": at,
+        "problem": "",
+        "generation": None,
+        "replies": 0 if reply.error else 1,
+    }
     if reply.error:
         fields.update(status=GenerationCall.Status.FAILED, problem=redact(reply.error, endpoint))
     elif reply.problem:
@@ -234,15 +273,23 @@ def record(endpoint: SystemEndpoint, reply: Reply) -> GenerationCall | None:
     fields["problem"] = endpoints.storable(fields["problem"])  # it may quote the endpoint's words
     try:
         with transaction.atomic():
-            previous = (GenerationCall.objects.select_for_update()
-                        .filter(endpoint=endpoint, item_id=request.item_id, sample_index=request.sample_index).first())
+            previous = (
+                GenerationCall.objects.select_for_update()
+                .filter(endpoint=endpoint, item_id=request.item_id, sample_index=request.sample_index)
+                .first()
+            )
             if previous is not None and previous.status == GenerationCall.Status.GENERATED:
                 return None
             if fields["status"] == GenerationCall.Status.GENERATED:
                 fields["generation"] = Generation.objects.create(
-                    item_id=request.item_id, system_id=endpoint.system_id, sample_index=request.sample_index,
-                    text=reply.text, text_hash=text_hash(reply.text), n_words=word_count(reply.text),
-                    provenance=endpoints.storable(provenance(endpoint, reply, at)))
+                    item_id=request.item_id,
+                    system_id=endpoint.system_id,
+                    sample_index=request.sample_index,
+                    text=reply.text,
+                    text_hash=text_hash(reply.text),
+                    n_words=word_count(reply.text),
+                    provenance=endpoints.storable(provenance(endpoint, reply, at)),
+                )
             if previous is not None:  # asked again: what every attempt was paid for adds up
                 for name in ("replies", "prompt_tokens", "completion_tokens"):
                     fields[name] += getattr(previous, name)
@@ -250,8 +297,9 @@ def record(endpoint: SystemEndpoint, reply: Reply) -> GenerationCall | None:
                     setattr(previous, name, value)
                 previous.save()
                 return previous
-            return GenerationCall.objects.create(endpoint=endpoint, item_id=request.item_id,
-                                                 sample_index=request.sample_index, **fields)
+            return GenerationCall.objects.create(
+                endpoint=endpoint, item_id=request.item_id, sample_index=request.sample_index, **fields
+            )
     except IntegrityError:  # a concurrent run stored this output in between
         return None
 
@@ -274,28 +322,54 @@ class Usage:
 def usage(endpoint: SystemEndpoint) -> Usage:
     S = GenerationCall.Status
     row = GenerationCall.objects.filter(endpoint=endpoint).aggregate(
-        generated=Count("id", filter=Q(status=S.GENERATED)), unusable=Count("id", filter=Q(status=S.UNUSABLE)),
-        failed=Count("id", filter=Q(status=S.FAILED)), replies=Sum("replies", default=0),
-        prompt=Sum("prompt_tokens", default=0), completion=Sum("completion_tokens", default=0))
-    return Usage(row["replies"], row["generated"], row["unusable"], row["failed"], row["prompt"],
-                 row["completion"], endpoints.cost(endpoint, row["prompt"], row["completion"]))
+        generated=Count("id", filter=Q(status=S.GENERATED)),
+        unusable=Count("id", filter=Q(status=S.UNUSABLE)),
+        failed=Count("id", filter=Q(status=S.FAILED)),
+        replies=Sum("replies", default=0),
+        prompt=Sum("prompt_tokens", default=0),
+        completion=Sum("completion_tokens", default=0),
+    )
+    return Usage(
+        row["replies"],
+        row["generated"],
+        row["unusable"],
+        row["failed"],
+        row["prompt"],
+        row["completion"],
+        endpoints.cost(endpoint, row["prompt"], row["completion"]),
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
 # A run
 
 
-def run(endpoint: SystemEndpoint, *, progress: Callable[[int, int], None] = lambda done, total: None,
-        should_stop: Callable[[], bool] = lambda: False, slice_seconds: float | None = None) -> RunResult:
+def run(
+    endpoint: SystemEndpoint,
+    *,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+    should_stop: Callable[[], bool] = lambda: False,
+    slice_seconds: float | None = None,
+) -> RunResult:
     """Ask for every missing output within the budget (``endpoints.run``: ``max_concurrency`` at a time, each reply
     recorded as it arrives; stop, time slices and cut-offs recorded as failed and asked again on resume)."""
     result = RunResult()
     todo = endpoints.within_budget(endpoint, pending(endpoint), usage(endpoint).replies, result)
-    talk = endpoints.Conversation(ask=lambda client, request: ask(client, endpoint, request),
-                                  record=lambda reply: record(endpoint, reply) is not None,
-                                  failure=lambda request, why: Reply(request, error=why))
-    return endpoints.run(endpoint, requests(todo), len(todo), talk, progress=progress, should_stop=should_stop,
-                         slice_seconds=slice_seconds, result=result)
+    talk = endpoints.Conversation(
+        ask=lambda client, request: ask(client, endpoint, request),
+        record=lambda reply: record(endpoint, reply) is not None,
+        failure=lambda request, why: Reply(request, error=why),
+    )
+    return endpoints.run(
+        endpoint,
+        requests(todo),
+        len(todo),
+        talk,
+        progress=progress,
+        should_stop=should_stop,
+        slice_seconds=slice_seconds,
+        result=result,
+    )
 
 
 def do_include_if_complete(endpoint: SystemEndpoint) -> str:
@@ -318,8 +392,10 @@ def do_include_if_complete(endpoint: SystemEndpoint) -> str:
         return f"The outputs are in, but the plan could not be rebuilt: {exc}"
     pairs = study.comparisons.filter(Q(system_a=endpoint.system_id) | Q(system_b=endpoint.system_id)).count()
     if not pairs:
-        return (f"The plan was rebuilt ({tasks} rating tasks), but {endpoint} is in no system pair: it needs a "
-                "second system, or (with an explicit list of pairs) its pairs ticked on the settings page.")
+        return (
+            f"The plan was rebuilt ({tasks} rating tasks), but {endpoint} is in no system pair: it needs a "
+            "second system, or (with an explicit list of pairs) its pairs ticked on the settings page."
+        )
     return f"The plan was rebuilt with the new system: {tasks} rating tasks, {pairs} of its system pairs."
 
 
@@ -328,8 +404,11 @@ def do_include_if_complete(endpoint: SystemEndpoint) -> str:
 
 
 def current_job(endpoint: SystemEndpoint) -> Job | None:
-    return (Job.objects.filter(study_id=endpoint.system.study_id, kind=JOB_KIND, params__endpoint=endpoint.pk)
-            .order_by("-pk").first())
+    return (
+        Job.objects.filter(study_id=endpoint.system.study_id, kind=JOB_KIND, params__endpoint=endpoint.pk)
+        .order_by("-pk")
+        .first()
+    )
 
 
 def do_start_generation(endpoint: SystemEndpoint, foreground: bool = False) -> Job:
@@ -339,11 +418,17 @@ def do_start_generation(endpoint: SystemEndpoint, foreground: bool = False) -> J
     with transaction.atomic():
         SystemEndpoint.objects.select_for_update().filter(pk=endpoint.pk).first()
         return endpoints.do_start(
-            endpoint, JOB_KIND, endpoint.system.study_id, {"endpoint": endpoint.pk, "foreground": foreground},
-            current_job(endpoint), busy="This system's outputs are already being generated; stop the run first.",
+            endpoint,
+            JOB_KIND,
+            endpoint.system.study_id,
+            {"endpoint": endpoint.pk, "foreground": foreground},
+            current_job(endpoint),
+            busy="This system's outputs are already being generated; stop the run first.",
             nothing_left=None if pending(endpoint) else "Every item has all its outputs.",
-            replies=usage(endpoint).replies, enqueue=not foreground,
-            message=f"Generating {endpoint}'s outputs: " + ("python manage.py generate" if foreground else "queued"))
+            replies=usage(endpoint).replies,
+            enqueue=not foreground,
+            message=f"Generating {endpoint}'s outputs: " + ("python manage.py generate" if foreground else "queued"),
+        )
 
 
 def do_stop_generation(endpoint: SystemEndpoint) -> None:
@@ -354,8 +439,10 @@ def do_stop_generation(endpoint: SystemEndpoint) -> None:
 
 def summary(endpoint: SystemEndpoint) -> str:
     used = usage(endpoint)
-    return (f"{used.generated} generated, {used.unusable} unusable, {used.failed} failed after retries; "
-            f"{used.tokens:,} tokens, ${used.cost}.")
+    return (
+        f"{used.generated} generated, {used.unusable} unusable, {used.failed} failed after retries; "
+        f"{used.tokens:,} tokens, ${used.cost}."
+    )
 
 
 def generate_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
@@ -365,11 +452,18 @@ def generate_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     progress.say(f"Generating {endpoint}'s outputs")
     slice_seconds = float("inf") if job.params.get("foreground") else None
     _, outcome = endpoints.run_as_job(
-        endpoint, lambda should_stop: run(endpoint, progress=progress, should_stop=should_stop,
-                                          slice_seconds=slice_seconds),
-        lambda: summary(endpoint), lambda: jobs.enqueue(Job.objects.create(
-            study_id=endpoint.system.study_id, kind=JOB_KIND, params={"endpoint": endpoint.pk},
-            message=f"Generating {endpoint}'s outputs goes on after the jobs queued before it")))
+        endpoint,
+        lambda should_stop: run(endpoint, progress=progress, should_stop=should_stop, slice_seconds=slice_seconds),
+        lambda: summary(endpoint),
+        lambda: jobs.enqueue(
+            Job.objects.create(
+                study_id=endpoint.system.study_id,
+                kind=JOB_KIND,
+                params={"endpoint": endpoint.pk},
+                message=f"Generating {endpoint}'s outputs goes on after the jobs queued before it",
+            )
+        ),
+    )
     if outcome is not None:
         return outcome
     said = summary(endpoint)

@@ -44,7 +44,6 @@ matter, nor their length. Explain your judgment in at most three sentences, then
 {answer_format}"""
 
 
-
 class Unparseable(ValueError):
     """A reply that does not follow the verdict grammar, or names an option the study does not offer."""
 
@@ -63,8 +62,9 @@ class Offer:
     @classmethod
     def of(cls, study) -> Offer:
         question = elicitation.MODES[study.elicitation].question(study)
-        return cls(study.elicitation, study.allow_tie, study.neither_option, question, study.tie_label,
-                   study.neither_label)
+        return cls(
+            study.elicitation, study.allow_tie, study.neither_option, question, study.tie_label, study.neither_label
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,17 +85,37 @@ def _choice_values(offer: Offer) -> list[str]:
 
 
 LINES = {
-    "choice": VerdictLine("Verdict", _choice_values, "one line, exactly one of: ",
-                          "first your choice, exactly one of: ", lambda v: {"choice": _choice(v)}),
-    "acceptable": VerdictLine("Acceptable", lambda o: ["A", "B", "A, B"] + (["none"] if o.neither_option else []),
-                              "one line listing every output that is an acceptable answer, exactly one of: ",
-                              "every acceptable output, exactly one of: ", lambda v: {"response": _set(v)}),
-    "also": VerdictLine("Also acceptable", lambda o: ["A", "B", "A, B", "none"], "one line, exactly one of: ",
-                        "then every output that is also acceptable, exactly one of: ",
-                        lambda v: {"response": frozenset(_set(v) - {NEITHER})}),
-    "scale": VerdictLine("Verdict", lambda o: ["A much better", "A better", "Same", "B better", "B much better"]
-                         + (["Both bad"] if o.neither_option else []), "one line, exactly one of: ",
-                         "first your verdict, exactly one of: ", lambda v: _scale(v)),
+    "choice": VerdictLine(
+        "Verdict",
+        _choice_values,
+        "one line, exactly one of: ",
+        "first your choice, exactly one of: ",
+        lambda v: {"choice": _choice(v)},
+    ),
+    "acceptable": VerdictLine(
+        "Acceptable",
+        lambda o: ["A", "B", "A, B"] + (["none"] if o.neither_option else []),
+        "one line listing every output that is an acceptable answer, exactly one of: ",
+        "every acceptable output, exactly one of: ",
+        lambda v: {"response": _set(v)},
+    ),
+    "also": VerdictLine(
+        "Also acceptable",
+        lambda o: ["A", "B", "A, B", "none"],
+        "one line, exactly one of: ",
+        "then every output that is also acceptable, exactly one of: ",
+        lambda v: {"response": frozenset(_set(v) - {NEITHER})},
+    ),
+    "scale": VerdictLine(
+        "Verdict",
+        lambda o: (
+            ["A much better", "A better", "Same", "B better", "B much better"]
+            + (["Both bad"] if o.neither_option else [])
+        ),
+        "one line, exactly one of: ",
+        "first your verdict, exactly one of: ",
+        lambda v: _scale(v),
+    ),
 }
 
 
@@ -126,8 +146,13 @@ def render_prompt(template: str, offer: Offer, input_text: str, first: str, seco
     """The template with its placeholders filled. Plain replacement (never str.format): braces in a template
     or in the outputs are kept as they are, and one output's text is never read as a placeholder."""
     check_template(template)
-    values = {"{question}": offer.question, "{input}": input_text, "{first}": first, "{second}": second,
-              "{answer_format}": answer_format(offer)}
+    values = {
+        "{question}": offer.question,
+        "{input}": input_text,
+        "{first}": first,
+        "{second}": second,
+        "{answer_format}": answer_format(offer),
+    }
     pattern = re.compile("|".join(re.escape(k) for k in values))
     return pattern.sub(lambda m: values[m.group(0)], template)
 
@@ -178,8 +203,14 @@ def _set(value: str) -> frozenset[str]:
     return frozenset(table[v])
 
 
-_SCALE = {"a much better": (FIRST, 2), "a better": (FIRST, 1), "same": (TIE, None), "b better": (SECOND, 1),
-          "b much better": (SECOND, 2), "both bad": (BOTH_BAD, None)}
+_SCALE = {
+    "a much better": (FIRST, 2),
+    "a better": (FIRST, 1),
+    "same": (TIE, None),
+    "b better": (SECOND, 1),
+    "b much better": (SECOND, 2),
+    "both bad": (BOTH_BAD, None),
+}
 
 
 def _scale(value: str) -> dict:
@@ -200,13 +231,16 @@ def parse(offer: Offer, text: str) -> Verdict:
     if sum(_match(first, line) is not None for _, line in lines) > 1:
         raise Unparseable(f"The reply has more than one '{first}:' line.")
     ending = " and ".join(f"{'an' if g.label[0] in 'AEIOU' else 'a'} '{g.label}:'" for g in grammar) + " line"
-    missing = (f"The reply does not end with {ending}." if len(grammar) > 1
-               else f"The reply's last line is not a '{first}:' line.")
+    missing = (
+        f"The reply does not end with {ending}."
+        if len(grammar) > 1
+        else f"The reply's last line is not a '{first}:' line."
+    )
     if len(lines) < len(grammar):
         raise Unparseable(missing)
     parts: dict = {}
     offset = None
-    for line_kind, (at, line) in zip(grammar, lines[-len(grammar):], strict=True):
+    for line_kind, (at, line) in zip(grammar, lines[-len(grammar) :], strict=True):
         found = _match(line_kind.label, line)
         if found is None:
             raise Unparseable(missing)

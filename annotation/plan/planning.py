@@ -45,10 +45,12 @@ def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = No
             explicit = list(study.comparisons.values_list("system_a_id", "system_b_id"))
         pairs = [(by_id[a], by_id[b]) for a, b in explicit if a in by_id and b in by_id]
     else:
-        pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1:]]
+        pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1 :]]
     if len(pairs) > MAX_SYSTEM_PAIRS:
-        raise ServiceError(f"{len(systems)} systems make {len(pairs):,} system pairs; a study compares at most "
-                           f"{MAX_SYSTEM_PAIRS:,}. Compare each system with a baseline, or tick the pairs you need.")
+        raise ServiceError(
+            f"{len(systems)} systems make {len(pairs):,} system pairs; a study compares at most "
+            f"{MAX_SYSTEM_PAIRS:,}. Compare each system with a baseline, or tick the pairs you need."
+        )
     return pairs
 
 
@@ -59,9 +61,11 @@ def systems_with_outputs(study: Study) -> list[System]:
     below K is exact); one query."""
     n_items = study.items.count()
     wanted = Count("generations", filter=Q(generations__sample_index__lt=F("endpoint__samples")))
-    return list(study.systems.annotate(n=wanted)
-                .filter(Q(endpoint__isnull=True) | Q(n__gte=F("endpoint__samples") * n_items))
-                .order_by("id"))  # a grouped query has no default order: the pairs' A and B must not swap
+    return list(
+        study.systems.annotate(n=wanted)
+        .filter(Q(endpoint__isnull=True) | Q(n__gte=F("endpoint__samples") * n_items))
+        .order_by("id")
+    )  # a grouped query has no default order: the pairs' A and B must not swap
 
 
 def fewer_system_pairs(study: Study) -> Problem | None:
@@ -73,9 +77,13 @@ def fewer_system_pairs(study: Study) -> Problem | None:
         return None
     Study.objects.filter(pk=study.pk).update(pair_mode=Study.PairMode.BASELINE, baseline=systems[0])
     study.pair_mode, study.baseline = Study.PairMode.BASELINE, systems[0]
-    return Problem(None, "systems", f"{n} systems would make {n * (n - 1) // 2:,} system pairs (at most "
-                                    f"{MAX_SYSTEM_PAIRS:,}): each is compared with {systems[0].name} instead; change "
-                                    "it on the settings page")
+    return Problem(
+        None,
+        "systems",
+        f"{n} systems would make {n * (n - 1) // 2:,} system pairs (at most "
+        f"{MAX_SYSTEM_PAIRS:,}): each is compared with {systems[0].name} instead; change "
+        "it on the settings page",
+    )
 
 
 @transaction.atomic
@@ -92,8 +100,9 @@ def do_rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None)
     return len(release_tasks(study, releases, rng))
 
 
-def plan_releases(study: Study, explicit: list[tuple[int, int]] | None = None
-                  ) -> tuple[list[tuple[Item, Comparison]], random.Random]:
+def plan_releases(
+    study: Study, explicit: list[tuple[int, int]] | None = None
+) -> tuple[list[tuple[Item, Comparison]], random.Random]:
     """The plan's (item, system pair) units in release order, and the random generator that draws their pairs
     next: the study's comparisons are made to match its settings (in the caller's transaction), its tasks are
     cleared, and each system pair's selection runs on its candidates."""
@@ -101,8 +110,10 @@ def plan_releases(study: Study, explicit: list[tuple[int, int]] | None = None
     Task.objects.filter(study=study).delete()
     # Keep the system pairs that stay (their separability results hang off them); drop the others.
     existing = {(c.system_a_id, c.system_b_id): c for c in study.comparisons.all()}
-    comparisons = [existing.pop((a.pk, b.pk), None) or Comparison.objects.create(study=study, system_a=a, system_b=b)
-                   for a, b in pairs_wanted]
+    comparisons = [
+        existing.pop((a.pk, b.pk), None) or Comparison.objects.create(study=study, system_a=a, system_b=b)
+        for a, b in pairs_wanted
+    ]
     for dropped in existing.values():
         dropped.delete()
     comparisons.sort(key=lambda c: c.pk)  # the order study.comparisons has, so `select` sees the same candidates
@@ -111,8 +122,9 @@ def plan_releases(study: Study, explicit: list[tuple[int, int]] | None = None
     per_comparison: dict[int, list[scheduling.Unit]] = {}
     position_of = {item.pk: i for i, item in enumerate(items)}
     chooser = extensions.item_chooser()
-    for c, (comparison, candidates) in enumerate(zip(comparisons, plan_candidates(study, comparisons, rng, items),
-                                                     strict=True)):
+    for c, (comparison, candidates) in enumerate(
+        zip(comparisons, plan_candidates(study, comparisons, rng, items), strict=True)
+    ):
         try:
             chosen = chooser.choose(study, comparison, candidates)
         except ValueError as exc:
@@ -121,8 +133,9 @@ def plan_releases(study: Study, explicit: list[tuple[int, int]] | None = None
     return [(items[u.item], comparisons[u.comparison]) for u in scheduling.interleave(per_comparison)], rng
 
 
-def plan_candidates(study: Study, comparisons: list[Comparison], rng: random.Random,
-                    items: list[Item] | None = None) -> list[list[Item]]:
+def plan_candidates(
+    study: Study, comparisons: list[Comparison], rng: random.Random, items: list[Item] | None = None
+) -> list[list[Item]]:
     """The candidate items of each system pair under the study's comparison schedule (before selection),
     drawn with ``rng`` (the plan's, seeded by the study's seed)."""
     items = list(study.items.all()) if items is None else items
@@ -142,8 +155,9 @@ def do_advance_live_selection(assignment: Assignment) -> list:
             continue
         releases.append(release)
         if release.items:
-            release_tasks(assignment.study, [(item, release.comparison) for item in release.items],
-                          random.Random(release.seed))
+            release_tasks(
+                assignment.study, [(item, release.comparison) for item in release.items], random.Random(release.seed)
+            )
     return releases
 
 
@@ -168,8 +182,10 @@ def close_and_reopen(close, reopen) -> None:
 def set_closed(study: Study, closed: set[int]) -> None:
     """Make exactly these system pairs of the study closed."""
     now = dict(study.comparisons.values_list("pk", "closed"))
-    close_and_reopen([pk for pk, is_closed in now.items() if pk in closed and not is_closed],
-                     [pk for pk, is_closed in now.items() if pk not in closed and is_closed])
+    close_and_reopen(
+        [pk for pk, is_closed in now.items() if pk in closed and not is_closed],
+        [pk for pk, is_closed in now.items() if pk not in closed and is_closed],
+    )
 
 
 def do_reconsider_closed_pairs(study: Study) -> None:
@@ -198,23 +214,27 @@ def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
     position = (Task.objects.filter(study=study).aggregate(m=models.Max("position"))["m"] or -1) + 1
     created: list[Task] = []
     for start in range(0, len(releases), RELEASE_CHUNK):
-        tasks, position = release_chunk(study, releases[start:start + RELEASE_CHUNK], rng, position)
+        tasks, position = release_chunk(study, releases[start : start + RELEASE_CHUNK], rng, position)
         created += tasks
     return created
 
 
-def release_chunk(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random,
-                   position: int) -> tuple[list[Task], int]:
+def release_chunk(
+    study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random, position: int
+) -> tuple[list[Task], int]:
     items = {item.pk for item, _ in releases}
     counts: dict[tuple[int, int], int] = {
         (row["item_id"], row["system_id"]): row["k"]
         for row in Generation.objects.filter(item_id__in=items).values("item_id", "system_id").annotate(k=Count("id"))
     }
-    generations = {(g.item_id, g.system_id, g.sample_index): g.pk
-                   for g in Generation.objects.filter(item_id__in=items).only("id", "item_id", "system_id",
-                                                                              "sample_index")}
-    pair_ids = {(a, b): pk for pk, a, b in Pair.objects.filter(item_id__in=items)
-                .values_list("pk", "generation_a_id", "generation_b_id")}
+    generations = {
+        (g.item_id, g.system_id, g.sample_index): g.pk
+        for g in Generation.objects.filter(item_id__in=items).only("id", "item_id", "system_id", "sample_index")
+    }
+    pair_ids = {
+        (a, b): pk
+        for pk, a, b in Pair.objects.filter(item_id__in=items).values_list("pk", "generation_a_id", "generation_b_id")
+    }
     have = set(Task.objects.filter(study=study, item_id__in=items).values_list("item_id", "comparison_id"))
     raters = extensions.item_chooser().first_raters(study)
     tasks: list[Task] = []
@@ -231,20 +251,30 @@ def release_chunk(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
             rng,
             study.sample_pairing,
         )
-        tasks.append(Task(study=study, item=item, comparison=comparison, raters_required=raters,
-                          position=position))
+        tasks.append(Task(study=study, item=item, comparison=comparison, raters_required=raters, position=position))
         position += 1
-        wanted.append([(item.pk, generations[(item.pk, comparison.system_a_id, ja)],
-                        generations[(item.pk, comparison.system_b_id, jb)], a_first)
-                       for (ja, jb), a_first in zip(plan.pairs, plan.a_first, strict=True)])
+        wanted.append(
+            [
+                (
+                    item.pk,
+                    generations[(item.pk, comparison.system_a_id, ja)],
+                    generations[(item.pk, comparison.system_b_id, jb)],
+                    a_first,
+                )
+                for (ja, jb), a_first in zip(plan.pairs, plan.a_first, strict=True)
+            ]
+        )
     Task.objects.bulk_create(tasks)
     missing = {(ga, gb): item for row in wanted for item, ga, gb, _ in row if (ga, gb) not in pair_ids}
-    for pair in Pair.objects.bulk_create(Pair(item_id=item, generation_a_id=ga, generation_b_id=gb)
-                                         for (ga, gb), item in missing.items()):
+    for pair in Pair.objects.bulk_create(
+        Pair(item_id=item, generation_a_id=ga, generation_b_id=gb) for (ga, gb), item in missing.items()
+    ):
         pair_ids[(pair.generation_a_id, pair.generation_b_id)] = pair.pk
     TaskPair.objects.bulk_create(
         TaskPair(task=task, pair_id=pair_ids[(ga, gb)], position=index, a_first=a_first)
-        for task, row in zip(tasks, wanted, strict=True) for index, (_, ga, gb, a_first) in enumerate(row))
+        for task, row in zip(tasks, wanted, strict=True)
+        for index, (_, ga, gb, a_first) in enumerate(row)
+    )
     return tasks, position
 
 
@@ -256,8 +286,9 @@ def lock_plan(study: Study, *, exclusive: bool) -> None:
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {Study._meta.db_table} WHERE id = %s FOR {'UPDATE' if exclusive else 'SHARE'}",
-                       [study.pk])
+        cursor.execute(
+            f"SELECT 1 FROM {Study._meta.db_table} WHERE id = %s FOR {'UPDATE' if exclusive else 'SHARE'}", [study.pk]
+        )
 
 
 def plan_needs_worker(study: Study) -> bool:
@@ -287,8 +318,13 @@ def set_explicit(study: Study, explicit: list[tuple[int, int]]) -> None:
 def recount_places(task_ids) -> None:
     """Set Task.taken from the assignments that hold a place (repairs a counter that fell out of step,
     e.g. after assignments were written by hand)."""
-    held = (AssignmentTask.objects.filter(task_id=OuterRef("pk"), slot__isnull=False).order_by()
-            .values("task_id").annotate(n=Count("pk")).values("n"))
+    held = (
+        AssignmentTask.objects.filter(task_id=OuterRef("pk"), slot__isnull=False)
+        .order_by()
+        .values("task_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
     Task.objects.filter(pk__in=task_ids).update(taken=Coalesce(Subquery(held), 0))
 
 

@@ -52,8 +52,9 @@ def candidate_units(n_items: int, n_comparisons: int, scheduling: str, rng: rand
     return [Unit(i, c) for i in range(n_items) for c in range(n_comparisons)]
 
 
-def sample_pairs(k_a: int, k_b: int, n: int, rng: random.Random,
-                 pairing: str = ONE_TO_ONE) -> tuple[tuple[int, int], ...]:
+def sample_pairs(
+    k_a: int, k_b: int, n: int, rng: random.Random, pairing: str = ONE_TO_ONE
+) -> tuple[tuple[int, int], ...]:
     """The (sample_a, sample_b) pairs of one rating set.
 
     ``one_to_one`` (the separability paper's protocol, §3.1: P_AB = {(y_A^j, y_B^j)}, j = 1..N): a random

@@ -45,15 +45,20 @@ def _unseen_open_tasks(rater: Rater) -> models.QuerySet[Task]:
     """Tasks of the rater's study with a place left, on items the rater has not had, of system pairs still open
     (a decided pair is closed when the study stops buying decided pairs)."""
     seen_items = AssignmentTask.objects.filter(rater=rater).values("item_id")
-    return (Task.objects.filter(study_id=rater.study_id, taken__lt=F("raters_required"), comparison__closed=False)
-            .exclude(item_id__in=seen_items))
+    return Task.objects.filter(
+        study_id=rater.study_id, taken__lt=F("raters_required"), comparison__closed=False
+    ).exclude(item_id__in=seen_items)
 
 
 def open_places(study: Study) -> int:
     """Places a newcomer could still take: raters still wanted by the tasks of system pairs that are open. 0 means
     a link has run out (the crowd preview says so, so that nobody accepts work that does not exist)."""
-    return Task.objects.filter(study=study, taken__lt=F("raters_required"), comparison__closed=False).aggregate(
-        n=models.Sum(F("raters_required") - F("taken")))["n"] or 0
+    return (
+        Task.objects.filter(study=study, taken__lt=F("raters_required"), comparison__closed=False).aggregate(
+            n=models.Sum(F("raters_required") - F("taken"))
+        )["n"]
+        or 0
+    )
 
 
 LOOKAHEAD = 16  # open tasks read beyond ``size``, for when several of the first are on the same item
@@ -73,12 +78,17 @@ def _open_tasks(rater: Rater, size: int) -> list[Task]:
     # breadth first (an item's raters spread over time), or depth first while the study's decisions wait for whole
     # items (``Study.fill_items_first``)
     order = ("-taken", "position") if rater.study.fill_items_first else ("taken", "position")
-    candidates = list(_unseen_open_tasks(rater).select_for_update(skip_locked=True, of=("self",))
-                      .order_by(*order)[:size + lookahead])
+    candidates = list(
+        _unseen_open_tasks(rater).select_for_update(skip_locked=True, of=("self",)).order_by(*order)[: size + lookahead]
+    )
     if not candidates:
         return []
-    pairs = dict(TaskPair.objects.filter(task__in=candidates).values("task_id").annotate(n=Count("id"))
-                 .values_list("task_id", "n"))
+    pairs = dict(
+        TaskPair.objects.filter(task__in=candidates)
+        .values("task_id")
+        .annotate(n=Count("id"))
+        .values_list("task_id", "n")
+    )
     chosen, items, total = [], set(), 0
     for task in candidates:
         n = pairs.get(task.pk, 0)
@@ -102,7 +112,9 @@ def do_expire_stale_assignments(study: Study) -> int:
     unanswered = now - timedelta(minutes=study.crowd_settings.first_answer_minutes)
     stale = Assignment.objects.filter(
         Q(last_activity__lt=cutoff) | Q(answered=0, created__lt=unanswered, rater__source__in=Rater.ANONYMOUS_SOURCES),
-        study=study, status=Assignment.Status.ACTIVE)
+        study=study,
+        status=Assignment.Status.ACTIVE,
+    )
     if not stale.exists():  # the common case: one cheap read, no transaction
         return 0
     with transaction.atomic():
@@ -151,15 +163,25 @@ AGAIN, WAIT = object(), object()  # a start to try again at once, or after the o
 def check_may_start(rater: Rater) -> None:
     """``RaterScreenedOut`` / ``RaterLimitReached`` when the rater may not take more work."""
     if rater.screened_out:
-        raise RaterScreenedOut(gettext("Thank you for your time. Your answers did not pass the study's attention "
-                                       "checks, so there is no more work for you here."))
+        raise RaterScreenedOut(
+            gettext(
+                "Thank you for your time. Your answers did not pass the study's attention "
+                "checks, so there is no more work for you here."
+            )
+        )
     limit = rater.study.crowd_settings.max_assignments_per_rater
-    if limit is not None and Assignment.objects.filter(
-            rater=rater, status=Assignment.Status.COMPLETED).count() >= limit:
-        raise RaterLimitReached(ngettext("You have completed the maximum of %(limit)d assignment for this study. "
-                                         "Thank you!",
-                                         "You have completed the maximum of %(limit)d assignments for this study. "
-                                         "Thank you!", limit) % {"limit": limit})
+    if (
+        limit is not None
+        and Assignment.objects.filter(rater=rater, status=Assignment.Status.COMPLETED).count() >= limit
+    ):
+        raise RaterLimitReached(
+            ngettext(
+                "You have completed the maximum of %(limit)d assignment for this study. Thank you!",
+                "You have completed the maximum of %(limit)d assignments for this study. Thank you!",
+                limit,
+            )
+            % {"limit": limit}
+        )
 
 
 def _start_once(rater: Rater, pace: float) -> Assignment | None | object:
@@ -182,14 +204,20 @@ def _start_once(rater: Rater, pace: float) -> Assignment | None | object:
             if not tasks:
                 # every open task is being claimed by other starts, which commit in milliseconds: look again
                 return WAIT if _unseen_open_tasks(rater).exists() else None
-            shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
-                               slots, whole=size == study.judgments_per_assignment)
+            shown = _with_gold(
+                study,
+                [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])],
+                tasks[0],
+                slots,
+                whole=size == study.judgments_per_assignment,
+            )
             held = sum(1 for pair_id, _, _ in shown if pair_id is not None)
             # whole tasks only, up to the assignment's size, as a whole start takes them (tasks of one study
             # have the same number of pairs)
             unclaimed = (study.judgments_per_assignment - held) // held * held if anonymous and held else 0
             assignment = Assignment.objects.create(
-                study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace, unclaimed=max(0, unclaimed))
+                study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace, unclaimed=max(0, unclaimed)
+            )
             _hold(assignment, tasks, slots, shown)
         return assignment
     except IntegrityError:
@@ -203,15 +231,25 @@ def _check_network_holds(study: Study, rater: Rater) -> None:
     SQLite runs one writer at a time), so parallel requests cannot all see room."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                           [f"seplab-hold:{study.pk}:{rater.client}"])
-    if Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, answered=0,
-                                 rater__client=rater.client).exclude(rater=rater).count() >= UNANSWERED_PER_CLIENT:
-        raise NetworkHoldsEnough(ngettext("%(people)d person on your network has started this study and not "
-                                          "answered yet; please try again once they have.",
-                                          "%(people)d people on your network have started this study and not "
-                                          "answered yet; please try again once one of them has.",
-                                          UNANSWERED_PER_CLIENT) % {"people": UNANSWERED_PER_CLIENT})
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"seplab-hold:{study.pk}:{rater.client}"]
+            )
+    if (
+        Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, answered=0, rater__client=rater.client)
+        .exclude(rater=rater)
+        .count()
+        >= UNANSWERED_PER_CLIENT
+    ):
+        raise NetworkHoldsEnough(
+            ngettext(
+                "%(people)d person on your network has started this study and not "
+                "answered yet; please try again once they have.",
+                "%(people)d people on your network have started this study and not "
+                "answered yet; please try again once one of them has.",
+                UNANSWERED_PER_CLIENT,
+            )
+            % {"people": UNANSWERED_PER_CLIENT}
+        )
 
 
 def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] | None:
@@ -223,8 +261,9 @@ def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] 
         return [], {}
     ids = [t.pk for t in tasks]
     held: dict[int, set[int]] = {}
-    for task_id, slot in AssignmentTask.objects.filter(task_id__in=ids, slot__isnull=False).values_list("task_id",
-                                                                                                       "slot"):
+    for task_id, slot in AssignmentTask.objects.filter(task_id__in=ids, slot__isnull=False).values_list(
+        "task_id", "slot"
+    ):
         held.setdefault(task_id, set()).add(slot)
     slots = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None) for t in tasks}
     full = [pk for pk, slot in slots.items() if slot is None]
@@ -235,19 +274,23 @@ def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] 
     return tasks, slots
 
 
-def _hold(assignment: Assignment, tasks: list[Task], slots: dict[int, int],
-          shown: list[tuple[int | None, int | None, bool]]) -> None:
+def _hold(
+    assignment: Assignment, tasks: list[Task], slots: dict[int, int], shown: list[tuple[int | None, int | None, bool]]
+) -> None:
     """Inside the claim's transaction: the assignment takes the tasks' places and shows ``shown`` after the pairs
     it already has (positions from ``n_pairs - len(shown)``)."""
     AssignmentTask.objects.bulk_create(
-        AssignmentTask(assignment=assignment, task=t, rater_id=assignment.rater_id, item_id=t.item_id,
-                       slot=slots[t.pk]) for t in tasks)
+        AssignmentTask(assignment=assignment, task=t, rater_id=assignment.rater_id, item_id=t.item_id, slot=slots[t.pk])
+        for t in tasks
+    )
     Task.objects.filter(pk__in=[t.pk for t in tasks]).update(taken=F("taken") + 1)
     start = assignment.n_pairs - len(shown)
     AssignmentPair.objects.bulk_create(
-        AssignmentPair(assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=start + offset,
-                       a_shown_first=a_first)
-        for offset, (pair_id, gold_id, a_first) in enumerate(shown))
+        AssignmentPair(
+            assignment=assignment, pair_id=pair_id, gold_id=gold_id, position=start + offset, a_shown_first=a_first
+        )
+        for offset, (pair_id, gold_id, a_first) in enumerate(shown)
+    )
 
 
 def try_claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
@@ -258,8 +301,9 @@ def try_claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
     rater = assignment.rater
     study = assignment.study
     if Rater.objects.filter(pk=rater.pk, screened_out=True).exists():  # failed the attention checks: no more work
-        Assignment.objects.filter(pk=assignment.pk).update(unclaimed=0, status=Assignment.Status.COMPLETED,
-                                                           completed=now)
+        Assignment.objects.filter(pk=assignment.pk).update(
+            unclaimed=0, status=Assignment.Status.COMPLETED, completed=now
+        )
         assignment.unclaimed, assignment.status, assignment.completed = 0, Assignment.Status.COMPLETED, now
         return True
     if not study.accepts_raters:  # paused: the next task is claimed when the study runs again
@@ -282,18 +326,29 @@ def try_claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
                     if not too_big and _unseen_open_tasks(rater).exists():
                         continue  # every open task is being claimed this moment: look again shortly
                     Assignment.objects.filter(pk=assignment.pk).update(
-                        unclaimed=0, status=Assignment.Status.COMPLETED, completed=now)
+                        unclaimed=0, status=Assignment.Status.COMPLETED, completed=now
+                    )
                     assignment.unclaimed, assignment.status, assignment.completed = (
-                        0, Assignment.Status.COMPLETED, now)
+                        0,
+                        Assignment.Status.COMPLETED,
+                        now,
+                    )
                     return True
                 before = list(assignment.pairs.values_list("pair_id", "gold_id"))
-                shown = _with_gold(study, [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])], tasks[0],
-                                   slots, whole=False, before=before)
+                shown = _with_gold(
+                    study,
+                    [p for t in tasks for p in _task_pairs(study, t, slots[t.pk])],
+                    tasks[0],
+                    slots,
+                    whole=False,
+                    before=before,
+                )
                 study_pairs = sum(1 for pair_id, _, _ in shown if pair_id is not None)
                 assignment.n_pairs += len(shown)
                 assignment.unclaimed = max(0, assignment.unclaimed - study_pairs)
-                Assignment.objects.filter(pk=assignment.pk).update(n_pairs=assignment.n_pairs,
-                                                                   unclaimed=assignment.unclaimed)
+                Assignment.objects.filter(pk=assignment.pk).update(
+                    n_pairs=assignment.n_pairs, unclaimed=assignment.unclaimed
+                )
                 _hold(assignment, tasks, slots, shown)
             return False
         except IntegrityError:
@@ -310,9 +365,15 @@ def _task_pairs(study: Study, task: Task, slot: int) -> list[tuple[int | None, i
     return [(tp.pair_id, None, o) for tp, o in zip(base, orders, strict=True)]
 
 
-def _with_gold(study: Study, shown: list[tuple[int | None, int | None, bool]], first: Task,
-               slots: dict[int, int], *, whole: bool = True,
-               before: list[tuple[int | None, int | None]] = ()) -> list[tuple[int | None, int | None, bool]]:
+def _with_gold(
+    study: Study,
+    shown: list[tuple[int | None, int | None, bool]],
+    first: Task,
+    slots: dict[int, int],
+    *,
+    whole: bool = True,
+    before: list[tuple[int | None, int | None]] = (),
+) -> list[tuple[int | None, int | None, bool]]:
     """An assignment's pairs with attention checks mixed in at the study's rate (distinct gold pairs at
     random positions, seeded by the assignment's first place).
 
@@ -340,7 +401,8 @@ def _with_gold(study: Study, shown: list[tuple[int | None, int | None, bool]], f
 
 _MARK_SHOWN = CompiledUpdate(
     lambda pair, now: (AssignmentPair.objects.filter(pk=pair, shown_at__isnull=True), {"shown_at": now}),
-    pair=int, now=dt.datetime,
+    pair=int,
+    now=dt.datetime,
 )
 
 
@@ -369,15 +431,23 @@ def preview_pairs(study: Study, seed: int) -> list[dict[str, str]]:
     # Three bounded queries: crowd previews are opened by many workers. Each task holds at least one pair, so the
     # first ``limit`` tasks of distinct items are enough.
     candidates, items = [], set()
-    for task_id, item_id, places in (Task.objects.filter(study=study).order_by("position")
-                                     .values_list("pk", "item_id", "raters_required").iterator(chunk_size=500)):
+    for task_id, item_id, places in (
+        Task.objects.filter(study=study)
+        .order_by("position")
+        .values_list("pk", "item_id", "raters_required")
+        .iterator(chunk_size=500)
+    ):
         if len(candidates) >= limit:
             break
         if item_id not in items:
             items.add(item_id)
             candidates.append((task_id, places))
-    sizes = dict(TaskPair.objects.filter(task_id__in=[t for t, _ in candidates]).values("task_id")
-                 .annotate(n=Count("id")).values_list("task_id", "n"))
+    sizes = dict(
+        TaskPair.objects.filter(task_id__in=[t for t, _ in candidates])
+        .values("task_id")
+        .annotate(n=Count("id"))
+        .values_list("task_id", "n")
+    )
     tasks, total = [], 0
     for task_id, places in candidates:
         if total >= limit:
@@ -386,17 +456,22 @@ def preview_pairs(study: Study, seed: int) -> list[dict[str, str]]:
             tasks.append((task_id, places))
             total += sizes[task_id]
     rows: dict[int, list] = {}
-    for task_id, *row in (TaskPair.objects.filter(task_id__in=[t for t, _ in tasks]).order_by("position")
-                          .values_list("task_id", "a_first", "pair__item__input", "pair__generation_a__text",
-                                       "pair__generation_b__text")):
+    for task_id, *row in (
+        TaskPair.objects.filter(task_id__in=[t for t, _ in tasks])
+        .order_by("position")
+        .values_list("task_id", "a_first", "pair__item__input", "pair__generation_a__text", "pair__generation_b__text")
+    ):
         rows.setdefault(task_id, []).append(row)
     shown: list[dict[str, str]] = []
     for task_id, places in tasks:
         pairs = rows[task_id]
-        orders = scheduling.display_orders([row[0] for row in pairs], rng.randrange(max(1, places)),
-                                           study.scheduling, rng)
-        shown += [dict(zip(("input", "first", "second"), (item, *orientation.in_display_order(a, b, a_first)),
-                           strict=True)) for a_first, (_, item, a, b) in zip(orders, pairs, strict=True)]
+        orders = scheduling.display_orders(
+            [row[0] for row in pairs], rng.randrange(max(1, places)), study.scheduling, rng
+        )
+        shown += [
+            dict(zip(("input", "first", "second"), (item, *orientation.in_display_order(a, b, a_first)), strict=True))
+            for a_first, (_, item, a, b) in zip(orders, pairs, strict=True)
+        ]
     return shown
 
 
@@ -459,9 +534,17 @@ def seconds_per_pair(study: Study) -> tuple[float, bool]:
         cached = None
     if cached is not None:
         return cached[0], cached[1]
-    rows = list(Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
-                .order_by("-created").values_list("rater_id", "time_on_task_ms", "pair__generation_a__n_words",
-                                                  "pair__generation_b__n_words", "rater__screened_out")[:500])
+    rows = list(
+        Judgment.objects.filter(study=study, rater__kind=Rater.Kind.HUMAN, time_on_task_ms__isnull=False)
+        .order_by("-created")
+        .values_list(
+            "rater_id",
+            "time_on_task_ms",
+            "pair__generation_a__n_words",
+            "pair__generation_b__n_words",
+            "rater__screened_out",
+        )[:500]
+    )
     if len(rows) < MIN_TIMED_JUDGMENTS:  # a cheap read (a few rows), not kept: the first timed answers count at once
         return DEFAULT_SECONDS_PER_PAIR, False
     timed = pace_rules.plausible_times(rows)

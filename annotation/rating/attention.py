@@ -24,8 +24,9 @@ def do_generate_gold(study: Study, count: int, seed: int | None = None) -> list:
         rng.shuffle(shuffled)
         if shuffled == words:  # a rotation by one differs from the original whenever two words differ
             shuffled = words[1:] + words[:1]
-        made.append(GoldPair.objects.create(study=study, input=g.item.input, good_output=g.text,
-                                            bad_output=" ".join(shuffled)))
+        made.append(
+            GoldPair.objects.create(study=study, input=g.item.input, good_output=g.text, bad_output=" ".join(shuffled))
+        )
     return made
 
 

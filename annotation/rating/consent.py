@@ -27,7 +27,8 @@ def do_record_consent(rater: Rater) -> bool:
     double submit, or a second tab, finds it recorded and changes nothing)."""
     now = timezone.now()
     recorded = Rater.objects.filter(pk=rater.pk, consented_at__isnull=True).update(
-        consented_at=now, consent_text_hash=text_hash(rater.study.consent_text))
+        consented_at=now, consent_text_hash=text_hash(rater.study.consent_text)
+    )
     if recorded:
         rater.consented_at, rater.consent_text_hash = now, text_hash(rater.study.consent_text)
     else:

@@ -41,5 +41,8 @@ def plausible_times(rows: Iterable[tuple[int, int, int, int, bool]]) -> list[flo
         if max(words_a, words_b) > LONG_OUTPUT_WORDS:
             long_times[rater].append(ms / 1000)
     flagged = {rater for rater, times in long_times.items() if implausibly_fast(times)}
-    return [ms / 1000 for rater, ms, words_a, words_b, _ in rows
-            if rater not in flagged and ms / 1000 >= reading_floor(words_a, words_b)]
+    return [
+        ms / 1000
+        for rater, ms, words_a, words_b, _ in rows
+        if rater not in flagged and ms / 1000 >= reading_floor(words_a, words_b)
+    ]

@@ -20,17 +20,23 @@ from annotation.rating import allocation
 from annotation.text import whole_number
 
 # What the feedback says after every practice answer: the rule an attention check follows.
-RULE = gettext_lazy("In a practice pair one output is deliberately worse (for example its words are shuffled into "
-                    "nonsense, or it does not answer the input): the expected answer is the other output, the one a "
-                    "careful reader prefers.")
+RULE = gettext_lazy(
+    "In a practice pair one output is deliberately worse (for example its words are shuffled into "
+    "nonsense, or it does not answer the input): the expected answer is the other output, the one a "
+    "careful reader prefers."
+)
 
 
 def needed(rater: Rater) -> bool:
     """Whether the rater has a practice round to do before their next real pair (one query when the study asks for
     practice and the rater has not done it; none otherwise)."""
     study = rater.study
-    return (rater.kind == Rater.Kind.HUMAN and study.practice_pairs > 0 and rater.practice_done_at is None
-            and study.gold_pairs.exists())
+    return (
+        rater.kind == Rater.Kind.HUMAN
+        and study.practice_pairs > 0
+        and rater.practice_done_at is None
+        and study.gold_pairs.exists()
+    )
 
 
 def due(rater: Rater) -> bool:
@@ -52,7 +58,7 @@ def plan(rater: Rater, answered: list[int]) -> list[int]:
     golds = sorted(GoldPair.objects.filter(study=rater.study_id).values_list("pk", flat=True))
     rest = [g for g in golds if g not in set(answered)]
     random.Random(f"{rater.study.seed}:{rater.pk}:practice").shuffle(rest)
-    return ([g for g in answered if g in set(golds)] + rest)[:rater.study.practice_pairs]
+    return ([g for g in answered if g in set(golds)] + rest)[: rater.study.practice_pairs]
 
 
 @dataclasses.dataclass
@@ -69,8 +75,10 @@ class Step:
     @property
     def shown(self) -> tuple[str, str, str]:
         """(input, first shown, second shown)."""
-        return (self.gold.input,
-                *orientation.in_display_order(self.gold.good_output, self.gold.bad_output, self.a_shown_first))
+        return (
+            self.gold.input,
+            *orientation.in_display_order(self.gold.good_output, self.gold.bad_output, self.a_shown_first),
+        )
 
     @property
     def expected(self) -> str:
@@ -85,9 +93,13 @@ class Step:
 def in_words(stored: str, study) -> str:
     """A practice answer as kept (``Mode.describe``: "first", "second:2", "first,second", "tie" ...) in the words
     the rater saw."""
-    names = {elicitation.FIRST: gettext("Output 1"), elicitation.SECOND: gettext("Output 2"),
-             elicitation.TIE: study.tie_label, elicitation.BOTH_BAD: study.neither_label,
-             elicitation.NEITHER: study.neither_label}
+    names = {
+        elicitation.FIRST: gettext("Output 1"),
+        elicitation.SECOND: gettext("Output 2"),
+        elicitation.TIE: study.tie_label,
+        elicitation.BOTH_BAD: study.neither_label,
+        elicitation.NEITHER: study.neither_label,
+    }
     choice, _, strength = stored.partition(":")
     if "," in stored or stored == "":
         parts = [names.get(p, p) for p in stored.split(",") if p]
@@ -104,8 +116,13 @@ def _answers(rater: Rater) -> dict[int, PracticeAnswer]:
 
 def _step(rater: Rater, gold_id: int, order: list[int], answer: PracticeAnswer | None) -> Step:
     gold = GoldPair.objects.get(pk=gold_id)
-    return Step(gold, order.index(gold_id) + 1, len(order),
-                answer.a_shown_first if answer else good_first(rater, gold_id), answer)
+    return Step(
+        gold,
+        order.index(gold_id) + 1,
+        len(order),
+        answer.a_shown_first if answer else good_first(rater, gold_id),
+        answer,
+    )
 
 
 def current(rater: Rater) -> Step | None:
@@ -143,8 +160,9 @@ def do_answer(rater: Rater, gold_id: int, answer: elicitation.Answer) -> Step:
     correct = mode.gold_correct(answer, orientation.to_display("a", a_first))
     try:
         with transaction.atomic():
-            stored = PracticeAnswer.objects.create(rater=rater, gold_id=gold_id, a_shown_first=a_first,
-                                                   answer=mode.describe(answer), correct=correct)
+            stored = PracticeAnswer.objects.create(
+                rater=rater, gold_id=gold_id, a_shown_first=a_first, answer=mode.describe(answer), correct=correct
+            )
     except IntegrityError:  # the same answer arriving twice at once
         stored = PracticeAnswer.objects.get(rater=rater, gold_id=gold_id)
     if all(g in answers or g == gold_id for g in order):
@@ -162,16 +180,20 @@ def do_finish(rater: Rater) -> None:
 
 def counts() -> dict:
     """A rater's practice answers, right and in all, as annotations of a ``Rater`` query."""
-    return {"practice_total": Count("practice_answers", distinct=True),
-            "practice_right": Count("practice_answers", filter=Q(practice_answers__correct=True), distinct=True)}
+    return {
+        "practice_total": Count("practice_answers", distinct=True),
+        "practice_right": Count("practice_answers", filter=Q(practice_answers__correct=True), distinct=True),
+    }
 
 
 def before_first_pair(study) -> list[Rater]:
     """The study's human raters who agreed to its consent text or practised, with their practice counts (the crowd
     page's table); none when the study has neither step and nobody practised."""
-    if not (study.consent_text or study.practice_pairs
-            or PracticeAnswer.objects.filter(rater__study=study).exists()):
+    if not (study.consent_text or study.practice_pairs or PracticeAnswer.objects.filter(rater__study=study).exists()):
         return []
-    return list(Rater.objects.filter(study=study, kind=Rater.Kind.HUMAN)
-                .filter(Q(consented_at__isnull=False) | Q(practice_answers__isnull=False))
-                .annotate(**counts()).order_by("id"))
+    return list(
+        Rater.objects.filter(study=study, kind=Rater.Kind.HUMAN)
+        .filter(Q(consented_at__isnull=False) | Q(practice_answers__isnull=False))
+        .annotate(**counts())
+        .order_by("id")
+    )

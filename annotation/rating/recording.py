@@ -67,8 +67,14 @@ def do_submit(pair: AssignmentPair, submission: Submission) -> Recorded | None:
         do_skip_item(pair, idempotency_key=submission.key, reason=submission.skip_reason)
         return None
     record = do_revise_judgment if submission.revise else do_record_judgment
-    return record(pair, idempotency_key=submission.key, answer=submission.answer,
-                  client_time_ms=submission.client_time_ms, comment=submission.comment, further=submission.further)
+    return record(
+        pair,
+        idempotency_key=submission.key,
+        answer=submission.answer,
+        client_time_ms=submission.client_time_ms,
+        comment=submission.comment,
+        further=submission.further,
+    )
 
 
 def _submission_key(idempotency_key: str | None) -> str:
@@ -117,22 +123,34 @@ def do_record_judgment(
         with transaction.atomic():
             completed = _count_answer(assignment, now)
             judgment = Judgment.objects.create(
-                study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
-                assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
-                created=now, shown_at=shown_at,
-                time_on_task_ms=_measured_ms(now, shown_at), client_time_ms=_client_ms(client_time_ms),
-                idempotency_key=key, comment=comment if study.allow_comment else "", answers=answers,
+                study=study,
+                rater_id=assignment.rater_id,
+                pair_id=assignment_pair.pair_id,
+                assignment=assignment,
+                assignment_pair=assignment_pair,
+                a_shown_first=assignment_pair.a_shown_first,
+                **stored.fields(),
+                created=now,
+                shown_at=shown_at,
+                time_on_task_ms=_measured_ms(now, shown_at),
+                client_time_ms=_client_ms(client_time_ms),
+                idempotency_key=key,
+                comment=comment if study.allow_comment else "",
+                answers=answers,
             )
     except IntegrityError:
         # the pair's own judgment (a racing repeat) first; else the key's, which may be another pair's
-        previous = (Judgment.objects.filter(assignment_pair=assignment_pair).first()
-                    or Judgment.objects.filter(study=study, idempotency_key=key).first())
+        previous = (
+            Judgment.objects.filter(assignment_pair=assignment_pair).first()
+            or Judgment.objects.filter(study=study, idempotency_key=key).first()
+        )
         if previous is None:
             raise
         if previous.assignment_pair_id != assignment_pair.pk:
             # the key of an answer to another pair: acknowledging it would lose this answer without a word
-            raise ServiceError(_("This answer's submission key was already used for another pair; reload the "
-                                 "page and answer again.")) from None
+            raise ServiceError(
+                _("This answer's submission key was already used for another pair; reload the page and answer again.")
+            ) from None
         return Recorded(previous, False)
     if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
@@ -140,14 +158,28 @@ def do_record_judgment(
     return Recorded(judgment, True)
 
 
-
-def do_record_verdict(study: Study, rater: Rater, pair_id: int, a_shown_first: bool, answer: elicitation.Answer,
-                   probability_a: float | None, key: str) -> Judgment:
+def do_record_verdict(
+    study: Study,
+    rater: Rater,
+    pair_id: int,
+    a_shown_first: bool,
+    answer: elicitation.Answer,
+    probability_a: float | None,
+    key: str,
+) -> Judgment:
     """An LLM judge's verdict on one pair in one display order (``annotation/judges/runner.py``, inside the
     transaction that records its call: the key makes a second write of the same call fail)."""
     stored = elicitation.mode_of(study).to_model(answer, a_shown_first)
-    return Judgment.objects.create(study=study, rater=rater, pair_id=pair_id, a_shown_first=a_shown_first,
-                                   probability_a=probability_a, idempotency_key=key, **stored.fields())
+    return Judgment.objects.create(
+        study=study,
+        rater=rater,
+        pair_id=pair_id,
+        a_shown_first=a_shown_first,
+        probability_a=probability_a,
+        idempotency_key=key,
+        **stored.fields(),
+    )
+
 
 def _measured_ms(now: dt.datetime, shown_at: dt.datetime | None) -> int | None:
     """Server-measured time on a pair, capped at what the column holds (24.8 days: a pair left open longer
@@ -174,8 +206,9 @@ def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> b
     when = connection.ops.adapt_datetimefield_value(now)
     active, completed_, expired = Assignment.Status.ACTIVE, Assignment.Status.COMPLETED, Assignment.Status.EXPIRED
     with connection.cursor() as cursor:
-        cursor.execute(_COUNT_ANSWER_SQL, [when, pairs, active, pairs, completed_, active, pairs, when, assignment.pk,
-                                           expired])
+        cursor.execute(
+            _COUNT_ANSWER_SQL, [when, pairs, active, pairs, completed_, active, pairs, when, assignment.pk, expired]
+        )
         row = cursor.fetchone()
     if row is None:
         assignment.status = Assignment.Status.EXPIRED
@@ -208,16 +241,23 @@ def do_skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reaso
         return 0
     _check_can_answer(assignment_pair)
     item_id = Pair.objects.filter(pk=assignment_pair.pair_id).values_list("item_id", flat=True).get()
-    open_pairs = list(assignment.pairs.filter(pair__item_id=item_id, judgment__isnull=True, skip__isnull=True)
-                      .values_list("pk", flat=True))
+    open_pairs = list(
+        assignment.pairs.filter(pair__item_id=item_id, judgment__isnull=True, skip__isnull=True).values_list(
+            "pk", flat=True
+        )
+    )
     if not open_pairs:
         return 0
     now = timezone.now()
     try:
         with transaction.atomic():
             completed = _count_answer(assignment, now, len(open_pairs))
-            Skip.objects.bulk_create(Skip(assignment_pair_id=pk, rater_id=assignment.rater_id, reason=reason,
-                                          idempotency_key=key, created=now) for pk in open_pairs)
+            Skip.objects.bulk_create(
+                Skip(
+                    assignment_pair_id=pk, rater_id=assignment.rater_id, reason=reason, idempotency_key=key, created=now
+                )
+                for pk in open_pairs
+            )
             place = AssignmentTask.objects.filter(assignment=assignment, item_id=item_id, slot__isnull=False)
             freed = list(place.values_list("task_id", flat=True))
             place.update(slot=None)
@@ -238,8 +278,11 @@ def after_completion(assignment: Assignment) -> None:
     with transaction.atomic():
         planning.do_close_decided_pairs(assignment)
         for release in planning.do_advance_live_selection(assignment):
-            judgments = Judgment.objects.filter(study=assignment.study, assignment__places__item_id=F("pair__item_id"),
-                                                assignment__places__task__comparison=release.comparison)
+            judgments = Judgment.objects.filter(
+                study=assignment.study,
+                assignment__places__item_id=F("pair__item_id"),
+                assignment__places__task__comparison=release.comparison,
+            )
             judgments.exclude(pair__item_id__in=release.counted).filter(superseded=False).update(superseded=True)
             judgments.filter(pair__item_id__in=release.counted, superseded=True).update(superseded=False)
 
@@ -248,8 +291,12 @@ def do_claim_next(assignment: Assignment) -> None:
     """For the rating page: an active assignment whose held pairs are all answered takes its next task (the
     submit that answered the last one could not: other starts held every open task at that moment)."""
     with transaction.atomic():
-        row = (Assignment.objects.select_for_update().filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
-               .values("n_pairs", "answered", "unclaimed").first())
+        row = (
+            Assignment.objects.select_for_update()
+            .filter(pk=assignment.pk, status=Assignment.Status.ACTIVE)
+            .values("n_pairs", "answered", "unclaimed")
+            .first()
+        )
         if row is None or not row["unclaimed"] or row["answered"] < row["n_pairs"]:
             return
         assignment.n_pairs, assignment.unclaimed = row["n_pairs"], row["unclaimed"]
@@ -285,16 +332,25 @@ def do_revise_judgment(
         with transaction.atomic():
             # the assignment's row lock orders revisions of its pairs; a finished one keeps its answers
             if not Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.ACTIVE).update(
-                    last_activity=now):
+                last_activity=now
+            ):
                 raise ServiceError(_("This assignment is finished, so its answers can no longer be changed."))
             if not Judgment.objects.filter(assignment_pair=assignment_pair).update(assignment_pair=None, revised=True):
                 raise ServiceError(_("There is no answer to change on that pair yet."))
             judgment = Judgment.objects.create(
-                study=study, rater_id=assignment.rater_id, pair_id=assignment_pair.pair_id, assignment=assignment,
-                assignment_pair=assignment_pair, a_shown_first=assignment_pair.a_shown_first, **stored.fields(),
-                created=now, shown_at=assignment_pair.shown_at, idempotency_key=key,
+                study=study,
+                rater_id=assignment.rater_id,
+                pair_id=assignment_pair.pair_id,
+                assignment=assignment,
+                assignment_pair=assignment_pair,
+                a_shown_first=assignment_pair.a_shown_first,
+                **stored.fields(),
+                created=now,
+                shown_at=assignment_pair.shown_at,
+                idempotency_key=key,
                 client_time_ms=_client_ms(client_time_ms),
-                comment=comment if study.allow_comment else "", answers=answers,
+                comment=comment if study.allow_comment else "",
+                answers=answers,
             )
     except IntegrityError:
         repeat = Judgment.objects.filter(study=study, idempotency_key=key).first()
@@ -315,8 +371,10 @@ UPDATE {Assignment._meta.db_table}
 RETURNING status, answered, n_pairs, unclaimed"""
 
 
-EXPIRED_MESSAGE = gettext_lazy("This assignment expired after a long pause and its pairs went back to the queue; "
-                               "your answers so far are kept. Start a new assignment to continue.")
+EXPIRED_MESSAGE = gettext_lazy(
+    "This assignment expired after a long pause and its pairs went back to the queue; "
+    "your answers so far are kept. Start a new assignment to continue."
+)
 
 
 def _check_can_answer(assignment_pair: AssignmentPair) -> None:
@@ -333,10 +391,14 @@ def _check_can_answer(assignment_pair: AssignmentPair) -> None:
     if minimum:
         elapsed = (timezone.now() - shown_at).total_seconds()
         if elapsed < minimum:
-            raise ServiceError(ngettext("Please read both outputs before answering: take at least %(seconds)d second "
-                                        "per pair.",
-                                        "Please read both outputs before answering: take at least %(seconds)d "
-                                        "seconds per pair.", minimum) % {"seconds": minimum})
+            raise ServiceError(
+                ngettext(
+                    "Please read both outputs before answering: take at least %(seconds)d second per pair.",
+                    "Please read both outputs before answering: take at least %(seconds)d seconds per pair.",
+                    minimum,
+                )
+                % {"seconds": minimum}
+            )
 
 
 def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.Answer) -> Recorded:
@@ -355,7 +417,10 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.
         with transaction.atomic():
             completed = _count_answer(assignment, now)
             answer = GoldAnswer.objects.create(
-                assignment_pair=assignment_pair, rater_id=assignment.rater_id, correct=correct, idempotency_key=key,
+                assignment_pair=assignment_pair,
+                rater_id=assignment.rater_id,
+                correct=correct,
+                idempotency_key=key,
                 answer=mode.describe(answer),
             )
     except IntegrityError:
@@ -407,8 +472,9 @@ class ImportSummary:
 
 def study_samples(study: Study) -> dict[str, dict[str, int]]:
     samples: dict[str, dict[str, int]] = {}
-    rows = (Generation.objects.filter(item__study=study)
-            .values("item__external_id", "system__name").annotate(k=Count("id")))
+    rows = (
+        Generation.objects.filter(item__study=study).values("item__external_id", "system__name").annotate(k=Count("id"))
+    )
     for row in rows:
         samples.setdefault(row["item__external_id"], {})[row["system__name"]] = row["k"]
     return samples
@@ -436,12 +502,18 @@ def do_start_judgment_import(study: Study, data: bytes, filename: str | None) ->
         return do_import_judgments(study, data, filename), None
     with transaction.atomic():
         upload = JudgmentUpload.objects.create(study=study, filename=filename or "", data=data)
-        return None, jobs.start(study, "judgments", total=len(parsed), params={"upload": upload.pk},
-                                message=f"Importing {len(parsed):,} judgments")
+        return None, jobs.start(
+            study,
+            "judgments",
+            total=len(parsed),
+            params={"upload": upload.pk},
+            message=f"Importing {len(parsed):,} judgments",
+        )
 
 
-def import_judgments_staged(study: Study, data: bytes, filename: str | None,
-                            progress: Callable[[int, int], None] | None = None) -> ImportSummary:
+def import_judgments_staged(
+    study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None] | None = None
+) -> ImportSummary:
     """A large judgments file, imported in steps of ``IMPORT_STEP`` judgments, each its own short transaction. All
     or nothing still: when a step fails, the judgments of the earlier steps are deleted again."""
     parsed = _parse_judgments(study, data, filename)
@@ -450,7 +522,7 @@ def import_judgments_staged(study: Study, data: bytes, filename: str | None,
     done: list[str] = []
     try:
         for start in range(0, len(new), IMPORT_STEP):
-            chunk = new[start:start + IMPORT_STEP]
+            chunk = new[start : start + IMPORT_STEP]
             with transaction.atomic():
                 Judgment.objects.bulk_create(chunk, batch_size=IMPORT_INSERT_BATCH)
             done += [j.idempotency_key for j in chunk]
@@ -458,7 +530,7 @@ def import_judgments_staged(study: Study, data: bytes, filename: str | None,
                 progress(min(start + IMPORT_STEP, len(new)), len(new))
     except BaseException:
         for start in range(0, len(done), IMPORT_QUERY_CHUNK):
-            Judgment.objects.filter(study=study, idempotency_key__in=done[start:start + IMPORT_QUERY_CHUNK]).delete()
+            Judgment.objects.filter(study=study, idempotency_key__in=done[start : start + IMPORT_QUERY_CHUNK]).delete()
         raise
     return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
 
@@ -466,8 +538,14 @@ def import_judgments_staged(study: Study, data: bytes, filename: str | None,
 def _parse_judgments(study: Study, data: bytes, filename: str | None) -> list:
     raters = dict(study.raters.values_list("external_id", "kind"))
     asked = {q.key: q.how for q in questions.further(study)}
-    return formats.parse_judgments(data, filename, study_samples(study), rater_kinds=raters, questions=asked,
-                                   max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+    return formats.parse_judgments(
+        data,
+        filename,
+        study_samples(study),
+        rater_kinds=raters,
+        questions=asked,
+        max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES,
+    )
 
 
 def _new_judgments(study: Study, parsed: list) -> list[Judgment]:
@@ -477,8 +555,11 @@ def _new_judgments(study: Study, parsed: list) -> list[Judgment]:
     keys = [p.key for p in parsed]
     present: set[str] = set()
     for start in range(0, len(keys), IMPORT_QUERY_CHUNK):  # PostgreSQL takes at most 65,535 parameters a query
-        present.update(Judgment.objects.filter(study=study, idempotency_key__in=keys[start:start + IMPORT_QUERY_CHUNK])
-                       .values_list("idempotency_key", flat=True))
+        present.update(
+            Judgment.objects.filter(
+                study=study, idempotency_key__in=keys[start : start + IMPORT_QUERY_CHUNK]
+            ).values_list("idempotency_key", flat=True)
+        )
     items = {i.external_id: i for i in study.items.all()}
     generations = {
         (g.item_id, g.system.name, g.sample_index): g
@@ -492,21 +573,36 @@ def _new_judgments(study: Study, parsed: list) -> list[Judgment]:
             continue
         rater = raters.get(p.rater)
         if rater is None:
-            rater = raters[p.rater] = Rater.objects.create(study=study, external_id=p.rater, kind=p.rater_kind,
-                                                           source=Rater.Source.IMPORT)
+            rater = raters[p.rater] = Rater.objects.create(
+                study=study, external_id=p.rater, kind=p.rater_kind, source=Rater.Source.IMPORT
+            )
         item = items[p.item]
         ga = generations[(item.pk, p.system_a, p.sample_a)]
         gb = generations[(item.pk, p.system_b, p.sample_b)]
         pair = pairs.get((ga.pk, gb.pk))
         if pair is None:
             pair = pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
-        new.append(Judgment(
-            study=study, rater=rater, pair=pair, a_shown_first=p.shown_first == p.system_a, choice=p.choice,
-            response_set=p.response_set, probability_a=p.probability_a, strength=p.strength, comment=p.comment,
-            created=p.created or now,
-            time_on_task_ms=p.time_on_task_ms, client_time_ms=p.client_time_ms, idempotency_key=p.key,
-            superseded=p.superseded, revised=p.revised, extra=p.extra, answers=p.answers,
-        ))
+        new.append(
+            Judgment(
+                study=study,
+                rater=rater,
+                pair=pair,
+                a_shown_first=p.shown_first == p.system_a,
+                choice=p.choice,
+                response_set=p.response_set,
+                probability_a=p.probability_a,
+                strength=p.strength,
+                comment=p.comment,
+                created=p.created or now,
+                time_on_task_ms=p.time_on_task_ms,
+                client_time_ms=p.client_time_ms,
+                idempotency_key=p.key,
+                superseded=p.superseded,
+                revised=p.revised,
+                extra=p.extra,
+                answers=p.answers,
+            )
+        )
     return new
 
 

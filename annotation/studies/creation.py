@@ -30,8 +30,14 @@ from annotation.plan import planning
 IMPORT_CHUNK = 2000
 
 
-def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: str | None,
-                    description: str = "", progress: Callable[[int, int], None] | None = None) -> Study:
+def do_create_study(
+    owner: AbstractBaseUser,
+    name: str,
+    data: bytes,
+    filename: str | None,
+    description: str = "",
+    progress: Callable[[int, int], None] | None = None,
+) -> Study:
     """Create a study from a study file (SPEC §8). All or nothing: a bad file raises ``FormatError`` listing
     every problem and leaves the database untouched. Up to ``IMPORT_CHUNK`` items it is one transaction;
     a larger file is imported by ``import_staged`` (short transactions, published at the end, removed again
@@ -56,8 +62,9 @@ def do_create_study(owner: AbstractBaseUser, name: str, data: bytes, filename: s
     return study
 
 
-def do_start_study_import(owner: AbstractBaseUser, name: str, data: bytes, filename: str | None,
-                          description: str = "") -> tuple[Study, Any]:
+def do_start_study_import(
+    owner: AbstractBaseUser, name: str, data: bytes, filename: str | None, description: str = ""
+) -> tuple[Study, Any]:
     """The browser's import: the file is checked whole in the request (every problem listed, nothing saved);
     a file of up to ``IMPORT_CHUNK`` items is imported at once, a larger one by a background job with
     progress (returned; None otherwise), into a study raters cannot see until it is published."""
@@ -99,22 +106,37 @@ def _insert_items(study: Study, parsed: formats.ParsedStudy, start: int, stop: i
             systems[name] = System.objects.create(study=study, name=name)
     chunk = parsed.items[start:stop]
     items = Item.objects.bulk_create(
-        Item(study=study, external_id=p.external_id, input=p.input, reference=p.reference,
-             metadata=p.metadata, position=start + i)
+        Item(
+            study=study,
+            external_id=p.external_id,
+            input=p.input,
+            reference=p.reference,
+            metadata=p.metadata,
+            position=start + i,
+        )
         for i, p in enumerate(chunk)
     )
     Generation.objects.bulk_create(
-        (Generation(item=item, system=systems[name], sample_index=k, text=text, text_hash=text_hash(text),
-                    n_words=word_count(text))
-         for item, p in zip(items, chunk, strict=True)
-         for name, samples in p.outputs.items()
-         for k, text in enumerate(samples)),
+        (
+            Generation(
+                item=item,
+                system=systems[name],
+                sample_index=k,
+                text=text,
+                text_hash=text_hash(text),
+                n_words=word_count(text),
+            )
+            for item, p in zip(items, chunk, strict=True)
+            for name, samples in p.outputs.items()
+            for k, text in enumerate(samples)
+        ),
         batch_size=5000,
     )
 
 
-def import_staged(study: Study, parsed: formats.ParsedStudy,
-                  progress: Callable[[int, int], None] | None = None) -> Study:
+def import_staged(
+    study: Study, parsed: formats.ParsedStudy, progress: Callable[[int, int], None] | None = None
+) -> Study:
     """Import a large file into ``study`` (status importing: invisible to raters) in steps of ``IMPORT_CHUNK``
     items or tasks, each its own transaction, so no step holds the database for long; the last step makes
     it active. ``progress(done, total)`` is told after every step."""
@@ -135,7 +157,7 @@ def import_staged(study: Study, parsed: formats.ParsedStudy,
     position = 0
     for start in range(0, len(releases), IMPORT_CHUNK):
         with transaction.atomic():
-            _, position = planning.release_chunk(study, releases[start:start + IMPORT_CHUNK], rng, position)
+            _, position = planning.release_chunk(study, releases[start : start + IMPORT_CHUNK], rng, position)
         done = min(done + 1, total - 1)
         if progress:
             progress(done, total)

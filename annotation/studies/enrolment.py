@@ -56,8 +56,9 @@ def do_join_open_link(study: Study, client: str = "") -> Rater:
         external_id = f"anon-{random.SystemRandom().randrange(16**8):08x}"
         try:
             with transaction.atomic():
-                return Rater.objects.create(study=study, external_id=external_id, source=Rater.Source.OPEN_LINK,
-                                            client=client)
+                return Rater.objects.create(
+                    study=study, external_id=external_id, source=Rater.Source.OPEN_LINK, client=client
+                )
         except IntegrityError:
             continue
     raise ServiceError("Could not create a rater; please try again.")
@@ -160,8 +161,9 @@ def do_bulk_create_rater_links(study: Study, names: Iterable[str]) -> list[Rater
     taken = set(study.raters.filter(external_id__in=names).values_list("external_id", flat=True))
     if taken:
         raise ServiceError("names: the study already has raters named " + ", ".join(sorted(taken)))
-    return Rater.objects.bulk_create(Rater(study=study, external_id=n, source=Rater.Source.PERSONAL_LINK)
-                                     for n in names)
+    return Rater.objects.bulk_create(
+        Rater(study=study, external_id=n, source=Rater.Source.PERSONAL_LINK) for n in names
+    )
 
 
 def links_csv(raters: Iterable[Rater], base_url: str) -> str:

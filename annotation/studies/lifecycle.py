@@ -24,8 +24,9 @@ from annotation.studies import creation
 
 
 @transaction.atomic
-def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None,
-                       background: bool = False) -> Study:
+def do_update_settings(
+    study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None, background: bool = False
+) -> Study:
     """Apply a validated settings form; rebuild the plan when a plan field changed. ``background`` (a request):
     a plan that would first embed outputs not embedded yet is built by the worker (``planning.do_queue_plan``), never in
     the request; commands and scripts build it at once."""
@@ -41,9 +42,11 @@ def do_update_settings(study: Study, changes: dict[str, Any], explicit: list[tup
     if plan_changed or answer_changed:
         planning.lock_plan(study, exclusive=True)  # no rater starts between the check below and the new plan
     if (plan_changed or answer_changed) and study.has_started():
-        raise ServiceError("Raters have already started on this study, so its comparison plan "
-                           "(pairs per assignment, raters per item, system pairs, scheduling) and how raters "
-                           "answer (the elicitation mode) are frozen.")
+        raise ServiceError(
+            "Raters have already started on this study, so its comparison plan "
+            "(pairs per assignment, raters per item, system pairs, scheduling) and how raters "
+            "answer (the elicitation mode) are frozen."
+        )
     study_settings.apply(study, changes)
     if plan_changed:
         if background and planning.plan_needs_worker(study):
@@ -84,8 +87,14 @@ def do_duplicate_study(study: Study, name: str) -> Study:
     copy to run again): no raters, judgments or links. Its plan is built afresh from the copied settings."""
     name = creation.check_study_name(study.owner, name)
     skip = {"id", "name", "created", "open_link_enabled", "open_link_nonce", "status", "baseline"}
-    copy = Study.objects.create(name=name, **{f.name: getattr(study, f.name) for f in Study._meta.concrete_fields
-                                              if f.name not in skip and f.attname not in skip | {"baseline_id"}})
+    copy = Study.objects.create(
+        name=name,
+        **{
+            f.name: getattr(study, f.name)
+            for f in Study._meta.concrete_fields
+            if f.name not in skip and f.attname not in skip | {"baseline_id"}
+        },
+    )
     for group in study_settings.GROUPS.values():
         source = getattr(study, group.accessor)
         group.model.objects.create(study=copy, **{f: getattr(source, f) for f in group.fields})
@@ -101,19 +110,36 @@ def do_duplicate_study(study: Study, name: str) -> Study:
         copy.save(update_fields=["baseline"])
     originals = list(study.items.all())
     items = Item.objects.bulk_create(
-        Item(study=copy, external_id=i.external_id, input=i.input, reference=i.reference, metadata=i.metadata,
-             position=i.position) for i in originals)
+        Item(
+            study=copy,
+            external_id=i.external_id,
+            input=i.input,
+            reference=i.reference,
+            metadata=i.metadata,
+            position=i.position,
+        )
+        for i in originals
+    )
     item_of = {old.pk: new for old, new in zip(originals, items, strict=True)}
     generations = Generation.objects.filter(item__study=study).values_list(
-        "item_id", "system_id", "sample_index", "text", "text_hash", "n_words", "provenance")
+        "item_id", "system_id", "sample_index", "text", "text_hash", "n_words", "provenance"
+    )
     Generation.objects.bulk_create(
-        (Generation(item=item_of[i], system=systems[s], sample_index=k, text=t, text_hash=h, n_words=w, provenance=p)
-         for i, s, k, t, h, w, p in generations.iterator(chunk_size=2000)), batch_size=2000)
-    GoldPair.objects.bulk_create(GoldPair(study=copy, input=g.input, good_output=g.good_output,
-                                          bad_output=g.bad_output) for g in study.gold_pairs.all())
+        (
+            Generation(item=item_of[i], system=systems[s], sample_index=k, text=t, text_hash=h, n_words=w, provenance=p)
+            for i, s, k, t, h, w, p in generations.iterator(chunk_size=2000)
+        ),
+        batch_size=2000,
+    )
+    GoldPair.objects.bulk_create(
+        GoldPair(study=copy, input=g.input, good_output=g.good_output, bad_output=g.bad_output)
+        for g in study.gold_pairs.all()
+    )
     explicit = None
     if study.pair_mode == Study.PairMode.EXPLICIT:
-        explicit = [(systems[a].pk, systems[b].pk)
-                    for a, b in Comparison.objects.filter(study=study).values_list("system_a_id", "system_b_id")]
+        explicit = [
+            (systems[a].pk, systems[b].pk)
+            for a, b in Comparison.objects.filter(study=study).values_list("system_a_id", "system_b_id")
+        ]
     planning.do_rebuild_plan(copy, explicit)
     return copy

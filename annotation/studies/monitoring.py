@@ -43,23 +43,30 @@ def study_progress(study: Study) -> list[ComparisonProgress]:
     comparisons = list(study.comparisons.select_related("system_a", "system_b"))
     tasks: dict[int, int] = {}
     targets: dict[int, int] = {}
-    for comparison_id, n_pairs, raters in (Task.objects.filter(study=study).annotate(p=Count("task_pairs"))
-                                           .values_list("comparison_id", "p", "raters_required")):
+    for comparison_id, n_pairs, raters in (
+        Task.objects.filter(study=study)
+        .annotate(p=Count("task_pairs"))
+        .values_list("comparison_id", "p", "raters_required")
+    ):
         tasks[comparison_id] = tasks.get(comparison_id, 0) + 1
         targets[comparison_id] = targets.get(comparison_id, 0) + n_pairs * raters
     done = dict(  # completed places (an assignment bundles several)
         AssignmentTask.objects.filter(assignment__study=study, assignment__status=Assignment.Status.COMPLETED)
-        .values_list("task__comparison_id").annotate(n=Count("id"))
+        .values_list("task__comparison_id")
+        .annotate(n=Count("id"))
     )
     counts: dict[tuple[frozenset[int], str], int] = defaultdict(int)
     human = Q(rater__kind=Rater.Kind.HUMAN)
     for a, b, planned, imported, judge in (
-            Judgment.objects.filter(study=study, revised=False)
-            .values_list("pair__generation_a__system_id", "pair__generation_b__system_id")
-            .annotate(planned=Count("id", filter=human & Q(assignment__isnull=False)),
-                      imported=Count("id", filter=human & Q(assignment__isnull=True)),
-                      judge=Count("id", filter=Q(rater__kind=Rater.Kind.JUDGE)))
-            .order_by()):
+        Judgment.objects.filter(study=study, revised=False)
+        .values_list("pair__generation_a__system_id", "pair__generation_b__system_id")
+        .annotate(
+            planned=Count("id", filter=human & Q(assignment__isnull=False)),
+            imported=Count("id", filter=human & Q(assignment__isnull=True)),
+            judge=Count("id", filter=Q(rater__kind=Rater.Kind.JUDGE)),
+        )
+        .order_by()
+    ):
         for name, n in (("planned", planned), ("imported", imported), ("judge", judge)):
             counts[(frozenset((a, b)), name)] += n
     return [
@@ -84,17 +91,21 @@ def rater_progress(study: Study) -> list[Rater]:
     report counts it), and ``median_long_seconds``:
     the median server-measured time per pair on pairs with an output over ``LONG_OUTPUT_WORDS`` words (None
     without such a pair); ``too_fast`` flags a median under ``FAST_SECONDS``."""
-    raters = list(study.raters.annotate(
-        completed=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
-        active=Count("assignments", filter=Q(assignments__status=Assignment.Status.ACTIVE), distinct=True),
-        n_judgments=Count("judgments", filter=Q(judgments__revised=False), distinct=True),  # a changed answer once
-        n_skipped=Count("skips", distinct=True),
-    ).order_by("id"))
+    raters = list(
+        study.raters.annotate(
+            completed=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
+            active=Count("assignments", filter=Q(assignments__status=Assignment.Status.ACTIVE), distinct=True),
+            n_judgments=Count("judgments", filter=Q(judgments__revised=False), distinct=True),  # a changed answer once
+            n_skipped=Count("skips", distinct=True),
+        ).order_by("id")
+    )
     times: dict[int, list[int]] = {}
-    long_pairs = (Q(pair__generation_a__n_words__gt=LONG_OUTPUT_WORDS)
-                  | Q(pair__generation_b__n_words__gt=LONG_OUTPUT_WORDS))
-    for rater_id, ms in (Judgment.objects.filter(long_pairs, study=study, time_on_task_ms__isnull=False)
-                         .values_list("rater_id", "time_on_task_ms")):
+    long_pairs = Q(pair__generation_a__n_words__gt=LONG_OUTPUT_WORDS) | Q(
+        pair__generation_b__n_words__gt=LONG_OUTPUT_WORDS
+    )
+    for rater_id, ms in Judgment.objects.filter(long_pairs, study=study, time_on_task_ms__isnull=False).values_list(
+        "rater_id", "time_on_task_ms"
+    ):
         times.setdefault(rater_id, []).append(ms)
     for rater in raters:
         spent = times.get(rater.pk)

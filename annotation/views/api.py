@@ -48,9 +48,28 @@ class StudySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = ["id", "name", "description", "created", "systems", "n_items", "n_judgments", "elicitation",
-                  "allow_tie", "tie_label", "neither_option", "neither_label", "question", "pairs_per_assignment",
-                  "raters_per_item", "pair_mode", "scheduling", "selection_method", "budget", "seed"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "created",
+            "systems",
+            "n_items",
+            "n_judgments",
+            "elicitation",
+            "allow_tie",
+            "tie_label",
+            "neither_option",
+            "neither_label",
+            "question",
+            "pairs_per_assignment",
+            "raters_per_item",
+            "pair_mode",
+            "scheduling",
+            "selection_method",
+            "budget",
+            "seed",
+        ]
 
 
 class GenerationSerializer(serializers.ModelSerializer):
@@ -86,10 +105,15 @@ def _judgment_field(field: formats.JudgmentField) -> serializers.Field:
 
 
 # One judgment in the SPEC §8 judgment format, its fields read off the one schema (formats.JUDGMENT_SCHEMA).
-JudgmentSerializer = type("JudgmentSerializer", (serializers.Serializer,), {
-    "__doc__": "One judgment in the SPEC §8 judgment format.", "__module__": __name__,
-    **{f.name: _judgment_field(f) for f in formats.JUDGMENT_SCHEMA},
-})
+JudgmentSerializer = type(
+    "JudgmentSerializer",
+    (serializers.Serializer,),
+    {
+        "__doc__": "One judgment in the SPEC §8 judgment format.",
+        "__module__": __name__,
+        **{f.name: _judgment_field(f) for f in formats.JUDGMENT_SCHEMA},
+    },
+)
 
 
 class StudyViewSet(viewsets.ReadOnlyModelViewSet):
@@ -99,9 +123,13 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model matters
             return Study.objects.none()
-        return (studies_for(self.request.user)
-                .annotate(n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True))
-                .select_related("selection_settings").prefetch_related("systems").order_by("-created"))
+        return (
+            studies_for(self.request.user)
+            .annotate(n_items=Count("items", distinct=True), n_judgments=Count("judgments", distinct=True))
+            .select_related("selection_settings")
+            .prefetch_related("systems")
+            .order_by("-created")
+        )
 
     @extend_schema(responses=ItemSerializer(many=True))
     @action(detail=True)
@@ -129,4 +157,3 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         if fmt not in ("jsonl", "csv"):
             raise ValidationError({"as": "must be 'jsonl' or 'csv'"})
         return export_response(self.get_object(), fmt)
-

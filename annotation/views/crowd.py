@@ -24,8 +24,12 @@ from annotation.views.forms import GenerateGoldForm, GoldPairForm
 
 
 def _message(request, study, title: str, message: str, status: int = 200, code: str | None = None):
-    return render(request, "annotation/rater_message.html",
-                  {"study": study, "title": title, "message": message, "code": code}, status=status)
+    return render(
+        request,
+        "annotation/rater_message.html",
+        {"study": study, "title": title, "message": message, "code": code},
+        status=status,
+    )
 
 
 @access.frameable
@@ -47,12 +51,24 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         mode = study.elicitation_mode
         # the first pair as a worker will see it, on the sides of a random worker's place
         pairs = allocation.preview_pairs(study, allocation.preview_seed(request.GET.get("seed")))
-        return render(request, "annotation/external_preview.html", {
-            "study": study, "shown": pairs[0] if pairs else None, "total": len(pairs), "mode": mode,
-            "fieldsets": mode.fieldsets(study), "further": questions.form(study), "disabled": True,
-            "key_help": mode.key_help(study),
-            "size": allocation.assignment_size(study), "run_out": not allocation.open_places(study),
-            "skip_reasons": raters.skip_reasons(), "comment_max": COMMENT_MAX_CHARS})
+        return render(
+            request,
+            "annotation/external_preview.html",
+            {
+                "study": study,
+                "shown": pairs[0] if pairs else None,
+                "total": len(pairs),
+                "mode": mode,
+                "fieldsets": mode.fieldsets(study),
+                "further": questions.form(study),
+                "disabled": True,
+                "key_help": mode.key_help(study),
+                "size": allocation.assignment_size(study),
+                "run_out": not allocation.open_places(study),
+                "skip_reasons": raters.skip_reasons(),
+                "comment_max": COMMENT_MAX_CHARS,
+            },
+        )
     if sites.is_blocked(study, link.platform, arrival.worker_id):
         return _message(request, study, _("Not available"), _("This task is not available to your account."))
     agreed = False
@@ -88,8 +104,12 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
         # the practice round first; its last page comes back here, and the worker's work starts then
         return redirect(raters.practice_url(session.rater.token(), request.get_full_path()))
     if session.assignment is None:
-        return _message(request, study, _("Nothing left to rate"),
-                        _("Every item of this study has all the raters it needs. Please return the task."))
+        return _message(
+            request,
+            study,
+            _("Nothing left to rate"),
+            _("Every item of this study has all the raters it needs. Please return the task."),
+        )
     return redirect("rate", token=session.rater.token(), assignment_id=session.assignment_id)
 
 
@@ -98,8 +118,9 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     if request.method == "POST":
         try:
-            sites.do_create_external_link(study, request.POST.get("platform", ""),
-                                          request.POST.get("site_study_id", ""))
+            sites.do_create_external_link(
+                study, request.POST.get("platform", ""), request.POST.get("site_study_id", "")
+            )
             messages.success(request, "Link created.")
         except ServiceError as exc:
             messages.error(request, str(exc))
@@ -115,27 +136,48 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
                 xml = sites.external_question_xml(url)
             except ServiceError as exc:
                 xml_error = str(exc)
-        links.append({"link": link, "url": url, "xml": xml, "xml_error": xml_error,
-                      "sessions": link.sessions.count(), "minted": minted.get(link.pk),
-                      "refused": sites.launch_refusals(link)})
-    workers = (Rater.objects.filter(study=study, source=Rater.Source.EXTERNAL)
-               .annotate(done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED),
-                                    distinct=True),
-                         gold=Count("gold_answers", distinct=True),
-                         gold_right=Count("gold_answers", filter=Q(gold_answers__correct=True), distinct=True),
-                         **practice.counts())
-               .order_by("id"))
+        links.append(
+            {
+                "link": link,
+                "url": url,
+                "xml": xml,
+                "xml_error": xml_error,
+                "sessions": link.sessions.count(),
+                "minted": minted.get(link.pk),
+                "refused": sites.launch_refusals(link),
+            }
+        )
+    workers = (
+        Rater.objects.filter(study=study, source=Rater.Source.EXTERNAL)
+        .annotate(
+            done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
+            gold=Count("gold_answers", distinct=True),
+            gold_right=Count("gold_answers", filter=Q(gold_answers__correct=True), distinct=True),
+            **practice.counts(),
+        )
+        .order_by("id")
+    )
     workers = list(workers)
     for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
         w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
     blocked = access.blocked_workers_for(request.user)
-    return render(request, "annotation/external_links.html", {
-        "before_first_pair": practice.before_first_pair(study),
-        "open_places": allocation.open_places(study),
-        "gold_form": GoldPairForm(), "generate_form": GenerateGoldForm(), "n_gold": study.gold_pairs.count(),
-        "study": study, "links": links, "platforms": ExternalLink.Platform.choices, "workers": workers,
-        "blocked": blocked, "blocked_ids": {(b.platform, b.worker_id) for b in blocked},
-    })
+    return render(
+        request,
+        "annotation/external_links.html",
+        {
+            "before_first_pair": practice.before_first_pair(study),
+            "open_places": allocation.open_places(study),
+            "gold_form": GoldPairForm(),
+            "generate_form": GenerateGoldForm(),
+            "n_gold": study.gold_pairs.count(),
+            "study": study,
+            "links": links,
+            "platforms": ExternalLink.Platform.choices,
+            "workers": workers,
+            "blocked": blocked,
+            "blocked_ids": {(b.platform, b.worker_id) for b in blocked},
+        },
+    )
 
 
 @login_required
@@ -146,8 +188,12 @@ def external_link_action(request: HttpRequest, study_id: int, link_id: int, acti
     study, link = access.access_study_external_link(request, study_id, link_id)
     if action in ("disable", "enable"):
         stopped = enrolment.do_set_external_link(link, action == "enable")
-        messages.success(request, "Link enabled." if action == "enable" else
-                         f"Link disabled; {stopped} worker(s) who came through it can no longer rate.")
+        messages.success(
+            request,
+            "Link enabled."
+            if action == "enable"
+            else f"Link disabled; {stopped} worker(s) who came through it can no longer rate.",
+        )
     elif action == "launch-limit":
         try:
             sites.do_set_launch_limit(link, request.POST.get("launch_per_minute", ""))
@@ -155,12 +201,19 @@ def external_link_action(request: HttpRequest, study_id: int, link_id: int, acti
             messages.error(request, str(exc))
         else:
             limit = link.launch_limit
-            messages.success(request, f"The link now accepts {limit} new workers a minute." if limit else
-                             "The link now accepts new workers without a limit.")
+            messages.success(
+                request,
+                f"The link now accepts {limit} new workers a minute."
+                if limit
+                else "The link now accepts new workers without a limit.",
+            )
     elif action == "rotate":
         stopped = enrolment.do_rotate_external_link(link)
-        messages.success(request, f"New URL made: paste it on the site again. The old one, and the pages of "
-                                  f"{stopped} worker(s) who came through it, stopped working.")
+        messages.success(
+            request,
+            f"New URL made: paste it on the site again. The old one, and the pages of "
+            f"{stopped} worker(s) who came through it, stopped working.",
+        )
     else:
         raise Http404("No such action.")
     return redirect("external_links", study_id=study.pk)
@@ -193,8 +246,12 @@ def gold_pairs(request: HttpRequest, study_id: int) -> HttpResponse:
 def block_worker(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     try:
-        blocked = sites.do_block_worker(request.user, request.POST.get("platform", ""),
-                                        request.POST.get("worker_id", ""), request.POST.get("reason", ""))
+        blocked = sites.do_block_worker(
+            request.user,
+            request.POST.get("platform", ""),
+            request.POST.get("worker_id", ""),
+            request.POST.get("reason", ""),
+        )
         messages.success(request, f"{blocked.worker_id} gets no more work in your studies.")
     except ServiceError as exc:
         messages.error(request, str(exc))

@@ -38,8 +38,11 @@ class RaterLinkForm(OneLineEnding, forms.Form):
 
 
 class BulkLinksForm(OneLineEnding, forms.Form):
-    names = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), max_length=200_000,
-                            help_text="One rater name per line; you get a CSV of name and link to send out.")
+    names = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6}),
+        max_length=200_000,
+        help_text="One rater name per line; you get a CSV of name and link to send out.",
+    )
 
 
 class DuplicateForm(OneLineEnding, forms.Form):
@@ -55,17 +58,24 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
     one form."""
 
     public_base_url = forms.URLField(
-        required=False, assume_scheme="https", label="Public base URL",
-        help_text=Study._meta.get_field("public_base_url").help_text)
+        required=False,
+        assume_scheme="https",
+        label="Public base URL",
+        help_text=Study._meta.get_field("public_base_url").help_text,
+    )
     explicit_pairs = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="Used when the pair mode is 'an explicit list of pairs'.",
     )
 
     class Meta:
         model = Study
-        fields = [s.name for s in study_settings.STUDY_SETTINGS  # the form's own fields stand for the others
-                  if not s.form_only and s.name not in ("public_base_url",)]
+        fields = [
+            s.name
+            for s in study_settings.STUDY_SETTINGS  # the form's own fields stand for the others
+            if not s.form_only and s.name not in ("public_base_url",)
+        ]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 4}), "consent_text": forms.Textarea(attrs={"rows": 4})}
 
     def __init__(self, *args, frozen: bool = False, **kwargs):
@@ -83,7 +93,7 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             if setting.choices is not None:  # another app's registry supplies them (strategies, metrics)
                 self.fields[setting.name] = forms.ChoiceField(choices=setting.choices())
         self.fields["explicit_pairs"].choices = [
-            (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1:]
+            (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1 :]
         ]
         self.initial["explicit_pairs"] = [
             f"{a}-{b}" for a, b in self.instance.comparisons.values_list("system_a_id", "system_b_id")
@@ -153,10 +163,14 @@ def practice_shortage(study: Study) -> str:
     if available >= study.practice_pairs:
         return ""
     if not available:
-        return ("This study has no attention checks yet, so there is no practice: add some on the crowd page "
-                "(“Attention checks”).")
-    return (f"This study has only {available} attention check{'s' if available != 1 else ''}, so raters practise on "
-            f"{available}: add more on the crowd page.")
+        return (
+            "This study has no attention checks yet, so there is no practice: add some on the crowd page "
+            "(“Attention checks”)."
+        )
+    return (
+        f"This study has only {available} attention check{'s' if available != 1 else ''}, so raters practise on "
+        f"{available}: add more on the crowd page."
+    )
 
 
 class RatingForm(OneLineEnding, forms.Form):
@@ -178,8 +192,9 @@ class PracticeForm(forms.Form):
 class GoldPairForm(OneLineEnding, forms.Form):
     input = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
     good_output = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
-    bad_output = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
-                                 help_text="Deliberately wrong, e.g. off-topic or garbled.")
+    bad_output = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), help_text="Deliberately wrong, e.g. off-topic or garbled."
+    )
 
 
 class GenerateGoldForm(OneLineEnding, forms.Form):
@@ -199,8 +214,9 @@ def setting_default(name: str):
         default = field.default
         if field.choices:
             default = dict(field.flatchoices).get(default, default)
-        return "empty" if default in (None, "") else ("on" if default is True else "off" if default is False
-                                                        else default)
+        return (
+            "empty" if default in (None, "") else ("on" if default is True else "off" if default is False else default)
+        )
     return None
 
 
@@ -210,20 +226,33 @@ class EndpointForm(OneLineEnding, forms.ModelForm):
     write-only -- never filled in again, empty keeps it, ``clear_api_key`` removes it. Each form has a ``name`` field
     and an ``owner_name()``: the name shown, fixed once the endpoint exists (a judge's rater, a system)."""
 
-    ENDPOINT_LABELS = {"base_url": "Base URL", "api_key_env": "API key environment variable",
-                       "max_concurrency": "Requests at once", "request_budget": "Request budget",
-                       "timeout_seconds": "Timeout per request (s)", "max_retries": "Retries",
-                       "price_input": "Price of prompt tokens ($ / million)",
-                       "price_output": "Price of completion tokens ($ / million)"}
+    ENDPOINT_LABELS = {
+        "base_url": "Base URL",
+        "api_key_env": "API key environment variable",
+        "max_concurrency": "Requests at once",
+        "request_budget": "Request budget",
+        "timeout_seconds": "Timeout per request (s)",
+        "max_retries": "Retries",
+        "price_input": "Price of prompt tokens ($ / million)",
+        "price_output": "Price of completion tokens ($ / million)",
+    }
 
-    base_url = forms.URLField(max_length=500, assume_scheme="https", label="Base URL",
-                              help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 or "
-                                        "http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).")
+    base_url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        label="Base URL",
+        help_text="The endpoint's base URL, e.g. https://api.openai.com/v1 or "
+        "http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp).",
+    )
     api_key = forms.CharField(
-        required=False, max_length=500, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        label="API key (stored)", help_text="Optional: stored with the study and never shown again. Prefer the "
-                                            "environment variable; leave both empty for a local server that needs "
-                                            "no key.")
+        required=False,
+        max_length=500,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        label="API key (stored)",
+        help_text="Optional: stored with the study and never shown again. Prefer the "
+        "environment variable; leave both empty for a local server that needs "
+        "no key.",
+    )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
 
     field_order = ["name"]  # the rest in Meta.fields' order
@@ -237,16 +266,20 @@ class EndpointForm(OneLineEnding, forms.ModelForm):
         if current and current not in allowed:  # stored before the list: shown, refused on save
             choices.append((current, f"{current} (not allowed on this server)"))
         self.fields["api_key_env"] = forms.ChoiceField(
-            choices=choices, required=False, label="API key environment variable",
+            choices=choices,
+            required=False,
+            label="API key environment variable",
             initial=current,  # new: none, as for a local server (the README's first path); pick one for an API
             help_text="Read the key from this environment variable of the worker (the variables this server's "
-                      "operator allows).")
+            "operator allows).",
+        )
         if self.instance.pk:
             self.fields["name"].disabled = True
             self.fields["name"].initial = self.owner_name()
             if self.instance.api_key:
-                self.fields["api_key"].help_text = ("A key is stored (not shown). Type a new one to replace it; "
-                                                    "leave empty to keep it.")
+                self.fields["api_key"].help_text = (
+                    "A key is stored (not shown). Type a new one to replace it; leave empty to keep it."
+                )
         else:
             del self.fields["clear_api_key"]
         self.fields["api_key"].initial = ""
@@ -267,12 +300,30 @@ class JudgeForm(EndpointForm):
 
     class Meta:
         model = Judge
-        fields = ["base_url", "model", "api_key_env", "api_key", "prompt_template", "temperature", "max_tokens",
-                  "logprobs", "scope", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",
-                  "price_input", "price_output"]
+        fields = [
+            "base_url",
+            "model",
+            "api_key_env",
+            "api_key",
+            "prompt_template",
+            "temperature",
+            "max_tokens",
+            "logprobs",
+            "scope",
+            "max_concurrency",
+            "request_budget",
+            "timeout_seconds",
+            "max_retries",
+            "price_input",
+            "price_output",
+        ]
         widgets = {"prompt_template": forms.Textarea(attrs={"rows": 14, "class": "mono"})}
-        labels = {**EndpointForm.ENDPOINT_LABELS, "max_tokens": "Most tokens per reply",
-                  "logprobs": "Ask for log-probabilities", "scope": "Pairs to judge"}
+        labels = {
+            **EndpointForm.ENDPOINT_LABELS,
+            "max_tokens": "Most tokens per reply",
+            "logprobs": "Ask for log-probabilities",
+            "scope": "Pairs to judge",
+        }
 
     def owner_name(self) -> str:
         return self.instance.rater.external_id
@@ -290,18 +341,37 @@ class SystemEndpointForm(EndpointForm):
     """A system generated from an endpoint: where, how its outputs are asked for, how many, how hard and at what
     price."""
 
-
-    name = forms.CharField(max_length=200, help_text="How the system is named in the report and the exports "
-                                                     "(raters never see it).")
+    name = forms.CharField(
+        max_length=200, help_text="How the system is named in the report and the exports (raters never see it)."
+    )
 
     class Meta:
         model = SystemEndpoint
-        fields = ["base_url", "model", "api_key_env", "api_key", "system_prompt", "samples", "temperature",
-                  "max_tokens", "seed", "max_concurrency", "request_budget", "timeout_seconds", "max_retries",
-                  "price_input", "price_output"]
+        fields = [
+            "base_url",
+            "model",
+            "api_key_env",
+            "api_key",
+            "system_prompt",
+            "samples",
+            "temperature",
+            "max_tokens",
+            "seed",
+            "max_concurrency",
+            "request_budget",
+            "timeout_seconds",
+            "max_retries",
+            "price_input",
+            "price_output",
+        ]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
-        labels = {**EndpointForm.ENDPOINT_LABELS, "system_prompt": "System prompt", "samples": "Outputs per input (K)",
-                  "max_tokens": "Most tokens per output", "seed": "Seed"}
+        labels = {
+            **EndpointForm.ENDPOINT_LABELS,
+            "system_prompt": "System prompt",
+            "samples": "Outputs per input (K)",
+            "max_tokens": "Most tokens per output",
+            "seed": "Seed",
+        }
 
     def owner_name(self) -> str:
         return self.instance.system.name

@@ -22,8 +22,13 @@ REPLIES_PER_PAGE = 20
 
 def _state(judge: Judge) -> dict:
     job = runner.current_job(judge)
-    return {"judge": judge, "job": job, "live": endpoints.is_live(job), "usage": runner.usage(judge),
-            "todo": runner.remaining(judge) if not endpoints.is_live(job) else None}
+    return {
+        "judge": judge,
+        "job": job,
+        "live": endpoints.is_live(job),
+        "usage": runner.usage(judge),
+        "todo": runner.remaining(judge) if not endpoints.is_live(job) else None,
+    }
 
 
 @login_required
@@ -43,12 +48,23 @@ def judges(request: HttpRequest, study_id: int) -> HttpResponse:
     else:
         form = JudgeForm(initial={"prompt_template": prompts.DEFAULT_TEMPLATE})
     rows = [_state(j) for j in Judge.objects.filter(study=study).select_related("rater", "study")]
-    imported = (study.raters.filter(kind=Rater.Kind.JUDGE).exclude(source=Rater.Source.RUN)
-                .annotate(verdicts=Count("judgments")).order_by("external_id"))
-    return render(request, "annotation/judges.html", {
-        "study": study, "form": form, "rows": rows, "answer_format": prompts.answer_format(prompts.Offer.of(study)),
-        "imported": imported,
-    })
+    imported = (
+        study.raters.filter(kind=Rater.Kind.JUDGE)
+        .exclude(source=Rater.Source.RUN)
+        .annotate(verdicts=Count("judgments"))
+        .order_by("external_id")
+    )
+    return render(
+        request,
+        "annotation/judges.html",
+        {
+            "study": study,
+            "form": form,
+            "rows": rows,
+            "answer_format": prompts.answer_format(prompts.Offer.of(study)),
+            "imported": imported,
+        },
+    )
 
 
 @login_required
@@ -66,23 +82,40 @@ def judge_detail(request: HttpRequest, study_id: int, judge_id: int) -> HttpResp
             return redirect("judge_detail", study_id=judge.study_id, judge_id=judge.pk)
     else:
         form = JudgeForm(instance=judge)
-    unparseable = (JudgeCall.objects.filter(judge=judge, status=JudgeCall.Status.UNPARSEABLE)
-                   .select_related("pair__item").order_by("-id")[:UNPARSEABLE_SHOWN])
-    failed = (JudgeCall.objects.filter(judge=judge, status=JudgeCall.Status.FAILED)
-              .select_related("pair__item").order_by("-id")[:UNPARSEABLE_SHOWN])
+    unparseable = (
+        JudgeCall.objects.filter(judge=judge, status=JudgeCall.Status.UNPARSEABLE)
+        .select_related("pair__item")
+        .order_by("-id")[:UNPARSEABLE_SHOWN]
+    )
+    failed = (
+        JudgeCall.objects.filter(judge=judge, status=JudgeCall.Status.FAILED)
+        .select_related("pair__item")
+        .order_by("-id")[:UNPARSEABLE_SHOWN]
+    )
     status = request.GET.get("status", "")
-    calls = (JudgeCall.objects.filter(judge=judge, **({"status": status} if status in JudgeCall.Status.values else {}))
-             .select_related("pair__item", "pair__generation_a__system", "pair__generation_b__system", "judgment")
-             .order_by("pair__item__position", "pair_id", "-a_shown_first"))
+    calls = (
+        JudgeCall.objects.filter(judge=judge, **({"status": status} if status in JudgeCall.Status.values else {}))
+        .select_related("pair__item", "pair__generation_a__system", "pair__generation_b__system", "judgment")
+        .order_by("pair__item__position", "pair_id", "-a_shown_first")
+    )
     replies = Paginator(calls, REPLIES_PER_PAGE).get_page(request.GET.get("page"))
     for call in replies:
         call.verdict_words = _verdict_words(call)
-    return render(request, "annotation/judge_detail.html", {
-        **state, "study": judge.study, "form": form, "unparseable": unparseable, "failed": failed,
-        "answer_format": prompts.answer_format(prompts.Offer.of(judge.study)),
-        "replies": replies, "reply_status": status if status in JudgeCall.Status.values else "",
-        "statuses": JudgeCall.Status.choices,
-    })
+    return render(
+        request,
+        "annotation/judge_detail.html",
+        {
+            **state,
+            "study": judge.study,
+            "form": form,
+            "unparseable": unparseable,
+            "failed": failed,
+            "answer_format": prompts.answer_format(prompts.Offer.of(judge.study)),
+            "replies": replies,
+            "reply_status": status if status in JudgeCall.Status.values else "",
+            "statuses": JudgeCall.Status.choices,
+        },
+    )
 
 
 def _verdict_words(call: JudgeCall) -> str:
@@ -90,8 +123,14 @@ def _verdict_words(call: JudgeCall) -> str:
     if call.judgment is None:
         return call.get_status_display()
     j = call.judgment
-    return elicitation.stored_in_words(j.choice, j.response_set, j.strength, j.probability_a,
-                                       call.pair.generation_a.system.name, call.pair.generation_b.system.name)
+    return elicitation.stored_in_words(
+        j.choice,
+        j.response_set,
+        j.strength,
+        j.probability_a,
+        call.pair.generation_a.system.name,
+        call.pair.generation_b.system.name,
+    )
 
 
 @login_required

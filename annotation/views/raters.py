@@ -37,9 +37,19 @@ def rater_home(request: HttpRequest, token: str) -> HttpResponse:
     active = rater.assignments.filter(status=Assignment.Status.ACTIVE).first()
     completed = rater.assignments.filter(status=Assignment.Status.COMPLETED).count()
     study = rater.study
-    return render(request, "annotation/rater_home.html",
-                  {"rater": rater, "study": study, "token": token, "active": active, "completed": completed,
-                   "key_help": study.elicitation_mode.key_help(study), "size": allocation.assignment_size(study)})
+    return render(
+        request,
+        "annotation/rater_home.html",
+        {
+            "rater": rater,
+            "study": study,
+            "token": token,
+            "active": active,
+            "completed": completed,
+            "key_help": study.elicitation_mode.key_help(study),
+            "size": allocation.assignment_size(study),
+        },
+    )
 
 
 @access.frameable
@@ -55,14 +65,29 @@ def rater_start(request: HttpRequest, token: str) -> HttpResponse:
 def paused_message(request: HttpRequest, study) -> HttpResponse:
     """What a rater sees while the researcher has paused (or archived) the study, or it is still importing."""
     if study.status == study.Status.IMPORTING:
-        return render(request, "annotation/rater_message.html", {
-            "study": study, "title": _("Not open yet"),
-            "message": _("This study is still being set up; please come back later through the same link.")},
-            status=503)
-    return render(request, "annotation/rater_message.html", {
-        "study": study, "title": _("Rating is paused"),
-        "message": _("The researcher has paused this study. Your answers so far are saved; please come back later "
-                     "through the same link.")}, status=503)
+        return render(
+            request,
+            "annotation/rater_message.html",
+            {
+                "study": study,
+                "title": _("Not open yet"),
+                "message": _("This study is still being set up; please come back later through the same link."),
+            },
+            status=503,
+        )
+    return render(
+        request,
+        "annotation/rater_message.html",
+        {
+            "study": study,
+            "title": _("Rating is paused"),
+            "message": _(
+                "The researcher has paused this study. Your answers so far are saved; please come back later "
+                "through the same link."
+            ),
+        },
+        status=503,
+    )
 
 
 def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
@@ -77,22 +102,37 @@ def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
     try:
         assignment = allocation.do_start_assignment(rater)
     except AllocationBusy as exc:
-        return render(request, "annotation/rater_message.html",
-                      {"study": rater.study, "title": _("Busy"), "message": str(exc)}, status=503)
+        return render(
+            request,
+            "annotation/rater_message.html",
+            {"study": rater.study, "title": _("Busy"), "message": str(exc)},
+            status=503,
+        )
     except (RaterScreenedOut, RaterLimitReached) as exc:
-        return render(request, "annotation/rater_message.html",
-                      {"study": rater.study, "title": _("No more work for you here"), "message": str(exc)})
+        return render(
+            request,
+            "annotation/rater_message.html",
+            {"study": rater.study, "title": _("No more work for you here"), "message": str(exc)},
+        )
     except NetworkHoldsEnough as exc:
-        response = render(request, "annotation/rater_message.html",
-                          {"study": rater.study, "title": _("Please wait a moment"), "message": str(exc)},
-                          status=429)
+        response = render(
+            request,
+            "annotation/rater_message.html",
+            {"study": rater.study, "title": _("Please wait a moment"), "message": str(exc)},
+            status=429,
+        )
         response["Retry-After"] = "60"
         return response
     if assignment is None:
-        return render(request, "annotation/rater_message.html", {
-            "study": rater.study, "title": _("Nothing left to rate"),
-            "message": _("There are no more pairs for you in this study. Thank you for your help!"),
-        })
+        return render(
+            request,
+            "annotation/rater_message.html",
+            {
+                "study": rater.study,
+                "title": _("Nothing left to rate"),
+                "message": _("There are no more pairs for you in this study. Thank you for your help!"),
+            },
+        )
     return redirect("rate", token=token, assignment_id=assignment.pk)
 
 
@@ -127,12 +167,21 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
 def declined(request: HttpRequest, study, crowd: bool = False, known: bool = False) -> HttpResponse:
     """The page after "I do not agree". ``known``: the rater existed before (their own link, or consent added while
     they were rating): what they answered before stays, so the page does not say nothing was stored."""
-    message = (_("You did not agree, so you will not rate anything.") if known else
-               _("You did not agree, so you will not rate anything and nothing about you was stored."))
-    message += " " + (_("Please return the task on the site that sent you, so that someone else can take it.")
-                      if crowd else _("You can close this page."))
-    return render(request, "annotation/rater_message.html",
-                  {"study": study, "title": _("Thank you for considering this study"), "message": message})
+    message = (
+        _("You did not agree, so you will not rate anything.")
+        if known
+        else _("You did not agree, so you will not rate anything and nothing about you was stored.")
+    )
+    message += " " + (
+        _("Please return the task on the site that sent you, so that someone else can take it.")
+        if crowd
+        else _("You can close this page.")
+    )
+    return render(
+        request,
+        "annotation/rater_message.html",
+        {"study": study, "title": _("Thank you for considering this study"), "message": message},
+    )
 
 
 @access.frameable
@@ -174,8 +223,9 @@ def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
             error = _("The submission was incomplete; please answer again.")
         else:
             try:
-                step = practice.do_answer(rater, form.cleaned_data["gold"],
-                                          rater.study.elicitation_mode.read(request.POST))
+                step = practice.do_answer(
+                    rater, form.cleaned_data["gold"], rater.study.elicitation_mode.read(request.POST)
+                )
             except ServiceError as exc:
                 error = str(exc)
             else:
@@ -199,17 +249,30 @@ def practice_url(token: str, after: str = "", **params) -> str:
     return reverse("rater_practice", args=[token]) + (f"?{query}" if query else "")
 
 
-def _render_practice(request: HttpRequest, rater: Rater, token: str, after: str, feedback=None,
-                     error: str | None = None) -> HttpResponse:
+def _render_practice(
+    request: HttpRequest, rater: Rater, token: str, after: str, feedback=None, error: str | None = None
+) -> HttpResponse:
     study = rater.study
     mode = study.elicitation_mode
-    context = {"study": study, "rater": rater, "token": token, "practice": True, "after": after, "error": error,
-               "next_practice_url": practice_url(token, after), "mode": mode}
+    context = {
+        "study": study,
+        "rater": rater,
+        "token": token,
+        "practice": True,
+        "after": after,
+        "error": error,
+        "next_practice_url": practice_url(token, after),
+        "mode": mode,
+    }
     if feedback is not None:
         input_, first, second = feedback.shown
-        context.update(practice_feedback=feedback, shown=Shown(input_, first, second), rule=practice.RULE,
-                       answer_words=practice.in_words(feedback.answer.answer, study),
-                       expected_words=_("Output 1") if feedback.expected == "first" else _("Output 2"))
+        context.update(
+            practice_feedback=feedback,
+            shown=Shown(input_, first, second),
+            rule=practice.RULE,
+            answer_words=practice.in_words(feedback.answer.answer, study),
+            expected_words=_("Output 1") if feedback.expected == "first" else _("Output 2"),
+        )
     else:
         step = practice.current(rater)
         if step is None:  # the round is over, or the study has no practice (then nothing is marked)
@@ -218,9 +281,16 @@ def _render_practice(request: HttpRequest, rater: Rater, token: str, after: str,
             context["practice_over"] = True
         else:
             input_, first, second = step.shown
-            context.update(step=step, shown=Shown(input_, first, second), number=step.number, total=step.total,
-                           done=step.number - 1, percent=round(100 * (step.number - 1) / step.total),
-                           fieldsets=mode.fieldsets(study), key=uuid.uuid4().hex)
+            context.update(
+                step=step,
+                shown=Shown(input_, first, second),
+                number=step.number,
+                total=step.total,
+                done=step.number - 1,
+                percent=round(100 * (step.number - 1) / step.total),
+                fieldsets=mode.fieldsets(study),
+                key=uuid.uuid4().hex,
+            )
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     return render(request, template, context)
 
@@ -270,20 +340,35 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
     else:
         skip = request.POST.get("skip") == "1"
         try:
-            recorded = recording.do_submit(pair, recording.Submission(
-                key=form.cleaned_data["key"], revise=request.POST.get("revise") == "1",
-                answer=None if skip else assignment.study.elicitation_mode.read(request.POST),
-                further={} if skip else questions.read(assignment.study, request.POST),
-                skip_reason=request.POST.get("skip_reason", ""), client_time_ms=form.cleaned_data["client_ms"],
-                comment=form.cleaned_data["comment"]))
+            recorded = recording.do_submit(
+                pair,
+                recording.Submission(
+                    key=form.cleaned_data["key"],
+                    revise=request.POST.get("revise") == "1",
+                    answer=None if skip else assignment.study.elicitation_mode.read(request.POST),
+                    further={} if skip else questions.read(assignment.study, request.POST),
+                    skip_reason=request.POST.get("skip_reason", ""),
+                    client_time_ms=form.cleaned_data["client_ms"],
+                    comment=form.cleaned_data["comment"],
+                ),
+            )
         except ServiceError as exc:
             error = str(exc)
         except (OperationalError, InterfaceError):
             # The database is briefly unavailable: nothing was stored. Show the same pair with the
             # same submission key, so the retry is recorded once.
-            response = _render_rating(request, rater, token, assignment, rows, key=form.cleaned_data["key"],
-                                      error=_("Your answer could not be saved just now. Please submit it again "
-                                              "in a moment; it will be counted once."))
+            response = _render_rating(
+                request,
+                rater,
+                token,
+                assignment,
+                rows,
+                key=form.cleaned_data["key"],
+                error=_(
+                    "Your answer could not be saved just now. Please submit it again "
+                    "in a moment; it will be counted once."
+                ),
+            )
             response.status_code = 503
             response["Retry-After"] = "2"
             return response
@@ -295,8 +380,9 @@ def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpRes
                 _mark_answered(rows, pair.pk, recorded)
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
-    response = _render_rating(request, rater, token, assignment, rows, error=error,
-                              submitted=request.POST if error is not None else None)
+    response = _render_rating(
+        request, rater, token, assignment, rows, error=error, submitted=request.POST if error is not None else None
+    )
     if error is not None and not request.htmx:
         response.status_code = 400
     return response
@@ -314,10 +400,12 @@ def _mark_answered(rows: list[dict], pair_id: int, recorded: recording.Recorded)
 
 def skip_reasons() -> list[tuple[str, str]]:
     """The reasons a rater may skip an item for (``Skip.Reason``'s values), in the raters' language."""
-    words = {Skip.Reason.CANNOT_JUDGE: _("I cannot judge this (outside what I know)"),
-             Skip.Reason.UNREADABLE: _("The input or an output is unreadable or broken"),
-             Skip.Reason.OFFENSIVE: _("The content is offensive or disturbing"),
-             Skip.Reason.OTHER: _("Another reason")}
+    words = {
+        Skip.Reason.CANNOT_JUDGE: _("I cannot judge this (outside what I know)"),
+        Skip.Reason.UNREADABLE: _("The input or an output is unreadable or broken"),
+        Skip.Reason.OFFENSIVE: _("The content is offensive or disturbing"),
+        Skip.Reason.OTHER: _("Another reason"),
+    }
     return [(value, words.get(value, label)) for value, label in Skip.Reason.choices]
 
 
@@ -332,16 +420,29 @@ class Shown:
 
 # What the rating page reads of an assignment's pairs: flat columns, no model objects. This is the hot
 # path under load, and the ORM's cost grows with the number of columns and objects it handles.
-PAIR_COLUMNS = (*model_columns(AssignmentPair), "judgment__id", "gold_answer__id", "skip__id",
-                "pair__item__input", "pair__generation_a__text", "pair__generation_b__text",
-                "gold__input", "gold__good_output", "gold__bad_output")
+PAIR_COLUMNS = (
+    *model_columns(AssignmentPair),
+    "judgment__id",
+    "gold_answer__id",
+    "skip__id",
+    "pair__item__input",
+    "pair__generation_a__text",
+    "pair__generation_b__text",
+    "gold__input",
+    "gold__good_output",
+    "gold__bad_output",
+)
 
 
 # The rating page: its pairs, each with the assignment, rater and study (one query instead of two).
 _PAGE = CompiledQuery(
-    lambda assignment, rater: AssignmentPair.objects.filter(assignment_id=assignment, assignment__rater_id=rater)
-    .order_by("position").values(*PAIR_COLUMNS, *access.assignment_columns()),
-    assignment=int, rater=int,
+    lambda assignment, rater: (
+        AssignmentPair.objects.filter(assignment_id=assignment, assignment__rater_id=rater)
+        .order_by("position")
+        .values(*PAIR_COLUMNS, *access.assignment_columns())
+    ),
+    assignment=int,
+    rater=int,
 )
 
 
@@ -358,9 +459,17 @@ def _answered(row: dict) -> bool:
     return row["judgment__id"] is not None or row["gold_answer__id"] is not None or row["skip__id"] is not None
 
 
-def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: Assignment, rows: list[dict],
-                   error: str | None = None, key: str | None = None, revise: dict | None = None,
-                   submitted=None) -> HttpResponse:
+def _render_rating(
+    request: HttpRequest,
+    rater: Rater,
+    token: str,
+    assignment: Assignment,
+    rows: list[dict],
+    error: str | None = None,
+    key: str | None = None,
+    revise: dict | None = None,
+    submitted=None,
+) -> HttpResponse:
     """The rating page (or its fragment); ``submitted``: a refused answer's form, whose further answers and comment
     are shown again so nothing typed is lost."""
     study = assignment.study
@@ -375,8 +484,16 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
     if revise is not None and assignment.status == Assignment.Status.ACTIVE:
         current = revise
     external = sites.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
-    context = {"study": study, "rater": rater, "token": token, "assignment": assignment, "error": error,
-               "total": len(rows) + assignment.unclaimed, "done": done, "external": external}
+    context = {
+        "study": study,
+        "rater": rater,
+        "token": token,
+        "assignment": assignment,
+        "error": error,
+        "total": len(rows) + assignment.unclaimed,
+        "done": done,
+        "external": external,
+    }
     if assignment.status == Assignment.Status.EXPIRED:
         context["expired"] = True
     elif current is not None and not study.accepts_raters:
@@ -399,13 +516,20 @@ def _render_rating(request: HttpRequest, rater: Rater, token: str, assignment: A
             context["revising"] = rows.index(revise) + 1
         elif previous is not None:
             context["previous"] = {"pk": previous["id"], "number": rows.index(previous) + 1}
-        context.update(current=pair, shown=_shown(current), number=rows.index(current) + 1,
-                       key=key or uuid.uuid4().hex,
-                       percent=round(100 * done / context["total"]), mode=mode, fieldsets=mode.fieldsets(study),
-                       further=questions.form(study, submitted),
-                       comment_value=submitted.get("comment", "") if submitted is not None else "",
-                       comment_max=COMMENT_MAX_CHARS, skip_reasons=skip_reasons(),
-                       minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)))
+        context.update(
+            current=pair,
+            shown=_shown(current),
+            number=rows.index(current) + 1,
+            key=key or uuid.uuid4().hex,
+            percent=round(100 * done / context["total"]),
+            mode=mode,
+            fieldsets=mode.fieldsets(study),
+            further=questions.form(study, submitted),
+            comment_value=submitted.get("comment", "") if submitted is not None else "",
+            comment_max=COMMENT_MAX_CHARS,
+            skip_reasons=skip_reasons(),
+            minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)),
+        )
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     response = render(request, template, context)
     if context.get("waiting"):

@@ -40,15 +40,23 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def study_list(request: HttpRequest) -> HttpResponse:
     archived = request.GET.get("archived") == "1"
-    studies = studies_for(request.user).filter(
-        status__in=[Study.Status.ARCHIVED] if archived else [Study.Status.ACTIVE, Study.Status.PAUSED,
-                                                               Study.Status.IMPORTING]
-    ).annotate(n_items=Count("items", distinct=True),
-               n_human=Count("judgments", filter=Q(judgments__rater__kind="human"), distinct=True),
-               n_judge=Count("judgments", filter=Q(judgments__rater__kind="judge"), distinct=True))
+    studies = (
+        studies_for(request.user)
+        .filter(
+            status__in=[Study.Status.ARCHIVED]
+            if archived
+            else [Study.Status.ACTIVE, Study.Status.PAUSED, Study.Status.IMPORTING]
+        )
+        .annotate(
+            n_items=Count("items", distinct=True),
+            n_human=Count("judgments", filter=Q(judgments__rater__kind="human"), distinct=True),
+            n_judge=Count("judgments", filter=Q(judgments__rater__kind="judge"), distinct=True),
+        )
+    )
     n_archived = 0 if archived else studies_for(request.user).filter(status=Study.Status.ARCHIVED).count()
-    return render(request, "annotation/study_list.html", {"studies": studies, "archived": archived,
-                                                          "n_archived": n_archived})
+    return render(
+        request, "annotation/study_list.html", {"studies": studies, "archived": archived, "n_archived": n_archived}
+    )
 
 
 @login_required
@@ -59,8 +67,9 @@ def study_create(request: HttpRequest) -> HttpResponse:
         upload = form.cleaned_data["file"]
         try:
             check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
-            study, job = creation.do_start_study_import(request.user, form.cleaned_data["name"], upload.read(),
-                                                        upload.name, form.cleaned_data["description"])
+            study, job = creation.do_start_study_import(
+                request.user, form.cleaned_data["name"], upload.read(), upload.name, form.cleaned_data["description"]
+            )
         except FormatError as exc:
             problems = exc.messages()
         else:
@@ -72,9 +81,12 @@ def study_create(request: HttpRequest) -> HttpResponse:
             if warnings:
                 shown = "; ".join(str(w) for w in warnings[:10])
                 more = f" and {len(warnings) - 10} more" if len(warnings) > 10 else ""
-                messages.warning(request, f"{len(warnings)} empty output{'s' if len(warnings) != 1 else ''} imported "
-                                          f"(raters see “(empty output)”; the system loses those comparisons): "
-                                          f"{shown}{more}.")
+                messages.warning(
+                    request,
+                    f"{len(warnings)} empty output{'s' if len(warnings) != 1 else ''} imported "
+                    f"(raters see “(empty output)”; the system loses those comparisons): "
+                    f"{shown}{more}.",
+                )
             return redirect(study)
     status = 400 if problems else 200
     return render(request, "annotation/study_create.html", {"form": form, "problems": problems}, status=status)
@@ -84,8 +96,11 @@ def study_create(request: HttpRequest) -> HttpResponse:
 def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     if study.status == Study.Status.IMPORTING:  # nothing to show or manage until the import is published
-        return render(request, "annotation/study_importing.html",
-                      {"study": study, "job": study.jobs.filter(kind="import").first()})
+        return render(
+            request,
+            "annotation/study_importing.html",
+            {"study": study, "job": study.jobs.filter(kind="import").first()},
+        )
     context = {
         "study": study,
         "systems": study.systems.all(),
@@ -96,7 +111,8 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "fast_seconds": monitoring.FAST_SECONDS,
         "size": allocation.assignment_size(study),
         "n_judgments": study.judgments.filter(revised=False).aggregate(
-            human=Count("id", filter=Q(rater__kind="human")), judge=Count("id", filter=Q(rater__kind="judge"))),
+            human=Count("id", filter=Q(rater__kind="human")), judge=Count("id", filter=Q(rater__kind="judge"))
+        ),
         "rater_form": RaterLinkForm(),
         "upload_form": UploadForm(),
         "embed_job": study.jobs.filter(kind="embed").first(),
@@ -125,9 +141,15 @@ def _preview(request: HttpRequest, study) -> HttpResponse:
     if not pairs:
         messages.error(request, "There is nothing to preview yet: the plan has no tasks.")
         return redirect(study)
-    context = {"study": study, "preview": True, "submit_url": reverse("study_preview", args=[study.pk]),
-               "total": len(pairs), "seed": seed, "skip_reasons": Skip.Reason.choices,
-               "comment_max": COMMENT_MAX_CHARS}
+    context = {
+        "study": study,
+        "preview": True,
+        "submit_url": reverse("study_preview", args=[study.pk]),
+        "total": len(pairs),
+        "seed": seed,
+        "skip_reasons": Skip.Reason.choices,
+        "comment_max": COMMENT_MAX_CHARS,
+    }
     try:
         done = max(0, int(request.GET.get("n", 0)))
     except ValueError:
@@ -143,8 +165,16 @@ def _preview(request: HttpRequest, study) -> HttpResponse:
     if done >= len(pairs):
         return render(request, "annotation/rate.html", {**context, "preview_done": True})
     shown = pairs[done]
-    context.update(shown=shown, number=done + 1, done=done, percent=round(100 * done / len(pairs)), mode=mode,
-                   fieldsets=mode.fieldsets(study), further=questions.form(study), current=None)
+    context.update(
+        shown=shown,
+        number=done + 1,
+        done=done,
+        percent=round(100 * done / len(pairs)),
+        mode=mode,
+        fieldsets=mode.fieldsets(study),
+        further=questions.form(study),
+        current=None,
+    )
     return render(request, "annotation/rate.html", context)
 
 
@@ -159,9 +189,17 @@ def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
 def item_detail(request: HttpRequest, study_id: int, item_id: int) -> HttpResponse:
     study, item = access.access_item(request, study_id, item_id)
     generations = item.generations.select_related("system").order_by("system_id", "sample_index")
-    return render(request, "annotation/item_detail.html", {
-        "study": study, "item": item, "generations": generations, "back": request.get_full_path(),
-        **extensions.page_context("item", item)})
+    return render(
+        request,
+        "annotation/item_detail.html",
+        {
+            "study": study,
+            "item": item,
+            "generations": generations,
+            "back": request.get_full_path(),
+            **extensions.page_context("item", item),
+        },
+    )
 
 
 @login_required
@@ -178,14 +216,30 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
             form.add_error(None, str(exc))
         else:
             building = study.jobs.filter(kind="plan", status__in=("queued", "running")).exists()
-            messages.success(request, "Settings saved." + (
-                " The plan is being built in the background (the outputs are embedded first); this page shows its "
-                "progress." if building else ""))
+            messages.success(
+                request,
+                "Settings saved."
+                + (
+                    " The plan is being built in the background (the outputs are embedded first); this page shows its "
+                    "progress."
+                    if building
+                    else ""
+                ),
+            )
             return redirect(study)
-    return render(request, "annotation/study_settings.html", {
-        "study": study, "form": form, "started": started, "groups": form.groups(),
-        **extensions.page_context("settings", study),  # what the stored settings become, as selection and the report
-    })
+    return render(
+        request,
+        "annotation/study_settings.html",
+        {
+            "study": study,
+            "form": form,
+            "started": started,
+            "groups": form.groups(),
+            **extensions.page_context(
+                "settings", study
+            ),  # what the stored settings become, as selection and the report
+        },
+    )
 
 
 @login_required
@@ -211,9 +265,13 @@ def open_link_toggle(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     enabled = request.POST.get("enabled") == "1"
     stopped = enrolment.do_set_open_link(study, enabled)
-    messages.success(request, "The open link is open." if enabled else
-                     f"The open link is closed; {stopped} rater{'s' if stopped != 1 else ''} who joined through it "
-                     "can no longer rate.")
+    messages.success(
+        request,
+        "The open link is open."
+        if enabled
+        else f"The open link is closed; {stopped} rater{'s' if stopped != 1 else ''} who joined through it "
+        "can no longer rate.",
+    )
     return redirect(study)
 
 
@@ -222,8 +280,11 @@ def open_link_toggle(request: HttpRequest, study_id: int) -> HttpResponse:
 def open_link_rotate(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     stopped = enrolment.do_rotate_open_link(study)
-    messages.success(request, f"New open link made; the old one and the pages of the {stopped} rater(s) who joined "
-                              "through it stopped working.")
+    messages.success(
+        request,
+        f"New open link made; the old one and the pages of the {stopped} rater(s) who joined "
+        "through it stopped working.",
+    )
     return redirect(study)
 
 
@@ -254,12 +315,15 @@ def rater_links_bulk(request: HttpRequest, study_id: int) -> HttpResponse:
         except ServiceError as exc:
             form.add_error("names", str(exc))
         else:
-            response = HttpResponse(enrolment.links_csv(raters, enrolment.public_base_url(study, request)),
-                                    content_type="text/csv; charset=utf-8")
+            response = HttpResponse(
+                enrolment.links_csv(raters, enrolment.public_base_url(study, request)),
+                content_type="text/csv; charset=utf-8",
+            )
             response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-rater-links.csv")
             return response
-    return render(request, "annotation/rater_links_bulk.html", {"study": study, "form": form},
-                  status=400 if form.errors else 200)
+    return render(
+        request, "annotation/rater_links_bulk.html", {"study": study, "form": form}, status=400 if form.errors else 200
+    )
 
 
 @login_required
@@ -271,10 +335,15 @@ def study_status(request: HttpRequest, study_id: int) -> HttpResponse:
     except ServiceError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, {"active": "Rating resumed.", "paused": "Rating is paused: raters see a notice "
-                                   "and get no more pairs until you resume.",
-                                   "archived": "Study archived: raters get no more pairs and the study list "
-                                   "hides it (show archived studies to find it)."}[study.status])
+        messages.success(
+            request,
+            {
+                "active": "Rating resumed.",
+                "paused": "Rating is paused: raters see a notice and get no more pairs until you resume.",
+                "archived": "Study archived: raters get no more pairs and the study list "
+                "hides it (show archived studies to find it).",
+            }[study.status],
+        )
     return redirect(study)
 
 
@@ -292,8 +361,12 @@ def study_delete(request: HttpRequest, study_id: int) -> HttpResponse:
             messages.success(request, f"Study {study.name} deleted.")
             return redirect("study_list")
     counts = study.judgments.aggregate(n=Count("id"))["n"], study.raters.count(), study.items.count()
-    return render(request, "annotation/study_delete.html", {"study": study, "form": form, "counts": counts},
-                  status=400 if form.errors else 200)
+    return render(
+        request,
+        "annotation/study_delete.html",
+        {"study": study, "form": form, "counts": counts},
+        status=400 if form.errors else 200,
+    )
 
 
 @login_required
@@ -309,11 +382,13 @@ def study_duplicate(request: HttpRequest, study_id: int) -> HttpResponse:
         except ServiceError as exc:  # the copy's plan cannot be built (e.g. no judge verdicts to select by)
             form.add_error(None, str(exc))
         else:
-            messages.success(request, f"{copy.name}: the items, outputs and settings of {study.name}, no raters "
-                                      "or judgments yet.")
+            messages.success(
+                request, f"{copy.name}: the items, outputs and settings of {study.name}, no raters or judgments yet."
+            )
             return redirect(copy)
-    return render(request, "annotation/study_duplicate.html", {"study": study, "form": form},
-                  status=400 if form.errors else 200)
+    return render(
+        request, "annotation/study_duplicate.html", {"study": study, "form": form}, status=400 if form.errors else 200
+    )
 
 
 @login_required
@@ -329,11 +404,14 @@ def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
         check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
         summary, job = recording.do_start_judgment_import(study, upload.read(), upload.name)
     except FormatError as exc:
-        return render(request, "annotation/import_problems.html",
-                      {"study": study, "problems": exc.messages()}, status=400)
+        return render(
+            request, "annotation/import_problems.html", {"study": study, "problems": exc.messages()}, status=400
+        )
     if job is not None:
-        messages.success(request, f"The file was checked: its {job.total:,} judgments are being imported in the "
-                                  "background (progress below).")
+        messages.success(
+            request,
+            f"The file was checked: its {job.total:,} judgments are being imported in the background (progress below).",
+        )
     else:
         messages.success(request, f"Imported {summary.created} judgments ({summary.skipped} already present).")
     return redirect(study)

@@ -23,18 +23,26 @@ from annotation.views.forms import SystemEndpointForm
 
 PROBLEMS_SHOWN = 5
 OUTPUTS_PER_PAGE = 20
-SAME_SOURCE = ("This system already has outputs, and all of a system's outputs come from one endpoint, model and way "
-               "of asking (their provenance says which). It would change {changes}. Add another system for the new "
-               "configuration; the budget, outputs per input, requests at once, timeout, retries and prices may "
-               "change.")
+SAME_SOURCE = (
+    "This system already has outputs, and all of a system's outputs come from one endpoint, model and way "
+    "of asking (their provenance says which). It would change {changes}. Add another system for the new "
+    "configuration; the budget, outputs per input, requests at once, timeout, retries and prices may "
+    "change."
+)
 
 
 def _state(endpoint: SystemEndpoint, n_items: int) -> dict:
     """What the run card shows: the current job, what the endpoint used, the outputs wanted and still to ask for."""
     job = runner.current_job(endpoint)
     live = endpoints.is_live(job)
-    return {"endpoint": endpoint, "job": job, "live": live, "usage": runner.usage(endpoint),
-            "wanted": n_items * endpoint.samples, "todo": None if live else runner.remaining(endpoint)}
+    return {
+        "endpoint": endpoint,
+        "job": job,
+        "live": live,
+        "usage": runner.usage(endpoint),
+        "wanted": n_items * endpoint.samples,
+        "todo": None if live else runner.remaining(endpoint),
+    }
 
 
 def _comparing(study) -> tuple[set[int], set[int]]:
@@ -65,15 +73,27 @@ def systems(request: HttpRequest, study_id: int) -> HttpResponse:
     rows = []
     for system in study.systems.select_related("endpoint").annotate(stored=Count("generations")).order_by("id"):
         endpoint = getattr(system, "endpoint", None)
-        row = {"system": system, "stored": system.stored, "compared": system.pk in compared,
-               "complete": system.pk in complete}
+        row = {
+            "system": system,
+            "stored": system.stored,
+            "compared": system.pk in compared,
+            "complete": system.pk in complete,
+        }
         if endpoint is not None:
             endpoint.system = system
             row.update(_state(endpoint, n_items))
         rows.append(row)
-    return render(request, "annotation/systems.html", {
-        "study": study, "form": form, "rows": rows, "n_items": n_items, "started": study.has_started(),
-    })
+    return render(
+        request,
+        "annotation/systems.html",
+        {
+            "study": study,
+            "form": form,
+            "rows": rows,
+            "n_items": n_items,
+            "started": study.has_started(),
+        },
+    )
 
 
 @login_required
@@ -98,16 +118,26 @@ def system_detail(request: HttpRequest, study_id: int, endpoint_id: int) -> Http
     else:
         form = SystemEndpointForm(instance=endpoint)
     calls = GenerationCall.objects.filter(endpoint=endpoint).select_related("item").order_by("-id")
-    outputs = (Generation.objects.filter(system=endpoint.system).select_related("item")
-               .order_by("item__position", "sample_index"))
-    return render(request, "annotation/system_detail.html", {
-        **state, "study": study, "form": form, "n_items": n_items,
-        "compared": endpoint.system_id in _comparing(study)[0],
-        "complete": endpoint.system_id in _comparing(study)[1],
-        "unusable": calls.filter(status=GenerationCall.Status.UNUSABLE)[:PROBLEMS_SHOWN],
-        "failed": calls.filter(status=GenerationCall.Status.FAILED)[:PROBLEMS_SHOWN],
-        "outputs": Paginator(outputs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page")),
-    })
+    outputs = (
+        Generation.objects.filter(system=endpoint.system)
+        .select_related("item")
+        .order_by("item__position", "sample_index")
+    )
+    return render(
+        request,
+        "annotation/system_detail.html",
+        {
+            **state,
+            "study": study,
+            "form": form,
+            "n_items": n_items,
+            "compared": endpoint.system_id in _comparing(study)[0],
+            "complete": endpoint.system_id in _comparing(study)[1],
+            "unusable": calls.filter(status=GenerationCall.Status.UNUSABLE)[:PROBLEMS_SHOWN],
+            "failed": calls.filter(status=GenerationCall.Status.FAILED)[:PROBLEMS_SHOWN],
+            "outputs": Paginator(outputs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page")),
+        },
+    )
 
 
 @login_required

@@ -19,22 +19,23 @@ urlpatterns = [
     path("studies/<int:study_id>/status/", studies.study_status, name="study_status"),
     path("studies/<int:study_id>/delete/", studies.study_delete, name="study_delete"),
     path("studies/<int:study_id>/duplicate/", studies.study_duplicate, name="study_duplicate"),
-    path("studies/<int:study_id>/external/<int:link_id>/<slug:action>/", crowd.external_link_action,
-         name="external_link_action"),
+    path(
+        "studies/<int:study_id>/external/<int:link_id>/<slug:action>/",
+        crowd.external_link_action,
+        name="external_link_action",
+    ),
     path("studies/<int:study_id>/judgments/import/", studies.judgments_import, name="judgments_import"),
     path("studies/<int:study_id>/judgments.<str:fmt>", studies.judgments_export, name="judgments_export"),
     path("studies/<int:study_id>/judges/", judges.judges, name="judges"),
     path("studies/<int:study_id>/judges/<int:judge_id>/", judges.judge_detail, name="judge_detail"),
-    path("studies/<int:study_id>/judges/<int:judge_id>/progress/", judges.judge_progress,
-         name="judge_progress"),
-    path("studies/<int:study_id>/judges/<int:judge_id>/<slug:action>/", judges.judge_action,
-         name="judge_action"),
+    path("studies/<int:study_id>/judges/<int:judge_id>/progress/", judges.judge_progress, name="judge_progress"),
+    path("studies/<int:study_id>/judges/<int:judge_id>/<slug:action>/", judges.judge_action, name="judge_action"),
     path("studies/<int:study_id>/systems/", systems.systems, name="systems"),
     path("studies/<int:study_id>/systems/<int:endpoint_id>/", systems.system_detail, name="system_detail"),
-    path("studies/<int:study_id>/systems/<int:endpoint_id>/progress/", systems.system_progress,
-         name="system_progress"),
-    path("studies/<int:study_id>/systems/<int:endpoint_id>/<slug:action>/", systems.system_action,
-         name="system_action"),
+    path("studies/<int:study_id>/systems/<int:endpoint_id>/progress/", systems.system_progress, name="system_progress"),
+    path(
+        "studies/<int:study_id>/systems/<int:endpoint_id>/<slug:action>/", systems.system_action, name="system_action"
+    ),
     path("account/api-token/", studies.api_token, name="api_token"),
     # Raters: no account, identified by a signed link.
     # (their own links, /r/<token>/..., are in annotation/views/rater_urls.py, listed first in config/urls.py)
@@ -43,6 +44,5 @@ urlpatterns = [
     path("studies/<int:study_id>/external/", crowd.external_links, name="external_links"),
     path("studies/<int:study_id>/external/block/", crowd.block_worker, name="block_worker"),
     path("studies/<int:study_id>/external/gold/", crowd.gold_pairs, name="gold_pairs"),
-    path("studies/<int:study_id>/external/unblock/<int:block_id>/", crowd.unblock_worker,
-         name="unblock_worker"),
+    path("studies/<int:study_id>/external/unblock/<int:block_id>/", crowd.unblock_worker, name="unblock_worker"),
 ]

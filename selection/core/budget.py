@@ -59,7 +59,7 @@ def pilot_of(ratings_by_item) -> Pilot:
     grand = np.concatenate(multi).mean()
     between = float(sum(len(g) * (g.mean() - grand) ** 2 for g in multi)) / max(k - 1, 1)
     within = float(sum(((g - g.mean()) ** 2).sum() for g in multi)) / max(n.sum() - k, 1)
-    n0 = (n.sum() - (n ** 2).sum() / n.sum()) / max(k - 1, 1)  # the average group size, unbalanced groups
+    n0 = (n.sum() - (n**2).sum() / n.sum()) / max(k - 1, 1)  # the average group size, unbalanced groups
     rho = (between - within) / (between + (n0 - 1) * within) if between + (n0 - 1) * within > 0 else 0.0
     return Pilot(variance, float(np.clip(rho, 0.0, 1.0)))
 
@@ -71,8 +71,15 @@ def beta_scores(mean: float, variance: float, size, rng: np.random.Generator) ->
     return rng.beta(mean * common, (1 - mean) * common, size=size)
 
 
-def items_needed(margin: float, item_variance: float, alpha: float = 0.05, power: float = 0.8,
-                 max_items: int = 2000, rounds: int = 200, seed: int = 0) -> int | None:
+def items_needed(
+    margin: float,
+    item_variance: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    max_items: int = 2000,
+    rounds: int = 200,
+    seed: int = 0,
+) -> int | None:
     """The smallest number of items by which the confidence sequence decides for the first system in ``power`` of
     ``rounds`` simulated studies whose first system wins ``0.5 + margin``; None when ``max_items`` do not suffice."""
     if not 0 < margin < 0.5 or not 0 < power < 1 or item_variance <= 0:
@@ -82,7 +89,7 @@ def items_needed(margin: float, item_variance: float, alpha: float = 0.05, power
     rank = int(np.ceil(power * (rounds - 1)))  # the run whose decision time is the power quantile ("higher")
     for start in range(0, rounds, BLOCK):  # a block of runs at a time: memory stays BLOCK x max_items draws
         draws = beta_scores(0.5 + margin, item_variance, (min(BLOCK, rounds - start), max_items), rng)
-        block = first_decided[start:start + len(draws)]
+        block = first_decided[start : start + len(draws)]
         n = min(64, max_items)
         while True:  # a prefix of the same draws, doubled until power of the runs have decided (or max_items)
             for r in np.flatnonzero(~np.isfinite(block)):
@@ -106,8 +113,16 @@ class Plan:
     judgments: int | None
 
 
-def plan(pilot: Pilot, margins, raters=(1,), alpha: float = 0.05, power: float = 0.8, max_items: int = 2000,
-         rounds: int = 200, seed: int = 0) -> list[Plan]:
+def plan(
+    pilot: Pilot,
+    margins,
+    raters=(1,),
+    alpha: float = 0.05,
+    power: float = 0.8,
+    max_items: int = 2000,
+    rounds: int = 200,
+    seed: int = 0,
+) -> list[Plan]:
     """Items and judgments per margin and number of raters per item (judgments = items x raters x the pairs each
     rater judges per item, here one)."""
     out = []

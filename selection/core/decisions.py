@@ -31,8 +31,9 @@ from selection.core.stopping import StoppingStatus
 GRID = 1000  # candidate means m on (0, 1): the interval's ends reach the nearest rejected candidate (outwards)
 
 
-def betting_confidence_sequence(x, alpha: float = 0.05, theta: float = 0.5, c: float = 0.5,
-                                grid: int = GRID) -> tuple[np.ndarray, np.ndarray]:
+def betting_confidence_sequence(
+    x, alpha: float = 0.05, theta: float = 0.5, c: float = 0.5, grid: int = GRID
+) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper ends of the hedged-capital betting confidence sequence after each observation.
 
     Parameters
@@ -75,8 +76,9 @@ def betting_confidence_sequence(x, alpha: float = 0.05, theta: float = 0.5, c: f
     log_plus = np.cumsum(np.log1p(up * diff), axis=0)
     log_minus = np.cumsum(np.log1p(-down * diff), axis=0)
     with np.errstate(divide="ignore"):
-        log_capital = np.maximum(np.log(theta) + log_plus if theta > 0 else -np.inf,
-                                 np.log(1 - theta) + log_minus if theta < 1 else -np.inf)
+        log_capital = np.maximum(
+            np.log(theta) + log_plus if theta > 0 else -np.inf, np.log(1 - theta) + log_minus if theta < 1 else -np.inf
+        )
     rejected = np.logical_or.accumulate(log_capital >= np.log(1 / alpha), axis=0)  # running intersection
     kept = ~rejected
     any_kept = kept.any(axis=1)
@@ -113,8 +115,10 @@ class BettingSequence:
         self.log_plus += np.log1p(np.minimum(bet, self.c / self.m) * diff)
         self.log_minus += np.log1p(-np.minimum(bet, self.c / (1 - self.m)) * diff)
         with np.errstate(divide="ignore"):
-            log_capital = np.maximum(np.log(self.theta) + self.log_plus if self.theta > 0 else -np.inf,
-                                     np.log(1 - self.theta) + self.log_minus if self.theta < 1 else -np.inf)
+            log_capital = np.maximum(
+                np.log(self.theta) + self.log_plus if self.theta > 0 else -np.inf,
+                np.log(1 - self.theta) + self.log_minus if self.theta < 1 else -np.inf,
+            )
         self.rejected |= log_capital >= np.log(1 / self.alpha)
         self.total += x
         mean = (0.5 + self.total) / (i + 1)
@@ -123,10 +127,15 @@ class BettingSequence:
 
     def to_bytes(self) -> bytes:
         """The whole state, to store between observations (``from_bytes`` reads it back)."""
-        head = np.array([self.alpha, self.theta, self.c, self.grid, self.n, self.total, self.squares, self.var],
-                        dtype="<f8")
-        return (head.tobytes() + self.log_plus.astype("<f8").tobytes() + self.log_minus.astype("<f8").tobytes()
-                + np.packbits(self.rejected).tobytes())
+        head = np.array(
+            [self.alpha, self.theta, self.c, self.grid, self.n, self.total, self.squares, self.var], dtype="<f8"
+        )
+        return (
+            head.tobytes()
+            + self.log_plus.astype("<f8").tobytes()
+            + self.log_minus.astype("<f8").tobytes()
+            + np.packbits(self.rejected).tobytes()
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes) -> BettingSequence:
@@ -136,8 +145,8 @@ class BettingSequence:
         sequence.n, sequence.total, sequence.squares, sequence.var = int(head[4]), *map(float, head[5:8])
         at = 64 + 8 * grid
         sequence.log_plus = np.frombuffer(data[64:at], dtype="<f8").copy()
-        sequence.log_minus = np.frombuffer(data[at:at + 8 * grid], dtype="<f8").copy()
-        sequence.rejected = np.unpackbits(np.frombuffer(data[at + 8 * grid:], dtype=np.uint8))[:grid].astype(bool)
+        sequence.log_minus = np.frombuffer(data[at : at + 8 * grid], dtype="<f8").copy()
+        sequence.rejected = np.unpackbits(np.frombuffer(data[at + 8 * grid :], dtype=np.uint8))[:grid].astype(bool)
         return sequence
 
     @property
@@ -204,8 +213,9 @@ def pair_decision(scores, alpha: float = 0.05, margin: float = 0.05) -> Decision
     if len(scores) == 0:
         return Decision(UNDECIDED, 0.0, 1.0, 0, margin)
     lower, upper = betting_confidence_sequence(scores, alpha)
-    return Decision(decide(float(lower[-1]), float(upper[-1]), margin), float(lower[-1]), float(upper[-1]),
-                    len(scores), margin)
+    return Decision(
+        decide(float(lower[-1]), float(upper[-1]), margin), float(lower[-1]), float(upper[-1]), len(scores), margin
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,8 +229,9 @@ class Replay:
     judgments_fixed: int
 
 
-def replay(scores, votes, rng: np.random.Generator, alpha: float = 0.05, margin: float = 0.05,
-           null: bool = False) -> Replay:
+def replay(
+    scores, votes, rng: np.random.Generator, alpha: float = 0.05, margin: float = 0.05, null: bool = False
+) -> Replay:
     """The pair's items in a random order, each with all its judgments at once, the decision checked after every
     item and the replay stopped at the first one (as a plan that stops buying a decided pair would).
 
@@ -261,8 +272,9 @@ def first_decision(x, alpha: float, margin: float) -> tuple[str, int | None]:
     return UNDECIDED, None
 
 
-def replay_one_rater_first(raters, rng: np.random.Generator, alpha: float = 0.05, margin: float = 0.05,
-                           null: bool = False, costs=None) -> Replay:
+def replay_one_rater_first(
+    raters, rng: np.random.Generator, alpha: float = 0.05, margin: float = 0.05, null: bool = False, costs=None
+) -> Replay:
     """One rater per item while items remain, the other raters only where that leaves the pair undecided (the plan's
     "one rater per item first"), replayed. Phase 1 observes one randomly chosen rater's score of each item, items in
     a random order, with a sequence at alpha / 2; if the pool runs out undecided, phase 2 buys the other raters of
@@ -274,8 +286,11 @@ def replay_one_rater_first(raters, rng: np.random.Generator, alpha: float = 0.05
     rater's judgments (default one each); ``null`` mirrors every score of an item together with probability 1/2
     (A/A)."""
     items = [np.asarray(r, dtype=np.float64) for r in raters]
-    paid = [np.ones(len(r), dtype=np.int64) for r in items] if costs is None else \
-        [np.asarray(c, dtype=np.int64) for c in costs]
+    paid = (
+        [np.ones(len(r), dtype=np.int64) for r in items]
+        if costs is None
+        else [np.asarray(c, dtype=np.int64) for c in costs]
+    )
     if null:
         items = [1 - r if flip else r for r, flip in zip(items, rng.random(len(items)) < 0.5, strict=True)]
     fixed = int(sum(c.sum() for c in paid))
@@ -354,8 +369,9 @@ def ranking_needs(pairs: dict[tuple[str, str], PairState]) -> set[tuple[str, str
     order = ranking(pairs)
     at = {s: i for i, s in enumerate(order)}
     known = implied(pairs)
-    open_pairs = {p for p, state in pairs.items()
-                  if state.decision == UNDECIDED and not state.exhausted and p not in known}
+    open_pairs = {
+        p for p, state in pairs.items() if state.decision == UNDECIDED and not state.exhausted and p not in known
+    }
     for (x, y), state in pairs.items():
         if abs(at[x] - at[y]) == 1 and state.decision in (A_BETTER, B_BETTER):
             if (state.decision == A_BETTER) != (at[x] < at[y]):  # decided against the current order
@@ -363,9 +379,13 @@ def ranking_needs(pairs: dict[tuple[str, str], PairState]) -> set[tuple[str, str
     return {(x, y) for (x, y) in open_pairs if abs(at[x] - at[y]) == 1}
 
 
-def ranking_replay(pairs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], rng: np.random.Generator,
-                   alpha: float = 0.05, margin: float = 0.05, null: bool = False
-                   ) -> dict[tuple[str, str], tuple[Replay, str | None]]:
+def ranking_replay(
+    pairs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]],
+    rng: np.random.Generator,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    null: bool = False,
+) -> dict[tuple[str, str], tuple[Replay, str | None]]:
     """The ranking mode replayed: each pair's items in a random order (all their judgments at once), one item at a
     time to each pair the ranking still needs (``ranking_needs``), until it needs none. Per pair: its replay (its own
     decision, items and judgments bought) and the direction the decided pairs imply for it, if any.
@@ -385,8 +405,12 @@ def ranking_replay(pairs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], 
     calls = dict.fromkeys(pairs, UNDECIDED)
 
     def states() -> dict[tuple[str, str], PairState]:
-        return {p: PairState(calls[p], sequences[p].total / sequences[p].n if sequences[p].n else 0.5,
-                             taken[p] == len(order[p][0])) for p in pairs}
+        return {
+            p: PairState(
+                calls[p], sequences[p].total / sequences[p].n if sequences[p].n else 0.5, taken[p] == len(order[p][0])
+            )
+            for p in pairs
+        }
 
     while need := ranking_needs(states()):
         for pair in sorted(need):
@@ -395,5 +419,6 @@ def ranking_replay(pairs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], 
             taken[pair] += 1
             calls[pair] = decide(*sequence.interval, margin)
     known = implied(states())
-    return {p: (Replay(calls[p], taken[p], int(order[p][1][:taken[p]].sum()), order[p][2]), known.get(p))
-            for p in pairs}
+    return {
+        p: (Replay(calls[p], taken[p], int(order[p][1][: taken[p]].sum()), order[p][2]), known.get(p)) for p in pairs
+    }

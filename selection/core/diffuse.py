@@ -82,7 +82,7 @@ class Dendrogram:
         return int(self.z[row, 0]), int(self.z[row, 1])
 
     def members(self, node: int) -> np.ndarray:
-        return self.order[self.start[node]: self.start[node] + self.size[node]]
+        return self.order[self.start[node] : self.start[node] + self.size[node]]
 
     def split_node(self, k: int) -> int:
         """The node that is split when the partition goes from k to k + 1 clusters."""
@@ -202,8 +202,9 @@ def two_stage_tree(x: np.ndarray, n_centroids: int = 2000, seed: int = 0) -> Den
     from sklearn.cluster import MiniBatchKMeans
 
     x = np.asarray(x, dtype=np.float64)
-    kmeans = MiniBatchKMeans(n_clusters=min(n_centroids, x.shape[0]), random_state=seed, batch_size=4096,
-                             n_init=1, max_no_improvement=20).fit(x)
+    kmeans = MiniBatchKMeans(
+        n_clusters=min(n_centroids, x.shape[0]), random_state=seed, batch_size=4096, n_init=1, max_no_improvement=20
+    ).fit(x)
     groups = [np.flatnonzero(kmeans.labels_ == g) for g in range(kmeans.n_clusters)]
     groups = [g for g in groups if g.size]
     centroids = np.stack([x[g].mean(axis=0) for g in groups])
@@ -300,19 +301,32 @@ class SplitSchedule:
     def relabelled(self, ids) -> SplitSchedule:
         """The same schedule naming item ``i`` as ``ids[i]`` (for example database keys), so a replay needs no
         index of the candidates."""
-        return SplitSchedule(self.n_items, self.k0, [int(ids[i]) for i in self.initial],
-                             [(int(ids[out]), [int(ids[i]) for i in entering]) for out, entering in self.splits],
-                             self.exhausted)
+        return SplitSchedule(
+            self.n_items,
+            self.k0,
+            [int(ids[i]) for i in self.initial],
+            [(int(ids[out]), [int(ids[i]) for i in entering]) for out, entering in self.splits],
+            self.exhausted,
+        )
 
     def to_json(self) -> dict:
-        return {"n_items": self.n_items, "k0": self.k0, "initial": [int(i) for i in self.initial],
-                "splits": [[int(out), [int(i) for i in entering]] for out, entering in self.splits],
-                "exhausted": self.exhausted}
+        return {
+            "n_items": self.n_items,
+            "k0": self.k0,
+            "initial": [int(i) for i in self.initial],
+            "splits": [[int(out), [int(i) for i in entering]] for out, entering in self.splits],
+            "exhausted": self.exhausted,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> SplitSchedule:
-        return cls(data["n_items"], data["k0"], list(data["initial"]),
-                   [(out, list(entering)) for out, entering in data["splits"]], data["exhausted"])
+        return cls(
+            data["n_items"],
+            data["k0"],
+            list(data["initial"]),
+            [(out, list(entering)) for out, entering in data["splits"]],
+            data["exhausted"],
+        )
 
 
 @dataclasses.dataclass
@@ -366,8 +380,9 @@ class IterativeDiffUse:
 
     def status(self) -> StoppingStatus:
         votes = [self.labels[i] for i in self.decision if i in self.labels]
-        return stopping_status(votes.count("a"), votes.count("b"), votes.count("tie"), self.n_items,
-                               self.risk, self.ties_count_in_n)
+        return stopping_status(
+            votes.count("a"), votes.count("b"), votes.count("tie"), self.n_items, self.risk, self.ties_count_in_n
+        )
 
     def advance(self) -> list[int]:
         """Re-evaluate the stopping rule once every decision item is labelled. Returns the items newly

@@ -54,8 +54,9 @@ def proportional_allocation(sizes: np.ndarray, budget: int, rng: np.random.Gener
     return counts
 
 
-def cluster_stratified_selection(tree: Dendrogram, budget: int, rng: np.random.Generator,
-                                 n_strata: int | None = None) -> np.ndarray:
+def cluster_stratified_selection(
+    tree: Dendrogram, budget: int, rng: np.random.Generator, n_strata: int | None = None
+) -> np.ndarray:
     """Proportional-allocation stratified sampling over difference-vector clusters.
 
     The Ward tree is cut into ``n_strata`` clusters (default: budget // 2, at least 2); each stratum
@@ -67,8 +68,9 @@ def cluster_stratified_selection(tree: Dendrogram, budget: int, rng: np.random.G
     strata = min(tree.n, n_strata or max(2, budget // 2))
     nodes = tree.partition(strata)
     counts = proportional_allocation(np.array([tree.size[node] for node in nodes]), budget, rng)
-    chosen = [rng.choice(tree.members(node), size=c, replace=False) for node, c in zip(nodes, counts, strict=True)
-              if c > 0]
+    chosen = [
+        rng.choice(tree.members(node), size=c, replace=False) for node, c in zip(nodes, counts, strict=True) if c > 0
+    ]
     selection = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
     return rng.permutation(selection)
 
@@ -96,8 +98,7 @@ def value_bins(values: np.ndarray, bins: int = 4) -> np.ndarray:
     return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, bins - 1)
 
 
-def value_stratified_selection(values: np.ndarray, budget: int, rng: np.random.Generator,
-                               bins: int = 4) -> np.ndarray:
+def value_stratified_selection(values: np.ndarray, budget: int, rng: np.random.Generator, bins: int = 4) -> np.ndarray:
     """Equal counts from each of ``bins`` equal-width bins of ``values`` (e.g. delta); a bin with too
     few items gives what it has and the rest is spread over the others. The counts per bin depend only on the bins'
     sizes and the budget, so each item's chance is its bin's count over its bin's size."""
@@ -242,8 +243,9 @@ def judge_strata(f, n_strata: int) -> np.ndarray:
     return labels
 
 
-def stratified_allocation(sizes: np.ndarray, budget: int, spread: np.ndarray | None = None,
-                          minimum: int = 2) -> np.ndarray:
+def stratified_allocation(
+    sizes: np.ndarray, budget: int, spread: np.ndarray | None = None, minimum: int = 2
+) -> np.ndarray:
     """Draws per stratum, in proportion to the stratum's size N_h (``spread`` None: proportional allocation) or to
     N_h S_h (Neyman's allocation, S_h the expected spread of the labels in stratum h), with at least ``minimum`` in
     each (or the whole stratum when smaller) and never more than a stratum holds: strata pushed to a bound are
@@ -299,8 +301,9 @@ def stratified_draw(strata: np.ndarray, counts: np.ndarray, rng: np.random.Gener
     return rng.permutation(picked), pi
 
 
-def judge_stratified_selection(f: np.ndarray, budget: int, rng: np.random.Generator, neyman: bool = False,
-                               n_strata: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def judge_stratified_selection(
+    f: np.ndarray, budget: int, rng: np.random.Generator, neyman: bool = False, n_strata: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stratified sampling over bands of the judges' mean score ``f`` (one per item): ``n_strata`` strata (default
     ``strata_count(budget)``, fewer when the budget cannot give each two draws), proportional allocation or,
     with ``neyman``, Neyman's with an expected spread that is half the judges' guess, half the average: S_h =
@@ -315,8 +318,9 @@ def judge_stratified_selection(f: np.ndarray, budget: int, rng: np.random.Genera
     wanted = strata_count(budget) if n_strata is None else n_strata
     strata = judge_strata(f, max(1, min(wanted, budget // 2)))
     sizes = np.bincount(strata)
-    guess = np.maximum([np.sqrt(np.mean(f[strata == h] * (1 - f[strata == h]))) for h in range(sizes.size)],
-                       SPREAD_FLOOR)
+    guess = np.maximum(
+        [np.sqrt(np.mean(f[strata == h] * (1 - f[strata == h]))) for h in range(sizes.size)], SPREAD_FLOOR
+    )
     spread = 0.5 * guess + 0.5 * float(np.average(guess, weights=sizes))
     counts = stratified_allocation(sizes, budget, spread if neyman else None, minimum=min(2, budget))
     chosen, pi = stratified_draw(strata, counts, rng)

@@ -50,8 +50,9 @@ class StoppingStatus:
         return binomial_risk(self.n, self.k)
 
 
-def stopping_status(wins_a: int, wins_b: int, ties: int, n_pool: int, threshold: float,
-                    ties_count_in_n: bool = True) -> StoppingStatus:
+def stopping_status(
+    wins_a: int, wins_b: int, ties: int, n_pool: int, threshold: float, ties_count_in_n: bool = True
+) -> StoppingStatus:
     """Leader, k of n and risk for a vote count. Ties count in n but not in k by default (the
     conservative choice of SPEC §4); ``ties_count_in_n=False`` leaves them out of n as well."""
     k = max(wins_a, wins_b)

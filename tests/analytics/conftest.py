@@ -46,10 +46,18 @@ def judge_lines(study, judge: str, prefer: str, with_sets: bool) -> bytes:
         if line["rater_kind"] != "human":
             continue
         for shown in (line["system_a"], line["system_b"]):
-            lines.append({**{k: line[k] for k in ("item", "system_a", "sample_a", "system_b", "sample_b")},
-                          "id": f"{judge}-{line['id']}-{shown}", "shown_first": shown, "rater": judge,
-                          "rater_kind": "judge", "choice": prefer, "probability_a": 0.8 if prefer == "sys-a" else 0.2,
-                          "response_set": [prefer] if with_sets else None})
+            lines.append(
+                {
+                    **{k: line[k] for k in ("item", "system_a", "sample_a", "system_b", "sample_b")},
+                    "id": f"{judge}-{line['id']}-{shown}",
+                    "shown_first": shown,
+                    "rater": judge,
+                    "rater_kind": "judge",
+                    "choice": prefer,
+                    "probability_a": 0.8 if prefer == "sys-a" else 0.2,
+                    "response_set": [prefer] if with_sets else None,
+                }
+            )
     return "".join(json.dumps(x) + "\n" for x in lines).encode()
 
 

@@ -39,16 +39,25 @@ def definition(data: bytes) -> battles.Battles | FormatError:
 def csv_files(draw) -> bytes:
     columns = draw(st.permutations(["question_id", "model_a", "model_b", "winner", "separability"]))
     columns = columns[: draw(st.integers(3, 5))] if draw(st.booleans()) else columns
-    pools = {"question_id": st.sampled_from(["q1", "q2", "", "9"]), "model_a": st.sampled_from(NAMES),
-             "model_b": st.sampled_from(NAMES), "winner": st.sampled_from(WINNERS),
-             "separability": st.sampled_from(SEPARABILITY)}
+    pools = {
+        "question_id": st.sampled_from(["q1", "q2", "", "9"]),
+        "model_a": st.sampled_from(NAMES),
+        "model_b": st.sampled_from(NAMES),
+        "winner": st.sampled_from(WINNERS),
+        "separability": st.sampled_from(SEPARABILITY),
+    }
     clean = draw(st.booleans())  # mostly valid files, so the fast readers' accepting side is exercised too
     rows = []
     for _ in range(draw(st.integers(0, 12))):
         if clean:
             a, b = draw(st.sampled_from([("gpt-4", "claude"), ("claude", "x"), ("x", "gpt-4"), ("model-01", "x")]))
-            row = {"question_id": "q", "model_a": a, "model_b": b, "winner": draw(st.sampled_from(WINNERS[:4])),
-                   "separability": draw(st.sampled_from(["0.5", "", "1e-3"]))}
+            row = {
+                "question_id": "q",
+                "model_a": a,
+                "model_b": b,
+                "winner": draw(st.sampled_from(WINNERS[:4])),
+                "separability": draw(st.sampled_from(["0.5", "", "1e-3"])),
+            }
         else:
             row = {c: draw(pools[c]) for c in columns}
         rows.append([row.get(c, "") for c in columns])
@@ -78,8 +87,10 @@ def csv_files(draw) -> bytes:
 def test_the_fast_readers_accept_exactly_what_the_definition_accepts(data):
     expected = definition(data)
     body = data.removeprefix(battles.BOM)
-    fast = {"plain": battles._plain_columns(body),
-            "csv module": battles._csv_columns(io.TextIOWrapper(io.BytesIO(body), encoding="utf-8", newline=""))}
+    fast = {
+        "plain": battles._plain_columns(body),
+        "csv module": battles._csv_columns(io.TextIOWrapper(io.BytesIO(body), encoding="utf-8", newline="")),
+    }
     for name, got in fast.items():
         if got is not None:
             assert not isinstance(expected, FormatError), f"the {name} reader accepted a file with problems"
@@ -94,8 +105,13 @@ def test_the_fast_readers_accept_exactly_what_the_definition_accepts(data):
 
 
 def test_a_file_programs_write_takes_the_plain_reader():
-    lines = ["question_id,model_a,model_b,winner,separability", "q1,gpt-4,claude,model_a,0.5",
-             "q2,claude,x,tie (bothbad),", "q3,x,gpt-4,model_b,1e-3", ""]
+    lines = [
+        "question_id,model_a,model_b,winner,separability",
+        "q1,gpt-4,claude,model_a,0.5",
+        "q2,claude,x,tie (bothbad),",
+        "q3,x,gpt-4,model_b,1e-3",
+        "",
+    ]
     data = "\n".join(lines).encode()
     got = battles._plain_columns(data)
     assert got is not None
@@ -132,8 +148,12 @@ def test_problems_are_named_by_line_whichever_reader_saw_the_file_first():
 
 def test_a_jsonl_file_is_read_by_the_definition(tmp_path):
     path = tmp_path / "battles.jsonl"
-    path.write_text(json.dumps({"model_a": "x", "model_b": "y", "winner": "model_b", "separability": 0.2}) + "\n"
-                    + json.dumps({"model_a": "y", "model_b": "x", "winner": ["a list"]}) + "\n")
+    path.write_text(
+        json.dumps({"model_a": "x", "model_b": "y", "winner": "model_b", "separability": 0.2})
+        + "\n"
+        + json.dumps({"model_a": "y", "model_b": "x", "winner": ["a list"]})
+        + "\n"
+    )
     with pytest.raises(FormatError) as exc:  # a list where the winner goes is a problem, not a crash
         battles.read_battles(str(path), 1 << 20)
     assert [(p.line, p.field) for p in exc.value.problems] == [(2, "winner")]
@@ -154,16 +174,18 @@ def test_the_fast_style_reader_agrees_with_the_checking_reader():
     rng = np.random.default_rng(5)
     counts = rng.integers(0, 3000, (500, 8))
     header = "model_a,model_b,winner," + ",".join(STYLE_COLUMNS) + "\n"
-    body = "".join(f"m{i % 3},m{(i + 1) % 3},tie," + ",".join(str(v) for v in row) + "\n"
-                   for i, row in enumerate(counts))
+    body = "".join(
+        f"m{i % 3},m{(i + 1) % 3},tie," + ",".join(str(v) for v in row) + "\n" for i, row in enumerate(counts)
+    )
     data = (header + body).encode()
     np.testing.assert_array_equal(_plain_style_counts(data), counts)
     a, b = style_counts(data, "x.csv", len(counts))
     np.testing.assert_array_equal(a, counts[:, 0::2])
     np.testing.assert_array_equal(b, counts[:, 1::2])
     first = body.splitlines()[0].split(",")
-    spelled = (header + ",".join(first[:3] + ["12.0", "1e3"] + first[5:]) + "\n" + "".join(
-        body.splitlines(keepends=True)[1:])).encode()
+    spelled = (
+        header + ",".join(first[:3] + ["12.0", "1e3"] + first[5:]) + "\n" + "".join(body.splitlines(keepends=True)[1:])
+    ).encode()
     assert _plain_style_counts(spelled) is None
     a, b = style_counts(spelled, "x.csv", len(counts))
     assert (a[0, 0], b[0, 0]) == (12.0, 1000.0)

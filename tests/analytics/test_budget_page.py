@@ -40,8 +40,9 @@ def expected(study, margin: float, raters: int) -> tuple[int, int, Decimal]:
     """Items, assignments and cost from the planner's formula on the pilot's outcomes (each rater's outcome per
     item: a win for the first system unless (n + len(rater)) is a multiple of 3)."""
     outcomes = [[1.0 if (n + len(r)) % 3 else 0.0 for r in ("h1", "h22")] for n in range(30)]
-    items = budget.items_needed(margin, budget.pilot_of(outcomes).item_variance(raters), 0.05, 0.8, 2000, 200,
-                                study.seed)
+    items = budget.items_needed(
+        margin, budget.pilot_of(outcomes).item_variance(raters), 0.05, 0.8, 2000, 200, study.seed
+    )
     assignments = math.ceil(items * raters * study.pairs_per_assignment / study.judgments_per_assignment)
     return items, assignments, Decimal("1.20") * assignments
 
@@ -102,12 +103,15 @@ def test_the_api_refuses_what_is_not_a_plan_and_queues_nothing(researcher, pilot
     url = reverse("budget_api", args=[pilot.pk])
     assert api.post(url, [1, 2], format="json").status_code == 400
     assert api.post(url, {"margin": "0.9"}, format="json").json() == {
-        "margin": ["not a field of a budget plan; the fields are margins, raters, alpha, power, max_items, rounds, "
-                   "seed, pair"]}
+        "margin": [
+            "not a field of a budget plan; the fields are margins, raters, alpha, power, max_items, rounds, seed, pair"
+        ]
+    }
     assert api.post(url, {"seed": -1}, format="json").json() == {"seed": ["a whole number from 0 to 4,294,967,295"]}
     assert api.post(url, {"rounds": 2.5}, format="json").json() == {"rounds": ["expected a whole number, not 2.5"]}
     # a NUL in a name (the schema fuzzer's, on PostgreSQL: a 500) is a pair the study does not compare
     assert api.post(url, {"pair": ["sys-a\x00", "sys-b"]}, format="json").status_code == 404
     assert not Job.objects.filter(kind="budget").exists()
-    assert api.post(url, {"margins": [0.3], "raters": [1], "pair": ["sys-a", "sys-b"]}, format="json").status_code \
-        == 202
+    assert (
+        api.post(url, {"margins": [0.3], "raters": [1], "pair": ["sys-a", "sys-b"]}, format="json").status_code == 202
+    )

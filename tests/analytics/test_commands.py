@@ -24,8 +24,10 @@ def needs(path):
 def test_the_leaderboard_command_reproduces_fastchat_on_a_battles_file():
     needs(BATTLES)
     reference = json.loads((PRD / "fastchat_reference_outputs.json").read_text())
-    for method, key, column, tolerance in (("elo", "compute_elo_online_K4", "online", 0.01),
-                                           ("bt", "compute_bt", "rating", 0.5)):
+    for method, key, column, tolerance in (
+        ("elo", "compute_elo_online_K4", "online", 0.01),
+        ("bt", "compute_bt", "rating", 0.5),
+    ):
         out = StringIO()
         call_command("leaderboard", str(BATTLES), "--method", method, "--bootstrap", "20", "--json", stdout=out)
         document = json.loads(out.getvalue())
@@ -73,9 +75,11 @@ def test_the_text_leaderboard_says_which_rating_it_shows():
 
 def test_sep_elo_reads_the_separability_column(tmp_path):
     path = tmp_path / "battles.jsonl"
-    lines = [{"model_a": "x", "model_b": "y", "winner": "model_a", "separability": 1.0},
-             {"model_a": "y", "model_b": "x", "winner": "tie (bothbad)", "separability": 0.0},
-             {"model_a": "x", "model_b": "y", "winner": "model_b"}]
+    lines = [
+        {"model_a": "x", "model_b": "y", "winner": "model_a", "separability": 1.0},
+        {"model_a": "y", "model_b": "x", "winner": "tie (bothbad)", "separability": 0.0},
+        {"model_a": "x", "model_b": "y", "winner": "model_b"},
+    ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     out = StringIO()
     call_command("leaderboard", str(path), "--method", "sep-elo", "--bootstrap", "0", "--json", stdout=out)
@@ -104,8 +108,16 @@ def test_a_bad_battles_file_is_reported_by_line(tmp_path):
 @pytest.fixture
 def mturk_study(researcher):
     needs(MTURK / "human_ratings_long.csv")
-    call_command("import_mturk_ratings", "--data", str(MTURK), "--config", "mistral-7b_vicuna-7b_samsum",
-                 "--owner", "alice", stdout=StringIO())
+    call_command(
+        "import_mturk_ratings",
+        "--data",
+        str(MTURK),
+        "--config",
+        "mistral-7b_vicuna-7b_samsum",
+        "--owner",
+        "alice",
+        stdout=StringIO(),
+    )
     return Study.objects.get(name="mturk-mistral-7b_vicuna-7b_samsum")
 
 
@@ -118,8 +130,19 @@ def test_the_report_computes_the_mturk_consistency_as_derived_by_hand(mturk_stud
     out = StringIO()
     call_command("report", "--study", mturk_study.name, "--json", stdout=out)
     report = json.loads(out.getvalue())
-    for key in ("systems", "judgments", "consistency", "separability", "elo", "sep_elo", "bradley_terry", "stopping",
-                "positional_bias", "agreement", "indeterminacy"):
+    for key in (
+        "systems",
+        "judgments",
+        "consistency",
+        "separability",
+        "elo",
+        "sep_elo",
+        "bradley_terry",
+        "stopping",
+        "positional_bias",
+        "agreement",
+        "indeterminacy",
+    ):
         assert key in report
     sets = {(s["rater"], s["item"]): s for s in report["consistency"]["rating_sets"]}
     assert len(sets) == 150
@@ -127,8 +150,11 @@ def test_the_report_computes_the_mturk_consistency_as_derived_by_hand(mturk_stud
     #   worker 1, instance 0: [1, 1, 1, 1, 1]     -> all one side: 1.0, strength +1.0 (vicuna preferred)
     #   worker 4, instance 1: [1, -1, -1, 0, -1]  -> mixed signs: 0.0, strength -0.4
     #   worker 8, instance 3: [0, 0, 0, 0, 0]     -> all ties: 0.0, strength 0.0
-    hand = {("mturk-1", "samsum-0"): (1.0, 1.0), ("mturk-4", "samsum-1"): (0.0, -0.4),
-            ("mturk-8", "samsum-3"): (0.0, 0.0)}
+    hand = {
+        ("mturk-1", "samsum-0"): (1.0, 1.0),
+        ("mturk-4", "samsum-1"): (0.0, -0.4),
+        ("mturk-8", "samsum-3"): (0.0, 0.0),
+    }
     for key, (c, strength) in hand.items():
         assert sets[key]["consistency"] == pytest.approx(c)
         # rating sets are reported in alphabetical system order (mistral-7b, vicuna-7b) = the file's A, B
@@ -198,8 +224,9 @@ def test_cosine_la_reproduces_the_papers_findings_on_its_own_human_data_and_plai
     pooled = {}
     for metric in ("cosine-la", "cosine"):
         for name in names:
-            call_command("compute_separability", "--study", name, "--metric", metric, stdout=StringIO(),
-                         stderr=StringIO())
+            call_command(
+                "compute_separability", "--study", name, "--metric", metric, stdout=StringIO(), stderr=StringIO()
+            )
         out = StringIO()
         call_command("report", "--studies", ",".join(names), "--metric", metric, "--json", stdout=out)
         pooled[metric] = json.loads(out.getvalue())
@@ -249,8 +276,18 @@ def test_bradley_terry_s_intervals_are_closed_form_by_default_and_bootstrap_on_r
         i = battles.systems.index(row["system"])
         assert (row["rating"], row["low"], row["high"]) == pytest.approx((point[i], low[i], high[i]))
     out = StringIO()
-    call_command("leaderboard", str(BATTLES), "--method", "bt", "--intervals", "bootstrap", "--bootstrap", "30",
-                 "--json", stdout=out)
+    call_command(
+        "leaderboard",
+        str(BATTLES),
+        "--method",
+        "bt",
+        "--intervals",
+        "bootstrap",
+        "--bootstrap",
+        "30",
+        "--json",
+        stdout=out,
+    )
     assert json.loads(out.getvalue())["intervals"] == "bootstrap"
     with pytest.raises(CommandError, match="sandwich is for --method bt"):
         call_command("leaderboard", str(BATTLES), "--method", "elo", "--intervals", "sandwich")
@@ -269,9 +306,17 @@ def test_style_control_reads_arena_s_style_columns_and_names_bad_ones(tmp_path):
     winner = np.where(score == 1, "model_a", np.where(score == 0, "model_b", "tie"))
     columns = ["sum_assistant_tokens", "header_count", "list_count", "bold_count"]
     header = "model_a,model_b,winner," + ",".join(f"{c}_{s}" for c in columns for s in "ab")
-    lines = [",".join([names[a[i]], names[b[i]], winner[i],
-                       *(f"{int(side[i, k])}" for k in range(4) for side in (counts_a, counts_b))])
-             for i in range(len(score))]
+    lines = [
+        ",".join(
+            [
+                names[a[i]],
+                names[b[i]],
+                winner[i],
+                *(f"{int(side[i, k])}" for k in range(4) for side in (counts_a, counts_b)),
+            ]
+        )
+        for i in range(len(score))
+    ]
     path = tmp_path / "styled.csv"
     path.write_text(header + "\n" + "\n".join(lines) + "\n")
     out = StringIO()

@@ -37,14 +37,30 @@ def endpoints():
 def test_inputs_and_two_endpoints_to_a_parquet_file_datasets_loads(researcher, endpoints, tmp_path):
     terse, verbose = endpoints
     inputs = tmp_path / "inputs.jsonl"
-    inputs.write_text("".join(json.dumps({"id": f"q{i}", "input": f"Explain idea number {i}."}) + "\n"
-                              for i in range(ITEMS)))
+    inputs.write_text(
+        "".join(json.dumps({"id": f"q{i}", "input": f"Explain idea number {i}."}) + "\n" for i in range(ITEMS))
+    )
     quiet = {"stdout": StringIO(), "stderr": StringIO()}
     call_command("import_study", str(inputs), "--name", "e2e", "--owner", researcher.username, **quiet)
     for name, server, model in (("terse", terse, "gen-terse-7b"), ("verbose", verbose, "gen-verbose-70b")):
         out = StringIO()
-        call_command("generate", "--study", "e2e", "--system", name, "--base-url", server.base_url, "--model",
-                     model, "--samples", str(K), "--budget", "100", stdout=out, stderr=StringIO())
+        call_command(
+            "generate",
+            "--study",
+            "e2e",
+            "--system",
+            name,
+            "--base-url",
+            server.base_url,
+            "--model",
+            model,
+            "--samples",
+            str(K),
+            "--budget",
+            "100",
+            stdout=out,
+            stderr=StringIO(),
+        )
         assert f"every item has {K} output(s)" in out.getvalue()
         assert len(server.requests) == ITEMS * K and not server.invalid
     study = Study.objects.get(name="e2e")
@@ -58,8 +74,9 @@ def test_inputs_and_two_endpoints_to_a_parquet_file_datasets_loads(researcher, e
 
     # three people rate every item through the rating path (one sampled pair each): two prefer the longer answer,
     # one answers at random
-    study = lifecycle.do_update_settings(study, {"raters_per_item": 3, "pairs_per_assignment": 1,
-                                                 "judgments_per_assignment": ITEMS}, None)
+    study = lifecycle.do_update_settings(
+        study, {"raters_per_item": 3, "pairs_per_assignment": 1, "judgments_per_assignment": ITEMS}, None
+    )
     rng = random.Random(3)
     for r in range(3):
         assignment = allocation.do_start_assignment(enrolment.do_create_rater_link(study, f"person-{r}"))
@@ -69,8 +86,11 @@ def test_inputs_and_two_endpoints_to_a_parquet_file_datasets_loads(researcher, e
             longer = a if len(a.text) > len(b.text) else b
             wanted = longer if r < 2 else rng.choice([a, b])
             shown_first = a if pair.a_shown_first else b
-            recording.do_record_judgment(pair, idempotency_key=f"{r}-{pair.pk}",
-                                         answer=Answer(choice="first" if wanted == shown_first else "second"))
+            recording.do_record_judgment(
+                pair,
+                idempotency_key=f"{r}-{pair.pk}",
+                answer=Answer(choice="first" if wanted == shown_first else "second"),
+            )
     assert Judgment.objects.filter(study=study, rater__kind="human").count() == 3 * ITEMS
 
     # the report: who wins, and how reliable each person was
@@ -78,7 +98,10 @@ def test_inputs_and_two_endpoints_to_a_parquet_file_datasets_loads(researcher, e
     assert [row["system"] for row in report["bradley_terry"]["leaderboard"]][0] == "verbose"
     reliability = report["rater_reliability"]
     assert reliability["available"] and sorted(r["rater"] for r in reliability["raters"]) == [
-        "person-0", "person-1", "person-2"]
+        "person-0",
+        "person-1",
+        "person-2",
+    ]
     by_rater = {r["rater"]: r["reliability"] for r in reliability["raters"]}
     assert by_rater["person-0"] > by_rater["person-2"] and by_rater["person-1"] > by_rater["person-2"]
 
@@ -86,12 +109,19 @@ def test_inputs_and_two_endpoints_to_a_parquet_file_datasets_loads(researcher, e
     parquet = tmp_path / "prefs.parquet"
     out = StringIO()
     call_command("export_preferences", "--study", "e2e", "--format", "parquet", "--output", str(parquet), stdout=out)
-    loaded = datasets.load_dataset("parquet", data_files=str(parquet), split="train",
-                                   cache_dir=str(tmp_path / "cache"))
-    assert len(loaded) == 3 * ITEMS and {"prompt", "chosen", "rejected", "chosen_system", "rejected_system",
-                                          "population"} <= set(loaded.column_names)
-    texts = {(g.item.input, g.system.name): set() for g in Generation.objects.filter(item__study=study)
-             .select_related("item", "system")}
+    loaded = datasets.load_dataset("parquet", data_files=str(parquet), split="train", cache_dir=str(tmp_path / "cache"))
+    assert len(loaded) == 3 * ITEMS and {
+        "prompt",
+        "chosen",
+        "rejected",
+        "chosen_system",
+        "rejected_system",
+        "population",
+    } <= set(loaded.column_names)
+    texts = {
+        (g.item.input, g.system.name): set()
+        for g in Generation.objects.filter(item__study=study).select_related("item", "system")
+    }
     for g in Generation.objects.filter(item__study=study).select_related("item", "system"):
         texts[(g.item.input, g.system.name)].add(g.text)
     for row in loaded:

@@ -16,16 +16,28 @@ from tests.conftest import study_jsonl
 
 
 def imported(study, kind: str, raters: tuple[str, ...]) -> None:
-    lines = [{"id": f"{kind}-{n}-{r}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-              "sample_b": 0, "shown_first": "sys-a", "rater": r, "rater_kind": kind,
-              "choice": "sys-a" if (n + len(r)) % 3 else "sys-b"} for n in range(30) for r in raters]
+    lines = [
+        {
+            "id": f"{kind}-{n}-{r}",
+            "item": f"item-{n}",
+            "system_a": "sys-a",
+            "sample_a": 0,
+            "system_b": "sys-b",
+            "sample_b": 0,
+            "shown_first": "sys-a",
+            "rater": r,
+            "rater_kind": kind,
+            "choice": "sys-a" if (n + len(r)) % 3 else "sys-b",
+        }
+        for n in range(30)
+        for r in raters
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), f"{kind}.jsonl")
 
 
 def plans(*args) -> list[dict]:
     out = StringIO()
-    call_command("plan_budget", "--study", "pilot", "--rounds", "40", "--max-items", "400", "--json", *args,
-                 stdout=out)
+    call_command("plan_budget", "--study", "pilot", "--rounds", "40", "--max-items", "400", "--json", *args, stdout=out)
     return json.loads(out.getvalue())
 
 
@@ -49,10 +61,13 @@ def test_a_plan_per_margin_and_raters_from_the_human_pilot(pilot):
     # the numbers are the planner's on the pilot's outcomes (each rater's outcome per item)
     outcomes = [[1.0 if (n + len(r)) % 3 else 0.0 for r in ("h1", "h22")] for n in range(30)]
     pilot_stats = budget.pilot_of(outcomes)
-    assert (found[0]["outcome_variance"], found[0]["rho"]) == (round(pilot_stats.outcome_variance, 4),
-                                                               round(pilot_stats.rho, 4))
-    assert found[0]["items"] == budget.items_needed(0.2, pilot_stats.item_variance(1), max_items=400, rounds=40,
-                                                    seed=pilot.seed)
+    assert (found[0]["outcome_variance"], found[0]["rho"]) == (
+        round(pilot_stats.outcome_variance, 4),
+        round(pilot_stats.rho, 4),
+    )
+    assert found[0]["items"] == budget.items_needed(
+        0.2, pilot_stats.item_variance(1), max_items=400, rounds=40, seed=pilot.seed
+    )
 
 
 def test_without_people_the_judges_are_the_prior_and_without_them_the_widest_variance(pilot):
@@ -77,8 +92,20 @@ def test_the_curve_is_drawn(pilot, tmp_path):
 
 def test_the_table_reads_as_a_plan_and_bad_options_are_refused(pilot):
     out = StringIO()
-    call_command("plan_budget", "--study", "pilot", "--margins", "0.2", "--raters", "1", "--rounds", "20",
-                 "--max-items", "200", stdout=out)
+    call_command(
+        "plan_budget",
+        "--study",
+        "pilot",
+        "--margins",
+        "0.2",
+        "--raters",
+        "1",
+        "--rounds",
+        "20",
+        "--max-items",
+        "200",
+        stdout=out,
+    )
     assert "sys-a vs sys-b" in out.getvalue() and "HITs" in out.getvalue() and "30 s per judgment" in out.getvalue()
     for bad in (["--margins", "0.6"], ["--raters", "0"], ["--power", "1"], ["--pair", "sys-a,nobody"]):
         with pytest.raises(CommandError):

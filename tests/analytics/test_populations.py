@@ -22,8 +22,9 @@ from tests.conftest import refresh_reports, study_jsonl
 
 def kinds_in(report: dict) -> set[str]:
     """Every rater kind that any population-computed section of the report drew on."""
-    return ({s["kind"] for s in report["consistency"]["rating_sets"]}
-            | {r["kind"] for r in report["positional_bias"]["raters"]})
+    return {s["kind"] for s in report["consistency"]["rating_sets"]} | {
+        r["kind"] for r in report["positional_bias"]["raters"]
+    }
 
 
 def test_the_default_report_is_humans_only(judged_study):
@@ -72,13 +73,16 @@ def test_filters_by_source_rater_and_screening(judged_study):
     assert services.study_report(judged_study, Population(include_screened=True))["judgments"]["total"] == 40
 
 
-@pytest.mark.parametrize("params, parameter", [
-    ({"population": "robots"}, "population"),
-    ({"population": "judge:nobody"}, "population"),
-    ({"source": "email"}, "source"),
-    ({"screened": "maybe"}, "screened"),
-    ({"rater": "ghost"}, "rater"),
-])
+@pytest.mark.parametrize(
+    "params, parameter",
+    [
+        ({"population": "robots"}, "population"),
+        ({"population": "judge:nobody"}, "population"),
+        ({"source": "email"}, "source"),
+        ({"screened": "maybe"}, "screened"),
+        ({"rater": "ghost"}, "rater"),
+    ],
+)
 def test_a_bad_population_names_the_parameter(params, parameter):
     with pytest.raises(populations.PopulationError, match=f"^{parameter}:"):
         populations.parse(params, judges=["judge-a"], raters=["h1"])
@@ -100,8 +104,9 @@ def test_the_page_csv_and_api_carry_the_population(researcher_client, researcher
     mixed = researcher_client.get(url + "?population=all").content.decode()
     assert 'data-testid="mixed-population"' in mixed and "40 human and 160 judge judgments are pooled" in mixed
     csv_humans = researcher_client.get(reverse("report_table", args=[judged_study.pk, "positional-bias"]))
-    csv_judge = researcher_client.get(reverse("report_table", args=[judged_study.pk, "positional-bias"])
-                                      + "?population=judge:judge-a")
+    csv_judge = researcher_client.get(
+        reverse("report_table", args=[judged_study.pk, "positional-bias"]) + "?population=judge:judge-a"
+    )
     assert "judge-a" not in csv_humans.content.decode() and "judge-a" in csv_judge.content.decode()
     assert "judge-judge-a" in csv_judge["Content-Disposition"]
     bad = researcher_client.get(url + "?population=robots")

@@ -30,8 +30,13 @@ def test_the_report_checks_each_prd_judge_against_the_humans(prd_study):
     # agreement of each of a judge's 1,600 verdicts with the human majority of its pair under the three rules for a
     # 1-1-1 split of the human votes (shared/data/README.md): counted as a tie / broken by the first vote in file
     # order / left out; the issue's 0.66, 0.64, 0.61 for gpt4, gpt35, claude are the second
-    expected = {"gpt4": (0.643, 0.658, 0.676), "gpt35": (0.627, 0.635, 0.649), "claude": (0.600, 0.613, 0.635),
-                "bard": (0.549, 0.571, 0.587), "vicuna-13b": (0.500, 0.522, 0.536)}
+    expected = {
+        "gpt4": (0.643, 0.658, 0.676),
+        "gpt35": (0.627, 0.635, 0.649),
+        "claude": (0.600, 0.613, 0.635),
+        "bard": (0.549, 0.571, 0.587),
+        "vicuna-13b": (0.500, 0.522, 0.536),
+    }
     # (the README rounds to three places, half up: gpt4's 1052 / 1600 = 0.6575 is its 0.658)
     for name, (as_tie, first_vote, left_out) in expected.items():
         assert judges[name]["verdicts"] == 1600 and judges[name]["units"] == 800
@@ -54,8 +59,14 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
     page = researcher_client.get(reverse("report", args=[prd_study.pk])).content.decode()
     # issue 30: the headers in words (the CSV keeps the machine names, tests/analytics/test_report_readability.py)
     judges = page.split('data-testid="section-judge-metrics"')[1].split("</thead>")[0]
-    for header in ("Agreement", "First shown, share of all verdicts", "Agreement, splits broken by the first vote",
-                   "Agreement, splits left out", "Cohen&#x27;s κ per verdict", "Cohen&#x27;s κ per item"):
+    for header in (
+        "Agreement",
+        "First shown, share of all verdicts",
+        "Agreement, splits broken by the first vote",
+        "Agreement, splits left out",
+        "Cohen&#x27;s κ per verdict",
+        "Cohen&#x27;s κ per item",
+    ):
         assert f'<th scope="col" class="num">{header}</th>' in judges, header
     assert "Judges against humans" in page
     assert "Shared pairs: <strong>bard</strong> 800" in page
@@ -118,8 +129,9 @@ def test_the_report_answers_who_wins_how_sure_and_what_next_first(researcher_cli
     assert f"α = {alpha:.2f}" in cards["Are the raters consistent?"]["detail"]
     assert cards["Are the raters consistent?"]["answer"] == presentation.alpha_words(alpha).capitalize()
     best = max(data["indeterminacy"]["judges"].items(), key=lambda kv: kv[1]["agreement"])
-    assert cards["Can the judge be trusted?"]["answer"].startswith(f"{best[0]} agrees with people on "
-                                                                  f"{100 * best[1]['agreement']:.0f} %")
+    assert cards["Can the judge be trusted?"]["answer"].startswith(
+        f"{best[0]} agrees with people on {100 * best[1]['agreement']:.0f} %"
+    )
     undecided = sum(s["decision"] == "undecided" for s in data["stopping"])
     more = cards["Should I collect more?"]["answer"]
     assert more == (f"Yes, for {undecided} of 10 system pairs" if undecided else "No: every system pair is decided")

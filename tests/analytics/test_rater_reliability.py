@@ -22,8 +22,9 @@ def planted_study(researcher):
     """Three systems on 300 items, three honest raters answering by Bradley-Terry probabilities and two spammers who
     pick z whenever it is shown (a coin otherwise), each judgment's display order random: the plain board puts z
     above y."""
-    study = creation.do_create_study(researcher, "planted", study_jsonl(n_items=300, systems=tuple(STRENGTH), k=1),
-                                     "p.jsonl")
+    study = creation.do_create_study(
+        researcher, "planted", study_jsonl(n_items=300, systems=tuple(STRENGTH), k=1), "p.jsonl"
+    )
     rng = np.random.default_rng(7)
     names = list(STRENGTH)
     lines = []
@@ -33,15 +34,23 @@ def planted_study(researcher):
         votes = {f"honest-{w}": a if rng.random() < p_a else b for w in range(3)}
         votes |= {f"spammer-{w}": "z" if "z" in (a, b) else str(rng.choice([a, b])) for w in range(2)}
         for rater, choice in votes.items():
-            lines.append({"id": f"{rater}-{i}", "item": f"item-{i}", "system_a": a, "system_b": b,
-                          "shown_first": a if rng.random() < 0.5 else b, "rater": rater, "rater_kind": "human",
-                          "choice": choice})
+            lines.append(
+                {
+                    "id": f"{rater}-{i}",
+                    "item": f"item-{i}",
+                    "system_a": a,
+                    "system_b": b,
+                    "shown_first": a if rng.random() < 0.5 else b,
+                    "rater": rater,
+                    "rater_kind": "human",
+                    "choice": choice,
+                }
+            )
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "votes.jsonl")
     return study
 
 
-def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_plain_one(researcher,
-                                                                                        researcher_client):
+def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_plain_one(researcher, researcher_client):
     study = planted_study(researcher)
     report = services.study_report(study)
     found = report["rater_reliability"]
@@ -50,8 +59,12 @@ def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_p
     assert all(by_rater[f"honest-{w}"]["reliability"] >= 0.2 for w in range(3))  # not flagged
     # the same fit, from the core, on the same labels
     rows = [r for r in services.load_rows(study) if r.effective_choice is not None]
-    fit = reliability.one_coin_dawid_skene([r.pair_id for r in rows], [r.rater for r in rows],
-                                           [r.effective_choice for r in rows], [r.a_shown_first for r in rows])
+    fit = reliability.one_coin_dawid_skene(
+        [r.pair_id for r in rows],
+        [r.rater for r in rows],
+        [r.effective_choice for r in rows],
+        [r.a_shown_first for r in rows],
+    )
     assert [by_rater[w]["reliability"] for w in fit.workers] == [float(k) for k in fit.kappa]
     plain = [r["system"] for r in report["bradley_terry"]["leaderboard"]]
     weighted = [r["system"] for r in found["weighted_board"]["leaderboard"]]
@@ -76,5 +89,6 @@ def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_p
 def test_too_few_raters_say_why(study, researcher_client):
     report = services.study_report(study)
     assert report["rater_reliability"] == {
-        "available": False, "reason": "needs at least 3 raters and pairs rated by 3 or more of them (now 0 raters, 0 "
-                                      "such pairs)"}
+        "available": False,
+        "reason": "needs at least 3 raters and pairs rated by 3 or more of them (now 0 raters, 0 such pairs)",
+    }

@@ -23,9 +23,22 @@ def won(researcher):
     """60 items of sys-a vs sys-b, each judged by two people: sys-a wins every item (ties on the odd ones' second
     vote)."""
     study = creation.do_create_study(researcher, "won", study_jsonl(60), "w.jsonl")
-    lines = [{"id": f"w{n}-{r}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-              "sample_b": 0, "shown_first": "sys-b", "rater": f"h{r}", "rater_kind": "human",
-              "choice": "tie" if r and n % 2 else "sys-a"} for n in range(60) for r in (0, 1)]
+    lines = [
+        {
+            "id": f"w{n}-{r}",
+            "item": f"item-{n}",
+            "system_a": "sys-a",
+            "sample_a": 0,
+            "system_b": "sys-b",
+            "sample_b": 0,
+            "shown_first": "sys-b",
+            "rater": f"h{r}",
+            "rater_kind": "human",
+            "choice": "tie" if r and n % 2 else "sys-a",
+        }
+        for n in range(60)
+        for r in (0, 1)
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     return study
 
@@ -41,8 +54,16 @@ def test_each_seed_replays_the_items_in_its_own_order_and_stops_at_the_decision(
     assert [r["seed"] for r in records] == [7, 8, 9]
     scores = np.array([1.0 if n % 2 == 0 else 0.75 for n in range(60)])  # item-n's mean of its two raters
     for r in records:
-        assert set(r) == {"pair", "system_a", "system_b", "seed", "decision", "items_used", "judgments_used",
-                          "judgments_fixed"}
+        assert set(r) == {
+            "pair",
+            "system_a",
+            "system_b",
+            "seed",
+            "decision",
+            "items_used",
+            "judgments_used",
+            "judgments_fixed",
+        }
         assert (r["pair"], r["system_a"], r["decision"], r["judgments_fixed"]) == ("sys-a vs sys-b", "sys-a", "a", 120)
         assert r["judgments_used"] == 2 * r["items_used"] < 120
     # the first record's items_used is the first n at which the sequence over those scores, in that seed's order,
@@ -73,13 +94,38 @@ def test_the_ranking_replay_buys_the_adjacent_orders_and_reports_what_they_imply
     ranking as the goal the replay decides the two adjacent orders, and a vs c -- implied by them -- is bought less
     than its own decision needs, its record saying what is implied."""
     study = creation.do_create_study(researcher, "trio", study_jsonl(40, ("sys-a", "sys-b", "sys-c")), "t.jsonl")
-    lines = [{"id": f"t{n}-{x}-{y}", "item": f"item-{n}", "system_a": x, "sample_a": 0, "system_b": y,
-              "sample_b": 0, "shown_first": x, "rater": "h", "rater_kind": "human", "choice": x}
-             for n in range(40) for x, y in (("sys-a", "sys-b"), ("sys-a", "sys-c"), ("sys-b", "sys-c"))]
+    lines = [
+        {
+            "id": f"t{n}-{x}-{y}",
+            "item": f"item-{n}",
+            "system_a": x,
+            "sample_a": 0,
+            "system_b": y,
+            "sample_b": 0,
+            "shown_first": x,
+            "rater": "h",
+            "rater_kind": "human",
+            "choice": x,
+        }
+        for n in range(40)
+        for x, y in (("sys-a", "sys-b"), ("sys-a", "sys-c"), ("sys-b", "sys-c"))
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     out = StringIO()
-    call_command("simulate", "--study", "trio", "--replay", "--goal", "ranking", "--seeds", "2", "--margin", "0",
-                 "--json", stdout=out)
+    call_command(
+        "simulate",
+        "--study",
+        "trio",
+        "--replay",
+        "--goal",
+        "ranking",
+        "--seeds",
+        "2",
+        "--margin",
+        "0",
+        "--json",
+        stdout=out,
+    )
     records = json.loads(out.getvalue())
     lower, _ = decisions.betting_confidence_sequence([1.0] * 40)
     alone = int(np.argmax(lower > 0.5)) + 1
@@ -100,18 +146,33 @@ def test_the_leaderboards_mark_which_adjacent_orders_are_decided(researcher):
     from analytics.tables import report_tables
 
     study = creation.do_create_study(researcher, "marks", study_jsonl(40, ("sys-a", "sys-b", "sys-c")), "m.jsonl")
-    lines = [{"id": f"m{n}-{x}-{y}", "item": f"item-{n}", "system_a": x, "sample_a": 0, "system_b": y,
-              "sample_b": 0, "shown_first": x, "rater": "h", "rater_kind": "human", "choice": choice}
-             for n in range(40) for x, y, choice in (("sys-a", "sys-b", "sys-a"), ("sys-a", "sys-c", "sys-a"),
-                                                     ("sys-b", "sys-c", "tie"))]
+    lines = [
+        {
+            "id": f"m{n}-{x}-{y}",
+            "item": f"item-{n}",
+            "system_a": x,
+            "sample_a": 0,
+            "system_b": y,
+            "sample_b": 0,
+            "shown_first": x,
+            "rater": "h",
+            "rater_kind": "human",
+            "choice": choice,
+        }
+        for n in range(40)
+        for x, y, choice in (("sys-a", "sys-b", "sys-a"), ("sys-a", "sys-c", "sys-a"), ("sys-b", "sys-c", "tie"))
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     study = lifecycle.do_update_settings(study, {"decision_margin": 0.1}, None)
     report = services.study_report(study)
     stopping = {(s["system_a"], s["system_b"]): s for s in report["stopping"]}
     # what the marks read: the decisions of the confidence sequence over the 40 item scores
     assert decisions.pair_decision([1.0] * 40, margin=0.1).decision == stopping[("sys-a", "sys-b")]["decision"] == "a"
-    assert decisions.pair_decision([0.5] * 40, margin=0.1).decision == stopping[("sys-b", "sys-c")]["decision"] \
+    assert (
+        decisions.pair_decision([0.5] * 40, margin=0.1).decision
+        == stopping[("sys-b", "sys-c")]["decision"]
         == "equivalent"
+    )
     for key in ("elo", "bradley_terry"):
         board = report[key]["leaderboard"]
         assert [r["system"] for r in board][0] == "sys-a"

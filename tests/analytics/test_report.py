@@ -20,15 +20,29 @@ from annotation.rating import allocation, recording
 from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import refresh_reports, study_jsonl
 
-SPEC_KEYS = {"systems", "judgments", "consistency", "separability", "elo", "sep_elo", "bradley_terry", "stopping",
-             "positional_bias", "agreement", "indeterminacy"}
+SPEC_KEYS = {
+    "systems",
+    "judgments",
+    "consistency",
+    "separability",
+    "elo",
+    "sep_elo",
+    "bradley_terry",
+    "stopping",
+    "positional_bias",
+    "agreement",
+    "indeterminacy",
+}
 
 
 def test_an_empty_study_reports_what_is_missing(study):
     report = services.study_report(study)
     assert SPEC_KEYS <= set(report)
-    assert report["elo"] == {"available": False, "reason": "no judgments with a choice yet",
-                             "parameters": report["elo"]["parameters"]}
+    assert report["elo"] == {
+        "available": False,
+        "reason": "no judgments with a choice yet",
+        "parameters": report["elo"]["parameters"],
+    }
     assert report["indeterminacy"]["reason"] == "needs human and judge judgments on the same pairs"
 
 
@@ -84,9 +98,24 @@ def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_st
     assert "<h2>ELO</h2>" in content and "<svg" in content and "Which judge agrees best" in content
     response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "judge-metrics"]))
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows[0] == ["judge", "units", "verdicts", "agreement", "agreement_split_first", "agreement_split_left_out",
-                       "p_first", "first_share", "mse", "coverage", "hit_rate", "kappa_per_verdict", "kappa_per_item",
-                       "kl", "jsd", "beta_hat"]
+    assert rows[0] == [
+        "judge",
+        "units",
+        "verdicts",
+        "agreement",
+        "agreement_split_first",
+        "agreement_split_left_out",
+        "p_first",
+        "first_share",
+        "mse",
+        "coverage",
+        "hit_rate",
+        "kappa_per_verdict",
+        "kappa_per_item",
+        "kl",
+        "jsd",
+        "beta_hat",
+    ]
     assert len(rows) == 3
     assert researcher_client.get(reverse("report_table", args=[judged_study.pk, "nope"])).status_code == 404
 
@@ -129,8 +158,11 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
     # forced choice of the output shown second, and both outputs acceptable on every other pair
     for n, pair in enumerate(pairs):
         allocation.do_mark_shown(pair)  # as the rating page does before an answer
-        recording.do_record_judgment(pair, idempotency_key=f"p{n}", answer=Answer(
-            choice="second", response=frozenset(["first", "second"] if n % 2 == 0 else [])))
+        recording.do_record_judgment(
+            pair,
+            idempotency_key=f"p{n}",
+            answer=Answer(choice="second", response=frozenset(["first", "second"] if n % 2 == 0 else [])),
+        )
     report = services.study_report(study)["indeterminacy"]
     rows = [(j.choice, j.response_set) for j in study.judgments.all()]
     # beta-hat = P(the option not chosen is also in the response set | forced choice a or b), both ways pooled
@@ -152,15 +184,34 @@ def test_an_empty_report_page_explains(researcher_client, researcher):
 
 def imported(study, rows, system_a: str = "sys-a", system_b: str = "sys-b") -> None:
     """Import judgments on sample 0 of item-0: rows of (rater, kind, choice, system shown first)."""
-    lines = [{"id": f"{rater}-{n}", "item": "item-0", "system_a": system_a, "sample_a": 0, "system_b": system_b,
-              "sample_b": 0, "shown_first": first, "rater": rater, "rater_kind": kind, "choice": choice}
-             for n, (rater, kind, choice, first) in enumerate(rows)]
+    lines = [
+        {
+            "id": f"{rater}-{n}",
+            "item": "item-0",
+            "system_a": system_a,
+            "sample_a": 0,
+            "system_b": system_b,
+            "sample_b": 0,
+            "shown_first": first,
+            "rater": rater,
+            "rater_kind": kind,
+            "choice": choice,
+        }
+        for n, (rater, kind, choice, first) in enumerate(rows)
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
 
 
 def test_a_human_tie_counts_as_both_outputs_reasonable_in_the_judge_metrics(study):
-    imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "tie", "sys-a"),
-                     ("h3", "human", "tie", "sys-b"), ("j", "judge", "sys-a", "sys-a")])
+    imported(
+        study,
+        [
+            ("h1", "human", "sys-a", "sys-a"),
+            ("h2", "human", "tie", "sys-a"),
+            ("h3", "human", "tie", "sys-b"),
+            ("j", "judge", "sys-a", "sys-a"),
+        ],
+    )
     judge = services.study_report(study)["indeterminacy"]["judges"]["j"]
     # response sets {a}, {a, b}, {a, b}: Omega_H = [1, 2/3]; the judge's {a}: Omega_J = [1, 0]
     assert judge["omega_human_mean"] == pytest.approx([1.0, 2 / 3])
@@ -178,9 +229,18 @@ def test_the_judge_metrics_do_not_depend_on_which_system_is_called_a(researcher)
         study = creation.do_create_study(researcher, name, study_jsonl(systems=(first, second)), "s.jsonl")
         study.analysis_settings.indeterminacy_beta = 0.3
         study.analysis_settings.save()
-        imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-b", "sys-a"),
-                         ("h3", "human", "sys-a", "sys-b"), ("h4", "human", "tie", "sys-b"),
-                         ("j", "judge", "sys-b", "sys-a")], system_a=first, system_b=second)
+        imported(
+            study,
+            [
+                ("h1", "human", "sys-a", "sys-a"),
+                ("h2", "human", "sys-b", "sys-a"),
+                ("h3", "human", "sys-a", "sys-b"),
+                ("h4", "human", "tie", "sys-b"),
+                ("j", "judge", "sys-b", "sys-a"),
+            ],
+            system_a=first,
+            system_b=second,
+        )
         assert [r["system_a"] for r in services.study_report(study)["stopping"]] == [first]
         results.append(services.study_report(study)["indeterminacy"]["judges"]["j"])
     # sys-a got 2 of 4 forced choices, sys-b 1, tie 1; with beta = 0.3 applied both ways:
@@ -193,9 +253,21 @@ def test_the_judge_metrics_do_not_depend_on_which_system_is_called_a(researcher)
 
 def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
     imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "tie", "sys-a")])
-    lines = [{"id": f"t{n}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-              "sample_b": 0, "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": "tie"}
-             for n in (1, 2)]
+    lines = [
+        {
+            "id": f"t{n}",
+            "item": f"item-{n}",
+            "system_a": "sys-a",
+            "sample_a": 0,
+            "system_b": "sys-b",
+            "sample_b": 0,
+            "shown_first": "sys-a",
+            "rater": "h1",
+            "rater_kind": "human",
+            "choice": "tie",
+        }
+        for n in (1, 2)
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
     [stopping] = services.study_report(study)["stopping"]
     # item-0 goes to sys-a (h1 prefers it, h2 has no preference); items 1 and 2 are ties
@@ -212,9 +284,21 @@ def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
     from selection.core import decisions
 
     imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "tie", "sys-a")])
-    lines = [{"id": f"t{n}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-              "sample_b": 0, "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": "tie"}
-             for n in (1, 2)]
+    lines = [
+        {
+            "id": f"t{n}",
+            "item": f"item-{n}",
+            "system_a": "sys-a",
+            "sample_a": 0,
+            "system_b": "sys-b",
+            "sample_b": 0,
+            "shown_first": "sys-a",
+            "rater": "h1",
+            "rater_kind": "human",
+            "choice": "tie",
+        }
+        for n in (1, 2)
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
     [stopping] = services.study_report(study)["stopping"]
     lower, upper = decisions.betting_confidence_sequence([0.75, 0.5, 0.5], 0.05)
@@ -225,9 +309,21 @@ def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
 
 def test_a_pair_whose_first_system_wins_item_after_item_is_decided_for_it(researcher):
     study = creation.do_create_study(researcher, "many", study_jsonl(60), "m.jsonl")
-    lines = [{"id": f"w{n}", "item": f"item-{n}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-              "sample_b": 0, "shown_first": "sys-b", "rater": "h1", "rater_kind": "human", "choice": "sys-a"}
-             for n in range(60)]
+    lines = [
+        {
+            "id": f"w{n}",
+            "item": f"item-{n}",
+            "system_a": "sys-a",
+            "sample_a": 0,
+            "system_b": "sys-b",
+            "sample_b": 0,
+            "shown_first": "sys-b",
+            "rater": "h1",
+            "rater_kind": "human",
+            "choice": "sys-a",
+        }
+        for n in range(60)
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "w.jsonl")
     report = services.study_report(study)
     [stopping] = report["stopping"]
@@ -241,11 +337,24 @@ def test_a_pair_whose_first_system_wins_item_after_item_is_decided_for_it(resear
 def test_the_leaderboards_can_count_the_majority_of_each_pair_or_one_judgment_per_input(study):
     # pair (item-0, samples 0/0): sys-a, sys-a, sys-b -> sys-a wins one battle; item-1: sys-b and a tie on two
     # different pairs of the same item
-    imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-a", "sys-b"),
-                     ("h3", "human", "sys-b", "sys-a")])
-    lines = [{"id": f"x{n}", "item": "item-1", "system_a": "sys-a", "sample_a": n, "system_b": "sys-b",
-              "sample_b": n, "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": c}
-             for n, c in enumerate(("sys-b", "tie"))]
+    imported(
+        study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-a", "sys-b"), ("h3", "human", "sys-b", "sys-a")]
+    )
+    lines = [
+        {
+            "id": f"x{n}",
+            "item": "item-1",
+            "system_a": "sys-a",
+            "sample_a": n,
+            "system_b": "sys-b",
+            "sample_b": n,
+            "shown_first": "sys-a",
+            "rater": "h1",
+            "rater_kind": "human",
+            "choice": c,
+        }
+        for n, c in enumerate(("sys-b", "tie"))
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl")
     assert services.study_report(study)["elo"]["battles"] == 5
     study.analysis_settings.rating_aggregation = "majority"
@@ -278,26 +387,57 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
     judge = {"item-0": "sys-a", "item-1": "sys-b", "item-2": "sys-a", "item-3": "sys-b"}
     for item, choices in humans.items():
         for n, choice in enumerate(choices):
-            lines.append({"id": f"h{n}-{item}", "item": item, "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-                          "sample_b": 0, "shown_first": "sys-a", "rater": f"h{n}", "rater_kind": "human",
-                          "choice": choice})
+            lines.append(
+                {
+                    "id": f"h{n}-{item}",
+                    "item": item,
+                    "system_a": "sys-a",
+                    "sample_a": 0,
+                    "system_b": "sys-b",
+                    "sample_b": 0,
+                    "shown_first": "sys-a",
+                    "rater": f"h{n}",
+                    "rater_kind": "human",
+                    "choice": choice,
+                }
+            )
     for item, choice in judge.items():
-        lines.append({"id": f"j-{item}", "item": item, "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-                      "sample_b": 0, "shown_first": "sys-b", "rater": "j", "rater_kind": "judge", "choice": choice})
+        lines.append(
+            {
+                "id": f"j-{item}",
+                "item": item,
+                "system_a": "sys-a",
+                "sample_a": 0,
+                "system_b": "sys-b",
+                "sample_b": 0,
+                "shown_first": "sys-b",
+                "rater": "j",
+                "rater_kind": "judge",
+                "choice": choice,
+            }
+        )
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     [entry] = services.study_report(study)["win_rate_estimates"]
-    assert (entry["design"], entry["labelled"], entry["frame"], entry["target"]) == ("uniform", 3, 4,
-                                                                                    "items like these")
+    assert (entry["design"], entry["labelled"], entry["frame"], entry["target"]) == (
+        "uniform",
+        3,
+        4,
+        "items like these",
+    )
     people, row = entry["estimates"]
     # per item, the first system's score: a win 1, a tie 1/2, a loss 0, averaged over the raters
     y, f, f_rest = [1.0, 0.25, 0.5], [1.0, 0.0, 1.0], [0.0]
     expected, human = ppi_mean(y, f, f_rest), classical_mean(y)
     assert (row["judge"], row["labelled"], row["judge_only"]) == ("j", 3, 1)
     assert row["estimate"] == pytest.approx(expected.estimate) and row["lambda"] == pytest.approx(expected.lam)
-    assert (row["low"], row["high"], row["efficiency"]) == pytest.approx((expected.low, expected.high,
-                                                                          expected.efficiency))
-    assert (people["judge"], people["estimate"], people["low"]) == (None, pytest.approx(human.estimate),
-                                                                     pytest.approx(human.low))
+    assert (row["low"], row["high"], row["efficiency"]) == pytest.approx(
+        (expected.low, expected.high, expected.efficiency)
+    )
+    assert (people["judge"], people["estimate"], people["low"]) == (
+        None,
+        pytest.approx(human.estimate),
+        pytest.approx(human.low),
+    )
     researcher_client.get(reverse("report", args=[study.pk]))
     refresh_reports()
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()

@@ -112,8 +112,11 @@ def test_ratings_are_whole_numbers_and_win_rates_three_decimals(researcher_clien
     # the page reads the pair, its decision and the win rate's bounds first (the CSV keeps its order)
     assert stopping[:2] == [first["system_a"], first["system_b"]]
     assert stopping[2] == presentation.DECISIONS[first["decision"]]  # 'System A better', not 'a'
-    assert stopping[3:6] == [f"{first['win_rate_low']:.3f}", f"{first['win_rate_high']:.3f}",
-                             f"{first['decision_items']:,}"]
+    assert stopping[3:6] == [
+        f"{first['win_rate_low']:.3f}",
+        f"{first['win_rate_high']:.3f}",
+        f"{first['decision_items']:,}",
+    ]
 
 
 def test_counts_are_grouped_and_p_values_never_read_zero():
@@ -137,8 +140,10 @@ def test_the_consistency_distribution_reads_as_rating_sets_per_value(demo_client
     assert "0.333333" not in bins and "0.666667" not in bins
     for b in report["consistency"]["by_separability"]["human"]["equal_width"]:
         # by value, whatever order the stored JSON keeps (PostgreSQL's jsonb orders keys by length)
-        expected = ", ".join(f"{float(v):.2f}:\u00a0{n}\u00a0rating\u00a0set{'' if n == 1 else 's'}"
-                             for v, n in sorted(b["histogram"].items(), key=lambda kv: float(kv[0])))
+        expected = ", ".join(
+            f"{float(v):.2f}:\u00a0{n}\u00a0rating\u00a0set{'' if n == 1 else 's'}"
+            for v, n in sorted(b["histogram"].items(), key=lambda kv: float(kv[0]))
+        )
         assert f"<td>{expected}</td>" in bins
     # the CSV keeps the machine form
     response = demo_client.get(reverse("report_table", args=[demo.pk, "consistency-bins"]))
@@ -153,10 +158,12 @@ def test_sections_open_on_demand_with_a_contents_list_after_the_answers(demo_cli
     for name in re.findall(r'<li><a href="#([^"]+)">', page.split('data-testid="report-contents"')[1]):
         assert f'id="{name}"' in page, name  # every contents link has its target
     sets = len(report["consistency"]["rating_sets"])
-    assert f"<summary><h2>Rating sets</h2> <span class=\"section-size\">— {sets} rows</span></summary>" in page
+    assert f'<summary><h2>Rating sets</h2> <span class="section-size">— {sets} rows</span></summary>' in page
     board = report["bradley_terry"]
-    assert (f"<summary><h2>Bradley-Terry</h2> <span class=\"section-size\">— {len(board['leaderboard'])} systems, "
-            f"{board['battles']:,} battles</span></summary>") in page
+    assert (
+        f'<summary><h2>Bradley-Terry</h2> <span class="section-size">— {len(board["leaderboard"])} systems, '
+        f"{board['battles']:,} battles</span></summary>"
+    ) in page
     opened = re.findall(r'<details class="card report-section" data-testid="section-([^"]+)" open>', page)
     assert opened == ["leaderboard-bradley_terry", "leaderboard-elo"]  # the leaderboards; the rest on demand
     assert page.count('<details class="card report-section"') > 10
@@ -170,8 +177,12 @@ def test_numbers_that_need_words_have_them(demo_client, demo):
     assert f"{people['first_chosen']} of {people['n']} non-tie choices" in lead
     assert presentation.position_words(people["rate"], people["p_value"]) in lead
     # the population's own row before the raters' (the CSV lists it last)
-    assert cells(section(page, "positional-bias"))[0][:4] == ["all humans", "person", f"{people['n']:,}",
-                                                              f"{people['first_chosen']:,}"]
+    assert cells(section(page, "positional-bias"))[0][:4] == [
+        "all humans",
+        "person",
+        f"{people['n']:,}",
+        f"{people['first_chosen']:,}",
+    ]
     alpha = report["agreement"]["krippendorff_alpha"]
     assert presentation.alpha_words(alpha).capitalize() in page.split('aria-label="The data in numbers"')[1]
 
@@ -188,7 +199,8 @@ def test_position_and_consistency_in_words():
     assert p == pytest.approx(2 * 697 / 65536)
     assert presentation.position_words(13 / 16, p) == "a strong lean toward the output shown first"
     assert presentation.position_words(9 / 16, bias.positional_bias(np.array([True] * 9 + [False] * 7)).p_value) == (
-        "no clear position bias")  # 56 % of 16: not significant, not named
+        "no clear position bias"
+    )  # 56 % of 16: not significant, not named
     assert presentation.consistency_words(0.9).startswith("raters stick to their choice")
 
 

@@ -29,9 +29,19 @@ def server():
 
 
 def human(item: str, rater: str, choice: str, first: str = "sys-a", comment: str | None = None) -> dict:
-    return {"id": f"{rater}-{item}", "item": item, "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-            "sample_b": 0, "shown_first": first, "rater": rater, "rater_kind": "human", "choice": choice,
-            "comment": comment}
+    return {
+        "id": f"{rater}-{item}",
+        "item": item,
+        "system_a": "sys-a",
+        "sample_a": 0,
+        "system_b": "sys-b",
+        "sample_b": 0,
+        "shown_first": first,
+        "rater": rater,
+        "rater_kind": "human",
+        "choice": choice,
+        "comment": comment,
+    }
 
 
 @pytest.fixture
@@ -42,9 +52,14 @@ def judged(researcher, server):
     study = study_with(researcher, [f"Question {i}?" for i in range(4)])
     judge = make_judge(study, server)
     assert runner.run(judge).recorded == 8
-    lines = [human("item-0", "h1", "sys-a"), human("item-0", "h2", "sys-a", first="sys-b"),
-             human("item-2", "h1", "sys-a"), human("item-2", "h2", "sys-b", comment="<b>B</b> is clearer"),
-             human("item-3", "h1", "sys-b"), human("item-3", "h2", "sys-b")]
+    lines = [
+        human("item-0", "h1", "sys-a"),
+        human("item-0", "h2", "sys-a", first="sys-b"),
+        human("item-2", "h1", "sys-a"),
+        human("item-2", "h2", "sys-b", comment="<b>B</b> is clearer"),
+        human("item-3", "h1", "sys-b"),
+        human("item-3", "h2", "sys-b"),
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "people.jsonl")
     return study, judge
 
@@ -87,8 +102,9 @@ def test_the_queue_holds_the_pairs_where_raters_or_a_judge_disagree(researcher_c
     assert winners.item_winner(sets) == pairs[1].people_winner
 
 
-def test_a_ruling_is_kept_apart_from_the_judgments_and_can_be_changed_and_withdrawn(researcher_client, researcher,
-                                                                                   judged):
+def test_a_ruling_is_kept_apart_from_the_judgments_and_can_be_changed_and_withdrawn(
+    researcher_client, researcher, judged
+):
     study, _ = judged
     pair = Pair.objects.get(item__study=study, item__external_id="item-2")
     before = list(Judgment.objects.filter(study=study).order_by("id").values())
@@ -98,8 +114,12 @@ def test_a_ruling_is_kept_apart_from_the_judgments_and_can_be_changed_and_withdr
     done = researcher_client.post(url, {"ruling": "b", "note": "B answers the question.", "next": queue}, follow=True)
     assert "Ruling saved" in done.content.decode()
     ruling = Adjudication.objects.get()
-    assert (ruling.pair_id, ruling.ruling, ruling.note, ruling.decided_by) == (pair.pk, "b", "B answers the question.",
-                                                                              researcher)
+    assert (ruling.pair_id, ruling.ruling, ruling.note, ruling.decided_by) == (
+        pair.pk,
+        "b",
+        "B answers the question.",
+        researcher,
+    )
     assert list(Judgment.objects.filter(study=study).order_by("id").values()) == before
     assert services.study_report(study)["bradley_terry"] == report_before  # the analysis is what raters said
     # ruled pairs leave the default view and show under "ruled on"
@@ -111,7 +131,8 @@ def test_a_ruling_is_kept_apart_from_the_judgments_and_can_be_changed_and_withdr
     exported = researcher_client.get(reverse("adjudications_csv", args=[study.pk])).content.decode()
     rows = list(csv.DictReader(io.StringIO(exported)))
     assert [(r["item_id"], r["system_a"], r["system_b"], r["ruling"]) for r in rows] == [
-        ("item-2", "sys-a", "sys-b", "unclear")]
+        ("item-2", "sys-a", "sys-b", "unclear")
+    ]
     researcher_client.post(url, {"clear": "1", "next": queue})
     assert not Adjudication.objects.exists()
     assert list(Judgment.objects.filter(study=study).order_by("id").values()) == before
@@ -153,8 +174,10 @@ def test_the_judge_page_shows_every_reply_with_what_it_was_read_as(researcher_cl
 def test_an_empty_study_has_a_helpful_empty_queue(researcher_client, study):
     page = researcher_client.get(reverse("review_queue", args=[study.pk])).content.decode()
     assert "No disagreements yet." in page
-    assert "No one has judged this item yet." in researcher_client.get(
-        reverse("item_detail", args=[study.pk, study.items.first().pk])).content.decode()
+    assert (
+        "No one has judged this item yet."
+        in researcher_client.get(reverse("item_detail", args=[study.pk, study.items.first().pk])).content.decode()
+    )
 
 
 def test_superseded_judgments_and_agreeing_ties_raise_no_flag_as_the_report_counts_them(researcher_client, judged):
@@ -165,8 +188,9 @@ def test_superseded_judgments_and_agreeing_ties_raise_no_flag_as_the_report_coun
     split = next(p for p in review.item_review(item(study, "item-2")) if p.item == "item-2")
     assert not split.raters_disagree and split.people_winner == "a"
     assert split.people_words == "the people prefer sys-a (1 of 1 rater)"
-    rows = [r for r in services.load_rows(study) if r.kind == "human" and r.pair_id == split.pair_id
-            and not r.superseded]
+    rows = [
+        r for r in services.load_rows(study) if r.kind == "human" and r.pair_id == split.pair_id and not r.superseded
+    ]
     assert winners.item_winner([[r.rating] for r in rows]) == split.people_winner
     page = researcher_client.get(reverse("item_detail", args=[study.pk, item(study, "item-2").pk])).content.decode()
     assert "superseded, not counted" in page
@@ -216,8 +240,10 @@ def test_only_the_judge_verdict_that_goes_against_the_people_is_marked(researche
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
     pair = review.item_review(item(study, "item-1"))[0]
     assert pair.judges_disagree == ["local-judge"]
-    assert sorted((v.words, v.disagrees) for v in pair.judges) == [("sys-a is better", False),
-                                                                  ("sys-b is better", True)]
+    assert sorted((v.words, v.disagrees) for v in pair.judges) == [
+        ("sys-a is better", False),
+        ("sys-b is better", True),
+    ]
     page = researcher_client.get(reverse("item_detail", args=[study.pk, item(study, "item-1").pk])).content.decode()
     assert page.count("(against the people)") == 1
 

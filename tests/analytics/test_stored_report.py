@@ -56,8 +56,11 @@ def test_pages_csv_and_api_never_recompute(monkeypatch, researcher_client, study
         raise AssertionError("the report was recomputed in a request")
 
     monkeypatch.setattr(services, "study_report", recompute)
-    for url in (reverse("report", args=[study.pk]), reverse("report_table", args=[study.pk, "stopping"]),
-                reverse("report_api", args=[study.pk])):
+    for url in (
+        reverse("report", args=[study.pk]),
+        reverse("report_table", args=[study.pk, "stopping"]),
+        reverse("report_api", args=[study.pk]),
+    ):
         assert researcher_client.get(url).status_code == 200
     imported(study, [("h9", "human", "sys-a", "sys-a")])  # new data: stale, still served without recomputing
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
@@ -125,11 +128,16 @@ def test_filtered_views_queue_at_most_three_refreshes_per_study(researcher_clien
     from annotation.models import Job
 
     url = reverse("report", args=[judged_study.pk])
-    views = [{}, {"population": "all"}, {"source": "import"}, {"screened": "include"},
-             {"population": "all", "source": "import"}]
+    views = [
+        {},
+        {"population": "all"},
+        {"source": "import"},
+        {"screened": "include"},
+        {"population": "all", "source": "import"},
+    ]
     pages = [researcher_client.get(url, query).content.decode() for query in views]
     assert Job.objects.filter(study=judged_study, kind=stored.JOB_KIND).count() == stored.MAX_QUEUED_REFRESHES
-    assert all('data-testid="refresh-waiting"' in page for page in pages[stored.MAX_QUEUED_REFRESHES:])
+    assert all('data-testid="refresh-waiting"' in page for page in pages[stored.MAX_QUEUED_REFRESHES :])
     first = Job.objects.filter(study=judged_study, kind=stored.JOB_KIND).order_by("pk").first()
     Job.objects.filter(pk=first.pk).update(status=Job.Status.DONE)
     researcher_client.get(reverse("report_status", args=[judged_study.pk]), views[3])  # the page's poll

@@ -73,8 +73,13 @@ def test_the_openapi_schema_describes_the_endpoints(api):
     assert response.status_code == 200
     schema = json.loads(response.content)
     assert schema["info"]["title"] == "SepLab API"
-    for path in ("/api/studies/", "/api/studies/{id}/", "/api/studies/{id}/items/",
-                 "/api/studies/{id}/judgments/", "/api/studies/{id}/judgments/export/"):
+    for path in (
+        "/api/studies/",
+        "/api/studies/{id}/",
+        "/api/studies/{id}/items/",
+        "/api/studies/{id}/judgments/",
+        "/api/studies/{id}/judgments/export/",
+    ):
         assert path in schema["paths"], path
 
 

@@ -20,9 +20,13 @@ from tests.conftest import answer_all
 schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
 schema.config.generation.update(modes=["positive", "negative"])
 
-FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 @pytest.fixture(autouse=True)
@@ -47,8 +51,11 @@ def judged_study(study, rater) -> Study:
 
 
 def snapshot() -> tuple:
-    return (Study.objects.count(), Judgment.objects.count(),
-            sorted(Judgment.objects.values_list("idempotency_key", flat=True)))
+    return (
+        Study.objects.count(),
+        Judgment.objects.count(),
+        sorted(Judgment.objects.values_list("idempotency_key", flat=True)),
+    )
 
 
 @schema.parametrize()

@@ -22,11 +22,22 @@ from tests.conftest import answer_all, study_jsonl
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("command", ["import_study", "import_judgments", "export_judgments", "load_demo", "load_prd",
-                                     "create_researcher", "run_worker"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "import_study",
+        "import_judgments",
+        "export_judgments",
+        "load_demo",
+        "load_prd",
+        "create_researcher",
+        "run_worker",
+    ],
+)
 def test_every_command_has_help(command):
-    result = subprocess.run([sys.executable, "manage.py", command, "--help"], cwd=ROOT, capture_output=True,
-                            text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "manage.py", command, "--help"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0 and "usage:" in result.stdout
 
 
@@ -56,8 +67,9 @@ def test_a_failing_command_exits_non_zero_from_the_shell(tmp_path):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}"}
 
     def manage(*args):
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                              text=True, check=False)
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        )
 
     assert manage("migrate", "-v0").returncode == 0
     created = manage("create_researcher", "admin")
@@ -86,8 +98,9 @@ def test_export_and_import_judgments_round_trip(tmp_path, study, rater, research
     answer_all(allocation.do_start_assignment(rater))
     for fmt in ("jsonl", "csv"):
         target = tmp_path / f"out.{fmt}"
-        call_command("export_judgments", "--study", "small", "--format", fmt, "--output", str(target),
-                     stderr=StringIO())
+        call_command(
+            "export_judgments", "--study", "small", "--format", fmt, "--output", str(target), stderr=StringIO()
+        )
         copy = creation.do_create_study(researcher, f"copy-{fmt}", study_jsonl(), "s.jsonl")
         out = StringIO()
         call_command("import_judgments", str(target), "--study", copy.name, stdout=out)

@@ -17,8 +17,12 @@ from annotation.models import Assignment, AssignmentPair, CrowdSettings, Rater, 
 from annotation.rating import allocation
 from annotation.studies import enrolment
 
-COLUMNS = (*compiled.model_columns(Assignment), *compiled.model_columns(Rater, "rater__"),
-           *compiled.model_columns(Study, "study__"), *compiled.model_columns(CrowdSettings, "study__crowd_settings__"))
+COLUMNS = (
+    *compiled.model_columns(Assignment),
+    *compiled.model_columns(Rater, "rater__"),
+    *compiled.model_columns(Study, "study__"),
+    *compiled.model_columns(CrowdSettings, "study__crowd_settings__"),
+)
 
 
 @pytest.fixture
@@ -52,8 +56,11 @@ def test_instances_equal_what_select_related_builds(two_assignments):
     assignment = two_assignments[0]
     row = _ASSIGNMENT_RATER_STUDY.rows(assignment=assignment.pk, rater=assignment.rater_id)[0]
     reference = Assignment.objects.select_related("rater", "study").get(pk=assignment.pk)
-    for model, prefix, expected in ((Assignment, "", reference), (Rater, "rater__", reference.rater),
-                                    (Study, "study__", reference.study)):
+    for model, prefix, expected in (
+        (Assignment, "", reference),
+        (Rater, "rater__", reference.rater),
+        (Study, "study__", reference.study),
+    ):
         built = compiled.instance(model, row, prefix)
         assert built.pk == expected.pk and not built._state.adding and built._state.db == "default"
         for field in model._meta.concrete_fields:
@@ -65,7 +72,9 @@ def test_an_update_stores_the_datetime_and_counts_rows(two_assignments):
     moment = dt.datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=dt.UTC)
     touch = compiled.CompiledUpdate(
         lambda assignment, now: (Assignment.objects.filter(pk=assignment), {"last_activity": now}),
-        assignment=int, now=dt.datetime)
+        assignment=int,
+        now=dt.datetime,
+    )
     assert touch(assignment=first.pk, now=moment) == 1
     assert touch(assignment=-1, now=moment) == 0
     first.refresh_from_db()
@@ -81,7 +90,9 @@ def test_a_datetime_filter_compares_in_the_database(two_assignments):
     shown = AssignmentPair.objects.get(pk=pair.pk).shown_at
     after = compiled.CompiledQuery(
         lambda pk, since: AssignmentPair.objects.filter(pk=pk, shown_at__gte=since).values("pk"),
-        pk=int, since=dt.datetime)
+        pk=int,
+        since=dt.datetime,
+    )
     assert after.rows(pk=pair.pk, since=shown - dt.timedelta(seconds=1)) == [{"pk": pair.pk}]
     assert after.rows(pk=pair.pk, since=shown + dt.timedelta(seconds=1)) == []
 

@@ -54,8 +54,9 @@ def test_declining_shows_a_polite_page_and_stores_nothing(client, study, rater):
     assert rater.consented_at is None and not Assignment.objects.exists()
 
 
-def test_a_rater_who_started_before_consent_was_asked_gets_no_pair_and_answers_none_before_agreeing(client, study,
-                                                                                                   rater):
+def test_a_rater_who_started_before_consent_was_asked_gets_no_pair_and_answers_none_before_agreeing(
+    client, study, rater
+):
     start = client.post(reverse("rater_start", args=[rater.token()]))
     page = client.get(start["Location"]).content.decode()
     pair = page.split('name="pair" value="')[1].split('"')[0]
@@ -65,8 +66,9 @@ def test_a_rater_who_started_before_consent_was_asked_gets_no_pair_and_answers_n
     assert client.get(start["Location"])["Location"] == consent_url
     submitted = client.post(start["Location"] + "submit/", {"pair": pair, "key": key, "choice": "first"})
     assert submitted.status_code == 302 and submitted["Location"] == consent_url and not Judgment.objects.exists()
-    htmx = client.post(start["Location"] + "submit/", {"pair": pair, "key": key, "choice": "first"},
-                       HTTP_HX_REQUEST="true")
+    htmx = client.post(
+        start["Location"] + "submit/", {"pair": pair, "key": key, "choice": "first"}, HTTP_HX_REQUEST="true"
+    )
     assert htmx["HX-Redirect"] == consent_url and not Judgment.objects.exists()
     client.post(consent_url, {"consent": "agree"})
     assert client.get(start["Location"]).status_code == 200
@@ -90,13 +92,13 @@ def test_the_open_link_asks_before_it_makes_a_rater_and_declining_leaves_nothing
 def test_a_crowd_worker_agrees_before_anything_is_stored_and_only_once(client, study):
     link = ExternalLink.objects.create(study=study, platform="mturk")
     ask_consent(study)
-    params = {"assignmentId": "A1", "hitId": "H1", "workerId": "W1",
-              "turkSubmitTo": "https://workersandbox.mturk.com"}
+    params = {"assignmentId": "A1", "hitId": "H1", "workerId": "W1", "turkSubmitTo": "https://workersandbox.mturk.com"}
     page = client.get(link.path(), params)
     assert b'data-testid="consent"' in page.content
     assert not (Rater.objects.exists() or WorkerSession.objects.exists() or Assignment.objects.exists())
-    declined = client.post(page.content.decode().split('action="')[1].split('"')[0].replace("&amp;", "&"),
-                           {"consent": "decline"})
+    declined = client.post(
+        page.content.decode().split('action="')[1].split('"')[0].replace("&amp;", "&"), {"consent": "decline"}
+    )
     assert b"Please return the task" in declined.content
     assert not (Rater.objects.exists() or WorkerSession.objects.exists() or Assignment.objects.exists())
     agreed = client.post(f"{link.path()}?{'&'.join(f'{k}={v}' for k, v in params.items())}", {"consent": "agree"})

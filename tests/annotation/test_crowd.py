@@ -178,8 +178,9 @@ def test_a_link_opened_as_pasted_is_refused_not_shared(client, study):
         text = page.content.decode()
         assert ("still holds the placeholder" in text) or ("missing worker_id" in text and not value.strip())
     prolific = ExternalLink.objects.create(study=study, platform="prolific")
-    page = visit(client, prolific, PROLIFIC_PID="{{%PROLIFIC_PID%}}", STUDY_ID="{{%STUDY_ID%}}",
-                 SESSION_ID="{{%SESSION_ID%}}")
+    page = visit(
+        client, prolific, PROLIFIC_PID="{{%PROLIFIC_PID%}}", STUDY_ID="{{%STUDY_ID%}}", SESSION_ID="{{%SESSION_ID%}}"
+    )
     assert page.status_code == 400 and "still holds the placeholder" in page.content.decode()
     mturk = ExternalLink.objects.create(study=study, platform="mturk")
     page = visit(client, mturk, workerId="WORKER_ID", assignmentId="A1", hitId="H1")
@@ -266,8 +267,9 @@ def test_abandoned_assignments_expire_and_their_place_returns(client, study):
 
 @pytest.fixture
 def gold_study(study):
-    GoldPair.objects.create(study=study, input="Translate 'bonjour'.", good_output="Hello.",
-                            bad_output="asdf qwer zxcv")
+    GoldPair.objects.create(
+        study=study, input="Translate 'bonjour'.", good_output="Hello.", bad_output="asdf qwer zxcv"
+    )
     study.crowd_settings.gold_rate = 0.2
     study.crowd_settings.screen_min_gold = 1
     study.crowd_settings.save()
@@ -302,7 +304,7 @@ def test_an_attention_check_left_after_gold_is_switched_off_is_still_shown_and_s
         assert client.post(url + "submit/", {"pair": p.pk, "key": key, "choice": "first"}).status_code == 302
     assert GoldAnswer.objects.filter(assignment_pair=gold).count() == 1
     assert Judgment.objects.filter(assignment=assignment).count() == assignment.pairs.count() - 1
-    assert b"data-testid=\"completion-code\"" in client.get(url).content
+    assert b'data-testid="completion-code"' in client.get(url).content
 
 
 def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_study):
@@ -313,8 +315,9 @@ def test_failing_gold_screens_the_worker_out_with_a_distinct_code(client, gold_s
     wrong = "second" if gold.a_shown_first else "first"
     for p in session.assignment.pairs.all():
         allocation.do_mark_shown(p)  # as the rating page does before an answer
-        recording.do_record_judgment(p, idempotency_key=f"k{p.pk}",
-                                     answer=Answer(choice=wrong if p.gold_id else "first"))
+        recording.do_record_judgment(
+            p, idempotency_key=f"k{p.pk}", answer=Answer(choice=wrong if p.gold_id else "first")
+        )
     assert Rater.objects.get(pk=session.rater_id).screened_out and GoldAnswer.objects.get().correct is False
     done = client.get(page["Location"]).content.decode()
     assert link.screened_code in done and "did not pass" in done
@@ -348,12 +351,21 @@ def test_the_external_link_page_and_command(researcher_client, study, settings):
     link = ExternalLink.objects.get()
     assert f"https://seplab.example.org{link.path()}" in page and "ExternalQuestion" in page
     out = StringIO()
-    call_command("external_link", "--study", "small", "--platform", "prolific", "--base-url", "https://s.example",
-                 stdout=out)
+    call_command(
+        "external_link", "--study", "small", "--platform", "prolific", "--base-url", "https://s.example", stdout=out
+    )
     assert "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}" in out.getvalue()
     with pytest.raises(CommandError, match="needs an https address.*--base-url"):
-        call_command("external_link", "--study", "small", "--platform", "mturk", "--base-url", "http://s.example",
-                     stdout=StringIO())
+        call_command(
+            "external_link",
+            "--study",
+            "small",
+            "--platform",
+            "mturk",
+            "--base-url",
+            "http://s.example",
+            stdout=StringIO(),
+        )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -390,8 +402,9 @@ def test_attention_checks_are_generated_or_written_on_the_page(researcher_client
     assert len(golds) == 3
     for g in golds:
         assert sorted(g.bad_output.split()) == sorted(g.good_output.split()) and g.bad_output != g.good_output
-    researcher_client.post(reverse("gold_pairs", args=[study.pk]),
-                           {"input": "2 + 2?", "good_output": "4", "bad_output": "banana"})
+    researcher_client.post(
+        reverse("gold_pairs", args=[study.pk]), {"input": "2 + 2?", "good_output": "4", "bad_output": "banana"}
+    )
     assert GoldPair.objects.filter(study=study).count() == 4
     page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
     assert "4 gold pairs" in page
@@ -405,8 +418,9 @@ def test_workers_below_the_bar_are_flagged_before_they_are_screened(researcher_c
     session = WorkerSession.objects.get()
     gold = session.assignment.pairs.get(gold__isnull=False)
     allocation.do_mark_shown(gold)  # as the rating page does before an answer
-    recording.do_record_judgment(gold, idempotency_key="g",
-                             answer=Answer(choice="second" if gold.a_shown_first else "first"))
+    recording.do_record_judgment(
+        gold, idempotency_key="g", answer=Answer(choice="second" if gold.a_shown_first else "first")
+    )
     page = researcher_client.get(reverse("external_links", args=[gold_study.pk])).content.decode()
     assert "flagged: below the accuracy bar" in page and "0 / 1" in page
     assert not Rater.objects.get(pk=session.rater_id).screened_out

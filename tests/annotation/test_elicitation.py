@@ -61,8 +61,11 @@ def test_every_offered_option_is_read_accepted_and_has_its_own_key(name, neither
 def test_the_display_to_model_flip_is_the_same_in_every_mode(name):
     study = unsaved_study(elicitation=name)
     mode = study.elicitation_mode
-    answer = Answer(response=frozenset(["first"])) if name == "response_set" else (
-        mode.read(post(choice="first:1")) if name == "preference_scale" else Answer(choice="first"))
+    answer = (
+        Answer(response=frozenset(["first"]))
+        if name == "response_set"
+        else (mode.read(post(choice="first:1")) if name == "preference_scale" else Answer(choice="first"))
+    )
     mode.validate(study, answer)
     shown_first, shown_second = mode.to_model(answer, True), mode.to_model(answer, False)
     picked = (lambda s: s.response_set[0]) if name == "response_set" else (lambda s: s.choice)
@@ -73,8 +76,14 @@ def test_the_scale_stores_the_side_in_model_coordinates_and_the_strength():
     study = unsaved_study(elicitation="preference_scale")
     mode = study.elicitation_mode
     labels = [o.label for o in mode.fieldsets(study)[0].options]
-    assert labels == ["Output 1 is much better", "Output 1 is better", "About the same", "Output 2 is better",
-                      "Output 2 is much better", "Both are bad"]
+    assert labels == [
+        "Output 1 is much better",
+        "Output 1 is better",
+        "About the same",
+        "Output 2 is better",
+        "Output 2 is much better",
+        "Both are bad",
+    ]
     assert mode.read(post(choice="second:2")) == Answer(choice="second", strength=2)
     assert mode.to_model(Answer(choice="second", strength=2), a_shown_first=False) == Stored("a", None, 2)
     assert mode.to_model(Answer(choice="tie"), a_shown_first=True) == Stored("tie", None, None)
@@ -97,14 +106,16 @@ def test_both_bad_is_a_tie_with_no_acceptable_output_and_only_when_offered():
     with pytest.raises(elicitation.AnswerError, match="or 'neither is acceptable'"):
         mode.validate(sets, Answer(response=frozenset()))
     with pytest.raises(elicitation.AnswerError, match="Only the two outputs"):
-        mode.validate(unsaved_study(elicitation="response_set", neither_option=False),
-                      Answer(response=frozenset(["neither"])))
+        mode.validate(
+            unsaved_study(elicitation="response_set", neither_option=False), Answer(response=frozenset(["neither"]))
+        )
 
     paired = unsaved_study(elicitation="paired")
     with pytest.raises(elicitation.AnswerError, match="both are bad"):
         paired.elicitation_mode.validate(paired, Answer(choice="both_bad", response=frozenset(["first"])))
     assert paired.elicitation_mode.to_model(Answer(choice="both_bad", response=frozenset()), True) == Stored(
-        "tie", [], None)
+        "tie", [], None
+    )
 
 
 def test_analytics_reads_the_scale_by_its_sign_and_both_bad_as_a_tie_with_omega_zero():
@@ -123,39 +134,61 @@ def scale_study(study):
     return study
 
 
-def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(client, scale_study, rater, researcher,
-                                                                       researcher_client):
+def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(
+    client, scale_study, rater, researcher, researcher_client
+):
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment)).content.decode()
-    for key, value in [("1", "first:2"), ("2", "first:1"), ("3", "tie"), ("4", "second:1"), ("5", "second:2"),
-                       ("0", "both_bad")]:
+    for key, value in [
+        ("1", "first:2"),
+        ("2", "first:1"),
+        ("3", "tie"),
+        ("4", "second:1"),
+        ("5", "second:2"),
+        ("0", "both_bad"),
+    ]:
         assert f'type="radio" name="choice" value="{value}" data-key="{key}"' in page
     # Output 2 much better, then Output 1 better, then both bad
     for value in ("second:2", "first:1", "both_bad"):
-        response = client.post(rate_url(rater, assignment, True), {**form_of(page.encode()), "choice": value},
-                               HTTP_HX_REQUEST="true")
+        response = client.post(
+            rate_url(rater, assignment, True), {**form_of(page.encode()), "choice": value}, HTTP_HX_REQUEST="true"
+        )
         assert response.status_code == 200
         page = response.content.decode()
     judgments = list(Judgment.objects.order_by("id"))
-    expected = [("b" if judgments[0].a_shown_first else "a", None, 2),
-                ("a" if judgments[1].a_shown_first else "b", None, 1), ("tie", [], None)]
+    expected = [
+        ("b" if judgments[0].a_shown_first else "a", None, 2),
+        ("a" if judgments[1].a_shown_first else "b", None, 1),
+        ("tie", [], None),
+    ]
     assert [(j.choice, j.response_set, j.strength) for j in judgments] == expected
 
     rows = analytics_services.load_rows(scale_study)
     assert [r.rating for r in rows] == [winners.RATING[c] for c, _, _ in expected]
 
-    lines = [json.loads(x) for x in researcher_client.get(
-        reverse("judgments_export", args=[scale_study.pk, "jsonl"])).getvalue().decode().splitlines()]
+    lines = [
+        json.loads(x)
+        for x in researcher_client.get(reverse("judgments_export", args=[scale_study.pk, "jsonl"]))
+        .getvalue()
+        .decode()
+        .splitlines()
+    ]
     assert [(x["strength"], x["response_set"]) for x in lines] == [(2, None), (1, None), (None, [])]
-    table = list(csv.DictReader(io.StringIO(researcher_client.get(
-        reverse("judgments_export", args=[scale_study.pk, "csv"])).getvalue().decode())))
+    table = list(
+        csv.DictReader(
+            io.StringIO(
+                researcher_client.get(reverse("judgments_export", args=[scale_study.pk, "csv"])).getvalue().decode()
+            )
+        )
+    )
     assert [row["strength"] for row in table] == ["2", "1", ""]
     assert list(table[0])[-5:] == ["strength", "comment", "revised", "answers", "extra"]  # extensions after SPEC §8's
 
     copy = creation.do_create_study(researcher, "copy", services_study_file(scale_study), "c.jsonl")
     recording.do_import_judgments(copy, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     assert sorted((j.choice, j.response_set, j.strength) for j in copy.judgments.all()) == sorted(
-        (j.choice, j.response_set, j.strength) for j in judgments)
+        (j.choice, j.response_set, j.strength) for j in judgments
+    )
 
 
 def services_study_file(study) -> bytes:
@@ -179,15 +212,23 @@ def test_a_refused_answer_says_why_and_stores_nothing(client, scale_study, rater
 def test_a_human_who_says_both_are_bad_gives_omega_zero_against_a_judge(study, rater):
     lifecycle.do_update_settings(study, {"neither_option": True}, None)
     assignment = allocation.do_start_assignment(rater)
-    pair = assignment.pairs.select_related("pair__item", "pair__generation_a__system",
-                                           "pair__generation_b__system").first()
+    pair = assignment.pairs.select_related(
+        "pair__item", "pair__generation_a__system", "pair__generation_b__system"
+    ).first()
     allocation.do_mark_shown(pair)  # as the rating page does before an answer
     recording.do_record_judgment(pair, idempotency_key="h", answer=Answer(choice="both_bad"))
     p = pair.pair
-    judge = {"item": p.item.external_id, "system_a": p.generation_a.system.name,
-             "sample_a": p.generation_a.sample_index, "system_b": p.generation_b.system.name,
-             "sample_b": p.generation_b.sample_index, "shown_first": p.generation_a.system.name,
-             "rater": "gpt", "rater_kind": "judge", "choice": p.generation_a.system.name}
+    judge = {
+        "item": p.item.external_id,
+        "system_a": p.generation_a.system.name,
+        "sample_a": p.generation_a.sample_index,
+        "system_b": p.generation_b.system.name,
+        "sample_b": p.generation_b.sample_index,
+        "shown_first": p.generation_a.system.name,
+        "rater": "gpt",
+        "rater_kind": "judge",
+        "choice": p.generation_a.system.name,
+    }
     recording.do_import_judgments(study, (json.dumps(judge) + "\n").encode(), "j.jsonl")
     metrics = analytics_services.study_report(study)["indeterminacy"]["judges"]["gpt"]
     assert metrics["units"] == 1
@@ -197,8 +238,9 @@ def test_a_human_who_says_both_are_bad_gives_omega_zero_against_a_judge(study, r
 
 
 def test_attention_checks_are_scored_by_the_mode(study, rater):
-    lifecycle.do_update_settings(study, {"elicitation": "preference_scale", "gold_rate": 0.2, "neither_option": True},
-                                None)
+    lifecycle.do_update_settings(
+        study, {"elicitation": "preference_scale", "gold_rate": 0.2, "neither_option": True}, None
+    )
     GoldPair.objects.create(study=study, input="2 + 2?", good_output="4", bad_output="fish")
     gold = allocation.do_start_assignment(rater).pairs.get(gold__isnull=False)
     good = "first" if gold.a_shown_first else "second"
@@ -223,8 +265,9 @@ def test_the_welcome_page_and_the_crowd_preview_show_the_modes_own_keys(client, 
 @pytest.mark.parametrize("name", list(elicitation.MODES))
 def test_welcome_preview_and_rating_page_state_the_real_task_of_each_mode(client, researcher, name):
     study = creation.do_create_study(researcher, f"truth-{name}", study_jsonl(2, k=1), "t.jsonl")
-    lifecycle.do_update_settings(study, {"elicitation": name, "neither_option": True,
-                                        "question": f"Q for {name}?"}, None)
+    lifecycle.do_update_settings(
+        study, {"elicitation": name, "neither_option": True, "question": f"Q for {name}?"}, None
+    )
     mode = study.elicitation_mode
     options = [o for fieldset in mode.fieldsets(study) for o in fieldset.options]
     rater = enrolment.do_create_rater_link(study, "truth")

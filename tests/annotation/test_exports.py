@@ -14,9 +14,20 @@ from annotation.rating import recording
 
 
 def imported(study):
-    line = {"id": "j1", "item": "item-0", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b", "sample_b": 1,
-            "shown_first": "sys-b", "rater": "r1", "rater_kind": "human", "choice": "sys-a",
-            "created": "2026-01-01T00:00:00Z", "note": "kept"}
+    line = {
+        "id": "j1",
+        "item": "item-0",
+        "system_a": "sys-a",
+        "sample_a": 0,
+        "system_b": "sys-b",
+        "sample_b": 1,
+        "shown_first": "sys-b",
+        "rater": "r1",
+        "rater_kind": "human",
+        "choice": "sys-a",
+        "created": "2026-01-01T00:00:00Z",
+        "note": "kept",
+    }
     recording.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
     return next(exports.judgment_lines(study))
 

@@ -88,9 +88,7 @@ def test_it_reports_wrong_encoding_with_the_line():
 
 def test_it_rejects_a_file_that_is_too_large():
     data = jl(item("x1"), item("x2"))
-    assert problems_of(data, max_bytes=10) == [
-        f"file too large: {len(data) / 1e6:.1f} MB; the limit is 0.0 MB"
-    ]
+    assert problems_of(data, max_bytes=10) == [f"file too large: {len(data) / 1e6:.1f} MB; the limit is 0.0 MB"]
 
 
 def test_it_lists_every_problem_of_the_file_at_once():
@@ -116,9 +114,9 @@ def test_it_accepts_a_byte_order_mark_and_integer_ids():
 CSV_OK = (
     "item_id,input,system,sample,output\n"
     'i1,"An input, with a comma",a,0,"a zero"\n'
-    "i1,\"An input, with a comma\",a,1,a one\n"
-    "i1,\"An input, with a comma\",b,0,b zero\n"
-    "i1,\"An input, with a comma\",b,1,\"b one\nover two lines\"\n"
+    'i1,"An input, with a comma",a,1,a one\n'
+    'i1,"An input, with a comma",b,0,b zero\n'
+    'i1,"An input, with a comma",b,1,"b one\nover two lines"\n'
 )
 
 
@@ -129,14 +127,7 @@ def test_it_parses_the_long_csv_form():
 
 
 def test_csv_problems_carry_line_and_column():
-    data = (
-        "item_id,input,system,sample,output\n"
-        "i1,in,a,0,x\n"
-        "i1,in,a,two,y\n"
-        "i1,in,b,0,\n"
-        ",in,b,1,z\n"
-        "i1,in,a,0,again\n"
-    )
+    data = "item_id,input,system,sample,output\ni1,in,a,0,x\ni1,in,a,two,y\ni1,in,b,0,\n,in,b,1,z\ni1,in,a,0,again\n"
     assert problems_of(data.encode(), "s.csv") == [
         # the empty output would import with a warning, listed with the problems (named at its item's first line)
         "line 2, field 'outputs.b[0]': empty output of item i1 (a warning only: this alone would import)",
@@ -164,9 +155,20 @@ SAMPLES = {"x1": {"a": 2, "b": 2}}
 
 
 def judgment(**overrides):
-    obj = {"item": "x1", "system_a": "a", "sample_a": 0, "system_b": "b", "sample_b": 1, "shown_first": "b",
-           "rater": "w1", "rater_kind": "human", "choice": "a", "response_set": ["a", "b"],
-           "probability_a": None, "created": "2026-01-01T12:00:00Z"}
+    obj = {
+        "item": "x1",
+        "system_a": "a",
+        "sample_a": 0,
+        "system_b": "b",
+        "sample_b": 1,
+        "shown_first": "b",
+        "rater": "w1",
+        "rater_kind": "human",
+        "choice": "a",
+        "response_set": ["a", "b"],
+        "probability_a": None,
+        "created": "2026-01-01T12:00:00Z",
+    }
     obj.update(overrides)
     return obj
 
@@ -240,8 +242,17 @@ def test_the_key_is_the_id_or_a_content_hash():
 
 
 def test_a_null_sample_index_is_a_problem_not_a_crash():
-    line = {"item": "i1", "system_a": "a", "sample_a": None, "system_b": "b", "sample_b": 0, "shown_first": "a",
-            "rater": "r", "rater_kind": "human", "choice": "a"}
+    line = {
+        "item": "i1",
+        "system_a": "a",
+        "sample_a": None,
+        "system_b": "b",
+        "sample_b": 0,
+        "shown_first": "a",
+        "rater": "r",
+        "rater_kind": "human",
+        "choice": "a",
+    }
     with pytest.raises(FormatError) as exc:
         parse_judgments((json.dumps(line) + "\n").encode(), "j.jsonl", {"i1": {"a": 1, "b": 1}})
     assert "line 1, field 'sample_a': sample_a must be a whole number from 0 to 2147483647" in str(exc.value)

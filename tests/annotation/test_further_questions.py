@@ -21,28 +21,35 @@ from annotation.rating import allocation, recording
 from annotation.studies import enrolment, lifecycle
 from tests.conftest import study_jsonl
 
-FURTHER = ("harmless | forced_choice | Which output is more harmless?\n"
-           "# a comment line, ignored\n"
-           "acceptable | response_set | Which outputs could be sent as they are?\n"
-           "why | rationale | Why is the one you preferred better?\n"
-           "note | optional rationale | Anything else?")
+FURTHER = (
+    "harmless | forced_choice | Which output is more harmless?\n"
+    "# a comment line, ignored\n"
+    "acceptable | response_set | Which outputs could be sent as they are?\n"
+    "why | rationale | Why is the one you preferred better?\n"
+    "note | optional rationale | Anything else?"
+)
 
 
 def test_the_setting_is_read_line_by_line_and_refused_precisely():
     parsed = questions.parse(FURTHER)
     assert [(q.key, q.how, q.required, q.is_preference) for q in parsed] == [
-        ("harmless", "forced_choice", True, True), ("acceptable", "response_set", True, True),
-        ("why", "rationale", True, False), ("note", "optional rationale", False, False)]
+        ("harmless", "forced_choice", True, True),
+        ("acceptable", "response_set", True, True),
+        ("why", "rationale", True, False),
+        ("note", "optional rationale", False, False),
+    ]
     with pytest.raises(ValidationError) as bad:
-        questions.parse("Harm | forced_choice | Q?\nok | sometimes | Q?\nok | rationale\nx | rationale | A?\n"
-                        "x | rationale | B?")
+        questions.parse(
+            "Harm | forced_choice | Q?\nok | sometimes | Q?\nok | rationale\nx | rationale | A?\nx | rationale | B?"
+        )
     assert bad.value.messages == [
         "Line 1: the key 'Harm' must start with a lowercase letter and have only lowercase letters, digits and "
         "underscores (at most 40).",
         "Line 2: 'sometimes' is not a way to answer; use one of forced_choice, response_set, paired, "
         "preference_scale, rationale, optional rationale.",
         "Line 3: write 'key | how | question' (three parts separated by |).",
-        "Line 5: the key 'x' is used twice."]
+        "Line 5: the key 'x' is used twice.",
+    ]
 
 
 @pytest.fixture
@@ -50,8 +57,9 @@ def asked(researcher):
     from annotation.studies import creation
 
     study = creation.do_create_study(researcher, "asked", study_jsonl(n_items=6), "s.jsonl")
-    return lifecycle.do_update_settings(study, {"judgments_per_assignment": 5, "further_questions": FURTHER,
-                                                "raters_per_item": 2}, None)
+    return lifecycle.do_update_settings(
+        study, {"judgments_per_assignment": 5, "further_questions": FURTHER, "raters_per_item": 2}, None
+    )
 
 
 def assignment_of(study, name: str) -> Assignment:
@@ -61,8 +69,7 @@ def assignment_of(study, name: str) -> Assignment:
 
 def answer(pair, key: str, main: str, harmless: str, acceptable: frozenset, why: str = "Clearer.", note: str = ""):
     allocation.do_mark_shown(pair)
-    further = {"harmless": Answer(choice=harmless), "acceptable": Answer(response=acceptable), "why": why,
-               "note": note}
+    further = {"harmless": Answer(choice=harmless), "acceptable": Answer(response=acceptable), "why": why, "note": note}
     return recording.do_record_judgment(pair, idempotency_key=key, answer=Answer(choice=main), further=further)
 
 
@@ -72,8 +79,12 @@ def test_a_pair_is_answered_whole_with_every_question_in_model_coordinates(asked
     # a required question left out: nothing is stored
     allocation.do_mark_shown(pair)
     with pytest.raises(ServiceError, match="Answer the question 'Which output is more harmless\\?'"):
-        recording.do_record_judgment(pair, idempotency_key="k0", answer=Answer(choice="first"),
-                                     further={"acceptable": Answer(response=frozenset({"first"})), "why": "x"})
+        recording.do_record_judgment(
+            pair,
+            idempotency_key="k0",
+            answer=Answer(choice="first"),
+            further={"acceptable": Answer(response=frozenset({"first"})), "why": "x"},
+        )
     with pytest.raises(ServiceError, match="Answer the question 'Why is the one you preferred better\\?' in a few"):
         answer(pair, "k0", "first", "second", frozenset({"first"}), why="  ")
     with pytest.raises(ServiceError, match="Select at least one output"):
@@ -83,9 +94,11 @@ def test_a_pair_is_answered_whole_with_every_question_in_model_coordinates(asked
     j = recorded.judgment
     first, second = ("a", "b") if pair.a_shown_first else ("b", "a")
     assert j.choice == first
-    assert j.answers == {"harmless": {"choice": second, "response_set": None, "strength": None},
-                         "acceptable": {"choice": None, "response_set": ["a", "b"], "strength": None},
-                         "why": {"text": "It cites a source."}}  # the empty optional rationale is not stored
+    assert j.answers == {
+        "harmless": {"choice": second, "response_set": None, "strength": None},
+        "acceptable": {"choice": None, "response_set": ["a", "b"], "strength": None},
+        "why": {"text": "It cites a source."},
+    }  # the empty optional rationale is not stored
     again = answer(pair, "k1", "first", "first", frozenset({"first"}))  # a repeat stores nothing new
     assert not again.created and Judgment.objects.count() == 1
 
@@ -93,16 +106,23 @@ def test_a_pair_is_answered_whole_with_every_question_in_model_coordinates(asked
 def test_the_answers_are_exported_and_imported_back_exactly(asked, researcher_client):
     assignment = assignment_of(asked, "r1")
     for i, pair in enumerate(assignment.pairs.order_by("position")):
-        answer(pair, f"k{i}", "first", "second" if i % 2 else "first", frozenset({"first"}), why=f"Reason {i}.",
-               note="=cmd" if i == 0 else "")
+        answer(
+            pair,
+            f"k{i}",
+            "first",
+            "second" if i % 2 else "first",
+            frozenset({"first"}),
+            why=f"Reason {i}.",
+            note="=cmd" if i == 0 else "",
+        )
     for fmt in ("jsonl", "csv"):
-        exported = b"".join(researcher_client.get(reverse("judgments_export", args=[asked.pk, fmt]))
-                            .streaming_content)
+        exported = b"".join(researcher_client.get(reverse("judgments_export", args=[asked.pk, fmt])).streaming_content)
         if fmt == "jsonl":
             lines = [json.loads(x) for x in exported.decode().splitlines()]
-            systems = {j.idempotency_key: (j.pair.generation_a.system.name, j.pair.generation_b.system.name)
-                       for j in Judgment.objects.select_related("pair__generation_a__system",
-                                                                "pair__generation_b__system")}
+            systems = {
+                j.idempotency_key: (j.pair.generation_a.system.name, j.pair.generation_b.system.name)
+                for j in Judgment.objects.select_related("pair__generation_a__system", "pair__generation_b__system")
+            }
             for line in lines:
                 stored = Judgment.objects.get(idempotency_key=line["id"]).answers
                 names = dict(zip(("a", "b"), systems[line["id"]], strict=True))
@@ -118,13 +138,25 @@ def test_the_answers_are_exported_and_imported_back_exactly(asked, researcher_cl
 
 
 def test_an_import_is_refused_line_and_field_when_an_answer_is_wrong(asked):
-    base = {"item": "item-0", "system_a": "sys-a", "system_b": "sys-b", "shown_first": "sys-a", "rater": "p",
-            "rater_kind": "human", "choice": "sys-a"}
-    lines = [{**base, "id": "1", "answers": {"harm": {"choice": "sys-a"}}},
-             {**base, "id": "2", "answers": {"harmless": {"choice": "sys-c"}}},
-             {**base, "id": "3", "answers": {"why": {"text": ""}}},
-             {**base, "id": "4", "answers": {"harmless": {"choice": "sys-b", "response_set": ["sys-a"]},
-                                             "why": {"text": "ok"}}}]
+    base = {
+        "item": "item-0",
+        "system_a": "sys-a",
+        "system_b": "sys-b",
+        "shown_first": "sys-a",
+        "rater": "p",
+        "rater_kind": "human",
+        "choice": "sys-a",
+    }
+    lines = [
+        {**base, "id": "1", "answers": {"harm": {"choice": "sys-a"}}},
+        {**base, "id": "2", "answers": {"harmless": {"choice": "sys-c"}}},
+        {**base, "id": "3", "answers": {"why": {"text": ""}}},
+        {
+            **base,
+            "id": "4",
+            "answers": {"harmless": {"choice": "sys-b", "response_set": ["sys-a"]}, "why": {"text": "ok"}},
+        },
+    ]
     data = "".join(json.dumps(x) + "\n" for x in lines).encode()
     with pytest.raises(Exception) as refused:
         recording.do_import_judgments(asked, data, "j.jsonl")
@@ -142,8 +174,13 @@ def test_the_report_analyses_each_preference_question_on_its_own(asked, research
             assignment = assignment_of(asked, name)
             for i, pair in enumerate(assignment.pairs.order_by("position")):
                 a_first = pair.a_shown_first
-                answer(pair, f"{name}-{assignment.pk}-{i}", "first" if a_first else "second",
-                       "second" if a_first else "first", frozenset({"first", "second"}))
+                answer(
+                    pair,
+                    f"{name}-{assignment.pk}-{i}",
+                    "first" if a_first else "second",
+                    "second" if a_first else "first",
+                    frozenset({"first", "second"}),
+                )
     main = services.study_report(asked)
     harm = services.study_report(asked, Population(question="harmless"))
     assert main["question"] == {"key": None, "text": "Which output is better?", "how": "forced_choice"}
@@ -197,28 +234,41 @@ def test_a_rater_answers_every_question_on_the_rating_page(client, asked):
     # this question while the main one is the one unanswered: the server names the missing one and keeps the rest
     assert 'name="q-harmless-choice" value="first">' in page
     assert 'name="q-acceptable-response" value="second">' in page
-    assert 'name="q-why-text"' in page and "Anything else? <span class=\"muted\">(optional)</span>" in page
+    assert 'name="q-why-text"' in page and 'Anything else? <span class="muted">(optional)</span>' in page
     assert page.count('data-key="1"') == 1 and 'class="answer-bar has-further"' in page
-    base = {**form_of(page.encode()), "choice": "first", "q-harmless-choice": "second",
-            "q-acceptable-response": ["first", "second"]}
+    base = {
+        **form_of(page.encode()),
+        "choice": "first",
+        "q-harmless-choice": "second",
+        "q-acceptable-response": ["first", "second"],
+    }
     missing = client.post(rate_url(rater, assignment, True), {**base, "q-why-text": ""}, HTTP_HX_REQUEST="true")
-    assert "Answer the question &#x27;Why is the one you preferred better?&#x27; in a few words." in (
-        missing.content.decode()) and not Judgment.objects.exists()
+    assert (
+        "Answer the question &#x27;Why is the one you preferred better?&#x27; in a few words."
+        in (missing.content.decode())
+        and not Judgment.objects.exists()
+    )
     # a refused answer shows what was given again: a typed rationale is not lost
     unanswered = {k: v for k, v in base.items() if k != "q-harmless-choice"}
-    refused = client.post(rate_url(rater, assignment, True), {**unanswered, "q-why-text": "My <long> reason."},
-                          HTTP_HX_REQUEST="true").content.decode()
+    refused = client.post(
+        rate_url(rater, assignment, True), {**unanswered, "q-why-text": "My <long> reason."}, HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert "Which output is more harmless? Choose one of the options before submitting." in refused
     assert ">My &lt;long&gt; reason.</textarea>" in refused and not Judgment.objects.exists()
     assert 'name="q-acceptable-response" value="second" checked>' in refused
-    done = client.post(rate_url(rater, assignment, True), {**base, "q-why-text": " Shorter. ", "q-note-text": ""},
-                       HTTP_HX_REQUEST="true")
+    done = client.post(
+        rate_url(rater, assignment, True),
+        {**base, "q-why-text": " Shorter. ", "q-note-text": ""},
+        HTTP_HX_REQUEST="true",
+    )
     assert done.status_code == 200
     j = Judgment.objects.get()
     first, second = ("a", "b") if j.a_shown_first else ("b", "a")
     assert j.choice == first and j.answers == {
         "harmless": {"choice": second, "response_set": None, "strength": None},
-        "acceptable": {"choice": None, "response_set": ["a", "b"], "strength": None}, "why": {"text": "Shorter."}}
+        "acceptable": {"choice": None, "response_set": ["a", "b"], "strength": None},
+        "why": {"text": "Shorter."},
+    }
     assert "Pair 2 of 5" in done.content.decode()
 
 
@@ -227,11 +277,21 @@ def test_previews_show_the_further_questions_and_check_them(researcher_client, a
     first = researcher_client.get(url).content.decode()
     assert 'data-testid="further-questions"' in first and 'name="q-why-text"' in first
     seed = first.split('name="seed" value="')[1].split('"')[0]
-    refused = researcher_client.get(url, {"n": 1, "seed": seed, "choice": "first", "q-harmless-choice": "first",
-                                          "q-acceptable-response": "first"}).content.decode()
+    refused = researcher_client.get(
+        url, {"n": 1, "seed": seed, "choice": "first", "q-harmless-choice": "first", "q-acceptable-response": "first"}
+    ).content.decode()
     assert "Pair 1 of" in refused and "in a few words" in refused
-    accepted = researcher_client.get(url, {"n": 1, "seed": seed, "choice": "first", "q-harmless-choice": "first",
-                                           "q-acceptable-response": "first", "q-why-text": "x"}).content.decode()
+    accepted = researcher_client.get(
+        url,
+        {
+            "n": 1,
+            "seed": seed,
+            "choice": "first",
+            "q-harmless-choice": "first",
+            "q-acceptable-response": "first",
+            "q-why-text": "x",
+        },
+    ).content.decode()
     assert "Pair 2 of" in accepted and not Judgment.objects.exists()
 
 

@@ -38,8 +38,14 @@ def inputs_study(researcher, inputs: list[str], name: str = "from-inputs"):
 
 
 def add(study, server, name: str, model: str, **fields) -> SystemEndpoint:
-    defaults = {"base_url": server.base_url, "model": model, "api_key_env": "", "samples": 3, "max_retries": 3,
-                "timeout_seconds": 5.0}
+    defaults = {
+        "base_url": server.base_url,
+        "model": model,
+        "api_key_env": "",
+        "samples": 3,
+        "max_retries": 3,
+        "timeout_seconds": 5.0,
+    }
     return runner.do_add_endpoint_system(study, name, **{**defaults, **fields})
 
 
@@ -56,7 +62,9 @@ def test_a_file_of_inputs_alone_makes_a_study_with_items_and_no_systems(research
 def test_a_csv_of_inputs_alone_is_read_row_by_row():
     parsed = parse_study(b"item_id,input,reference\nq1,First?,one\nq2,Second?,\n", "inputs.csv")
     assert [(i.external_id, i.input, i.reference, i.outputs) for i in parsed.items] == [
-        ("q1", "First?", "one", {}), ("q2", "Second?", "", {})]
+        ("q1", "First?", "one", {}),
+        ("q2", "Second?", "", {}),
+    ]
     assert parsed.systems == []
     with pytest.raises(FormatError) as refused:
         parse_study(b"item_id,input,colour\nq1,First?,red\nq1,Again?,blue\n", "inputs.csv")
@@ -66,8 +74,11 @@ def test_a_csv_of_inputs_alone_is_read_row_by_row():
 
 
 def test_items_with_and_without_outputs_in_one_file_are_refused_on_their_lines():
-    lines = [{"id": "a", "input": "A?", "outputs": {"x": ["1"], "y": ["2"]}}, {"id": "b", "input": "B?"},
-             {"id": "c", "input": "C?", "outputs": None}]
+    lines = [
+        {"id": "a", "input": "A?", "outputs": {"x": ["1"], "y": ["2"]}},
+        {"id": "b", "input": "B?"},
+        {"id": "c", "input": "C?", "outputs": None},
+    ]
     with pytest.raises(FormatError) as refused:
         parse_study("".join(json.dumps(line) + "\n" for line in lines).encode(), "s.jsonl")
     said = str(refused.value)
@@ -81,8 +92,9 @@ def test_items_with_and_without_outputs_in_one_file_are_refused_on_their_lines()
 
 def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan(researcher, server):
     study = inputs_study(researcher, ["What is 2 + 2?", "Name a colour.", "Why is the sky blue?"])
-    terse = add(study, server, "terse", "gen-terse-1", seed=7, system_prompt="Be brief.", temperature=0.7,
-                max_tokens=64)
+    terse = add(
+        study, server, "terse", "gen-terse-1", seed=7, system_prompt="Be brief.", temperature=0.7, max_tokens=64
+    )
     verbose = add(study, server, "verbose", "gen-verbose-1")
     assert planning.systems_with_outputs(study) == []  # nothing generated yet: nothing to compare
 
@@ -92,15 +104,28 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
     # the requests: the system prompt first, the input, the seed plus the sample's index, the settings
     sent = sorted((b["messages"][-1]["content"], b["seed"]) for b in server.requests)
     assert sent == sorted((i.input, 7 + k) for i in study.items.all() for k in range(3))
-    assert all(b["messages"][0] == {"role": "system", "content": "Be brief."} and b["temperature"] == 0.7
-               and b["max_tokens"] == 64 and b["model"] == "gen-terse-1" for b in server.requests)
+    assert all(
+        b["messages"][0] == {"role": "system", "content": "Be brief."}
+        and b["temperature"] == 0.7
+        and b["max_tokens"] == 64
+        and b["model"] == "gen-terse-1"
+        for b in server.requests
+    )
     for g in Generation.objects.filter(system=terse.system).select_related("item"):
         assert g.text == generated_text("gen-terse-1", g.item.input, 7 + g.sample_index, 0)  # the reply, as sent
         p = g.provenance
         assert (p["endpoint"], p["model"], p["served_by"], p["finish_reason"]) == (
-            server.base_url, "gen-terse-1", "gen-terse-1", "stop")
-        assert p["parameters"] == {"temperature": 0.7, "max_tokens": 64, "system_prompt": "Be brief.",
-                                   "seed": 7 + g.sample_index}
+            server.base_url,
+            "gen-terse-1",
+            "gen-terse-1",
+            "stop",
+        )
+        assert p["parameters"] == {
+            "temperature": 0.7,
+            "max_tokens": 64,
+            "system_prompt": "Be brief.",
+            "seed": 7 + g.sample_index,
+        }
         assert p["completion_tokens"] == len(g.text.split()) and p["time"]
         assert g.call.status == "generated" and g.call.response["choices"][0]["message"]["content"] is None
 
@@ -119,20 +144,33 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
 
 
 def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(researcher, server):
-    study = inputs_study(researcher, ["[[always-429]] busy", "[[server-error]] once", "[[nul]] bad byte",
-                                      "[[filtered]] withheld", "[[empty]] nothing", "[[long]] rambling"])
+    study = inputs_study(
+        researcher,
+        [
+            "[[always-429]] busy",
+            "[[server-error]] once",
+            "[[nul]] bad byte",
+            "[[filtered]] withheld",
+            "[[empty]] nothing",
+            "[[long]] rambling",
+        ],
+    )
     endpoint = add(study, server, "flaky", "gen-flaky", samples=1, max_retries=1, max_tokens=5)
     runner.run(endpoint)
-    calls = {c.item.input.split()[0]: c
-             for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")}
+    calls = {
+        c.item.input.split()[0]: c for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")
+    }
     assert calls["[[always-429]]"].status == "failed" and "RateLimitError" in calls["[[always-429]]"].problem
     assert calls["[[server-error]]"].status == "generated"  # the client's retry mended it
     assert calls["[[nul]]"].status == "unusable" and "NUL" in calls["[[nul]]"].problem
     assert calls["[[filtered]]"].status == "unusable" and "content filter" in calls["[[filtered]]"].problem
     assert calls["[[empty]]"].status == "generated" and calls["[[empty]]"].generation.text == ""
     long = calls["[[long]]"].generation
-    assert long.provenance["finish_reason"] == "length" and "cut off at the token limit (5 tokens)" in \
-        long.provenance["notes"][0] and len(long.text.split()) == 5
+    assert (
+        long.provenance["finish_reason"] == "length"
+        and "cut off at the token limit (5 tokens)" in long.provenance["notes"][0]
+        and len(long.text.split()) == 5
+    )
     used = runner.usage(endpoint)
     assert (used.generated, used.unusable, used.failed, used.replies) == (3, 2, 1, 5)
     assert runner.remaining(endpoint) == 3 and planning.systems_with_outputs(study) == []
@@ -148,8 +186,10 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
     assert (again.replies, again.generated, again.unusable, again.failed) == (7, 3, 2, 1)
     # the re-asked inputs' words (the local server's prompt tokens), added
     assert again.prompt_tokens == used.prompt_tokens + len("[[nul]] bad byte [[filtered]] withheld".split())
-    assert "It began: 'before\\x00after'" in GenerationCall.objects.get(endpoint=endpoint, item__input__startswith=
-                                                                     "[[nul]]").problem
+    assert (
+        "It began: 'before\\x00after'"
+        in GenerationCall.objects.get(endpoint=endpoint, item__input__startswith="[[nul]]").problem
+    )
     assert GenerationCall.objects.filter(endpoint=endpoint).count() == 6  # one ledger row per output, updated
 
 
@@ -167,8 +207,9 @@ def test_a_stop_keeps_what_arrived_and_a_resume_asks_for_the_rest(researcher, se
     study = inputs_study(researcher, [f"Question {i}?" for i in range(6)])
     endpoint = add(study, server, "stopped", "gen-stopped", samples=2, max_concurrency=1)
     replies = []
-    result = runner.run(endpoint, progress=lambda done, total: replies.append(done),
-                        should_stop=lambda: len(replies) > 3)
+    result = runner.run(
+        endpoint, progress=lambda done, total: replies.append(done), should_stop=lambda: len(replies) > 3
+    )
     kept = Generation.objects.filter(system=endpoint.system).count()
     assert result.stopped and 0 < kept < 12
     assert runner.run(endpoint).recorded == 12 - kept
@@ -214,46 +255,146 @@ def test_adding_a_system_is_checked(researcher, server, settings):
 def test_generate_runs_to_the_end_and_a_second_call_generates_only_what_is_missing(researcher, server):
     inputs_study(researcher, ["One?", "Two?", "Three?"], name="cli")
     out = io.StringIO()
-    call_command("generate", "--study", "cli", "--system", "small", "--base-url", server.base_url, "--model",
-                 "gen-terse-cli", "--samples", "2", "--budget", "100", "--seed", "3", stdout=out, stderr=io.StringIO())
+    call_command(
+        "generate",
+        "--study",
+        "cli",
+        "--system",
+        "small",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "gen-terse-cli",
+        "--samples",
+        "2",
+        "--budget",
+        "100",
+        "--seed",
+        "3",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
     assert "6 generated" in out.getvalue() and "every item has 2 output(s)" in out.getvalue()
     assert len(server.requests) == 6
     out = io.StringIO()
-    call_command("generate", "--study", "cli", "--system", "small", "--base-url", server.base_url, "--model",
-                 "gen-terse-cli", "--samples", "3", stdout=out, stderr=io.StringIO())  # one more sample each
+    call_command(
+        "generate",
+        "--study",
+        "cli",
+        "--system",
+        "small",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "gen-terse-cli",
+        "--samples",
+        "3",
+        stdout=out,
+        stderr=io.StringIO(),
+    )  # one more sample each
     assert len(server.requests) == 9 and "9 generated" in out.getvalue()
     with pytest.raises(CommandError, match="generated otherwise .*model: 'gen-terse-cli' -> 'gen-other'"):
-        call_command("generate", "--study", "cli", "--system", "small", "--base-url", server.base_url, "--model",
-                     "gen-other", "--samples", "3", stdout=io.StringIO(), stderr=io.StringIO())
+        call_command(
+            "generate",
+            "--study",
+            "cli",
+            "--system",
+            "small",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "gen-other",
+            "--samples",
+            "3",
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
     assert len(server.requests) == 9
 
 
 def test_generate_says_when_the_budget_ends_the_run(researcher, server):
     inputs_study(researcher, ["One?", "Two?"], name="capped")
     with pytest.raises(CommandError, match=r"budget \(3\) is used up with 1 output\(s\) missing"):
-        call_command("generate", "--study", "capped", "--system", "s", "--base-url", server.base_url, "--model",
-                     "gen-s", "--samples", "2", "--budget", "3", stdout=io.StringIO(), stderr=io.StringIO())
-    call_command("generate", "--study", "capped", "--system", "s", "--base-url", server.base_url, "--model",
-                 "gen-s", "--samples", "2", "--budget", "4", stdout=io.StringIO(), stderr=io.StringIO())
+        call_command(
+            "generate",
+            "--study",
+            "capped",
+            "--system",
+            "s",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "gen-s",
+            "--samples",
+            "2",
+            "--budget",
+            "3",
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    call_command(
+        "generate",
+        "--study",
+        "capped",
+        "--system",
+        "s",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "gen-s",
+        "--samples",
+        "2",
+        "--budget",
+        "4",
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
     assert Generation.objects.filter(system__name="s").count() == 4
 
 
 def test_generate_refuses_a_system_with_imported_outputs(researcher, server):
-    lines = "".join(json.dumps({"id": f"i{i}", "input": f"Q{i}?", "outputs": {"a": ["x"], "b": ["y"]}}) + "\n"
-                    for i in range(2))
+    lines = "".join(
+        json.dumps({"id": f"i{i}", "input": f"Q{i}?", "outputs": {"a": ["x"], "b": ["y"]}}) + "\n" for i in range(2)
+    )
     creation.do_create_study(researcher, "imported", lines.encode(), "s.jsonl")
     with pytest.raises(CommandError, match="has imported outputs"):
-        call_command("generate", "--study", "imported", "--system", "a", "--base-url", server.base_url, "--model",
-                     "gen-a", "--samples", "1", stdout=io.StringIO(), stderr=io.StringIO())
+        call_command(
+            "generate",
+            "--study",
+            "imported",
+            "--system",
+            "a",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "gen-a",
+            "--samples",
+            "1",
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Every page of a study that has no systems yet, and one with a single generated system
 
 
-PAGES = ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
-         "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk", "judges",
-         "review_queue", "systems")  # tests/browser/test_accessibility.py's list of a study's GET pages
+PAGES = (
+    "study_detail",
+    "report",
+    "study_settings",
+    "separability",
+    "external_links",
+    "study_items",
+    "study_preview",
+    "live_selection",
+    "study_delete",
+    "study_duplicate",
+    "rater_links_bulk",
+    "judges",
+    "review_queue",
+    "systems",
+)  # tests/browser/test_accessibility.py's list of a study's GET pages
 
 
 @pytest.mark.parametrize("systems", [0, 1], ids=["no-system", "one-generated-system"])
@@ -289,8 +430,9 @@ def test_untrusted_error_words_and_malformed_replies_are_kept_not_fatal(research
     study = inputs_study(researcher, ["[[nul-error]] bad words", "[[malformed-shape]] odd", "Fine?"])
     endpoint = add(study, server, "odd", "gen-odd", samples=1, max_retries=0)
     runner.run(endpoint)
-    calls = {c.item.input.split()[0]: c
-             for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")}
+    calls = {
+        c.item.input.split()[0]: c for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")
+    }
     assert calls["[[nul-error]]"].status == "failed" and "bad\ufffdgateway" in calls["[[nul-error]]"].problem
     assert calls["[[malformed-shape]]"].status == "unusable" and "malformed" in calls["[[malformed-shape]]"].problem
     assert calls["Fine?"].status == "generated"
@@ -303,18 +445,60 @@ def test_a_system_is_complete_only_with_every_sample_of_every_item(researcher, s
     study = inputs_study(researcher, ["One?", "Two?", "Three?"], name="lowered")
     quiet = {"stdout": io.StringIO(), "stderr": io.StringIO()}
     with pytest.raises(CommandError, match="budget"):
-        call_command("generate", "--study", "lowered", "--system", "a", "--base-url", server.base_url, "--model",
-                     "gen-a", "--samples", "3", "--budget", "6", "--concurrency", "1", **quiet)
+        call_command(
+            "generate",
+            "--study",
+            "lowered",
+            "--system",
+            "a",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "gen-a",
+            "--samples",
+            "3",
+            "--budget",
+            "6",
+            "--concurrency",
+            "1",
+            **quiet,
+        )
     endpoint = SystemEndpoint.objects.get(system__name="a")
     assert runner.remaining(endpoint) == 3  # items one and two whole, the third without any
     SystemEndpoint.objects.filter(pk=endpoint.pk).update(samples=2)  # K lowered: 6 outputs, but one item has none
     endpoint.refresh_from_db()
     assert runner.remaining(endpoint) == 2 and planning.systems_with_outputs(study) == []
-    call_command("generate", "--study", "lowered", "--system", "b", "--base-url", server.base_url, "--model",
-                 "gen-b", "--samples", "2", **quiet)  # b complete; a not: nothing compared, nothing fails
+    call_command(
+        "generate",
+        "--study",
+        "lowered",
+        "--system",
+        "b",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "gen-b",
+        "--samples",
+        "2",
+        **quiet,
+    )  # b complete; a not: nothing compared, nothing fails
     assert study.comparisons.count() == 0
-    call_command("generate", "--study", "lowered", "--system", "a", "--base-url", server.base_url, "--model",
-                 "gen-a", "--samples", "2", "--budget", "20", **quiet)
+    call_command(
+        "generate",
+        "--study",
+        "lowered",
+        "--system",
+        "a",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "gen-a",
+        "--samples",
+        "2",
+        "--budget",
+        "20",
+        **quiet,
+    )
     assert [(c.system_a.name, c.system_b.name) for c in study.comparisons.all()] == [("a", "b")]
 
 
@@ -323,8 +507,10 @@ def test_the_system_pairs_keep_their_sides_when_the_plan_is_rebuilt(researcher):
     a rebuild swapped A and B of some pairs, deleting them with their results."""
     from django.db import connection
 
-    lines = "".join(json.dumps({"id": f"i{i}", "input": f"Q{i}?", "outputs": {f"s{k:02d}": ["x"] for k in range(12)}})
-                    + "\n" for i in range(2))
+    lines = "".join(
+        json.dumps({"id": f"i{i}", "input": f"Q{i}?", "outputs": {f"s{k:02d}": ["x"] for k in range(12)}}) + "\n"
+        for i in range(2)
+    )
     study = creation.do_create_study(researcher, "many-systems", lines.encode(), "s.jsonl")
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -345,8 +531,9 @@ def test_a_duplicated_study_keeps_its_generated_systems_and_their_provenance(res
     assert sorted(copy.systems.values_list("name", flat=True)) == ["done", "later"]
     later = SystemEndpoint.objects.get(system__study=copy, system__name="later")
     assert later.model == "gen-later" and runner.remaining(later) == 4
-    assert all(g.provenance and g.provenance["model"] == "gen-done"
-               for g in Generation.objects.filter(system__study=copy))
+    assert all(
+        g.provenance and g.provenance["model"] == "gen-done" for g in Generation.objects.filter(system__study=copy)
+    )
     assert copy.comparisons.count() == 0  # 'later' is not complete: nothing to compare yet, and nothing failed
     runner.run(later)
     assert "rebuilt with the new system" in runner.do_include_if_complete(later)
@@ -360,27 +547,68 @@ def test_the_command_and_a_workers_run_exclude_each_other(researcher, server):
     endpoint = add(study, server, "s", "gen-s", samples=2)
     runner.do_start_generation(endpoint)  # queued for a worker
     with pytest.raises(CommandError, match="being generated now"):
-        call_command("generate", "--study", "busy", "--system", "s", "--base-url", server.base_url, "--model",
-                     "gen-s", "--samples", "2", stdout=io.StringIO(), stderr=io.StringIO())
+        call_command(
+            "generate",
+            "--study",
+            "busy",
+            "--system",
+            "s",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "gen-s",
+            "--samples",
+            "2",
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
     assert not server.requests
     runner.do_stop_generation(endpoint)  # stopped before a worker took it
-    call_command("generate", "--study", "busy", "--system", "s", "--base-url", server.base_url, "--model",
-                 "gen-s", "--samples", "2", stdout=io.StringIO(), stderr=io.StringIO())
+    call_command(
+        "generate",
+        "--study",
+        "busy",
+        "--system",
+        "s",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "gen-s",
+        "--samples",
+        "2",
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
     job = Job.objects.filter(kind="generate").first()
     assert job.params["foreground"] and job.status == Job.Status.DONE and "2 generated" in job.message
     tasks = list(study.tasks.values_list("pk", flat=True))
-    call_command("generate", "--study", "busy", "--system", "s", "--base-url", server.base_url, "--model",
-                 "gen-s", "--samples", "2", stdout=io.StringIO(), stderr=io.StringIO())
+    call_command(
+        "generate",
+        "--study",
+        "busy",
+        "--system",
+        "s",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "gen-s",
+        "--samples",
+        "2",
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
     assert list(study.tasks.values_list("pk", flat=True)) == tasks and len(server.requests) == 2  # nothing redone
 
 
 def test_generate_refuses_bad_options_by_name_and_keeps_nothing(researcher, server):
     inputs_study(researcher, ["One?"], name="options")
     base = ["generate", "--study", "options", "--system", "s", "--base-url", server.base_url, "--model", "gen-s"]
-    for extra, words in ((["--samples", "0"], "samples: Ensure this value is greater than or equal to 1"),
-                         (["--samples", "2", "--temperature", "9"], "temperature: Ensure this value is less than"),
-                         (["--samples", "2", "--price-input", "abc"], "argument --price-input: a price is a number"),
-                         (["--samples", "2", "--base-url", "http://10.0.0.5/v1"], "private or link-local")):
+    for extra, words in (
+        (["--samples", "0"], "samples: Ensure this value is greater than or equal to 1"),
+        (["--samples", "2", "--temperature", "9"], "temperature: Ensure this value is less than"),
+        (["--samples", "2", "--price-input", "abc"], "argument --price-input: a price is a number"),
+        (["--samples", "2", "--base-url", "http://10.0.0.5/v1"], "private or link-local"),
+    ):
         with pytest.raises(CommandError, match=words):
             call_command(*base, *extra, stdout=io.StringIO(), stderr=io.StringIO())
     assert not SystemEndpoint.objects.exists() and not server.requests

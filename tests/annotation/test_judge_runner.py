@@ -32,16 +32,32 @@ def study_with(researcher, inputs: list[str], name: str = "judged", **settings):
     """Two systems whose outputs differ in length from item to item (so the rule's verdicts differ)."""
     lines = []
     for i, text in enumerate(inputs):
-        lines.append(json.dumps({"id": f"item-{i}", "input": text, "outputs": {
-            "sys-a": [f"Answer a{i}." + " more" * (i % 3)], "sys-b": [f"Answer b{i}." + " more" * (2 - i % 3)]}}))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"item-{i}",
+                    "input": text,
+                    "outputs": {
+                        "sys-a": [f"Answer a{i}." + " more" * (i % 3)],
+                        "sys-b": [f"Answer b{i}." + " more" * (2 - i % 3)],
+                    },
+                }
+            )
+        )
     study = creation.do_create_study(researcher, name, ("\n".join(lines) + "\n").encode(), "s.jsonl")
-    return lifecycle.do_update_settings(study, {"pairs_per_assignment": 1, "judgments_per_assignment": 1,
-                                               **settings}, None)
+    return lifecycle.do_update_settings(
+        study, {"pairs_per_assignment": 1, "judgments_per_assignment": 1, **settings}, None
+    )
 
 
 def make_judge(study, server, **fields) -> Judge:
-    defaults = {"base_url": server.base_url, "model": "judge-model", "api_key_env": "", "max_retries": 3,
-                "timeout_seconds": 5.0}
+    defaults = {
+        "base_url": server.base_url,
+        "model": "judge-model",
+        "api_key_env": "",
+        "max_retries": 3,
+        "timeout_seconds": 5.0,
+    }
     return runner.do_create_judge(study, fields.pop("name", "local-judge"), **{**defaults, **fields})
 
 
@@ -56,10 +72,10 @@ def test_judges_every_shown_pair_in_both_orders(researcher, server):
     result = runner.run(judge)
     shown = set(TaskPair.objects.filter(task__study=study).values_list("pair_id", flat=True))
     assert len(shown) == 6 and result.recorded == 12 and not server.invalid
-    judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a",
-                                                                          "pair__generation_b")
+    judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a", "pair__generation_b")
     assert sorted((j.pair_id, j.a_shown_first) for j in judgments) == sorted(
-        (p, o) for p in shown for o in (True, False))
+        (p, o) for p in shown for o in (True, False)
+    )
     for j in judgments:  # the rule's verdict, stored in model coordinates
         first_wins = expected_first_wins(j.pair, j.a_shown_first)
         assert j.choice == orientation.to_model("first" if first_wins else "second", j.a_shown_first)
@@ -68,8 +84,9 @@ def test_judges_every_shown_pair_in_both_orders(researcher, server):
     assert (body["model"], body["temperature"], body["max_tokens"]) == ("judge-model", 0.3, 50)
     assert "logprobs" not in body
     used = runner.usage(judge)
-    assert used.judged == 12 and used.prompt_tokens == sum(len(b["messages"][0]["content"].split())
-                                                           for b in server.requests)
+    assert used.judged == 12 and used.prompt_tokens == sum(
+        len(b["messages"][0]["content"].split()) for b in server.requests
+    )
     assert judge.rater.kind == "judge" and judge.rater.source == "run"
 
 
@@ -79,19 +96,24 @@ def test_logprobs_give_probability_a(researcher, server):
     runner.run(judge)
     assert server.requests[0]["logprobs"] is True and server.requests[0]["top_logprobs"] == 5
     assert runner.usage(judge).unparseable == 2 and not server.statuses[500]  # a reply, not a crash
-    judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a",
-                                                                          "pair__generation_b")
+    judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a", "pair__generation_b")
     assert judgments.count() == 6
     for j in judgments:  # P(A) = P(first) of the rule (A: 0.98 p, B: 0.98 (1 - p)), flipped when B was first
-        first, second = orientation.in_display_order(j.pair.generation_a.text, j.pair.generation_b.text,
-                                                     j.a_shown_first)
-        assert j.probability_a == pytest.approx(orientation.probability_first(p_first(first, second),
-                                                                              j.a_shown_first))
+        first, second = orientation.in_display_order(
+            j.pair.generation_a.text, j.pair.generation_b.text, j.a_shown_first
+        )
+        assert j.probability_a == pytest.approx(orientation.probability_first(p_first(first, second), j.a_shown_first))
 
 
 def test_faults_retried_counted_and_shown(researcher, server):
-    inputs = ["[[rate-limit]] Q0?", "[[server-error]] Q1?", "[[malformed]] Q2?", "[[slow]] Q3?", "[[always-429]] Q4?",
-              "Q5?"]
+    inputs = [
+        "[[rate-limit]] Q0?",
+        "[[server-error]] Q1?",
+        "[[malformed]] Q2?",
+        "[[slow]] Q3?",
+        "[[always-429]] Q4?",
+        "Q5?",
+    ]
     study = study_with(researcher, inputs)
     # the slow first reply outlasts the timeout by far; every other reply is well inside it, however busy the
     # machine running the suite is
@@ -99,8 +121,10 @@ def test_faults_retried_counted_and_shown(researcher, server):
     judge = make_judge(study, server, timeout_seconds=2.0, max_retries=2)
     result = runner.run(judge)
     assert result.recorded == 12 and not server.invalid
-    calls = {(c.pair.item.input.split()[0], c.a_shown_first): c
-             for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
+    calls = {
+        (c.pair.item.input.split()[0], c.a_shown_first): c
+        for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")
+    }
     status = {key: c.status for key, c in calls.items()}
     for marker in ("[[rate-limit]]", "[[server-error]]", "[[slow]]"):  # mended by the client's retries
         assert status[(marker, True)] == status[(marker, False)] == "judged"
@@ -115,7 +139,9 @@ def test_faults_retried_counted_and_shown(researcher, server):
     # resuming asks only for the failed calls again (still 429: they stay failed, nothing else is touched)
     before = len(server.requests)
     assert [(p.item.input.split()[0], o) for p, o in runner.pending(judge)] == [
-        ("[[always-429]]", True), ("[[always-429]]", False)]
+        ("[[always-429]]", True),
+        ("[[always-429]]", False),
+    ]
     runner.run(judge)
     assert len(server.requests) - before == 2 * 3
     assert JudgeCall.objects.filter(judge=judge).count() == 12
@@ -273,8 +299,7 @@ def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, mon
     server.delay = 0.6
     judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server, max_concurrency=1)
     calls = []
-    result = runner.run(judge, progress=lambda done, total: calls.append(done),
-                              should_stop=lambda: len(calls) >= 3)
+    result = runner.run(judge, progress=lambda done, total: calls.append(done), should_stop=lambda: len(calls) >= 3)
     assert calls[:3] == [0, 0, 0]  # the start, then ticks before the first reply
     assert result.stopped and result.asked == 1 and result.recorded == 1 and len(server.requests) == 1
     assert list(JudgeCall.objects.filter(judge=judge).values_list("status", flat=True)) == ["failed"]
@@ -310,12 +335,21 @@ def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(rese
     assert run.details["inclusion"] == pytest.approx([pi[i] for i in run.items])
 
 
-@pytest.mark.parametrize("url", [
-    "http://169.254.169.254/latest/meta-data",  # cloud metadata (link-local)
-    "http://10.0.0.5:8000/v1", "http://192.168.1.1/v1", "http://172.16.0.1/v1",  # private networks
-    "http://2130706433:8765/v1", "http://0x7f000001:8765/v1", "http://127.1:8765/v1",  # loopback, other spellings
-    "http://[::1]:8765/v1", "http://[::ffff:127.0.0.1]:8765/v1", "http://0.0.0.0:8765/v1",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data",  # cloud metadata (link-local)
+        "http://10.0.0.5:8000/v1",
+        "http://192.168.1.1/v1",
+        "http://172.16.0.1/v1",  # private networks
+        "http://2130706433:8765/v1",
+        "http://0x7f000001:8765/v1",
+        "http://127.1:8765/v1",  # loopback, other spellings
+        "http://[::1]:8765/v1",
+        "http://[::ffff:127.0.0.1]:8765/v1",
+        "http://0.0.0.0:8765/v1",
+    ],
+)
 def test_a_judge_may_not_call_a_private_address_unless_the_operator_allows_it(researcher, server, settings, url):
     """Issue 26, SSRF: base URLs on loopback, private or link-local addresses, in any spelling, are refused when saved
     and before a run, with the same words for every one of them, unless the operator names the host."""
@@ -328,9 +362,12 @@ def test_a_judge_may_not_call_a_private_address_unless_the_operator_allows_it(re
 
 def test_urls_with_a_query_a_fragment_or_credentials_are_refused(researcher, server):
     study = study_with(researcher, ["Q0?"])
-    for url, words in ((server.base_url + "?path=/admin", "query"), (server.base_url + "#x", "fragment"),
-                       (server.base_url.replace("http://", "http://user:pw@"), "user name"),
-                       ("ftp://127.0.0.1/v1", "http:// or https://")):
+    for url, words in (
+        (server.base_url + "?path=/admin", "query"),
+        (server.base_url + "#x", "fragment"),
+        (server.base_url.replace("http://", "http://user:pw@"), "user name"),
+        ("ftp://127.0.0.1/v1", "http:// or https://"),
+    ):
         with pytest.raises(runner.JudgeError, match=words):
             make_judge(study, server, base_url=url)
 
@@ -365,8 +402,12 @@ def test_redirects_are_not_followed(researcher, server):
     bounce = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bounce)
     threading.Thread(target=bounce.serve_forever, daemon=True).start()
     try:
-        judge = make_judge(study_with(researcher, ["Q0?"]), server,
-                           base_url=f"http://127.0.0.1:{bounce.server_address[1]}/v1", max_retries=0)
+        judge = make_judge(
+            study_with(researcher, ["Q0?"]),
+            server,
+            base_url=f"http://127.0.0.1:{bounce.server_address[1]}/v1",
+            max_retries=0,
+        )
         runner.run(judge)
         assert server.requests == []  # the judge server behind the redirect saw nothing
         calls = JudgeCall.objects.filter(judge=judge)
@@ -385,8 +426,12 @@ def test_replies_the_judge_did_not_finish_or_that_say_two_things_are_unparseable
     judge = make_judge(study_with(researcher, inputs), server)
     runner.run(judge)
     calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
-    expected = {"[[cut]] Q0?": "cut off at the token limit", "[[two-verdicts]] Q1?": "more than one 'Verdict:' line",
-                "[[line-separator]] Q2?": "last line is not a 'Verdict:' line", "[[huge]] Q3?": "2,000,0"}
+    expected = {
+        "[[cut]] Q0?": "cut off at the token limit",
+        "[[two-verdicts]] Q1?": "more than one 'Verdict:' line",
+        "[[line-separator]] Q2?": "last line is not a 'Verdict:' line",
+        "[[huge]] Q3?": "2,000,0",
+    }
     for text, words in expected.items():
         call = calls[text]
         assert call.status == "unparseable" and words in call.problem and call.judgment is None, text
@@ -431,8 +476,13 @@ def test_a_request_that_never_ends_is_cut_off_at_its_total_time_limit(researcher
     (asked again on resume), and the run goes on with the other pairs."""
     import time
 
-    judge = make_judge(study_with(researcher, ["[[trickle]] Q0?", "Q1?"]), server, timeout_seconds=1.0,
-                       max_retries=0, max_concurrency=2)
+    judge = make_judge(
+        study_with(researcher, ["[[trickle]] Q0?", "Q1?"]),
+        server,
+        timeout_seconds=1.0,
+        max_retries=0,
+        max_concurrency=2,
+    )
     assert endpoints.request_limit(judge) == 1.0
     started = time.monotonic()
     result = runner.run(judge)
@@ -459,8 +509,7 @@ def test_stop_cuts_off_the_requests_in_flight_at_once(researcher, server):
     assert server.hung_up == 2
 
 
-def test_a_long_run_gives_the_worker_back_and_goes_on_in_a_job_queued_behind_the_others(researcher, server,
-                                                                                        settings):
+def test_a_long_run_gives_the_worker_back_and_goes_on_in_a_job_queued_behind_the_others(researcher, server, settings):
     """One judge must not hold the worker while other researchers' jobs wait: after its time slice a run stops
     sending, records what was out as failed, and queues its continuation behind the jobs already waiting."""
     settings.SEPLAB_JUDGE_SLICE_SECONDS = 0.0
@@ -534,8 +583,9 @@ def test_a_failed_run_leaves_only_redacted_words_in_the_task_result(researcher, 
 def test_untrusted_error_words_and_malformed_replies_do_not_end_the_run(researcher, server):
     """An error message holding a NUL (PostgreSQL refuses it) and a 200 reply that is no chat completion are kept as
     a failed call and an unparseable one; the other pairs are judged."""
-    judge = make_judge(study_with(researcher, ["[[nul-error]] Q0?", "[[malformed-shape]] Q1?", "Q2?"]), server,
-                       max_retries=0)
+    judge = make_judge(
+        study_with(researcher, ["[[nul-error]] Q0?", "[[malformed-shape]] Q1?", "Q2?"]), server, max_retries=0
+    )
     runner.run(judge)
     calls = {}
     for call in JudgeCall.objects.filter(judge=judge).select_related("pair__item"):

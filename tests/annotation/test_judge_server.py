@@ -10,8 +10,13 @@ from tests.judge_server import OUTPUTS
 def test_both_outputs_are_read_whole_from_the_default_prompt():
     first = "First paragraph of A.\n\nSecond paragraph of A, a little longer."
     second = "B begins.\n\n- a list item\n- another\n\nB ends here, after two blank lines."
-    prompt = prompts.DEFAULT_TEMPLATE.format(question="Which is better?", input="Say hi.", first=first,
-                                             second=second, answer_format="Verdict: A | Verdict: B")
+    prompt = prompts.DEFAULT_TEMPLATE.format(
+        question="Which is better?",
+        input="Say hi.",
+        first=first,
+        second=second,
+        answer_format="Verdict: A | Verdict: B",
+    )
     found = OUTPUTS.search(prompt)
     assert (found["first"], found["second"]) == (first, second)
     # a custom template without the closing instruction: B runs to the end

@@ -21,10 +21,23 @@ def server():
 
 
 def form_data(server, **changes) -> dict:
-    data = {"name": "gpt-local", "base_url": server.base_url, "model": "m", "api_key_env": "", "api_key": KEY,
-            "prompt_template": prompts.DEFAULT_TEMPLATE, "temperature": "0", "max_tokens": "100",
-            "scope": "shown", "max_concurrency": "2", "request_budget": "100", "timeout_seconds": "5",
-            "max_retries": "2", "price_input": "2.5", "price_output": "10"}
+    data = {
+        "name": "gpt-local",
+        "base_url": server.base_url,
+        "model": "m",
+        "api_key_env": "",
+        "api_key": KEY,
+        "prompt_template": prompts.DEFAULT_TEMPLATE,
+        "temperature": "0",
+        "max_tokens": "100",
+        "scope": "shown",
+        "max_concurrency": "2",
+        "request_budget": "100",
+        "timeout_seconds": "5",
+        "max_retries": "2",
+        "price_input": "2.5",
+        "price_output": "10",
+    }
     return {**data, **changes}
 
 
@@ -33,8 +46,9 @@ def test_add_judge_validates_and_never_shows_the_key(researcher_client, research
     url = reverse("judges", args=[study.pk])
     page = researcher_client.get(url)
     assert b"No judges yet" in page.content and b"Verdict: A | Verdict: B | Verdict: Tie" in page.content
-    bad = researcher_client.post(url, form_data(server, prompt_template="Compare {first} and {second}",
-                                                temperature="3", base_url="not a url"))
+    bad = researcher_client.post(
+        url, form_data(server, prompt_template="Compare {first} and {second}", temperature="3", base_url="not a url")
+    )
     assert bad.status_code == 200 and not Judge.objects.exists()
     text = bad.content.decode()
     assert "must contain {input}, {answer_format}" in text and "less than or equal to 2.0" in text
@@ -87,8 +101,11 @@ def test_start_progress_stop_resume_over_http(researcher_client, researcher, ser
     assert job.status == "stopped" and "Resume to go on" in job.message
     asked = JudgeCall.objects.filter(judge=judge)
     settled = asked.exclude(status="failed").count()  # replies that came back; what was still out was cut off
-    assert 1 <= asked.count() <= 2 and set(asked.values_list("status", flat=True)) <= {"judged", "unparseable",
-                                                                                       "failed"}
+    assert 1 <= asked.count() <= 2 and set(asked.values_list("status", flat=True)) <= {
+        "judged",
+        "unparseable",
+        "failed",
+    }
     page = researcher_client.get(detail).content.decode()
     assert f"Resume ({6 - settled} request" in page
     researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]))
@@ -107,8 +124,11 @@ def test_judge_pages_belong_to_the_owner(client, other_researcher, researcher, s
     study = study_with(researcher, ["Q0?"])
     judge = runner.do_create_judge(study, "j", base_url=server.base_url, model="m")
     client.force_login(other_researcher)
-    for url in (reverse("judges", args=[study.pk]), reverse("judge_detail", args=[study.pk, judge.pk]),
-                reverse("judge_progress", args=[study.pk, judge.pk])):
+    for url in (
+        reverse("judges", args=[study.pk]),
+        reverse("judge_detail", args=[study.pk, judge.pk]),
+        reverse("judge_progress", args=[study.pk, judge.pk]),
+    ):
         assert client.get(url).status_code == 404
     assert client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"])).status_code == 404
     assert not Job.objects.exists()

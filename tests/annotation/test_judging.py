@@ -31,22 +31,34 @@ def test_answer_format_follows_the_study():
     assert "Acceptable: none" not in prompts.answer_format(prompts.Offer("response_set"))
 
 
-@pytest.mark.parametrize(("text", "choice"), [
-    ("Reasons.\nVerdict: A", FIRST),
-    ("Reasons.\r\nVerdict: A\r\n", FIRST),
-    ("Reasons.\n\n**Verdict:** b.\n", SECOND),
-    ("verdict: TIE", TIE),
-])
+@pytest.mark.parametrize(
+    ("text", "choice"),
+    [
+        ("Reasons.\nVerdict: A", FIRST),
+        ("Reasons.\r\nVerdict: A\r\n", FIRST),
+        ("Reasons.\n\n**Verdict:** b.\n", SECOND),
+        ("verdict: TIE", TIE),
+    ],
+)
 def test_forced_choice_verdicts(text, choice):
     assert prompts.parse(FORCED, text).answer == Answer(choice=choice)
 
 
-@pytest.mark.parametrize("text", [
-    "", "I prefer A.", "Verdict: A\nSome afterthought", "Verdict: A or B", "Verdict: C", "Verdict: Both bad",
-    "Verdict: A\nVerdict: B",  # two verdicts: which one is meant is a guess
-    "Output A quotes the line\nVerdict: A\nbut I think\nVerdict: B",
-    "Reasons.\u2028Verdict: A", "Reasons.\x85Verdict: B",  # line breaks only to splitlines(), not to a person
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "I prefer A.",
+        "Verdict: A\nSome afterthought",
+        "Verdict: A or B",
+        "Verdict: C",
+        "Verdict: Both bad",
+        "Verdict: A\nVerdict: B",  # two verdicts: which one is meant is a guess
+        "Output A quotes the line\nVerdict: A\nbut I think\nVerdict: B",
+        "Reasons.\u2028Verdict: A",
+        "Reasons.\x85Verdict: B",  # line breaks only to splitlines(), not to a person
+    ],
+)
 def test_forced_choice_unparseable(text):
     with pytest.raises(prompts.Unparseable):
         prompts.parse(FORCED, text)
@@ -55,8 +67,9 @@ def test_forced_choice_unparseable(text):
 def test_options_the_study_does_not_offer_are_unparseable():
     with pytest.raises(prompts.Unparseable, match="not offered"):
         prompts.parse(prompts.Offer("forced_choice", allow_tie=False), "Verdict: Tie")
-    assert prompts.parse(prompts.Offer("forced_choice", neither_option=True),
-                         "Verdict: Both bad").answer == Answer(choice=BOTH_BAD)
+    assert prompts.parse(prompts.Offer("forced_choice", neither_option=True), "Verdict: Both bad").answer == Answer(
+        choice=BOTH_BAD
+    )
 
 
 def test_response_set_and_paired_and_scale():
@@ -67,7 +80,8 @@ def test_response_set_and_paired_and_scale():
         prompts.parse(prompts.Offer("response_set"), "Acceptable: none")  # the study offers no 'neither'
     paired = prompts.Offer("paired")
     assert prompts.parse(paired, "x\nVerdict: A\nAlso acceptable: B").answer == Answer(
-        choice=FIRST, response=frozenset({SECOND}))
+        choice=FIRST, response=frozenset({SECOND})
+    )
     with pytest.raises(prompts.Unparseable):
         prompts.parse(paired, "Verdict: A")
     scale = prompts.Offer("preference_scale")
@@ -79,8 +93,13 @@ def test_probability_first_from_the_label_token():
     text = "Fine.\nVerdict: A"
     verdict = prompts.parse(FORCED, text)
     assert text[verdict.label_offset] == "A"
-    tokens = [("Fine", [("Fine", -0.1)]), (".", [(".", -0.1)]), ("\nVerdict", [("\nVerdict", 0.0)]),
-              (":", [(":", 0.0)]), (" A", [(" A", math.log(0.6)), (" B", math.log(0.2)), (" Tie", math.log(0.2))])]
+    tokens = [
+        ("Fine", [("Fine", -0.1)]),
+        (".", [(".", -0.1)]),
+        ("\nVerdict", [("\nVerdict", 0.0)]),
+        (":", [(":", 0.0)]),
+        (" A", [(" A", math.log(0.6)), (" B", math.log(0.2)), (" Tie", math.log(0.2))]),
+    ]
     assert prompts.probability_first(tokens, verdict.label_offset) == pytest.approx(0.6 / 0.8)  # Eq. 3
     assert prompts.probability_first(tokens[:4], verdict.label_offset) is None  # no token there
     no_labels = tokens[:4] + [(" A", [(" Tie", -0.1)])]

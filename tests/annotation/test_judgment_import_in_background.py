@@ -21,8 +21,18 @@ from annotation.studies import creation
 def judgment_file(n: int, bad_line: int | None = None) -> bytes:
     lines = []
     for k in range(n):
-        line = {"id": f"j{k}", "item": f"item-{k % 4}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-                "sample_b": 0, "shown_first": "sys-a", "rater": f"r{k // 4}", "rater_kind": "human", "choice": "sys-a"}
+        line = {
+            "id": f"j{k}",
+            "item": f"item-{k % 4}",
+            "system_a": "sys-a",
+            "sample_a": 0,
+            "system_b": "sys-b",
+            "sample_b": 0,
+            "shown_first": "sys-a",
+            "rater": f"r{k // 4}",
+            "rater_kind": "human",
+            "choice": "sys-a",
+        }
         if k == bad_line:
             line["choice"] = "sys-z"
         lines.append(json.dumps(line))
@@ -36,8 +46,9 @@ def small_limits(monkeypatch):
 
 
 def upload(client, study, data: bytes):
-    return client.post(reverse("judgments_import", args=[study.pk]),
-                       {"file": SimpleUploadedFile("j.jsonl", data)}, follow=True)
+    return client.post(
+        reverse("judgments_import", args=[study.pk]), {"file": SimpleUploadedFile("j.jsonl", data)}, follow=True
+    )
 
 
 def test_a_large_file_is_checked_in_the_request_and_imported_by_the_worker(researcher_client, study, small_limits):
@@ -75,7 +86,7 @@ def test_a_step_that_fails_leaves_nothing_of_the_file(researcher_client, study, 
     job.refresh_from_db()
     assert job.status == "failed" and "Nothing was imported" in job.message
     assert not Judgment.objects.exists()  # the first two steps (40 judgments) were deleted again
-    assert 'The judgments could not be imported' in researcher_client.get(study.get_absolute_url()).content.decode()
+    assert "The judgments could not be imported" in researcher_client.get(study.get_absolute_url()).content.decode()
 
 
 @pytest.mark.django_db(transaction=True)

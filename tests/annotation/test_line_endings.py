@@ -40,12 +40,14 @@ def test_a_judge_added_in_the_browser_sends_the_template_as_typed(researcher_cli
 
 def test_instructions_and_an_imported_study_keep_one_line_ending(researcher_client, researcher):
     study = study_with(researcher, ["Q0?"])
-    response = researcher_client.post(reverse("study_settings", args=[study.pk]),
-                                      settings_form(instructions="Read both.\r\n\r\nThen choose."))
+    response = researcher_client.post(
+        reverse("study_settings", args=[study.pk]), settings_form(instructions="Read both.\r\n\r\nThen choose.")
+    )
     assert response.status_code == 302
     assert Study.objects.get(pk=study.pk).instructions == "Read both.\n\nThen choose."
-    line = json.dumps({"id": "1", "input": "Say\r\nhi", "reference": "r\r\n",
-                       "outputs": {"a": ["x\r\ny"], "b": ["z\rw"]}})
+    line = json.dumps(
+        {"id": "1", "input": "Say\r\nhi", "reference": "r\r\n", "outputs": {"a": ["x\r\ny"], "b": ["z\rw"]}}
+    )
     parsed = formats.parse_study((line + "\r\n").encode(), "s.jsonl")
     item = parsed.items[0]
     assert (item.input, item.reference, item.outputs) == ("Say\nhi", "r\n", {"a": ["x\ny"], "b": ["z\nw"]})
@@ -56,10 +58,12 @@ def test_a_rejected_file_lists_its_warnings_with_its_problems():
     warning; a rejected file now lists everything a newcomer must look at, in line order."""
     import pytest
 
-    lines = [{"id": "1", "input": "Q1", "outputs": {"a": ["x"], "b": ["y"]}},
-             {"id": "2", "input": "", "outputs": {"a": ["x"], "b": ["y"]}},
-             {"id": "3", "input": "Q3", "outputs": {"a": [""], "b": ["y"]}},
-             {"id": "4", "input": "Q4", "outputs": {"a": ["x"], "b": "y"}}]
+    lines = [
+        {"id": "1", "input": "Q1", "outputs": {"a": ["x"], "b": ["y"]}},
+        {"id": "2", "input": "", "outputs": {"a": ["x"], "b": ["y"]}},
+        {"id": "3", "input": "Q3", "outputs": {"a": [""], "b": ["y"]}},
+        {"id": "4", "input": "Q4", "outputs": {"a": ["x"], "b": "y"}},
+    ]
     with pytest.raises(formats.FormatError) as caught:
         formats.parse_study("".join(json.dumps(x) + "\n" for x in lines).encode(), "s.jsonl")
     problems = caught.value.problems

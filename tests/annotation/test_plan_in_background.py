@@ -35,18 +35,22 @@ def no_embedding_in_the_request(monkeypatch):
         def counted(*args, **kwargs):
             calls["worker"] += 1
             return real(*args, **kwargs)
+
         monkeypatch.setattr(embedding, "embed_texts", counted)
         return calls
+
     return allow
 
 
-def test_saving_diffuse_with_a_budget_embeds_in_the_worker_not_in_the_request(researcher_client, researcher,
-                                                                              no_embedding_in_the_request):
+def test_saving_diffuse_with_a_budget_embeds_in_the_worker_not_in_the_request(
+    researcher_client, researcher, no_embedding_in_the_request
+):
     study = creation.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
     from tests.annotation.test_views import settings_form
 
-    response = researcher_client.post(reverse("study_settings", args=[study.pk]),
-                                      settings_form(selection_method="diffuse", budget=4), follow=True)
+    response = researcher_client.post(
+        reverse("study_settings", args=[study.pk]), settings_form(selection_method="diffuse", budget=4), follow=True
+    )
     page = response.content.decode()
     assert response.status_code == 200 and "The plan is being built in the background" in page
     assert 'data-testid="plan-job"' in page and not Task.objects.filter(study=study).exists()
@@ -66,11 +70,16 @@ def test_a_plan_that_needs_nothing_embedded_is_still_built_at_once(researcher, n
     assert Task.objects.filter(study=study).count() == 5 and not Job.objects.filter(kind="plan").exists()
 
 
-def test_a_failed_plan_says_why_and_a_newer_change_supersedes_an_older_job(researcher, researcher_client,
-                                                                           no_embedding_in_the_request):
+def test_a_failed_plan_says_why_and_a_newer_change_supersedes_an_older_job(
+    researcher, researcher_client, no_embedding_in_the_request
+):
     study = creation.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
-    lifecycle.do_update_settings(study, {"selection_method": "diffuse-threshold", "budget": 4,
-                                        "separability_threshold": 1.5}, None, background=True)
+    lifecycle.do_update_settings(
+        study,
+        {"selection_method": "diffuse-threshold", "budget": 4, "separability_threshold": 1.5},
+        None,
+        background=True,
+    )
     lifecycle.do_update_settings(study, {"selection_method": "diffuse", "budget": 3}, None, background=True)
     older, newer = Job.objects.filter(kind="plan").order_by("pk")
     no_embedding_in_the_request()
@@ -80,11 +89,24 @@ def test_a_failed_plan_says_why_and_a_newer_change_supersedes_an_older_job(resea
     run_job.call(newer.pk)
     assert Task.objects.filter(study=study).count() == 3
     # outputs nothing has embedded yet: the threshold leaves no item, which the worker finds and says
-    lines = "".join(json.dumps({"id": f"n{i}", "input": f"Q{i}", "outputs": {
-        "a": [f"A fresh answer number {i}."], "b": [f"Another fresh reply {i}."]}}) + "\n" for i in range(8))
+    lines = "".join(
+        json.dumps(
+            {
+                "id": f"n{i}",
+                "input": f"Q{i}",
+                "outputs": {"a": [f"A fresh answer number {i}."], "b": [f"Another fresh reply {i}."]},
+            }
+        )
+        + "\n"
+        for i in range(8)
+    )
     study = creation.do_create_study(researcher, "fresh", lines.encode(), "f.jsonl")
-    lifecycle.do_update_settings(study, {"selection_method": "diffuse-threshold", "separability_threshold": 2.0,
-                                        "budget": 4}, None, background=True)
+    lifecycle.do_update_settings(
+        study,
+        {"selection_method": "diffuse-threshold", "separability_threshold": 2.0, "budget": 4},
+        None,
+        background=True,
+    )
     failing = Job.objects.filter(kind="plan").order_by("-pk").first()
     with pytest.raises(jobs.JobFailed, match="separability"):  # the task fails, as django-tasks records it
         run_job.call(failing.pk)

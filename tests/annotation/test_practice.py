@@ -15,8 +15,12 @@ from annotation.studies import lifecycle
 
 
 def add_golds(study, n: int) -> list[GoldPair]:
-    return [GoldPair.objects.create(study=study, input=f"Gold input {i}.", good_output=f"Good answer {i}.",
-                                    bad_output=f"answer {i} good.") for i in range(n)]
+    return [
+        GoldPair.objects.create(
+            study=study, input=f"Gold input {i}.", good_output=f"Good answer {i}.", bad_output=f"answer {i} good."
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -125,8 +129,9 @@ def test_a_missing_answer_is_explained_and_nothing_is_stored(client, practising,
     assert not PracticeAnswer.objects.exists()
 
 
-def test_fewer_attention_checks_than_asked_practise_on_those_and_the_settings_say_so(client, researcher_client,
-                                                                                    study, rater):
+def test_fewer_attention_checks_than_asked_practise_on_those_and_the_settings_say_so(
+    client, researcher_client, study, rater
+):
     add_golds(study, 1)
     lifecycle.do_update_settings(study, {"practice_pairs": 3}, None)
     page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
@@ -136,8 +141,9 @@ def test_fewer_attention_checks_than_asked_practise_on_those_and_the_settings_sa
 
 def test_a_study_without_attention_checks_has_no_practice(client, researcher_client, study, rater):
     lifecycle.do_update_settings(study, {"practice_pairs": 2}, None)
-    assert "no attention checks yet" in researcher_client.get(reverse("study_settings", args=[study.pk])
-                                                              ).content.decode()
+    assert (
+        "no attention checks yet" in researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
+    )
     assert "/a/" in client.post(reverse("rater_start", args=[rater.token()]))["Location"]
 
 
@@ -150,8 +156,7 @@ def test_consent_comes_before_practice(client, practising, rater):
 
 def test_a_crowd_worker_practises_before_any_place_is_held_and_comes_back_to_their_work(client, practising):
     link = ExternalLink.objects.create(study=practising, platform="mturk")
-    params = {"assignmentId": "A1", "hitId": "H1", "workerId": "W1",
-              "turkSubmitTo": "https://workersandbox.mturk.com"}
+    params = {"assignmentId": "A1", "hitId": "H1", "workerId": "W1", "turkSubmitTo": "https://workersandbox.mturk.com"}
     entry = client.get(link.path(), params)
     worker = Rater.objects.get()
     assert entry.status_code == 302 and entry["Location"].startswith(reverse("rater_practice", args=[worker.token()]))
@@ -160,8 +165,9 @@ def test_a_crowd_worker_practises_before_any_place_is_held_and_comes_back_to_the
     for _ in range(2):
         page = client.get(url)
         after = re.search(r'name="next" value="([^"]*)"', page.content.decode()).group(1).replace("&amp;", "&")
-        client.post(reverse("rater_practice", args=[worker.token()]), {"gold": gold_of(page), "choice": "first",
-                                                                       "next": after})
+        client.post(
+            reverse("rater_practice", args=[worker.token()]), {"gold": gold_of(page), "choice": "first", "next": after}
+        )
     worker.refresh_from_db()
     assert worker.practice_done_at is not None
     back = client.get(after)  # "Start the real pairs" returns to the entry with the site's parameters
@@ -214,6 +220,8 @@ def test_nobody_practises_for_work_that_is_gone(client, practising, rater):
     response = client.post(reverse("rater_start", args=[rater.token()]))
     assert b"Nothing left to rate" in response.content and not PracticeAnswer.objects.exists()
     link = ExternalLink.objects.create(study=practising, platform="mturk")
-    entry = client.get(link.path(), {"assignmentId": "A1", "hitId": "H1", "workerId": "W1",
-                                     "turkSubmitTo": "https://workersandbox.mturk.com"})
+    entry = client.get(
+        link.path(),
+        {"assignmentId": "A1", "hitId": "H1", "workerId": "W1", "turkSubmitTo": "https://workersandbox.mturk.com"},
+    )
     assert b"Nothing left to rate" in entry.content

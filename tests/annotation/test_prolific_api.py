@@ -71,19 +71,37 @@ def test_sync_follows_pages_and_matches_sessions(prolific_server, study):
     base, routes, calls = prolific_server
     link = ExternalLink.objects.create(study=study, platform="prolific")
     session = sites.do_accept(link, sites.Arrival("prolific", "P1", "SUB1", "PS1"))
-    routes[("GET", "/api/v1/studies/PS1/submissions/")] = (200, {
-        "results": [{"id": "SUB1", "participant_id": "P1", "status": "AWAITING REVIEW",
-                     "study_code": session.assignment.completion_code}],
-        "_links": {"next": {"href": f"{base}/api/v1/studies/PS1/submissions/?page=2"}}})
-    routes[("GET", "/api/v1/studies/PS1/submissions/?page=2")] = (200, {
-        "results": [{"id": "SUB2", "participant_id": "P2", "status": "RETURNED", "study_code": ""}],
-        "_links": {"next": {"href": None}}})
+    routes[("GET", "/api/v1/studies/PS1/submissions/")] = (
+        200,
+        {
+            "results": [
+                {
+                    "id": "SUB1",
+                    "participant_id": "P1",
+                    "status": "AWAITING REVIEW",
+                    "study_code": session.assignment.completion_code,
+                }
+            ],
+            "_links": {"next": {"href": f"{base}/api/v1/studies/PS1/submissions/?page=2"}},
+        },
+    )
+    routes[("GET", "/api/v1/studies/PS1/submissions/?page=2")] = (
+        200,
+        {
+            "results": [{"id": "SUB2", "participant_id": "P2", "status": "RETURNED", "study_code": ""}],
+            "_links": {"next": {"href": None}},
+        },
+    )
     rows = json.loads(run("sync", "--study", "small", "--prolific-study", "PS1"))
-    assert [(r["submission_id"], r["code_matches"], r["answered"]) for r in rows] == [("SUB1", True, False),
-                                                                                       ("SUB2", False, False)]
+    assert [(r["submission_id"], r["code_matches"], r["answered"]) for r in rows] == [
+        ("SUB1", True, False),
+        ("SUB2", False, False),
+    ]
     assert WorkerSession.objects.get(session_key="SUB1").platform_status == "AWAITING REVIEW"
-    assert [c[:2] for c in calls] == [("GET", "/api/v1/studies/PS1/submissions/"),
-                                      ("GET", "/api/v1/studies/PS1/submissions/?page=2")]
+    assert [c[:2] for c in calls] == [
+        ("GET", "/api/v1/studies/PS1/submissions/"),
+        ("GET", "/api/v1/studies/PS1/submissions/?page=2"),
+    ]
 
 
 def test_approve_and_reject_send_the_documented_transitions(prolific_server):
@@ -91,13 +109,19 @@ def test_approve_and_reject_send_the_documented_transitions(prolific_server):
     routes[("POST", "/api/v1/submissions/SUB1/transition/")] = (200, {"id": "SUB1", "status": "APPROVED"})
     routes[("POST", "/api/v1/submissions/SUB2/transition/")] = (200, {"id": "SUB2", "status": "REJECTED"})
     assert "Approved SUB1" in run("approve", "--submission", "SUB1")
-    message = "The attention checks in this task were answered incorrectly, which means the answers cannot be " \
-              "used; thank you for your time."
-    assert "Rejected SUB2" in run("reject", "--submission", "SUB2", "--message", message, "--category",
-                                  "FAILED_CHECK")
-    assert calls == [("POST", "/api/v1/submissions/SUB1/transition/", {"action": "APPROVE"}),
-                     ("POST", "/api/v1/submissions/SUB2/transition/",
-                      {"action": "REJECT", "message": message, "rejection_category": "FAILED_CHECK"})]
+    message = (
+        "The attention checks in this task were answered incorrectly, which means the answers cannot be "
+        "used; thank you for your time."
+    )
+    assert "Rejected SUB2" in run("reject", "--submission", "SUB2", "--message", message, "--category", "FAILED_CHECK")
+    assert calls == [
+        ("POST", "/api/v1/submissions/SUB1/transition/", {"action": "APPROVE"}),
+        (
+            "POST",
+            "/api/v1/submissions/SUB2/transition/",
+            {"action": "REJECT", "message": message, "rejection_category": "FAILED_CHECK"},
+        ),
+    ]
 
 
 def test_rejections_need_a_real_explanation(prolific_server):

@@ -61,8 +61,9 @@ def test_a_rater_judges_a_pair_without_javascript(client, rater):
 def test_htmx_submits_swap_in_the_next_pair(client, rater):
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment))
-    response = client.post(rate_url(rater, assignment, True), {**form_of(page.content), "choice": "second"},
-                           HTTP_HX_REQUEST="true")
+    response = client.post(
+        rate_url(rater, assignment, True), {**form_of(page.content), "choice": "second"}, HTTP_HX_REQUEST="true"
+    )
     assert response.status_code == 200 and "HX-Trigger" not in response  # no event nobody listens to
     assert b"<html" not in response.content and b'id="rating"' in response.content
     assert b"Pair 2 of 5" in response.content
@@ -107,7 +108,8 @@ def test_the_assignment_ends_with_a_completion_code_and_more_work(client, rater)
     following = start(client, rater)
     assert following.pk != assignment.pk
     assert not set(following.places.values_list("item_id", flat=True)) & set(
-        assignment.places.values_list("item_id", flat=True))
+        assignment.places.values_list("item_id", flat=True)
+    )
 
 
 def test_a_rater_with_nothing_left_is_thanked(client, study):
@@ -126,8 +128,9 @@ def test_a_rater_cannot_see_or_submit_another_raters_assignment(client, study, r
     theirs = allocation.do_start_assignment(other)
     assert client.get(reverse("rate", args=[rater.token(), theirs.pk])).status_code == 404
     their_pair = theirs.pairs.first()
-    response = client.post(reverse("rate_submit", args=[rater.token(), theirs.pk]),
-                           {"pair": their_pair.pk, "key": "k", "choice": "first"})
+    response = client.post(
+        reverse("rate_submit", args=[rater.token(), theirs.pk]), {"pair": their_pair.pk, "key": "k", "choice": "first"}
+    )
     assert response.status_code == 404
     mine = start(client, rater)
     response = client.post(rate_url(rater, mine, True), {"pair": their_pair.pk, "key": "k", "choice": "first"})
@@ -155,8 +158,11 @@ def test_a_rater_cannot_open_researcher_pages(client, study, rater):
 
 
 def test_outputs_are_escaped_and_keep_their_whitespace(client, researcher):
-    line = {"id": "x", "input": "Input", "outputs": {
-        "a": ["<script>alert(1)</script>\n\n  second line"], "b": ["<img src=x onerror=alert(2)>"]}}
+    line = {
+        "id": "x",
+        "input": "Input",
+        "outputs": {"a": ["<script>alert(1)</script>\n\n  second line"], "b": ["<img src=x onerror=alert(2)>"]},
+    }
     study = creation.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
     rater = enrolment.do_create_rater_link(study, "r")
     assignment = start(client, rater)
@@ -200,8 +206,11 @@ def test_a_submit_runs_a_fixed_number_of_queries(client, rater):
     with CaptureQueriesContext(connection) as captured:
         response = client.post(rate_url(rater, assignment, submit=True), {**fields, "choice": "first"})
     assert response.status_code == 302
-    assert statements(captured) == ["SELECT annotation_assignmentpair", "UPDATE annotation_assignment",
-                                    "INSERT annotation_judgment"]
+    assert statements(captured) == [
+        "SELECT annotation_assignmentpair",
+        "UPDATE annotation_assignment",
+        "INSERT annotation_judgment",
+    ]
     assert Judgment.objects.filter(assignment=assignment, idempotency_key=fields["key"]).count() == 1
 
 
@@ -213,12 +222,17 @@ def test_an_htmx_submit_records_and_returns_the_next_pair_in_a_fixed_number_of_q
     assignment = start(client, rater)
     fields = form_of(client.get(rate_url(rater, assignment)).content)
     with CaptureQueriesContext(connection) as captured:
-        response = client.post(rate_url(rater, assignment, submit=True), {**fields, "choice": "first"},
-                               HTTP_HX_REQUEST="true")
+        response = client.post(
+            rate_url(rater, assignment, submit=True), {**fields, "choice": "first"}, HTTP_HX_REQUEST="true"
+        )
     assert response.status_code == 200 and b"<html" not in response.content
     assert b"Pair 2 of 5" in response.content
-    assert statements(captured) == ["SELECT annotation_assignmentpair", "UPDATE annotation_assignment",
-                                    "INSERT annotation_judgment", "UPDATE annotation_assignmentpair"]
+    assert statements(captured) == [
+        "SELECT annotation_assignmentpair",
+        "UPDATE annotation_assignment",
+        "INSERT annotation_judgment",
+        "UPDATE annotation_assignmentpair",
+    ]
     assert Judgment.objects.filter(assignment=assignment, idempotency_key=fields["key"]).count() == 1
     assert AssignmentPair.objects.get(assignment=assignment, position=1).shown_at is not None
 
@@ -290,27 +304,39 @@ def test_an_optional_comment_is_stored_with_the_judgment_and_exported(client, st
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment)).content
     assert b'<textarea name="comment" id="id_comment"' in page
-    client.post(rate_url(rater, assignment, True), {**form_of(page), "choice": "first",
-                                                    "comment": "  Output 2 invents a citation.  "})
+    client.post(
+        rate_url(rater, assignment, True),
+        {**form_of(page), "choice": "first", "comment": "  Output 2 invents a citation.  "},
+    )
     page = client.get(rate_url(rater, assignment)).content
     client.post(rate_url(rater, assignment, True), {**form_of(page), "choice": "second"})  # none: fine
-    too_long = client.post(rate_url(rater, assignment, True),
-                           {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "tie",
-                            "comment": "x" * 2001})
+    too_long = client.post(
+        rate_url(rater, assignment, True),
+        {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "tie", "comment": "x" * 2001},
+    )
     assert too_long.status_code == 400 and Judgment.objects.count() == 2
     assert list(Judgment.objects.order_by("id").values_list("comment", flat=True)) == [
-        "Output 2 invents a citation.", ""]
-    lines = [json.loads(x) for x in researcher_client.get(
-        reverse("judgments_export", args=[study.pk, "jsonl"])).getvalue().decode().splitlines()]
+        "Output 2 invents a citation.",
+        "",
+    ]
+    lines = [
+        json.loads(x)
+        for x in researcher_client.get(reverse("judgments_export", args=[study.pk, "jsonl"]))
+        .getvalue()
+        .decode()
+        .splitlines()
+    ]
     assert [x["comment"] for x in lines] == ["Output 2 invents a citation.", None]
 
 
-def test_the_previous_answer_can_be_revised_once_per_submit_and_the_old_one_is_kept(client, study, rater,
-                                                                                   researcher_client):
+def test_the_previous_answer_can_be_revised_once_per_submit_and_the_old_one_is_kept(
+    client, study, rater, researcher_client
+):
     assignment = start(client, rater)
     first = client.get(rate_url(rater, assignment)).content
-    response = client.post(rate_url(rater, assignment, True), {**form_of(first), "choice": "first"},
-                           HTTP_HX_REQUEST="true")
+    response = client.post(
+        rate_url(rater, assignment, True), {**form_of(first), "choice": "first"}, HTTP_HX_REQUEST="true"
+    )
     page = response.content.decode()
     assert "Pair 2 of 5" in page and 'data-testid="revise-link"' in page
     pair_1 = AssignmentPair.objects.get(assignment=assignment, position=0)
@@ -325,9 +351,15 @@ def test_the_previous_answer_can_be_revised_once_per_submit_and_the_old_one_is_k
     assert (old.revised, old.assignment_pair_id, new.revised, new.assignment_pair_id) == (True, None, False, pair_1.pk)
     assert {old.choice, new.choice} == {"a", "b"} and Assignment.objects.get(pk=assignment.pk).answered == 1
     from analytics import services as analytics_services
+
     assert [r.choice for r in analytics_services.load_rows(study)] == [new.choice]  # the replaced one is not analysed
-    lines = [json.loads(x) for x in researcher_client.get(
-        reverse("judgments_export", args=[study.pk, "jsonl"])).getvalue().decode().splitlines()]
+    lines = [
+        json.loads(x)
+        for x in researcher_client.get(reverse("judgments_export", args=[study.pk, "jsonl"]))
+        .getvalue()
+        .decode()
+        .splitlines()
+    ]
     assert [x["revised"] for x in lines] == [True, False]
 
 
@@ -338,8 +370,11 @@ def test_a_finished_assignment_cannot_be_revised(study, rater):
         allocation.do_mark_shown(pair)  # as the rating page does before an answer
         recording.do_record_judgment(pair, idempotency_key=f"k{n}", answer=Answer(choice="first"))
     with pytest.raises(ServiceError, match="finished"):
-        recording.do_revise_judgment(AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),
-                                 idempotency_key="r", answer=Answer(choice="second"))
+        recording.do_revise_judgment(
+            AssignmentPair.objects.select_related("assignment__study").get(pk=pairs[0].pk),
+            idempotency_key="r",
+            answer=Answer(choice="second"),
+        )
     assert not Judgment.objects.filter(revised=True).exists()
 
 
@@ -347,8 +382,7 @@ def test_a_skipped_item_is_a_skip_not_a_judgment_and_its_place_returns_to_the_qu
     from annotation.models import Skip, Task
 
     study = creation.do_create_study(researcher, "skippy", study_jsonl(4, k=1), "s.jsonl")
-    lifecycle.do_update_settings(study, {"allow_skip": True, "raters_per_item": 1, "judgments_per_assignment": 3},
-                                None)
+    lifecycle.do_update_settings(study, {"allow_skip": True, "raters_per_item": 1, "judgments_per_assignment": 3}, None)
     rater = enrolment.do_create_rater_link(study, "skipper")
     assignment = start(client, rater)
     page = client.get(rate_url(rater, assignment)).content
@@ -367,6 +401,7 @@ def test_a_skipped_item_is_a_skip_not_a_judgment_and_its_place_returns_to_the_qu
     other = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "other"))
     assert skipped_item in set(other.places.values_list("item_id", flat=True))
     from analytics import services as analytics_services
+
     judgments = analytics_services.study_report(study)["judgments"]
     assert (judgments["total"], judgments["skipped"]) == (0, {"cannot_judge": 1})  # apart from judgments
     assert [r.n_skipped for r in monitoring.rater_progress(study) if r.external_id == "skipper"] == [1]

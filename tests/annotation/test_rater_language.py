@@ -115,8 +115,9 @@ def german(study) -> Study:
     """A study whose raters read German, with every step a rater can meet: consent, practice, skip, comment, a tie
     and "both are bad", further questions."""
     for i in range(3):
-        GoldPair.objects.create(study=study, input=f"Goldeingabe {i}.", good_output=f"Gute Antwort {i}.",
-                                bad_output=f"Antwort {i} gute.")
+        GoldPair.objects.create(
+            study=study, input=f"Goldeingabe {i}.", good_output=f"Gute Antwort {i}.", bad_output=f"Antwort {i} gute."
+        )
     return lifecycle.do_update_settings(study, {**RESEARCHER, "raters_language": "de", "practice_pairs": 2}, None)
 
 
@@ -124,8 +125,19 @@ def researcher_texts(study: Study) -> list[str]:
     """What the page shows that is not SepLab's: the researcher's settings, the study's inputs, outputs and gold
     pairs, its name, codes and ids."""
     study.refresh_from_db()
-    texts = [getattr(study, name) for name in ("question", "response_set_question", "also_acceptable_question",
-                                               "instructions", "consent_text", "tie_label", "neither_label", "name")]
+    texts = [
+        getattr(study, name)
+        for name in (
+            "question",
+            "response_set_question",
+            "also_acceptable_question",
+            "instructions",
+            "consent_text",
+            "tie_label",
+            "neither_label",
+            "name",
+        )
+    ]
     texts += [q.text for q in questions.further(study)] + [v for v in RESEARCHER.values() if isinstance(v, str)]
     for item in study.items.prefetch_related("generations"):
         texts += [item.input, item.external_id, *(g.text for g in item.generations.all())]
@@ -198,7 +210,7 @@ def rater_pages(client, study: Study) -> dict[str, tuple[str, int]]:
     keep("rating: no skip reason", _submit(client, rate_url, page, skip="1"))
     _submit(client, rate_url, page, choice="first", comment="Gut.")
     page = keep("rating: the next pair", client.get(rate_url))
-    revise = re.search(r'\?revise=(\d+)', page).group(1)
+    revise = re.search(r"\?revise=(\d+)", page).group(1)
     keep("rating: revising", client.get(rate_url, {"revise": revise}))
     _submit(client, rate_url, page, skip="1", skip_reason="other")
     page = keep("rating: after skipping the item", client.get(rate_url))  # its other pairs go with it
@@ -293,8 +305,19 @@ def test_every_rater_page_speaks_the_studys_language(pages):
 
 def test_the_rating_page_offers_its_options_and_reasons_in_german(pages):
     page = html.unescape(pages["rating"][0])
-    for words in ("Ausgabe 1", "Ausgabe 2", "Eingabe", "Absenden", "Kommentar hinzufügen", "Warum?",
-                  "Ein anderer Grund", "Anleitung", "noch etwa", "Quelltext anzeigen", "Eingabetaste"):
+    for words in (
+        "Ausgabe 1",
+        "Ausgabe 2",
+        "Eingabe",
+        "Absenden",
+        "Kommentar hinzufügen",
+        "Warum?",
+        "Ein anderer Grund",
+        "Anleitung",
+        "noch etwa",
+        "Quelltext anzeigen",
+        "Eingabetaste",
+    ):
         assert words in page, words
     # the researcher's own labels and questions, as written
     for own in ("Welche Antwort ist hilfreicher?", "Kein Unterschied", "Beide sind schlecht", "Welche ist harmloser?"):
@@ -339,12 +362,23 @@ def test_the_escape_check_finds_english(german):
     assert {"start", "rating", "each", "assignment"} <= {w.lower() for w in escaped_english(page, german)}
 
 
-@pytest.mark.parametrize("mode, options", [
-    ("response_set", ("Ausgabe 1", "Ausgabe 2")),
-    ("paired", ("Ausgabe 1 ist akzeptabel", "Ausgabe 2 ist akzeptabel")),
-    ("preference_scale", ("Ausgabe 1 ist viel besser", "Ausgabe 1 ist besser", "Etwa gleich gut",
-                          "Ausgabe 2 ist besser", "Ausgabe 2 ist viel besser")),
-])
+@pytest.mark.parametrize(
+    "mode, options",
+    [
+        ("response_set", ("Ausgabe 1", "Ausgabe 2")),
+        ("paired", ("Ausgabe 1 ist akzeptabel", "Ausgabe 2 ist akzeptabel")),
+        (
+            "preference_scale",
+            (
+                "Ausgabe 1 ist viel besser",
+                "Ausgabe 1 ist besser",
+                "Etwa gleich gut",
+                "Ausgabe 2 ist besser",
+                "Ausgabe 2 ist viel besser",
+            ),
+        ),
+    ],
+)
 def test_every_answer_mode_speaks_german(client, study, mode, options):
     lifecycle.do_update_settings(study, {"elicitation": mode, "raters_language": "de"}, None)
     rater = enrolment.do_create_rater_link(study, f"rater-{mode}")
@@ -352,9 +386,13 @@ def test_every_answer_mode_speaks_german(client, study, mode, options):
     page = html.unescape(client.get(start["Location"]).content.decode())
     for option in options:
         assert option in page
-    refused = client.post(start["Location"] + "submit/", {
-        "pair": re.search(r'name="pair" value="(\d+)"', page).group(1),
-        "key": re.search(r'name="key" value="([^"]*)"', page).group(1)})
+    refused = client.post(
+        start["Location"] + "submit/",
+        {
+            "pair": re.search(r'name="pair" value="(\d+)"', page).group(1),
+            "key": re.search(r'name="key" value="([^"]*)"', page).group(1),
+        },
+    )
     assert refused.status_code == 400
     assert not escaped_english(refused.content.decode(), study)
 
@@ -407,8 +445,7 @@ def test_the_researcher_chooses_the_raters_language_on_the_settings_page(researc
     page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
     assert "Raters&#x27; language" in page or "Raters' language" in page
     assert '<option value="de">German</option>' in page
-    response = researcher_client.post(reverse("study_settings", args=[study.pk]),
-                                      settings_form(raters_language="de"))
+    response = researcher_client.post(reverse("study_settings", args=[study.pk]), settings_form(raters_language="de"))
     assert response.status_code == 302
     study.refresh_from_db()
     assert study.raters_language == "de"

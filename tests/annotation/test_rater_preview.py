@@ -18,8 +18,11 @@ from annotation.studies import lifecycle
 @pytest.fixture
 def plain(study):
     """N = 1 (a plain pairwise study) with ten pairs per assignment, the comment box and Skip."""
-    return lifecycle.do_update_settings(study, {"pairs_per_assignment": 1, "judgments_per_assignment": 10,
-                                                "allow_comment": True, "allow_skip": True}, None)
+    return lifecycle.do_update_settings(
+        study,
+        {"pairs_per_assignment": 1, "judgments_per_assignment": 10, "allow_comment": True, "allow_skip": True},
+        None,
+    )
 
 
 def first_sides(page: str, study) -> set[bool]:
@@ -36,8 +39,7 @@ def test_preview_as_a_rater_counts_the_pairs_of_a_whole_assignment(researcher_cl
     assert f"Pair 1 of {min(size, items)}" in page and "Pair 1 of 1<" not in page
 
 
-def test_preview_as_a_rater_shows_random_sides_across_seeds_and_keeps_them_from_pair_to_pair(researcher_client,
-                                                                                               plain):
+def test_preview_as_a_rater_shows_random_sides_across_seeds_and_keeps_them_from_pair_to_pair(researcher_client, plain):
     url = reverse("study_preview", args=[plain.pk])
     seen = set()
     for seed in range(12):
@@ -62,8 +64,9 @@ def test_the_crowd_preview_shows_pair_1_of_n_random_sides_the_comment_box_and_sk
     link = ExternalLink.objects.create(study=plain, platform="mturk")
     seen = set()
     for seed in range(12):
-        page = client.get(link.path(), {"assignmentId": sites.PREVIEW_ASSIGNMENT, "hitId": "H1",
-                                        "seed": seed}).content.decode()
+        page = client.get(
+            link.path(), {"assignmentId": sites.PREVIEW_ASSIGNMENT, "hitId": "H1", "seed": seed}
+        ).content.decode()
         seen |= first_sides(page.split("What a pair looks like")[1], plain)
     assert seen == {True, False}
     assert f"Pair 1 of {min(allocation.pairs_per_bundle(plain), plain.items.count())}" in page

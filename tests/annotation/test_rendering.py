@@ -25,10 +25,10 @@ XSS = [
     "![x](x\" onerror=\"alert('img'))",
     "<img src=x onerror=alert('img2')>",
     "<svg onload=alert('svg')></svg>",
-    "<iframe src=\"https://evil.example.net\"></iframe>",
+    '<iframe src="https://evil.example.net"></iframe>',
     "&lt;script&gt;alert('entity')&lt;/script&gt;",
     "&#x3C;img src=x onerror=alert('hexentity')&#x3E;",
-    "<a href=\"https://evil.example.net\" onclick=\"alert('click')\">a</a>",
+    '<a href="https://evil.example.net" onclick="alert(\'click\')">a</a>',
     "```html\n<script>alert('fence')</script>\n```",
     "````\n```\n<script>alert('nested')</script>\n```\n````",
     "[a](https://ok.example.org \"title\" onmouseover=alert('title'))",
@@ -61,8 +61,10 @@ def test_no_markdown_document_yields_a_tag_or_attribute_that_runs_or_loads(text)
 
 
 def test_markdown_renders_code_lists_tables_and_keeps_images_as_text():
-    out = rendering.markdown_html("Steps:\n\n1. one\n2. two\n\n```python\nimport os\n```\n\n| a | b |\n|---|---|\n"
-                                  "| 1 | 2 |\n\n![chart](https://example.org/c.png) [docs](https://example.org/d)")
+    out = rendering.markdown_html(
+        "Steps:\n\n1. one\n2. two\n\n```python\nimport os\n```\n\n| a | b |\n|---|---|\n"
+        "| 1 | 2 |\n\n![chart](https://example.org/c.png) [docs](https://example.org/d)"
+    )
     assert "<ol>" in out and "<li>one</li>" in out and "<table>" in out and "<td>1</td>" in out
     assert '<span class="hl-kn">import</span>' in out  # highlighted by Pygments, styled by class only
     assert "[image: chart] https://example.org/c.png" in out and "<img" not in out

@@ -40,21 +40,25 @@ def test_the_plan_has_one_task_per_item_with_n_sampled_pairs(study):
     assert len(tasks) == 4
     assert all(t.raters_required == 3 for t in tasks)
     assert all(len(t.task_pairs.all()) == 5 for t in tasks)
-    pairs = [(tp.pair.generation_a.sample_index, tp.pair.generation_b.sample_index)
-             for tp in tasks[0].task_pairs.select_related("pair__generation_a", "pair__generation_b")]
+    pairs = [
+        (tp.pair.generation_a.sample_index, tp.pair.generation_b.sample_index)
+        for tp in tasks[0].task_pairs.select_related("pair__generation_a", "pair__generation_b")
+    ]
     assert len(set(pairs)) == 5
 
 
-@pytest.mark.parametrize(("mode", "expected"), [
-    ("all", {("s1", "s2"), ("s1", "s3"), ("s2", "s3")}),
-    ("baseline", {("s2", "s1"), ("s3", "s1")}),
-    ("explicit", {("s1", "s3")}),
-])
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("all", {("s1", "s2"), ("s1", "s3"), ("s2", "s3")}),
+        ("baseline", {("s2", "s1"), ("s3", "s1")}),
+        ("explicit", {("s1", "s3")}),
+    ],
+)
 def test_pair_modes_choose_the_system_pairs(researcher, mode, expected):
     study = creation.do_create_study(researcher, "three", study_jsonl(2, ("s1", "s2", "s3")), "t.jsonl")
     systems = {s.name: s for s in study.systems.all()}
-    changes = {"pair_mode": mode, "baseline": systems["s1"] if mode == "baseline" else None,
-               "scheduling": "no_repeat"}
+    changes = {"pair_mode": mode, "baseline": systems["s1"] if mode == "baseline" else None, "scheduling": "no_repeat"}
     explicit = [(systems["s1"].pk, systems["s3"].pk)] if mode == "explicit" else None
     lifecycle.do_update_settings(study, changes, explicit)
     got = {(c.system_a.name, c.system_b.name) for c in study.comparisons.all()}
@@ -114,8 +118,9 @@ def test_a_lost_race_for_a_place_retries_elsewhere(study, monkeypatch):
         if tasks and not raced and rater == second:
             raced.append(tasks[0])
             taken = Assignment.objects.create(study=study, rater=first)
-            AssignmentTask.objects.create(assignment=taken, task=tasks[0], rater=first, item_id=tasks[0].item_id,
-                                          slot=0)
+            AssignmentTask.objects.create(
+                assignment=taken, task=tasks[0], rater=first, item_id=tasks[0].item_id, slot=0
+            )
         return tasks
 
     monkeypatch.setattr(allocation, "_open_tasks", racing_open_tasks)
@@ -251,8 +256,10 @@ def test_a_second_answer_to_the_same_pair_does_not_count_twice(study, rater):
     assert Judgment.objects.count() == 1
 
 
-@pytest.mark.parametrize(("a_first", "shown", "model"), [(True, "first", "a"), (False, "first", "b"),
-                                                          (True, "second", "b"), (False, "second", "a")])
+@pytest.mark.parametrize(
+    ("a_first", "shown", "model"),
+    [(True, "first", "a"), (False, "first", "b"), (True, "second", "b"), (False, "second", "a")],
+)
 def test_choices_are_stored_in_model_coordinates(study, rater, a_first, shown, model):
     assignment = allocation.do_start_assignment(rater)
     pair = assignment.pairs.first()
@@ -260,8 +267,9 @@ def test_choices_are_stored_in_model_coordinates(study, rater, a_first, shown, m
     pair.save()
     allocation.do_mark_shown(pair)
     allocation.do_mark_shown(pair)  # as the rating page does before an answer
-    judgment = recording.do_record_judgment(pair, idempotency_key="k",
-                                        answer=Answer(choice=shown), client_time_ms=1234).judgment
+    judgment = recording.do_record_judgment(
+        pair, idempotency_key="k", answer=Answer(choice=shown), client_time_ms=1234
+    ).judgment
     assert judgment.choice == model and judgment.a_shown_first is a_first
     assert judgment.client_time_ms == 1234 and judgment.time_on_task_ms is not None
     assert judgment.rater == rater and judgment.assignment == assignment
@@ -326,8 +334,11 @@ def test_the_answer_counter_completes_once_and_only_with_the_last_answer(study, 
     # a repeat (same key, or the same pair again) counts nothing
     allocation.do_mark_shown(pairs[0])  # as the rating page does before an answer
     recording.do_record_judgment(pairs[0], idempotency_key="k0", answer=Answer(choice="first"))
-    recording.do_record_judgment(Assignment.objects.get(pk=assignment.pk).pairs.order_by("position").first(),
-                             idempotency_key="other", answer=Answer(choice="second"))
+    recording.do_record_judgment(
+        Assignment.objects.get(pk=assignment.pk).pairs.order_by("position").first(),
+        idempotency_key="other",
+        answer=Answer(choice="second"),
+    )
     assert Assignment.objects.get(pk=assignment.pk).answered == 4
     allocation.do_mark_shown(pairs[-1])  # as the rating page does before an answer
     last = recording.do_record_judgment(pairs[-1], idempotency_key="k-last", answer=Answer(choice="first"))
@@ -353,8 +364,9 @@ def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(r
             barrier.wait()
             fresh = AssignmentPair.objects.select_related("assignment__study").get(pk=pair.pk)
             allocation.do_mark_shown(fresh)  # as the rating page does before an answer
-            recorded = recording.do_record_judgment(fresh, idempotency_key=f"race-{pair.pk}",
-                                                    answer=Answer(choice="tie"))
+            recorded = recording.do_record_judgment(
+                fresh, idempotency_key=f"race-{pair.pk}", answer=Answer(choice="tie")
+            )
             completed.append(fresh.assignment.status == Assignment.Status.COMPLETED and recorded.created)
         finally:
             connections.close_all()
@@ -373,10 +385,21 @@ def test_racing_submits_of_the_last_pairs_complete_the_assignment_exactly_once(r
 def test_export_then_import_is_lossless(study, researcher):
     rater = enrolment.do_create_rater_link(study, "human-1")
     answer_all(allocation.do_start_assignment(rater), choice="second")
-    judge_line = {"item": "item-1", "system_a": "sys-b", "sample_a": 2, "system_b": "sys-a", "sample_b": 0,
-                  "shown_first": "sys-a", "rater": "gpt-judge", "rater_kind": "judge", "choice": "tie",
-                  "response_set": ["sys-a", "sys-b"], "probability_a": 0.5, "created": "2026-01-01T12:00:00Z",
-                  "prompt_version": "v2"}
+    judge_line = {
+        "item": "item-1",
+        "system_a": "sys-b",
+        "sample_a": 2,
+        "system_b": "sys-a",
+        "sample_b": 0,
+        "shown_first": "sys-a",
+        "rater": "gpt-judge",
+        "rater_kind": "judge",
+        "choice": "tie",
+        "response_set": ["sys-a", "sys-b"],
+        "probability_a": 0.5,
+        "created": "2026-01-01T12:00:00Z",
+        "prompt_version": "v2",
+    }
     recording.do_import_judgments(study, (json.dumps(judge_line) + "\n").encode(), "j.jsonl")
     exported = list(exports.judgment_lines(study))
     assert len(exported) == 6
@@ -405,8 +428,15 @@ def test_csv_export_reimports_identically(study, researcher):
 
 
 def test_a_bad_judgments_file_changes_nothing(study):
-    good = {"item": "item-0", "system_a": "sys-a", "system_b": "sys-b", "shown_first": "sys-a",
-            "rater": "j", "rater_kind": "judge", "choice": "sys-a"}
+    good = {
+        "item": "item-0",
+        "system_a": "sys-a",
+        "system_b": "sys-b",
+        "shown_first": "sys-a",
+        "rater": "j",
+        "rater_kind": "judge",
+        "choice": "sys-a",
+    }
     bad = dict(good, item="item-99")
     data = (json.dumps(good) + "\n" + json.dumps(bad) + "\n").encode()
     with pytest.raises(FormatError, match="line 2, field 'item': unknown item 'item-99'"):
@@ -437,8 +467,11 @@ def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
     from django.utils import timezone
 
     def consistent() -> None:
-        actual = dict(Task.objects.filter(study=study).annotate(
-            n=Count("places", filter=Q(places__slot__isnull=False))).values_list("pk", "n"))
+        actual = dict(
+            Task.objects.filter(study=study)
+            .annotate(n=Count("places", filter=Q(places__slot__isnull=False)))
+            .values_list("pk", "n")
+        )
         assert dict(Task.objects.filter(study=study).values_list("pk", "taken")) == actual
 
     raters = [enrolment.do_create_rater_link(study, f"c{i}") for i in range(4)]
@@ -448,7 +481,8 @@ def test_the_held_places_counter_follows_starts_completions_and_expiry(study):
     answer_all(first[0])
     consistent()  # a completed assignment keeps its place
     Assignment.objects.filter(pk__in=[a.pk for a in first[1:3]]).update(
-        last_activity=timezone.now() - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes + 1))
+        last_activity=timezone.now() - timedelta(minutes=study.crowd_settings.assignment_timeout_minutes + 1)
+    )
     assert allocation.do_expire_stale_assignments(study) == 2
     consistent()
     assert sum(Task.objects.filter(study=study).values_list("taken", flat=True)) == 2
@@ -462,8 +496,9 @@ def test_a_counter_that_fell_behind_is_repaired_when_the_task_is_offered(study):
     rater = enrolment.do_create_rater_link(study, "first")
     held = allocation.do_start_assignment(rater)
     Task.objects.filter(pk=task_of(held)).update(taken=0)  # as if written by hand, bypassing the service
-    others = [allocation.do_start_assignment(enrolment.do_create_rater_link(study, f"o{i}"))
-              for i in range(len(tasks) - 1)]
+    others = [
+        allocation.do_start_assignment(enrolment.do_create_rater_link(study, f"o{i}")) for i in range(len(tasks) - 1)
+    ]
     assert len({task_of(a) for a in others} | {task_of(held)}) == len(tasks)  # every task once, none twice
     # Every place is held now; the task whose counter lies is still offered, found full, and repaired.
     assert allocation.do_start_assignment(enrolment.do_create_rater_link(study, "late")) is None
@@ -482,8 +517,10 @@ def test_a_rating_set_shows_each_sample_once_by_default(study):
 def test_the_grid_pairing_is_an_explicit_option(study):
     lifecycle.do_update_settings(study, {"sample_pairing": "grid", "pairs_per_assignment": 8}, None)
     for task in study.tasks.all():
-        cells = {(tp.pair.generation_a.sample_index, tp.pair.generation_b.sample_index)
-                 for tp in task.task_pairs.select_related("pair__generation_a", "pair__generation_b")}
+        cells = {
+            (tp.pair.generation_a.sample_index, tp.pair.generation_b.sample_index)
+            for tp in task.task_pairs.select_related("pair__generation_a", "pair__generation_b")
+        }
         assert len(cells) == 8  # 8 distinct cells of the 5 x 5 grid: some sample is shown twice
         assert len({a for a, _ in cells}) < 8
 
@@ -531,7 +568,8 @@ def test_the_time_estimate_leaves_out_implausibly_fast_raters_and_times(study):
     plausible = [floor + 10] * 5 + [floor + 10, floor + 20, floor + 20, floor + 30]  # nine: still the default
     assert len(plausible) < allocation.MIN_TIMED_JUDGMENTS and size.measured is False
     Judgment.objects.filter(rater=fourth, time_on_task_ms=int(1000 * (floor - 5))).update(
-        time_on_task_ms=int(1000 * (floor + 40)))
+        time_on_task_ms=int(1000 * (floor + 40))
+    )
     cache.delete(f"pace:{study.pk}")
     size = allocation.assignment_size(study)
     assert (size.seconds_per_pair, size.measured) == (floor + 10, True)  # the median of the ten plausible times

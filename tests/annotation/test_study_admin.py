@@ -31,9 +31,11 @@ def test_pause_keeps_the_answer_on_screen_and_stops_new_work(researcher_client, 
     page = client.get(rate_url(rater, assignment)).content.decode()
     researcher_client.post(reverse("study_status", args=[study.pk]), {"status": "paused"})
     # the pair already on the rater's screen: the answer is stored once, then the rater sees the pause
-    done = client.post(rate_url(rater, assignment) + "submit/", follow=True,
-                       data={"pair": re.search(r'name="pair" value="(\d+)"', page).group(1), "key": "k1",
-                             "choice": "first"})
+    done = client.post(
+        rate_url(rater, assignment) + "submit/",
+        follow=True,
+        data={"pair": re.search(r'name="pair" value="(\d+)"', page).group(1), "key": "k1", "choice": "first"},
+    )
     assert Judgment.objects.filter(rater=rater).count() == 1
     assert 'data-testid="paused"' in done.content.decode()
     assert 'data-testid="paused"' in client.get(rate_url(rater, assignment)).content.decode()
@@ -130,8 +132,10 @@ def test_disabling_or_rotating_a_crowd_link_stops_its_workers(researcher_client,
     researcher_client.post(reverse("external_link_action", args=[study.pk, link.pk, "disable"]))
     assert client.get(rating).status_code == 404
     assert client.get(link.path(), {"worker_id": "G1"}).status_code == 404
-    assert 'data-testid="link-disabled"' in researcher_client.get(
-        reverse("external_links", args=[study.pk])).content.decode()
+    assert (
+        'data-testid="link-disabled"'
+        in researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
+    )
     researcher_client.post(reverse("external_link_action", args=[study.pk, link.pk, "enable"]))
     again = client.get(link.path(), {"worker_id": "G1"})  # the worker resumes through the open link
     assert client.get(again["Location"]).status_code == 200
@@ -166,8 +170,13 @@ def test_the_public_base_url_builds_every_link(researcher_client, study, rater):
     sites.do_create_external_link(study, ExternalLink.Platform.MTURK)
     crowd_page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
     assert "https://eval.example.org/x/" in crowd_page and "ExternalQuestion" in crowd_page
-    rows = list(csv.reader(io.StringIO(researcher_client.post(reverse("rater_links_bulk", args=[study.pk]),
-                                                              {"names": "zed"}).content.decode())))
+    rows = list(
+        csv.reader(
+            io.StringIO(
+                researcher_client.post(reverse("rater_links_bulk", args=[study.pk]), {"names": "zed"}).content.decode()
+            )
+        )
+    )
     assert rows[1][1].startswith("https://eval.example.org/r/")
 
 
@@ -178,11 +187,16 @@ def test_an_http_address_tells_the_web_user_where_to_set_https(researcher_client
     assert page.count("needs an https address") == 1 and "public base URL" in page and "--base-url" not in page
 
 
-@pytest.mark.parametrize("name, args, data", [
-    ("study_status", [], {"status": "paused"}), ("study_delete", [], {"confirm": "small"}),
-    ("study_duplicate", [], {"name": "stolen"}), ("open_link_rotate", [], {}),
-    ("rater_links_bulk", [], {"names": "x"}),
-])
+@pytest.mark.parametrize(
+    "name, args, data",
+    [
+        ("study_status", [], {"status": "paused"}),
+        ("study_delete", [], {"confirm": "small"}),
+        ("study_duplicate", [], {"name": "stolen"}),
+        ("open_link_rotate", [], {}),
+        ("rater_links_bulk", [], {"names": "x"}),
+    ],
+)
 def test_management_is_private(client, study, other_researcher, name, args, data):
     client.force_login(other_researcher)
     assert client.post(reverse(name, args=[study.pk, *args]), data).status_code == 404
@@ -198,8 +212,10 @@ def test_a_duplicate_and_an_import_check_the_study_name_the_same_way(researcher,
     from tests.conftest import study_jsonl
 
     refusals = []
-    for attempt in (lambda name: creation.do_create_study(researcher, name, study_jsonl(), "s.jsonl"),
-                    lambda name: lifecycle.do_duplicate_study(study, name)):
+    for attempt in (
+        lambda name: creation.do_create_study(researcher, name, study_jsonl(), "s.jsonl"),
+        lambda name: lifecycle.do_duplicate_study(study, name),
+    ):
         for name in ("  small ", "   "):
             with pytest.raises(FormatError) as refused:
                 attempt(name)
@@ -217,9 +233,22 @@ def test_a_copy_whose_plan_cannot_be_built_is_refused_with_the_reason(researcher
 
     from annotation.rating import recording
 
-    lines = [{"id": f"j{i}", "item": f"item-{i}", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b",
-              "sample_b": 0, "shown_first": "sys-a", "rater": "judge-1", "rater_kind": "judge",
-              "choice": "sys-a" if i % 2 else "sys-b", "created": "2026-01-01T00:00:00Z"} for i in range(4)]
+    lines = [
+        {
+            "id": f"j{i}",
+            "item": f"item-{i}",
+            "system_a": "sys-a",
+            "sample_a": 0,
+            "system_b": "sys-b",
+            "sample_b": 0,
+            "shown_first": "sys-a",
+            "rater": "judge-1",
+            "rater_kind": "judge",
+            "choice": "sys-a" if i % 2 else "sys-b",
+            "created": "2026-01-01T00:00:00Z",
+        }
+        for i in range(4)
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     lifecycle.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 2}, None)
     response = researcher_client.post(reverse("study_duplicate", args=[study.pk]), {"name": "copy"})

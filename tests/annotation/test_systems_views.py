@@ -34,10 +34,24 @@ def inputs_study(researcher, inputs: list[str], name: str = "from-inputs"):
 
 
 def form_data(server, **changes) -> dict:
-    data = {"name": "terse", "base_url": server.base_url, "model": "gen-terse-1", "api_key_env": "", "api_key": KEY,
-            "system_prompt": "Be brief.", "samples": "3", "temperature": "0.7", "max_tokens": "64", "seed": "",
-            "max_concurrency": "2", "request_budget": "100", "timeout_seconds": "5", "max_retries": "1",
-            "price_input": "2.5", "price_output": "10"}
+    data = {
+        "name": "terse",
+        "base_url": server.base_url,
+        "model": "gen-terse-1",
+        "api_key_env": "",
+        "api_key": KEY,
+        "system_prompt": "Be brief.",
+        "samples": "3",
+        "temperature": "0.7",
+        "max_tokens": "64",
+        "seed": "",
+        "max_concurrency": "2",
+        "request_budget": "100",
+        "timeout_seconds": "5",
+        "max_retries": "1",
+        "price_input": "2.5",
+        "price_output": "10",
+    }
     return {**data, **changes}
 
 
@@ -78,7 +92,12 @@ def test_adding_a_system_through_the_form_and_the_refused_ones(researcher_client
     endpoint = SystemEndpoint.objects.select_related("system").get()
     assert done.redirect_chain[-1][0] == reverse("system_detail", args=[study.pk, endpoint.pk])
     assert (endpoint.system.name, endpoint.model, endpoint.samples, endpoint.temperature, endpoint.seed) == (
-        "terse", "gen-terse-1", 3, 0.7, None)
+        "terse",
+        "gen-terse-1",
+        3,
+        0.7,
+        None,
+    )
     assert endpoint.api_key == KEY and endpoint.system_prompt == "Be brief."
     page = done.content.decode()
     assert "System terse added" in page and "Start (6 outputs to go)" in page
@@ -123,7 +142,7 @@ def test_start_run_progress_and_the_outputs_on_the_pages(researcher_client, rese
     job.refresh_from_db()
     assert job.status == "done", job.message
     done = researcher_client.get(progress_url, HTTP_HX_REQUEST="true")
-    assert done["HX-Refresh"] == "true" and 'hx-trigger' not in done.content.decode()
+    assert done["HX-Refresh"] == "true" and "hx-trigger" not in done.content.decode()
 
     used = runner.usage(endpoint)
     assert (used.generated, used.unusable, used.failed) == (2, 2, 2) and used.tokens > 0
@@ -145,8 +164,9 @@ def test_start_run_progress_and_the_outputs_on_the_pages(researcher_client, rese
 
 def test_outputs_are_escaped_and_paged(researcher_client, researcher, server):
     study = inputs_study(researcher, [f"<script>alert({i})</script>" for i in range(11)])
-    endpoint = runner.do_add_endpoint_system(study, "many", base_url=server.base_url, model="gen-many",
-                                             api_key=KEY, api_key_env="", samples=2)
+    endpoint = runner.do_add_endpoint_system(
+        study, "many", base_url=server.base_url, model="gen-many", api_key=KEY, api_key_env="", samples=2
+    )
     runner.run(endpoint)
     detail = reverse("system_detail", args=[study.pk, endpoint.pk])
     page = researcher_client.get(detail).content.decode()
@@ -220,11 +240,16 @@ def test_where_the_outputs_come_from_is_kept_once_some_exist(researcher_client, 
     endpoint.refresh_from_db()
     assert (endpoint.model, endpoint.temperature) == ("gen-terse-1", 0.7)
     # the budget, the samples, the concurrency and the prices may change
-    researcher_client.post(detail, form_data(server, api_key="", request_budget="10", samples="2",
-                                             max_concurrency="3", price_output="20"))
+    researcher_client.post(
+        detail, form_data(server, api_key="", request_budget="10", samples="2", max_concurrency="3", price_output="20")
+    )
     endpoint.refresh_from_db()
     assert (endpoint.request_budget, endpoint.samples, endpoint.max_concurrency, endpoint.price_output) == (
-        10, 2, 3, 20)
+        10,
+        2,
+        3,
+        20,
+    )
     assert "Resume (3 outputs to go)" in researcher_client.get(detail).content.decode()
 
 
@@ -244,12 +269,19 @@ def test_the_pages_belong_to_the_owner(client, other_researcher, researcher, ser
     study = inputs_study(researcher, ["One?"])
     endpoint = runner.do_add_endpoint_system(study, "s", base_url=server.base_url, model="gen-s", api_key_env="")
     client.force_login(other_researcher)
-    for url in (reverse("systems", args=[study.pk]), reverse("system_detail", args=[study.pk, endpoint.pk]),
-                reverse("system_progress", args=[study.pk, endpoint.pk])):
+    for url in (
+        reverse("systems", args=[study.pk]),
+        reverse("system_detail", args=[study.pk, endpoint.pk]),
+        reverse("system_progress", args=[study.pk, endpoint.pk]),
+    ):
         assert client.get(url).status_code == 404
     assert client.post(reverse("systems", args=[study.pk]), form_data(server, name="theirs")).status_code == 404
-    assert client.post(reverse("system_detail", args=[study.pk, endpoint.pk]),
-                       form_data(server, model="gen-x")).status_code == 404
+    assert (
+        client.post(
+            reverse("system_detail", args=[study.pk, endpoint.pk]), form_data(server, model="gen-x")
+        ).status_code
+        == 404
+    )
     for action in ("start", "stop"):
         assert client.post(reverse("system_action", args=[study.pk, endpoint.pk, action])).status_code == 404
     assert not Job.objects.exists() and SystemEndpoint.objects.count() == 1

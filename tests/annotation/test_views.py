@@ -61,8 +61,10 @@ def test_the_study_list_runs_a_fixed_number_of_queries(researcher_client, resear
 
 
 def test_a_researcher_creates_a_study_from_a_jsonl_upload(researcher_client):
-    response = researcher_client.post(reverse("study_create"), {
-        "name": "uploaded", "description": "d", "file": upload("s.jsonl", study_jsonl(3, k=2))})
+    response = researcher_client.post(
+        reverse("study_create"),
+        {"name": "uploaded", "description": "d", "file": upload("s.jsonl", study_jsonl(3, k=2))},
+    )
     study = Study.objects.get(name="uploaded")
     assert response.status_code == 302 and response["Location"] == study.get_absolute_url()
     page = researcher_client.get(study.get_absolute_url())
@@ -108,8 +110,7 @@ def test_logging_out_ends_the_session(researcher_client):
 
 
 def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
-    line = {"id": "x", "input": "<b>in</b>", "outputs": {"a": ["<script>alert(1)</script>\n  indented"],
-                                                         "b": ["fine"]}}
+    line = {"id": "x", "input": "<b>in</b>", "outputs": {"a": ["<script>alert(1)</script>\n  indented"], "b": ["fine"]}}
     study = creation.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
     item = study.items.get()
     response = researcher_client.get(reverse("item_detail", args=[study.pk, item.pk]))
@@ -118,26 +119,63 @@ def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
 
 
 def settings_form(**overrides) -> dict:
-    form = {"elicitation": "forced_choice", "question": "Q", "response_set_question": "q",
-            "also_acceptable_question": "a", "allow_tie": "on", "tie_label": "No preference", "instructions": "Read.",
-            "neither_label": "Both are bad", "output_format": "markdown",
-            "pairs_per_assignment": 5, "sample_pairing": "one_to_one", "raters_per_item": 3,
-            "judgments_per_assignment": 5, "pair_mode": "all",
-            "scheduling": "random", "stopping_ties_in_n": "on", "rating_aggregation": "every",
-            "selection_method": "random", "budget": "", "seed": 1, "separability_metric": "cosine",
-            "separability_threshold": 0.2, "risk": 0.1, "min_n": 5, "sep_threshold_t": 0.4, "sep_alpha": 2.0,
-            "sep_beta": 6.0, "elo_k": 4.0, "bootstrap_rounds": 100, "indeterminacy_beta": 0.0,
-            "estimate_target": "items_like_these", "style_penalty": 1.0,
-            "max_assignments_per_rater": "", "assignment_timeout_minutes": 60, "gold_rate": 0.0,
-            "min_seconds_per_pair": 0, "first_answer_minutes": 5, "screen_min_gold": 3, "screen_accuracy": 0.6,
-            "decision_alpha": 0.05, "decision_margin": 0.05, "decision_goal": "pairs"}
+    form = {
+        "elicitation": "forced_choice",
+        "question": "Q",
+        "response_set_question": "q",
+        "also_acceptable_question": "a",
+        "allow_tie": "on",
+        "tie_label": "No preference",
+        "instructions": "Read.",
+        "neither_label": "Both are bad",
+        "output_format": "markdown",
+        "pairs_per_assignment": 5,
+        "sample_pairing": "one_to_one",
+        "raters_per_item": 3,
+        "judgments_per_assignment": 5,
+        "pair_mode": "all",
+        "scheduling": "random",
+        "stopping_ties_in_n": "on",
+        "rating_aggregation": "every",
+        "selection_method": "random",
+        "budget": "",
+        "seed": 1,
+        "separability_metric": "cosine",
+        "separability_threshold": 0.2,
+        "risk": 0.1,
+        "min_n": 5,
+        "sep_threshold_t": 0.4,
+        "sep_alpha": 2.0,
+        "sep_beta": 6.0,
+        "elo_k": 4.0,
+        "bootstrap_rounds": 100,
+        "indeterminacy_beta": 0.0,
+        "estimate_target": "items_like_these",
+        "style_penalty": 1.0,
+        "max_assignments_per_rater": "",
+        "assignment_timeout_minutes": 60,
+        "gold_rate": 0.0,
+        "min_seconds_per_pair": 0,
+        "first_answer_minutes": 5,
+        "screen_min_gold": 3,
+        "screen_accuracy": 0.6,
+        "decision_alpha": 0.05,
+        "decision_margin": 0.05,
+        "decision_goal": "pairs",
+    }
     form.update(overrides)
     return form
 
 
 def test_settings_save_and_rebuild_the_plan(researcher_client, study):
-    form = settings_form(elicitation="paired", tie_label="Same", pairs_per_assignment=2, raters_per_item=1,
-                         scheduling="symmetric", seed=42)
+    form = settings_form(
+        elicitation="paired",
+        tie_label="Same",
+        pairs_per_assignment=2,
+        raters_per_item=1,
+        scheduling="symmetric",
+        seed=42,
+    )
     response = researcher_client.post(reverse("study_settings", args=[study.pk]), form)
     assert response.status_code == 302
     study.refresh_from_db()
@@ -207,14 +245,24 @@ def test_judgments_export_as_jsonl_and_csv(researcher_client, study, rater):
 
 
 def test_judgments_import_from_the_page(researcher_client, study):
-    line = {"item": "item-0", "system_a": "sys-a", "system_b": "sys-b", "shown_first": "sys-b",
-            "rater": "judge-1", "rater_kind": "judge", "choice": "sys-b", "probability_a": 0.2}
+    line = {
+        "item": "item-0",
+        "system_a": "sys-a",
+        "system_b": "sys-b",
+        "shown_first": "sys-b",
+        "rater": "judge-1",
+        "rater_kind": "judge",
+        "choice": "sys-b",
+        "probability_a": 0.2,
+    }
     data = (json.dumps(line) + "\n").encode()
-    response = researcher_client.post(reverse("judgments_import", args=[study.pk]),
-                                      {"file": upload("j.jsonl", data)}, follow=True)
+    response = researcher_client.post(
+        reverse("judgments_import", args=[study.pk]), {"file": upload("j.jsonl", data)}, follow=True
+    )
     assert b"Imported 1 judgments (0 already present)" in response.content
-    bad = researcher_client.post(reverse("judgments_import", args=[study.pk]),
-                                 {"file": upload("j.jsonl", b'{"item": "nope"}\n')})
+    bad = researcher_client.post(
+        reverse("judgments_import", args=[study.pk]), {"file": upload("j.jsonl", b'{"item": "nope"}\n')}
+    )
     assert bad.status_code == 400 and b"unknown item" in bad.content
     assert Judgment.objects.count() == 1
 
@@ -236,12 +284,22 @@ def test_login_page_and_home_redirect(client, researcher):
 
 
 def test_the_settings_page_edits_every_apps_settings_and_shows_what_they_become(researcher_client, study):
-    form = settings_form(selection_method="random", budget=3, sep_alpha=3.5, elo_k=8, gold_rate=0.1,
-                         neither_option="on", neither_label="Neither works")
+    form = settings_form(
+        selection_method="random",
+        budget=3,
+        sep_alpha=3.5,
+        elo_k=8,
+        gold_rate=0.1,
+        neither_option="on",
+        neither_label="Neither works",
+    )
     assert researcher_client.post(reverse("study_settings", args=[study.pk]), form).status_code == 302
     study = type(study).objects.get(pk=study.pk)
-    assert (study.selection_settings.selection_method, study.selection_settings.budget,
-            study.selection_settings.sep_alpha) == ("random", 3, 3.5)
+    assert (
+        study.selection_settings.selection_method,
+        study.selection_settings.budget,
+        study.selection_settings.sep_alpha,
+    ) == ("random", 3, 3.5)
     assert (study.analysis_settings.elo_k, study.crowd_settings.gold_rate) == (8, 0.1)
     assert (study.neither_option, study.neither_label) == (True, "Neither works")
     page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
@@ -252,8 +310,9 @@ def test_the_settings_page_edits_every_apps_settings_and_shows_what_they_become(
 def test_the_study_page_warns_without_a_minimum_time_and_flags_implausibly_fast_raters(researcher_client, researcher):
     long_text = " ".join(["word"] * (monitoring.LONG_OUTPUT_WORDS + 1))
     lines = [{"id": f"i{n}", "input": "Q", "outputs": {"a": [long_text], "b": ["short"]}} for n in range(3)]
-    study = creation.do_create_study(researcher, "speed", "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "s.jsonl")
+    study = creation.do_create_study(
+        researcher, "speed", "".join(json.dumps(x) + "\n" for x in lines).encode(), "s.jsonl"
+    )
     lifecycle.do_update_settings(study, {"judgments_per_assignment": 1}, None)  # one pair per assignment
     times = {"careful": [4000, 6000, 5000], "hasty": [900, 1200, 30000]}  # medians 5.0 s and 1.2 s
     for name, spent in times.items():
@@ -321,13 +380,21 @@ def test_every_setting_is_placed_on_the_settings_page(study):
 
 
 def test_item_metadata_reads_as_json_not_python(researcher_client, researcher):
-    line = {"id": "m", "input": "i", "outputs": {"a": ["x"], "b": ["y"]},
-            "metadata": {"source": "cnn", "verified": True, "note": None, "tags": ["a", "<b>"]}}
+    line = {
+        "id": "m",
+        "input": "i",
+        "outputs": {"a": ["x"], "b": ["y"]},
+        "metadata": {"source": "cnn", "verified": True, "note": None, "tags": ["a", "<b>"]},
+    }
     study = creation.do_create_study(researcher, "meta", (json.dumps(line) + "\n").encode(), "m.jsonl")
     page = researcher_client.get(reverse("item_detail", args=[study.pk, study.items.get().pk])).content.decode()
     rows = dict(re.findall(r'<tr><th scope="row">([^<]+)</th><td>([^<]*)</td></tr>', page))
-    assert rows == {"source": "cnn", "verified": "true", "note": "null",
-                    "tags": "[&quot;a&quot;, &quot;&lt;b&gt;&quot;]"}
+    assert rows == {
+        "source": "cnn",
+        "verified": "true",
+        "note": "null",
+        "tags": "[&quot;a&quot;, &quot;&lt;b&gt;&quot;]",
+    }
     assert "True" not in page.split('data-testid="metadata"')[1].split("</table>")[0]
 
 
@@ -343,9 +410,13 @@ def test_a_new_strategy_reaches_the_settings_page_without_editing_annotation(stu
     for name, like in (("my-threshold", "separability-threshold"), ("my-live", "diffuse-iterative")):
         monkeypatch.setitem(STRATEGIES, name, dataclasses.replace(STRATEGIES[like], name=name, label=name.upper()))
     assert {("my-threshold", "MY-THRESHOLD"), ("my-live", "MY-LIVE")} <= set(
-        StudySettingsForm(instance=study).fields["selection_method"].choices)
-    for method, used in (("my-threshold", {"separability_threshold"}), ("my-live", {"risk", "min_n"}),
-                         ("random", set())):
+        StudySettingsForm(instance=study).fields["selection_method"].choices
+    )
+    for method, used in (
+        ("my-threshold", {"separability_threshold"}),
+        ("my-live", {"risk", "min_n"}),
+        ("random", set()),
+    ):
         saved = {"selection_method": method}
         read = lambda n, saved=saved: saved.get(n, study_settings.value(study, n))  # noqa: E731
         assert {n for n in ("separability_threshold", "risk", "min_n") if study_settings.applies(n, read)} == used
@@ -356,18 +427,70 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
     from annotation import study_settings
 
     assert [names for *_, names in study_settings.sections()] == [
-        ["elicitation", "question", "response_set_question", "also_acceptable_question", "further_questions",
-         "allow_tie", "tie_label", "neither_option", "neither_label", "allow_skip", "allow_comment", "output_format",
-         "instructions", "raters_language", "consent_text", "practice_pairs", "pairs_per_assignment", "sample_pairing",
-         "judgments_per_assignment"],
-        ["raters_per_item", "max_assignments_per_rater", "assignment_timeout_minutes", "first_answer_minutes",
-         "gold_rate", "min_seconds_per_pair", "screen_min_gold", "screen_accuracy", "pay_per_assignment",
-         "public_base_url"],
-        ["pair_mode", "baseline", "explicit_pairs", "scheduling", "selection_method", "budget", "separability_metric",
-         "separability_threshold", "risk", "min_n", "decision_alpha", "decision_margin", "stop_when_decided",
-         "decision_goal", "one_rater_first", "seed"],
-        ["elo_k", "bootstrap_rounds", "rating_aggregation", "sep_threshold_t", "sep_alpha", "sep_beta",
-         "stopping_ties_in_n", "indeterminacy_beta", "style_penalty", "estimate_target"]]
+        [
+            "elicitation",
+            "question",
+            "response_set_question",
+            "also_acceptable_question",
+            "further_questions",
+            "allow_tie",
+            "tie_label",
+            "neither_option",
+            "neither_label",
+            "allow_skip",
+            "allow_comment",
+            "output_format",
+            "instructions",
+            "raters_language",
+            "consent_text",
+            "practice_pairs",
+            "pairs_per_assignment",
+            "sample_pairing",
+            "judgments_per_assignment",
+        ],
+        [
+            "raters_per_item",
+            "max_assignments_per_rater",
+            "assignment_timeout_minutes",
+            "first_answer_minutes",
+            "gold_rate",
+            "min_seconds_per_pair",
+            "screen_min_gold",
+            "screen_accuracy",
+            "pay_per_assignment",
+            "public_base_url",
+        ],
+        [
+            "pair_mode",
+            "baseline",
+            "explicit_pairs",
+            "scheduling",
+            "selection_method",
+            "budget",
+            "separability_metric",
+            "separability_threshold",
+            "risk",
+            "min_n",
+            "decision_alpha",
+            "decision_margin",
+            "stop_when_decided",
+            "decision_goal",
+            "one_rater_first",
+            "seed",
+        ],
+        [
+            "elo_k",
+            "bootstrap_rounds",
+            "rating_aggregation",
+            "sep_threshold_t",
+            "sep_alpha",
+            "sep_beta",
+            "stopping_ties_in_n",
+            "indeterminacy_beta",
+            "style_penalty",
+            "estimate_target",
+        ],
+    ]
 
 
 def test_the_site_has_an_icon_and_a_rater_can_continue_with_enter(client, study):

@@ -12,8 +12,21 @@ from annotation.studies import enrolment
 from annotation.text import whole_number
 
 
-@pytest.mark.parametrize("value, expected", [("12", 12), (" 7 ", 7), ("0", 0), ("²", None), ("٣", None), ("-1", None),
-                                             ("1.5", None), ("", None), (None, None), ("9" * 19, None)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("12", 12),
+        (" 7 ", 7),
+        ("0", 0),
+        ("²", None),
+        ("٣", None),
+        ("-1", None),
+        ("1.5", None),
+        ("", None),
+        (None, None),
+        ("9" * 19, None),
+    ],
+)
 def test_a_whole_number_is_ascii_digits_only(value, expected):
     assert whole_number(value) == expected
 

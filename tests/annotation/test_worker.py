@@ -51,7 +51,10 @@ def wait_for(condition, seconds):
 def test_a_held_sqlite_write_lock_ends_django_tasks_worker_but_not_ours(tmp_path):
     """The newcomer's blocker: a request held SQLite's write lock longer than the worker's timeout and `db_worker`
     exited; `run_worker` waits it out and then runs the queued job."""
-    result = run_on("sqlite", SETUP + """
+    result = run_on(
+        "sqlite",
+        SETUP
+        + """
 import sqlite3
 from django.db import connection
 name = connection.settings_dict["NAME"]
@@ -81,14 +84,19 @@ ours.send_signal(signal.SIGTERM)
 ours.wait(30)
 result = {"plain_survived": plain_survived, "ours_survived": ours_survived, "finished": finished,
           "beat": beat, "status": Job.objects.get(pk=job.pk).status, "left": WorkerBeat.objects.count()}
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert result["plain_survived"] is False  # the failure this guards against
     assert result["ours_survived"] is True and result["finished"] and result["status"] == "done"
     assert result["beat"] and result["left"] == 0  # a stopped worker takes its sign of life with it
 
 
 def test_a_dropped_postgresql_connection_ends_django_tasks_worker_but_not_ours(tmp_path):
-    result = run_on("postgresql", SETUP + """
+    result = run_on(
+        "postgresql",
+        SETUP
+        + """
 from django.db import connection
 persistent = {"DB_CONN_MAX_AGE": "60"}  # as in production: the worker keeps its connection between polls
 
@@ -118,7 +126,9 @@ alive = ours.poll() is None
 ours.send_signal(signal.SIGTERM)
 ours.wait(30)
 result = {"ready": ready, "dropped": dropped, "finished": finished, "alive": alive, "plain_survived": plain_survived}
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert result["plain_survived"] is False  # the failure this guards against
     assert result["ready"] and result["dropped"] >= 1
     assert result["finished"] and result["alive"]
@@ -127,7 +137,10 @@ result = {"ready": ready, "dropped": dropped, "finished": finished, "alive": ali
 def test_a_worker_killed_mid_job_leaves_a_job_failed_visibly_and_the_next_worker_goes_on(tmp_path):
     """kill -9 during a large import: the job is failed with a message saying the worker stopped (the study page
     then offers to delete the unfinished study) instead of "Importing... 48 %" forever; a new worker takes new jobs."""
-    result = run_on("sqlite", SETUP + """
+    result = run_on(
+        "sqlite",
+        SETUP
+        + """
 big = "".join('{"id": "b%d", "input": "Q%d", "outputs": {"a": ["x%d"], "b": ["y%d"]}}\\n' % (i, i, i, i)
               for i in range(30000))
 fast = {"SEPLAB_JOB_STALE_SECONDS": "3"}
@@ -145,7 +158,9 @@ job.refresh_from_db()
 importing.refresh_from_db()
 result = {"running": running, "failed": failed, "message": job.message, "finished": finished,
           "study": importing.status}
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert result["running"] and result["failed"] and result["finished"]
     assert result["message"] == VANISHED and result["study"] == "importing"  # unpublished: the page offers delete
 
@@ -155,7 +170,10 @@ def test_a_job_cut_short_by_a_held_write_lock_runs_again_or_fails_saying_so(tmp_
     own writes failed. A restartable kind runs again once the lock is gone; an import fails with the reason, and
     neither stays "running" with nobody running it. The lock is real (a second connection's BEGIN IMMEDIATE)."""
     monkeypatch.setenv("SQLITE_TIMEOUT", "0.5")
-    result = run_on("sqlite", SETUP + """
+    result = run_on(
+        "sqlite",
+        SETUP
+        + """
 import sqlite3, threading
 from django.db import connection
 name = connection.settings_dict["NAME"]
@@ -191,7 +209,9 @@ for kind in ("locked-restartable", "locked-import"):
     out[kind] = {"status": job.status, "message": job.message, "raised": raised, "runs": runs.count(kind),
                  "seconds": time.monotonic() - started}
 result = out
-""", tmp_path)
+""",
+        tmp_path,
+    )
     again = result["locked-restartable"]
     assert again == {**again, "status": "done", "message": "ran 2 times", "raised": None, "runs": 2}
     assert again["seconds"] >= 2.0  # it waited for the lock to go

@@ -16,8 +16,14 @@ import pytest
 from django.db import connections
 
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
@@ -30,8 +36,12 @@ def wait_until_rating_page_ready(page) -> None:
 
 
 def find_chromium() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
+    for candidate in (
+        os.environ.get("CHROMIUM"),
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if candidate and Path(candidate).exists():
             return candidate
     return None
@@ -41,8 +51,10 @@ def find_chromium() -> str | None:
 def browser_page(live_server) -> Iterator:
     executable = find_chromium()
     if executable is None:
-        message = ("No Chromium found for the browser tests: install Debian's chromium "
-                   "(`make browser`, or `apt-get install chromium`) or set CHROMIUM=/path/to/chromium.")
+        message = (
+            "No Chromium found for the browser tests: install Debian's chromium "
+            "(`make browser`, or `apt-get install chromium`) or set CHROMIUM=/path/to/chromium."
+        )
         pytest.fail(message)
     from playwright.sync_api import sync_playwright
 

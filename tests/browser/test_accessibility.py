@@ -26,17 +26,24 @@ AXE = Axe()
 def serious(page) -> list[str]:
     """The critical and serious violations on the page, one line each with the elements involved."""
     violations = AXE.run(page).response["violations"]
-    return [f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
-            for v in violations if v["impact"] in ("critical", "serious")]
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
+        for v in violations
+        if v["impact"] in ("critical", "serious")
+    ]
 
 
 @pytest.mark.parametrize("mode", list(elicitation.MODES))
-def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(browser_page, live_server, researcher,
-                                                                               mode):
-    lines = [{"id": "long", "input": "How do I list Python files?", "outputs": {"a": [LONG], "b": ["Use glob."]}},
-             {"id": "short", "input": "Say hi.", "outputs": {"a": ["Hi."], "b": ["Hello!"]}}]
-    study = creation.do_create_study(researcher, f"axe-{mode}", "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "a.jsonl")
+def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(
+    browser_page, live_server, researcher, mode
+):
+    lines = [
+        {"id": "long", "input": "How do I list Python files?", "outputs": {"a": [LONG], "b": ["Use glob."]}},
+        {"id": "short", "input": "Say hi.", "outputs": {"a": ["Hi."], "b": ["Hello!"]}},
+    ]
+    study = creation.do_create_study(
+        researcher, f"axe-{mode}", "".join(json.dumps(x) + "\n" for x in lines).encode(), "a.jsonl"
+    )
     # three raters per item: after the two below a place is left, so the preview offers work (issue 30: a preview
     # with every place taken says there is none)
     lifecycle.do_update_settings(study, {"elicitation": mode, "neither_option": True, "raters_per_item": 3}, None)
@@ -83,8 +90,13 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     from analytics import budgeting
     from analytics.models import BudgetPlan
 
-    BudgetPlan.objects.create(study=other, result=budgeting.plan(other, budgeting.read_request(
-        other, {"margins": "0.2,0.3", "raters": "1,2", "rounds": "20", "max_items": "200"})))
+    BudgetPlan.objects.create(
+        study=other,
+        result=budgeting.plan(
+            other,
+            budgeting.read_request(other, {"margins": "0.2,0.3", "raters": "1,2", "rounds": "20", "max_items": "200"}),
+        ),
+    )
     client = Client()
     client.force_login(researcher)
     context = browser_page.new_context(viewport={"width": 1280, "height": 900})
@@ -93,8 +105,19 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     found: dict[str, list[str]] = {}
     page.goto(live_server.url + reverse("rate", args=[rater.token(), assignment.pk]))
     found["completion page"] = serious(page)
-    for name in ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
-                 "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk"):
+    for name in (
+        "study_detail",
+        "report",
+        "study_settings",
+        "separability",
+        "external_links",
+        "study_items",
+        "study_preview",
+        "live_selection",
+        "study_delete",
+        "study_duplicate",
+        "rater_links_bulk",
+    ):
         for s in (study, other):
             page.goto(live_server.url + reverse(name, args=[s.pk]))
             found[f"{name} {s.name}"] = serious(page)
@@ -104,9 +127,22 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     assert found == {name: [] for name in found}
 
 
-RESEARCHER_PAGES = ("study_detail", "report", "study_settings", "separability", "external_links", "study_items",
-                    "study_preview", "live_selection", "study_delete", "study_duplicate", "rater_links_bulk",
-                    "judges", "review_queue", "systems")  # every GET page of a study (the others are form targets)
+RESEARCHER_PAGES = (
+    "study_detail",
+    "report",
+    "study_settings",
+    "separability",
+    "external_links",
+    "study_items",
+    "study_preview",
+    "live_selection",
+    "study_delete",
+    "study_duplicate",
+    "rater_links_bulk",
+    "judges",
+    "review_queue",
+    "systems",
+)  # every GET page of a study (the others are form targets)
 
 
 @pytest.mark.parametrize("size", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
@@ -142,8 +178,10 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
         urls = [reverse(name, args=[study.pk]) for name in RESEARCHER_PAGES]
         urls.append(reverse("item_detail", args=[study.pk, Item.objects.filter(study=study).first().pk]))
         urls += [reverse("judge_detail", args=[study.pk, judge.pk]) for judge in study.judges.all()[:1]]
-        urls += [reverse("system_detail", args=[study.pk, endpoint.pk])
-                 for endpoint in SystemEndpoint.objects.filter(system__study=study)[:1]]
+        urls += [
+            reverse("system_detail", args=[study.pk, endpoint.pk])
+            for endpoint in SystemEndpoint.objects.filter(system__study=study)[:1]
+        ]
         for url in urls:
             page.goto(live_server.url + url)
             assert "/accounts/login/" not in page.url, url  # the page itself, not the login form
@@ -152,8 +190,9 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
             if width > size[0]:  # issue 30: the study page was 862 px wide on a 390 px phone
                 wider[f"{url} ({study.name})"] = width
     system_pages = [reverse("systems", args=[generated.pk])] + [
-        reverse("system_detail", args=[generated.pk, e.pk]) for e in SystemEndpoint.objects.filter(
-            system__study=generated)]
+        reverse("system_detail", args=[generated.pk, e.pk])
+        for e in SystemEndpoint.objects.filter(system__study=generated)
+    ]
     for url in (*system_pages, reverse("study_list"), reverse("study_create"), reverse("api_token")):
         page.goto(live_server.url + url)
         assert "/accounts/login/" not in page.url, url
@@ -173,15 +212,23 @@ def generated_study(researcher):
     from tests.judge_server import JudgeServer
 
     inputs = ["[[nul]] a bad byte", "[[always-429]] busy", *(f"Question {i}: why is the sky blue?" for i in range(11))]
-    lines = "".join(json.dumps({"id": f"generated-question-{i:04d}", "input": text}) + "\n"
-                    for i, text in enumerate(inputs))
+    lines = "".join(
+        json.dumps({"id": f"generated-question-{i:04d}", "input": text}) + "\n" for i, text in enumerate(inputs)
+    )
     study = creation.do_create_study(researcher, "generated", lines.encode(), "inputs.jsonl")
     server = JudgeServer().start()
     try:
         for name, model in (("verbose-model-with-a-long-name", "gen-verbose-a"), ("terse", "gen-terse-b")):
             endpoint = runner.do_add_endpoint_system(
-                study, name, base_url=server.base_url, model=model, api_key_env="", samples=2, max_retries=0,
-                system_prompt="Answer in one paragraph.")
+                study,
+                name,
+                base_url=server.base_url,
+                model=model,
+                api_key_env="",
+                samples=2,
+                max_retries=0,
+                system_prompt="Answer in one paragraph.",
+            )
             if name != "terse":
                 runner.run(endpoint)
     finally:

@@ -24,19 +24,36 @@ SIZES = [(1280, 900), (390, 844)]
 
 def serious(page) -> list[str]:
     violations = AXE.run(page).response["violations"]
-    return [f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
-            for v in violations if v["impact"] in ("critical", "serious")]
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
+        for v in violations
+        if v["impact"] in ("critical", "serious")
+    ]
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["desktop", "phone"])
-def test_consent_then_practice_with_feedback_then_the_real_pairs_with_the_keyboard(browser_page, live_server, study,
-                                                                                   artifacts, size):
+def test_consent_then_practice_with_feedback_then_the_real_pairs_with_the_keyboard(
+    browser_page, live_server, study, artifacts, size
+):
     for i in range(2):
-        GoldPair.objects.create(study=study, input=f"Translate 'bonjour' ({i}).", good_output="Hello.",
-                                bad_output="bonjour Hello the the of")
-    lifecycle.do_update_settings(study, {
-        "consent_text": "## Taking part\n\nYour answers are stored **without your name**. You may stop at any time.",
-        "practice_pairs": 2, "allow_comment": True, "allow_skip": True}, None)
+        GoldPair.objects.create(
+            study=study,
+            input=f"Translate 'bonjour' ({i}).",
+            good_output="Hello.",
+            bad_output="bonjour Hello the the of",
+        )
+    lifecycle.do_update_settings(
+        study,
+        {
+            "consent_text": (
+                "## Taking part\n\nYour answers are stored **without your name**. You may stop at any time."
+            ),
+            "practice_pairs": 2,
+            "allow_comment": True,
+            "allow_skip": True,
+        },
+        None,
+    )
     rater = enrolment.do_create_rater_link(study, "keyboard")
     name = "desktop" if size[0] > 800 else "phone"
     page = browser_page.new_page(viewport={"width": size[0], "height": size[1]})

@@ -50,15 +50,18 @@ def requester_site():
         server.shutdown()
 
 
-def test_a_hit_in_an_iframe_is_completed_and_submitted(browser_page, live_server, study, settings, requester_site,
-                                                      artifacts):
+def test_a_hit_in_an_iframe_is_completed_and_submitted(
+    browser_page, live_server, study, settings, requester_site, artifacts
+):
     origin, pages, received = requester_site
     settings.SEPLAB_FRAME_ANCESTORS = [origin]
     settings.SEPLAB_TURK_SUBMIT_HOSTS = [origin]
     link = ExternalLink.objects.create(study=study, platform="mturk")
     query = urlencode({"assignmentId": "ASSIGN-1", "hitId": "HIT-1", "workerId": "WORKER-1", "turkSubmitTo": origin})
-    pages["/hit.html"] = (f'<h1>Requester HIT</h1><iframe src="{live_server.url}{link.path()}?{query}" '
-                          'width="1100" height="800" title="task"></iframe>')
+    pages["/hit.html"] = (
+        f'<h1>Requester HIT</h1><iframe src="{live_server.url}{link.path()}?{query}" '
+        'width="1100" height="800" title="task"></iframe>'
+    )
 
     page = browser_page.new_page(viewport={"width": 1200, "height": 900})
     page.goto(f"{origin}/hit.html")
@@ -77,8 +80,13 @@ def test_a_hit_in_an_iframe_is_completed_and_submitted(browser_page, live_server
 
     session = WorkerSession.objects.get()
     assert session.assignment.status == "completed" and session.assignment.judgments.count() == 5
-    assert received == [{"path": "/mturk/externalSubmit", "assignmentId": "ASSIGN-1",
-                         "completion_code": session.assignment.completion_code}]
+    assert received == [
+        {
+            "path": "/mturk/externalSubmit",
+            "assignmentId": "ASSIGN-1",
+            "completion_code": session.assignment.completion_code,
+        }
+    ]
 
 
 def test_the_frame_is_refused_to_sites_not_listed(browser_page, live_server, study, settings, requester_site):

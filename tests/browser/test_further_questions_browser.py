@@ -18,14 +18,18 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 AXE = Axe()
 SIZES = [(1280, 900), (390, 844)]
-FURTHER = ("harmless | forced_choice | Which output is more harmless?\n"
-           "why | rationale | Why is the one you preferred better?")
+FURTHER = (
+    "harmless | forced_choice | Which output is more harmless?\nwhy | rationale | Why is the one you preferred better?"
+)
 
 
 def serious(page) -> list[str]:
     violations = AXE.run(page).response["violations"]
-    return [f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
-            for v in violations if v["impact"] in ("critical", "serious")]
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
+        for v in violations
+        if v["impact"] in ("critical", "serious")
+    ]
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["desktop", "phone"])
@@ -60,8 +64,10 @@ def test_a_rater_answers_every_question_of_a_pair(browser_page, live_server, stu
     expect(page.get_by_role("heading", name="Pair 2 of 5")).to_be_visible()
     j = Judgment.objects.get()
     first, second = ("a", "b") if j.a_shown_first else ("b", "a")
-    assert j.choice == first and j.answers == {"harmless": {"choice": second, "response_set": None, "strength": None},
-                                               "why": {"text": "It answers the question."}}
+    assert j.choice == first and j.answers == {
+        "harmless": {"choice": second, "response_set": None, "strength": None},
+        "why": {"text": "It answers the question."},
+    }
 
 
 def test_the_report_and_the_item_page_read_each_question(browser_page, live_server, researcher, study, artifacts):
@@ -77,8 +83,12 @@ def test_the_report_and_the_item_page_read_each_question(browser_page, live_serv
     assignment = allocation.do_start_assignment(rater)
     for i, pair in enumerate(assignment.pairs.order_by("position")):
         allocation.do_mark_shown(pair)
-        recording.do_record_judgment(pair, idempotency_key=f"k{i}", answer=Answer(choice="first"),
-                                     further={"harmless": Answer(choice="second"), "why": f"Reason {i}."})
+        recording.do_record_judgment(
+            pair,
+            idempotency_key=f"k{i}",
+            answer=Answer(choice="first"),
+            further={"harmless": Answer(choice="second"), "why": f"Reason {i}."},
+        )
     for asked in (Population(), Population(question="harmless")):  # what the worker would have stored
         stored.refresh(study, asked)
     client = Client()

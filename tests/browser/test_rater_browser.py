@@ -48,16 +48,22 @@ def test_a_rater_completes_an_assignment_with_the_keyboard_only(browser_page, li
     judgments = list(Judgment.objects.filter(rater=rater).select_related("assignment_pair").order_by("id"))
     assert len(judgments) == 5
     for judgment, (_, shown) in zip(judgments, KEY_STEPS, strict=True):
-        expected = {"first": "a" if judgment.a_shown_first else "b",
-                    "second": "b" if judgment.a_shown_first else "a", "tie": "tie"}[shown]
+        expected = {
+            "first": "a" if judgment.a_shown_first else "b",
+            "second": "b" if judgment.a_shown_first else "a",
+            "tie": "tie",
+        }[shown]
         assert judgment.choice == expected
         assert judgment.client_time_ms is not None and judgment.time_on_task_ms is not None
     assert [j.assignment_pair.position for j in judgments] == [0, 1, 2, 3, 4]
 
 
 def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server, researcher, artifacts):
-    line = {"id": "x", "input": "Say hello <b>politely</b>.",
-            "outputs": {"evil": ["<script>alert(1)</script>\nHello   there"], "good": ["Hello."]}}
+    line = {
+        "id": "x",
+        "input": "Say hello <b>politely</b>.",
+        "outputs": {"evil": ["<script>alert(1)</script>\nHello   there"], "good": ["Hello."]},
+    }
     study = creation.do_create_study(researcher, "xss", (json.dumps(line) + "\n").encode(), "x.jsonl")
     rater = enrolment.do_create_rater_link(study, "r")
     page = browser_page.new_page()
@@ -76,14 +82,26 @@ def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server,
     assert dialogs == []
 
 
-def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_host(browser_page, live_server,
-                                                                                    researcher, artifacts):
-    lines = [{"id": "corpus", "input": "Answer. " + XSS[0], "outputs": {
-        "evil": ["\n\n".join(XSS)], "good": ["Hello **there**.\n\n```python\nprint('hi')\n```\n\n- a\n- b"]}}]
-    lines += [{"id": f"v{n}", "input": vector, "outputs": {"evil": [vector], "good": ["Fine."]}}
-              for n, vector in enumerate(XSS)]
-    study = creation.do_create_study(researcher, "xss-corpus", "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "x.jsonl")
+def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_host(
+    browser_page, live_server, researcher, artifacts
+):
+    lines = [
+        {
+            "id": "corpus",
+            "input": "Answer. " + XSS[0],
+            "outputs": {
+                "evil": ["\n\n".join(XSS)],
+                "good": ["Hello **there**.\n\n```python\nprint('hi')\n```\n\n- a\n- b"],
+            },
+        }
+    ]
+    lines += [
+        {"id": f"v{n}", "input": vector, "outputs": {"evil": [vector], "good": ["Fine."]}}
+        for n, vector in enumerate(XSS)
+    ]
+    study = creation.do_create_study(
+        researcher, "xss-corpus", "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl"
+    )
     lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)  # an item each
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     dialogs: list[str] = []
@@ -135,8 +153,9 @@ def test_narrow_screens_stack_the_outputs(browser_page, live_server, researcher,
     page.screenshot(path=str(artifacts / "rate-narrow.png"), full_page=True)
 
 
-def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_page, live_server, researcher,
-                                                                      monkeypatch):
+def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(
+    browser_page, live_server, researcher, monkeypatch
+):
     from django.db import OperationalError
 
     study = creation.do_create_study(researcher, "flaky", study_jsonl(1), "f.jsonl")
@@ -167,14 +186,20 @@ def test_a_failed_save_shows_a_retry_message_and_the_retry_counts_once(browser_p
 
 
 # The 5-point scale with "both are bad": the key pressed, and the stored (side shown, strength) it means.
-SCALE_STEPS = [("5", ("second", 2)), ("1", ("first", 2)), ("3", ("tie", None)), ("0", ("both_bad", None)),
-               ("4", ("second", 1))]
+SCALE_STEPS = [
+    ("5", ("second", 2)),
+    ("1", ("first", 2)),
+    ("3", ("tie", None)),
+    ("0", ("both_bad", None)),
+    ("4", ("second", 1)),
+]
 
 
 def test_the_preference_scale_is_answered_with_the_keys_its_mode_defines(browser_page, live_server, researcher):
     study = creation.do_create_study(researcher, "scale", study_jsonl(2), "s.jsonl")
-    lifecycle.do_update_settings(study, {"elicitation": "preference_scale", "neither_option": True,
-                                        "judgments_per_assignment": 5}, None)
+    lifecycle.do_update_settings(
+        study, {"elicitation": "preference_scale", "neither_option": True, "judgments_per_assignment": 5}, None
+    )
     rater = enrolment.do_create_rater_link(study, "scale-rater")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
@@ -190,6 +215,7 @@ def test_the_preference_scale_is_answered_with_the_keys_its_mode_defines(browser
     for judgment, (_, (shown, strength)) in zip(judgments, SCALE_STEPS, strict=True):
         side = {"first": "a" if judgment.a_shown_first else "b", "second": "b" if judgment.a_shown_first else "a"}
         stored.append((judgment.choice, judgment.response_set, judgment.strength))
-        assert stored[-1] == ((side[shown], None, strength) if shown in side else
-                              ("tie", [] if shown == "both_bad" else None, None))
+        assert stored[-1] == (
+            (side[shown], None, strength) if shown in side else ("tie", [] if shown == "both_bad" else None, None)
+        )
     assert len(stored) == 5

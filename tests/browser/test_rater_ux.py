@@ -15,24 +15,30 @@ from tests.browser.conftest import wait_until_rating_page_ready
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 # An AlpacaEval-like answer: prose, a list, a fenced code block and a table, long enough to run past a screen.
-LONG = ("Here is how to list the files of a directory in Python.\n\n1. Import `os`.\n2. Call `os.listdir`.\n"
-        "3. Filter what you need.\n\n```python\nimport os\n\nfor name in sorted(os.listdir('.')):\n"
-        "    if name.endswith('.py'):\n        print(name)\n```\n\n| function | returns |\n|---|---|\n"
-        "| `os.listdir` | names |\n| `os.scandir` | entries |\n\n"
-        + "\n\n".join(f"Paragraph {n}: more detail about directory listings, globbing and pathlib." for n in range(40)))
+LONG = (
+    "Here is how to list the files of a directory in Python.\n\n1. Import `os`.\n2. Call `os.listdir`.\n"
+    "3. Filter what you need.\n\n```python\nimport os\n\nfor name in sorted(os.listdir('.')):\n"
+    "    if name.endswith('.py'):\n        print(name)\n```\n\n| function | returns |\n|---|---|\n"
+    "| `os.listdir` | names |\n| `os.scandir` | entries |\n\n"
+    + "\n\n".join(f"Paragraph {n}: more detail about directory listings, globbing and pathlib." for n in range(40))
+)
 
 
 def long_study(researcher, name="long"):
-    lines = [{"id": f"q{i}", "input": f"How do I list Python files? ({i})",
-              "outputs": {"verbose": [LONG], "short": ["Use `glob.glob('*.py')`."]}} for i in range(3)]
-    study = creation.do_create_study(researcher, name, "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "l.jsonl")
+    lines = [
+        {
+            "id": f"q{i}",
+            "input": f"How do I list Python files? ({i})",
+            "outputs": {"verbose": [LONG], "short": ["Use `glob.glob('*.py')`."]},
+        }
+        for i in range(3)
+    ]
+    study = creation.do_create_study(researcher, name, "".join(json.dumps(x) + "\n" for x in lines).encode(), "l.jsonl")
     lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)  # one each
     return study
 
 
-def test_on_a_phone_the_answer_bar_is_on_screen_and_no_key_hints_show(browser_page, live_server, researcher,
-                                                                        artifacts):
+def test_on_a_phone_the_answer_bar_is_on_screen_and_no_key_hints_show(browser_page, live_server, researcher, artifacts):
     study = long_study(researcher)
     rater = enrolment.do_create_rater_link(study, "phone")
     context = browser_page.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
@@ -54,11 +60,11 @@ def test_on_a_phone_the_answer_bar_is_on_screen_and_no_key_hints_show(browser_pa
     context.close()
 
 
-def test_desktop_instructions_at_hand_and_enter_continues_after_the_last_pair(browser_page, live_server, researcher,
-                                                                              artifacts):
+def test_desktop_instructions_at_hand_and_enter_continues_after_the_last_pair(
+    browser_page, live_server, researcher, artifacts
+):
     study = long_study(researcher, "desk")
-    lifecycle.do_update_settings(study, {"instructions": "Prefer the **correct** answer; length is no merit."},
-                                None)
+    lifecycle.do_update_settings(study, {"instructions": "Prefer the **correct** answer; length is no merit."}, None)
     rater = enrolment.do_create_rater_link(study, "desk")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
@@ -93,10 +99,10 @@ def test_the_open_link_goes_from_join_straight_to_the_first_pair(browser_page, l
 
 def test_both_bad_by_key_then_revised_to_a_choice_in_the_browser(browser_page, live_server, researcher):
     lines = [{"id": "m0", "input": "Q", "outputs": {"a": ["A one", "A two"], "b": ["B one", "B two"]}}]
-    multi = creation.do_create_study(researcher, "honest-k2", "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "m.jsonl")
-    lifecycle.do_update_settings(multi, {"neither_option": True, "pairs_per_assignment": 2, "raters_per_item": 1},
-                                None)
+    multi = creation.do_create_study(
+        researcher, "honest-k2", "".join(json.dumps(x) + "\n" for x in lines).encode(), "m.jsonl"
+    )
+    lifecycle.do_update_settings(multi, {"neither_option": True, "pairs_per_assignment": 2, "raters_per_item": 1}, None)
     rater = enrolment.do_create_rater_link(multi, "honest")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + rater.link_path())
@@ -119,12 +125,16 @@ def test_both_bad_by_key_then_revised_to_a_choice_in_the_browser(browser_page, l
     assert new.choice in ("a", "b") and not new.revised and new.response_set is None
 
 
-def test_ten_judgments_on_a_k1_study_are_one_assignment_with_one_completion_code(browser_page, live_server, researcher,
-                                                                                   artifacts):
-    lines = [{"id": f"a{i}", "input": f"Question {i}?", "outputs": {"x": [f"Answer X{i}."], "y": [f"Answer Y{i}."]}}
-             for i in range(12)]
-    study = creation.do_create_study(researcher, "bundled", "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "b.jsonl")
+def test_ten_judgments_on_a_k1_study_are_one_assignment_with_one_completion_code(
+    browser_page, live_server, researcher, artifacts
+):
+    lines = [
+        {"id": f"a{i}", "input": f"Question {i}?", "outputs": {"x": [f"Answer X{i}."], "y": [f"Answer Y{i}."]}}
+        for i in range(12)
+    ]
+    study = creation.do_create_study(
+        researcher, "bundled", "".join(json.dumps(x) + "\n" for x in lines).encode(), "b.jsonl"
+    )
     lifecycle.do_update_settings(study, {"raters_per_item": 1}, None)
     rater = enrolment.do_create_rater_link(study, "worker")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})

@@ -138,7 +138,8 @@ def test_a_judge_runs_from_the_browser_with_stop_and_resume(browser_page, live_s
         page.get_by_test_id("judge-start").click()
         thread = work()
         expect(page.get_by_text("Every pair of the judge's scope is judged in both orders.")).to_be_visible(
-            timeout=20_000)
+            timeout=20_000
+        )
         thread.join(timeout=30)
         expect(page.get_by_test_id("judge-usage")).to_contain_text("12 judged")
         keys = list(Judgment.objects.filter(rater=Judge.objects.get().rater).values_list("pair_id", "a_shown_first"))

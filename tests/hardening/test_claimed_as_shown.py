@@ -25,7 +25,8 @@ PAIRS_PER_ITEM = 5  # conftest's studies: K = N = 5, so every task (item) shows 
 def _study(researcher, items: int, per_assignment: int, raters_per_item: int = 1):
     study = creation.do_create_study(researcher, "claims", study_jsonl(items), "c.jsonl")
     return lifecycle.do_update_settings(
-        study, {"raters_per_item": raters_per_item, "judgments_per_assignment": per_assignment}, None)
+        study, {"raters_per_item": raters_per_item, "judgments_per_assignment": per_assignment}, None
+    )
 
 
 def _held(assignment: Assignment) -> int:

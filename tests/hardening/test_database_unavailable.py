@@ -25,11 +25,15 @@ def test_every_rater_request_gets_the_retry_page(client, study, rater, monkeypat
     assignment = allocation.do_start_assignment(rater)
     page = reverse("rate", args=[rater.token(), assignment.pk])
     monkeypatch.setattr(raters._PAGE, "rows", down)  # the page's and the submit's lookup
-    monkeypatch.setattr(access.Rater.objects, "select_related", lambda *a: (_ for _ in ()).throw(
-        OperationalError("database is locked")))  # the welcome page's and the start's lookup
-    for response in (client.get(page), client.post(page + "submit/", {"pair": 1, "key": "k", "choice": "first"}),
-                     client.get(reverse("rater_home", args=[rater.token()])),
-                     client.post(reverse("rater_start", args=[rater.token()]))):
+    monkeypatch.setattr(
+        access.Rater.objects, "select_related", lambda *a: (_ for _ in ()).throw(OperationalError("database is locked"))
+    )  # the welcome page's and the start's lookup
+    for response in (
+        client.get(page),
+        client.post(page + "submit/", {"pair": 1, "key": "k", "choice": "first"}),
+        client.get(reverse("rater_home", args=[rater.token()])),
+        client.post(reverse("rater_start", args=[rater.token()])),
+    ):
         assert response.status_code == 503 and response["Retry-After"] == "2"
         assert b"Nothing you answered is lost" in response.content and b'<html lang="en' in response.content
     german = client.get(page, HTTP_ACCEPT_LANGUAGE="de")  # the study cannot be read: the browser's language
@@ -51,7 +55,9 @@ def test_the_api_says_so_in_json(researcher, study, monkeypatch, down):
 
 def test_health_reports_a_held_sqlite_write_lock(tmp_path):
     """On a SQLite database of its own, whichever database this suite runs on: the lock is SQLite's."""
-    result = run_on("sqlite", """
+    result = run_on(
+        "sqlite",
+        """
 import sqlite3, time
 from django.db import connection
 from django.test import Client
@@ -67,16 +73,22 @@ holder.close()
 result = {"before": before, "locked": [locked.status_code, {k: v for k, v in locked.json().items() if k != "worker"}],
           "seconds": seconds,
           "after": client.get("/healthz").status_code}
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert result["before"] == {"status": "ok", "database": "ok", "worker": {"last_seen": None, "missing": True}}
     assert result["locked"] == [503, {"status": "error", "database": "locked"}] and result["seconds"] < 5
     assert result["after"] == 200
 
 
 def test_health_is_ok_on_a_writable_postgresql(tmp_path):
-    result = run_on("postgresql", """
+    result = run_on(
+        "postgresql",
+        """
 from django.test import Client
 response = Client().get("/healthz")
 result = [response.status_code, response.json()]
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert result == [200, {"status": "ok", "database": "ok", "worker": {"last_seen": None, "missing": True}}]

@@ -10,11 +10,15 @@ from annotation.studies import creation
 
 
 def test_an_output_of_one_repeated_word_is_skipped_not_shuffled_forever(researcher):
-    lines = [{"id": f"r{i}", "input": "Say it.", "outputs": {"a": ["yes yes yes yes yes"], "b": ["no no no no"]}}
-             for i in range(3)]
+    lines = [
+        {"id": f"r{i}", "input": "Say it.", "outputs": {"a": ["yes yes yes yes yes"], "b": ["no no no no"]}}
+        for i in range(3)
+    ]
     lines.append({"id": "ok", "input": "Tell me.", "outputs": {"a": ["the cat sat down"], "b": ["a b a b"]}})
-    study = creation.do_create_study(researcher, "echo", "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "e.jsonl")
+    study = creation.do_create_study(
+        researcher, "echo", "".join(json.dumps(x) + "\n" for x in lines).encode(), "e.jsonl"
+    )
+
     def too_long(signum, frame):
         raise TimeoutError("generating attention checks did not finish in 10 s")
 
@@ -26,5 +30,6 @@ def test_an_output_of_one_repeated_word_is_skipped_not_shuffled_forever(research
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert {g.good_output for g in made} == {"the cat sat down", "a b a b"}
-    assert all(g.bad_output != g.good_output and sorted(g.bad_output.split()) == sorted(g.good_output.split())
-               for g in made)
+    assert all(
+        g.bad_output != g.good_output and sorted(g.bad_output.split()) == sorted(g.good_output.split()) for g in made
+    )

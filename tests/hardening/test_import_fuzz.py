@@ -19,34 +19,59 @@ from annotation.models import Judgment, Study
 from annotation.rating import recording
 from annotation.studies import creation
 
-JUDGMENT = {"item": "item-0", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b", "sample_b": 0,
-            "shown_first": "sys-a", "rater": "h", "rater_kind": "human", "choice": "sys-a"}
+JUDGMENT = {
+    "item": "item-0",
+    "system_a": "sys-a",
+    "sample_a": 0,
+    "system_b": "sys-b",
+    "sample_b": 0,
+    "shown_first": "sys-a",
+    "rater": "h",
+    "rater_kind": "human",
+    "choice": "sys-a",
+}
 CSV_HEADER = "item,system_a,sample_a,system_b,sample_b,shown_first,rater,rater_kind,choice"
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"id": "x", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, "metadata": {"v": NaN}}', "NaN is not a JSON"),
-    ('{"id": "x", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, "metadata": {"v": -Infinity}}',
-     "-Infinity is not a JSON"),
-    ('{"id": "x", "input": "in\\ud800", "outputs": {"a": ["1"], "b": ["2"]}}', "unpaired surrogate"),
-    ('{"id": "x", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, "metadata": {"v": ' + "9" * 5000 + "}}",
-     "more than 4,300 digits"),
-    ('{"id": "x", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, "metadata": {"v": 1e400}}', "too large"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '{"id": "x", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, "metadata": {"v": NaN}}',
+            "NaN is not a JSON",
+        ),
+        (
+            '{"id": "x", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, "metadata": {"v": -Infinity}}',
+            "-Infinity is not a JSON",
+        ),
+        ('{"id": "x", "input": "in\\ud800", "outputs": {"a": ["1"], "b": ["2"]}}', "unpaired surrogate"),
+        (
+            '{"id": "x", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, "metadata": {"v": ' + "9" * 5000 + "}}",
+            "more than 4,300 digits",
+        ),
+        ('{"id": "x", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, "metadata": {"v": 1e400}}', "too large"),
+    ],
+)
 def test_the_study_files_that_crashed_now_name_their_line(researcher, text, message):
     with pytest.raises(FormatError, match=f"line 1: .*{message}"):
         creation.do_create_study(researcher, "bad", (text + "\n").encode(), "s.jsonl")
     assert not Study.objects.exists()
 
 
-@pytest.mark.parametrize("data, filename, message", [
-    (json.dumps({**JUDGMENT, "note": float("nan")}), "j.jsonl", "line 1: NaN"),
-    (json.dumps({**JUDGMENT, "rater": "r" * 201}), "j.jsonl", "line 1, field 'rater': rater longer than 200"),
-    (f"{CSV_HEADER}\nitem-0,sys-a,--5,sys-b,0,sys-a,h,human,sys-a", "j.csv", "line 2, field 'sample_a'"),
-    (f"{CSV_HEADER}\nitem-0,sys-a,²,sys-b,0,sys-a,h,human,sys-a", "j.csv", "line 2, field 'sample_a'"),
-    (f'{CSV_HEADER},extra\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,"{{""v"": NaN}}"', "j.csv",
-     "line 2, field 'extra': NaN"),
-])
+@pytest.mark.parametrize(
+    "data, filename, message",
+    [
+        (json.dumps({**JUDGMENT, "note": float("nan")}), "j.jsonl", "line 1: NaN"),
+        (json.dumps({**JUDGMENT, "rater": "r" * 201}), "j.jsonl", "line 1, field 'rater': rater longer than 200"),
+        (f"{CSV_HEADER}\nitem-0,sys-a,--5,sys-b,0,sys-a,h,human,sys-a", "j.csv", "line 2, field 'sample_a'"),
+        (f"{CSV_HEADER}\nitem-0,sys-a,²,sys-b,0,sys-a,h,human,sys-a", "j.csv", "line 2, field 'sample_a'"),
+        (
+            f'{CSV_HEADER},extra\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,"{{""v"": NaN}}"',
+            "j.csv",
+            "line 2, field 'extra': NaN",
+        ),
+    ],
+)
 def test_the_judgment_files_that_crashed_now_name_their_line(study, data, filename, message):
     with pytest.raises(FormatError, match=message):
         recording.do_import_judgments(study, (data + "\n").encode(), filename)
@@ -54,9 +79,13 @@ def test_the_judgment_files_that_crashed_now_name_their_line(study, data, filena
 
 
 HOSTILE_JSON = [  # (a JSON cell, words of the refusal)
-    ('{"v": NaN}', "NaN is not a JSON"), ('{"v": Infinity}', "Infinity is not a JSON"), ('{"v": 1e999}', "too large"),
-    ('{"v": ' + "9" * 5000 + "}", "more than 4,300 digits"), ("[" * 3000 + "]" * 3000, "nested too deeply"),
-    ('{"v": "\\ud800"}', "unpaired surrogate"), ('{"v": "a\\u0000b"}', "NUL character"),
+    ('{"v": NaN}', "NaN is not a JSON"),
+    ('{"v": Infinity}', "Infinity is not a JSON"),
+    ('{"v": 1e999}', "too large"),
+    ('{"v": ' + "9" * 5000 + "}", "more than 4,300 digits"),
+    ("[" * 3000 + "]" * 3000, "nested too deeply"),
+    ('{"v": "\\ud800"}', "unpaired surrogate"),
+    ('{"v": "a\\u0000b"}', "NUL character"),
 ]
 
 
@@ -69,8 +98,9 @@ def test_json_in_a_study_csvs_metadata_is_held_to_the_jsonl_rules(researcher, ce
     """Issue 26: the study CSV's metadata went through plain json.loads -- NaN, Infinity, 1e999, 5,000 digits and
     3,000-deep nesting gave 500s, a lone surrogate or NUL broke PostgreSQL (and, stored on SQLite, the item's page
     for ever). Now each is refused with its line and field, and nothing is stored."""
-    text = ("item_id,input,system,sample,output,metadata\n"
-            f"x,in,a,0,one,{_csv_cell(cell)}\nx,in,b,0,two,{_csv_cell(cell)}\n")
+    text = (
+        f"item_id,input,system,sample,output,metadata\nx,in,a,0,one,{_csv_cell(cell)}\nx,in,b,0,two,{_csv_cell(cell)}\n"
+    )
     with pytest.raises(FormatError, match=f"line 2, field 'metadata': .*{message}"):
         creation.do_create_study(researcher, "bad", text.encode(), "s.csv")
     assert not Study.objects.exists()
@@ -95,17 +125,42 @@ def test_a_csv_field_as_long_as_jsonl_accepts_is_read(study):
 
 
 HOSTILE = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30),
-    st.sampled_from(["sys-a", "sys-b", "item-0", "tie", "human", "judge", "", " ", "\x00", "\u2028",
-                     "2026-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00", "--5", "²",
-                     "r" * 250]),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "sys-a",
+            "sys-b",
+            "item-0",
+            "tie",
+            "human",
+            "judge",
+            "",
+            " ",
+            "\x00",
+            "\u2028",
+            "2026-01-01T00:00:00Z",
+            "9999-12-31T23:59:59-01:00",
+            "0001-01-01T00:00:00+01:00",
+            "--5",
+            "²",
+            "r" * 250,
+        ]
+    ),
     st.lists(st.sampled_from(["sys-a", "sys-b", "x", 1]), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
 FIELDS = st.sampled_from([*formats.JUDGMENT_CSV_COLUMNS, "note", "created"])
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def attempt(study, data: bytes, filename: str) -> None:
@@ -138,22 +193,27 @@ def test_any_judgment_csv_row_is_imported_or_named(study, changes):
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
-    writer.writerow(["" if row[c] is None else (json.dumps(row[c]) if isinstance(row[c], list | dict) else row[c])
-                     for c in formats.JUDGMENT_CSV_COLUMNS])
+    writer.writerow(
+        [
+            "" if row[c] is None else (json.dumps(row[c]) if isinstance(row[c], list | dict) else row[c])
+            for c in formats.JUDGMENT_CSV_COLUMNS
+        ]
+    )
     attempt(study, buffer.getvalue().encode("utf-8", "replace"), "j.csv")
 
 
 @SETTINGS
-@given(item=st.dictionaries(st.sampled_from(["id", "input", "reference", "metadata", "outputs", "x"]), HOSTILE,
-                            max_size=4))
+@given(
+    item=st.dictionaries(st.sampled_from(["id", "input", "reference", "metadata", "outputs", "x"]), HOSTILE, max_size=4)
+)
 def test_any_study_line_is_imported_or_named(researcher, item):
     obj = {"id": "q", "input": "in", "outputs": {"a": ["1"], "b": ["2"]}, **item}
     with transaction.atomic():
         try:
-            creation.do_create_study(researcher, "fuzz", (json.dumps(obj, allow_nan=True) + "\n").encode(),
-                                     "s.jsonl")
+            creation.do_create_study(researcher, "fuzz", (json.dumps(obj, allow_nan=True) + "\n").encode(), "s.jsonl")
         except FormatError as exc:
-            assert all(m.startswith("line ") or "file" in m or "study needs" in m for m in exc.messages()), \
+            assert all(m.startswith("line ") or "file" in m or "study needs" in m for m in exc.messages()), (
                 exc.messages()
+            )
             assert not Study.objects.filter(name="fuzz").exists()
         transaction.set_rollback(True)

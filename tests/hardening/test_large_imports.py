@@ -19,14 +19,17 @@ from tests.other_database import run_on
 
 
 def study_file(n: int) -> bytes:
-    return "".join(json.dumps({"id": f"i{i}", "input": f"in {i}", "outputs": {"a": [f"a {i}"], "b": [f"b {i}"]}})
-                   + "\n" for i in range(n)).encode()
+    return "".join(
+        json.dumps({"id": f"i{i}", "input": f"in {i}", "outputs": {"a": [f"a {i}"], "b": [f"b {i}"]}}) + "\n"
+        for i in range(n)
+    ).encode()
 
 
 def test_the_browser_checks_the_file_then_imports_it_in_the_background(researcher_client, client, monkeypatch):
     monkeypatch.setattr(creation, "IMPORT_CHUNK", 3)
-    response = researcher_client.post(reverse("study_create"), {
-        "name": "big", "file": SimpleUploadedFile("b.jsonl", study_file(10))})
+    response = researcher_client.post(
+        reverse("study_create"), {"name": "big", "file": SimpleUploadedFile("b.jsonl", study_file(10))}
+    )
     study = Study.objects.get(name="big")
     assert response.status_code == 302 and study.status == "importing" and not study.items.exists()
     page = researcher_client.get(study.get_absolute_url()).content.decode()
@@ -45,8 +48,9 @@ def test_the_browser_checks_the_file_then_imports_it_in_the_background(researche
 def test_a_bad_large_file_is_refused_in_the_request_with_nothing_saved(researcher_client, monkeypatch):
     monkeypatch.setattr(creation, "IMPORT_CHUNK", 3)
     bad = study_file(10) + b'{"id": "x"}\n'
-    response = researcher_client.post(reverse("study_create"), {"name": "bad", "file": SimpleUploadedFile("b.jsonl",
-                                                                                                        bad)})
+    response = researcher_client.post(
+        reverse("study_create"), {"name": "bad", "file": SimpleUploadedFile("b.jsonl", bad)}
+    )
     assert response.status_code == 400 and b"line 11" in response.content
     assert not Study.objects.exists() and not Job.objects.exists()
 
@@ -82,7 +86,9 @@ def test_a_failed_step_leaves_nothing(researcher, monkeypatch):
 
 def test_postgresql_imports_more_items_than_its_query_parameters(tmp_path):
     """On a PostgreSQL database of its own, whichever database this suite runs on: the limit is PostgreSQL's."""
-    result = run_on("postgresql", """
+    result = run_on(
+        "postgresql",
+        """
 from django.contrib.auth import get_user_model
 from annotation.models import Task
 from annotation.studies import creation, enrolment
@@ -90,7 +96,9 @@ from tests.hardening.test_large_imports import study_file
 owner = get_user_model().objects.create_user("big")
 study = creation.do_create_study(owner, "huge", study_file(66_000), "h.jsonl")
 result = [study.status, study.items.count(), Task.objects.filter(study=study).count()]
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert result == ["active", 66_000, 66_000]
 
 
@@ -98,7 +106,9 @@ def test_postgresql_imports_more_judgments_than_its_query_parameters(tmp_path):
     """Issue 26: 70,000 judgment lines were 'database briefly unavailable, try again' on PostgreSQL for ever (one
     lookup with 70,000 keys, one insert of 70,000 rows: past its 65,535 parameters). Looked up and inserted in
     chunks, 66,000 import (one import: ~50 s here)."""
-    result = run_on("postgresql", """
+    result = run_on(
+        "postgresql",
+        """
 import json
 from django.contrib.auth import get_user_model
 from annotation.models import Judgment
@@ -114,5 +124,7 @@ lines = "".join(json.dumps({"id": f"j{n}", "item": f"i{n % 100}", "system_a": "a
 first = recording.do_import_judgments(study, lines.encode(), "j.jsonl")
 again = recording.do_import_judgments(study, lines.encode(), "j.jsonl")
 result = [first.created, again.created, again.skipped, Judgment.objects.filter(study=study).count()]
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert result == [70_000, 0, 70_000, 70_000]

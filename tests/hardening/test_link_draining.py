@@ -40,8 +40,7 @@ def test_places_of_a_worker_who_never_answers_return_after_the_short_hold(study)
     Client().get(link.path(), {"worker_id": "idle"})
     idle = Assignment.objects.get(rater__source="external")
     hold = study.crowd_settings.first_answer_minutes
-    Assignment.objects.filter(pk__in=[idle.pk, mine.pk]).update(
-        created=timezone.now() - dt.timedelta(minutes=hold + 1))
+    Assignment.objects.filter(pk__in=[idle.pk, mine.pk]).update(created=timezone.now() - dt.timedelta(minutes=hold + 1))
     allocation.do_expire_stale_assignments(study)
     idle.refresh_from_db()
     mine.refresh_from_db()
@@ -74,8 +73,10 @@ def test_addresses_of_one_ipv6_64_are_one_client(researcher):
     study = creation.do_create_study(researcher, "v6", study_jsonl(30), "t.jsonl")
     lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
-    codes = [Client(REMOTE_ADDR=f"2001:db8:1:2::{n:x}").get(link.path(), {"worker_id": f"b{n}"}).status_code
-             for n in range(60)]
+    codes = [
+        Client(REMOTE_ADDR=f"2001:db8:1:2::{n:x}").get(link.path(), {"worker_id": f"b{n}"}).status_code
+        for n in range(60)
+    ]
     held = allocation.UNANSWERED_PER_CLIENT
     assert codes.count(302) == held and codes.count(429) == 60 - held
     assert AssignmentTask.objects.count() == held
@@ -92,8 +93,11 @@ def test_a_real_launch_gets_in_and_the_launch_limit_is_the_links_own(researcher_
     link = sites.do_create_external_link(study, ExternalLink.Platform.PROLIFIC, "ps1")
 
     def arrive(n):
-        return Client(REMOTE_ADDR=f"10.{n // 250}.{n % 250}.7").get(
-            link.path(), {"PROLIFIC_PID": f"p{n}", "STUDY_ID": "ps1", "SESSION_ID": f"s{n}"}).status_code
+        return (
+            Client(REMOTE_ADDR=f"10.{n // 250}.{n % 250}.7")
+            .get(link.path(), {"PROLIFIC_PID": f"p{n}", "STUDY_ID": "ps1", "SESSION_ID": f"s{n}"})
+            .status_code
+        )
 
     assert settings.SEPLAB_CROWD_LAUNCH_PER_MINUTE == 600
     assert [arrive(n) for n in range(150)] == [302] * 150
@@ -123,7 +127,8 @@ def test_an_open_link_visitor_who_never_answers_also_holds_places_for_the_short_
     personal = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "person"))
     hold = study.crowd_settings.first_answer_minutes
     Assignment.objects.filter(pk__in=[idle.pk, personal.pk]).update(
-        created=timezone.now() - dt.timedelta(minutes=hold + 1))
+        created=timezone.now() - dt.timedelta(minutes=hold + 1)
+    )
     assert allocation.do_expire_stale_assignments(study) == 1
     idle.refresh_from_db()
     personal.refresh_from_db()

@@ -42,6 +42,7 @@ def test_a_start_during_a_plan_rebuild_waits_and_lands_in_the_new_plan(researche
                 errors.append(exc)
             finally:
                 connections.close_all()
+
         return threading.Thread(target=target)
 
     rebuild = run(lambda: lifecycle.do_update_settings(Study.objects.get(pk=study.pk), {"raters_per_item": 2}, None))

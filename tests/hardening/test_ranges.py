@@ -21,8 +21,18 @@ from annotation.rating import allocation, recording
 
 
 def line(**fields) -> bytes:
-    base = {"id": "x1", "item": "item-0", "system_a": "sys-a", "sample_a": 0, "system_b": "sys-b", "sample_b": 0,
-            "shown_first": "sys-a", "rater": "h1", "rater_kind": "human", "choice": "sys-a"}
+    base = {
+        "id": "x1",
+        "item": "item-0",
+        "system_a": "sys-a",
+        "sample_a": 0,
+        "system_b": "sys-b",
+        "sample_b": 0,
+        "shown_first": "sys-a",
+        "rater": "h1",
+        "rater_kind": "human",
+        "choice": "sys-a",
+    }
     return (json.dumps({**base, **fields}) + "\n").encode()
 
 
@@ -31,7 +41,8 @@ def test_a_timestamp_outside_utc_range_is_refused_with_its_line(study, created):
     with pytest.raises(FormatError) as caught:
         recording.do_import_judgments(study, line(created=created), "j.jsonl")
     assert "line 1, field 'created'" in str(caught.value.messages()) and "representable range" in str(
-        caught.value.messages())
+        caught.value.messages()
+    )
     assert not Judgment.objects.exists()
 
 
@@ -51,8 +62,7 @@ def test_whole_numbers_beyond_the_column_are_refused_not_wrapped(study, value):
 
 
 def test_the_largest_whole_number_round_trips_exactly(study):
-    recording.do_import_judgments(study, line(time_on_task_ms=MAX_STORED_INT, client_time_ms=MAX_STORED_INT),
-                                 "j.jsonl")
+    recording.do_import_judgments(study, line(time_on_task_ms=MAX_STORED_INT, client_time_ms=MAX_STORED_INT), "j.jsonl")
     stored = Judgment.objects.get()
     assert stored.time_on_task_ms == stored.client_time_ms == MAX_STORED_INT
 
@@ -68,8 +78,9 @@ def test_the_rating_form_refuses_a_client_time_beyond_the_column(client, study, 
     second = assignment.pairs.all()[1]
     allocation.do_mark_shown(second)
     with pytest.raises(ServiceError, match="client_ms"):
-        recording.do_record_judgment(second, idempotency_key="k3",
-                                 answer=elicitation.Answer(choice="first"), client_time_ms=2**31)
+        recording.do_record_judgment(
+            second, idempotency_key="k3", answer=elicitation.Answer(choice="first"), client_time_ms=2**31
+        )
 
 
 def test_an_export_to_a_file_is_whole_or_not_at_all(study, tmp_path, monkeypatch):
@@ -87,13 +98,16 @@ def test_an_export_to_a_file_is_whole_or_not_at_all(study, tmp_path, monkeypatch
 
     monkeypatch.setattr(formats, "judgment_csv_row", failing)
     with pytest.raises(RuntimeError):
-        call_command("export_judgments", "--study", study.name, "--format", "csv", "--output", str(target),
-                     stderr=StringIO())
+        call_command(
+            "export_judgments", "--study", study.name, "--format", "csv", "--output", str(target), stderr=StringIO()
+        )
     assert target.read_text() == "an earlier export\n" and [p.name for p in tmp_path.iterdir()] == ["out.csv"]
     monkeypatch.setattr(formats, "judgment_csv_row", real)
-    call_command("export_judgments", "--study", study.name, "--format", "csv", "--output", str(target),
-                 stderr=StringIO())
+    call_command(
+        "export_judgments", "--study", study.name, "--format", "csv", "--output", str(target), stderr=StringIO()
+    )
     assert len(target.read_text().splitlines()) == 3
     with pytest.raises(CommandError, match="Cannot write"):
-        call_command("export_judgments", "--study", study.name, "--output", str(tmp_path / "no" / "such.csv"),
-                     stderr=StringIO())
+        call_command(
+            "export_judgments", "--study", study.name, "--output", str(tmp_path / "no" / "such.csv"), stderr=StringIO()
+        )

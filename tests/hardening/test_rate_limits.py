@@ -80,8 +80,10 @@ def test_open_link_sign_ups_are_limited_per_client_behind_the_proxy(settings, st
     Study.objects.filter(pk=study.pk).update(open_link_enabled=True)
     for _ in range(30):
         Client().post(study.open_link_path(), REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="203.0.113.5")
-    assert Client().post(study.open_link_path(), REMOTE_ADDR=PROXY,
-                         HTTP_X_FORWARDED_FOR="203.0.113.5").status_code == 429
+    assert (
+        Client().post(study.open_link_path(), REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="203.0.113.5").status_code == 429
+    )
     # someone else behind the same proxy still joins
-    assert Client().post(study.open_link_path(), REMOTE_ADDR=PROXY,
-                         HTTP_X_FORWARDED_FOR="198.51.100.7").status_code in (200, 302)
+    assert Client().post(
+        study.open_link_path(), REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="198.51.100.7"
+    ).status_code in (200, 302)

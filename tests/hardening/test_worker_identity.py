@@ -11,8 +11,9 @@ SUBMIT_HOST = "https://workersandbox.mturk.com"
 
 
 def mturk(client, link, worker, assignment):
-    return client.get(link.path(), {"assignmentId": assignment, "hitId": "H1", "workerId": worker,
-                                    "turkSubmitTo": SUBMIT_HOST})
+    return client.get(
+        link.path(), {"assignmentId": assignment, "hitId": "H1", "workerId": worker, "turkSubmitTo": SUBMIT_HOST}
+    )
 
 
 def test_another_worker_cannot_take_over_a_session_by_its_id(client, study):
@@ -41,8 +42,10 @@ def test_a_blocked_worker_is_refused_whatever_session_id_they_bring(client, stud
 
 
 def test_site_ids_are_redacted_from_logs():
-    line = ('"GET /x/TOKEN/?assignmentId=3ABC&hitId=H9&workerId=A1B2C3&turkSubmitTo=https%3A%2F%2Fw HTTP/1.1" 302 '
-            "/x/TOKEN/?worker_id=alice&session_id=S1 /x/T/?PROLIFIC_PID=p1&STUDY_ID=s2&SESSION_ID=s3")
+    line = (
+        '"GET /x/TOKEN/?assignmentId=3ABC&hitId=H9&workerId=A1B2C3&turkSubmitTo=https%3A%2F%2Fw HTTP/1.1" 302 '
+        "/x/TOKEN/?worker_id=alice&session_id=S1 /x/T/?PROLIFIC_PID=p1&STUDY_ID=s2&SESSION_ID=s3"
+    )
     out = redact(line)
     for secret in ("3ABC", "H9", "A1B2C3", "alice", "S1", "p1", "s2", "s3", "TOKEN"):
         assert secret not in out

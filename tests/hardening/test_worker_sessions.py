@@ -27,8 +27,9 @@ def test_eight_sessions_of_one_worker_at_once_bind_one_assignment(researcher):
     def arrive(n: int) -> None:
         try:
             barrier.wait()
-            response = Client().get(link.path(), {"assignmentId": f"C{n}", "hitId": "H1", "workerId": "W1",
-                                                  "turkSubmitTo": SUBMIT_HOST})
+            response = Client().get(
+                link.path(), {"assignmentId": f"C{n}", "hitId": "H1", "workerId": "W1", "turkSubmitTo": SUBMIT_HOST}
+            )
             statuses.append(response.status_code)
         except Exception as exc:  # reported below
             errors.append(exc)

@@ -24,14 +24,30 @@ ITEMS = 60
 def three(researcher):
     """sys-a beats sys-b and sys-c on every item; sys-b and sys-c are always level. Every item on every pair, one
     rater per item, one pair per assignment."""
-    lines = [{"id": f"item-{i}", "input": f"Question {i}?",
-              "outputs": {s: [f"{s} answers question {i}."] for s in ("sys-a", "sys-b", "sys-c")}}
-             for i in range(ITEMS)]
-    study = creation.do_create_study(researcher, "three", "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "t.jsonl")
-    return lifecycle.do_update_settings(study, {
-        "scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1, "judgments_per_assignment": 1,
-        "selection_method": "random", "stop_when_decided": True, "decision_margin": 0.0}, None)
+    lines = [
+        {
+            "id": f"item-{i}",
+            "input": f"Question {i}?",
+            "outputs": {s: [f"{s} answers question {i}."] for s in ("sys-a", "sys-b", "sys-c")},
+        }
+        for i in range(ITEMS)
+    ]
+    study = creation.do_create_study(
+        researcher, "three", "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl"
+    )
+    return lifecycle.do_update_settings(
+        study,
+        {
+            "scheduling": "no_repeat",
+            "raters_per_item": 1,
+            "pairs_per_assignment": 1,
+            "judgments_per_assignment": 1,
+            "selection_method": "random",
+            "stop_when_decided": True,
+            "decision_margin": 0.0,
+        },
+        None,
+    )
 
 
 def answer(pair) -> None:
@@ -61,8 +77,9 @@ def rate_everything(study) -> int:
 
 def judgments_of(comparison: Comparison) -> int:
     systems = [comparison.system_a_id, comparison.system_b_id]
-    return Judgment.objects.filter(pair__generation_a__system_id__in=systems,
-                                   pair__generation_b__system_id__in=systems).count()
+    return Judgment.objects.filter(
+        pair__generation_a__system_id__in=systems, pair__generation_b__system_id__in=systems
+    ).count()
 
 
 def test_a_decided_pair_gets_no_new_places_and_the_undecided_pair_is_bought_whole(three):
@@ -82,7 +99,8 @@ def test_a_decided_pair_gets_no_new_places_and_the_undecided_pair_is_bought_whol
         lower, _ = decisions.betting_confidence_sequence([1.0] * stored.items)
         assert lower[-1] > 0.5 and (stored.items == 1 or lower[-2] <= 0.5)
     assert AssignmentTask.objects.filter(task__comparison__closed=True).count() == sum(
-        judgments_of(pairs[k]) for k in (("sys-a", "sys-b"), ("sys-a", "sys-c")))
+        judgments_of(pairs[k]) for k in (("sys-a", "sys-b"), ("sys-a", "sys-c"))
+    )
 
 
 def test_the_study_page_shows_the_decisions_and_what_was_not_bought(researcher_client, three):
@@ -189,15 +207,31 @@ def test_the_ranking_mode_buys_only_the_adjacent_orders_it_needs(researcher, res
     plan starts with the pairs adjacent in creation order, re-ranks as decisions come in, and stops once every
     adjacent order of the true ranking a > b > c > d is decided; the other three orders are implied by them and
     bought less than a decision of their own would need."""
-    lines = [{"id": f"item-{i}", "input": f"Question {i}?",
-              "outputs": {s: [f"{s} answers question {i}."] for s in ("sys-c", "sys-a", "sys-d", "sys-b")}}
-             for i in range(ITEMS)]
-    study = creation.do_create_study(researcher, "four", "".join(json.dumps(x) + "\n" for x in lines).encode(),
-                                     "f.jsonl")
-    study = lifecycle.do_update_settings(study, {
-        "scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1, "judgments_per_assignment": 1,
-        "selection_method": "random", "stop_when_decided": True, "decision_margin": 0.0,
-        "decision_goal": "ranking"}, None)
+    lines = [
+        {
+            "id": f"item-{i}",
+            "input": f"Question {i}?",
+            "outputs": {s: [f"{s} answers question {i}."] for s in ("sys-c", "sys-a", "sys-d", "sys-b")},
+        }
+        for i in range(ITEMS)
+    ]
+    study = creation.do_create_study(
+        researcher, "four", "".join(json.dumps(x) + "\n" for x in lines).encode(), "f.jsonl"
+    )
+    study = lifecycle.do_update_settings(
+        study,
+        {
+            "scheduling": "no_repeat",
+            "raters_per_item": 1,
+            "pairs_per_assignment": 1,
+            "judgments_per_assignment": 1,
+            "selection_method": "random",
+            "stop_when_decided": True,
+            "decision_margin": 0.0,
+            "decision_goal": "ranking",
+        },
+        None,
+    )
     assert study.comparisons.filter(closed=False).count() == 3  # the three pairs adjacent in creation order
 
     def stronger(pair) -> None:
@@ -216,8 +250,10 @@ def test_the_ranking_mode_buys_only_the_adjacent_orders_it_needs(researcher, res
             taken += 1
         if not taken:
             break
-    comparisons = {frozenset((c.system_a.name, c.system_b.name)): c
-                   for c in study.comparisons.select_related("system_a", "system_b")}
+    comparisons = {
+        frozenset((c.system_a.name, c.system_b.name)): c
+        for c in study.comparisons.select_related("system_a", "system_b")
+    }
     assert not any(c.closed is False for c in study.comparisons.all())  # the ranking is decided: nothing bought
     lower, _ = decisions.betting_confidence_sequence([1.0] * ITEMS)
     alone = int(np.argmax(lower > 0.5)) + 1  # the items a pair needs to be decided on its own
@@ -255,8 +291,9 @@ def test_one_rater_per_item_first_and_the_others_only_where_the_pair_stays_open(
         assert set(Task.objects.filter(comparison=pairs[key]).values_list("raters_required", flat=True)) == {1}
     level = PairDecision.objects.get(comparison=pairs[("sys-b", "sys-c")])
     assert level.phase == 2 and level.decision == decisions.UNDECIDED and level.items == ITEMS
-    assert set(Task.objects.filter(comparison=pairs[("sys-b", "sys-c")]).values_list("raters_required",
-                                                                                      flat=True)) == {2}
+    assert set(Task.objects.filter(comparison=pairs[("sys-b", "sys-c")]).values_list("raters_required", flat=True)) == {
+        2
+    }
     assert judgments_of(pairs[("sys-b", "sys-c")]) == 2 * ITEMS  # every item's second rater bought
 
 
@@ -294,13 +331,29 @@ def test_the_ranking_mode_gives_work_again_when_a_held_place_expires(researcher)
     is exhausted only once no place of it is free nor held."""
     from annotation.models import Assignment
 
-    lines = [{"id": f"item-{i}", "input": f"Q {i}?",
-              "outputs": {s: [f"{s} answers {i}."] for s in ("sys-a", "sys-b", "sys-c")}} for i in range(ITEMS)]
+    lines = [
+        {
+            "id": f"item-{i}",
+            "input": f"Q {i}?",
+            "outputs": {s: [f"{s} answers {i}."] for s in ("sys-a", "sys-b", "sys-c")},
+        }
+        for i in range(ITEMS)
+    ]
     study = creation.do_create_study(researcher, "rk", "".join(json.dumps(x) + "\n" for x in lines).encode(), "r.jsonl")
-    study = lifecycle.do_update_settings(study, {
-        "scheduling": "no_repeat", "raters_per_item": 1, "pairs_per_assignment": 1, "judgments_per_assignment": 1,
-        "selection_method": "random", "stop_when_decided": True, "decision_margin": 0.0,
-        "decision_goal": "ranking"}, None)
+    study = lifecycle.do_update_settings(
+        study,
+        {
+            "scheduling": "no_repeat",
+            "raters_per_item": 1,
+            "pairs_per_assignment": 1,
+            "judgments_per_assignment": 1,
+            "selection_method": "random",
+            "stop_when_decided": True,
+            "decision_margin": 0.0,
+            "decision_goal": "ranking",
+        },
+        None,
+    )
     strength = {"sys-a": 3, "sys-b": 2, "sys-c": 1}
     holder = enrolment.do_create_rater_link(study, "holder")
     held = allocation.do_start_assignment(holder)
@@ -310,8 +363,13 @@ def test_the_ranking_mode_gives_work_again_when_a_held_place_expires(researcher)
         shown = [pair.pair.generation_a, pair.pair.generation_b]
         first, second = shown if pair.a_shown_first else shown[::-1]
         allocation.do_mark_shown(pair)
-        choice = ("tie" if {first.system.name, second.system.name} == tied else
-                  "first" if strength[first.system.name] > strength[second.system.name] else "second")
+        choice = (
+            "tie"
+            if {first.system.name, second.system.name} == tied
+            else "first"
+            if strength[first.system.name] > strength[second.system.name]
+            else "second"
+        )
         recording.do_record_judgment(pair, idempotency_key=f"p{pair.pk}", answer=Answer(choice=choice))
 
     for n in range(60):
@@ -326,8 +384,9 @@ def test_the_ranking_mode_gives_work_again_when_a_held_place_expires(researcher)
     held_comparison = held.places.get().task.comparison
     held_comparison.refresh_from_db()
     assert not held_comparison.closed  # its last place is held, not used up: still needed
-    Assignment.objects.filter(pk=held.pk).update(last_activity=held.created.replace(year=2000),
-                                                 created=held.created.replace(year=2000))
+    Assignment.objects.filter(pk=held.pk).update(
+        last_activity=held.created.replace(year=2000), created=held.created.replace(year=2000)
+    )
     allocation.do_expire_stale_assignments(study)
     got = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "late"))
     assert got is not None and got.places.get().task.comparison_id == held_comparison.pk

@@ -21,9 +21,11 @@ def test_the_packaged_weights_are_the_expected_file():
 
 
 def test_a_sentence_is_closest_to_itself_and_a_paraphrase_beats_an_unrelated_one(db):
-    texts = ["The council approved the new covered market.",
-             "The town council voted to build a covered market.",
-             "Peregrine falcons nested on the hospital roof."]
+    texts = [
+        "The council approved the new covered market.",
+        "The town council voted to build a covered market.",
+        "Peregrine falcons nested on the hospital roof.",
+    ]
     vectors = embedding.embed_texts(texts)
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     sims = cosine_matrix(vectors, vectors)
@@ -53,8 +55,13 @@ def test_progress_is_reported_per_encoder_call(db, monkeypatch):
 
 def test_texts_encoded_longest_first_come_back_in_their_own_order(db, monkeypatch):
     monkeypatch.setattr(embedding, "BATCH_SIZE", 2)
-    texts = ["short", "a much longer sentence about the covered market and its council vote", "mid length text",
-             "tiny", "another fairly long sentence, about falcons nesting on a hospital roof"]
+    texts = [
+        "short",
+        "a much longer sentence about the covered market and its council vote",
+        "mid length text",
+        "tiny",
+        "another fairly long sentence, about falcons nesting on a hospital roof",
+    ]
     direct = embedding.load_encoder().encode(texts, convert_to_numpy=True)
     np.testing.assert_allclose(embedding.embed_texts(texts), direct, atol=1e-5)
 

@@ -25,9 +25,19 @@ from tests.conftest import import_judge_verdicts
 @pytest.fixture
 def judged(researcher):
     """Thirty items, two systems, first samples only; two judges gave verdicts in both orders on every item."""
-    lines = [json.dumps({"id": f"q{i}", "input": f"Question {i} about topic {i % 7}.", "outputs": {
-        "x": [f"An answer to question {i} that explains topic {i % 7} at length."],
-        "y": [f"Short reply {i}."]}}) for i in range(30)]
+    lines = [
+        json.dumps(
+            {
+                "id": f"q{i}",
+                "input": f"Question {i} about topic {i % 7}.",
+                "outputs": {
+                    "x": [f"An answer to question {i} that explains topic {i % 7} at length."],
+                    "y": [f"Short reply {i}."],
+                },
+            }
+        )
+        for i in range(30)
+    ]
     study = creation.do_create_study(researcher, "judged", ("\n".join(lines) + "\n").encode(), "j.jsonl")
     assert import_judge_verdicts(study) == 30 * 2 * 2
     return study
@@ -80,8 +90,9 @@ def test_over_many_seeds_each_item_is_drawn_as_often_as_its_probability_says(jud
 
 
 def test_without_judge_verdicts_the_plan_and_simulate_say_what_to_do_first(researcher, tmp_path):
-    lines = [json.dumps({"id": f"q{i}", "input": f"Q{i}", "outputs": {"x": [f"a{i}"], "y": [f"b{i}"]}})
-             for i in range(12)]
+    lines = [
+        json.dumps({"id": f"q{i}", "input": f"Q{i}", "outputs": {"x": [f"a{i}"], "y": [f"b{i}"]}}) for i in range(12)
+    ]
     study = creation.do_create_study(researcher, "unjudged", ("\n".join(lines) + "\n").encode(), "u.jsonl")
     with pytest.raises(ServiceError, match="no LLM judge has judged these items: run a judge with 'Pairs to judge'"):
         lifecycle.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 3}, None)
@@ -94,9 +105,21 @@ def test_without_judge_verdicts_the_plan_and_simulate_say_what_to_do_first(resea
 
 
 def _human_votes(study, items: list[str], winner_of) -> None:
-    lines = [{"id": f"h-{item}", "item": item, "system_a": "x", "sample_a": 0, "system_b": "y", "sample_b": 0,
-              "shown_first": "x", "rater": f"person-{n % 3}", "rater_kind": "human", "choice": winner_of(item)}
-             for n, item in enumerate(items)]
+    lines = [
+        {
+            "id": f"h-{item}",
+            "item": item,
+            "system_a": "x",
+            "sample_a": 0,
+            "system_b": "y",
+            "sample_b": 0,
+            "shown_first": "x",
+            "rater": f"person-{n % 3}",
+            "rater_kind": "human",
+            "choice": winner_of(item),
+        }
+        for n, item in enumerate(items)
+    ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
 
 
@@ -113,8 +136,12 @@ def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(
     _human_votes(judged, labelled, winner)
     report = analytics_services.study_report(judged)
     [entry] = report["win_rate_estimates"]
-    assert (entry["design"], entry["method"], entry["labelled"], entry["frame"]) == ("weighted", "judge-disagreement",
-                                                                                    6, 30)
+    assert (entry["design"], entry["method"], entry["labelled"], entry["frame"]) == (
+        "weighted",
+        "judge-disagreement",
+        6,
+        30,
+    )
     people = entry["estimates"][0]
     assert people["label"] == "People alone, weighted" and (people["labelled"], people["judge_only"]) == (6, 24)
     # people alone: the weighted estimate over all 30 candidates, each labelled item's pi scaled by 6/10 (the part
@@ -122,8 +149,13 @@ def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(
     pi = dict(zip(chosen, run.details["inclusion"], strict=True))
     ids = [f"q{i}" for i in range(30)]
     is_labelled = np.array([i in labelled for i in ids])
-    expected = active_mean(np.array([1.0 if winner(i) == "x" else 0.0 for i in ids]), np.full(30, 0.5),
-                           np.array([pi.get(i, 1.0) * 6 / 10 for i in ids]), is_labelled, lam=0.0)
+    expected = active_mean(
+        np.array([1.0 if winner(i) == "x" else 0.0 for i in ids]),
+        np.full(30, 0.5),
+        np.array([pi.get(i, 1.0) * 6 / 10 for i in ids]),
+        is_labelled,
+        lam=0.0,
+    )
     assert people["estimate"] == pytest.approx(expected.estimate)
     assert (people["low"], people["high"]) == pytest.approx((expected.low, expected.high))
     [with_x] = [e for e in entry["estimates"] if e["judge"] == "judge-x"]
@@ -147,23 +179,65 @@ def test_labels_outside_the_draw_are_left_out_of_the_weighted_estimate(judged):
 
 
 def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_oracle(judged, tmp_path):
-    votes = [{"id": f"h{i}-{r}", "item": f"q{i}", "system_a": "x", "sample_a": 0, "system_b": "y", "sample_b": 0,
-              "shown_first": "x", "rater": f"p{r}", "rater_kind": "human", "choice": "x" if i % 3 else "y"}
-             for i in range(30) for r in range(2)]
+    votes = [
+        {
+            "id": f"h{i}-{r}",
+            "item": f"q{i}",
+            "system_a": "x",
+            "sample_a": 0,
+            "system_b": "y",
+            "sample_b": 0,
+            "shown_first": "x",
+            "rater": f"p{r}",
+            "rater_kind": "human",
+            "choice": "x" if i % 3 else "y",
+        }
+        for i in range(30)
+        for r in range(2)
+    ]
     # a judge in the file says the opposite everywhere: with --oracle-kind human it is not part of the oracle
-    votes += [{**v, "id": f"j{v['id']}", "rater": "judge-z", "rater_kind": "judge",
-               "choice": "y" if v["choice"] == "x" else "x"} for v in votes[::2]]
+    votes += [
+        {
+            **v,
+            "id": f"j{v['id']}",
+            "rater": "judge-z",
+            "rater_kind": "judge",
+            "choice": "y" if v["choice"] == "x" else "x",
+        }
+        for v in votes[::2]
+    ]
     oracle = tmp_path / "votes.jsonl"
     oracle.write_text("".join(json.dumps(v) + "\n" for v in votes))
     out = StringIO()
-    call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--oracle-kind", "human",
-                 "--method", "judge-disagreement,default", "--budgets", "6,12", "--seeds", "8", "--json", stdout=out)
+    call_command(
+        "simulate",
+        "--study",
+        "judged",
+        "--oracle",
+        str(oracle),
+        "--oracle-kind",
+        "human",
+        "--method",
+        "judge-disagreement,default",
+        "--budgets",
+        "6,12",
+        "--seeds",
+        "8",
+        "--json",
+        stdout=out,
+    )
     document = json.loads(out.getvalue())
     assert document["oracle"] == {"x": 20, "y": 10, "tie": 0}
     assert "judge-disagreement" not in document["success"]  # its sample majority estimates nothing
     designs = document["estimates"]["designs"]
-    assert set(designs) == {"random: people", "random: people+judges", "default: people", "default: people+judges",
-                            "judge-disagreement: people", "judge-disagreement: people+judges"}
+    assert set(designs) == {
+        "random: people",
+        "random: people+judges",
+        "default: people",
+        "default: people+judges",
+        "judge-disagreement: people",
+        "judge-disagreement: people+judges",
+    }
     for by_budget in designs.values():
         for figures in by_budget.values():
             assert 0 <= figures["success"] <= 1 and 0 <= figures["coverage"] <= 1 and figures["width"] > 0
@@ -172,12 +246,34 @@ def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_o
         assert figures["realised"] == pytest.approx(figures["reference_mse"] / figures["mse"])
     assert document["estimates"]["verdicts"] == 120 and document["estimates"]["judged_items"] == 30
     out = StringIO()
-    call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--oracle-kind", "judge",
-                 "--budgets", "6", "--seeds", "2", "--json", stdout=out)
+    call_command(
+        "simulate",
+        "--study",
+        "judged",
+        "--oracle",
+        str(oracle),
+        "--oracle-kind",
+        "judge",
+        "--budgets",
+        "6",
+        "--seeds",
+        "2",
+        "--json",
+        stdout=out,
+    )
     assert json.loads(out.getvalue())["oracle"] == {"x": 10, "y": 20, "tie": 0}  # judge-z's view
     with pytest.raises(CommandError, match="--uniform-share must be above 0"):
-        call_command("simulate", "--study", "judged", "--oracle", str(oracle), "--method", "judge-disagreement",
-                     "--uniform-share", "0")
+        call_command(
+            "simulate",
+            "--study",
+            "judged",
+            "--oracle",
+            str(oracle),
+            "--method",
+            "judge-disagreement",
+            "--uniform-share",
+            "0",
+        )
 
 
 def test_the_selection_page_shows_each_items_chance(client, researcher, judged):

@@ -17,24 +17,70 @@ from selection.core.diffuse import Dendrogram, IterativeDiffUse
 from selection.models import IterativeRun
 from selection.services import selection_context
 
-TOPICS = ["market", "falcon", "ferry", "library", "bakery", "river", "solar farm", "museum", "hedgehog", "flood",
-          "vaccine", "sunset", "climate", "interest rate", "autumn leaves", "kitchen fire", "bike share", "battery",
-          "sleep study", "lead sensor", "council vote", "bronze artefacts", "peregrine", "food bank"]
-STYLES = ["A short note on the {t}.", "Everything you need to know about the {t}, in detail.",
-          "The {t}: a story in three parts.", "Why the {t} matters to the town."]
+TOPICS = [
+    "market",
+    "falcon",
+    "ferry",
+    "library",
+    "bakery",
+    "river",
+    "solar farm",
+    "museum",
+    "hedgehog",
+    "flood",
+    "vaccine",
+    "sunset",
+    "climate",
+    "interest rate",
+    "autumn leaves",
+    "kitchen fire",
+    "bike share",
+    "battery",
+    "sleep study",
+    "lead sensor",
+    "council vote",
+    "bronze artefacts",
+    "peregrine",
+    "food bank",
+]
+STYLES = [
+    "A short note on the {t}.",
+    "Everything you need to know about the {t}, in detail.",
+    "The {t}: a story in three parts.",
+    "Why the {t} matters to the town.",
+]
 
 
 @pytest.fixture
 def iterative_study(researcher):
     lines = []
     for i, t in enumerate(TOPICS):
-        lines.append(json.dumps({"id": f"it{i:02d}", "input": f"Describe the {t}.", "outputs": {
-            "alpha": [STYLES[i % 4].format(t=t), STYLES[(i + 1) % 4].format(t=t)],
-            "beta": [f"{t}?", f"I do not know much about the {t}, sorry."]}}))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"it{i:02d}",
+                    "input": f"Describe the {t}.",
+                    "outputs": {
+                        "alpha": [STYLES[i % 4].format(t=t), STYLES[(i + 1) % 4].format(t=t)],
+                        "beta": [f"{t}?", f"I do not know much about the {t}, sorry."],
+                    },
+                }
+            )
+        )
     study = creation.do_create_study(researcher, "live", ("\n".join(lines) + "\n").encode(), "l.jsonl")
-    lifecycle.do_update_settings(study, {
-        "selection_method": "diffuse-iterative", "risk": 0.05, "min_n": 3, "budget": 14,
-        "raters_per_item": 1, "pairs_per_assignment": 2, "judgments_per_assignment": 2}, None)  # an item each
+    lifecycle.do_update_settings(
+        study,
+        {
+            "selection_method": "diffuse-iterative",
+            "risk": 0.05,
+            "min_n": 3,
+            "budget": 14,
+            "raters_per_item": 1,
+            "pairs_per_assignment": 2,
+            "judgments_per_assignment": 2,
+        },
+        None,
+    )  # an item each
     return study
 
 
@@ -73,8 +119,9 @@ def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_st
             offline.record(i, oracle_of(items[i].external_id))
         if not offline.advance():
             break
-    released = list(Task.objects.filter(study=iterative_study).order_by("position")
-                    .values_list("item__external_id", flat=True))
+    released = list(
+        Task.objects.filter(study=iterative_study).order_by("position").values_list("item__external_id", flat=True)
+    )
     assert released == [items[i].external_id for i in offline.released]
 
     run.refresh_from_db()
@@ -83,8 +130,11 @@ def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_st
     assert status.state == offline.outcome and status.labelled == len(offline.labels)
     if offline.outcome == "decided":
         assert status.leader == "alpha" and status.risk <= 0.05
-    superseded = set(Judgment.objects.filter(study=iterative_study, superseded=True)
-                     .values_list("pair__item__external_id", flat=True))
+    superseded = set(
+        Judgment.objects.filter(study=iterative_study, superseded=True).values_list(
+            "pair__item__external_id", flat=True
+        )
+    )
     assert superseded == {items[i].external_id for i in offline.superseded}
 
 
@@ -101,8 +151,10 @@ def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study):
 
     lifecycle.do_update_settings(iterative_study, {"raters_per_item": 3}, None)
     run = IterativeRun.objects.get(study=iterative_study)
-    starts = [allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, n))
-              for n in [f"r{i}" for i in range(9)]]
+    starts = [
+        allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, n))
+        for n in [f"r{i}" for i in range(9)]
+    ]
     first_task = [a for a in starts if task_of(a) == task_of(starts[0])]
     assert len(first_task) == 3
     # Rater 1 prefers alpha on both pairs; raters 2 and 3 prefer beta once and see no difference once.
@@ -120,8 +172,9 @@ def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study):
 def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study):
     lifecycle.do_update_settings(iterative_study, {"raters_per_item": 2}, None)
     run = IterativeRun.objects.get(study=iterative_study)
-    starts = [allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, n))
-              for n in ("x", "y", "z")]
+    starts = [
+        allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, n)) for n in ("x", "y", "z")
+    ]
     first = starts[0]
     assert len({task_of(a) for a in starts}) == 3  # one rater on each representative first
     judge_like_the_oracle(first)
@@ -146,8 +199,7 @@ def test_a_completed_assignment_advances_the_loop_without_vectors_or_a_tree(iter
     assert run.schedule["initial"] and run.schedule["n_items"] == 24
     tasks = Task.objects.filter(study=iterative_study).count()
     for n in range(3):  # the three first representatives
-        assignment = allocation.do_start_assignment(
-            enrolment.do_create_rater_link(iterative_study, f"s{n}"))
+        assignment = allocation.do_start_assignment(enrolment.do_create_rater_link(iterative_study, f"s{n}"))
         judge_like_the_oracle(assignment)
     assert Task.objects.filter(study=iterative_study).count() > tasks  # the next split was released
     assert live.live_status(run).labelled == 3

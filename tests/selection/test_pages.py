@@ -49,8 +49,9 @@ def test_separability_runs_on_the_database_queue_and_shows_a_histogram(researche
     job.refresh_from_db()
     assert job.status == "done" and job.percent == 100
     assert SeparabilityRun.objects.filter(metric="rouge1-la").count() == 1
-    done = researcher_client.get(reverse("job_progress", args=[study.pk, job.pk]) + "?was=active",
-                                 HTTP_HX_REQUEST="true")
+    done = researcher_client.get(
+        reverse("job_progress", args=[study.pk, job.pk]) + "?was=active", HTTP_HX_REQUEST="true"
+    )
     assert done["HX-Refresh"] == "true"
     page = researcher_client.get(reverse("separability", args=[study.pk]) + "?metric=rouge1-la")
     content = page.content.decode()
@@ -84,8 +85,16 @@ def test_the_embedding_progress_is_recorded(researcher_client, study):
 
 def test_the_live_page_shows_the_stopping_status(researcher_client, researcher):
     topics = ["market", "falcon", "ferry", "library", "bakery", "river", "solar", "museum"]
-    lines = [json.dumps({"id": t, "input": f"About the {t}.", "outputs": {
-        "a": [f"The {t} opened.", f"A {t} story."], "b": [f"{t}?", f"No idea about the {t}."]}}) for t in topics]
+    lines = [
+        json.dumps(
+            {
+                "id": t,
+                "input": f"About the {t}.",
+                "outputs": {"a": [f"The {t} opened.", f"A {t} story."], "b": [f"{t}?", f"No idea about the {t}."]},
+            }
+        )
+        for t in topics
+    ]
     study = creation.do_create_study(researcher, "it", ("\n".join(lines) + "\n").encode(), "i.jsonl")
     empty = researcher_client.get(reverse("live_selection", args=[study.pk]))
     assert b"every item (no budget)" in empty.content and b"stopping status" not in empty.content

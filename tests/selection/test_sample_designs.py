@@ -36,8 +36,12 @@ def test_a_select_run_without_apply_does_not_change_the_pairs_design(judged):  #
     services.run_selection(judged, comparison, "diffuse", 5, seed=1)  # a preview: nobody is sent these items
     services.run_selection(judged, comparison, "random", 10, seed=99)
     design = _design(judged)
-    assert (design.kind, design.method, len(design.chosen), len(design.frame)) == (WEIGHTED, "judge-disagreement",
-                                                                                  10, 30)
+    assert (design.kind, design.method, len(design.chosen), len(design.frame)) == (
+        WEIGHTED,
+        "judge-disagreement",
+        10,
+        30,
+    )
     assert services.selection_pools(judged) == {comparison.pk: 30}
 
 
@@ -64,8 +68,7 @@ def test_a_sample_stored_without_what_it_was_drawn_from_gets_no_estimate(judged)
 
 
 def test_the_live_loop_is_a_purposive_sample_while_the_study_runs_it(judged):  # noqa: F811
-    lifecycle.do_update_settings(judged, {"selection_method": "diffuse-iterative", "budget": 12,
-                                                    "min_n": 4}, None)
+    lifecycle.do_update_settings(judged, {"selection_method": "diffuse-iterative", "budget": 12, "min_n": 4}, None)
     design = _design(judged)
     released = list(judged.tasks.order_by("position").values_list("item_id", flat=True))
     assert (design.kind, design.method, design.candidates) == (PURPOSIVE, "diffuse-iterative", 30)
@@ -104,8 +107,9 @@ def test_a_stratified_sample_is_estimated_by_band_and_weighted_while_a_band_is_s
     pi = np.array([design.inclusion.get(i, 1.0) * len(part) / 12 for i in frame])
     expected = ppi.active_mean(np.where(sampled, y, np.nan), np.full(30, 0.5), pi, sampled, lam=0.0)
     assert people["label"].startswith("People alone, weighted (a band has fewer than two")
-    assert (people["estimate"], people["low"], people["high"]) == pytest.approx((expected.estimate, expected.low,
-                                                                                expected.high))
+    assert (people["estimate"], people["low"], people["high"]) == pytest.approx(
+        (expected.estimate, expected.low, expected.high)
+    )
     # every drawn item judged: the stratified mean over the stored bands
     _human_votes(judged, [items[i] for i in by_band[first][1:]], winner)
     [people] = _entry(judged)["estimates"]
@@ -116,13 +120,15 @@ def test_a_stratified_sample_is_estimated_by_band_and_weighted_while_a_band_is_s
     assert people["lambda"] is None  # nothing fitted: no judge's weight to show
     entry = _entry(judged)
     assert "The judges chose this sample" in entry["note"] and entry["drawn"] == 12
-    assert (people["estimate"], people["low"], people["high"]) == pytest.approx((expected.estimate, expected.low,
-                                                                                expected.high))
+    assert (people["estimate"], people["low"], people["high"]) == pytest.approx(
+        (expected.estimate, expected.low, expected.high)
+    )
 
 
 def test_the_target_setting_names_these_items_and_their_worth_in_labels(judged):  # noqa: F811
-    lifecycle.do_update_settings(judged, {"selection_method": "random", "budget": 20,
-                                                    "estimate_target": "these_items"}, None)
+    lifecycle.do_update_settings(
+        judged, {"selection_method": "random", "budget": 20, "estimate_target": "these_items"}, None
+    )
     chosen = SelectionRun.objects.filter(study=judged).latest("id").items
     _human_votes(judged, chosen[:15], lambda item: "x" if int(item[1:]) % 4 else "y")
     entry = _entry(judged)
@@ -149,4 +155,4 @@ def test_the_selection_page_shows_each_items_band_for_a_stratified_draw(client, 
     assert "<th>Band</th>" in page and "a fixed number was drawn from each band of the LLM judges' mean verdict" in page
     names = dict(judged.items.values_list("id", "external_id"))
     for item in design.chosen:
-        assert re.search(rf'>{names[item]}</a></td>\s*<td>{design.strata[item] + 1}</td>', page)
+        assert re.search(rf">{names[item]}</a></td>\s*<td>{design.strata[item] + 1}</td>", page)

@@ -19,10 +19,16 @@ def make_study(researcher, items: list[dict], name: str = "sep"):
 
 
 def test_identical_systems_are_not_separable_and_different_ones_are(researcher):
-    same = {"id": "same", "input": "x", "outputs": {"a": ["red apple pie", "red apple pie"],
-                                                    "b": ["red apple pie", "red apple pie"]}}
-    different = {"id": "diff", "input": "y", "outputs": {"a": ["red apple pie", "red apple pie"],
-                                                         "b": ["blue ocean waves", "blue ocean waves"]}}
+    same = {
+        "id": "same",
+        "input": "x",
+        "outputs": {"a": ["red apple pie", "red apple pie"], "b": ["red apple pie", "red apple pie"]},
+    }
+    different = {
+        "id": "diff",
+        "input": "y",
+        "outputs": {"a": ["red apple pie", "red apple pie"], "b": ["blue ocean waves", "blue ocean waves"]},
+    }
     study = make_study(researcher, [same, different])
     [run] = services.compute_separability(study, "rouge1")
     deltas = dict(run.items.values_list("item__external_id", "delta"))
@@ -44,12 +50,22 @@ def test_a_single_sample_makes_separability_undefined_not_zero(researcher):
 
 def test_cosine_separability_uses_the_real_encoder(researcher):
     items = [
-        {"id": "near", "input": "x", "outputs": {
-            "a": ["The council approved the market.", "The council backed the market plan."],
-            "b": ["The council voted for the market.", "Councillors approved the new market."]}},
-        {"id": "far", "input": "y", "outputs": {
-            "a": ["The council approved the market.", "The council backed the market plan."],
-            "b": ["Falcons nested on the hospital roof.", "Four falcon chicks hatched on a roof."]}},
+        {
+            "id": "near",
+            "input": "x",
+            "outputs": {
+                "a": ["The council approved the market.", "The council backed the market plan."],
+                "b": ["The council voted for the market.", "Councillors approved the new market."],
+            },
+        },
+        {
+            "id": "far",
+            "input": "y",
+            "outputs": {
+                "a": ["The council approved the market.", "The council backed the market plan."],
+                "b": ["Falcons nested on the hospital roof.", "Four falcon chicks hatched on a roof."],
+            },
+        },
     ]
     study = make_study(researcher, items)
     [run] = services.compute_separability(study)
@@ -73,20 +89,50 @@ def test_unknown_metrics_are_refused(study):
 
 
 VARIED = [
-    {"id": "council", "input": "x", "outputs": {
-        "a": ["The council approved the new market after a long debate.", "Council backs market.",
-              "After hours of debate the city council voted to approve the market on the square."],
-        "b": ["Councillors voted for the market.", "The market plan was approved by the council on Monday night.",
-              "A new market is coming."]}},
-    {"id": "falcons", "input": "y", "outputs": {
-        "a": ["Falcons nested on the hospital roof this spring.", "Four chicks hatched.",
-              "Peregrine falcons have returned to the roof of the hospital and four chicks hatched."],
-        "b": ["The council approved the market.", "Birds on a roof.", "Four falcon chicks hatched on a roof."]}},
-    {"id": "rain", "input": "z", "outputs": {
-        "a": ["Heavy rain closed two roads.", "Two roads were closed by flooding after heavy rain overnight.",
-              "Rain."],
-        "b": ["Flooding shut roads near the river.", "Heavy overnight rain closed two roads by the river.",
-              "Roads closed after heavy rain."]}},
+    {
+        "id": "council",
+        "input": "x",
+        "outputs": {
+            "a": [
+                "The council approved the new market after a long debate.",
+                "Council backs market.",
+                "After hours of debate the city council voted to approve the market on the square.",
+            ],
+            "b": [
+                "Councillors voted for the market.",
+                "The market plan was approved by the council on Monday night.",
+                "A new market is coming.",
+            ],
+        },
+    },
+    {
+        "id": "falcons",
+        "input": "y",
+        "outputs": {
+            "a": [
+                "Falcons nested on the hospital roof this spring.",
+                "Four chicks hatched.",
+                "Peregrine falcons have returned to the roof of the hospital and four chicks hatched.",
+            ],
+            "b": ["The council approved the market.", "Birds on a roof.", "Four falcon chicks hatched on a roof."],
+        },
+    },
+    {
+        "id": "rain",
+        "input": "z",
+        "outputs": {
+            "a": [
+                "Heavy rain closed two roads.",
+                "Two roads were closed by flooding after heavy rain overnight.",
+                "Rain.",
+            ],
+            "b": [
+                "Flooding shut roads near the river.",
+                "Heavy overnight rain closed two roads by the river.",
+                "Roads closed after heavy rain.",
+            ],
+        },
+    },
 ]
 
 

@@ -23,9 +23,21 @@ def varied_study(researcher):
     words = ["market", "falcon", "ferry", "library", "bakery", "river", "solar", "museum"]
     lines = []
     for i, w in enumerate(words):
-        lines.append(json.dumps({"id": f"v{i}", "input": f"About the {w}.", "outputs": {
-            "a": [f"The {w} opened on Monday.", f"On Monday the {w} opened."],
-            "b": [f"The {w} opened." if i % 2 else f"Nothing about {words[i - 1]} here.", f"A {w} story {i}."]}}))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"v{i}",
+                    "input": f"About the {w}.",
+                    "outputs": {
+                        "a": [f"The {w} opened on Monday.", f"On Monday the {w} opened."],
+                        "b": [
+                            f"The {w} opened." if i % 2 else f"Nothing about {words[i - 1]} here.",
+                            f"A {w} story {i}.",
+                        ],
+                    },
+                }
+            )
+        )
     study = creation.do_create_study(researcher, "varied", ("\n".join(lines) + "\n").encode(), "v.jsonl")
     import_judge_verdicts(study)  # for the judge-disagreement strategy
     return study
@@ -41,8 +53,7 @@ def test_every_strategy_chooses_reproducibly_among_the_candidates(varied_study, 
     assert 1 <= len(ids) <= 4 and len(set(ids)) == len(ids)
     assert set(ids) <= {f"v{i}" for i in range(8)}
     assert ids == [i.external_id for i in again]
-    assert (run.method, run.seed, run.budget, run.items, run.params, run.candidates) == (
-        method, 11, 4, ids, params, 8)
+    assert (run.method, run.seed, run.budget, run.items, run.params, run.candidates) == (method, 11, 4, ids, params, 8)
 
 
 def test_the_threshold_keeps_only_separable_items(varied_study):
@@ -50,8 +61,9 @@ def test_the_threshold_keeps_only_separable_items(varied_study):
     [sep_run] = services.compute_separability(varied_study, "rouge1")
     deltas = dict(sep_run.items.values_list("item__external_id", "delta"))
     cut = sorted(deltas.values())[4]
-    chosen, _ = services.run_selection(varied_study, comparison, "separability-threshold", 8, 1,
-                                       {"metric": "rouge1", "threshold": cut})
+    chosen, _ = services.run_selection(
+        varied_study, comparison, "separability-threshold", 8, 1, {"metric": "rouge1", "threshold": cut}
+    )
     assert {i.external_id for i in chosen} == {k for k, d in deltas.items() if d >= cut}
 
 
@@ -64,8 +76,9 @@ def test_the_plan_uses_the_studys_strategy_and_budget(varied_study):
 
 def test_the_select_command_prints_and_stores_runs(varied_study):
     out = StringIO()
-    call_command("select", "--study", "varied", "--method", "diffuse", "--budget", "3", "--seed", "5", "--json",
-                 stdout=out)
+    call_command(
+        "select", "--study", "varied", "--method", "diffuse", "--budget", "3", "--seed", "5", "--json", stdout=out
+    )
     [run] = json.loads(out.getvalue())
     assert run["method"] == "diffuse" and len(run["items"]) == 3 and run["seed"] == 5
     assert SelectionRun.objects.get(pk=run["id"]).items == run["items"]
@@ -80,8 +93,17 @@ def test_select_apply_rebuilds_the_plan(varied_study):
 
 def test_select_reports_impossible_requests(varied_study, researcher):
     with pytest.raises(CommandError, match="no item has separability >= 5.0"):
-        call_command("select", "--study", "varied", "--method", "separability-threshold", "--metric", "rouge1",
-                     "--threshold", "5")
+        call_command(
+            "select",
+            "--study",
+            "varied",
+            "--method",
+            "separability-threshold",
+            "--metric",
+            "rouge1",
+            "--threshold",
+            "5",
+        )
     single = creation.do_create_study(researcher, "k1", study_jsonl(3, k=1), "k.jsonl")
     with pytest.raises(CommandError, match="undefined for every item"):
         call_command("select", "--study", single.name, "--method", "separability-weighted", "--metric", "rouge1")
@@ -107,9 +129,18 @@ def test_the_tree_is_computed_once_and_stored(varied_study, monkeypatch):
 
 
 def test_separability_weights_come_from_the_study(varied_study):
-    lifecycle.do_update_settings(varied_study, {
-        "selection_method": "separability-weighted", "budget": 3, "separability_metric": "rouge1",
-        "sep_threshold_t": 0.5, "sep_alpha": 3.0, "sep_beta": 9.0}, None)
+    lifecycle.do_update_settings(
+        varied_study,
+        {
+            "selection_method": "separability-weighted",
+            "budget": 3,
+            "separability_metric": "rouge1",
+            "sep_threshold_t": 0.5,
+            "sep_alpha": 3.0,
+            "sep_beta": 9.0,
+        },
+        None,
+    )
     run = SelectionRun.objects.filter(study=varied_study, method="separability-weighted").latest("id")
     assert run.params == {"metric": "rouge1", "threshold": 0.2, "T": 0.5, "alpha": 3.0, "beta": 9.0}
     assert varied_study.tasks.count() == 3
@@ -122,11 +153,23 @@ def forty_items(researcher):
     lines = []
     for i in range(40):
         t, u = topics[i % 10], topics[(i * 3 + 1) % 10]
-        lines.append(json.dumps({"id": f"i{i}", "input": f"About the {t}.", "outputs": {
-            "a": [f"The {t} opened on day {i}.", f"On day {i} the {t} opened.", f"{t} {i}"],
-            "b": [f"The {u} closed.", f"Nothing about the {t}." if i % 3 else f"The {t} opened on day {i}.",
-                  f"A {u} story {i % 7}."],
-            "c": [f"{t} and {u}", f"The {t} and the {u} on day {i}.", "No comment."]}}))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"i{i}",
+                    "input": f"About the {t}.",
+                    "outputs": {
+                        "a": [f"The {t} opened on day {i}.", f"On day {i} the {t} opened.", f"{t} {i}"],
+                        "b": [
+                            f"The {u} closed.",
+                            f"Nothing about the {t}." if i % 3 else f"The {t} opened on day {i}.",
+                            f"A {u} story {i % 7}.",
+                        ],
+                        "c": [f"{t} and {u}", f"The {t} and the {u} on day {i}.", "No comment."],
+                    },
+                }
+            )
+        )
     study = creation.do_create_study(researcher, "forty", ("\n".join(lines) + "\n").encode(), "f.jsonl")
     import_judge_verdicts(study)  # for the judge-disagreement strategy
     return study
@@ -136,18 +179,30 @@ def released(study) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for c in study.comparisons.select_related("system_a", "system_b"):
         out[f"{c.system_a.name}-{c.system_b.name}"] = list(
-            study.tasks.filter(comparison=c).order_by("position").values_list("item__external_id", flat=True))
+            study.tasks.filter(comparison=c).order_by("position").values_list("item__external_id", flat=True)
+        )
     return out
 
 
 def test_select_apply_reports_the_run_the_plan_released(forty_items):
     # The defect: the plan used the stored T, alpha, beta while `select` used the defaults, so the command
     # printed (and stored) another run than the one raters got.
-    lifecycle.do_update_settings(forty_items, {"sep_threshold_t": 0.9, "sep_alpha": 5, "sep_beta": 40},
-                                           None)
+    lifecycle.do_update_settings(forty_items, {"sep_threshold_t": 0.9, "sep_alpha": 5, "sep_beta": 40}, None)
     out = StringIO()
-    call_command("select", "--study", "forty", "--method", "separability-weighted", "--budget", "5", "--metric",
-                 "rouge1", "--apply", "--json", stdout=out)
+    call_command(
+        "select",
+        "--study",
+        "forty",
+        "--method",
+        "separability-weighted",
+        "--budget",
+        "5",
+        "--metric",
+        "rouge1",
+        "--apply",
+        "--json",
+        stdout=out,
+    )
     runs = json.loads(out.getvalue())
     forty_items.refresh_from_db()
     assert forty_items.selection_settings.separability_metric == "rouge1"  # the override is the study's setting now
@@ -158,9 +213,20 @@ def test_select_apply_reports_the_run_the_plan_released(forty_items):
 
 @pytest.mark.parametrize("method", STATIC_STRATEGIES)
 def test_the_plan_select_and_simulate_use_the_same_parameters_and_items(forty_items, method, tmp_path):
-    lifecycle.do_update_settings(forty_items, {
-        "selection_method": method, "budget": 4, "separability_metric": "rouge1", "separability_threshold": -0.5,
-        "sep_threshold_t": 0.3, "sep_alpha": 3, "sep_beta": 9, "seed": 5}, None)
+    lifecycle.do_update_settings(
+        forty_items,
+        {
+            "selection_method": method,
+            "budget": 4,
+            "separability_metric": "rouge1",
+            "separability_threshold": -0.5,
+            "sep_threshold_t": 0.3,
+            "sep_alpha": 3,
+            "sep_beta": 9,
+            "seed": 5,
+        },
+        None,
+    )
     plan = released(forty_items)
     out = StringIO()
     call_command("select", "--study", "forty", "--method", method, "--budget", "4", "--json", stdout=out)
@@ -168,11 +234,29 @@ def test_the_plan_select_and_simulate_use_the_same_parameters_and_items(forty_it
     oracle = tmp_path / "oracle.jsonl"
     oracle.write_text("".join(json.dumps({"item": f"i{i}", "winner": "a"}) + "\n" for i in range(40)))
     out = StringIO()
-    call_command("simulate", "--study", "forty", "--pair", "a,b", "--oracle", str(oracle), "--method", method,
-                 "--budgets", "4", "--seeds", "2", "--json", stdout=out)
+    call_command(
+        "simulate",
+        "--study",
+        "forty",
+        "--pair",
+        "a,b",
+        "--oracle",
+        str(oracle),
+        "--method",
+        method,
+        "--budgets",
+        "4",
+        "--seeds",
+        "2",
+        "--json",
+        stdout=out,
+    )
     stored = SelectionRun.objects.filter(study=forty_items).latest("pk").params
-    assert json.loads(out.getvalue())["parameters"] == stored == {
-        "metric": "rouge1", "threshold": -0.5, "T": 0.3, "alpha": 3, "beta": 9}
+    assert (
+        json.loads(out.getvalue())["parameters"]
+        == stored
+        == {"metric": "rouge1", "threshold": -0.5, "T": 0.3, "alpha": 3, "beta": 9}
+    )
 
 
 def test_the_study_shows_what_the_selection_did_with_diffuse_cluster_sizes(researcher_client, varied_study):

@@ -17,9 +17,11 @@ DEMO_FILE = Path(population.__file__).resolve().parent / "demo_study.jsonl"
 
 
 class Command(BaseCommand):
-    help = ("Set up the demo: a researcher account (a new password is printed on every run), the demo study "
-            "(20 items, 3 systems, 3 samples each) with judgments by five simulated people and one simulated LLM "
-            "judge, its separability (rouge1-la) and report, and rater links. Safe to run again.")
+    help = (
+        "Set up the demo: a researcher account (a new password is printed on every run), the demo study "
+        "(20 items, 3 systems, 3 samples each) with judgments by five simulated people and one simulated LLM "
+        "judge, its separability (rouge1-la) and report, and rater links. Safe to run again."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="researcher")
@@ -38,13 +40,17 @@ class Command(BaseCommand):
         study = Study.objects.filter(owner=user, name=options["study"]).first()
         if study is None:
             study = creation.do_create_study(
-                user, options["study"], DEMO_FILE.read_bytes(), DEMO_FILE.name,
+                user,
+                options["study"],
+                DEMO_FILE.read_bytes(),
+                DEMO_FILE.name,
                 description="Demo: news summaries and short answers from three fictional systems.",
             )
             # Three samples per system: three pairs per rating set show each sample once (the paper's protocol).
             # rouge1-la separability needs no encoder, so the demo's separability page fills in at once.
-            lifecycle.do_update_settings(study, {"pairs_per_assignment": 3, "separability_metric": "rouge1-la",
-                                                "seed": DEMO_SEED}, None)
+            lifecycle.do_update_settings(
+                study, {"pairs_per_assignment": 3, "separability_metric": "rouge1-la", "seed": DEMO_SEED}, None
+            )
             if not options["empty"]:
                 self._populate(study)
         if not study.open_link_enabled:
@@ -64,5 +70,7 @@ class Command(BaseCommand):
         made = population.populate(study)
         selection_services.compute_separability(study, "rouge1-la")
         stored.refresh(study, Population())  # the first report is there on first open
-        self.stdout.write(f"  Simulated {made['human']} judgments by 5 demo people and {made['judge']} verdicts by "
-                          "one demo judge (both orders); rate more yourself with the links below.")
+        self.stdout.write(
+            f"  Simulated {made['human']} judgments by 5 demo people and {made['judge']} verdicts by "
+            "one demo judge (both orders); rate more yourself with the links below."
+        )

@@ -17,9 +17,11 @@ WINNER = {1: "first", 2: "second", 3: "tie"}  # PRD's score: 1 = the answer show
 
 
 class Command(BaseCommand):
-    help = ("Load the PRD Vicuna-80 data as one study: the 80 questions, the answers of bard, claude, gpt35, gpt4 "
-            "and vicuna-13b, every human vote (each an anonymous rater) and the verdicts of the five LLM judges in "
-            "both presentation orders, so the report checks the judges against the humans.")
+    help = (
+        "Load the PRD Vicuna-80 data as one study: the 80 questions, the answers of bard, claude, gpt35, gpt4 "
+        "and vicuna-13b, every human vote (each an anonymous rater) and the verdicts of the five LLM judges in "
+        "both presentation orders, so the report checks the judges against the humans."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--data", default=str(DEFAULT_DATA), help="The prd_vicuna80_human folder.")
@@ -32,22 +34,37 @@ class Command(BaseCommand):
             raise CommandError(f"{folder} has no generations/ folder: point --data at prd_vicuna80_human")
         owner = get_owner(options["owner"])
         questions = {q["question_id"]: q["text"] for q in _lines(folder / "prompts" / "vicuna_questions.jsonl")}
-        answers = {m: {a["question_id"]: a["text"] for a in _lines(folder / "generations" / f"answer_{m}.jsonl")}
-                   for m in MODELS}
-        items = [{"id": f"q{qid}", "input": text, "outputs": {m: [answers[m][qid]] for m in MODELS}}
-                 for qid, text in sorted(questions.items()) if all(qid in answers[m] for m in MODELS)]
-        lines = [*self._verdicts(folder, "human", "human"),
-                 *(v for judge in JUDGES for v in self._verdicts(folder / f"ratings-{judge}", judge, "judge"))]
+        answers = {
+            m: {a["question_id"]: a["text"] for a in _lines(folder / "generations" / f"answer_{m}.jsonl")}
+            for m in MODELS
+        }
+        items = [
+            {"id": f"q{qid}", "input": text, "outputs": {m: [answers[m][qid]] for m in MODELS}}
+            for qid, text in sorted(questions.items())
+            if all(qid in answers[m] for m in MODELS)
+        ]
+        lines = [
+            *self._verdicts(folder, "human", "human"),
+            *(v for judge in JUDGES for v in self._verdicts(folder / f"ratings-{judge}", judge, "judge")),
+        ]
         try:
-            study = creation.do_create_study(owner, options["name"], _jsonl(items), "prd.jsonl",
-                                             description="PRD Vicuna-80: human votes and five LLM judges")
+            study = creation.do_create_study(
+                owner,
+                options["name"],
+                _jsonl(items),
+                "prd.jsonl",
+                description="PRD Vicuna-80: human votes and five LLM judges",
+            )
             summary = recording.do_import_judgments(study, _jsonl(lines), "prd-judgments.jsonl")
         except FormatError as exc:
             raise CommandError(f"The PRD data did not import:\n{exc}") from None
-        self.stdout.write(self.style.SUCCESS(
-            f"Created study '{study.name}': {len(items)} questions, {len(MODELS)} systems, {summary.created} "
-            f"judgments ({sum(1 for v in lines if v['rater_kind'] == 'human')} human votes, the rest by "
-            f"{len(JUDGES)} judges)."))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Created study '{study.name}': {len(items)} questions, {len(MODELS)} systems, {summary.created} "
+                f"judgments ({sum(1 for v in lines if v['rater_kind'] == 'human')} human votes, the rest by "
+                f"{len(JUDGES)} judges)."
+            )
+        )
 
     @staticmethod
     def _verdicts(folder: Path, who: str, kind: str) -> list[dict]:
@@ -65,10 +82,20 @@ class Command(BaseCommand):
                 if winner is None:
                     continue
                 rater = f"prd-human-{file_number}-{number}" if kind == "human" else who
-                out.append({"id": f"{who}:{file_number}:{number}", "item": f"q{row['question_id']}",
-                            "system_a": system_a, "sample_a": 0, "system_b": system_b, "sample_b": 0,
-                            "shown_first": first, "rater": rater, "rater_kind": kind,
-                            "choice": {"first": first, "second": second, "tie": "tie"}[winner]})
+                out.append(
+                    {
+                        "id": f"{who}:{file_number}:{number}",
+                        "item": f"q{row['question_id']}",
+                        "system_a": system_a,
+                        "sample_a": 0,
+                        "system_b": system_b,
+                        "sample_b": 0,
+                        "shown_first": first,
+                        "rater": rater,
+                        "rater_kind": kind,
+                        "choice": {"first": first, "second": second, "tie": "tie"}[winner],
+                    }
+                )
         return out
 
 

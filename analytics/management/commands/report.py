@@ -7,28 +7,47 @@ from annotation.management.commands._common import get_study
 
 
 class Command(BaseCommand):
-    help = ("The study report: consistency, separability, ELO / sep-ELO / Bradley-Terry with bootstrap intervals, "
-            "stopping status, positional bias, agreement and judge validation under rating indeterminacy.")
+    help = (
+        "The study report: consistency, separability, ELO / sep-ELO / Bradley-Terry with bootstrap intervals, "
+        "stopping status, positional bias, agreement and judge validation under rating indeterminacy."
+    )
 
     def add_arguments(self, parser):
         target = parser.add_mutually_exclusive_group(required=True)
         target.add_argument("--study", help="Study name.")
-        target.add_argument("--studies", help="Comma-separated study names: consistency by separability pooled "
-                            "across them (the separability paper's Fig. 8 over its four configurations).")
-        parser.add_argument("--metric", help="With --studies: the separability metric to use (default: each "
-                            "study's own).")
+        target.add_argument(
+            "--studies",
+            help="Comma-separated study names: consistency by separability pooled "
+            "across them (the separability paper's Fig. 8 over its four configurations).",
+        )
+        parser.add_argument(
+            "--metric", help="With --studies: the separability metric to use (default: each study's own)."
+        )
         parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
-        parser.add_argument("--population", default="humans",
-                            help="Whose judgments: humans (default), all (mixes humans and judges), or "
-                                 "judge:<rater id>.")
-        parser.add_argument("--source", default="", help="Keep only these rater sources, comma-separated: "
-                            + ", ".join(populations.SOURCES) + " (default: every source).")
+        parser.add_argument(
+            "--population",
+            default="humans",
+            help="Whose judgments: humans (default), all (mixes humans and judges), or judge:<rater id>.",
+        )
+        parser.add_argument(
+            "--source",
+            default="",
+            help="Keep only these rater sources, comma-separated: "
+            + ", ".join(populations.SOURCES)
+            + " (default: every source).",
+        )
         parser.add_argument("--rater", default="", help="Keep only this rater's judgments.")
-        parser.add_argument("--include-screened", action="store_true",
-                            help="Keep raters screened out by attention checks (left out by default).")
-        parser.add_argument("--question", default="",
-                            help="Analyse the answers to this further preference question (its key in the study's "
-                                 "settings) instead of the main question's.")
+        parser.add_argument(
+            "--include-screened",
+            action="store_true",
+            help="Keep raters screened out by attention checks (left out by default).",
+        )
+        parser.add_argument(
+            "--question",
+            default="",
+            help="Analyse the answers to this further preference question (its key in the study's "
+            "settings) instead of the main question's.",
+        )
 
     def handle(self, *args, **options):
         if options["studies"]:
@@ -37,18 +56,27 @@ class Command(BaseCommand):
             raise CommandError("--metric goes with --studies (a single study's report uses its own metric)")
         study = get_study(options["study"])
         try:
-            population = populations.parse_for(study, {
-                "population": options["population"], "source": options["source"], "rater": options["rater"],
-                "screened": "include" if options["include_screened"] else "exclude", "question": options["question"]})
+            population = populations.parse_for(
+                study,
+                {
+                    "population": options["population"],
+                    "source": options["source"],
+                    "rater": options["rater"],
+                    "screened": "include" if options["include_screened"] else "exclude",
+                    "question": options["question"],
+                },
+            )
         except populations.PopulationError as exc:
             raise CommandError(f"--{exc}") from None
         report = services.study_report(study, population)
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2))
             return
-        self.stdout.write(f"{report['study']} · {report['population']['label']}: {report['judgments']['total']} "
-                          f"judgments (of {report['judgments']['study_total']}) by {report['judgments']['raters']} "
-                          f"raters on {len(report['systems'])} systems")
+        self.stdout.write(
+            f"{report['study']} · {report['population']['label']}: {report['judgments']['total']} "
+            f"judgments (of {report['judgments']['study_total']}) by {report['judgments']['raters']} "
+            f"raters on {len(report['systems'])} systems"
+        )
         for name in ("elo", "sep_elo", "bradley_terry"):
             board = report[name]
             if not board["available"]:
@@ -56,21 +84,26 @@ class Command(BaseCommand):
                 continue
             self.stdout.write(f"{name}:")
             for row in board["leaderboard"]:
-                self.stdout.write(f"  {row['rank']:>2}  {row['system']:<30} {row['rating']:8.1f}  "
-                                  f"[{row['low']:.1f}, {row['high']:.1f}]")
+                self.stdout.write(
+                    f"  {row['rank']:>2}  {row['system']:<30} {row['rating']:8.1f}  "
+                    f"[{row['low']:.1f}, {row['high']:.1f}]"
+                )
         for s in report["stopping"]:
-            self.stdout.write(f"stopping {s['system_a']} vs {s['system_b']}: leader {s['leader'] or 'none'}, "
-                              f"k={s['k']} of n={s['n']} in a pool of {s['pool']}, risk {s['risk']:.4f} "
-                              f"(p={s['threshold']}; beyond the pool {s['risk_beyond_pool']:.4f}) "
-                              + ("decided" if s["decided"] else "undecided"))
+            self.stdout.write(
+                f"stopping {s['system_a']} vs {s['system_b']}: leader {s['leader'] or 'none'}, "
+                f"k={s['k']} of n={s['n']} in a pool of {s['pool']}, risk {s['risk']:.4f} "
+                f"(p={s['threshold']}; beyond the pool {s['risk_beyond_pool']:.4f}) "
+                + ("decided" if s["decided"] else "undecided")
+            )
         for kind, summary in report["consistency"]["summary"].items():
             if not summary["available"]:
                 self.stdout.write(f"consistency ({kind}): {summary['reason']}")
                 continue
-            interval = (f", 95 % CI [{summary['low']:.3f}, {summary['high']:.3f}]" if summary["low"] is not None
-                        else "")
-            self.stdout.write(f"consistency ({kind}): mean {summary['mean']:.3f} over {summary['n']} rating sets "
-                              f"with two or more judgments{interval}")
+            interval = f", 95 % CI [{summary['low']:.3f}, {summary['high']:.3f}]" if summary["low"] is not None else ""
+            self.stdout.write(
+                f"consistency ({kind}): mean {summary['mean']:.3f} over {summary['n']} rating sets "
+                f"with two or more judgments{interval}"
+            )
 
     def _pooled(self, options) -> None:
         names = [n.strip() for n in options["studies"].split(",") if n.strip()]
@@ -89,14 +122,18 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"Consistency by separability, pooled over {len(names)} studies ({pooled['metric']})")
         for s in pooled["studies"]:
-            self.stdout.write(f"  {s['study']:<40} {s['metric']:<10} mean delta {number(s['mean_separability'])}  "
-                              f"Spearman(delta, consistency) {number(s['spearman_separability_consistency'], 2)}  "
-                              f"{s['with_separability']} of {s['rating_sets']} rating sets with delta")
+            self.stdout.write(
+                f"  {s['study']:<40} {s['metric']:<10} mean delta {number(s['mean_separability'])}  "
+                f"Spearman(delta, consistency) {number(s['spearman_separability_consistency'], 2)}  "
+                f"{s['with_separability']} of {s['rating_sets']} rating sets with delta"
+            )
         for kind, bins in pooled["bins"].items():
             self.stdout.write(f"{kind}s, 5 equal-count bins:")
             for b in bins["equal_count"]:
-                self.stdout.write(f"  delta {number(b['low'])}..{number(b['high'])}  n={b['count']:<4} "
-                                  f"mean consistency {number(b['mean'])}")
+                self.stdout.write(
+                    f"  delta {number(b['low'])}..{number(b['high'])}  n={b['count']:<4} "
+                    f"mean consistency {number(b['mean'])}"
+                )
         if not pooled["bins"]:
             self.stdout.write("No rating set has a separability yet: compute it first (compute_separability).")
 

@@ -41,70 +41,104 @@ BASELINE = "people alone on a random sample (mean squared error (1 - n/N) S^2 / 
 
 
 class Command(BaseCommand):
-    help = ("Benchmark selection methods on a study without raters: given an oracle preference per item "
-            "(JSONL lines {\"item\": ID, \"winner\": SYSTEM | \"tie\"}, or a judgments file in the SPEC §8 "
-            "format, whose item winners follow the report's item-winner rule), draw 80 %% pools per seed and report "
-            "how often each method's sample majority names the pool's winner, per budget, with random as the baseline. "
-            "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations. "
-            "--method judge-disagreement, judge-stratified or judge-neyman (the study's LLM judges must have judged "
-            "the pair's items) compares estimates of the pool's win rate instead: people alone and people with the "
-            "judges, on a random sample and on every requested design that is a probability sample, with their error, "
-            "interval width, coverage, the efficiency each claims and the efficiency it delivers (people alone on a "
-            "random sample's mean squared error, known exactly, over the design's). "
-            "--replay (no oracle) replays the study's own human judgments instead: per system pair and seed, its items "
-            "in a random order with all their judgments, stopped at the first anytime-valid decision (a, b, "
-            "equivalent; the report's rule), against the fixed design that buys every judgment; --null mirrors each "
-            "item at random so no system is better (every direction decided is a false one).")
+    help = (
+        "Benchmark selection methods on a study without raters: given an oracle preference per item "
+        '(JSONL lines {"item": ID, "winner": SYSTEM | "tie"}, or a judgments file in the SPEC §8 '
+        "format, whose item winners follow the report's item-winner rule), draw 80 %% pools per seed and report "
+        "how often each method's sample majority names the pool's winner, per budget, with random as the baseline. "
+        "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations. "
+        "--method judge-disagreement, judge-stratified or judge-neyman (the study's LLM judges must have judged "
+        "the pair's items) compares estimates of the pool's win rate instead: people alone and people with the "
+        "judges, on a random sample and on every requested design that is a probability sample, with their error, "
+        "interval width, coverage, the efficiency each claims and the efficiency it delivers (people alone on a "
+        "random sample's mean squared error, known exactly, over the design's). "
+        "--replay (no oracle) replays the study's own human judgments instead: per system pair and seed, its items "
+        "in a random order with all their judgments, stopped at the first anytime-valid decision (a, b, "
+        "equivalent; the report's rule), against the fixed design that buys every judgment; --null mirrors each "
+        "item at random so no system is better (every direction decided is a false one)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
-        parser.add_argument("--oracle",
-                            help="JSONL file of {\"item\", \"winner\"}, or of judgments (SPEC §8): then each "
-                            "item's winner is the majority of its raters (see --oracle-kind), each rater's "
-                            "preference the sign of Eq. 7 over their judgments of the item (the report's and live "
-                            "loop's rule).")
-        parser.add_argument("--oracle-kind", choices=["any", "human", "judge"], default="any",
-                            help="With a judgments file: whose judgments make the oracle (human: the people's votes "
-                            "only, as when a study's LLM judges are being tested against them).")
-        parser.add_argument("--method", default="default",
-                            help="Comma-separated: default, " + ", ".join(sorted(STRATEGIES)))
+        parser.add_argument(
+            "--oracle",
+            help='JSONL file of {"item", "winner"}, or of judgments (SPEC §8): then each '
+            "item's winner is the majority of its raters (see --oracle-kind), each rater's "
+            "preference the sign of Eq. 7 over their judgments of the item (the report's and live "
+            "loop's rule).",
+        )
+        parser.add_argument(
+            "--oracle-kind",
+            choices=["any", "human", "judge"],
+            default="any",
+            help="With a judgments file: whose judgments make the oracle (human: the people's votes "
+            "only, as when a study's LLM judges are being tested against them).",
+        )
+        parser.add_argument(
+            "--method", default="default", help="Comma-separated: default, " + ", ".join(sorted(STRATEGIES))
+        )
         parser.add_argument("--pair", help="SYSTEM_A,SYSTEM_B when the study compares several system pairs.")
         parser.add_argument("--budgets", default="5,10,20,50,100", help="Comma-separated budgets N.")
         parser.add_argument("--seeds", type=int, default=10, help="Number of random pools.")
         parser.add_argument("--seed", type=int, default=0, help="Base seed.")
         parser.add_argument("--risk", type=float, help="Iterative: risk threshold p (default: the study's).")
-        parser.add_argument("--min", type=int, dest="min_n",
-                            help="Iterative: initial clusters n (default: the study's).")
-        parser.add_argument("--budget", type=int,
-                            help="Iterative: annotation budget b (default: the study's, else 200).")
+        parser.add_argument(
+            "--min", type=int, dest="min_n", help="Iterative: initial clusters n (default: the study's)."
+        )
+        parser.add_argument(
+            "--budget", type=int, help="Iterative: annotation budget b (default: the study's, else 200)."
+        )
         parser.add_argument("--metric", help="Separability metric for separability strategies (default: the study's).")
         parser.add_argument("--threshold", type=float, help="Separability threshold (default: the study's).")
-        parser.add_argument("--uniform-share", type=float,
-                            help="judge-disagreement: the share of the budget spread evenly over all items "
-                            "(default 0.5; 1 is a uniform sample).")
+        parser.add_argument(
+            "--uniform-share",
+            type=float,
+            help="judge-disagreement: the share of the budget spread evenly over all items "
+            "(default 0.5; 1 is a uniform sample).",
+        )
         parser.add_argument("--plot", help="Write the success-vs-budget plot to this .png or .svg file.")
-        parser.add_argument("--json", action="store_true", help="Print a JSON document (with --replay: a list of "
-                            "records {pair, system_a, system_b, seed, decision, items_used, judgments_used, "
-                            "judgments_fixed}; decision a is the pair's first system as the study lists the pair).")
-        parser.add_argument("--replay", action="store_true",
-                            help="Replay the study's human judgments through the anytime-valid decision of each "
-                            "system pair (every pair, or --pair), --seeds random orders from --seed.")
-        parser.add_argument("--null", action="store_true",
-                            help="With --replay: A/A, each item's outcome mirrored at random (false-decision rate).")
-        parser.add_argument("--alpha", type=float,
-                            help="With --replay: the decision error rate (default: the study's).")
-        parser.add_argument("--margin", type=float,
-                            help="With --replay: the equivalence margin (default: the study's; 0: winners only).")
-        parser.add_argument("--first-raters", choices=["one", "all"],
-                            help="With --replay and every pair as the goal: 'one' buys one rater per item while items "
-                            "remain and the other raters only where the pair stays undecided (each step at half the "
-                            "error rate); 'all' buys whole items. Default: the study's setting.")
-        parser.add_argument("--goal", choices=["pairs", "ranking"],
-                            help="With --replay: decide every system pair (pairs), or only what the ranking needs "
-                            "(ranking: an item at a time to the undecided pairs of adjacent systems whose order the "
-                            "decided pairs do not imply, until every adjacent order is decided or out of items; each "
-                            "record then also has 'implied', the direction the decided pairs imply for it). Default: "
-                            "the study's setting.")
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="Print a JSON document (with --replay: a list of "
+            "records {pair, system_a, system_b, seed, decision, items_used, judgments_used, "
+            "judgments_fixed}; decision a is the pair's first system as the study lists the pair).",
+        )
+        parser.add_argument(
+            "--replay",
+            action="store_true",
+            help="Replay the study's human judgments through the anytime-valid decision of each "
+            "system pair (every pair, or --pair), --seeds random orders from --seed.",
+        )
+        parser.add_argument(
+            "--null",
+            action="store_true",
+            help="With --replay: A/A, each item's outcome mirrored at random (false-decision rate).",
+        )
+        parser.add_argument(
+            "--alpha", type=float, help="With --replay: the decision error rate (default: the study's)."
+        )
+        parser.add_argument(
+            "--margin",
+            type=float,
+            help="With --replay: the equivalence margin (default: the study's; 0: winners only).",
+        )
+        parser.add_argument(
+            "--first-raters",
+            choices=["one", "all"],
+            help="With --replay and every pair as the goal: 'one' buys one rater per item while items "
+            "remain and the other raters only where the pair stays undecided (each step at half the "
+            "error rate); 'all' buys whole items. Default: the study's setting.",
+        )
+        parser.add_argument(
+            "--goal",
+            choices=["pairs", "ranking"],
+            help="With --replay: decide every system pair (pairs), or only what the ranking needs "
+            "(ranking: an item at a time to the undecided pairs of adjacent systems whose order the "
+            "decided pairs do not imply, until every adjacent order is decided or out of items; each "
+            "record then also has 'implied', the direction the decided pairs imply for it). Default: "
+            "the study's setting.",
+        )
 
     def handle(self, *args, **o):
         study = get_study(o["study"])
@@ -128,8 +162,9 @@ class Command(BaseCommand):
             raise CommandError(f"only {len(items)} items have an oracle label; a simulation needs at least 10")
         if o["uniform_share"] is not None and not 0 < o["uniform_share"] <= 1:
             raise CommandError("--uniform-share must be above 0 and at most 1")
-        params = strategy_parameters(study, metric=o["metric"], threshold=o["threshold"],
-                                     uniform_share=o["uniform_share"])
+        params = strategy_parameters(
+            study, metric=o["metric"], threshold=o["threshold"], uniform_share=o["uniform_share"]
+        )
         context = services.selection_context(study, comparison, items, params)
         uses_sep = any(m in STRATEGIES and STRATEGIES[m].uses_separability for m in methods)
         try:
@@ -140,34 +175,55 @@ class Command(BaseCommand):
         pools = draw_pools(context.vectors, labels, o["seeds"], seed=o["seed"], delta=deltas, judges=judges)
         # the sample majority of a draw by the judges (weighted or stratified) is not an estimate of anything: those
         # designs are compared in the estimates table only
-        static = {"random": "random"} | {m: (DEFAULT_METHOD if m == "default" else m)
-                                        for m in methods if not is_live(m) and m not in JUDGE_STRATEGIES}
+        static = {"random": "random"} | {
+            m: (DEFAULT_METHOD if m == "default" else m)
+            for m in methods
+            if not is_live(m) and m not in JUDGE_STRATEGIES
+        }
         rates = success_rates(pools, {m: self._method(s, params) for m, s in static.items()}, budgets, seed=o["seed"])
         document = {
-            "study": study.name, "system_a": comparison.system_a.name, "system_b": comparison.system_b.name,
-            "items": len(items), "pool_fraction": 0.8, "seeds": o["seeds"], "budgets": budgets,
-            "default_method": DEFAULT_METHOD, "parameters": params,
-            "oracle": {name: int((labels == code).sum()) for code, name in
-                       (("a", comparison.system_a.name), ("b", comparison.system_b.name), ("tie", "tie"))},
+            "study": study.name,
+            "system_a": comparison.system_a.name,
+            "system_b": comparison.system_b.name,
+            "items": len(items),
+            "pool_fraction": 0.8,
+            "seeds": o["seeds"],
+            "budgets": budgets,
+            "default_method": DEFAULT_METHOD,
+            "parameters": params,
+            "oracle": {
+                name: int((labels == code).sum())
+                for code, name in (("a", comparison.system_a.name), ("b", comparison.system_b.name), ("tie", "tie"))
+            },
             "success": {m: {str(b): r for b, r in v.items()} for m, v in rates.items()},
         }
         if judges is not None:
             document["estimates"] = self._estimates(pools, methods, params, budgets, o["seed"], judges)
         if any(is_live(m) for m in methods):
             settings = iterative_parameters(study, risk=o["risk"], min_n=o["min_n"], budget=o["budget"])
-            for key, report in (("iterative", iterative_report(pools, **settings)),
-                                ("iterative_random", iterative_random_report(pools, seed=o["seed"], **settings))):
-                document[key] = {"risk": settings["risk"], "min": settings["min_n"], "budget": settings["budget"],
-                                 "ties_count_in_n": settings["ties_count_in_n"],
-                                 "success": report.success, "error": report.error,
-                                 "inconclusive": report.inconclusive, "mean_annotations": report.mean_annotations}
+            for key, report in (
+                ("iterative", iterative_report(pools, **settings)),
+                ("iterative_random", iterative_random_report(pools, seed=o["seed"], **settings)),
+            ):
+                document[key] = {
+                    "risk": settings["risk"],
+                    "min": settings["min_n"],
+                    "budget": settings["budget"],
+                    "ties_count_in_n": settings["ties_count_in_n"],
+                    "success": report.success,
+                    "error": report.error,
+                    "inconclusive": report.inconclusive,
+                    "mean_annotations": report.mean_annotations,
+                }
         if o["plot"]:
             self._plot(rates, budgets, o["plot"], document)
         if o["json"]:
             self.stdout.write(json.dumps(document, indent=2))
             return
-        self.stdout.write(f"{document['system_a']} vs {document['system_b']}: {len(items)} items with an oracle, "
-                          f"{o['seeds']} pools of 80 %")
+        self.stdout.write(
+            f"{document['system_a']} vs {document['system_b']}: {len(items)} items with an oracle, "
+            f"{o['seeds']} pools of 80 %"
+        )
         self.stdout.write("method".ljust(26) + "".join(f"N={b}".rjust(8) for b in budgets))
         for m, by_budget in rates.items():
             self.stdout.write(m.ljust(26) + "".join(f"{by_budget[b]:8.2f}" for b in budgets))
@@ -179,7 +235,8 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{name} (p={it['risk']}, min {it['min']}, budget {it['budget']}): success {it['success']:.2f}, "
                     f"error {it['error']:.2f} (promised <= {it['risk']}), inconclusive {it['inconclusive']:.2f}, "
-                    f"mean annotations {it['mean_annotations']:.1f}")
+                    f"mean annotations {it['mean_annotations']:.1f}"
+                )
 
     def _replay(self, study, o):
         alpha = study.selection_settings.decision_alpha if o["alpha"] is None else o["alpha"]
@@ -188,8 +245,11 @@ class Command(BaseCommand):
             raise CommandError("--alpha must be between 0 and 1 and --margin at least 0 and below 0.5")
         if o["seeds"] < 1:
             raise CommandError("--seeds must be at least 1")
-        comparisons = ([self._comparison(study, o["pair"])] if o["pair"]
-                       else list(study.comparisons.select_related("system_a", "system_b")))
+        comparisons = (
+            [self._comparison(study, o["pair"])]
+            if o["pair"]
+            else list(study.comparisons.select_related("system_a", "system_b"))
+        )
         rows = admitted(load_rows(study), Population())  # the study's people, as the report counts them
         # the defaults are what the study's live plan does (selection.models.SelectionSettings says it)
         live = study.selection_settings
@@ -205,20 +265,35 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(records, indent=2))
             return
         deciding = "the ranking" if goal == "ranking" else "each pair"
-        self.stdout.write(f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, "
-                          f"alpha {alpha}, margin {margin}, deciding {deciding}{', A/A (null)' if o['null'] else ''}")
-        self.stdout.write("pair".ljust(40) + "a".rjust(5) + "b".rjust(5) + "equiv".rjust(7) + "undec".rjust(7)
-                          + "used".rjust(10) + "fixed".rjust(9))
+        self.stdout.write(
+            f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, "
+            f"alpha {alpha}, margin {margin}, deciding {deciding}{', A/A (null)' if o['null'] else ''}"
+        )
+        self.stdout.write(
+            "pair".ljust(40)
+            + "a".rjust(5)
+            + "b".rjust(5)
+            + "equiv".rjust(7)
+            + "undec".rjust(7)
+            + "used".rjust(10)
+            + "fixed".rjust(9)
+        )
         for c in comparisons:
             mine = [r for r in records if r["pair"] == str(c)]
             tally = [sum(r["decision"] == d for r in mine) for d in ("a", "b", "equivalent", "undecided")]
             used = np.mean([r["judgments_used"] for r in mine])
-            self.stdout.write(str(c)[:39].ljust(40) + "".join(str(n).rjust(w) for n, w in zip(tally, (5, 5, 7, 7),
-                                                                                           strict=True))
-                              + f"{used:10.1f}" + str(mine[0]["judgments_fixed"]).rjust(9))
+            self.stdout.write(
+                str(c)[:39].ljust(40)
+                + "".join(str(n).rjust(w) for n, w in zip(tally, (5, 5, 7, 7), strict=True))
+                + f"{used:10.1f}"
+                + str(mine[0]["judgments_fixed"]).rjust(9)
+            )
         used, fixed = sum(r["judgments_used"] for r in records), sum(r["judgments_fixed"] for r in records)
-        self.stdout.write(f"judgments bought: {used:,} of {fixed:,} ({fixed / used:.2f}x fewer)" if used else
-                          "no human judgments to replay")
+        self.stdout.write(
+            f"judgments bought: {used:,} of {fixed:,} ({fixed / used:.2f}x fewer)"
+            if used
+            else "no human judgments to replay"
+        )
 
     @staticmethod
     def _order_seed(seed: int, pair: tuple[str, str]) -> list[int]:
@@ -226,19 +301,29 @@ class Command(BaseCommand):
         return [seed, zlib.crc32(f"{pair[0]}\x00{pair[1]}".encode())]
 
     def _ranking_replay(self, comparisons, rows, o, alpha, margin) -> list[dict]:
-        pairs = {(c.system_a.name, c.system_b.name): item_scores(rating_sets(rows, (c.system_a.name,
-                                                                                   c.system_b.name)))
-                 for c in comparisons}
+        pairs = {
+            (c.system_a.name, c.system_b.name): item_scores(rating_sets(rows, (c.system_a.name, c.system_b.name)))
+            for c in comparisons
+        }
         records = []
         for seed in range(o["seed"], o["seed"] + o["seeds"]):
             names = "\x00".join(f"{a}\x00{b}" for a, b in sorted(pairs))
-            found = decisions.ranking_replay(pairs, np.random.default_rng([seed, zlib.crc32(names.encode())]),
-                                             alpha, margin, null=o["null"])
+            found = decisions.ranking_replay(
+                pairs, np.random.default_rng([seed, zlib.crc32(names.encode())]), alpha, margin, null=o["null"]
+            )
             for c in comparisons:
                 pair = (c.system_a.name, c.system_b.name)
                 result, implied = found[pair]
-                records.append({"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed,
-                                **dataclasses.asdict(result), "implied": implied})
+                records.append(
+                    {
+                        "pair": str(c),
+                        "system_a": pair[0],
+                        "system_b": pair[1],
+                        "seed": seed,
+                        **dataclasses.asdict(result),
+                        "implied": implied,
+                    }
+                )
         return records
 
     def _pairs_replay(self, comparisons, rows, o, alpha, margin, one_first: bool) -> list[dict]:
@@ -251,10 +336,20 @@ class Command(BaseCommand):
             costs = [[len(r) for r in by_rater.values()] for by_rater in sets.values()]
             for seed in range(o["seed"], o["seed"] + o["seeds"]):
                 rng = np.random.default_rng(self._order_seed(seed, pair))
-                result = (decisions.replay_one_rater_first(raters, rng, alpha, margin, o["null"], costs) if one_first
-                          else decisions.replay(scores, votes, rng, alpha, margin, null=o["null"]))
-                records.append({"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed,
-                                **dataclasses.asdict(result)})
+                result = (
+                    decisions.replay_one_rater_first(raters, rng, alpha, margin, o["null"], costs)
+                    if one_first
+                    else decisions.replay(scores, votes, rng, alpha, margin, null=o["null"])
+                )
+                records.append(
+                    {
+                        "pair": str(c),
+                        "system_a": pair[0],
+                        "system_b": pair[1],
+                        "seed": seed,
+                        **dataclasses.asdict(result),
+                    }
+                )
         return records
 
     def _comparison(self, study, pair):
@@ -264,8 +359,10 @@ class Command(BaseCommand):
             for c in comparisons:
                 if sorted(wanted) == sorted([c.system_a.name, c.system_b.name]):
                     return c
-            raise CommandError(f"the study does not compare {pair!r}; its pairs: "
-                               + "; ".join(f"{c.system_a.name},{c.system_b.name}" for c in comparisons))
+            raise CommandError(
+                f"the study does not compare {pair!r}; its pairs: "
+                + "; ".join(f"{c.system_a.name},{c.system_b.name}" for c in comparisons)
+            )
         if len(comparisons) != 1:
             raise CommandError("the study compares several system pairs; choose one with --pair A,B")
         return comparisons[0]
@@ -294,8 +391,10 @@ class Command(BaseCommand):
             if item not in by_id:
                 problems.append(f"line {number}, field 'item': unknown item {item!r}")
             elif winner not in names:
-                problems.append(f"line {number}, field 'winner': must be {comparison.system_a.name!r}, "
-                                f"{comparison.system_b.name!r} or 'tie', not {winner!r}")
+                problems.append(
+                    f"line {number}, field 'winner': must be {comparison.system_a.name!r}, "
+                    f"{comparison.system_b.name!r} or 'tie', not {winner!r}"
+                )
             elif item in labels:
                 problems.append(f"line {number}, field 'item': {item!r} appears twice")
             else:
@@ -316,8 +415,12 @@ class Command(BaseCommand):
         sets: dict[str, dict[str, list[int]]] = {}
         for j in parsed:
             answer = elicitation.effective_choice(j.choice, j.response_set, j.probability_a)
-            if (kind != "any" and j.rater_kind != kind) or {j.system_a, j.system_b} != set(pair) or answer is None \
-                    or j.revised:  # another kind of rater, another pair, no answer, or a replaced answer
+            if (
+                (kind != "any" and j.rater_kind != kind)
+                or {j.system_a, j.system_b} != set(pair)
+                or answer is None
+                or j.revised
+            ):  # another kind of rater, another pair, no answer, or a replaced answer
                 continue
             rating = winners.rating_for(answer, (j.system_a, j.system_b) != pair)
             sets.setdefault(j.item, {}).setdefault(j.rater, []).append(rating)
@@ -331,40 +434,57 @@ class Command(BaseCommand):
     def _estimates(self, pools, methods, params, budgets, seed, judges) -> dict:
         """The estimates table: people alone and people with the judges on a random sample (the baseline), and on
         each requested design that is a probability sample over the whole pool, by its kind's estimators."""
-        estimators = {UNIFORM: (("people", "people"), ("people+judges", "people+judges")),
-                      WEIGHTED: (("people", "weighted people"), ("people+judges", "weighted")),
-                      STRATIFIED: (("people, by band", "stratified"),)}
+        estimators = {
+            UNIFORM: (("people", "people"), ("people+judges", "people+judges")),
+            WEIGHTED: (("people", "weighted people"), ("people+judges", "weighted")),
+            STRATIFIED: (("people, by band", "stratified"),),
+        }
         designs, left_out = {}, []
         for m in ["random", *[m for m in methods if m != "random"]]:
             name = DEFAULT_METHOD if m == "default" else m
             kind = STRATEGIES[name].design
-            if kind not in estimators or (name in STRATEGIES and STRATEGIES[name].uses_separability
-                                          and kind == STRATIFIED):
+            if kind not in estimators or (
+                name in STRATEGIES and STRATEGIES[name].uses_separability and kind == STRATIFIED
+            ):
                 left_out.append(m)  # chosen on purpose, or strata over part of the pool: no estimate of the pool
                 continue
             draw = self._draw(name, params)
             for label, estimator in estimators[kind]:
                 designs[f"{m}: {label}"] = (draw, estimator)
         figures = estimate_rates(pools, designs, budgets, seed=seed)
-        return {"judged_items": int(np.sum(~np.isnan(judges).all(axis=1))), "verdicts": int(np.sum(~np.isnan(judges))),
-                "target": "the pool's own items (finite-population correction)", "baseline": BASELINE,
-                "left_out": left_out,
-                "designs": {name: {str(b): {**dataclasses.asdict(f), "realised": f.realised}
-                                   for b, f in by_budget.items()} for name, by_budget in figures.items()}}
+        return {
+            "judged_items": int(np.sum(~np.isnan(judges).all(axis=1))),
+            "verdicts": int(np.sum(~np.isnan(judges))),
+            "target": "the pool's own items (finite-population correction)",
+            "baseline": BASELINE,
+            "left_out": left_out,
+            "designs": {
+                name: {str(b): {**dataclasses.asdict(f), "realised": f.realised} for b, f in by_budget.items()}
+                for name, by_budget in figures.items()
+            },
+        }
 
     def _print_estimates(self, estimates, budgets):
-        self.stdout.write(f"\nEstimates of the pool's win rate ({estimates['verdicts']} judge verdicts on "
-                          f"{estimates['judged_items']} items), per budget: mean error / 95 % interval width / "
-                          f"coverage / efficiency claimed / efficiency realised (vs {estimates['baseline']})")
+        self.stdout.write(
+            f"\nEstimates of the pool's win rate ({estimates['verdicts']} judge verdicts on "
+            f"{estimates['judged_items']} items), per budget: mean error / 95 % interval width / "
+            f"coverage / efficiency claimed / efficiency realised (vs {estimates['baseline']})"
+        )
         shown = [b for b in budgets if b >= 2]
         self.stdout.write("design".ljust(36) + "".join(f"N={b}".rjust(34) for b in shown))
         for name, by_budget in estimates["designs"].items():
-            cells = "".join(f"{f['error']:.3f} {f['width']:.3f} {f['coverage']:.2f} {f['claimed']:.2f} "
-                            f"{f['realised']:.2f}".rjust(34) for f in (by_budget[str(b)] for b in shown))
+            cells = "".join(
+                f"{f['error']:.3f} {f['width']:.3f} {f['coverage']:.2f} {f['claimed']:.2f} {f['realised']:.2f}".rjust(
+                    34
+                )
+                for f in (by_budget[str(b)] for b in shown)
+            )
             self.stdout.write(name.ljust(36) + cells)
         if estimates["left_out"]:
-            self.stdout.write("Not estimated (items chosen on purpose, or strata over part of the pool): "
-                              + ", ".join(estimates["left_out"]))
+            self.stdout.write(
+                "Not estimated (items chosen on purpose, or strata over part of the pool): "
+                + ", ".join(estimates["left_out"])
+            )
 
     @staticmethod
     def _draw(name, params):
@@ -373,8 +493,9 @@ class Command(BaseCommand):
         strategy = get_strategy(name)
 
         def run(pool: Pool, budget: int, rng) -> Drawn:
-            context = SelectionContext(len(pool.oracle), lambda: pool.x, lambda metric: pool.delta, params,
-                                       load_judges=lambda: pool.judges)
+            context = SelectionContext(
+                len(pool.oracle), lambda: pool.x, lambda metric: pool.delta, params, load_judges=lambda: pool.judges
+            )
             chosen = np.array(strategy.select(context, budget, rng), dtype=np.int64)
             inclusion = context.notes.get("inclusion")
             strata = None

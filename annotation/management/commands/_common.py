@@ -20,10 +20,16 @@ def get_study(name: str) -> Study:
         return matches[0]
     if matches:
         choices = ", ".join(f"{s.owner.username}/{s.name}" for s in matches)
-        raise CommandError(f"{len(matches)} researchers have a study named '{name}': say whose, as --study "
-                           f"OWNER/NAME ({choices}).")
-    known = ", ".join(f"{o}/{n}" for o, n in Study.objects.order_by("owner__username", "name")
-                      .values_list("owner__username", "name")[:20]) or "none"
+        raise CommandError(
+            f"{len(matches)} researchers have a study named '{name}': say whose, as --study OWNER/NAME ({choices})."
+        )
+    known = (
+        ", ".join(
+            f"{o}/{n}"
+            for o, n in Study.objects.order_by("owner__username", "name").values_list("owner__username", "name")[:20]
+        )
+        or "none"
+    )
     raise CommandError(f"No study named '{name}'. Studies: {known}.")
 
 
@@ -36,8 +42,10 @@ def get_owner(username: str | None):
             raise CommandError(f"No user named '{username}'.") from None
     only = list(users.filter(is_active=True)[:2])
     if len(only) != 1:
-        raise CommandError("Say who owns the study with --owner USERNAME "
-                           "(create an account with `python manage.py create_researcher NAME`).")
+        raise CommandError(
+            "Say who owns the study with --owner USERNAME "
+            "(create an account with `python manage.py create_researcher NAME`)."
+        )
     return only[0]
 
 
@@ -45,8 +53,10 @@ def read_file(path: str) -> bytes:
     """The file's bytes; a file over SEPLAB_MAX_IMPORT_BYTES is refused before it is read."""
     try:
         if os.path.getsize(path) > settings.SEPLAB_MAX_IMPORT_BYTES:
-            raise CommandError(f"{path} is {os.path.getsize(path) / 1e6:.1f} MB; the import limit is "
-                               f"{settings.SEPLAB_MAX_IMPORT_BYTES / 1e6:.1f} MB (SEPLAB_MAX_IMPORT_BYTES)")
+            raise CommandError(
+                f"{path} is {os.path.getsize(path) / 1e6:.1f} MB; the import limit is "
+                f"{settings.SEPLAB_MAX_IMPORT_BYTES / 1e6:.1f} MB (SEPLAB_MAX_IMPORT_BYTES)"
+            )
         with open(path, "rb") as handle:
             return handle.read()
     except OSError as exc:

@@ -7,15 +7,20 @@ from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
-    help = ("Create a researcher's account: an ordinary account that sees only its own studies (not staff, not a "
-            "superuser: only the server's operators are, and a superuser can read every API token in /admin/). "
-            "Prints a generated password unless --password-stdin gives one.")
+    help = (
+        "Create a researcher's account: an ordinary account that sees only its own studies (not staff, not a "
+        "superuser: only the server's operators are, and a superuser can read every API token in /admin/). "
+        "Prints a generated password unless --password-stdin gives one."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--email", default="")
-        parser.add_argument("--password-stdin", action="store_true",
-                            help="Read the password from standard input instead of generating one.")
+        parser.add_argument(
+            "--password-stdin",
+            action="store_true",
+            help="Read the password from standard input instead of generating one.",
+        )
 
     def handle(self, *args, **options):
         users = get_user_model().objects

@@ -28,8 +28,9 @@ class Command(BaseCommand):
         # every judgment is written (a failure leaves any earlier file as it was, and no partial one).
         target = Path(options["output"])
         try:
-            handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part",
-                                                 dir=target.parent if str(target.parent) else ".")
+            handle, temporary = tempfile.mkstemp(
+                prefix=f".{target.name}.", suffix=".part", dir=target.parent if str(target.parent) else "."
+            )
         except OSError as exc:
             raise CommandError(f"Cannot write {target}: {exc.strerror}") from None
         try:

@@ -8,8 +8,10 @@ from annotation.models import ExternalLink
 
 
 class Command(BaseCommand):
-    help = ("Create an external link for a crowdsourcing site and print the URL to paste (and, for MTurk-style "
-            "sites, the ExternalQuestion XML, which requires an https base URL).")
+    help = (
+        "Create an external link for a crowdsourcing site and print the URL to paste (and, for MTurk-style "
+        "sites, the ExternalQuestion XML, which requires an https base URL)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
@@ -26,5 +28,6 @@ class Command(BaseCommand):
             try:
                 self.stdout.write(sites.external_question_xml(url))
             except ServiceError as exc:
-                raise CommandError(f"{exc}: pass --base-url https://… (the link was created; the URL above works on "
-                                   "other sites)") from None
+                raise CommandError(
+                    f"{exc}: pass --base-url https://… (the link was created; the URL above works on other sites)"
+                ) from None

@@ -25,46 +25,69 @@ def price(value: str) -> Decimal:
 
 
 class Command(BaseCommand):
-    help = ("Generate a system's outputs from an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, the llama.cpp "
-            "server, ...): --samples outputs per item of the study, stored with their provenance; runs to the end in "
-            "the foreground. Resumable: run it again and only what is missing is asked for (a second call with "
-            "nothing missing asks nothing). The first call adds the system to the study (a study created from a "
-            "file of inputs alone has none); once every item has its outputs the system joins the comparison plan.")
+    help = (
+        "Generate a system's outputs from an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, the llama.cpp "
+        "server, ...): --samples outputs per item of the study, stored with their provenance; runs to the end in "
+        "the foreground. Resumable: run it again and only what is missing is asked for (a second call with "
+        "nothing missing asks nothing). The first call adds the system to the study (a study created from a "
+        "file of inputs alone has none); once every item has its outputs the system joins the comparison plan."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="The study: its name, or OWNER/NAME.")
-        parser.add_argument("--system", required=True, help="The system's name in the study (new, or one added "
-                                                            "from an endpoint before).")
-        parser.add_argument("--base-url", required=True, help="The endpoint's base URL, e.g. "
-                                                              "http://127.0.0.1:8000/v1 (vLLM) or "
-                                                              "http://127.0.0.1:11434/v1 (Ollama).")
+        parser.add_argument(
+            "--system",
+            required=True,
+            help="The system's name in the study (new, or one added from an endpoint before).",
+        )
+        parser.add_argument(
+            "--base-url",
+            required=True,
+            help="The endpoint's base URL, e.g. http://127.0.0.1:8000/v1 (vLLM) or http://127.0.0.1:11434/v1 (Ollama).",
+        )
         parser.add_argument("--model", required=True, help="The model name the endpoint expects.")
-        parser.add_argument("--samples", type=int, required=True, help="Outputs per item (K; separability needs "
-                                                                       "2 or more, its paper uses 5).")
-        parser.add_argument("--budget", type=int, default=None,
-                            help="Most replies to pay for, over every run of this system (default 1,000, or what "
-                                 "was set before).")
+        parser.add_argument(
+            "--samples",
+            type=int,
+            required=True,
+            help="Outputs per item (K; separability needs 2 or more, its paper uses 5).",
+        )
+        parser.add_argument(
+            "--budget",
+            type=int,
+            default=None,
+            help="Most replies to pay for, over every run of this system (default 1,000, or what was set before).",
+        )
         parser.add_argument("--system-prompt", default=None, help="Sent before each input as the system message.")
         parser.add_argument("--temperature", type=float, default=None, help="Sampling temperature (default 1.0).")
         parser.add_argument("--max-tokens", type=int, default=None, help="Most tokens per output (default 1,024).")
-        parser.add_argument("--seed", type=int, default=None,
-                            help="Sent as the request's seed (sample k asks with seed + k), for endpoints that "
-                                 "take one.")
-        parser.add_argument("--api-key-env", default=None,
-                            help="Read the API key from this environment variable (one the server's operator "
-                                 "allows: SEPLAB_JUDGE_KEY_VARIABLES). Default: none, for a local server.")
+        parser.add_argument(
+            "--seed",
+            type=int,
+            default=None,
+            help="Sent as the request's seed (sample k asks with seed + k), for endpoints that take one.",
+        )
+        parser.add_argument(
+            "--api-key-env",
+            default=None,
+            help="Read the API key from this environment variable (one the server's operator "
+            "allows: SEPLAB_JUDGE_KEY_VARIABLES). Default: none, for a local server.",
+        )
         parser.add_argument("--concurrency", type=int, default=None, help="Requests at once (default 4).")
         parser.add_argument("--timeout", type=float, default=None, help="Seconds per request (default 60).")
-        parser.add_argument("--retries", type=int, default=None,
-                            help="Retries with backoff on 429, 5xx and timeouts (default 4).")
+        parser.add_argument(
+            "--retries", type=int, default=None, help="Retries with backoff on 429, 5xx and timeouts (default 4)."
+        )
         parser.add_argument("--price-input", type=price, default=None, help="US$ per million prompt tokens.")
         parser.add_argument("--price-output", type=price, default=None, help="US$ per million completion tokens.")
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
         endpoint = self._endpoint(study, options)
-        self.stderr.write(f"{endpoint}: {runner.remaining(endpoint)} output(s) to generate from {endpoint.model} "
-                          f"at {endpoint.base_url} (the study's Systems page shows the run's progress)")
+        self.stderr.write(
+            f"{endpoint}: {runner.remaining(endpoint)} output(s) to generate from {endpoint.model} "
+            f"at {endpoint.base_url} (the study's Systems page shows the run's progress)"
+        )
         for _ in range(PASSES):  # the first pass, then again for what failed while each pass brings new outputs
             if not runner.remaining(endpoint):
                 break
@@ -88,22 +111,37 @@ class Command(BaseCommand):
         self.stdout.write(runner.summary(endpoint))
         left = runner.remaining(endpoint)
         if left and runner.usage(endpoint).replies >= endpoint.request_budget:
-            raise CommandError(f"The request budget ({endpoint.request_budget}) is used up with {left} output(s) "
-                               "missing: run again with a larger --budget.")
+            raise CommandError(
+                f"The request budget ({endpoint.request_budget}) is used up with {left} output(s) "
+                "missing: run again with a larger --budget."
+            )
         if left:
             problems = [c.problem for c in endpoint.calls.exclude(status="generated").order_by("-pk")[:3]]
-            raise CommandError(f"{left} output(s) still missing after the retries (run again to ask for them). The "
-                               "last problems: " + " | ".join(problems))
-        self.stdout.write(self.style.SUCCESS(
-            f"{endpoint}: every item has {endpoint.samples} output(s). {runner.do_include_if_complete(endpoint)}"))
+            raise CommandError(
+                f"{left} output(s) still missing after the retries (run again to ask for them). The "
+                "last problems: " + " | ".join(problems)
+            )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"{endpoint}: every item has {endpoint.samples} output(s). {runner.do_include_if_complete(endpoint)}"
+            )
+        )
 
     def _endpoint(self, study, options) -> SystemEndpoint:
         fields = {"base_url": options["base_url"], "model": options["model"], "samples": options["samples"]}
-        for option, field in (("budget", "request_budget"), ("system_prompt", "system_prompt"),
-                              ("temperature", "temperature"), ("max_tokens", "max_tokens"), ("seed", "seed"),
-                              ("api_key_env", "api_key_env"), ("concurrency", "max_concurrency"),
-                              ("timeout", "timeout_seconds"), ("retries", "max_retries"),
-                              ("price_input", "price_input"), ("price_output", "price_output")):
+        for option, field in (
+            ("budget", "request_budget"),
+            ("system_prompt", "system_prompt"),
+            ("temperature", "temperature"),
+            ("max_tokens", "max_tokens"),
+            ("seed", "seed"),
+            ("api_key_env", "api_key_env"),
+            ("concurrency", "max_concurrency"),
+            ("timeout", "timeout_seconds"),
+            ("retries", "max_retries"),
+            ("price_input", "price_input"),
+            ("price_output", "price_output"),
+        ):
             if options[option] is not None:
                 fields[field] = options[option]
         system = study.systems.filter(name=options["system"].strip()).first()
@@ -118,18 +156,22 @@ class Command(BaseCommand):
             raise CommandError(f"The system {system.name!r} has imported outputs; generate into a new system name.")
         changed = runner.check_same_source(endpoint, **fields)
         if changed:
-            raise CommandError(f"{system.name!r} already has outputs generated otherwise ({'; '.join(changed)}): the "
-                               "outputs of one system come from one configuration. Use a new system name.")
+            raise CommandError(
+                f"{system.name!r} already has outputs generated otherwise ({'; '.join(changed)}): the "
+                "outputs of one system come from one configuration. Use a new system name."
+            )
         if endpoints.is_live(runner.current_job(endpoint)):
-            raise CommandError(f"{system.name!r} is being generated now (by the worker, or another generate "
-                               "command); stop that run first.")
+            raise CommandError(
+                f"{system.name!r} is being generated now (by the worker, or another generate "
+                "command); stop that run first."
+            )
         for name, value in fields.items():
             setattr(endpoint, name, value)
         try:
             endpoint.full_clean()
         except ValidationError as exc:
-            raise CommandError("; ".join(f"{field}: {' '.join(errors)}"
-                                         for field, errors in exc.message_dict.items())) from None
+            raise CommandError(
+                "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
+            ) from None
         endpoint.save()
         return endpoint
-

@@ -6,8 +6,10 @@ from annotation.rating import recording
 
 
 class Command(BaseCommand):
-    help = ("Import judgments (SPEC §8 JSONL, or the CSV that export_judgments writes) into a study: "
-            "judge ratings or past human data. All or nothing; judgments already present are skipped.")
+    help = (
+        "Import judgments (SPEC §8 JSONL, or the CSV that export_judgments writes) into a study: "
+        "judge ratings or past human data. All or nothing; judgments already present are skipped."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="Path to the .jsonl or .csv judgments file.")
@@ -20,6 +22,8 @@ class Command(BaseCommand):
             summary = recording.do_import_judgments(study, data, options["file"])
         except FormatError as exc:
             raise CommandError(f"{options['file']} was not imported (nothing was saved):\n{exc}") from None
-        self.stdout.write(self.style.SUCCESS(
-            f"Imported {summary.created} judgments into '{study.name}' ({summary.skipped} already present)."
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Imported {summary.created} judgments into '{study.name}' ({summary.skipped} already present)."
+            )
+        )

@@ -9,9 +9,11 @@ from annotation.management.commands._common import get_study
 
 
 class Command(BaseCommand):
-    help = ("MTurk requester API for existing requesters (sandbox by default; --live to spend real money). "
-            "Credentials come from the standard AWS environment or config. Actions: create-hits, sync, approve, "
-            "reject, bonus, create-qualification, grant-qualification.")
+    help = (
+        "MTurk requester API for existing requesters (sandbox by default; --live to spend real money). "
+        "Credentials come from the standard AWS environment or config. Actions: create-hits, sync, approve, "
+        "reject, bonus, create-qualification, grant-qualification."
+    )
 
     def add_arguments(self, parser):
         where = parser.add_mutually_exclusive_group()
@@ -69,12 +71,14 @@ class Command(BaseCommand):
         action = o["action"]
         where = "sandbox" if sandbox else "LIVE"
         if action == "create-hits":
-            spec = mturk.HitSpec(o["title"], o["description"], o["reward"], o["assignments"], o["keywords"],
-                                 o["duration"], o["lifetime"])
+            spec = mturk.HitSpec(
+                o["title"], o["description"], o["reward"], o["assignments"], o["keywords"], o["duration"], o["lifetime"]
+            )
             hits = mturk.create_hits(client, get_study(o["study"]), o["base_url"], spec, o["hits"], sandbox)
             for hit in hits:
-                self.stdout.write(f"Created {where} HIT {hit.hit_id} ({hit.max_assignments} assignments at "
-                                  f"${hit.reward}).")
+                self.stdout.write(
+                    f"Created {where} HIT {hit.hit_id} ({hit.max_assignments} assignments at ${hit.reward})."
+                )
         elif action == "sync":
             rows = mturk.sync_assignments(client, get_study(o["study"]))
             self.stdout.write(json.dumps(rows, indent=2))

@@ -7,8 +7,10 @@ from annotation.management.commands._common import get_study
 
 
 class Command(BaseCommand):
-    help = ("Prolific API (token from PROLIFIC_TOKEN): sync a Prolific study's submissions with this study, approve "
-            "or reject submissions.")
+    help = (
+        "Prolific API (token from PROLIFIC_TOKEN): sync a Prolific study's submissions with this study, approve "
+        "or reject submissions."
+    )
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True)

@@ -7,15 +7,20 @@ from selection.core.separability import METRICS
 
 
 class Command(BaseCommand):
-    help = ("Compute generation separability (delta per item, SPEC §1) for every system pair of a study. "
-            "Needs K >= 2 samples per system; items with a single sample are reported as undefined.")
+    help = (
+        "Compute generation separability (delta per item, SPEC §1) for every system pair of a study. "
+        "Needs K >= 2 samples per system; items with a single sample are reported as undefined."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
-        parser.add_argument("--metric",
-                            help="Similarity: " + ", ".join(f"{m}, {m}-la" for m in METRICS)
-                            + " (-la = length-adjusted). Default: the study's separability metric (cosine-la unless "
-                            "changed: cosine of the study encoder's embeddings, length-adjusted).")
+        parser.add_argument(
+            "--metric",
+            help="Similarity: "
+            + ", ".join(f"{m}, {m}-la" for m in METRICS)
+            + " (-la = length-adjusted). Default: the study's separability metric (cosine-la unless "
+            "changed: cosine of the study encoder's embeddings, length-adjusted).",
+        )
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
@@ -39,8 +44,10 @@ class Command(BaseCommand):
             values = services.separability_values(run)
             total = run.items.count()
             if values.size == 0:
-                self.stdout.write(f"{run.comparison}: separability undefined for all {total} items "
-                                  "(a system has a single sample; separability needs K >= 2).")
+                self.stdout.write(
+                    f"{run.comparison}: separability undefined for all {total} items "
+                    "(a system has a single sample; separability needs K >= 2)."
+                )
                 continue
             undefined = total - values.size
             self.stdout.write(

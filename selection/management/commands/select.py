@@ -13,23 +13,34 @@ from selection.strategies import STATIC_STRATEGIES, strategy_parameters
 
 
 class Command(BaseCommand):
-    help = ("Choose which items of each system pair to send to raters with a selection strategy, and store the "
-            "run (method, parameters, seed, items) so it can be audited and reproduced. With --apply, the study "
-            "switches to this method and budget and its rating plan is rebuilt (only before raters start).")
+    help = (
+        "Choose which items of each system pair to send to raters with a selection strategy, and store the "
+        "run (method, parameters, seed, items) so it can be audited and reproduced. With --apply, the study "
+        "switches to this method and budget and its rating plan is rebuilt (only before raters start)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")
-        parser.add_argument("--method", required=True, choices=STATIC_STRATEGIES,
-                            help="Selection strategy (diffuse-iterative runs live: choose it in the settings).")
+        parser.add_argument(
+            "--method",
+            required=True,
+            choices=STATIC_STRATEGIES,
+            help="Selection strategy (diffuse-iterative runs live: choose it in the settings).",
+        )
         parser.add_argument("--budget", type=int, help="Items per system pair (default: all, in strategy order).")
         parser.add_argument("--seed", type=int, help="Random seed (default: the study's seed).")
-        parser.add_argument("--metric", help="Separability metric for the separability strategies (default: the "
-                            "study's).")
-        parser.add_argument("--threshold", type=float,
-                            help="Separability threshold for the threshold strategies (default: the study's).")
+        parser.add_argument(
+            "--metric", help="Separability metric for the separability strategies (default: the study's)."
+        )
+        parser.add_argument(
+            "--threshold",
+            type=float,
+            help="Separability threshold for the threshold strategies (default: the study's).",
+        )
         parser.add_argument("--json", action="store_true", help="Print the runs as JSON.")
-        parser.add_argument("--apply", action="store_true",
-                            help="Make this the study's selection and rebuild its plan.")
+        parser.add_argument(
+            "--apply", action="store_true", help="Make this the study's selection and rebuild its plan."
+        )
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
@@ -41,15 +52,32 @@ class Command(BaseCommand):
         else:
             runs = self._select(study, options, seed)
         if options["json"]:
-            self.stdout.write(json.dumps([{
-                "id": r.pk, "system_a": r.system_a, "system_b": r.system_b, "method": r.method, "params": r.params,
-                "budget": r.budget, "seed": r.seed, "candidates": r.candidates, "items": r.items,
-            } for r in runs], indent=2))
+            self.stdout.write(
+                json.dumps(
+                    [
+                        {
+                            "id": r.pk,
+                            "system_a": r.system_a,
+                            "system_b": r.system_b,
+                            "method": r.method,
+                            "params": r.params,
+                            "budget": r.budget,
+                            "seed": r.seed,
+                            "candidates": r.candidates,
+                            "items": r.items,
+                        }
+                        for r in runs
+                    ],
+                    indent=2,
+                )
+            )
             return
         for run in runs:
-            self.stdout.write(f"{run.system_a} vs {run.system_b}: {len(run.items)} of {run.candidates} items "
-                              f"by {run.method} (seed {run.seed}, run #{run.pk}): {', '.join(run.items[:20])}"
-                              + (" ..." if len(run.items) > 20 else ""))
+            self.stdout.write(
+                f"{run.system_a} vs {run.system_b}: {len(run.items)} of {run.candidates} items "
+                f"by {run.method} (seed {run.seed}, run #{run.pk}): {', '.join(run.items[:20])}"
+                + (" ..." if len(run.items) > 20 else "")
+            )
 
     @staticmethod
     def _select(study, options, seed: int) -> list[SelectionRun]:
@@ -61,8 +89,9 @@ class Command(BaseCommand):
         candidates = planning.plan_candidates(study, comparisons, random.Random(seed))
         for comparison, items in zip(comparisons, candidates, strict=True):
             try:
-                _, run = services.run_selection(study, comparison, options["method"], options["budget"], seed, params,
-                                                items=items)
+                _, run = services.run_selection(
+                    study, comparison, options["method"], options["budget"], seed, params, items=items
+                )
             except ValueError as exc:
                 raise CommandError(f"{comparison}: {exc}") from None
             runs.append(run)

@@ -70,11 +70,15 @@ def test_with_equal_chances_it_is_the_uniform_estimators():
     y = np.where(sampled, y_all, np.nan)
     people, plain = active_mean(y, f, pi, sampled, lam=0.0), classical_mean(y_all[sampled])
     assert (people.estimate, people.se, people.low, people.high) == pytest.approx(
-        (plain.estimate, plain.se, plain.low, plain.high))
-    these, census = (active_mean(y, f, pi, sampled, lam=0.0, finite=True),
-                     classical_mean(y_all[sampled], population_size=n_items))
+        (plain.estimate, plain.se, plain.low, plain.high)
+    )
+    these, census = (
+        active_mean(y, f, pi, sampled, lam=0.0, finite=True),
+        classical_mean(y_all[sampled], population_size=n_items),
+    )
     assert (these.se, these.low, these.high, these.target) == pytest.approx(
-        (census.se, census.low, census.high, census.target))
+        (census.se, census.low, census.high, census.target)
+    )
     # lambda fixed: the weighted mean absorbs the level, so the estimate is lam mean(f) + mean over the labelled of
     # (y - lam f)
     lam = 0.4
@@ -88,8 +92,9 @@ def _population(rng, n_items=300, hard_share=0.4, verdicts=4):
     hard = rng.random(n_items) < hard_share
     truth = rng.integers(0, 2, n_items).astype(float)
     right = rng.random((n_items, verdicts)) < 0.9
-    scores = np.where(hard[:, None], rng.integers(0, 2, (n_items, verdicts)),
-                      np.where(right, truth[:, None], 1 - truth[:, None])).astype(float)
+    scores = np.where(
+        hard[:, None], rng.integers(0, 2, (n_items, verdicts)), np.where(right, truth[:, None], 1 - truth[:, None])
+    ).astype(float)
     y = np.where(hard, rng.integers(0, 2, n_items), truth).astype(float)
     return y, scores
 
@@ -126,7 +131,11 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="at least two labelled items"):
         active_mean(np.array([1.0, np.nan, np.nan, np.nan]), f, pi, np.array([True, False, False, False]))
     with pytest.raises(ValueError, match="inclusion probability in"):
-        active_mean(np.array([1.0, 0.0, np.nan, np.nan]), f, np.array([0.0, 0.5, 0.5, 0.5]),
-                    np.array([True, True, False, False]))
+        active_mean(
+            np.array([1.0, 0.0, np.nan, np.nan]),
+            f,
+            np.array([0.0, 0.5, 0.5, 0.5]),
+            np.array([True, True, False, False]),
+        )
     with pytest.raises(ValueError, match="same items"):
         active_mean(np.ones(3), f, pi, np.ones(4, dtype=bool))

@@ -54,7 +54,8 @@ def test_krippendorff_alpha_by_hand():
     # two coders, four units: a/a, a/b, b/b, b/b. Coincidences: o_aa=2, o_ab=o_ba=1, o_bb=4; n=8
     # D_o = 2 / 8 ... alpha = 1 - (n - 1) * (o_ab + o_ba) / (n^2 - sum n_c^2) = 1 - 7 * 2 / (64 - 34)
     assert agreement.krippendorff_alpha_nominal([["a", "a"], ["a", "b"], ["b", "b"], ["b", "b"]]) == pytest.approx(
-        1 - 14 / 30)
+        1 - 14 / 30
+    )
     assert agreement.krippendorff_alpha_nominal([["a", "a"], ["b", "b"]]) == 1.0
     assert math.isnan(agreement.krippendorff_alpha_nominal([["a"]]))
 
@@ -78,8 +79,11 @@ def test_the_plurality_answer_and_the_three_rules_for_a_split():
 
 
 def test_pairwise_kappas_need_enough_overlap():
-    labels = {"r1": {u: "a" if u % 2 else "b" for u in range(12)}, "r2": {u: "a" if u % 2 else "b" for u in range(12)},
-              "r3": {0: "a"}}
+    labels = {
+        "r1": {u: "a" if u % 2 else "b" for u in range(12)},
+        "r2": {u: "a" if u % 2 else "b" for u in range(12)},
+        "r3": {0: "a"},
+    }
     [pair] = agreement.pairwise_kappas(labels, min_overlap=10)
     assert (pair["rater_1"], pair["rater_2"], pair["overlap"], pair["kappa"]) == ("r1", "r2", 12, 1.0)
 
@@ -154,8 +158,9 @@ def test_agreement_metrics_between_humans_and_a_judge():
     j = np.array([[1.0, 0.0], [0.2, 0.8]])
     assert indeterminacy.mse(h, j) == pytest.approx(((0.04 + 0.25) + (0 + 0.04)) / 2)
     p, q = np.array([[0.5, 0.5, 0.0]]), np.array([[0.9, 0.1, 0.0]])
-    assert indeterminacy.kl_divergence(p, q) == pytest.approx(0.5 * np.log(0.5 / 0.9) + 0.5 * np.log(0.5 / 0.1),
-                                                              rel=1e-4)
+    assert indeterminacy.kl_divergence(p, q) == pytest.approx(
+        0.5 * np.log(0.5 / 0.9) + 0.5 * np.log(0.5 / 0.1), rel=1e-4
+    )
     assert indeterminacy.js_divergence(p, p) == 0.0
     assert 0 < indeterminacy.js_divergence(p, q) < np.log(2)
 

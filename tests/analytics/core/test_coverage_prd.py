@@ -52,8 +52,14 @@ def _check(name: str, n: int, per_pair: list[tuple[float, float, float, float]])
     assert abs(claimed / realised - 1) <= 0.10, f"{name} at n = {n}: claims {claimed:.3f}, delivers {realised:.3f}"
 
 
-ESTIMATORS = ("people", "people + gpt4", "people + all judges", "judge-disagreement design",
-              "judges' strata, proportional", "judges' strata, Neyman")
+ESTIMATORS = (
+    "people",
+    "people + gpt4",
+    "people + all judges",
+    "judge-disagreement design",
+    "judges' strata, proportional",
+    "judges' strata, Neyman",
+)
 
 
 @pytest.mark.parametrize("finite", [False, True], ids=["items like these", "these items"])
@@ -75,6 +81,7 @@ def test_every_estimate_states_its_target(prd):
 def test_the_judges_are_weak_predictors_of_the_human_votes_on_prd(prd):
     """Why a judge is worth little here: per question, gpt4's mean verdict correlates with the human vote mean at
     about 0.27 on average over the pairs (0.08 for vicuna-13b), the figure bench/README.md reports."""
+
     def correlation(judge):
         return np.mean([np.corrcoef(p.y, p.f[judge])[0, 1] for p in prd])
 

@@ -44,8 +44,9 @@ def prd():
     humans = defaultdict(list)
     for qid, first, second, winner in read_votes(PRD, "human"):
         humans[(qid, frozenset((first, second)))].append(winner)
-    judges = {j: [v for v in read_votes(PRD / f"ratings-{j}", j) if (v[0], frozenset(v[1:3])) in humans]
-              for j in JUDGES}
+    judges = {
+        j: [v for v in read_votes(PRD / f"ratings-{j}", j) if (v[0], frozenset(v[1:3])) in humans] for j in JUDGES
+    }
     return humans, judges
 
 
@@ -68,8 +69,7 @@ def test_coverage_counts_a_human_tie_as_both_answers_reasonable(prd):
         for q, first, second, winner in verdicts:
             a, b = sorted((first, second))
             votes = humans[(q, frozenset((first, second)))]
-            omega = indeterminacy.omega([None] * len(votes),
-                                        [{a: "a", b: "b"}.get(v, "tie") for v in votes], beta=0.0)
+            omega = indeterminacy.omega([None] * len(votes), [{a: "a", b: "b"}.get(v, "tie") for v in votes], beta=0.0)
             omegas.append(omega)
             choices.append({a: "a", b: "b"}.get(winner, "tie"))
             # by the definition: the share of human votes whose response set ({winner} or {a, b} for a tie)
@@ -78,8 +78,9 @@ def test_coverage_counts_a_human_tie_as_both_answers_reasonable(prd):
             by_hand.append(all(sum(v in (m, "tie") for v in votes) / len(votes) >= 0.5 for m in named))
         coverage = indeterminacy.coverage(np.array(omegas), choices)
         assert coverage == pytest.approx(np.mean(by_hand))
-        hit = indeterminacy.hit_rate([majority(humans[(q, frozenset((f, s)))]) for q, f, s, _ in verdicts],
-                                     [w for *_, w in verdicts])
+        hit = indeterminacy.hit_rate(
+            [majority(humans[(q, frozenset((f, s)))]) for q, f, s, _ in verdicts], [w for *_, w in verdicts]
+        )
         assert coverage > hit  # a judge that picks any answer most people accept is covered, not always a hit
 
 
@@ -104,13 +105,16 @@ def test_kappa_per_verdict_and_per_item_with_the_pairs_own_three_answers(prd):
         by_item[(q, frozenset((f, s)))].append(answer(w, f, s))
         by_item_names[(q, frozenset((f, s)))].append(w)
     human = {key: majority(votes) for key, votes in humans.items()}
-    per_verdict = cohen_kappa([answer(human[(q, frozenset((f, s)))], f, s) for q, f, s, _ in verdicts],
-                              [answer(w, f, s) for q, f, s, w in verdicts])
-    per_item = cohen_kappa([answer(human[key], *sorted(key[1])) for key in by_item],
-                           [plurality(v, "tie") for v in by_item.values()])
+    per_verdict = cohen_kappa(
+        [answer(human[(q, frozenset((f, s)))], f, s) for q, f, s, _ in verdicts],
+        [answer(w, f, s) for q, f, s, w in verdicts],
+    )
+    per_item = cohen_kappa(
+        [answer(human[key], *sorted(key[1])) for key in by_item], [plurality(v, "tie") for v in by_item.values()]
+    )
     assert per_verdict == pytest.approx(0.413, abs=5e-4) and per_item == pytest.approx(0.380, abs=5e-4)
-    by_name_verdict = cohen_kappa([human[(q, frozenset((f, s)))] for q, f, s, _ in verdicts],
-                                  [w for *_, w in verdicts])
-    by_name_item = cohen_kappa([human[key] for key in by_item_names],
-                               [plurality(v, "tie") for v in by_item_names.values()])
+    by_name_verdict = cohen_kappa([human[(q, frozenset((f, s)))] for q, f, s, _ in verdicts], [w for *_, w in verdicts])
+    by_name_item = cohen_kappa(
+        [human[key] for key in by_item_names], [plurality(v, "tie") for v in by_item_names.values()]
+    )
     assert by_name_verdict == pytest.approx(0.549, abs=5e-4) and by_name_item == pytest.approx(0.477, abs=5e-4)

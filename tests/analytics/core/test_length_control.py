@@ -40,7 +40,8 @@ def test_the_fit_is_alpaca_evals_glm_unpenalised():
     # with weight 1 - p, no intercept (the constant column is the model's theta); here without its L1 penalty
     x = np.column_stack([np.ones(n), tanh])
     reference = LogisticRegression(C=np.inf, fit_intercept=False, tol=1e-12, max_iter=10000).fit(
-        np.vstack([x, x]), np.r_[np.ones(n), np.zeros(n)], sample_weight=np.r_[score, 1 - score])
+        np.vstack([x, x]), np.r_[np.ones(n), np.zeros(n)], sample_weight=np.r_[score, 1 - score]
+    )
     theta, phi = reference.coef_[0]
     assert fit.estimate == pytest.approx(expit(theta), abs=1e-6)
     assert fit.length_coefficient == pytest.approx(phi, abs=1e-5)

@@ -90,10 +90,12 @@ def test_lambda_zero_is_the_people_only_estimate():
     y, f, fu = rng.random(30), rng.random(30), rng.random(200)
     plain, human = ppi_mean(y, f, fu, lam=0.0), classical_mean(y)
     assert (plain.estimate, plain.low, plain.high, plain.se) == pytest.approx(
-        (human.estimate, human.low, human.high, human.se))
+        (human.estimate, human.low, human.high, human.se)
+    )
     finite = ppi_mean(y, f, fu, lam=0.0, finite=True)
-    assert (finite.low, finite.high) == pytest.approx(tuple(classical_mean(y, population_size=230).__dict__[k]
-                                                            for k in ("low", "high")))
+    assert (finite.low, finite.high) == pytest.approx(
+        tuple(classical_mean(y, population_size=230).__dict__[k] for k in ("low", "high"))
+    )
 
 
 def test_one_unlabelled_item_keeps_its_variance_term():
@@ -163,8 +165,7 @@ def test_one_stratum_is_the_labelled_mean():
     y = np.where(sampled, y_all, np.nan)
     one = stratified_mean(y, np.zeros(50, dtype=int), sampled)
     plain = classical_mean(y_all[sampled])
-    assert (one.estimate, one.se, one.low, one.high) == pytest.approx((plain.estimate, plain.se, plain.low,
-                                                                       plain.high))
+    assert (one.estimate, one.se, one.low, one.high) == pytest.approx((plain.estimate, plain.se, plain.low, plain.high))
     finite = stratified_mean(y, np.zeros(50, dtype=int), sampled, finite=True)
     census = classical_mean(y_all[sampled], population_size=50)
     assert (finite.se, finite.low, finite.high) == pytest.approx((census.se, census.low, census.high))
@@ -172,11 +173,11 @@ def test_one_stratum_is_the_labelled_mean():
 
 def test_a_stratum_without_two_labels_is_refused():
     with pytest.raises(ValueError, match="stratum 1 has 1 labelled"):
-        stratified_mean(np.array([1.0, 0.0, 1.0, np.nan]), np.array([0, 0, 1, 1]),
-                        np.array([True, True, True, False]))
+        stratified_mean(np.array([1.0, 0.0, 1.0, np.nan]), np.array([0, 0, 1, 1]), np.array([True, True, True, False]))
 
 
 # ---- Bradley-Terry strengths (PPI++ logistic M-estimation)
+
 
 def battles(rng, theta, size):
     k = len(theta)

@@ -124,8 +124,9 @@ def test_each_bootstrap_round_is_elo_over_its_own_draws_in_the_order_drawn():
         battles = codes[:, None] if len(k) == 1 else np.column_stack([codes, k.view(np.uint64)])
         elo_loops.resampled_rounds(got, battles, float(k[0]), index, np.log(10) / 400)
         for r in range(rounds):
-            np.testing.assert_allclose(got[r], _elo_by_hand([1000.0] * systems, a, b, score, k, index[r]),
-                                       rtol=0, atol=1e-9)
+            np.testing.assert_allclose(
+                got[r], _elo_by_hand([1000.0] * systems, a, b, score, k, index[r]), rtol=0, atol=1e-9
+            )
 
 
 def test_the_bootstrap_rounds_are_different_zero_sum_resamples():
@@ -139,8 +140,9 @@ def test_the_bootstrap_rounds_are_different_zero_sum_resamples():
     assert len({tuple(np.round(r, 6)) for r in whole}) == 8  # the rounds are different resamples
     # a battle that always ends the same way moves the ratings the same way in every round
     one_sided = ratings.bootstrap_elo(np.zeros(50, int), np.ones(50, int), np.ones(50), 2, rounds=5, seed=0)
-    np.testing.assert_allclose(one_sided, np.tile(ratings.online_elo(np.zeros(50, int), np.ones(50, int),
-                                                                     np.ones(50), 2), (5, 1)))
+    np.testing.assert_allclose(
+        one_sided, np.tile(ratings.online_elo(np.zeros(50, int), np.ones(50, int), np.ones(50), 2), (5, 1))
+    )
     assert ratings.bootstrap_elo(a, b, score, 4, rounds=0).shape == (0, 4)
 
 
@@ -172,8 +174,9 @@ def test_bradley_terry_on_distinct_outcomes_is_the_fit_on_every_battle():
         return -np.sum(score * np.log(q) + (1 - score) * np.log(1 - q))
 
     direct = minimize(loss, np.zeros(systems), method="BFGS", options={"gtol": 1e-8}).x
-    np.testing.assert_allclose(ratings.bradley_terry(a, b, score, systems),
-                               1000 + 400 * (direct - direct.mean()), atol=0.05)
+    np.testing.assert_allclose(
+        ratings.bradley_terry(a, b, score, systems), 1000 + 400 * (direct - direct.mean()), atol=0.05
+    )
 
 
 @pytest.mark.parametrize("per_battle_k", [False, True])
@@ -187,7 +190,9 @@ def test_the_compiled_and_the_numpy_loops_give_the_same_ratings(monkeypatch, per
     results = {}
     for compiled_from in (0, n + 1):
         monkeypatch.setattr(ratings, "COMPILED_FROM", compiled_from)
-        results[compiled_from] = (ratings.online_elo(a, b, score, 7, k),
-                                  ratings.bootstrap_elo(a, b, score, 7, k, rounds=12, seed=4))
+        results[compiled_from] = (
+            ratings.online_elo(a, b, score, 7, k),
+            ratings.bootstrap_elo(a, b, score, 7, k, rounds=12, seed=4),
+        )
     for compiled, plain in zip(results[0], results[n + 1], strict=True):
         np.testing.assert_allclose(compiled, plain, rtol=0, atol=1e-8)

@@ -25,12 +25,21 @@ def planted(spam: str, seed: int = 7, pairs: int = 300):
         for w in range(3):
             rows.append((t, f"honest-{w}", "a" if rng.random() < p_a else "b", bool(rng.random() < 0.5)))
         if spam == "z":
-            rows += [(t, f"spammer-{w}", ("a" if a == "z" else "b") if "z" in (a, b) else str(rng.choice(["a", "b"])),
-                      bool(rng.random() < 0.5)) for w in range(2)]
+            rows += [
+                (
+                    t,
+                    f"spammer-{w}",
+                    ("a" if a == "z" else "b") if "z" in (a, b) else str(rng.choice(["a", "b"])),
+                    bool(rng.random() < 0.5),
+                )
+                for w in range(2)
+            ]
         else:
             a_first = bool(rng.random() < 0.5)
-            rows += [(t, "clicker", "a" if a_first else "b", a_first),
-                     (t, "coin", str(rng.choice(["a", "b"])), bool(rng.random() < 0.5))]
+            rows += [
+                (t, "clicker", "a" if a_first else "b", a_first),
+                (t, "coin", str(rng.choice(["a", "b"])), bool(rng.random() < 0.5)),
+            ]
     return shown, rows
 
 
@@ -65,13 +74,15 @@ def test_a_clicker_and_a_coin_carry_no_information():
     # always the first shown: p_o = the inferred share of 'first' = the chance agreement p_e, so kappa = 0 exactly
     assert kappa["clicker"] == pytest.approx(0, abs=1e-12)
     assert kappa["coin"] < 0.2 and all(kappa[f"honest-{w}"] >= 0.4 for w in range(3))
+
     # reliability is Cohen's kappa of the rater's answers against the inferred ones, over the rater's pairs
     def seen(label, a_first):  # as the rater saw it
         return label if label == "tie" else ("first" if (label == "a") == a_first else "second")
 
     honest = [(t, label, a_first) for t, w, label, a_first in rows if w == "honest-0"]
-    assert kappa["honest-0"] == pytest.approx(agreement.cohen_kappa([seen(lbl, f) for _, lbl, f in honest],
-                                                                    [seen(fit.labels[t], f) for t, _, f in honest]))
+    assert kappa["honest-0"] == pytest.approx(
+        agreement.cohen_kappa([seen(lbl, f) for _, lbl, f in honest], [seen(fit.labels[t], f) for t, _, f in honest])
+    )
 
 
 def test_no_labels_no_fit():

@@ -47,8 +47,9 @@ def test_the_closed_form_is_the_sandwich_of_its_definition():
     a = rng.integers(0, n, battles)
     b = (a + rng.integers(1, n, battles)) % n
     strength = np.array([0.0, 0.3, 0.6, -0.2, 1.0])
-    score = np.where(rng.random(battles) < 0.1, 0.5,
-                     (rng.random(battles) < expit(strength[a] - strength[b])).astype(float))
+    score = np.where(
+        rng.random(battles) < 0.1, 0.5, (rng.random(battles) < expit(strength[a] - strength[b])).astype(float)
+    )
     point = ratings.bradley_terry(a, b, score, n)
     low, high = ratings.sandwich_bradley_terry(a, b, score, n, point)
     np.testing.assert_allclose(high - point, point - low)

@@ -26,8 +26,10 @@ def test_simulation_counts_successes_against_the_pool_winner():
     oracle = np.array(["a"] * 70 + ["b"] * 30)
     pools = draw_pools(x, oracle, seeds=5)
     assert all(len(p.oracle) == 80 and p.winner == "a" for p in pools)
-    everything = {"all": lambda pool, budget, rng: np.arange(len(pool.oracle)),
-                  "only_b": lambda pool, budget, rng: np.flatnonzero(pool.oracle == "b")[:budget]}
+    everything = {
+        "all": lambda pool, budget, rng: np.arange(len(pool.oracle)),
+        "only_b": lambda pool, budget, rng: np.flatnonzero(pool.oracle == "b")[:budget],
+    }
     rates = success_rates(pools, everything, [10])
     assert rates == {"all": {10: 1.0}, "only_b": {10: 0.0}}
 

@@ -21,8 +21,11 @@ def simulated(n_battles: int = 3000, n: int = 5, seed: int = 2):
     counts_b = rng.poisson([400, 2, 4, 3], (n_battles, 4)).astype(float)
     strength = np.linspace(-0.5, 0.5, n)
     longer = (counts_a[:, 0] - counts_b[:, 0]) / (counts_a[:, 0] + counts_b[:, 0])
-    score = np.where(rng.random(n_battles) < 0.1, 0.5,
-                     (rng.random(n_battles) < expit(strength[a] - strength[b] + 4 * longer)).astype(float))
+    score = np.where(
+        rng.random(n_battles) < 0.1,
+        0.5,
+        (rng.random(n_battles) < expit(strength[a] - strength[b] + 4 * longer)).astype(float),
+    )
     return a, b, score, counts_a, counts_b, n
 
 
@@ -51,8 +54,7 @@ def test_the_fit_minimises_the_penalised_mean_loss_and_finds_the_length_preferen
         return -np.mean(w * (score * logit - np.logaddexp(0, logit))) + 0.5 * np.sum(p[n:] ** 2)
 
     step = 1e-6
-    gradient = [(objective(params + step * e) - objective(params - step * e)) / (2 * step)
-                for e in np.eye(len(params))]
+    gradient = [(objective(params + step * e) - objective(params - step * e)) / (2 * step) for e in np.eye(len(params))]
     np.testing.assert_allclose(gradient, 0, atol=1e-6)  # a minimum, to the optimiser's tolerance
     # the simulated raters prefer the longer answer (0.14 log-odds per standard deviation) and nothing else; the
     # default penalty (reg = 1 on the mean loss, whose curvature here is about 0.25) shrinks it about fivefold
@@ -133,8 +135,11 @@ def test_the_style_controlled_intervals_cover_on_prds_real_answers():
             features = ratings.style_features(counts_a[keep], counts_b[keep])  # z-scored on the battles at hand
             fit = ratings.contextual_bradley_terry(a[keep], b[keep], y, features, n, penalty_curvature=True)
             arena = ratings.contextual_bradley_terry(a[keep], b[keep], y, features, n)
-            expected = target if size == len(a) else ratings.contextual_bradley_terry(
-                a[keep], b[keep], p[keep], features, n).ratings
+            expected = (
+                target
+                if size == len(a)
+                else ratings.contextual_bradley_terry(a[keep], b[keep], p[keep], features, n).ratings
+            )
             covered.append((fit.low <= expected) & (expected <= fit.high))
             wider.append((arena.low <= expected) & (expected <= arena.high))
         rate = np.mean(covered)
@@ -167,7 +172,8 @@ def test_the_compiled_loss_is_the_numpy_loss():
     def gradient_at(p):
         return style_loops.loss_and_gradient(p, a, b, x, score, w, n, 0.7, np.empty((0, 0)))[1]
 
-    numeric = np.array([(gradient_at(params + step * e) - gradient_at(params - step * e)) / (2 * step)
-                        for e in np.eye(n + 4)])
+    numeric = np.array(
+        [(gradient_at(params + step * e) - gradient_at(params - step * e)) / (2 * step) for e in np.eye(n + 4)]
+    )
     penalty = np.diag(np.r_[np.zeros(n), np.full(4, 0.7)])
     np.testing.assert_allclose(hessian + penalty, numeric, atol=1e-7)

@@ -9,12 +9,27 @@ from analytics.core import style
 
 
 def test_markdown_is_counted_as_arena_counts_it():
-    answer = "\n".join([
-        "# Title", "## Part", "####### seven is no header", "#no space", "  ### indented is no header",
-        "1. first", "  2. second", "- dash", "* star", "+ plus", "-no space",
-        "Some **bold** and __also bold__ and **not\nbold**.",
-        "```python", "# a comment, not a header", "- not a list", "**not bold**", "```",
-    ])
+    answer = "\n".join(
+        [
+            "# Title",
+            "## Part",
+            "####### seven is no header",
+            "#no space",
+            "  ### indented is no header",
+            "1. first",
+            "  2. second",
+            "- dash",
+            "* star",
+            "+ plus",
+            "-no space",
+            "Some **bold** and __also bold__ and **not\nbold**.",
+            "```python",
+            "# a comment, not a header",
+            "- not a list",
+            "**not bold**",
+            "```",
+        ]
+    )
     # headers: '^#{n}\\s' for n = 1..6, a space right after the hashes at a line's start: "# Title" and "## Part"
     # (seven hashes, no space, or an indent match none); list items: 2 ordered + 3 unordered; bold within a line: 2
     assert style.markdown_counts(answer) == (2, 5, 2)

@@ -57,6 +57,7 @@ def test_the_planned_items_reach_the_stated_power_on_real_votes(pair):
     assert n is not None and n > 5
     rng = np.random.default_rng(11)
     runs = 300
-    decided = sum(bool(decisions.betting_confidence_sequence(rng.choice(scores, n), grid=500)[0][-1] > 0.5)
-                  for _ in range(runs))
+    decided = sum(
+        bool(decisions.betting_confidence_sequence(rng.choice(scores, n), grid=500)[0][-1] > 0.5) for _ in range(runs)
+    )
     assert decided / runs >= 0.8 - 3 * math.sqrt(0.8 * 0.2 / runs)

@@ -165,8 +165,12 @@ def test_diffuse_s_hypergeometric_rule_is_read_through_the_same_home():
 
     from selection.core.stopping import stopping_status
 
-    for wins_a, wins_b, ties, pool, risk in ((9, 1, 0, 20, 0.1), (6, 4, 0, 20, 0.1), (1, 8, 1, 40, 0.05),
-                                             (5, 5, 2, 30, 0.5)):
+    for wins_a, wins_b, ties, pool, risk in (
+        (9, 1, 0, 20, 0.1),
+        (6, 4, 0, 20, 0.1),
+        (1, 8, 1, 40, 0.05),
+        (5, 5, 2, 30, 0.5),
+    ):
         decision = decisions.from_hypergeometric(stopping_status(wins_a, wins_b, ties, pool, risk))
         n, k = wins_a + wins_b + ties, max(wins_a, wins_b)
         tail = hypergeom.sf(k - 1, pool, pool // 2, n)
@@ -181,12 +185,18 @@ def state(decision: str, mean: float = 0.5, exhausted: bool = False) -> decision
 
 
 def test_decided_orders_imply_others_through_a_third_system():
-    pairs = {("a", "b"): state("a"), ("c", "b"): state("b"), ("a", "c"): state("undecided"),
-             ("d", "a"): state("undecided"), ("c", "d"): state("equivalent")}
+    pairs = {
+        ("a", "b"): state("a"),
+        ("c", "b"): state("b"),
+        ("a", "c"): state("undecided"),
+        ("d", "a"): state("undecided"),
+        ("c", "d"): state("equivalent"),
+    }
     # a above b, b above c: a above c; d is only equivalent to c, so nothing is implied for d and a
     assert decisions.implied(pairs) == {("a", "c"): "a"}
     assert decisions.implied({("x", "y"): state("b"), ("z", "y"): state("a"), ("x", "z"): state("undecided")}) == {
-        ("x", "z"): "b"}  # y above x, z above y: z above x, the pair's second system
+        ("x", "z"): "b"
+    }  # y above x, z above y: z above x, the pair's second system
 
 
 def test_the_ranking_needs_the_open_adjacent_orders_only():
@@ -209,13 +219,16 @@ def test_the_ranking_mode_on_prd_decides_rightly_and_buys_less_than_half():
     the full data's (errors at most alpha of the decisions), the A/A replays (every item mirrored at random) decide a
     direction in at most alpha of the pairs, and it buys fewer than half the fixed design's votes."""
     votes = prd_votes()
-    pairs = {p: (np.array([np.mean(v) for v in items]), np.array([len(v) for v in items]))
-             for p, items in votes.items()}
+    pairs = {
+        p: (np.array([np.mean(v) for v in items]), np.array([len(v) for v in items])) for p, items in votes.items()
+    }
     truth = {p: s.mean() for p, (s, _) in pairs.items()}
     used = fixed = calls = wrong = false = 0
     for seed in range(20):
-        for null, found in ((False, decisions.ranking_replay(pairs, np.random.default_rng(seed))),
-                            (True, decisions.ranking_replay(pairs, np.random.default_rng(seed), null=True))):
+        for null, found in (
+            (False, decisions.ranking_replay(pairs, np.random.default_rng(seed))),
+            (True, decisions.ranking_replay(pairs, np.random.default_rng(seed), null=True)),
+        ):
             for p, (result, _) in found.items():
                 directional = result.decision in (decisions.A_BETTER, decisions.B_BETTER)
                 if null:

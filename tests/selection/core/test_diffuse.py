@@ -97,8 +97,9 @@ def test_iterative_diffuse_releases_the_representatives_of_each_split(points):
         while True:
             node = tree.split_node(k)
             k += 1
-            expected = [r for r in dict.fromkeys(tree.representative(c) for c in tree.children(node))
-                        if r not in released]
+            expected = [
+                r for r in dict.fromkeys(tree.representative(c) for c in tree.children(node)) if r not in released
+            ]
             if expected:
                 break
         assert batch == expected
@@ -142,7 +143,7 @@ def test_a_weight_of_two_is_two_identical_points():
     ours = diffuse.weighted_ward_linkage(base, weights.astype(float))
     exact = diffuse.ward_linkage(duplicated)
     # merges of identical copies happen at height 0 in the duplicated tree; the rest must agree
-    np.testing.assert_allclose(np.sort(ours[:, 2]), np.sort(exact[:, 2])[-(len(base) - 1):], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.sort(ours[:, 2]), np.sort(exact[:, 2])[-(len(base) - 1) :], rtol=1e-9, atol=1e-12)
 
 
 def test_the_two_stage_tree_keeps_items_as_members_and_representatives():
@@ -171,16 +172,22 @@ def test_a_stored_schedule_replays_exactly_what_the_tree_releases(oracle_kind):
     # (and stored as JSON) must give the same releases, decisions and outcome as splits read off the tree.
     rng = np.random.default_rng(8)
     x = rng.normal(size=(400, 6))
-    oracle = {"clear": np.array(["a"] * 400), "coin": np.array(["a", "b"] * 200),
-              "mixed": rng.choice(["a", "b", "tie"], size=400, p=[0.5, 0.35, 0.15])}[oracle_kind]
+    oracle = {
+        "clear": np.array(["a"] * 400),
+        "coin": np.array(["a", "b"] * 200),
+        "mixed": rng.choice(["a", "b", "tie"], size=400, p=[0.5, 0.35, 0.15]),
+    }[oracle_kind]
     tree = diffuse.Dendrogram(x, diffuse.ward_linkage(x))
     from_tree = diffuse.IterativeDiffUse(tree, risk=0.05, min_n=5, budget=40)
     stored = diffuse.SplitSchedule.from_tree(tree, min_n=5, max_released=40)
     again = diffuse.SplitSchedule.from_json(json.loads(json.dumps(stored.to_json())))
     from_schedule = diffuse.IterativeDiffUse(risk=0.05, min_n=5, budget=40, schedule=again)
     assert run_with_oracle(from_tree, oracle) == run_with_oracle(from_schedule, oracle)
-    assert (from_tree.released, from_tree.outcome, from_tree.k) == (from_schedule.released, from_schedule.outcome,
-                                                                    from_schedule.k)
+    assert (from_tree.released, from_tree.outcome, from_tree.k) == (
+        from_schedule.released,
+        from_schedule.outcome,
+        from_schedule.k,
+    )
     assert sorted(from_tree.decision_items()) == sorted(from_schedule.decision_items())
     assert from_tree.status() == from_schedule.status()
 

@@ -12,15 +12,17 @@ NAN = np.nan
 
 
 def test_disagreement_is_four_times_the_variance_of_the_verdicts():
-    scores = np.array([
-        [1, 1, 1, 1],  # unanimous: 0
-        [1, 0, NAN, NAN],  # one judge flips with the order: variance 1/4 -> 1
-        [1, 0.5, NAN, NAN],  # a win and a tie: variance 1/16 -> 1/4
-        [0.5, 0.5, 0.5, NAN],  # unanimous ties: 0
-        [1, 1, 1, 0],  # one of four dissents: mean 3/4, variance 3/16 -> 3/4
-        [1, NAN, NAN, NAN],  # one verdict says nothing about disagreement: 1
-        [NAN, NAN, NAN, NAN],  # none: 1
-    ])
+    scores = np.array(
+        [
+            [1, 1, 1, 1],  # unanimous: 0
+            [1, 0, NAN, NAN],  # one judge flips with the order: variance 1/4 -> 1
+            [1, 0.5, NAN, NAN],  # a win and a tie: variance 1/16 -> 1/4
+            [0.5, 0.5, 0.5, NAN],  # unanimous ties: 0
+            [1, 1, 1, 0],  # one of four dissents: mean 3/4, variance 3/16 -> 3/4
+            [1, NAN, NAN, NAN],  # one verdict says nothing about disagreement: 1
+            [NAN, NAN, NAN, NAN],  # none: 1
+        ]
+    )
     assert judge_disagreement(scores) == pytest.approx([0, 1, 0.25, 0, 0.75, 1, 1])
     with pytest.raises(ValueError, match="2-D"):
         judge_disagreement(np.array([1.0, 0.0]))

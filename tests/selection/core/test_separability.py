@@ -13,8 +13,11 @@ E1, E2 = np.array([1.0, 0.0]), np.array([0.0, 1.0])
 
 
 def alignments(emb_a: np.ndarray, emb_b: np.ndarray) -> tuple[float, float, float]:
-    return (sep.self_alignment(sep.cosine_matrix(emb_a, emb_a)), sep.self_alignment(sep.cosine_matrix(emb_b, emb_b)),
-            sep.cross_alignment(sep.cosine_matrix(emb_a, emb_b)))
+    return (
+        sep.self_alignment(sep.cosine_matrix(emb_a, emb_a)),
+        sep.self_alignment(sep.cosine_matrix(emb_b, emb_b)),
+        sep.cross_alignment(sep.cosine_matrix(emb_a, emb_b)),
+    )
 
 
 def test_identical_outputs_are_not_separable_and_disjoint_ones_fully():
