@@ -4,6 +4,7 @@ most common answer of a unit's raters under a named rule for splits."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from typing import TypedDict
 
 import numpy as np
 
@@ -74,11 +75,20 @@ def cohen_kappa(x: Sequence[Hashable], y: Sequence[Hashable]) -> float:
     return float((observed - expected) / (1 - expected))
 
 
-def pairwise_kappas(labels: Mapping[str, Mapping[Hashable, Hashable]], min_overlap: int = 10) -> list[dict]:
+class PairKappa(TypedDict):
+    """Cohen's kappa between two raters over the units both rated (``pairwise_kappas``)."""
+
+    rater_1: str
+    rater_2: str
+    overlap: int
+    kappa: float
+
+
+def pairwise_kappas(labels: Mapping[str, Mapping[Hashable, Hashable]], min_overlap: int = 10) -> list[PairKappa]:
     """Cohen's kappa for every pair of raters sharing at least ``min_overlap`` units.
     ``labels``: rater -> {unit: label}."""
     raters = sorted(labels)
-    out = []
+    out: list[PairKappa] = []
     for i, r1 in enumerate(raters):
         for r2 in raters[i + 1 :]:
             shared = sorted(set(labels[r1]) & set(labels[r2]), key=str)

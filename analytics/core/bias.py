@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import binomtest
 
 
@@ -23,7 +24,7 @@ class PositionalBias:
     p_value: float
 
 
-def positional_bias(first_chosen: np.ndarray, confidence: float = 0.95) -> PositionalBias:
+def positional_bias(first_chosen: npt.ArrayLike, confidence: float = 0.95) -> PositionalBias:
     """``first_chosen``: booleans, one per non-tie judgment (True when the first-shown output won)."""
     x = np.asarray(first_chosen, dtype=bool)
     n, k = int(x.size), int(x.sum())
@@ -34,7 +35,7 @@ def positional_bias(first_chosen: np.ndarray, confidence: float = 0.95) -> Posit
     return PositionalBias(n, k, k / n, float(ci.low), float(ci.high), float(test.pvalue))
 
 
-def debias_threshold(prob_first: np.ndarray) -> float:
+def debias_threshold(prob_first: npt.ArrayLike) -> float:
     """tau such that deciding "first" when P(first) > tau picks the first-shown output in half of the
     comparisons: the median of P(first) over a symmetric set (each pair in both orders). Equivalent
     to the alpha reweighting of Eq. 9-10. When several comparisons sit exactly at the median, no threshold
@@ -43,7 +44,7 @@ def debias_threshold(prob_first: np.ndarray) -> float:
     return float(np.median(p)) if p.size else float("nan")
 
 
-def tie_share(prob_first: np.ndarray, tau: float) -> float:
+def tie_share(prob_first: npt.ArrayLike, tau: float) -> float:
     """The share of the comparisons at exactly ``tau`` to decide "first" (at random, Eq. 9-10's randomised
     threshold) so that "first" is decided in half of all comparisons: (n/2 - #(P > tau)) / #(P = tau), within
     [0, 1]; 0 when none sits at tau. E.g. P = (.9, .9, .9, .9, .2, .1): tau = .9, none above, four at it: 3/4."""
@@ -65,7 +66,7 @@ class Debiasing:
     n: int
 
 
-def debiasing(prob_first: np.ndarray, truth_first: np.ndarray | None = None) -> Debiasing:
+def debiasing(prob_first: npt.ArrayLike, truth_first: npt.ArrayLike | None = None) -> Debiasing:
     """Decisions at 0.5 and at the debiasing threshold (randomised at the threshold: ``tie_share``); accuracy
     against ``truth_first`` (e.g. the human majority, in display coordinates) where given (NaN otherwise). The
     rates and accuracy after debiasing are expectations over that randomisation, so they need no seed."""

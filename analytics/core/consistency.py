@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import numpy.typing as npt
 
 MIN_RATINGS = 2  # ratings of one item by one rater before Eq. 4 says anything
 NOT_APPLICABLE = (
@@ -18,7 +19,7 @@ NOT_APPLICABLE = (
 )
 
 
-def rating_set_consistency(ratings) -> float:
+def rating_set_consistency(ratings: npt.ArrayLike) -> float:
     """c(R) = 0 when R holds both -1 and +1, else mean(|r|) (Eq. 4). Undefined (NaN) for fewer than two
     ratings: one rating of an item cannot agree or disagree with anything (``MIN_RATINGS``)."""
     r = np.asarray(ratings, dtype=np.float64)
@@ -29,13 +30,13 @@ def rating_set_consistency(ratings) -> float:
     return float(np.mean(np.abs(r)))
 
 
-def preference_strength(ratings) -> float:
+def preference_strength(ratings: npt.ArrayLike) -> float:
     """mean(r) (Eq. 7): negative leans to A, positive to B."""
     r = np.asarray(ratings, dtype=np.float64)
     return float(np.mean(r)) if r.size else float("nan")
 
 
-def equal_width_bins(values: np.ndarray, n_bins: int = 4) -> tuple[np.ndarray, np.ndarray]:
+def equal_width_bins(values: npt.ArrayLike, n_bins: int = 4) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Bin index (0..n_bins-1) of each value over the observed range, and the bin edges (Fig. 6).
     NaN values get -1."""
     values = np.asarray(values, dtype=np.float64)
@@ -49,7 +50,7 @@ def equal_width_bins(values: np.ndarray, n_bins: int = 4) -> tuple[np.ndarray, n
     return index, edges
 
 
-def equal_count_bins(values: np.ndarray, n_bins: int = 5) -> np.ndarray:
+def equal_count_bins(values: npt.ArrayLike, n_bins: int = 5) -> npt.NDArray[np.int64]:
     """Bin index of each value so that bins hold (nearly) equal counts, in value order (Fig. 8).
     NaN values get -1."""
     values = np.asarray(values, dtype=np.float64)
@@ -72,7 +73,7 @@ class BinSummary:
     histogram: dict[float, int]  # consistency value -> number of rating sets
 
 
-def summarize_bins(x: np.ndarray, y: np.ndarray, index: np.ndarray, n_bins: int) -> list[BinSummary]:
+def summarize_bins(x: npt.ArrayLike, y: npt.ArrayLike, index: npt.NDArray[np.integer], n_bins: int) -> list[BinSummary]:
     """Per bin of x: the range, count, mean of y with its standard error, and the distribution of y."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     out = []

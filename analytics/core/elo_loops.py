@@ -13,12 +13,20 @@ import math
 
 import numba
 import numpy as np
+import numpy.typing as npt
 
 _LOW_30 = (1 << 30) - 1
 
 
 @numba.njit(cache=True, nogil=True)
-def in_order(ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, k: np.ndarray, alpha: float) -> None:
+def in_order(
+    ratings: npt.NDArray[np.float64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    score: npt.NDArray[np.float64],
+    k: npt.NDArray[np.float64],
+    alpha: float,
+) -> None:
     """One online pass in the given order, in place: E_A = 1 / (1 + exp(alpha (R_B - R_A))) with
     alpha = ln(10) / 400, R_A += K (S_A - E_A), R_B -= the same. ``k`` (1,) or one per battle."""
     per_battle = k.shape[0] > 1
@@ -31,7 +39,13 @@ def in_order(ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarra
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def resampled_rounds(ratings: np.ndarray, battles: np.ndarray, k: float, index: np.ndarray, alpha: float) -> None:
+def resampled_rounds(
+    ratings: npt.NDArray[np.float64],
+    battles: npt.NDArray[np.uint64],
+    k: float,
+    index: npt.NDArray[np.integer],  # int32 or int64
+    alpha: float,
+) -> None:
     """Advance every round (row of ``ratings``, (rounds, n_systems)) by its row of ``index`` (rounds, m): the
     battles it plays next, in order. ``battles`` (n, 1) holds each battle's ``ratings.battle_codes`` value, or
     (n, 2) that and its own K as float64 bits (sep-ELO; ``k`` is then unused): one cache line per battle drawn.

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 OPTIONS = ("a", "b")
 # A forced choice with a tie option maps one-to-one onto the response sets of a binary task (the blog's first
@@ -20,7 +21,9 @@ CHOICES = ("a", "b", "tie")
 RESPONSE_SET_OF_CHOICE = {"a": ("a",), "b": ("b",), "tie": ("a", "b")}
 
 
-def multilabel_vector(response_sets: Sequence[Sequence[str]], options: Sequence[str] = OPTIONS) -> np.ndarray:
+def multilabel_vector(
+    response_sets: Sequence[Sequence[str]], options: Sequence[str] = OPTIONS
+) -> npt.NDArray[np.float64]:
     """Omega[k] = fraction of the unit's response sets that contain option k. Entries are inclusion
     probabilities and need not sum to 1 (the blog's Omega = [0.8, 0.5])."""
     if not response_sets:
@@ -28,7 +31,9 @@ def multilabel_vector(response_sets: Sequence[Sequence[str]], options: Sequence[
     return np.array([np.mean([o in set(s) for s in response_sets]) for o in options], dtype=np.float64)
 
 
-def forced_choice_distribution(choices: Sequence[str | None], categories: Sequence[str] = CHOICES) -> np.ndarray:
+def forced_choice_distribution(
+    choices: Sequence[str | None], categories: Sequence[str] = CHOICES
+) -> npt.NDArray[np.float64]:
     """O[k] = share of the forced choices equal to category k (by default a, b and tie); missing choices
     (None) are left out. NaN when there is no choice."""
     kept = [c for c in choices if c is not None]
@@ -40,7 +45,7 @@ def forced_choice_distribution(choices: Sequence[str | None], categories: Sequen
     return np.array([kept.count(o) / len(kept) for o in categories], dtype=np.float64)
 
 
-def omega_from_forced_choice(distribution: np.ndarray, beta: float) -> np.ndarray:
+def omega_from_forced_choice(distribution: npt.ArrayLike, beta: float) -> npt.NDArray[np.float64]:
     """Omega from forced-choice data only, shape (2,), from O over (a, b, tie) with sensitivity beta.
 
     A tie is the response set {a, b}, so it counts for both options. SPEC §6 defines, for a binary task
@@ -55,7 +60,9 @@ def omega_from_forced_choice(distribution: np.ndarray, beta: float) -> np.ndarra
     return np.array([o[0] + o[2] + beta * o[1], o[1] + o[2] + beta * o[0]])
 
 
-def omega(response_sets: Sequence[Sequence[str] | None], choices: Sequence[str | None], beta: float) -> np.ndarray:
+def omega(
+    response_sets: Sequence[Sequence[str] | None], choices: Sequence[str | None], beta: float
+) -> npt.NDArray[np.float64]:
     """Omega of one unit from its judgments, shape (2,): a judgment with a response set counts as that set
     (the empty set -- "neither is acceptable", or a forced "both are bad" -- as [0, 0]); one with only a
     forced choice counts by ``omega_from_forced_choice`` (a tie as {a, b}, beta for the option not chosen).
@@ -66,7 +73,8 @@ def omega(response_sets: Sequence[Sequence[str] | None], choices: Sequence[str |
             rows.append(multilabel_vector([response]))
         elif choice is not None:
             rows.append(omega_from_forced_choice(forced_choice_distribution([choice]), beta))
-    return np.mean(rows, axis=0) if rows else np.full(len(OPTIONS), np.nan)
+    mean: npt.NDArray[np.float64] = np.mean(rows, axis=0) if rows else np.full(len(OPTIONS), np.nan)
+    return mean
 
 
 def beta_hat(forced: Sequence[str], response_sets: Sequence[Sequence[str]]) -> float:
@@ -82,7 +90,7 @@ RESPONSE_SETS = (("a",), ("b",), ("a", "b"))
 
 def translation_matrix(
     forced: Sequence[str], response_sets: Sequence[Sequence[str]], choices: Sequence[str] = CHOICES
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """F[o, S] = P(forced choice = o | response set = S), columns in RESPONSE_SETS order ({a}, {b},
     {a, b}); a column with no observations is NaN."""
     f = np.full((len(choices), len(RESPONSE_SETS)), np.nan)
@@ -93,7 +101,7 @@ def translation_matrix(
     return f
 
 
-def mse(omega_h: np.ndarray, omega_j: np.ndarray) -> float:
+def mse(omega_h: npt.ArrayLike, omega_j: npt.ArrayLike) -> float:
     """mean_i ||Omega_i^H - Omega_i^J||^2 over units where both are defined (the primary metric)."""
     h, j = np.atleast_2d(omega_h), np.atleast_2d(omega_j)
     ok = ~(np.isnan(h).any(axis=1) | np.isnan(j).any(axis=1))
@@ -108,7 +116,7 @@ def hit_rate(human_choice: Sequence[str | None], judge_choice: Sequence[str | No
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def coverage(omega_h: np.ndarray, judge_choice: Sequence[str | None], tau: float = 0.5) -> float:
+def coverage(omega_h: npt.ArrayLike, judge_choice: Sequence[str | None], tau: float = 0.5) -> float:
     """Coverage (the reference code's COV_h_hrs): share of units where the judge's forced choice is among
     the options most humans find reasonable (Omega^H[k] >= tau). A judge's tie is the response set
     {a, b}: covered when both options reach tau. Missing choices and undefined units are left out."""
@@ -121,12 +129,13 @@ def coverage(omega_h: np.ndarray, judge_choice: Sequence[str | None], tau: float
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def _smooth(p: np.ndarray, eps: float) -> np.ndarray:
+def _smooth(p: npt.ArrayLike, eps: float) -> npt.NDArray[np.float64]:
     p = np.asarray(p, dtype=np.float64) + eps
-    return p / p.sum(axis=-1, keepdims=True)
+    smoothed: npt.NDArray[np.float64] = p / p.sum(axis=-1, keepdims=True)
+    return smoothed
 
 
-def kl_divergence(p: np.ndarray, q: np.ndarray, eps: float = 1e-6) -> float:
+def kl_divergence(p: npt.ArrayLike, q: npt.ArrayLike, eps: float = 1e-6) -> float:
     """Mean over units of KL(p || q) in nats, with eps smoothing so a zero in q stays finite."""
     p, q = np.atleast_2d(p), np.atleast_2d(q)
     ok = ~(np.isnan(p).any(axis=1) | np.isnan(q).any(axis=1))
@@ -136,20 +145,21 @@ def kl_divergence(p: np.ndarray, q: np.ndarray, eps: float = 1e-6) -> float:
     return float(np.mean(np.sum(ps * np.log(ps / qs), axis=1)))
 
 
-def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
+def js_divergence(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     """Mean over units of the Jensen-Shannon divergence in nats (bounded by ln 2)."""
     p, q = np.atleast_2d(p), np.atleast_2d(q)
     ok = ~(np.isnan(p).any(axis=1) | np.isnan(q).any(axis=1))
     if not ok.any():
         return float("nan")
-    p, q = p[ok], q[ok]
-    m = (p + q) / 2
+    p_ok, q_ok = p[ok], q[ok]
+    m = (p_ok + q_ok) / 2
 
-    def kl(x, y):
+    def kl(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.sum(np.where(x > 0, x * np.log(x / y), 0.0), axis=1)
+            per_unit: npt.NDArray[np.float64] = np.sum(np.where(x > 0, x * np.log(x / y), 0.0), axis=1)
+            return per_unit
 
-    return float(np.mean(0.5 * kl(p, m) + 0.5 * kl(q, m)))
+    return float(np.mean(0.5 * kl(p_ok, m) + 0.5 * kl(q_ok, m)))
 
 
 # 0.05, 0.10, ..., 0.95, rounded so that they print as written (linspace gives 0.49999999999999994)
@@ -158,13 +168,13 @@ TAUS = np.round(np.linspace(0.05, 0.95, 19), 2)
 
 @dataclasses.dataclass(frozen=True)
 class ThresholdSweep:
-    taus: np.ndarray
-    consistency: np.ndarray  # C^tau
-    bias: np.ndarray  # B^tau
+    taus: npt.NDArray[np.float64]
+    consistency: npt.NDArray[np.float64]  # C^tau
+    bias: npt.NDArray[np.float64]  # B^tau
 
 
 def threshold_sweep(
-    omega_h: np.ndarray, omega_j: np.ndarray, option: int = 0, taus: np.ndarray | None = None
+    omega_h: npt.ArrayLike, omega_j: npt.ArrayLike, option: int = 0, taus: npt.ArrayLike | None = None
 ) -> ThresholdSweep:
     """Decision consistency C^tau = mean_i 1[1[Omega_J >= tau] = 1[Omega_H >= tau]] and estimation bias
     B^tau = mean_i 1[Omega_J >= tau] - mean_i 1[Omega_H >= tau] for option ``option``, over tau."""

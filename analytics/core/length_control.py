@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import expit
 from scipy.stats import t
 
@@ -48,10 +49,10 @@ class NoEstimate(ValueError):
 
 
 def length_controlled_win_rate(
-    score: np.ndarray,
-    length_a: np.ndarray,
-    length_b: np.ndarray,
-    clusters: np.ndarray | None = None,
+    score: npt.ArrayLike,
+    length_a: npt.ArrayLike,
+    length_b: npt.ArrayLike,
+    clusters: npt.ArrayLike | None = None,
     level: float = 0.95,
 ) -> LengthControlled:
     """The length-controlled win rate of A over B from each judgment's ``score`` for A (1, 0.5, 0) and the lengths

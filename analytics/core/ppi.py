@@ -50,6 +50,7 @@ import dataclasses
 import functools
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import norm
 
 
@@ -124,7 +125,7 @@ def labels_worth(
     return float(numerator / denominator)
 
 
-def score_bounds(*values) -> tuple[float, float]:
+def score_bounds(*values: npt.ArrayLike) -> tuple[float, float]:
     """The range the labels live in, when the caller does not say: [0, 1] (win rates, 1/2 a tie) when every label
     lies there, else the smallest range holding [0, 1] and every label (e.g. [-1, 1] for preferences coded -1 / 0 / 1
     once a -1 is seen). Only the labels count: a judge's scores may live on any scale. A caller that knows the range
@@ -174,7 +175,7 @@ def bounded_interval(
     return low_bound + span * low, low_bound + span * high
 
 
-def _finite(values: np.ndarray, name: str) -> None:
+def _finite(values: npt.NDArray[np.float64], name: str) -> None:
     if not np.all(np.isfinite(values)):
         raise ValueError(f"{name} must be finite numbers")
 
@@ -211,7 +212,7 @@ def _estimate(
 
 
 def classical_mean(
-    y, alpha: float = 0.05, population_size: int | None = None, bounds: tuple[float, float] | None = None
+    y: npt.ArrayLike, alpha: float = 0.05, population_size: int | None = None, bounds: tuple[float, float] | None = None
 ) -> MeanEstimate:
     """The people-only estimate: the mean of the n labels, Var = s^2 / n (s^2 with n - 1 degrees of freedom), for
     items like these; with ``population_size`` N (the labels a uniform sample of N items) for these items,
@@ -233,7 +234,7 @@ def classical_mean(
     return _estimate(float(y.mean()), variance, n, unlabelled, 0.0, alpha, share, bounds, target)
 
 
-def power_tuned_lambda(y, f, f_unlabelled) -> float:
+def power_tuned_lambda(y: npt.ArrayLike, f: npt.ArrayLike, f_unlabelled: npt.ArrayLike) -> float:
     """lambda_hat = Cov(Y, f) / ((1 + n/N) Var(f)), Var(f) over all n + N predictions, clipped to [0, 1] (PPI++'s
     variance-minimising weight for items like these)."""
     y, f, fu = (np.asarray(v, dtype=np.float64) for v in (y, f, f_unlabelled))
@@ -246,9 +247,9 @@ def power_tuned_lambda(y, f, f_unlabelled) -> float:
 
 
 def ppi_mean(
-    y,
-    f,
-    f_unlabelled,
+    y: npt.ArrayLike,
+    f: npt.ArrayLike,
+    f_unlabelled: npt.ArrayLike,
     alpha: float = 0.05,
     lam: float | None = None,
     finite: bool = False,
@@ -277,9 +278,9 @@ def ppi_mean(
     f_all = np.concatenate([f, fu])
     var_f = float(np.var(f_all, ddof=1))
     tuned = lam is None
-    if tuned and n < 3:
+    if lam is None and n < 3:
         lam = 0.0  # two labels leave no degree of freedom to tune the judge's weight on
-    elif tuned:
+    elif lam is None:
         if finite:
             covariance = float(np.dot(y - y.mean(), f - f.mean()) / (n - 1))
             lam = 0.0 if var_f == 0 else float(np.clip(covariance / var_f, 0.0, 1.0))
@@ -303,10 +304,10 @@ def ppi_mean(
 
 
 def active_mean(
-    y,
-    f,
-    pi,
-    sampled,
+    y: npt.ArrayLike,
+    f: npt.ArrayLike,
+    pi: npt.ArrayLike,
+    sampled: npt.ArrayLike,
     alpha: float = 0.05,
     lam: float | None = None,
     finite: bool = False,
@@ -346,9 +347,9 @@ def active_mean(
     u = (1.0 - ps) * w * w
     y_w, f_w = float(np.sum(w * ys) / w.sum()), float(np.sum(w * fs) / w.sum())
     tuned = lam is None
-    if tuned and n < 3:
+    if lam is None and n < 3:
         lam = 0.0  # two labels leave no degree of freedom to tune the judge's weight on
-    elif tuned:
+    elif lam is None:
         # the slope's denominator, sum_S u (f - f_w)^2, has its expectation sum_N (1 - pi)/pi (f - f_bar)^2 over every
         # item (f is known everywhere), which is far steadier than the sample's at 10-20 labels (as PPI++ takes
         # Var(f) over all predictions): on PRD at n = 10 this lifted the worst pair's coverage from 0.916 to 0.934
@@ -371,7 +372,12 @@ def active_mean(
 
 
 def stratified_mean(
-    y, strata, sampled, alpha: float = 0.05, finite: bool = False, bounds: tuple[float, float] | None = None
+    y: npt.ArrayLike,
+    strata: npt.ArrayLike,
+    sampled: npt.ArrayLike,
+    alpha: float = 0.05,
+    finite: bool = False,
+    bounds: tuple[float, float] | None = None,
 ) -> MeanEstimate:
     """The stratified mean over N items in strata (e.g. ``selection.core.sampling.judge_strata``: bands of the
     judges' score), people having labelled a uniform sample within each stratum (stratified sampling):
@@ -448,10 +454,10 @@ def stratified_mean(
 
 @dataclasses.dataclass(frozen=True)
 class StrengthEstimate:
-    theta: np.ndarray  # log-odds strengths, system 0 = 0
-    low: np.ndarray
-    high: np.ndarray
-    se: np.ndarray
+    theta: npt.NDArray[np.float64]  # log-odds strengths, system 0 = 0
+    low: npt.NDArray[np.float64]
+    high: npt.NDArray[np.float64]
+    se: npt.NDArray[np.float64]
     n_labelled: int
     n_unlabelled: int
     lam: float
@@ -460,7 +466,7 @@ class StrengthEstimate:
 MAX_LOG_ODDS = 20.0  # beyond this a fit has run off to infinity (odds of 5e8 to 1)
 
 
-def battle_design(a, b, n_systems: int) -> np.ndarray:
+def battle_design(a: npt.ArrayLike, b: npt.ArrayLike, n_systems: int) -> npt.NDArray[np.float64]:
     """Rows e_a - e_b without system 0's column."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     x = np.zeros((len(a), n_systems))
@@ -470,20 +476,28 @@ def battle_design(a, b, n_systems: int) -> np.ndarray:
     return x[:, 1:]
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
+def _sigmoid(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-def _log1pexp(z: np.ndarray) -> np.ndarray:
+def _log1pexp(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.logaddexp(0.0, z)
 
 
-def _rectified_fit(x, y, f, xu, fu, lam: float, start: np.ndarray) -> np.ndarray:
+def _rectified_fit(
+    x: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    f: npt.NDArray[np.float64],
+    xu: npt.NDArray[np.float64],
+    fu: npt.NDArray[np.float64],
+    lam: float,
+    start: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
     from scipy.optimize import minimize
 
     n, big_n = len(y), len(fu)
 
-    def loss_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
+    def loss_and_grad(theta: npt.NDArray[np.float64]) -> tuple[float, npt.NDArray[np.float64]]:
         z, zu = x @ theta, xu @ theta
         loss = np.mean(-y * z + _log1pexp(z))
         grad = x.T @ (_sigmoid(z) - y) / n
@@ -492,10 +506,20 @@ def _rectified_fit(x, y, f, xu, fu, lam: float, start: np.ndarray) -> np.ndarray
             grad += lam * (xu.T @ (_sigmoid(zu) - fu) / big_n - x.T @ (_sigmoid(z) - f) / n)
         return float(loss), grad
 
-    return minimize(loss_and_grad, start, jac=True, method="L-BFGS-B", options={"gtol": 1e-10, "maxiter": 500}).x
+    result = minimize(loss_and_grad, start, jac=True, method="L-BFGS-B", options={"gtol": 1e-10, "maxiter": 500})
+    theta: npt.NDArray[np.float64] = result.x
+    return theta
 
 
-def _stats(theta, x, y, f, xu, fu, use_unlabelled: bool):
+def _stats(
+    theta: npt.NDArray[np.float64],
+    x: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    f: npt.NDArray[np.float64],
+    xu: npt.NDArray[np.float64],
+    fu: npt.NDArray[np.float64],
+    use_unlabelled: bool,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.floating]]:
     mu, muu = _sigmoid(x @ theta), _sigmoid(xu @ theta)
     if use_unlabelled:
         hessian = ((x * (mu * (1 - mu))[:, None]).T @ x + (xu * (muu * (1 - muu))[:, None]).T @ xu) / (len(y) + len(fu))
@@ -507,7 +531,12 @@ def _stats(theta, x, y, f, xu, fu, use_unlabelled: bool):
     return g_y, g_f, g_fu, np.linalg.inv(hessian)
 
 
-def _tuned_lambda(g_y, g_f, g_fu, inv_h) -> float:
+def _tuned_lambda(
+    g_y: npt.NDArray[np.float64],
+    g_f: npt.NDArray[np.float64],
+    g_fu: npt.NDArray[np.float64],
+    inv_h: npt.NDArray[np.floating],
+) -> float:
     n, big_n = len(g_y), len(g_fu)
     cy, cf = g_y - g_y.mean(axis=0), g_f - g_f.mean(axis=0)
     cov = (cy.T @ cf + cf.T @ cy) / n
@@ -519,7 +548,16 @@ def _tuned_lambda(g_y, g_f, g_fu, inv_h) -> float:
 
 
 def ppi_bradley_terry(
-    a, b, y, f, a_unlabelled, b_unlabelled, f_unlabelled, n_systems: int, alpha: float = 0.05, lam: float | None = None
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    y: npt.ArrayLike,
+    f: npt.ArrayLike,
+    a_unlabelled: npt.ArrayLike,
+    b_unlabelled: npt.ArrayLike,
+    f_unlabelled: npt.ArrayLike,
+    n_systems: int,
+    alpha: float = 0.05,
+    lam: float | None = None,
 ) -> StrengthEstimate:
     """Bradley-Terry log-odds strengths from n labelled battles (systems ``a`` vs ``b``, human score ``y`` for a,
     the judge's ``f``) and N battles only the judge scored, with power tuning (``lam=None``) or a fixed lambda

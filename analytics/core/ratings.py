@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from analytics.core import style
 
@@ -33,13 +35,13 @@ COMPILED_FROM = 50_000
 
 
 def online_elo(
-    a: np.ndarray,
-    b: np.ndarray,
-    score: np.ndarray,
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    score: npt.ArrayLike,
     n_systems: int,
-    k: float | np.ndarray = 4.0,
+    k: float | npt.NDArray[np.float64] = 4.0,
     initial: float = INITIAL,
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """Online ELO in the given order: E_A = 1 / (1 + 10^((R_B - R_A) / 400)), R_A += K (S_A - E_A),
     R_B -= K (S_A - E_A). ``k`` may be one value or one per battle (sep-ELO)."""
     a, b, score, ks = _elo_inputs(a, b, score, k)
@@ -60,21 +62,21 @@ def online_elo(
 
 
 def separability_k(
-    delta: np.ndarray, k: float = 4.0, threshold: float = 0.4, alpha: float = 2.0, beta: float = 6.0
-) -> np.ndarray:
+    delta: npt.ArrayLike, k: float = 4.0, threshold: float = 0.4, alpha: float = 2.0, beta: float = 6.0
+) -> npt.NDArray[np.float64]:
     """K_i = K * alpha / (1 + exp(-beta (delta_i - T))) (Eq. 6). K_sep(T) = K when alpha = 2."""
     return k * alpha / (1.0 + np.exp(-beta * (np.asarray(delta, dtype=np.float64) - threshold)))
 
 
 def bootstrap_elo(
-    a: np.ndarray,
-    b: np.ndarray,
-    score: np.ndarray,
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    score: npt.ArrayLike,
     n_systems: int,
-    k: float | np.ndarray = 4.0,
+    k: float | npt.NDArray[np.float64] = 4.0,
     rounds: int = 100,
     seed: int = 0,
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """ELO on ``rounds`` resamples (with replacement) of the battles, each in a random order: (rounds, n_systems).
 
     Round r plays n battles drawn uniformly with replacement, in the order drawn (so each round is a resample
@@ -105,7 +107,12 @@ def bootstrap_elo(
 
 
 def _resampled_rounds_numpy(
-    ratings: np.ndarray, a: np.ndarray, b: np.ndarray, score: np.ndarray, ks: np.ndarray, index: np.ndarray
+    ratings: npt.NDArray[np.float64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    score: npt.NDArray[np.float64],
+    ks: npt.NDArray[np.float64],
+    index: npt.NDArray[np.integer],  # int32 or int64
 ) -> None:
     """``elo_loops.resampled_rounds`` for fewer than COMPILED_FROM battles: every round advanced together, one
     numpy step per battle position (FastChat's ``fit_vectorized_elo``)."""
@@ -120,7 +127,9 @@ def _resampled_rounds_numpy(
         ratings[rows, j] -= update
 
 
-def _elo_inputs(a, b, score, k) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _elo_inputs(
+    a: npt.ArrayLike, b: npt.ArrayLike, score: npt.ArrayLike, k: float | npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Contiguous int64 / float64 copies for the compiled loops; ``k`` as one value (shape (1,)) or one per
     battle."""
     a = np.ascontiguousarray(a, dtype=np.int64)
@@ -132,7 +141,9 @@ def _elo_inputs(a, b, score, k) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     return a, b, score, ks
 
 
-def battle_codes(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> np.ndarray:
+def battle_codes(
+    a: npt.NDArray[np.integer], b: npt.NDArray[np.integer], score: npt.NDArray[np.float64]
+) -> npt.NDArray[np.uint64]:
     """One uint64 per battle, a | b << 30 | (2 score) << 60, so a resampled battle costs one memory read.
     Scores must be 0, 0.5 or 1 and system indices below 2^30."""
     halves = np.rint(np.asarray(score, dtype=np.float64) * 2)
@@ -140,16 +151,17 @@ def battle_codes(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> np.ndarray:
         raise ValueError("battle scores must be 0, 0.5 or 1")
     if len(a) and max(int(np.max(a)), int(np.max(b))) >= 2**30:
         raise ValueError("at most 2^30 systems")
-    return (
+    codes: npt.NDArray[np.uint64] = (
         np.asarray(a, dtype=np.uint64)
         | (np.asarray(b, dtype=np.uint64) << np.uint64(30))
         | (halves.astype(np.uint64) << np.uint64(60))
     )
+    return codes
 
 
 def distinct_outcomes(
-    a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    a: npt.NDArray[np.integer], b: npt.NDArray[np.integer], score: npt.NDArray[np.float64], n_systems: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The distinct (a, b, outcome) rows and how often each occurs: (a, b, score, count), each (m,).
     Scores must be 0, 0.5 or 1 (``battle_codes``)."""
     codes = battle_codes(a, b, score)
@@ -172,13 +184,13 @@ def distinct_outcomes(
 
 
 def bradley_terry(
-    a: np.ndarray,
-    b: np.ndarray,
-    score: np.ndarray,
+    a: npt.NDArray[np.integer],
+    b: npt.NDArray[np.integer],
+    score: npt.NDArray[np.float64],
     n_systems: int,
-    weights: np.ndarray | None = None,
+    weights: npt.NDArray[np.float64] | None = None,
     tol: float = 1e-6,
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """Bradley-Terry maximum likelihood, ties counting as half a win each way, on the Arena scale
     1000 + 400 log10-odds (ratings centred on 1000). Without ``weights`` the battles are first collapsed
     to their distinct (a, b, outcome) rows with counts as weights (the same likelihood)."""
@@ -192,24 +204,33 @@ def bradley_terry(
         score, w = np.asarray(score, dtype=np.float64), np.asarray(weights, dtype=np.float64)
     alpha = math.log(BASE)
 
-    def loss_and_grad(r: np.ndarray) -> tuple[float, np.ndarray]:
+    def loss_and_grad(r: npt.NDArray[np.float64]) -> tuple[float, npt.NDArray[np.float64]]:
         p = expit(alpha * (r[a] - r[b]))
         p = np.clip(p, 1e-15, 1 - 1e-15)
         loss = -np.sum(w * (score * np.log(p) + (1 - score) * np.log(1 - p)))
         g = -alpha * (score - p) * w
-        grad = np.bincount(a, weights=g, minlength=n_systems) - np.bincount(b, weights=g, minlength=n_systems)
+        # numpy's stubs type bincount as intp whatever the weights; with float weights it returns float64
+        grad: npt.NDArray[np.float64] = (
+            np.bincount(a, weights=g, minlength=n_systems)  # type: ignore[assignment]
+            - np.bincount(b, weights=g, minlength=n_systems)
+        )
         return loss, grad
 
     result = minimize(
         loss_and_grad, np.zeros(n_systems), jac=True, method="L-BFGS-B", options={"maxiter": 200, "gtol": tol}
     )
-    r = result.x - result.x.mean()
+    r: npt.NDArray[np.float64] = result.x - result.x.mean()
     return INITIAL + SCALE * r
 
 
 def bootstrap_bradley_terry(
-    a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int, rounds: int = 100, seed: int = 0
-) -> np.ndarray:
+    a: npt.NDArray[np.integer],
+    b: npt.NDArray[np.integer],
+    score: npt.NDArray[np.float64],
+    n_systems: int,
+    rounds: int = 100,
+    seed: int = 0,
+) -> npt.NDArray[np.float64]:
     """BT on ``rounds`` resamples: the distinct (a, b, outcome) rows reweighted by multinomial counts (the
     same as resampling battles, far cheaper). (rounds, n_systems)."""
     ua, ub, us, counts = distinct_outcomes(a, b, score, n_systems)
@@ -222,14 +243,14 @@ HESSIAN_REG = 1e-5  # arena-rank's BradleyTerry default, times the number of bat
 
 
 def sandwich_bradley_terry(
-    a: np.ndarray,
-    b: np.ndarray,
-    score: np.ndarray,
+    a: npt.NDArray[np.integer],
+    b: npt.NDArray[np.integer],
+    score: npt.NDArray[np.float64],
     n_systems: int,
-    point: np.ndarray,
+    point: npt.NDArray[np.float64],
     level: float = 0.95,
     hessian_reg: float = HESSIAN_REG,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Closed-form ("sandwich") interval ends of Bradley-Terry ratings on the Arena scale, as LMArena's arena-rank
     computes them (``BradleyTerry.compute_ratings_and_cis``, ``ci_method="sandwich"``): on the distinct (a, b,
     outcome) rows with counts c and p = sigmoid(theta_a - theta_b) at the fitted ratings ``point``,
@@ -253,10 +274,13 @@ def sandwich_bradley_terry(
     return point - half, point + half
 
 
-def pairwise_matrix(values: np.ndarray, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+def pairwise_matrix(
+    values: npt.NDArray[np.float64], a: npt.NDArray[np.integer], b: npt.NDArray[np.integer], n: int
+) -> npt.NDArray[np.float64]:
     """sum_rows values (e_a - e_b)(e_a - e_b)^T as an (n, n) matrix."""
-    flat = (
-        np.bincount(a * n + a, values, n * n)
+    # numpy's stubs type bincount as intp whatever the weights; with float weights it returns float64
+    flat: npt.NDArray[np.float64] = (
+        np.bincount(a * n + a, values, n * n)  # type: ignore[assignment]
         + np.bincount(b * n + b, values, n * n)
         - np.bincount(a * n + b, values, n * n)
         - np.bincount(b * n + a, values, n * n)
@@ -268,8 +292,8 @@ AGGREGATIONS = ("every", "majority", "one_sampled")
 
 
 def aggregate_battles(
-    group: np.ndarray, score: np.ndarray, how: str = "every", seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
+    group: npt.ArrayLike, score: npt.ArrayLike, how: str = "every", seed: int = 0
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Which judgments become battles (SPEC §3: a multi-rater judgment is one battle; alternatives are options).
 
     ``group`` (n,) is the group of each battle (a rated pair for "majority", an item and system pair for
@@ -298,24 +322,27 @@ def aggregate_battles(
 
 @dataclasses.dataclass(frozen=True)
 class Interval:
-    estimate: np.ndarray  # the point estimate on all battles
-    median: np.ndarray
-    low: np.ndarray  # 2.5th percentile
-    high: np.ndarray  # 97.5th percentile
-    rank: np.ndarray
+    estimate: npt.NDArray[np.float64]  # the point estimate on all battles
+    median: npt.NDArray[np.float64]
+    low: npt.NDArray[np.float64]  # 2.5th percentile
+    high: npt.NDArray[np.float64]  # 97.5th percentile
+    rank: npt.NDArray[np.intp]
 
 
-def summarize(point: np.ndarray, samples: np.ndarray) -> Interval:
+def summarize(point: npt.NDArray[np.float64], samples: npt.NDArray[np.float64]) -> Interval:
     low, median, high = np.percentile(samples, [2.5, 50, 97.5], axis=0)
     return Interval(point, median, low, high, ci_ranks(low, high))
 
 
-def ci_ranks(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+def ci_ranks(low: npt.NDArray[np.float64], high: npt.NDArray[np.float64]) -> npt.NDArray[np.intp]:
     """rank = 1 + number of systems whose lower bound exceeds this system's upper bound."""
-    return 1 + np.sum(low[None, :] > high[:, None], axis=1)
+    rank: npt.NDArray[np.intp] = 1 + np.sum(low[None, :] > high[:, None], axis=1)
+    return rank
 
 
-def win_rate_matrix(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int) -> tuple[np.ndarray, np.ndarray]:
+def win_rate_matrix(
+    a: npt.NDArray[np.integer], b: npt.NDArray[np.integer], score: npt.ArrayLike, n_systems: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(wins, battles): wins[i, j] = points of i against j (ties half), battles[i, j] = their battles.
     The win rate is wins / battles where battles > 0."""
     wins = np.zeros((n_systems, n_systems))
@@ -328,12 +355,15 @@ def win_rate_matrix(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: 
     return wins, battles
 
 
-def win_ratio_ranking(a: np.ndarray, b: np.ndarray, score: np.ndarray, n_systems: int) -> np.ndarray:
+def win_ratio_ranking(
+    a: npt.NDArray[np.integer], b: npt.NDArray[np.integer], score: npt.ArrayLike, n_systems: int
+) -> npt.NDArray[np.float64]:
     """Each system's share of points over all its battles (ties half) — the comparative-assessment
     paper's win-ratio ranking."""
     wins, battles = win_rate_matrix(a, b, score, n_systems)
     total = battles.sum(axis=1)
-    return np.divide(wins.sum(axis=1), total, out=np.full(n_systems, np.nan), where=total > 0)
+    ratio: npt.NDArray[np.float64] = np.divide(wins.sum(axis=1), total, out=np.full(n_systems, np.nan), where=total > 0)
+    return ratio
 
 
 STYLE_FEATURES = style.FEATURES  # Arena's style control: tokens, headers, list items, bold
@@ -341,7 +371,7 @@ STYLE_REG = 1.0  # arena-rank's ContextualBradleyTerry default: 0.5 * reg * |coe
 MIN_PAIR_COUNT = 50  # arena-rank's reweighting floor: a battle weighs 1 / max(its pair's battles, 50)
 
 
-def style_features(counts_a: np.ndarray, counts_b: np.ndarray) -> np.ndarray:
+def style_features(counts_a: npt.ArrayLike, counts_b: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Arena's style features from per-battle counts (n, k) of each side: the relative difference (a - b) / (a + b)
     (a total of 0 counts as 1), z-scored per feature over the battles (population standard deviation; a constant
     feature is left centred)."""
@@ -349,28 +379,38 @@ def style_features(counts_a: np.ndarray, counts_b: np.ndarray) -> np.ndarray:
     total = a + b
     raw = (a - b) / np.where(total == 0, 1.0, total)
     std = raw.std(axis=0)
-    return (raw - raw.mean(axis=0)) / np.where(std == 0, 1.0, std)
+    features: npt.NDArray[np.float64] = (raw - raw.mean(axis=0)) / np.where(std == 0, 1.0, std)
+    return features
 
 
-def pair_weights(a: np.ndarray, b: np.ndarray, n_systems: int, floor: int = MIN_PAIR_COUNT) -> np.ndarray:
+def pair_weights(
+    a: npt.NDArray[np.integer], b: npt.NDArray[np.integer], n_systems: int, floor: int = MIN_PAIR_COUNT
+) -> npt.NDArray[np.float64]:
     """arena-rank's inverse-propensity weights: 1 / max(battles of the battle's unordered pair, floor), normalised
     to mean 1."""
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     key = lo.astype(np.int64) * n_systems + hi
     counts = np.bincount(key, minlength=n_systems * n_systems)[key].astype(np.float64)
     w = 1.0 / np.maximum(counts, floor)
-    return w / w.mean()
+    weights: npt.NDArray[np.float64] = w / w.mean()
+    return weights
 
 
 @dataclasses.dataclass(frozen=True)
 class StyleControlled:
-    ratings: np.ndarray  # Arena scale, centred on 1000
-    low: np.ndarray
-    high: np.ndarray
-    coefficients: np.ndarray  # per feature, on the z-scored features, in log-odds
+    ratings: npt.NDArray[np.float64]  # Arena scale, centred on 1000
+    low: npt.NDArray[np.float64]
+    high: npt.NDArray[np.float64]
+    coefficients: npt.NDArray[np.float64]  # per feature, on the z-scored features, in log-odds
 
 
-def newton(objective, n_systems: int, k: int, reg: float, tolerance: float = 1e-10) -> np.ndarray:
+# ``newton``'s objective: (params, whether the Hessian is wanted) -> (loss, gradient, Hessian or an empty (0, 0))
+Objective = Callable[[npt.NDArray[np.float64], bool], tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+
+
+def newton(
+    objective: Objective, n_systems: int, k: int, reg: float, tolerance: float = 1e-10
+) -> npt.NDArray[np.float64]:
     """The minimum of the penalised mean loss by Newton's method with backtracking (``objective(params, second)``
     gives the loss, its gradient and, when ``second``, the loss's Hessian without the penalty): the loss is
     strictly convex once the ratings' common shift is fixed, so a handful of steps reach it, against ~40
@@ -398,15 +438,15 @@ def newton(objective, n_systems: int, k: int, reg: float, tolerance: float = 1e-
 
 
 def contextual_bradley_terry(
-    a: np.ndarray,
-    b: np.ndarray,
-    score: np.ndarray,
-    features: np.ndarray,
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    score: npt.ArrayLike,
+    features: npt.ArrayLike,
     n_systems: int,
     reg: float = STYLE_REG,
     level: float = 0.95,
     hessian_reg: float = HESSIAN_REG,
-    weights: np.ndarray | None = None,
+    weights: npt.ArrayLike | None = None,
     penalty_curvature: bool = False,
 ) -> StyleControlled:
     """Style-controlled Bradley-Terry as arena-rank's ``ContextualBradleyTerry`` (its defaults): the battle's
@@ -429,7 +469,7 @@ def contextual_bradley_terry(
     n_obs, k = x.shape
     w = pair_weights(a, b, n_systems) if weights is None else np.asarray(weights, dtype=np.float64)
 
-    def block(values: np.ndarray) -> np.ndarray:
+    def block(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         top = pairwise_matrix(values, a, b, n_systems)
         cross = np.column_stack(
             [
@@ -442,13 +482,17 @@ def contextual_bradley_terry(
     if n_obs >= COMPILED_FROM:
         from analytics.core import style_loops
 
-        def objective(params: np.ndarray, second: bool) -> tuple[float, np.ndarray, np.ndarray]:
+        def objective(
+            params: npt.NDArray[np.float64], second: bool
+        ) -> tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
             hessian = np.empty((len(params), len(params)) if second else (0, 0))
             loss, gradient = style_loops.loss_and_gradient(params, a, b, x, y, w, n_systems, float(reg), hessian)
             return loss, gradient, hessian
     else:
 
-        def objective(params: np.ndarray, second: bool) -> tuple[float, np.ndarray, np.ndarray]:
+        def objective(
+            params: npt.NDArray[np.float64], second: bool
+        ) -> tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
             theta, gamma = params[:n_systems], params[n_systems:]
             logit = theta[a] - theta[b] + x @ gamma
             loss = -np.mean(w * (y * logit - np.logaddexp(0.0, logit))) + 0.5 * reg * gamma @ gamma

@@ -32,8 +32,10 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections import defaultdict
+from collections.abc import Hashable, Iterable
 
 import numpy as np
+import numpy.typing as npt
 
 from analytics.core.agreement import cohen_kappa
 
@@ -44,10 +46,11 @@ MIN_PAIRS = 10  # such pairs a rater needs for a reliability (Cohen's kappa betw
 @dataclasses.dataclass(frozen=True)
 class Reliability:
     workers: list[str]
-    kappa: np.ndarray  # (n_workers,) agreement with the others' answer beyond chance; NaN: not enough overlap
-    skill: np.ndarray  # (n_workers,) the model's probability that the worker answers right
-    scored_pairs: np.ndarray  # (n_workers,) the pairs the kappa is over
-    labels: dict  # task -> the answer the model infers from every rater
+    # (n_workers,) agreement with the others' answer beyond chance; NaN: not enough overlap
+    kappa: npt.NDArray[np.float64]
+    skill: npt.NDArray[np.float64]  # (n_workers,) the model's probability that the worker answers right
+    scored_pairs: npt.NDArray[np.int64]  # (n_workers,) the pairs the kappa is over
+    labels: dict[Hashable, str]  # task -> the answer the model infers from every rater
 
 
 def _seen(label: str, a_first: bool) -> str:
@@ -58,7 +61,12 @@ def _seen(label: str, a_first: bool) -> str:
 
 
 def one_coin_dawid_skene(
-    tasks, workers, labels, a_shown_first=None, n_iter: int = 100, tol: float = 1e-5
+    tasks: Iterable[Hashable],
+    workers: Iterable[str],
+    labels: Iterable[str],
+    a_shown_first: Iterable[bool] | None = None,
+    n_iter: int = 100,
+    tol: float = 1e-5,
 ) -> Reliability:
     """Fit one-coin Dawid-Skene to (task, worker, label) triples (three sequences of one length n; labels in model
     coordinates, "a" / "b" / "tie") and return each worker's reliability (above: Cohen's kappa of their labels
@@ -76,8 +84,10 @@ def one_coin_dawid_skene(
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         model = OneCoinDawidSkene(n_iter=n_iter, tol=tol).fit(data)
-    inferred = {task: str(label) for task, label in model.labels_.items()}
-    classes = [str(c) for c in model.priors_.index]
+    fitted_labels, priors = model.labels_, model.priors_
+    assert fitted_labels is not None and priors is not None  # fit sets both (crowd-kit types them Optional)
+    inferred = {task: str(label) for task, label in fitted_labels.items()}
+    classes = [str(c) for c in priors.index]
     k = len(classes)
     column = {c: i for i, c in enumerate(classes)}
     skill = {w: min(max(float(v), 1e-6), 1 - 1e-6) for w, v in model.skills_.items()}
@@ -89,13 +99,15 @@ def one_coin_dawid_skene(
         vote[i] = wrong
         vote[i, column[str(label)]] = np.log(skill[worker])
     task_ids = data["task"].tolist()
-    total: dict = defaultdict(lambda: np.log(np.asarray(model.priors_.values, dtype=np.float64)))
-    raters_of: dict = defaultdict(set)
+    total: defaultdict[Hashable, npt.NDArray[np.float64]] = defaultdict(
+        lambda: np.log(np.asarray(priors.values, dtype=np.float64))
+    )
+    raters_of: defaultdict[Hashable, set[str]] = defaultdict(set)
     for i, task in enumerate(task_ids):
         total[task] = total[task] + vote[i]
         raters_of[task].add(data["worker"].iat[i])
     firsts = [True] * len(data) if a_shown_first is None else list(a_shown_first)
-    given: dict[str, tuple[list, list, set]] = defaultdict(lambda: ([], [], set()))
+    given: dict[str, tuple[list[str], list[str], set[Hashable]]] = defaultdict(lambda: ([], [], set()))
     for i, (task, worker, label) in enumerate(zip(task_ids, data["worker"], data["label"], strict=True)):
         if len(raters_of[task] - {worker}) < MIN_OTHERS:
             continue

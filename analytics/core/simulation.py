@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 
 import numpy as np
+import numpy.typing as npt
 
 from analytics.core import ppi
 from selection.core import decisions
@@ -21,7 +22,7 @@ from selection.core.diffuse import Dendrogram, IterativeDiffUse, ward_tree
 from selection.core.stopping import stopping_status
 
 
-def majority(labels: Sequence[str]) -> str | None:
+def majority(labels: Sequence[str] | npt.NDArray[np.str_]) -> str | None:
     """'a' or 'b' by simple majority of the non-tie labels; None when level."""
     labels = np.asarray(labels)
     a, b = int(np.sum(labels == "a")), int(np.sum(labels == "b"))
@@ -32,18 +33,18 @@ def majority(labels: Sequence[str]) -> str | None:
 class Pool:
     """One seed's pool: the candidate vectors (and deltas), its oracle, and a lazily built Ward tree."""
 
-    x: np.ndarray
-    oracle: np.ndarray
-    delta: np.ndarray | None = None
-    judges: np.ndarray | None = None  # the LLM judges' verdict scores per item (rows), NaN-padded
+    x: npt.NDArray[np.float64]
+    oracle: npt.NDArray[np.str_]  # "a", "b" or "tie" per item
+    delta: npt.NDArray[np.float64] | None = None
+    judges: npt.NDArray[np.float64] | None = None  # the LLM judges' verdict scores per item (rows), NaN-padded
 
     @cached_property
-    def y(self) -> np.ndarray:
+    def y(self) -> npt.NDArray[np.float64]:
         """Each item's oracle as the first system's score: 1 a win, 1/2 a tie, 0 a loss."""
         return np.array([SCORE[label] for label in self.oracle], dtype=np.float64)
 
     @cached_property
-    def f(self) -> np.ndarray:
+    def f(self) -> npt.NDArray[np.float64]:
         """The judges' mean score per item (1/2 where no judge gave a verdict): the prediction beside the oracle."""
         if self.judges is None:
             raise ValueError("this pool has no judge verdicts")
@@ -60,18 +61,18 @@ class Pool:
         return majority(self.oracle)
 
 
-Method = Callable[[Pool, int, np.random.Generator], np.ndarray]
+Method = Callable[[Pool, int, np.random.Generator], npt.NDArray[np.integer]]  # the chosen pool indices
 SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 
 
 def draw_pools(
-    x: np.ndarray,
-    oracle: np.ndarray,
+    x: npt.NDArray[np.float64],
+    oracle: npt.NDArray[np.str_],
     seeds: int,
     fraction: float = 0.8,
     seed: int = 0,
-    delta: np.ndarray | None = None,
-    judges: np.ndarray | None = None,
+    delta: npt.NDArray[np.float64] | None = None,
+    judges: npt.NDArray[np.float64] | None = None,
 ) -> list[Pool]:
     """``seeds`` pools of ``fraction`` of the items each, reproducibly from ``seed``."""
     n = len(oracle)
@@ -120,12 +121,13 @@ class Drawn:
     """One draw of a design: the chosen pool indices, their inclusion probabilities and every pool item's stratum
     when the strategy states them."""
 
-    chosen: np.ndarray
-    inclusion: np.ndarray | None = None
-    strata: np.ndarray | None = None
+    chosen: npt.NDArray[np.integer]
+    inclusion: npt.NDArray[np.float64] | None = None
+    strata: npt.NDArray[np.int64] | None = None
 
 
 Draw = Callable[[Pool, int, np.random.Generator], Drawn]
+Estimator = Callable[[Pool, Drawn], ppi.MeanEstimate]
 
 
 def _people(pool: Pool, drawn: Drawn) -> ppi.MeanEstimate:
@@ -137,7 +139,7 @@ def _people_and_judges(pool: Pool, drawn: Drawn) -> ppi.MeanEstimate:
     return ppi.ppi_mean(pool.y[drawn.chosen], pool.f[drawn.chosen], pool.f[rest], finite=True)
 
 
-def _weighted(lam: float | None):
+def _weighted(lam: float | None) -> Estimator:
     def estimate(pool: Pool, drawn: Drawn) -> ppi.MeanEstimate:
         if drawn.inclusion is None:
             raise ValueError("a weighted estimate needs the design's inclusion probabilities")
@@ -159,7 +161,7 @@ def _stratified(pool: Pool, drawn: Drawn) -> ppi.MeanEstimate:
     return ppi.stratified_mean(np.where(sampled, pool.y, np.nan), drawn.strata, sampled, finite=True)
 
 
-ESTIMATORS = {
+ESTIMATORS: dict[str, Estimator] = {
     "people": _people,  # the labelled mean (a uniform or self-weighting sample)
     "people+judges": _people_and_judges,  # prediction-powered, power-tuned (a uniform sample)
     "weighted": _weighted(None),  # inverse-probability weighted, the judges as control variate, power-tuned

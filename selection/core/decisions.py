@@ -23,8 +23,10 @@ needs Boost to build; the construction is a few lines of numpy.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from selection.core.stopping import StoppingStatus
 
@@ -32,8 +34,8 @@ GRID = 1000  # candidate means m on (0, 1): the interval's ends reach the neares
 
 
 def betting_confidence_sequence(
-    x, alpha: float = 0.05, theta: float = 0.5, c: float = 0.5, grid: int = GRID
-) -> tuple[np.ndarray, np.ndarray]:
+    x: npt.ArrayLike, alpha: float = 0.05, theta: float = 0.5, c: float = 0.5, grid: int = GRID
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Lower and upper ends of the hedged-capital betting confidence sequence after each observation.
 
     Parameters
@@ -99,11 +101,11 @@ class BettingSequence:
         if not 0 < alpha < 1 or not 0 <= theta <= 1 or not 0 < c < 1:
             raise ValueError("need 0 < alpha < 1, 0 <= theta <= 1 and 0 < c < 1")
         self.alpha, self.theta, self.c, self.grid = alpha, theta, c, grid
-        self.m = (np.arange(grid, dtype=np.float64) + 0.5) / grid
+        self.m: npt.NDArray[np.float64] = (np.arange(grid, dtype=np.float64) + 0.5) / grid
         self.n, self.total, self.squares, self.var = 0, 0.0, 0.0, 0.25
-        self.log_plus = np.zeros(grid)
-        self.log_minus = np.zeros(grid)
-        self.rejected = np.zeros(grid, dtype=bool)
+        self.log_plus: npt.NDArray[np.float64] = np.zeros(grid)
+        self.log_minus: npt.NDArray[np.float64] = np.zeros(grid)
+        self.rejected: npt.NDArray[np.bool_] = np.zeros(grid, dtype=bool)
 
     def update(self, x: float) -> None:
         if not 0 <= x <= 1:
@@ -207,7 +209,7 @@ def decide(low: float, high: float, margin: float) -> str:
     return UNDECIDED
 
 
-def pair_decision(scores, alpha: float = 0.05, margin: float = 0.05) -> Decision:
+def pair_decision(scores: npt.ArrayLike, alpha: float = 0.05, margin: float = 0.05) -> Decision:
     """The decision after the item scores seen so far (in arrival order), and the interval it rests on."""
     scores = np.asarray(scores, dtype=np.float64)
     if len(scores) == 0:
@@ -230,7 +232,12 @@ class Replay:
 
 
 def replay(
-    scores, votes, rng: np.random.Generator, alpha: float = 0.05, margin: float = 0.05, null: bool = False
+    scores: npt.ArrayLike,
+    votes: npt.ArrayLike,
+    rng: np.random.Generator,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    null: bool = False,
 ) -> Replay:
     """The pair's items in a random order, each with all its judgments at once, the decision checked after every
     item and the replay stopped at the first one (as a plan that stops buying a decided pair would).
@@ -260,7 +267,7 @@ def replay(
     return Replay(call, at + 1, int(cost[: at + 1].sum()), fixed)
 
 
-def first_decision(x, alpha: float, margin: float) -> tuple[str, int | None]:
+def first_decision(x: Sequence[float] | npt.NDArray[np.float64], alpha: float, margin: float) -> tuple[str, int | None]:
     """The first decision of the confidence sequence over ``x`` and after how many observations (None: none)."""
     if len(x) == 0:
         return UNDECIDED, None
@@ -273,7 +280,12 @@ def first_decision(x, alpha: float, margin: float) -> tuple[str, int | None]:
 
 
 def replay_one_rater_first(
-    raters, rng: np.random.Generator, alpha: float = 0.05, margin: float = 0.05, null: bool = False, costs=None
+    raters: Iterable[npt.ArrayLike],
+    rng: np.random.Generator,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    null: bool = False,
+    costs: Iterable[npt.ArrayLike] | None = None,
 ) -> Replay:
     """One rater per item while items remain, the other raters only where that leaves the pair undecided (the plan's
     "one rater per item first"), replayed. Phase 1 observes one randomly chosen rater's score of each item, items in
@@ -380,7 +392,7 @@ def ranking_needs(pairs: dict[tuple[str, str], PairState]) -> set[tuple[str, str
 
 
 def ranking_replay(
-    pairs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]],
+    pairs: Mapping[tuple[str, str], tuple[npt.ArrayLike, npt.ArrayLike]],
     rng: np.random.Generator,
     alpha: float = 0.05,
     margin: float = 0.05,

@@ -9,29 +9,33 @@ clusters undoes the k-th merge from the top (row n - 1 - k of the linkage matrix
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 
 from selection.core import decisions
 from selection.core.stopping import StoppingStatus, stopping_status
 
 
-def difference_vectors(emb_a: np.ndarray, emb_b: np.ndarray) -> np.ndarray:
+def difference_vectors(emb_a: npt.ArrayLike, emb_b: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """v_i = e(y_A^i) - e(y_B^i): (n, d) from two (n, d) arrays."""
-    emb_a, emb_b = np.asarray(emb_a, dtype=np.float64), np.asarray(emb_b, dtype=np.float64)
-    if emb_a.shape != emb_b.shape:
-        raise ValueError(f"embeddings of A {emb_a.shape} and B {emb_b.shape} differ in shape")
-    return emb_a - emb_b
+    a, b = np.asarray(emb_a, dtype=np.float64), np.asarray(emb_b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"embeddings of A {a.shape} and B {b.shape} differ in shape")
+    return a - b
 
 
-def ward_linkage(x: np.ndarray) -> np.ndarray:
+def ward_linkage(x: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Exact Ward linkage with Euclidean distance (scipy): the (n - 1, 4) matrix."""
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError("Ward clustering needs at least two items, as an (n, d) array")
     from scipy.cluster.hierarchy import linkage  # imported when used: every command loads this app
 
-    return linkage(x, method="ward", metric="euclidean")
+    z: npt.NDArray[np.float64] = linkage(x, method="ward", metric="euclidean")
+    return z
 
 
 class Dendrogram:
@@ -42,11 +46,13 @@ class Dendrogram:
     are groups of items (``leaf_members``), and ``n_items`` counts the items.
     """
 
-    def __init__(self, x: np.ndarray, z: np.ndarray, leaf_members: list[np.ndarray] | None = None):
+    def __init__(
+        self, x: npt.ArrayLike, z: npt.ArrayLike, leaf_members: Sequence[npt.NDArray[np.integer]] | None = None
+    ) -> None:
         self.x = np.asarray(x, dtype=np.float64)
-        self.z = np.asarray(z)
-        self.n_items = self.x.shape[0]
-        self.n = self.z.shape[0] + 1
+        self.z: npt.NDArray[np.float64] = np.asarray(z)  # scipy's linkage matrix, (n - 1, 4)
+        self.n_items: int = self.x.shape[0]
+        self.n: int = self.z.shape[0] + 1
         if leaf_members is None:
             if self.n != self.n_items:
                 raise ValueError(f"linkage of shape {self.z.shape} does not fit {self.n_items} items")
@@ -56,13 +62,15 @@ class Dendrogram:
         from scipy.cluster.hierarchy import leaves_list
 
         leaf_order = leaves_list(self.z)
-        self.order = np.concatenate([np.asarray(leaf_members[leaf], dtype=np.int64) for leaf in leaf_order])
+        self.order: npt.NDArray[np.int64] = np.concatenate(
+            [np.asarray(leaf_members[leaf], dtype=np.int64) for leaf in leaf_order]
+        )
         n_nodes = 2 * self.n - 1
-        self.size = np.zeros(n_nodes, dtype=np.int64)
+        self.size: npt.NDArray[np.int64] = np.zeros(n_nodes, dtype=np.int64)
         self.size[: self.n] = [len(m) for m in leaf_members]
         for row in range(self.n - 1):
             self.size[self.n + row] = self.size[int(self.z[row, 0])] + self.size[int(self.z[row, 1])]
-        self.start = np.zeros(n_nodes, dtype=np.int64)
+        self.start: npt.NDArray[np.int64] = np.zeros(n_nodes, dtype=np.int64)
         # leaves_list visits the left child (column 0) before the right one, so each node's members
         # are contiguous: left child starts where the parent starts, right child after the left.
         for row in range(self.n - 2, -1, -1):
@@ -81,7 +89,7 @@ class Dendrogram:
         row = node - self.n
         return int(self.z[row, 0]), int(self.z[row, 1])
 
-    def members(self, node: int) -> np.ndarray:
+    def members(self, node: int) -> npt.NDArray[np.int64]:
         return self.order[self.start[node] : self.start[node] + self.size[node]]
 
     def split_node(self, k: int) -> int:
@@ -101,7 +109,7 @@ class Dendrogram:
             nodes.update(self.children(node))
         return sorted(nodes)
 
-    def labels(self, k: int) -> np.ndarray:
+    def labels(self, k: int) -> npt.NDArray[np.int64]:
         """Cluster label (1..k) of every item for the cut into k clusters (like fcluster)."""
         out = np.zeros(self.n_items, dtype=np.int64)
         for label, node in enumerate(self.partition(k), start=1):
@@ -121,7 +129,7 @@ class Dendrogram:
         return int(members[int(np.argmax(cosine))])
 
 
-def weighted_ward_linkage(centroids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def weighted_ward_linkage(centroids: npt.ArrayLike, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Ward linkage of weighted points (a point of weight w stands for w identical items), in scipy's
     format, by the nearest-neighbour-chain algorithm with Lance-Williams updates.
 
@@ -196,7 +204,7 @@ def weighted_ward_linkage(centroids: np.ndarray, weights: np.ndarray) -> np.ndar
 EXACT_WARD_LIMIT = 20_000
 
 
-def two_stage_tree(x: np.ndarray, n_centroids: int = 2000, seed: int = 0) -> Dendrogram:
+def two_stage_tree(x: npt.ArrayLike, n_centroids: int = 2000, seed: int = 0) -> Dendrogram:
     """Approximate Ward for large n: mini-batch k-means to ``n_centroids`` groups, then size-weighted
     Ward on the group means. Leaves are the groups; representatives are still chosen among items."""
     from sklearn.cluster import MiniBatchKMeans
@@ -212,7 +220,7 @@ def two_stage_tree(x: np.ndarray, n_centroids: int = 2000, seed: int = 0) -> Den
     return Dendrogram(x, z, groups)
 
 
-def ward_tree(x: np.ndarray, exact_limit: int = EXACT_WARD_LIMIT, seed: int = 0) -> Dendrogram:
+def ward_tree(x: npt.ArrayLike, exact_limit: int = EXACT_WARD_LIMIT, seed: int = 0) -> Dendrogram:
     """Exact Ward up to ``exact_limit`` items (SPEC §4 measurements), the two-stage approximation above."""
     x = np.asarray(x, dtype=np.float64)
     if x.shape[0] <= exact_limit:
@@ -238,7 +246,7 @@ class TreeSplits:
     ``min_n``-cluster partition, and split j takes the partition from k to k + 1 clusters, so the parent's
     representative leaves the decision set and its children's enter. None of this depends on labels."""
 
-    def __init__(self, tree: Dendrogram, min_n: int):
+    def __init__(self, tree: Dendrogram, min_n: int) -> None:
         self.tree, self.n_items = tree, tree.n_items
         self.k0 = min(max(1, min_n), tree.n)
         self.clusters = tree.partition(self.k0)
@@ -265,6 +273,16 @@ class TreeSplits:
         return leaving, [self.reps[c] for c in children]
 
 
+class SplitScheduleJSON(TypedDict):
+    """``SplitSchedule.to_json``: each split is a list [leaving, [entering, ...]]."""
+
+    n_items: int
+    k0: int
+    initial: list[int]
+    splits: list[list[int | list[int]]]
+    exhausted: bool
+
+
 @dataclasses.dataclass
 class SplitSchedule:
     """The splits of ``TreeSplits`` computed ahead and stored (JSON-ready), so a live run replays Algorithm 1
@@ -281,7 +299,7 @@ class SplitSchedule:
     def from_tree(cls, tree: Dendrogram, min_n: int, max_released: int) -> SplitSchedule:
         source = TreeSplits(tree, min_n)
         released = set(source.initial)
-        splits = []
+        splits: list[tuple[int, list[int]]] = []
         while len(released) < max_released and source.has_split(len(splits)):
             leaving, entering = source.split(len(splits))
             splits.append((leaving, entering))
@@ -298,7 +316,7 @@ class SplitSchedule:
     def split(self, j: int) -> tuple[int, list[int]]:
         return self.splits[j]
 
-    def relabelled(self, ids) -> SplitSchedule:
+    def relabelled(self, ids: Sequence[int]) -> SplitSchedule:
         """The same schedule naming item ``i`` as ``ids[i]`` (for example database keys), so a replay needs no
         index of the candidates."""
         return SplitSchedule(
@@ -309,7 +327,7 @@ class SplitSchedule:
             self.exhausted,
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> SplitScheduleJSON:
         return {
             "n_items": self.n_items,
             "k0": self.k0,
@@ -319,7 +337,8 @@ class SplitSchedule:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> SplitSchedule:
+    def from_json(cls, data: Mapping[str, Any]) -> SplitSchedule:
+        """The schedule from its JSON (``to_json``) as stored."""
         return cls(
             data["n_items"],
             data["k0"],
@@ -346,12 +365,16 @@ class IterativeDiffUse:
     ties_count_in_n: bool = True
     schedule: SplitSchedule | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 0 < self.risk < 1:
             raise ValueError("risk must be in (0, 1)")
-        if (self.tree is None) == (self.schedule is None):
+        self._splits: TreeSplits | SplitSchedule
+        if self.tree is not None and self.schedule is None:
+            self._splits = TreeSplits(self.tree, self.min_n)
+        elif self.schedule is not None and self.tree is None:
+            self._splits = self.schedule
+        else:
             raise ValueError("give a tree or a stored schedule")
-        self._splits = TreeSplits(self.tree, self.min_n) if self.schedule is None else self.schedule
         self.n_items = self._splits.n_items
         self.k = self._splits.k0
         self.decision: list[int] = list(self._splits.initial)
@@ -361,7 +384,7 @@ class IterativeDiffUse:
         self.outcome: str | None = None  # "decided" | "inconclusive"
         self._release(self.decision)
 
-    def _release(self, items) -> list[int]:
+    def _release(self, items: Iterable[int]) -> list[int]:
         new = [i for i in dict.fromkeys(items) if i not in self._released_items]
         self.released.extend(new)
         self._released_items.update(new)

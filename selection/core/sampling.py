@@ -7,21 +7,24 @@ All functions return indices into the candidate array, in selection order.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from selection.core.diffuse import Dendrogram, static_selection
 
 
-def random_selection(n: int, budget: int, rng: np.random.Generator) -> np.ndarray:
+def random_selection(n: int, budget: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
     """``budget`` items uniformly at random without replacement (all of them, shuffled, if fewer)."""
     return rng.permutation(n)[: min(budget, n)]
 
 
-def diffuse_selection(tree: Dendrogram, budget: int) -> np.ndarray:
+def diffuse_selection(tree: Dendrogram, budget: int) -> npt.NDArray[np.int64]:
     """Static DiffUse: one representative per cluster of the cut into ``budget`` clusters."""
     return np.array(static_selection(tree, budget), dtype=np.int64)
 
 
-def proportional_allocation(sizes: np.ndarray, budget: int, rng: np.random.Generator | None = None) -> np.ndarray:
+def proportional_allocation(
+    sizes: npt.ArrayLike, budget: int, rng: np.random.Generator | None = None
+) -> npt.NDArray[np.int64]:
     """Split ``budget`` draws over strata in proportion to their sizes, never more than a stratum holds.
 
     Without ``rng``: deterministic largest-remainder rounding. With ``rng``: randomised systematic
@@ -33,7 +36,7 @@ def proportional_allocation(sizes: np.ndarray, budget: int, rng: np.random.Gener
     sizes = np.asarray(sizes, dtype=np.int64)
     budget = min(budget, int(sizes.sum()))
     quota = budget * sizes / sizes.sum()
-    counts = np.minimum(np.floor(quota).astype(np.int64), sizes)
+    counts: npt.NDArray[np.int64] = np.minimum(np.floor(quota).astype(np.int64), sizes)
     remainder = quota - counts
     if rng is not None:
         extra = budget - int(counts.sum())
@@ -56,7 +59,7 @@ def proportional_allocation(sizes: np.ndarray, budget: int, rng: np.random.Gener
 
 def cluster_stratified_selection(
     tree: Dendrogram, budget: int, rng: np.random.Generator, n_strata: int | None = None
-) -> np.ndarray:
+) -> npt.NDArray[np.int64]:
     """Proportional-allocation stratified sampling over difference-vector clusters.
 
     The Ward tree is cut into ``n_strata`` clusters (default: budget // 2, at least 2); each stratum
@@ -75,12 +78,14 @@ def cluster_stratified_selection(
     return rng.permutation(selection)
 
 
-def separability_weight(delta: np.ndarray, threshold: float = 0.4, alpha: float = 2.0, beta: float = 6.0) -> np.ndarray:
+def separability_weight(
+    delta: npt.ArrayLike, threshold: float = 0.4, alpha: float = 2.0, beta: float = 6.0
+) -> npt.NDArray[np.float64]:
     """The sep-ELO logistic alpha / (1 + exp(-beta (delta - T))) used as a sampling weight (SPEC §3, §5)."""
     return alpha / (1.0 + np.exp(-beta * (np.asarray(delta, dtype=np.float64) - threshold)))
 
 
-def weighted_selection(weights: np.ndarray, budget: int, rng: np.random.Generator) -> np.ndarray:
+def weighted_selection(weights: npt.ArrayLike, budget: int, rng: np.random.Generator) -> npt.NDArray[np.intp]:
     """``budget`` items without replacement with probability proportional to ``weights``."""
     weights = np.asarray(weights, dtype=np.float64)
     if np.any(weights < 0) or not np.isfinite(weights).all():
@@ -91,14 +96,16 @@ def weighted_selection(weights: np.ndarray, budget: int, rng: np.random.Generato
     return positive[rng.choice(positive.size, size=budget, replace=False, p=p)]
 
 
-def value_bins(values: np.ndarray, bins: int = 4) -> np.ndarray:
+def value_bins(values: npt.ArrayLike, bins: int = 4) -> npt.NDArray[np.intp]:
     """Each value's bin among ``bins`` equal-width bins over the values' range (0 .. bins - 1)."""
     values = np.asarray(values, dtype=np.float64)
     edges = np.linspace(values.min(), values.max(), bins + 1)
     return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, bins - 1)
 
 
-def value_stratified_selection(values: np.ndarray, budget: int, rng: np.random.Generator, bins: int = 4) -> np.ndarray:
+def value_stratified_selection(
+    values: npt.NDArray[np.float64], budget: int, rng: np.random.Generator, bins: int = 4
+) -> npt.NDArray[np.int64]:
     """Equal counts from each of ``bins`` equal-width bins of ``values`` (e.g. delta); a bin with too
     few items gives what it has and the rest is spread over the others. The counts per bin depend only on the bins'
     sizes and the budget, so each item's chance is its bin's count over its bin's size."""
@@ -121,7 +128,7 @@ def value_stratified_selection(values: np.ndarray, budget: int, rng: np.random.G
 # people's labels (active statistical inference's difference estimator) stays unbiased.
 
 
-def judge_disagreement(scores: np.ndarray) -> np.ndarray:
+def judge_disagreement(scores: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Per item (row), how much its judge verdicts disagree: 4 x the variance of the verdicts' scores for the first
     system (1 a win, 1/2 a tie, 0 a loss; NaN where a row has fewer verdicts), in [0, 1] — 0 when every verdict says
     the same, 1 when they split evenly between the two systems. A row with fewer than two verdicts tells nothing
@@ -141,7 +148,7 @@ def judge_disagreement(scores: np.ndarray) -> np.ndarray:
     return np.clip(out, 0.0, 1.0)
 
 
-def inclusion_probabilities(weights: np.ndarray, budget: int) -> np.ndarray:
+def inclusion_probabilities(weights: npt.ArrayLike, budget: int) -> npt.NDArray[np.float64]:
     """pi_i = min(1, c w_i) with c such that sum(pi) = budget (the items whose share would pass 1 are taken for
     certain and the rest of the budget is spread over the others in proportion to their weights). Every weight must
     be positive, so every item can be drawn."""
@@ -167,7 +174,7 @@ def inclusion_probabilities(weights: np.ndarray, budget: int) -> np.ndarray:
     return pi
 
 
-def active_inclusion(disagreement: np.ndarray, budget: int, uniform_share: float = 0.5) -> np.ndarray:
+def active_inclusion(disagreement: npt.ArrayLike, budget: int, uniform_share: float = 0.5) -> npt.NDArray[np.float64]:
     """The inclusion probabilities of the judge-disagreement strategy: budget x [(1 - s) u_i / sum(u) + s / N],
     capped at 1 (``inclusion_probabilities``), with u the judges' disagreement and s the uniform share that keeps
     every item's chance at least s x budget / N (so the weighted estimate's variance is at most 1/s times that of a
@@ -180,7 +187,7 @@ def active_inclusion(disagreement: np.ndarray, budget: int, uniform_share: float
     return inclusion_probabilities(weights, budget)
 
 
-def systematic_pps(pi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def systematic_pps(pi: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
     """Draw round(sum(pi)) items, item i with probability exactly pi_i (systematic sampling with probabilities
     proportional to size over a random order: one uniform start, then unit steps along the cumulative pi).
     Returns the drawn indices in random order. Every pi_i must be in [0, 1] and sum(pi) a whole number."""
@@ -215,7 +222,7 @@ def strata_count(n_labels: int) -> int:
     return int(np.clip(n_labels // 5, 2, 5))
 
 
-def judge_strata(f, n_strata: int) -> np.ndarray:
+def judge_strata(f: npt.ArrayLike, n_strata: int) -> npt.NDArray[np.int64]:
     """Strata of near-equal size over the items' judge scores ``f``, items with equal scores always together (a
     cut goes to the change of score nearest its equal-count place): stratum numbers 0 .. H - 1 in order of score,
     H <= ``n_strata`` (fewer when the judges give fewer distinct scores)."""
@@ -244,8 +251,8 @@ def judge_strata(f, n_strata: int) -> np.ndarray:
 
 
 def stratified_allocation(
-    sizes: np.ndarray, budget: int, spread: np.ndarray | None = None, minimum: int = 2
-) -> np.ndarray:
+    sizes: npt.ArrayLike, budget: int, spread: npt.ArrayLike | None = None, minimum: int = 2
+) -> npt.NDArray[np.int64]:
     """Draws per stratum, in proportion to the stratum's size N_h (``spread`` None: proportional allocation) or to
     N_h S_h (Neyman's allocation, S_h the expected spread of the labels in stratum h), with at least ``minimum`` in
     each (or the whole stratum when smaller) and never more than a stratum holds: strata pushed to a bound are
@@ -287,7 +294,9 @@ def stratified_allocation(
     return counts
 
 
-def stratified_draw(strata: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def stratified_draw(
+    strata: npt.ArrayLike, counts: npt.ArrayLike, rng: np.random.Generator
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Draw ``counts[h]`` items uniformly from stratum h (strata numbered 0 .. H - 1). Returns the drawn indices in
     random order and every item's inclusion probability n_h / N_h."""
     strata = np.asarray(strata, dtype=np.int64)
@@ -302,8 +311,8 @@ def stratified_draw(strata: np.ndarray, counts: np.ndarray, rng: np.random.Gener
 
 
 def judge_stratified_selection(
-    f: np.ndarray, budget: int, rng: np.random.Generator, neyman: bool = False, n_strata: int | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    f: npt.ArrayLike, budget: int, rng: np.random.Generator, neyman: bool = False, n_strata: int | None = None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Stratified sampling over bands of the judges' mean score ``f`` (one per item): ``n_strata`` strata (default
     ``strata_count(budget)``, fewer when the budget cannot give each two draws), proportional allocation or,
     with ``neyman``, Neyman's with an expected spread that is half the judges' guess, half the average: S_h =

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 METRICS = ("cosine", "rouge1", "bleu")
 # The default similarity: cosine of the study encoder's embeddings with the paper's length adjustment (its
@@ -31,21 +32,23 @@ def length_penalty(len_x: int, len_y: int) -> float:
     return float(np.exp(1.0 - ref / hyp))
 
 
-def cosine_matrix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def cosine_matrix(x: npt.ArrayLike, y: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Cosine similarity between the rows of x (n, d) and y (m, d): (n, m)."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    xn = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    yn = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
+    xa = np.asarray(x, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    xn: npt.NDArray[np.float64] = xa / np.maximum(np.linalg.norm(xa, axis=1, keepdims=True), 1e-12)
+    yn: npt.NDArray[np.float64] = ya / np.maximum(np.linalg.norm(ya, axis=1, keepdims=True), 1e-12)
     return xn @ yn.T
 
 
-def text_similarity_matrix(x: Sequence[str], y: Sequence[str], similarity: Callable[[str, str], float]) -> np.ndarray:
+def text_similarity_matrix(
+    x: Sequence[str], y: Sequence[str], similarity: Callable[[str, str], float]
+) -> npt.NDArray[np.float64]:
     """s(x_j, y_l) for every pair: (len(x), len(y))."""
     return np.array([[similarity(a, b) for b in y] for a in x], dtype=np.float64).reshape(len(x), len(y))
 
 
-def length_adjust(matrix: np.ndarray, x: Sequence[str], y: Sequence[str]) -> np.ndarray:
+def length_adjust(matrix: npt.NDArray[np.float64], x: Sequence[str], y: Sequence[str]) -> npt.NDArray[np.float64]:
     """The length-adjusted form s_LA = s * LP of a similarity matrix between texts x and y."""
     lx = [len(t.split()) for t in x]
     ly = [len(t.split()) for t in y]
@@ -53,7 +56,7 @@ def length_adjust(matrix: np.ndarray, x: Sequence[str], y: Sequence[str]) -> np.
     return matrix * penalties.reshape(matrix.shape)
 
 
-def self_alignment(matrix: np.ndarray) -> float:
+def self_alignment(matrix: npt.NDArray[np.float64]) -> float:
     """Mean of the off-diagonal entries of a K x K similarity matrix; NaN when K < 2 (undefined)."""
     k = matrix.shape[0]
     if matrix.shape != (k, k):
@@ -63,7 +66,7 @@ def self_alignment(matrix: np.ndarray) -> float:
     return float((matrix.sum() - np.trace(matrix)) / (k * (k - 1)))
 
 
-def cross_alignment(matrix: np.ndarray) -> float:
+def cross_alignment(matrix: npt.NDArray[np.float64]) -> float:
     """Mean over all K_A x K_B entries (Eq. 2)."""
     return float(matrix.mean())
 
@@ -73,15 +76,15 @@ class Separability:
     """Per-item alignments (raw) and delta (normalised), arrays of shape (n_items,). ``low``/``high``
     are the min-max normalisation bounds. Items with K < 2 for either system have NaN delta."""
 
-    self_a: np.ndarray
-    self_b: np.ndarray
-    cross: np.ndarray
-    delta: np.ndarray
+    self_a: npt.NDArray[np.float64]
+    self_b: npt.NDArray[np.float64]
+    cross: npt.NDArray[np.float64]
+    delta: npt.NDArray[np.float64]
     low: float
     high: float
 
 
-def separability(self_a: np.ndarray, self_b: np.ndarray, cross: np.ndarray) -> Separability:
+def separability(self_a: npt.ArrayLike, self_b: npt.ArrayLike, cross: npt.ArrayLike) -> Separability:
     """Min-max normalise every alignment value of all items together (self A, self B and cross) and
     compute delta_i = max(A'_AA, A'_BB) - A'_AB (SPEC §1, Eq. 3 of the separability paper).
 
@@ -99,7 +102,7 @@ def separability(self_a: np.ndarray, self_b: np.ndarray, cross: np.ndarray) -> S
     low, high = float(values.min()), float(values.max())
     span = high - low
 
-    def norm(v: np.ndarray) -> np.ndarray:
+    def norm(v: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         return (v - low) / span if span > 0 else np.zeros_like(v)
 
     delta = np.maximum(norm(self_a), norm(self_b)) - norm(cross)
@@ -120,7 +123,7 @@ def bleu_similarity() -> Callable[[str, str], float]:
     as the separability paper does ("we arbitrarily choose the longer generation as the reference"), so
     s(x, y) = s(y, x) and delta does not depend on which system is called A. Texts of equal length get
     the mean of both directions, which keeps the symmetry where sacrebleu's tokens would break the tie."""
-    from sacrebleu.metrics import BLEU
+    from sacrebleu.metrics.bleu import BLEU  # where it is defined: sacrebleu.metrics re-exports it implicitly
 
     bleu = BLEU(effective_order=True)
 
