@@ -1,4 +1,4 @@
-"""The report's answers-as-written sections (issue 29): the style-controlled Bradley-Terry board beside the plain
+"""The report's answers-as-written sections: the style-controlled Bradley-Terry board beside the plain
 one, and length-controlled win rates per system pair for people and for each judge.
 
 Both read the answers each judgment compared (the rated pair's two generations): their style counted as Chatbot

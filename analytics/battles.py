@@ -1,4 +1,4 @@
-"""Chatbot-Arena battles files (SPEC §8): CSV or JSONL rows with model_a, model_b and winner in
+"""Chatbot-Arena battles files (docs/interfaces.md#battles-file): CSV or JSONL rows with model_a, model_b and winner in
 {model_a, model_b, tie, tie (bothbad)}, optionally question_id and (for sep-ELO) separability.
 
 Three readers, one set of rules. ``checked_battles`` is the definition: it reads row by row and names every

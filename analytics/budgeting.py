@@ -1,4 +1,4 @@
-"""What a margin costs, before paying (issue 28): the budget planner of the settings page, the API and
+"""What a margin costs, before paying: the budget planner of the settings page, the API and
 ``manage.py plan_budget`` -- one home for reading a request, planning each system pair from its pilot, turning
 judgments into assignments, money and rater-hours, and drawing the curve.
 

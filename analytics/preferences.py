@@ -1,4 +1,4 @@
-"""A study's judgments as preference data the next tool reads (issue 31): ``prompt / chosen / rejected`` records for
+"""A study's judgments as preference data the next tool reads: ``prompt / chosen / rejected`` records for
 reward models and DPO (JSONL, Parquet, a Hugging Face ``datasets`` folder with its dataset card), and Arena battles
 with their style columns.
 

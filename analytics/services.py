@@ -251,7 +251,8 @@ def pooled_consistency(studies: list[Study], metric: str | None = None) -> dict:
     (default: each study's own), pooled into one set of bins, as the paper pools its four configurations.
     Also per study: mean separability and Spearman's rank correlation between an item's separability and
     its mean human consistency. Separability is min-max normalised within each study and system pair
-    (SPEC §1), so pooled values compare positions within each study's range."""
+    (docs/separability.md#delta-is-relative-to-the-study), so pooled values compare positions within each study's
+    range."""
     pooled: list[dict] = []
     per_study = []
     for study in studies:
@@ -1113,10 +1114,10 @@ def separability_report(study: Study) -> dict:
 
 
 def study_report(study: Study, population: Population | None = None) -> dict:
-    """The full report as JSON-ready data (SPEC §8 keys), NaN as null, for one rater ``population``
-    (analytics/populations.py; humans by default). Leaderboards, win rates, stopping, consistency, positional
-    bias and agreement use the population's judgments only; judges are checked against the humans under the
-    same filters."""
+    """The full report as JSON-ready data (the keys of docs/interfaces.md#report-json), NaN as null, for one rater
+    ``population`` (analytics/populations.py; humans by default). Leaderboards, win rates, stopping, consistency,
+    positional bias and agreement use the population's judgments only; judges are checked against the humans under
+    the same filters."""
     population = population or Population()
     every = load_rows(study, population.question)
     rows = admitted(every, population)

@@ -28,11 +28,10 @@ from selection.models import IterativeRun, SelectionRun, SeparabilityRun
 
 JOB_KIND = "report"
 # The report's own format: raised when what a report holds or how its page body is rendered changes (the body is
-# stored rendered), so reports stored by older code are computed again (issue 25: win-rate estimates by design
-# replaced the hybrid table; 3: focusable table regions, the plot's reference line and shorter labels; 4: the
-# style-controlled board and length-controlled win rates, issue 29; 5: the answers in short at the top, issue 30;
-# 6: the page in words with sections on demand, and the question a report reads, issue 30; 7: rater reliability,
-# issue 31).
+# stored rendered), so reports stored by older code are computed again (2: win-rate estimates by design replaced
+# the hybrid table; 3: focusable table regions, the plot's reference line and shorter labels; 4: the
+# style-controlled board and length-controlled win rates; 5: the answers in short at the top; 6: the page in words
+# with sections on demand, and the question a report reads; 7: rater reliability).
 REPORT_FORMAT = 7
 
 

@@ -144,7 +144,7 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
 )
 @api_view(["GET"])
 def report_api(request, study_id: int):
-    """The study report (SPEC §8 keys) as JSON, for the researcher who owns the study."""
+    """The study report (the keys of docs/interfaces.md#report-json) as JSON, for the researcher who owns the study."""
     study = access_study(request, study_id)
     try:
         population = population_of(request, study)

@@ -1,5 +1,5 @@
-"""What an answer is, in one place (SPEC §6): each elicitation mode is one registered unit, like the
-selection strategies in ``selection/strategies.py``.
+"""What an answer is, in one place (docs/indeterminacy.md#options-and-elicitation-modes): each elicitation mode is
+one registered unit, like the selection strategies in ``selection/strategies.py``.
 
 A mode defines what a rater is asked and how the answer is kept:
 
@@ -14,8 +14,8 @@ A mode defines what a rater is asked and how the answer is kept:
 - ``question(study)``: the question it asks, and ``verdict``: the lines an LLM judge ends its reply with to give
   the same answer (``annotation/judges/prompts.py`` formats and reads each kind of line, knowing no mode).
 
-Every mode stores the same three columns, so the export (SPEC §8, extended with ``strength``) and the
-analytics read any judgment, imported or collected, the same way: the rating in {-1, 0, +1} of Eq. 4 / 7 is
+Every mode stores the same three columns, so the export (docs/interfaces.md#judgment-format, with its extensions) and
+the analytics read any judgment, imported or collected, the same way: the rating in {-1, 0, +1} of Eq. 4 / 7 is
 ``effective_choice`` of the stored answer (below) (a 5-point answer counts by its sign,
 "both bad" as a tie), and Omega for the indeterminacy metrics is ``analytics.core.indeterminacy.omega`` (a
 response set as given, an empty one -- "neither is acceptable" / "both are bad" -- as [0, 0]).

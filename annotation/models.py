@@ -79,7 +79,7 @@ class Study(models.Model):
     description = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
-    # What raters are asked and how they answer (SPEC §6).
+    # What raters are asked and how they answer (docs/indeterminacy.md#options-and-elicitation-modes).
     elicitation = models.CharField(
         max_length=20,
         choices=elicitation_modes.CHOICES,
@@ -131,7 +131,8 @@ class Study(models.Model):
         "Read both outputs carefully and answer the question for each pair."
     )
 
-    # The consistency protocol (SPEC §2) and the comparison plan (SPEC §7).
+    # The consistency protocol (docs/separability.md#the-consistency-protocol) and the comparison plan
+    # (docs/comparative-assessment.md#comparison-scheduling).
     pairs_per_assignment = models.PositiveSmallIntegerField(
         default=5,
         validators=[MinValueValidator(1), MaxValueValidator(50)],

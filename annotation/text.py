@@ -2,7 +2,7 @@
 
 A browser's textarea submits ``\\r\\n`` (the HTML standard's form encoding), files written on Windows carry it, and
 a prompt template or an instruction saved that way is a different text from the one typed: a judge's server that
-looks for "\\n\\n[Answer A]" does not find it (issue 30: the README's local judge answered "A" 260 times out of 260).
+looks for "\\n\\n[Answer A]" does not find it (the README's local judge answered "A" 260 times out of 260).
 Applied to every form of the site (``annotation/views/forms.py``), to judges however they are created, and to the
 inputs, references and outputs of an imported study; everything else in a text (tabs, trailing spaces, blank
 lines) is kept as written.

@@ -1,4 +1,5 @@
-"""Cost of the plan's decision step per completed assignment (issue 28: "Stop buying decided pairs").
+"""Cost of the plan's decision step per completed assignment (the setting "Stop buying decided pairs",
+docs/decisions.md#stop-buying-decided-pairs).
 
 A study of P system pairs (every item on every pair) and N items, one rater per item, one pair per assignment; the
 first system wins about 55 % of the items, so most pairs stay undecided and every completion updates a decision.
@@ -31,7 +32,7 @@ from bench.scratch import setup_scratch_database  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--systems", type=int, default=9, help="systems (9 make the issue's 36 pairs)")
+    parser.add_argument("--systems", type=int, default=9, help="systems (9 make 36 pairs, the timed size)")
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=300, help="completed assignments per pair before timing")
     parser.add_argument("--completions", type=int, default=40, help="completions timed")

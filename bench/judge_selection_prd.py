@@ -1,4 +1,4 @@
-"""Designs that use the judges, on PRD (issues 16 and 25): the `simulate` command's estimates table over the 10
+"""Designs that use the judges, on PRD: the `simulate` command's estimates table over the 10
 system pairs of the PRD Vicuna-80 data, with the human votes as the oracle and the five LLM judges' verdicts
 (both presentation orders, 10 per question) as what the judge strategies read.
 

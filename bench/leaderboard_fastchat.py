@@ -9,8 +9,8 @@ FastChat is timed only if `fastchat.serve.monitor.rating_systems` and pandas imp
 (default: this interpreter), with --fastchat-path put on its PYTHONPATH; this script installs nothing and
 contains no FastChat code: it calls FastChat's own functions (compute_elo, compute_bootstrap_elo, compute_bt,
 compute_bootstrap_bt) on `pandas.read_csv` of the file, as FastChat's elo_analysis does. Without it, the
-figures measured when issue 17 was filed are printed as the reference. bench/README.md says how to set up
-FastChat beside the project.
+figures measured on this machine before the leaderboards were reworked are printed as the reference. bench/README.md
+says how to set up FastChat beside the project.
 
 FastChat has no separability-weighted ELO; sep-ELO is set against its ELO (the same work: an online pass and
 100 bootstrap rounds). Peak RSS is what wait4 reports for the process (with FastChat's multiprocessing pool,
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from bench.ratings_scale import synthetic  # noqa: E402  (one generator for both leaderboard benchmarks)
 
 METHODS = ("bt", "elo", "sep-elo")
-# Measured by the issue's author on this machine when issue 17 was filed (3 interleaved runs): seconds, MB.
+# FastChat measured on this machine before the leaderboards were reworked (3 interleaved runs): seconds, MB.
 REFERENCE = {
     (1_000_000, "bt"): ("4.0-6.2", 232),
     (1_000_000, "elo"): ("20-23", 941),
@@ -145,8 +145,8 @@ def main() -> None:
     )
     if not have_fastchat:
         print(
-            "FastChat's rating code does not import here: its figures are the reference measured when issue 17 "
-            f"was filed ({check.stderr.decode().strip().splitlines()[-1] if check.stderr else 'no output'})"
+            "FastChat's rating code does not import here: its figures are the reference measured on this machine "
+            f"earlier ({check.stderr.decode().strip().splitlines()[-1] if check.stderr else 'no output'})"
         )
     # a cold start: the compiled ELO loops are not cached yet (their first run on a machine)
     cold_file = workdir / "cold.csv"

@@ -1,4 +1,4 @@
-"""Rater reliability on the separability paper's MTurk study (issue 31): for each of its four configurations (50
+"""Rater reliability on the separability paper's MTurk study: for each of its four configurations (50
 instances x 3 workers x 5 sampled pairs), the report's one-coin Dawid-Skene fit next to the configuration's
 separability (cosine-LA, the paper's metric). Prints per configuration: the mean item separability, the workers, how
 many have enough overlap to be scored, their mean reliability (kappa against the other two workers' answer, as each

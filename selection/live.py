@@ -1,4 +1,5 @@
-"""Iterative DiffUse run live with human raters (SPEC §4, Algorithm 1 of the DiffUse paper).
+"""Iterative DiffUse run live with human raters (docs/diffuse.md#iterative-diffuse-with-human-raters, Algorithm 1 of
+the DiffUse paper).
 
 At plan time the Ward linkage and Algorithm 1's split schedule are computed once and stored (which
 representatives each split releases does not depend on the labels, only when to stop does), and the

@@ -11,8 +11,8 @@ from selection.core.separability import DEFAULT_METRIC
 
 
 class SelectionSettings(models.Model):
-    """A study's selection settings: which items of each system pair raters see (SPEC §4-5) and when the
-    live loop stops. ``selection.strategies.strategy_parameters`` is the one map from them to a strategy's
+    """A study's selection settings: which items of each system pair raters see (docs/diffuse.md#selection-strategies)
+    and when the live loop stops. ``selection.strategies.strategy_parameters`` is the one map from them to a strategy's
     parameters (registered in ``annotation/study_settings.py``)."""
 
     study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="selection_settings")
@@ -135,7 +135,7 @@ class Embedding(models.Model):
 
 class SeparabilityRun(models.Model):
     """Separability of one system pair under one metric: the normalisation bounds, and per item the
-    raw alignments and delta (SPEC §1)."""
+    raw alignments and delta (docs/separability.md#alignments)."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="separability_runs")
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="separability_runs")

@@ -68,7 +68,7 @@ def _samples(study: Study) -> dict[tuple[int, int], list[Generation]]:
 def compute_separability(
     study: Study, metric: str = sep.DEFAULT_METRIC, progress: Progress | None = None
 ) -> list[SeparabilityRun]:
-    """Separability of every system pair of the study under ``metric`` (SPEC §1), stored per item.
+    """Separability of every system pair of the study under ``metric`` (docs/separability.md), stored per item.
 
     Items where a system has a single sample get no delta (undefined, stored as NULL), never 0.
     ``progress(done, total)`` reports embedding progress for the cosine metric.
@@ -360,7 +360,7 @@ def pilot_outcomes(comparison: Comparison) -> tuple[str, list[list[float]]]:
 
 
 def stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, seed: int = 0) -> Dendrogram:
-    """The Ward tree of these candidates: computed once, stored, then read back (SPEC §4)."""
+    """The Ward tree of these candidates: computed once, stored, then read back (docs/diffuse.md#ward-tree)."""
     digest = hashlib.sha256(",".join(str(i.pk) for i in items).encode()).hexdigest()
     key = {"comparison": comparison, "encoder": embedding.encoder_name(), "candidates_digest": digest}
     found = StoredTree.objects.filter(**key).first()

@@ -50,7 +50,7 @@ def strategy_parameters(study: Any, **overrides: Any) -> dict[str, Any]:
     return params
 
 
-ITERATIVE_BUDGET = 200  # Algorithm 1's default annotation budget b (SPEC §4), when the study sets none
+ITERATIVE_BUDGET = 200  # Algorithm 1's budget b without a study's own (docs/diffuse.md#iterative-diffuse-algorithm-1)
 
 
 def iterative_parameters(study: Any, **overrides: Any) -> dict[str, Any]:

@@ -51,7 +51,7 @@ PARAMS = TypeAdapter(CompletionCreateParamsNonStreaming)
 MESSAGE = TypeAdapter(ChatCompletionMessageParam)
 KNOWN = set(typing.get_type_hints(CompletionCreateParamsNonStreaming))
 # Output B runs to the default template's closing instruction (or the end of the prompt): real outputs have blank
-# lines of their own, and stopping at the first one compared A with B's first paragraph (issue 30's newcomer walk:
+# lines of their own, and stopping at the first one compared A with B's first paragraph (a newcomer found
 # the judge then "preferred" the output shown first almost every time on AlpacaEval answers)
 OUTPUTS = re.compile(
     r"\[Output A\]\n(?P<first>.*?)\n\n\[Output B\]\n(?P<second>.*?)"

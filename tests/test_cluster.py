@@ -1,4 +1,4 @@
-"""Issue 26, "past one machine, proven": the two-server deployment of bench/cluster.py -- two gunicorn app servers
+"""Past one machine, proven: the two-server deployment of bench/cluster.py -- two gunicorn app servers
 behind nginx, PostgreSQL behind PgBouncer in transaction pooling, Redis for the shared limits, two run_worker
 processes -- with raters working through the entry point while one app server and one worker (caught running a
 job) are killed with SIGKILL and started again. Every acknowledged judgment is stored exactly once, every queued

@@ -152,7 +152,7 @@ def migrate_latest_targets():
 
 
 def test_jobs_queued_before_the_move_keep_their_rows_and_run_through_the_one_entry_point():
-    """Issue 27: Job and WorkerBeat moved from selection to annotation with their tables, and a task queued under
+    """Job and WorkerBeat moved from selection to annotation with their tables, and a task queued under
     an old task path is run by annotation.jobs.run_job after the upgrade (else its job would stay queued)."""
     from django.utils import timezone
 

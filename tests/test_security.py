@@ -150,7 +150,7 @@ def test_login_attempts_are_rate_limited(client, researcher):
 
 def test_open_link_sign_ups_are_rate_limited(client, study, monkeypatch):
 
-    # this test is about the sign-up limit per client; the cap on one network's unanswered places (3, issue 26) is
+    # this test is about the sign-up limit per client; the cap on one network's unanswered places (3) is
     # tests/hardening/test_claimed_as_shown.py's
     monkeypatch.setattr(allocation, "UNANSWERED_PER_CLIENT", 100)
     study.open_link_enabled = True

@@ -1,4 +1,4 @@
-"""Positional bias (SPEC §7; Liusie et al., "LLM comparative assessment").
+"""Positional bias (docs/comparative-assessment.md#positional-bias; Liusie et al., "LLM comparative assessment").
 
 P(first shown chosen) over non-tie judgments, with an exact binomial test against 0.5 and a
 Clopper-Pearson interval; for judges that return probabilities, the debiasing threshold that makes

@@ -1,4 +1,5 @@
-"""Rating consistency and preference strength (Eq. 4 and Eq. 7 of "Compare without Despair"; SPEC §2).
+"""Rating consistency and preference strength (Eq. 4 and Eq. 7 of "Compare without Despair";
+docs/separability.md#consistency).
 
 Ratings are in model coordinates: -1 (A preferred), 0 (no preference), +1 (B preferred). A rating set
 is one rater's ratings of the N sampled pairs of one item. How an answer becomes a rating and who won an

@@ -1,4 +1,4 @@
-"""Judge validation under rating indeterminacy (SPEC §6; Guerdan et al., the rating-indeterminacy blog).
+"""Judge validation under rating indeterminacy (docs/indeterminacy.md; Guerdan et al., the rating-indeterminacy blog).
 
 Options are the study question's option set, here the two systems of a pair ("a", "b"). A response
 set is the subset of options a rater finds reasonable (empty when a study lets raters say that neither is);
@@ -48,9 +48,9 @@ def forced_choice_distribution(
 def omega_from_forced_choice(distribution: npt.ArrayLike, beta: float) -> npt.NDArray[np.float64]:
     """Omega from forced-choice data only, shape (2,), from O over (a, b, tie) with sensitivity beta.
 
-    A tie is the response set {a, b}, so it counts for both options. SPEC §6 defines, for a binary task
-    with a positive option, Omega = [O_pos + beta O_neg, O_neg]. A preference question has no positive
-    option: calling a system "A" is arbitrary, so beta is applied both ways (each option also gets beta of
+    A tie is the response set {a, b}, so it counts for both options. docs/indeterminacy.md#omega-from-forced-choices
+    defines, for a binary task with a positive option, Omega = [O_pos + beta O_neg, O_neg]. A preference question has
+    no positive option: calling a system "A" is arbitrary, so beta is applied both ways (each option also gets beta of
     the other's forced-choice share) and Omega does not depend on which system is called A:
     Omega_a = O_a + O_tie + beta O_b,  Omega_b = O_b + O_tie + beta O_a.
     Like the definition (unlike the reference code), Omega need not sum to 1."""

@@ -1,4 +1,5 @@
-"""Length-controlled win rates (AlpacaEval 2's GLM, Dubois et al. 2024) for one system pair.
+"""Length-controlled win rates (AlpacaEval 2's GLM, Dubois et al. 2024) for one system pair
+(docs/ratings.md#length-controlled-win-rates).
 
 AlpacaEval 2 models the probability that system A's answer is preferred to system B's on item i as
 

@@ -1,5 +1,5 @@
 """A win rate (or any mean of bounded scores) from people's labels, alone or with LLM judges: the estimators, their
-variances and one interval rule for all of them. Numpy in, numpy out.
+variances and one interval rule for all of them (docs/human-and-judge.md). Numpy in, numpy out.
 
 Every estimator here is a design-based estimate: it is unbiased because the items people labelled were drawn at
 random with known chances (uniformly, with unequal known chances, or within strata), never because a model is

@@ -1,5 +1,5 @@
-"""ELO, separability-weighted ELO and Bradley-Terry with bootstrap intervals (SPEC §3; separability
-paper Eq. 5-6; Chatbot Arena / FastChat's rating code for the conventions).
+"""ELO, separability-weighted ELO and Bradley-Terry with bootstrap intervals (docs/ratings.md;
+separability paper Eq. 5-6; Chatbot Arena / FastChat's rating code for the conventions).
 
 Battles are arrays: ``a`` and ``b`` (system indices, shape (n,)), ``score`` = outcome for a
 (1 win, 0.5 tie, 0 loss), in processing order.
@@ -80,9 +80,9 @@ def bootstrap_elo(
     """ELO on ``rounds`` resamples (with replacement) of the battles, each in a random order: (rounds, n_systems).
 
     Round r plays n battles drawn uniformly with replacement, in the order drawn (so each round is a resample
-    in a random order, SPEC §3). The draws come from ``np.random.default_rng(seed)``, CHUNK battles of every
-    round at a time; from COMPILED_FROM battles the rounds run compiled and in parallel on the machine's
-    cores."""
+    in a random order, docs/ratings.md#bootstrap). The draws come from ``np.random.default_rng(seed)``, CHUNK
+    battles of every round at a time; from COMPILED_FROM battles the rounds run compiled and in parallel on the
+    machine's cores."""
     a, b, score, ks = _elo_inputs(a, b, score, k)
     n = len(score)
     ratings = np.full((rounds, n_systems), INITIAL)
@@ -294,7 +294,8 @@ AGGREGATIONS = ("every", "majority", "one_sampled")
 def aggregate_battles(
     group: npt.ArrayLike, score: npt.ArrayLike, how: str = "every", seed: int = 0
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """Which judgments become battles (SPEC §3: a multi-rater judgment is one battle; alternatives are options).
+    """Which judgments become battles (docs/ratings.md#battles: a multi-rater judgment is one battle; alternatives
+    are options).
 
     ``group`` (n,) is the group of each battle (a rated pair for "majority", an item and system pair for
     "one_sampled"); ``score`` (n,) the outcome for the same system in every battle of a group. Returns the

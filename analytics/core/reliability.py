@@ -25,6 +25,7 @@ systems, each pair's first system fixed as studies fix it) and not used:
 - ``MACE`` took 20 s on 3,600 labels and gave every rater theta ~0.5; ``GLAD`` was right but took 12-16 s.
 
 One-coin Dawid-Skene found both kinds of spammer (tests/analytics/core/test_reliability.py) in under a second.
+The model and the report's use of it: docs/human-and-judge.md#rater-reliability.
 """
 
 from __future__ import annotations

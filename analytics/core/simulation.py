@@ -1,4 +1,4 @@
-"""Benchmarking selection methods without humans (SPEC §4 "Simulation").
+"""Benchmarking selection methods without humans (docs/diffuse.md#simulation).
 
 Given an oracle label per item ("a", "b" or "tie"), for each seed draw a pool of 80 % of the items
 and treat it as the whole test set: the *test winner* is the oracle majority over the pool, and a

@@ -1,4 +1,5 @@
-"""An answer's style as Chatbot Arena counts it, for style control (``ratings.contextual_bradley_terry``).
+"""An answer's style as Chatbot Arena counts it, for style control (``ratings.contextual_bradley_terry``;
+docs/ratings.md#style-control).
 
 The counts are those of Arena's ``add_markdown_info`` (arena-hard-auto's ``utils/add_markdown_info.py``, the
 script that fills the battles files' ``header_count`` / ``list_count`` / ``bold_count`` columns), rule for rule:

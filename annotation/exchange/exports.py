@@ -1,5 +1,5 @@
-"""Judgments out: each as a SPEC §8 line, streamed as JSONL or CSV (the researcher page, the API and
-``export_judgments`` all read these)."""
+"""Judgments out: each as a line of docs/interfaces.md#judgment-format, streamed as JSONL or CSV (the researcher
+page, the API and ``export_judgments`` all read these)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from annotation.models import Judgment, Study
 
 
 def export_response(study: Study, fmt: str) -> StreamingHttpResponse:
-    """Stream the study's judgments as SPEC §8 JSONL or as CSV (shared by the page and the API)."""
+    """Stream the study's judgments as JSONL (docs/interfaces.md#judgment-format) or as CSV (shared by the page and
+    the API)."""
     if fmt == "csv":
 
         def rows():
@@ -114,9 +115,9 @@ if set(READERS) != set(formats.JUDGMENT_FIELDS):  # said at start-up, not when s
 
 
 def judgment_line(j: Judgment) -> dict[str, Any]:
-    """A judgment as a SPEC §8 JSONL object, field by field of ``formats.JUDGMENT_SCHEMA``; unknown fields of an
-    imported line come back as they were. A field that is not ``exported`` on every line appears when it has a
-    value."""
+    """A judgment as a JSONL object of docs/interfaces.md#judgment-format, field by field of
+    ``formats.JUDGMENT_SCHEMA``; unknown fields of an imported line come back as they were. A field that is not
+    ``exported`` on every line appears when it has a value."""
     line: dict[str, Any] = dict(j.extra)
     fields = sorted(formats.JUDGMENT_SCHEMA, key=lambda f: not f.exported)  # the ones that apply only sometimes last
     for field in fields:
@@ -134,6 +135,6 @@ def judgment_line(j: Judgment) -> dict[str, Any]:
 
 
 def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
-    """Every judgment of the study as a SPEC §8 JSONL object, oldest first."""
+    """Every judgment of the study as a JSONL object (docs/interfaces.md#judgment-format), oldest first."""
     for judgment in judgment_queryset(study).iterator(chunk_size=2000):
         yield judgment_line(judgment)

@@ -1,4 +1,4 @@
-"""The public file formats of SPEC §8: parsing with complete validation, and serialisation.
+"""The public file formats (docs/interfaces.md): parsing with complete validation, and serialisation.
 
 Pure Python (no ORM): parsers take bytes and return either the parsed content or the full list of
 problems, each with its line number and field, so a bad file is rejected as a whole and the user
@@ -36,9 +36,9 @@ RATER_KINDS = ("human", "judge")
 
 @dataclasses.dataclass(frozen=True)
 class JudgmentField:
-    """One field of the SPEC §8 judgment format. ``kind`` is its type: text, count (whole number >= 0),
-    rater_kind, systems (a list of system names), probability, timestamp (ISO 8601), flag (true/false) or
-    strength (1 = better, 2 = much better).
+    """One field of the judgment format (docs/interfaces.md#judgment-format). ``kind`` is its type: text, count
+    (whole number >= 0), rater_kind, systems (a list of system names), probability, timestamp (ISO 8601), flag
+    (true/false) or strength (1 = better, 2 = much better).
     ``nullable``: null is a value; ``exported``: every exported line has it (else only when it applies)."""
 
     name: str
@@ -67,7 +67,8 @@ JUDGMENT_SCHEMA = (
     JudgmentField("client_time_ms", "count", nullable=True),
     JudgmentField("assignment", "count", exported=False),  # the SepLab assignment, for judgments collected here
     JudgmentField("superseded", "flag"),
-    # Extensions after SPEC §8's fields (CSV columns are appended, so readers by position keep working):
+    # Extensions after the format's original fields (docs/interfaces.md#extensions; CSV columns are appended, so
+    # readers by position keep working):
     # the 5-point preference scale's strength of the choice.
     JudgmentField("strength", "strength", nullable=True),
     # the rater's optional comment on the pair (null without one)
@@ -335,7 +336,7 @@ def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50
         problems.append(Problem(None, None, "the file contains no items"))
     systems = _study_systems(items, problems)
     if problems:
-        # what would import with a warning is listed too, so a file is fixed in one go (issue 30)
+        # what would import with a warning is listed too, so a file is fixed in one go
         problems += [
             Problem(w.line, w.field, f"{w.message} (a warning only: this alone would import)")
             for w in ParsedStudy(systems, items).warnings
@@ -926,7 +927,8 @@ def _parse_judgment(
     problems: list[Problem],
     questions: dict[str, str] | None = None,
 ) -> ParsedJudgment | None:
-    """One judgment line in SPEC §8's format, every problem reported with its line and field."""
+    """One judgment line in the judgment format (docs/interfaces.md#judgment-format), every problem reported with
+    its line and field."""
     before = len(problems)
     line = _Line(number, obj, problems)
     item, system_a, system_b, sample_idx = _judged_pair(line, samples)

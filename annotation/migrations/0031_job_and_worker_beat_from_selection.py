@@ -1,4 +1,5 @@
-"""Job and WorkerBeat, moved here from the selection app (issue 27) without touching their tables."""
+"""Job and WorkerBeat, moved here from the selection app (every background job is annotation's) without touching
+their tables."""
 
 import django.db.models.deletion
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""Issue 27: every background job runs as ``annotation.jobs.run_job``. Tasks queued before the upgrade under the old
+"""Every background job runs as ``annotation.jobs.run_job``. Tasks queued before the upgrade under the old
 task paths would otherwise fail to import in the worker and leave their jobs queued for ever: they are pointed at
 the one entry point (the arguments -- the job's id -- are the same). The content types of the two models that moved
 here from selection go too (Django made ``annotation.job`` and ``annotation.workerbeat``)."""

@@ -1,5 +1,5 @@
-"""Prompt templates and instructions saved from a browser before issue 30 carry the textarea's "\r\n": rewritten
-with one line ending (annotation/text.py), as they are now saved."""
+"""Prompt templates and instructions saved from a browser before text got one line ending carry the textarea's
+"\r\n": rewritten with one line ending (annotation/text.py), as they are now saved."""
 
 from django.db import migrations
 

@@ -1,5 +1,6 @@
 """The assignment builder's pure part: which (item, system pair) units exist, which sampled output
-pairs each shows, and in which display order each rater sees them (SPEC §2 and §7).
+pairs each shows, and in which display order each rater sees them (docs/separability.md#the-consistency-protocol and
+docs/comparative-assessment.md#comparison-scheduling).
 
 No ORM here: items, systems and samples are plain indices, randomness comes from a seeded
 ``random.Random`` so every plan is reproducible from the study's seed.

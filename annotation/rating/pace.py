@@ -7,8 +7,8 @@ rater ("implausibly fast", ``studies.monitoring``) and by the time estimate rate
 - A single time under the reading floor -- both outputs skimmed at ``READING_WORDS_PER_SECOND`` (1,200 words a
   minute), at least ``FLOOR_SECONDS`` -- is no one's reading time (a double click, a script) and is left out too.
 - Screened-out raters' times are left out.
-Issue 30: two raters at 0.3 s per pair made the welcome page say "10 pairs, about 1 minute (at this study's median of
-0 s per pair)" for multi-paragraph answers.
+Why: without these rules two raters at 0.3 s per pair made the welcome page say "10 pairs, about 1 minute (at this
+study's median of 0 s per pair)" for multi-paragraph answers.
 """
 
 from __future__ import annotations

@@ -482,8 +482,8 @@ def study_samples(study: Study) -> dict[str, dict[str, int]]:
 
 @transaction.atomic
 def do_import_judgments(study: Study, data: bytes, filename: str | None) -> ImportSummary:
-    """Import judgments (SPEC §8 JSONL or the CSV export layout) into a study. All or nothing;
-    judgments already present (same id, or same content for lines without id) are skipped."""
+    """Import judgments (docs/interfaces.md#judgment-format: JSONL or the CSV export layout) into a study. All or
+    nothing; judgments already present (same id, or same content for lines without id) are skipped."""
     parsed = _parse_judgments(study, data, filename)
     new = _new_judgments(study, parsed)
     Judgment.objects.bulk_create(new, batch_size=IMPORT_INSERT_BATCH)

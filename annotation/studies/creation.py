@@ -1,5 +1,5 @@
-"""A study made from a study file (SPEC §8): checked whole, imported in one transaction or, when large, in
-short steps by a background job, published at the end."""
+"""A study made from a study file (docs/interfaces.md#study-file): checked whole, imported in one transaction or,
+when large, in short steps by a background job, published at the end."""
 
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ def do_create_study(
     description: str = "",
     progress: Callable[[int, int], None] | None = None,
 ) -> Study:
-    """Create a study from a study file (SPEC §8). All or nothing: a bad file raises ``FormatError`` listing
-    every problem and leaves the database untouched. Up to ``IMPORT_CHUNK`` items it is one transaction;
-    a larger file is imported by ``import_staged`` (short transactions, published at the end, removed again
-    if a step fails)."""
+    """Create a study from a study file (docs/interfaces.md#study-file). All or nothing: a bad file raises
+    ``FormatError`` listing every problem and leaves the database untouched. Up to ``IMPORT_CHUNK`` items it is one
+    transaction; a larger file is imported by ``import_staged`` (short transactions, published at the end, removed
+    again if a step fails)."""
     name = check_study_name(owner, name)
     parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
     fewer = None

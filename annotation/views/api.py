@@ -1,5 +1,5 @@
 """The researcher API (token or session auth). Read-only views over the researcher's own studies;
-judgments are also exported in the SPEC §8 formats."""
+judgments are also exported in the formats of docs/interfaces.md#judgment-format."""
 
 from __future__ import annotations
 
@@ -104,12 +104,13 @@ def _judgment_field(field: formats.JudgmentField) -> serializers.Field:
     }[field.kind]()
 
 
-# One judgment in the SPEC §8 judgment format, its fields read off the one schema (formats.JUDGMENT_SCHEMA).
+# One judgment in the judgment format (docs/interfaces.md#judgment-format), its fields read off the one schema
+# (formats.JUDGMENT_SCHEMA).
 JudgmentSerializer = type(
     "JudgmentSerializer",
     (serializers.Serializer,),
     {
-        "__doc__": "One judgment in the SPEC §8 judgment format.",
+        "__doc__": "One judgment in the judgment format (docs/interfaces.md#judgment-format).",
         "__module__": __name__,
         **{f.name: _judgment_field(f) for f in formats.JUDGMENT_SCHEMA},
     },

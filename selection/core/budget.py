@@ -1,4 +1,4 @@
-"""What a margin costs, before paying (issue 28's budget planner): how many items -- and judgments, with several
+"""What a margin costs, before paying (docs/decisions.md#budget-planning): how many items -- and judgments, with several
 raters per item -- a system pair needs before its anytime-valid decision (``selection.core.decisions``) names the
 better system with a given power, when the first system's true win rate is a half plus the margin.
 

@@ -1,5 +1,5 @@
 """Is this system pair decided: an anytime-valid confidence sequence for a pair's win rate over items, and the
-decision read off it (issue 28).
+decision read off it (docs/decisions.md).
 
 An item's score is the mean of its raters' outcomes for the pair's first system (1 a win, 1/2 a tie, 0 a loss),
 bounded in [0, 1]; the pair's win rate is the mean score of the items the study stands for. The confidence sequence

@@ -1,4 +1,5 @@
-"""DiffUse (Ashury-Tahan et al., "Label-Efficient Model Selection for Text Generation"; SPEC §4).
+"""DiffUse (Ashury-Tahan et al., "Label-Efficient Model Selection for Text Generation";
+docs/diffuse.md).
 
 Cluster the difference vectors v_i = e(y_A^i) - e(y_B^i) with Ward's method, and annotate one
 representative per cluster: the member closest in cosine distance to the cluster mean. The linkage
@@ -221,7 +222,8 @@ def two_stage_tree(x: npt.ArrayLike, n_centroids: int = 2000, seed: int = 0) -> 
 
 
 def ward_tree(x: npt.ArrayLike, exact_limit: int = EXACT_WARD_LIMIT, seed: int = 0) -> Dendrogram:
-    """Exact Ward up to ``exact_limit`` items (SPEC §4 measurements), the two-stage approximation above."""
+    """Exact Ward up to ``exact_limit`` items (docs/diffuse.md#large-pools-the-two-stage-tree), the two-stage
+    approximation above."""
     x = np.asarray(x, dtype=np.float64)
     if x.shape[0] <= exact_limit:
         return Dendrogram(x, ward_linkage(x))

@@ -1,5 +1,5 @@
-"""Item selection strategies as pure functions (SPEC §4-5). Every random choice goes through the
-``numpy.random.Generator`` passed in, so a seed reproduces the selection exactly.
+"""Item selection strategies as pure functions (docs/diffuse.md#selection-strategies). Every random choice goes
+through the ``numpy.random.Generator`` passed in, so a seed reproduces the selection exactly.
 
 All functions return indices into the candidate array, in selection order.
 """
@@ -81,7 +81,8 @@ def cluster_stratified_selection(
 def separability_weight(
     delta: npt.ArrayLike, threshold: float = 0.4, alpha: float = 2.0, beta: float = 6.0
 ) -> npt.NDArray[np.float64]:
-    """The sep-ELO logistic alpha / (1 + exp(-beta (delta - T))) used as a sampling weight (SPEC §3, §5)."""
+    """The sep-ELO logistic alpha / (1 + exp(-beta (delta - T))) used as a sampling weight
+    (docs/diffuse.md#separability-aware-strategies)."""
     return alpha / (1.0 + np.exp(-beta * (np.asarray(delta, dtype=np.float64) - threshold)))
 
 

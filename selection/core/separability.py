@@ -1,4 +1,4 @@
-"""Generation separability (SPEC §1; Eq. 1-3 of "Compare without Despair").
+"""Generation separability (docs/separability.md; Eq. 1-3 of "Compare without Despair").
 
 For one item with K_A samples of system A and K_B of system B:
 self-alignment  A_AA = mean of s(y_A^j, y_A^l) over j != l,
@@ -86,7 +86,8 @@ class Separability:
 
 def separability(self_a: npt.ArrayLike, self_b: npt.ArrayLike, cross: npt.ArrayLike) -> Separability:
     """Min-max normalise every alignment value of all items together (self A, self B and cross) and
-    compute delta_i = max(A'_AA, A'_BB) - A'_AB (SPEC §1, Eq. 3 of the separability paper).
+    compute delta_i = max(A'_AA, A'_BB) - A'_AB (docs/separability.md#normalisation-and-delta, Eq. 3 of the separability
+    paper).
 
     Items whose self-alignments are NaN (K = 1) keep NaN delta and do not enter the bounds.
     When all values are equal, every normalised value is 0 and so is delta.

@@ -1,4 +1,5 @@
-"""The hypergeometric stopping rule of DiffUse (Appendix A.2 of the DiffUse paper; SPEC §4). Whether it decides a
+"""The hypergeometric stopping rule of DiffUse (Appendix A.2 of the DiffUse paper;
+docs/diffuse.md#hypergeometric-stopping-rule). Whether it decides a
 pair is read in the one home of "is this pair decided", ``selection.core.decisions.from_hypergeometric``.
 
 Null hypothesis: the two systems are equally good on the pool, i.e. half of the N_pool candidate
@@ -54,7 +55,8 @@ def stopping_status(
     wins_a: int, wins_b: int, ties: int, n_pool: int, threshold: float, ties_count_in_n: bool = True
 ) -> StoppingStatus:
     """Leader, k of n and risk for a vote count. Ties count in n but not in k by default (the
-    conservative choice of SPEC §4); ``ties_count_in_n=False`` leaves them out of n as well."""
+    conservative choice of docs/diffuse.md#hypergeometric-stopping-rule); ``ties_count_in_n=False`` leaves them out of
+    n as well."""
     k = max(wins_a, wins_b)
     n = wins_a + wins_b + (ties if ties_count_in_n else 0)
     leader = None if wins_a == wins_b else ("a" if wins_a > wins_b else "b")

@@ -2,7 +2,7 @@
 (selection/live.py) and the study report's stopping table, win rates and leaderboards.
 
 Ratings are in model coordinates: -1 (A preferred), 0 (no preference), +1 (B preferred). A rating set
-is one rater's ratings of the N sampled pairs of one item (SPEC §2).
+is one rater's ratings of the N sampled pairs of one item (docs/separability.md#who-won-an-item).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Job and WorkerBeat moved to annotation's ground floor (issue 27): the tables stay (``selection_job``,
-``selection_workerbeat``); only Django's record of which app owns them changes."""
+"""Job and WorkerBeat moved to annotation's ground floor (the one home of every background job): the tables stay
+(``selection_job``, ``selection_workerbeat``); only Django's record of which app owns them changes."""
 
 from django.db import migrations
 

@@ -1,4 +1,4 @@
-"""The budget planner on the settings page and the API (issue 28): a plan is queued, the worker computes it, and
+"""The budget planner on the settings page and the API: a plan is queued, the worker computes it, and
 the page and the API show judgments, assignments and money at the study's pay per assignment -- the numbers the
 planner's formula gives."""
 
@@ -96,7 +96,7 @@ def test_the_api_queues_a_plan_and_serves_the_latest(researcher, other_researche
 
 
 def test_the_api_refuses_what_is_not_a_plan_and_queues_nothing(researcher, pilot):
-    """Review of issue 28: a JSON list, an unknown field or a negative seed were queued (the last crashed the job);
+    """A JSON list, an unknown field or a negative seed were once queued (the last crashed the job);
     the GET's lists did not go back in."""
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")

@@ -258,7 +258,7 @@ def test_the_pooled_report_refuses_unknown_studies_and_metrics(study):
 
 
 def test_bradley_terry_s_intervals_are_closed_form_by_default_and_bootstrap_on_request():
-    """Issue 29: ``leaderboard --method bt`` gives arena-rank's sandwich intervals (the formula's ends, the same rows
+    """``leaderboard --method bt`` gives arena-rank's sandwich intervals (the formula's ends, the same rows
     the report shows); ``--intervals bootstrap`` the percentile ones; ELO has no closed form."""
     needs(BATTLES)
     from analytics.battles import read_battles
@@ -294,7 +294,7 @@ def test_bradley_terry_s_intervals_are_closed_form_by_default_and_bootstrap_on_r
 
 
 def test_style_control_reads_arena_s_style_columns_and_names_bad_ones(tmp_path):
-    """Issue 29: ``leaderboard --method bt --style-control`` fits arena-rank's ContextualBradleyTerry on the file's
+    """``leaderboard --method bt --style-control`` fits arena-rank's ContextualBradleyTerry on the file's
     style columns; the rows and coefficients are the core fit's; a missing column or a bad count is named."""
     import numpy as np
 

@@ -1,7 +1,8 @@
-"""Issue 31, done when: a study goes from a file of inputs and two local endpoints to generated outputs (K samples
-each), human judgments, a report with rater reliability, and a DPO-ready Parquet export that `datasets` loads -- end
-to end, through the commands a researcher types and the rating path raters take, against two local OpenAI-compatible
-servers (tests/judge_server.py's ``gen-`` models, every request validated with the openai client's own types)."""
+"""From inputs to training data, end to end: a study goes from a file of inputs and two local endpoints to generated
+outputs (K samples each), human judgments, a report with rater reliability, and a DPO-ready Parquet export that
+`datasets` loads -- end to end, through the commands a researcher types and the rating path raters take, against two
+local OpenAI-compatible servers (tests/judge_server.py's ``gen-`` models, every request validated with the openai
+client's own types)."""
 
 from __future__ import annotations
 

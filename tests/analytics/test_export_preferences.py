@@ -1,4 +1,4 @@
-"""Preferences handed on (issue 31): prompt / chosen / rejected records as JSONL, Parquet and a Hugging Face
+"""Preferences handed on: prompt / chosen / rejected records as JSONL, Parquet and a Hugging Face
 `datasets` folder (read back exactly), and Arena battles with the style columns (read back by the battles reader)."""
 
 from __future__ import annotations

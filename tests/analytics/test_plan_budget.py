@@ -1,4 +1,4 @@
-"""``plan_budget`` (issue 28): before paying, per system pair and margin, the items and judgments its decision needs
+"""``plan_budget``: before paying, per system pair and margin, the items and judgments its decision needs
 at the stated power, from the pair's own pilot (humans, else its judges as a prior, else the widest variance)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The PRD judges in the product: `load_prd` builds the study from the real files and the report checks every
-judge against the humans with the figures the data's README and the issue state."""
+judge against the humans with the figures the data's README states and a count from the files gives."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_the_report_checks_each_prd_judge_against_the_humans(prd_study):
     judges = services.study_report(prd_study)["indeterminacy"]["judges"]
     # agreement of each of a judge's 1,600 verdicts with the human majority of its pair under the three rules for a
     # 1-1-1 split of the human votes (shared/data/README.md): counted as a tie / broken by the first vote in file
-    # order / left out; the issue's 0.66, 0.64, 0.61 for gpt4, gpt35, claude are the second
+    # order / left out; the figures quoted for PRD, 0.66, 0.64, 0.61 for gpt4, gpt35, claude, are the second
     expected = {
         "gpt4": (0.643, 0.658, 0.676),
         "gpt35": (0.627, 0.635, 0.649),
@@ -44,10 +44,10 @@ def test_the_report_checks_each_prd_judge_against_the_humans(prd_study):
         assert judges[name]["agreement_split_first"] == pytest.approx(first_vote, abs=5e-4 + 1e-9)
         assert judges[name]["agreement_split_left_out"] == pytest.approx(left_out, abs=5e-4)
     assert [round(judges[j]["agreement_split_first"], 2) for j in ("gpt4", "gpt35", "claude")] == [0.66, 0.64, 0.61]
-    # the issue: gpt4 picks the answer shown first 53 % of the time, claude 33 %
+    # counted from the files: gpt4 picks the answer shown first 53 % of the time, claude 33 %
     assert judges["gpt4"]["first_share"] == pytest.approx(0.53, abs=0.005)
     assert judges["claude"]["first_share"] == pytest.approx(0.33, abs=0.005)
-    # Cohen's kappa both ways, named (issue 25): per verdict as agreement counts, per item where a judge that flips
+    # Cohen's kappa both ways, named: per verdict as agreement counts, per item where a judge that flips
     # with the order is a tie (tests/analytics/core/test_judges_on_prd.py derives both from the files)
     assert judges["gpt4"]["kappa_per_verdict"] == pytest.approx(0.413, abs=5e-4)
     assert judges["gpt4"]["kappa_per_item"] == pytest.approx(0.380, abs=5e-4) == judges["gpt4"]["kappa"]
@@ -57,7 +57,7 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
     researcher_client.get(reverse("report", args=[prd_study.pk]))
     refresh_reports()
     page = researcher_client.get(reverse("report", args=[prd_study.pk])).content.decode()
-    # issue 30: the headers in words (the CSV keeps the machine names, tests/analytics/test_report_readability.py)
+    # the headers in words (the CSV keeps the machine names, tests/analytics/test_report_readability.py)
     judges = page.split('data-testid="section-judge-metrics"')[1].split("</thead>")[0]
     for header in (
         "Agreement",
@@ -70,14 +70,14 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
         assert f'<th scope="col" class="num">{header}</th>' in judges, header
     assert "Judges against humans" in page
     assert "Shared pairs: <strong>bard</strong> 800" in page
-    # issue 29: the style-controlled board and every population's length-controlled win rates, all 60 rows
+    # the style-controlled board and every population's length-controlled win rates, all 60 rows
     assert "Bradley-Terry controlling for answer style" in page and "No system changes place" in page
     assert "Length-controlled win rates" in page and page.count("<td>Judge vicuna-13b</td>") == 10
 
 
 def test_the_report_controls_prd_for_style_and_length(prd_study):
-    """Issue 29 on the real answers: the style-controlled board beside the plain one, with arena-rank's default
-    penalty and without, and the length-controlled win rates of people and of each judge, the people's equal to
+    """Style and length control on the real answers: the style-controlled board beside the plain one, with arena-rank's
+    default penalty and without, and the length-controlled win rates of people and of each judge, the people's equal to
     the same GLM fitted on the votes and answer lengths read straight from the files."""
     import numpy as np
 
@@ -88,7 +88,7 @@ def test_the_report_controls_prd_for_style_and_length(prd_study):
     styled = report["style_control"]
     assert styled["available"] and styled["battles"] == report["bradley_terry"]["battles"] == 1760
     assert set(styled["coefficients"]) == {"sum_assistant_tokens", "header_count", "list_count", "bold_count"}
-    # the issue: on PRD the length coefficient is 0.076 under arena-rank's default penalty
+    # on PRD the length coefficient is 0.076 under arena-rank's default penalty
     assert styled["coefficients"]["sum_assistant_tokens"] == pytest.approx(0.076, abs=0.01)
     assert 0 < styled["shrinkage"] < 1  # the penalty shrinks the coefficients, and the page says by how much
     assert sorted(m["system"] for m in styled["moved"]) == sorted(report["systems"])
@@ -117,7 +117,7 @@ def test_the_report_controls_prd_for_style_and_length(prd_study):
 
 
 def test_the_report_answers_who_wins_how_sure_and_what_next_first(researcher_client, prd_study):
-    """Issue 30: the report's first screen answers the researcher's questions in words, from the numbers below."""
+    """The report's first screen answers the researcher's questions in words, from the numbers below."""
     from analytics import presentation
 
     data = services.study_report(prd_study)

@@ -1,4 +1,4 @@
-"""Rater reliability in the report (issue 31): Dawid-Skene over the population's judgments, each rater's
+"""Rater reliability in the report: Dawid-Skene over the population's judgments, each rater's
 reliability on a table, and the board from the inferred labels beside the plain one, never instead of it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``simulate --replay`` (issue 28): the study's own human judgments replayed item by item through each system pair's
+"""``simulate --replay``: the study's own human judgments replayed item by item through each system pair's
 anytime-valid decision, stopped at the first one, against the fixed design -- the JSON records independent checks
 read (pair, seed, decision, judgments_used, judgments_fixed)."""
 

@@ -20,7 +20,7 @@ from annotation.rating import allocation, recording
 from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import refresh_reports, study_jsonl
 
-SPEC_KEYS = {
+CONTRACT_KEYS = {  # the keys other tools rely on: docs/interfaces.md#report-json
     "systems",
     "judgments",
     "consistency",
@@ -37,7 +37,7 @@ SPEC_KEYS = {
 
 def test_an_empty_study_reports_what_is_missing(study):
     report = services.study_report(study)
-    assert SPEC_KEYS <= set(report)
+    assert CONTRACT_KEYS <= set(report)
     assert report["elo"] == {
         "available": False,
         "reason": "no judgments with a choice yet",
@@ -135,7 +135,7 @@ def test_the_report_api(judged_study, researcher, other_researcher):
     refresh_reports()
     data = api.get(f"/api/studies/{judged_study.pk}/report/").json()
     assert data["report_state"]["state"] == "fresh" and data["population"]["key"] == "humans"
-    assert SPEC_KEYS <= set(data)
+    assert CONTRACT_KEYS <= set(data)
     outsider = APIClient()
     outsider.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=other_researcher).key}")
     assert outsider.get(f"/api/studies/{judged_study.pk}/report/").status_code == 404
@@ -279,7 +279,7 @@ def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
 
 
 def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
-    """Issue 28: an item's score is the mean of its raters' outcomes for the pair's first system (ties as halves);
+    """An item's score is the mean of its raters' outcomes for the pair's first system (ties as halves);
     the report's decision and interval are the confidence sequence's over those scores, read after the last."""
     from selection.core import decisions
 
@@ -459,7 +459,7 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
 
 
 def test_judges_with_the_same_values_share_a_place_in_the_ranking(judged_study):
-    """Issue 30: "longer-wins › longer-wins-shown" on every metric with identical values; ties are ties."""
+    """The ranking once read "longer-wins › longer-wins-shown" on every metric with identical values; ties are ties."""
     from annotation.rating import recording
     from tests.analytics.conftest import judge_lines
 

@@ -1,6 +1,6 @@
-"""Issue 30, "The report is hard to read": the page a researcher reads top-down -- answers, contents, then sections
-that open on demand, tables with headers in words and numbers at the precision their kind deserves -- while the CSV
-downloads and the JSON API keep their machine names and full precision."""
+"""The complaint "the report is hard to read", answered: the page a researcher reads top-down -- answers, contents, then
+sections that open on demand, tables with headers in words and numbers at the precision their kind deserves -- while the
+CSV downloads and the JSON API keep their machine names and full precision."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every verdict on an item's page, the review queue of disagreements, rulings kept apart from the judgments, and
-every judge reply readable (issue 30: Label Studio's data manager, judge transparency)."""
+every judge reply readable (as Label Studio's data manager does; judge transparency)."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def test_the_review_pages_run_a_fixed_number_of_queries(researcher_client, judge
 def test_only_the_judge_verdict_that_goes_against_the_people_is_marked(researcher_client, judged):
     """On item 1 the outputs are as long, so the local judge picks whichever is shown first: one verdict for each
     system. The people prefer sys-a: the pair is flagged (the judge's two orders cancel out to no preference) and only
-    its sys-b verdict is marked (issue 30 newcomer walk: both were)."""
+    its sys-b verdict is marked (both once were)."""
     study, _ = judged
     lines = [human("item-1", "h1", "sys-a"), human("item-1", "h2", "sys-a")]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")

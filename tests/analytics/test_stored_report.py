@@ -119,7 +119,7 @@ def test_finished_refreshes_do_not_pile_up(study, rater):
 
 
 def test_filtered_views_queue_at_most_three_refreshes_per_study(researcher_client, judged_study):
-    """Issue 26: every filter variant queued a full refresh on the single worker (40 GETs delayed another
+    """Every filter variant once queued a full refresh on the single worker (40 GETs delayed another
     researcher's judge by 65 s). At most three refreshes of one study are queued at once; a fourth view says it
     waits, and is queued when one is done."""
     from django.urls import reverse

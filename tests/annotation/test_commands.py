@@ -154,7 +154,7 @@ def test_load_demo_sets_up_a_working_demo_and_can_run_again(db):
 
 
 def test_a_researcher_is_an_ordinary_account_that_can_log_in_but_not_administer(client, db, monkeypatch):
-    """Issue 26: the README made every researcher a superuser, and a superuser reads every API token in /admin/."""
+    """The README once made every researcher a superuser, and a superuser reads every API token in /admin/."""
     import io
 
     out = StringIO()

@@ -1,4 +1,4 @@
-"""The consent step (issue 30): with a consent text set, every human rater -- own link, open link, crowd link --
+"""The consent step: with a consent text set, every human rater -- own link, open link, crowd link --
 agrees before their first pair; agreeing is recorded once with its time, declining stores nothing."""
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_the_consent_text_is_a_setting_on_the_settings_page_and_is_copied_by_dup
 
 def test_the_consent_page_shows_the_instructions_and_starts_focus_on_the_text(client, study):
     """The open link's consent page is also its welcome page (agreeing joins and starts): it shows what raters will
-    do; focus starts on the text, so one Enter does not agree to what was not read (issue 30 review)."""
+    do; focus starts on the text, so one Enter does not agree to what was not read."""
     study.open_link_enabled = True
     study.save()
     ask_consent(study)

@@ -73,7 +73,7 @@ def test_a_preview_shows_instructions_and_a_sample_and_stores_nothing(client, mt
 
 
 def test_when_every_place_is_taken_the_preview_says_so_and_the_crowd_page_too(client, researcher_client, mturk):
-    """Issue 30: with every place taken the preview still offered "10 pairs"; accepting gave "Nothing left to
+    """With every place taken the preview once still offered "10 pairs"; accepting gave "Nothing left to
     rate... Please return the task". The preview now says there is no work, and the crowd page that the links ran
     out."""
     from django.db.models import F
@@ -93,8 +93,8 @@ def test_when_every_place_is_taken_the_preview_says_so_and_the_crowd_page_too(cl
 
 
 def test_the_preview_shows_the_first_pair_in_the_orders_workers_will_see_it(client, mturk):
-    """Issue 27: the preview re-implemented the first pair and always showed output A first, whatever the plan's
-    display order; issue 30: it then always showed the plan's base order. It now shows the sides of a random
+    """The preview once re-implemented the first pair and always showed output A first, whatever the plan's
+    display order, and then always showed the plan's base order. It now shows the sides of a random
     worker's place, drawn as the rating page's are: both orders across previews."""
     from html import escape
 
@@ -168,7 +168,7 @@ def test_missing_parameters_are_explained(client, study):
 
 
 def test_a_link_opened_as_pasted_is_refused_not_shared(client, study):
-    """Issue 30: the generic link's own placeholder was accepted, so two people landed in one assignment as the
+    """The generic link's own placeholder was once accepted, so two people landed in one assignment as the
     rater generic:WORKER_ID. Every site's placeholders (and template brackets) are refused with what went wrong,
     and nothing is created."""
     generic = ExternalLink.objects.create(study=study, platform="generic")
@@ -246,7 +246,7 @@ def test_the_per_rater_limit(client, mturk, study):
     study.crowd_settings.save()
     answer_everything(client, accept(client, mturk, assignment="A1"))
     page = accept(client, mturk, assignment="A2")
-    assert b"maximum of 1 assignment for this study" in page.content  # one assignment: singular since issue 31
+    assert b"maximum of 1 assignment for this study" in page.content  # one assignment: singular, not "1 assignments"
 
 
 def test_abandoned_assignments_expire_and_their_place_returns(client, study):

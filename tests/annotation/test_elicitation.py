@@ -182,7 +182,7 @@ def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(
         )
     )
     assert [row["strength"] for row in table] == ["2", "1", ""]
-    assert list(table[0])[-5:] == ["strength", "comment", "revised", "answers", "extra"]  # extensions after SPEC §8's
+    assert list(table[0])[-5:] == ["strength", "comment", "revised", "answers", "extra"]  # the format's extensions
 
     copy = creation.do_create_study(researcher, "copy", services_study_file(scale_study), "c.jsonl")
     recording.do_import_judgments(copy, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")

@@ -1,6 +1,6 @@
 """Judgments out (annotation/exchange/exports.py): every exported line is read field by field off the judgment
-format's one table, so a field added to the table is exported or refused loudly -- issue 27 found the export listing
-the fields by hand beside a comment saying it read them off the table."""
+format's one table, so a field added to the table is exported or refused loudly (the export once listed the fields
+by hand beside a comment saying it read them off the table)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The SPEC §8 parsers: every error kind is reported with its line and field, and valid files parse."""
+"""The parsers of docs/interfaces.md: every error kind is reported with its line and field, and valid files parse."""
 
 from __future__ import annotations
 

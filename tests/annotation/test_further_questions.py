@@ -1,4 +1,4 @@
-"""Several questions per pair (issue 30, Potato's task design): each further question with its own elicitation
+"""Several questions per pair (Potato's task design): each further question with its own elicitation
 mode or a rationale, answered with the pair in one judgment, exported and imported, and analysed per question."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Systems from endpoints (issue 31): a study created from a file of inputs alone, two systems generated from the
+"""Systems from endpoints: a study created from a file of inputs alone, two systems generated from the
 local OpenAI-compatible server (tests/judge_server.py, ``gen-`` models: every request validated against the openai
 client's own request types), stored with their provenance, resumable, within a budget; the systems join the plan once
 every output is in."""

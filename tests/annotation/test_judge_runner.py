@@ -229,7 +229,7 @@ def test_missing_environment_key_is_said_before_the_job(researcher, server, monk
 
 
 def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, server, monkeypatch, settings):
-    """Issue 26, H1: a judge whose key variable is SECRET_KEY (or DATABASE_URL, cloud credentials...) and whose base
+    """A judge whose key variable is SECRET_KEY (or DATABASE_URL, cloud credentials...) and whose base
     URL is the researcher's own server would receive it as its bearer token. Only the operator's list may be read,
     and the refusal never says whether a variable exists."""
     settings.SEPLAB_JUDGE_KEY_VARIABLES = ["OPENAI_API_KEY"]
@@ -269,8 +269,8 @@ def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, s
 
 
 def test_a_run_judge_is_in_the_report_with_its_debiasing_threshold(researcher, server):
-    """Both orders and P(A): the report's positional bias and debiasing (SPEC §7) read the run judge like an
-    imported one; the threshold is the median P(first) over the symmetric set."""
+    """Both orders and P(A): the report's positional bias and debiasing (docs/comparative-assessment.md#debiasing)
+    read the run judge like an imported one; the threshold is the median P(first) over the symmetric set."""
     import numpy as np
 
     from analytics import services as analytics
@@ -351,8 +351,9 @@ def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(rese
     ],
 )
 def test_a_judge_may_not_call_a_private_address_unless_the_operator_allows_it(researcher, server, settings, url):
-    """Issue 26, SSRF: base URLs on loopback, private or link-local addresses, in any spelling, are refused when saved
-    and before a run, with the same words for every one of them, unless the operator names the host."""
+    """No server-side request forgery: base URLs on loopback, private or link-local addresses, in any spelling, are
+    refused when saved and before a run, with the same words for every one of them, unless the operator names the
+    host."""
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
     study = study_with(researcher, ["Q0?"])
     with pytest.raises(runner.JudgeError) as refused:
@@ -419,7 +420,7 @@ def test_redirects_are_not_followed(researcher, server):
 
 
 def test_replies_the_judge_did_not_finish_or_that_say_two_things_are_unparseable(researcher, server):
-    """Issue 26: a reply cut off at the token limit whose last line happens to be a quoted verdict, two verdict
+    """A reply cut off at the token limit whose last line happens to be a quoted verdict, two verdict
     lines, a verdict after a U+2028 (not a new line), and a 2 MB reply are unparseable, counted and shown, never a
     verdict; a 2 MB reply is kept once, cut to 100,000 characters."""
     inputs = ["[[cut]] Q0?", "[[two-verdicts]] Q1?", "[[line-separator]] Q2?", "[[huge]] Q3?", "Q4?"]
@@ -471,7 +472,7 @@ def test_token_counts_an_endpoint_gets_wrong_do_not_drop_a_paid_reply(researcher
 
 
 def test_a_request_that_never_ends_is_cut_off_at_its_total_time_limit(researcher, server):
-    """Issue 26, H2: an endpoint answering 200 and then one byte every 0.3 s held the only worker for ever (the
+    """An endpoint answering 200 and then one byte every 0.3 s once held the only worker for ever (the
     timeout is per read). Each request now has a total limit (timeout x attempts): it is cut off, recorded as failed
     (asked again on resume), and the run goes on with the other pairs."""
     import time
@@ -528,7 +529,7 @@ def test_a_long_run_gives_the_worker_back_and_goes_on_in_a_job_queued_behind_the
 
 
 def test_a_stored_key_is_encrypted_at_rest_and_a_changed_encryption_key_asks_for_it_again(researcher, settings):
-    """Issue 26: stored judge keys were plain text in the database (and so in every dump and backup)."""
+    """Stored judge keys were once plain text in the database (and so in every dump and backup)."""
     from django.db import connection
 
     server = JudgeServer(api_key=KEY).start()

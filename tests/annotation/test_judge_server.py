@@ -1,4 +1,4 @@
-"""The README's local judge server reads both outputs whole (issue 30 newcomer walk: it cut output B at its first
+"""The README's local judge server reads both outputs whole (it once cut output B at its first
 blank line, so on real answers it "preferred" the output shown first almost every time)."""
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def test_add_judge_validates_and_never_shows_the_key(researcher_client, research
     assert "Enter a valid URL" in text and KEY not in text  # the typed key is not sent back either
     # only the variables the operator allows are offered, and any other is refused without saying if it exists
     assert 'value="OPENAI_API_KEY"' in text and "SECRET_KEY" not in text
-    # a new judge reads no key by default, as the README's local server needs none (issue 30)
+    # a new judge reads no key by default, as the README's local server needs none
     assert '<option value="" selected>' in page.content.decode()
     refused = researcher_client.post(url, form_data(server, api_key_env="SECRET_KEY"))
     assert refused.status_code == 200 and not Judge.objects.exists()
@@ -149,7 +149,7 @@ def test_a_used_up_budget_says_so_instead_of_offering_resume(researcher_client, 
 
 
 def test_the_judges_page_names_imported_judges(researcher_client, judged_study_with_imports):
-    """Issue 30: the demo's judges page said "No judges yet" beside a judge with 120 verdicts (imported)."""
+    """The demo's judges page once said "No judges yet" beside a judge with 120 verdicts (imported)."""
     page = researcher_client.get(reverse("judges", args=[judged_study_with_imports.pk])).content.decode()
     assert "No judge runs here yet" in page and "No judges yet" not in page
     assert 'data-testid="imported-judges"' in page and "<strong>judge-a</strong> (40 verdicts)" in page

@@ -1,4 +1,4 @@
-"""Issue 26: a 70,000-line judgments file was imported inside the request, holding the database's write lock for
+"""A 70,000-line judgments file was once imported inside the request, holding the database's write lock for
 14-16 s (submits on other studies stalled up to 12.9 s on SQLite). A large file is now checked in the request
 (every problem listed, nothing saved) and imported by the worker in short steps, all or nothing."""
 

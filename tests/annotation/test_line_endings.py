@@ -1,4 +1,4 @@
-"""One line ending for text that comes in (issue 30: a prompt template saved from the browser's textarea carried
+"""One line ending for text that comes in (a prompt template saved from the browser's textarea carried
 "\r\n", the local judge server found no outputs in it and answered "A" every time)."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_instructions_and_an_imported_study_keep_one_line_ending(researcher_clie
 
 
 def test_a_rejected_file_lists_its_warnings_with_its_problems():
-    """Issue 30: a bad upload listed lines 2 and 4 but not the empty output on line 3, which would import with a
+    """A bad upload once listed lines 2 and 4 but not the empty output on line 3, which would import with a
     warning; a rejected file now lists everything a newcomer must look at, in line order."""
     import pytest
 

@@ -1,4 +1,4 @@
-"""Issue 26, the newcomer's blocker: saving DiffUse with a budget embedded every output inside the request while it
+"""A newcomer's blocker: saving DiffUse with a budget once embedded every output inside the request while it
 held SQLite's write lock (27 s), and a file with 400 systems built 79,800 system pairs in the upload request. Now
 the embedding runs in the worker, outside any transaction, before the plan is rebuilt in one short transaction; and
 a study compares at most 5,000 system pairs (an import with more compares each system with the first, and says so)."""

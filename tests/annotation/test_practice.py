@@ -1,4 +1,4 @@
-"""The practice round (issue 30): a new rater answers a few attention checks with feedback before their first real
+"""The practice round: a new rater answers a few attention checks with feedback before their first real
 pair; practice answers are PracticeAnswer rows, never judgments or attention-check results, and nobody practises
 twice."""
 

@@ -1,4 +1,4 @@
-"""The study page counts a rater's answers as the report does (issue 30 newcomer walk: a changed answer was
+"""The study page counts a rater's answers as the report does (a newcomer found a changed answer
 counted twice in the raters table, 10 where the report said 9)."""
 
 from __future__ import annotations

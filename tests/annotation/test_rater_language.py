@@ -1,4 +1,4 @@
-"""Raters in their own language (issue 31): every page a rater sees speaks the study's language (or their browser's),
+"""Raters in their own language: every page a rater sees speaks the study's language (or their browser's),
 SepLab's own words only -- the researcher's texts are shown as written -- and no English UI string escapes the German
 catalogue, which is complete and compiled (locale/de/LC_MESSAGES)."""
 

@@ -1,4 +1,4 @@
-"""The previews (issue 30): the researcher's "Preview as a rater" and a crowd site's preview show a whole
+"""The previews: the researcher's "Preview as a rater" and a crowd site's preview show a whole
 assignment's count ("Pair 1 of N" with the N raters get), random sides as different raters see them, and the
 comment box and Skip, inactive."""
 

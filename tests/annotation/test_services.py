@@ -537,7 +537,7 @@ def test_the_assignment_size_and_time_come_from_the_plan_and_this_studys_median_
 
 
 def test_the_time_estimate_leaves_out_implausibly_fast_raters_and_times(study):
-    """Issue 30: two raters at 0.3 s per pair made the welcome page promise "about 1 minute" for long answers. The
+    """Two raters at 0.3 s per pair once made the welcome page promise "about 1 minute" for long answers. The
     estimate leaves out raters the study page flags (annotation/rating/pace.py), times under the reading floor and
     screened-out raters, and keeps the default until ten plausible times remain."""
     from annotation.models import Generation

@@ -183,7 +183,7 @@ def test_the_public_base_url_builds_every_link(researcher_client, study, rater):
 def test_an_http_address_tells_the_web_user_where_to_set_https(researcher_client, study):
     sites.do_create_external_link(study, ExternalLink.Platform.MTURK)
     page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
-    # issue 30: once, in the web's words (the command-line flag is the command's own hint)
+    # said once, in the web's words (the command-line flag is the command's own hint)
     assert page.count("needs an https address") == 1 and "public base URL" in page and "--base-url" not in page
 
 
@@ -205,7 +205,7 @@ def test_management_is_private(client, study, other_researcher, name, args, data
 
 
 def test_a_duplicate_and_an_import_check_the_study_name_the_same_way(researcher, researcher_client, study):
-    """Issue 27: the duplicate repeated the import's name check with another exception, and its view stripped a
+    """The duplicate once repeated the import's name check with another exception, and its view stripped a
     "name: " prefix off the message; now both call creation.check_study_name."""
     from annotation.exchange.formats import FormatError
     from annotation.studies import creation

@@ -1,4 +1,4 @@
-"""The study's Systems page over HTTP (issue 31): every system and where its outputs come from, adding a system by
+"""The study's Systems page over HTTP: every system and where its outputs come from, adding a system by
 its OpenAI-compatible endpoint (validated, the key write-only), start / progress / stop / resume of its generation
 against the local server's ``gen-`` models, its outputs and the replies it could not use, and the owner's pages
 only."""

@@ -399,7 +399,7 @@ def test_item_metadata_reads_as_json_not_python(researcher_client, researcher):
 
 
 def test_a_new_strategy_reaches_the_settings_page_without_editing_annotation(study, monkeypatch):
-    """Issue 27: annotation's form hard-coded selection's strategy names (THRESHOLD_METHODS, LIVE_METHOD); the
+    """Annotation's form once hard-coded selection's strategy names (THRESHOLD_METHODS, LIVE_METHOD); the
     choices and the "applies when" rules now come from selection's registry through the settings' declarations."""
     import dataclasses
 
@@ -423,7 +423,7 @@ def test_a_new_strategy_reaches_the_settings_page_without_editing_annotation(stu
 
 
 def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(study):
-    """Issue 27: the sections are read off each app's declarations; the page keeps the order people know."""
+    """The sections are read off each app's declarations; the page keeps the order people know."""
     from annotation import study_settings
 
     assert [names for *_, names in study_settings.sections()] == [
@@ -494,7 +494,7 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
 
 
 def test_the_site_has_an_icon_and_a_rater_can_continue_with_enter(client, study):
-    """Issue 30 (minor): favicon.ico was 404 on every page; "Continue where you left off" was not focused."""
+    """favicon.ico was once 404 on every page, and "Continue where you left off" was not focused."""
     icon = client.get("/favicon.ico")
     assert icon.status_code == 301 and icon["Location"].endswith("favicon.svg")
     rater = enrolment.do_create_rater_link(study, "r-continue")

@@ -1,5 +1,5 @@
 """Numbers typed into URLs and forms are ASCII digits or refused: "²" and "٣" pass str.isdigit but not int(), and
-were a 500 on the crowd preview anyone can open (issue 30 review)."""
+were a 500 on the crowd preview anyone can open."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The background worker that does not die (issue 26): a held SQLite write lock and a dropped PostgreSQL connection
+"""The background worker that does not die: a held SQLite write lock and a dropped PostgreSQL connection
 are waited out (django-tasks' own worker exits on the first), a worker killed mid-job leaves a job that is failed
 visibly instead of running forever, and pages and /healthz say when no worker has been seen."""
 

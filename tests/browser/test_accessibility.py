@@ -44,7 +44,7 @@ def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(
     study = creation.do_create_study(
         researcher, f"axe-{mode}", "".join(json.dumps(x) + "\n" for x in lines).encode(), "a.jsonl"
     )
-    # three raters per item: after the two below a place is left, so the preview offers work (issue 30: a preview
+    # three raters per item: after the two below a place is left, so the preview offers work (a preview
     # with every place taken says there is none)
     lifecycle.do_update_settings(study, {"elicitation": mode, "neither_option": True, "raters_per_item": 3}, None)
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
@@ -147,7 +147,7 @@ RESEARCHER_PAGES = (
 
 @pytest.mark.parametrize("size", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
 def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_server, researcher, size):
-    """Issue 30: every page a researcher reaches, with real data on it -- the demo study (20 items, five simulated
+    """Every page a researcher reaches, with real data on it -- the demo study (20 items, five simulated
     people and a judge) and, when ../shared/data is here, PRD's Vicuna-80 study with its five judges -- at desktop
     and phone sizes: no critical and no serious violation, and no page wider than the screen."""
     from io import StringIO
@@ -165,7 +165,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     studies = list(Study.objects.filter(owner=researcher))
     for study in studies:
         stored.refresh(study, Population())
-    generated = generated_study(researcher)  # issue 31: systems generated from endpoints, with their faults
+    generated = generated_study(researcher)  # systems generated from endpoints, with their faults
     researcher.refresh_from_db()  # load_demo gave the account a new password: a session needs the current one
     client = Client()
     client.force_login(researcher)
@@ -187,7 +187,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
             assert "/accounts/login/" not in page.url, url  # the page itself, not the login form
             found[f"{url} ({study.name})"] = serious(page)
             width = page.evaluate("document.scrollingElement.scrollWidth")
-            if width > size[0]:  # issue 30: the study page was 862 px wide on a 390 px phone
+            if width > size[0]:  # the study page was once 862 px wide on a 390 px phone
                 wider[f"{url} ({study.name})"] = width
     system_pages = [reverse("systems", args=[generated.pk])] + [
         reverse("system_detail", args=[generated.pk, e.pk])

@@ -1,6 +1,6 @@
-"""Issue 30 in the browser, at desktop and phone size: a rater agrees to the consent text, does the practice round
-with feedback, and reaches the real pairs with the keyboard alone; every page axe-clean; on a phone the comment box
-is folded behind "Add a comment" and still submits. The crowd page asks the Prolific study id only for Prolific."""
+"""Consent and practice in the browser, at desktop and phone size: a rater agrees to the consent text, does the practice
+round with feedback, and reaches the real pairs with the keyboard alone; every page axe-clean; on a phone the comment
+box is folded behind "Add a comment" and still submits. The crowd page asks the Prolific study id only for Prolific."""
 
 from __future__ import annotations
 

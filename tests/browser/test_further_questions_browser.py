@@ -1,4 +1,4 @@
-"""Several questions per pair in the browser (issue 30), at desktop and phone size: a rater answers the main
+"""Several questions per pair in the browser, at desktop and phone size: a rater answers the main
 question with the keyboard, a further preference question and a rationale with the mouse and typing, and the
 judgment holds every answer; the page is axe-clean and no wider than the screen; the report offers each preference
 question and analyses the one chosen; the item page lists the further answers."""

@@ -149,7 +149,7 @@ def test_ten_judgments_on_a_k1_study_are_one_assignment_with_one_completion_code
     expect(page.get_by_role("heading", name="Assignment complete")).to_be_visible()
     [assignment] = Assignment.objects.filter(rater=rater)
     expect(page.get_by_test_id("completion-code")).to_have_text(assignment.completion_code)
-    page.get_by_test_id("copy-code").click()  # issue 30: the code is copied with one click
+    page.get_by_test_id("copy-code").click()  # the code is copied with one click
     expect(page.get_by_test_id("copy-code")).to_have_text("Copied")
     expect(page.get_by_test_id("rate-more")).to_contain_text("Rate 10 more pairs")  # what it starts, in its words
     assert assignment.places.count() == 10 and Judgment.objects.filter(rater=rater).count() == 10

@@ -1,4 +1,4 @@
-"""Issue 15, M5: only the pair on the rater's screen can be answered, so the minimum time per pair cannot be
+"""Security pass, M5: only the pair on the rater's screen can be answered, so the minimum time per pair cannot be
 skipped by answering pairs further on before they are shown."""
 
 from __future__ import annotations

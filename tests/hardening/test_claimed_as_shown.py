@@ -1,4 +1,4 @@
-"""Issue 26, H3: crowd places are claimed as work is shown. A crowd worker or open-link visitor who has answered
+"""Crowd places are claimed as work is shown. A crowd worker or open-link visitor who has answered
 nothing holds the task on their screen (one item's pairs) and no more; the rest of their assignment is claimed a
 task at a time as they reach it; one network holds at most ``UNANSWERED_PER_CLIENT`` unanswered places; and one
 client never fills a link's launch cap. A place is a task's rater slot (an item with its sampled pairs), the
@@ -70,7 +70,7 @@ def test_a_worker_who_has_answered_nothing_holds_only_the_item_on_their_screen(r
 
 
 def test_a_drain_from_one_client_leaves_work_for_a_real_worker_elsewhere(researcher):
-    """The issue's attack: invented worker ids from one client took every place of a 10-item study (3 sessions of
+    """The attack: invented worker ids from one client once took every place of a 10-item study (3 sessions of
     10 held for the first-answer window). Now a session holds one item until it answers, and one network holds at
     most UNANSWERED_PER_CLIENT unanswered sessions."""
     study = _study(researcher, items=10, per_assignment=10 * PAIRS_PER_ITEM)

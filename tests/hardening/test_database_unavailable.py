@@ -1,4 +1,4 @@
-"""Issue 15, L2: while the database is unavailable every rater request gets the retry page (503, Retry-After),
+"""Security pass, L2: while the database is unavailable every rater request gets the retry page (503, Retry-After),
 never a bare 500; /healthz tells the truth about a held SQLite write lock."""
 
 from __future__ import annotations

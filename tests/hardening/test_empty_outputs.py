@@ -1,4 +1,4 @@
-"""Issue 15: empty outputs are real data (phi-2's AlpacaEval answer on line 210): imported with a warning,
+"""Security pass: empty outputs are real data (phi-2's AlpacaEval answer on line 210): imported with a warning,
 shown to raters as "(empty output)"."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15, M3: generating attention checks never spins on an output that cannot be scrambled."""
+"""Security pass, M3: generating attention checks never spins on an output that cannot be scrambled."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15, L1: every input to the importers gets either success or a message with its line and field; none
+"""Security pass, L1: every input to the importers gets either success or a message with its line and field; none
 is a crash, none half-imports. The cases the adversarial pass found, then hypothesis over JSON lines and CSV
 rows built from the fields the formats know, with hostile values."""
 
@@ -95,7 +95,7 @@ def _csv_cell(text: str) -> str:
 
 @pytest.mark.parametrize(("cell", "message"), HOSTILE_JSON)
 def test_json_in_a_study_csvs_metadata_is_held_to_the_jsonl_rules(researcher, cell, message):
-    """Issue 26: the study CSV's metadata went through plain json.loads -- NaN, Infinity, 1e999, 5,000 digits and
+    """The study CSV's metadata once went through plain json.loads -- NaN, Infinity, 1e999, 5,000 digits and
     3,000-deep nesting gave 500s, a lone surrogate or NUL broke PostgreSQL (and, stored on SQLite, the item's page
     for ever). Now each is refused with its line and field, and nothing is stored."""
     text = (

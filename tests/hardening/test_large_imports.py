@@ -1,4 +1,4 @@
-"""Issue 15, M7 and M8: a large study file is imported in short transactions into a study raters cannot see,
+"""Security pass, M7 and M8: a large study file is imported in short transactions into a study raters cannot see,
 published at the end (from the browser: a background job with progress; the request only checks the file);
 a failed step leaves nothing; PostgreSQL imports more items than its 65,535 query parameters."""
 
@@ -103,7 +103,7 @@ result = [study.status, study.items.count(), Task.objects.filter(study=study).co
 
 
 def test_postgresql_imports_more_judgments_than_its_query_parameters(tmp_path):
-    """Issue 26: 70,000 judgment lines were 'database briefly unavailable, try again' on PostgreSQL for ever (one
+    """70,000 judgment lines were once 'database briefly unavailable, try again' on PostgreSQL for ever (one
     lookup with 70,000 keys, one insert of 70,000 rows: past its 65,535 parameters). Looked up and inserted in
     chunks, 66,000 import (one import: ~50 s here)."""
     result = run_on(

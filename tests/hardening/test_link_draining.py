@@ -1,4 +1,4 @@
-"""Issue 15, H2: a crowd link cannot be drained with invented worker ids: new worker sessions are limited per
+"""Security pass, H2: a crowd link cannot be drained with invented worker ids: new worker sessions are limited per
 client and per link, a worker holds places only once they answer (a short hold, not the hour), a Prolific
 link refuses visits from another Prolific study, and the researcher is warned when a link mints workers
 faster than people arrive."""
@@ -25,7 +25,7 @@ def test_one_client_cannot_take_every_place_with_invented_ids(researcher):
     bot = Client(REMOTE_ADDR="203.0.113.66")
     codes = [bot.get(link.path(), {"worker_id": f"bot{n}"}).status_code for n in range(40)]
     per_client, _ = sites.NEW_WORKERS_PER_CLIENT
-    held = allocation.UNANSWERED_PER_CLIENT  # issue 26: a network's unanswered sessions hold at most this many places
+    held = allocation.UNANSWERED_PER_CLIENT  # a network's unanswered sessions hold at most this many places
     assert codes[:held] == [302] * held and set(codes[held:]) == {429}
     assert WorkerSession.objects.count() == per_client and AssignmentTask.objects.count() == held
     # a real worker elsewhere still gets work, and a worker coming back is never refused
@@ -68,7 +68,7 @@ def test_the_researcher_is_warned_when_a_link_mints_workers_too_fast(researcher_
 
 
 def test_addresses_of_one_ipv6_64_are_one_client(researcher):
-    """Issue 26, H3: 60 addresses of one /64 counted as 60 clients and held most of a study's places; a /64 is one
+    """60 addresses of one /64 once counted as 60 clients and held most of a study's places; a /64 is one
     household or one rented server, so it is one client."""
     study = creation.do_create_study(researcher, "v6", study_jsonl(30), "t.jsonl")
     lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
@@ -85,7 +85,7 @@ def test_addresses_of_one_ipv6_64_are_one_client(researcher):
 
 
 def test_a_real_launch_gets_in_and_the_launch_limit_is_the_links_own(researcher_client, researcher, settings):
-    """Issue 26: 150 Prolific participants from distinct addresses within a minute met a fixed 120 a minute (30 got
+    """150 Prolific participants from distinct addresses within a minute once met a fixed 120 a minute (30 got
     429). The limit is now the operator's default (SEPLAB_CROWD_LAUNCH_PER_MINUTE, 600) or the link's own, 0 is
     none, and the crowd page says when it turned workers away."""
     study = creation.do_create_study(researcher, "launch", study_jsonl(200), "t.jsonl")
@@ -121,7 +121,7 @@ def test_a_real_launch_gets_in_and_the_launch_limit_is_the_links_own(researcher_
 
 
 def test_an_open_link_visitor_who_never_answers_also_holds_places_for_the_short_while_only(client, study):
-    """Issue 26, H3: open-link raters were not under the first-answer rule (their places held for the hour)."""
+    """Open-link raters were once not under the first-answer rule (their places held for the hour)."""
     visitor = enrolment.do_join_open_link(study)
     idle = allocation.do_start_assignment(visitor)
     personal = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "person"))

@@ -1,4 +1,4 @@
-"""Issue 15, L3: a settings change that rebuilds the plan and the first rater's start never interleave: the
+"""Security pass, L3: a settings change that rebuilds the plan and the first rater's start never interleave: the
 start waits for the rebuild and gets a place in the new plan (before: a foreign-key 500 on the settings save,
 or the rater's new assignment deleted under them). Real threads, on SQLite and PostgreSQL."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, L8 and the bench databases: without DEBUG in the environment the app is in production mode and
+"""Security pass, L8 and the bench databases: without DEBUG in the environment the app is in production mode and
 refuses the development key; each bench run gets a PostgreSQL database of its own."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15, H3 and M2: timestamps and whole numbers outside what the database holds are refused with their
+"""Security pass, H3 and M2: timestamps and whole numbers outside what the database holds are refused with their
 line and field (imports) or a clear error (the rating form); nothing is narrowed on the way in; a file export
 is written whole or not at all."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, H1 and M4: limits key on the real client behind the proxy, never on a value the client wrote;
+"""Security pass, H1 and M4: limits key on the real client behind the proxy, never on a value the client wrote;
 a username is limited wherever the attempts come from; /admin/login/ is limited like the researcher login."""
 
 from __future__ import annotations

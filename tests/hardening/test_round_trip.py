@@ -1,4 +1,4 @@
-"""Issue 15, M9: export -> import is lossless for arbitrary Unicode in every free-text field, JSONL and CSV
+"""Security pass, M9: export -> import is lossless for arbitrary Unicode in every free-text field, JSONL and CSV
 (U+2028, U+2029, U+0085 and the other characters str.splitlines breaks at; values starting with ' and a
 formula character), property-tested with hypothesis."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, L4 and L5: the elicitation mode is frozen once raters have answered; a submission key reused on
+"""Security pass, L4 and L5: the elicitation mode is frozen once raters have answered; a submission key reused on
 another pair is refused, never acknowledged while nothing is stored."""
 
 from __future__ import annotations

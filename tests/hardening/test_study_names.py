@@ -1,4 +1,4 @@
-"""Issue 15, L6: study names are unique per researcher, so creating one reveals nothing about another
+"""Security pass, L6: study names are unique per researcher, so creating one reveals nothing about another
 researcher's studies; the command line says whose study it means with OWNER/NAME."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15, M1: a site session belongs to the worker who opened it; another worker who knows its id gets
+"""Security pass, M1: a site session belongs to the worker who opened it; another worker who knows its id gets
 nothing of it; the blocklist applies to whoever arrives; the ids never reach a log."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15, M6: one assignment per worker at a time holds under concurrency, enforced by the database:
+"""Security pass, M6: one assignment per worker at a time holds under concurrency, enforced by the database:
 eight sessions of one worker arriving at once bind at most one session to the worker's assignment."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The plan stops buying decided pairs (issue 28): once a system pair's anytime-valid decision is in, no new places
-of it are given out; raters get the undecided pairs; answers already under way count; the study page says which
-pairs are decided and what was not bought; turning the setting off opens them again."""
+"""The plan stops buying decided pairs (docs/decisions.md#stop-buying-decided-pairs): once a system pair's anytime-valid
+decision is in, no new places of it are given out; raters get the undecided pairs; answers already under way count; the
+study page says which pairs are decided and what was not bought; turning the setting off opens them again."""
 
 from __future__ import annotations
 
@@ -298,7 +298,7 @@ def test_one_rater_per_item_first_and_the_others_only_where_the_pair_stays_open(
 
 
 def test_one_rater_first_goes_on_to_the_other_raters_when_a_first_rater_was_screened_out(three):
-    """Review of issue 28: phase 2 waited for every item to be observed, and an item whose only rater was screened
+    """Phase 2 once waited for every item to be observed, and an item whose only rater was screened
     out never is -- the level pair stayed in phase 1 with no place left. Phase 2 now starts once no item is left
     without its first rater."""
     from django.db.models import F
@@ -326,7 +326,7 @@ def test_one_rater_first_goes_on_to_the_other_raters_when_a_first_rater_was_scre
 
 
 def test_the_ranking_mode_gives_work_again_when_a_held_place_expires(researcher):
-    """Review of issue 28: a pair whose last places were only held by an assignment under way counted as exhausted
+    """A pair whose last places were only held by an assignment under way once counted as exhausted
     and was closed; when that assignment expired its places came back to a closed pair and nobody got work. A pair
     is exhausted only once no place of it is free nor held."""
     from annotation.models import Assignment

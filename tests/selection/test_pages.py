@@ -99,7 +99,7 @@ def test_the_live_page_shows_the_stopping_status(researcher_client, researcher):
     empty = researcher_client.get(reverse("live_selection", args=[study.pk]))
     assert b"every item (no budget)" in empty.content and b"stopping status" not in empty.content
     assert b"8 of 8 candidate items released to raters" in empty.content
-    assert b'data-testid="no-delta"' in empty.content  # issue 30: the empty column says what delta needs
+    assert b'data-testid="no-delta"' in empty.content  # the empty column says what delta needs
     lifecycle.do_update_settings(study, {"selection_method": "diffuse-iterative", "min_n": 3}, None)
     page = researcher_client.get(reverse("live_selection", args=[study.pk])).content.decode()
     assert "a vs b" in page and "undecided" in page and "0 / 3 / 200" in page

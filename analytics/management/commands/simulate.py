@@ -43,9 +43,10 @@ BASELINE = "people alone on a random sample (mean squared error (1 - n/N) S^2 / 
 class Command(BaseCommand):
     help = (
         "Benchmark selection methods on a study without raters: given an oracle preference per item "
-        '(JSONL lines {"item": ID, "winner": SYSTEM | "tie"}, or a judgments file in the SPEC §8 '
-        "format, whose item winners follow the report's item-winner rule), draw 80 %% pools per seed and report "
-        "how often each method's sample majority names the pool's winner, per budget, with random as the baseline. "
+        '(JSONL lines {"item": ID, "winner": SYSTEM | "tie"}, or a judgments file in the format of '
+        "docs/interfaces.md#judgment-format, whose item winners follow the report's item-winner rule), draw 80 %% "
+        "pools per seed and report how often each method's sample majority names the pool's winner, per budget, "
+        "with random as the baseline. "
         "--method diffuse-iterative reports Algorithm 1's success / error / inconclusive rates and annotations. "
         "--method judge-disagreement, judge-stratified or judge-neyman (the study's LLM judges must have judged "
         "the pair's items) compares estimates of the pool's win rate instead: people alone and people with the "
@@ -62,7 +63,7 @@ class Command(BaseCommand):
         parser.add_argument("--study", required=True, help="Study name.")
         parser.add_argument(
             "--oracle",
-            help='JSONL file of {"item", "winner"}, or of judgments (SPEC §8): then each '
+            help='JSONL file of {"item", "winner"}, or of judgments (docs/interfaces.md#judgment-format): then each '
             "item's winner is the majority of its raters (see --oracle-kind), each rater's "
             "preference the sign of Eq. 7 over their judgments of the item (the report's and live "
             "loop's rule).",

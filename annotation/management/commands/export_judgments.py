@@ -11,7 +11,10 @@ from annotation.management.commands._common import get_study
 
 
 class Command(BaseCommand):
-    help = "Export every judgment of a study in the SPEC §8 format (JSONL, or CSV) to stdout or a file."
+    help = (
+        "Export every judgment of a study in the format of docs/interfaces.md#judgment-format (JSONL, or CSV) to "
+        "stdout or a file."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="Study name.")

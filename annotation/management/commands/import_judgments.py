@@ -7,7 +7,8 @@ from annotation.rating import recording
 
 class Command(BaseCommand):
     help = (
-        "Import judgments (SPEC §8 JSONL, or the CSV that export_judgments writes) into a study: "
+        "Import judgments (JSONL in the format of docs/interfaces.md#judgment-format, or the CSV that "
+        "export_judgments writes) into a study: "
         "judge ratings or past human data. All or nothing; judgments already present are skipped."
     )
 

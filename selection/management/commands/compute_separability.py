@@ -8,7 +8,7 @@ from selection.core.separability import METRICS
 
 class Command(BaseCommand):
     help = (
-        "Compute generation separability (delta per item, SPEC §1) for every system pair of a study. "
+        "Compute generation separability (delta per item, docs/separability.md) for every system pair of a study. "
         "Needs K >= 2 samples per system; items with a single sample are reported as undefined."
     )
 

@@ -30,7 +30,7 @@ def test_the_debiasing_threshold_balances_first_and_second():
 
 
 def test_ties_at_the_median_are_decided_at_random_so_first_wins_half():
-    # the case: tau = 0.9 (the median) and a plain "> tau" would never say "first"
+    # the case that needs it: tau = 0.9 (the median) and a plain "> tau" would never say "first"
     p_first = np.array([0.9, 0.9, 0.9, 0.9, 0.2, 0.1])
     truth = np.array([True, True, True, False, False, False])
     result = bias.debiasing(p_first, truth)

@@ -2,8 +2,8 @@
 Vicuna-80 human votes with five LLM judges (../shared/data/prd_vicuna80_human) and, for people alone, the MTurk
 ratings of the separability study (../shared/data/separability_human_study).
 
-The setting is the one an independent check of issue 25 used. Each of PRD's 10 system pairs has ~80 questions with
-a human score Y (the votes' mean for the pair's first system) and the judges' scores f; these 80 stand for the
+The setting is the one an independent check of these estimates used. Each of PRD's 10 system pairs has ~80 questions
+with a human score Y (the votes' mean for the pair's first system) and the judges' scores f; these 80 stand for the
 population the questions come from (*items like these*). A study is 64 questions drawn from them at random (with
 replacement), of which people label n by the design under test, and the target is the mean of Y over the 80. For
 the *these items* target, the study is the 80 questions themselves and the target their mean.

@@ -85,12 +85,12 @@ def test_coverage_counts_a_human_tie_as_both_answers_reasonable(prd):
 
 
 def test_kappa_per_verdict_and_per_item_with_the_pairs_own_three_answers(prd):
-    """Cohen's kappa of gpt4 against the human majority (a split counted as a tie), over the answers every item
-    offers: the pair's first system (in sorted order, as the study orders them), its second, a tie. Per verdict
-    (each on its own, as agreement is counted) 0.413; per item (the judge's plurality over its two orders, so a
-    judge that flips with the order is a tie) 0.380. Counting the winning *system's name* as the answer instead
-    gives the issue's 0.549 and 0.477: a pooled chance agreement over six names of which any item offers three,
-    which makes kappa look higher than it is; the report uses the three answers."""
+    """Cohen's kappa of gpt4 against the human majority (a split counted as a tie), over the answers every item offers:
+    the pair's first system (in sorted order, as the study orders them), its second, a tie. Per verdict (each on its
+    own, as agreement is counted) 0.413; per item (the judge's plurality over its two orders, so a judge that flips with
+    the order is a tie) 0.380. Counting the winning *system's name* as the answer instead gives 0.549 and 0.477, the
+    figures quoted elsewhere: a pooled chance agreement over six names of which any item offers three, which makes kappa
+    look higher than it is; the report uses the three answers."""
     from analytics.core.agreement import cohen_kappa, plurality
 
     humans, judges = prd

@@ -1,6 +1,6 @@
-"""Length-controlled win rates (AlpacaEval 2's GLM, issue 29): the fit from its definition and against
-scikit-learn's logistic regression fitted as AlpacaEval fits it (soft labels as two weighted rows), and the
-interval's coverage on PRD's real votes and real answer lengths."""
+"""Length-controlled win rates (AlpacaEval 2's GLM; docs/ratings.md#length-controlled-win-rates): the fit from its
+definition and against scikit-learn's logistic regression fitted as AlpacaEval fits it (soft labels as two weighted
+rows), and the interval's coverage on PRD's real votes and real answer lengths."""
 
 from __future__ import annotations
 

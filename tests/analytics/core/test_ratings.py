@@ -99,7 +99,7 @@ def test_one_sampled_judgment_per_input_is_seeded_and_uniform():
 
 
 def _elo_by_hand(ratings_row, a, b, score, k, order):
-    """The ELO update of SPEC §3 written out, for the compiled loops to be checked against."""
+    """The ELO update of docs/ratings.md#online-elo written out, for the compiled loops to be checked against."""
     r = list(ratings_row)
     for t in order:
         expected = 1 / (1 + 10 ** ((r[b[t]] - r[a[t]]) / 400))

@@ -1,5 +1,5 @@
 """Rater reliability by one-coin Dawid-Skene (crowd-kit): planted spammers are found, and the answers it infers
-restore a ranking the spammers turned over (issue 31)."""
+restore a ranking the spammers turned over (docs/human-and-judge.md#rater-reliability)."""
 
 from __future__ import annotations
 

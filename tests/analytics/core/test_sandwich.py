@@ -1,6 +1,6 @@
-"""Bradley-Terry's closed-form ("sandwich") intervals, as LMArena's arena-rank computes them (issue 29): the formula
-derived again battle by battle, the width against a 1,000-round bootstrap on PRD's human votes, and coverage at
-95 % in simulations of PRD's own design."""
+"""Bradley-Terry's closed-form ("sandwich") intervals, as LMArena's arena-rank computes them
+(docs/ratings.md#sandwich-intervals): the formula derived again battle by battle, the width against a 1,000-round
+bootstrap on PRD's human votes, and coverage at 95 % in simulations of PRD's own design."""
 
 from __future__ import annotations
 

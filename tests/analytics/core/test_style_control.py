@@ -1,5 +1,5 @@
-"""Style control as arena-rank's ContextualBradleyTerry (issue 29): the features, the weights, the fit (its
-objective's gradient is zero there) and its sandwich intervals from their definitions."""
+"""Style control as arena-rank's ContextualBradleyTerry (docs/ratings.md#style-control): the features, the weights, the
+fit (its objective's gradient is zero there) and its sandwich intervals from their definitions."""
 
 from __future__ import annotations
 

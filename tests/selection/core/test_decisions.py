@@ -142,7 +142,7 @@ def test_a_replay_stops_at_the_first_decision_and_counts_what_it_bought():
 
 
 def test_prd_replays_save_judgments_without_false_decisions():
-    """The issue's calibration, on the 32 PRD pairs: items in random orders, stopped at the first decision; the
+    """The calibration on the 32 PRD pairs: items in random orders, stopped at the first decision; the
     A/A replays decide a direction in at most alpha of the runs."""
     scores = prd_item_scores()
     rng = np.random.default_rng(5)

@@ -1,4 +1,4 @@
-"""Separability (SPEC §1) on inputs whose values can be computed by hand."""
+"""Separability (docs/separability.md) on inputs whose values can be computed by hand."""
 
 from __future__ import annotations
 

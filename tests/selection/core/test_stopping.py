@@ -1,4 +1,4 @@
-"""The hypergeometric stopping rule (SPEC §4, DiffUse Appendix A.2)."""
+"""The hypergeometric stopping rule (docs/diffuse.md#hypergeometric-stopping-rule, DiffUse Appendix A.2)."""
 
 from __future__ import annotations
 
