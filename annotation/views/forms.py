@@ -4,7 +4,8 @@ from django import forms
 from django.core.exceptions import ImproperlyConfigured
 
 from annotation import study_settings
-from annotation.exchange.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
+from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
+from annotation.exchange.rules import MAX_STORED_INT
 from annotation.generating import runner as generating
 from annotation.judges import prompts
 from annotation.models import Judge, Study, SystemEndpoint, key_variables
