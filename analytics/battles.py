@@ -26,7 +26,7 @@ from operator import itemgetter
 import numpy as np
 
 from analytics.core import style
-from annotation.exchange.formats import FormatError, Problem, check_size, decode_upload, detect_format, jsonl_objects
+from annotation.exchange.rules import FormatError, Problem, check_size, decode_upload, detect_format, jsonl_objects
 
 WINNERS = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5, "tie (bothbad)": 0.5}
 COLUMNS = ("model_a", "model_b", "winner")

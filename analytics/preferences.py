@@ -28,7 +28,7 @@ from analytics import answer_style
 from analytics.core import style
 from analytics.populations import Population
 from annotation import elicitation, questions
-from annotation.exchange.formats import csv_safe
+from annotation.exchange.rules import csv_safe
 from annotation.models import Judgment, Rater, Study
 from selection import services as selection_services
 

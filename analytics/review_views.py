@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from analytics import review
 from analytics.models import Adjudication
 from annotation.access import access_study
-from annotation.exchange.formats import csv_safe
+from annotation.exchange.rules import csv_safe
 
 PER_PAGE = 20
 

@@ -23,7 +23,7 @@ from analytics.populations import Population
 from analytics.tables import report_tables
 from annotation import questions
 from annotation.access import access_study
-from annotation.exchange.formats import csv_safe
+from annotation.exchange.rules import csv_safe
 
 
 def population_of(request: HttpRequest, study) -> Population:

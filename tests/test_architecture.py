@@ -8,10 +8,11 @@ never checked.
 2. ``selection`` does not import ``analytics``.
 3. ``analytics`` reads selection's pure core (``selection.core.*``) and the few modules in ``ANALYTICS_MAY_READ``.
 4. No circle of imports between project modules (importing a package means importing its ``__init__``).
-5. Inside ``annotation``: the ground floor (modules directly in ``annotation/``) imports no wing; a wing (sub-package
-   listed in ``WINGS``, lowest first) imports the ground floor, itself and lower wings; ``templatetags`` and ``demo``
-   import any wing but ``views``; management commands are entry points and import anything. A top-level module named
-   after a wing (say a new ``annotation/crowd.py``) counts as that wing.
+5. Inside ``annotation``: the ground floor (modules directly in ``annotation/``, and the ``annotation/models/``
+   package) imports no wing; a wing (sub-package listed in ``WINGS``, lowest first) imports the ground floor, itself
+   and lower wings; ``templatetags`` and ``demo`` import any wing but ``views``; management commands are entry points
+   and import anything. A top-level module named after a wing (say a new ``annotation/crowd.py``) counts as that
+   wing; a module of the models package never does (``annotation/models/crowd.py`` is the ground floor).
 6. Only the rating wing (``annotation/rating/``) creates ``Judgment`` rows or updates them (``Judgment.objects
    ….update(…)``); the live loop's decision travels back to it (``selection/live.Release.counted``).
 7. Who may see what is decided in ``annotation/access.py`` only: no view looks an object up by id
@@ -204,6 +205,7 @@ def test_annotation_wings_import_only_downward():
         elif within(imported, "annotation") and wing in WINGS and not may_import(floor, wing):
             where = f"the {floor} wing" if floor in WINGS else "the ground floor"
             problems.append(f"{file}:{line} imports {imported} (from {where} up into the {wing} wing)")
+    assert annotation_floor("annotation.models.crowd") == "ground", "the models package is the ground floor"
     assert not problems, f"annotation's wings, lowest first, are {WINGS}:\n" + "\n".join(problems)
 
 
@@ -308,5 +310,5 @@ def test_the_import_collector_sees_relative_nested_and_submodule_imports():
         (6, "annotation.rating"),
     ]
     assert collect_imports("from . import models\n", "annotation", True) == [(1, "annotation.models")]
-    real = [m for _, _, importer, m in project_imports("annotation") if importer == "annotation.models"]
-    assert real and all(isinstance(m, str) and m for m in real), "no imports found in annotation/models.py"
+    real = [m for _, _, importer, m in project_imports("annotation") if within(importer, "annotation.models")]
+    assert real and all(isinstance(m, str) and m for m in real), "no imports found in annotation/models/"

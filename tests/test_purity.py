@@ -10,7 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE = [
-    "annotation/exchange/formats.py",
+    "annotation/exchange/judgment_files.py",
+    "annotation/exchange/rules.py",
+    "annotation/exchange/study_files.py",
     "annotation/plan/scheduling.py",
     "selection/strategies.py",
     "analytics/battles.py",

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from annotation.exchange import exports, formats
+from annotation.exchange import exports, judgment_files
 from annotation.models import Assignment, ExternalLink, Judgment, Rater, Study
 from annotation.rating import allocation, recording
 from annotation.studies import creation, enrolment
@@ -31,14 +31,14 @@ def test_exported_csv_cells_cannot_run_formulas_and_still_round_trip(study, rese
         "note": "+1 cmd",
     }
     recording.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
-    row = formats.judgment_csv_row(next(exports.judgment_lines(study)))
+    row = judgment_files.judgment_csv_row(next(exports.judgment_lines(study)))
     assert '\'=HYPERLINK("http://evil")' in row and not any(c.startswith(("=", "+", "@")) for c in row)
     import csv
     import io
 
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
+    writer.writerow(judgment_files.JUDGMENT_CSV_COLUMNS)
     writer.writerow(row)
     copy = creation.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
     recording.do_import_judgments(copy, buffer.getvalue().encode(), "j.csv")

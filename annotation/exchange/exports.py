@@ -14,7 +14,7 @@ from django.http import StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
 from annotation import orientation
-from annotation.exchange import formats
+from annotation.exchange import judgment_files
 from annotation.models import Judgment, Study
 
 
@@ -26,9 +26,9 @@ def export_response(study: Study, fmt: str) -> StreamingHttpResponse:
         def rows():
             buffer = io.StringIO()
             writer = csv.writer(buffer)
-            writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
+            writer.writerow(judgment_files.JUDGMENT_CSV_COLUMNS)
             for line in judgment_lines(study):
-                writer.writerow(formats.judgment_csv_row(line))
+                writer.writerow(judgment_files.judgment_csv_row(line))
                 yield buffer.getvalue()
                 buffer.seek(0)
                 buffer.truncate()
@@ -60,8 +60,8 @@ def _side(j: Judgment, side: str | None) -> str | None:
     return {"a": _systems(j)[0], "b": _systems(j)[1], "tie": "tie", None: None}[side]
 
 
-# How each field of the judgment format (``formats.JUDGMENT_SCHEMA``) is read off a stored judgment. A field added to
-# the schema without a reader here is refused when the first judgment is exported, never silently left out.
+# How each field of the judgment format (``judgment_files.JUDGMENT_SCHEMA``) is read off a stored judgment. A field
+# added to the schema without a reader here is refused when the first judgment is exported, never silently left out.
 READERS: dict[str, Callable[[Judgment], Any]] = {
     "id": lambda j: j.idempotency_key,
     "item": lambda j: j.pair.item.external_id,
@@ -75,7 +75,7 @@ READERS: dict[str, Callable[[Judgment], Any]] = {
     "choice": lambda j: _side(j, j.choice),
     "response_set": lambda j: None if j.response_set is None else [_side(j, s) for s in j.response_set],
     "probability_a": lambda j: j.probability_a,
-    "created": lambda j: formats.format_timestamp(j.created),
+    "created": lambda j: judgment_files.format_timestamp(j.created),
     "time_on_task_ms": lambda j: j.time_on_task_ms,
     "client_time_ms": lambda j: j.client_time_ms,
     "assignment": lambda j: j.assignment_id,
@@ -106,20 +106,21 @@ def _answers(j: Judgment) -> dict[str, dict] | None:
     return out
 
 
-if set(READERS) != set(formats.JUDGMENT_FIELDS):  # said at start-up, not when someone first exports
+if set(READERS) != set(judgment_files.JUDGMENT_FIELDS):  # said at start-up, not when someone first exports
     raise ImproperlyConfigured(
         "annotation/exchange/exports.py reads the judgment fields "
-        f"{sorted(set(formats.JUDGMENT_FIELDS) ^ set(READERS))} wrongly: one reader per field "
-        "of formats.JUDGMENT_SCHEMA"
+        f"{sorted(set(judgment_files.JUDGMENT_FIELDS) ^ set(READERS))} wrongly: one reader per field "
+        "of judgment_files.JUDGMENT_SCHEMA"
     )
 
 
 def judgment_line(j: Judgment) -> dict[str, Any]:
     """A judgment as a JSONL object of docs/interfaces.md#judgment-format, field by field of
-    ``formats.JUDGMENT_SCHEMA``; unknown fields of an imported line come back as they were. A field that is not
-    ``exported`` on every line appears when it has a value."""
+    ``judgment_files.JUDGMENT_SCHEMA``; unknown fields of an imported line come back as they were. A field that is
+    not ``exported`` on every line appears when it has a value."""
     line: dict[str, Any] = dict(j.extra)
-    fields = sorted(formats.JUDGMENT_SCHEMA, key=lambda f: not f.exported)  # the ones that apply only sometimes last
+    # the ones that apply only sometimes last
+    fields = sorted(judgment_files.JUDGMENT_SCHEMA, key=lambda f: not f.exported)
     for field in fields:
         try:
             read = READERS[field.name]

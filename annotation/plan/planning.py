@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 
 from annotation import extensions, jobs
 from annotation.errors import ServiceError
-from annotation.exchange.formats import Problem
+from annotation.exchange.rules import Problem
 from annotation.models import (
     Assignment,
     AssignmentTask,

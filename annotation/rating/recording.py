@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from annotation import elicitation, jobs, orientation, questions
 from annotation.errors import ServiceError
-from annotation.exchange import formats
+from annotation.exchange import judgment_files, rules
 from annotation.models import (
     Assignment,
     AssignmentPair,
@@ -184,13 +184,13 @@ def do_record_verdict(
 def _measured_ms(now: dt.datetime, shown_at: dt.datetime | None) -> int | None:
     """Server-measured time on a pair, capped at what the column holds (24.8 days: a pair left open longer
     reads as that)."""
-    return None if shown_at is None else min(int((now - shown_at).total_seconds() * 1000), formats.MAX_STORED_INT)
+    return None if shown_at is None else min(int((now - shown_at).total_seconds() * 1000), rules.MAX_STORED_INT)
 
 
 def _client_ms(value: int | None) -> int | None:
     """The browser's own timing, as the rating form checked it; out of range is the caller's error."""
-    if value is not None and not 0 <= value <= formats.MAX_STORED_INT:
-        raise ServiceError(f"client_ms must be a whole number from 0 to {formats.MAX_STORED_INT}.")
+    if value is not None and not 0 <= value <= rules.MAX_STORED_INT:
+        raise ServiceError(f"client_ms must be a whole number from 0 to {rules.MAX_STORED_INT}.")
     return value
 
 
@@ -538,7 +538,7 @@ def import_judgments_staged(
 def _parse_judgments(study: Study, data: bytes, filename: str | None) -> list:
     raters = dict(study.raters.values_list("external_id", "kind"))
     asked = {q.key: q.how for q in questions.further(study)}
-    return formats.parse_judgments(
+    return judgment_files.parse_judgments(
         data,
         filename,
         study_samples(study),

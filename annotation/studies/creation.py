@@ -11,8 +11,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from annotation import jobs, study_settings
-from annotation.exchange import formats
-from annotation.exchange.formats import FormatError, Problem
+from annotation.exchange import study_files
+from annotation.exchange.rules import FormatError, Problem
 from annotation.models import (
     Generation,
     Item,
@@ -43,7 +43,7 @@ def do_create_study(
     transaction; a larger file is imported by ``import_staged`` (short transactions, published at the end, removed
     again if a step fails)."""
     name = check_study_name(owner, name)
-    parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+    parsed = study_files.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
     fewer = None
     if len(parsed.items) <= IMPORT_CHUNK:
         with transaction.atomic():
@@ -69,7 +69,7 @@ def do_start_study_import(
     a file of up to ``IMPORT_CHUNK`` items is imported at once, a larger one by a background job with
     progress (returned; None otherwise), into a study raters cannot see until it is published."""
     name = check_study_name(owner, name)
-    parsed = formats.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+    parsed = study_files.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
     if len(parsed.items) <= IMPORT_CHUNK:
         return do_create_study(owner, name, data, filename, description), None
     with transaction.atomic():
@@ -98,7 +98,7 @@ def _new_study(owner: AbstractBaseUser, name: str, description: str, status: str
     return study
 
 
-def _insert_items(study: Study, parsed: formats.ParsedStudy, start: int, stop: int) -> None:
+def _insert_items(study: Study, parsed: study_files.ParsedStudy, start: int, stop: int) -> None:
     """Items ``start``..``stop`` of the file, with their outputs (and the study's systems on first use)."""
     systems = {s.name: s for s in study.systems.all()}
     for name in parsed.systems:
@@ -135,7 +135,7 @@ def _insert_items(study: Study, parsed: formats.ParsedStudy, start: int, stop: i
 
 
 def import_staged(
-    study: Study, parsed: formats.ParsedStudy, progress: Callable[[int, int], None] | None = None
+    study: Study, parsed: study_files.ParsedStudy, progress: Callable[[int, int], None] | None = None
 ) -> Study:
     """Import a large file into ``study`` (status importing: invisible to raters) in steps of ``IMPORT_CHUNK``
     items or tasks, each its own transaction, so no step holds the database for long; the last step makes
@@ -172,7 +172,7 @@ def import_job(job: Job, progress: jobs.Progress) -> str:
     """The background import of a large study file (``do_start_study_import``); a failed one leaves an unpublished
     study the researcher can delete."""
     upload = StudyUpload.objects.get(study=job.study)
-    parsed = formats.parse_study(bytes(upload.data), upload.filename or None)
+    parsed = study_files.parse_study(bytes(upload.data), upload.filename or None)
     import_staged(job.study, parsed, progress)
     StudyUpload.objects.filter(study=job.study).delete()
     return f"Imported {len(parsed.items)} items."

@@ -22,8 +22,8 @@ from django.http import HttpRequest
 from rest_framework.authtoken.models import Token
 
 from annotation.errors import ServiceError
-from annotation.exchange import formats
-from annotation.exchange.formats import csv_safe
+from annotation.exchange import rules
+from annotation.exchange.rules import csv_safe
 from annotation.models import (
     ExternalLink,
     Rater,
@@ -134,7 +134,7 @@ def parse_names(text: str) -> list[str]:
     names: list[str] = []
     problems: list[str] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(formats.file_lines(text), start=1):
+    for number, raw in enumerate(rules.file_lines(text), start=1):
         name = raw.strip()
         if not name:
             continue

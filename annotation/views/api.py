@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 
 from annotation.access import studies_for
-from annotation.exchange import exports, formats
+from annotation.exchange import exports, judgment_files
 from annotation.exchange.exports import export_response
 from annotation.models import Generation, Item, Study
 
@@ -89,30 +89,30 @@ class ItemSerializer(serializers.ModelSerializer):
         fields = ["id", "input", "reference", "metadata", "generations"]
 
 
-def _judgment_field(field: formats.JudgmentField) -> serializers.Field:
+def _judgment_field(field: judgment_files.JudgmentField) -> serializers.Field:
     options = {"allow_null": field.nullable, "required": field.exported}
     return {
         "text": lambda: serializers.CharField(**options),
         "count": lambda: serializers.IntegerField(min_value=0, **options),
-        "rater_kind": lambda: serializers.ChoiceField(choices=formats.RATER_KINDS, **options),
+        "rater_kind": lambda: serializers.ChoiceField(choices=judgment_files.RATER_KINDS, **options),
         "systems": lambda: serializers.ListField(child=serializers.CharField(), **options),
         "probability": lambda: serializers.FloatField(min_value=0, max_value=1, **options),
         "timestamp": lambda: serializers.CharField(**options),
         "flag": lambda: serializers.BooleanField(**options),
-        "strength": lambda: serializers.ChoiceField(choices=formats.STRENGTHS, **options),
+        "strength": lambda: serializers.ChoiceField(choices=judgment_files.STRENGTHS, **options),
         "answers": lambda: serializers.DictField(child=serializers.DictField(), **options),
     }[field.kind]()
 
 
 # One judgment in the judgment format (docs/interfaces.md#judgment-format), its fields read off the one schema
-# (formats.JUDGMENT_SCHEMA).
+# (judgment_files.JUDGMENT_SCHEMA).
 JudgmentSerializer = type(
     "JudgmentSerializer",
     (serializers.Serializer,),
     {
         "__doc__": "One judgment in the judgment format (docs/interfaces.md#judgment-format).",
         "__module__": __name__,
-        **{f.name: _judgment_field(f) for f in formats.JUDGMENT_SCHEMA},
+        **{f.name: _judgment_field(f) for f in judgment_files.JUDGMENT_SCHEMA},
     },
 )
 

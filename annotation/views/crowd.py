@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from annotation import access, questions
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
-from annotation.exchange.formats import COMMENT_MAX_CHARS
+from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.models import Assignment, ExternalLink, Rater
 from annotation.ratelimit import client_ip
 from annotation.rating import allocation, attention, consent, practice

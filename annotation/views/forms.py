@@ -4,7 +4,8 @@ from django import forms
 from django.core.exceptions import ImproperlyConfigured
 
 from annotation import study_settings
-from annotation.exchange.formats import COMMENT_MAX_CHARS, MAX_STORED_INT
+from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
+from annotation.exchange.rules import MAX_STORED_INT
 from annotation.generating import runner as generating
 from annotation.judges import prompts
 from annotation.models import Judge, Study, SystemEndpoint, key_variables
@@ -277,9 +278,9 @@ class EndpointForm(OneLineEnding, forms.ModelForm):
             self.fields["name"].disabled = True
             self.fields["name"].initial = self.owner_name()
             if self.instance.api_key:
-                self.fields["api_key"].help_text = (
-                    "A key is stored (not shown). Type a new one to replace it; leave empty to keep it."
-                )
+                self.fields[
+                    "api_key"
+                ].help_text = "A key is stored (not shown). Type a new one to replace it; leave empty to keep it."
         else:
             del self.fields["clear_api_key"]
         self.fields["api_key"].initial = ""

@@ -20,7 +20,7 @@ from annotation import access, orientation, questions
 from annotation.compiled import CompiledQuery, model_columns
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
-from annotation.exchange.formats import COMMENT_MAX_CHARS
+from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.models import Assignment, AssignmentPair, Rater, Skip
 from annotation.ratelimit import client_ip, client_key, refuse_posts
 from annotation.rating import allocation, consent, practice, recording

@@ -18,7 +18,8 @@ from annotation import access, elicitation, extensions, questions
 from annotation.access import access_study, studies_for
 from annotation.errors import ServiceError
 from annotation.exchange import exports
-from annotation.exchange.formats import COMMENT_MAX_CHARS, FormatError, check_size
+from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
+from annotation.exchange.rules import FormatError, check_size
 from annotation.models import Generation, Skip, Study
 from annotation.rating import allocation, recording
 from annotation.studies import creation, enrolment, lifecycle, monitoring

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytics import battles
-from annotation.exchange.formats import FormatError
+from annotation.exchange.rules import FormatError
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None)
 NAMES = ["gpt-4", "claude", "x", "", " ", "a,b", 'say "hi"', "ünï", "model-01", "model-0l", "\t"]

@@ -84,15 +84,15 @@ def test_the_openapi_schema_describes_the_endpoints(api):
 
 
 def test_the_api_serializer_the_export_and_the_import_share_one_judgment_schema(api, study, rater):
-    from annotation.exchange import formats
+    from annotation.exchange import judgment_files
     from annotation.views.api import JudgmentSerializer
 
-    assert list(JudgmentSerializer().fields) == list(formats.JUDGMENT_FIELDS)
-    assert formats.JUDGMENT_CSV_COLUMNS[:-1] == formats.JUDGMENT_FIELDS
+    assert list(JudgmentSerializer().fields) == list(judgment_files.JUDGMENT_FIELDS)
+    assert judgment_files.JUDGMENT_CSV_COLUMNS[:-1] == judgment_files.JUDGMENT_FIELDS
     answer_all(allocation.do_start_assignment(rater))
     lines = list(exports.judgment_lines(study))
-    exported = {f.name for f in formats.JUDGMENT_SCHEMA if f.exported}
-    assert lines and all(exported <= set(line) <= set(formats.JUDGMENT_FIELDS) for line in lines)
+    exported = {f.name for f in judgment_files.JUDGMENT_SCHEMA if f.exported}
+    assert lines and all(exported <= set(line) <= set(judgment_files.JUDGMENT_FIELDS) for line in lines)
     assert all(JudgmentSerializer(data=line).is_valid() for line in lines)
     api_lines = api.get(f"/api/studies/{study.pk}/judgments/").json()["results"]
     assert [line["id"] for line in api_lines] == [line["id"] for line in lines]

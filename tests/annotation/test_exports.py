@@ -9,7 +9,7 @@ import json
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from annotation.exchange import exports, formats
+from annotation.exchange import exports, judgment_files
 from annotation.rating import recording
 
 
@@ -34,22 +34,22 @@ def imported(study):
 
 def test_an_exported_line_has_every_field_of_the_judgment_format(study):
     line = imported(study)
-    exported = [f.name for f in formats.JUDGMENT_SCHEMA if f.exported]
-    assert [k for k in line if k in formats.JUDGMENT_FIELDS] == exported  # in the table's order
+    exported = [f.name for f in judgment_files.JUDGMENT_SCHEMA if f.exported]
+    assert [k for k in line if k in judgment_files.JUDGMENT_FIELDS] == exported  # in the table's order
     assert (line["choice"], line["shown_first"], line["sample_b"], line["note"]) == ("sys-a", "sys-b", 1, "kept")
     assert "assignment" not in line  # not collected here: the field that applies only then is left out
 
 
 def test_a_field_added_to_the_format_is_exported(study, monkeypatch):
-    added = formats.JudgmentField("confidence", "probability", nullable=True)
-    monkeypatch.setattr(formats, "JUDGMENT_SCHEMA", (*formats.JUDGMENT_SCHEMA, added))
+    added = judgment_files.JudgmentField("confidence", "probability", nullable=True)
+    monkeypatch.setattr(judgment_files, "JUDGMENT_SCHEMA", (*judgment_files.JUDGMENT_SCHEMA, added))
     monkeypatch.setitem(exports.READERS, "confidence", lambda j: 0.75)
     assert imported(study)["confidence"] == 0.75
 
 
 def test_a_field_added_without_a_reader_is_refused_not_left_out(study, monkeypatch):
-    added = formats.JudgmentField("confidence", "probability", nullable=True)
-    monkeypatch.setattr(formats, "JUDGMENT_SCHEMA", (*formats.JUDGMENT_SCHEMA, added))
+    added = judgment_files.JudgmentField("confidence", "probability", nullable=True)
+    monkeypatch.setattr(judgment_files, "JUDGMENT_SCHEMA", (*judgment_files.JUDGMENT_SCHEMA, added))
     with pytest.raises(ImproperlyConfigured, match="'confidence' has no reader"):
         imported(study)
 

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from annotation.exchange.formats import FormatError, judgment_key, parse_judgments, parse_study
+from annotation.exchange.judgment_files import judgment_key, parse_judgments
+from annotation.exchange.rules import FormatError
+from annotation.exchange.study_files import parse_study
 
 
 def jl(*objects) -> bytes:

@@ -12,7 +12,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation.exchange.formats import FormatError, parse_study
+from annotation.exchange.rules import FormatError
+from annotation.exchange.study_files import parse_study
 from annotation.generating import runner
 from annotation.jobs import run_job
 from annotation.models import Generation, GenerationCall, Job, SystemEndpoint

@@ -7,7 +7,7 @@ import json
 
 from django.urls import reverse
 
-from annotation.exchange import formats
+from annotation.exchange import rules, study_files
 from annotation.judges import prompts
 from annotation.models import Judge, Study
 from annotation.text import newlines
@@ -48,7 +48,7 @@ def test_instructions_and_an_imported_study_keep_one_line_ending(researcher_clie
     line = json.dumps(
         {"id": "1", "input": "Say\r\nhi", "reference": "r\r\n", "outputs": {"a": ["x\r\ny"], "b": ["z\rw"]}}
     )
-    parsed = formats.parse_study((line + "\r\n").encode(), "s.jsonl")
+    parsed = study_files.parse_study((line + "\r\n").encode(), "s.jsonl")
     item = parsed.items[0]
     assert (item.input, item.reference, item.outputs) == ("Say\nhi", "r\n", {"a": ["x\ny"], "b": ["z\nw"]})
 
@@ -64,10 +64,10 @@ def test_a_rejected_file_lists_its_warnings_with_its_problems():
         {"id": "3", "input": "Q3", "outputs": {"a": [""], "b": ["y"]}},
         {"id": "4", "input": "Q4", "outputs": {"a": ["x"], "b": "y"}},
     ]
-    with pytest.raises(formats.FormatError) as caught:
-        formats.parse_study("".join(json.dumps(x) + "\n" for x in lines).encode(), "s.jsonl")
+    with pytest.raises(rules.FormatError) as caught:
+        study_files.parse_study("".join(json.dumps(x) + "\n" for x in lines).encode(), "s.jsonl")
     problems = caught.value.problems
     assert [p.line for p in problems] == [2, 3, 4]
     assert problems[1].field == "outputs.a[0]" and "a warning only" in problems[1].message
-    alone = formats.parse_study("".join(json.dumps(x) + "\n" for x in (lines[0], lines[2])).encode(), "s.jsonl")
+    alone = study_files.parse_study("".join(json.dumps(x) + "\n" for x in (lines[0], lines[2])).encode(), "s.jsonl")
     assert [(w.line, w.field) for w in alone.warnings] == [(2, "outputs.a[0]")]

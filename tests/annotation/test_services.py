@@ -15,7 +15,7 @@ from annotation import models
 from annotation.elicitation import Answer
 from annotation.errors import ServiceError
 from annotation.exchange import exports
-from annotation.exchange.formats import FormatError
+from annotation.exchange.rules import FormatError
 from annotation.models import Assignment, AssignmentPair, AssignmentTask, Item, Judgment, Rater, Study, Task
 from annotation.plan import planning
 from annotation.rating import allocation, recording
@@ -414,7 +414,7 @@ def test_csv_export_reimports_identically(study, researcher):
     import csv
     import io
 
-    from annotation.exchange.formats import JUDGMENT_CSV_COLUMNS, judgment_csv_row
+    from annotation.exchange.judgment_files import JUDGMENT_CSV_COLUMNS, judgment_csv_row
 
     answer_all(allocation.do_start_assignment(enrolment.do_create_rater_link(study, "h")), choice="tie")
     buffer = io.StringIO()

@@ -207,7 +207,7 @@ def test_management_is_private(client, study, other_researcher, name, args, data
 def test_a_duplicate_and_an_import_check_the_study_name_the_same_way(researcher, researcher_client, study):
     """The duplicate once repeated the import's name check with another exception, and its view stripped a
     "name: " prefix off the message; now both call creation.check_study_name."""
-    from annotation.exchange.formats import FormatError
+    from annotation.exchange.rules import FormatError
     from annotation.studies import creation
     from tests.conftest import study_jsonl
 

@@ -13,8 +13,8 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from annotation.exchange import formats
-from annotation.exchange.formats import FormatError
+from annotation.exchange import judgment_files
+from annotation.exchange.rules import FormatError
 from annotation.models import Judgment, Study
 from annotation.rating import recording
 from annotation.studies import creation
@@ -153,7 +153,7 @@ HOSTILE = st.one_of(
     st.lists(st.sampled_from(["sys-a", "sys-b", "x", 1]), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
-FIELDS = st.sampled_from([*formats.JUDGMENT_CSV_COLUMNS, "note", "created"])
+FIELDS = st.sampled_from([*judgment_files.JUDGMENT_CSV_COLUMNS, "note", "created"])
 SETTINGS = settings(
     max_examples=60,
     deadline=None,
@@ -187,16 +187,16 @@ def test_any_judgment_line_is_imported_or_named(study, changes, allow_nan):
 
 
 @SETTINGS
-@given(changes=st.dictionaries(st.sampled_from(formats.JUDGMENT_CSV_COLUMNS), HOSTILE, max_size=5))
+@given(changes=st.dictionaries(st.sampled_from(judgment_files.JUDGMENT_CSV_COLUMNS), HOSTILE, max_size=5))
 def test_any_judgment_csv_row_is_imported_or_named(study, changes):
-    row = {**{c: "" for c in formats.JUDGMENT_CSV_COLUMNS}, **JUDGMENT, **changes}
+    row = {**{c: "" for c in judgment_files.JUDGMENT_CSV_COLUMNS}, **JUDGMENT, **changes}
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
+    writer.writerow(judgment_files.JUDGMENT_CSV_COLUMNS)
     writer.writerow(
         [
             "" if row[c] is None else (json.dumps(row[c]) if isinstance(row[c], list | dict) else row[c])
-            for c in formats.JUDGMENT_CSV_COLUMNS
+            for c in judgment_files.JUDGMENT_CSV_COLUMNS
         ]
     )
     attempt(study, buffer.getvalue().encode("utf-8", "replace"), "j.csv")

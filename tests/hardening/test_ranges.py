@@ -14,8 +14,8 @@ from django.urls import reverse
 
 from annotation import elicitation
 from annotation.errors import ServiceError
-from annotation.exchange import formats
-from annotation.exchange.formats import MAX_STORED_INT, FormatError
+from annotation.exchange import judgment_files
+from annotation.exchange.rules import MAX_STORED_INT, FormatError
 from annotation.models import Judgment
 from annotation.rating import allocation, recording
 
@@ -88,7 +88,7 @@ def test_an_export_to_a_file_is_whole_or_not_at_all(study, tmp_path, monkeypatch
     target = tmp_path / "out.csv"
     target.write_text("an earlier export\n")
     calls = {"n": 0}
-    real = formats.judgment_csv_row
+    real = judgment_files.judgment_csv_row
 
     def failing(row):
         calls["n"] += 1
@@ -96,13 +96,13 @@ def test_an_export_to_a_file_is_whole_or_not_at_all(study, tmp_path, monkeypatch
             raise RuntimeError("the database went away")
         return real(row)
 
-    monkeypatch.setattr(formats, "judgment_csv_row", failing)
+    monkeypatch.setattr(judgment_files, "judgment_csv_row", failing)
     with pytest.raises(RuntimeError):
         call_command(
             "export_judgments", "--study", study.name, "--format", "csv", "--output", str(target), stderr=StringIO()
         )
     assert target.read_text() == "an earlier export\n" and [p.name for p in tmp_path.iterdir()] == ["out.csv"]
-    monkeypatch.setattr(formats, "judgment_csv_row", real)
+    monkeypatch.setattr(judgment_files, "judgment_csv_row", real)
     call_command(
         "export_judgments", "--study", study.name, "--format", "csv", "--output", str(target), stderr=StringIO()
     )

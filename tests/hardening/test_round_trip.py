@@ -13,7 +13,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from annotation.exchange import exports, formats
+from annotation.exchange import exports, judgment_files, rules
 from annotation.rating import recording
 from annotation.studies import creation
 
@@ -66,8 +66,8 @@ def exported(study, fmt: str) -> bytes:
         return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
-    writer.writerows(formats.judgment_csv_row(line) for line in lines)
+    writer.writerow(judgment_files.JUDGMENT_CSV_COLUMNS)
+    writer.writerows(judgment_files.judgment_csv_row(line) for line in lines)
     return buffer.getvalue().encode()
 
 
@@ -120,5 +120,5 @@ def test_export_then_import_gives_every_value_back(studies, fmt, key, rater, com
 
 @pytest.mark.parametrize("value", ["'=1+1", "''", "'", "=x", "'tis", "\t=x", "plain", "'+", "'''a"])
 def test_the_csv_formula_escape_is_invertible(value):
-    assert formats.csv_unsafe(formats.csv_safe(value)) == value
-    assert not formats.csv_safe(value).startswith(formats.FORMULA_PREFIXES)
+    assert rules.csv_unsafe(rules.csv_safe(value)) == value
+    assert not rules.csv_safe(value).startswith(rules.FORMULA_PREFIXES)

@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.exchange import formats
+from annotation.exchange import rules
 from annotation.studies import creation
 from tests.conftest import study_jsonl
 
@@ -17,7 +17,7 @@ def test_two_researchers_may_use_the_same_name_without_learning_of_each_other(re
     mine = creation.do_create_study(researcher, "pilot", study_jsonl(2), "s.jsonl")
     theirs = creation.do_create_study(other_researcher, "pilot", study_jsonl(2), "s.jsonl")
     assert mine.pk != theirs.pk
-    with pytest.raises(formats.FormatError, match="you already have a study named 'pilot'"):
+    with pytest.raises(rules.FormatError, match="you already have a study named 'pilot'"):
         creation.do_create_study(researcher, "pilot", study_jsonl(2), "s.jsonl")
 
 

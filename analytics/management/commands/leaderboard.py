@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from analytics.battles import read_battles, style_counts
 from analytics.core import ratings
 from analytics.leaderboards import board, clean, default_intervals, style_board
-from annotation.exchange.formats import FormatError
+from annotation.exchange.rules import FormatError
 
 STYLE_NOTE = (
     "The penalty 0.5 * reg * |coefficients|^2 on the mean loss shrinks the style coefficients toward 0 "

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.exchange.formats import FormatError
+from annotation.exchange.rules import FormatError
 from annotation.management.commands._common import get_owner
 from annotation.rating import recording
 from annotation.studies import creation

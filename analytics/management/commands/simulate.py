@@ -18,7 +18,7 @@ from analytics.core.simulation import (
 from analytics.populations import Population
 from analytics.services import admitted, item_scores, load_rows, rating_sets
 from annotation import elicitation
-from annotation.exchange import formats
+from annotation.exchange import judgment_files, rules
 from annotation.management.commands._common import get_study, read_file
 from annotation.rating import recording
 from selection import services
@@ -409,8 +409,8 @@ class Command(BaseCommand):
     def _oracle_from_judgments(study, comparison, data: bytes, path, kind: str):
         """Item winners from judgments of the simulated system pair, by ``winners.item_winner``."""
         try:
-            parsed = formats.parse_judgments(data, path, recording.study_samples(study))
-        except formats.FormatError as exc:
+            parsed = judgment_files.parse_judgments(data, path, recording.study_samples(study))
+        except rules.FormatError as exc:
             raise CommandError(f"{path} has problems:\n{exc}") from None
         pair = (comparison.system_a.name, comparison.system_b.name)
         sets: dict[str, dict[str, list[int]]] = {}

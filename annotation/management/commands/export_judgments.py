@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.exchange import exports, formats
+from annotation.exchange import exports, judgment_files
 from annotation.management.commands._common import get_study
 
 
@@ -54,9 +54,9 @@ class Command(BaseCommand):
         count = 0
         if fmt == "csv":
             writer = csv.writer(out)
-            writer.writerow(formats.JUDGMENT_CSV_COLUMNS)
+            writer.writerow(judgment_files.JUDGMENT_CSV_COLUMNS)
             for line in exports.judgment_lines(study):
-                writer.writerow(formats.judgment_csv_row(line))
+                writer.writerow(judgment_files.judgment_csv_row(line))
                 count += 1
         else:
             for line in exports.judgment_lines(study):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.exchange.formats import FormatError
+from annotation.exchange.rules import FormatError
 from annotation.management.commands._common import get_owner, read_file
 from annotation.studies import creation
 

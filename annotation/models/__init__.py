@@ -1,0 +1,75 @@
+"""The annotation data model: studies, what is compared, who judges, and every judgment.
+
+Coordinates: *A/B* are model coordinates (``Pair.generation_a`` belongs to ``system_a`` of the
+comparison); *first/second* are display coordinates (what the rater saw on the left / on top).
+Every judgment stores ``a_shown_first`` so both can always be recovered.
+
+One module per concept, the way zulip lays out ``zerver/models/``; everything public is re-exported here, so
+``from annotation.models import Study`` is the one way to import a model:
+
+- ``studies``: ``Study``, the files waiting for its import, its ``CrowdSettings`` row
+- ``items``: ``System``, ``Item``, ``Generation``
+- ``plan``: ``Comparison``, ``Pair``, ``Task``, ``TaskPair``
+- ``raters``: ``Rater``, ``Assignment`` and the places and pairs it holds
+- ``judgments``: ``Judgment``, ``Skip``, attention checks and their answers, practice answers
+- ``crowd``: links for crowdsourcing sites, worker sessions, the blocklist, MTurk HITs
+- ``endpoints``: ``Endpoint`` and what is one (``Judge``, ``SystemEndpoint``), and the ledgers of their calls
+- ``jobs``: ``Job``, ``WorkerBeat``
+
+A module of this package imports its neighbours directly (``annotation.models.studies``), never this package.
+"""
+
+# In the order the models were declared when they were one module: the app registry lists them (and so every model's
+# reverse relations) as before.
+# ruff: noqa: I001
+from annotation.models.studies import (
+    OPEN_LINK_SALT as OPEN_LINK_SALT,
+    CrowdSettings as CrowdSettings,
+    JudgmentUpload as JudgmentUpload,
+    Study as Study,
+    StudyUpload as StudyUpload,
+    new_completion_code as new_completion_code,
+    new_nonce as new_nonce,
+    new_seed as new_seed,
+    rater_languages as rater_languages,
+)
+from annotation.models.items import (
+    Generation as Generation,
+    Item as Item,
+    System as System,
+    text_hash as text_hash,
+    word_count as word_count,
+)
+from annotation.models.plan import Comparison as Comparison, Pair as Pair, Task as Task, TaskPair as TaskPair
+from annotation.models.raters import (
+    DEFAULT_SECONDS_PER_PAIR as DEFAULT_SECONDS_PER_PAIR,
+    RATER_TOKEN_SALT as RATER_TOKEN_SALT,
+    Assignment as Assignment,
+    AssignmentPair as AssignmentPair,
+    AssignmentTask as AssignmentTask,
+    Rater as Rater,
+)
+from annotation.models.judgments import (
+    GoldAnswer as GoldAnswer,
+    GoldPair as GoldPair,
+    Judgment as Judgment,
+    PracticeAnswer as PracticeAnswer,
+    Skip as Skip,
+)
+from annotation.models.crowd import (
+    EXTERNAL_LINK_SALT as EXTERNAL_LINK_SALT,
+    BlockedWorker as BlockedWorker,
+    ExternalLink as ExternalLink,
+    MTurkHIT as MTurkHIT,
+    WorkerSession as WorkerSession,
+)
+from annotation.models.endpoints import (
+    Endpoint as Endpoint,
+    GenerationCall as GenerationCall,
+    Judge as Judge,
+    JudgeCall as JudgeCall,
+    SystemEndpoint as SystemEndpoint,
+    key_variables as key_variables,
+    unknown_key_variable as unknown_key_variable,
+)
+from annotation.models.jobs import Job as Job, WorkerBeat as WorkerBeat

@@ -1,0 +1,143 @@
+"""What raters answer: judgments and skips, attention checks (gold pairs) with their answers, and practice
+answers."""
+
+from __future__ import annotations
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from annotation import elicitation as elicitation_modes
+from annotation.models.plan import Pair
+from annotation.models.raters import Assignment, AssignmentPair, Rater
+from annotation.models.studies import Study
+
+
+class Judgment(models.Model):
+    """One rater's answer on one pair: a person's, an LLM judge's or an imported one, created only by
+    ``annotation/rating/recording.py``."""
+
+    class Choice(models.TextChoices):
+        A = "a", "A"
+        B = "b", "B"
+        TIE = "tie", "Tie"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgments")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="judgments")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="judgments")
+    assignment = models.ForeignKey(
+        Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgments"
+    )
+    assignment_pair = models.OneToOneField(
+        AssignmentPair, null=True, blank=True, on_delete=models.CASCADE, related_name="judgment"
+    )
+    a_shown_first = models.BooleanField()
+    choice = models.CharField(max_length=3, choices=Choice.choices, null=True, blank=True)
+    response_set = models.JSONField(
+        null=True, blank=True, help_text='Subset of ["a", "b"], model coordinates; [] = no output acceptable.'
+    )
+    strength = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(min(elicitation_modes.STRENGTHS)),
+            MaxValueValidator(max(elicitation_modes.STRENGTHS)),
+        ],
+        help_text="Preference scale: 1 = better, 2 = much better (the choice says which output).",
+    )
+    probability_a = models.FloatField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="", help_text="The rater's optional comment on the pair.")
+    created = models.DateTimeField(default=timezone.now, help_text="When the judgment was made.")
+    recorded = models.DateTimeField(auto_now_add=True, help_text="When the server stored it.")
+    shown_at = models.DateTimeField(null=True, blank=True)
+    time_on_task_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Server-measured.")
+    client_time_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Browser-measured.")
+    idempotency_key = models.CharField(max_length=64)
+    superseded = models.BooleanField(default=False)
+    revised = models.BooleanField(
+        default=False,
+        help_text="Replaced by the rater's later answer to the same pair in the same assignment: "
+        "kept and exported, left out of the analysis.",
+    )
+    extra = models.JSONField(default=dict, blank=True, help_text="Unknown fields of an imported line, kept.")
+    answers = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The answers to the study's further questions by key (annotation/questions.py), model coordinates.",
+    )
+
+    class Meta:
+        ordering = ["created", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "idempotency_key"], name="judgment_unique_key"),
+        ]
+        indexes = [models.Index(fields=["study", "created"])]
+
+    def __str__(self) -> str:
+        return f"judgment {self.idempotency_key} by rater {self.rater_id}"
+
+
+class Skip(models.Model):
+    """A pair the rater skipped, with the reason: never a judgment; the item's place went back to the queue."""
+
+    class Reason(models.TextChoices):
+        CANNOT_JUDGE = "cannot_judge", "I cannot judge this (outside what I know)"
+        UNREADABLE = "unreadable", "The input or an output is unreadable or broken"
+        OFFENSIVE = "offensive", "The content is offensive or disturbing"
+        OTHER = "other", "Another reason"
+
+    assignment_pair = models.OneToOneField(AssignmentPair, on_delete=models.CASCADE, related_name="skip")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="skips")
+    reason = models.CharField(max_length=20, choices=Reason.choices)
+    idempotency_key = models.CharField(max_length=64)
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"skip of assignment pair {self.assignment_pair_id} ({self.reason})"
+
+
+class GoldPair(models.Model):
+    """An attention check: an input with a good and a deliberately bad output. Shown like any pair;
+    the answer is scored, never mixed into the study's judgments."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="gold_pairs")
+    input = models.TextField()
+    good_output = models.TextField()
+    bad_output = models.TextField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"gold {self.pk} of study {self.study_id}"
+
+
+class GoldAnswer(models.Model):
+    assignment_pair = models.OneToOneField(AssignmentPair, on_delete=models.CASCADE, related_name="gold_answer")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="gold_answers")
+    answer = models.CharField(max_length=20, help_text="The answer as displayed, e.g. first, second:2, first,second.")
+    correct = models.BooleanField()
+    idempotency_key = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"gold answer {self.pk} ({'right' if self.correct else 'wrong'})"
+
+
+class PracticeAnswer(models.Model):
+    """A rater's answer to a practice pair (an attention check shown with feedback before their first real pair):
+    never a judgment, never an attention-check result, in no analysis."""
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="practice_answers")
+    gold = models.ForeignKey(GoldPair, on_delete=models.CASCADE, related_name="practice_answers")
+    a_shown_first = models.BooleanField(help_text="Whether the good output was shown first.")
+    answer = models.CharField(max_length=20, help_text="The answer as displayed, e.g. first, second:2, first,second.")
+    correct = models.BooleanField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        # One answer per practice pair per rater: a double submit or a reload stores it once.
+        constraints = [models.UniqueConstraint(fields=["rater", "gold"], name="practice_unique_rater_gold")]
+
+    def __str__(self) -> str:
+        outcome = "right" if self.correct else "wrong"
+        return f"practice answer of rater {self.rater_id} on gold {self.gold_id} ({outcome})"
