@@ -33,6 +33,20 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
         test["NAME"] = f"test_{db['NAME']}_{suffix}"
 
 
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first, most seconds first, each followed by a quick one: with ``--maxschedchunk 2`` (make
+    test) pytest-xdist hands each worker two tests at a time from the front, so the long ones start at once on
+    different workers and no worker ends the run alone on one of them. The rest keep pytest's order."""
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if not slow:
+        return
+    slow.sort(key=lambda item: -item.get_closest_marker("slow").kwargs.get("seconds", 0))
+    chosen = set(slow)
+    quick = [item for item in items if item not in chosen]
+    front = [item for pair in zip(slow, quick, strict=False) for item in pair]
+    items[:] = front + slow[len(front) // 2 :] + quick[len(slow) :]
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -42,11 +42,13 @@ def manage(env: dict, *args) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.own_database
 def test_check_deploy_passes_with_production_settings(tmp_path):
     result = manage(production_env(tmp_path), "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.own_database
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -89,6 +91,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow(seconds=25)
+@pytest.mark.own_database
 def test_gunicorn_serves_the_app_with_static_files_and_security_headers(tmp_path):
     env = production_env(tmp_path, HTTPS="0")
     for args in (("migrate", "--noinput"), ("collectstatic", "--noinput")):

@@ -30,6 +30,7 @@ def back_to_the_latest_schema():
     migrate(migrate_latest_targets())  # whatever the test did, the next test gets today's schema
 
 
+@pytest.mark.slow(seconds=17)
 def test_settings_and_answer_counters_survive_the_migrations():
     old = migrate(BEFORE)
     Study = old.get_model("annotation", "Study")
@@ -151,6 +152,7 @@ def migrate_latest_targets():
     return [key for key in executor.loader.graph.leaf_nodes() if key[0] in ("annotation", "selection", "analytics")]
 
 
+@pytest.mark.slow(seconds=10)
 def test_jobs_queued_before_the_move_keep_their_rows_and_run_through_the_one_entry_point():
     """Job and WorkerBeat moved from selection to annotation with their tables, and a task queued under
     an old task path is run by annotation.jobs.run_job after the upgrade (else its job would stay queued)."""

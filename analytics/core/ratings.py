@@ -524,3 +524,18 @@ def contextual_bradley_terry(
     half = ndtri(1 - (1 - level) / 2) * np.sqrt(variances) * unit
     ratings_ = INITIAL + theta * unit
     return StyleControlled(ratings_, ratings_ - half, ratings_ + half, gamma)
+
+
+def compile_loops() -> None:
+    """Compile the numba loops (online and bootstrap ELO, with one K and with a K per battle; style control's
+    objective) into their on-disk cache now, on a small input past COMPILED_FROM, so that later processes load them
+    instead of each compiling them: ``make test`` calls it before its parallel workers start."""
+    rng = np.random.default_rng(0)
+    n = COMPILED_FROM
+    a = rng.integers(0, 3, n)
+    b = (a + 1) % 3
+    score = rng.integers(0, 3, n) / 2.0
+    for k in (4.0, separability_k(rng.random(n))):
+        online_elo(a, b, score, 3, k)
+        bootstrap_elo(a, b, score, 3, k, rounds=2)
+    contextual_bradley_terry(a, b, score, rng.random((n, 2)), 3)

@@ -215,6 +215,7 @@ MEDIUM = ("mturk-vicuna-7b_gpt-3.5-turbo-instruct_samsum", "mturk-mistral-7b_vic
 LOW = "mturk-vicuna-7b_gpt-3.5-turbo-instruct_cnn_dm"
 
 
+@pytest.mark.slow(seconds=31)
 def test_cosine_la_reproduces_the_papers_findings_on_its_own_human_data_and_plain_cosine_does_not(researcher):
     # The paper chose its four configurations as Low / High / Medium / Medium average separability (§3.2) and
     # found mean consistency rising over five equal-count separability bins pooled over them (Fig. 8).

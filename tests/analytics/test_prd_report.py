@@ -75,6 +75,7 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
     assert "Length-controlled win rates" in page and page.count("<td>Judge vicuna-13b</td>") == 10
 
 
+@pytest.mark.slow(seconds=9)
 def test_the_report_controls_prd_for_style_and_length(prd_study):
     """Style and length control on the real answers: the style-controlled board beside the plain one, with arena-rank's
     default penalty and without, and the length-controlled win rates of people and of each judge, the people's equal to
@@ -116,6 +117,7 @@ def test_the_report_controls_prd_for_style_and_length(prd_study):
         assert (entry["low"], entry["high"]) == pytest.approx((low, high), abs=1e-9)
 
 
+@pytest.mark.slow(seconds=9)
 def test_the_report_answers_who_wins_how_sure_and_what_next_first(researcher_client, prd_study):
     """The report's first screen answers the researcher's questions in words, from the numbers below."""
     from analytics import presentation

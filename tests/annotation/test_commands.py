@@ -22,6 +22,7 @@ from tests.conftest import answer_all, study_jsonl
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.own_database
 @pytest.mark.parametrize(
     "command",
     [
@@ -62,6 +63,8 @@ def test_import_study_lists_problems_and_exits_non_zero(tmp_path, researcher):
     assert not Study.objects.exists()
 
 
+@pytest.mark.slow(seconds=21)
+@pytest.mark.own_database
 def test_a_failing_command_exits_non_zero_from_the_shell(tmp_path):
     """The real command line, on its own throw-away SQLite database."""
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}"}

@@ -494,6 +494,7 @@ def test_a_request_that_never_ends_is_cut_off_at_its_total_time_limit(researcher
     assert Judgment.objects.filter(rater=judge.rater).count() == 2  # Q1 in both orders
 
 
+@pytest.mark.slow(seconds=16)
 def test_stop_cuts_off_the_requests_in_flight_at_once(researcher, server):
     """Stop was ignored for minutes while slow requests were out: now the requests in flight are cut off (their
     connections closed) and asked again on resume."""

@@ -345,6 +345,7 @@ def test_the_researchers_preview_shows_the_rating_page_in_the_raters_language(re
     assert '<html lang="en' in study_page  # the researcher's own pages stay in English
 
 
+@pytest.mark.slow(seconds=6)
 def test_no_rater_string_escapes_the_translation(pages, german):
     escaped = {name: escaped_english(page, german) for name, (page, _) in pages.items()}
     assert {name: words for name, words in escaped.items() if words} == {}

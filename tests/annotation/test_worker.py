@@ -48,6 +48,8 @@ def wait_for(condition, seconds):
 """
 
 
+@pytest.mark.slow(seconds=25)
+@pytest.mark.own_database
 def test_a_held_sqlite_write_lock_ends_django_tasks_worker_but_not_ours(tmp_path):
     """The newcomer's blocker: a request held SQLite's write lock longer than the worker's timeout and `db_worker`
     exited; `run_worker` waits it out and then runs the queued job."""
@@ -60,38 +62,48 @@ from django.db import connection
 name = connection.settings_dict["NAME"]
 short = {"SQLITE_TIMEOUT": "0.5"}
 
-def under_lock(process, seconds=4.0):
+def under_lock(process, until_exit):
+    # SQLite's write lock held until the process exits (django-tasks' worker exits at its next poll once the lock
+    # outlasts SQLITE_TIMEOUT), or for 2 s for ours (four times the timeout, many polls of 0.1 s)
     holder = sqlite3.connect(name, timeout=5)
     holder.execute("BEGIN IMMEDIATE")
-    time.sleep(seconds)
+    if until_exit:
+        wait_for(lambda: process.poll() is not None, 20)
+    else:
+        time.sleep(2.0)
     alive = process.poll() is None
     holder.rollback()
     holder.close()
     return alive
 
 plain = start("db_worker", "--no-reload", "--interval", "0.1", env=short)
-time.sleep(2.0)  # started and polling
-plain_survived = under_lock(plain)
+first = queue_report()
+polling = wait_for(lambda: Job.objects.get(pk=first.pk).status == "done", 60)  # it runs jobs
+plain_survived = under_lock(plain, until_exit=True)
 plain.kill(); plain.wait()
 
-job = queue_report()
 ours = start("run_worker", "--interval", "0.1", "--beat-seconds", "0.5", env=short)
-time.sleep(2.0)
-ours_survived = under_lock(ours)
+ready = wait_for(lambda: WorkerBeat.objects.exists(), 60)  # started and polling
+ours_survived = under_lock(ours, until_exit=False)
+job = queue_report()
 finished = wait_for(lambda: Job.objects.get(pk=job.pk).status == "done", 60)
 beat = WorkerBeat.objects.exists()
 ours.send_signal(signal.SIGTERM)
 ours.wait(30)
-result = {"plain_survived": plain_survived, "ours_survived": ours_survived, "finished": finished,
-          "beat": beat, "status": Job.objects.get(pk=job.pk).status, "left": WorkerBeat.objects.count()}
+result = {"polling": polling, "ready": ready, "plain_survived": plain_survived, "ours_survived": ours_survived,
+          "finished": finished, "beat": beat, "status": Job.objects.get(pk=job.pk).status,
+          "left": WorkerBeat.objects.count()}
 """,
         tmp_path,
     )
+    assert result["polling"] and result["ready"]
     assert result["plain_survived"] is False  # the failure this guards against
     assert result["ours_survived"] is True and result["finished"] and result["status"] == "done"
     assert result["beat"] and result["left"] == 0  # a stopped worker takes its sign of life with it
 
 
+@pytest.mark.slow(seconds=23)
+@pytest.mark.own_database
 def test_a_dropped_postgresql_connection_ends_django_tasks_worker_but_not_ours(tmp_path):
     result = run_on(
         "postgresql",
@@ -100,9 +112,9 @@ def test_a_dropped_postgresql_connection_ends_django_tasks_worker_but_not_ours(t
 from django.db import connection
 persistent = {"DB_CONN_MAX_AGE": "60"}  # as in production: the worker keeps its connection between polls
 
-def drop_connections():  # a restart or a pooler drops every other connection of the database, now and then again
+def drop_connections(times):  # a restart or a pooler drops every other connection of the database, again and again
     dropped = 0
-    for _ in range(10):
+    for _ in range(times):
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                            "WHERE datname = current_database() AND pid <> pg_backend_pid()")
@@ -111,29 +123,32 @@ def drop_connections():  # a restart or a pooler drops every other connection of
     return dropped
 
 plain = start("db_worker", "--no-reload", "--interval", "0.1", env=persistent)
-time.sleep(3.0)
-drop_connections()
-time.sleep(2.0)
-plain_survived = plain.poll() is None
+first = queue_report()
+polling = wait_for(lambda: Job.objects.get(pk=first.pk).status == "done", 60)  # connected, running jobs
+drop_connections(3)
+plain_survived = not wait_for(lambda: plain.poll() is not None, 20)  # it exits at its next poll
 plain.kill(); plain.wait()
 
 ours = start("run_worker", "--interval", "0.1", "--beat-seconds", "0.5", env=persistent)
 ready = wait_for(lambda: WorkerBeat.objects.exists(), 30)
-dropped = drop_connections()
+dropped = drop_connections(10)
 job = queue_report()
 finished = wait_for(lambda: Job.objects.get(pk=job.pk).status == "done", 60)
 alive = ours.poll() is None
 ours.send_signal(signal.SIGTERM)
 ours.wait(30)
-result = {"ready": ready, "dropped": dropped, "finished": finished, "alive": alive, "plain_survived": plain_survived}
+result = {"polling": polling, "ready": ready, "dropped": dropped, "finished": finished, "alive": alive,
+          "plain_survived": plain_survived}
 """,
         tmp_path,
     )
-    assert result["plain_survived"] is False  # the failure this guards against
+    assert result["polling"] and result["plain_survived"] is False  # the failure this guards against
     assert result["ready"] and result["dropped"] >= 1
     assert result["finished"] and result["alive"]
 
 
+@pytest.mark.slow(seconds=18)
+@pytest.mark.own_database
 def test_a_worker_killed_mid_job_leaves_a_job_failed_visibly_and_the_next_worker_goes_on(tmp_path):
     """kill -9 during a large import: the job is failed with a message saying the worker stopped (the study page
     then offers to delete the unfinished study) instead of "Importing... 48 %" forever; a new worker takes new jobs."""
@@ -165,6 +180,8 @@ result = {"running": running, "failed": failed, "message": job.message, "finishe
     assert result["message"] == VANISHED and result["study"] == "importing"  # unpublished: the page offers delete
 
 
+@pytest.mark.slow(seconds=10)
+@pytest.mark.own_database
 def test_a_job_cut_short_by_a_held_write_lock_runs_again_or_fails_saying_so(tmp_path, monkeypatch):
     """The race CI met: the worker had claimed the job when a long request took SQLite's write lock, so the job's
     own writes failed. A restartable kind runs again once the lock is gone; an import fails with the reason, and
@@ -190,7 +207,7 @@ def hold_lock(seconds):
 def body(job, progress):
     runs.append(job.kind)
     if runs.count(job.kind) == 1:
-        hold_lock(2.0)
+        hold_lock(1.0)  # twice SQLITE_TIMEOUT
         progress(1, 2)  # meets the held lock after SQLITE_TIMEOUT
     return f"ran {runs.count(job.kind)} times"
 
@@ -214,7 +231,7 @@ result = out
     )
     again = result["locked-restartable"]
     assert again == {**again, "status": "done", "message": "ran 2 times", "raised": None, "runs": 2}
-    assert again["seconds"] >= 2.0  # it waited for the lock to go
+    assert again["seconds"] >= 1.0  # it waited for the lock to go
     once = result["locked-import"]
     assert once == {**once, "status": "failed", "raised": "JobFailed", "runs": 1}
     assert once["message"].startswith(jobs.OUTAGE.format(again="")) and "database is locked" in once["message"]

@@ -47,8 +47,13 @@ def find_chromium() -> str | None:
     return None
 
 
-@pytest.fixture
-def browser_page(live_server) -> Iterator:
+@pytest.fixture(scope="module")
+def chromium() -> Iterator:
+    """One Chromium for a module's tests on this worker (launching one per test cost ~0.6 s each). Module-scoped,
+    not session-scoped: Playwright's sync API keeps an event loop running in this thread while it is started, and
+    Django refuses synchronous ORM calls under a running loop, so the guard is lifted only while a browser module's
+    tests run (every test in tests/browser is a browser test); pytest tears this down before a test of another
+    module runs on the worker."""
     executable = find_chromium()
     if executable is None:
         message = (
@@ -58,8 +63,6 @@ def browser_page(live_server) -> Iterator:
         pytest.fail(message)
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still
-    # synchronous, so Django's async-safety guard is lifted for the duration of the test only.
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
@@ -69,14 +72,24 @@ def browser_page(live_server) -> Iterator:
                 yield browser
             finally:
                 browser.close()
-                # ORM calls made while Playwright's loop runs use a connection of their own (its
-                # greenlet has its own context); close it, or PostgreSQL cannot drop the test database.
-                connections.close_all()
     finally:
+        connections.close_all()
         if previous is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def browser_page(chromium, live_server) -> Iterator:
+    """The module's Chromium for one test: each test opens its own contexts (``new_context`` / ``new_page``), and
+    whatever it left open is closed afterwards, so no cookie, storage or page reaches the next test."""
+    yield chromium
+    for context in list(chromium.contexts):
+        context.close()
+    # ORM calls made while Playwright's loop runs use a connection of their own (its greenlet has its own
+    # context); close it, or PostgreSQL cannot drop the test database.
+    connections.close_all()
 
 
 @pytest.fixture

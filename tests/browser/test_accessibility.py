@@ -68,6 +68,7 @@ def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(
     assert found == {name: [] for name in found}
 
 
+@pytest.mark.slow(seconds=9)
 def test_the_completion_page_and_the_researcher_pages(browser_page, live_server, researcher, study):
     rater = enrolment.do_create_rater_link(study, "done")
     assignment = allocation.do_start_assignment(rater)
@@ -145,11 +146,15 @@ RESEARCHER_PAGES = (
 )  # every GET page of a study (the others are form targets)
 
 
-@pytest.mark.parametrize("size", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
-def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_server, researcher, size):
-    """Every page a researcher reaches, with real data on it -- the demo study (20 items, five simulated
-    people and a judge) and, when ../shared/data is here, PRD's Vicuna-80 study with its five judges -- at desktop
-    and phone sizes: no critical and no serious violation, and no page wider than the screen."""
+SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
+
+
+@pytest.mark.slow(seconds=90)
+def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_server, researcher):
+    """Every page a researcher reaches, with real data on it -- the demo study (20 items, five simulated people and
+    a judge) and, when ../shared/data is here, PRD's Vicuna-80 study with its five judges -- at desktop and phone
+    sizes: no critical and no serious violation, and no page wider than the screen. The studies are loaded once
+    and each page is opened at both sizes, in a browser context per size."""
     from io import StringIO
 
     from django.core.management import call_command
@@ -169,38 +174,41 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     researcher.refresh_from_db()  # load_demo gave the account a new password: a session needs the current one
     client = Client()
     client.force_login(researcher)
-    context = browser_page.new_context(viewport={"width": size[0], "height": size[1]})
-    context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
-    page = context.new_page()
-    found: dict[str, list[str]] = {}
-    wider: dict[str, int] = {}  # pages wider than the screen (wide tables scroll inside their own region)
+    urls: dict[str, str] = {}  # what the finding is called -> the page
+    wide_checked: set[str] = set()  # pages that must fit the screen (wide tables scroll inside their own region)
     for study in studies:
-        urls = [reverse(name, args=[study.pk]) for name in RESEARCHER_PAGES]
-        urls.append(reverse("item_detail", args=[study.pk, Item.objects.filter(study=study).first().pk]))
-        urls += [reverse("judge_detail", args=[study.pk, judge.pk]) for judge in study.judges.all()[:1]]
-        urls += [
+        pages = [reverse(name, args=[study.pk]) for name in RESEARCHER_PAGES]
+        pages.append(reverse("item_detail", args=[study.pk, Item.objects.filter(study=study).first().pk]))
+        pages += [reverse("judge_detail", args=[study.pk, judge.pk]) for judge in study.judges.all()[:1]]
+        pages += [
             reverse("system_detail", args=[study.pk, endpoint.pk])
             for endpoint in SystemEndpoint.objects.filter(system__study=study)[:1]
         ]
-        for url in urls:
-            page.goto(live_server.url + url)
-            assert "/accounts/login/" not in page.url, url  # the page itself, not the login form
-            found[f"{url} ({study.name})"] = serious(page)
-            width = page.evaluate("document.scrollingElement.scrollWidth")
-            if width > size[0]:  # the study page was once 862 px wide on a 390 px phone
-                wider[f"{url} ({study.name})"] = width
+        for url in pages:
+            urls[f"{url} ({study.name})"] = url
+            wide_checked.add(f"{url} ({study.name})")
     system_pages = [reverse("systems", args=[generated.pk])] + [
         reverse("system_detail", args=[generated.pk, e.pk])
         for e in SystemEndpoint.objects.filter(system__study=generated)
     ]
     for url in (*system_pages, reverse("study_list"), reverse("study_create"), reverse("api_token")):
-        page.goto(live_server.url + url)
-        assert "/accounts/login/" not in page.url, url
-        found[url] = serious(page)
-        width = page.evaluate("document.scrollingElement.scrollWidth")
-        if url in system_pages and width > size[0]:
-            wider[url] = width
-    context.close()
+        urls[url] = url
+        if url in system_pages:
+            wide_checked.add(url)
+    found: dict[str, list[str]] = {}
+    wider: dict[str, int] = {}
+    for size, (width, height) in SIZES.items():
+        context = browser_page.new_context(viewport={"width": width, "height": height})
+        context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+        page = context.new_page()
+        for name, url in urls.items():
+            page.goto(live_server.url + url)
+            assert "/accounts/login/" not in page.url, url  # the page itself, not the login form
+            found[f"{name} [{size}]"] = serious(page)
+            scrolled = page.evaluate("document.scrollingElement.scrollWidth")
+            if name in wide_checked and scrolled > width:  # the study page was once 862 px wide on a 390 px phone
+                wider[f"{name} [{size}]"] = scrolled
+        context.close()
     assert found == {name: [] for name in found}
     assert wider == {}
 

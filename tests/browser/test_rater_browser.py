@@ -82,6 +82,7 @@ def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server,
     assert dialogs == []
 
 
+@pytest.mark.slow(seconds=11)
 def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_host(
     browser_page, live_server, researcher, artifacts
 ):

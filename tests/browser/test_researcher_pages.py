@@ -40,6 +40,7 @@ def keep(page, artifacts, name: str, height: int = 2200) -> None:
         shutil.copy(path, DOCS / name)
 
 
+@pytest.mark.slow(seconds=7)
 def test_the_demo_study_page_and_report_by_population(browser_page, live_server, artifacts):
     call_command("load_demo", "--base-url", live_server.url, stdout=open(os.devnull, "w"))
     study = Study.objects.get(name="demo")
@@ -84,6 +85,7 @@ def test_a_stale_report_says_so_and_refreshes_in_place(browser_page, live_server
     context.close()
 
 
+@pytest.mark.slow(seconds=9)
 def test_a_judge_runs_from_the_browser_with_stop_and_resume(browser_page, live_server, researcher):
     """Add a judge against the local OpenAI-compatible server, start it, watch the progress bar, stop it, resume
     it; the worker's job runs on a thread as ``db_worker`` would run it."""

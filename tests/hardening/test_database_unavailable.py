@@ -53,6 +53,8 @@ def test_the_api_says_so_in_json(researcher, study, monkeypatch, down):
     assert response.status_code == 503 and "briefly unavailable" in response.json()["detail"]
 
 
+@pytest.mark.slow(seconds=7)
+@pytest.mark.own_database
 def test_health_reports_a_held_sqlite_write_lock(tmp_path):
     """On a SQLite database of its own, whichever database this suite runs on: the lock is SQLite's."""
     result = run_on(
@@ -81,6 +83,8 @@ result = {"before": before, "locked": [locked.status_code, {k: v for k, v in loc
     assert result["after"] == 200
 
 
+@pytest.mark.slow(seconds=7)
+@pytest.mark.own_database
 def test_health_is_ok_on_a_writable_postgresql(tmp_path):
     result = run_on(
         "postgresql",

@@ -84,6 +84,8 @@ def test_a_failed_step_leaves_nothing(researcher, monkeypatch):
     assert not Study.objects.exists() and not Item.objects.exists()
 
 
+@pytest.mark.slow(seconds=50)
+@pytest.mark.own_database
 def test_postgresql_imports_more_items_than_its_query_parameters(tmp_path):
     """On a PostgreSQL database of its own, whichever database this suite runs on: the limit is PostgreSQL's."""
     result = run_on(
@@ -102,6 +104,8 @@ result = [study.status, study.items.count(), Task.objects.filter(study=study).co
     assert result == ["active", 66_000, 66_000]
 
 
+@pytest.mark.slow(seconds=160)
+@pytest.mark.own_database
 def test_postgresql_imports_more_judgments_than_its_query_parameters(tmp_path):
     """70,000 judgment lines were once 'database briefly unavailable, try again' on PostgreSQL for ever (one
     lookup with 70,000 keys, one insert of 70,000 rows: past its 65,535 parameters). Looked up and inserted in

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -17,6 +19,7 @@ def manage(env: dict, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.own_database
 def test_without_debug_in_the_environment_the_app_is_production_safe(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'x.sqlite3'}"
@@ -28,6 +31,7 @@ def test_without_debug_in_the_environment_the_app_is_production_safe(tmp_path):
     assert "run test: export DEBUG ?= 1" in makefile
 
 
+@pytest.mark.own_database
 def test_each_bench_run_gets_a_postgresql_database_of_its_own(tmp_path):
     import psycopg
 

@@ -406,7 +406,7 @@ def test_the_decision_step_reads_an_assignment_in_two_queries_and_writes_one(thr
     def counted(assignment):
         with CaptureQueriesContext(connection) as queries:
             step(assignment)
-        counts.append(len(queries))
+        counts.append((assignment.places.get().task.comparison_id, len(queries)))
 
     monkeypatch.setattr(planning, "do_close_decided_pairs", counted)
     rater = enrolment.do_create_rater_link(three, "timed")
@@ -416,9 +416,14 @@ def test_the_decision_step_reads_an_assignment_in_two_queries_and_writes_one(thr
         allocation.do_mark_shown(pair)
         # ties: every pair stays undecided, nothing is closed
         recording.do_record_judgment(pair, idempotency_key=f"t{pair.pk}", answer=Answer(choice="tie"))
-    # the first completion of each of the three pairs creates its stored decision from the pair's judgments; each
-    # later one reads and writes four times
-    assert len(counts) == 6 and counts[3:] == [4, 4, 4] and min(counts[:3]) > 4
+    # the first completion of each system pair creates its stored decision from the pair's judgments; each later
+    # one reads and writes four times (which pair each assignment holds follows the study's random seed)
+    assert len(counts) == 6
+    seen: set[int] = set()
+    for comparison, queries in counts:
+        assert queries > 4 if comparison not in seen else queries == 4, counts
+        seen.add(comparison)
+    assert len(seen) < 6  # some pair was completed again
     stored = PairDecision.objects.filter(items__gt=0)
     assert sum(d.items for d in stored) == sum(d.judgments for d in stored) == 6
 

@@ -62,6 +62,7 @@ ESTIMATORS = (
 )
 
 
+@pytest.mark.slow(seconds=13)
 @pytest.mark.parametrize("finite", [False, True], ids=["items like these", "these items"])
 @pytest.mark.parametrize("n", SIZES)
 def test_every_estimate_covers_and_claims_what_it_delivers(prd, n, finite):
