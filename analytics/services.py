@@ -40,6 +40,7 @@ from selection import services as selection_services
 from selection.core import decisions, winners
 from selection.core.stopping import stopping_status
 from selection.models import ItemSeparability, SeparabilityRun
+from selection.rating_sets import rating_sets as selection_rating_sets
 from selection.services import UNRECORDED, SampleDesign
 from selection.strategies import PURPOSIVE, STRATIFIED, UNIFORM, WEIGHTED, strategy_parameters
 
@@ -506,18 +507,13 @@ def reliability_report(rows: list[Row], systems: list[str]) -> dict:
 
 
 def rating_sets(rows: list[Row], pair: tuple[str, str]) -> dict[str, dict[str, list[int]]]:
-    """item -> rater -> their ratings of the item for ``pair`` (in the pair's coordinates: -1 its first system),
-    from the rows that are not superseded and have an answer; items in the order their last judgment arrived (rows
-    come in creation order)."""
-    sets: dict[str, dict[str, list[int]]] = {}
-    for r in rows:
-        if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
-            by_rater = sets.pop(r.item, {})  # re-inserted: the item moves to the end of the arrival order
-            by_rater.setdefault(r.rater, []).append(
-                winners.rating_for(r.effective_choice, (r.system_a, r.system_b) != pair)
-            )
-            sets[r.item] = by_rater
-    return sets
+    """item -> rater -> their ratings of the item for ``pair`` (``selection.rating_sets``: in the pair's coordinates,
+    -1 its first system; items in the order their last judgment arrived), from the rows that are not superseded."""
+    return selection_rating_sets(
+        (r.item, r.rater, r.choice, r.response_set, r.probability_a, (r.system_a, r.system_b) != pair)
+        for r in rows
+        if {r.system_a, r.system_b} == set(pair) and not r.superseded
+    )
 
 
 def item_scores(sets: dict[str, dict[str, list[int]]]) -> tuple[np.ndarray, np.ndarray]:
@@ -663,10 +659,7 @@ def positional_bias_report(rows: list[Row], reference: list[Row]) -> dict:
 def _majority_by_pair(rows: list[Row]) -> dict[int, str]:
     """Who won each rated pair by the one item-winner rule, each rater's one judgment of the pair being
     their rating set."""
-    sets: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        if r.rating is not None:
-            sets[r.pair_id][r.rater].append(r.rating)
+    sets = selection_rating_sets((r.pair_id, r.rater, r.choice, r.response_set, r.probability_a, False) for r in rows)
     return {p: winners.item_winner(list(by_rater.values())) for p, by_rater in sets.items()}
 
 
