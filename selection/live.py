@@ -95,8 +95,10 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
     ).values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
     # one rating set per assignment (a rater's place) of an item; the plan's pairs have the pair's first system as A
     by_item = rating_sets.rating_sets(
-        (item, assignment, choice, response, probability, False)
-        for item, assignment, choice, response, probability in judgments
+        [
+            (item, assignment, choice, response, probability, False)
+            for item, assignment, choice, response, probability in judgments
+        ]
     )
     return {item_id: winners.item_winner(list(by_assignment.values())) for item_id, by_assignment in by_item.items()}
 
