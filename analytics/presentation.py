@@ -46,6 +46,7 @@ def figures(report: Report) -> dict[str, str]:
             [
                 (f"{as_two(b.low)} to {as_two(b.high)} (n = {b.count:,})", dict(sorted(b.histogram.items())))
                 for b in bins.equal_width
+                if b.count  # a bin no rating set falls in has no bar (and no range: its bounds are null)
             ],
             f"consistency ({kind}s)",
         )

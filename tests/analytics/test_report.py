@@ -87,6 +87,11 @@ def test_sep_elo_appears_once_separability_is_computed(judged_study):
     report = study_report(judged_study)
     assert report.sep_elo.available and report.sep_elo.battles_without_separability == 0
     assert report.consistency.by_separability["human"].equal_count
+    # every item equally separable: three of the four equal-width bins hold no rating set (their bounds are null),
+    # and the page shows the one that does
+    assert [b.count for b in report.consistency.by_separability["human"].equal_width] == [0, 0, 8, 0]
+    body = presentation.render_body(judged_study, Population(), report)
+    assert "1.00 to 1.00 (n = 8)" in body
 
 
 def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_study):
