@@ -4,7 +4,7 @@ judgments into assignments, money and rater-hours, and drawing the curve.
 
 The numbers are ``selection.core.budget``'s (items needed before the pair's anytime-valid decision names the better
 system with the stated power); the pilot is the pair's own human judgments so far, else its LLM judges' verdicts as
-a prior, else the largest possible variance (``selection.services.pilot_outcomes``). A plan simulates hundreds of
+a prior, else the largest possible variance (``selection.rating_sets.pilot_outcomes``). A plan simulates hundreds of
 studies per margin, so the pages run it as a background job (``budget_job``) and show the latest stored plan.
 """
 
@@ -21,7 +21,7 @@ from analytics.plots import line_plot
 from annotation import jobs
 from annotation.models import Job, Study, Task
 from annotation.rating import allocation
-from selection import services
+from selection import rating_sets
 from selection.core import budget
 
 KIND = "budget"
@@ -214,7 +214,7 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
     needed: dict[tuple[float, float], int | None] = {}  # pairs with the same item variance share a simulation
     rows = []
     for c in comparisons:
-        source, outcomes = services.pilot_outcomes(c)
+        source, outcomes = rating_sets.pilot_outcomes(c)
         pilot = budget.pilot_of(outcomes) if outcomes else budget.Pilot(budget.NO_PILOT_VARIANCE, budget.UNKNOWN_RHO)
         for m in request.raters:
             for margin in request.margins:

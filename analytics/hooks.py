@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from analytics import budgeting
 
 
@@ -52,9 +54,9 @@ def budget_panel(study) -> dict:
 
 def settings_page(study) -> dict:
     # what the stored settings become, through the same function the report calls
-    from analytics.services import analysis_parameters  # imported when used: the report's imports are heavy
+    from analytics.report.data import analysis_parameters  # imported when used: the report's imports are heavy
 
-    return {"analysis_parameters": analysis_parameters(study), "budget": budget_panel(study)}
+    return {"analysis_parameters": dataclasses.asdict(analysis_parameters(study)), "budget": budget_panel(study)}
 
 
 def item_page(item) -> dict:

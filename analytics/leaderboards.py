@@ -1,16 +1,17 @@
 """Leaderboards from battles: the one place where a method's point ratings, their bootstrap and the rows
-people read are made, for the study report (analytics/services.py) and ``manage.py leaderboard`` alike.
+people read are made, for the study report (analytics/report/ratings.py) and ``manage.py leaderboard`` alike.
 
 Imports no Django models, so the command starts in a fraction of a second (bench/README.md, "Leaderboards").
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 import numpy as np
 
 from analytics.core import ratings
+from analytics.report.serial import optional
 
 METHODS = ("elo", "sep-elo", "bt")
 INTERVALS = ("sandwich", "bootstrap")
@@ -32,7 +33,7 @@ def board(
     rounds: int = 100,
     seed: int = 0,
     intervals: str | None = None,
-) -> list[dict]:
+) -> list[BoardRow]:
     """The leaderboard rows of ``method`` with ``intervals`` (default: ``default_intervals``) -- what the report and
     ``manage.py leaderboard`` show."""
     intervals = intervals or default_intervals(method)
@@ -81,7 +82,7 @@ def style_board(
     counts_b: np.ndarray,
     reg: float = ratings.STYLE_REG,
     penalty_curvature: bool = False,
-) -> tuple[list[dict], dict[str, float]]:
+) -> tuple[list[BoardRow], dict[str, float]]:
     """The style-controlled Bradley-Terry board (arena-rank's ``ContextualBradleyTerry`` with its defaults; sandwich
     intervals, with the penalty's curvature when ``penalty_curvature``: see ``ratings.contextual_bradley_terry``)
     and the style coefficients by feature, from each side's style counts (battles, 4)."""
@@ -98,7 +99,7 @@ def style_board(
     return rows(systems, interval, "bt"), dict(zip(ratings.STYLE_FEATURES, fit.coefficients.tolist(), strict=True))
 
 
-def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, method: str) -> list[dict]:
+def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, method: str) -> list[BoardRow]:
     """Leaderboard rows, best first, for ``method`` "elo" (ELO and sep-ELO) or "bt".
 
     ELO's headline ``rating`` is the bootstrap median, as FastChat's leaderboard reports it
@@ -108,35 +109,32 @@ def leaderboard(systems: list[str], point: np.ndarray, samples: np.ndarray, meth
     return rows(systems, ratings.summarize(point, samples), method)
 
 
-def rows(systems: list[str], interval: ratings.Interval, method: str) -> list[dict]:
+@dataclasses.dataclass(frozen=True)
+class BoardRow:
+    """One system's row of a leaderboard: its headline rating (``leaderboard``), the bootstrap median, the 95 %
+    interval and the rank it gives (1 + the systems whose lower bound exceeds this one's upper bound)."""
+
+    system: str
+    rating: float
+    median: float
+    low: float
+    high: float
+    rank: int
+    online: float | None = optional()  # ELO's single pass in the given order (ELO and sep-ELO only)
+
+
+def rows(systems: list[str], interval: ratings.Interval, method: str) -> list[BoardRow]:
     headline = interval.median if method != "bt" else interval.estimate
-    rows = []
-    for i, s in enumerate(systems):
-        row = {
-            "system": s,
-            "rating": headline[i],
-            "median": interval.median[i],
-            "low": interval.low[i],
-            "high": interval.high[i],
-            "rank": int(interval.rank[i]),
-        }
-        if method != "bt":
-            row["online"] = interval.estimate[i]
-        rows.append(row)
-    return sorted(rows, key=lambda r: (-r["rating"], r["system"]))
-
-
-def clean(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars to Python, NaN to None."""
-    if isinstance(obj, dict):
-        return {str(k): clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [clean(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return clean(obj.tolist())
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating | float):
-        value = float(obj)
-        return None if np.isnan(value) else value
-    return obj
+    rows = [
+        BoardRow(
+            system=s,
+            rating=headline[i],
+            median=interval.median[i],
+            low=interval.low[i],
+            high=interval.high[i],
+            rank=int(interval.rank[i]),
+            online=interval.estimate[i] if method != "bt" else None,
+        )
+        for i, s in enumerate(systems)
+    ]
+    return sorted(rows, key=lambda r: (-r.rating, r.system))

@@ -10,7 +10,7 @@ from annotation.models import Study
 
 
 class AnalysisSettings(models.Model):
-    """How the report analyses a study's judgments. ``analytics.services.analysis_parameters`` is the one
+    """How the report analyses a study's judgments. ``analytics.report.data.analysis_parameters`` is the one
     map from them (and the separability weight's settings) to the report's parameters (registered in
     ``annotation/study_settings.py``)."""
 

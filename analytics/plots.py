@@ -3,8 +3,10 @@ numbers are also on the page as a table and as CSV."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from html import escape
+from typing import Protocol
 
 PALETTE = ["#2457c5", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#5c940d", "#a61e4d"]
 
@@ -22,8 +24,31 @@ def fmt(v: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+class Interval(Protocol):
+    """A row of an interval plot: a leaderboard's row (``analytics.leaderboards.BoardRow``) or a ``Span``."""
+
+    @property
+    def system(self) -> str: ...
+    @property
+    def rating(self) -> float: ...
+    @property
+    def low(self) -> float | None: ...
+    @property
+    def high(self) -> float | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """A point estimate with its 95 % interval, labelled ``system``."""
+
+    system: str
+    rating: float
+    low: float | None
+    high: float | None
+
+
 def interval_plot(
-    rows: list[dict],
+    rows: list[Interval],
     width: int = 520,
     row_height: int = 22,
     label: str = "rating",
@@ -33,17 +58,17 @@ def interval_plot(
     """Horizontal point estimates with 95 % interval whiskers, one row per system (rows: system, rating,
     low, high); ``decimals`` for the values in each point's tooltip; ``reference``: (value, words) drawn as a
     dashed line (e.g. 0.5, "even") and always inside the axis."""
-    rows = [r for r in rows if r.get("low") is not None and r.get("high") is not None]
+    rows = [r for r in rows if r.low is not None and r.high is not None]
     if not rows:
         return ""
-    lo = min(min(r["low"], r["rating"]) for r in rows)
-    hi = max(max(r["high"], r["rating"]) for r in rows)
+    lo = min(min(r.low, r.rating) for r in rows)
+    hi = max(max(r.high, r.rating) for r in rows)
     if reference is not None:
         lo, hi = min(lo, reference[0]), max(hi, reference[0])
     pad = (hi - lo) * 0.05 or 1.0
     lo, hi = lo - pad, hi + pad
     # room for the longest row label (about 6 px a character at 11 px), at most half the plot
-    left = int(min(max(170, 6 * max(len(str(r["system"])) for r in rows) + 16), width // 2))
+    left = int(min(max(170, 6 * max(len(str(r.system)) for r in rows) + 16), width // 2))
     right, top = 20, (22 if reference is not None else 8)
     height = top + row_height * len(rows) + 26
     plot_w = width - left - right
@@ -57,12 +82,12 @@ def interval_plot(
     ]
     for i, r in enumerate(rows):
         y = top + row_height * i + row_height / 2
-        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(str(r["system"]))}</text>')
-        parts.append(f'<line x1="{x(r["low"]):.1f}" y1="{y}" x2="{x(r["high"]):.1f}" y2="{y}" class="whisker"/>')
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(str(r.system))}</text>')
+        parts.append(f'<line x1="{x(r.low):.1f}" y1="{y}" x2="{x(r.high):.1f}" y2="{y}" class="whisker"/>')
         parts.append(
-            f'<circle cx="{x(r["rating"]):.1f}" cy="{y}" r="4" fill="{PALETTE[0]}">'
-            f"<title>{escape(str(r['system']))}: {r['rating']:.{decimals}f} "
-            f"[{r['low']:.{decimals}f}, {r['high']:.{decimals}f}]</title>"
+            f'<circle cx="{x(r.rating):.1f}" cy="{y}" r="4" fill="{PALETTE[0]}">'
+            f"<title>{escape(str(r.system))}: {r.rating:.{decimals}f} "
+            f"[{r.low:.{decimals}f}, {r.high:.{decimals}f}]</title>"
             "</circle>"
         )
     base = top + row_height * len(rows) + 4

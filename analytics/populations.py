@@ -94,6 +94,18 @@ class Population:
             "question": self.question or None,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Population:
+        """The population ``as_dict`` describes (a stored report's)."""
+        return cls(
+            kind=data["kind"],
+            judge=data["judge"] or "",
+            sources=tuple(data["sources"]),
+            rater=data["rater"] or "",
+            include_screened=data["include_screened"],
+            question=data["question"] or "",
+        )
+
     def query(self) -> dict[str, str]:
         """The population as query parameters (the inverse of ``parse``)."""
         out = {"population": self.kind if self.kind != JUDGE else f"judge:{self.judge}"}

@@ -24,9 +24,9 @@ from typing import Any
 
 from django.conf import settings
 
-from analytics import answer_style
 from analytics.core import style
 from analytics.populations import Population
+from analytics.report.data import Answers
 from annotation import elicitation, questions
 from annotation.exchange.rules import csv_safe
 from annotation.models import Judgment, Rater, Study
@@ -346,7 +346,7 @@ def arena_csv(study: Study, options: Options | None = None) -> str:
     options = dataclasses.replace(options or Options(), ties=True, both_bad=True)
     rows = records(study, options)
     pair_of = dict(Judgment.objects.filter(study=study).values_list("idempotency_key", "pair_id"))
-    counts = answer_style.Answers(study, {pair_of[r["judgment_id"]] for r in rows})
+    counts = Answers(study, {pair_of[r["judgment_id"]] for r in rows})
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(ARENA_COLUMNS)

@@ -10,6 +10,7 @@ columns; the bootstraps run only in the worker.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -19,9 +20,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from analytics import populations, presentation, services
+from analytics import populations, presentation
 from analytics.models import StoredReport
 from analytics.populations import Population
+from analytics.report import assembly
+from analytics.report.data import analysis_parameters
 from annotation import jobs
 from annotation.models import Comparison, Job, Judgment, Rater, Study
 from selection.models import IterativeRun, SelectionRun, SeparabilityRun
@@ -49,7 +52,7 @@ def data_version(study: Study) -> str:
         SelectionRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
         IterativeRun.objects.filter(comparison__study=study).aggregate(n=Count("id"), newest=Max("id")),
         Comparison.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
-        services.analysis_parameters(study),
+        dataclasses.asdict(analysis_parameters(study)),
         {"format": REPORT_FORMAT},
     ]
     return hashlib.sha256(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()
@@ -135,12 +138,13 @@ def refresh(study: Study, population: Population) -> StoredReport:
     that arrives meanwhile leaves the stored report stale (it is computed again), never wrongly fresh."""
     version = data_version(study)
     started = time.perf_counter()
-    data = services.study_report(study, population)
+    data = assembly.compute(study, population).to_json()
+    report = assembly.Report.from_json(data)  # what the page reads: the report as stored
     values = {
         "version": version,
         "data": data,
-        "summary": presentation.summary(data),
-        "body": presentation.render_body(study, population, data),
+        "summary": presentation.summary(report),
+        "body": presentation.render_body(study, population, report),
         "computed": timezone.now(),
     }
     values["seconds"] = time.perf_counter() - started
@@ -153,6 +157,15 @@ def refresh(study: Study, population: Population) -> StoredReport:
         stored = StoredReport.objects.get(study=study, population_key=population.key)
         StoredReport.objects.filter(pk=stored.pk).update(**values)
     return stored
+
+
+def readable(data: dict) -> assembly.Report | None:
+    """A stored report as the typed report the CSV tables read; None for one stored by a report format whose
+    sections differ (it is stale, and its refresh is queued)."""
+    try:
+        return assembly.Report.from_json(data)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def report_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:

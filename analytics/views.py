@@ -104,10 +104,11 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
     except BadPopulation as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
     served = stored.serve(study, population)
-    if served.report is None:
+    report = None if served.report is None else stored.readable(served.report)
+    if report is None:
         messages.info(request, "The report is being computed; its tables can be downloaded once it is ready.")
         return redirect(f"{reverse('report', args=[study.pk])}?{urlencode(population.query())}")
-    tables = report_tables(served.report)
+    tables = report_tables(report)
     if name not in tables:
         raise Http404("No such table.")
     columns, rows = tables[name]

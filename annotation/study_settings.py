@@ -9,7 +9,7 @@ freezes once raters start. Each app declares its own in one place (annotation's 
 ``analytics/study_settings.py``); the settings form, the settings page, ``do_update_settings``, duplicate and
 export read them here, so none of them needs to know which app owns what. Each app reads its own row
 (``study.selection_settings`` ...) and maps it to its parameters in one function
-(``selection.strategies.strategy_parameters``, ``analytics.services.analysis_parameters``).
+(``selection.strategies.strategy_parameters``, ``analytics.report.data.analysis_parameters``).
 """
 
 from __future__ import annotations

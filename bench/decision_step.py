@@ -61,7 +61,7 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
     from annotation.plan import planning
     from annotation.rating import allocation, recording
     from annotation.studies import creation, enrolment, lifecycle
-    from selection import services
+    from selection import rating_sets
     from selection.core import decisions
 
     systems = [f"s{k}" for k in range(n_systems)]
@@ -138,7 +138,7 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
         step.append(timings[-1])
         comparison = assignment.places.get().task.comparison
         t0 = time.perf_counter()
-        scored, _ = services.pair_item_scores(comparison)
+        scored, _ = rating_sets.pair_item_scores(comparison)
         decisions.betting_confidence_sequence(np.array([s for _, s in scored]), study.selection_settings.decision_alpha)
         recompute.append((time.perf_counter() - t0) * 1000)
     p50, p95 = statistics.median(step), sorted(step)[int(0.95 * (len(step) - 1))]

@@ -37,8 +37,11 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from analytics import services
     from analytics.core import reliability
+    from analytics.report.assembly import study_report
+    from analytics.report.data import load_rows, separability_by_item
+    from analytics.report.ratings import Board
+    from analytics.report.reliability import Reliability, WeightedBoard
     from annotation.models import Study
 
     get_user_model().objects.create_user("bench")
@@ -50,12 +53,9 @@ def main() -> None:
     for study in Study.objects.order_by("name"):
         call_command("compute_separability", "--study", study.name, "--metric", "cosine-la", stdout=io.StringIO())
         deltas = [
-            d
-            for by_item in services.separability_by_item(study, "cosine-la").values()
-            for d in by_item.values()
-            if d == d
+            d for by_item in separability_by_item(study, "cosine-la").values() for d in by_item.values() if d == d
         ]
-        rows = [r for r in services.load_rows(study) if r.effective_choice is not None]
+        rows = [r for r in load_rows(study) if r.effective_choice is not None]
         started = time.perf_counter()
         fit = reliability.one_coin_dawid_skene(
             [r.pair_id for r in rows],
@@ -69,15 +69,18 @@ def main() -> None:
             votes[r.pair_id].append(r.effective_choice)
         majority = {p: Counter(v).most_common(1)[0][0] for p, v in votes.items()}
         differ = sum(fit.labels[p] != majority[p] for p in majority) / len(majority)
-        report = services.study_report(study)
-        weighted = report["rater_reliability"].get("weighted_board", {}).get("leaderboard") or [{}]
-        plain = report["bradley_terry"].get("leaderboard") or [{}]
+        report = study_report(study)
+        weighted_board = (
+            report.rater_reliability.weighted_board if isinstance(report.rater_reliability, Reliability) else None
+        )
+        weighted = weighted_board.leaderboard if isinstance(weighted_board, WeightedBoard) else []
+        plain = report.bradley_terry.leaderboard if isinstance(report.bradley_terry, Board) else []
         scored = ~np.isnan(fit.kappa)
         print(
             f"{study.name.removeprefix('mturk-'):<48} {statistics.mean(deltas):>6.3f} {len(fit.workers):>7} "
             f"{int(scored.sum()):>6} {float(np.nanmean(fit.kappa)):>10.2f} {int((fit.kappa[scored] < 0.2).sum()):>9} "
             f"{differ:>14.1%} "
-            f"{plain[0].get('system', '-'):>14} {weighted[0].get('system', '-'):>16} {seconds:>6.2f}"
+            f"{plain[0].system if plain else '-':>14} {weighted[0].system if weighted else '-':>16} {seconds:>6.2f}"
         )
 
 

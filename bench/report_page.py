@@ -110,8 +110,8 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     from django.urls import reverse
 
     from analytics import presentation, stored
-    from analytics import services as analytics_services
     from analytics.populations import Population
+    from analytics.report.assembly import study_report
     from annotation.rating import recording
     from annotation.studies import creation
 
@@ -143,8 +143,7 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     assert stored.serve(study, Population()).state == "stale"
 
     def recompute():  # the previous design: the whole report computed and rendered in the request
-        data = analytics_services.study_report(study, Population())
-        presentation.render_body(study, Population(), data)
+        presentation.render_body(study, Population(), study_report(study, Population()))
 
     baseline = timed(recompute, baseline_requests)
     ratio = statistics.median(baseline) / statistics.median(fresh)

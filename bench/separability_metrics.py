@@ -51,7 +51,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from analytics import services as analytics_services
+    from analytics.report.consistency import PooledConsistency, pooled_consistency
     from annotation.models import Study
     from selection import services as selection_services
 
@@ -68,12 +68,10 @@ def main() -> None:
         started = time.perf_counter()
         for study in studies:
             selection_services.compute_separability(study, metric)
-        pooled = analytics_services.pooled_consistency(studies, metric)
+        pooled = PooledConsistency.from_json(pooled_consistency(studies, metric).to_json())
         seconds = time.perf_counter() - started
-        cells = [
-            f"{s['mean_separability']:.3f} rho {s['spearman_separability_consistency']:+.2f}" for s in pooled["studies"]
-        ]
-        curve = [b["mean"] for b in pooled["bins"]["human"]["equal_count"]]
+        cells = [f"{s.mean_separability:.3f} rho {s.spearman_separability_consistency:+.2f}" for s in pooled.studies]
+        curve = [b.mean for b in pooled.bins["human"].equal_count]
         print(
             f"{metric:<10} {seconds:7.1f}  "
             + "  ".join(f"{c:>24}" for c in cells)

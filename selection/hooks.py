@@ -12,7 +12,7 @@ from annotation import extensions
 from annotation.compiled import CompiledQuery, instance, model_columns
 from annotation.models import Assignment, AssignmentTask, Comparison, Item, Study, Task
 from annotation.rating.allocation import pairs_per_bundle
-from selection import live, services
+from selection import live, rating_sets, services
 from selection.core import decisions
 from selection.models import PairDecision
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
@@ -51,7 +51,7 @@ def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     if not settings.stops_buying():
         return None
     decided_now = set()
-    for comparison_id, reads in sorted(services.assignment_reads(assignment, study).items()):
+    for comparison_id, reads in sorted(rating_sets.assignment_reads(assignment, study).items()):
         stored = locked_decision(comparison_id)
         observe(study, settings, stored, reads)
         if stored.decision != decisions.UNDECIDED:
@@ -90,7 +90,7 @@ def first_raters(study: Study) -> int:
     return 1 if study.selection_settings.one_first() else study.raters_per_item
 
 
-def observe(study: Study, settings, stored: PairDecision, reads: services.PairReads) -> None:
+def observe(study: Study, settings, stored: PairDecision, reads: rating_sets.PairReads) -> None:
     """Bring one pair's stored decision up to date with the items the assignment may have completed: one observation
     per item once its raters are in (one rater in phase 1 of "one rater per item first", all of them otherwise);
     once no item of a pair still undecided lacks its first rater, phase 2 starts -- the pair's tasks ask for all
@@ -101,12 +101,12 @@ def observe(study: Study, settings, stored: PairDecision, reads: services.PairRe
     raters = 1 if split and stored.phase == 1 else study.raters_per_item
     sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
     if sequence is None or sequence.alpha != alpha:  # first time, or another error rate
-        scored, stored.judgments = services.pair_item_scores(comparison, raters=raters)
+        scored, stored.judgments = rating_sets.pair_item_scores(comparison, raters=raters)
         sequence, stored.counted = decisions.BettingSequence(alpha), []
     else:  # the items this assignment may have completed, one observation each
         new = reads.items - set(stored.counted)
-        by_item, _ = services.ratings_from_rows(comparison, [row for row in reads.rows if row[0] in new])
-        scored = services.whole_item_scores(study, by_item, raters)
+        by_item, _ = rating_sets.ratings_from_rows(comparison, [row for row in reads.rows if row[0] in new])
+        scored = rating_sets.whole_item_scores(study, by_item, raters)
         stored.judgments += reads.judged
     for item_id, score in scored:
         sequence.update(score)

@@ -18,9 +18,8 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Count, F, Q
 
-from annotation import elicitation
 from annotation.models import Assignment, Comparison, Item, Judgment, Study, Task
-from selection import embedding
+from selection import embedding, rating_sets
 from selection.core import winners
 from selection.core.diffuse import Dendrogram, IterativeDiffUse, SplitSchedule
 from selection.models import IterativeRun
@@ -91,20 +90,18 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
         .annotate(done=Count("places", filter=completed))
         .filter(done__gte=F("raters_required"))
     )
-    by_assignment: dict[tuple[int, int], tuple[int, list[int]]] = {}  # (assignment, item): one rating set
-    for item_id, assignment_id, choice, response, probability in _of_comparison(
+    judgments = _of_comparison(
         Judgment.objects.filter(assignment__status=Assignment.Status.COMPLETED, revised=False),
         assignment__places__task__in=done_tasks,
-    ).values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a"):
-        entry = by_assignment.setdefault((assignment_id, item_id), (item_id, []))
-        answer = elicitation.effective_choice(choice, response, probability)
-        if answer is not None:
-            entry[1].append(winners.rating_for(answer))
-    rating_sets: dict[int, list[list[int]]] = {}
-    for item_id, ratings in by_assignment.values():
-        if ratings:
-            rating_sets.setdefault(item_id, []).append(ratings)
-    return {item_id: winners.item_winner(sets) for item_id, sets in rating_sets.items()}
+    ).values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
+    # one rating set per assignment (a rater's place) of an item; the plan's pairs have the pair's first system as A
+    by_item = rating_sets.rating_sets(
+        [
+            (item, assignment, choice, response, probability, False)
+            for item, assignment, choice, response, probability in judgments
+        ]
+    )
+    return {item_id: winners.item_winner(list(by_assignment.values())) for item_id, by_assignment in by_item.items()}
 
 
 def _of_comparison(judgments, **place):

@@ -31,6 +31,7 @@ APPS = ("annotation", "selection", "analytics")
 WINGS = ["exchange", "plan", "rating", "studies", "crowd", "judges", "generating", "views"]
 ANALYTICS_MAY_READ = [  # besides selection.core.*; tighten as analytics stops needing them
     "selection.models",  # the stored runs and inclusion probabilities the reports weight by
+    "selection.rating_sets",  # the one reader from judgments to rating sets; the budget planner's pilot outcomes
     "selection.services",  # loading a study's selection run, the one read path with its caching and checks
     "selection.strategies",  # the strategy names and designs a report labels and re-simulates
 ]

@@ -1,5 +1,6 @@
-"""The pure modules (file formats, scheduling, selection strategies, battles files and leaderboards) import no
-Django, so they stay fast to test and reusable outside the web app (and ``manage.py leaderboard`` starts fast)."""
+"""The pure modules (file formats, scheduling, selection strategies, battles files, leaderboards and the report's JSON
+converter) import no Django, so they stay fast to test and reusable outside the web app (and ``manage.py leaderboard``
+starts fast)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ PURE = [
     "selection/strategies.py",
     "analytics/battles.py",
     "analytics/leaderboards.py",
+    "analytics/report/serial.py",
 ] + sorted(
     str(p.relative_to(ROOT)) for pattern in ("selection/core/*.py", "analytics/core/*.py") for p in ROOT.glob(pattern)
 )

@@ -14,7 +14,7 @@ import datasets
 import pytest
 from django.core.management import call_command
 
-from analytics import services
+from analytics.report.assembly import study_report
 from annotation.elicitation import Answer
 from annotation.models import Generation, Judgment, Study
 from annotation.rating import allocation, recording
@@ -95,15 +95,15 @@ def test_inputs_and_two_endpoints_to_a_parquet_file_datasets_loads(researcher, e
     assert Judgment.objects.filter(study=study, rater__kind="human").count() == 3 * ITEMS
 
     # the report: who wins, and how reliable each person was
-    report = services.study_report(study)
-    assert [row["system"] for row in report["bradley_terry"]["leaderboard"]][0] == "verbose"
-    reliability = report["rater_reliability"]
-    assert reliability["available"] and sorted(r["rater"] for r in reliability["raters"]) == [
+    report = study_report(study)
+    assert [row.system for row in report.bradley_terry.leaderboard][0] == "verbose"
+    reliability = report.rater_reliability
+    assert reliability.available and sorted(r.rater for r in reliability.raters) == [
         "person-0",
         "person-1",
         "person-2",
     ]
-    by_rater = {r["rater"]: r["reliability"] for r in reliability["raters"]}
+    by_rater = {r.rater: r.reliability for r in reliability.raters}
     assert by_rater["person-0"] > by_rater["person-2"] and by_rater["person-1"] > by_rater["person-2"]
 
     # DPO-ready Parquet, read back by `datasets`

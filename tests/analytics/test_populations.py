@@ -12,65 +12,64 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from analytics import plots, populations, services
+from analytics import plots, populations
 from analytics.populations import ALL, JUDGE, Population
+from analytics.report.assembly import Report, study_report
 from annotation.models import Rater
 from annotation.studies import creation, monitoring
 from tests.analytics.test_report import imported
 from tests.conftest import refresh_reports, study_jsonl
 
 
-def kinds_in(report: dict) -> set[str]:
+def kinds_in(report: Report) -> set[str]:
     """Every rater kind that any population-computed section of the report drew on."""
-    return {s["kind"] for s in report["consistency"]["rating_sets"]} | {
-        r["kind"] for r in report["positional_bias"]["raters"]
-    }
+    return {s.kind for s in report.consistency.rating_sets} | {r.kind for r in report.positional_bias.raters}
 
 
 def test_the_default_report_is_humans_only(judged_study):
-    report = services.study_report(judged_study)
-    assert report["population"]["key"] == "humans" and not report["population"]["mixes_humans_and_judges"]
-    assert report["judgments"]["total"] == 40 and report["judgments"]["study_total"] == 200
-    for board in ("elo", "bradley_terry"):
-        assert report[board]["battles"] == 40  # the 160 judge verdicts are in none of them
-    assert sum(map(sum, report["win_rates"]["battles"])) == 2 * 40  # each battle counted for both systems
+    report = study_report(judged_study)
+    assert report.population.key == "humans" and not report.population.mixes
+    assert report.judgments.total == 40 and report.judgments.study_total == 200
+    for board in (report.elo, report.bradley_terry):
+        assert board.battles == 40  # the 160 judge verdicts are in none of them
+    assert sum(map(sum, report.win_rates.battles)) == 2 * 40  # each battle counted for both systems
     assert kinds_in(report) == {"human"}
     # 4 items, each judged by both humans: h1 always chose the output shown first, h2 the second
-    assert sum(s["n"] for s in report["stopping"]) == 4
+    assert sum(s.n for s in report.stopping) == 4
 
 
 def test_a_judge_is_a_population_of_its_own(judged_study):
-    report = services.study_report(judged_study, Population(JUDGE, "judge-a"))
-    assert report["judgments"]["total"] == 80 and report["elo"]["battles"] == 80
-    assert {r["rater"] for r in report["positional_bias"]["raters"]} == {"judge-a"}
+    report = study_report(judged_study, Population(JUDGE, "judge-a"))
+    assert report.judgments.total == 80 and report.elo.battles == 80
+    assert {r.rater for r in report.positional_bias.raters} == {"judge-a"}
     assert kinds_in(report) == {"judge"}
     # judge-a preferred sys-a on every pair, in both orders: it wins every item and every battle
-    stop = report["stopping"][0]
-    assert (stop["leader"], stop["wins_a"], stop["wins_b"], stop["ties"]) == ("sys-a", 4, 0, 0)
-    assert report["win_rates"]["matrix"][0][1] == 1.0
+    stop = report.stopping[0]
+    assert (stop.leader, stop.wins_a, stop.wins_b, stop.ties) == ("sys-a", 4, 0, 0)
+    assert report.win_rates.matrix[0][1] == 1.0
     # judges are still checked against the humans, whatever the population shown
-    assert set(report["indeterminacy"]["judges"]) == {"judge-a", "judge-b"}
+    assert set(report.indeterminacy.judges) == {"judge-a", "judge-b"}
 
 
 def test_only_all_mixes_and_says_so(judged_study):
-    report = services.study_report(judged_study, Population(ALL))
-    assert report["population"]["mixes_humans_and_judges"] is True
-    assert report["judgments"]["total"] == 200 and report["elo"]["battles"] == 200
+    report = study_report(judged_study, Population(ALL))
+    assert report.population.mixes is True
+    assert report.judgments.total == 200 and report.elo.battles == 200
     assert kinds_in(report) == {"human", "judge"}
-    choices = {p["key"]: p["judgments"] for p in report["populations"]}
+    choices = {p.key: p.judgments for p in report.populations}
     assert choices == {"humans": 40, "judge:judge-a": 80, "judge:judge-b": 80, "all": 200}
 
 
 def test_filters_by_source_rater_and_screening(judged_study):
-    by_source = services.study_report(judged_study, Population(sources=("import",)))
-    assert by_source["judgments"]["total"] == 0 and by_source["elo"]["available"] is False
-    assert services.study_report(judged_study, Population(sources=("personal_link",)))["elo"]["battles"] == 40
-    assert services.study_report(judged_study, Population(rater="h1"))["elo"]["battles"] == 20
+    by_source = study_report(judged_study, Population(sources=("import",)))
+    assert by_source.judgments.total == 0 and by_source.elo.available is False
+    assert study_report(judged_study, Population(sources=("personal_link",))).elo.battles == 40
+    assert study_report(judged_study, Population(rater="h1")).elo.battles == 20
     Rater.objects.filter(external_id="h1").update(screened_out=True)
-    left_out = services.study_report(judged_study)
-    assert left_out["judgments"]["total"] == 20 and left_out["judgments"]["screened_out_left_out"] == 20
-    assert {r["rater"] for r in left_out["positional_bias"]["raters"]} == {"h2"}
-    assert services.study_report(judged_study, Population(include_screened=True))["judgments"]["total"] == 40
+    left_out = study_report(judged_study)
+    assert left_out.judgments.total == 20 and left_out.judgments.screened_out_left_out == 20
+    assert {r.rater for r in left_out.positional_bias.raters} == {"h2"}
+    assert study_report(judged_study, Population(include_screened=True)).judgments.total == 40
 
 
 @pytest.mark.parametrize(
@@ -145,8 +144,8 @@ def test_progress_counts_human_work_against_the_plan_and_judges_apart(researcher
 def test_consistency_of_one_judgment_per_rating_set_is_not_applicable(researcher_client, researcher):
     study = creation.do_create_study(researcher, "n1", study_jsonl(3, k=1), "n1.jsonl")
     imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-b", "sys-a")])
-    summary = services.study_report(study)["consistency"]["summary"]["human"]
-    assert summary["available"] is False and summary["mean"] is None and "not applicable" in summary["reason"]
+    summary = study_report(study).consistency.summary["human"]
+    assert summary.available is False and summary.mean is None and "not applicable" in summary.reason
     researcher_client.get(reverse("report", args=[study.pk]))
     refresh_reports()
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
@@ -154,18 +153,18 @@ def test_consistency_of_one_judgment_per_rating_set_is_not_applicable(researcher
 
 
 def test_a_headline_mean_carries_its_n_and_interval(judged_study):
-    summary = services.study_report(judged_study)["consistency"]["summary"]["human"]
+    summary = study_report(judged_study).consistency.summary["human"]
     # Each human rating set holds 5 ratings of one item, all for the same display position; each display
     # order was drawn per pair, so Eq. 4 gives 0 (mixed) or 1 (one side): n = 8 rating sets
-    assert summary["n"] == summary["of"] == 8
-    assert summary["low"] <= summary["mean"] <= summary["high"]
+    assert summary.n == summary.of == 8
+    assert summary.low <= summary.mean <= summary.high
 
 
 def test_a_judge_with_few_shared_pairs_is_shown_but_not_ranked(researcher_client, study):
     imported(study, [("h1", "human", "sys-a", "sys-a"), ("j", "judge", "sys-a", "sys-a")])
-    ind = services.study_report(study)["indeterminacy"]
-    assert ind["shared_pairs"] == {"j": 1} and ind["unranked"] == ["j"]
-    assert all(names == [] for names in ind["ranking"].values())
+    ind = study_report(study).indeterminacy
+    assert ind.shared_pairs == {"j": 1} and ind.unranked == ["j"]
+    assert all(names == [] for names in ind.ranking.values())
     researcher_client.get(reverse("report", args=[study.pk]))
     refresh_reports()
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
@@ -173,13 +172,13 @@ def test_a_judge_with_few_shared_pairs_is_shown_but_not_ranked(researcher_client
 
 
 def test_axis_labels_are_readable_numbers():
-    svg = plots.interval_plot([{"system": "x", "rating": 1100.0, "low": 1050.0, "high": 1150.0}])
+    svg = plots.interval_plot([plots.Span("x", 1100.0, 1050.0, 1150.0)])
     assert "e+" not in svg and "1,0" in svg
     assert plots.fmt(0.123456) == "0.123" and plots.fmt(1100) == "1,100" and plots.fmt(-2.5) == "-2.5"
 
 
 def test_an_interval_plot_marks_its_reference_and_makes_room_for_long_labels():
-    rows = [{"system": "People + all judges (their mean verdict)", "rating": 0.31, "low": 0.22, "high": 0.41}]
+    rows = [plots.Span("People + all judges (their mean verdict)", 0.31, 0.22, 0.41)]
     svg = plots.interval_plot(rows, reference=(0.5, "even"), decimals=3)
     # the axis reaches the reference although every interval lies below it (0.5 + 5 % of 0.5 - 0.22 = 0.514),
     # and the line is labelled

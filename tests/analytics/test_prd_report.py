@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from analytics import services
+from analytics.report.assembly import study_report
 from annotation.models import Study
 from tests.analytics.conftest import PRD
 from tests.conftest import refresh_reports
@@ -26,7 +26,7 @@ def prd_study(researcher):
 
 
 def test_the_report_checks_each_prd_judge_against_the_humans(prd_study):
-    judges = services.study_report(prd_study)["indeterminacy"]["judges"]
+    judges = study_report(prd_study).indeterminacy.judges
     # agreement of each of a judge's 1,600 verdicts with the human majority of its pair under the three rules for a
     # 1-1-1 split of the human votes (shared/data/README.md): counted as a tie / broken by the first vote in file
     # order / left out; the figures quoted for PRD, 0.66, 0.64, 0.61 for gpt4, gpt35, claude, are the second
@@ -39,18 +39,18 @@ def test_the_report_checks_each_prd_judge_against_the_humans(prd_study):
     }
     # (the README rounds to three places, half up: gpt4's 1052 / 1600 = 0.6575 is its 0.658)
     for name, (as_tie, first_vote, left_out) in expected.items():
-        assert judges[name]["verdicts"] == 1600 and judges[name]["units"] == 800
-        assert judges[name]["agreement"] == pytest.approx(as_tie, abs=5e-4)
-        assert judges[name]["agreement_split_first"] == pytest.approx(first_vote, abs=5e-4 + 1e-9)
-        assert judges[name]["agreement_split_left_out"] == pytest.approx(left_out, abs=5e-4)
-    assert [round(judges[j]["agreement_split_first"], 2) for j in ("gpt4", "gpt35", "claude")] == [0.66, 0.64, 0.61]
+        assert judges[name].verdicts == 1600 and judges[name].units == 800
+        assert judges[name].agreement == pytest.approx(as_tie, abs=5e-4)
+        assert judges[name].agreement_split_first == pytest.approx(first_vote, abs=5e-4 + 1e-9)
+        assert judges[name].agreement_split_left_out == pytest.approx(left_out, abs=5e-4)
+    assert [round(judges[j].agreement_split_first, 2) for j in ("gpt4", "gpt35", "claude")] == [0.66, 0.64, 0.61]
     # counted from the files: gpt4 picks the answer shown first 53 % of the time, claude 33 %
-    assert judges["gpt4"]["first_share"] == pytest.approx(0.53, abs=0.005)
-    assert judges["claude"]["first_share"] == pytest.approx(0.33, abs=0.005)
+    assert judges["gpt4"].first_share == pytest.approx(0.53, abs=0.005)
+    assert judges["claude"].first_share == pytest.approx(0.33, abs=0.005)
     # Cohen's kappa both ways, named: per verdict as agreement counts, per item where a judge that flips
     # with the order is a tie (tests/analytics/core/test_judges_on_prd.py derives both from the files)
-    assert judges["gpt4"]["kappa_per_verdict"] == pytest.approx(0.413, abs=5e-4)
-    assert judges["gpt4"]["kappa_per_item"] == pytest.approx(0.380, abs=5e-4) == judges["gpt4"]["kappa"]
+    assert judges["gpt4"].kappa_per_verdict == pytest.approx(0.413, abs=5e-4)
+    assert judges["gpt4"].kappa_per_item == pytest.approx(0.380, abs=5e-4) == judges["gpt4"].kappa
 
 
 def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
@@ -75,7 +75,6 @@ def test_the_prd_judges_are_on_the_report_page(researcher_client, prd_study):
     assert "Length-controlled win rates" in page and page.count("<td>Judge vicuna-13b</td>") == 10
 
 
-@pytest.mark.slow(seconds=9)
 def test_the_report_controls_prd_for_style_and_length(prd_study):
     """Style and length control on the real answers: the style-controlled board beside the plain one, with arena-rank's
     default penalty and without, and the length-controlled win rates of people and of each judge, the people's equal to
@@ -85,22 +84,22 @@ def test_the_report_controls_prd_for_style_and_length(prd_study):
     from analytics.core.length_control import length_controlled_win_rate
     from tests.analytics.core.test_length_control import prd_pairs
 
-    report = services.study_report(prd_study)
-    styled = report["style_control"]
-    assert styled["available"] and styled["battles"] == report["bradley_terry"]["battles"] == 1760
-    assert set(styled["coefficients"]) == {"sum_assistant_tokens", "header_count", "list_count", "bold_count"}
+    report = study_report(prd_study)
+    styled = report.style_control
+    assert styled.available and styled.battles == report.bradley_terry.battles == 1760
+    assert set(styled.coefficients) == {"sum_assistant_tokens", "header_count", "list_count", "bold_count"}
     # on PRD the length coefficient is 0.076 under arena-rank's default penalty
-    assert styled["coefficients"]["sum_assistant_tokens"] == pytest.approx(0.076, abs=0.01)
-    assert 0 < styled["shrinkage"] < 1  # the penalty shrinks the coefficients, and the page says by how much
-    assert sorted(m["system"] for m in styled["moved"]) == sorted(report["systems"])
+    assert styled.coefficients["sum_assistant_tokens"] == pytest.approx(0.076, abs=0.01)
+    assert 0 < styled.shrinkage < 1  # the penalty shrinks the coefficients, and the page says by how much
+    assert sorted(m.system for m in styled.moved) == sorted(report.systems)
     settings = prd_study.analysis_settings  # the penalty is the study's setting: 0 fits the coefficients freely
     settings.style_penalty = 0.0
     settings.save()
-    free = services.study_report(prd_study)["style_control"]
-    assert free["coefficients"] == pytest.approx(styled["unpenalised_coefficients"], abs=1e-6)
-    assert free["shrinkage"] == pytest.approx(1.0) and free["reg"] == 0.0
-    people = {(e["system_a"], e["system_b"]): e for e in report["length_controlled"] if e["population"] == "People"}
-    judges = {e["population"] for e in report["length_controlled"]} - {"People"}
+    free = study_report(prd_study).style_control
+    assert free.coefficients == pytest.approx(styled.unpenalised_coefficients, abs=1e-6)
+    assert free.shrinkage == pytest.approx(1.0) and free.reg == 0.0
+    people = {(e.system_a, e.system_b): e for e in report.length_controlled if e.population == "People"}
+    judges = {e.population for e in report.length_controlled} - {"People"}
     assert judges == {f"Judge {j}" for j in ("gpt4", "gpt35", "claude", "bard", "vicuna-13b")}
     assert len(people) == 10
     for (first, second), questions in zip(sorted(people, key=sorted), prd_pairs(), strict=True):
@@ -109,33 +108,32 @@ def test_the_report_controls_prd_for_style_and_length(prd_study):
         cluster = np.repeat(np.arange(len(questions)), [len(s) for s, _, _ in questions])
         fit = length_controlled_win_rate(score, la, lb, cluster)
         entry = people[first, second]
-        if entry["system_a"] != sorted((first, second))[0]:
+        if entry.system_a != sorted((first, second))[0]:
             fit_estimate, low, high = 1 - fit.estimate, 1 - fit.high, 1 - fit.low
         else:
             fit_estimate, low, high = fit.estimate, fit.low, fit.high
-        assert entry["estimate"] == pytest.approx(fit_estimate, abs=1e-9)
-        assert (entry["low"], entry["high"]) == pytest.approx((low, high), abs=1e-9)
+        assert entry.estimate == pytest.approx(fit_estimate, abs=1e-9)
+        assert (entry.low, entry.high) == pytest.approx((low, high), abs=1e-9)
 
 
-@pytest.mark.slow(seconds=9)
 def test_the_report_answers_who_wins_how_sure_and_what_next_first(researcher_client, prd_study):
     """The report's first screen answers the researcher's questions in words, from the numbers below."""
-    from analytics import presentation
+    from analytics import sentences
 
-    data = services.study_report(prd_study)
-    cards = {c["question"]: c for c in presentation.answers(data)}
-    board = data["bradley_terry"]["leaderboard"]
-    assert cards["Who wins?"]["answer"].startswith(f"{board[0]['system']} leads, ")
-    assert f"{board[0]['rating'] - board[1]['rating']:+.0f} points" in cards["Who wins?"]["detail"]
-    alpha = data["agreement"]["krippendorff_alpha"]
-    assert f"α = {alpha:.2f}" in cards["Are the raters consistent?"]["detail"]
-    assert cards["Are the raters consistent?"]["answer"] == presentation.alpha_words(alpha).capitalize()
-    best = max(data["indeterminacy"]["judges"].items(), key=lambda kv: kv[1]["agreement"])
-    assert cards["Can the judge be trusted?"]["answer"].startswith(
-        f"{best[0]} agrees with people on {100 * best[1]['agreement']:.0f} %"
+    data = study_report(prd_study)
+    cards = {c.question: c for c in sentences.answers(data)}
+    board = data.bradley_terry.leaderboard
+    assert cards["Who wins?"].answer.startswith(f"{board[0].system} leads, ")
+    assert f"{board[0].rating - board[1].rating:+.0f} points" in cards["Who wins?"].detail
+    alpha = data.agreement.krippendorff_alpha
+    assert f"α = {alpha:.2f}" in cards["Are the raters consistent?"].detail
+    assert cards["Are the raters consistent?"].answer == sentences.alpha_words(alpha).capitalize()
+    best = max(data.indeterminacy.judges.items(), key=lambda kv: kv[1].agreement)
+    assert cards["Can the judge be trusted?"].answer.startswith(
+        f"{best[0]} agrees with people on {100 * best[1].agreement:.0f} %"
     )
-    undecided = sum(s["decision"] == "undecided" for s in data["stopping"])
-    more = cards["Should I collect more?"]["answer"]
+    undecided = sum(s.decision == "undecided" for s in data.stopping)
+    more = cards["Should I collect more?"].answer
     assert more == (f"Yes, for {undecided} of 10 system pairs" if undecided else "No: every system pair is decided")
     researcher_client.get(reverse("report", args=[prd_study.pk]))
     refresh_reports()
@@ -144,7 +142,7 @@ def test_the_report_answers_who_wins_how_sure_and_what_next_first(researcher_cli
 
 
 def test_alpha_in_words_follows_krippendorffs_guide():
-    from analytics.presentation import alpha_words
+    from analytics.sentences import alpha_words
 
     assert alpha_words(0.85) == "raters agree reliably"
     assert alpha_words(0.7) == "raters agree well enough for tentative conclusions"

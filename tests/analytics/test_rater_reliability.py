@@ -8,9 +8,11 @@ import json
 import numpy as np
 from django.urls import reverse
 
-from analytics import presentation, services, stored
+from analytics import presentation, sentences, stored
 from analytics.core import reliability
 from analytics.populations import Population
+from analytics.report.assembly import study_report
+from analytics.report.data import load_rows
 from annotation.rating import recording
 from annotation.studies import creation
 from tests.conftest import study_jsonl
@@ -52,31 +54,31 @@ def planted_study(researcher):
 
 def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_plain_one(researcher, researcher_client):
     study = planted_study(researcher)
-    report = services.study_report(study)
-    found = report["rater_reliability"]
-    assert found["available"] and sorted(found["unreliable"]) == ["spammer-0", "spammer-1"]
-    by_rater = {r["rater"]: r for r in found["raters"]}
-    assert all(by_rater[f"honest-{w}"]["reliability"] >= 0.2 for w in range(3))  # not flagged
+    report = study_report(study)
+    found = report.rater_reliability
+    assert found.available and sorted(found.unreliable) == ["spammer-0", "spammer-1"]
+    by_rater = {r.rater: r for r in found.raters}
+    assert all(by_rater[f"honest-{w}"].reliability >= 0.2 for w in range(3))  # not flagged
     # the same fit, from the core, on the same labels
-    rows = [r for r in services.load_rows(study) if r.effective_choice is not None]
+    rows = [r for r in load_rows(study) if r.effective_choice is not None]
     fit = reliability.one_coin_dawid_skene(
         [r.pair_id for r in rows],
         [r.rater for r in rows],
         [r.effective_choice for r in rows],
         [r.a_shown_first for r in rows],
     )
-    assert [by_rater[w]["reliability"] for w in fit.workers] == [float(k) for k in fit.kappa]
-    plain = [r["system"] for r in report["bradley_terry"]["leaderboard"]]
-    weighted = [r["system"] for r in found["weighted_board"]["leaderboard"]]
+    assert [by_rater[w].reliability for w in fit.workers] == [float(k) for k in fit.kappa]
+    plain = [r.system for r in report.bradley_terry.leaderboard]
+    weighted = [r.system for r in found.weighted_board.leaderboard]
     assert plain.index("z") < plain.index("y")  # the spammers turned the plain board over
     assert weighted == ["x", "y", "z"]  # the planted order
-    page_sections = {s["name"]: s for s in presentation.sections(report)}
-    assert page_sections["rater-reliability"]["total"] == 5
-    leads = presentation.leads(report)
+    page_sections = {s.name: s for s in presentation.sections(report)}
+    assert page_sections["rater-reliability"].total == 5
+    leads = sentences.leads(report)
     assert "2 carry almost no information or answer against the others" in leads["rater-reliability"]
     # the weighted board beside each pair's plain majority (one battle per pair too): the sentence says what the
     # table shows
-    moved = [r["system"] for r in found["weighted_board"]["leaderboard"] if r["majority_place"] != r["place"]]
+    moved = [r.system for r in found.weighted_board.leaderboard if r.majority_place != r.place]
     assert leads["leaderboard-reliability"].startswith(", ".join(moved) if moved else "The same order")
     stored.refresh(study, Population())  # what the worker stores; the CSV and the page read it
     csv = researcher_client.get(reverse("report_table", args=[study.pk, "rater-reliability"])).content.decode()
@@ -87,7 +89,7 @@ def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_p
 
 
 def test_too_few_raters_say_why(study, researcher_client):
-    report = services.study_report(study)
+    report = study_report(study).to_json()
     assert report["rater_reliability"] == {
         "available": False,
         "reason": "needs at least 3 raters and pairs rated by 3 or more of them (now 0 raters, 0 such pairs)",

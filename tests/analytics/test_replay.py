@@ -142,7 +142,7 @@ def test_the_leaderboards_mark_which_adjacent_orders_are_decided(researcher):
     """sys-a beats sys-b on all 40 items, sys-b and sys-c tie on every one: on each leaderboard sys-a's place above
     sys-b is decided and sys-b's above sys-c is equivalent within the margin (0.1) (the pairs' anytime-valid decisions);
     the CSV table has the column."""
-    from analytics import services
+    from analytics.report.assembly import study_report
     from analytics.tables import report_tables
 
     study = creation.do_create_study(researcher, "marks", study_jsonl(40, ("sys-a", "sys-b", "sys-c")), "m.jsonl")
@@ -164,20 +164,19 @@ def test_the_leaderboards_mark_which_adjacent_orders_are_decided(researcher):
     ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     study = lifecycle.do_update_settings(study, {"decision_margin": 0.1}, None)
-    report = services.study_report(study)
-    stopping = {(s["system_a"], s["system_b"]): s for s in report["stopping"]}
+    report = study_report(study)
+    stopping = {(s.system_a, s.system_b): s for s in report.stopping}
     # what the marks read: the decisions of the confidence sequence over the 40 item scores
-    assert decisions.pair_decision([1.0] * 40, margin=0.1).decision == stopping[("sys-a", "sys-b")]["decision"] == "a"
+    assert decisions.pair_decision([1.0] * 40, margin=0.1).decision == stopping[("sys-a", "sys-b")].decision == "a"
     assert (
         decisions.pair_decision([0.5] * 40, margin=0.1).decision
-        == stopping[("sys-b", "sys-c")]["decision"]
+        == stopping[("sys-b", "sys-c")].decision
         == "equivalent"
     )
-    for key in ("elo", "bradley_terry"):
-        board = report[key]["leaderboard"]
-        assert [r["system"] for r in board][0] == "sys-a"
-        marks = {r["system"]: r["order_below"] for r in board}
-        assert marks["sys-a"] == "decided" and marks[board[-1]["system"]] is None
-        assert marks[board[1]["system"]] == "equivalent"  # sys-b and sys-c, whichever is above
+    for board in (report.elo.leaderboard, report.bradley_terry.leaderboard):
+        assert [r.system for r in board][0] == "sys-a"
+        marks = {r.system: r.order_below for r in board}
+        assert marks["sys-a"] == "decided" and marks[board[-1].system] is None
+        assert marks[board[1].system] == "equivalent"  # sys-b and sys-c, whichever is above
     header, rows = report_tables(report)["leaderboard-bradley_terry"]
     assert header[-1] == "order_above_next" and rows[0][-1] == "decided"

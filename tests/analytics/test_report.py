@@ -12,8 +12,10 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from analytics import presentation, services
+from analytics import presentation
 from analytics.populations import ALL, Population
+from analytics.report.assembly import study_report
+from analytics.report.indeterminacy import MIN_SHARED_PAIRS
 from annotation.elicitation import Answer
 from annotation.exchange import exports
 from annotation.rating import allocation, recording
@@ -36,7 +38,7 @@ CONTRACT_KEYS = {  # the keys other tools rely on: docs/interfaces.md#report-jso
 
 
 def test_an_empty_study_reports_what_is_missing(study):
-    report = services.study_report(study)
+    report = study_report(study).to_json()
     assert CONTRACT_KEYS <= set(report)
     assert report["elo"] == {
         "available": False,
@@ -47,15 +49,15 @@ def test_an_empty_study_reports_what_is_missing(study):
 
 
 def test_the_report_covers_humans_and_judges(judged_study):
-    report = services.study_report(judged_study)
-    assert report["judgments"]["by_kind"] == {"human": 40, "judge": 160}
-    assert [r["system"] for r in report["elo"]["leaderboard"]] and report["bradley_terry"]["available"]
-    assert report["sep_elo"]["available"] is False and "separability" in report["sep_elo"]["reason"]
-    judges = report["indeterminacy"]["judges"]
+    report = study_report(judged_study)
+    assert report.judgments.by_kind == {"human": 40, "judge": 160}
+    assert [r.system for r in report.elo.leaderboard] and report.bradley_terry.available
+    assert report.sep_elo.available is False and "separability" in report.sep_elo.reason
+    judges = report.indeterminacy.judges
     assert set(judges) == {"judge-a", "judge-b"}
     # judge-a always chose one system and put only that one in its response set: beta-hat = 0
-    assert judges["judge-a"]["units"] == 20 and judges["judge-a"]["beta_hat"] == 0.0
-    assert judges["judge-b"]["beta_hat"] is None  # no response sets
+    assert judges["judge-a"].units == 20 and judges["judge-a"].beta_hat == 0.0
+    assert judges["judge-b"].beta_hat is None  # no response sets
     # By the definitions: humans gave forced choices only, so with beta = 0 Omega_H = the share of a and b among
     # their choices on the pair; judge-a's response set is always {a}: Omega_J = [1, 0]; judge-b gave forced
     # choices only ("b"): Omega_J = [0, 1].
@@ -65,15 +67,15 @@ def test_the_report_covers_humans_and_judges(judged_study):
             key = (line["item"], line["sample_a"], line["sample_b"])
             by_pair.setdefault(key, []).append("a" if line["choice"] == line["system_a"] else "b")
     omega_h = [(c.count("a") / len(c), c.count("b") / len(c)) for c in by_pair.values()]
-    assert judges["judge-a"]["mse"] == pytest.approx(sum((a - 1) ** 2 + b**2 for a, b in omega_h) / len(omega_h))
-    assert judges["judge-b"]["mse"] == pytest.approx(sum(a**2 + (b - 1) ** 2 for a, b in omega_h) / len(omega_h))
-    assert len(judges["judge-a"]["beta_sensitivity"]) == 11
-    assert set(report["positional_bias"]["populations"]) == {"human"}  # the default population is the humans
-    populations = services.study_report(judged_study, Population(ALL))["positional_bias"]["populations"]
-    assert populations["judge"]["rate"] == pytest.approx(0.5)  # each judge saw both orders with the same verdict
-    assert set(report["positional_bias"]["debiasing"]) == {"judge-a", "judge-b"}
-    assert report["agreement"]["cohen_kappa"][0]["overlap"] == 20
-    assert report["stopping"][0]["n"] == 4
+    assert judges["judge-a"].mse == pytest.approx(sum((a - 1) ** 2 + b**2 for a, b in omega_h) / len(omega_h))
+    assert judges["judge-b"].mse == pytest.approx(sum(a**2 + (b - 1) ** 2 for a, b in omega_h) / len(omega_h))
+    assert len(judges["judge-a"].beta_sensitivity) == 11
+    assert set(report.positional_bias.populations) == {"human"}  # the default population is the humans
+    populations = study_report(judged_study, Population(ALL)).positional_bias.populations
+    assert populations["judge"].rate == pytest.approx(0.5)  # each judge saw both orders with the same verdict
+    assert set(report.positional_bias.debiasing) == {"judge-a", "judge-b"}
+    assert report.agreement.cohen_kappa[0].overlap == 20
+    assert report.stopping[0].n == 4
 
 
 def test_sep_elo_appears_once_separability_is_computed(judged_study):
@@ -82,9 +84,14 @@ def test_sep_elo_appears_once_separability_is_computed(judged_study):
     judged_study.selection_settings.separability_metric = "rouge1"
     judged_study.selection_settings.save()
     selection_services.compute_separability(judged_study, "rouge1")
-    report = services.study_report(judged_study)
-    assert report["sep_elo"]["available"] and report["sep_elo"]["battles_without_separability"] == 0
-    assert report["consistency"]["by_separability"]["human"]["equal_count"]
+    report = study_report(judged_study)
+    assert report.sep_elo.available and report.sep_elo.battles_without_separability == 0
+    assert report.consistency.by_separability["human"].equal_count
+    # every item equally separable: three of the four equal-width bins hold no rating set (their bounds are null),
+    # and the page shows the one that does
+    assert [b.count for b in report.consistency.by_separability["human"].equal_width] == [0, 0, 8, 0]
+    body = presentation.render_body(judged_study, Population(), report)
+    assert "1.00 to 1.00 (n = 8)" in body
 
 
 def test_the_report_page_shows_tables_plots_and_csv(researcher_client, judged_study):
@@ -146,8 +153,8 @@ def test_analysis_parameters_change_the_report(judged_study):
     judged_study.analysis_settings.elo_k = 16
     judged_study.analysis_settings.bootstrap_rounds = 10
     judged_study.analysis_settings.save()
-    report = services.study_report(judged_study)
-    assert report["elo"]["parameters"]["k"] == 16 and report["elo"]["parameters"]["bootstrap_rounds"] == 10
+    report = study_report(judged_study)
+    assert report.elo.parameters.k == 16 and report.elo.parameters.bootstrap_rounds == 10
 
 
 def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher_client, study):
@@ -163,12 +170,12 @@ def test_paired_elicitation_gives_beta_hat_and_the_translation_matrix(researcher
             idempotency_key=f"p{n}",
             answer=Answer(choice="second", response=frozenset(["first", "second"] if n % 2 == 0 else [])),
         )
-    report = services.study_report(study)["indeterminacy"]
+    report = study_report(study).indeterminacy
     rows = [(j.choice, j.response_set) for j in study.judgments.all()]
     # beta-hat = P(the option not chosen is also in the response set | forced choice a or b), both ways pooled
     other = [{"a": "b", "b": "a"}[c] in (s or []) for c, s in rows if c in ("a", "b")]
-    assert report["human_beta_hat"] == pytest.approx(sum(other) / len(other))
-    assert len(report["human_translation_matrix"]) == 3
+    assert report.human_beta_hat == pytest.approx(sum(other) / len(other))
+    assert len(report.human_translation_matrix) == 3
     researcher_client.get(reverse("report", args=[study.pk]))
     refresh_reports()
     page = researcher_client.get(reverse("report", args=[study.pk])).content.decode()
@@ -212,14 +219,14 @@ def test_a_human_tie_counts_as_both_outputs_reasonable_in_the_judge_metrics(stud
             ("j", "judge", "sys-a", "sys-a"),
         ],
     )
-    judge = services.study_report(study)["indeterminacy"]["judges"]["j"]
+    judge = study_report(study).indeterminacy.judges["j"]
     # response sets {a}, {a, b}, {a, b}: Omega_H = [1, 2/3]; the judge's {a}: Omega_J = [1, 0]
-    assert judge["omega_human_mean"] == pytest.approx([1.0, 2 / 3])
-    assert judge["mse"] == pytest.approx((2 / 3) ** 2)
-    assert judge["coverage"] == 1.0  # a is reasonable to every human
-    assert judge["hit_rate"] == 0.0  # but the human forced-choice majority is the tie
-    tau_half = next(t for t in judge["threshold_sweep"] if t["tau"] == 0.5)
-    assert tau_half["decision_consistency"] == 1.0  # option a reaches 0.5 for both
+    assert judge.omega_human_mean == pytest.approx([1.0, 2 / 3])
+    assert judge.mse == pytest.approx((2 / 3) ** 2)
+    assert judge.coverage == 1.0  # a is reasonable to every human
+    assert judge.hit_rate == 0.0  # but the human forced-choice majority is the tie
+    tau_half = next(t for t in judge.threshold_sweep if t.tau == 0.5)
+    assert tau_half.decision_consistency == 1.0  # option a reaches 0.5 for both
 
 
 def test_the_judge_metrics_do_not_depend_on_which_system_is_called_a(researcher):
@@ -241,14 +248,14 @@ def test_the_judge_metrics_do_not_depend_on_which_system_is_called_a(researcher)
             system_a=first,
             system_b=second,
         )
-        assert [r["system_a"] for r in services.study_report(study)["stopping"]] == [first]
-        results.append(services.study_report(study)["indeterminacy"]["judges"]["j"])
+        assert [r.system_a for r in study_report(study).stopping] == [first]
+        results.append(study_report(study).indeterminacy.judges["j"])
     # sys-a got 2 of 4 forced choices, sys-b 1, tie 1; with beta = 0.3 applied both ways:
     # Omega_sys-a = 0.5 + 0.25 + 0.3 * 0.25, Omega_sys-b = 0.25 + 0.25 + 0.3 * 0.5; the judge's {sys-b}
     expected = (0.5 + 0.25 + 0.3 * 0.25) ** 2 + (0.25 + 0.25 + 0.3 * 0.5 - 1) ** 2
     for judge in results:
-        assert judge["mse"] == pytest.approx(expected)
-    assert results[0]["beta_sensitivity"] == results[1]["beta_sensitivity"]
+        assert judge.mse == pytest.approx(expected)
+    assert results[0].beta_sensitivity == results[1].beta_sensitivity
 
 
 def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
@@ -269,13 +276,13 @@ def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
         for n in (1, 2)
     ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
-    [stopping] = services.study_report(study)["stopping"]
+    [stopping] = study_report(study).stopping
     # item-0 goes to sys-a (h1 prefers it, h2 has no preference); items 1 and 2 are ties
-    assert (stopping["wins_a"], stopping["ties"], stopping["k"], stopping["n"]) == (1, 2, 1, 3)
+    assert (stopping.wins_a, stopping.ties, stopping.k, stopping.n) == (1, 2, 1, 3)
     study.selection_settings.stopping_ties_in_n = False
     study.selection_settings.save()
-    [stopping] = services.study_report(study)["stopping"]
-    assert (stopping["k"], stopping["n"], stopping["ties_count_in_n"]) == (1, 1, False)
+    [stopping] = study_report(study).stopping
+    assert (stopping.k, stopping.n, stopping.ties_count_in_n) == (1, 1, False)
 
 
 def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
@@ -300,11 +307,11 @@ def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
         for n in (1, 2)
     ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
-    [stopping] = services.study_report(study)["stopping"]
+    [stopping] = study_report(study).stopping
     lower, upper = decisions.betting_confidence_sequence([0.75, 0.5, 0.5], 0.05)
-    assert (stopping["decision"], stopping["decision_items"]) == ("undecided", 3)
-    assert (stopping["win_rate_low"], stopping["win_rate_high"]) == pytest.approx((lower[-1], upper[-1]))
-    assert (stopping["decision_alpha"], stopping["decision_margin"]) == (0.05, 0.05)
+    assert (stopping.decision, stopping.decision_items) == ("undecided", 3)
+    assert (stopping.win_rate_low, stopping.win_rate_high) == pytest.approx((lower[-1], upper[-1]))
+    assert (stopping.decision_alpha, stopping.decision_margin) == (0.05, 0.05)
 
 
 def test_a_pair_whose_first_system_wins_item_after_item_is_decided_for_it(researcher):
@@ -325,9 +332,9 @@ def test_a_pair_whose_first_system_wins_item_after_item_is_decided_for_it(resear
         for n in range(60)
     ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "w.jsonl")
-    report = services.study_report(study)
-    [stopping] = report["stopping"]
-    assert stopping["decision"] == "a" and 0.5 < stopping["win_rate_low"] <= stopping["win_rate_high"] == 1.0
+    report = study_report(study)
+    [stopping] = report.stopping
+    assert stopping.decision == "a" and 0.5 < stopping.win_rate_low <= stopping.win_rate_high == 1.0
     from analytics.tables import report_tables
 
     columns, rows = report_tables(report)["stopping"]
@@ -356,26 +363,25 @@ def test_the_leaderboards_can_count_the_majority_of_each_pair_or_one_judgment_pe
         for n, c in enumerate(("sys-b", "tie"))
     ]
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl")
-    assert services.study_report(study)["elo"]["battles"] == 5
+    assert study_report(study).elo.battles == 5
     study.analysis_settings.rating_aggregation = "majority"
     study.analysis_settings.save()
-    report = services.study_report(study)
-    assert report["elo"]["battles"] == 3 and report["elo"]["parameters"]["aggregation"] == "majority"
-    wins = dict(zip(report["win_rates"]["systems"], report["win_rates"]["matrix"], strict=True))
+    report = study_report(study)
+    assert report.elo.battles == 3 and report.elo.parameters.aggregation == "majority"
+    wins = dict(zip(report.win_rates.systems, report.win_rates.matrix, strict=True))
     assert wins["sys-a"][1] == pytest.approx((1 + 0 + 0.5) / 3)  # sys-a: the pair won, a loss, a tie
     study.analysis_settings.rating_aggregation = "one_sampled"
     study.analysis_settings.save()
-    assert services.study_report(study)["bradley_terry"]["battles"] == 2  # one per item
+    assert study_report(study).bradley_terry.battles == 2  # one per item
 
 
 def test_the_report_ranks_elo_by_its_bootstrap_median_and_keeps_the_online_pass(judged_study):
-    report = services.study_report(judged_study)
-    for key in ("elo", "bradley_terry"):
-        board = report[key]["leaderboard"]
-        assert [r["rating"] for r in board] == sorted((r["rating"] for r in board), reverse=True)
-        assert all(r["low"] <= r["median"] <= r["high"] for r in board)
-    assert all(r["rating"] == r["median"] and "online" in r for r in report["elo"]["leaderboard"])
-    assert all("online" not in r for r in report["bradley_terry"]["leaderboard"])
+    report = study_report(judged_study)
+    for board in (report.elo.leaderboard, report.bradley_terry.leaderboard):
+        assert [r.rating for r in board] == sorted((r.rating for r in board), reverse=True)
+        assert all(r.low <= r.median <= r.high for r in board)
+    assert all(r.rating == r.median and r.online is not None for r in report.elo.leaderboard)
+    assert all(r.online is None for r in report.bradley_terry.leaderboard)
 
 
 def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researcher_client, study):
@@ -417,23 +423,21 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
             }
         )
     recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
-    [entry] = services.study_report(study)["win_rate_estimates"]
-    assert (entry["design"], entry["labelled"], entry["frame"], entry["target"]) == (
+    [entry] = study_report(study).win_rate_estimates
+    assert (entry.design, entry.labelled, entry.frame, entry.target) == (
         "uniform",
         3,
         4,
         "items like these",
     )
-    people, row = entry["estimates"]
+    people, row = entry.estimates
     # per item, the first system's score: a win 1, a tie 1/2, a loss 0, averaged over the raters
     y, f, f_rest = [1.0, 0.25, 0.5], [1.0, 0.0, 1.0], [0.0]
     expected, human = ppi_mean(y, f, f_rest), classical_mean(y)
-    assert (row["judge"], row["labelled"], row["judge_only"]) == ("j", 3, 1)
-    assert row["estimate"] == pytest.approx(expected.estimate) and row["lambda"] == pytest.approx(expected.lam)
-    assert (row["low"], row["high"], row["efficiency"]) == pytest.approx(
-        (expected.low, expected.high, expected.efficiency)
-    )
-    assert (people["judge"], people["estimate"], people["low"]) == (
+    assert (row.judge, row.labelled, row.judge_only) == ("j", 3, 1)
+    assert row.estimate == pytest.approx(expected.estimate) and row.lam == pytest.approx(expected.lam)
+    assert (row.low, row.high, row.efficiency) == pytest.approx((expected.low, expected.high, expected.efficiency))
+    assert (people.judge, people.estimate, people.low) == (
         None,
         pytest.approx(human.estimate),
         pytest.approx(human.low),
@@ -447,15 +451,15 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
     # the same units in one Bradley-Terry fit over every system pair (here one): sys-a is the reference
     from analytics.core.ppi import ppi_bradley_terry
 
-    strengths = {r["system"]: r for r in services.study_report(study)["hybrid_strengths"]}
+    strengths = {r.system: r for r in study_report(study).hybrid_strengths}
     hybrid = ppi_bradley_terry([0, 0, 0], [1, 1, 1], y, f, [0], [1], f_rest, 2)
     alone = ppi_bradley_terry([0, 0, 0], [1, 1, 1], y, f, [0], [1], f_rest, 2, lam=0.0)
     arena = 400 / math.log(10)
-    assert strengths["sys-a"]["hybrid"] == strengths["sys-a"]["low"] == 1000.0
-    assert strengths["sys-b"]["hybrid"] == pytest.approx(1000 + arena * hybrid.theta[1])
-    assert strengths["sys-b"]["human_only"] == pytest.approx(1000 + arena * alone.theta[1])
-    assert strengths["sys-b"]["lambda"] == pytest.approx(hybrid.lam)
-    assert strengths["sys-b"]["human_only"] < 1000  # the humans preferred sys-a (y mean 0.58)
+    assert strengths["sys-a"].hybrid == strengths["sys-a"].low == 1000.0
+    assert strengths["sys-b"].hybrid == pytest.approx(1000 + arena * hybrid.theta[1])
+    assert strengths["sys-b"].human_only == pytest.approx(1000 + arena * alone.theta[1])
+    assert strengths["sys-b"].lam == pytest.approx(hybrid.lam)
+    assert strengths["sys-b"].human_only < 1000  # the humans preferred sys-a (y mean 0.58)
 
 
 def test_judges_with_the_same_values_share_a_place_in_the_ranking(judged_study):
@@ -464,10 +468,10 @@ def test_judges_with_the_same_values_share_a_place_in_the_ranking(judged_study):
     from tests.analytics.conftest import judge_lines
 
     recording.do_import_judgments(judged_study, judge_lines(judged_study, "judge-c", "sys-a", True), "j.jsonl")
-    ind = services.study_report(judged_study)["indeterminacy"]
-    assert ind["shared_pairs"]["judge-c"] >= services.MIN_SHARED_PAIRS
-    for metric, tiers in ind["ranking_tiers"].items():
+    ind = study_report(judged_study).indeterminacy
+    assert ind.shared_pairs["judge-c"] >= MIN_SHARED_PAIRS
+    for metric, tiers in ind.ranking_tiers.items():
         assert any({"judge-a", "judge-c"} <= set(tier) for tier in tiers), metric  # the same verdicts: one place
-        assert sum(tiers, []) == ind["ranking"][metric]
-    body = presentation.render_body(judged_study, Population(), services.study_report(judged_study))
+        assert sum(tiers, []) == ind.ranking[metric]
+    body = presentation.render_body(judged_study, Population(), study_report(judged_study))
     assert "judge-a = judge-c" in body or "judge-a = judge-b = judge-c" in body

@@ -16,7 +16,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from analytics import presentation, stored
+from analytics import columns, sentences, stored
 from analytics.populations import Population
 from analytics.tables import report_tables
 from annotation.models import Study
@@ -58,14 +58,14 @@ def demo_client(client, demo):
 
 
 def test_every_column_of_every_report_table_has_a_header_in_words(judged_study):
-    tables = report_tables(stored.refresh(judged_study, Population()).data)
+    tables = report_tables(stored.readable(stored.refresh(judged_study, Population()).data))
     tables.setdefault("leaderboard-sep_elo", tables["leaderboard-elo"])  # the same columns as ELO
-    for name, (columns, _rows) in tables.items():
-        for col in columns:
+    for name, (names, _rows) in tables.items():
+        for col in names:
             if name == "win-rates" and col != "system":
                 continue  # the matrix's columns are the systems themselves
-            assert col in presentation.COLUMNS or (name, col) in presentation.SECTION_COLUMNS, (name, col)
-            words = presentation.column(name, col).label
+            assert col in columns.COLUMNS or (name, col) in columns.SECTION_COLUMNS, (name, col)
+            words = columns.column(name, col).label
             assert "_" not in words and not (words[0].islower() and words[0].isascii()), (name, col, words)
 
 
@@ -111,7 +111,7 @@ def test_ratings_are_whole_numbers_and_win_rates_three_decimals(researcher_clien
     first = report["stopping"][0]
     # the page reads the pair, its decision and the win rate's bounds first (the CSV keeps its order)
     assert stopping[:2] == [first["system_a"], first["system_b"]]
-    assert stopping[2] == presentation.DECISIONS[first["decision"]]  # 'System A better', not 'a'
+    assert stopping[2] == columns.DECISIONS[first["decision"]]  # 'System A better', not 'a'
     assert stopping[3:6] == [
         f"{first['win_rate_low']:.3f}",
         f"{first['win_rate_high']:.3f}",
@@ -120,10 +120,10 @@ def test_ratings_are_whole_numbers_and_win_rates_three_decimals(researcher_clien
 
 
 def test_counts_are_grouped_and_p_values_never_read_zero():
-    assert presentation.as_count(70422) == "70,422" and presentation.as_rating(1054.686) == "1,055"
-    assert presentation.as_share(0.12345) == "0.123" and presentation.as_two(0.333333) == "0.33"
-    assert presentation.as_p_value(7.05733420490698e-09) == "< 0.001" and presentation.as_p_value(0.0104) == "0.010"
-    assert presentation.plural(1, "rater") == "1 rater" and presentation.plural(1760, "rater") == "1,760 raters"
+    assert columns.as_count(70422) == "70,422" and columns.as_rating(1054.686) == "1,055"
+    assert columns.as_share(0.12345) == "0.123" and columns.as_two(0.333333) == "0.33"
+    assert columns.as_p_value(7.05733420490698e-09) == "< 0.001" and columns.as_p_value(0.0104) == "0.010"
+    assert columns.plural(1, "rater") == "1 rater" and columns.plural(1760, "rater") == "1,760 raters"
 
 
 def test_one_rater_is_one_rater(researcher_client, study):
@@ -175,7 +175,7 @@ def test_numbers_that_need_words_have_them(demo_client, demo):
     people = report["positional_bias"]["populations"]["human"]
     lead = section(page, "positional-bias").split('<p class="lead">')[1].split("</p>")[0]
     assert f"{people['first_chosen']} of {people['n']} non-tie choices" in lead
-    assert presentation.position_words(people["rate"], people["p_value"]) in lead
+    assert sentences.position_words(people["rate"], people["p_value"]) in lead
     # the population's own row before the raters' (the CSV lists it last)
     assert cells(section(page, "positional-bias"))[0][:4] == [
         "all humans",
@@ -184,24 +184,24 @@ def test_numbers_that_need_words_have_them(demo_client, demo):
         f"{people['first_chosen']:,}",
     ]
     alpha = report["agreement"]["krippendorff_alpha"]
-    assert presentation.alpha_words(alpha).capitalize() in page.split('aria-label="The data in numbers"')[1]
+    assert sentences.alpha_words(alpha).capitalize() in page.split('aria-label="The data in numbers"')[1]
 
 
 def test_position_and_consistency_in_words():
-    assert presentation.position_words(0.53, 0.0104) == "a slight lean toward the output shown first"
-    assert presentation.position_words(0.30, 0.001) == "a strong lean toward the output shown second"
-    assert presentation.position_words(0.70, 0.2) == "no clear position bias"  # not significant: not named
+    assert sentences.position_words(0.53, 0.0104) == "a slight lean toward the output shown first"
+    assert sentences.position_words(0.30, 0.001) == "a strong lean toward the output shown second"
+    assert sentences.position_words(0.70, 0.2) == "no clear position bias"  # not significant: not named
     # judges read on the same scale after the same exact test: 13 of 16 verdicts for the first-shown output has
     # two-sided p = 2 * (C(16,13) + C(16,14) + C(16,15) + C(16,16)) / 2^16 = 2 * 697 / 65536
     from analytics.core import bias
 
     p = bias.positional_bias(np.array([True] * 13 + [False] * 3)).p_value
     assert p == pytest.approx(2 * 697 / 65536)
-    assert presentation.position_words(13 / 16, p) == "a strong lean toward the output shown first"
-    assert presentation.position_words(9 / 16, bias.positional_bias(np.array([True] * 9 + [False] * 7)).p_value) == (
+    assert sentences.position_words(13 / 16, p) == "a strong lean toward the output shown first"
+    assert sentences.position_words(9 / 16, bias.positional_bias(np.array([True] * 9 + [False] * 7)).p_value) == (
         "no clear position bias"
     )  # 56 % of 16: not significant, not named
-    assert presentation.consistency_words(0.9).startswith("raters stick to their choice")
+    assert sentences.consistency_words(0.9).startswith("raters stick to their choice")
 
 
 def test_the_consistency_bars_split_each_bin_by_its_values():

@@ -10,8 +10,10 @@ import json
 import pytest
 from django.urls import reverse
 
-from analytics import review, services
+from analytics import review
 from analytics.models import Adjudication
+from analytics.report.assembly import study_report
+from analytics.report.data import load_rows
 from annotation.judges import runner
 from annotation.models import Item, JudgeCall, Judgment, Pair
 from annotation.rating import recording
@@ -97,7 +99,7 @@ def test_the_queue_holds_the_pairs_where_raters_or_a_judge_disagree(researcher_c
     page = researcher_client.get(reverse("review_queue", args=[study.pk])).content.decode()
     assert "2 pairs with a disagreement" in page and page.count('data-testid="pair-review"') == 2
     # the people's winner is the report's item-winner rule over the same judgments
-    rows = [r for r in services.load_rows(study) if r.kind == "human" and r.pair_id == pairs[1].pair_id]
+    rows = [r for r in load_rows(study) if r.kind == "human" and r.pair_id == pairs[1].pair_id]
     sets = [[r.rating] for r in rows]
     assert winners.item_winner(sets) == pairs[1].people_winner
 
@@ -108,7 +110,7 @@ def test_a_ruling_is_kept_apart_from_the_judgments_and_can_be_changed_and_withdr
     study, _ = judged
     pair = Pair.objects.get(item__study=study, item__external_id="item-2")
     before = list(Judgment.objects.filter(study=study).order_by("id").values())
-    report_before = services.study_report(study)["bradley_terry"]
+    report_before = study_report(study).bradley_terry
     queue = reverse("review_queue", args=[study.pk])
     url = reverse("adjudicate", args=[study.pk, pair.pk])
     done = researcher_client.post(url, {"ruling": "b", "note": "B answers the question.", "next": queue}, follow=True)
@@ -121,7 +123,7 @@ def test_a_ruling_is_kept_apart_from_the_judgments_and_can_be_changed_and_withdr
         researcher,
     )
     assert list(Judgment.objects.filter(study=study).order_by("id").values()) == before
-    assert services.study_report(study)["bradley_terry"] == report_before  # the analysis is what raters said
+    assert study_report(study).bradley_terry == report_before  # the analysis is what raters said
     # ruled pairs leave the default view and show under "ruled on"
     assert [p.item for p in review.review_queue(study)[0]] == ["item-0"]
     ruled = researcher_client.get(queue + "?show=ruled").content.decode()
@@ -188,9 +190,7 @@ def test_superseded_judgments_and_agreeing_ties_raise_no_flag_as_the_report_coun
     split = next(p for p in review.item_review(item(study, "item-2")) if p.item == "item-2")
     assert not split.raters_disagree and split.people_winner == "a"
     assert split.people_words == "the people prefer sys-a (1 of 1 rater)"
-    rows = [
-        r for r in services.load_rows(study) if r.kind == "human" and r.pair_id == split.pair_id and not r.superseded
-    ]
+    rows = [r for r in load_rows(study) if r.kind == "human" and r.pair_id == split.pair_id and not r.superseded]
     assert winners.item_winner([[r.rating] for r in rows]) == split.people_winner
     page = researcher_client.get(reverse("item_detail", args=[study.pk, item(study, "item-2").pk])).content.decode()
     assert "superseded, not counted" in page

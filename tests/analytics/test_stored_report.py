@@ -7,9 +7,10 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from analytics import services, stored
+from analytics import stored
 from analytics.models import StoredReport
 from analytics.populations import Population
+from analytics.report import assembly
 from annotation.models import Job
 from annotation.rating import allocation, recording
 from tests.analytics.test_report import imported
@@ -55,7 +56,7 @@ def test_pages_csv_and_api_never_recompute(monkeypatch, researcher_client, study
     def recompute(*args, **kwargs):
         raise AssertionError("the report was recomputed in a request")
 
-    monkeypatch.setattr(services, "study_report", recompute)
+    monkeypatch.setattr(assembly, "compute", recompute)
     for url in (
         reverse("report", args=[study.pk]),
         reverse("report_table", args=[study.pk, "stopping"]),
@@ -82,13 +83,24 @@ def test_the_csv_waits_for_the_first_report(researcher_client, study):
     assert response.status_code == 302 and response["Location"].startswith(reverse("report", args=[study.pk]))
 
 
+def test_the_csv_of_a_report_stored_by_an_older_format_waits_for_its_refresh(researcher_client, study):
+    researcher_client.get(reverse("report", args=[study.pk]))
+    refresh_reports()
+    stored_report = StoredReport.objects.get(study=study)
+    del stored_report.data["rater_reliability"]  # a section older reports did not have
+    stored_report.save()
+    assert stored.readable(stored_report.data) is None
+    response = researcher_client.get(reverse("report_table", args=[study.pk, "stopping"]))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("report", args=[study.pk]))
+
+
 def test_a_failed_refresh_is_shown(monkeypatch, researcher_client, study):
     researcher_client.get(reverse("report", args=[study.pk]))
 
     def broken(*args, **kwargs):
         raise ValueError("boom")
 
-    monkeypatch.setattr(services, "study_report", broken)
+    monkeypatch.setattr(assembly, "compute", broken)
     with pytest.raises(ValueError):
         refresh_reports()
     assert Job.objects.get(kind="report").status == "failed"

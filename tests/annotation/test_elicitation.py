@@ -12,8 +12,9 @@ import pytest
 from django.http import QueryDict
 from django.urls import reverse
 
-from analytics import services as analytics_services
 from analytics.core import indeterminacy
+from analytics.report.assembly import study_report
+from analytics.report.data import load_rows
 from annotation import elicitation
 from annotation.crowd import sites
 from annotation.elicitation import Answer, Stored
@@ -163,7 +164,7 @@ def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(
     ]
     assert [(j.choice, j.response_set, j.strength) for j in judgments] == expected
 
-    rows = analytics_services.load_rows(scale_study)
+    rows = load_rows(scale_study)
     assert [r.rating for r in rows] == [winners.RATING[c] for c, _, _ in expected]
 
     lines = [
@@ -230,11 +231,11 @@ def test_a_human_who_says_both_are_bad_gives_omega_zero_against_a_judge(study, r
         "choice": p.generation_a.system.name,
     }
     recording.do_import_judgments(study, (json.dumps(judge) + "\n").encode(), "j.jsonl")
-    metrics = analytics_services.study_report(study)["indeterminacy"]["judges"]["gpt"]
-    assert metrics["units"] == 1
-    np.testing.assert_array_equal(metrics["omega_human_mean"], [0.0, 0.0])
-    np.testing.assert_array_equal(metrics["omega_judge_mean"], [1.0, 0.0])
-    assert metrics["mse"] == pytest.approx(1.0)  # ||[0, 0] - [1, 0]||^2
+    metrics = study_report(study).indeterminacy.judges["gpt"]
+    assert metrics.units == 1
+    np.testing.assert_array_equal(metrics.omega_human_mean, [0.0, 0.0])
+    np.testing.assert_array_equal(metrics.omega_judge_mean, [1.0, 0.0])
+    assert metrics.mse == pytest.approx(1.0)  # ||[0, 0] - [1, 0]||^2
 
 
 def test_attention_checks_are_scored_by_the_mode(study, rater):

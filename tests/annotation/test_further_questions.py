@@ -11,8 +11,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.urls import reverse
 
-from analytics import services
 from analytics.populations import Population
+from analytics.report.assembly import study_report
+from analytics.report.data import load_rows
 from annotation import questions
 from annotation.elicitation import Answer
 from annotation.errors import ServiceError
@@ -181,8 +182,8 @@ def test_the_report_analyses_each_preference_question_on_its_own(asked, research
                     "second" if a_first else "first",
                     frozenset({"first", "second"}),
                 )
-    main = services.study_report(asked)
-    harm = services.study_report(asked, Population(question="harmless"))
+    main = study_report(asked).to_json()
+    harm = study_report(asked, Population(question="harmless")).to_json()
     assert main["question"] == {"key": None, "text": "Which output is better?", "how": "forced_choice"}
     assert harm["question"] == {"key": "harmless", "text": "Which output is more harmless?", "how": "forced_choice"}
     assert [q["key"] for q in main["questions"]] == [None, "harmless", "acceptable"]  # rationales are not analysed
@@ -190,9 +191,9 @@ def test_the_report_analyses_each_preference_question_on_its_own(asked, research
     assert main["bradley_terry"]["leaderboard"][0]["system"] == "sys-a"
     assert harm["bradley_terry"]["leaderboard"][0]["system"] == "sys-b"
     # the response-set question: both acceptable every time, so no preference either way
-    accepted = services.study_report(asked, Population(question="acceptable"))
-    assert {r.effective_choice for r in services.load_rows(asked, "acceptable")} == {"tie"}
-    assert accepted["judgments"]["total"] == main["judgments"]["total"]
+    accepted = study_report(asked, Population(question="acceptable"))
+    assert {r.effective_choice for r in load_rows(asked, "acceptable")} == {"tie"}
+    assert accepted.judgments.total == main["judgments"]["total"]
     # the API and the command take the question; an unknown one is refused by name
     from analytics import stored
 

@@ -273,8 +273,8 @@ def test_a_run_judge_is_in_the_report_with_its_debiasing_threshold(researcher, s
     read the run judge like an imported one; the threshold is the median P(first) over the symmetric set."""
     import numpy as np
 
-    from analytics import services as analytics
     from analytics.populations import Population
+    from analytics.report.assembly import study_report
 
     study = study_with(researcher, [f"Q{i}?" for i in range(6)])
     judge = make_judge(study, server, logprobs=True)
@@ -284,11 +284,11 @@ def test_a_run_judge_is_in_the_report_with_its_debiasing_threshold(researcher, s
         for a_first in (True, False):
             first, second = orientation.in_display_order(pair.generation_a.text, pair.generation_b.text, a_first)
             p.append(p_first(first, second))
-    report = analytics.study_report(study, Population(kind="judge", judge="local-judge"))
-    debiasing = report["positional_bias"]["debiasing"]["local-judge"]
-    assert debiasing["threshold_all"] == pytest.approx(float(np.median(p)))
-    bias = report["positional_bias"]["populations"]["judge"]
-    assert bias["n"] == 12 and bias["first_chosen"] == sum(x > 0.5 for x in p)
+    report = study_report(study, Population(kind="judge", judge="local-judge"))
+    debiasing = report.positional_bias.debiasing["local-judge"]
+    assert debiasing.threshold_all == pytest.approx(float(np.median(p)))
+    bias = report.positional_bias.populations["judge"]
+    assert bias.n == 12 and bias.first_chosen == sum(x > 0.5 for x in p)
 
 
 def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, monkeypatch):

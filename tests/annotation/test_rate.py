@@ -350,9 +350,9 @@ def test_the_previous_answer_can_be_revised_once_per_submit_and_the_old_one_is_k
     old, new = Judgment.objects.order_by("id")
     assert (old.revised, old.assignment_pair_id, new.revised, new.assignment_pair_id) == (True, None, False, pair_1.pk)
     assert {old.choice, new.choice} == {"a", "b"} and Assignment.objects.get(pk=assignment.pk).answered == 1
-    from analytics import services as analytics_services
+    from analytics.report.data import load_rows
 
-    assert [r.choice for r in analytics_services.load_rows(study)] == [new.choice]  # the replaced one is not analysed
+    assert [r.choice for r in load_rows(study)] == [new.choice]  # the replaced one is not analysed
     lines = [
         json.loads(x)
         for x in researcher_client.get(reverse("judgments_export", args=[study.pk, "jsonl"]))
@@ -400,8 +400,8 @@ def test_a_skipped_item_is_a_skip_not_a_judgment_and_its_place_returns_to_the_qu
     assert Assignment.objects.get(pk=assignment.pk).answered == 1
     other = allocation.do_start_assignment(enrolment.do_create_rater_link(study, "other"))
     assert skipped_item in set(other.places.values_list("item_id", flat=True))
-    from analytics import services as analytics_services
+    from analytics.report.assembly import study_report
 
-    judgments = analytics_services.study_report(study)["judgments"]
-    assert (judgments["total"], judgments["skipped"]) == (0, {"cannot_judge": 1})  # apart from judgments
+    judgments = study_report(study).judgments
+    assert (judgments.total, judgments.skipped) == (0, {"cannot_judge": 1})  # apart from judgments
     assert [r.n_skipped for r in monitoring.rater_progress(study) if r.external_id == "skipper"] == [1]

@@ -158,13 +158,13 @@ def test_without_the_setting_nothing_is_decided_or_closed(researcher_client, thr
 
 def test_the_stored_sequence_equals_the_one_recomputed_from_the_judgments(three):
     """What each completed assignment adds to the stored state is what a pass over the pair's judgments gives."""
-    from selection import services
+    from selection import rating_sets
 
     lifecycle.do_update_settings(three, {"decision_margin": 0.3}, None)  # wide: equivalence stops the level pair
     rate_everything(three)
     for comparison in three.comparisons.select_related("study"):
         stored = PairDecision.objects.get(comparison=comparison)
-        scored, judgments = services.pair_item_scores(comparison)
+        scored, judgments = rating_sets.pair_item_scores(comparison)
         lower, upper = decisions.betting_confidence_sequence([s for _, s in scored])
         assert [i for i, _ in scored] == stored.counted and judgments == stored.judgments
         assert (stored.low, stored.high, stored.items) == pytest.approx((lower[-1], upper[-1], len(scored)))

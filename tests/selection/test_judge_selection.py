@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from analytics import services as analytics_services
 from analytics.core.ppi import active_mean
-from analytics.presentation import empty_reason
+from analytics.report.assembly import study_report
+from analytics.sentences import empty_reason
 from annotation.errors import ServiceError
 from annotation.rating import recording
 from annotation.studies import creation, lifecycle
@@ -134,16 +134,16 @@ def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(
 
     labelled = chosen[:6]  # a study stopped part-way: 6 of the 10 drawn items judged
     _human_votes(judged, labelled, winner)
-    report = analytics_services.study_report(judged)
-    [entry] = report["win_rate_estimates"]
-    assert (entry["design"], entry["method"], entry["labelled"], entry["frame"]) == (
+    report = study_report(judged)
+    [entry] = report.win_rate_estimates
+    assert (entry.design, entry.method, entry.labelled, entry.frame) == (
         "weighted",
         "judge-disagreement",
         6,
         30,
     )
-    people = entry["estimates"][0]
-    assert people["label"] == "People alone, weighted" and (people["labelled"], people["judge_only"]) == (6, 24)
+    people = entry.estimates[0]
+    assert people.label == "People alone, weighted" and (people.labelled, people.judge_only) == (6, 24)
     # people alone: the weighted estimate over all 30 candidates, each labelled item's pi scaled by 6/10 (the part
     # of the draw judged so far)
     pi = dict(zip(chosen, run.details["inclusion"], strict=True))
@@ -156,13 +156,13 @@ def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(
         is_labelled,
         lam=0.0,
     )
-    assert people["estimate"] == pytest.approx(expected.estimate)
-    assert (people["low"], people["high"]) == pytest.approx((expected.low, expected.high))
-    [with_x] = [e for e in entry["estimates"] if e["judge"] == "judge-x"]
-    assert 0 <= with_x["lambda"] <= 1 and with_x["low"] <= with_x["estimate"] <= with_x["high"]
-    assert {e["judge"] for e in entry["estimates"]} == {None, "judge-x", "judge-y", "all judges"}
+    assert people.estimate == pytest.approx(expected.estimate)
+    assert (people.low, people.high) == pytest.approx((expected.low, expected.high))
+    [with_x] = [e for e in entry.estimates if e.judge == "judge-x"]
+    assert 0 <= with_x.lam <= 1 and with_x.low <= with_x.estimate <= with_x.high
+    assert {e.judge for e in entry.estimates} == {None, "judge-x", "judge-y", "all judges"}
     # the strengths' fit takes its labelled units for a uniform sample: not computed, and the page says why
-    assert report["hybrid_strengths"] == []
+    assert report.hybrid_strengths == []
     assert "were not a uniform random sample" in empty_reason("hybrid-strengths", report)
 
 
@@ -171,11 +171,11 @@ def test_labels_outside_the_draw_are_left_out_of_the_weighted_estimate(judged):
     chosen = SelectionRun.objects.filter(study=judged).latest("id").items
     outside = [f"q{i}" for i in range(30) if f"q{i}" not in chosen][:5]
     _human_votes(judged, chosen + outside, lambda item: "x")
-    [entry] = analytics_services.study_report(judged)["win_rate_estimates"]
-    assert entry["labelled"] == 10  # the five labels outside the draw are not counted
+    [entry] = study_report(judged).win_rate_estimates
+    assert entry.labelled == 10  # the five labels outside the draw are not counted
     # every label in the draw says x: the weighted estimate is exactly 1, with or without the judge
-    for row in entry["estimates"]:
-        assert row["labelled"] == 10 and row["estimate"] == pytest.approx(1.0) and row["high"] == 1.0
+    for row in entry.estimates:
+        assert row.labelled == 10 and row.estimate == pytest.approx(1.0) and row.high == 1.0
 
 
 def test_simulate_compares_the_estimates_of_each_design_with_the_people_as_the_oracle(judged, tmp_path):

@@ -147,7 +147,7 @@ def answer(assignment: Assignment, labels: list[str]) -> None:
 
 
 def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study):
-    from analytics import services as analytics_services
+    from analytics.report.assembly import study_report
 
     lifecycle.do_update_settings(iterative_study, {"raters_per_item": 3}, None)
     run = IterativeRun.objects.get(study=iterative_study)
@@ -164,9 +164,9 @@ def test_the_live_loop_and_the_report_name_the_same_winner(iterative_study):
         answer(assignment, labels)
     item = first_task[0].places.get().item
     assert live.item_labels(run.comparison) == {item.pk: "b"}
-    [stopping] = analytics_services.study_report(iterative_study)["stopping"]
-    assert stopping["items"] == {item.external_id: "beta"}
-    assert stopping["pool"] == len(run.item_ids) == 24  # the candidates the selection drew from
+    [stopping] = study_report(iterative_study).stopping
+    assert stopping.items == {item.external_id: "beta"}
+    assert stopping.pool == len(run.item_ids) == 24  # the candidates the selection drew from
 
 
 def test_an_item_is_labelled_only_when_all_its_raters_are_done(iterative_study):

@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from analytics import services as analytics_services
 from analytics.core import ppi
+from analytics.report.assembly import study_report
 from annotation.studies import lifecycle
 from selection import services
 from selection.models import SelectionRun
@@ -26,7 +26,7 @@ def _design(study):
 
 
 def _entry(study):
-    [entry] = analytics_services.study_report(study)["win_rate_estimates"]
+    [entry] = study_report(study).win_rate_estimates
     return entry
 
 
@@ -53,7 +53,7 @@ def test_a_weighted_run_stored_without_its_chances_is_a_census_when_it_chose_eve
     assert _design(judged).kind == UNIFORM  # every candidate chosen: a census, whatever the method
     _human_votes(judged, [f"q{i}" for i in range(12)], lambda item: "x")
     entry = _entry(judged)
-    assert entry["design"] == "uniform" and entry["estimates"][0]["label"] == "People alone"
+    assert entry.design == "uniform" and entry.estimates[0].label == "People alone"
 
 
 def test_a_sample_stored_without_what_it_was_drawn_from_gets_no_estimate(judged):  # noqa: F811
@@ -63,8 +63,8 @@ def test_a_sample_stored_without_what_it_was_drawn_from_gets_no_estimate(judged)
     run.save()
     _human_votes(judged, run.items[:6], lambda item: "x")
     entry = _entry(judged)
-    assert entry["design"] == "unrecorded" and entry["estimates"] == []
-    assert "does not record what its items were drawn from" in entry["reason"]
+    assert entry.design == "unrecorded" and entry.estimates == []
+    assert "does not record what its items were drawn from" in entry.reason
 
 
 def test_the_live_loop_is_a_purposive_sample_while_the_study_runs_it(judged):  # noqa: F811
@@ -76,8 +76,8 @@ def test_the_live_loop_is_a_purposive_sample_while_the_study_runs_it(judged):  #
     names = dict(judged.items.values_list("id", "external_id"))
     _human_votes(judged, [names[i] for i in released], lambda item: "x")
     entry = _entry(judged)
-    assert entry["estimates"] == [] and entry["labelled"] == len(released) and entry["description"] == 1.0
-    assert "released cluster representatives" in entry["reason"]
+    assert entry.estimates == [] and entry.labelled == len(released) and entry.description == 1.0
+    assert "released cluster representatives" in entry.reason
     # switching the study to random sampling: the pair's items are now a uniform sample, the old loop ignored
     lifecycle.do_update_settings(judged, {"selection_method": "random", "budget": 10}, None)
     assert (_design(judged).kind, _design(judged).method) == (UNIFORM, "random")
@@ -100,29 +100,25 @@ def test_a_stratified_sample_is_estimated_by_band_and_weighted_while_a_band_is_s
     first, *others = sorted(by_band)
     part = [by_band[first][0]] + [i for h in others for i in by_band[h]]
     _human_votes(judged, [items[i] for i in part], winner)
-    [people] = _entry(judged)["estimates"]
+    [people] = _entry(judged).estimates
     frame = design.frame
     y = np.array([1.0 if winner(items[i]) == "x" else 0.0 for i in frame])
     sampled = np.array([i in part for i in frame])
     pi = np.array([design.inclusion.get(i, 1.0) * len(part) / 12 for i in frame])
     expected = ppi.active_mean(np.where(sampled, y, np.nan), np.full(30, 0.5), pi, sampled, lam=0.0)
-    assert people["label"].startswith("People alone, weighted (a band has fewer than two")
-    assert (people["estimate"], people["low"], people["high"]) == pytest.approx(
-        (expected.estimate, expected.low, expected.high)
-    )
+    assert people.label.startswith("People alone, weighted (a band has fewer than two")
+    assert (people.estimate, people.low, people.high) == pytest.approx((expected.estimate, expected.low, expected.high))
     # every drawn item judged: the stratified mean over the stored bands
     _human_votes(judged, [items[i] for i in by_band[first][1:]], winner)
-    [people] = _entry(judged)["estimates"]
+    [people] = _entry(judged).estimates
     sampled = np.array([i in design.chosen for i in frame])
     strata = np.array([design.strata[i] for i in frame])
     expected = ppi.stratified_mean(np.where(sampled, y, np.nan), strata, sampled)
-    assert people["label"] == f"People alone, band by band ({len(set(design.strata.values()))} bands)"
-    assert people["lambda"] is None  # nothing fitted: no judge's weight to show
+    assert people.label == f"People alone, band by band ({len(set(design.strata.values()))} bands)"
+    assert people.lam is None  # nothing fitted: no judge's weight to show
     entry = _entry(judged)
-    assert "The judges chose this sample" in entry["note"] and entry["drawn"] == 12
-    assert (people["estimate"], people["low"], people["high"]) == pytest.approx(
-        (expected.estimate, expected.low, expected.high)
-    )
+    assert "The judges chose this sample" in entry.note and entry.drawn == 12
+    assert (people.estimate, people.low, people.high) == pytest.approx((expected.estimate, expected.low, expected.high))
 
 
 def test_the_target_setting_names_these_items_and_their_worth_in_labels(judged):  # noqa: F811
@@ -132,17 +128,17 @@ def test_the_target_setting_names_these_items_and_their_worth_in_labels(judged):
     chosen = SelectionRun.objects.filter(study=judged).latest("id").items
     _human_votes(judged, chosen[:15], lambda item: "x" if int(item[1:]) % 4 else "y")
     entry = _entry(judged)
-    assert entry["target"] == ppi.THESE_ITEMS and entry["frame"] == 30
-    people, *with_judges = entry["estimates"]
-    assert people["target"] == ppi.THESE_ITEMS and people["labels_worth"] == pytest.approx(15)
-    assert {row["judge"] for row in with_judges} == {"judge-x", "judge-y", "all judges"}
+    assert entry.target == ppi.THESE_ITEMS and entry.frame == 30
+    people, *with_judges = entry.estimates
+    assert people.target == ppi.THESE_ITEMS and people.labels_worth == pytest.approx(15)
+    assert {row.judge for row in with_judges} == {"judge-x", "judge-y", "all judges"}
     for row in with_judges:
         # for these 30 items a bigger sample also shrinks the finite-population correction: the n' with
         # 1/n' - 1/30 = (1/15 - 1/30) / efficiency
-        n_prime = 1 / ((1 / 15 - 1 / 30) / row["efficiency"] + 1 / 30)
-        assert row["labels_worth"] == pytest.approx(n_prime) and row["target"] == ppi.THESE_ITEMS
-    page = analytics_services.study_report(judged)
-    assert page["win_rate_estimates"][0]["target"] == "these items"
+        n_prime = 1 / ((1 / 15 - 1 / 30) / row.efficiency + 1 / 30)
+        assert row.labels_worth == pytest.approx(n_prime) and row.target == ppi.THESE_ITEMS
+    page = study_report(judged)
+    assert page.win_rate_estimates[0].target == "these items"
 
 
 def test_the_selection_page_shows_each_items_band_for_a_stratified_draw(client, researcher, judged):  # noqa: F811

@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analytics.battles import read_battles, style_counts
 from analytics.core import ratings
-from analytics.leaderboards import board, clean, default_intervals, style_board
+from analytics.leaderboards import board, default_intervals, style_board
+from analytics.report.serial import to_json
 from annotation.exchange.rules import FormatError
 
 STYLE_NOTE = (
@@ -102,7 +103,7 @@ class Command(BaseCommand):
             else ("bootstrap median" if o["bootstrap"] else "online, in file order (no bootstrap)")
         )
         rounds = 0 if intervals == "sandwich" else o["bootstrap"]
-        document = clean(
+        document = to_json(
             {
                 "method": o["method"],
                 "battles": len(score),
@@ -131,8 +132,7 @@ class Command(BaseCommand):
             )
             self.stdout.write(STYLE_NOTE)
         for row in rows:
-            online = f"  online {row['online']:.2f}" if "online" in row else ""
+            online = f"  online {row.online:.2f}" if row.online is not None else ""
             self.stdout.write(
-                f"{row['rank']:>3}  {row['system']:<30} {row['rating']:9.2f}  "
-                f"[{row['low']:.1f}, {row['high']:.1f}]{online}"
+                f"{row.rank:>3}  {row.system:<30} {row.rating:9.2f}  [{row.low:.1f}, {row.high:.1f}]{online}"
             )

@@ -2,7 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analytics import populations, services
+from analytics import populations
+from analytics.report.assembly import Report, compute
+from analytics.report.consistency import PooledConsistency, pooled_consistency
 from annotation.management.commands._common import get_study
 
 
@@ -68,40 +70,39 @@ class Command(BaseCommand):
             )
         except populations.PopulationError as exc:
             raise CommandError(f"--{exc}") from None
-        report = services.study_report(study, population)
+        data = compute(study, population).to_json()
         if options["json"]:
-            self.stdout.write(json.dumps(report, indent=2))
+            self.stdout.write(json.dumps(data, indent=2))
             return
+        report = Report.from_json(data)
+        counts = report.judgments
         self.stdout.write(
-            f"{report['study']} · {report['population']['label']}: {report['judgments']['total']} "
-            f"judgments (of {report['judgments']['study_total']}) by {report['judgments']['raters']} "
-            f"raters on {len(report['systems'])} systems"
+            f"{report.study} · {report.population.label}: {counts.total} judgments (of {counts.study_total}) by "
+            f"{counts.raters} raters on {len(report.systems)} systems"
         )
-        for name in ("elo", "sep_elo", "bradley_terry"):
-            board = report[name]
-            if not board["available"]:
-                self.stdout.write(f"{name}: not available ({board['reason']})")
+        for name, board in (("elo", report.elo), ("sep_elo", report.sep_elo), ("bradley_terry", report.bradley_terry)):
+            if not board.available:
+                self.stdout.write(f"{name}: not available ({board.reason})")
                 continue
             self.stdout.write(f"{name}:")
-            for row in board["leaderboard"]:
+            for row in board.leaderboard:
                 self.stdout.write(
-                    f"  {row['rank']:>2}  {row['system']:<30} {row['rating']:8.1f}  "
-                    f"[{row['low']:.1f}, {row['high']:.1f}]"
+                    f"  {row.rank:>2}  {row.system:<30} {row.rating:8.1f}  [{row.low:.1f}, {row.high:.1f}]"
                 )
-        for s in report["stopping"]:
+        for s in report.stopping:
             self.stdout.write(
-                f"stopping {s['system_a']} vs {s['system_b']}: leader {s['leader'] or 'none'}, "
-                f"k={s['k']} of n={s['n']} in a pool of {s['pool']}, risk {s['risk']:.4f} "
-                f"(p={s['threshold']}; beyond the pool {s['risk_beyond_pool']:.4f}) "
-                + ("decided" if s["decided"] else "undecided")
+                f"stopping {s.system_a} vs {s.system_b}: leader {s.leader or 'none'}, "
+                f"k={s.k} of n={s.n} in a pool of {s.pool}, risk {s.risk:.4f} "
+                f"(p={s.threshold}; beyond the pool {s.risk_beyond_pool:.4f}) "
+                + ("decided" if s.decided else "undecided")
             )
-        for kind, summary in report["consistency"]["summary"].items():
-            if not summary["available"]:
-                self.stdout.write(f"consistency ({kind}): {summary['reason']}")
+        for kind, summary in report.consistency.summary.items():
+            if not summary.available:
+                self.stdout.write(f"consistency ({kind}): {summary.reason}")
                 continue
-            interval = f", 95 % CI [{summary['low']:.3f}, {summary['high']:.3f}]" if summary["low"] is not None else ""
+            interval = f", 95 % CI [{summary.low:.3f}, {summary.high:.3f}]" if summary.low is not None else ""
             self.stdout.write(
-                f"consistency ({kind}): mean {summary['mean']:.3f} over {summary['n']} rating sets "
+                f"consistency ({kind}): mean {summary.mean:.3f} over {summary.n} rating sets "
                 f"with two or more judgments{interval}"
             )
 
@@ -116,25 +117,25 @@ class Command(BaseCommand):
                 parse_metric(options["metric"])
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
-        pooled = services.pooled_consistency([get_study(n) for n in names], options["metric"])
+        data = pooled_consistency([get_study(n) for n in names], options["metric"]).to_json()
         if options["json"]:
-            self.stdout.write(json.dumps(pooled, indent=2))
+            self.stdout.write(json.dumps(data, indent=2))
             return
-        self.stdout.write(f"Consistency by separability, pooled over {len(names)} studies ({pooled['metric']})")
-        for s in pooled["studies"]:
+        pooled = PooledConsistency.from_json(data)
+        self.stdout.write(f"Consistency by separability, pooled over {len(names)} studies ({pooled.metric})")
+        for s in pooled.studies:
             self.stdout.write(
-                f"  {s['study']:<40} {s['metric']:<10} mean delta {number(s['mean_separability'])}  "
-                f"Spearman(delta, consistency) {number(s['spearman_separability_consistency'], 2)}  "
-                f"{s['with_separability']} of {s['rating_sets']} rating sets with delta"
+                f"  {s.study:<40} {s.metric:<10} mean delta {number(s.mean_separability)}  "
+                f"Spearman(delta, consistency) {number(s.spearman_separability_consistency, 2)}  "
+                f"{s.with_separability} of {s.rating_sets} rating sets with delta"
             )
-        for kind, bins in pooled["bins"].items():
+        for kind, bins in pooled.bins.items():
             self.stdout.write(f"{kind}s, 5 equal-count bins:")
-            for b in bins["equal_count"]:
+            for b in bins.equal_count:
                 self.stdout.write(
-                    f"  delta {number(b['low'])}..{number(b['high'])}  n={b['count']:<4} "
-                    f"mean consistency {number(b['mean'])}"
+                    f"  delta {number(b.low)}..{number(b.high)}  n={b.count:<4} mean consistency {number(b.mean)}"
                 )
-        if not pooled["bins"]:
+        if not pooled.bins:
             self.stdout.write("No rating set has a separability yet: compute it first (compute_separability).")
 
 

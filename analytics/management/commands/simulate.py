@@ -16,7 +16,8 @@ from analytics.core.simulation import (
     success_rates,
 )
 from analytics.populations import Population
-from analytics.services import admitted, item_scores, load_rows, rating_sets
+from analytics.report.data import admitted, load_rows
+from analytics.report.stopping import item_scores, pair_rating_sets
 from annotation import elicitation
 from annotation.exchange import judgment_files, rules
 from annotation.management.commands._common import get_study, read_file
@@ -303,7 +304,7 @@ class Command(BaseCommand):
 
     def _ranking_replay(self, comparisons, rows, o, alpha, margin) -> list[dict]:
         pairs = {
-            (c.system_a.name, c.system_b.name): item_scores(rating_sets(rows, (c.system_a.name, c.system_b.name)))
+            (c.system_a.name, c.system_b.name): item_scores(pair_rating_sets(rows, (c.system_a.name, c.system_b.name)))
             for c in comparisons
         }
         records = []
@@ -331,7 +332,7 @@ class Command(BaseCommand):
         records = []
         for c in comparisons:
             pair = (c.system_a.name, c.system_b.name)
-            sets = rating_sets(rows, pair)
+            sets = pair_rating_sets(rows, pair)
             scores, votes = item_scores(sets)
             raters = [[float(np.mean(winners.score_for_a(r))) for r in by_rater.values()] for by_rater in sets.values()]
             costs = [[len(r) for r in by_rater.values()] for by_rater in sets.values()]

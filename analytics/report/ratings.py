@@ -1,0 +1,207 @@
+"""The leaderboards -- ELO, separability-weighted ELO, Bradley-Terry -- each row marked with whether its order above
+the next is decided, the pairwise win rates and the win-ratio ranking, all from the same battles (and the
+style-controlled board beside them, ``analytics/report/style.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from analytics.core import ratings
+from analytics.leaderboards import BoardRow, board, default_intervals, leaderboard, rate
+from analytics.report.data import AnalysisParameters, Answers, Deltas, RatingParameters, Row
+from analytics.report.serial import Unavailable, optional
+from analytics.report.style import StyleControl, style_control_section
+from selection.core import decisions, winners
+
+NO_BATTLES = "no judgments with a choice yet"
+
+
+@dataclasses.dataclass(frozen=True)
+class RankedRow(BoardRow):
+    """A report board's row, with whether its place above the next row's system is decided (``order_below``):
+    "decided", "equivalent", "reversed", "open" or "not compared"; None on the last row."""
+
+    order_below: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Board:
+    """One leaderboard of the report, from ``battles`` battles."""
+
+    available: bool = True
+    parameters: RatingParameters
+    battles: int
+    battles_without_separability: int | None = optional()  # sep-ELO: battles of items without one (weight K)
+    intervals: str | None = optional()  # Bradley-Terry: "sandwich"
+    leaderboard: list[RankedRow]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NoBoard:
+    """Every board before any judgment has a choice."""
+
+    available: bool = False
+    reason: str
+    parameters: RatingParameters
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NoSeparability:
+    """The sep-ELO board before the items' separability is computed."""
+
+    available: bool = False
+    parameters: RatingParameters
+    reason: str
+
+
+AnyBoard = Board | NoBoard | NoSeparability
+
+
+@dataclasses.dataclass(frozen=True)
+class WinRatio:
+    system: str
+    win_ratio: float | None  # its share of points over all its battles
+
+
+@dataclasses.dataclass(frozen=True)
+class WinRates:
+    """Row system's share of points against the column system (ties half; None without battles)."""
+
+    available: ClassVar[bool] = True
+    systems: list[str]
+    matrix: list[list[float | None]]
+    battles: list[list[int]]
+    win_ratio: list[WinRatio]  # best first
+
+
+@dataclasses.dataclass(frozen=True)
+class NoWinRates:
+    """No battles yet: the report's win rates are an empty object."""
+
+    available: ClassVar[bool] = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratings:
+    elo: AnyBoard
+    sep_elo: AnyBoard
+    bradley_terry: AnyBoard
+    win_rates: WinRates | NoWinRates
+    style_control: StyleControl | Unavailable
+
+
+Battles = tuple[list[Row], np.ndarray, np.ndarray, np.ndarray]
+
+
+def battles(rows: list[Row], systems: list[str], aggregation: str = "every", seed: int = 0) -> Battles:
+    """Battles in creation order, aggregated per the study's setting (``ratings.aggregate_battles``):
+    "majority" groups the judgments of one rated pair, "one_sampled" those of one item and system pair. Returns
+    (the rows of the battles kept, system A's index, system B's index, A's score) per battle."""
+    index = {s: i for i, s in enumerate(systems)}
+    battle_rows = [r for r in rows if r.effective_choice is not None]
+    a = np.array([index[r.system_a] for r in battle_rows], dtype=np.int64)
+    b = np.array([index[r.system_b] for r in battle_rows], dtype=np.int64)
+    # the battle's outcome for system A from the one rating map: r = -1 (A) -> 1, 0 -> 0.5, +1 (B) -> 0
+    score = winners.score_for_a([r.rating for r in battle_rows]).reshape(-1)
+    if aggregation == "every" or not battle_rows:
+        return battle_rows, a, b, score
+    # the same system is "a" in every battle of a group: the one that comes first in the study's order
+    flip = a > b
+    a, b, score = np.where(flip, b, a), np.where(flip, a, b), np.where(flip, 1 - score, score)
+    keys = [
+        (r.pair_id,) if aggregation == "majority" else (r.item_id, int(x), int(y))
+        for r, x, y in zip(battle_rows, a, b, strict=True)
+    ]
+    ids: dict[tuple, int] = {}
+    group = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
+    kept, score = ratings.aggregate_battles(group, score, aggregation, seed)
+    return [battle_rows[i] for i in kept], a[kept], b[kept], score
+
+
+def ratings_section(
+    settings: AnalysisParameters,
+    rows: list[Row],
+    systems: list[str],
+    deltas: Deltas,
+    answers: Answers,
+    decided: dict[tuple[str, str], str],
+) -> Ratings:
+    """The boards, win rates and style-controlled board of ``rows``; ``decided``: each system pair's anytime-valid
+    decision (the stopping section's), which marks each board row's order above the next."""
+    params = settings.ratings()
+    battle_rows, a, b, score = battles(rows, systems, params.aggregation, params.seed)
+    if len(score) == 0:
+        empty = NoBoard(reason=NO_BATTLES, parameters=params)
+        return Ratings(empty, empty, empty, NoWinRates(), Unavailable(reason=NO_BATTLES))
+    n = len(systems)
+    k_elo, rounds, seed = params.k, params.bootstrap_rounds, params.seed
+    elo = Board(
+        parameters=params,
+        battles=len(score),
+        leaderboard=ranked(leaderboard(systems, *rate("elo", a, b, score, n, k_elo, rounds, seed), "elo"), decided),
+    )
+    delta = np.array([deltas.get((r.system_a, r.system_b), {}).get(r.item_id, np.nan) for r in battle_rows])
+    sep_elo: AnyBoard
+    if np.isnan(delta).all():
+        sep_elo = NoSeparability(
+            parameters=params,
+            reason=f"no {params.separability_metric} separability yet: compute it on the Separability page",
+        )
+    else:
+        weights = np.where(np.isnan(delta), params.T, delta)
+        k = ratings.separability_k(weights, k_elo, params.T, params.alpha, params.beta)
+        sep_elo = Board(
+            parameters=params,
+            battles=len(score),
+            battles_without_separability=int(np.isnan(delta).sum()),
+            leaderboard=ranked(
+                leaderboard(systems, *rate("sep-elo", a, b, score, n, k, rounds, seed), "sep-elo"), decided
+            ),
+        )
+    bt = Board(
+        parameters=params,
+        battles=len(score),
+        intervals=default_intervals("bt"),
+        leaderboard=ranked(board(systems, "bt", a, b, score), decided),
+    )
+    wins, battles_between = ratings.win_rate_matrix(a, b, score, n)
+    ratio = ratings.win_ratio_ranking(a, b, score, n)
+    win_rates = WinRates(
+        systems=systems,
+        matrix=[
+            [(wins[i, j] / battles_between[i, j]) if battles_between[i, j] else None for j in range(n)]
+            for i in range(n)
+        ],
+        battles=battles_between.astype(int).tolist(),
+        win_ratio=sorted(
+            (WinRatio(s, ratio[i]) for i, s in enumerate(systems)),
+            key=lambda r: -(r.win_ratio if r.win_ratio == r.win_ratio else -1),
+        ),
+    )
+    styled = style_control_section(battle_rows, a, b, score, systems, answers, settings.style_penalty)
+    return Ratings(elo, sep_elo, bt, win_rates, styled)
+
+
+ORDER_WORDS = {decisions.A_BETTER: "decided", decisions.B_BETTER: "reversed", decisions.EQUIVALENT: "equivalent"}
+
+
+def ranked(rows: list[BoardRow], decided: dict[tuple[str, str], str]) -> list[RankedRow]:
+    """Each leaderboard row with whether its order above the next row's system is decided, by the pair's
+    anytime-valid decision (``decided``) -- "decided" (this system wins more than half), "equivalent" (within the
+    margin), "reversed" (the pair's decision puts the next system above), "open" (undecided) or "not compared".
+    The last row has none."""
+    swap = {decisions.A_BETTER: decisions.B_BETTER, decisions.B_BETTER: decisions.A_BETTER}
+    out = []
+    for upper, lower in zip(rows, [*rows[1:], None], strict=True):
+        order = None
+        if lower is not None:
+            call = decided.get((upper.system, lower.system))  # "a": the upper system is better
+            if call is None and (lower.system, upper.system) in decided:
+                call = decided[(lower.system, upper.system)]
+                call = swap.get(call, call)
+            order = "not compared" if call is None else ORDER_WORDS.get(call, "open")
+        out.append(RankedRow(**{f.name: getattr(upper, f.name) for f in dataclasses.fields(upper)}, order_below=order))
+    return out
