@@ -8,8 +8,10 @@ as, on django-tasks (``manage.py run_worker``, supervised by ``annotation/worker
 by SEPLAB_TASKS_BACKEND) -- writes RUNNING and the first heartbeat, hands the body a ``Progress`` (done / total,
 a message, the heartbeat), and writes DONE with the body's summary or FAILED with the reason: the body's own words
 when it raises ``JobFailed``, otherwise the exception and the last lines of its traceback. A failed job's exception
-is raised again, so django-tasks' own record of the task fails too. A job is created by ``start`` and ended by
-``end``, the one writer of done, failed and stopped: ``run_job``, and the stale-job sweep of ``annotation/worker.py``.
+is raised again, so django-tasks' own record of the task fails too. Every job is created by ``start`` and ended by
+``end`` -- the one writer of done, failed and stopped, whoever ends it: ``run_job``, the stale-job sweep of
+``annotation/worker.py``, an endpoint run stopped before a worker took it or found dead when resumed
+(``annotation/endpoint_runs.py``).
 
 A database outage during a job -- SQLite's write lock held past its timeout, a PostgreSQL connection dropped by a
 restart or a pooler (``is_outage``) -- is not the body's failure: ``run_job`` waits until the database answers again

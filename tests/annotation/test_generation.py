@@ -99,7 +99,7 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
     verbose = add(study, server, "verbose", "gen-verbose-1")
     assert planning.systems_with_outputs(study) == []  # nothing generated yet: nothing to compare
 
-    result = runner.run(terse)
+    result = runner.GenerationRun(terse).run()
     assert result.recorded == 9 and not result.budget_reached and not server.invalid
     assert planning.systems_with_outputs(study) == [terse.system]  # complete, but alone
     # the requests: the system prompt first, the input, the seed plus the sample's index, the settings
@@ -130,8 +130,8 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
         assert p["completion_tokens"] == len(g.text.split()) and p["time"]
         assert g.call.status == "generated" and g.call.response["choices"][0]["message"]["content"] is None
 
-    runner.run(verbose)
-    assert runner.do_include_if_complete(verbose).startswith("The plan was rebuilt with the new system")
+    runner.GenerationRun(verbose).run()
+    assert runner.GenerationRun(verbose).do_include_if_complete().startswith("The plan was rebuilt with the new system")
     assert [(c.system_a.name, c.system_b.name) for c in study.comparisons.all()] == [("terse", "verbose")]
     assert study.tasks.count() == 3  # every item of the one system pair (the study's default selection)
     # without a seed, the samples of one input differ (what separability measures)
@@ -141,7 +141,11 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
     assert all(len(texts) == 3 for texts in verbose_texts.values())
 
     asked = len(server.requests)  # resumable: nothing is missing, nothing is asked
-    assert runner.run(terse).asked == 0 and runner.run(verbose).asked == 0 and len(server.requests) == asked
+    assert (
+        runner.GenerationRun(terse).run().asked == 0
+        and runner.GenerationRun(verbose).run().asked == 0
+        and len(server.requests) == asked
+    )
 
 
 def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(researcher, server):
@@ -157,7 +161,7 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
         ],
     )
     endpoint = add(study, server, "flaky", "gen-flaky", samples=1, max_retries=1, max_tokens=5)
-    runner.run(endpoint)
+    runner.GenerationRun(endpoint).run()
     calls = {
         c.item.input.split()[0]: c for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")
     }
@@ -172,19 +176,21 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
         and "cut off at the token limit (5 tokens)" in long.provenance["notes"][0]
         and len(long.text.split()) == 5
     )
-    used = runner.usage(endpoint)
-    assert (used.generated, used.unusable, used.failed, used.replies) == (3, 2, 1, 5)
-    assert runner.remaining(endpoint) == 3 and planning.systems_with_outputs(study) == []
+    used = runner.GenerationRun(endpoint).usage()
+    assert (used.done, used.unusable, used.failed, used.replies) == (3, 2, 1, 5)
+    assert runner.GenerationRun(endpoint).remaining() == 3 and planning.systems_with_outputs(study) == []
 
     before = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
     server.seen.clear()
-    result = runner.run(endpoint)  # resume: only the three missing outputs are asked for
+    result = runner.GenerationRun(endpoint).run()  # resume: only the three missing outputs are asked for
     assert result.asked == 3
     assert sorted(p.split()[0] for p in server.seen) == ["[[always-429]]", "[[filtered]]", "[[nul]]"]
     after = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
     assert after == before  # what was stored is never asked for again, nor changed
-    again = runner.usage(endpoint)  # the two unusable outputs were paid for twice: the budget counts both replies
-    assert (again.replies, again.generated, again.unusable, again.failed) == (7, 3, 2, 1)
+    again = runner.GenerationRun(
+        endpoint
+    ).usage()  # the two unusable outputs were paid for twice: the budget counts both replies
+    assert (again.replies, again.done, again.unusable, again.failed) == (7, 3, 2, 1)
     # the re-asked inputs' words (the local server's prompt tokens), added
     assert again.prompt_tokens == used.prompt_tokens + len("[[nul]] bad byte [[filtered]] withheld".split())
     assert (
@@ -197,23 +203,23 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
 def test_the_budget_counts_replies_over_every_run(researcher, server):
     study = inputs_study(researcher, [f"Question {i}?" for i in range(4)])
     endpoint = add(study, server, "capped", "gen-capped", samples=2, request_budget=3)
-    result = runner.run(endpoint)
+    result = runner.GenerationRun(endpoint).run()
     assert result.budget_reached and result.recorded == 3 and len(server.requests) == 3
-    assert runner.run(endpoint).asked == 0  # used up
+    assert runner.GenerationRun(endpoint).run().asked == 0  # used up
     with pytest.raises(runner.GenerationError, match=r"request budget \(3\) is used up"):
-        runner.do_start_generation(endpoint)
+        runner.GenerationRun(endpoint).do_start()
 
 
 def test_a_stop_keeps_what_arrived_and_a_resume_asks_for_the_rest(researcher, server):
     study = inputs_study(researcher, [f"Question {i}?" for i in range(6)])
     endpoint = add(study, server, "stopped", "gen-stopped", samples=2, max_concurrency=1)
     replies = []
-    result = runner.run(
-        endpoint, progress=lambda done, total: replies.append(done), should_stop=lambda: len(replies) > 3
+    result = runner.GenerationRun(endpoint).run(
+        progress=lambda done, total: replies.append(done), should_stop=lambda: len(replies) > 3
     )
     kept = Generation.objects.filter(system=endpoint.system).count()
     assert result.stopped and 0 < kept < 12
-    assert runner.run(endpoint).recorded == 12 - kept
+    assert runner.GenerationRun(endpoint).run().recorded == 12 - kept
     assert Generation.objects.filter(system=endpoint.system).count() == 12
 
 
@@ -222,16 +228,16 @@ def test_the_background_job_generates_and_rebuilds_the_plan(researcher, server):
     first = add(study, server, "first", "gen-terse-a", samples=2)
     second = add(study, server, "second", "gen-verbose-b", samples=2)
     for endpoint in (first, second):
-        job = runner.do_start_generation(endpoint)
+        job = runner.GenerationRun(endpoint).do_start()
         with pytest.raises(runner.GenerationError, match="already being generated"):
-            runner.do_start_generation(endpoint)
+            runner.GenerationRun(endpoint).do_start()
         run_job.call(job.pk)
         job.refresh_from_db()
         assert job.status == Job.Status.DONE, job.message
     assert "4 generated, 0 unusable, 0 failed" in job.message and "plan was rebuilt" in job.message
     assert study.comparisons.count() == 1 and study.tasks.count() == 2
     with pytest.raises(runner.GenerationError, match="Every item has all its outputs"):
-        runner.do_start_generation(first)
+        runner.GenerationRun(first).do_start()
 
 
 def test_adding_a_system_is_checked(researcher, server, settings):
@@ -406,8 +412,8 @@ def test_every_page_of_a_study_without_a_system_pair_opens(researcher, researche
 
     study = inputs_study(researcher, ["One?", "Two?"])
     if systems:
-        runner.run(add(study, server, "only", "gen-only", samples=2))
-        runner.do_include_if_complete(SystemEndpoint.objects.get(system__name="only"))
+        runner.GenerationRun(add(study, server, "only", "gen-only", samples=2)).run()
+        runner.GenerationRun(SystemEndpoint.objects.get(system__name="only")).do_include_if_complete()
     refresh_reports()
     for name in PAGES:
         response = researcher_client.get(reverse(name, args=[study.pk]), follow=True)  # the preview: to the study
@@ -430,14 +436,14 @@ def test_untrusted_error_words_and_malformed_replies_are_kept_not_fatal(research
     completion (the client does not validate it) are kept as a failed and an unusable call; the run goes on."""
     study = inputs_study(researcher, ["[[nul-error]] bad words", "[[malformed-shape]] odd", "Fine?"])
     endpoint = add(study, server, "odd", "gen-odd", samples=1, max_retries=0)
-    runner.run(endpoint)
+    runner.GenerationRun(endpoint).run()
     calls = {
         c.item.input.split()[0]: c for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")
     }
     assert calls["[[nul-error]]"].status == "failed" and "bad\ufffdgateway" in calls["[[nul-error]]"].problem
     assert calls["[[malformed-shape]]"].status == "unusable" and "malformed" in calls["[[malformed-shape]]"].problem
     assert calls["Fine?"].status == "generated"
-    assert runner.usage(endpoint).replies == 2  # the malformed reply arrived: paid for, counted
+    assert runner.GenerationRun(endpoint).usage().replies == 2  # the malformed reply arrived: paid for, counted
 
 
 def test_a_system_is_complete_only_with_every_sample_of_every_item(researcher, server):
@@ -465,10 +471,10 @@ def test_a_system_is_complete_only_with_every_sample_of_every_item(researcher, s
             **quiet,
         )
     endpoint = SystemEndpoint.objects.get(system__name="a")
-    assert runner.remaining(endpoint) == 3  # items one and two whole, the third without any
+    assert runner.GenerationRun(endpoint).remaining() == 3  # items one and two whole, the third without any
     SystemEndpoint.objects.filter(pk=endpoint.pk).update(samples=2)  # K lowered: 6 outputs, but one item has none
     endpoint.refresh_from_db()
-    assert runner.remaining(endpoint) == 2 and planning.systems_with_outputs(study) == []
+    assert runner.GenerationRun(endpoint).remaining() == 2 and planning.systems_with_outputs(study) == []
     call_command(
         "generate",
         "--study",
@@ -526,18 +532,18 @@ def test_a_duplicated_study_keeps_its_generated_systems_and_their_provenance(res
     from annotation.studies import lifecycle
 
     study = inputs_study(researcher, ["One?", "Two?"], name="original")
-    runner.run(add(study, server, "done", "gen-done", samples=2))
+    runner.GenerationRun(add(study, server, "done", "gen-done", samples=2)).run()
     add(study, server, "later", "gen-later", samples=2)  # not started
     copy = lifecycle.do_duplicate_study(study, "copy")
     assert sorted(copy.systems.values_list("name", flat=True)) == ["done", "later"]
     later = SystemEndpoint.objects.get(system__study=copy, system__name="later")
-    assert later.model == "gen-later" and runner.remaining(later) == 4
+    assert later.model == "gen-later" and runner.GenerationRun(later).remaining() == 4
     assert all(
         g.provenance and g.provenance["model"] == "gen-done" for g in Generation.objects.filter(system__study=copy)
     )
     assert copy.comparisons.count() == 0  # 'later' is not complete: nothing to compare yet, and nothing failed
-    runner.run(later)
-    assert "rebuilt with the new system" in runner.do_include_if_complete(later)
+    runner.GenerationRun(later).run()
+    assert "rebuilt with the new system" in runner.GenerationRun(later).do_include_if_complete()
     assert copy.comparisons.count() == 1
 
 
@@ -546,7 +552,7 @@ def test_the_command_and_a_workers_run_exclude_each_other(researcher, server):
     missing output. The command's run is a job of its own: each refuses while the other is live."""
     study = inputs_study(researcher, ["One?"], name="busy")
     endpoint = add(study, server, "s", "gen-s", samples=2)
-    runner.do_start_generation(endpoint)  # queued for a worker
+    runner.GenerationRun(endpoint).do_start()  # queued for a worker
     with pytest.raises(CommandError, match="being generated now"):
         call_command(
             "generate",
@@ -564,7 +570,7 @@ def test_the_command_and_a_workers_run_exclude_each_other(researcher, server):
             stderr=io.StringIO(),
         )
     assert not server.requests
-    runner.do_stop_generation(endpoint)  # stopped before a worker took it
+    runner.GenerationRun(endpoint).do_stop()  # stopped before a worker took it
     call_command(
         "generate",
         "--study",
