@@ -1,16 +1,13 @@
 """Systems from endpoints: a study created from a file of inputs alone, two systems generated from the
 local OpenAI-compatible server (tests/judge_server.py, ``gen-`` models: every request validated against the openai
 client's own request types), stored with their provenance, resumable, within a budget; the systems join the plan once
-every output is in."""
+every output is in. ``manage.py generate`` is tests/annotation/test_generate_command.py's."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 from annotation.exchange.rules import FormatError
 from annotation.exchange.study_files import parse_study
@@ -256,133 +253,6 @@ def test_adding_a_system_is_checked(researcher, server, settings):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The command
-
-
-def test_generate_runs_to_the_end_and_a_second_call_generates_only_what_is_missing(researcher, server):
-    inputs_study(researcher, ["One?", "Two?", "Three?"], name="cli")
-    out = io.StringIO()
-    call_command(
-        "generate",
-        "--study",
-        "cli",
-        "--system",
-        "small",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-terse-cli",
-        "--samples",
-        "2",
-        "--budget",
-        "100",
-        "--seed",
-        "3",
-        stdout=out,
-        stderr=io.StringIO(),
-    )
-    assert "6 generated" in out.getvalue() and "every item has 2 output(s)" in out.getvalue()
-    assert len(server.requests) == 6
-    out = io.StringIO()
-    call_command(
-        "generate",
-        "--study",
-        "cli",
-        "--system",
-        "small",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-terse-cli",
-        "--samples",
-        "3",
-        stdout=out,
-        stderr=io.StringIO(),
-    )  # one more sample each
-    assert len(server.requests) == 9 and "9 generated" in out.getvalue()
-    with pytest.raises(CommandError, match="generated otherwise .*model: 'gen-terse-cli' -> 'gen-other'"):
-        call_command(
-            "generate",
-            "--study",
-            "cli",
-            "--system",
-            "small",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-other",
-            "--samples",
-            "3",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
-    assert len(server.requests) == 9
-
-
-def test_generate_says_when_the_budget_ends_the_run(researcher, server):
-    inputs_study(researcher, ["One?", "Two?"], name="capped")
-    with pytest.raises(CommandError, match=r"budget \(3\) is used up with 1 output\(s\) missing"):
-        call_command(
-            "generate",
-            "--study",
-            "capped",
-            "--system",
-            "s",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-s",
-            "--samples",
-            "2",
-            "--budget",
-            "3",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
-    call_command(
-        "generate",
-        "--study",
-        "capped",
-        "--system",
-        "s",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-s",
-        "--samples",
-        "2",
-        "--budget",
-        "4",
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-    )
-    assert Generation.objects.filter(system__name="s").count() == 4
-
-
-def test_generate_refuses_a_system_with_imported_outputs(researcher, server):
-    lines = "".join(
-        json.dumps({"id": f"i{i}", "input": f"Q{i}?", "outputs": {"a": ["x"], "b": ["y"]}}) + "\n" for i in range(2)
-    )
-    creation.do_create_study(researcher, "imported", lines.encode(), "s.jsonl")
-    with pytest.raises(CommandError, match="has imported outputs"):
-        call_command(
-            "generate",
-            "--study",
-            "imported",
-            "--system",
-            "a",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-a",
-            "--samples",
-            "1",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
-
-
-# ----------------------------------------------------------------------------------------------------------
 # Every page of a study that has no systems yet, and one with a single generated system
 
 
@@ -446,69 +316,6 @@ def test_untrusted_error_words_and_malformed_replies_are_kept_not_fatal(research
     assert runner.GenerationRun(endpoint).usage().replies == 2  # the malformed reply arrived: paid for, counted
 
 
-def test_a_system_is_complete_only_with_every_sample_of_every_item(researcher, server):
-    """Review: counting all of a system's outputs took one with whole items missing for complete once K was lowered
-    (and the plan then failed on the missing item)."""
-    study = inputs_study(researcher, ["One?", "Two?", "Three?"], name="lowered")
-    quiet = {"stdout": io.StringIO(), "stderr": io.StringIO()}
-    with pytest.raises(CommandError, match="budget"):
-        call_command(
-            "generate",
-            "--study",
-            "lowered",
-            "--system",
-            "a",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-a",
-            "--samples",
-            "3",
-            "--budget",
-            "6",
-            "--concurrency",
-            "1",
-            **quiet,
-        )
-    endpoint = SystemEndpoint.objects.get(system__name="a")
-    assert runner.GenerationRun(endpoint).remaining() == 3  # items one and two whole, the third without any
-    SystemEndpoint.objects.filter(pk=endpoint.pk).update(samples=2)  # K lowered: 6 outputs, but one item has none
-    endpoint.refresh_from_db()
-    assert runner.GenerationRun(endpoint).remaining() == 2 and planning.systems_with_outputs(study) == []
-    call_command(
-        "generate",
-        "--study",
-        "lowered",
-        "--system",
-        "b",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-b",
-        "--samples",
-        "2",
-        **quiet,
-    )  # b complete; a not: nothing compared, nothing fails
-    assert study.comparisons.count() == 0
-    call_command(
-        "generate",
-        "--study",
-        "lowered",
-        "--system",
-        "a",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-a",
-        "--samples",
-        "2",
-        "--budget",
-        "20",
-        **quiet,
-    )
-    assert [(c.system_a.name, c.system_b.name) for c in study.comparisons.all()] == [("a", "b")]
-
-
 def test_the_system_pairs_keep_their_sides_when_the_plan_is_rebuilt(researcher):
     """Review: the complete systems came from a grouped query without an order, so on PostgreSQL (after ANALYZE)
     a rebuild swapped A and B of some pairs, deleting them with their results."""
@@ -545,77 +352,3 @@ def test_a_duplicated_study_keeps_its_generated_systems_and_their_provenance(res
     runner.GenerationRun(later).run()
     assert "rebuilt with the new system" in runner.GenerationRun(later).do_include_if_complete()
     assert copy.comparisons.count() == 1
-
-
-def test_the_command_and_a_workers_run_exclude_each_other(researcher, server):
-    """Review: the command ran without a job, so Start on the page was accepted meanwhile and both paid for every
-    missing output. The command's run is a job of its own: each refuses while the other is live."""
-    study = inputs_study(researcher, ["One?"], name="busy")
-    endpoint = add(study, server, "s", "gen-s", samples=2)
-    runner.GenerationRun(endpoint).do_start()  # queued for a worker
-    with pytest.raises(CommandError, match="being generated now"):
-        call_command(
-            "generate",
-            "--study",
-            "busy",
-            "--system",
-            "s",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-s",
-            "--samples",
-            "2",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
-    assert not server.requests
-    runner.GenerationRun(endpoint).do_stop()  # stopped before a worker took it
-    call_command(
-        "generate",
-        "--study",
-        "busy",
-        "--system",
-        "s",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-s",
-        "--samples",
-        "2",
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-    )
-    job = Job.objects.filter(kind="generate").first()
-    assert job.params["foreground"] and job.status == Job.Status.DONE and "2 generated" in job.message
-    tasks = list(study.tasks.values_list("pk", flat=True))
-    call_command(
-        "generate",
-        "--study",
-        "busy",
-        "--system",
-        "s",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-s",
-        "--samples",
-        "2",
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-    )
-    assert list(study.tasks.values_list("pk", flat=True)) == tasks and len(server.requests) == 2  # nothing redone
-
-
-def test_generate_refuses_bad_options_by_name_and_keeps_nothing(researcher, server):
-    inputs_study(researcher, ["One?"], name="options")
-    base = ["generate", "--study", "options", "--system", "s", "--base-url", server.base_url, "--model", "gen-s"]
-    for extra, words in (
-        (["--samples", "0"], "samples: Ensure this value is greater than or equal to 1"),
-        (["--samples", "2", "--temperature", "9"], "temperature: Ensure this value is less than"),
-        (["--samples", "2", "--price-input", "abc"], "argument --price-input: a price is a number"),
-        (["--samples", "2", "--base-url", "http://10.0.0.5/v1"], "private or link-local"),
-    ):
-        with pytest.raises(CommandError, match=words):
-            call_command(*base, *extra, stdout=io.StringIO(), stderr=io.StringIO())
-    assert not SystemEndpoint.objects.exists() and not server.requests
