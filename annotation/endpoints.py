@@ -1,6 +1,5 @@
 """Talking to an OpenAI-compatible chat-completions endpoint (``models.Endpoint``): the one home for its key, its
-client and the run loop that LLM judges (``annotation/judges/runner.py``) and generated systems
-(``annotation/generating/runner.py``) share.
+client and the run loop under every endpoint run (``annotation/endpoint_runs.py``: LLM judges and generated systems).
 
 The official ``openai`` client speaks to hosted APIs, vLLM, Ollama and the llama.cpp server alike, and brings the
 retries with exponential backoff on 429, 5xx, timeouts and dropped connections, honouring Retry-After. A run asks
@@ -17,18 +16,16 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
-from typing import Generic, TypeVar
+from typing import Protocol, TypeVar
 
 import openai
 from django.conf import settings
-from django.utils import timezone
+from django.core.exceptions import ValidationError
 
-from annotation import jobs
-from annotation.models import Endpoint, Job, key_variables, unknown_key_variable
+from annotation.models import Endpoint, key_variables, unknown_key_variable
 from annotation.outbound import EndpointRefused, check_endpoint
 from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
 from annotation.text import UNSTORABLE
-from annotation.worker import stale_after
 
 TICK = 15.0  # seconds; well inside the staleness limit (annotation.worker.stale_after, 120 s)
 # Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
@@ -75,6 +72,17 @@ def api_key(endpoint: Endpoint) -> str:
     return "no-key"
 
 
+def check_configuration(endpoint: Endpoint) -> None:
+    """Every caller, not only the form: ranges, the URL, the key variable, prices as decimals; the words name each
+    field."""
+    try:
+        endpoint.full_clean()
+    except ValidationError as exc:
+        raise EndpointError(
+            "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
+        ) from exc
+
+
 def redact(text: str, endpoint: Endpoint) -> str:
     """An error message with the endpoint's key taken out (endpoints sometimes echo it)."""
     try:
@@ -115,6 +123,16 @@ def token_count(value, name: str, notes: list[str]) -> int:
     return 0
 
 
+def tokens_used(completion, notes: list[str]) -> tuple[int, int]:
+    """The prompt and completion tokens a chat completion reports (``token_count``: 0, with a note, when not
+    believed)."""
+    used = completion.usage
+    return (
+        token_count(used.prompt_tokens if used else None, "prompt_tokens", notes),
+        token_count(used.completion_tokens if used else None, "completion_tokens", notes),
+    )
+
+
 def storable(value):
     """An endpoint's response as it can be kept: every string with the characters no database stores (NUL, a lone
     surrogate: PostgreSQL refuses both in text and in JSON) replaced by U+FFFD. Endpoint replies are untrusted."""
@@ -136,15 +154,6 @@ def malformed(exc: Exception) -> str:
     return storable(f"The endpoint's response is malformed ({type(exc).__name__}: {str(exc)[:300]}).")
 
 
-def stop_queued(job: Job | None, words: str) -> None:
-    """A run stopped before any worker took it: it will not start (a stopped job is never run), so nothing waits
-    for a worker that may not be there."""
-    if job is not None and job.status == Job.Status.QUEUED:
-        Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(
-            status=Job.Status.STOPPED, finished=timezone.now(), message=words
-        )
-
-
 def cost(endpoint: Endpoint, prompt_tokens: int, completion_tokens: int) -> Decimal:
     """US$ at the endpoint's prices per million tokens."""
     return (
@@ -156,15 +165,6 @@ def request_limit(endpoint: Endpoint) -> float:
     """The most time one request may take with all its attempts, however its endpoint trickles bytes: the
     timeout (which the client applies per read) times the attempts, at most ``REQUEST_LIMIT_CAP``."""
     return min(endpoint.timeout_seconds * (endpoint.max_retries + 1), REQUEST_LIMIT_CAP)
-
-
-def is_live(job: Job | None) -> bool:
-    """Queued, or running with a recent heartbeat (a running job whose worker died can be resumed)."""
-    if job is None or not job.active:
-        return False
-    if job.status == Job.Status.QUEUED:
-        return True
-    return job.heartbeat is not None and timezone.now() - job.heartbeat < stale_after()
 
 
 @dataclasses.dataclass
@@ -181,15 +181,17 @@ R = TypeVar("R")  # a request
 A = TypeVar("A")  # what came back for it
 
 
-@dataclasses.dataclass
-class Conversation(Generic[R, A]):
-    """What a run does with its endpoint's requests: ``ask`` one on a worker thread (no database; the errors no
-    retry mends, ``FATAL``, raised), ``record`` what came back on the calling thread (False when another run got
-    there first), and ``failure`` -- what a request cut off with these words came back as."""
+class Conversation(Protocol[R, A]):
+    """What a run does with its endpoint's requests (``endpoint_runs.EndpointRun`` is one)."""
 
-    ask: Callable[[openai.OpenAI, R], A]
-    record: Callable[[A], bool]
-    failure: Callable[[R, str], A]
+    def ask(self, client: openai.OpenAI, request: R) -> A:
+        """One request, on a worker thread: no database; the errors no retry mends (``FATAL``) raised."""
+
+    def record(self, reply: A) -> object | None:
+        """What came back, on the calling thread; None when another run got there first."""
+
+    def failure(self, request: R, why: str) -> A:
+        """What a request cut off with these words came back as."""
 
 
 def run(
@@ -235,7 +237,7 @@ def run(
     def cut_off(future: concurrent.futures.Future, why: str) -> None:
         request, _, client = in_flight.pop(future)
         client.close()  # the request's connection closes: its thread gets an error and ends
-        if talk.record(talk.failure(request, why)):
+        if talk.record(talk.failure(request, why)) is not None:
             result.recorded += 1
         result.abandoned += 1
 
@@ -251,7 +253,7 @@ def run(
             )
             for future in finished:
                 in_flight.pop(future)[2].close()
-                if talk.record(future.result()):
+                if talk.record(future.result()) is not None:
                     result.recorded += 1
             now = time.monotonic()
             for future, (_, deadline, _) in list(in_flight.items()):
@@ -281,87 +283,3 @@ def run(
             client.close()
         pool.shutdown(wait=False, cancel_futures=True)
     return result
-
-
-# ----------------------------------------------------------------------------------------------------------
-# A run's lifecycle as a job (the same for a judge and a generated system)
-
-
-def within_budget(endpoint: Endpoint, todo: list, replies: int, result: RunResult) -> list:
-    """The requests a run may send: as many as the budget has room for after the ``replies`` already received."""
-    room = max(endpoint.request_budget - replies, 0)
-    if len(todo) > room:
-        todo, result.budget_reached = todo[:room], True
-    return todo
-
-
-def do_start(
-    endpoint: Endpoint,
-    kind: str,
-    study_id: int,
-    params: dict,
-    current: Job | None,
-    *,
-    busy: str,
-    nothing_left: str | None,
-    replies: int,
-    message: str,
-    enqueue: bool = True,
-) -> Job:
-    """Start a run (a first run or a resume) under the endpoint's row lock: refused while one is ``current`` and live
-    (``busy``), when there is nothing to ask (``nothing_left``) or the budget is used up; a running job whose worker
-    stopped answering is marked failed first; the key and the target are checked now, not by a failed job. Queued
-    for the worker, or (``enqueue`` False) left for the caller to run in the foreground. Call it in a transaction,
-    with ``current`` read after ``type(endpoint).objects.select_for_update()`` took the row."""
-    if is_live(current):
-        raise EndpointError(busy)
-    if current is not None and current.active:
-        Job.objects.filter(pk=current.pk).update(
-            status=Job.Status.FAILED,
-            finished=timezone.now(),
-            message="The worker stopped without finishing (a crash or a restart); the run was resumed.",
-        )
-    api_key(endpoint)
-    check_target(endpoint)
-    if nothing_left:
-        raise EndpointError(nothing_left)
-    if replies >= endpoint.request_budget:
-        raise EndpointError(f"The request budget ({endpoint.request_budget}) is used up; raise it to go on.")
-    type(endpoint).objects.filter(pk=endpoint.pk).update(stop_requested=False)
-    job = Job.objects.create(study_id=study_id, kind=kind, params=params, message=message)
-    return jobs.enqueue(job) if enqueue else job
-
-
-def run_as_job(
-    endpoint: Endpoint,
-    run_once: Callable[[Callable[[], bool]], RunResult],
-    summary: Callable[[], str],
-    go_on: Callable[[], Job],
-):
-    """A job's body around one run: stop when the endpoint's Stop is pressed; a database outage waits (the job
-    resumes what is missing); any other error fails the job with the redacted words only (never the traceback,
-    which may quote an endpoint echoing the key). Returns (the run's result, its outcome in words, or None when it
-    ran to its end and the caller says what follows); a run that used its time slice goes on in a new job
-    (``go_on``)."""
-
-    def should_stop() -> bool:
-        return type(endpoint).objects.filter(pk=endpoint.pk, stop_requested=True).exists()
-
-    try:
-        result = run_once(should_stop)
-    except Exception as exc:  # the page shows what went wrong; resuming retries what is missing
-        if jobs.is_outage(exc):
-            raise  # the database was unreachable: the job waits and resumes what is missing
-        raise jobs.JobFailed(storable(redact(f"{type(exc).__name__}: {exc}", endpoint))) from None
-    said = summary()
-    if result.stopped:
-        return result, jobs.Outcome(f"Stopped: {said} Resume to go on.", status=Job.Status.STOPPED)
-    if result.sliced:
-        go_on()
-        return result, jobs.Outcome(
-            f"Paused after {settings.SEPLAB_JUDGE_SLICE_SECONDS:.0f} s so that other jobs "
-            f"can run: {said} It goes on by itself in the next job."
-        )
-    if result.budget_reached:
-        return result, jobs.Outcome(f"Request budget reached: {said}")
-    return result, None

@@ -8,7 +8,10 @@ as, on django-tasks (``manage.py run_worker``, supervised by ``annotation/worker
 by SEPLAB_TASKS_BACKEND) -- writes RUNNING and the first heartbeat, hands the body a ``Progress`` (done / total,
 a message, the heartbeat), and writes DONE with the body's summary or FAILED with the reason: the body's own words
 when it raises ``JobFailed``, otherwise the exception and the last lines of its traceback. A failed job's exception
-is raised again, so django-tasks' own record of the task fails too.
+is raised again, so django-tasks' own record of the task fails too. Every job is created by ``start`` and ended by
+``end`` -- the one writer of done, failed and stopped, whoever ends it: ``run_job``, the stale-job sweep of
+``annotation/worker.py``, an endpoint run stopped before a worker took it or found dead when resumed
+(``annotation/endpoint_runs.py``).
 
 A database outage during a job -- SQLite's write lock held past its timeout, a PostgreSQL connection dropped by a
 restart or a pooler (``is_outage``) -- is not the body's failure: ``run_job`` waits until the database answers again
@@ -149,16 +152,32 @@ def enqueue(job: Job) -> Job:
     return job
 
 
-def start(study, kind: str, **fields) -> Job:
-    """Record a job of a registered kind and queue it; the page polls its progress."""
+def start(study, kind: str, *, queue: bool = True, **fields) -> Job:
+    """Record a job of a registered kind and queue it; the page polls its progress. Every job is created here; one
+    run in the foreground (``queue`` False: ``manage.py generate``) is left for the caller to run with
+    ``run_job.call``."""
     if kind not in KINDS:
         raise ValueError(f"unknown job kind {kind!r}")
-    return enqueue(Job.objects.create(study=study, kind=kind, **fields))
+    job = Job.objects.create(study=study, kind=kind, **fields)
+    return enqueue(job) if queue else job
+
+
+ENDED = (Job.Status.DONE, Job.Status.FAILED, Job.Status.STOPPED)
+
+
+def end(selected, status: str, message: str, *, now=None, **fields) -> int:
+    """The one place a job's end is written: done, failed with the reason, or stopped, with when it ended.
+    ``selected`` is a queryset of the job (or jobs) to end, filtered as the caller found them -- ``run_job``'s own
+    job, a queued job stopped before a worker took it, a running job whose worker stopped answering; ``fields``
+    are any others to write with it (progress, heartbeat). Returns how many jobs were ended."""
+    if status not in ENDED:
+        raise ValueError(f"{status!r} is not how a job ends")
+    return selected.update(status=status, finished=now or timezone.now(), message=message, **fields)
 
 
 @dataclasses.dataclass(frozen=True)
 class Ending:
-    """How a run ended: what ``_finish`` writes, and the exception django-tasks' own record fails with."""
+    """How a run ended: what ``end`` writes, and the exception django-tasks' own record fails with."""
 
     status: str
     message: str
@@ -198,7 +217,8 @@ def run_job(job_id: int) -> None:
             break
     while True:
         try:
-            _finish(job_id, ending.status, ending.message, **ending.fields)
+            now = timezone.now()
+            end(Job.objects.filter(pk=job_id), ending.status, ending.message, now=now, heartbeat=now, **ending.fields)
             break
         except Exception as exc:
             if not is_outage(exc):
@@ -228,8 +248,3 @@ def _run_body(job_id: int) -> Ending | None:
         return Ending(Job.Status.FAILED, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}", error=exc)
     outcome = Outcome(outcome) if isinstance(outcome, str) else outcome
     return Ending(outcome.status, outcome.message, {"done": 1, "total": 1} if outcome.complete else {})
-
-
-def _finish(job_id: int, status: str, message: str, **fields) -> None:
-    now = timezone.now()
-    Job.objects.filter(pk=job_id).update(status=status, finished=now, heartbeat=now, message=message, **fields)

@@ -27,6 +27,7 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 from django_tasks_db.management.commands.db_worker import Worker
 
+from annotation import jobs
 from annotation.models import Job, WorkerBeat
 
 logger = logging.getLogger("seplab.worker")
@@ -67,7 +68,7 @@ def sweep_stale_jobs(now: dt.datetime | None = None) -> int:
     stale = Job.objects.filter(status=Job.Status.RUNNING).filter(
         Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, created__lt=cutoff)
     )
-    return stale.update(status=Job.Status.FAILED, finished=now, message=VANISHED)
+    return jobs.end(stale, Job.Status.FAILED, VANISHED, now=now)
 
 
 class SupervisedWorker(Worker):

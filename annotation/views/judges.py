@@ -1,5 +1,6 @@
-"""The researcher's LLM-judge pages: add a judge, run / stop / resume it, watch progress, tokens and cost, and read
-the replies it could not parse. The work is ``annotation/judges/runner.py``'s."""
+"""The researcher's LLM-judge pages: add a judge, its run card (start / stop / resume, progress, tokens and cost:
+``views/runs.py``, shared with generated systems), and the replies it could not parse. The work is
+``annotation/judges/runner.py``'s."""
 
 from __future__ import annotations
 
@@ -7,28 +8,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
 
-from annotation import access, elicitation, endpoints
+from annotation import access, elicitation
 from annotation.judges import prompts, runner
 from annotation.models import Judge, JudgeCall, Rater
 from annotation.views.forms import JudgeForm
+from annotation.views.runs import run_card
 
 UNPARSEABLE_SHOWN = 5
 REPLIES_PER_PAGE = 20
-
-
-def _state(judge: Judge) -> dict:
-    job = runner.current_job(judge)
-    return {
-        "judge": judge,
-        "job": job,
-        "live": endpoints.is_live(job),
-        "usage": runner.usage(judge),
-        "todo": runner.remaining(judge) if not endpoints.is_live(job) else None,
-    }
 
 
 @login_required
@@ -47,7 +37,7 @@ def judges(request: HttpRequest, study_id: int) -> HttpResponse:
                 return redirect("judge_detail", study_id=study.pk, judge_id=judge.pk)
     else:
         form = JudgeForm(initial={"prompt_template": prompts.DEFAULT_TEMPLATE})
-    rows = [_state(j) for j in Judge.objects.filter(study=study).select_related("rater", "study")]
+    rows = [run_card(runner.JudgeRun(j)) for j in Judge.objects.filter(study=study).select_related("rater", "study")]
     imported = (
         study.raters.filter(kind=Rater.Kind.JUDGE)
         .exclude(source=Rater.Source.RUN)
@@ -70,10 +60,10 @@ def judges(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 def judge_detail(request: HttpRequest, study_id: int, judge_id: int) -> HttpResponse:
     judge = access.access_judge(request, study_id, judge_id)
-    state = _state(judge)
+    card = run_card(runner.JudgeRun(judge))
     if request.method == "POST":
         form = JudgeForm(request.POST, instance=judge)
-        if state["live"]:
+        if card.live:
             messages.error(request, "Stop the judge before changing how it is asked.")
             return redirect("judge_detail", study_id=judge.study_id, judge_id=judge.pk)
         if form.is_valid():
@@ -105,7 +95,8 @@ def judge_detail(request: HttpRequest, study_id: int, judge_id: int) -> HttpResp
         request,
         "annotation/judge_detail.html",
         {
-            **state,
+            "card": card,
+            "judge": judge,
             "study": judge.study,
             "form": form,
             "unparseable": unparseable,
@@ -131,32 +122,3 @@ def _verdict_words(call: JudgeCall) -> str:
         call.pair.generation_a.system.name,
         call.pair.generation_b.system.name,
     )
-
-
-@login_required
-def judge_progress(request: HttpRequest, study_id: int, judge_id: int) -> HttpResponse:
-    """The run's progress card, polled by htmx every second while the run is live. The poll that finds the run over
-    reloads the page, so its lists (every reply, the unreadable ones, the failures) show what the run brought."""
-    judge = access.access_judge(request, study_id, judge_id)
-    state = _state(judge)
-    response = render(request, "annotation/_judge_run.html", {**state, "study": judge.study})
-    if request.htmx and not state["live"]:
-        response["HX-Refresh"] = "true"
-    return response
-
-
-@login_required
-@require_POST
-def judge_action(request: HttpRequest, study_id: int, judge_id: int, action: str) -> HttpResponse:
-    judge = access.access_judge(request, study_id, judge_id)
-    if action == "start":
-        try:
-            runner.do_start_judge(judge)
-        except runner.JudgeError as exc:
-            messages.error(request, str(exc))
-    elif action == "stop":
-        runner.do_stop_judge(judge)
-        messages.info(request, "The judge stops after the replies in flight; resume it to go on.")
-    else:
-        raise Http404("No such action.")
-    return redirect("judge_detail", study_id=judge.study_id, judge_id=judge.pk)

@@ -1,7 +1,7 @@
 """The study's Systems page: every system with where its outputs come from (the study file, or an OpenAI-compatible
-endpoint), how many it has of the ones wanted and whether it is compared yet; add a system by its endpoint, run /
-stop / resume its generation, watch progress, tokens and cost, and read its outputs and the replies it could not
-use. The work is ``annotation/generating/runner.py``'s."""
+endpoint), how many it has of the ones wanted and whether it is compared yet; add a system by its endpoint, its run
+card (start / stop / resume, progress, tokens and cost: ``views/runs.py``, shared with LLM judges), and its outputs
+and the replies it could not use. The work is ``annotation/generating/runner.py``'s."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
 
-from annotation import access, endpoints
+from annotation import access
 from annotation.generating import runner
-from annotation.models import Generation, GenerationCall, SystemEndpoint
+from annotation.models import Generation, GenerationCall
 from annotation.plan import planning
 from annotation.views.forms import SystemEndpointForm
+from annotation.views.runs import run_card
 
 PROBLEMS_SHOWN = 5
 OUTPUTS_PER_PAGE = 20
@@ -29,20 +29,6 @@ SAME_SOURCE = (
     "configuration; the budget, outputs per input, requests at once, timeout, retries and prices may "
     "change."
 )
-
-
-def _state(endpoint: SystemEndpoint, n_items: int) -> dict:
-    """What the run card shows: the current job, what the endpoint used, the outputs wanted and still to ask for."""
-    job = runner.current_job(endpoint)
-    live = endpoints.is_live(job)
-    return {
-        "endpoint": endpoint,
-        "job": job,
-        "live": live,
-        "usage": runner.usage(endpoint),
-        "wanted": n_items * endpoint.samples,
-        "todo": None if live else runner.remaining(endpoint),
-    }
 
 
 def _comparing(study) -> tuple[set[int], set[int]]:
@@ -81,7 +67,7 @@ def systems(request: HttpRequest, study_id: int) -> HttpResponse:
         }
         if endpoint is not None:
             endpoint.system = system
-            row.update(_state(endpoint, n_items))
+            row.update(endpoint=endpoint, card=run_card(runner.GenerationRun(endpoint, n_items)))
         rows.append(row)
     return render(
         request,
@@ -101,10 +87,10 @@ def system_detail(request: HttpRequest, study_id: int, endpoint_id: int) -> Http
     endpoint = access.access_system_endpoint(request, study_id, endpoint_id)
     study = endpoint.system.study
     n_items = study.items.count()
-    state = _state(endpoint, n_items)
+    card = run_card(runner.GenerationRun(endpoint, n_items))
     if request.method == "POST":
         form = SystemEndpointForm(request.POST, instance=copy.copy(endpoint))  # the form writes onto its own copy
-        if state["live"]:
+        if card.live:
             messages.error(request, "Stop the run before changing how the outputs are asked for.")
             return redirect("system_detail", study_id=study.pk, endpoint_id=endpoint.pk)
         if form.is_valid():
@@ -127,7 +113,8 @@ def system_detail(request: HttpRequest, study_id: int, endpoint_id: int) -> Http
         request,
         "annotation/system_detail.html",
         {
-            **state,
+            "card": card,
+            "endpoint": endpoint,
             "study": study,
             "form": form,
             "n_items": n_items,
@@ -138,33 +125,3 @@ def system_detail(request: HttpRequest, study_id: int, endpoint_id: int) -> Http
             "outputs": Paginator(outputs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page")),
         },
     )
-
-
-@login_required
-def system_progress(request: HttpRequest, study_id: int, endpoint_id: int) -> HttpResponse:
-    """The run's progress card, polled by htmx every second while the run is live. The poll that finds the run over
-    reloads the page, so its lists (the outputs, the unusable replies, the failures) show what the run brought."""
-    endpoint = access.access_system_endpoint(request, study_id, endpoint_id)
-    study = endpoint.system.study
-    state = _state(endpoint, study.items.count())
-    response = render(request, "annotation/_generation_run.html", {**state, "study": study})
-    if request.htmx and not state["live"]:
-        response["HX-Refresh"] = "true"
-    return response
-
-
-@login_required
-@require_POST
-def system_action(request: HttpRequest, study_id: int, endpoint_id: int, action: str) -> HttpResponse:
-    endpoint = access.access_system_endpoint(request, study_id, endpoint_id)
-    if action == "start":
-        try:
-            runner.do_start_generation(endpoint)
-        except runner.GenerationError as exc:
-            messages.error(request, str(exc))
-    elif action == "stop":
-        runner.do_stop_generation(endpoint)
-        messages.info(request, "The run stops after the replies in flight; resume it to go on.")
-    else:
-        raise Http404("No such action.")
-    return redirect("system_detail", study_id=endpoint.system.study_id, endpoint_id=endpoint.pk)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import crowd, judges, raters, studies, systems
+from annotation.views import crowd, judges, raters, runs, studies, systems
 
 urlpatterns = [
     path("", studies.home, name="home"),
@@ -28,13 +28,25 @@ urlpatterns = [
     path("studies/<int:study_id>/judgments.<str:fmt>", studies.judgments_export, name="judgments_export"),
     path("studies/<int:study_id>/judges/", judges.judges, name="judges"),
     path("studies/<int:study_id>/judges/<int:judge_id>/", judges.judge_detail, name="judge_detail"),
-    path("studies/<int:study_id>/judges/<int:judge_id>/progress/", judges.judge_progress, name="judge_progress"),
-    path("studies/<int:study_id>/judges/<int:judge_id>/<slug:action>/", judges.judge_action, name="judge_action"),
+    path(
+        "studies/<int:study_id>/judges/<int:pk>/progress/", runs.run_progress, {"kind": "judge"}, name="judge_progress"
+    ),
+    path(
+        "studies/<int:study_id>/judges/<int:pk>/<slug:action>/", runs.run_action, {"kind": "judge"}, name="judge_action"
+    ),
     path("studies/<int:study_id>/systems/", systems.systems, name="systems"),
     path("studies/<int:study_id>/systems/<int:endpoint_id>/", systems.system_detail, name="system_detail"),
-    path("studies/<int:study_id>/systems/<int:endpoint_id>/progress/", systems.system_progress, name="system_progress"),
     path(
-        "studies/<int:study_id>/systems/<int:endpoint_id>/<slug:action>/", systems.system_action, name="system_action"
+        "studies/<int:study_id>/systems/<int:pk>/progress/",
+        runs.run_progress,
+        {"kind": "generate"},
+        name="system_progress",
+    ),
+    path(
+        "studies/<int:study_id>/systems/<int:pk>/<slug:action>/",
+        runs.run_action,
+        {"kind": "generate"},
+        name="system_action",
     ),
     path("account/api-token/", studies.api_token, name="api_token"),
     # Raters: no account, identified by a signed link.

@@ -1,16 +1,13 @@
 """Systems from endpoints: a study created from a file of inputs alone, two systems generated from the
 local OpenAI-compatible server (tests/judge_server.py, ``gen-`` models: every request validated against the openai
 client's own request types), stored with their provenance, resumable, within a budget; the systems join the plan once
-every output is in."""
+every output is in. ``manage.py generate`` is tests/annotation/test_generate_command.py's."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 from annotation.exchange.rules import FormatError
 from annotation.exchange.study_files import parse_study
@@ -99,7 +96,7 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
     verbose = add(study, server, "verbose", "gen-verbose-1")
     assert planning.systems_with_outputs(study) == []  # nothing generated yet: nothing to compare
 
-    result = runner.run(terse)
+    result = runner.GenerationRun(terse).run()
     assert result.recorded == 9 and not result.budget_reached and not server.invalid
     assert planning.systems_with_outputs(study) == [terse.system]  # complete, but alone
     # the requests: the system prompt first, the input, the seed plus the sample's index, the settings
@@ -130,8 +127,8 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
         assert p["completion_tokens"] == len(g.text.split()) and p["time"]
         assert g.call.status == "generated" and g.call.response["choices"][0]["message"]["content"] is None
 
-    runner.run(verbose)
-    assert runner.do_include_if_complete(verbose).startswith("The plan was rebuilt with the new system")
+    runner.GenerationRun(verbose).run()
+    assert runner.GenerationRun(verbose).do_include_if_complete().startswith("The plan was rebuilt with the new system")
     assert [(c.system_a.name, c.system_b.name) for c in study.comparisons.all()] == [("terse", "verbose")]
     assert study.tasks.count() == 3  # every item of the one system pair (the study's default selection)
     # without a seed, the samples of one input differ (what separability measures)
@@ -141,7 +138,11 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
     assert all(len(texts) == 3 for texts in verbose_texts.values())
 
     asked = len(server.requests)  # resumable: nothing is missing, nothing is asked
-    assert runner.run(terse).asked == 0 and runner.run(verbose).asked == 0 and len(server.requests) == asked
+    assert (
+        runner.GenerationRun(terse).run().asked == 0
+        and runner.GenerationRun(verbose).run().asked == 0
+        and len(server.requests) == asked
+    )
 
 
 def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(researcher, server):
@@ -157,7 +158,7 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
         ],
     )
     endpoint = add(study, server, "flaky", "gen-flaky", samples=1, max_retries=1, max_tokens=5)
-    runner.run(endpoint)
+    runner.GenerationRun(endpoint).run()
     calls = {
         c.item.input.split()[0]: c for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")
     }
@@ -172,19 +173,21 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
         and "cut off at the token limit (5 tokens)" in long.provenance["notes"][0]
         and len(long.text.split()) == 5
     )
-    used = runner.usage(endpoint)
-    assert (used.generated, used.unusable, used.failed, used.replies) == (3, 2, 1, 5)
-    assert runner.remaining(endpoint) == 3 and planning.systems_with_outputs(study) == []
+    used = runner.GenerationRun(endpoint).usage()
+    assert (used.done, used.unusable, used.failed, used.replies) == (3, 2, 1, 5)
+    assert runner.GenerationRun(endpoint).remaining() == 3 and planning.systems_with_outputs(study) == []
 
     before = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
     server.seen.clear()
-    result = runner.run(endpoint)  # resume: only the three missing outputs are asked for
+    result = runner.GenerationRun(endpoint).run()  # resume: only the three missing outputs are asked for
     assert result.asked == 3
     assert sorted(p.split()[0] for p in server.seen) == ["[[always-429]]", "[[filtered]]", "[[nul]]"]
     after = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
     assert after == before  # what was stored is never asked for again, nor changed
-    again = runner.usage(endpoint)  # the two unusable outputs were paid for twice: the budget counts both replies
-    assert (again.replies, again.generated, again.unusable, again.failed) == (7, 3, 2, 1)
+    again = runner.GenerationRun(
+        endpoint
+    ).usage()  # the two unusable outputs were paid for twice: the budget counts both replies
+    assert (again.replies, again.done, again.unusable, again.failed) == (7, 3, 2, 1)
     # the re-asked inputs' words (the local server's prompt tokens), added
     assert again.prompt_tokens == used.prompt_tokens + len("[[nul]] bad byte [[filtered]] withheld".split())
     assert (
@@ -197,23 +200,23 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
 def test_the_budget_counts_replies_over_every_run(researcher, server):
     study = inputs_study(researcher, [f"Question {i}?" for i in range(4)])
     endpoint = add(study, server, "capped", "gen-capped", samples=2, request_budget=3)
-    result = runner.run(endpoint)
+    result = runner.GenerationRun(endpoint).run()
     assert result.budget_reached and result.recorded == 3 and len(server.requests) == 3
-    assert runner.run(endpoint).asked == 0  # used up
+    assert runner.GenerationRun(endpoint).run().asked == 0  # used up
     with pytest.raises(runner.GenerationError, match=r"request budget \(3\) is used up"):
-        runner.do_start_generation(endpoint)
+        runner.GenerationRun(endpoint).do_start()
 
 
 def test_a_stop_keeps_what_arrived_and_a_resume_asks_for_the_rest(researcher, server):
     study = inputs_study(researcher, [f"Question {i}?" for i in range(6)])
     endpoint = add(study, server, "stopped", "gen-stopped", samples=2, max_concurrency=1)
     replies = []
-    result = runner.run(
-        endpoint, progress=lambda done, total: replies.append(done), should_stop=lambda: len(replies) > 3
+    result = runner.GenerationRun(endpoint).run(
+        progress=lambda done, total: replies.append(done), should_stop=lambda: len(replies) > 3
     )
     kept = Generation.objects.filter(system=endpoint.system).count()
     assert result.stopped and 0 < kept < 12
-    assert runner.run(endpoint).recorded == 12 - kept
+    assert runner.GenerationRun(endpoint).run().recorded == 12 - kept
     assert Generation.objects.filter(system=endpoint.system).count() == 12
 
 
@@ -222,16 +225,16 @@ def test_the_background_job_generates_and_rebuilds_the_plan(researcher, server):
     first = add(study, server, "first", "gen-terse-a", samples=2)
     second = add(study, server, "second", "gen-verbose-b", samples=2)
     for endpoint in (first, second):
-        job = runner.do_start_generation(endpoint)
+        job = runner.GenerationRun(endpoint).do_start()
         with pytest.raises(runner.GenerationError, match="already being generated"):
-            runner.do_start_generation(endpoint)
+            runner.GenerationRun(endpoint).do_start()
         run_job.call(job.pk)
         job.refresh_from_db()
         assert job.status == Job.Status.DONE, job.message
     assert "4 generated, 0 unusable, 0 failed" in job.message and "plan was rebuilt" in job.message
     assert study.comparisons.count() == 1 and study.tasks.count() == 2
     with pytest.raises(runner.GenerationError, match="Every item has all its outputs"):
-        runner.do_start_generation(first)
+        runner.GenerationRun(first).do_start()
 
 
 def test_adding_a_system_is_checked(researcher, server, settings):
@@ -247,133 +250,6 @@ def test_adding_a_system_is_checked(researcher, server, settings):
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
     with pytest.raises(runner.GenerationError, match="base_url"):
         add(study, server, "private", "gen-b", base_url="http://10.0.0.1/v1")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The command
-
-
-def test_generate_runs_to_the_end_and_a_second_call_generates_only_what_is_missing(researcher, server):
-    inputs_study(researcher, ["One?", "Two?", "Three?"], name="cli")
-    out = io.StringIO()
-    call_command(
-        "generate",
-        "--study",
-        "cli",
-        "--system",
-        "small",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-terse-cli",
-        "--samples",
-        "2",
-        "--budget",
-        "100",
-        "--seed",
-        "3",
-        stdout=out,
-        stderr=io.StringIO(),
-    )
-    assert "6 generated" in out.getvalue() and "every item has 2 output(s)" in out.getvalue()
-    assert len(server.requests) == 6
-    out = io.StringIO()
-    call_command(
-        "generate",
-        "--study",
-        "cli",
-        "--system",
-        "small",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-terse-cli",
-        "--samples",
-        "3",
-        stdout=out,
-        stderr=io.StringIO(),
-    )  # one more sample each
-    assert len(server.requests) == 9 and "9 generated" in out.getvalue()
-    with pytest.raises(CommandError, match="generated otherwise .*model: 'gen-terse-cli' -> 'gen-other'"):
-        call_command(
-            "generate",
-            "--study",
-            "cli",
-            "--system",
-            "small",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-other",
-            "--samples",
-            "3",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
-    assert len(server.requests) == 9
-
-
-def test_generate_says_when_the_budget_ends_the_run(researcher, server):
-    inputs_study(researcher, ["One?", "Two?"], name="capped")
-    with pytest.raises(CommandError, match=r"budget \(3\) is used up with 1 output\(s\) missing"):
-        call_command(
-            "generate",
-            "--study",
-            "capped",
-            "--system",
-            "s",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-s",
-            "--samples",
-            "2",
-            "--budget",
-            "3",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
-    call_command(
-        "generate",
-        "--study",
-        "capped",
-        "--system",
-        "s",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-s",
-        "--samples",
-        "2",
-        "--budget",
-        "4",
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-    )
-    assert Generation.objects.filter(system__name="s").count() == 4
-
-
-def test_generate_refuses_a_system_with_imported_outputs(researcher, server):
-    lines = "".join(
-        json.dumps({"id": f"i{i}", "input": f"Q{i}?", "outputs": {"a": ["x"], "b": ["y"]}}) + "\n" for i in range(2)
-    )
-    creation.do_create_study(researcher, "imported", lines.encode(), "s.jsonl")
-    with pytest.raises(CommandError, match="has imported outputs"):
-        call_command(
-            "generate",
-            "--study",
-            "imported",
-            "--system",
-            "a",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-a",
-            "--samples",
-            "1",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -406,8 +282,8 @@ def test_every_page_of_a_study_without_a_system_pair_opens(researcher, researche
 
     study = inputs_study(researcher, ["One?", "Two?"])
     if systems:
-        runner.run(add(study, server, "only", "gen-only", samples=2))
-        runner.do_include_if_complete(SystemEndpoint.objects.get(system__name="only"))
+        runner.GenerationRun(add(study, server, "only", "gen-only", samples=2)).run()
+        runner.GenerationRun(SystemEndpoint.objects.get(system__name="only")).do_include_if_complete()
     refresh_reports()
     for name in PAGES:
         response = researcher_client.get(reverse(name, args=[study.pk]), follow=True)  # the preview: to the study
@@ -430,77 +306,14 @@ def test_untrusted_error_words_and_malformed_replies_are_kept_not_fatal(research
     completion (the client does not validate it) are kept as a failed and an unusable call; the run goes on."""
     study = inputs_study(researcher, ["[[nul-error]] bad words", "[[malformed-shape]] odd", "Fine?"])
     endpoint = add(study, server, "odd", "gen-odd", samples=1, max_retries=0)
-    runner.run(endpoint)
+    runner.GenerationRun(endpoint).run()
     calls = {
         c.item.input.split()[0]: c for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")
     }
     assert calls["[[nul-error]]"].status == "failed" and "bad\ufffdgateway" in calls["[[nul-error]]"].problem
     assert calls["[[malformed-shape]]"].status == "unusable" and "malformed" in calls["[[malformed-shape]]"].problem
     assert calls["Fine?"].status == "generated"
-    assert runner.usage(endpoint).replies == 2  # the malformed reply arrived: paid for, counted
-
-
-def test_a_system_is_complete_only_with_every_sample_of_every_item(researcher, server):
-    """Review: counting all of a system's outputs took one with whole items missing for complete once K was lowered
-    (and the plan then failed on the missing item)."""
-    study = inputs_study(researcher, ["One?", "Two?", "Three?"], name="lowered")
-    quiet = {"stdout": io.StringIO(), "stderr": io.StringIO()}
-    with pytest.raises(CommandError, match="budget"):
-        call_command(
-            "generate",
-            "--study",
-            "lowered",
-            "--system",
-            "a",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-a",
-            "--samples",
-            "3",
-            "--budget",
-            "6",
-            "--concurrency",
-            "1",
-            **quiet,
-        )
-    endpoint = SystemEndpoint.objects.get(system__name="a")
-    assert runner.remaining(endpoint) == 3  # items one and two whole, the third without any
-    SystemEndpoint.objects.filter(pk=endpoint.pk).update(samples=2)  # K lowered: 6 outputs, but one item has none
-    endpoint.refresh_from_db()
-    assert runner.remaining(endpoint) == 2 and planning.systems_with_outputs(study) == []
-    call_command(
-        "generate",
-        "--study",
-        "lowered",
-        "--system",
-        "b",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-b",
-        "--samples",
-        "2",
-        **quiet,
-    )  # b complete; a not: nothing compared, nothing fails
-    assert study.comparisons.count() == 0
-    call_command(
-        "generate",
-        "--study",
-        "lowered",
-        "--system",
-        "a",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-a",
-        "--samples",
-        "2",
-        "--budget",
-        "20",
-        **quiet,
-    )
-    assert [(c.system_a.name, c.system_b.name) for c in study.comparisons.all()] == [("a", "b")]
+    assert runner.GenerationRun(endpoint).usage().replies == 2  # the malformed reply arrived: paid for, counted
 
 
 def test_the_system_pairs_keep_their_sides_when_the_plan_is_rebuilt(researcher):
@@ -526,90 +339,16 @@ def test_a_duplicated_study_keeps_its_generated_systems_and_their_provenance(res
     from annotation.studies import lifecycle
 
     study = inputs_study(researcher, ["One?", "Two?"], name="original")
-    runner.run(add(study, server, "done", "gen-done", samples=2))
+    runner.GenerationRun(add(study, server, "done", "gen-done", samples=2)).run()
     add(study, server, "later", "gen-later", samples=2)  # not started
     copy = lifecycle.do_duplicate_study(study, "copy")
     assert sorted(copy.systems.values_list("name", flat=True)) == ["done", "later"]
     later = SystemEndpoint.objects.get(system__study=copy, system__name="later")
-    assert later.model == "gen-later" and runner.remaining(later) == 4
+    assert later.model == "gen-later" and runner.GenerationRun(later).remaining() == 4
     assert all(
         g.provenance and g.provenance["model"] == "gen-done" for g in Generation.objects.filter(system__study=copy)
     )
     assert copy.comparisons.count() == 0  # 'later' is not complete: nothing to compare yet, and nothing failed
-    runner.run(later)
-    assert "rebuilt with the new system" in runner.do_include_if_complete(later)
+    runner.GenerationRun(later).run()
+    assert "rebuilt with the new system" in runner.GenerationRun(later).do_include_if_complete()
     assert copy.comparisons.count() == 1
-
-
-def test_the_command_and_a_workers_run_exclude_each_other(researcher, server):
-    """Review: the command ran without a job, so Start on the page was accepted meanwhile and both paid for every
-    missing output. The command's run is a job of its own: each refuses while the other is live."""
-    study = inputs_study(researcher, ["One?"], name="busy")
-    endpoint = add(study, server, "s", "gen-s", samples=2)
-    runner.do_start_generation(endpoint)  # queued for a worker
-    with pytest.raises(CommandError, match="being generated now"):
-        call_command(
-            "generate",
-            "--study",
-            "busy",
-            "--system",
-            "s",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "gen-s",
-            "--samples",
-            "2",
-            stdout=io.StringIO(),
-            stderr=io.StringIO(),
-        )
-    assert not server.requests
-    runner.do_stop_generation(endpoint)  # stopped before a worker took it
-    call_command(
-        "generate",
-        "--study",
-        "busy",
-        "--system",
-        "s",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-s",
-        "--samples",
-        "2",
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-    )
-    job = Job.objects.filter(kind="generate").first()
-    assert job.params["foreground"] and job.status == Job.Status.DONE and "2 generated" in job.message
-    tasks = list(study.tasks.values_list("pk", flat=True))
-    call_command(
-        "generate",
-        "--study",
-        "busy",
-        "--system",
-        "s",
-        "--base-url",
-        server.base_url,
-        "--model",
-        "gen-s",
-        "--samples",
-        "2",
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-    )
-    assert list(study.tasks.values_list("pk", flat=True)) == tasks and len(server.requests) == 2  # nothing redone
-
-
-def test_generate_refuses_bad_options_by_name_and_keeps_nothing(researcher, server):
-    inputs_study(researcher, ["One?"], name="options")
-    base = ["generate", "--study", "options", "--system", "s", "--base-url", server.base_url, "--model", "gen-s"]
-    for extra, words in (
-        (["--samples", "0"], "samples: Ensure this value is greater than or equal to 1"),
-        (["--samples", "2", "--temperature", "9"], "temperature: Ensure this value is less than"),
-        (["--samples", "2", "--price-input", "abc"], "argument --price-input: a price is a number"),
-        (["--samples", "2", "--base-url", "http://10.0.0.5/v1"], "private or link-local"),
-    ):
-        with pytest.raises(CommandError, match=words):
-            call_command(*base, *extra, stdout=io.StringIO(), stderr=io.StringIO())
-    assert not SystemEndpoint.objects.exists() and not server.requests

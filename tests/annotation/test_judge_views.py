@@ -111,8 +111,8 @@ def test_start_progress_stop_resume_over_http(researcher_client, researcher, ser
     researcher_client.post(reverse("judge_action", args=[study.pk, judge.pk, "start"]))
     run_job.call(Job.objects.filter(kind="judge").first().pk)
     page = researcher_client.get(detail).content.decode()
-    used = runner.usage(judge)
-    assert (used.judged, used.unparseable) == (4, 2)
+    used = runner.JudgeRun(judge).usage()
+    assert (used.done, used.unusable) == (4, 2)
     assert "Every pair of the judge" in page and "Replies it could not read (2)" in page
     assert "Both outputs have merits" in page and f"${used.cost}" in page
     expected = (used.prompt_tokens * 2.5 + used.completion_tokens * 10) / 1e6
@@ -141,7 +141,7 @@ def test_a_used_up_budget_says_so_instead_of_offering_resume(researcher_client, 
     detail = reverse("judge_detail", args=[study.pk, judge.pk])
     page = researcher_client.get(detail).content.decode()
     assert page.index('name="name"') < page.index('name="base_url"')  # the name comes first
-    runner.run(judge)
+    runner.JudgeRun(judge).run()
     page = researcher_client.get(detail).content.decode()
     assert "The request budget is used up with 2 requests to go" in page and 'data-testid="judge-start"' not in page
     researcher_client.post(detail, form_data(server, api_key="", request_budget="10"))

@@ -6,6 +6,7 @@ only."""
 from __future__ import annotations
 
 import json
+import unittest.mock
 
 import pytest
 from django.urls import reverse
@@ -144,8 +145,8 @@ def test_start_run_progress_and_the_outputs_on_the_pages(researcher_client, rese
     done = researcher_client.get(progress_url, HTTP_HX_REQUEST="true")
     assert done["HX-Refresh"] == "true" and "hx-trigger" not in done.content.decode()
 
-    used = runner.usage(endpoint)
-    assert (used.generated, used.unusable, used.failed) == (2, 2, 2) and used.tokens > 0
+    used = runner.GenerationRun(endpoint).usage()
+    assert (used.done, used.unusable, used.failed) == (2, 2, 2) and used.tokens > 0
     page = researcher_client.get(detail).content.decode()
     assert "<strong>2</strong> of 6 outputs" in page and f"{used.tokens} tokens" in page and f"${used.cost}" in page
     assert "Replies it could not use (2)" in page and "NUL" in page
@@ -167,7 +168,7 @@ def test_outputs_are_escaped_and_paged(researcher_client, researcher, server):
     endpoint = runner.do_add_endpoint_system(
         study, "many", base_url=server.base_url, model="gen-many", api_key=KEY, api_key_env="", samples=2
     )
-    runner.run(endpoint)
+    runner.GenerationRun(endpoint).run()
     detail = reverse("system_detail", args=[study.pk, endpoint.pk])
     page = researcher_client.get(detail).content.decode()
     assert "<script>alert(" not in page and "&lt;script&gt;alert(" in page
@@ -199,19 +200,16 @@ def test_stop_and_resume(researcher_client, researcher, server):
     researcher_client.post(reverse("system_action", args=[study.pk, endpoint.pk, "start"]))
     job = Job.objects.filter(kind="generate").first()
     replies = []
-    original = runner.record
+    original = runner.GenerationRun.record
 
-    def record_then_stop(endpoint_, reply):
+    def record_then_stop(run, reply):
         replies.append(reply)
         if len(replies) == 2:
-            runner.do_stop_generation(endpoint_)
-        return original(endpoint_, reply)
+            run.do_stop()
+        return original(run, reply)
 
-    runner.record = record_then_stop
-    try:
+    with unittest.mock.patch.object(runner.GenerationRun, "record", record_then_stop):
         run_job.call(job.pk)
-    finally:
-        runner.record = original
     job.refresh_from_db()
     assert job.status == "stopped" and "Resume to go on" in job.message
     kept = Generation.objects.filter(system=endpoint.system).count()
@@ -229,7 +227,7 @@ def test_where_the_outputs_come_from_is_kept_once_some_exist(researcher_client, 
     researcher_client.post(reverse("systems", args=[study.pk]), form_data(server, samples="1", request_budget="1"))
     endpoint = SystemEndpoint.objects.get()
     detail = reverse("system_detail", args=[study.pk, endpoint.pk])
-    runner.run(endpoint)
+    runner.GenerationRun(endpoint).run()
     page = researcher_client.get(detail).content.decode()
     assert "The request budget is used up with 1 output to go" in page and 'data-testid="generation-start"' not in page
     refused = researcher_client.post(detail, form_data(server, api_key="", model="gen-other", temperature="0.2"))

@@ -238,7 +238,7 @@ def generated_study(researcher):
                 system_prompt="Answer in one paragraph.",
             )
             if name != "terse":
-                runner.run(endpoint)
+                runner.GenerationRun(endpoint).run()
     finally:
         server.shutdown()
         server.server_close()

@@ -1,10 +1,10 @@
 import argparse
 from decimal import Decimal, InvalidOperation
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import endpoints
+from annotation.endpoint_runs import is_live
 from annotation.generating import runner
 from annotation.jobs import run_job
 from annotation.management.commands._common import get_study
@@ -84,19 +84,20 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         study = get_study(options["study"])
         endpoint = self._endpoint(study, options)
+        run = runner.GenerationRun(endpoint)
         self.stderr.write(
-            f"{endpoint}: {runner.remaining(endpoint)} output(s) to generate from {endpoint.model} "
+            f"{endpoint}: {run.remaining()} output(s) to generate from {endpoint.model} "
             f"at {endpoint.base_url} (the study's Systems page shows the run's progress)"
         )
         for _ in range(PASSES):  # the first pass, then again for what failed while each pass brings new outputs
-            if not runner.remaining(endpoint):
+            if not run.remaining():
                 break
-            used = runner.usage(endpoint)
+            used = run.usage()
             if used.replies >= endpoint.request_budget:
                 break
-            before = used.generated
+            before = used.done
             try:  # a job of its own, run here: a worker's run and this one exclude each other, Stop on the page works
-                job = runner.do_start_generation(endpoint, foreground=True)
+                job = run.do_start(foreground=True)
             except runner.GenerationError as exc:
                 raise CommandError(str(exc)) from None
             run_job.call(job.pk)
@@ -106,11 +107,11 @@ class Command(BaseCommand):
                 raise CommandError(f"The run failed: {job.message}")
             if job.status == Job.Status.STOPPED:
                 raise CommandError(f"The run was stopped (from the Systems page): {job.message}")
-            if runner.usage(endpoint).generated == before:
+            if run.usage().done == before:
                 break
-        self.stdout.write(runner.summary(endpoint))
-        left = runner.remaining(endpoint)
-        if left and runner.usage(endpoint).replies >= endpoint.request_budget:
+        self.stdout.write(run.summary())
+        left = run.remaining()
+        if left and run.usage().replies >= endpoint.request_budget:
             raise CommandError(
                 f"The request budget ({endpoint.request_budget}) is used up with {left} output(s) "
                 "missing: run again with a larger --budget."
@@ -123,7 +124,7 @@ class Command(BaseCommand):
             )
         self.stdout.write(
             self.style.SUCCESS(
-                f"{endpoint}: every item has {endpoint.samples} output(s). {runner.do_include_if_complete(endpoint)}"
+                f"{endpoint}: every item has {endpoint.samples} output(s). {run.do_include_if_complete()}"
             )
         )
 
@@ -160,7 +161,7 @@ class Command(BaseCommand):
                 f"{system.name!r} already has outputs generated otherwise ({'; '.join(changed)}): the "
                 "outputs of one system come from one configuration. Use a new system name."
             )
-        if endpoints.is_live(runner.current_job(endpoint)):
+        if is_live(runner.GenerationRun(endpoint).current_job()):
             raise CommandError(
                 f"{system.name!r} is being generated now (by the worker, or another generate "
                 "command); stop that run first."
@@ -168,10 +169,8 @@ class Command(BaseCommand):
         for name, value in fields.items():
             setattr(endpoint, name, value)
         try:
-            endpoint.full_clean()
-        except ValidationError as exc:
-            raise CommandError(
-                "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
-            ) from None
+            endpoints.check_configuration(endpoint)
+        except endpoints.EndpointError as exc:
+            raise CommandError(str(exc)) from None
         endpoint.save()
         return endpoint
