@@ -288,6 +288,10 @@ CACHES = {
 
 # Uploads: the importer enforces its own limit and reports it as a validation error.
 SEPLAB_MAX_IMPORT_BYTES = envint("SEPLAB_MAX_IMPORT_BYTES", str(50 * 1024 * 1024))
+# The most records (a study file's items, a judgments file's lines) an import writes in one transaction
+# (annotation/uploads.py): a larger file is imported in steps of this many -- from the browser checked in the request,
+# then imported by the worker with progress -- so no request holds the database's write lock for long.
+SEPLAB_IMPORT_STEP = envint("SEPLAB_IMPORT_STEP", "2000")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
