@@ -206,8 +206,9 @@ STORAGES = {
     },
 }
 
-# The sentence encoder: the packaged all-MiniLM-L6-v2 by default, or a local model directory.
-SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER", "all-MiniLM-L6-v2")
+# The sentence encoder (selection/embedding.py): the packaged all-MiniLM-L6-v2 by default (also when set empty), or a
+# local sentence-transformers model directory.
+SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER") or "all-MiniLM-L6-v2"
 
 # Background work (embedding a study, separability): django-tasks on the database by default, run by
 # `python manage.py run_worker` (annotation/worker.py); SEPLAB_TASKS_BACKEND can name another django-tasks backend.
@@ -274,6 +275,8 @@ SEPLAB_TURK_SUBMIT_HOSTS = [
 ]
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com")
+# The researcher's Prolific API token (`manage.py prolific`, annotation/crowd/prolific.py); empty: the command says so.
+PROLIFIC_TOKEN = os.environ.get("PROLIFIC_TOKEN", "")
 
 # The cache backs rate limiting; use Redis when several server processes must share the counts.
 CACHES = {
