@@ -40,8 +40,8 @@ from annotation.models import Job
 logger = logging.getLogger("seplab.worker")
 
 KINDS: dict[str, str] = {
-    "import": "annotation.studies.creation.import_job",
-    "judgments": "annotation.rating.recording.judgment_import_job",
+    "import": "annotation.uploads.upload_job",  # both kinds of file import run the one staged-import body
+    "judgments": "annotation.uploads.upload_job",
     "plan": "annotation.plan.planning.plan_job",
     "judge": "annotation.judges.runner.judge_job",
     "generate": "annotation.generating.runner.generate_job",

@@ -112,7 +112,7 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     from analytics import presentation, stored
     from analytics.populations import Population
     from analytics.report.assembly import study_report
-    from annotation.rating import recording
+    from annotation.rating import imports
     from annotation.studies import creation
 
     owner, _ = get_user_model().objects.get_or_create(username="bench")
@@ -122,7 +122,7 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     ).encode()
     study = creation.do_create_study(owner, f"report-{n}", study_file, "s.jsonl")
     started = time.perf_counter()
-    recording.do_import_judgments(study, judgment_file(n), "j.jsonl")
+    imports.do_import_judgments(study, judgment_file(n), "j.jsonl")
     import_seconds = time.perf_counter() - started
     started = time.perf_counter()
     stored.refresh(study, Population())
@@ -138,7 +138,7 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     get()  # warm the template cache
     fresh = timed(get, requests)
     assert stored.serve(study, Population()).state == "fresh"
-    recording.do_import_judgments(study, judgment_file(1).replace(b'"j0"', b'"late-0"'), "late.jsonl")
+    imports.do_import_judgments(study, judgment_file(1).replace(b'"j0"', b'"late-0"'), "late.jsonl")
     stale = timed(get, requests)
     assert stored.serve(study, Population()).state == "stale"
 

@@ -206,8 +206,9 @@ STORAGES = {
     },
 }
 
-# The sentence encoder: the packaged all-MiniLM-L6-v2 by default, or a local model directory.
-SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER", "all-MiniLM-L6-v2")
+# The sentence encoder (selection/embedding.py): the packaged all-MiniLM-L6-v2 by default (also when set empty), or a
+# local sentence-transformers model directory.
+SEPLAB_ENCODER = os.environ.get("SEPLAB_ENCODER") or "all-MiniLM-L6-v2"
 
 # Background work (embedding a study, separability): django-tasks on the database by default, run by
 # `python manage.py run_worker` (annotation/worker.py); SEPLAB_TASKS_BACKEND can name another django-tasks backend.
@@ -274,6 +275,8 @@ SEPLAB_TURK_SUBMIT_HOSTS = [
 ]
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com")
+# The researcher's Prolific API token (`manage.py prolific`, annotation/crowd/prolific.py); empty: the command says so.
+PROLIFIC_TOKEN = os.environ.get("PROLIFIC_TOKEN", "")
 
 # The cache backs rate limiting; use Redis when several server processes must share the counts.
 CACHES = {
@@ -288,6 +291,10 @@ CACHES = {
 
 # Uploads: the importer enforces its own limit and reports it as a validation error.
 SEPLAB_MAX_IMPORT_BYTES = envint("SEPLAB_MAX_IMPORT_BYTES", str(50 * 1024 * 1024))
+# The most records (a study file's items, a judgments file's lines) an import writes in one transaction
+# (annotation/uploads.py): a larger file is imported in steps of this many -- from the browser checked in the request,
+# then imported by the worker with progress -- so no request holds the database's write lock for long.
+SEPLAB_IMPORT_STEP = envint("SEPLAB_IMPORT_STEP", "2000")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 

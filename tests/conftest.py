@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 
 from annotation.elicitation import Answer
 from annotation.models import Rater
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports, recording
 from annotation.studies import creation, enrolment, lifecycle
 
 
@@ -153,4 +153,4 @@ def import_judge_verdicts(study, judges: tuple[str, ...] = ("judge-x", "judge-y"
                         }
                     )
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    return recording.do_import_judgments(study, data, "judges.jsonl").created
+    return imports.do_import_judgments(study, data, "judges.jsonl").created

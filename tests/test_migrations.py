@@ -202,3 +202,80 @@ def test_jobs_queued_before_the_move_keep_their_rows_and_run_through_the_one_ent
     from django.utils.module_loading import import_string
 
     assert import_string("annotation.jobs.run_job").name == "run_job"
+
+
+def test_files_waiting_for_their_import_move_to_the_one_upload_model_and_their_queued_jobs_still_run():
+    """StudyUpload and JudgmentUpload became Upload (a kind each): the rows move with their bytes and times, the
+    queued jobs name their new rows and run after the upgrade, and migrating back restores both tables."""
+    import json
+
+    from annotation import study_settings
+    from annotation.jobs import run_job
+
+    before = [("annotation", "0040_task_fill_order")]
+    old = migrate(before)
+    owner = old.get_model("auth", "User").objects.create(username="upload-owner")
+    study = old.get_model("annotation", "Study").objects.create(owner_id=owner.pk, name="big", status="importing")
+    items = [{"id": f"i{i}", "input": f"q{i}", "outputs": {"a": [f"x{i}"], "b": [f"y{i}"]}} for i in range(3)]
+    judgment = {
+        "system_a": "a",
+        "system_b": "b",
+        "shown_first": "a",
+        "rater": "r",
+        "rater_kind": "human",
+        "choice": "a",
+    }
+    study_file = old.get_model("annotation", "StudyUpload").objects.create(
+        study_id=study.pk, filename="s.jsonl", data="".join(json.dumps(x) + "\n" for x in items).encode()
+    )
+    judgments_file = old.get_model("annotation", "JudgmentUpload").objects.create(
+        study_id=study.pk,
+        filename="j.jsonl",
+        data="".join(json.dumps({"item": f"i{i}", **judgment}) + "\n" for i in range(3)).encode(),
+    )
+    OldJob = old.get_model("annotation", "Job")
+    import_job = OldJob.objects.create(study_id=study.pk, kind="import", total=1)  # found its file by the study
+    judgments_job = OldJob.objects.create(study_id=study.pk, kind="judgments", params={"upload": judgments_file.pk})
+
+    new = migrate(migrate_latest_targets())
+    assert not {"annotation_studyupload", "annotation_judgmentupload"} & set(connection.introspection.table_names())
+    moved = {u.kind: u for u in new.get_model("annotation", "Upload").objects.all()}
+    assert sorted(moved) == ["judgments", "study"]
+    for kind, was in (("study", study_file), ("judgments", judgments_file)):
+        now = moved[kind]
+        assert (now.study_id, now.filename, bytes(now.data), now.created) == (
+            study.pk,
+            was.filename,
+            bytes(was.data),
+            was.created,
+        )
+    NewJob = new.get_model("annotation", "Job")
+    assert NewJob.objects.get(pk=import_job.pk).params == {"upload": moved["study"].pk}
+    assert NewJob.objects.get(pk=judgments_job.pk).params == {"upload": moved["judgments"].pk}
+
+    back = migrate(before)
+    restored = back.get_model("annotation", "StudyUpload").objects.get()
+    assert (restored.study_id, bytes(restored.data), restored.created) == (
+        study.pk,
+        bytes(study_file.data),
+        study_file.created,
+    )
+    restored = back.get_model("annotation", "JudgmentUpload").objects.get()
+    assert (restored.study_id, bytes(restored.data), restored.created) == (
+        study.pk,
+        bytes(judgments_file.data),
+        judgments_file.created,
+    )
+    BackJob = back.get_model("annotation", "Job")
+    assert BackJob.objects.get(pk=import_job.pk).params == {}
+    assert BackJob.objects.get(pk=judgments_job.pk).params == {"upload": restored.pk}
+
+    migrate(migrate_latest_targets())  # and up again: the jobs queued before the upgrade run
+    from annotation.models import Job, Judgment, Study, Upload
+
+    study_settings.create_for(Study.objects.get(pk=study.pk))  # as the import that staged the file did
+    run_job.call(import_job.pk)
+    run_job.call(judgments_job.pk)
+    assert list(Job.objects.filter(study_id=study.pk).values_list("status", flat=True)) == ["done", "done"]
+    assert Study.objects.get(pk=study.pk).status == "active" and Judgment.objects.filter(study_id=study.pk).count() == 3
+    assert not Upload.objects.exists()

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from annotation.exchange import exports, judgment_files
 from annotation.models import Assignment, ExternalLink, Judgment, Rater, Study
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports
 from annotation.studies import creation, enrolment
 from tests.conftest import answer_all, study_jsonl
 
@@ -30,7 +30,7 @@ def test_exported_csv_cells_cannot_run_formulas_and_still_round_trip(study, rese
         "choice": "sys-a",
         "note": "+1 cmd",
     }
-    recording.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
+    imports.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
     row = judgment_files.judgment_csv_row(next(exports.judgment_lines(study)))
     assert '\'=HYPERLINK("http://evil")' in row and not any(c.startswith(("=", "+", "@")) for c in row)
     import csv
@@ -41,7 +41,7 @@ def test_exported_csv_cells_cannot_run_formulas_and_still_round_trip(study, rese
     writer.writerow(judgment_files.JUDGMENT_CSV_COLUMNS)
     writer.writerow(row)
     copy = creation.do_create_study(researcher, "copy", study_jsonl(), "s.jsonl")
-    recording.do_import_judgments(copy, buffer.getvalue().encode(), "j.csv")
+    imports.do_import_judgments(copy, buffer.getvalue().encode(), "j.csv")
     assert list(exports.judgment_lines(copy)) == list(exports.judgment_lines(study))
 
 

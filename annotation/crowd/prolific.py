@@ -1,10 +1,10 @@
 """Prolific's researcher API over plain HTTPS (``Authorization: Token …``): sync a study's submissions
-with our worker sessions, approve or reject them. The token comes from PROLIFIC_TOKEN."""
+with our worker sessions, approve or reject them. The token is the PROLIFIC_TOKEN setting (from the environment
+variable of that name, config/settings.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 
@@ -35,10 +35,10 @@ class ProlificError(ServiceError):
 
 class Client:
     def __init__(self, token: str | None = None, base_url: str | None = None, timeout: float = 30.0):
-        self.token = token or os.environ.get("PROLIFIC_TOKEN", "")
+        self.token = token or settings.PROLIFIC_TOKEN
         if not self.token:
             raise ProlificError("Set PROLIFIC_TOKEN to your Prolific API token.")
-        self.base_url = (base_url or getattr(settings, "PROLIFIC_API_URL", "https://api.prolific.com")).rstrip("/")
+        self.base_url = (base_url or settings.PROLIFIC_API_URL).rstrip("/")
         self.timeout = timeout
 
     def request(self, method: str, path: str, body: dict | None = None) -> dict:

@@ -18,7 +18,7 @@ import random
 from annotation.elicitation import Answer
 from annotation.exchange import exports
 from annotation.models import Study
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports, recording
 from annotation.studies import enrolment
 
 QUALITY = {"atlas-7b": 0.7, "cirrus-13b": 0.2, "breeze-3b": -0.6}
@@ -101,5 +101,5 @@ def judge_lines(study: Study, seed: int = 11) -> bytes:
 def populate(study: Study) -> dict[str, int]:
     """Humans, then the judge on the same pairs; the number of each."""
     humans = simulate_humans(study)
-    summary = recording.do_import_judgments(study, judge_lines(study), "demo-judge.jsonl")
+    summary = imports.do_import_judgments(study, judge_lines(study), "demo-judge.jsonl")
     return {"human": humans, "judge": summary.created}

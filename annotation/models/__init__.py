@@ -7,7 +7,7 @@ Every judgment stores ``a_shown_first`` so both can always be recovered.
 One module per concept, the way zulip lays out ``zerver/models/``; everything public is re-exported here, so
 ``from annotation.models import Study`` is the one way to import a model:
 
-- ``studies``: ``Study``, the files waiting for its import, its ``CrowdSettings`` row
+- ``studies``: ``Study``, the files waiting for its import (``Upload``), its ``CrowdSettings`` row
 - ``items``: ``System``, ``Item``, ``Generation``
 - ``plan``: ``Comparison``, ``Pair``, ``Task``, ``TaskPair``
 - ``raters``: ``Rater``, ``Assignment`` and the places and pairs it holds
@@ -25,9 +25,8 @@ A module of this package imports its neighbours directly (``annotation.models.st
 from annotation.models.studies import (
     OPEN_LINK_SALT as OPEN_LINK_SALT,
     CrowdSettings as CrowdSettings,
-    JudgmentUpload as JudgmentUpload,
     Study as Study,
-    StudyUpload as StudyUpload,
+    Upload as Upload,
     new_completion_code as new_completion_code,
     new_nonce as new_nonce,
     new_seed as new_seed,

@@ -1,6 +1,6 @@
-"""A study: what raters are asked and how the comparison is planned, the files waiting for its background import,
-and its crowd settings row (annotation/study_settings.py registers the settings); and the random values new rows
-start with (a seed, a link's nonce, a completion code)."""
+"""A study: what raters are asked and how the comparison is planned, the files waiting for its background import
+(``Upload``), and its crowd settings row (annotation/study_settings.py registers the settings); and the random values
+new rows start with (a seed, a link's nonce, a completion code)."""
 
 from __future__ import annotations
 
@@ -224,30 +224,22 @@ class Study(models.Model):
         return self.assignments.exists()  # the reverse relation: raters.py, Assignment's home, imports this module
 
 
-class StudyUpload(models.Model):
-    """A large study file waiting for its background import (``annotation/studies/creation.py``), removed once
-    imported."""
+class Upload(models.Model):
+    """A file too large to import in the request -- a study file, or a judgments file -- checked whole in the
+    request and waiting for its background import (``annotation/uploads.py``); removed once imported."""
 
-    study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="upload")
+    class Kind(models.TextChoices):
+        STUDY = "study", "Study file"
+        JUDGMENTS = "judgments", "Judgments file"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="uploads")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
     filename = models.CharField(max_length=255, blank=True)
     data = models.BinaryField()
     created = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
-        return f"upload of study {self.study_id}"
-
-
-class JudgmentUpload(models.Model):
-    """A large judgments file, checked in the request, waiting for its background import
-    (``annotation/rating/recording.py``); removed once imported."""
-
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgment_uploads")
-    filename = models.CharField(max_length=255, blank=True)
-    data = models.BinaryField()
-    created = models.DateTimeField(auto_now_add=True)
-
-    def __str__(self) -> str:
-        return f"judgments upload {self.pk} of study {self.study_id}"
+        return f"{self.get_kind_display().lower()} {self.pk} of study {self.study_id}"
 
 
 class CrowdSettings(models.Model):

@@ -1,34 +1,29 @@
-"""The one place a judgment is written: a rater's answer, a revision, a skip, an attention check, an LLM judge's
-verdict and an imported judgments file all go through here, exactly once each (the database's constraints
-make it a fact)."""
+"""Where a judgment is written: a rater's answer, a revision, a skip, an attention check and an LLM judge's verdict
+all go through here, exactly once each (the database's constraints make it a fact). An imported judgments file is
+written by its neighbour ``annotation/rating/imports.py``; no other room writes judgments."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
-from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F
+from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from annotation import elicitation, jobs, orientation, questions
+from annotation import elicitation, orientation, questions
 from annotation.errors import ServiceError
-from annotation.exchange import judgment_files, rules
+from annotation.exchange import rules
 from annotation.models import (
     Assignment,
     AssignmentPair,
     AssignmentTask,
-    Generation,
     GoldAnswer,
-    Job,
     Judgment,
-    JudgmentUpload,
     Pair,
     Rater,
     Skip,
@@ -462,164 +457,3 @@ def _further(study: Study, further: Mapping[str, elicitation.Answer | str] | Non
         return questions.to_model(study, further or {}, a_shown_first)
     except elicitation.AnswerError as exc:
         raise ServiceError(str(exc)) from exc
-
-
-@dataclasses.dataclass
-class ImportSummary:
-    created: int
-    skipped: int
-
-
-def study_samples(study: Study) -> dict[str, dict[str, int]]:
-    samples: dict[str, dict[str, int]] = {}
-    rows = (
-        Generation.objects.filter(item__study=study).values("item__external_id", "system__name").annotate(k=Count("id"))
-    )
-    for row in rows:
-        samples.setdefault(row["item__external_id"], {})[row["system__name"]] = row["k"]
-    return samples
-
-
-@transaction.atomic
-def do_import_judgments(study: Study, data: bytes, filename: str | None) -> ImportSummary:
-    """Import judgments (docs/interfaces.md#judgment-format: JSONL or the CSV export layout) into a study. All or
-    nothing; judgments already present (same id, or same content for lines without id) are skipped."""
-    parsed = _parse_judgments(study, data, filename)
-    new = _new_judgments(study, parsed)
-    Judgment.objects.bulk_create(new, batch_size=IMPORT_INSERT_BATCH)
-    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
-
-
-LARGE_JUDGMENT_IMPORT = 5000  # lines: a larger file is checked in the request and imported by the worker, in steps
-
-
-def do_start_judgment_import(study: Study, data: bytes, filename: str | None) -> tuple[ImportSummary | None, Any]:
-    """The browser's import: the file is checked whole in the request (every problem listed, nothing saved); up to
-    ``LARGE_JUDGMENT_IMPORT`` lines are imported at once (summary, None), a larger file by a background job in
-    short steps (None, the job), so no request holds the database's write lock for seconds."""
-    parsed = _parse_judgments(study, data, filename)
-    if len(parsed) <= LARGE_JUDGMENT_IMPORT:
-        return do_import_judgments(study, data, filename), None
-    with transaction.atomic():
-        upload = JudgmentUpload.objects.create(study=study, filename=filename or "", data=data)
-        return None, jobs.start(
-            study,
-            "judgments",
-            total=len(parsed),
-            params={"upload": upload.pk},
-            message=f"Importing {len(parsed):,} judgments",
-        )
-
-
-def import_judgments_staged(
-    study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None] | None = None
-) -> ImportSummary:
-    """A large judgments file, imported in steps of ``IMPORT_STEP`` judgments, each its own short transaction. All
-    or nothing still: when a step fails, the judgments of the earlier steps are deleted again."""
-    parsed = _parse_judgments(study, data, filename)
-    with transaction.atomic():
-        new = _new_judgments(study, parsed)  # the raters and output pairs it needs, created once
-    done: list[str] = []
-    try:
-        for start in range(0, len(new), IMPORT_STEP):
-            chunk = new[start : start + IMPORT_STEP]
-            with transaction.atomic():
-                Judgment.objects.bulk_create(chunk, batch_size=IMPORT_INSERT_BATCH)
-            done += [j.idempotency_key for j in chunk]
-            if progress:
-                progress(min(start + IMPORT_STEP, len(new)), len(new))
-    except BaseException:
-        for start in range(0, len(done), IMPORT_QUERY_CHUNK):
-            Judgment.objects.filter(study=study, idempotency_key__in=done[start : start + IMPORT_QUERY_CHUNK]).delete()
-        raise
-    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
-
-
-def _parse_judgments(study: Study, data: bytes, filename: str | None) -> list:
-    raters = dict(study.raters.values_list("external_id", "kind"))
-    asked = {q.key: q.how for q in questions.further(study)}
-    return judgment_files.parse_judgments(
-        data,
-        filename,
-        study_samples(study),
-        rater_kinds=raters,
-        questions=asked,
-        max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES,
-    )
-
-
-def _new_judgments(study: Study, parsed: list) -> list[Judgment]:
-    """The judgments of ``parsed`` the study does not have yet (unsaved), with the raters and output pairs they
-    need created."""
-    raters = {r.external_id: r for r in study.raters.all()}
-    keys = [p.key for p in parsed]
-    present: set[str] = set()
-    for start in range(0, len(keys), IMPORT_QUERY_CHUNK):  # PostgreSQL takes at most 65,535 parameters a query
-        present.update(
-            Judgment.objects.filter(
-                study=study, idempotency_key__in=keys[start : start + IMPORT_QUERY_CHUNK]
-            ).values_list("idempotency_key", flat=True)
-        )
-    items = {i.external_id: i for i in study.items.all()}
-    generations = {
-        (g.item_id, g.system.name, g.sample_index): g
-        for g in Generation.objects.filter(item__study=study).select_related("system")
-    }
-    pairs = {(p.generation_a_id, p.generation_b_id): p for p in Pair.objects.filter(item__study=study)}
-    now = timezone.now()
-    new: list[Judgment] = []
-    for p in parsed:
-        if p.key in present:
-            continue
-        rater = raters.get(p.rater)
-        if rater is None:
-            rater = raters[p.rater] = Rater.objects.create(
-                study=study, external_id=p.rater, kind=p.rater_kind, source=Rater.Source.IMPORT
-            )
-        item = items[p.item]
-        ga = generations[(item.pk, p.system_a, p.sample_a)]
-        gb = generations[(item.pk, p.system_b, p.sample_b)]
-        pair = pairs.get((ga.pk, gb.pk))
-        if pair is None:
-            pair = pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
-        new.append(
-            Judgment(
-                study=study,
-                rater=rater,
-                pair=pair,
-                a_shown_first=p.shown_first == p.system_a,
-                choice=p.choice,
-                response_set=p.response_set,
-                probability_a=p.probability_a,
-                strength=p.strength,
-                comment=p.comment,
-                created=p.created or now,
-                time_on_task_ms=p.time_on_task_ms,
-                client_time_ms=p.client_time_ms,
-                idempotency_key=p.key,
-                superseded=p.superseded,
-                revised=p.revised,
-                extra=p.extra,
-                answers=p.answers,
-            )
-        )
-    return new
-
-
-IMPORT_STEP = 2000  # judgments per short transaction of a large (background) judgments import
-IMPORT_QUERY_CHUNK = 5000  # keys per lookup query
-
-
-IMPORT_INSERT_BATCH = 1000  # judgments per INSERT: 1,000 x 18 columns, far below PostgreSQL's 65,535 parameters
-
-
-def judgment_import_job(job: Job, progress: jobs.Progress) -> str:
-    """A large judgments file checked in the request (``do_start_judgment_import``), imported in short steps, all
-    or nothing."""
-    upload = JudgmentUpload.objects.get(pk=job.params["upload"])
-    try:
-        summary = import_judgments_staged(job.study, bytes(upload.data), upload.filename or None, progress)
-    except Exception as exc:  # nothing of the file stays; the study page says why
-        raise jobs.JobFailed(f"Nothing was imported: {type(exc).__name__}: {exc}") from exc
-    upload.delete()
-    return f"Imported {summary.created:,} judgments ({summary.skipped:,} already present)."

@@ -1,16 +1,16 @@
 """A study made from a study file (docs/interfaces.md#study-file): checked whole, imported in one transaction or,
-when large, in short steps by a background job, published at the end."""
+when large, in short steps (from the browser: by a background job, ``annotation/uploads.py``), published at the
+end."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from annotation import jobs, study_settings
+from annotation import study_settings, uploads
 from annotation.exchange import study_files
 from annotation.exchange.rules import FormatError, Problem
 from annotation.models import (
@@ -18,16 +18,12 @@ from annotation.models import (
     Item,
     Job,
     Study,
-    StudyUpload,
     System,
+    Upload,
     text_hash,
     word_count,
 )
 from annotation.plan import planning
-
-# A study file with more items than this is imported in steps, each its own short transaction, into a study
-# raters cannot see until the last step publishes it (from the browser: a background job with progress).
-IMPORT_CHUNK = 2000
 
 
 def do_create_study(
@@ -38,23 +34,20 @@ def do_create_study(
     description: str = "",
     progress: Callable[[int, int], None] | None = None,
 ) -> Study:
-    """Create a study from a study file (docs/interfaces.md#study-file). All or nothing: a bad file raises
-    ``FormatError`` listing every problem and leaves the database untouched. Up to ``IMPORT_CHUNK`` items it is one
-    transaction; a larger file is imported by ``import_staged`` (short transactions, published at the end, removed
-    again if a step fails)."""
+    """Create a study from a study file (docs/interfaces.md#study-file) here and now (the command line, scripts).
+    All or nothing: a bad file raises ``FormatError`` listing every problem and leaves the database untouched. Up to
+    ``SEPLAB_IMPORT_STEP`` items it is one transaction; a larger file is imported by ``import_staged`` (short
+    transactions, published at the end, removed again if a step fails)."""
     name = check_study_name(owner, name)
-    parsed = study_files.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
-    fewer = None
-    if len(parsed.items) <= IMPORT_CHUNK:
+    parsed = _parse(data, filename)
+    if uploads.in_one_step(len(parsed.items)):
         with transaction.atomic():
-            study = _new_study(owner, name, description, Study.Status.ACTIVE)
-            _insert_items(study, parsed, 0, len(parsed.items))
-            fewer = planning.fewer_system_pairs(study)
-            planning.do_rebuild_plan(study)
+            study = _new_study(owner, name, description)
+            fewer = _import_at_once(study, parsed)
     else:
-        study = _new_study(owner, name, description, Study.Status.IMPORTING)
+        study = _new_study(owner, name, description)
         try:
-            import_staged(study, parsed, progress)
+            fewer = import_staged(study, parsed, progress)
         except BaseException:
             study.delete()  # nothing of a failed import stays
             raise
@@ -64,19 +57,18 @@ def do_create_study(
 
 def do_start_study_import(
     owner: AbstractBaseUser, name: str, data: bytes, filename: str | None, description: str = ""
-) -> tuple[Study, Any]:
-    """The browser's import: the file is checked whole in the request (every problem listed, nothing saved);
-    a file of up to ``IMPORT_CHUNK`` items is imported at once, a larger one by a background job with
-    progress (returned; None otherwise), into a study raters cannot see until it is published."""
+) -> tuple[Study, Job | None]:
+    """The browser's import: the file is checked whole in the request (every problem listed, nothing saved); a file
+    of up to ``SEPLAB_IMPORT_STEP`` items is imported at once, a larger one by a background job with progress
+    (returned; None otherwise), into a study raters cannot see until it is published."""
     name = check_study_name(owner, name)
-    parsed = study_files.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
-    if len(parsed.items) <= IMPORT_CHUNK:
-        return do_create_study(owner, name, data, filename, description), None
+    parsed = _parse(data, filename)
     with transaction.atomic():
-        study = _new_study(owner, name, description, Study.Status.IMPORTING)
-        StudyUpload.objects.create(study=study, filename=filename or "", data=data)
-        job = jobs.start(study, "import", total=1, message=f"Importing {len(parsed.items)} items")
-    study.import_warnings = parsed.warnings
+        study = _new_study(owner, name, description)
+        fewer, job = uploads.do_import_or_stage(
+            study, Upload.Kind.STUDY, data, filename, len(parsed.items), lambda: _import_at_once(study, parsed)
+        )
+    study.import_warnings = parsed.warnings + ([fewer] if fewer else [])
     return study, job
 
 
@@ -91,11 +83,31 @@ def check_study_name(owner: AbstractBaseUser, name: str) -> str:
     return name
 
 
+def _parse(data: bytes, filename: str | None) -> study_files.ParsedStudy:
+    return study_files.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+
+
 @transaction.atomic
-def _new_study(owner: AbstractBaseUser, name: str, description: str, status: str) -> Study:
-    study = Study.objects.create(owner=owner, name=name, description=description, status=status)
+def _new_study(owner: AbstractBaseUser, name: str, description: str) -> Study:
+    """A new study without items yet, importing: raters cannot see it until it is published."""
+    study = Study.objects.create(owner=owner, name=name, description=description, status=Study.Status.IMPORTING)
     study_settings.create_for(study)
     return study
+
+
+def _import_at_once(study: Study, parsed: study_files.ParsedStudy) -> Problem | None:
+    """A small file into its new study, in the caller's transaction, then published; the warning of
+    ``planning.fewer_system_pairs``, if any."""
+    _insert_items(study, parsed, 0, len(parsed.items))
+    fewer = planning.fewer_system_pairs(study)
+    planning.do_rebuild_plan(study)
+    _publish(study)
+    return fewer
+
+
+def _publish(study: Study) -> None:
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.ACTIVE)
+    study.status = Study.Status.ACTIVE
 
 
 def _insert_items(study: Study, parsed: study_files.ParsedStudy, start: int, stop: int) -> None:
@@ -136,43 +148,43 @@ def _insert_items(study: Study, parsed: study_files.ParsedStudy, start: int, sto
 
 def import_staged(
     study: Study, parsed: study_files.ParsedStudy, progress: Callable[[int, int], None] | None = None
-) -> Study:
-    """Import a large file into ``study`` (status importing: invisible to raters) in steps of ``IMPORT_CHUNK``
-    items or tasks, each its own transaction, so no step holds the database for long; the last step makes
-    it active. ``progress(done, total)`` is told after every step."""
+) -> Problem | None:
+    """Import a large file into ``study`` (status importing: invisible to raters) in steps of ``SEPLAB_IMPORT_STEP``
+    items or tasks, each its own transaction, so no step holds the database for long; the last step makes it
+    active. ``progress(done, total)`` is told after every step. Returns the warning of
+    ``planning.fewer_system_pairs``, if any."""
+    step = settings.SEPLAB_IMPORT_STEP
     n_items = len(parsed.items)
-    item_steps = range(0, n_items, IMPORT_CHUNK)
+    item_steps = range(0, n_items, step)
     total = len(item_steps) * 2 + 1  # item steps, about as many plan steps, and the publication
     done = 0
+    fewer = None
     for start in item_steps:
         with transaction.atomic():
-            _insert_items(study, parsed, start, min(start + IMPORT_CHUNK, n_items))
+            _insert_items(study, parsed, start, min(start + step, n_items))
             if start == 0:
-                planning.fewer_system_pairs(study)
+                fewer = planning.fewer_system_pairs(study)
         done += 1
         if progress:
             progress(done, total)
     with transaction.atomic():
         releases, rng = planning.plan_releases(study)
     position = 0
-    for start in range(0, len(releases), IMPORT_CHUNK):
+    for start in range(0, len(releases), step):
         with transaction.atomic():
-            _, position = planning.release_chunk(study, releases[start : start + IMPORT_CHUNK], rng, position)
+            _, position = planning.release_chunk(study, releases[start : start + step], rng, position)
         done = min(done + 1, total - 1)
         if progress:
             progress(done, total)
-    Study.objects.filter(pk=study.pk).update(status=Study.Status.ACTIVE)
-    study.status = Study.Status.ACTIVE
+    _publish(study)
     if progress:
         progress(total, total)
-    return study
+    return fewer
 
 
-def import_job(job: Job, progress: jobs.Progress) -> str:
-    """The background import of a large study file (``do_start_study_import``); a failed one leaves an unpublished
-    study the researcher can delete."""
-    upload = StudyUpload.objects.get(study=job.study)
-    parsed = study_files.parse_study(bytes(upload.data), upload.filename or None)
-    import_staged(job.study, parsed, progress)
-    StudyUpload.objects.filter(study=job.study).delete()
+def import_upload(study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None]) -> str:
+    """A staged study file's import (``uploads.upload_job``), in steps; a failed one leaves an unpublished study the
+    researcher can delete."""
+    parsed = _parse(data, filename)
+    import_staged(study, parsed, progress)
     return f"Imported {len(parsed.items)} items."

@@ -21,7 +21,7 @@ from annotation.exchange import exports
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.exchange.rules import FormatError, check_size
 from annotation.models import Generation, Skip, Study
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports
 from annotation.studies import creation, enrolment, lifecycle, monitoring
 from annotation.views.forms import (
     BulkLinksForm,
@@ -403,7 +403,7 @@ def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
     upload = form.cleaned_data["file"]
     try:
         check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
-        summary, job = recording.do_start_judgment_import(study, upload.read(), upload.name)
+        summary, job = imports.do_start_judgment_import(study, upload.read(), upload.name)
     except FormatError as exc:
         return render(
             request, "annotation/import_problems.html", {"study": study, "problems": exc.messages()}, status=400

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from annotation.exchange import exports
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports
 from annotation.studies import enrolment
 from tests.conftest import answer_all
 
@@ -68,6 +68,6 @@ def judged_study(study):
         rater = enrolment.do_create_rater_link(study, name)
         while (assignment := allocation.do_start_assignment(rater)) is not None:
             answer_all(assignment, choice=choice)
-    recording.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
-    recording.do_import_judgments(study, judge_lines(study, "judge-b", "sys-b", False), "j.jsonl")
+    imports.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
+    imports.do_import_judgments(study, judge_lines(study, "judge-b", "sys-b", False), "j.jsonl")
     return study

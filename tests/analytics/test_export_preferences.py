@@ -15,7 +15,7 @@ from analytics import battles, preferences
 from analytics.core import style
 from analytics.populations import Population
 from annotation.models import Generation, Item
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import lifecycle
 
 
@@ -64,7 +64,7 @@ def voted(study):
         line("item-0", "judge-x", "sys-b", kind="judge"),
         line("item-0", "judge-x", "sys-b", kind="judge", first="sys-b"),
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     return study
 
 

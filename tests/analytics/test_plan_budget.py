@@ -9,7 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation
 from selection.core import budget
 from tests.conftest import study_jsonl
@@ -32,7 +32,7 @@ def imported(study, kind: str, raters: tuple[str, ...]) -> None:
         for n in range(30)
         for r in raters
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), f"{kind}.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), f"{kind}.jsonl")
 
 
 def plans(*args) -> list[dict]:

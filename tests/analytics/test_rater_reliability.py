@@ -13,7 +13,7 @@ from analytics.core import reliability
 from analytics.populations import Population
 from analytics.report.assembly import study_report
 from analytics.report.data import load_rows
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation
 from tests.conftest import study_jsonl
 
@@ -48,7 +48,7 @@ def planted_study(researcher):
                     "choice": choice,
                 }
             )
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "votes.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "votes.jsonl")
     return study
 
 

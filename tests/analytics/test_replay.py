@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation, lifecycle
 from selection.core import decisions
 from tests.conftest import study_jsonl
@@ -39,7 +39,7 @@ def won(researcher):
         for n in range(60)
         for r in (0, 1)
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     return study
 
 
@@ -110,7 +110,7 @@ def test_the_ranking_replay_buys_the_adjacent_orders_and_reports_what_they_imply
         for n in range(40)
         for x, y in (("sys-a", "sys-b"), ("sys-a", "sys-c"), ("sys-b", "sys-c"))
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     out = StringIO()
     call_command(
         "simulate",
@@ -162,7 +162,7 @@ def test_the_leaderboards_mark_which_adjacent_orders_are_decided(researcher):
         for n in range(40)
         for x, y, choice in (("sys-a", "sys-b", "sys-a"), ("sys-a", "sys-c", "sys-a"), ("sys-b", "sys-c", "tie"))
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     study = lifecycle.do_update_settings(study, {"decision_margin": 0.1}, None)
     report = study_report(study)
     stopping = {(s.system_a, s.system_b): s for s in report.stopping}

@@ -18,7 +18,7 @@ from analytics.report.assembly import study_report
 from analytics.report.indeterminacy import MIN_SHARED_PAIRS
 from annotation.elicitation import Answer
 from annotation.exchange import exports
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports, recording
 from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import refresh_reports, study_jsonl
 
@@ -206,7 +206,7 @@ def imported(study, rows, system_a: str = "sys-a", system_b: str = "sys-b") -> N
         }
         for n, (rater, kind, choice, first) in enumerate(rows)
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
 
 
 def test_a_human_tie_counts_as_both_outputs_reasonable_in_the_judge_metrics(study):
@@ -275,7 +275,7 @@ def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
         }
         for n in (1, 2)
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
     [stopping] = study_report(study).stopping
     # item-0 goes to sys-a (h1 prefers it, h2 has no preference); items 1 and 2 are ties
     assert (stopping.wins_a, stopping.ties, stopping.k, stopping.n) == (1, 2, 1, 3)
@@ -306,7 +306,7 @@ def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
         }
         for n in (1, 2)
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
     [stopping] = study_report(study).stopping
     lower, upper = decisions.betting_confidence_sequence([0.75, 0.5, 0.5], 0.05)
     assert (stopping.decision, stopping.decision_items) == ("undecided", 3)
@@ -331,7 +331,7 @@ def test_a_pair_whose_first_system_wins_item_after_item_is_decided_for_it(resear
         }
         for n in range(60)
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "w.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "w.jsonl")
     report = study_report(study)
     [stopping] = report.stopping
     assert stopping.decision == "a" and 0.5 < stopping.win_rate_low <= stopping.win_rate_high == 1.0
@@ -362,7 +362,7 @@ def test_the_leaderboards_can_count_the_majority_of_each_pair_or_one_judgment_pe
         }
         for n, c in enumerate(("sys-b", "tie"))
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "x.jsonl")
     assert study_report(study).elo.battles == 5
     study.analysis_settings.rating_aggregation = "majority"
     study.analysis_settings.save()
@@ -422,7 +422,7 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
                 "choice": choice,
             }
         )
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     [entry] = study_report(study).win_rate_estimates
     assert (entry.design, entry.labelled, entry.frame, entry.target) == (
         "uniform",
@@ -464,10 +464,9 @@ def test_the_report_combines_humans_and_a_judge_that_judged_more_items(researche
 
 def test_judges_with_the_same_values_share_a_place_in_the_ranking(judged_study):
     """The ranking once read "longer-wins › longer-wins-shown" on every metric with identical values; ties are ties."""
-    from annotation.rating import recording
     from tests.analytics.conftest import judge_lines
 
-    recording.do_import_judgments(judged_study, judge_lines(judged_study, "judge-c", "sys-a", True), "j.jsonl")
+    imports.do_import_judgments(judged_study, judge_lines(judged_study, "judge-c", "sys-a", True), "j.jsonl")
     ind = study_report(judged_study).indeterminacy
     assert ind.shared_pairs["judge-c"] >= MIN_SHARED_PAIRS
     for metric, tiers in ind.ranking_tiers.items():

@@ -16,7 +16,7 @@ from analytics.report.assembly import study_report
 from analytics.report.data import load_rows
 from annotation.judges import runner
 from annotation.models import Item, JudgeCall, Judgment, Pair
-from annotation.rating import recording
+from annotation.rating import imports
 from selection.core import winners
 from tests.annotation.test_judge_runner import make_judge, study_with
 from tests.judge_server import JudgeServer
@@ -62,7 +62,7 @@ def judged(researcher, server):
         human("item-3", "h1", "sys-b"),
         human("item-3", "h2", "sys-b"),
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "people.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "people.jsonl")
     return study, judge
 
 
@@ -196,7 +196,7 @@ def test_superseded_judgments_and_agreeing_ties_raise_no_flag_as_the_report_coun
     assert "superseded, not counted" in page
     # two people with no preference: no difference, not a split
     lines = [human("item-1", "h1", "tie"), human("item-1", "h2", "tie")]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "ties.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "ties.jsonl")
     level = review.item_review(item(study, "item-1"))[0]
     assert level.people_words == "the people see no difference (2 raters)" and not level.raters_disagree
 
@@ -224,7 +224,7 @@ def test_the_review_pages_run_a_fixed_number_of_queries(researcher_client, judge
     with django_assert_num_queries(8):
         researcher_client.get(page)
     for name in ("h3", "h4", "h5"):  # more raters on the item: the same queries
-        recording.do_import_judgments(study, (json.dumps(human("item-2", name, "sys-b")) + "\n").encode(), "j.jsonl")
+        imports.do_import_judgments(study, (json.dumps(human("item-2", name, "sys-b")) + "\n").encode(), "j.jsonl")
     with django_assert_num_queries(8):
         researcher_client.get(page)
     with django_assert_num_queries(5):
@@ -237,7 +237,7 @@ def test_only_the_judge_verdict_that_goes_against_the_people_is_marked(researche
     its sys-b verdict is marked (both once were)."""
     study, _ = judged
     lines = [human("item-1", "h1", "sys-a"), human("item-1", "h2", "sys-a")]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
     pair = review.item_review(item(study, "item-1"))[0]
     assert pair.judges_disagree == ["local-judge"]
     assert sorted((v.words, v.disagrees) for v in pair.judges) == [

@@ -19,7 +19,7 @@ from annotation import elicitation
 from annotation.crowd import sites
 from annotation.elicitation import Answer, Stored
 from annotation.models import GoldPair, Judgment, Study
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports, recording
 from annotation.studies import creation, enrolment, lifecycle
 from selection.core import winners
 from tests.annotation.test_rate import form_of, rate_url, start
@@ -186,7 +186,7 @@ def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(
     assert list(table[0])[-5:] == ["strength", "comment", "revised", "answers", "extra"]  # the format's extensions
 
     copy = creation.do_create_study(researcher, "copy", services_study_file(scale_study), "c.jsonl")
-    recording.do_import_judgments(copy, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    imports.do_import_judgments(copy, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     assert sorted((j.choice, j.response_set, j.strength) for j in copy.judgments.all()) == sorted(
         (j.choice, j.response_set, j.strength) for j in judgments
     )
@@ -230,7 +230,7 @@ def test_a_human_who_says_both_are_bad_gives_omega_zero_against_a_judge(study, r
         "rater_kind": "judge",
         "choice": p.generation_a.system.name,
     }
-    recording.do_import_judgments(study, (json.dumps(judge) + "\n").encode(), "j.jsonl")
+    imports.do_import_judgments(study, (json.dumps(judge) + "\n").encode(), "j.jsonl")
     metrics = study_report(study).indeterminacy.judges["gpt"]
     assert metrics.units == 1
     np.testing.assert_array_equal(metrics.omega_human_mean, [0.0, 0.0])

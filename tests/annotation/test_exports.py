@@ -10,7 +10,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from annotation.exchange import exports, judgment_files
-from annotation.rating import recording
+from annotation.rating import imports
 
 
 def imported(study):
@@ -28,7 +28,7 @@ def imported(study):
         "created": "2026-01-01T00:00:00Z",
         "note": "kept",
     }
-    recording.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
+    imports.do_import_judgments(study, (json.dumps(line) + "\n").encode(), "j.jsonl")
     return next(exports.judgment_lines(study))
 
 

@@ -18,7 +18,7 @@ from annotation import questions
 from annotation.elicitation import Answer
 from annotation.errors import ServiceError
 from annotation.models import Assignment, Judgment
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports, recording
 from annotation.studies import enrolment, lifecycle
 from tests.conftest import study_jsonl
 
@@ -131,7 +131,7 @@ def test_the_answers_are_exported_and_imported_back_exactly(asked, researcher_cl
                 assert line["answers"]["why"] == stored["why"]
         target = lifecycle.do_duplicate_study(asked, f"copy-{fmt}")  # the same items, systems and questions
         assert target.further_questions == FURTHER
-        recording.do_import_judgments(target, exported, f"j.{fmt}")
+        imports.do_import_judgments(target, exported, f"j.{fmt}")
         imported = {j.idempotency_key: j.answers for j in Judgment.objects.filter(study=target)}
         original = {j.idempotency_key: j.answers for j in Judgment.objects.filter(study=asked)}
         assert imported == original and len(imported) == 5
@@ -160,7 +160,7 @@ def test_an_import_is_refused_line_and_field_when_an_answer_is_wrong(asked):
     ]
     data = "".join(json.dumps(x) + "\n" for x in lines).encode()
     with pytest.raises(Exception) as refused:
-        recording.do_import_judgments(asked, data, "j.jsonl")
+        imports.do_import_judgments(asked, data, "j.jsonl")
     text = str(refused.value)
     assert "line 1, field 'answers.harm': this study asks no further question 'harm'" in text
     assert "line 2, field 'answers.harmless.choice': choice must be system_a, system_b, 'tie' or null" in text

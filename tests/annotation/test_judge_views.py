@@ -158,7 +158,7 @@ def test_the_judges_page_names_imported_judges(researcher_client, judged_study_w
 @pytest.fixture
 def judged_study_with_imports(study):
     """One person rated every pair; a judge's verdicts on them (both orders) came in a file."""
-    from annotation.rating import allocation, recording
+    from annotation.rating import allocation, imports
     from annotation.studies import enrolment
     from tests.analytics.conftest import judge_lines
     from tests.conftest import answer_all
@@ -166,5 +166,5 @@ def judged_study_with_imports(study):
     rater = enrolment.do_create_rater_link(study, "h1")
     while (assignment := allocation.do_start_assignment(rater)) is not None:
         answer_all(assignment)
-    recording.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
+    imports.do_import_judgments(study, judge_lines(study, "judge-a", "sys-a", True), "j.jsonl")
     return study

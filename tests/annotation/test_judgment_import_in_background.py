@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from annotation import jobs
 from annotation.jobs import run_job
-from annotation.models import Job, Judgment, JudgmentUpload
-from annotation.rating import recording
+from annotation.models import Job, Judgment, Upload
+from annotation.rating import imports
 from annotation.studies import creation
 
 
@@ -40,9 +40,8 @@ def judgment_file(n: int, bad_line: int | None = None) -> bytes:
 
 
 @pytest.fixture
-def small_limits(monkeypatch):
-    monkeypatch.setattr(recording, "LARGE_JUDGMENT_IMPORT", 50)
-    monkeypatch.setattr(recording, "IMPORT_STEP", 20)
+def small_limits(settings):
+    settings.SEPLAB_IMPORT_STEP = 20  # a file of more than 20 lines is imported by the worker, 20 a step
 
 
 def upload(client, study, data: bytes):
@@ -54,18 +53,18 @@ def upload(client, study, data: bytes):
 def test_a_large_file_is_checked_in_the_request_and_imported_by_the_worker(researcher_client, study, small_limits):
     page = upload(researcher_client, study, judgment_file(120)).content.decode()
     assert "its 120 judgments are being imported in the background" in page and 'data-testid="judgments-job"' in page
-    assert not Judgment.objects.exists() and JudgmentUpload.objects.count() == 1
+    assert not Judgment.objects.exists() and Upload.objects.count() == 1
     job = Job.objects.get(kind="judgments")
     run_job.call(job.pk)
     job.refresh_from_db()
     assert job.status == "done" and "Imported 120 judgments (0 already present)" in job.message
-    assert Judgment.objects.count() == 120 and not JudgmentUpload.objects.exists()
+    assert Judgment.objects.count() == 120 and not Upload.objects.exists()
 
 
 def test_a_bad_large_file_is_refused_in_the_request_with_every_problem(researcher_client, study, small_limits):
     response = upload(researcher_client, study, judgment_file(120, bad_line=99))
     assert response.status_code == 400 and "line 100" in response.content.decode()
-    assert not Job.objects.filter(kind="judgments").exists() and not JudgmentUpload.objects.exists()
+    assert not Job.objects.filter(kind="judgments").exists() and not Upload.objects.exists()
 
 
 def test_a_step_that_fails_leaves_nothing_of_the_file(researcher_client, study, small_limits, monkeypatch):
@@ -103,5 +102,6 @@ def test_each_step_is_its_own_short_transaction(researcher, small_limits, monkey
         return real(objs, **kwargs)
 
     monkeypatch.setattr(Judgment.objects, "bulk_create", watched)
-    summary = recording.import_judgments_staged(study, judgment_file(120), "j.jsonl")
+    parsed = imports.check_judgment_file(study, judgment_file(120), "j.jsonl")
+    summary = imports.import_judgments_staged(study, parsed)
     assert summary.created == 120 and outermost == [True] * 6

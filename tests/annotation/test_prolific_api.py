@@ -18,7 +18,7 @@ TOKEN = "test-token-123"
 
 
 @pytest.fixture
-def prolific_server(settings, monkeypatch):
+def prolific_server(settings):
     """Answers like Prolific's API for the paths it knows; anything unexpected fails the request."""
     calls: list[tuple[str, str, dict | None]] = []
     routes: dict[tuple[str, str], tuple[int, dict]] = {}
@@ -54,7 +54,7 @@ def prolific_server(settings, monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     settings.PROLIFIC_API_URL = base
-    monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
+    settings.PROLIFIC_TOKEN = TOKEN
     try:
         yield base, routes, calls
     finally:
@@ -131,13 +131,13 @@ def test_rejections_need_a_real_explanation(prolific_server):
     assert calls == []
 
 
-def test_api_errors_are_reported(prolific_server, monkeypatch):
+def test_api_errors_are_reported(prolific_server, settings):
     _, routes, _ = prolific_server
     with pytest.raises(CommandError, match="Prolific answered 404 to POST"):
         run("approve", "--submission", "NOPE")
-    monkeypatch.setenv("PROLIFIC_TOKEN", "wrong")
+    settings.PROLIFIC_TOKEN = "wrong"
     with pytest.raises(CommandError, match="answered 401"):
         run("approve", "--submission", "SUB1")
-    monkeypatch.delenv("PROLIFIC_TOKEN")
+    settings.PROLIFIC_TOKEN = ""
     with pytest.raises(CommandError, match="Set PROLIFIC_TOKEN"):
         run("approve", "--submission", "SUB1")

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from annotation.crowd import sites
 from annotation.models import ExternalLink, Generation, Judgment, Rater, Study
-from annotation.rating import allocation
+from annotation.rating import allocation, imports
 from annotation.studies import lifecycle
 from tests.conftest import answer_all
 
@@ -231,8 +231,6 @@ def test_a_copy_whose_plan_cannot_be_built_is_refused_with_the_reason(researcher
     says so (a 400), never a server error."""
     import json
 
-    from annotation.rating import recording
-
     lines = [
         {
             "id": f"j{i}",
@@ -249,7 +247,7 @@ def test_a_copy_whose_plan_cannot_be_built_is_refused_with_the_reason(researcher
         }
         for i in range(4)
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
     lifecycle.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 2}, None)
     response = researcher_client.post(reverse("study_duplicate", args=[study.pk]), {"name": "copy"})
     assert response.status_code == 400 and "judge" in response.content.decode()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from annotation.exchange import judgment_files
 from annotation.exchange.rules import FormatError
 from annotation.models import Judgment, Study
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation
 
 JUDGMENT = {
@@ -74,7 +74,7 @@ def test_the_study_files_that_crashed_now_name_their_line(researcher, text, mess
 )
 def test_the_judgment_files_that_crashed_now_name_their_line(study, data, filename, message):
     with pytest.raises(FormatError, match=message):
-        recording.do_import_judgments(study, (data + "\n").encode(), filename)
+        imports.do_import_judgments(study, (data + "\n").encode(), filename)
     assert not Judgment.objects.exists()
 
 
@@ -111,16 +111,16 @@ def test_json_in_a_study_csvs_metadata_is_held_to_the_jsonl_rules(researcher, ce
 def test_json_in_a_judgment_csv_is_held_to_the_jsonl_rules(study, column, cell, message):
     text = f"{CSV_HEADER},{column}\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,{_csv_cell(cell)}\n"
     with pytest.raises(FormatError, match=f"line 2, field '{column}': .*{message}"):
-        recording.do_import_judgments(study, text.encode(), "j.csv")
+        imports.do_import_judgments(study, text.encode(), "j.csv")
     assert not Judgment.objects.exists()
 
 
 def test_a_csv_field_as_long_as_jsonl_accepts_is_read(study):
     long_comment = "x" * 1999
     text = f"{CSV_HEADER},comment\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,{long_comment}\n"
-    recording.do_import_judgments(study, text.encode(), "j.csv")
+    imports.do_import_judgments(study, text.encode(), "j.csv")
     huge = f"{CSV_HEADER},note\nitem-0,sys-a,0,sys-b,0,sys-a,h,human,sys-a,{'y' * 200_000}\n"
-    recording.do_import_judgments(study, huge.encode(), "j2.csv")  # an unknown column of 200,000 characters
+    imports.do_import_judgments(study, huge.encode(), "j2.csv")  # an unknown column of 200,000 characters
     assert Judgment.objects.count() == 2
 
 
@@ -168,7 +168,7 @@ def attempt(study, data: bytes, filename: str) -> None:
     before = Judgment.objects.count()
     with transaction.atomic():
         try:
-            recording.do_import_judgments(study, data, filename)
+            imports.do_import_judgments(study, data, filename)
         except FormatError as exc:
             assert all(m.startswith(("line ", "...")) or "file" in m for m in exc.messages()), exc.messages()
             assert Judgment.objects.count() == before

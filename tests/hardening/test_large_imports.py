@@ -1,6 +1,7 @@
 """Security pass, M7 and M8: a large study file is imported in short transactions into a study raters cannot see,
 published at the end (from the browser: a background job with progress; the request only checks the file);
-a failed step leaves nothing; PostgreSQL imports more items than its 65,535 query parameters."""
+a failed step leaves nothing; the request reads a file of either kind once; PostgreSQL imports more items than its
+65,535 query parameters."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.urls import reverse
 
+from annotation import uploads
+from annotation.exchange import judgment_files, study_files
 from annotation.jobs import run_job
-from annotation.models import Item, Job, Study, StudyUpload, Task
+from annotation.models import Item, Job, Study, Task, Upload
 from annotation.plan import planning
 from annotation.studies import creation, enrolment
+from tests.annotation.test_judgment_import_in_background import judgment_file
 from tests.other_database import run_on
 
 
@@ -25,8 +29,8 @@ def study_file(n: int) -> bytes:
     ).encode()
 
 
-def test_the_browser_checks_the_file_then_imports_it_in_the_background(researcher_client, client, monkeypatch):
-    monkeypatch.setattr(creation, "IMPORT_CHUNK", 3)
+def test_the_browser_checks_the_file_then_imports_it_in_the_background(researcher_client, client, settings):
+    settings.SEPLAB_IMPORT_STEP = 3
     response = researcher_client.post(
         reverse("study_create"), {"name": "big", "file": SimpleUploadedFile("b.jsonl", study_file(10))}
     )
@@ -41,12 +45,12 @@ def test_the_browser_checks_the_file_then_imports_it_in_the_background(researche
     study.refresh_from_db()
     job.refresh_from_db()
     assert study.status == "active" and study.items.count() == 10 and Task.objects.filter(study=study).count() == 10
-    assert (job.status, job.percent) == ("done", 100) and not StudyUpload.objects.exists()
+    assert (job.status, job.percent) == ("done", 100) and not Upload.objects.exists()
     assert client.post(reverse("rater_start", args=[rater.token()])).status_code == 302
 
 
-def test_a_bad_large_file_is_refused_in_the_request_with_nothing_saved(researcher_client, monkeypatch):
-    monkeypatch.setattr(creation, "IMPORT_CHUNK", 3)
+def test_a_bad_large_file_is_refused_in_the_request_with_nothing_saved(researcher_client, settings):
+    settings.SEPLAB_IMPORT_STEP = 3
     bad = study_file(10) + b'{"id": "x"}\n'
     response = researcher_client.post(
         reverse("study_create"), {"name": "bad", "file": SimpleUploadedFile("b.jsonl", bad)}
@@ -55,9 +59,41 @@ def test_a_bad_large_file_is_refused_in_the_request_with_nothing_saved(researche
     assert not Study.objects.exists() and not Job.objects.exists()
 
 
+@pytest.mark.parametrize("records", [3, 10])
+@pytest.mark.parametrize("kind", ["study", "judgments"])
+def test_the_request_reads_a_file_once_whether_it_imports_it_or_stages_it(
+    researcher_client, study, settings, monkeypatch, kind, records
+):
+    """Either kind of file: a small one is parsed and what was parsed imported, a large one parsed to check it, then
+    its bytes staged for the worker."""
+    settings.SEPLAB_IMPORT_STEP = 3
+    module, parser = (study_files, "parse_study") if kind == "study" else (judgment_files, "parse_judgments")
+    parse, reads = getattr(module, parser), []
+
+    def counted(*args, **kwargs):
+        reads.append(1)
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(module, parser, counted)
+    if kind == "study":
+        form, url = (
+            {"name": "once", "file": SimpleUploadedFile("o.jsonl", study_file(records))},
+            reverse("study_create"),
+        )
+    else:
+        form, url = (
+            {"file": SimpleUploadedFile("j.jsonl", judgment_file(records))},
+            reverse("judgments_import", args=[study.pk]),
+        )
+    assert researcher_client.post(url, form).status_code == 302
+    staged = records > 3
+    assert len(reads) == 1 and Upload.objects.filter(kind=kind).count() == staged
+    assert Job.objects.filter(kind=uploads.JOB_KINDS[kind]).count() == staged
+
+
 @pytest.mark.django_db(transaction=True)
-def test_each_step_is_a_short_transaction_and_raters_see_nothing_until_published(researcher, monkeypatch):
-    monkeypatch.setattr(creation, "IMPORT_CHUNK", 4)
+def test_each_step_is_a_short_transaction_and_raters_see_nothing_until_published(researcher, settings):
+    settings.SEPLAB_IMPORT_STEP = 4
     seen = []
 
     def progress(done, total):
@@ -72,8 +108,8 @@ def test_each_step_is_a_short_transaction_and_raters_see_nothing_until_published
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failed_step_leaves_nothing(researcher, monkeypatch):
-    monkeypatch.setattr(creation, "IMPORT_CHUNK", 4)
+def test_a_failed_step_leaves_nothing(researcher, settings, monkeypatch):
+    settings.SEPLAB_IMPORT_STEP = 4
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -116,7 +152,7 @@ def test_postgresql_imports_more_judgments_than_its_query_parameters(tmp_path):
 import json
 from django.contrib.auth import get_user_model
 from annotation.models import Judgment
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation, enrolment
 owner = get_user_model().objects.create_user("big")
 study_lines = "".join(json.dumps({"id": f"i{i}", "input": "q", "outputs": {"a": ["x"], "b": ["y"]}}) + "\\n"
@@ -125,8 +161,8 @@ study = creation.do_create_study(owner, "s", study_lines.encode(), "s.jsonl")
 lines = "".join(json.dumps({"id": f"j{n}", "item": f"i{n % 100}", "system_a": "a", "sample_a": 0, "system_b": "b",
                             "sample_b": 0, "shown_first": "a", "rater": f"r{n // 100}", "rater_kind": "human",
                             "choice": "a"}) + "\\n" for n in range(70_000))
-first = recording.do_import_judgments(study, lines.encode(), "j.jsonl")
-again = recording.do_import_judgments(study, lines.encode(), "j.jsonl")
+first = imports.do_import_judgments(study, lines.encode(), "j.jsonl")
+again = imports.do_import_judgments(study, lines.encode(), "j.jsonl")
 result = [first.created, again.created, again.skipped, Judgment.objects.filter(study=study).count()]
 """,
         tmp_path,

@@ -17,7 +17,7 @@ from annotation.errors import ServiceError
 from annotation.exchange import judgment_files
 from annotation.exchange.rules import MAX_STORED_INT, FormatError
 from annotation.models import Judgment
-from annotation.rating import allocation, recording
+from annotation.rating import allocation, imports, recording
 
 
 def line(**fields) -> bytes:
@@ -39,7 +39,7 @@ def line(**fields) -> bytes:
 @pytest.mark.parametrize("created", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
 def test_a_timestamp_outside_utc_range_is_refused_with_its_line(study, created):
     with pytest.raises(FormatError) as caught:
-        recording.do_import_judgments(study, line(created=created), "j.jsonl")
+        imports.do_import_judgments(study, line(created=created), "j.jsonl")
     assert "line 1, field 'created'" in str(caught.value.messages()) and "representable range" in str(
         caught.value.messages()
     )
@@ -47,7 +47,7 @@ def test_a_timestamp_outside_utc_range_is_refused_with_its_line(study, created):
 
 
 def test_the_last_representable_instant_imports_and_exports(study, researcher_client):
-    recording.do_import_judgments(study, line(created="9999-12-31T22:59:59-01:00"), "j.jsonl")
+    imports.do_import_judgments(study, line(created="9999-12-31T22:59:59-01:00"), "j.jsonl")
     exported = researcher_client.get(reverse("judgments_export", args=[study.pk, "jsonl"]))
     [row] = [json.loads(x) for x in b"".join(exported.streaming_content).decode().splitlines()]
     assert row["created"] == "9999-12-31T23:59:59Z"
@@ -56,13 +56,13 @@ def test_the_last_representable_instant_imports_and_exports(study, researcher_cl
 @pytest.mark.parametrize("value", [2**31, 2**40 + 5, 4294967303])
 def test_whole_numbers_beyond_the_column_are_refused_not_wrapped(study, value):
     with pytest.raises(FormatError) as caught:
-        recording.do_import_judgments(study, line(time_on_task_ms=value), "j.jsonl")
+        imports.do_import_judgments(study, line(time_on_task_ms=value), "j.jsonl")
     assert f"must be a whole number from 0 to {MAX_STORED_INT}" in str(caught.value.messages())
     assert not Judgment.objects.exists()
 
 
 def test_the_largest_whole_number_round_trips_exactly(study):
-    recording.do_import_judgments(study, line(time_on_task_ms=MAX_STORED_INT, client_time_ms=MAX_STORED_INT), "j.jsonl")
+    imports.do_import_judgments(study, line(time_on_task_ms=MAX_STORED_INT, client_time_ms=MAX_STORED_INT), "j.jsonl")
     stored = Judgment.objects.get()
     assert stored.time_on_task_ms == stored.client_time_ms == MAX_STORED_INT
 
@@ -84,7 +84,7 @@ def test_the_rating_form_refuses_a_client_time_beyond_the_column(client, study, 
 
 
 def test_an_export_to_a_file_is_whole_or_not_at_all(study, tmp_path, monkeypatch):
-    recording.do_import_judgments(study, line() + line(id="x2"), "j.jsonl")
+    imports.do_import_judgments(study, line() + line(id="x2"), "j.jsonl")
     target = tmp_path / "out.csv"
     target.write_text("an earlier export\n")
     calls = {"n": 0}

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from annotation.exchange import exports, judgment_files, rules
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation
 
 # An id is used as it is unless blank (then a content hash stands in, documented), so ids are not blank.
@@ -106,11 +106,11 @@ def judgment(key, rater, comment, extra_value) -> dict:
 def test_export_then_import_gives_every_value_back(studies, fmt, key, rater, comment, extra):
     source, target = studies
     with transaction.atomic():
-        recording.do_import_judgments(
+        imports.do_import_judgments(
             source, (json.dumps(judgment(key, rater, comment, extra)) + "\n").encode(), "j.jsonl"
         )
         original = list(exports.judgment_lines(source))
-        recording.do_import_judgments(target, exported(source, fmt), f"j.{fmt}")
+        imports.do_import_judgments(target, exported(source, fmt), f"j.{fmt}")
         again = list(exports.judgment_lines(target))
         assert again == original
         assert again[0]["comment"] == (comment or None) and again[0]["rater"] == rater and again[0]["id"] == key

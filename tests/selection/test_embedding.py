@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,3 +70,24 @@ def test_texts_encoded_longest_first_come_back_in_their_own_order(db, monkeypatc
 def test_an_unknown_encoder_directory_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a local sentence-transformers model directory"):
         embedding.encoder_path(str(tmp_path))
+
+
+@pytest.mark.parametrize(("environment", "expected"), [(None, "all-MiniLM-L6-v2"), ("", "all-MiniLM-L6-v2")])
+def test_the_encoder_setting_defaults_to_the_packaged_encoder_in_one_place(environment, expected):
+    """config/settings.py holds the default (also for SEPLAB_ENCODER set empty); the encoder reads the setting."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "SEPLAB_ENCODER"} | {"DEBUG": "1"}
+    if environment is not None:
+        env["SEPLAB_ENCODER"] = environment
+    read = "import config.settings as s; print(s.SEPLAB_ENCODER)"
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", read], cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == expected == embedding.PACKAGED_ENCODER
+
+
+def test_the_encoder_is_the_setting(settings):
+    settings.SEPLAB_ENCODER = "/models/another-encoder"
+    assert embedding.encoder_name() == "/models/another-encoder"

@@ -14,7 +14,7 @@ from analytics.core.ppi import active_mean
 from analytics.report.assembly import study_report
 from analytics.sentences import empty_reason
 from annotation.errors import ServiceError
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation, lifecycle
 from selection import services
 from selection.core.sampling import active_inclusion, judge_disagreement
@@ -120,7 +120,7 @@ def _human_votes(study, items: list[str], winner_of) -> None:
         }
         for n, item in enumerate(items)
     ]
-    recording.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
+    imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "h.jsonl")
 
 
 def test_the_report_weights_the_peoples_labels_by_their_inclusion_probabilities(judged):

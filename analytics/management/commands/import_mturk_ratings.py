@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.exchange.rules import FormatError
 from annotation.management.commands._common import get_owner
 from annotation.models import Study
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation
 
 DEFAULT_DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "separability_human_study"
@@ -115,7 +115,7 @@ class Command(BaseCommand):
                 description=f"MTurk ratings of {model_a} vs {model_b} "
                 f"({dataset}) from the separability paper's public data.",
             )
-            recording.do_import_judgments(study, "".join(json.dumps(j) + "\n" for j in judgments).encode(), "j.jsonl")
+            imports.do_import_judgments(study, "".join(json.dumps(j) + "\n" for j in judgments).encode(), "j.jsonl")
         except FormatError as exc:
             raise CommandError(f"{config}: {exc}") from None
         return study

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.exchange.rules import FormatError
 from annotation.management.commands._common import get_owner
-from annotation.rating import recording
+from annotation.rating import imports
 from annotation.studies import creation
 
 DEFAULT_DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "prd_vicuna80_human"
@@ -55,7 +55,7 @@ class Command(BaseCommand):
                 "prd.jsonl",
                 description="PRD Vicuna-80: human votes and five LLM judges",
             )
-            summary = recording.do_import_judgments(study, _jsonl(lines), "prd-judgments.jsonl")
+            summary = imports.do_import_judgments(study, _jsonl(lines), "prd-judgments.jsonl")
         except FormatError as exc:
             raise CommandError(f"The PRD data did not import:\n{exc}") from None
         self.stdout.write(

@@ -21,7 +21,7 @@ from analytics.report.stopping import item_scores, pair_rating_sets
 from annotation import elicitation
 from annotation.exchange import judgment_files, rules
 from annotation.management.commands._common import get_study, read_file
-from annotation.rating import recording
+from annotation.rating import imports
 from selection import services
 from selection.core import decisions, winners
 from selection.strategies import (
@@ -410,7 +410,7 @@ class Command(BaseCommand):
     def _oracle_from_judgments(study, comparison, data: bytes, path, kind: str):
         """Item winners from judgments of the simulated system pair, by ``winners.item_winner``."""
         try:
-            parsed = judgment_files.parse_judgments(data, path, recording.study_samples(study))
+            parsed = judgment_files.parse_judgments(data, path, imports.study_samples(study))
         except rules.FormatError as exc:
             raise CommandError(f"{path} has problems:\n{exc}") from None
         pair = (comparison.system_a.name, comparison.system_b.name)

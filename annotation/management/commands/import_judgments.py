@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.exchange.rules import FormatError
 from annotation.management.commands._common import get_study, read_file
-from annotation.rating import recording
+from annotation.rating import imports
 
 
 class Command(BaseCommand):
@@ -20,7 +20,7 @@ class Command(BaseCommand):
         study = get_study(options["study"])
         data = read_file(options["file"])
         try:
-            summary = recording.do_import_judgments(study, data, options["file"])
+            summary = imports.do_import_judgments(study, data, options["file"])
         except FormatError as exc:
             raise CommandError(f"{options['file']} was not imported (nothing was saved):\n{exc}") from None
         self.stdout.write(
