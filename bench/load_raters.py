@@ -237,28 +237,9 @@ def start_server(
     app: str = "config.wsgi:application",
 ) -> subprocess.Popen:
     """gunicorn with the production settings (config/gunicorn.conf.py) on loopback; returns once it accepts
-    connections. With ``access_log``, gunicorn writes one line per request: method, path (tokens
-    redacted), status and the server-side time in microseconds."""
-    fmt = "%(t)s %(m)s %(U)s %(s)s %(D)s"
-    log = ["--access-logfile", str(access_log), "--access-logformat", fmt] if access_log else []
+    connections."""
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            "config/gunicorn.conf.py",
-            app,
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--worker-class",
-            worker_class,
-            "--threads",
-            str(threads),
-            *log,
-        ],
+        gunicorn_command(port, workers, threads, access_log, worker_class, app),
         cwd=ROOT,
         env={**env, "WEB_ACCESS_LOG": ""},
         stdout=subprocess.DEVNULL,
@@ -274,6 +255,24 @@ def start_server(
     raise RuntimeError("gunicorn did not start within 30 s")
 
 
+def gunicorn_command(
+    port: int,
+    workers: int,
+    threads: int,
+    access_log: Path | None = None,
+    worker_class: str = "gthread",
+    app: str = "config.wsgi:application",
+) -> list[str]:
+    """gunicorn's command line with the production settings on loopback. With ``access_log``, gunicorn writes one
+    line per request: method, path (tokens redacted), status and the server-side time in microseconds."""
+    log = ["--access-logfile", str(access_log), "--access-logformat", "%(t)s %(m)s %(U)s %(s)s %(D)s"]
+    return [
+        *(sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py", app, "--bind", f"127.0.0.1:{port}"),
+        *("--workers", str(workers), "--worker-class", worker_class, "--threads", str(threads)),
+        *(log if access_log else []),
+    ]
+
+
 @dataclass
 class ClientResult:
     next_ms: list[tuple[float, float]]
@@ -283,6 +282,19 @@ class ClientResult:
     errors: int
     error_kinds: Counter
     requests: int
+
+    @classmethod
+    def merged(cls, parts: list) -> ClientResult:
+        """One result from several raters' or client processes' (anything with these fields)."""
+        return cls(
+            [v for r in parts for v in r.next_ms],
+            [v for r in parts for v in r.submit_ms],
+            [t for r in parts for t in r.sent],
+            [k for r in parts for k in r.acknowledged],
+            sum(r.errors for r in parts),
+            sum((r.error_kinds for r in parts), Counter()),
+            sum(r.requests for r in parts),
+        )
 
 
 def run_chunk(
@@ -327,15 +339,7 @@ def run_chunk(
         r.start()
     for r in raters:
         r.join(max(1.0, deadline - time.time()) + 60)
-    return ClientResult(
-        [v for r in raters for v in r.next_ms],
-        [v for r in raters for v in r.submit_ms],
-        [t for r in raters for t in r.sent],
-        [k for r in raters for k in r.acknowledged],
-        sum(r.errors for r in raters),
-        sum((r.error_kinds for r in raters), Counter()),
-        sum(r.requests for r in raters),
-    )
+    return ClientResult.merged(raters)
 
 
 def run_clients(
@@ -373,15 +377,7 @@ def run_clients(
             for n, chunk in enumerate(chunks)
         ]
         results = [f.result() for f in futures]
-    return ClientResult(
-        [v for r in results for v in r.next_ms],
-        [v for r in results for v in r.submit_ms],
-        [t for r in results for t in r.sent],
-        [k for r in results for k in r.acknowledged],
-        sum(r.errors for r in results),
-        sum((r.error_kinds for r in results), Counter()),
-        sum(r.requests for r in results),
-    )
+    return ClientResult.merged(results)
 
 
 def server_times(access_log: Path, since: float) -> tuple[list[float], list[float]]:

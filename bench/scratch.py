@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"  # the server's own database, to create and drop others
 
 
 def setup_scratch_database(prefix: str, kind: str = "sqlite") -> Path:
@@ -39,19 +40,33 @@ def prepare_database(kind: str, workdir: Path, prefix: str = "load") -> str:
         return f"sqlite:///{workdir / f'{prefix}.sqlite3'}"
     import atexit
 
-    import psycopg
-
-    name = f"seplab_{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
-    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
+    name = database_name(prefix)
+    create_database(name)
 
     def drop() -> None:
         from django.db import connections
 
         connections.close_all()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        drop_database(name)
 
     atexit.register(drop)
     return f"postgres://postgres@127.0.0.1:5432/{name}"
+
+
+def database_name(prefix: str) -> str:
+    """A PostgreSQL database name no other run has (the process id and random hex)."""
+    return f"seplab_{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
+
+
+def create_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+
+
+def drop_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
