@@ -17,6 +17,8 @@ never checked.
    ….update(…)``); the live loop's decision travels back to it (``selection/live.Release.counted``).
 7. Who may see what is decided in ``annotation/access.py`` only: no view looks an object up by id
    (``get_object_or_404``) or filters by ``request.user`` itself.
+8. ARCHITECTURE.md's drawing names every module of the apps and ``config`` in its room, and nothing else; every file
+   the page names exists.
 """
 
 from __future__ import annotations
@@ -313,3 +315,85 @@ def test_the_import_collector_sees_relative_nested_and_submodule_imports():
     assert collect_imports("from . import models\n", "annotation", True) == [(1, "annotation.models")]
     real = [m for _, _, importer, m in project_imports("annotation") if within(importer, "annotation.models")]
     assert real and all(isinstance(m, str) and m for m in real), "no imports found in annotation/models/"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The drawing of ARCHITECTURE.md names every module, in its room, and nothing else
+
+DRAWN = ("annotation", "selection", "analytics", "config")
+NOT_DRAWN = {"__init__", "apps"}  # every package and app has them; management commands are `management/`
+
+
+def drawn_modules(text: str) -> dict[str, set[str]]:
+    """app -> the modules the drawing names ("report/data", "views", "management/"), read from the first code block:
+    a box (┌ ... └) is an app's, named by the first app name in its left margin; a name ending in "/" starts a
+    package whose modules follow on its line and on the lines indented below it; "(pure)" is a note."""
+    block = text.split("```\n", 2)[1]
+    found: dict[str, set[str]] = defaultdict(set)
+    app, names, package = "", set(), ""
+    for line in block.splitlines():
+        if "┌" in line:
+            app, names, package = "", set(), ""
+        elif "└" in line:
+            found[app] |= names
+        elif "│" in line and "├" not in line:
+            margin, content = line.split("│")[:2]
+            app = app or next((word for word in margin.split() if word in DRAWN), "")
+            body = content.lstrip(" ")
+            if len(content) - len(body) <= 1:  # a line of its own: a package's first line or plain modules
+                package = ""
+            words = [w for w in body.replace("(pure)", " ").split()]
+            for word in words:
+                if word.endswith("/"):
+                    package = word
+                    names.add(word) if word == "management/" else None
+                else:
+                    names.add(package + word)
+    return dict(found)
+
+
+def modules_on_disk(app: str) -> set[str]:
+    found = set()
+    for path in (ROOT / app).rglob("*.py"):
+        parts = path.relative_to(ROOT / app).with_suffix("").parts
+        if "migrations" in parts or parts[-1] in NOT_DRAWN:
+            continue
+        if parts[0] == "management":
+            found.add("management/")
+        else:
+            found.add("".join(f"{p}/" for p in parts[:-1]) + parts[-1])
+    return found
+
+
+def test_the_drawing_names_every_module_in_its_room_and_nothing_else():
+    drawn = drawn_modules((ROOT / "ARCHITECTURE.md").read_text())
+    assert set(drawn) == set(DRAWN)
+    for app in DRAWN:
+        on_disk = modules_on_disk(app)
+        assert drawn[app] - on_disk == set(), f"ARCHITECTURE.md draws modules {app}/ does not have"
+        assert on_disk - drawn[app] == set(), f"modules of {app}/ missing from ARCHITECTURE.md's drawing"
+
+
+def test_every_file_the_page_names_exists():
+    import re
+
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"`((?:annotation|selection|analytics|config|templates|tests|bench|docs)/[\w/.-]*)`", text))
+    assert named, "the page names no file"
+    # a module's attribute (`analytics/presentation.SECTIONS`) names the module's file
+    missing = sorted(p for p in named if not (ROOT / p).exists() and not (ROOT / f"{p.split('.')[0]}.py").exists())
+    assert missing == []
+
+
+def test_the_drawing_reader_sees_packages_notes_and_continuations():
+    text = """```
+                 ┌────────────┐
+   selection     │ live views │
+                 │ core/ (pure) a b │
+                 │       c     │
+                 │ hooks       │
+                 │ management/ │
+                 └────────────┘
+```
+"""
+    assert drawn_modules(text) == {"selection": {"live", "views", "core/a", "core/b", "core/c", "hooks", "management/"}}
