@@ -20,6 +20,7 @@ For each estimator and n = 10, 20, 40:
 from __future__ import annotations
 
 import csv
+import os
 from collections import defaultdict
 
 import numpy as np
@@ -66,7 +67,9 @@ ESTIMATORS = (
 @pytest.mark.parametrize("finite", [False, True], ids=["items like these", "these items"])
 @pytest.mark.parametrize("n", SIZES)
 def test_every_estimate_covers_and_claims_what_it_delivers(prd, n, finite):
-    results = all_summaries(prd, n, ROUNDS, seed=25, finite=finite)
+    # one process under make test's parallel workers (they already fill the cores), two when run alone
+    processes = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+    results = all_summaries(prd, n, ROUNDS, seed=25, finite=finite, processes=processes)
     assert set(results) == set(ESTIMATORS) and all(len(rows) == len(prd) for rows in results.values())
     for name, per_pair in results.items():
         _check(name, n, per_pair)
