@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -50,6 +52,19 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@contextlib.contextmanager
+def shared_rows(django_db_blocker) -> Iterator[None]:
+    """For a module-scoped fixture whose rows (a real-data study, say) every test of the module reads: they are
+    written once, in a transaction that each test's own transaction nests in (a savepoint, rolled back after the test,
+    so what a test changes does not reach the next), and rolled back after the module's last test. Only for modules
+    without transactional tests, which would flush the rows."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield
+        transaction.set_rollback(True)
 
 
 def study_jsonl(n_items: int = 4, systems: tuple[str, ...] = ("sys-a", "sys-b"), k: int = 5) -> bytes:

@@ -7,10 +7,12 @@ import json
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from annotation.models import Study
 from tests.analytics.conftest import PRD, SHARED
+from tests.conftest import shared_rows
 
 MTURK = SHARED / "separability_human_study"
 BATTLES = PRD / "battles_prd_human_individual_votes.csv"
@@ -105,20 +107,28 @@ def test_a_bad_battles_file_is_reported_by_line(tmp_path):
     assert "line 4, field 'winner'" in str(exc.value)
 
 
-@pytest.fixture
-def mturk_study(researcher):
+@pytest.fixture(scope="module")
+def mturk_rows(django_db_setup, django_db_blocker):
+    """One MTurk configuration imported once for the module's tests (``shared_rows``)."""
     needs(MTURK / "human_ratings_long.csv")
-    call_command(
-        "import_mturk_ratings",
-        "--data",
-        str(MTURK),
-        "--config",
-        "mistral-7b_vicuna-7b_samsum",
-        "--owner",
-        "alice",
-        stdout=StringIO(),
-    )
-    return Study.objects.get(name="mturk-mistral-7b_vicuna-7b_samsum")
+    with shared_rows(django_db_blocker):
+        get_user_model().objects.create_user("mturk-owner")
+        call_command(
+            "import_mturk_ratings",
+            "--data",
+            str(MTURK),
+            "--config",
+            "mistral-7b_vicuna-7b_samsum",
+            "--owner",
+            "mturk-owner",
+            stdout=StringIO(),
+        )
+        yield Study.objects.get(name="mturk-mistral-7b_vicuna-7b_samsum")
+
+
+@pytest.fixture
+def mturk_study(db, mturk_rows):
+    return mturk_rows
 
 
 def test_the_mturk_study_imports_with_every_rating(mturk_study):

@@ -6,23 +6,37 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
 from analytics.report.assembly import study_report
 from annotation.models import Study
 from tests.analytics.conftest import PRD
-from tests.conftest import refresh_reports
+from tests.conftest import refresh_reports, shared_rows
+
+
+@pytest.fixture(scope="module")
+def prd_rows(django_db_setup, django_db_blocker):
+    """PRD loaded once for the module's tests (``shared_rows``), owned by the module's researcher."""
+    if not (PRD / "ratings-gpt4").exists():
+        pytest.skip(f"{PRD} has no judge verdicts: the real data lives in ../shared/data (see its README)")
+    with shared_rows(django_db_blocker):
+        owner = get_user_model().objects.create_user("alice", password="pw-alice")
+        out = StringIO()
+        call_command("load_prd", "--data", str(PRD), "--owner", owner.username, stdout=out)
+        assert "80 questions, 5 systems, 9760 judgments (1760 human votes" in out.getvalue()
+        yield Study.objects.get(name="prd-vicuna80")
 
 
 @pytest.fixture
-def prd_study(researcher):
-    if not (PRD / "ratings-gpt4").exists():
-        pytest.skip(f"{PRD} has no judge verdicts: the real data lives in ../shared/data (see its README)")
-    out = StringIO()
-    call_command("load_prd", "--data", str(PRD), "--owner", researcher.username, stdout=out)
-    assert "80 questions, 5 systems, 9760 judgments (1760 human votes" in out.getvalue()
-    return Study.objects.get(name="prd-vicuna80")
+def prd_study(db, prd_rows):
+    return prd_rows
+
+
+@pytest.fixture
+def researcher(prd_study):
+    return prd_study.owner
 
 
 def test_the_report_checks_each_prd_judge_against_the_humans(prd_study):
