@@ -7,14 +7,18 @@ own assignments. A failed check is a 404, so nobody learns what exists behind it
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from typing import cast
+
+from django.contrib.auth.models import User
 from django.core import signing
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 from rest_framework.authtoken.models import Token
 
 from annotation import study_settings
 from annotation.compiled import CompiledQuery, instance, model_columns
+from annotation.http import RaterRequest
 from annotation.models import (
     EXTERNAL_LINK_SALT,
     OPEN_LINK_SALT,
@@ -36,23 +40,31 @@ from annotation.models import (
 SESSION_RATERS = "seplab_open_link_raters"
 
 
-def studies_for(user: AbstractBaseUser):
+def studies_for(user: User) -> QuerySet[Study]:
     return Study.objects.filter(owner=user)
 
 
-def api_token_for(user: AbstractBaseUser) -> Token | None:
+def api_token_for(user: User) -> Token | None:
     """The researcher's own API token, if they made one."""
     return Token.objects.filter(user=user).first()
 
 
-def blocked_workers_for(user: AbstractBaseUser):
+def blocked_workers_for(user: User) -> QuerySet[BlockedWorker]:
     """The crowd workers a researcher keeps out of all their studies."""
     return BlockedWorker.objects.filter(owner=user)
 
 
+def _researcher(request: HttpRequest) -> User:
+    """The logged-in researcher a researcher page or API call is made by."""
+    # Every view that asks an access_* function about a researcher's objects is behind login_required (the API
+    # behind IsAuthenticated), so the user is never AnonymousUser here; the views of all three apps pass Django's
+    # plain HttpRequest, whose user the stubs type as User | AnonymousUser.
+    return cast(User, request.user)
+
+
 def access_study(request: HttpRequest, study_id: int) -> Study:
     """The study, if the logged-in researcher owns it, with every app's settings row (one query)."""
-    return get_object_or_404(studies_for(request.user).select_related(*study_settings.GROUPS), pk=study_id)
+    return get_object_or_404(studies_for(_researcher(request)).select_related(*study_settings.GROUPS), pk=study_id)
 
 
 def access_item(request: HttpRequest, study_id: int, item_id: int) -> tuple[Study, Item]:
@@ -92,7 +104,7 @@ def access_job(request: HttpRequest, study_id: int, job_id: int) -> tuple[Study,
 
 def access_blocked_worker(request: HttpRequest, block_id: int) -> BlockedWorker:
     """One of the researcher's own blocklist entries (a blocklist spans all of a researcher's studies)."""
-    return get_object_or_404(blocked_workers_for(request.user), pk=block_id)
+    return get_object_or_404(blocked_workers_for(_researcher(request)), pk=block_id)
 
 
 def _rater_token(token: str) -> dict:
@@ -242,7 +254,7 @@ def raters_language(request: HttpRequest, study: Study) -> str:
     return study.raters_language or translation.get_language_from_request(request)
 
 
-def speak_to_raters(request: HttpRequest, study: Study) -> None:
+def speak_to_raters(request: RaterRequest, study: Study) -> None:
     """Speak the study's raters' language for the rest of this request: each rater view calls it once it has the
     study, and its ``@rater_page`` decorator restores the server's language afterwards."""
     from django.utils import translation

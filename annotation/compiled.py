@@ -23,7 +23,7 @@ import dataclasses
 import datetime as dt
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Model, QuerySet
@@ -34,11 +34,30 @@ _INT_SENTINEL = -7_213_948_000_000_000  # far below any primary key, inside a 64
 _INT_RANGE = range(-(2**63), 2**63)
 
 
+M = TypeVar("M", bound=Model)
+R = TypeVar("R")  # how a compiled statement's rows are read: _Results for a select, None for an update
+
+
 class _NoMatch(Exception):
     """An integer parameter no key can equal: the query matches no row."""
 
 
-class _Compiled(abc.ABC):
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Results:
+    compiler: Any  # the SQLCompiler, bound to this thread's connection
+    converters: dict  # column position -> the ORM's converters for it
+    names: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan(Generic[R]):
+    sql: str
+    params: list  # with the sentinels still in place; copied and filled on each call
+    slots: list[tuple[int, str]]  # (position in params, parameter name)
+    results: R  # _Results for a select, None for an update
+
+
+class _Compiled(abc.ABC, Generic[R]):
     """What compiled selects and updates share: parameters, sentinels, the per-thread plan."""
 
     def __init__(self, build: Callable[..., Any], **kinds: type) -> None:
@@ -50,8 +69,10 @@ class _Compiled(abc.ABC):
 
     def _sentinels(self, connection) -> tuple[dict[str, Any], dict[Any, str]]:
         """One distinctive value per parameter, and the value each becomes in the SQL's parameters."""
-        given, landed = {}, {}
+        given: dict[str, Any] = {}
+        landed: dict[Any, str] = {}
         for i, (name, kind) in enumerate(self.kinds.items()):
+            value: int | dt.datetime
             if kind is int:
                 value = _INT_SENTINEL - i
                 prepared = value
@@ -62,10 +83,10 @@ class _Compiled(abc.ABC):
         return given, landed
 
     @abc.abstractmethod
-    def _compile(self, built: Any, connection) -> tuple[str, tuple, _Results | None]:
+    def _compile(self, built: Any, connection) -> tuple[str, tuple, R]:
         """SQL, parameters and how to read the rows (None for an update) of what ``build`` returned."""
 
-    def _compiled(self) -> _Plan:
+    def _compiled(self) -> _Plan[R]:
         plan = getattr(self._local, "plan", None)
         if plan is None:
             connection = connections[DEFAULT_DB_ALIAS]
@@ -79,7 +100,7 @@ class _Compiled(abc.ABC):
             self._local.plan = plan
         return plan
 
-    def _params(self, plan: _Plan, values: dict[str, Any]) -> list:
+    def _params(self, plan: _Plan[R], values: dict[str, Any]) -> list:
         if set(values) != set(self.kinds):
             raise TypeError(f"Expected parameters {sorted(self.kinds)}, got {sorted(values)}.")
         params = plan.params.copy()
@@ -99,7 +120,7 @@ class _Compiled(abc.ABC):
         return params
 
 
-class CompiledQuery(_Compiled):
+class CompiledQuery(_Compiled[_Results]):
     """A ``values()`` query compiled once per thread.
 
     ``build`` receives one keyword argument per declared parameter and returns the queryset, e.g.::
@@ -108,7 +129,7 @@ class CompiledQuery(_Compiled):
         PAIR.rows(pk=5)  # [{"pk": 5, "shown_at": ...}]
     """
 
-    def _compile(self, queryset: QuerySet, connection) -> tuple[str, tuple, _Results | None]:
+    def _compile(self, queryset: QuerySet, connection) -> tuple[str, tuple, _Results]:
         """SQL, parameters and how to read the rows."""
         compiler = queryset.query.get_compiler(connection=connection)
         sql, params = compiler.as_sql()
@@ -178,11 +199,11 @@ class CompiledKeysQuery:
         return self._query(len(distinct)).rows(**{f"k{i}": key for i, key in enumerate(distinct)})
 
 
-class CompiledUpdate(_Compiled):
+class CompiledUpdate(_Compiled[None]):
     """An ``UPDATE`` compiled once per thread: ``build`` returns ``(queryset, {field: new value})``;
     calling it returns the number of rows updated, like ``QuerySet.update``."""
 
-    def _compile(self, built, connection) -> tuple[str, tuple, _Results | None]:
+    def _compile(self, built, connection) -> tuple[str, tuple, None]:
         queryset, changes = built
         query = queryset.query.chain(UpdateQuery)
         query.add_update_values(changes)
@@ -204,21 +225,6 @@ class CompiledUpdate(_Compiled):
                 return cursor.rowcount
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Results:
-    compiler: Any  # the SQLCompiler, bound to this thread's connection
-    converters: dict  # column position -> the ORM's converters for it
-    names: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Plan:
-    sql: str
-    params: list  # with the sentinels still in place; copied and filled on each call
-    slots: list[tuple[int, str]]  # (position in params, parameter name)
-    results: _Results | None  # None for an update
-
-
 def _hashable(value: Any) -> bool:
     try:
         hash(value)
@@ -233,7 +239,7 @@ def model_columns(model: type[Model], prefix: str = "") -> tuple[str, ...]:
     return tuple(prefix + field.attname for field in model._meta.concrete_fields)
 
 
-def instance(model: type[Model], row: dict[str, Any], prefix: str = "") -> Model:
+def instance(model: type[M], row: dict[str, Any], prefix: str = "") -> M:
     """A model instance from the columns ``model_columns(model, prefix)`` put in ``row``, as the ORM
     would have built it (``Model.from_db``: not adding, loaded from the default database)."""
     names = [field.attname for field in model._meta.concrete_fields]

@@ -19,13 +19,14 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterator
 from decimal import Decimal
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import openai
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Aggregate, Count, Model, Q, Sum
 from django.utils import timezone
+from openai.types.chat import ChatCompletionMessageParam
 
 from annotation import endpoints, jobs
 from annotation.endpoints import FATAL, EndpointError, RunResult, redact, storable
@@ -135,7 +136,7 @@ class EndpointRun(Generic[E, R]):
     def requests(self, todo: list) -> Iterator[R]:
         raise NotImplementedError
 
-    def messages(self, request: R) -> list[dict[str, str]]:
+    def messages(self, request: R) -> list[ChatCompletionMessageParam]:
         """The chat messages of one request."""
         raise NotImplementedError
 
@@ -318,7 +319,7 @@ class EndpointRun(Generic[E, R]):
         )
 
     def stop_requested(self) -> bool:
-        return type(self.endpoint).objects.filter(pk=self.endpoint.pk, stop_requested=True).exists()
+        return type(self.endpoint)._default_manager.filter(pk=self.endpoint.pk, stop_requested=True).exists()
 
     def do_start(self, foreground: bool = False) -> Job:
         """Start a run (a first run or a resume) under the endpoint's row lock: refused while one is live -- a
@@ -328,7 +329,7 @@ class EndpointRun(Generic[E, R]):
         up."""
         endpoint = self.endpoint
         with transaction.atomic():
-            type(endpoint).objects.select_for_update().filter(pk=endpoint.pk).first()
+            type(endpoint)._default_manager.select_for_update().filter(pk=endpoint.pk).first()
             current = self.current_job()
             if is_live(current):
                 raise EndpointError(self.words.busy)
@@ -340,7 +341,7 @@ class EndpointRun(Generic[E, R]):
                 raise EndpointError(self.words.nothing_left)
             if self.usage().replies >= endpoint.request_budget:
                 raise EndpointError(f"The request budget ({endpoint.request_budget}) is used up; raise it to go on.")
-            type(endpoint).objects.filter(pk=endpoint.pk).update(stop_requested=False)
+            type(endpoint)._default_manager.filter(pk=endpoint.pk).update(stop_requested=False)
             return jobs.start(
                 self.study,
                 self.kind,
@@ -352,7 +353,7 @@ class EndpointRun(Generic[E, R]):
     def do_stop(self) -> None:
         """Ask the running job to stop after the replies in flight; a job no worker has taken yet never starts (it
         is stopped now, so nothing waits for a worker that may not be there)."""
-        type(self.endpoint).objects.filter(pk=self.endpoint.pk).update(stop_requested=True)
+        type(self.endpoint)._default_manager.filter(pk=self.endpoint.pk).update(stop_requested=True)
         job = self.current_job()
         if job is not None and job.status == Job.Status.QUEUED:
             words = self.said(self.words.stopped_before, summary=self.summary())
@@ -362,8 +363,9 @@ class EndpointRun(Generic[E, R]):
     def job_body(cls, job: Job, progress: jobs.Progress) -> jobs.Outcome:
         """The body of the kind's jobs (``annotation.jobs.KINDS``): one run, its progress, tokens and cost on the
         endpoint's page."""
-        endpoint = cls.model.objects.select_related(*cls.related).get(pk=job.params[cls.param])
-        return cls(endpoint).run_as_job(progress, foreground=bool(job.params.get("foreground")))
+        endpoint = cls.model._default_manager.select_related(*cls.related).get(pk=job.params[cls.param])
+        # ``model`` is the subclass's own E (Judge, SystemEndpoint): a ClassVar cannot name a type variable
+        return cls(cast(E, endpoint)).run_as_job(progress, foreground=bool(job.params.get("foreground")))
 
     def run_as_job(self, progress: jobs.Progress, foreground: bool = False) -> jobs.Outcome:
         """One run as a job: stopped when the endpoint's Stop is pressed; a database outage waits (the job resumes

@@ -179,18 +179,19 @@ class RunResult:
 
 R = TypeVar("R")  # a request
 A = TypeVar("A")  # what came back for it
+R_contra = TypeVar("R_contra", contravariant=True)  # a request, as a conversation takes it (never gives one back)
 
 
-class Conversation(Protocol[R, A]):
+class Conversation(Protocol[R_contra, A]):
     """What a run does with its endpoint's requests (``endpoint_runs.EndpointRun`` is one)."""
 
-    def ask(self, client: openai.OpenAI, request: R) -> A:
+    def ask(self, client: openai.OpenAI, request: R_contra) -> A:
         """One request, on a worker thread: no database; the errors no retry mends (``FATAL``) raised."""
 
     def record(self, reply: A) -> object | None:
         """What came back, on the calling thread; None when another run got there first."""
 
-    def failure(self, request: R, why: str) -> A:
+    def failure(self, request: R_contra, why: str) -> A:
         """What a request cut off with these words came back as."""
 
 

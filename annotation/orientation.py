@@ -7,7 +7,7 @@ stored display order of one pair for one rater. Pure functions, no Django.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -17,9 +17,13 @@ def in_display_order(a: T, b: T, a_shown_first: bool) -> tuple[T, T]:
     return (a, b) if a_shown_first else (b, a)
 
 
-def to_model(answer: str, a_shown_first: bool) -> str:
+@overload
+def to_model(answer: str, a_shown_first: bool) -> str: ...
+@overload
+def to_model(answer: None, a_shown_first: bool) -> None: ...
+def to_model(answer: str | None, a_shown_first: bool) -> str | None:
     """A display answer ("first", "second", or one that names no position such as "tie") in model
-    coordinates ("a", "b", or the answer unchanged)."""
+    coordinates ("a", "b", or the answer unchanged: None, no choice, stays None)."""
     if answer == "first":
         return "a" if a_shown_first else "b"
     if answer == "second":

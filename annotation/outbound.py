@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import cast
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -74,7 +75,8 @@ def check_endpoint(url: str, must_resolve: bool = True) -> None:
         raise EndpointRefused("The base URL's port is not a number from 1 to 65535.") from None
     names, networks = _allowed()
     try:
-        found = {info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+        # An IPv4 or IPv6 address each (a str): typeshed's sockaddr also allows other families' int.
+        found = {cast(str, info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
     except (socket.gaierror, UnicodeError):
         if not must_resolve:
             return

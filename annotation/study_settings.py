@@ -52,7 +52,7 @@ def group_of(field: str) -> SettingsGroup | None:
 def create_for(study) -> None:
     """Every registered settings row of a new study, with its defaults."""
     for group in GROUPS.values():
-        group.model.objects.get_or_create(study=study)
+        group.model._default_manager.get_or_create(study=study)  # its ``objects``: no settings model has another
 
 
 def value(study, field: str) -> Any:

@@ -65,7 +65,8 @@ class Client:
         return json.loads(payload) if payload else {}
 
     def submissions(self, prolific_study_id: str) -> list[dict]:
-        out, path = [], f"/api/v1/studies/{prolific_study_id}/submissions/"
+        out: list[dict] = []
+        path: str | None = f"/api/v1/studies/{prolific_study_id}/submissions/"
         while path:
             page = self.request("GET", path)
             out.extend(page.get("results", []))

@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 from html import escape
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
@@ -32,11 +34,14 @@ from annotation.ratelimit import allow, client_key
 from annotation.rating import allocation, practice
 from annotation.text import whole_number
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrPromise
+
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
 
 # What researchers paste into the site: our link with the site's placeholders where it has them.
-PLACEHOLDERS = {
+PLACEHOLDERS: dict[str, str] = {
     ExternalLink.Platform.PROLIFIC: (
         "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
     ),
@@ -124,7 +129,7 @@ def parse_arrival(link: ExternalLink, params) -> Arrival:
     return Arrival(link.platform, worker, real("session_id", required=False) or f"worker:{worker}")
 
 
-MISSING = {
+MISSING: dict[str, StrPromise] = {
     ExternalLink.Platform.MTURK: gettext_lazy("The link is missing workerId; open it from the HIT page."),
     ExternalLink.Platform.PROLIFIC: gettext_lazy(
         "The link is missing PROLIFIC_PID or SESSION_ID; open it from Prolific."
@@ -341,7 +346,8 @@ def completion(session: WorkerSession, rater: Rater) -> dict:
     """How the finished worker is sent back to their site, with the completion (or screening) code."""
     link = session.link
     screened = rater.screened_out
-    code = link.screened_code if screened else session.assignment.completion_code
+    # the session of the assignment its worker finished (``session_for``): its assignment is set
+    code = link.screened_code if screened else cast(Assignment, session.assignment).completion_code
     out = {"platform": link.platform, "code": code, "screened": screened}
     if link.platform == ExternalLink.Platform.MTURK and session.submit_to:
         out["submit_url"] = f"{session.submit_to}/mturk/externalSubmit"
@@ -380,7 +386,7 @@ def do_create_external_link(study: Study, platform: str, site_study_id: str = ""
     return ExternalLink.objects.create(study=study, platform=platform, site_study_id=site_study_id if prolific else "")
 
 
-def do_block_worker(owner, platform: str, worker_id: str, reason: str = "") -> BlockedWorker:
+def do_block_worker(owner: User, platform: str, worker_id: str, reason: str = "") -> BlockedWorker:
     """Keep a crowd worker out of all of ``owner``'s studies."""
     worker_id = worker_id.strip()
     if platform not in ExternalLink.Platform.values or not worker_id:

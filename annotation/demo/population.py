@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import math
 import random
+from typing import cast
 
 from annotation.elicitation import Answer
 from annotation.exchange import exports
-from annotation.models import Study
+from annotation.models import Pair, Study
 from annotation.rating import allocation, imports, recording
 from annotation.studies import enrolment
 
@@ -47,8 +48,9 @@ def simulate_humans(study: Study, seed: int = 7) -> int:
             for index, shown in enumerate(
                 assignment.pairs.select_related("pair__generation_a__system", "pair__generation_b__system")
             ):
-                a, b = shown.pair.generation_a.system.name, shown.pair.generation_b.system.name
-                effect = item_effect.setdefault(shown.pair.item_id, rng.gauss(0.0, 0.8))
+                pair = cast(Pair, shown.pair)  # the demo study has no attention checks: a study pair each
+                a, b = pair.generation_a.system.name, pair.generation_b.system.name
+                effect = item_effect.setdefault(pair.item_id, rng.gauss(0.0, 0.8))
                 if rng.random() < TIE_RATE:
                     choice = "tie"
                 else:

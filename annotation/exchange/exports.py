@@ -39,7 +39,9 @@ def export_response(study: Study, fmt: str) -> StreamingHttpResponse:
         lines = (json.dumps(line, ensure_ascii=False) + "\n" for line in judgment_lines(study))
         response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
         fmt = "jsonl"
-    response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-judgments.{fmt}")
+    disposition = content_disposition_header(True, f"{study.name}-judgments.{fmt}")
+    # a str whenever as_attachment is True: the stub has one signature, returning str | None
+    response["Content-Disposition"] = disposition  # type: ignore[assignment]
     return response
 
 

@@ -261,7 +261,7 @@ def _judged_pair(line: _Line, samples: Mapping[str, Mapping[str, int]]) -> tuple
     for field, system in (("sample_a", system_a), ("sample_b", system_b)):
         before = len(line.problems)
         value = line.count(field, 0)
-        if len(line.problems) == before and system in known and value >= known[system]:
+        if len(line.problems) == before and value is not None and system in known and value >= known[system]:
             line.problem(field, f"item '{item}' has {known[system]} sample(s) of '{system}'; {value} is out of range")
         sample_idx[field] = value
     return item, system_a, system_b, sample_idx
@@ -429,7 +429,7 @@ def _parse_judgment(
     key = judgment_key(obj)
     if len(key) > 64:
         line.problem("id", "id longer than 64 characters")
-    if len(problems) != before:
+    if len(problems) != before or item is None:  # a missing or unknown item is one of the problems already
         return None
     return ParsedJudgment(
         key=key,

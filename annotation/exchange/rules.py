@@ -190,10 +190,10 @@ def csv_rows(text: str, problems: list[Problem]) -> tuple[list[str], list[tuple[
     reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[tuple[int, dict[str, str]]] = []
     try:
-        header = next(reader, None)
-        if header is None:
+        first = next(reader, None)
+        if first is None:
             return [], []
-        header = [h.strip() for h in header]
+        header = [h.strip() for h in first]
         start = reader.line_num + 1
         for values in reader:
             line = start

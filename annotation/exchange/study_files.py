@@ -263,6 +263,7 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
     if missing:
         return []
     by_id: dict[str, ParsedItem] = {}
+    indexed: dict[str, dict[str, list[tuple[int, str]]]] = {}  # item id -> system -> (sample, output) as read
     sample_lines: dict[tuple[str, str], dict[int, int]] = {}
     for line, row in rows:
         external_id = row["item_id"].strip()
@@ -312,11 +313,11 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
             )
             continue
         samples[sample] = line
-        item.outputs.setdefault(system, []).append((sample, row["output"]))  # type: ignore[arg-type]
+        indexed.setdefault(external_id, {}).setdefault(system, []).append((sample, row["output"]))
     items = list(by_id.values())
     for item in items:
-        for system, indexed in list(item.outputs.items()):
-            indices = sorted(i for i, _ in indexed)  # type: ignore[misc]
+        for system, outputs in indexed.get(item.external_id, {}).items():
+            indices = sorted(i for i, _ in outputs)
             if indices != list(range(len(indices))):
                 problems.append(
                     Problem(
@@ -326,5 +327,5 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
                         f"{indices}; expected 0..{len(indices) - 1} without gaps",
                     )
                 )
-            item.outputs[system] = [text for _, text in sorted(indexed)]  # type: ignore[misc]
+            item.outputs[system] = [text for _, text in sorted(outputs)]
     return items

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Q, Sum
+from openai.types.chat import ChatCompletionMessageParam
 
 from annotation import endpoint_runs, endpoints, jobs
 from annotation.endpoint_runs import Reply
@@ -189,9 +190,11 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
 
     # Asking (worker threads: no database)
 
-    def messages(self, request: Request) -> list[dict[str, str]]:
+    def messages(self, request: Request) -> list[ChatCompletionMessageParam]:
         """The system prompt (when there is one), then the item's input."""
-        system = [{"role": "system", "content": self.endpoint.system_prompt}] if self.endpoint.system_prompt else []
+        system: list[ChatCompletionMessageParam] = (
+            [{"role": "system", "content": self.endpoint.system_prompt}] if self.endpoint.system_prompt else []
+        )
         return [*system, {"role": "user", "content": request.input}]
 
     def options(self, request: Request) -> dict[str, Any]:
@@ -202,7 +205,8 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         response = endpoints.storable(completion.model_dump(mode="json", warnings=False))
         if not completion.choices:  # a reply arrived (and counts against the budget) without an output in it
             return Reply(request, response=response, problem="The response has no choices.")
-        choice, notes = completion.choices[0], []
+        choice = completion.choices[0]
+        notes: list[str] = []
         prompt_tokens, completion_tokens = endpoints.tokens_used(completion, notes)
         text, problem = choice.message.content or "", ""
         finish = choice.finish_reason or ""

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Q
+from openai.types.chat import ChatCompletionMessageParam
 
 from annotation import endpoint_runs, endpoints, orientation
 from annotation.endpoint_runs import Reply
@@ -168,7 +169,7 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
 
     # Asking (worker threads: no database)
 
-    def messages(self, request: Request) -> list[dict[str, str]]:
+    def messages(self, request: Request) -> list[ChatCompletionMessageParam]:
         return [{"role": "user", "content": request.prompt}]
 
     def options(self, request: Request) -> dict[str, Any]:
@@ -181,8 +182,10 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
                 response=endpoints.storable(completion.model_dump(mode="json", warnings=False)),
                 error="The response has no choices.",
             )
-        choice, notes = completion.choices[0], []
-        tokens: tuple[prompts.Token, ...] = ()
+        choice = completion.choices[0]
+        notes: list[str] = []
+        # each token and its top log-probabilities, as a reply keeps them (``Reply.tokens``)
+        tokens: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
         if choice.logprobs is not None and choice.logprobs.content:
             tokens = tuple(
                 (t.token, tuple((a.token, a.logprob) for a in t.top_logprobs)) for t in choice.logprobs.content

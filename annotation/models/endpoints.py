@@ -3,6 +3,8 @@ and the ledgers of their calls."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -16,6 +18,9 @@ from annotation.models.raters import Rater
 from annotation.models.studies import Study
 from annotation.outbound import EndpointRefused, check_endpoint
 from annotation.secrets_at_rest import SealedTextField
+
+if TYPE_CHECKING:
+    from django.db.models.fields.related_descriptors import RelatedManager
 
 
 class Endpoint(models.Model):
@@ -64,6 +69,10 @@ class Endpoint(models.Model):
     )
     stop_requested = models.BooleanField(default=False)
     created = models.DateTimeField(auto_now_add=True)
+
+    # The ledger of its calls: each concrete endpoint's reverse relation (``JudgeCall.judge``,
+    # ``GenerationCall.endpoint``), which ``annotation/endpoint_runs.py`` reads through this base.
+    calls: RelatedManager[Any]
 
     class Meta:
         abstract = True
@@ -176,6 +185,10 @@ class JudgeCall(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     judgment = models.OneToOneField(Judgment, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+
+    # Not a column: what the reply was read as, set by the judge's page (annotation/views/judges.py) on the replies
+    # it lists.
+    verdict_words: str
 
     class Meta:
         ordering = ["id"]

@@ -65,6 +65,11 @@ class Rater(models.Model):
         "address or an IPv6 /64): how many unanswered places one network may hold.",
     )
 
+    # Not columns: what a page computes for the raters it lists, set on the instances it read.
+    median_long_seconds: float | None  # annotation/studies/monitoring.rater_progress (None: no long pair timed)
+    too_fast: bool  # the same: that median is implausibly fast
+    flagged: bool  # the crowd page (annotation/views/crowd.py): below the accuracy bar, not screened out yet
+
     # Who holds places only as work is shown to them: anyone can become one of these raters (an invented worker id,
     # a visit to the open link), so until they answer they hold the task on their screen and no more, and only for
     # the study's first-answer window (annotation/rating/allocation.py).

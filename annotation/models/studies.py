@@ -5,6 +5,7 @@ new rows start with (a seed, a link's nonce, a completion code)."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 
 from django.conf import settings
 from django.core import signing
@@ -192,6 +193,10 @@ class Study(models.Model):
         help_text="Raters finish started items before new ones start (depth first), so each item's score is in "
         "early: set from the item chooser while the study stops buying decided pairs (planning).",
     )
+
+    # Not a column: the warnings of the import that made this study (annotation/studies/creation.py; its file's
+    # ``exchange.rules.Problem``s, which the ground floor does not name), for the page and the command to show.
+    import_warnings: Sequence[object]
 
     class Meta:
         ordering = ["-created"]

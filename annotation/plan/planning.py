@@ -111,7 +111,9 @@ def plan_releases(
     # Keep the system pairs that stay (their separability results hang off them); drop the others.
     existing = {(c.system_a_id, c.system_b_id): c for c in study.comparisons.all()}
     comparisons = [
-        existing.pop((a.pk, b.pk), None) or Comparison.objects.create(study=study, system_a=a, system_b=b)
+        existing.pop((a.pk, b.pk))
+        if (a.pk, b.pk) in existing
+        else Comparison.objects.create(study=study, system_a=a, system_b=b)
         for a, b in pairs_wanted
     ]
     for dropped in existing.values():

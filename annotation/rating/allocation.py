@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
 import math
 import random
 import statistics
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Final, cast
 
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Count, F, Q
@@ -89,7 +92,9 @@ def _open_tasks(rater: Rater, size: int) -> list[Task]:
         .annotate(n=Count("id"))
         .values_list("task_id", "n")
     )
-    chosen, items, total = [], set(), 0
+    chosen: list[Task] = []
+    items: set[int] = set()
+    total = 0
     for task in candidates:
         n = pairs.get(task.pk, 0)
         if task.item_id in items or (chosen and total + n > size):
@@ -143,7 +148,7 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
     study = rater.study
     do_expire_stale_assignments(study)
     pace = seconds_per_pair(study)[0]  # read before the transaction: it holds its tasks' rows no longer than needed
-    outcome = AGAIN
+    outcome: Assignment | None | _Retry = AGAIN
     for _ in range(25):
         if outcome is WAIT:  # give the other starts a moment to commit
             time.sleep(random.uniform(0.005, 0.02))
@@ -157,7 +162,15 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
     raise AllocationBusy(gettext("Many raters are starting at the same moment; please try again in a few seconds."))
 
 
-AGAIN, WAIT = object(), object()  # a start to try again at once, or after the other starts committed
+class _Retry(enum.Enum):
+    """A start to try again at once, or after the other starts committed."""
+
+    AGAIN = "again"
+    WAIT = "wait"
+
+
+AGAIN: Final = _Retry.AGAIN
+WAIT: Final = _Retry.WAIT
 
 
 def check_may_start(rater: Rater) -> None:
@@ -184,7 +197,7 @@ def check_may_start(rater: Rater) -> None:
         )
 
 
-def _start_once(rater: Rater, pace: float) -> Assignment | None | object:
+def _start_once(rater: Rater, pace: float) -> Assignment | None | _Retry:
     """One try at a new assignment, in one transaction: its places claimed and held, attention checks mixed in.
     None when nothing is left for the rater; ``AGAIN`` / ``WAIT`` when other starts got in the way."""
     study = rater.study
@@ -260,18 +273,18 @@ def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] 
     if not tasks:
         return [], {}
     ids = [t.pk for t in tasks]
-    held: dict[int, set[int]] = {}
+    held: dict[int, set[int | None]] = {}
     for task_id, slot in AssignmentTask.objects.filter(task_id__in=ids, slot__isnull=False).values_list(
         "task_id", "slot"
     ):
         held.setdefault(task_id, set()).add(slot)
-    slots = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None) for t in tasks}
-    full = [pk for pk, slot in slots.items() if slot is None]
+    free = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None) for t in tasks}
+    full = [pk for pk, slot in free.items() if slot is None]
     if full:
         planning.recount_places(full)
         return None
     models.prefetch_related_objects(tasks, "task_pairs")  # one query for every task's pairs
-    return tasks, slots
+    return tasks, {pk: slot for pk, slot in free.items() if slot is not None}  # all of them: none is full
 
 
 def _hold(
@@ -372,7 +385,7 @@ def _with_gold(
     slots: dict[int, int],
     *,
     whole: bool = True,
-    before: list[tuple[int | None, int | None]] = (),
+    before: Sequence[tuple[int | None, int | None]] = (),
 ) -> list[tuple[int | None, int | None, bool]]:
     """An assignment's pairs with attention checks mixed in at the study's rate (distinct gold pairs at
     random positions, seeded by the assignment's first place).
@@ -430,7 +443,8 @@ def preview_pairs(study: Study, seed: int) -> list[dict[str, str]]:
     limit = pairs_per_bundle(study)
     # Three bounded queries: crowd previews are opened by many workers. Each task holds at least one pair, so the
     # first ``limit`` tasks of distinct items are enough.
-    candidates, items = [], set()
+    candidates: list[tuple[int, int]] = []
+    items: set[int] = set()
     for task_id, item_id, places in (
         Task.objects.filter(study=study)
         .order_by("position")
@@ -547,7 +561,8 @@ def seconds_per_pair(study: Study) -> tuple[float, bool]:
     )
     if len(rows) < MIN_TIMED_JUDGMENTS:  # a cheap read (a few rows), not kept: the first timed answers count at once
         return DEFAULT_SECONDS_PER_PAIR, False
-    timed = pace_rules.plausible_times(rows)
+    # time_on_task_ms__isnull=False: every row's milliseconds are an int
+    timed = pace_rules.plausible_times(cast(list[tuple[int, int, int, int, bool]], rows))
     # Too few plausible times among many is kept as well: a study flooded with implausibly fast answers made every
     # start read its latest 500 judgments (150 ms at 3,000 judgments on PostgreSQL without table statistics).
     pace = (statistics.median(timed), True) if len(timed) >= MIN_TIMED_JUDGMENTS else (DEFAULT_SECONDS_PER_PAIR, False)

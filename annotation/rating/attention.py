@@ -7,13 +7,13 @@ import random
 from annotation.models import Generation, GoldPair, Study
 
 
-def do_generate_gold(study: Study, count: int, seed: int | None = None) -> list:
+def do_generate_gold(study: Study, count: int, seed: int | None = None) -> list[GoldPair]:
     """Attention checks made from the study's own outputs: a real output against the same words
     shuffled into nonsense, which any attentive rater rejects."""
     rng = random.Random(study.seed if seed is None else seed)
     generations = list(Generation.objects.filter(item__study=study, sample_index=0).select_related("item"))
     rng.shuffle(generations)
-    made = []
+    made: list[GoldPair] = []
     for g in generations:
         if len(made) == count:
             break

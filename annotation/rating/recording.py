@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping
+from typing import cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
@@ -120,7 +121,7 @@ def do_record_judgment(
             judgment = Judgment.objects.create(
                 study=study,
                 rater_id=assignment.rater_id,
-                pair_id=assignment_pair.pair_id,
+                pair_id=_study_pair_id(assignment_pair),
                 assignment=assignment,
                 assignment_pair=assignment_pair,
                 a_shown_first=assignment_pair.a_shown_first,
@@ -235,7 +236,7 @@ def do_skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reaso
     if Skip.objects.filter(idempotency_key=key, rater_id=assignment.rater_id).exists():
         return 0
     _check_can_answer(assignment_pair)
-    item_id = Pair.objects.filter(pk=assignment_pair.pair_id).values_list("item_id", flat=True).get()
+    item_id = Pair.objects.filter(pk=_study_pair_id(assignment_pair)).values_list("item_id", flat=True).get()
     open_pairs = list(
         assignment.pairs.filter(pair__item_id=item_id, judgment__isnull=True, skip__isnull=True).values_list(
             "pk", flat=True
@@ -335,7 +336,7 @@ def do_revise_judgment(
             judgment = Judgment.objects.create(
                 study=study,
                 rater_id=assignment.rater_id,
-                pair_id=assignment_pair.pair_id,
+                pair_id=_study_pair_id(assignment_pair),
                 assignment=assignment,
                 assignment_pair=assignment_pair,
                 a_shown_first=assignment_pair.a_shown_first,
@@ -411,7 +412,7 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.
     try:
         with transaction.atomic():
             completed = _count_answer(assignment, now)
-            answer = GoldAnswer.objects.create(
+            gold_answer = GoldAnswer.objects.create(
                 assignment_pair=assignment_pair,
                 rater_id=assignment.rater_id,
                 correct=correct,
@@ -423,7 +424,13 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.
     _screen(assignment.rater)
     if completed:
         after_completion(assignment)
-    return Recorded(None, True, answer)
+    return Recorded(None, True, gold_answer)
+
+
+def _study_pair_id(assignment_pair: AssignmentPair) -> int:
+    """The pair of an assignment pair its caller found to be no attention check (``gold_id`` is None)."""
+    # Exactly one of pair and gold is set (the apair_pair_xor_gold constraint): without a gold pair, a study pair.
+    return cast(int, assignment_pair.pair_id)
 
 
 def gold_accuracy(rater: Rater) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from annotation import study_settings, uploads
@@ -27,7 +27,7 @@ from annotation.plan import planning
 
 
 def do_create_study(
-    owner: AbstractBaseUser,
+    owner: User,
     name: str,
     data: bytes,
     filename: str | None,
@@ -56,7 +56,7 @@ def do_create_study(
 
 
 def do_start_study_import(
-    owner: AbstractBaseUser, name: str, data: bytes, filename: str | None, description: str = ""
+    owner: User, name: str, data: bytes, filename: str | None, description: str = ""
 ) -> tuple[Study, Job | None]:
     """The browser's import: the file is checked whole in the request (every problem listed, nothing saved); a file
     of up to ``SEPLAB_IMPORT_STEP`` items is imported at once, a larger one by a background job with progress
@@ -72,7 +72,7 @@ def do_start_study_import(
     return study, job
 
 
-def check_study_name(owner: AbstractBaseUser, name: str) -> str:
+def check_study_name(owner: User, name: str) -> str:
     """The one check of a new study's name (an import, a duplicate): not empty, not one of the owner's studies
     already. Returns it stripped; ``FormatError`` on the field "name" otherwise."""
     name = name.strip()
@@ -88,7 +88,7 @@ def _parse(data: bytes, filename: str | None) -> study_files.ParsedStudy:
 
 
 @transaction.atomic
-def _new_study(owner: AbstractBaseUser, name: str, description: str) -> Study:
+def _new_study(owner: User, name: str, description: str) -> Study:
     """A new study without items yet, importing: raters cannot see it until it is published."""
     study = Study.objects.create(owner=owner, name=name, description=description, status=Study.Status.IMPORTING)
     study_settings.create_for(study)

@@ -14,9 +14,10 @@ import csv
 import io
 import random
 from collections.abc import Iterable
+from typing import cast
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from rest_framework.authtoken.models import Token
@@ -32,7 +33,7 @@ from annotation.models import (
 )
 
 
-def do_rotate_api_token(user: AbstractBaseUser) -> Token:
+def do_rotate_api_token(user: User) -> Token:
     """A new API token for the researcher; the old one stops working."""
     with transaction.atomic():
         Token.objects.filter(user=user).delete()
@@ -67,7 +68,7 @@ def do_join_open_link(study: Study, client: str = "") -> Rater:
 MAX_BULK_LINKS = 1000
 
 
-NAME_MAX = Rater._meta.get_field("external_id").max_length
+NAME_MAX = cast(int, Rater._meta.get_field("external_id").max_length)  # a CharField's: always set
 
 
 def do_rotate_rater_link(rater: Rater) -> Rater:

@@ -97,7 +97,7 @@ def do_duplicate_study(study: Study, name: str) -> Study:
     )
     for group in study_settings.GROUPS.values():
         source = getattr(study, group.accessor)
-        group.model.objects.create(study=copy, **{f: getattr(source, f) for f in group.fields})
+        group.model._default_manager.create(study=copy, **{f: getattr(source, f) for f in group.fields})
     systems = {s.pk: System.objects.create(study=copy, name=s.name) for s in study.systems.all()}
     for endpoint in SystemEndpoint.objects.filter(system__study=study):  # a generated system stays one, where it
         # came from with it (its ledger stays with the original: the copy's outputs are copies), so the copy's

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections import defaultdict
+from typing import cast
 
 from django.db.models import Count, Q
 
@@ -91,7 +92,7 @@ def rater_progress(study: Study) -> list[Rater]:
     report counts it), and ``median_long_seconds``:
     the median server-measured time per pair on pairs with an output over ``LONG_OUTPUT_WORDS`` words (None
     without such a pair); ``too_fast`` flags a median under ``FAST_SECONDS``."""
-    raters = list(
+    raters: list[Rater] = list(
         study.raters.annotate(
             completed=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
             active=Count("assignments", filter=Q(assignments__status=Assignment.Status.ACTIVE), distinct=True),
@@ -106,7 +107,7 @@ def rater_progress(study: Study) -> list[Rater]:
     for rater_id, ms in Judgment.objects.filter(long_pairs, study=study, time_on_task_ms__isnull=False).values_list(
         "rater_id", "time_on_task_ms"
     ):
-        times.setdefault(rater_id, []).append(ms)
+        times.setdefault(rater_id, []).append(cast(int, ms))  # time_on_task_ms__isnull=False: an int
     for rater in raters:
         spent = times.get(rater.pk)
         rater.median_long_seconds = statistics.median(spent) / 1000 if spent else None

@@ -3,6 +3,9 @@ judgments are also exported in the formats of docs/interfaces.md#judgment-format
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypedDict
+
 from django.db.models import Count
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
@@ -14,7 +17,7 @@ from rest_framework.exceptions import ValidationError
 from annotation.access import studies_for
 from annotation.exchange import exports, judgment_files
 from annotation.exchange.exports import export_response
-from annotation.models import Generation, Item, Study
+from annotation.models import Generation, Item, Study, System
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -40,7 +43,10 @@ class SepLabAutoSchema(AutoSchema):
 
 
 class StudySerializer(serializers.ModelSerializer):
-    systems = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    # each system by name (many=True: DRF wraps the field in a ManyRelatedField; the stubs type the call as the field)
+    systems: serializers.SlugRelatedField[System] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="name"
+    )
     selection_method = serializers.CharField(source="selection_settings.selection_method", read_only=True)
     budget = serializers.IntegerField(source="selection_settings.budget", read_only=True, allow_null=True)
     n_items = serializers.IntegerField(read_only=True)
@@ -89,9 +95,16 @@ class ItemSerializer(serializers.ModelSerializer):
         fields = ["id", "input", "reference", "metadata", "generations"]
 
 
+class _FieldOptions(TypedDict):
+    """What every field of the judgment format says the same way."""
+
+    allow_null: bool
+    required: bool
+
+
 def _judgment_field(field: judgment_files.JudgmentField) -> serializers.Field:
-    options = {"allow_null": field.nullable, "required": field.exported}
-    return {
+    options: _FieldOptions = {"allow_null": field.nullable, "required": field.exported}
+    kinds: dict[str, Callable[[], serializers.Field]] = {
         "text": lambda: serializers.CharField(**options),
         "count": lambda: serializers.IntegerField(min_value=0, **options),
         "rater_kind": lambda: serializers.ChoiceField(choices=judgment_files.RATER_KINDS, **options),
@@ -101,7 +114,8 @@ def _judgment_field(field: judgment_files.JudgmentField) -> serializers.Field:
         "flag": lambda: serializers.BooleanField(**options),
         "strength": lambda: serializers.ChoiceField(choices=judgment_files.STRENGTHS, **options),
         "answers": lambda: serializers.DictField(child=serializers.DictField(), **options),
-    }[field.kind]()
+    }
+    return kinds[field.kind]()
 
 
 # One judgment in the judgment format (docs/interfaces.md#judgment-format), its fields read off the one schema

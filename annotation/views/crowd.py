@@ -15,6 +15,7 @@ from annotation import access, questions
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
+from annotation.http import RaterRequest, ResearcherRequest
 from annotation.models import Assignment, ExternalLink, Rater
 from annotation.ratelimit import client_ip
 from annotation.rating import allocation, attention, consent, practice
@@ -35,7 +36,7 @@ def _message(request, study, title: str, message: str, status: int = 200, code: 
 @access.frameable
 @csrf_exempt  # the consent form posts back here from inside the site's frame: the URL is the authority, never a cookie
 @access.rater_page
-def external_entry(request: HttpRequest, token: str) -> HttpResponse:
+def external_entry(request: RaterRequest, token: str) -> HttpResponse:
     """Sites open this URL with their worker parameters. A preview stores nothing; an accepted visit
     creates (or resumes) the worker's session and sends them to their assignment."""
     link = access.access_external_link(token)
@@ -114,7 +115,7 @@ def external_entry(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @login_required
-def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
+def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     if request.method == "POST":
         try:
@@ -147,17 +148,16 @@ def external_links(request: HttpRequest, study_id: int) -> HttpResponse:
                 "refused": sites.launch_refusals(link),
             }
         )
-    workers = (
+    workers = list(
         Rater.objects.filter(study=study, source=Rater.Source.EXTERNAL)
         .annotate(
             done=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
             gold=Count("gold_answers", distinct=True),
             gold_right=Count("gold_answers", filter=Q(gold_answers__correct=True), distinct=True),
-            **practice.counts(),
         )
+        .annotate(**practice.counts())  # apart, so the type checker sees the named ones (the same SQL)
         .order_by("id")
     )
-    workers = list(workers)
     for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
         w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
     blocked = access.blocked_workers_for(request.user)
@@ -232,9 +232,9 @@ def gold_pairs(request: HttpRequest, study_id: int) -> HttpResponse:
         else:
             messages.error(request, "Give how many attention checks to generate (1 to 100).")
     else:
-        form = GoldPairForm(request.POST)
-        if form.is_valid():
-            attention.do_add_gold_pair(study, **form.cleaned_data)
+        pair_form = GoldPairForm(request.POST)
+        if pair_form.is_valid():
+            attention.do_add_gold_pair(study, **pair_form.cleaned_data)
             messages.success(request, "Attention check added.")
         else:
             messages.error(request, "An attention check needs an input, a good output and a bad output.")
@@ -243,7 +243,7 @@ def gold_pairs(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def block_worker(request: HttpRequest, study_id: int) -> HttpResponse:
+def block_worker(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     try:
         blocked = sites.do_block_worker(

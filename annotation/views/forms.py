@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
 from django.core.exceptions import ImproperlyConfigured
+from django.db import models
 
 from annotation import study_settings
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
@@ -87,13 +90,14 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             row = getattr(self.instance, group.accessor)
             self.initial.update({name: getattr(row, name) for name in group.fields if name not in self.initial})
         systems = planning.systems_with_outputs(self.instance)  # a system still being generated cannot be ticked
-        self.fields["baseline"].queryset = self.instance.systems.all()
+        # the form field of Study.baseline, a ForeignKey: a ModelChoiceField
+        cast(forms.ModelChoiceField, self.fields["baseline"]).queryset = self.instance.systems.all()
         self.fields["pairs_per_assignment"].widget.attrs.update(min=1, max=50)
         self.fields["raters_per_item"].widget.attrs.update(min=1, max=100)
         for setting in study_settings.SETTINGS.values():
             if setting.choices is not None:  # another app's registry supplies them (strategies, metrics)
                 self.fields[setting.name] = forms.ChoiceField(choices=setting.choices())
-        self.fields["explicit_pairs"].choices = [
+        cast(forms.MultipleChoiceField, self.fields["explicit_pairs"]).choices = [  # declared above
             (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1 :]
         ]
         self.initial["explicit_pairs"] = [
@@ -121,7 +125,8 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
 
         out = []
         for anchor, title, intro, names in study_settings.sections():
-            shown, others = [], []
+            shown: list[dict[str, Any]] = []
+            others: list[dict[str, Any]] = []
             for name in names:
                 entry = {"field": self[name], "default": setting_default(name)}
                 (shown if study_settings.applies(name, stored) else others).append(entry)
@@ -153,7 +158,8 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
     def explicit(self) -> list[tuple[int, int]] | None:
         if self.cleaned_data.get("pair_mode") != Study.PairMode.EXPLICIT:
             return None
-        return [tuple(int(x) for x in v.split("-")) for v in self.cleaned_data["explicit_pairs"]]
+        # each "a-b", one of the field's choices
+        return [(int(a), int(b)) for a, b in (v.split("-") for v in self.cleaned_data["explicit_pairs"])]
 
 
 def practice_shortage(study: Study) -> str:
@@ -204,10 +210,11 @@ class GenerateGoldForm(OneLineEnding, forms.Form):
 
 def setting_default(name: str):
     """A setting's default as a person reads it, or None (no fixed default)."""
-    groups = [Study, *(g.model for g in study_settings.GROUPS.values())]
+    groups: list[type[models.Model]] = [Study, *(g.model for g in study_settings.GROUPS.values())]
     for model in groups:
         try:
-            field = model._meta.get_field(name)
+            # a setting is a column of the model that holds it (study_settings), never a relation's other end
+            field = cast(models.Field, model._meta.get_field(name))
         except Exception:  # noqa: BLE001 -- not this model's field
             continue
         if not field.has_default() or callable(field.default):

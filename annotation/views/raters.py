@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import Any
 from urllib.parse import urlencode
 
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -21,6 +22,7 @@ from annotation.compiled import CompiledQuery, model_columns
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
+from annotation.http import RaterRequest
 from annotation.models import Assignment, AssignmentPair, Rater, Skip
 from annotation.ratelimit import client_ip, client_key, refuse_posts
 from annotation.rating import allocation, consent, practice, recording
@@ -31,7 +33,7 @@ from annotation.views.forms import PracticeForm, RatingForm
 
 @access.frameable
 @access.rater_page
-def rater_home(request: HttpRequest, token: str) -> HttpResponse:
+def rater_home(request: RaterRequest, token: str) -> HttpResponse:
     rater = access.access_rater(token)
     access.speak_to_raters(request, rater.study)
     active = rater.assignments.filter(status=Assignment.Status.ACTIVE).first()
@@ -56,13 +58,13 @@ def rater_home(request: HttpRequest, token: str) -> HttpResponse:
 @csrf_exempt  # authority is the signed rater token in the URL, never a cookie (iframes block third-party cookies)
 @require_POST
 @access.rater_page
-def rater_start(request: HttpRequest, token: str) -> HttpResponse:
+def rater_start(request: RaterRequest, token: str) -> HttpResponse:
     rater = access.access_rater(token)
     access.speak_to_raters(request, rater.study)
     return _start(request, rater, token)
 
 
-def paused_message(request: HttpRequest, study) -> HttpResponse:
+def paused_message(request: RaterRequest, study) -> HttpResponse:
     """What a rater sees while the researcher has paused (or archived) the study, or it is still importing."""
     if study.status == study.Status.IMPORTING:
         return render(
@@ -90,7 +92,7 @@ def paused_message(request: HttpRequest, study) -> HttpResponse:
     )
 
 
-def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
+def _start(request: RaterRequest, rater: Rater, token: str) -> HttpResponse:
     """The rater's next assignment (their first pair), or a page that says why there is none; first the consent
     step and the practice round when the study has them and the rater has not done them."""
     if not rater.study.accepts_raters:
@@ -137,7 +139,7 @@ def _start(request: HttpRequest, rater: Rater, token: str) -> HttpResponse:
 
 
 @access.rater_page
-def open_link(request: HttpRequest, token: str) -> HttpResponse:
+def open_link(request: RaterRequest, token: str) -> HttpResponse:
     study = access.access_open_link(token)
     access.speak_to_raters(request, study)
     refused = refuse_posts(request, "open-link", 30, 3600, study)  # each POST creates an anonymous rater
@@ -164,7 +166,7 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
     return render(request, "annotation/open_link.html", {"study": study})
 
 
-def declined(request: HttpRequest, study, crowd: bool = False, known: bool = False) -> HttpResponse:
+def declined(request: RaterRequest, study, crowd: bool = False, known: bool = False) -> HttpResponse:
     """The page after "I do not agree". ``known``: the rater existed before (their own link, or consent added while
     they were rating): what they answered before stays, so the page does not say nothing was stored."""
     message = (
@@ -187,7 +189,7 @@ def declined(request: HttpRequest, study, crowd: bool = False, known: bool = Fal
 @access.frameable
 @csrf_exempt  # see rater_start
 @access.rater_page
-def rater_consent(request: HttpRequest, token: str) -> HttpResponse:
+def rater_consent(request: RaterRequest, token: str) -> HttpResponse:
     """The study's consent text and its two answers, before the rater's first pair."""
     rater = access.access_rater(token)
     access.speak_to_raters(request, rater.study)
@@ -205,7 +207,7 @@ def rater_consent(request: HttpRequest, token: str) -> HttpResponse:
 @access.frameable
 @csrf_exempt  # see rater_start
 @access.rater_page
-def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
+def rater_practice(request: RaterRequest, token: str) -> HttpResponse:
     """The practice round: a practice pair (GET), its answer (POST), then the feedback on it (GET ?feedback=)."""
     rater = access.access_rater(token)
     access.speak_to_raters(request, rater.study)
@@ -234,9 +236,9 @@ def rater_practice(request: HttpRequest, token: str) -> HttpResponse:
                 return _render_practice(request, rater, token, after, feedback=step)
     feedback = whole_number(request.GET.get("feedback"))
     if error is None and feedback is not None:
-        step = practice.answered(rater, feedback)
-        if step is not None:
-            return _render_practice(request, rater, token, after, feedback=step)
+        answered = practice.answered(rater, feedback)
+        if answered is not None:
+            return _render_practice(request, rater, token, after, feedback=answered)
     response = _render_practice(request, rater, token, after, error=error)
     if error is not None and not request.htmx:
         response.status_code = 400
@@ -250,7 +252,7 @@ def practice_url(token: str, after: str = "", **params) -> str:
 
 
 def _render_practice(
-    request: HttpRequest, rater: Rater, token: str, after: str, feedback=None, error: str | None = None
+    request: RaterRequest, rater: Rater, token: str, after: str, feedback=None, error: str | None = None
 ) -> HttpResponse:
     study = rater.study
     mode = study.elicitation_mode
@@ -297,7 +299,7 @@ def _render_practice(
 
 @access.frameable
 @access.rater_page
-def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+def rate(request: RaterRequest, token: str, assignment_id: int) -> HttpResponse:
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
     access.speak_to_raters(request, assignment.study)
     if consent.needed(rater, assignment.study):  # e.g. the study asked for consent after this rater started
@@ -305,7 +307,7 @@ def rate(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
     return _render_rating(request, rater, token, assignment, rows, revise=_revisable(rows, request.GET.get("revise")))
 
 
-def _to_consent(request: HttpRequest, token: str) -> HttpResponse:
+def _to_consent(request: RaterRequest, token: str) -> HttpResponse:
     """Nobody gets or answers a pair before agreeing: to the consent page (a whole page, also from htmx)."""
     url = reverse("rater_consent", args=[token])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
@@ -324,7 +326,7 @@ def _revisable(rows: list[dict], pair_id) -> dict | None:
 @csrf_exempt  # see rater_start
 @require_POST
 @access.rater_page
-def rate_submit(request: HttpRequest, token: str, assignment_id: int) -> HttpResponse:
+def rate_submit(request: RaterRequest, token: str, assignment_id: int) -> HttpResponse:
     # One read: the rater, the assignment with its study, and all its pairs (the one answered, and the next
     # one to show); then the answer's UPDATE and INSERT, and the next pair's first view.
     rater, assignment, rows = access.access_rater_assignment_rows(token, assignment_id, _PAGE)
@@ -400,7 +402,7 @@ def _mark_answered(rows: list[dict], pair_id: int, recorded: recording.Recorded)
 
 def skip_reasons() -> list[tuple[str, str]]:
     """The reasons a rater may skip an item for (``Skip.Reason``'s values), in the raters' language."""
-    words = {
+    words: dict[str, str] = {
         Skip.Reason.CANNOT_JUDGE: _("I cannot judge this (outside what I know)"),
         Skip.Reason.UNREADABLE: _("The input or an output is unreadable or broken"),
         Skip.Reason.OFFENSIVE: _("The content is offensive or disturbing"),
@@ -460,7 +462,7 @@ def _answered(row: dict) -> bool:
 
 
 def _render_rating(
-    request: HttpRequest,
+    request: RaterRequest,
     rater: Rater,
     token: str,
     assignment: Assignment,
@@ -484,13 +486,14 @@ def _render_rating(
     if revise is not None and assignment.status == Assignment.Status.ACTIVE:
         current = revise
     external = sites.session_for(assignment) if rater.source == Rater.Source.EXTERNAL else None
-    context = {
+    total = len(rows) + assignment.unclaimed
+    context: dict[str, Any] = {
         "study": study,
         "rater": rater,
         "token": token,
         "assignment": assignment,
         "error": error,
-        "total": len(rows) + assignment.unclaimed,
+        "total": total,
         "done": done,
         "external": external,
     }
@@ -506,8 +509,8 @@ def _render_rating(
         rater.refresh_from_db(fields=["screened_out"])
         context["completed"] = True
         context["next_size"] = allocation.assignment_size(study).pairs  # what "Rate more" starts
-        if context["external"] is not None:
-            context.update(sites.completion(context["external"], rater))
+        if external is not None:
+            context.update(sites.completion(external, rater))
     else:
         pair = AssignmentPair(pk=current["id"], shown_at=current["shown_at"])
         allocation.do_mark_shown(pair)
@@ -521,14 +524,14 @@ def _render_rating(
             shown=_shown(current),
             number=rows.index(current) + 1,
             key=key or uuid.uuid4().hex,
-            percent=round(100 * done / context["total"]),
+            percent=round(100 * done / total),
             mode=mode,
             fieldsets=mode.fieldsets(study),
             further=questions.form(study, submitted),
             comment_value=submitted.get("comment", "") if submitted is not None else "",
             comment_max=COMMENT_MAX_CHARS,
             skip_reasons=skip_reasons(),
-            minutes_left=max(1, round((context["total"] - done) * assignment.seconds_per_pair / 60)),
+            minutes_left=max(1, round((total - done) * assignment.seconds_per_pair / 60)),
         )
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
     response = render(request, template, context)

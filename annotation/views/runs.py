@@ -19,6 +19,7 @@ from annotation import access
 from annotation.endpoint_runs import EndpointRun, Usage, is_live
 from annotation.endpoints import EndpointError
 from annotation.generating.runner import GenerationRun
+from annotation.http import ResearcherRequest
 from annotation.judges.runner import JudgeRun
 from annotation.models import Endpoint, Job
 
@@ -78,7 +79,7 @@ def run_card(run: EndpointRun) -> RunCard:
 
 
 @login_required
-def run_progress(request: HttpRequest, study_id: int, pk: int, kind: str) -> HttpResponse:
+def run_progress(request: ResearcherRequest, study_id: int, pk: int, kind: str) -> HttpResponse:
     """The run card as the endpoint's page shows it, polled by htmx every second while the run is live. The poll that
     finds the run over reloads the page, so its lists (every reply or output, the unusable ones, the failures) show
     what the run brought."""

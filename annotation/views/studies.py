@@ -20,6 +20,7 @@ from annotation.errors import ServiceError
 from annotation.exchange import exports
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.exchange.rules import FormatError, check_size
+from annotation.http import ResearcherRequest
 from annotation.models import Generation, Skip, Study
 from annotation.rating import allocation, imports
 from annotation.studies import creation, enrolment, lifecycle, monitoring
@@ -39,7 +40,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def study_list(request: HttpRequest) -> HttpResponse:
+def study_list(request: ResearcherRequest) -> HttpResponse:
     archived = request.GET.get("archived") == "1"
     studies = (
         studies_for(request.user)
@@ -61,7 +62,7 @@ def study_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def study_create(request: HttpRequest) -> HttpResponse:
+def study_create(request: ResearcherRequest) -> HttpResponse:
     form = StudyCreateForm(request.POST or None, request.FILES or None)
     problems: list[str] = []
     if request.method == "POST" and form.is_valid():
@@ -320,7 +321,9 @@ def rater_links_bulk(request: HttpRequest, study_id: int) -> HttpResponse:
                 enrolment.links_csv(raters, enrolment.public_base_url(study, request)),
                 content_type="text/csv; charset=utf-8",
             )
-            response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-rater-links.csv")
+            disposition = content_disposition_header(True, f"{study.name}-rater-links.csv")
+            # a str whenever as_attachment is True: the stub has one signature, returning str | None
+            response["Content-Disposition"] = disposition  # type: ignore[assignment]
             return response
     return render(
         request, "annotation/rater_links_bulk.html", {"study": study, "form": form}, status=400 if form.errors else 200
@@ -413,7 +416,7 @@ def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
             request,
             f"The file was checked: its {job.total:,} judgments are being imported in the background (progress below).",
         )
-    else:
+    elif summary is not None:  # imported at once (a file gives a summary or a job, never neither)
         messages.success(request, f"Imported {summary.created} judgments ({summary.skipped} already present).")
     return redirect(study)
 
@@ -427,7 +430,7 @@ def judgments_export(request: HttpRequest, study_id: int, fmt: str) -> Streaming
 
 
 @login_required
-def api_token(request: HttpRequest) -> HttpResponse:
+def api_token(request: ResearcherRequest) -> HttpResponse:
     if request.method == "POST":
         enrolment.do_rotate_api_token(request.user)
         messages.success(request, "A new API token was created; the old one no longer works.")

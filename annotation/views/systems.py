@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 
 from annotation import access
 from annotation.generating import runner
-from annotation.models import Generation, GenerationCall
+from annotation.models import Generation, GenerationCall, SystemEndpoint
 from annotation.plan import planning
 from annotation.views.forms import SystemEndpointForm
 from annotation.views.runs import run_card
@@ -46,19 +46,19 @@ def systems(request: HttpRequest, study_id: int) -> HttpResponse:
         form = SystemEndpointForm(request.POST)
         if form.is_valid():
             try:
-                endpoint = runner.do_add_endpoint_system(study, form.cleaned_data["name"], **form.endpoint_fields())
+                added = runner.do_add_endpoint_system(study, form.cleaned_data["name"], **form.endpoint_fields())
             except runner.GenerationError as exc:
                 form.add_error(None, str(exc))
             else:
-                messages.success(request, f"System {endpoint} added. Start its run when ready.")
-                return redirect("system_detail", study_id=study.pk, endpoint_id=endpoint.pk)
+                messages.success(request, f"System {added} added. Start its run when ready.")
+                return redirect("system_detail", study_id=study.pk, endpoint_id=added.pk)
     else:
         form = SystemEndpointForm()
     n_items = study.items.count()
     compared, complete = _comparing(study)
     rows = []
     for system in study.systems.select_related("endpoint").annotate(stored=Count("generations")).order_by("id"):
-        endpoint = getattr(system, "endpoint", None)
+        endpoint: SystemEndpoint | None = getattr(system, "endpoint", None)  # an imported system has none
         row = {
             "system": system,
             "stored": system.stored,

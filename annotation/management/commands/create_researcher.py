@@ -2,7 +2,8 @@ import secrets
 import sys
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.password_validation import ValidationError, validate_password
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 
