@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any, ClassVar, Generic, TypeVar, cast
@@ -96,7 +97,7 @@ def is_live(job: Job | None) -> bool:
     return job.heartbeat is not None and timezone.now() - job.heartbeat < stale_after()
 
 
-class EndpointRun(Generic[E, R]):
+class EndpointRun(ABC, Generic[E, R]):
     """A run of an endpoint's requests, resumable through its ledger; a subclass per kind of run."""
 
     kind: ClassVar[str]  # the job kind (``annotation.jobs.KINDS``)
@@ -122,43 +123,45 @@ class EndpointRun(Generic[E, R]):
     # What a kind of run defines
 
     @property
+    @abstractmethod
     def study(self) -> Study:
-        raise NotImplementedError
+        """The study the endpoint belongs to."""
 
+    @abstractmethod
     def pending(self) -> list:
         """What is still to ask, in order (may create what asking needs)."""
-        raise NotImplementedError
 
     def remaining(self) -> int:
         """How many requests are still to go; reads only, for the pages."""
         return len(self.pending())
 
+    @abstractmethod
     def requests(self, todo: list) -> Iterator[R]:
-        raise NotImplementedError
+        """Each request of ``todo`` (what ``pending`` returned) with what asking it needs."""
 
+    @abstractmethod
     def messages(self, request: R) -> list[ChatCompletionMessageParam]:
         """The chat messages of one request."""
-        raise NotImplementedError
 
     def options(self, request: R) -> dict[str, Any]:
         """What else the request sends (log-probabilities, a seed)."""
         return {}
 
+    @abstractmethod
     def read(self, request: R, completion) -> Reply[R]:
         """A chat completion as this kind keeps it (on a worker thread: no database)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def ledger_key(self, request: R) -> dict[str, Any]:
         """The fields of the request's one call in the ledger."""
-        raise NotImplementedError
 
+    @abstractmethod
     def answer(self, reply: Reply[R]) -> tuple[str, str, Any]:
         """A reply that arrived whole: its call's status, the problem, and what ``store`` keeps (None: nothing)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def store(self, reply: Reply[R], answer: Any, at: dt.datetime) -> Model:
         """What the reply produced (a judgment, an output), in the transaction that records its call."""
-        raise NotImplementedError
 
     def call_fields(self, reply: Reply[R]) -> dict[str, Any]:
         """The call's fields of this kind only."""
