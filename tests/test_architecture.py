@@ -116,7 +116,11 @@ def test_analytics_reads_only_selections_pure_core_and_models():
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's algorithm; the components of more than one module."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
 
     def visit(node: str) -> None:
         index[node] = low[node] = len(index)
@@ -129,7 +133,7 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
             elif succ in on_stack:
                 low[node] = min(low[node], index[succ])
         if low[node] == index[node]:
-            component = []
+            component: list[str] = []
             while not component or component[-1] != node:
                 component.append(stack.pop())
                 on_stack.discard(component[-1])
@@ -143,14 +147,17 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def shortest_circle(graph: dict[str, set[str]], start: str, members: set[str]) -> list[str]:
-    parent, queue = {start: None}, deque([start])
+    parent: dict[str, str | None] = {start: None}
+    queue = deque([start])
     while queue:
         node = queue.popleft()
         for succ in sorted(graph[node] & members):
             if succ == start:
                 path = [node]
-                while parent[path[-1]] is not None:
-                    path.append(parent[path[-1]])
+                step = parent[node]
+                while step is not None:
+                    path.append(step)
+                    step = parent[step]
                 return [*reversed(path), start]
             if succ not in parent:
                 parent[succ] = node
