@@ -39,7 +39,7 @@ test: setup browser cluster-tools redis  ## Run the whole test suite in parallel
 test-fast: setup  ## The edit loop: the suite without the browser, slow and own-database tests (make test runs them all)
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not browser and not slow and not own_database" $(PYTEST_ARGS)
 
-lint: setup  ## ruff (lint and format) and mypy (strict on the numerical core)
+lint: setup  ## ruff (lint and format) and mypy (the whole project; strict on the numerical core)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

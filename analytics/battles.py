@@ -22,6 +22,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
+from typing import Any, cast
 
 import numpy as np
 
@@ -70,7 +71,8 @@ def read_battles(path: str, max_bytes: int) -> Battles:
 
 def _is_csv(data: bytes, filename: str | None) -> bool:
     """``detect_format``'s answer without decoding the whole file."""
-    start = re.compile(rb"\s*").match(data, len(BOM) if data.startswith(BOM) else 0).end()
+    # \s* matches at any position (the empty string at worst)
+    start = cast(re.Match[bytes], re.compile(rb"\s*").match(data, len(BOM) if data.startswith(BOM) else 0)).end()
     return detect_format(data[start : start + 1].decode("latin-1"), filename) == "csv"
 
 
@@ -103,18 +105,19 @@ def checked_battles(text: str, filename: str | None) -> Battles:
             problems.append(Problem(number, "model_b", "a model cannot battle itself"))
         if not isinstance(winner, str) or winner not in WINNERS:
             problems.append(Problem(number, "winner", f"winner must be one of {sorted(WINNERS)}, not {winner!r}"))
-        value = row.get("separability")
+        separability = row.get("separability")
         delta = float("nan")
-        if value not in (None, ""):
+        if separability is not None and separability != "":
             try:
-                delta = float(value)
+                delta = float(separability)
             except (TypeError, ValueError):
-                problems.append(Problem(number, "separability", f"separability must be a number, not {value!r}"))
+                problems.append(Problem(number, "separability", f"separability must be a number, not {separability!r}"))
         if len(problems) != before:
             continue
-        a.append(index.setdefault(model_a, len(index)))
-        b.append(index.setdefault(model_b, len(index)))
-        score.append(WINNERS[winner])
+        # a row without problems has its two models and its winner as strings (checked above)
+        a.append(index.setdefault(cast(str, model_a), len(index)))
+        b.append(index.setdefault(cast(str, model_b), len(index)))
+        score.append(WINNERS[cast(str, winner)])
         sep.append(delta)
     if not a and not problems:
         problems.append(Problem(None, None, "the file contains no battles"))
@@ -156,7 +159,7 @@ def _plain_columns(data: bytes) -> Battles | None:
             buf, np.column_stack([a_from, b_from]).ravel(), np.column_stack([a_to, b_to]).ravel(), index
         )
         outcome = _distinct_values(buf, w_from, w_to, winners)
-        sep = np.full(len(a_from), np.nan)
+        sep: np.ndarray | None = np.full(len(a_from), np.nan)
         if isep is not None:
             sep = _floats([data[i:j] for i, j in zip(*(f.tolist() for f in field(isep)), strict=True)])
         if pairs is None or outcome is None or sep is None:
@@ -348,7 +351,7 @@ def style_counts(
     values = array.array("d")
     for number, row in rows:
         for column in STYLE_COLUMNS:
-            value = row.get(column)
+            value: Any = row.get(column)  # any JSON value or CSV field, None if missing: float() refuses a non-number
             try:
                 count = float(value)
             except (TypeError, ValueError):
@@ -379,8 +382,11 @@ def _plain_style_counts(data: bytes) -> np.ndarray | None:
     buf = np.frombuffer(data, dtype=np.uint8)
     parts = []
     for field in _plain_chunks(buf, len(header)):
-        chunk = [None if field is None else _plain_counts(buf, *field(k)) for k in columns]
-        if any(c is None for c in chunk):
+        if field is None:
             return None
-        parts.append(np.column_stack(chunk))
+        chunk = [_plain_counts(buf, *field(k)) for k in columns]
+        counted = [c for c in chunk if c is not None]
+        if len(counted) != len(chunk):
+            return None
+        parts.append(np.column_stack(counted))
     return np.concatenate(parts) if parts else None

@@ -60,7 +60,7 @@ def as_bin(v) -> str:
 
 def words(mapping: dict[str, str]) -> Callable[[object], str]:
     """A machine value (e.g. a decision 'a') in words; an unknown value as it is."""
-    return lambda v: mapping.get(v, str(v))
+    return lambda v: mapping.get(v, str(v)) if isinstance(v, str) else str(v)
 
 
 def as_distribution(v) -> str:

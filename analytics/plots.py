@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Protocol
 
@@ -48,7 +49,7 @@ class Span:
 
 
 def interval_plot(
-    rows: list[Interval],
+    rows: Sequence[Interval],
     width: int = 520,
     row_height: int = 22,
     label: str = "rating",
@@ -58,19 +59,19 @@ def interval_plot(
     """Horizontal point estimates with 95 % interval whiskers, one row per system (rows: system, rating,
     low, high); ``decimals`` for the values in each point's tooltip; ``reference``: (value, words) drawn as a
     dashed line (e.g. 0.5, "even") and always inside the axis."""
-    rows = [r for r in rows if r.low is not None and r.high is not None]
-    if not rows:
+    shown = [(r, r.low, r.high) for r in rows if r.low is not None and r.high is not None]
+    if not shown:
         return ""
-    lo = min(min(r.low, r.rating) for r in rows)
-    hi = max(max(r.high, r.rating) for r in rows)
+    lo = min(min(low, r.rating) for r, low, _ in shown)
+    hi = max(max(high, r.rating) for r, _, high in shown)
     if reference is not None:
         lo, hi = min(lo, reference[0]), max(hi, reference[0])
     pad = (hi - lo) * 0.05 or 1.0
     lo, hi = lo - pad, hi + pad
     # room for the longest row label (about 6 px a character at 11 px), at most half the plot
-    left = int(min(max(170, 6 * max(len(str(r.system)) for r in rows) + 16), width // 2))
+    left = int(min(max(170, 6 * max(len(str(r.system)) for r, _, _ in shown) + 16), width // 2))
     right, top = 20, (22 if reference is not None else 8)
-    height = top + row_height * len(rows) + 26
+    height = top + row_height * len(shown) + 26
     plot_w = width - left - right
 
     def x(v: float) -> float:
@@ -80,17 +81,17 @@ def interval_plot(
         f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="{escape(label)} with 95% intervals">'
     ]
-    for i, r in enumerate(rows):
+    for i, (r, low, high) in enumerate(shown):
         y = top + row_height * i + row_height / 2
         parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{escape(str(r.system))}</text>')
-        parts.append(f'<line x1="{x(r.low):.1f}" y1="{y}" x2="{x(r.high):.1f}" y2="{y}" class="whisker"/>')
+        parts.append(f'<line x1="{x(low):.1f}" y1="{y}" x2="{x(high):.1f}" y2="{y}" class="whisker"/>')
         parts.append(
             f'<circle cx="{x(r.rating):.1f}" cy="{y}" r="4" fill="{PALETTE[0]}">'
             f"<title>{escape(str(r.system))}: {r.rating:.{decimals}f} "
-            f"[{r.low:.{decimals}f}, {r.high:.{decimals}f}]</title>"
+            f"[{low:.{decimals}f}, {high:.{decimals}f}]</title>"
             "</circle>"
         )
-    base = top + row_height * len(rows) + 4
+    base = top + row_height * len(shown) + 4
     if reference is not None:
         parts.append(
             f'<line x1="{x(reference[0]):.1f}" y1="{top}" x2="{x(reference[0]):.1f}" y2="{base}" class="reference"/>'
@@ -105,13 +106,13 @@ def interval_plot(
 
 
 def line_plot(
-    series: dict[str, list[tuple[float, float | None]]],
+    series: Mapping[str, Sequence[tuple[float, float | None]]],
     xlabel: str,
     ylabel: str,
     y_range: tuple[float, float] | None = None,
     width: int = 460,
     height: int = 220,
-    errors: dict[str, list[float | None]] | None = None,
+    errors: Mapping[str, Sequence[float | None]] | None = None,
 ) -> str:
     """Lines (with optional symmetric error bars) for several named series of (x, y) points."""
     points = [(x, y) for s in series.values() for x, y in s if y is not None]

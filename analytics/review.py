@@ -201,7 +201,9 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
         if people:
             review.people_winner = winners.item_winner([[p] for p in people.values()])
         review.raters_disagree = winners.raters_disagree([[p] for p in people.values()])
-        if review.raters_disagree:  # the raters against the majority (both sides when the people are split)
+        # the raters against the majority (both sides when the people are split); raters who disagree are people, so
+        # there is a winner
+        if review.raters_disagree and review.people_winner is not None:
             for v in review.humans:
                 v.disagrees = (
                     not v.superseded and v.rater in people and people[v.rater] != winners.RATING[review.people_winner]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -25,8 +26,10 @@ PER_PAGE = 20
 @login_required
 def review_queue(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    show = request.GET.get("show") if request.GET.get("show") in review.SHOW else "open"
-    why = request.GET.get("why") if request.GET.get("why") in review.WHY else "any"
+    show = request.GET.get("show", "open")
+    show = show if show in review.SHOW else "open"
+    why = request.GET.get("why", "any")
+    why = why if why in review.WHY else "any"
     pairs, counts = review.review_queue(study, show, why)
     page = Paginator(pairs, PER_PAGE).get_page(request.GET.get("page"))
     return render(
@@ -97,5 +100,6 @@ def adjudications_csv(request: HttpRequest, study_id: int) -> HttpResponse:
         for row in rows
     )
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-adjudications.csv")
+    # an attachment's header is never None (django-stubs types the function for both cases)
+    response["Content-Disposition"] = cast(str, content_disposition_header(True, f"{study.name}-adjudications.csv"))
     return response

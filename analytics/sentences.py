@@ -7,7 +7,7 @@ import dataclasses
 
 from analytics.columns import DECISIONS, as_p_value, as_rating, plural
 from analytics.report.assembly import Report
-from analytics.report.ratings import AnyBoard, Board
+from analytics.report.ratings import AnyBoard, Board, NoBoard, NoSeparability
 from analytics.report.reliability import Reliability, WeightedBoard
 from analytics.report.serial import Unavailable
 from analytics.report.style import StyleControl
@@ -55,7 +55,7 @@ def headlines(report: Report) -> list[Headline]:
     ]
     for kind, s in report.consistency.summary.items():
         label = f"mean consistency ({kind}s)"
-        if s.available:
+        if s.available and s.mean is not None:  # an available mean has its value
             interval = f", 95 % CI [{s.low:.2f}, {s.high:.2f}]" if s.low is not None else ""
             out.append(
                 Headline(
@@ -161,9 +161,9 @@ def answers(report: Report) -> list[Card]:
         cards.append(
             Card("Are the raters consistent?", "Not measurable yet", "Needs pairs rated by two or more raters.")
         )
-    judges = {n: j for n, j in report.indeterminacy.judges.items() if j.agreement is not None}
+    judges = [(n, j, j.agreement) for n, j in report.indeterminacy.judges.items() if j.agreement is not None]
     if judges:
-        name, best = max(judges.items(), key=lambda kv: kv[1].agreement)
+        name, best, share = max(judges, key=lambda judge: judge[2])
         bias = best.p_first
         lean = (
             ""
@@ -174,7 +174,7 @@ def answers(report: Report) -> list[Card]:
         cards.append(
             Card(
                 "Can the judge be trusted?",
-                f"{name} agrees with people on {100 * best.agreement:.0f} % of verdicts",
+                f"{name} agrees with people on {100 * share:.0f} % of verdicts",
                 f"Over {best.verdicts:,} verdicts, each against its pair's human majority.{lean} "
                 "Every judge and metric: 'Judges against humans'.",
             )
@@ -208,7 +208,7 @@ def empty_reason(name: str, report: Report) -> str:
     """Why a section has nothing to show, in the population's words."""
     who = report.population.label.lower()
     board = boards(report).get(name)
-    if board is not None and not board.available and board.reason:
+    if isinstance(board, NoBoard | NoSeparability | Unavailable) and board.reason:
         return f"Not available: {board.reason}."
     if name == "length-controlled":
         return "No system pair has judgments with a choice yet."
@@ -316,19 +316,19 @@ def leads(report: Report) -> dict[str, str]:
             for kind, p in bias.items()
             if p.n
         )
-    judges = {n: j for n, j in report.indeterminacy.judges.items() if j.agreement is not None}
+    judges = [(n, j, j.agreement) for n, j in report.indeterminacy.judges.items() if j.agreement is not None]
     if judges:
-        ranked = sorted(judges.items(), key=lambda kv: -kv[1].agreement)
+        ranked = sorted(judges, key=lambda judge: -judge[2])
         out["judge-metrics"] = (
             "Agreement with the human majority: "
             + "; ".join(
-                f"{name} {100 * j.agreement:.0f} % of {j.verdicts:,} verdicts"
+                f"{name} {100 * share:.0f} % of {j.verdicts:,} verdicts"
                 + (
                     ""
                     if j.p_first is None
                     else f" ({position_words(j.p_first, j.p_first_p_value)}, P(first) {j.p_first:.2f})"
                 )
-                for name, j in ranked
+                for name, j, share in ranked
             )
             + "."
         )
@@ -362,7 +362,7 @@ def leads(report: Report) -> dict[str, str]:
                 f"{'it' if len(moved) == 1 else 'them'}."
             )
     for kind, summary in report.consistency.summary.items():
-        if summary.available:
+        if summary.available and summary.mean is not None:  # an available mean has its value
             who = "People" if kind == "human" else "Judges"
             out["consistency-bins"] = (
                 out.get("consistency-bins", "") + f"{who}: mean consistency "

@@ -11,6 +11,7 @@ columns; the bootstraps run only in the worker.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import time
@@ -66,7 +67,7 @@ class Served:
 
     report: dict | None
     stale: bool
-    computed: object | None
+    computed: datetime.datetime | None
     seconds: float | None
     job: Job | None
     body: str = ""

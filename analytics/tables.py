@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analytics.report.assembly import Report
-from analytics.report.ratings import Board
+from analytics.report.ratings import Board, WinRates
 from analytics.report.reliability import Reliability, WeightedBoard
 from analytics.report.style import StyleControl
 
@@ -124,7 +124,7 @@ def report_tables(report: Report) -> dict[str, Table]:
         ],
     )
     win = report.win_rates
-    if win.available:
+    if isinstance(win, WinRates):
         tables["win-rates"] = (
             ["system", *win.systems],
             [[s, *row] for s, row in zip(win.systems, win.matrix, strict=True)],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import cast
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -118,7 +119,8 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
     writer.writerows(["" if v is None else (csv_safe(v) if isinstance(v, str) else v) for v in row] for row in rows)
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     suffix = "" if population.key == populations.HUMANS else "-" + slugify(population.key.replace(":", "-"))
-    response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-{name}{suffix}.csv")
+    # an attachment's header is never None (django-stubs types the function for both cases)
+    response["Content-Disposition"] = cast(str, content_disposition_header(True, f"{study.name}-{name}{suffix}.csv"))
     return response
 
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 from bench.load_raters import free_port, gunicorn_command
 from bench.scratch import create_database, database_name, drop_database
@@ -237,7 +238,7 @@ http {{
         wait_for_port(self.server_ports[i])
 
     def kill_server(self, i: int) -> None:
-        kill_tree(self.servers[i])
+        kill_tree(cast(subprocess.Popen, self.servers[i]))  # a running server (the caller's)
         self.servers[i] = None
 
     def start_worker(self, i: int) -> None:
@@ -257,7 +258,7 @@ http {{
         )
 
     def kill_worker(self, i: int) -> None:
-        kill_tree(self.workers[i])
+        kill_tree(cast(subprocess.Popen, self.workers[i]))  # a running worker (the caller's)
         self.workers[i] = None
 
     def kill_busy_worker(self, seconds: float = 30.0) -> int:

@@ -14,7 +14,9 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from bench.cluster_deployment import Cluster
 from bench.load_raters import ClientResult, run_chunk, server_times
@@ -99,7 +101,7 @@ def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
             "stuck_running": stuck,
             "job_seconds": None,
         }
-    results = Counter()
+    results: Counter[tuple[Any, str]] = Counter()  # (job id, task result status) -> results
     claimed_twice = 0
     took = []
     for row in DBTaskResult.objects.filter(task_path__endswith="run_job"):
@@ -131,7 +133,7 @@ def shared_launch_limit(cluster: Cluster, link_path: str, limit: int, arrivals: 
     link = next(link for link in ExternalLink.objects.all() if link.path().rstrip("/").endswith(token))
     link.launch_per_minute = limit
     link.save(update_fields=["launch_per_minute"])
-    codes = Counter()
+    codes: Counter[str] = Counter()  # HTTP status -> arrivals
     for n in range(arrivals):
         conn = socket.create_connection(("127.0.0.1", cluster.entry_port), source_address=(f"127.0.1.{n + 1}", 0))
         request = f"GET {link_path}?worker_id=launch{n} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
@@ -154,7 +156,7 @@ def drive(
     seconds: float,
     think: tuple[float, float],
     ramp: float,
-    events: list[tuple[float, str, object]] = (),
+    events: Sequence[tuple[float, str, Callable[[], object]]] = (),
     processes: int = 4,
 ) -> tuple[ClientResult, float, list[str]]:
     """Raters at ``think`` seconds per pair through the entry point for ``seconds``, in ``processes`` client
@@ -228,7 +230,8 @@ def run(args: argparse.Namespace) -> int:
     """Start the deployment, build the studies, drive the raters (with the faults of ``--kill``), print the figures
     and take the deployment down; 0 when nothing was lost or duplicated, every job finished exactly once and the
     shared launch limit held."""
-    think = tuple(float(x) for x in args.think.split(","))
+    low, high = (float(x) for x in args.think.split(","))
+    think = (low, high)
     ramp = args.ramp if args.ramp is not None else sum(think) / 2
     with tempfile.TemporaryDirectory(prefix="seplab-cluster-") as folder:
         os.chmod(folder, 0o755)
@@ -246,23 +249,27 @@ def run(args: argparse.Namespace) -> int:
             jobs: list[int] = []
             killed: list[int] = []
             third = args.seconds / 3
-            events = [
+
+            def kill_busy_worker() -> int:
+                killed.append(cluster.kill_busy_worker())
+                return killed[-1]
+
+            def start_killed_worker() -> bool | None:
+                if killed[-1] < 0:  # no worker was running a job
+                    return False
+                cluster.start_worker(killed[-1])
+                return None
+
+            # (second, name, what is done then: its result, when not None, is logged)
+            events: list[tuple[float, str, Callable[[], object]]] = [
                 (third - 2, f"queue {args.jobs} jobs", lambda: jobs.extend(queue_jobs(built["jobs_study"], args.jobs)))
             ]
             if args.kill:
                 events += [
                     (third, "kill -9 app server 0", lambda: cluster.kill_server(0)),
-                    (
-                        third + 0.1,
-                        "kill -9 a worker running a job",
-                        lambda: killed.append(cluster.kill_busy_worker()) or killed[-1],
-                    ),
+                    (third + 0.1, "kill -9 a worker running a job", kill_busy_worker),
                     (2 * third, "start app server 0", lambda: cluster.start_server(0)),
-                    (
-                        2 * third,
-                        "start the killed worker",
-                        lambda: killed[-1] >= 0 and cluster.start_worker(killed[-1]),
-                    ),
+                    (2 * third, "start the killed worker", start_killed_worker),
                 ]
             began = time.time()
             result, elapsed, log = drive(cluster, built["paths"], args.seconds, think, ramp, events)

@@ -65,6 +65,8 @@ def measure(calls: int) -> dict[str, float]:
     study = creation.do_create_study(owner, f"hot-{secrets.token_hex(4)}", lines.encode(), "hot.jsonl")
     rater = enrolment.do_create_rater_link(study, "r")
     assignment = allocation.do_start_assignment(rater)
+    if assignment is None:
+        raise RuntimeError("a new rater of a new study got no assignment")
 
     def plain(columns):
         return lambda: list(

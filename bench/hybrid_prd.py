@@ -90,7 +90,7 @@ def strengths_table(pairs, sizes, rounds, seed) -> None:
             covered = covered_people = cells_count = 0
             errors, errors_people, claims, lambdas = [], [], [], []
             for _ in range(rounds):
-                parts = [[] for _ in range(7)]
+                parts: list[list[float]] = [[] for _ in range(7)]
                 for p in pairs:
                     pick = rng.integers(0, len(p.y), POOL)
                     y = p.y[pick]
@@ -107,7 +107,19 @@ def strengths_table(pairs, sizes, rounds, seed) -> None:
                         )
                     ):
                         parts[k].extend(values)
-                args = [np.array(v) for v in parts] + [len(index)]
+                a_labelled, b_labelled, y_labelled, f_labelled, a_unlabelled, b_unlabelled, f_unlabelled = (
+                    np.array(v) for v in parts
+                )
+                args = (
+                    a_labelled,
+                    b_labelled,
+                    y_labelled,
+                    f_labelled,
+                    a_unlabelled,
+                    b_unlabelled,
+                    f_unlabelled,
+                    len(index),
+                )
                 hybrid, people = ppi_bradley_terry(*args), ppi_bradley_terry(*args, lam=0.0)
                 covered += int(np.sum((hybrid.low[1:] <= truth[1:]) & (truth[1:] <= hybrid.high[1:])))
                 covered_people += int(np.sum((people.low[1:] <= truth[1:]) & (truth[1:] <= people.high[1:])))

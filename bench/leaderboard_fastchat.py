@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO, cast
 
 import numpy as np
 
@@ -78,8 +79,9 @@ def measure(command: list[str], env: dict) -> tuple[float, float, str]:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - started
-        stderr = process.stderr.read().decode(errors="replace")
-        process.stderr.close()
+        pipe = cast(IO[bytes], process.stderr)  # stderr=subprocess.PIPE
+        stderr = pipe.read().decode(errors="replace")
+        pipe.close()
         out.seek(0)
         stdout = out.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
@@ -172,8 +174,8 @@ def main() -> None:
                 seconds, mb, board = seplab(path, method, args.rounds, env)
                 ours.append((seconds, mb))
                 if have_fastchat:
-                    f_seconds, f_mb, f_board = fastchat(args.fastchat_python, path, method, args.rounds, fc_env)
-                    theirs.append((f_seconds, f_mb))
+                    f_seconds, f_peak_mb, f_board = fastchat(args.fastchat_python, path, method, args.rounds, fc_env)
+                    theirs.append((f_seconds, f_peak_mb))
                     if method != "sep-elo":
                         diff = max(abs(board[s] - f_board[s]) for s in board)
             times, mbs = [t for t, _ in ours], [m for _, m in ours]

@@ -37,6 +37,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,7 +175,7 @@ class Rater(threading.Thread):
                     time.sleep(self.rng.uniform(*self.think))
                 fields = {
                     "pair": pair.group(1).decode(),
-                    "key": key.group(1).decode(),
+                    "key": cast(re.Match[bytes], key).group(1).decode(),  # a page with a pair has its key
                     "choice": self.rng.choice(["first", "second", "tie"]),
                 }
                 if self.further:  # what a rater of a study with further questions also sends
@@ -385,7 +386,8 @@ def server_times(access_log: Path, since: float) -> tuple[list[float], list[floa
     for requests that finished at or after ``since`` (Unix time; the log has one-second resolution)."""
     from datetime import datetime
 
-    next_ms, submit_ms = [], []
+    next_ms: list[float] = []
+    submit_ms: list[float] = []
     for line in access_log.read_text().splitlines():
         parts = line.split(" ")  # [22/Nov/2026:12:30:01 +0000] GET /r/[redacted]/a/5/ 200 14021
         when = datetime.strptime(" ".join(parts[:2]), "[%d/%b/%Y:%H:%M:%S %z]").timestamp()

@@ -32,7 +32,8 @@ def read(folder: Path, who: str) -> dict[tuple[str, str], dict[int, list[float]]
         if not match or match["who"] != who or match["a"] not in MODELS or match["b"] not in MODELS:
             continue
         a, b = match["a"], match["b"]
-        pair = tuple(sorted((a, b)))
+        first, second = sorted((a, b))
+        pair = (first, second)
         for line in path.read_text().splitlines():
             row = json.loads(line)
             score = SCORE_FOR_FIRST.get(row.get("score"))
@@ -124,7 +125,8 @@ def design_estimates(
             f = pair.f[judge][index]
             out[f"people + {judge}"].append(ppi.ppi_mean(y[labelled], f[labelled], f[~labelled], finite=finite))
         out["people + all judges"].append(ppi.ppi_mean(y[labelled], f_all[labelled], f_all[~labelled], finite=finite))
-        pi = fixed_pi if finite else active_inclusion(judge_disagreement(verdicts), n, 0.5)
+        # the finite pool's inclusion probabilities are fixed (fixed_pi is set exactly when finite)
+        pi = fixed_pi if fixed_pi is not None else active_inclusion(judge_disagreement(verdicts), n, 0.5)
         drawn = np.zeros(size, dtype=bool)
         drawn[systematic_pps(pi, rng)] = True
         out["judge-disagreement design"].append(

@@ -55,18 +55,19 @@ def main() -> None:
         deltas = [
             d for by_item in separability_by_item(study, "cosine-la").values() for d in by_item.values() if d == d
         ]
-        rows = [r for r in load_rows(study) if r.effective_choice is not None]
+        answered = [(r, r.effective_choice) for r in load_rows(study) if r.effective_choice is not None]
+        rows = [r for r, _ in answered]
         started = time.perf_counter()
         fit = reliability.one_coin_dawid_skene(
             [r.pair_id for r in rows],
             [r.rater for r in rows],
-            [r.effective_choice for r in rows],
+            [choice for _, choice in answered],
             [r.a_shown_first for r in rows],
         )
         seconds = time.perf_counter() - started
         votes: dict[int, list[str]] = defaultdict(list)
-        for r in rows:
-            votes[r.pair_id].append(r.effective_choice)
+        for r, choice in answered:
+            votes[r.pair_id].append(choice)
         majority = {p: Counter(v).most_common(1)[0][0] for p, v in votes.items()}
         differ = sum(fit.labels[p] != majority[p] for p in majority) / len(majority)
         report = study_report(study)

@@ -96,6 +96,8 @@ def raters_curve(counts: list[int], seconds: float, database: str) -> list[dict]
             check=True,
         ).stdout
         last, nxt, rate = LAST.search(out), NEXT.search(out), RATE.search(out)
+        if last is None or nxt is None or rate is None:
+            raise RuntimeError(f"load_raters printed no summary:\n{out}")
         row = {
             "n": n,
             "requests_per_s": float(rate.group(1)),

@@ -5,6 +5,7 @@ the background jobs of embedding and separability, and what the study and settin
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import TypedDict, cast
 
 from django.db.models import Count, F
 
@@ -78,7 +79,7 @@ def locked_decision(comparison_id: int) -> PairDecision:
     """The pair's stored decision, its row locked until the submit commits (created, undecided, the first time)."""
     rows = _DECISION.rows(comparison=comparison_id)
     if rows:
-        return instance(PairDecision, rows[0])
+        return cast(PairDecision, instance(PairDecision, rows[0]))  # an instance of the model it is given
     stored, _ = PairDecision.objects.select_for_update().get_or_create(
         comparison_id=comparison_id,
         defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0, "items": 0, "judgments": 0},
@@ -162,7 +163,8 @@ def not_bought(study: Study, settings) -> set[int]:
         )
         for pk, a, b in comparisons
     }
-    needed = decisions.ranking_needs(states)
+    # the core types a pair's systems as names; it reads them only as keys and in order, and the plan keys them by id
+    needed = decisions.ranking_needs(states)  # type: ignore[arg-type]
     return {pk for pk, a, b in comparisons if (a, b) not in needed}
 
 
@@ -196,7 +198,23 @@ WORDS = {
 }
 
 
-def decision_rows(study: Study) -> list[dict]:
+class DecisionRow(TypedDict):
+    """One system pair's row of ``decision_rows``."""
+
+    label: str
+    closed: bool
+    why: str
+    decision: str
+    low: float
+    high: float
+    items: int
+    judgments: int
+    planned: int
+    saved: int
+    money: Decimal | None  # None without a pay per assignment
+
+
+def decision_rows(study: Study) -> list[DecisionRow]:
     """Per system pair: its stored decision in words, the interval, the items and judgments it rests on, the plan's
     judgments, those no longer bought and what they would have cost (at the study's pay per assignment); with the
     ranking as the goal, why a pair is not bought now (decided, its order implied by decided pairs, or not next to
@@ -212,15 +230,15 @@ def decision_rows(study: Study) -> list[dict]:
     comparisons = list(study.comparisons.select_related("system_a", "system_b"))
     implied: dict[tuple[int, int], str] = {}
     if study.selection_settings.ranks_only():
-        implied = decisions.implied(
-            {
-                (c.system_a_id, c.system_b_id): decisions.PairState(
-                    stored[c.pk].decision if c.pk in stored else decisions.UNDECIDED, 0.5
-                )
-                for c in comparisons
-            }
-        )
-    rows = []
+        states = {
+            (c.system_a_id, c.system_b_id): decisions.PairState(
+                stored[c.pk].decision if c.pk in stored else decisions.UNDECIDED, 0.5
+            )
+            for c in comparisons
+        }
+        # the core types a pair's systems as names; it reads them only as keys, and here they are system ids
+        implied = decisions.implied(states)  # type: ignore[arg-type, assignment]
+    rows: list[DecisionRow] = []
     for c in comparisons:
         d = stored.get(c.pk)
         call = d.decision if d else decisions.UNDECIDED
@@ -240,6 +258,7 @@ def decision_rows(study: Study) -> list[dict]:
             if (c.system_a_id, c.system_b_id) in implied
             else "not needed by the ranking now"
         )
+        saved = max(0, planned.get(c.pk, 0) - (d.judgments if d else 0)) if c.closed else 0
         rows.append(
             {
                 "label": str(c),
@@ -251,12 +270,10 @@ def decision_rows(study: Study) -> list[dict]:
                 "items": d.items if d else 0,
                 "judgments": d.judgments if d else 0,
                 "planned": planned.get(c.pk, 0),
-                "saved": max(0, planned.get(c.pk, 0) - (d.judgments if d else 0)) if c.closed else 0,
+                "saved": saved,
+                # the judgments not bought at the study's pay per assignment (whole items' pairs, as bundled)
+                "money": None if pay is None else (pay * saved / pairs_per_bundle(study)).quantize(Decimal("0.01")),
             }
-        )
-        # money: the judgments not bought at the study's pay per assignment (whole items' pairs, as bundled)
-        rows[-1]["money"] = (
-            None if pay is None else (pay * rows[-1]["saved"] / pairs_per_bundle(study)).quantize(Decimal("0.01"))
         )
     return rows
 

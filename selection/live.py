@@ -191,7 +191,7 @@ def live_status(run: IterativeRun) -> LiveStatus:
     state = {"decided": "decided", "inconclusive": "inconclusive"}.get(algorithm.outcome or "", "undecided")
     return LiveStatus(
         str(run.comparison),
-        names.get(status.leader),
+        names.get(status.leader or ""),
         status.k,
         status.n,
         status.ties,

@@ -5,18 +5,21 @@ from __future__ import annotations
 from html import escape
 
 import numpy as np
+import numpy.typing as npt
 
 
-def histogram_svg(values: np.ndarray, bins: int = 20, width: int = 420, height: int = 160, label: str = "delta") -> str:
+def histogram_svg(
+    values: npt.ArrayLike, bins: int = 20, width: int = 420, height: int = 160, label: str = "delta"
+) -> str:
     """A histogram of ``values`` as an inline SVG string, with its axis range and counts as tooltips."""
-    values = np.asarray(values, dtype=np.float64)
-    values = values[~np.isnan(values)]
-    if values.size == 0:
+    array = np.asarray(values, dtype=np.float64)
+    array = array[~np.isnan(array)]
+    if array.size == 0:
         return ""
-    low, high = float(values.min()), float(values.max())
+    low, high = float(array.min()), float(array.max())
     if high == low:
         low, high = low - 0.5, high + 0.5
-    counts, edges = np.histogram(values, bins=bins, range=(low, high))
+    counts, edges = np.histogram(array, bins=bins, range=(low, high))
     pad_left, pad_bottom, pad_top = 34, 22, 8
     plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
     top = max(int(counts.max()), 1)

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import zlib
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 from django.db import transaction
@@ -84,7 +85,7 @@ def compute_separability(
         similarity = sep.rouge1_similarity() if base == "rouge1" else sep.bleu_similarity()
 
     def matrix(x: list[Generation], y: list[Generation]) -> np.ndarray:
-        if base == "cosine":
+        if similarity is None:  # cosine
             m = sep.cosine_matrix(np.stack([vectors[g.pk] for g in x]), np.stack([vectors[g.pk] for g in y]))
         else:
             m = sep.text_similarity_matrix([g.text for g in x], [g.text for g in y], similarity)
@@ -275,7 +276,7 @@ def plan_runs(study: Study) -> dict[int, SelectionRun | IterativeRun | None]:
         released.setdefault(comparison_id, set()).add(external_id)
     runs: dict[int, list[SelectionRun]] = {}
     for run in SelectionRun.objects.filter(study=study, comparison__isnull=False).order_by("created", "id"):
-        runs.setdefault(run.comparison_id, []).append(run)
+        runs.setdefault(cast(int, run.comparison_id), []).append(run)  # comparison__isnull=False
     live = (
         {run.comparison_id: run for run in IterativeRun.objects.filter(study=study).defer(*TREE_ONLY)}
         if is_live(study.selection_settings.selection_method)

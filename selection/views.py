@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.middleware import HtmxDetails
 
 from annotation import access
 from annotation.access import access_study
@@ -21,6 +22,13 @@ from selection.strategies import STRATEGIES
 
 METRIC_CHOICES = [m for base in METRICS for m in (base, f"{base}-la")]
 SHOWN_ITEMS = 5
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request as the type checker sees it behind ``django_htmx.middleware.HtmxMiddleware`` (config/settings.py),
+    which sets ``htmx`` on every one (django-htmx's documented pattern; never instantiated)."""
+
+    htmx: HtmxDetails
 
 
 @login_required
@@ -59,8 +67,9 @@ def separability(request: HttpRequest, study_id: int) -> HttpResponse:
 
 def _panel(run: SeparabilityRun, output_format: str) -> dict:
     rows = list(run.items.select_related("item").order_by("delta"))
-    defined = [r for r in rows if r.delta is not None]
-    texts: dict[tuple[int, int], list[str]] = {}
+    scored = [(r, r.delta) for r in rows if r.delta is not None]
+    defined = [r for r, _ in scored]
+    texts: dict[tuple[int, int], list[tuple[int, str]]] = {}  # (item, system) -> (sample index, text)
     shown = defined[:SHOWN_ITEMS] + defined[-SHOWN_ITEMS:]
     for g in Generation.objects.filter(
         item__in=[r.item for r in shown], system__in=[run.comparison.system_a, run.comparison.system_b]
@@ -78,7 +87,7 @@ def _panel(run: SeparabilityRun, output_format: str) -> dict:
             "b": [t for _, t in sorted(texts.get((row.item_id, run.comparison.system_b_id), []))],
         }
 
-    values = [r.delta for r in defined]
+    values = [delta for _, delta in scored]
     return {
         "run": run,
         "total": len(rows),
@@ -119,7 +128,7 @@ def embedding_start(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
-def job_progress(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
+def job_progress(request: HtmxHttpRequest, study_id: int, job_id: int) -> HttpResponse:
     study, job = access.access_job(request, study_id, job_id)
     response = render(request, "selection/_job.html", {"study": study, "job": job})
     if request.htmx and not job.active and request.GET.get("was") == "active":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +14,13 @@ from annotation.elicitation import Answer
 from annotation.models import Rater
 from annotation.rating import allocation, imports, recording
 from annotation.studies import creation, enrolment, lifecycle
+
+
+def found(pattern: str, text: str, flags: int = 0) -> re.Match[str]:
+    """The first match of ``pattern`` in ``text`` (``re.search``); fails the test when there is none."""
+    match = re.search(pattern, text, flags)
+    assert match is not None, f"{pattern!r} is not in the text"
+    return match
 
 
 @pytest.fixture(scope="session")

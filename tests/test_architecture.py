@@ -118,7 +118,11 @@ def test_analytics_reads_only_selections_pure_core_and_models():
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's algorithm; the components of more than one module."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
 
     def visit(node: str) -> None:
         index[node] = low[node] = len(index)
@@ -131,7 +135,7 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
             elif succ in on_stack:
                 low[node] = min(low[node], index[succ])
         if low[node] == index[node]:
-            component = []
+            component: list[str] = []
             while not component or component[-1] != node:
                 component.append(stack.pop())
                 on_stack.discard(component[-1])
@@ -145,14 +149,17 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def shortest_circle(graph: dict[str, set[str]], start: str, members: set[str]) -> list[str]:
-    parent, queue = {start: None}, deque([start])
+    parent: dict[str, str | None] = {start: None}
+    queue = deque([start])
     while queue:
         node = queue.popleft()
         for succ in sorted(graph[node] & members):
             if succ == start:
                 path = [node]
-                while parent[path[-1]] is not None:
-                    path.append(parent[path[-1]])
+                step = parent[node]
+                while step is not None:
+                    path.append(step)
+                    step = parent[step]
                 return [*reversed(path), start]
             if succ not in parent:
                 parent[succ] = node
@@ -330,7 +337,8 @@ def drawn_modules(text: str) -> dict[str, set[str]]:
     package whose modules follow on its line and on the lines indented below it; "(pure)" is a note."""
     block = text.split("```\n", 2)[1]
     found: dict[str, set[str]] = defaultdict(set)
-    app, names, package = "", set(), ""
+    app, package = "", ""
+    names: set[str] = set()
     for line in block.splitlines():
         if "┌" in line:
             app, names, package = "", set(), ""
@@ -342,11 +350,11 @@ def drawn_modules(text: str) -> dict[str, set[str]]:
             body = content.lstrip(" ")
             if len(content) - len(body) <= 1:  # a line of its own: a package's first line or plain modules
                 package = ""
-            words = [w for w in body.replace("(pure)", " ").split()]
-            for word in words:
-                if word.endswith("/"):
+            for word in body.replace("(pure)", " ").split():
+                if word == "management/":
+                    names.add(word)
+                elif word.endswith("/"):
                     package = word
-                    names.add(word) if word == "management/" else None
                 else:
                     names.add(package + word)
     return dict(found)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Hashable
 
 from analytics.core import agreement
 from analytics.report.data import Row
@@ -35,7 +36,7 @@ def agreement_section(rows: list[Row]) -> Agreement:
     """Agreement between the population's raters (Krippendorff's alpha over rated pairs, Cohen's kappa
     between raters with at least 10 shared pairs)."""
     units: dict[int, list[str]] = defaultdict(list)
-    labels: dict[str, dict[int, str]] = defaultdict(dict)
+    labels: dict[str, dict[Hashable, Hashable]] = defaultdict(dict)  # rater -> {pair id: answer}
     for r in rows:
         if r.effective_choice is not None:
             units[r.pair_id].append(r.effective_choice)

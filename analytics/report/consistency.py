@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from typing import TypeGuard
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -79,14 +80,21 @@ class Consistency:
     by_separability: dict[str, SeparabilityBins]  # rater kind -> its bins
 
 
+def defined(value: float | None) -> TypeGuard[float]:
+    """Whether a consistency is defined: undefined is NaN as computed, None once stored."""
+    return value is not None and not np.isnan(value)
+
+
 def consistency_section(rows: list[Row], deltas: Deltas) -> Consistency:
-    sets: dict[tuple, list[int]] = defaultdict(list)
-    kinds: dict[tuple, str] = {}
+    # (rater, item, item id, system_a, system_b), systems in name order
+    sets: dict[tuple[str, str, int, str, str], list[int]] = defaultdict(list)
+    kinds: dict[tuple[str, str, int, str, str], str] = {}
     for row in rows:
         r = row.rating
         if r is None:
             continue
-        key = (row.rater, row.item, row.item_id, *sorted((row.system_a, row.system_b)))
+        first, second = sorted((row.system_a, row.system_b))
+        key = (row.rater, row.item, row.item_id, first, second)
         # ratings of a rater who saw the pair as (B, A) are flipped to the canonical order
         sets[key].append(r if (row.system_a, row.system_b) == tuple(sorted((row.system_a, row.system_b))) else -r)
         kinds[key] = row.kind
@@ -108,12 +116,12 @@ def consistency_section(rows: list[Row], deltas: Deltas) -> Consistency:
         )
     per_item: list[ItemConsistency] = []
     for kind in KINDS:
-        groups: dict[tuple, list[RatingSetConsistency]] = defaultdict(list)
+        groups: dict[tuple[str, str, str], list[RatingSetConsistency]] = defaultdict(list)
         for s in rating_sets:
             if s.kind == kind:
                 groups[(s.item, s.system_a, s.system_b)].append(s)
         for (item, sa, sb), group in groups.items():
-            defined = [g.consistency for g in group if not np.isnan(g.consistency)]
+            known = [g.consistency for g in group if defined(g.consistency)]
             per_item.append(
                 ItemConsistency(
                     kind=kind,
@@ -121,7 +129,7 @@ def consistency_section(rows: list[Row], deltas: Deltas) -> Consistency:
                     system_a=sa,
                     system_b=sb,
                     raters=len(group),
-                    consistency=float(np.mean(defined)) if defined else None,
+                    consistency=float(np.mean(known)) if known else None,
                     preference_strength=float(np.mean([g.preference_strength for g in group])),
                     separability=group[0].separability,
                 )
@@ -131,7 +139,7 @@ def consistency_section(rows: list[Row], deltas: Deltas) -> Consistency:
         values = [s.consistency for s in rating_sets if s.kind == kind]
         if values:
             summary[kind] = mean_with_interval(
-                [v for v in values if not np.isnan(v)], of=len(values), reason=consistency.NOT_APPLICABLE
+                [v for v in values if defined(v)], of=len(values), reason=consistency.NOT_APPLICABLE
             )
     return Consistency(summary, rating_sets, per_item, consistency_bins(rating_sets))
 
@@ -143,6 +151,8 @@ def mean_with_interval(values: list[float], of: int, reason: str) -> MeanInterva
     if not n:
         return MeanInterval(False, 0, of, None, None, None, reason)
     mean = float(np.mean(values))
+    low: float | None
+    high: float | None
     if n > 1:
         half = float(student_t.ppf(0.975, n - 1) * np.std(values, ddof=1) / np.sqrt(n))
         low, high = max(0.0, mean - half), min(1.0, mean + half)
@@ -156,9 +166,7 @@ def consistency_bins(rating_sets: list[RatingSetConsistency]) -> dict[str, Separ
     equal-count bins (Fig. 8), from rating sets that have a separability and a defined consistency (n >= 2)."""
     bins = {}
     for kind in KINDS:
-        subset = [
-            s for s in rating_sets if s.kind == kind and s.separability is not None and not np.isnan(s.consistency)
-        ]
+        subset = [s for s in rating_sets if s.kind == kind and s.separability is not None and defined(s.consistency)]
         if not subset:
             continue
         x = np.array([s.separability for s in subset])
@@ -206,15 +214,15 @@ def pooled_consistency(studies: list[Study], metric: str | None = None) -> Poole
         used = metric or study.selection_settings.separability_metric
         section = consistency_section(load_rows(study), separability_by_item(study, used))
         pooled.extend(section.rating_sets)
-        sets = [s for s in section.rating_sets if not np.isnan(s.consistency)]
+        sets = [s for s in section.rating_sets if defined(s.consistency)]
         items = [
-            i
+            (i.separability, i.consistency)
             for i in section.per_item
             if i.kind == "human" and i.separability is not None and i.consistency is not None
         ]
-        deltas = [i.separability for i in items]
+        deltas = [delta for delta, _ in items]
         rho = (
-            spearmanr(deltas, [i.consistency for i in items]).statistic
+            spearmanr(deltas, [c for _, c in items]).statistic
             if len(items) > 2 and len(set(deltas)) > 1
             else float("nan")
         )

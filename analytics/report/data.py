@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from typing import cast
 
 import numpy as np
 
@@ -101,8 +102,9 @@ def separability_by_item(study: Study, metric: str | None = None) -> Deltas:
         "run__comparison__system_a__name", "run__comparison__system_b__name", "item_id", "delta"
     )
     for a, b, item_id, delta in rows:
-        out.setdefault((a, b), {})[item_id] = delta
-        out.setdefault((b, a), {})[item_id] = delta
+        value = cast(float, delta)  # the query keeps only rows with a delta (delta__isnull=False)
+        out.setdefault((a, b), {})[item_id] = value
+        out.setdefault((b, a), {})[item_id] = value
     return out
 
 
@@ -177,7 +179,8 @@ def item_means(rows: list[Row], pair: tuple[str, str]) -> dict[int, float]:
     loss), whichever system each judgment calls A."""
     by_item: dict[int, list[float]] = defaultdict(list)
     for r in rows:
-        if {r.system_a, r.system_b} == set(pair) and r.rating is not None and not r.superseded:
+        # a row has a rating exactly when it has an answer (Row.__post_init__)
+        if {r.system_a, r.system_b} == set(pair) and r.effective_choice is not None and not r.superseded:
             rating = winners.rating_for(r.effective_choice, (r.system_a, r.system_b) != pair)
             by_item[r.item_id].append(float(winners.score_for_a(rating)))
     return {item: float(np.mean(v)) for item, v in by_item.items()}

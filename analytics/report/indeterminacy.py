@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
+from typing import TypedDict, cast
 
 import numpy as np
 
@@ -85,6 +86,17 @@ class Indeterminacy:
     ranking_tiers: dict[str, list[list[str]]] | None = optional()
 
 
+class _Common(TypedDict):
+    """The fields of ``Indeterminacy`` that every report has, judges compared or not."""
+
+    human_beta_hat: float | None
+    human_translation_matrix: list[list[float | None]] | None
+    translation_columns: list[str]
+    translation_rows: list[str]
+    beta: float
+    translation_matrix_rows: list[tuple[str, list[float | None]]] | None
+
+
 def indeterminacy_section(rows: list[Row], beta: float) -> Indeterminacy:
     """Judges against the humans among ``rows`` (the filtered humans and every judge), ``beta``: the human
     sensitivity applied to forced choices."""
@@ -92,11 +104,11 @@ def indeterminacy_section(rows: list[Row], beta: float) -> Indeterminacy:
     human_pairs = {r.pair_id for r in humans}
     judge_names = sorted({r.rater for r in rows if r.kind == "judge"})
     paired = [(r.choice, r.response_set) for r in humans if r.choice and r.response_set]
-    matrix = (
+    matrix: list[list[float | None]] | None = (
         indeterminacy.translation_matrix([c for c, _ in paired], [s for _, s in paired]).tolist() if paired else None
     )
     columns, choices = ["{a}", "{b}", "{a,b}"], ["a", "b", "tie"]
-    common = {
+    common: _Common = {
         "human_beta_hat": indeterminacy.beta_hat([c for c, _ in paired], [s for _, s in paired]) if paired else None,
         "human_translation_matrix": matrix,
         "translation_columns": columns,
@@ -113,7 +125,8 @@ def indeterminacy_section(rows: list[Row], beta: float) -> Indeterminacy:
         if judge_rows:
             judges[name] = _judge_metrics(human_by_pair, _group(judge_rows), beta, judge_rows)
     ranked = {n: v for n, v in judges.items() if v.units >= MIN_SHARED_PAIRS}
-    ranking, tiers = {}, {}
+    ranking: dict[str, list[str]] = {}
+    tiers: dict[str, list[list[str]]] = {}
     for m in METRICS:
         order = sorted(
             ((n, getattr(v, m)) for n, v in ranked.items() if getattr(v, m) is not None),
@@ -149,13 +162,17 @@ def _omega(rows: list[Row], beta: float) -> np.ndarray:
     return indeterminacy.omega([r.response_set for r in rows], [r.effective_choice for r in rows], beta)
 
 
-def _omegas(human_by_pair, judge_by_pair, units, beta: float) -> tuple[np.ndarray, np.ndarray]:
+def _omegas(
+    human_by_pair: dict[int, list[Row]], judge_by_pair: dict[int, list[Row]], units: list[int], beta: float
+) -> tuple[np.ndarray, np.ndarray]:
     omega_h = np.array([_omega(human_by_pair[u], beta) for u in units])
     omega_j = np.array([_omega(judge_by_pair[u], 0.0) for u in units])
     return omega_h, omega_j
 
 
-def _judge_metrics(human_by_pair, judge_by_pair, beta: float, judge_rows: list[Row]) -> JudgeMetrics:
+def _judge_metrics(
+    human_by_pair: dict[int, list[Row]], judge_by_pair: dict[int, list[Row]], beta: float, judge_rows: list[Row]
+) -> JudgeMetrics:
     units = sorted(judge_by_pair)
     omega_h, omega_j = _omegas(human_by_pair, judge_by_pair, units, beta)
     fc_h = np.array(
@@ -164,15 +181,15 @@ def _judge_metrics(human_by_pair, judge_by_pair, beta: float, judge_rows: list[R
     fc_j = np.array(
         [indeterminacy.forced_choice_distribution([r.effective_choice for r in judge_by_pair[u]]) for u in units]
     )
-    judge_choice = [agreement.plurality([r.effective_choice for r in judge_by_pair[u]]) for u in units]
-    human_choice = [agreement.plurality([r.effective_choice for r in human_by_pair[u]]) for u in units]
+    judge_choice = [_plurality([r.effective_choice for r in judge_by_pair[u]]) for u in units]
+    human_choice = [_plurality([r.effective_choice for r in human_by_pair[u]]) for u in units]
     both = [(h, j) for h, j in zip(human_choice, judge_choice, strict=True) if h and j]
     # every verdict on its own (each presentation order counts) against the human majority of its pair (a split
     # with no single most common answer is a tie; the other split rules are reported beside it), and how often
     # the judge picked the output shown first
     verdicts = _verdicts_against(human_by_pair, judge_by_pair, units, "tie")
-    sided = [r for _, r in verdicts if r.effective_choice in ("a", "b")]
-    first = [orientation.to_display(r.effective_choice, r.a_shown_first) == "first" for r in sided]
+    sided = [(r.effective_choice, r.a_shown_first) for _, r in verdicts if r.effective_choice in ("a", "b")]
+    first = [orientation.to_display(choice, a_shown_first) == "first" for choice, a_shown_first in sided]
     sweep = indeterminacy.threshold_sweep(omega_h, omega_j, option=0)
     # Cohen's kappa two ways: per item (the judge's plurality over its verdicts on the pair, both orders, against
     # the human majority: a judge that flips with the order counts as a tie) and per verdict (each verdict on its
@@ -213,15 +230,23 @@ def _judge_metrics(human_by_pair, judge_by_pair, beta: float, judge_rows: list[R
     )
 
 
-def _verdicts_against(human_by_pair, judge_by_pair, units, split: str) -> list[tuple[str, Row]]:
+def _verdicts_against(
+    human_by_pair: dict[int, list[Row]], judge_by_pair: dict[int, list[Row]], units: list[int], split: str
+) -> list[tuple[str, Row]]:
     """Each judge verdict with the human majority of its pair under the split rule ``split``
     (analytics/core/agreement.py: plurality); pairs with no human majority are left out."""
-    out = []
+    out: list[tuple[str, Row]] = []
     for u in units:
-        human = agreement.plurality([r.effective_choice for r in human_by_pair[u]], split)
+        human = _plurality([r.effective_choice for r in human_by_pair[u]], split)
         if human is not None:
             out.extend((human, r) for r in judge_by_pair[u] if r.effective_choice is not None)
     return out
+
+
+def _plurality(choices: list[str | None], split: str = "tie") -> str | None:
+    """``agreement.plurality`` of answers, read as an answer: it returns one of ``choices``, "tie" or None (its
+    signature says Hashable)."""
+    return cast("str | None", agreement.plurality(choices, split))
 
 
 def _agreement(verdicts: list[tuple[str, Row]]) -> float:

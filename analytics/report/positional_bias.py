@@ -76,12 +76,14 @@ def positional_bias_section(rows: list[Row], reference: list[Row]) -> Positional
     human_majority = majority_by_pair([r for r in reference if r.kind == "human"])
     debiasing = {}
     for name in sorted({r.rater for r in reference if r.kind == "judge" and r.probability_a is not None}):
-        judge_rows = [r for r in reference if r.rater == name and r.probability_a is not None]
-        p_first = np.array([orientation.probability_first(r.probability_a, r.a_shown_first) for r in judge_rows])
+        judged = [(r, r.probability_a) for r in reference if r.rater == name and r.probability_a is not None]
+        judge_rows = [r for r, _ in judged]
+        p_first = np.array([orientation.probability_first(p, r.a_shown_first) for r, p in judged])
         truth = [human_majority.get(r.pair_id) for r in judge_rows]
-        known = [i for i, t in enumerate(truth) if t in ("a", "b")]
+        sided = [(i, t) for i, t in enumerate(truth) if t in ("a", "b")]
+        known = [i for i, _ in sided]
         truth_first = (
-            np.array([orientation.to_display(truth[i], judge_rows[i].a_shown_first) == "first" for i in known])
+            np.array([orientation.to_display(t, judge_rows[i].a_shown_first) == "first" for i, t in sided])
             if known
             else None
         )

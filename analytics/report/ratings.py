@@ -101,11 +101,12 @@ def battles(rows: list[Row], systems: list[str], aggregation: str = "every", see
     "majority" groups the judgments of one rated pair, "one_sampled" those of one item and system pair. Returns
     (the rows of the battles kept, system A's index, system B's index, A's score) per battle."""
     index = {s: i for i, s in enumerate(systems)}
-    battle_rows = [r for r in rows if r.effective_choice is not None]
+    rated = [(r, r.rating) for r in rows if r.rating is not None]  # a rating exactly when an answer
+    battle_rows = [r for r, _ in rated]
     a = np.array([index[r.system_a] for r in battle_rows], dtype=np.int64)
     b = np.array([index[r.system_b] for r in battle_rows], dtype=np.int64)
     # the battle's outcome for system A from the one rating map: r = -1 (A) -> 1, 0 -> 0.5, +1 (B) -> 0
-    score = winners.score_for_a([r.rating for r in battle_rows]).reshape(-1)
+    score = winners.score_for_a([rating for _, rating in rated]).reshape(-1)
     if aggregation == "every" or not battle_rows:
         return battle_rows, a, b, score
     # the same system is "a" in every battle of a group: the one that comes first in the study's order
@@ -176,10 +177,13 @@ def ratings_section(
             for i in range(n)
         ],
         battles=battles_between.astype(int).tolist(),
-        win_ratio=sorted(
-            (WinRatio(s, ratio[i]) for i, s in enumerate(systems)),
-            key=lambda r: -(r.win_ratio if r.win_ratio == r.win_ratio else -1),
-        ),
+        win_ratio=[
+            WinRatio(s, value)
+            for s, value in sorted(
+                ((s, ratio[i]) for i, s in enumerate(systems)),
+                key=lambda sv: -(sv[1] if sv[1] == sv[1] else -1),  # NaN (no battles) last
+            )
+        ],
     )
     styled = style_control_section(battle_rows, a, b, score, systems, answers, settings.style_penalty)
     return Ratings(elo, sep_elo, bt, win_rates, styled)

@@ -75,7 +75,8 @@ def reliability_section(rows: list[Row], systems: list[str]) -> Reliability | Un
     each pair's plain majority (the same one battle per pair, every rater alike: a difference is the weighting's)
     and never instead of the report's boards. No interval: the inferred answers are themselves estimates, and an
     interval that treated them as data would be too narrow."""
-    labelled = [r for r in rows if r.effective_choice is not None]
+    answered = [(r, r.effective_choice) for r in rows if r.effective_choice is not None]
+    labelled = [r for r, _ in answered]
     raters = {r.rater for r in labelled}
     overlapping = sum(1 for n in Counter(r.pair_id for r in labelled).values() if n > reliability.MIN_OTHERS)
     if len(raters) < RELIABILITY_MIN_RATERS or overlapping == 0:
@@ -87,7 +88,7 @@ def reliability_section(rows: list[Row], systems: list[str]) -> Reliability | Un
     fit = reliability.one_coin_dawid_skene(
         [r.pair_id for r in labelled],
         [r.rater for r in labelled],
-        [r.effective_choice for r in labelled],
+        [choice for _, choice in answered],
         [r.a_shown_first for r in labelled],
     )
     counts = Counter(r.rater for r in labelled)

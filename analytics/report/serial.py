@@ -67,12 +67,12 @@ def from_json(kind: Any, data: Any) -> Any:
     """``data``, the JSON form of a value of type ``kind``, as that value."""
     if data is None:
         return None
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _read(kind, data)
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
         args = tuple(a for a in args if a is not type(None))
-        classes = [a for a in args if dataclasses.is_dataclass(a)]
+        classes = [a for a in args if isinstance(a, type) and dataclasses.is_dataclass(a)]
         if classes and isinstance(data, dict):
             fitting = next((c for c in classes if _fits(c, data)), None)
             if fitting is None:

@@ -4,6 +4,7 @@ anytime-valid confidence sequence for the first system's win rate over items set
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import numpy as np
 
@@ -99,8 +100,9 @@ def stopping_section(study: Study, rows: list[Row], settings: AnalysisParameters
                 system_b=pair[1],
                 leader=names.get(status.leader or ""),
                 decision=decision.decision,
-                win_rate_low=decision.low,
-                win_rate_high=decision.high,
+                # pair_decision (the betting rule) always gives an interval; only the hypergeometric rule's has none
+                win_rate_low=cast(float, decision.low),
+                win_rate_high=cast(float, decision.high),
                 decision_items=decision.n,
                 decision_alpha=settings.decision_alpha,
                 decision_margin=decision.margin,

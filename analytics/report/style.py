@@ -113,18 +113,22 @@ def length_controlled_section(
     """Per rater population (people, then each judge) and system pair: the plain and the length-controlled win
     rate of the pair's first system (in the study's order), its 95 % interval over items, and the length
     coefficient (> 0: longer answers are preferred)."""
-    populations = [("People", [r for r in humans if r.effective_choice is not None])]
+    # each row with an answer, with its rating (a row has one exactly when it has an answer)
+    populations = [("People", [(r, r.rating) for r in humans if r.rating is not None])]
     for name in sorted({r.rater for r in judges}):
-        populations.append((f"Judge {name}", [r for r in judges if r.rater == name and r.effective_choice is not None]))
+        populations.append(
+            (f"Judge {name}", [(r, r.rating) for r in judges if r.rater == name and r.rating is not None])
+        )
     order = {s: i for i, s in enumerate(systems)}
     out = []
-    for label, rows in populations:
-        by_pair: dict[tuple[str, str], list[Row]] = {}
-        for r in rows:
+    for label, rated in populations:
+        by_pair: dict[tuple[str, str], list[tuple[Row, int]]] = {}
+        for r, rating in rated:
             first, second = sorted((r.system_a, r.system_b), key=order.__getitem__)
-            by_pair.setdefault((first, second), []).append(r)
-        for (first, second), pair_rows in sorted(by_pair.items(), key=lambda kv: (order[kv[0][0]], order[kv[0][1]])):
-            score = winners.score_for_a([r.rating for r in pair_rows]).reshape(-1)
+            by_pair.setdefault((first, second), []).append((r, rating))
+        for (first, second), pair_rated in sorted(by_pair.items(), key=lambda kv: (order[kv[0][0]], order[kv[0][1]])):
+            pair_rows = [r for r, _ in pair_rated]
+            score = winners.score_for_a([rating for _, rating in pair_rated]).reshape(-1)
             flip = np.array([r.system_a != first for r in pair_rows])
             score = np.where(flip, 1 - score, score)
             _, _, length_first, length_second = answers.of(pair_rows, [first] * len(pair_rows))

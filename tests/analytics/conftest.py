@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ PRD = SHARED / "prd_vicuna80_human"
 
 
 @pytest.fixture(scope="session")
-def prd_battles():
+def prd_battles() -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], dict[str, Any]]:
     """The PRD human votes in file order, as (a, b, score, systems), and FastChat's reference outputs."""
     path = PRD / "battles_prd_human_individual_votes.csv"
     if not path.exists():

@@ -64,18 +64,18 @@ def csv_files(draw) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator=draw(st.sampled_from(["\n", "\r\n"])))
     writer.writerow(columns)
-    for row in rows:
+    for fields in rows:
         shape = draw(st.sampled_from(["row"] * 8 + ["blank", "short", "long", "raw"]))
         if shape == "blank":
             out.write("\n")
         if shape == "short":
-            row = row[:-1]
+            fields = fields[:-1]
         if shape == "long":
-            row = [*row, "extra"]
+            fields = [*fields, "extra"]
         if shape == "raw":  # written without the csv module's quoting
-            out.write(",".join(row) + "\n")
+            out.write(",".join(fields) + "\n")
         else:
-            writer.writerow(row)
+            writer.writerow(fields)
     text = out.getvalue()
     if draw(st.booleans()):
         text = text.rstrip("\r\n")  # no line feed after the last line

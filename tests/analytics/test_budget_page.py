@@ -43,6 +43,7 @@ def expected(study, margin: float, raters: int) -> tuple[int, int, Decimal]:
     items = budget.items_needed(
         margin, budget.pilot_of(outcomes).item_variance(raters), 0.05, 0.8, 2000, 200, study.seed
     )
+    assert items is not None, "the pilot's margin needs more than 2000 items"
     assignments = math.ceil(items * raters * study.pairs_per_assignment / study.judgments_per_assignment)
     return items, assignments, Decimal("1.20") * assignments
 

@@ -136,11 +136,11 @@ def test_the_mturk_study_imports_with_every_rating(mturk_study):
     assert set(mturk_study.systems.values_list("name", flat=True)) == {"mistral-7b", "vicuna-7b"}
 
 
-def test_the_report_computes_the_mturk_consistency_as_derived_by_hand(mturk_study):
+def test_the_report_computes_the_mturk_consistency_as_derived_by_hand(mturk_study) -> None:
     out = StringIO()
     call_command("report", "--study", mturk_study.name, "--json", stdout=out)
     report = json.loads(out.getvalue())
-    for key in (
+    for section in (
         "systems",
         "judgments",
         "consistency",
@@ -153,7 +153,7 @@ def test_the_report_computes_the_mturk_consistency_as_derived_by_hand(mturk_stud
         "agreement",
         "indeterminacy",
     ):
-        assert key in report
+        assert section in report
     sets = {(s["rater"], s["item"]): s for s in report["consistency"]["rating_sets"]}
     assert len(sets) == 150
     # Read off human_ratings_long.csv by hand (pref_model of the five pairs) and derived with Eq. 4:
@@ -187,7 +187,7 @@ def test_the_report_computes_the_mturk_consistency_as_derived_by_hand(mturk_stud
     assert report["consistency"]["summary"]["human"]["mean"] == pytest.approx(mean)
 
 
-def test_the_stopping_table_labels_the_real_mturk_items_by_the_item_winner_rule(mturk_study):
+def test_the_stopping_table_labels_the_real_mturk_items_by_the_item_winner_rule(mturk_study) -> None:
     out = StringIO()
     call_command("report", "--study", mturk_study.name, "--json", stdout=out)
     [stopping] = json.loads(out.getvalue())["stopping"]

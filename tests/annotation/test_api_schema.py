@@ -18,7 +18,7 @@ from tests.conftest import answer_all
 
 # Loaded from the real WSGI application (schema generation touches no database).
 schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
-schema.config.generation.update(modes=["positive", "negative"])
+schema.config.generation.update(modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE])
 
 FUZZ = settings(
     max_examples=30,

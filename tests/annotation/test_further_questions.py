@@ -65,12 +65,19 @@ def asked(researcher):
 
 def assignment_of(study, name: str) -> Assignment:
     rater = study.raters.filter(external_id=name).first() or enrolment.do_create_rater_link(study, name)
-    return allocation.do_start_assignment(rater)
+    assignment = allocation.do_start_assignment(rater)
+    assert assignment is not None, f"{name} got no assignment"
+    return assignment
 
 
 def answer(pair, key: str, main: str, harmless: str, acceptable: frozenset, why: str = "Clearer.", note: str = ""):
     allocation.do_mark_shown(pair)
-    further = {"harmless": Answer(choice=harmless), "acceptable": Answer(response=acceptable), "why": why, "note": note}
+    further: dict[str, Answer | str] = {
+        "harmless": Answer(choice=harmless),
+        "acceptable": Answer(response=acceptable),
+        "why": why,
+        "note": note,
+    }
     return recording.do_record_judgment(pair, idempotency_key=key, answer=Answer(choice=main), further=further)
 
 

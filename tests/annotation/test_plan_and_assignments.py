@@ -187,7 +187,7 @@ def test_a_start_waits_when_every_open_task_is_being_claimed_instead_of_saying_n
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_raters_never_overfill_a_task(researcher):
+def test_concurrent_raters_never_overfill_a_task(researcher) -> None:
     """Eight threads, each with its own database connection, start assignments at once for a study
     with room for exactly 2 x 2 places: four get one, nobody gets a place twice."""
     study = creation.do_create_study(researcher, "race", study_jsonl(2), "r.jsonl")

@@ -4,14 +4,13 @@ twice."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from django.urls import reverse
 
 from annotation.models import Assignment, ExternalLink, GoldAnswer, GoldPair, Judgment, PracticeAnswer, Rater
 from annotation.rating import practice
 from annotation.studies import lifecycle
+from tests.conftest import found
 
 
 def add_golds(study, n: int) -> list[GoldPair]:
@@ -34,7 +33,7 @@ def practice_page(client, rater, **params):
 
 
 def gold_of(page) -> int:
-    return int(re.search(r'name="gold" value="(\d+)"', page.content.decode()).group(1))
+    return int(found(r'name="gold" value="(\d+)"', page.content.decode()).group(1))
 
 
 def expected_choice(rater, gold_id: int) -> str:
@@ -164,7 +163,7 @@ def test_a_crowd_worker_practises_before_any_place_is_held_and_comes_back_to_the
     url = entry["Location"]
     for _ in range(2):
         page = client.get(url)
-        after = re.search(r'name="next" value="([^"]*)"', page.content.decode()).group(1).replace("&amp;", "&")
+        after = found(r'name="next" value="([^"]*)"', page.content.decode()).group(1).replace("&amp;", "&")
         client.post(
             reverse("rater_practice", args=[worker.token()]), {"gold": gold_of(page), "choice": "first", "next": after}
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
 
@@ -18,7 +19,9 @@ TOKEN = "test-token-123"
 
 
 @pytest.fixture
-def prolific_server(settings):
+def prolific_server(
+    settings,
+) -> Iterator[tuple[str, dict[tuple[str, str], tuple[int, dict]], list[tuple[str, str, dict | None]]]]:
     """Answers like Prolific's API for the paths it knows; anything unexpected fails the request."""
     calls: list[tuple[str, str, dict | None]] = []
     routes: dict[tuple[str, str], tuple[int, dict]] = {}

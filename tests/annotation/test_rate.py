@@ -15,7 +15,7 @@ from annotation.errors import ServiceError
 from annotation.models import Assignment, AssignmentPair, Judgment, Rater
 from annotation.rating import allocation, recording
 from annotation.studies import creation, enrolment, lifecycle, monitoring
-from tests.conftest import study_jsonl
+from tests.conftest import found, study_jsonl
 
 
 def start(client, rater) -> Assignment:
@@ -26,7 +26,7 @@ def start(client, rater) -> Assignment:
 
 def form_of(content: bytes) -> dict[str, str]:
     html = content.decode()
-    return {name: re.search(rf'name="{name}" value="([^"]*)"', html).group(1) for name in ("pair", "key")}
+    return {name: found(rf'name="{name}" value="([^"]*)"', html).group(1) for name in ("pair", "key")}
 
 
 def rate_url(rater, assignment, submit=False):
@@ -193,7 +193,7 @@ def statements(captured) -> list[str]:
         verb = sql.split()[0].upper()
         if verb in ("SAVEPOINT", "RELEASE"):
             continue
-        table = re.search(r'(?:FROM|UPDATE|INTO)\s+"?(\w+)"?', sql, re.IGNORECASE).group(1)
+        table = found(r'(?:FROM|UPDATE|INTO)\s+"?(\w+)"?', sql, re.IGNORECASE).group(1)
         out.append(f"{verb} {table}")
     return out
 

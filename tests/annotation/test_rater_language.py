@@ -18,6 +18,7 @@ from annotation import questions
 from annotation.models import Assignment, BlockedWorker, ExternalLink, GoldPair, Study
 from annotation.rating import practice
 from annotation.studies import enrolment, lifecycle
+from tests.conftest import found
 
 CATALOGUE = Path(settings.BASE_DIR) / "locale" / "de" / "LC_MESSAGES"
 
@@ -57,6 +58,7 @@ def po_entries() -> list[dict]:
                 else:
                     entry[field] = text
             elif line.startswith('"'):
+                assert field is not None, f"a continued line before any field: {line}"
                 if field.startswith("msgstr"):
                     entry["msgstr"][-1] += ast.literal_eval(line)
                 else:
@@ -168,13 +170,13 @@ def _start(client, rater) -> str:
     client.post(reverse("rater_consent", args=[token]), {"consent": "agree"})
     url = reverse("rater_practice", args=[token])
     for _ in range(2):
-        gold = int(re.search(r'name="gold" value="(\d+)"', client.get(url).content.decode()).group(1))
+        gold = int(found(r'name="gold" value="(\d+)"', client.get(url).content.decode()).group(1))
         client.post(url, {"gold": gold, "choice": "first"})
     return client.post(reverse("rater_start", args=[token]))["Location"]
 
 
 def _submit(client, url: str, page: str, **answer):
-    fields = {n: re.search(rf'name="{n}" value="([^"]*)"', page).group(1) for n in ("pair", "key")}
+    fields = {n: found(rf'name="{n}" value="([^"]*)"', page).group(1) for n in ("pair", "key")}
     return client.post(url.rstrip("/") + "/submit/", {**fields, "q-sicher-choice": "first", **answer})
 
 
@@ -194,13 +196,13 @@ def rater_pages(client, study: Study) -> dict[str, tuple[str, int]]:
     client.post(reverse("rater_consent", args=[token]), {"consent": "agree"})
     url = reverse("rater_practice", args=[token])
     page = keep("practice", client.get(url))
-    gold = int(re.search(r'name="gold" value="(\d+)"', page).group(1))
+    gold = int(found(r'name="gold" value="(\d+)"', page).group(1))
     keep("practice answer refused", client.post(url, {"gold": gold}))
     right = "first" if practice.good_first(rater, gold) else "second"
     client.post(url, {"gold": gold, "choice": right})
     keep("practice feedback (right)", client.get(url, {"feedback": gold}))
     page = client.get(url).content.decode()
-    gold = int(re.search(r'name="gold" value="(\d+)"', page).group(1))
+    gold = int(found(r'name="gold" value="(\d+)"', page).group(1))
     wrong = "second" if practice.good_first(rater, gold) else "first"
     keep("practice feedback (wrong, last)", client.post(url, {"gold": gold, "choice": wrong}, HTTP_HX_REQUEST="true"))
     keep("practice over", client.get(url))
@@ -210,7 +212,7 @@ def rater_pages(client, study: Study) -> dict[str, tuple[str, int]]:
     keep("rating: no skip reason", _submit(client, rate_url, page, skip="1"))
     _submit(client, rate_url, page, choice="first", comment="Gut.")
     page = keep("rating: the next pair", client.get(rate_url))
-    revise = re.search(r"\?revise=(\d+)", page).group(1)
+    revise = found(r"\?revise=(\d+)", page).group(1)
     keep("rating: revising", client.get(rate_url, {"revise": revise}))
     _submit(client, rate_url, page, skip="1", skip_reason="other")
     page = keep("rating: after skipping the item", client.get(rate_url))  # its other pairs go with it
@@ -390,8 +392,8 @@ def test_every_answer_mode_speaks_german(client, study, mode, options):
     refused = client.post(
         start["Location"] + "submit/",
         {
-            "pair": re.search(r'name="pair" value="(\d+)"', page).group(1),
-            "key": re.search(r'name="key" value="([^"]*)"', page).group(1),
+            "pair": found(r'name="pair" value="(\d+)"', page).group(1),
+            "key": found(r'name="key" value="([^"]*)"', page).group(1),
         },
     )
     assert refused.status_code == 400

@@ -28,6 +28,7 @@ def plain(study):
 def first_sides(page: str, study) -> set[bool]:
     """For the first pair on a page, whether output A was shown first."""
     first = TaskPair.objects.filter(task__study=study).order_by("task__position", "position").first()
+    assert first is not None
     a, b = escape(first.pair.generation_a.text), escape(first.pair.generation_b.text)
     return {page.index(a) < page.index(b)}
 

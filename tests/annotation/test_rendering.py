@@ -41,7 +41,7 @@ XSS = [
 class _Elements(HTMLParser):
     """Every element and attribute of an HTML fragment, as a browser's parser would see them."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.found: list[tuple[str, dict[str, str]]] = []
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 
 import pytest
 from django.urls import reverse
@@ -14,7 +13,7 @@ from annotation.crowd import sites
 from annotation.models import ExternalLink, Generation, Judgment, Rater, Study
 from annotation.rating import allocation, imports
 from annotation.studies import lifecycle
-from tests.conftest import answer_all
+from tests.conftest import answer_all, found
 
 
 def rate_url(rater: Rater, assignment) -> str:
@@ -22,7 +21,7 @@ def rate_url(rater: Rater, assignment) -> str:
 
 
 def submit(client, url: str, page: str, key: str = "k1"):
-    pair = re.search(r'name="pair" value="(\d+)"', page).group(1)
+    pair = found(r'name="pair" value="(\d+)"', page).group(1)
     return client.post(url + "submit/", {"pair": pair, "key": key, "choice": "first"})
 
 
@@ -34,7 +33,7 @@ def test_pause_keeps_the_answer_on_screen_and_stops_new_work(researcher_client, 
     done = client.post(
         rate_url(rater, assignment) + "submit/",
         follow=True,
-        data={"pair": re.search(r'name="pair" value="(\d+)"', page).group(1), "key": "k1", "choice": "first"},
+        data={"pair": found(r'name="pair" value="(\d+)"', page).group(1), "key": "k1", "choice": "first"},
     )
     assert Judgment.objects.filter(rater=rater).count() == 1
     assert 'data-testid="paused"' in done.content.decode()

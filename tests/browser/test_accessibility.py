@@ -36,7 +36,7 @@ def serious(page) -> list[str]:
 @pytest.mark.parametrize("mode", list(elicitation.MODES))
 def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(
     browser_page, live_server, researcher, mode
-):
+) -> None:
     lines = [
         {"id": "long", "input": "How do I list Python files?", "outputs": {"a": [LONG], "b": ["Use glob."]}},
         {"id": "short", "input": "Say hi.", "outputs": {"a": ["Hi."], "b": ["Hello!"]}},
@@ -69,9 +69,10 @@ def test_the_rater_pages_of_every_mode_short_and_long_outputs_and_the_preview(
 
 
 @pytest.mark.slow(seconds=9)
-def test_the_completion_page_and_the_researcher_pages(browser_page, live_server, researcher, study):
+def test_the_completion_page_and_the_researcher_pages(browser_page, live_server, researcher, study) -> None:
     rater = enrolment.do_create_rater_link(study, "done")
     assignment = allocation.do_start_assignment(rater)
+    assert assignment is not None
     answer_all(assignment)
     other = creation.do_create_study(researcher, "judged", study_jsonl(3), "j.jsonl")
     # the decisions table (stopping when decided, the ranking as the goal) and a budget plan with money on its pages
@@ -80,7 +81,10 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     other.crowd_settings.save()
     for n in range(2):
         answer_all(allocation.do_start_assignment(enrolment.do_create_rater_link(other, f"j{n}")), choice="second")
-    tie = allocation.do_start_assignment(enrolment.do_create_rater_link(other, "t")).pairs.first()
+    tied = allocation.do_start_assignment(enrolment.do_create_rater_link(other, "t"))
+    assert tied is not None
+    tie = tied.pairs.first()
+    assert tie is not None
     allocation.do_mark_shown(tie)  # as the rating page does before an answer
     recording.do_record_judgment(tie, idempotency_key="tie", answer=Answer(choice="tie"))
     from analytics import stored
@@ -150,7 +154,7 @@ SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
 
 
 @pytest.mark.slow(seconds=90)
-def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_server, researcher):
+def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_server, researcher) -> None:
     """Every page a researcher reaches, with real data on it -- the demo study (20 items, five simulated people and
     a judge) and, when ../shared/data is here, PRD's Vicuna-80 study with its five judges -- at desktop and phone
     sizes: no critical and no serious violation, and no page wider than the screen. The studies are loaded once
@@ -178,7 +182,9 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     wide_checked: set[str] = set()  # pages that must fit the screen (wide tables scroll inside their own region)
     for study in studies:
         pages = [reverse(name, args=[study.pk]) for name in RESEARCHER_PAGES]
-        pages.append(reverse("item_detail", args=[study.pk, Item.objects.filter(study=study).first().pk]))
+        item = Item.objects.filter(study=study).first()
+        assert item is not None
+        pages.append(reverse("item_detail", args=[study.pk, item.pk]))
         pages += [reverse("judge_detail", args=[study.pk, judge.pk]) for judge in study.judges.all()[:1]]
         pages += [
             reverse("system_detail", args=[study.pk, endpoint.pk])

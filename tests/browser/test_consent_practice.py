@@ -34,7 +34,7 @@ def serious(page) -> list[str]:
 @pytest.mark.parametrize("size", SIZES, ids=["desktop", "phone"])
 def test_consent_then_practice_with_feedback_then_the_real_pairs_with_the_keyboard(
     browser_page, live_server, study, artifacts, size
-):
+) -> None:
     for i in range(2):
         GoldPair.objects.create(
             study=study,

@@ -4,6 +4,7 @@ the keyboard, submitting to a local stand-in for turkSubmitTo."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode
 
@@ -16,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def requester_site():
+def requester_site() -> Iterator[tuple[str, dict[str, str], list[dict]]]:
     """A tiny site on another origin: serves the frame page and records externalSubmit posts."""
     received: list[dict] = []
     pages: dict[str, str] = {}

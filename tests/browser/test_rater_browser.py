@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Dialog, expect
 
 from annotation.models import Assignment, Judgment
 from annotation.rating import recording
@@ -58,7 +58,7 @@ def test_a_rater_completes_an_assignment_with_the_keyboard_only(browser_page, li
     assert [j.assignment_pair.position for j in judgments] == [0, 1, 2, 3, 4]
 
 
-def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server, researcher, artifacts):
+def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server, researcher, artifacts) -> None:
     line = {
         "id": "x",
         "input": "Say hello <b>politely</b>.",
@@ -68,7 +68,12 @@ def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server,
     rater = enrolment.do_create_rater_link(study, "r")
     page = browser_page.new_page()
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.goto(live_server.url + rater.link_path())
     page.get_by_role("button", name="Start rating").click()
     outputs = page.locator(".output").all_inner_texts()
@@ -85,7 +90,7 @@ def test_an_output_with_a_script_tag_is_shown_as_text(browser_page, live_server,
 @pytest.mark.slow(seconds=11)
 def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_host(
     browser_page, live_server, researcher, artifacts
-):
+) -> None:
     lines = [
         {
             "id": "corpus",
@@ -107,7 +112,12 @@ def test_a_corpus_of_xss_vectors_runs_nothing_and_loads_nothing_from_another_hos
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     dialogs: list[str] = []
     foreign: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.on("request", lambda request: None if request.url.startswith(live_server.url) else foreign.append(request.url))
     checked_code = False
     for n in range(len(lines)):  # every item: its input and both outputs, rendered and as source

@@ -104,6 +104,7 @@ def test_a_judge_runs_from_the_browser_with_stop_and_resume(browser_page, live_s
 
     def work() -> threading.Thread:
         job = Job.objects.filter(kind="judge").first()
+        assert job is not None
 
         def run() -> None:
             try:

@@ -6,8 +6,6 @@ smallest unit the plan gives out, so "the pair on the screen" is the item on the
 
 from __future__ import annotations
 
-import re
-
 from django.test import Client
 from django.urls import reverse
 
@@ -17,7 +15,7 @@ from annotation.elicitation import Answer
 from annotation.models import Assignment, AssignmentTask, ExternalLink, Judgment, Rater, Task
 from annotation.rating import allocation, attention, recording
 from annotation.studies import creation, enrolment, lifecycle
-from tests.conftest import study_jsonl
+from tests.conftest import found, study_jsonl
 
 PAIRS_PER_ITEM = 5  # conftest's studies: K = N = 5, so every task (item) shows five pairs
 
@@ -36,7 +34,7 @@ def _held(assignment: Assignment) -> int:
 def _answer_on_page(client: Client, url: str) -> str:
     """Answer the pair on the rating page (as a browser without JavaScript); returns the page shown next."""
     page = client.get(url).content.decode()
-    fields = {n: re.search(rf'name="{n}" value="([^"]*)"', page).group(1) for n in ("pair", "key")}
+    fields = {n: found(rf'name="{n}" value="([^"]*)"', page).group(1) for n in ("pair", "key")}
     assert client.post(url + "submit/", {**fields, "choice": "first"}).status_code == 302
     return client.get(url).content.decode()
 

@@ -19,7 +19,7 @@ from tests.conftest import study_jsonl
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_start_during_a_plan_rebuild_waits_and_lands_in_the_new_plan(researcher, monkeypatch):
+def test_a_start_during_a_plan_rebuild_waits_and_lands_in_the_new_plan(researcher, monkeypatch) -> None:
     study = creation.do_create_study(researcher, "race", study_jsonl(4), "r.jsonl")
     rater = enrolment.do_create_rater_link(study, "first")
     old_tasks = set(Task.objects.values_list("pk", flat=True))
@@ -56,7 +56,8 @@ def test_a_start_during_a_plan_rebuild_waits_and_lands_in_the_new_plan(researche
     start.join(20)
     assert errors == []
     new_tasks = set(Task.objects.values_list("pk", flat=True))
-    assert new_tasks and not new_tasks & old_tasks and Task.objects.first().raters_required == 2
+    first = Task.objects.first()
+    assert new_tasks and not new_tasks & old_tasks and first is not None and first.raters_required == 2
     [assignment] = Assignment.objects.filter(rater=rater)
     places = set(AssignmentTask.objects.filter(assignment=assignment).values_list("task_id", flat=True))
     assert places and places <= new_tasks  # the rater holds places in the plan that exists

@@ -20,9 +20,9 @@ from annotation.studies import creation
 # An id is used as it is unless blank (then a content hash stands in, documented), so ids are not blank.
 # Every character a database text column stores: no NUL (refused with its line), no lone surrogates
 # (not encodable as UTF-8, so no file can hold them).
-TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
+TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=40)
 NAME = TEXT.map(str.strip).filter(lambda s: 0 < len(s) <= 60)
-KEY = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=60).filter(
+KEY = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1, max_size=60).filter(
     lambda s: s.strip() == s and s
 )
 TRICKY = st.sampled_from(

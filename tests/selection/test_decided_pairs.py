@@ -392,7 +392,7 @@ def test_the_ranking_mode_gives_work_again_when_a_held_place_expires(researcher)
     assert got is not None and got.places.get().task.comparison_id == held_comparison.pk
 
 
-def test_the_decision_step_reads_an_assignment_in_two_queries_and_writes_one(three, monkeypatch):
+def test_the_decision_step_reads_an_assignment_in_two_queries_and_writes_one(three, monkeypatch) -> None:
     """After a completed assignment, inside its submit: its places with their output pairs, those pairs' judgments
     with their raters' standing, the pair's stored decision (locked) and its update -- four queries, however many
     judgments the pair already has (bench/decision_step.py times them)."""
@@ -412,6 +412,7 @@ def test_the_decision_step_reads_an_assignment_in_two_queries_and_writes_one(thr
     rater = enrolment.do_create_rater_link(three, "timed")
     for _ in range(6):
         assignment = allocation.do_start_assignment(rater)
+        assert assignment is not None
         pair = assignment.pairs.get()
         allocation.do_mark_shown(pair)
         # ties: every pair stays undecided, nothing is closed

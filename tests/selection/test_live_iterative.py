@@ -90,6 +90,7 @@ def oracle_of(external_id: str) -> str:
 
 def judge_like_the_oracle(assignment: Assignment) -> None:
     for n, pair in enumerate(assignment.pairs.select_related("pair__item")):
+        assert pair.pair is not None  # a study pair (an attention check has a gold pair instead)
         label = oracle_of(pair.pair.item.external_id)
         shown = "first" if (label == "a") == pair.a_shown_first else "second"
         allocation.do_mark_shown(pair)  # as the rating page does before an answer

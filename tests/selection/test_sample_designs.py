@@ -83,7 +83,7 @@ def test_the_live_loop_is_a_purposive_sample_while_the_study_runs_it(judged):  #
     assert (_design(judged).kind, _design(judged).method) == (UNIFORM, "random")
 
 
-def test_a_stratified_sample_is_estimated_by_band_and_weighted_while_a_band_is_short(judged):  # noqa: F811
+def test_a_stratified_sample_is_estimated_by_band_and_weighted_while_a_band_is_short(judged) -> None:  # noqa: F811
     lifecycle.do_update_settings(judged, {"selection_method": "judge-stratified", "budget": 12}, None)
     design = _design(judged)
     assert design.kind == STRATIFIED and len(design.strata) == 30 and len(design.inclusion) == 12

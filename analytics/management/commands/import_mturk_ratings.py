@@ -4,6 +4,7 @@ import csv
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--prefix", default="mturk", help="Study names are PREFIX-CONFIG.")
         parser.add_argument("--owner", help="Owner username (default: the only account, when there is one).")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         folder = Path(options["data"])
         ratings_path = folder / "human_ratings_long.csv"
         if not ratings_path.exists():

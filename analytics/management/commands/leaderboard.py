@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -59,7 +60,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--json", action="store_true", help="Print JSON.")
 
-    def handle(self, *args, **o):
+    def handle(self, *args: Any, **o: Any) -> None:
         if o["bootstrap"] < 0:
             raise CommandError("--bootstrap must be 0 or more")
         intervals = o["intervals"] or default_intervals(o["method"])

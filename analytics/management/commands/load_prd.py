@@ -78,7 +78,8 @@ class Command(BaseCommand):
             first, second = match["a"], match["b"]
             system_a, system_b = sorted((first, second))
             for number, row in enumerate(_lines(path)):
-                winner = WINNER.get(row.get("score"))
+                score = row.get("score")
+                winner = None if score is None else WINNER.get(score)
                 if winner is None:
                     continue
                 rater = f"prd-human-{file_number}-{number}" if kind == "human" else who

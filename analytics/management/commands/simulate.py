@@ -495,8 +495,15 @@ class Command(BaseCommand):
         strategy = get_strategy(name)
 
         def run(pool: Pool, budget: int, rng) -> Drawn:
+            # a pool drawn without separability or the judges' verdicts has no loader for them (the command draws
+            # them whenever a method needs them)
+            delta, judges = pool.delta, pool.judges
             context = SelectionContext(
-                len(pool.oracle), lambda: pool.x, lambda metric: pool.delta, params, load_judges=lambda: pool.judges
+                len(pool.oracle),
+                lambda: pool.x,
+                None if delta is None else (lambda metric: delta),
+                params,
+                load_judges=None if judges is None else (lambda: judges),
             )
             chosen = np.array(strategy.select(context, budget, rng), dtype=np.int64)
             inclusion = context.notes.get("inclusion")

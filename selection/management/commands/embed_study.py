@@ -1,3 +1,5 @@
+from typing import TextIO, cast
+
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
@@ -18,7 +20,9 @@ class Command(BaseCommand):
         def progress(done: int, total: int) -> None:
             nonlocal bar
             if bar is None:
-                bar = tqdm(total=total, desc="embedding", unit="text", file=self.stderr._out)
+                # the stream OutputWrapper wraps, without its line endings (django-stubs leaves the attribute out)
+                stream = cast(TextIO, self.stderr._out)
+                bar = tqdm(total=total, desc="embedding", unit="text", file=stream)
             bar.update(done - bar.n)
 
         total = services.embed_study(study, progress=progress)

@@ -131,7 +131,7 @@ def test_the_bradley_terry_strengths_from_people_and_a_judge_cover_and_claim_wha
 
 
 @pytest.fixture(scope="module")
-def mturk():
+def mturk() -> list[np.ndarray]:
     path = SHARED / "separability_human_study" / "human_ratings_long.csv"
     if not path.exists():
         pytest.skip(f"{path} is missing: the real data lives in ../shared/data (see its README)")

@@ -231,8 +231,8 @@ def simulate_strengths(agreement: float, reps: int = 150, n: int = 150, big_n: i
         f = np.where(keep, y, rng.random(n + big_n) < 0.5).astype(float)  # the judge: right or a coin
         est = ppi_bradley_terry(a[:n], b[:n], y[:n], f[:n], a[n:], b[n:], f[n:], 4)
         human = ppi_bradley_terry(a[:n], b[:n], y[:n], f[:n], a[n:], b[n:], f[n:], 4, lam=0.0)
-        covered += np.all((est.low[1:] <= theta[1:]) & (theta[1:] <= est.high[1:]))
-        covered_human += np.all((human.low[1:] <= theta[1:]) & (theta[1:] <= human.high[1:]))
+        covered += int(np.all((est.low[1:] <= theta[1:]) & (theta[1:] <= est.high[1:])))
+        covered_human += int(np.all((human.low[1:] <= theta[1:]) & (theta[1:] <= human.high[1:])))
         ratios.append(np.mean((est.high - est.low)[1:] / (human.high - human.low)[1:]))
     return covered / reps, covered_human / reps, float(np.mean(ratios))
 
