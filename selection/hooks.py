@@ -163,8 +163,8 @@ def not_bought(study: Study, settings) -> set[int]:
         )
         for pk, a, b in comparisons
     }
-    # the core types a pair's systems as names; it reads them only as keys and in order, and the plan keys them by id
-    needed = decisions.ranking_needs(states)  # type: ignore[arg-type]
+    # the plan keys a pair's systems by id (the core reads them only as keys and in order)
+    needed = decisions.ranking_needs(states)
     return {pk for pk, a, b in comparisons if (a, b) not in needed}
 
 
@@ -236,8 +236,7 @@ def decision_rows(study: Study) -> list[DecisionRow]:
             )
             for c in comparisons
         }
-        # the core types a pair's systems as names; it reads them only as keys, and here they are system ids
-        implied = decisions.implied(states)  # type: ignore[arg-type, assignment]
+        implied = decisions.implied(states)
     rows: list[DecisionRow] = []
     for c in comparisons:
         d = stored.get(c.pk)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -325,6 +326,10 @@ def replay_one_rater_first(
 # Ranking mode: with three or more systems, buy only the pairs whose decision the ranking still needs
 
 
+# a system as the ranking mode keys it: its name (replays) or its id (the live plan); only compared and sorted
+System = TypeVar("System", str, int)
+
+
 @dataclasses.dataclass(frozen=True)
 class PairState:
     """What the ranking reads of one system pair: its decision and its first system's estimated win rate."""
@@ -334,26 +339,27 @@ class PairState:
     exhausted: bool = False  # no item of the pair is left to buy: undecided for good, as far as the pool goes
 
 
-def implied(pairs: dict[tuple[str, str], PairState]) -> dict[tuple[str, str], str]:
+def implied(pairs: Mapping[tuple[System, System], PairState]) -> dict[tuple[System, System], str]:
     """Directions the decided pairs imply through other systems (A above B and B above C put A above C), for the
     undecided pairs: {pair: "a" | "b"}. Read as a ranking's consequence -- a pair so implied is not bought, and is
     not itself called decided."""
-    above: dict[str, set[str]] = {}
+    above: dict[System, set[System]] = {}
     for (x, y), state in pairs.items():
         if state.decision == A_BETTER:
             above.setdefault(x, set()).add(y)
         elif state.decision == B_BETTER:
             above.setdefault(y, set()).add(x)
-    reach: dict[str, set[str]] = {}
+    reach: dict[System, set[System]] = {}
     for start in above:  # who each system is (transitively) decided above
-        seen, todo = set(), list(above[start])
+        seen: set[System] = set()
+        todo = list(above[start])
         while todo:
             nxt = todo.pop()
             if nxt not in seen:
                 seen.add(nxt)
                 todo.extend(above.get(nxt, ()))
         reach[start] = seen
-    out = {}
+    out: dict[tuple[System, System], str] = {}
     for (x, y), state in pairs.items():
         if state.decision == UNDECIDED:
             if y in reach.get(x, ()):
@@ -363,16 +369,16 @@ def implied(pairs: dict[tuple[str, str], PairState]) -> dict[tuple[str, str], st
     return out
 
 
-def ranking(pairs: dict[tuple[str, str], PairState]) -> list[str]:
+def ranking(pairs: Mapping[tuple[System, System], PairState]) -> list[System]:
     """The systems best first by their mean estimated win rate over the pairs they are in (Borda), ties by name."""
-    share: dict[str, list[float]] = {}
+    share: dict[System, list[float]] = {}
     for (x, y), state in pairs.items():
         share.setdefault(x, []).append(state.mean)
         share.setdefault(y, []).append(1 - state.mean)
     return sorted(share, key=lambda s: (-float(np.mean(share[s])), s))
 
 
-def ranking_needs(pairs: dict[tuple[str, str], PairState]) -> set[tuple[str, str]]:
+def ranking_needs(pairs: Mapping[tuple[System, System], PairState]) -> set[tuple[System, System]]:
     """The pairs the ranking still needs (racing, as LUCB-style algorithms do): the undecided pairs of systems
     adjacent in the current ranking whose order the decided pairs do not imply. Empty once every adjacent order is
     decided -- a winner, or equivalent within the margin (the researcher's resolution) -- or as decided as the pool
