@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow(seconds=50)
 def test_two_servers_and_two_workers_survive_kill_9_with_nothing_lost_or_done_twice():
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
     run = subprocess.run(
