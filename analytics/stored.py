@@ -134,7 +134,7 @@ def request_refresh(study: Study, population: Population, version: str) -> Job |
     )
 
 
-def refresh(study: Study, population: Population) -> StoredReport:
+def do_refresh(study: Study, population: Population) -> StoredReport:
     """Compute and store the report for ``population``. The version is read *before* computing, so a judgment
     that arrives meanwhile leaves the stored report stale (it is computed again), never wrongly fresh."""
     version = data_version(study)
@@ -172,7 +172,7 @@ def readable(data: dict) -> assembly.Report | None:
 def report_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     """The report's background refresh (``request_refresh``)."""
     population = populations.parse(job.params["query"])  # checked against the study when it was queued
-    result = refresh(job.study, population)
+    result = do_refresh(job.study, population)
     # a refresh runs after every change of the data: keep only the latest finished one per population
     (
         Job.objects.filter(

@@ -6,7 +6,7 @@ they ask and what a reply becomes.
 Here, once: the ledger of calls (``endpoint.calls``: at most one per request, a database constraint, written in the
 same transaction as what the reply produced, so a run stopped or crashed anywhere resumes with exactly what is
 missing) and what it adds up to (``usage``: replies, what the budget counts, tokens, cost); asking (``ask``: the
-chat completion and its errors); recording a reply (``record``); a run within the budget on ``endpoints.run``
+chat completion and its errors); recording a reply (``do_record``); a run within the budget on ``endpoints.do_run``
 (concurrency, stop, time slices, cut-offs); and the run as a job (``do_start``, ``do_stop``, ``job_body``), created
 by ``jobs.start`` and ended by ``jobs.end``. A subclass says what is pending and how it is asked, how a reply is
 read and what it stores, and the words of its job's messages and refusals (``Words``; the run card's are its page's:
@@ -128,16 +128,16 @@ class EndpointRun(ABC, Generic[E, R]):
         """The study the endpoint belongs to."""
 
     @abstractmethod
-    def pending(self) -> list:
-        """What is still to ask, in order (may create what asking needs)."""
+    def do_prepare_pending(self) -> list:
+        """What is still to ask, in order, with what asking it needs created (an all-items judge's pairs)."""
 
+    @abstractmethod
     def remaining(self) -> int:
         """How many requests are still to go; reads only, for the pages."""
-        return len(self.pending())
 
     @abstractmethod
     def requests(self, todo: list) -> Iterator[R]:
-        """Each request of ``todo`` (what ``pending`` returned) with what asking it needs."""
+        """Each request of ``todo`` (what ``do_prepare_pending`` returned) with what asking it needs."""
 
     @abstractmethod
     def messages(self, request: R) -> list[ChatCompletionMessageParam]:
@@ -157,17 +157,17 @@ class EndpointRun(ABC, Generic[E, R]):
 
     @abstractmethod
     def answer(self, reply: Reply[R]) -> tuple[str, str, Any]:
-        """A reply that arrived whole: its call's status, the problem, and what ``store`` keeps (None: nothing)."""
+        """A reply that arrived whole: its call's status, the problem, and what ``do_store`` keeps (None: nothing)."""
 
     @abstractmethod
-    def store(self, reply: Reply[R], answer: Any, at: dt.datetime) -> Model:
+    def do_store(self, reply: Reply[R], answer: Any, at: dt.datetime) -> Model:
         """What the reply produced (a judgment, an output), in the transaction that records its call."""
 
     def call_fields(self, reply: Reply[R]) -> dict[str, Any]:
         """The call's fields of this kind only."""
         return {}
 
-    def finished(self, said: str) -> jobs.Outcome:
+    def do_finish(self, said: str) -> jobs.Outcome:
         """A job's outcome when the run asked for everything it could."""
         return jobs.Outcome(said)
 
@@ -217,7 +217,7 @@ class EndpointRun(ABC, Generic[E, R]):
     def failure(self, request: R, why: str) -> Reply[R]:
         return Reply(request, error=why)
 
-    def record(self, reply: Reply[R]) -> Model | None:
+    def do_record(self, reply: Reply[R]) -> Model | None:
         """Store one reply: what it produced and its call in one transaction, an unusable reply or a failure as a
         call. None when the request was settled already (another run got there first)."""
         at = timezone.now()
@@ -244,7 +244,7 @@ class EndpointRun(ABC, Generic[E, R]):
                 if previous is not None and previous.status in self.SETTLED:
                     return None
                 if answer is not None:
-                    fields[self.PRODUCT] = self.store(reply, answer, at)
+                    fields[self.PRODUCT] = self.do_store(reply, answer, at)
                 if previous is None:
                     return self.endpoint.calls.create(**key, **fields)
                 for name in self.CARRIED:  # asked again: what every attempt was paid for adds up
@@ -285,7 +285,7 @@ class EndpointRun(ABC, Generic[E, R]):
     # ------------------------------------------------------------------------------------------------------
     # A run
 
-    def run(
+    def do_run(
         self,
         *,
         progress: Callable[[int, int], None] = lambda done, total: None,
@@ -293,14 +293,14 @@ class EndpointRun(ABC, Generic[E, R]):
         slice_seconds: float | None = None,
     ) -> RunResult:
         """Ask for every pending request the budget has room for after the replies already received
-        (``endpoints.run``: ``max_concurrency`` at a time, each reply recorded as it arrives; stop, time slices and
+        (``endpoints.do_run``: ``max_concurrency`` at a time, each reply recorded as it arrives; stop, time slices and
         cut-offs recorded as failed, asked again on resume)."""
         result = RunResult()
-        todo = self.pending()
+        todo = self.do_prepare_pending()
         room = max(self.endpoint.request_budget - self.usage().replies, 0)
         if len(todo) > room:
             todo, result.budget_reached = todo[:room], True
-        return endpoints.run(
+        return endpoints.do_run(
             self.endpoint,
             self.requests(todo),
             len(todo),
@@ -340,7 +340,7 @@ class EndpointRun(ABC, Generic[E, R]):
                 jobs.end(Job.objects.filter(pk=current.pk), Job.Status.FAILED, WORKER_DIED)
             endpoints.api_key(endpoint)
             endpoints.check_target(endpoint)
-            if not self.pending():
+            if not self.do_prepare_pending():
                 raise EndpointError(self.words.nothing_left)
             if self.usage().replies >= endpoint.request_budget:
                 raise EndpointError(f"The request budget ({endpoint.request_budget}) is used up; raise it to go on.")
@@ -376,7 +376,7 @@ class EndpointRun(ABC, Generic[E, R]):
         quote an endpoint echoing the key); a run that used its time slice goes on in a new job behind the others."""
         progress.say(self.said(self.words.running))
         try:
-            result = self.run(
+            result = self.do_run(
                 progress=progress,
                 should_stop=self.stop_requested,
                 slice_seconds=float("inf") if foreground else None,
@@ -398,4 +398,4 @@ class EndpointRun(ABC, Generic[E, R]):
             )
         if result.budget_reached:
             return jobs.Outcome(f"Request budget reached: {said}")
-        return self.finished(said)
+        return self.do_finish(said)

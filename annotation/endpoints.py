@@ -188,14 +188,14 @@ class Conversation(Protocol[R_contra, A]):
     def ask(self, client: openai.OpenAI, request: R_contra) -> A:
         """One request, on a worker thread: no database; the errors no retry mends (``FATAL``) raised."""
 
-    def record(self, reply: A) -> object | None:
+    def do_record(self, reply: A) -> object | None:
         """What came back, on the calling thread; None when another run got there first."""
 
     def failure(self, request: R_contra, why: str) -> A:
         """What a request cut off with these words came back as."""
 
 
-def run(
+def do_run(
     endpoint: Endpoint,
     source: Iterator[R],
     total: int,
@@ -238,7 +238,7 @@ def run(
     def cut_off(future: concurrent.futures.Future, why: str) -> None:
         request, _, client = in_flight.pop(future)
         client.close()  # the request's connection closes: its thread gets an error and ends
-        if talk.record(talk.failure(request, why)) is not None:
+        if talk.do_record(talk.failure(request, why)) is not None:
             result.recorded += 1
         result.abandoned += 1
 
@@ -254,7 +254,7 @@ def run(
             )
             for future in finished:
                 in_flight.pop(future)[2].close()
-                if talk.record(future.result()) is not None:
+                if talk.do_record(future.result()) is not None:
                     result.recorded += 1
             now = time.monotonic()
             for future, (_, deadline, _) in list(in_flight.items()):

@@ -22,31 +22,34 @@ Progress = Callable[[int, int], None]
 
 @dataclasses.dataclass(frozen=True)
 class ItemChooser:
-    """What the plan asks of item selection, one function each."""
+    """What the plan asks of item selection, one function each (``do_*``: it stores what it decides)."""
 
-    choose: Callable[..., list]
-    """``choose(study, comparison, candidates)``: the items of one system pair to release first, in release order
-    (a live method's first representatives, a static method's whole choice). ``ValueError`` when it cannot."""
-    advance: Callable[..., Any]
-    """``advance(study, comparison_id)``: after an assignment with a place in that system pair completed, what a live
-    method decided (an object with ``comparison``, ``items`` to release, ``seed`` and ``counted``: the items whose
-    judgments count), or None."""
+    do_choose: Callable[..., list]
+    """``do_choose(study, comparison, candidates)``: the items of one system pair to release first, in release order
+    (a live method's first representatives, a static method's whole choice), stored with the run that chose them.
+    ``ValueError`` when it cannot."""
+    do_advance: Callable[..., Any]
+    """``do_advance(study, comparison_id)``: after an assignment with a place in that system pair completed, what a
+    live method decided (an object with ``comparison``, ``items`` to release, ``seed`` and ``counted``: the items
+    whose judgments count; the loop's outcome stored), or None."""
     needs_worker: Callable[..., bool]
     """``needs_worker(study)``: whether choosing would first do slow work (embedding outputs) that must not run
     inside a request."""
-    prepare: Callable[..., Any]
-    """``prepare(study, progress)``: that slow work, done by the background worker before the plan is built."""
-    decide: Callable[..., tuple[set, set] | None]
-    """``decide(study, assignment)``: after the assignment completed, the decisions of the system pairs it had
-    places in brought up to date; returns the ids of the system pairs to close now (decided, or not needed by the
-    ranking) and of those to open again (needed by the ranking again), or None when the study does not stop buying
-    decided pairs."""
+    do_prepare: Callable[..., Any]
+    """``do_prepare(study, progress)``: that slow work (the embeddings stored), done by the background worker before
+    the plan is built."""
+    do_decide: Callable[..., tuple[set, set] | None]
+    """``do_decide(study, assignment)``: after the assignment completed, the decisions of the system pairs it had
+    places in brought up to date (and stored); returns the ids of the system pairs to close now (decided, or not
+    needed by the ranking) and of those to open again (needed by the ranking again), or None when the study does
+    not stop buying decided pairs."""
     fills_items_first: Callable[..., bool]
     """``fills_items_first(study)``: whether raters should finish started items before new ones start (the study's
     decisions observe an item once all its raters are in)."""
-    decided: Callable[..., set]
-    """``decided(study)``: the ids of every system pair the study no longer buys, from the decisions as last
-    brought up to date (after its settings change)."""
+    do_reconsider_decisions: Callable[..., set]
+    """``do_reconsider_decisions(study)``: after its settings change, the ids of every system pair the study no
+    longer buys, from the decisions as last brought up to date (the stored decisions are forgotten when it stops
+    buying decided pairs)."""
     first_raters: Callable[..., int] = lambda study: study.raters_per_item
     """``first_raters(study)``: how many raters a new rating task asks for at first (fewer than the study's raters
     per item when the plan comes back for the others only where they pay)."""

@@ -49,7 +49,7 @@ def group_of(field: str) -> SettingsGroup | None:
     return next((g for g in GROUPS.values() if field in g.fields), None)
 
 
-def create_for(study) -> None:
+def do_create_defaults(study) -> None:
     """Every registered settings row of a new study, with its defaults."""
     for group in GROUPS.values():
         group.model._default_manager.get_or_create(study=study)  # its ``objects``: no settings model has another
@@ -61,7 +61,7 @@ def value(study, field: str) -> Any:
     return getattr(getattr(study, group.accessor) if group else study, field)
 
 
-def apply(study, changes: dict[str, Any]) -> None:
+def do_apply(study, changes: dict[str, Any]) -> None:
     """Write settings onto the study and the rows that own them, and save what changed."""
     touched = {}
     for field, new in changes.items():

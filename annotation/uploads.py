@@ -26,13 +26,13 @@ from annotation.models import Job, Study, Upload
 Result = TypeVar("Result")
 
 # Per kind of file: its job's kind (the names jobs queued before the two shared one body still carry), what its
-# records are, and its importer ``import_upload(study, data, filename, progress) -> str``, the job's summary.
+# records are, and its importer ``do_import_upload(study, data, filename, progress) -> str``, the job's summary.
 # Keyed by ``Upload.Kind`` (a str, as an upload's ``kind`` reads back from the database).
 JOB_KINDS: dict[str, str] = {Upload.Kind.STUDY: "import", Upload.Kind.JUDGMENTS: "judgments"}
 RECORDS: dict[str, str] = {Upload.Kind.STUDY: "items", Upload.Kind.JUDGMENTS: "judgments"}
 IMPORTERS: dict[str, str] = {
-    Upload.Kind.STUDY: "annotation.studies.creation.import_upload",
-    Upload.Kind.JUDGMENTS: "annotation.rating.imports.import_upload",
+    Upload.Kind.STUDY: "annotation.studies.creation.do_import_upload",
+    Upload.Kind.JUDGMENTS: "annotation.rating.imports.do_import_upload",
 }
 
 

@@ -64,7 +64,7 @@ def measure(n_items: int, completions: int) -> None:
     from selection import embedding, live
     from selection.core.diffuse import Dendrogram, IterativeDiffUse
     from selection.models import Embedding, IterativeRun
-    from selection.services import selection_context
+    from selection.services import do_build_selection_context
 
     owner, _ = get_user_model().objects.get_or_create(username="bench")
     texts = {s: [f"{s} output for item {i}" for i in range(n_items)] for s in ("a", "b")}
@@ -127,7 +127,7 @@ def measure(n_items: int, completions: int) -> None:
         live.statuses(study)
         page_ms.append((time.perf_counter() - started) * 1e3)
         started = time.perf_counter()
-        previous_replay(run, Item, selection_context, Dendrogram, IterativeDiffUse, live)
+        previous_replay(run, Item, do_build_selection_context, Dendrogram, IterativeDiffUse, live)
         previous_ms.append((time.perf_counter() - started) * 1e3)
         previous_page_ms.append(previous_ms[-1])  # the page replayed the same way, once per system pair
     p50, p95 = statistics.median(submit_ms), float(np.percentile(submit_ms, 95))
@@ -138,13 +138,13 @@ def measure(n_items: int, completions: int) -> None:
     )
 
 
-def previous_replay(run, Item, selection_context, Dendrogram, IterativeDiffUse, live):
+def previous_replay(run, Item, do_build_selection_context, Dendrogram, IterativeDiffUse, live):
     """The design before the stored schedule: vectors and tree rebuilt, Algorithm 1 replayed on them."""
     import numpy as np
 
     by_pk = Item.objects.in_bulk(run.item_ids)
     items = [by_pk[pk] for pk in run.item_ids]
-    vectors = selection_context(run.study, run.comparison, items).vectors
+    vectors = do_build_selection_context(run.study, run.comparison, items).vectors
     groups = [np.array(g, dtype=np.int64) for g in run.leaf_groups] or None
     algorithm = IterativeDiffUse(
         Dendrogram(vectors, run.linkage_matrix(), groups), risk=run.risk, min_n=run.min_n, budget=run.budget

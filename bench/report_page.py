@@ -3,7 +3,7 @@ design), and the time one refresh takes, at 10^4 and 10^5 judgments.
 
 A study of 400 items and 4 systems (6 system pairs, K = 1) gets judgments from 60 human raters and one judge
 through the judgment importer (a Bradley-Terry preference with ties), then:
-- refresh: ``analytics.stored.refresh`` for the humans population (what the background job runs: every
+- refresh: ``analytics.stored.do_refresh`` for the humans population (what the background job runs: every
   section, the bootstraps with the study's 100 rounds);
 - page: GET /studies/<id>/report/ through Django's test client, logged in, as a browser asks for it, served
   from the stored report (fresh), and right after a new judgment arrived (stale: served, refresh queued);
@@ -125,7 +125,7 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
     imports.do_import_judgments(study, judgment_file(n), "j.jsonl")
     import_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    stored.refresh(study, Population())
+    stored.do_refresh(study, Population())
     refresh_seconds = time.perf_counter() - started
     client = Client()
     client.force_login(owner)

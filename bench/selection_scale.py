@@ -77,7 +77,7 @@ def agreement(n: int = 10_000, k: int = 50) -> dict:
 
 def embedding_throughput(n_texts: int, repeats: int = 6) -> dict:
     """Texts per second of sentence-transformers called directly (one encode() call) and of SepLab's
-    embed_texts (hashing, cache lookups, encoding, cache writes), on the same loaded model, in alternating
+    do_embed_texts (hashing, cache lookups, encoding, cache writes), on the same loaded model, in alternating
     order over ``repeats`` rounds of texts new to the cache; then all cached."""
     import statistics
 
@@ -110,10 +110,10 @@ def embedding_throughput(n_texts: int, repeats: int = 6) -> dict:
             if path == "direct":
                 model.encode(texts, batch_size=embedding.BATCH_SIZE, convert_to_numpy=True, show_progress_bar=False)
             else:
-                embedding.embed_texts(texts)
+                embedding.do_embed_texts(texts)
             (direct if path == "direct" else ours).append(n_texts / (time.perf_counter() - started))
     started = time.perf_counter()
-    embedding.embed_texts(texts)
+    embedding.do_embed_texts(texts)
     cached = n_texts / (time.perf_counter() - started)
     ratios = [o / d for o, d in zip(ours, direct, strict=True)]
     return {
@@ -154,7 +154,7 @@ def main() -> None:
     e = child("--embedding", "--texts", str(args.texts))
     print(
         f"Embedding {e['texts']} texts x {e['rounds']} rounds (all-MiniLM-L6-v2, CPU), medians: "
-        f"sentence-transformers directly {e['direct_per_s']} texts/s, SepLab embed_texts (hashing + DB cache "
+        f"sentence-transformers directly {e['direct_per_s']} texts/s, SepLab do_embed_texts (hashing + DB cache "
         f"writes) {e['seplab_per_s']} texts/s = {e['ratio']:.3f} x direct (rounds {e['ratio_min']:.3f}-"
         f"{e['ratio_max']:.3f}); again, all cached: {e['cached_per_s']} texts/s",
         flush=True,

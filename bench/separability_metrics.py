@@ -67,7 +67,7 @@ def main() -> None:
     for metric in metrics:
         started = time.perf_counter()
         for study in studies:
-            selection_services.compute_separability(study, metric)
+            selection_services.do_compute_separability(study, metric)
         pooled = PooledConsistency.from_json(pooled_consistency(studies, metric).to_json())
         seconds = time.perf_counter() - started
         cells = [f"{s.mean_separability:.3f} rho {s.spearman_separability_consistency:+.2f}" for s in pooled.studies]

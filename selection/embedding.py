@@ -56,7 +56,7 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def embed_texts(
+def do_embed_texts(
     texts: Sequence[str], progress: Callable[[int, int], None] | None = None, encoder: str | None = None
 ) -> np.ndarray:
     """Embeddings (len(texts), dim) as float32, from the cache where possible; new texts are embedded

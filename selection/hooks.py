@@ -19,11 +19,11 @@ from selection.models import PairDecision
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
 
 
-def choose(study: Study, comparison: Comparison, candidates: list[Item]) -> list[Item]:
+def do_choose(study: Study, comparison: Comparison, candidates: list[Item]) -> list[Item]:
     chosen = study.selection_settings
     if is_live(chosen.selection_method):
-        return live.start(study, comparison, candidates)
-    items, _ = services.run_selection(
+        return live.do_start(study, comparison, candidates)
+    items, _ = services.do_run_selection(
         study,
         comparison,
         chosen.selection_method,
@@ -43,18 +43,18 @@ def needs_worker(study: Study) -> bool:
     return done < total
 
 
-def prepare(study: Study, progress: extensions.Progress) -> None:
-    services.embed_study(study, progress=progress)
+def do_prepare(study: Study, progress: extensions.Progress) -> None:
+    services.do_embed_study(study, progress=progress)
 
 
-def decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
+def do_decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     settings = study.selection_settings
     if not settings.stops_buying():
         return None
     decided_now = set()
     for comparison_id, reads in sorted(rating_sets.assignment_reads(assignment, study).items()):
-        stored = locked_decision(comparison_id)
-        observe(study, settings, stored, reads)
+        stored = _locked_decision(comparison_id)
+        _observe(study, settings, stored, reads)
         if stored.decision != decisions.UNDECIDED:
             decided_now.add(comparison_id)
     if not settings.ranks_only():
@@ -75,7 +75,7 @@ _DECISION = CompiledQuery(  # compiled once per thread: the decision step runs i
 )
 
 
-def locked_decision(comparison_id: int) -> PairDecision:
+def _locked_decision(comparison_id: int) -> PairDecision:
     """The pair's stored decision, its row locked until the submit commits (created, undecided, the first time)."""
     rows = _DECISION.rows(comparison=comparison_id)
     if rows:
@@ -91,7 +91,7 @@ def first_raters(study: Study) -> int:
     return 1 if study.selection_settings.one_first() else study.raters_per_item
 
 
-def observe(study: Study, settings, stored: PairDecision, reads: rating_sets.PairReads) -> None:
+def _observe(study: Study, settings, stored: PairDecision, reads: rating_sets.PairReads) -> None:
     """Bring one pair's stored decision up to date with the items the assignment may have completed: one observation
     per item once its raters are in (one rater in phase 1 of "one rater per item first", all of them otherwise);
     once no item of a pair still undecided lacks its first rater, phase 2 starts -- the pair's tasks ask for all
@@ -168,7 +168,9 @@ def not_bought(study: Study, settings) -> set[int]:
     return {pk for pk, a, b in comparisons if (a, b) not in needed}
 
 
-def decided(study: Study) -> set[int]:
+def do_reconsider_decisions(study: Study) -> set[int]:
+    """After the study's settings changed: the system pairs it no longer buys; the stored decisions are forgotten
+    when it stops buying decided pairs."""
     settings = study.selection_settings
     if not settings.stops_buying():
         # nothing is kept while off: items finished meanwhile would be missing from a sequence resumed later, so
@@ -179,13 +181,13 @@ def decided(study: Study) -> set[int]:
 
 
 CHOOSER = extensions.ItemChooser(
-    choose=choose,
-    advance=live.advance,
+    do_choose=do_choose,
+    do_advance=live.do_advance,
     needs_worker=needs_worker,
-    prepare=prepare,
-    decide=decide,
+    do_prepare=do_prepare,
+    do_decide=do_decide,
     fills_items_first=lambda study: study.selection_settings.stops_buying(),
-    decided=decided,
+    do_reconsider_decisions=do_reconsider_decisions,
     first_raters=first_raters,
 )
 

@@ -18,12 +18,12 @@ def do_start_embedding_job(study) -> Job:
 
 
 def embedding_job(job: Job, progress: jobs.Progress) -> str:
-    total = services.embed_study(job.study, progress=progress)
+    total = services.do_embed_study(job.study, progress=progress)
     return f"All {total} distinct outputs are embedded."
 
 
 def separability_job(job: Job, progress: jobs.Progress) -> str:
     metric = job.params["metric"]
     progress.say("Embedding the outputs" if metric.startswith("cosine") else "Computing similarities")
-    runs = services.compute_separability(job.study, metric, progress=progress)
+    runs = services.do_compute_separability(job.study, metric, progress=progress)
     return f"Separability computed for {len(runs)} system pair(s)."

@@ -23,18 +23,18 @@ from selection import embedding, rating_sets
 from selection.core import winners
 from selection.core.diffuse import Dendrogram, IterativeDiffUse, SplitSchedule
 from selection.models import IterativeRun
-from selection.services import selection_context
+from selection.services import do_build_selection_context
 from selection.strategies import is_live, iterative_parameters
 
 # What only the one-time schedule computation reads (megabytes at 10^5 items): never loaded per completion.
 TREE_FIELDS = ("linkage", "leaf_groups", "item_ids")
 
 
-def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]:
+def do_start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]:
     """Store the tree of the candidates and return the first representatives to release."""
     if len(items) < 2:
         raise ValueError("iterative DiffUse needs at least two candidate items")
-    tree = selection_context(study, comparison, items).tree
+    tree = do_build_selection_context(study, comparison, items).tree
     exact = tree.n == tree.n_items
     groups = [] if exact else [tree.members(leaf).tolist() for leaf in range(tree.n)]
     params = iterative_parameters(study)
@@ -62,7 +62,7 @@ def start(study: Study, comparison: Comparison, items: list[Item]) -> list[Item]
 def _schedule(run: IterativeRun) -> SplitSchedule:
     if not run.schedule:  # a run stored before schedules were: computed once from its stored tree, then kept
         by_pk = Item.objects.in_bulk(run.item_ids)
-        vectors = selection_context(run.study, run.comparison, [by_pk[pk] for pk in run.item_ids]).vectors
+        vectors = do_build_selection_context(run.study, run.comparison, [by_pk[pk] for pk in run.item_ids]).vectors
         groups = [np.array(g, dtype=np.int64) for g in run.leaf_groups] or None
         tree = Dendrogram(vectors, run.linkage_matrix(), groups)
         run.schedule = SplitSchedule.from_tree(tree, run.min_n, run.budget).relabelled(run.item_ids).to_json()
@@ -137,7 +137,7 @@ class Release:
     counted: frozenset[int]
 
 
-def advance(study: Study, comparison_id: int) -> Release | None:
+def do_advance(study: Study, comparison_id: int) -> Release | None:
     """Advance the live loop of one system pair after an assignment with a place in it completed: store the
     outcome, and return the items to release and the decision set (annotation creates the tasks and flags the
     judgments, in the caller's transaction, so selection never writes annotation's rows). Locks the run's row until

@@ -50,10 +50,10 @@ def embedding_coverage(study: Study) -> tuple[int, int]:
     return done, hashes.count()
 
 
-def embed_study(study: Study, progress: Progress | None = None) -> int:
+def do_embed_study(study: Study, progress: Progress | None = None) -> int:
     """Embed every distinct output of the study (cached ones are skipped); returns how many there are."""
     texts = list(dict.fromkeys(Generation.objects.filter(item__study=study).values_list("text", flat=True)))
-    embedding.embed_texts(texts, progress=progress)
+    embedding.do_embed_texts(texts, progress=progress)
     return len(texts)
 
 
@@ -65,7 +65,7 @@ def _samples(study: Study) -> dict[tuple[int, int], list[Generation]]:
     return out
 
 
-def compute_separability(
+def do_compute_separability(
     study: Study, metric: str = sep.DEFAULT_METRIC, progress: Progress | None = None
 ) -> list[SeparabilityRun]:
     """Separability of every system pair of the study under ``metric`` (docs/separability.md), stored per item.
@@ -78,7 +78,7 @@ def compute_separability(
     vectors: dict[int, np.ndarray] = {}
     if base == "cosine":
         generations = [g for group in samples.values() for g in group]
-        embedded = embedding.embed_texts([g.text for g in generations], progress=progress)
+        embedded = embedding.do_embed_texts([g.text for g in generations], progress=progress)
         vectors = {g.pk: v for g, v in zip(generations, embedded, strict=True)}
         similarity = None
     else:
@@ -139,7 +139,7 @@ def separability_values(run: SeparabilityRun) -> np.ndarray:
 # Selection
 
 
-def selection_context(
+def do_build_selection_context(
     study: Study, comparison: Comparison, items: list[Item], params: dict | None = None
 ) -> SelectionContext:
     """The candidates of one system pair for a strategy: difference vectors of sample 0 of each system
@@ -154,18 +154,18 @@ def selection_context(
         }
         texts_a = [first[(i.pk, comparison.system_a_id)] for i in items]
         texts_b = [first[(i.pk, comparison.system_b_id)] for i in items]
-        embedded = embedding.embed_texts(texts_a + texts_b)
+        embedded = embedding.do_embed_texts(texts_a + texts_b)
         return difference_vectors(embedded[: len(items)], embedded[len(items) :])
 
     def deltas(metric: str) -> np.ndarray:
         run = SeparabilityRun.objects.filter(comparison=comparison, metric=metric).first()
         if run is None:
-            run = next(r for r in compute_separability(study, metric) if r.comparison_id == comparison.pk)
+            run = next(r for r in do_compute_separability(study, metric) if r.comparison_id == comparison.pk)
         by_item = dict(run.items.values_list("item_id", "delta"))
         return np.array([np.nan if by_item.get(i.pk) is None else by_item[i.pk] for i in items], dtype=np.float64)
 
     def tree(x: np.ndarray) -> Dendrogram:
-        return stored_tree(comparison, items, x, seed=study.seed)
+        return _stored_tree(comparison, items, x, seed=study.seed)
 
     return SelectionContext(
         len(items), vectors, deltas, dict(params or {}), tree, load_judges=lambda: judge_scores(comparison, items)
@@ -207,7 +207,7 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     return out
 
 
-def stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, seed: int = 0) -> Dendrogram:
+def _stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, seed: int = 0) -> Dendrogram:
     """The Ward tree of these candidates: computed once, stored, then read back (docs/diffuse.md#ward-tree)."""
     digest = hashlib.sha256(",".join(str(i.pk) for i in items).encode()).hexdigest()
     key = {"comparison": comparison, "encoder": embedding.encoder_name(), "candidates_digest": digest}
@@ -222,7 +222,7 @@ def stored_tree(comparison: Comparison, items: list[Item], vectors: np.ndarray, 
     return tree
 
 
-def run_selection(
+def do_run_selection(
     study: Study,
     comparison: Comparison,
     method: str,
@@ -236,7 +236,7 @@ def run_selection(
     The same inputs and seed always give the same items."""
     strategy = get_strategy(method)
     items = list(study.items.order_by("position")) if items is None else items
-    context = selection_context(study, comparison, items, params)
+    context = do_build_selection_context(study, comparison, items, params)
     # Seeded by the system names, not database ids, so the same file, settings and seed reproduce the
     # same items in any database.
     pair_key = zlib.crc32(f"{comparison.system_a.name}\x00{comparison.system_b.name}".encode())

@@ -19,13 +19,24 @@ never checked.
    (``get_object_or_404``) or filters by ``request.user`` itself.
 8. ARCHITECTURE.md's drawing names every module of the apps and ``config`` in its room, and nothing else; every file
    the page names exists.
+9. A function that writes is named ``do_*`` (zulip's names: ``do_*`` changes state, ``check_*`` validates and
+   raises, ``access_*`` decides who may). A function writes when its body (nested functions and lambdas included)
+   calls an ORM write (``save``, ``delete``, ``bulk_create``, ``bulk_update``, ``get_or_create``,
+   ``update_or_create``; ``create`` and ``update`` on a manager or a queryset, never ``dict.update``), runs SQL that
+   inserts, updates or deletes, or calls a ``do_*`` function or a private function of its module that writes: the
+   name climbs to every caller, and a private helper hides no write. The public functions and methods of the apps'
+   modules are checked, except the entry points and Django's own names (``NAMED_ELSEWHERE``), the job bodies
+   registered by dotted path, and the few writers ``NOT_DO`` lists with their reasons. No ``check_*`` or
+   ``access_*`` function writes (reading under a row lock, ``select_for_update``, is reading).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict, deque
 from collections.abc import Callable
+from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -325,6 +336,314 @@ def test_the_import_collector_sees_relative_nested_and_submodule_imports():
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Names: a function that writes says so (``do_*``)
+
+# Where the names are not checked: entry points, like commands (a request or a command line becomes calls there),
+# Django's own names (a model's ``save`` and ``clean``, ``AppConfig.ready``, template tags), the demo's population
+# and the url lists.
+NAMED_ELSEWHERE = (
+    "*/migrations/*",
+    "*/management/*",
+    "annotation/views/*",
+    "selection/views.py",
+    "analytics/views.py",
+    "analytics/review_views.py",
+    "annotation/models/*",
+    "*/models.py",
+    "*/templatetags/*",
+    "annotation/demo/*",
+    "*/apps.py",
+    "*/urls.py",
+)
+# The writers that keep their names (besides the job bodies registered by dotted path, ``registered_job_bodies``:
+# entry points, like views -- the worker calls them, nothing else does).
+NOT_DO = {
+    ("annotation/endpoint_runs.py", "EndpointRun.job_body"): "the job body of every endpoint run (``judge_job``, "
+    "``generate_job``): an entry point, like a view",
+    ("annotation/endpoint_runs.py", "EndpointRun.run_as_job"): "the job body's run, only job_body calls it",
+    ("annotation/jobs.py", "start"): "the job room's own: every job is created here (``jobs.start``)",
+    ("annotation/jobs.py", "end"): "the job room's own: the one writer of a job's end (``jobs.end``)",
+    ("annotation/jobs.py", "wait_for_database"): "the job room's own: the heartbeat that waits out an outage",
+    ("annotation/jobs.py", "Progress.__call__"): "the job room's own: a body's progress is the job's heartbeat",
+    ("annotation/jobs.py", "Progress.say"): "the job room's own: a body's message is the job's heartbeat",
+    ("annotation/jobs.py", "run_job"): "the job room's own: the one task every job runs as",
+    ("annotation/worker.py", "SupervisedWorker.run_task"): "django-tasks' method, overridden: its name is the base's",
+    ("annotation/worker.py", "Beat.beat"): "the worker's heartbeat (its sign of life, its job's, the stale sweep)",
+    ("annotation/worker.py", "Beat.stop"): "the worker's heartbeat ends: its sign of life is removed",
+    ("selection/live.py", "replay"): "reads the live loop's state for the pages; a run stored before schedules were "
+    "stores its schedule once, on first use (what its stored tree implies: a cache, never a decision)",
+}
+# An ORM write on any receiver but a cache; ``create`` and ``update`` only on a manager or a queryset, where they are
+# never ``dict.update``, ``Counter.update`` or an API client's ``create``; SQL that inserts, updates or deletes
+# (``cursor.execute``, a ``CompiledUpdate`` called), never a ``SELECT ... FOR UPDATE``.
+ORM_WRITES = {"save", "delete", "bulk_create", "bulk_update", "get_or_create", "update_or_create"}
+QUERYSET_WRITES = {"create", "update"}
+MANAGERS = {"objects", "_default_manager", "_base_manager"}
+QUERYSET_METHODS = {"all", "filter", "exclude", "select_for_update", "select_related", "prefetch_related", "order_by"}
+
+
+def named_elsewhere(file: str) -> bool:
+    return any(fnmatch(file, pattern) for pattern in NAMED_ELSEWHERE)
+
+
+def related_managers(*top: str) -> set[str]:
+    """The related managers' names (``study.items``, ``endpoint.calls``): every ``related_name`` of a foreign key
+    or many-to-many field of the apps' models, and each many-to-many field; Django's ``<model>_set`` besides."""
+    names: set[str] = set()
+    for path in source_files(*top):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                field = node.value.func
+                if isinstance(field, ast.Attribute | ast.Name) and ast.unparse(field).endswith("ManyToManyField"):
+                    names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(("ForeignKey", "ManyToManyField")):
+                names |= {
+                    k.value.value
+                    for k in node.keywords
+                    if k.arg == "related_name"
+                    and isinstance(k.value, ast.Constant)
+                    and isinstance(k.value.value, str)
+                    and not k.value.value.endswith("+")
+                }
+    return names
+
+
+def is_queryset(node: ast.AST, related: set[str], bound: set[str]) -> bool:
+    """Whether an expression is a manager or a queryset: ``objects`` (or the default manager), a related manager,
+    a queryset's ``filter(...)`` (``exclude``, ``all``, ``select_for_update`` ...), or a name bound to one."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Attribute) and node.func.attr in QUERYSET_METHODS
+    if isinstance(node, ast.Attribute):
+        return node.attr in MANAGERS or node.attr in related or node.attr.endswith("_set")
+    return isinstance(node, ast.Name) and node.id in bound
+
+
+def is_cache(node: ast.AST) -> bool:
+    return re.search(r"\bcaches?\b|_cache\b", ast.unparse(node)) is not None
+
+
+def is_write_sql(node: ast.AST) -> bool:
+    """Whether an expression is SQL text (a string, an f-string) that inserts, updates or deletes."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif isinstance(node, ast.JoinedStr):
+        text = "".join(str(v.value) if isinstance(v, ast.Constant) else "?" for v in node.values)
+    else:
+        return False
+    return re.match(r"\s*(INSERT|UPDATE|DELETE)\b", text, re.IGNORECASE) is not None
+
+
+def module_sql_writers(tree: ast.Module) -> set[str]:
+    """The module-level names that write when executed or called: SQL text that writes (``_COUNT_ANSWER_SQL``) and
+    compiled updates (``_MARK_SHOWN = CompiledUpdate(...)``)."""
+    return {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and (
+            is_write_sql(node.value)
+            or (isinstance(node.value, ast.Call) and ast.unparse(node.value.func).endswith("CompiledUpdate"))
+        )
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def direct_writes(function: ast.AST, related: set[str], sql: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
+    """(line, what) of each write in a function's body, nested functions and lambdas included: an ORM write, SQL
+    that writes (``sql``: the module's names for it), or a ``do_*`` function called (or handed on to be called)."""
+    nodes = list(ast.walk(function))
+    bound: set[str] = set()  # the names bound to a queryset (``stale = Assignment.objects.filter(...)``)
+    grown = True
+    while grown:
+        grown = False
+        for node in nodes:
+            if isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                new = {t.id for t in targets if isinstance(t, ast.Name)} - bound
+                if new and is_queryset(node.value, related, bound):
+                    bound |= new
+                    grown = True
+    found: list[tuple[int, str]] = []
+    for node in nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method, receiver = node.func.attr, node.func.value
+            if (method in ORM_WRITES and not is_cache(receiver)) or (
+                method in QUERYSET_WRITES and is_queryset(receiver, related, bound)
+            ):
+                found.append((node.lineno, f"{ast.unparse(receiver)[:60]}.{method}()"))
+            elif (
+                method == "execute"
+                and node.args
+                and (is_write_sql(node.args[0]) or (isinstance(node.args[0], ast.Name) and node.args[0].id in sql))
+            ):
+                found.append((node.lineno, "SQL that writes"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in sql:
+            found.append((node.lineno, f"{node.func.id}()"))
+        elif isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name.startswith("do_"):
+                found.append((node.lineno, name))
+    return sorted(found)
+
+
+def module_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(qualified name, definition) of each function of a module and each method of its classes."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((prefix + node.name, node))
+
+    visit(tree.body, "")
+    return found
+
+
+def is_public(name: str) -> bool:
+    short = name.rsplit(".", 1)[-1]
+    return not short.startswith("_") or short == "__call__"  # calling an object is calling its __call__
+
+
+def module_writers(tree: ast.Module, related: set[str]) -> dict[str, list[tuple[int, str]]]:
+    """Each public function and method of a module (qualified name) -> its writes (empty: it reads only), a call of
+    one of the module's private writers (``_helper(...)``, ``self._helper(...)``) counted as a write."""
+    functions = module_functions(tree)
+    sql = frozenset(module_sql_writers(tree))
+    own = {name: direct_writes(node, related, sql) for name, node in functions}
+    private: set[str] = set()  # the short names of the private functions and methods that write
+    grown = True
+    while grown:
+        grown = False
+        for name, node in functions:
+            short = name.rsplit(".", 1)[-1]
+            if not is_public(name) and short not in private and (own[name] or calls_of(node, private)):
+                private.add(short)
+                grown = True
+    return {name: sorted(own[name] + calls_of(node, private)) for name, node in functions if is_public(name)}
+
+
+def calls_of(function: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    return [
+        (node.lineno, f"{name}()")
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call)
+        and (name := node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")) in names
+    ]
+
+
+def registered_job_bodies() -> set[tuple[str, str]]:
+    """(file, function) of each job body registered by dotted path: ``annotation.jobs.KINDS`` and every
+    ``jobs.register(kind, "dotted.path")``."""
+    paths: set[str] = set()
+    for node in ast.walk(ast.parse((ROOT / "annotation" / "jobs.py").read_text())):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "KINDS" for t in targets):
+                paths |= {
+                    v.value for v in node.value.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                }
+    for path in source_files(*APPS):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and ast.unparse(node.func) == "jobs.register"
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
+                paths.add(node.args[1].value)
+    bodies: set[tuple[str, str]] = set()
+    for dotted in paths:
+        module, function = dotted.rsplit(".", 1)
+        file = module_file(module)
+        assert file is not None, f"the job body {dotted} is in no module"
+        bodies.add((file.relative_to(ROOT).as_posix(), function))
+    return bodies
+
+
+def test_a_function_that_writes_is_named_do():
+    related = related_managers(*APPS)
+    bodies = {(file, name) for file, name in registered_job_bodies() if name.endswith("_job")}
+    defined, bad = set(), []
+    for path in source_files(*APPS):
+        file = path.relative_to(ROOT).as_posix()
+        if named_elsewhere(file):
+            continue
+        for name, found in module_writers(ast.parse(path.read_text()), related).items():
+            defined.add((file, name))
+            short = name.rsplit(".", 1)[-1]
+            if found and not short.startswith("do_") and (file, name) not in NOT_DO and (file, name) not in bodies:
+                line, what = found[0]
+                bad.append(f"{file} {name} writes (line {line}: {what})")
+    assert bodies, "no registered job body found (annotation.jobs.KINDS, jobs.register)"
+    assert set(NOT_DO) <= defined, f"NOT_DO names what is gone: {sorted(set(NOT_DO) - defined)}"
+    assert not bad, (
+        "a function that writes is named do_* (ARCHITECTURE.md, Names): rename it, or make it private (_name) when "
+        "only its module calls it:\n" + "\n".join(bad)
+    )
+
+
+def test_no_check_or_access_function_writes():
+    related = related_managers(*APPS)
+    bad = [
+        f"{path.relative_to(ROOT)} {name} writes (line {found[0][0]}: {found[0][1]})"
+        for path in source_files(*APPS)
+        for name, found in module_writers(ast.parse(path.read_text()), related).items()
+        if found and name.rsplit(".", 1)[-1].startswith(("check_", "access_"))
+    ]
+    assert not bad, "check_* validates and raises, access_* decides who may; neither writes:\n" + "\n".join(bad)
+
+
+def test_the_write_detector_tells_orm_writes_from_dicts_sets_caches_and_clients():
+    source = """
+def f(study, counts, seen):
+    Task.objects.filter(study=study).update(taken=0)
+    study.items.create(input="x")
+    place = AssignmentTask.objects.filter(slot__isnull=False)
+    place.update(slot=None)
+    study.save(update_fields=["name"])
+    PairDecision.objects.select_for_update().get_or_create(comparison_id=1)
+    do_rebuild_plan(study)
+    transaction.on_commit(lambda: planning.do_queue_plan(study))
+    type(study)._default_manager.filter(pk=1).update(name="x")
+    study.comparison_set.all().delete()
+    counts.update({"a": 1})
+    Counter(seen).update(["b"])
+    seen.add(1)
+    cache.set("k", 1)
+    cache.delete("k")
+    totals = study.items.aggregate(n=Count("id"))
+    totals.update(more=1)
+    client.chat.completions.create(model="m")
+    Task.objects.select_for_update().get(pk=1)
+    cursor.execute(f"UPDATE {table} SET x = 1", [])
+    cursor.execute(_COUNT_SQL, [])
+    _MARK_SHOWN(pair=1)
+    cursor.execute("SELECT 1 FROM t WHERE id = %s FOR UPDATE", [1])
+"""
+    function = ast.parse(source).body[0]
+    writes = [line for line, _ in direct_writes(function, {"items"}, frozenset({"_COUNT_SQL", "_MARK_SHOWN"}))]
+    assert writes == [3, 4, 6, 7, 8, 9, 10, 11, 12, 22, 23, 24]
+    constants = ast.parse(
+        '_COUNT_SQL = f"""\nUPDATE {t} SET n = n + 1"""\n_MARK = CompiledUpdate(build)\n_READ = "SELECT 1"'
+    )
+    assert module_sql_writers(constants) == {"_COUNT_SQL", "_MARK"}
+    module = ast.parse(
+        "def _store():\n    Job.objects.create()\n"
+        "def _twice():\n    _store()\n"
+        "def public():\n    _twice()\n"
+        "def reads():\n    return Job.objects.filter(pk=1).first()\n"
+        "class Run:\n    def _save(self):\n        self.row.save()\n    def go(self):\n        self._save()\n"
+    )
+    found = module_writers(module, set())
+    assert {name for name, writes in found.items() if writes} == {"public", "Run.go"}
+    assert found["reads"] == [] and "_store" not in found
+
+
+# ----------------------------------------------------------------------------------------------------------
 # The drawing of ARCHITECTURE.md names every module, in its room, and nothing else
 
 DRAWN = ("annotation", "selection", "analytics", "config")
@@ -383,8 +702,6 @@ def test_the_drawing_names_every_module_in_its_room_and_nothing_else():
 
 
 def test_every_file_the_page_names_exists():
-    import re
-
     text = (ROOT / "ARCHITECTURE.md").read_text()
     named = set(re.findall(r"`((?:annotation|selection|analytics|config|templates|tests|bench|docs)/[\w/.-]*)`", text))
     assert named, "the page names no file"

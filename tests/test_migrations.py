@@ -273,7 +273,7 @@ def test_files_waiting_for_their_import_move_to_the_one_upload_model_and_their_q
     migrate(migrate_latest_targets())  # and up again: the jobs queued before the upgrade run
     from annotation.models import Job, Judgment, Study, Upload
 
-    study_settings.create_for(Study.objects.get(pk=study.pk))  # as the import that staged the file did
+    study_settings.do_create_defaults(Study.objects.get(pk=study.pk))  # as the import that staged the file did
     run_job.call(import_job.pk)
     run_job.call(judgments_job.pk)
     assert list(Job.objects.filter(study_id=study.pk).values_list("status", flat=True)) == ["done", "done"]

@@ -47,7 +47,7 @@ class HitSpec:
     frame_height: int = 0
 
 
-def create_hits(client, study: Study, base_url: str, spec: HitSpec, count: int, sandbox: bool) -> list[MTurkHIT]:
+def do_create_hits(client, study: Study, base_url: str, spec: HitSpec, count: int, sandbox: bool) -> list[MTurkHIT]:
     """Create ``count`` HITs whose ExternalQuestion opens the study's MTurk-style link."""
     if spec.assignments < 1 or count < 1:
         raise ServiceError("--assignments and --hits must be at least 1")
@@ -82,7 +82,7 @@ def create_hits(client, study: Study, base_url: str, spec: HitSpec, count: int, 
     return hits
 
 
-def sync_assignments(client, study: Study) -> list[dict]:
+def do_sync_assignments(client, study: Study) -> list[dict]:
     """Every assignment of the study's HITs as MTurk sees it, matched to our worker sessions; stores
     the site's status on the session. Rows: assignment_id, worker_id, hit_id, status, answered (our
     assignment completed?), code_matches."""

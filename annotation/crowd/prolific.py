@@ -88,7 +88,7 @@ class Client:
         )
 
 
-def sync(client: Client, study: Study, prolific_study_id: str) -> list[dict]:
+def do_sync_submissions(client: Client, study: Study, prolific_study_id: str) -> list[dict]:
     """Prolific's submissions matched to our sessions (by SESSION_ID), with our completion status and
     whether the code they entered is the one we gave; the site's status is stored on the session."""
     rows = []

@@ -162,10 +162,16 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         items = Item.objects.filter(study_id=self.endpoint.system.study_id).order_by("position")
         return [(item, k) for item in items.values_list("pk", flat=True) for k in range(self.endpoint.samples)]
 
-    def pending(self) -> list[tuple[int, int]]:
+    def missing(self) -> list[tuple[int, int]]:
         """(item, sample index) of the outputs still missing: the system's outputs are never asked for again."""
         stored = set(Generation.objects.filter(system=self.endpoint.system).values_list("item_id", "sample_index"))
         return [key for key in self.wanted() if key not in stored]
+
+    def do_prepare_pending(self) -> list[tuple[int, int]]:
+        return self.missing()  # asking needs nothing created
+
+    def remaining(self) -> int:
+        return len(self.missing())
 
     def requests(self, todo: list[tuple[int, int]]) -> Iterator[Request]:
         inputs = dict(Item.objects.filter(pk__in={item for item, _ in todo}).values_list("pk", "input"))
@@ -252,7 +258,7 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
     def answer(self, reply: Reply[Request]) -> tuple[str, str, str]:
         return GenerationCall.Status.GENERATED, "", reply.text
 
-    def store(self, reply: Reply[Request], answer: str, at: dt.datetime) -> Generation:
+    def do_store(self, reply: Reply[Request], answer: str, at: dt.datetime) -> Generation:
         return Generation.objects.create(
             item_id=reply.request.item_id,
             system_id=self.endpoint.system_id,
@@ -265,7 +271,7 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
 
     # The end of a run
 
-    def finished(self, said: str) -> jobs.Outcome:
+    def do_finish(self, said: str) -> jobs.Outcome:
         """Once every output is in, the system joins the plan; otherwise what is still missing."""
         included = self.do_include_if_complete()
         left = self.remaining()

@@ -138,7 +138,7 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
         settled = self.settled()
         return sum((a, b, a_first) not in settled for _, a, b in self.scope() for a_first in (True, False))
 
-    def pending(self) -> list[tuple[Pair, bool]]:
+    def do_prepare_pending(self) -> list[tuple[Pair, bool]]:
         """(pair, a shown first) still to ask, the pairs of an all-items scope created where missing."""
         wanted, settled = self.scope(), self.settled()
         if self.endpoint.scope == Judge.Scope.ALL:
@@ -235,7 +235,7 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
         except prompts.Unparseable as exc:
             return JudgeCall.Status.UNPARSEABLE, str(exc), None
 
-    def store(self, reply: Reply[Request], answer: prompts.Verdict, at: dt.datetime) -> Judgment:
+    def do_store(self, reply: Reply[Request], answer: prompts.Verdict, at: dt.datetime) -> Judgment:
         request, judge = reply.request, self.endpoint
         p_first = prompts.probability_first(reply.tokens, answer.label_offset)
         probability_a = None if p_first is None else orientation.probability_first(p_first, request.a_shown_first)

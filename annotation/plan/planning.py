@@ -68,7 +68,7 @@ def systems_with_outputs(study: Study) -> list[System]:
     )  # a grouped query has no default order: the pairs' A and B must not swap
 
 
-def fewer_system_pairs(study: Study) -> Problem | None:
+def do_limit_system_pairs(study: Study) -> Problem | None:
     """A new study whose systems would make more than ``MAX_SYSTEM_PAIRS`` pairs compares each with the first
     system instead (a warning says so; the settings page changes it)."""
     systems = list(study.systems.order_by("id")[:1])
@@ -96,11 +96,11 @@ def do_rebuild_plan(study: Study, explicit: list[tuple[int, int]] | None = None)
     lock_plan(study, exclusive=True)
     if study.has_started():
         raise ServiceError("Raters have already started on this study, so its comparison plan is frozen.")
-    releases, rng = plan_releases(study, explicit)
-    return len(release_tasks(study, releases, rng))
+    releases, rng = do_plan_releases(study, explicit)
+    return len(_release_tasks(study, releases, rng))
 
 
-def plan_releases(
+def do_plan_releases(
     study: Study, explicit: list[tuple[int, int]] | None = None
 ) -> tuple[list[tuple[Item, Comparison]], random.Random]:
     """The plan's (item, system pair) units in release order, and the random generator that draws their pairs
@@ -128,7 +128,7 @@ def plan_releases(
         zip(comparisons, plan_candidates(study, comparisons, rng, items), strict=True)
     ):
         try:
-            chosen = chooser.choose(study, comparison, candidates)
+            chosen = chooser.do_choose(study, comparison, candidates)
         except ValueError as exc:
             raise ServiceError(f"{comparison}: {exc}") from None
         per_comparison[c] = [scheduling.Unit(position_of[item.pk], c) for item in chosen]
@@ -148,16 +148,16 @@ def plan_candidates(
 def do_advance_live_selection(assignment: Assignment) -> list:
     """After an assignment completed, let a live selection loop (iterative DiffUse) react: release the next
     items it asks for, in the caller's transaction (``annotation/rating/recording.py``, which also flags the
-    judgments the loop no longer counts). Returns the loop's decisions (``extensions.ItemChooser.advance``)."""
+    judgments the loop no longer counts). Returns the loop's decisions (``extensions.ItemChooser.do_advance``)."""
     releases = []
     comparisons = sorted(set(assignment.places.values_list("task__comparison_id", flat=True)))
     for comparison_id in comparisons:  # each system pair the assignment had a place in
-        release = extensions.item_chooser().advance(assignment.study, comparison_id)
+        release = extensions.item_chooser().do_advance(assignment.study, comparison_id)
         if release is None:
             continue
         releases.append(release)
         if release.items:
-            release_tasks(
+            _release_tasks(
                 assignment.study, [(item, release.comparison) for item in release.items], random.Random(release.seed)
             )
     return releases
@@ -167,13 +167,13 @@ def do_close_decided_pairs(assignment: Assignment) -> None:
     """After an assignment completed: the system pairs the study no longer buys (decided, or not needed by the
     ranking) get no new places (``Comparison.closed``; places already held are honoured and their answers counted),
     and a pair the ranking needs again is opened."""
-    change = extensions.item_chooser().decide(assignment.study, assignment)
+    change = extensions.item_chooser().do_decide(assignment.study, assignment)
     if change is None:
         return
-    close_and_reopen(*change)
+    _close_and_reopen(*change)
 
 
-def close_and_reopen(close, reopen) -> None:
+def _close_and_reopen(close, reopen) -> None:
     """Close these system pairs and open those (one update each, only when there are any)."""
     if close:
         Comparison.objects.filter(pk__in=close, closed=False).update(closed=True)
@@ -181,10 +181,10 @@ def close_and_reopen(close, reopen) -> None:
         Comparison.objects.filter(pk__in=reopen, closed=True).update(closed=False)
 
 
-def set_closed(study: Study, closed: set[int]) -> None:
+def _set_closed(study: Study, closed: set[int]) -> None:
     """Make exactly these system pairs of the study closed."""
     now = dict(study.comparisons.values_list("pk", "closed"))
-    close_and_reopen(
+    _close_and_reopen(
         [pk for pk, is_closed in now.items() if pk in closed and not is_closed],
         [pk for pk, is_closed in now.items() if pk not in closed and is_closed],
     )
@@ -198,7 +198,7 @@ def do_reconsider_closed_pairs(study: Study) -> None:
     if study.fill_items_first != fill:
         Study.objects.filter(pk=study.pk).update(fill_items_first=fill)
         study.fill_items_first = fill
-    set_closed(study, chooser.decided(study))
+    _set_closed(study, chooser.do_reconsider_decisions(study))
     first = chooser.first_raters(study)
     if first == study.raters_per_item:  # no longer one rater first: every task asks for all its raters again
         Task.objects.filter(study=study, raters_required__lt=first).update(raters_required=first)
@@ -207,7 +207,7 @@ def do_reconsider_closed_pairs(study: Study) -> None:
 RELEASE_CHUNK = 2000  # units per batch: every query's parameters stay far below PostgreSQL's 65,535
 
 
-def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random) -> list[Task]:
+def _release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random) -> list[Task]:
     """Create the rating tasks of (item, system pair) units, after the study's existing tasks: N sampled
     output pairs each, with base display orders. Units that already have a task are skipped. Works in batches
     of ``RELEASE_CHUNK`` units (bulk inserts; the same random draws in the same order as one by one)."""
@@ -216,12 +216,12 @@ def release_tasks(study: Study, releases: list[tuple[Item, Comparison]], rng: ra
     position = (Task.objects.filter(study=study).aggregate(m=models.Max("position"))["m"] or -1) + 1
     created: list[Task] = []
     for start in range(0, len(releases), RELEASE_CHUNK):
-        tasks, position = release_chunk(study, releases[start : start + RELEASE_CHUNK], rng, position)
+        tasks, position = do_release_chunk(study, releases[start : start + RELEASE_CHUNK], rng, position)
         created += tasks
     return created
 
 
-def release_chunk(
+def do_release_chunk(
     study: Study, releases: list[tuple[Item, Comparison]], rng: random.Random, position: int
 ) -> tuple[list[Task], int]:
     items = {item.pk for item, _ in releases}
@@ -305,7 +305,7 @@ def do_queue_plan(study: Study):
     return jobs.start(study, PLAN_KIND, total=2, message="Building the plan: embedding the outputs first")
 
 
-def set_explicit(study: Study, explicit: list[tuple[int, int]]) -> None:
+def do_set_explicit_pairs(study: Study, explicit: list[tuple[int, int]]) -> None:
     """Make the study's comparisons the ticked pairs (explicit pair mode reads them back when it plans)."""
     wanted = set(explicit)
     existing = {(c.system_a_id, c.system_b_id): c for c in study.comparisons.all()}
@@ -317,7 +317,7 @@ def set_explicit(study: Study, explicit: list[tuple[int, int]]) -> None:
             Comparison.objects.create(study=study, system_a_id=a, system_b_id=b)
 
 
-def recount_places(task_ids) -> None:
+def do_recount_places(task_ids) -> None:
     """Set Task.taken from the assignments that hold a place (repairs a counter that fell out of step,
     e.g. after assignments were written by hand)."""
     held = (
@@ -341,7 +341,7 @@ def plan_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     if Job.objects.filter(study=study, kind=PLAN_KIND, pk__gt=job.pk).exists():
         return jobs.Outcome("A newer change of the settings builds the plan.")
     try:
-        extensions.item_chooser().prepare(study, lambda done, total: progress(done, total + 1))
+        extensions.item_chooser().do_prepare(study, lambda done, total: progress(done, total + 1))
         progress.say("Building the plan: choosing the items")
         tasks = do_rebuild_plan(study)
     except Exception as exc:  # the study page says what went wrong; saving the settings again retries

@@ -202,7 +202,7 @@ def _start_once(rater: Rater, pace: float) -> Assignment | None | _Retry:
     None when nothing is left for the rater; ``AGAIN`` / ``WAIT`` when other starts got in the way."""
     study = rater.study
     # a crowd worker or open-link visitor holds the task on their screen and no more; the rest of their
-    # assignment is claimed a task at a time as they reach it (try_claim_next)
+    # assignment is claimed a task at a time as they reach it (do_try_claim_next)
     anonymous = rater.source in Rater.ANONYMOUS_SOURCES
     size = 1 if anonymous else study.judgments_per_assignment
     try:
@@ -281,7 +281,7 @@ def _claim_places(rater: Rater, size: int) -> tuple[list[Task], dict[int, int]] 
     free = {t.pk: next((s for s in range(t.raters_required) if s not in held.get(t.pk, ())), None) for t in tasks}
     full = [pk for pk, slot in free.items() if slot is None]
     if full:
-        planning.recount_places(full)
+        planning.do_recount_places(full)
         return None
     models.prefetch_related_objects(tasks, "task_pairs")  # one query for every task's pairs
     return tasks, {pk: slot for pk, slot in free.items() if slot is not None}  # all of them: none is full
@@ -306,7 +306,7 @@ def _hold(
     )
 
 
-def try_claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
+def do_try_claim_next(assignment: Assignment, now: dt.datetime) -> bool | None:
     """Inside a transaction holding the assignment's row lock, when its rater has answered every pair it holds and
     it has pairs ``unclaimed``: take the next open task's place and show its pairs (attention checks mixed in as
     the study's rate asks of the assignment so far). With no task left for the rater, the assignment is complete

@@ -77,7 +77,7 @@ def _import_at_once(study: Study, parsed: list[judgment_files.ParsedJudgment]) -
     return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
 
 
-def import_judgments_staged(
+def do_import_judgments_staged(
     study: Study, parsed: list[judgment_files.ParsedJudgment], progress: Callable[[int, int], None] | None = None
 ) -> ImportSummary:
     """A large judgments file, imported in steps of ``SEPLAB_IMPORT_STEP`` judgments, each its own short
@@ -101,11 +101,11 @@ def import_judgments_staged(
     return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
 
 
-def import_upload(study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None]) -> str:
+def do_import_upload(study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None]) -> str:
     """A staged judgments file's import (``uploads.upload_job``), checked again against the study as it is now, in
     short steps, all or nothing."""
     try:
-        summary = import_judgments_staged(study, check_judgment_file(study, data, filename), progress)
+        summary = do_import_judgments_staged(study, check_judgment_file(study, data, filename), progress)
     except Exception as exc:  # nothing of the file stays; the study page says why
         raise jobs.JobFailed(f"Nothing was imported: {type(exc).__name__}: {exc}") from exc
     return f"Imported {summary.created:,} judgments ({summary.skipped:,} already present)."

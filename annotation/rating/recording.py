@@ -150,7 +150,7 @@ def do_record_judgment(
         return Recorded(previous, False)
     if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
-        after_completion(assignment)
+        _after_completion(assignment)
     return Recorded(judgment, True)
 
 
@@ -194,7 +194,7 @@ def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> b
     """Inside a submit's transaction, before its insert: count ``pairs`` more answered (or skipped) pairs on a
     live assignment,
     record the activity, and complete the assignment when this answer is its last (an assignment with pairs still
-    unclaimed takes its next task instead, ``allocation.try_claim_next``) -- one UPDATE, which also
+    unclaimed takes its next task instead, ``allocation.do_try_claim_next``) -- one UPDATE, which also
     holds the assignment's row lock until commit. Concurrent submits of its last pairs queue on that lock and
     each re-reads the row's own counter (PostgreSQL re-evaluates an UPDATE's row expressions on the latest
     row version), so exactly one of them completes it; an insert that fails rolls its count back. An expired
@@ -217,7 +217,7 @@ def _count_answer(assignment: Assignment, now: dt.datetime, pairs: int = 1) -> b
     elif status == Assignment.Status.ACTIVE and unclaimed and answered >= n_pairs:
         # a crowd worker's or open-link visitor's assignment reaches its next task only now (claimed as shown)
         assignment.n_pairs, assignment.unclaimed = n_pairs, unclaimed
-        completed = bool(allocation.try_claim_next(assignment, now))
+        completed = bool(allocation.do_try_claim_next(assignment, now))
     return completed
 
 
@@ -261,11 +261,11 @@ def do_skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reaso
     except IntegrityError:
         return 0  # a repeat of this skip (or an answer that arrived first) won
     if completed:
-        after_completion(assignment)
+        _after_completion(assignment)
     return len(open_pairs)
 
 
-def after_completion(assignment: Assignment) -> None:
+def _after_completion(assignment: Assignment) -> None:
     """A completed assignment lets the plan react, in one transaction: the system pairs it had places in that are
     now decided stop getting new places (when the study stops buying decided pairs); a live selection loop
     (iterative DiffUse) releases its next items (they get their tasks in the plan wing), and the judgments of items
@@ -296,9 +296,9 @@ def do_claim_next(assignment: Assignment) -> None:
         if row is None or not row["unclaimed"] or row["answered"] < row["n_pairs"]:
             return
         assignment.n_pairs, assignment.unclaimed = row["n_pairs"], row["unclaimed"]
-        completed = allocation.try_claim_next(assignment, timezone.now())
+        completed = allocation.do_try_claim_next(assignment, timezone.now())
     if completed:
-        after_completion(assignment)
+        _after_completion(assignment)
 
 
 def do_revise_judgment(
@@ -423,7 +423,7 @@ def _record_gold(assignment_pair: AssignmentPair, key: str, answer: elicitation.
         return Recorded(None, False, GoldAnswer.objects.get(assignment_pair=assignment_pair))
     _screen(assignment.rater)
     if completed:
-        after_completion(assignment)
+        _after_completion(assignment)
     return Recorded(None, True, gold_answer)
 
 

@@ -36,7 +36,7 @@ def do_create_study(
 ) -> Study:
     """Create a study from a study file (docs/interfaces.md#study-file) here and now (the command line, scripts).
     All or nothing: a bad file raises ``FormatError`` listing every problem and leaves the database untouched. Up to
-    ``SEPLAB_IMPORT_STEP`` items it is one transaction; a larger file is imported by ``import_staged`` (short
+    ``SEPLAB_IMPORT_STEP`` items it is one transaction; a larger file is imported by ``_import_staged`` (short
     transactions, published at the end, removed again if a step fails)."""
     name = check_study_name(owner, name)
     parsed = _parse(data, filename)
@@ -47,7 +47,7 @@ def do_create_study(
     else:
         study = _new_study(owner, name, description)
         try:
-            fewer = import_staged(study, parsed, progress)
+            fewer = _import_staged(study, parsed, progress)
         except BaseException:
             study.delete()  # nothing of a failed import stays
             raise
@@ -91,15 +91,15 @@ def _parse(data: bytes, filename: str | None) -> study_files.ParsedStudy:
 def _new_study(owner: User, name: str, description: str) -> Study:
     """A new study without items yet, importing: raters cannot see it until it is published."""
     study = Study.objects.create(owner=owner, name=name, description=description, status=Study.Status.IMPORTING)
-    study_settings.create_for(study)
+    study_settings.do_create_defaults(study)
     return study
 
 
 def _import_at_once(study: Study, parsed: study_files.ParsedStudy) -> Problem | None:
     """A small file into its new study, in the caller's transaction, then published; the warning of
-    ``planning.fewer_system_pairs``, if any."""
+    ``planning.do_limit_system_pairs``, if any."""
     _insert_items(study, parsed, 0, len(parsed.items))
-    fewer = planning.fewer_system_pairs(study)
+    fewer = planning.do_limit_system_pairs(study)
     planning.do_rebuild_plan(study)
     _publish(study)
     return fewer
@@ -146,13 +146,13 @@ def _insert_items(study: Study, parsed: study_files.ParsedStudy, start: int, sto
     )
 
 
-def import_staged(
+def _import_staged(
     study: Study, parsed: study_files.ParsedStudy, progress: Callable[[int, int], None] | None = None
 ) -> Problem | None:
     """Import a large file into ``study`` (status importing: invisible to raters) in steps of ``SEPLAB_IMPORT_STEP``
     items or tasks, each its own transaction, so no step holds the database for long; the last step makes it
     active. ``progress(done, total)`` is told after every step. Returns the warning of
-    ``planning.fewer_system_pairs``, if any."""
+    ``planning.do_limit_system_pairs``, if any."""
     step = settings.SEPLAB_IMPORT_STEP
     n_items = len(parsed.items)
     item_steps = range(0, n_items, step)
@@ -163,16 +163,16 @@ def import_staged(
         with transaction.atomic():
             _insert_items(study, parsed, start, min(start + step, n_items))
             if start == 0:
-                fewer = planning.fewer_system_pairs(study)
+                fewer = planning.do_limit_system_pairs(study)
         done += 1
         if progress:
             progress(done, total)
     with transaction.atomic():
-        releases, rng = planning.plan_releases(study)
+        releases, rng = planning.do_plan_releases(study)
     position = 0
     for start in range(0, len(releases), step):
         with transaction.atomic():
-            _, position = planning.release_chunk(study, releases[start : start + step], rng, position)
+            _, position = planning.do_release_chunk(study, releases[start : start + step], rng, position)
         done = min(done + 1, total - 1)
         if progress:
             progress(done, total)
@@ -182,9 +182,9 @@ def import_staged(
     return fewer
 
 
-def import_upload(study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None]) -> str:
+def do_import_upload(study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None]) -> str:
     """A staged study file's import (``uploads.upload_job``), in steps; a failed one leaves an unpublished study the
     researcher can delete."""
     parsed = _parse(data, filename)
-    import_staged(study, parsed, progress)
+    _import_staged(study, parsed, progress)
     return f"Imported {len(parsed.items)} items."

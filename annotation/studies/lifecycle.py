@@ -47,13 +47,13 @@ def do_update_settings(
             "(pairs per assignment, raters per item, system pairs, scheduling) and how raters "
             "answer (the elicitation mode) are frozen."
         )
-    study_settings.apply(study, changes)
+    study_settings.do_apply(study, changes)
     if plan_changed:
         if background and planning.plan_needs_worker(study):
             planning.comparison_systems(study, explicit)  # too many pairs is said now, not by a failed job
             Task.objects.filter(study=study).delete()  # nobody starts on the old plan meanwhile
             if explicit is not None:  # the ticked pairs are the plan's input: kept for the job
-                planning.set_explicit(study, explicit)
+                planning.do_set_explicit_pairs(study, explicit)
             planning.do_queue_plan(study)
         else:
             planning.do_rebuild_plan(study, explicit)

@@ -80,7 +80,7 @@ def test_the_report_finds_the_spammers_and_shows_the_weighted_board_beside_the_p
     # table shows
     moved = [r.system for r in found.weighted_board.leaderboard if r.majority_place != r.place]
     assert leads["leaderboard-reliability"].startswith(", ".join(moved) if moved else "The same order")
-    stored.refresh(study, Population())  # what the worker stores; the CSV and the page read it
+    stored.do_refresh(study, Population())  # what the worker stores; the CSV and the page read it
     csv = researcher_client.get(reverse("report_table", args=[study.pk, "rater-reliability"])).content.decode()
     assert csv.splitlines()[0] == "rater,judgments,scored_pairs,reliability,model_accuracy,reliability_in_words"
     assert len(csv.splitlines()) == 6 and csv.splitlines()[1].startswith("spammer-")

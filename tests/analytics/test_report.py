@@ -85,7 +85,7 @@ def test_sep_elo_appears_once_separability_is_computed(judged_study):
 
     judged_study.selection_settings.separability_metric = "rouge1"
     judged_study.selection_settings.save()
-    selection_services.compute_separability(judged_study, "rouge1")
+    selection_services.do_compute_separability(judged_study, "rouge1")
     report = study_report(judged_study)
     assert report.sep_elo.available and report.sep_elo.battles_without_separability == 0
     assert report.consistency.by_separability["human"].equal_count

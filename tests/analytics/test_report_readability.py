@@ -58,7 +58,7 @@ def demo_client(client, demo):
 
 
 def test_every_column_of_every_report_table_has_a_header_in_words(judged_study):
-    tables = report_tables(stored.readable(stored.refresh(judged_study, Population()).data))
+    tables = report_tables(stored.readable(stored.do_refresh(judged_study, Population()).data))
     tables.setdefault("leaderboard-sep_elo", tables["leaderboard-elo"])  # the same columns as ELO
     for name, (names, _rows) in tables.items():
         for col in names:

@@ -53,7 +53,7 @@ def judged(researcher, server):
     item 2 one each (split), item 3 both sys-b (all agree), item 1 nobody."""
     study = study_with(researcher, [f"Question {i}?" for i in range(4)])
     judge = make_judge(study, server)
-    assert runner.JudgeRun(judge).run().recorded == 8
+    assert runner.JudgeRun(judge).do_run().recorded == 8
     lines = [
         human("item-0", "h1", "sys-a"),
         human("item-0", "h2", "sys-a", first="sys-b"),

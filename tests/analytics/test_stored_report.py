@@ -44,7 +44,7 @@ def test_settings_separability_and_screening_change_the_version(study, rater):
     version = stored.data_version(study)
     from selection import services as selection_services
 
-    selection_services.compute_separability(study, "rouge1")
+    selection_services.do_compute_separability(study, "rouge1")
     assert stored.data_version(study) != version
 
 

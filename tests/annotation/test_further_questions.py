@@ -204,7 +204,7 @@ def test_the_report_analyses_each_preference_question_on_its_own(asked, research
     # the API and the command take the question; an unknown one is refused by name
     from analytics import stored
 
-    stored.refresh(asked, Population(question="harmless"))  # what the worker stores for the page and the API
+    stored.do_refresh(asked, Population(question="harmless"))  # what the worker stores for the page and the API
     api = researcher_client.get(reverse("report_api", args=[asked.pk]) + "?question=harmless")
     assert api.status_code == 200
     assert api.json()["question"]["key"] == "harmless"

@@ -96,7 +96,7 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
     verbose = add(study, server, "verbose", "gen-verbose-1")
     assert planning.systems_with_outputs(study) == []  # nothing generated yet: nothing to compare
 
-    result = runner.GenerationRun(terse).run()
+    result = runner.GenerationRun(terse).do_run()
     assert result.recorded == 9 and not result.budget_reached and not server.invalid
     assert planning.systems_with_outputs(study) == [terse.system]  # complete, but alone
     # the requests: the system prompt first, the input, the seed plus the sample's index, the settings
@@ -127,7 +127,7 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
         assert p["completion_tokens"] == len(g.text.split()) and p["time"]
         assert g.call.status == "generated" and g.call.response["choices"][0]["message"]["content"] is None
 
-    runner.GenerationRun(verbose).run()
+    runner.GenerationRun(verbose).do_run()
     assert runner.GenerationRun(verbose).do_include_if_complete().startswith("The plan was rebuilt with the new system")
     assert [(c.system_a.name, c.system_b.name) for c in study.comparisons.all()] == [("terse", "verbose")]
     assert study.tasks.count() == 3  # every item of the one system pair (the study's default selection)
@@ -139,8 +139,8 @@ def test_two_endpoints_generate_k_samples_each_with_provenance_and_join_the_plan
 
     asked = len(server.requests)  # resumable: nothing is missing, nothing is asked
     assert (
-        runner.GenerationRun(terse).run().asked == 0
-        and runner.GenerationRun(verbose).run().asked == 0
+        runner.GenerationRun(terse).do_run().asked == 0
+        and runner.GenerationRun(verbose).do_run().asked == 0
         and len(server.requests) == asked
     )
 
@@ -158,7 +158,7 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
         ],
     )
     endpoint = add(study, server, "flaky", "gen-flaky", samples=1, max_retries=1, max_tokens=5)
-    runner.GenerationRun(endpoint).run()
+    runner.GenerationRun(endpoint).do_run()
     calls = {
         c.item.input.split()[0]: c for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")
     }
@@ -179,7 +179,7 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
 
     before = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
     server.seen.clear()
-    result = runner.GenerationRun(endpoint).run()  # resume: only the three missing outputs are asked for
+    result = runner.GenerationRun(endpoint).do_run()  # resume: only the three missing outputs are asked for
     assert result.asked == 3
     assert sorted(p.split()[0] for p in server.seen) == ["[[always-429]]", "[[filtered]]", "[[nul]]"]
     after = {g.pk: g.text for g in Generation.objects.filter(system=endpoint.system)}
@@ -200,9 +200,9 @@ def test_failures_are_kept_and_asked_again_and_nothing_is_generated_twice(resear
 def test_the_budget_counts_replies_over_every_run(researcher, server):
     study = inputs_study(researcher, [f"Question {i}?" for i in range(4)])
     endpoint = add(study, server, "capped", "gen-capped", samples=2, request_budget=3)
-    result = runner.GenerationRun(endpoint).run()
+    result = runner.GenerationRun(endpoint).do_run()
     assert result.budget_reached and result.recorded == 3 and len(server.requests) == 3
-    assert runner.GenerationRun(endpoint).run().asked == 0  # used up
+    assert runner.GenerationRun(endpoint).do_run().asked == 0  # used up
     with pytest.raises(runner.GenerationError, match=r"request budget \(3\) is used up"):
         runner.GenerationRun(endpoint).do_start()
 
@@ -211,12 +211,12 @@ def test_a_stop_keeps_what_arrived_and_a_resume_asks_for_the_rest(researcher, se
     study = inputs_study(researcher, [f"Question {i}?" for i in range(6)])
     endpoint = add(study, server, "stopped", "gen-stopped", samples=2, max_concurrency=1)
     replies = []
-    result = runner.GenerationRun(endpoint).run(
+    result = runner.GenerationRun(endpoint).do_run(
         progress=lambda done, total: replies.append(done), should_stop=lambda: len(replies) > 3
     )
     kept = Generation.objects.filter(system=endpoint.system).count()
     assert result.stopped and 0 < kept < 12
-    assert runner.GenerationRun(endpoint).run().recorded == 12 - kept
+    assert runner.GenerationRun(endpoint).do_run().recorded == 12 - kept
     assert Generation.objects.filter(system=endpoint.system).count() == 12
 
 
@@ -282,7 +282,7 @@ def test_every_page_of_a_study_without_a_system_pair_opens(researcher, researche
 
     study = inputs_study(researcher, ["One?", "Two?"])
     if systems:
-        runner.GenerationRun(add(study, server, "only", "gen-only", samples=2)).run()
+        runner.GenerationRun(add(study, server, "only", "gen-only", samples=2)).do_run()
         runner.GenerationRun(SystemEndpoint.objects.get(system__name="only")).do_include_if_complete()
     refresh_reports()
     for name in PAGES:
@@ -306,7 +306,7 @@ def test_untrusted_error_words_and_malformed_replies_are_kept_not_fatal(research
     completion (the client does not validate it) are kept as a failed and an unusable call; the run goes on."""
     study = inputs_study(researcher, ["[[nul-error]] bad words", "[[malformed-shape]] odd", "Fine?"])
     endpoint = add(study, server, "odd", "gen-odd", samples=1, max_retries=0)
-    runner.GenerationRun(endpoint).run()
+    runner.GenerationRun(endpoint).do_run()
     calls = {
         c.item.input.split()[0]: c for c in GenerationCall.objects.filter(endpoint=endpoint).select_related("item")
     }
@@ -339,7 +339,7 @@ def test_a_duplicated_study_keeps_its_generated_systems_and_their_provenance(res
     from annotation.studies import lifecycle
 
     study = inputs_study(researcher, ["One?", "Two?"], name="original")
-    runner.GenerationRun(add(study, server, "done", "gen-done", samples=2)).run()
+    runner.GenerationRun(add(study, server, "done", "gen-done", samples=2)).do_run()
     add(study, server, "later", "gen-later", samples=2)  # not started
     copy = lifecycle.do_duplicate_study(study, "copy")
     assert sorted(copy.systems.values_list("name", flat=True)) == ["done", "later"]
@@ -349,6 +349,6 @@ def test_a_duplicated_study_keeps_its_generated_systems_and_their_provenance(res
         g.provenance and g.provenance["model"] == "gen-done" for g in Generation.objects.filter(system__study=copy)
     )
     assert copy.comparisons.count() == 0  # 'later' is not complete: nothing to compare yet, and nothing failed
-    runner.GenerationRun(later).run()
+    runner.GenerationRun(later).do_run()
     assert "rebuilt with the new system" in runner.GenerationRun(later).do_include_if_complete()
     assert copy.comparisons.count() == 1

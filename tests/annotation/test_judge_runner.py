@@ -69,7 +69,7 @@ def expected_first_wins(pair: Pair, a_first: bool) -> bool:
 def test_judges_every_shown_pair_in_both_orders(researcher, server):
     study = study_with(researcher, [f"Question {i}?" for i in range(6)])
     judge = make_judge(study, server, temperature=0.3, max_tokens=50)
-    result = runner.JudgeRun(judge).run()
+    result = runner.JudgeRun(judge).do_run()
     shown = set(TaskPair.objects.filter(task__study=study).values_list("pair_id", flat=True))
     assert len(shown) == 6 and result.recorded == 12 and not server.invalid
     judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a", "pair__generation_b")
@@ -93,7 +93,7 @@ def test_judges_every_shown_pair_in_both_orders(researcher, server):
 def test_logprobs_give_probability_a(researcher, server):
     study = study_with(researcher, ["Q0?", "Q1?", "Q2?", "[[malformed]] Q3?"])
     judge = make_judge(study, server, logprobs=True)
-    runner.JudgeRun(judge).run()
+    runner.JudgeRun(judge).do_run()
     assert server.requests[0]["logprobs"] is True and server.requests[0]["top_logprobs"] == 5
     assert runner.JudgeRun(judge).usage().unusable == 2 and not server.statuses[500]  # a reply, not a crash
     judgments = Judgment.objects.filter(rater=judge.rater).select_related("pair__generation_a", "pair__generation_b")
@@ -119,7 +119,7 @@ def test_faults_retried_counted_and_shown(researcher, server):
     # machine running the suite is
     server.slow_seconds = 6.0
     judge = make_judge(study, server, timeout_seconds=2.0, max_retries=2)
-    result = runner.JudgeRun(judge).run()
+    result = runner.JudgeRun(judge).do_run()
     assert result.recorded == 12 and not server.invalid
     calls = {
         (c.pair.item.input.split()[0], c.a_shown_first): c
@@ -138,11 +138,11 @@ def test_faults_retried_counted_and_shown(researcher, server):
     assert Judgment.objects.filter(rater=judge.rater).count() == 8  # an unparseable reply is never a judgment
     # resuming asks only for the failed calls again (still 429: they stay failed, nothing else is touched)
     before = len(server.requests)
-    assert [(p.item.input.split()[0], o) for p, o in runner.JudgeRun(judge).pending()] == [
+    assert [(p.item.input.split()[0], o) for p, o in runner.JudgeRun(judge).do_prepare_pending()] == [
         ("[[always-429]]", True),
         ("[[always-429]]", False),
     ]
-    runner.JudgeRun(judge).run()
+    runner.JudgeRun(judge).do_run()
     assert len(server.requests) - before == 2 * 3
     assert JudgeCall.objects.filter(judge=judge).count() == 12
 
@@ -151,7 +151,7 @@ def test_budget_and_concurrency(researcher, server):
     study = study_with(researcher, [f"Q{i}?" for i in range(8)])
     server.delay = 0.5  # long enough that three requests overlap even on a loaded machine (0.1 s: 2 in CI once)
     judge = make_judge(study, server, max_concurrency=3, request_budget=9)
-    result = runner.JudgeRun(judge).run()
+    result = runner.JudgeRun(judge).do_run()
     assert result.budget_reached and result.recorded == 9 and len(server.requests) == 9
     assert server.max_in_flight == 3
     with pytest.raises(runner.JudgeError, match="budget"):
@@ -169,19 +169,19 @@ def test_crash_and_stop_resume_without_judging_twice(researcher, server):
             raise RuntimeError("worker killed")
 
     with pytest.raises(RuntimeError):
-        runner.JudgeRun(judge).run(progress=crash)
+        runner.JudgeRun(judge).do_run(progress=crash)
     assert JudgeCall.objects.filter(judge=judge).count() == answered[-1] in (5, 6)  # every reply recorded
-    result = runner.JudgeRun(judge).run(should_stop=lambda: True)  # stop after the first reply
+    result = runner.JudgeRun(judge).do_run(should_stop=lambda: True)  # stop after the first reply
     assert result.stopped and 1 <= result.recorded <= 2
-    runner.JudgeRun(judge).run()
+    runner.JudgeRun(judge).do_run()
     keys = list(Judgment.objects.filter(rater=judge.rater).values_list("pair_id", "a_shown_first"))
     assert len(keys) == 16 == len(set(keys))
     assert len(server.requests) <= 16 + 2  # at most the requests in flight at the crash were asked again
-    assert runner.JudgeRun(judge).pending() == []
+    assert runner.JudgeRun(judge).do_prepare_pending() == []
     # a reply recorded twice (two runs racing) is stored once
     call = JudgeCall.objects.filter(judge=judge).first()
     request = runner.Request(call.pair_id, call.a_shown_first, "p")
-    assert runner.JudgeRun(judge).record(runner.Reply(request, text="Verdict: A")) is None
+    assert runner.JudgeRun(judge).do_record(runner.Reply(request, text="Verdict: A")) is None
 
 
 def test_all_pairs_scope_creates_first_sample_pairs(researcher, server):
@@ -189,7 +189,7 @@ def test_all_pairs_scope_creates_first_sample_pairs(researcher, server):
     judge = make_judge(study, server, scope=Judge.Scope.ALL)
     before = Pair.objects.count()
     assert runner.JudgeRun(judge).remaining() == 6 and Pair.objects.count() == before  # the pages only read
-    pairs = {p for p, _ in runner.JudgeRun(judge).pending()}
+    pairs = {p for p, _ in runner.JudgeRun(judge).do_prepare_pending()}
     assert len(pairs) == 3 and all(p.generation_a.sample_index == p.generation_b.sample_index == 0 for p in pairs)
     assert {p.generation_a.system.name for p in pairs} == {"sys-a"}
 
@@ -248,7 +248,7 @@ def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, ser
     with pytest.raises(runner.JudgeError, match="operator allows"):
         runner.JudgeRun(judge).do_start()
     with pytest.raises(runner.JudgeError, match="operator allows"):
-        runner.JudgeRun(judge).run()
+        runner.JudgeRun(judge).do_run()
     assert server.requests == [] and not Job.objects.filter(kind="judge").exists()
     settings.SEPLAB_JUDGE_KEY_VARIABLES = []
     with pytest.raises(runner.JudgeError, match="stored keys only"):
@@ -278,7 +278,7 @@ def test_a_run_judge_is_in_the_report_with_its_debiasing_threshold(researcher, s
 
     study = study_with(researcher, [f"Q{i}?" for i in range(6)])
     judge = make_judge(study, server, logprobs=True)
-    runner.JudgeRun(judge).run()
+    runner.JudgeRun(judge).do_run()
     p = []
     for pair in Pair.objects.filter(pk__in=TaskPair.objects.filter(task__study=study).values("pair_id")):
         for a_first in (True, False):
@@ -299,7 +299,7 @@ def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, mon
     server.delay = 0.6
     judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server, max_concurrency=1)
     calls = []
-    result = runner.JudgeRun(judge).run(
+    result = runner.JudgeRun(judge).do_run(
         progress=lambda done, total: calls.append(done), should_stop=lambda: len(calls) >= 3
     )
     assert calls[:3] == [0, 0, 0]  # the start, then ticks before the first reply
@@ -325,7 +325,7 @@ def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(rese
 
     study = study_with(researcher, [f"Question {i}?" for i in range(12)], name="judged-all")
     judge = make_judge(study, server, scope=Judge.Scope.ALL)
-    assert runner.JudgeRun(judge).run().recorded == 24 and not server.invalid
+    assert runner.JudgeRun(judge).do_run().recorded == 24 and not server.invalid
     study = lifecycle.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 4}, None)
     run = SelectionRun.objects.filter(study=study).latest("id")
     assert run.method == "judge-disagreement" and len(run.items) == 4 == study.tasks.count()
@@ -381,10 +381,10 @@ def test_a_judge_saved_for_an_allowed_host_is_checked_again_before_each_run(rese
     with pytest.raises(runner.JudgeError, match="loopback, private or link-local"):
         runner.JudgeRun(judge).do_start()
     with pytest.raises(runner.JudgeError, match="loopback, private or link-local"):
-        runner.JudgeRun(judge).run()
+        runner.JudgeRun(judge).do_run()
     assert server.requests == []
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = ["127.0.0.0/8"]  # a network works as well as a name
-    assert runner.JudgeRun(judge).run().recorded == 2
+    assert runner.JudgeRun(judge).do_run().recorded == 2
 
 
 def test_redirects_are_not_followed(researcher, server):
@@ -411,7 +411,7 @@ def test_redirects_are_not_followed(researcher, server):
             base_url=f"http://127.0.0.1:{bounce.server_address[1]}/v1",
             max_retries=0,
         )
-        runner.JudgeRun(judge).run()
+        runner.JudgeRun(judge).do_run()
         assert server.requests == []  # the judge server behind the redirect saw nothing
         calls = JudgeCall.objects.filter(judge=judge)
         assert calls.count() == 2 and {c.status for c in calls} == {"failed"} and all("307" in c.problem for c in calls)
@@ -427,7 +427,7 @@ def test_replies_the_judge_did_not_finish_or_that_say_two_things_are_unparseable
     verdict; a 2 MB reply is kept once, cut to 100,000 characters."""
     inputs = ["[[cut]] Q0?", "[[two-verdicts]] Q1?", "[[line-separator]] Q2?", "[[huge]] Q3?", "Q4?"]
     judge = make_judge(study_with(researcher, inputs), server)
-    runner.JudgeRun(judge).run()
+    runner.JudgeRun(judge).do_run()
     calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
     expected = {
         "[[cut]] Q0?": "cut off at the token limit",
@@ -449,7 +449,7 @@ def test_a_reply_with_a_character_no_database_stores_is_kept_readable_and_unpars
     """An endpoint's reply is untrusted: a NUL (PostgreSQL refuses it in text and in JSON) once made the whole run
     fail; the reply is now kept with it replaced by U+FFFD, in the call and in the response, and is no verdict."""
     judge = make_judge(study_with(researcher, ["[[nul]] Q0?", "Q1?"]), server)
-    result = runner.JudgeRun(judge).run()
+    result = runner.JudgeRun(judge).do_run()
     assert result.recorded == 4
     calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
     nul = calls["[[nul]] Q0?"]
@@ -464,7 +464,7 @@ def test_token_counts_an_endpoint_gets_wrong_do_not_drop_a_paid_reply(researcher
     first": the paid reply was dropped and the budget never filled. Counts outside 0 .. 2^31 - 1 now count as 0,
     with a note kept in the response."""
     judge = make_judge(study_with(researcher, ["[[bad-usage]] Q0?", "[[huge-usage]] Q1?"]), server, request_budget=4)
-    result = runner.JudgeRun(judge).run()
+    result = runner.JudgeRun(judge).do_run()
     calls = list(JudgeCall.objects.filter(judge=judge).select_related("pair__item"))
     assert result.recorded == 4 and len(calls) == 4 and {c.status for c in calls} == {"judged"}
     for call in calls:
@@ -488,7 +488,7 @@ def test_a_request_that_never_ends_is_cut_off_at_its_total_time_limit(researcher
     )
     assert endpoints.request_limit(judge) == 1.0
     started = time.monotonic()
-    result = runner.JudgeRun(judge).run()
+    result = runner.JudgeRun(judge).do_run()
     assert time.monotonic() - started < 10  # the reply would take ~16 s to trickle in
     calls = {c.pair.item.input: c for c in JudgeCall.objects.filter(judge=judge).select_related("pair__item")}
     assert result.abandoned == 2 and {c.status for i, c in calls.items() if "trickle" in i} == {"failed"}
@@ -505,7 +505,7 @@ def test_stop_cuts_off_the_requests_in_flight_at_once(researcher, server, monkey
     monkeypatch.setattr(endpoints, "TICK", 1.0)
     judge = make_judge(study_with(researcher, ["[[trickle]] Q0?"]), server, timeout_seconds=60.0, max_retries=0)
     started = time.monotonic()
-    result = runner.JudgeRun(judge).run(should_stop=lambda: time.monotonic() - started > 0.5)
+    result = runner.JudgeRun(judge).do_run(should_stop=lambda: time.monotonic() - started > 0.5)
     # stopped at the first tick after the stop (two seconds' slack for a loaded machine), not when the replies end
     assert result.stopped and time.monotonic() - started < 0.5 + endpoints.TICK + 2.0
     assert set(JudgeCall.objects.filter(judge=judge).values_list("status", flat=True)) == {"failed"}
@@ -545,7 +545,7 @@ def test_a_stored_key_is_encrypted_at_rest_and_a_changed_encryption_key_asks_for
             stored = cursor.fetchone()[0]
         assert stored.startswith("fernet:") and KEY not in stored
         judge.refresh_from_db()
-        assert judge.api_key == KEY and runner.JudgeRun(judge).run().recorded == 2  # read back and sent as it was
+        assert judge.api_key == KEY and runner.JudgeRun(judge).do_run().recorded == 2  # read back and sent as it was
         # a key stored before encryption is read as it is and sealed when written again
         with connection.cursor() as cursor:
             cursor.execute("UPDATE annotation_judge SET api_key = %s WHERE id = %s", [KEY, judge.pk])
@@ -578,7 +578,7 @@ def test_a_failed_run_leaves_only_redacted_words_in_the_task_result(researcher, 
 
     import unittest.mock
 
-    with unittest.mock.patch.object(runner.JudgeRun, "run", echoing), pytest.raises(jobs.JobFailed) as raised:
+    with unittest.mock.patch.object(runner.JudgeRun, "do_run", echoing), pytest.raises(jobs.JobFailed) as raised:
         run_job.call(job.pk)
     assert KEY not in str(raised.value) and "[key]" in str(raised.value)
     assert raised.value.__suppress_context__ and raised.value.__cause__ is None
@@ -592,7 +592,7 @@ def test_untrusted_error_words_and_malformed_replies_do_not_end_the_run(research
     judge = make_judge(
         study_with(researcher, ["[[nul-error]] Q0?", "[[malformed-shape]] Q1?", "Q2?"]), server, max_retries=0
     )
-    runner.JudgeRun(judge).run()
+    runner.JudgeRun(judge).do_run()
     calls = {}
     for call in JudgeCall.objects.filter(judge=judge).select_related("pair__item"):
         calls.setdefault(call.pair.item.input, set()).add((call.status, call.problem.split(" (")[0]))

@@ -141,7 +141,7 @@ def test_a_used_up_budget_says_so_instead_of_offering_resume(researcher_client, 
     detail = reverse("judge_detail", args=[study.pk, judge.pk])
     page = researcher_client.get(detail).content.decode()
     assert page.index('name="name"') < page.index('name="base_url"')  # the name comes first
-    runner.JudgeRun(judge).run()
+    runner.JudgeRun(judge).do_run()
     page = researcher_client.get(detail).content.decode()
     assert "The request budget is used up with 2 requests to go" in page and 'data-testid="judge-start"' not in page
     researcher_client.post(detail, form_data(server, api_key="", request_budget="10"))

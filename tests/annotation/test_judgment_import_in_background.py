@@ -103,5 +103,5 @@ def test_each_step_is_its_own_short_transaction(researcher, small_limits, monkey
 
     monkeypatch.setattr(Judgment.objects, "bulk_create", watched)
     parsed = imports.check_judgment_file(study, judgment_file(120), "j.jsonl")
-    summary = imports.import_judgments_staged(study, parsed)
+    summary = imports.do_import_judgments_staged(study, parsed)
     assert summary.created == 120 and outermost == [True] * 6

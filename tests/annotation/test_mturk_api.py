@@ -93,7 +93,9 @@ def test_the_question_is_the_links_external_question(monkeypatch, study):
                 "RequesterAnnotation": "seplab:small",
             },
         )
-        mturk.create_hits(client, study, "https://s.example", mturk.HitSpec("t", "d", "0.5", 1, "k", 60, 60), 1, True)
+        mturk.do_create_hits(
+            client, study, "https://s.example", mturk.HitSpec("t", "d", "0.5", 1, "k", 60, 60), 1, True
+        )
 
 
 def test_live_needs_the_flag(stubbed, study):

@@ -23,20 +23,20 @@ def no_embedding_in_the_request(monkeypatch):
     """Embedding outputs raises, as a request must never do it; the worker's job switches it back on."""
     from selection import embedding
 
-    real = embedding.embed_texts
+    real = embedding.do_embed_texts
     calls = {"worker": 0}
 
     def refused(*args, **kwargs):
         raise AssertionError("outputs embedded inside the request")
 
-    monkeypatch.setattr(embedding, "embed_texts", refused)
+    monkeypatch.setattr(embedding, "do_embed_texts", refused)
 
     def allow():
         def counted(*args, **kwargs):
             calls["worker"] += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(embedding, "embed_texts", counted)
+        monkeypatch.setattr(embedding, "do_embed_texts", counted)
         return calls
 
     return allow

@@ -168,7 +168,7 @@ def test_outputs_are_escaped_and_paged(researcher_client, researcher, server):
     endpoint = runner.do_add_endpoint_system(
         study, "many", base_url=server.base_url, model="gen-many", api_key=KEY, api_key_env="", samples=2
     )
-    runner.GenerationRun(endpoint).run()
+    runner.GenerationRun(endpoint).do_run()
     detail = reverse("system_detail", args=[study.pk, endpoint.pk])
     page = researcher_client.get(detail).content.decode()
     assert "<script>alert(" not in page and "&lt;script&gt;alert(" in page
@@ -200,7 +200,7 @@ def test_stop_and_resume(researcher_client, researcher, server):
     researcher_client.post(reverse("system_action", args=[study.pk, endpoint.pk, "start"]))
     job = Job.objects.filter(kind="generate").first()
     replies = []
-    original = runner.GenerationRun.record
+    original = runner.GenerationRun.do_record
 
     def record_then_stop(run, reply):
         replies.append(reply)
@@ -208,7 +208,7 @@ def test_stop_and_resume(researcher_client, researcher, server):
             run.do_stop()
         return original(run, reply)
 
-    with unittest.mock.patch.object(runner.GenerationRun, "record", record_then_stop):
+    with unittest.mock.patch.object(runner.GenerationRun, "do_record", record_then_stop):
         run_job.call(job.pk)
     job.refresh_from_db()
     assert job.status == "stopped" and "Resume to go on" in job.message
@@ -227,7 +227,7 @@ def test_where_the_outputs_come_from_is_kept_once_some_exist(researcher_client, 
     researcher_client.post(reverse("systems", args=[study.pk]), form_data(server, samples="1", request_budget="1"))
     endpoint = SystemEndpoint.objects.get()
     detail = reverse("system_detail", args=[study.pk, endpoint.pk])
-    runner.GenerationRun(endpoint).run()
+    runner.GenerationRun(endpoint).do_run()
     page = researcher_client.get(detail).content.decode()
     assert "The request budget is used up with 1 output to go" in page and 'data-testid="generation-start"' not in page
     refused = researcher_client.post(detail, form_data(server, api_key="", model="gen-other", temperature="0.2"))

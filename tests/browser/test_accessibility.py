@@ -91,7 +91,7 @@ def test_the_completion_page_and_the_researcher_pages(browser_page, live_server,
     from analytics.populations import Population
 
     for s in (study, other):  # the report's body, not only its "computing" notice
-        stored.refresh(s, Population())
+        stored.do_refresh(s, Population())
     from analytics import budgeting
     from analytics.models import BudgetPlan
 
@@ -173,7 +173,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
         call_command("load_prd", "--data", str(PRD), "--owner", researcher.username, stdout=StringIO())
     studies = list(Study.objects.filter(owner=researcher))
     for study in studies:
-        stored.refresh(study, Population())
+        stored.do_refresh(study, Population())
     generated = generated_study(researcher)  # systems generated from endpoints, with their faults
     researcher.refresh_from_db()  # load_demo gave the account a new password: a session needs the current one
     client = Client()
@@ -244,7 +244,7 @@ def generated_study(researcher):
                 system_prompt="Answer in one paragraph.",
             )
             if name != "terse":
-                runner.GenerationRun(endpoint).run()
+                runner.GenerationRun(endpoint).do_run()
     finally:
         server.shutdown()
         server.server_close()

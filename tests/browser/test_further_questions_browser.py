@@ -90,7 +90,7 @@ def test_the_report_and_the_item_page_read_each_question(browser_page, live_serv
             further={"harmless": Answer(choice="second"), "why": f"Reason {i}."},
         )
     for asked in (Population(), Population(question="harmless")):  # what the worker would have stored
-        stored.refresh(study, asked)
+        stored.do_refresh(study, asked)
     client = Client()
     client.force_login(researcher)
     context = browser_page.new_context(viewport={"width": 1280, "height": 900})

@@ -64,7 +64,7 @@ def test_the_demo_study_page_and_report_by_population(browser_page, live_server,
     page.get_by_role("button", name="Show").click()
     # the mixed view is computed in the background: run the worker's job, the page reloads itself over htmx
     expect(page.get_by_test_id("report-state-missing")).to_be_visible()
-    stored.refresh(study, Population(kind="all"))
+    stored.do_refresh(study, Population(kind="all"))
     expect(page.get_by_test_id("mixed-population")).to_be_visible(timeout=10_000)
     expect(page.get_by_test_id("report-state-fresh")).to_be_visible()
     context.close()
@@ -72,14 +72,14 @@ def test_the_demo_study_page_and_report_by_population(browser_page, live_server,
 
 def test_a_stale_report_says_so_and_refreshes_in_place(browser_page, live_server, researcher, study):
     imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-b", "sys-a")])
-    stored.refresh(study, Population())
+    stored.do_refresh(study, Population())
     context = logged_in(browser_page, live_server, study)
     page = context.new_page()
     imported(study, [("h3", "human", "sys-a", "sys-b")])  # new data after the report was computed
     page.goto(live_server.url + reverse("report", args=[study.pk]))
     expect(page.get_by_test_id("report-state-stale")).to_contain_text("New data since this report was computed")
     expect(page.locator(".stats > div").first).to_contain_text("2 judgments")  # the numbers from before
-    stored.refresh(study, Population())
+    stored.do_refresh(study, Population())
     expect(page.get_by_test_id("report-state-fresh")).to_be_visible(timeout=10_000)
     expect(page.locator(".stats > div").first).to_contain_text("3 judgments")
     context.close()

@@ -218,7 +218,7 @@ def test_an_open_assignment_never_shows_the_completion_code(client, researcher, 
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     url = Client(REMOTE_ADDR="198.51.100.21").get(link.path(), {"worker_id": "w"})["Location"]
     assignment = Assignment.objects.get()
-    monkeypatch.setattr(allocation, "try_claim_next", lambda a, now: None)  # the busy moment, however long it lasts
+    monkeypatch.setattr(allocation, "do_try_claim_next", lambda a, now: None)  # the busy moment, however long it lasts
     _answer_all_held(assignment)
     assignment.refresh_from_db()
     assert assignment.status == "active" and assignment.unclaimed == PAIRS_PER_ITEM

@@ -114,7 +114,7 @@ def test_a_failed_step_leaves_nothing(researcher, settings, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(planning, "release_chunk", broken)
+    monkeypatch.setattr(planning, "do_release_chunk", broken)
     with pytest.raises(RuntimeError):
         creation.do_create_study(researcher, "half", study_file(10), "s.jsonl")
     assert not Study.objects.exists() and not Item.objects.exists()

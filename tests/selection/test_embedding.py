@@ -27,7 +27,7 @@ def test_a_sentence_is_closest_to_itself_and_a_paraphrase_beats_an_unrelated_one
         "The town council voted to build a covered market.",
         "Peregrine falcons nested on the hospital roof.",
     ]
-    vectors = embedding.embed_texts(texts)
+    vectors = embedding.do_embed_texts(texts)
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     sims = cosine_matrix(vectors, vectors)
     np.testing.assert_allclose(np.diag(sims), 1.0, atol=1e-5)
@@ -35,7 +35,7 @@ def test_a_sentence_is_closest_to_itself_and_a_paraphrase_beats_an_unrelated_one
 
 
 def test_nothing_is_embedded_twice(db, monkeypatch):
-    first = embedding.embed_texts(["alpha beta", "gamma delta", "alpha beta"])
+    first = embedding.do_embed_texts(["alpha beta", "gamma delta", "alpha beta"])
     assert Embedding.objects.count() == 2
     np.testing.assert_array_equal(first[0], first[2])
 
@@ -43,14 +43,14 @@ def test_nothing_is_embedded_twice(db, monkeypatch):
         raise AssertionError("the encoder must not be called for cached texts")
 
     monkeypatch.setattr(embedding, "load_encoder", no_model)
-    np.testing.assert_array_equal(embedding.embed_texts(["gamma delta", "alpha beta"]), first[[1, 0]])
+    np.testing.assert_array_equal(embedding.do_embed_texts(["gamma delta", "alpha beta"]), first[[1, 0]])
 
 
 def test_progress_is_reported_per_encoder_call(db, monkeypatch):
     monkeypatch.setattr(embedding, "BATCH_SIZE", 2)
     monkeypatch.setattr(embedding, "BATCHES_PER_CALL", 1)
     seen = []
-    embedding.embed_texts([f"sentence number {i}" for i in range(5)], progress=lambda d, t: seen.append((d, t)))
+    embedding.do_embed_texts([f"sentence number {i}" for i in range(5)], progress=lambda d, t: seen.append((d, t)))
     assert seen == [(2, 5), (4, 5), (5, 5)]
 
 
@@ -64,7 +64,7 @@ def test_texts_encoded_longest_first_come_back_in_their_own_order(db, monkeypatc
         "another fairly long sentence, about falcons nesting on a hospital roof",
     ]
     direct = embedding.load_encoder().encode(texts, convert_to_numpy=True)
-    np.testing.assert_allclose(embedding.embed_texts(texts), direct, atol=1e-5)
+    np.testing.assert_allclose(embedding.do_embed_texts(texts), direct, atol=1e-5)
 
 
 def test_an_unknown_encoder_directory_is_a_clear_error(tmp_path):

@@ -65,7 +65,7 @@ def test_the_judges_verdicts_are_read_per_item_as_scores_for_the_first_system(ju
 def test_the_run_keeps_each_chosen_items_inclusion_probability_and_what_it_drew_from(judged):
     comparison = judged.comparisons.select_related("system_a", "system_b").get()
     items = list(judged.items.order_by("position"))
-    chosen, run = services.run_selection(judged, comparison, "judge-disagreement", 10, seed=3)
+    chosen, run = services.do_run_selection(judged, comparison, "judge-disagreement", 10, seed=3)
     assert len(chosen) == 10 and len({i.pk for i in chosen}) == 10
     pi = active_inclusion(judge_disagreement(services.judge_scores(comparison, items)), 10, 0.5)
     by_id = {item.external_id: p for item, p in zip(items, pi, strict=True)}
@@ -80,7 +80,7 @@ def test_over_many_seeds_each_item_is_drawn_as_often_as_its_probability_says(jud
     comparison = judged.comparisons.select_related("system_a", "system_b").get()
     items = list(judged.items.order_by("position"))
     pi = active_inclusion(judge_disagreement(services.judge_scores(comparison, items)), 8, 0.5)
-    context = services.selection_context(judged, comparison, items)
+    context = services.do_build_selection_context(judged, comparison, items)
     from selection.strategies import get_strategy
 
     counts, rounds = np.zeros(30), 3000

@@ -15,7 +15,7 @@ from annotation.studies import creation, enrolment, lifecycle
 from selection import live
 from selection.core.diffuse import Dendrogram, IterativeDiffUse
 from selection.models import IterativeRun
-from selection.services import selection_context
+from selection.services import do_build_selection_context
 
 TOPICS = [
     "market",
@@ -113,7 +113,7 @@ def test_the_live_loop_releases_what_algorithm_1_releases_and_stops(iterative_st
 
     # The same algorithm offline, with the oracle as labels, on the stored tree.
     items = [iterative_study.items.get(pk=pk) for pk in run.item_ids]
-    vectors = selection_context(iterative_study, run.comparison, items).vectors
+    vectors = do_build_selection_context(iterative_study, run.comparison, items).vectors
     offline = IterativeDiffUse(Dendrogram(vectors, run.linkage_matrix()), risk=0.05, min_n=3, budget=14)
     while True:
         for i in offline.to_annotate():
@@ -195,7 +195,7 @@ def test_a_completed_assignment_advances_the_loop_without_vectors_or_a_tree(iter
     def no_vectors(*args, **kwargs):
         raise AssertionError("the live loop rebuilt the difference vectors")
 
-    monkeypatch.setattr(live, "selection_context", no_vectors)
+    monkeypatch.setattr(live, "do_build_selection_context", no_vectors)
     run = IterativeRun.objects.get(study=iterative_study)
     assert run.schedule["initial"] and run.schedule["n_items"] == 24
     tasks = Task.objects.filter(study=iterative_study).count()

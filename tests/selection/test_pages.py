@@ -66,7 +66,7 @@ def test_a_failed_job_says_what_went_wrong(researcher_client, study, monkeypatch
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(services, "compute_separability", broken)
+    monkeypatch.setattr(services, "do_compute_separability", broken)
     researcher_client.post(reverse("separability_start", args=[study.pk]), {"metric": "bleu"})
     run_worker()
     job = Job.objects.get()
@@ -150,7 +150,7 @@ def test_a_k1_study_explains_before_starting_that_separability_is_undefined(rese
 def test_separability_examples_name_the_systems_and_show_the_input(researcher_client, study):
     from selection import services as selection_services
 
-    selection_services.compute_separability(study, "rouge1")
+    selection_services.do_compute_separability(study, "rouge1")
     page = researcher_client.get(reverse("separability", args=[study.pk]) + "?metric=rouge1").content.decode()
     assert "<h4>sys-a <span" in page and "<h4>sys-b <span" in page and "(5 samples)" in page
     assert "Input text number" in page and 'data-testid="k1-notice"' not in page

@@ -33,8 +33,8 @@ def _entry(study):
 def test_a_select_run_without_apply_does_not_change_the_pairs_design(judged):  # noqa: F811
     lifecycle.do_update_settings(judged, {"selection_method": "judge-disagreement", "budget": 10}, None)
     comparison = judged.comparisons.get()
-    services.run_selection(judged, comparison, "diffuse", 5, seed=1)  # a preview: nobody is sent these items
-    services.run_selection(judged, comparison, "random", 10, seed=99)
+    services.do_run_selection(judged, comparison, "diffuse", 5, seed=1)  # a preview: nobody is sent these items
+    services.do_run_selection(judged, comparison, "random", 10, seed=99)
     design = _design(judged)
     assert (design.kind, design.method, len(design.chosen), len(design.frame)) == (
         WEIGHTED,

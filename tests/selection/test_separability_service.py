@@ -30,7 +30,7 @@ def test_identical_systems_are_not_separable_and_different_ones_are(researcher):
         "outputs": {"a": ["red apple pie", "red apple pie"], "b": ["blue ocean waves", "blue ocean waves"]},
     }
     study = make_study(researcher, [same, different])
-    [run] = services.compute_separability(study, "rouge1")
+    [run] = services.do_compute_separability(study, "rouge1")
     deltas = dict(run.items.values_list("item__external_id", "delta"))
     # alignments: same = (1, 1, 1), diff = (1, 1, 0); normalised over [0, 1]
     assert deltas == {"same": pytest.approx(0.0), "diff": pytest.approx(1.0)}
@@ -40,7 +40,7 @@ def test_identical_systems_are_not_separable_and_different_ones_are(researcher):
 def test_a_single_sample_makes_separability_undefined_not_zero(researcher):
     items = [{"id": f"i{n}", "input": "x", "outputs": {"a": ["only one"], "b": ["just one"]}} for n in range(2)]
     study = make_study(researcher, items)
-    [run] = services.compute_separability(study, "bleu")
+    [run] = services.do_compute_separability(study, "bleu")
     assert list(run.items.values_list("delta", flat=True)) == [None, None]
     assert list(run.items.values_list("self_a", flat=True)) == [None, None]
     out = StringIO()
@@ -68,22 +68,22 @@ def test_cosine_separability_uses_the_real_encoder(researcher):
         },
     ]
     study = make_study(researcher, items)
-    [run] = services.compute_separability(study)
+    [run] = services.do_compute_separability(study)
     deltas = dict(run.items.values_list("item__external_id", "delta"))
     assert deltas["far"] > deltas["near"] + 0.3
     assert run.encoder == "all-MiniLM-L6-v2"
 
 
 def test_recomputing_replaces_the_previous_run(study):
-    services.compute_separability(study, "rouge1-la")
-    services.compute_separability(study, "rouge1-la")
+    services.do_compute_separability(study, "rouge1-la")
+    services.do_compute_separability(study, "rouge1-la")
     assert SeparabilityRun.objects.filter(metric="rouge1-la").count() == 1
     assert ItemSeparability.objects.count() == 4
 
 
 def test_unknown_metrics_are_refused(study):
     with pytest.raises(ValueError, match="unknown metric 'jaccard'"):
-        services.compute_separability(study, "jaccard")
+        services.do_compute_separability(study, "jaccard")
     with pytest.raises(CommandError, match="unknown metric"):
         call_command("compute_separability", "--study", "small", "--metric", "cosine-xx")
 
@@ -142,7 +142,7 @@ def test_separability_does_not_depend_on_which_system_is_called_a(researcher, me
     ab, ba = make_study(researcher, VARIED, "ab"), make_study(researcher, swapped, "ba")
     deltas = []
     for study in (ab, ba):
-        [run] = services.compute_separability(study, metric)
+        [run] = services.do_compute_separability(study, metric)
         assert run.comparison.system_a.name == ("a" if study is ab else "b")
         deltas.append(dict(run.items.values_list("item__external_id", "delta")))
     assert deltas[0] == pytest.approx(deltas[1], abs=1e-12)

@@ -47,8 +47,8 @@ def varied_study(researcher):
 def test_every_strategy_chooses_reproducibly_among_the_candidates(varied_study, method):
     comparison = varied_study.comparisons.get()
     params = {"metric": "rouge1", "threshold": 0.0}
-    chosen, run = services.run_selection(varied_study, comparison, method, 4, seed=11, params=params)
-    again, _ = services.run_selection(varied_study, comparison, method, 4, seed=11, params=params)
+    chosen, run = services.do_run_selection(varied_study, comparison, method, 4, seed=11, params=params)
+    again, _ = services.do_run_selection(varied_study, comparison, method, 4, seed=11, params=params)
     ids = [i.external_id for i in chosen]
     assert 1 <= len(ids) <= 4 and len(set(ids)) == len(ids)
     assert set(ids) <= {f"v{i}" for i in range(8)}
@@ -58,10 +58,10 @@ def test_every_strategy_chooses_reproducibly_among_the_candidates(varied_study, 
 
 def test_the_threshold_keeps_only_separable_items(varied_study):
     comparison = varied_study.comparisons.get()
-    [sep_run] = services.compute_separability(varied_study, "rouge1")
+    [sep_run] = services.do_compute_separability(varied_study, "rouge1")
     deltas = dict(sep_run.items.values_list("item__external_id", "delta"))
     cut = sorted(deltas.values())[4]
-    chosen, _ = services.run_selection(
+    chosen, _ = services.do_run_selection(
         varied_study, comparison, "separability-threshold", 8, 1, {"metric": "rouge1", "threshold": cut}
     )
     assert {i.external_id for i in chosen} == {k for k, d in deltas.items() if d >= cut}
@@ -116,7 +116,7 @@ def test_the_tree_is_computed_once_and_stored(varied_study, monkeypatch):
     from selection.models import StoredTree
 
     comparison = varied_study.comparisons.get()
-    first, _ = services.run_selection(varied_study, comparison, "diffuse", 3, seed=1)
+    first, _ = services.do_run_selection(varied_study, comparison, "diffuse", 3, seed=1)
     assert StoredTree.objects.filter(comparison=comparison).count() == 1
 
     def no_clustering(*args, **kwargs):
@@ -124,7 +124,7 @@ def test_the_tree_is_computed_once_and_stored(varied_study, monkeypatch):
 
     monkeypatch.setattr(services, "ward_tree", no_clustering)
     monkeypatch.setattr(diffuse, "ward_linkage", no_clustering)
-    again, _ = services.run_selection(varied_study, comparison, "diffuse", 3, seed=1)
+    again, _ = services.do_run_selection(varied_study, comparison, "diffuse", 3, seed=1)
     assert [i.pk for i in again] == [i.pk for i in first]
 
 

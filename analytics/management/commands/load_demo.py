@@ -68,8 +68,8 @@ class Command(BaseCommand):
 
     def _populate(self, study) -> None:
         made = population.populate(study)
-        selection_services.compute_separability(study, "rouge1-la")
-        stored.refresh(study, Population())  # the first report is there on first open
+        selection_services.do_compute_separability(study, "rouge1-la")
+        stored.do_refresh(study, Population())  # the first report is there on first open
         self.stdout.write(
             f"  Simulated {made['human']} judgments by 5 demo people and {made['judge']} verdicts by "
             "one demo judge (both orders); rate more yourself with the links below."

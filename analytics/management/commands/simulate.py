@@ -167,7 +167,7 @@ class Command(BaseCommand):
         params = strategy_parameters(
             study, metric=o["metric"], threshold=o["threshold"], uniform_share=o["uniform_share"]
         )
-        context = services.selection_context(study, comparison, items, params)
+        context = services.do_build_selection_context(study, comparison, items, params)
         uses_sep = any(m in STRATEGIES and STRATEGIES[m].uses_separability for m in methods)
         try:
             deltas = context.deltas if uses_sep else None

@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--description", default="", help="Optional description.")
 
     def _progress(self, done: int, total: int) -> None:
-        """A large file is imported in steps (creation.import_staged): say how far it is."""
+        """A large file is imported in steps (creation._import_staged): say how far it is."""
         self.stderr.write(f"\rimporting: step {done} of {total}", ending="\n" if done == total else "")
         self.stderr.flush()
 

@@ -74,13 +74,13 @@ class Command(BaseCommand):
             spec = mturk.HitSpec(
                 o["title"], o["description"], o["reward"], o["assignments"], o["keywords"], o["duration"], o["lifetime"]
             )
-            hits = mturk.create_hits(client, get_study(o["study"]), o["base_url"], spec, o["hits"], sandbox)
+            hits = mturk.do_create_hits(client, get_study(o["study"]), o["base_url"], spec, o["hits"], sandbox)
             for hit in hits:
                 self.stdout.write(
                     f"Created {where} HIT {hit.hit_id} ({hit.max_assignments} assignments at ${hit.reward})."
                 )
         elif action == "sync":
-            rows = mturk.sync_assignments(client, get_study(o["study"]))
+            rows = mturk.do_sync_assignments(client, get_study(o["study"]))
             self.stdout.write(json.dumps(rows, indent=2))
         elif action == "approve":
             mturk.approve(client, o["assignment_id"], o["feedback"])

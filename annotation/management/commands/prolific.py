@@ -28,7 +28,7 @@ class Command(BaseCommand):
         try:
             client = prolific.Client()
             if o["action"] == "sync":
-                rows = prolific.sync(client, get_study(o["study"]), o["prolific_study"])
+                rows = prolific.do_sync_submissions(client, get_study(o["study"]), o["prolific_study"])
                 self.stdout.write(json.dumps(rows, indent=2))
             elif o["action"] == "approve":
                 client.approve(o["submission"])

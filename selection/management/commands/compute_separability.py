@@ -41,7 +41,7 @@ class Command(BaseCommand):
                 bar = tqdm(total=total, desc="embedding", unit="text", file=stream)
             bar.update(done - bar.n)
 
-        runs = services.compute_separability(study, options["metric"], progress=progress)
+        runs = services.do_compute_separability(study, options["metric"], progress=progress)
         if bar is not None:
             bar.close()
         for run in runs:

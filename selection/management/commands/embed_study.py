@@ -25,7 +25,7 @@ class Command(BaseCommand):
                 bar = tqdm(total=total, desc="embedding", unit="text", file=stream)
             bar.update(done - bar.n)
 
-        total = services.embed_study(study, progress=progress)
+        total = services.do_embed_study(study, progress=progress)
         if bar is not None:
             bar.close()
         done, distinct = services.embedding_coverage(study)

@@ -89,7 +89,7 @@ class Command(BaseCommand):
         candidates = planning.plan_candidates(study, comparisons, random.Random(seed))
         for comparison, items in zip(comparisons, candidates, strict=True):
             try:
-                _, run = services.run_selection(
+                _, run = services.do_run_selection(
                     study, comparison, options["method"], options["budget"], seed, params, items=items
                 )
             except ValueError as exc:
