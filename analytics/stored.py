@@ -85,7 +85,7 @@ class Served:
         }
 
 
-def serve(study: Study, population: Population, page: bool = False) -> Served:
+def do_serve(study: Study, population: Population, page: bool = False) -> Served:
     """The stored report for ``population`` (with ``page``: its summary and rendered body instead of the whole
     report, which is all a page view reads); queues a refresh when it is missing or stale."""
     version = data_version(study)
@@ -96,7 +96,7 @@ def serve(study: Study, population: Population, page: bool = False) -> Served:
         .first()
     )
     if stored is None:
-        return Served(None, True, None, None, request_refresh(study, population, version))
+        return Served(None, True, None, None, do_request_refresh(study, population, version))
     fresh = stored.version == version
     report = stored.summary if page else stored.data
     return Served(
@@ -104,7 +104,7 @@ def serve(study: Study, population: Population, page: bool = False) -> Served:
         not fresh,
         stored.computed,
         stored.seconds,
-        None if fresh else request_refresh(study, population, version),
+        None if fresh else do_request_refresh(study, population, version),
         stored.body if page else "",
     )
 
@@ -112,7 +112,7 @@ def serve(study: Study, population: Population, page: bool = False) -> Served:
 MAX_QUEUED_REFRESHES = 3  # report refreshes of one study queued or running at once (every filtered view is one)
 
 
-def request_refresh(study: Study, population: Population, version: str) -> Job | None:
+def do_request_refresh(study: Study, population: Population, version: str) -> Job | None:
     """The queued or running refresh of this population's report, or a new one queued (one at a time per
     population, at most ``MAX_QUEUED_REFRESHES`` per study: forty filtered views must not queue forty full
     refreshes ahead of other researchers' jobs; None then, and the page asks again as it polls). A refresh that
@@ -170,7 +170,7 @@ def readable(data: dict) -> assembly.Report | None:
 
 
 def report_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
-    """The report's background refresh (``request_refresh``)."""
+    """The report's background refresh (``do_request_refresh``)."""
     population = populations.parse(job.params["query"])  # checked against the study when it was queued
     result = do_refresh(job.study, population)
     # a refresh runs after every change of the data: keep only the latest finished one per population

@@ -63,7 +63,7 @@ def report(request: HttpRequest, study_id: int) -> HttpResponse:
             },
             status=400,
         )
-    served = stored.serve(study, population, page=True)
+    served = stored.do_serve(study, population, page=True)
     context = {
         "study": study,
         "population": population,
@@ -86,7 +86,7 @@ def report_status(request: HttpRequest, study_id: int) -> HttpResponse:
         population = population_of(request, study)
     except BadPopulation as exc:
         return HttpResponse(str(exc), status=400)
-    served = stored.serve(study, population, page=True)
+    served = stored.do_serve(study, population, page=True)
     response = render(
         request,
         "analytics/_report_status.html",
@@ -104,7 +104,7 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
         population = population_of(request, study)
     except BadPopulation as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
-    served = stored.serve(study, population)
+    served = stored.do_serve(study, population)
     report = None if served.report is None else stored.readable(served.report)
     if report is None:
         messages.info(request, "The report is being computed; its tables can be downloaded once it is ready.")
@@ -153,7 +153,7 @@ def report_api(request, study_id: int):
         population = population_of(request, study)
     except BadPopulation as exc:  # a judge or rater the study does not have is not found; bad syntax is a 400
         return Response({"detail": str(exc)}, status=404 if "this study has no" in str(exc) else 400)
-    served = stored.serve(study, population)
+    served = stored.do_serve(study, population)
     if served.report is None:
         return Response(
             {"report_state": served.meta(), "population": population.as_dict()},

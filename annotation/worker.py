@@ -7,7 +7,7 @@
   is running, whatever its kind; pages that wait on a job say when no worker has been seen for ``GONE_AFTER``
   (``worker_missing``), and /healthz reports it.
 - Jobs whose worker vanished (``kill -9``, a crash, a machine gone) are found by their stale heartbeat and failed
-  with a message that says so (``sweep_stale_jobs``), at start and every minute, so no page waits forever; a failed
+  with a message that says so (``do_sweep_stale_jobs``), at start and every minute, so no page waits forever; a failed
   job can be started again from its page.
 """
 
@@ -60,7 +60,7 @@ def worker_missing(now: dt.datetime | None = None) -> bool:
     return seen is None or (now or timezone.now()) - seen > GONE_AFTER
 
 
-def sweep_stale_jobs(now: dt.datetime | None = None) -> int:
+def do_sweep_stale_jobs(now: dt.datetime | None = None) -> int:
     """Fail the running jobs whose heartbeat (or start, when they never had one) is older than ``stale_after``: their
     worker is gone. Returns how many."""
     now = now or timezone.now()
@@ -124,7 +124,7 @@ class Beat(threading.Thread):
             if job is not None:
                 Job.objects.filter(pk=job, status=Job.Status.RUNNING).update(heartbeat=now)
             if time.monotonic() - self.swept >= min(60.0, stale_after().total_seconds() / 2):
-                swept = sweep_stale_jobs(now)
+                swept = do_sweep_stale_jobs(now)
                 self.swept = time.monotonic()
                 if swept:
                     logger.warning("failed %d job(s) whose worker had stopped", swept)

@@ -137,10 +137,10 @@ def measure(n: int, requests: int, baseline_requests: int) -> None:
 
     get()  # warm the template cache
     fresh = timed(get, requests)
-    assert stored.serve(study, Population()).state == "fresh"
+    assert stored.do_serve(study, Population()).state == "fresh"
     imports.do_import_judgments(study, judgment_file(1).replace(b'"j0"', b'"late-0"'), "late.jsonl")
     stale = timed(get, requests)
-    assert stored.serve(study, Population()).state == "stale"
+    assert stored.do_serve(study, Population()).state == "stale"
 
     def recompute():  # the previous design: the whole report computed and rendered in the request
         presentation.render_body(study, Population(), study_report(study, Population()))

@@ -377,6 +377,7 @@ NOT_DO = {
 # never ``dict.update``, ``Counter.update`` or an API client's ``create``; SQL that inserts, updates or deletes
 # (``cursor.execute``, a ``CompiledUpdate`` called), never a ``SELECT ... FOR UPDATE``.
 ORM_WRITES = {"save", "delete", "bulk_create", "bulk_update", "get_or_create", "update_or_create"}
+JOB_WRITES = {"jobs.start", "jobs.end"}  # exempt themselves, but whoever creates or ends a job through them writes
 QUERYSET_WRITES = {"create", "update"}
 MANAGERS = {"objects", "_default_manager", "_base_manager"}
 QUERYSET_METHODS = {"all", "filter", "exclude", "select_for_update", "select_related", "prefetch_related", "order_by"}
@@ -480,6 +481,8 @@ def direct_writes(function: ast.AST, related: set[str], sql: frozenset[str] = fr
                 found.append((node.lineno, "SQL that writes"))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in sql:
             found.append((node.lineno, f"{node.func.id}()"))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in JOB_WRITES:  # a job created or ended
+            found.append((node.lineno, f"{ast.unparse(node.func)}()"))
         elif isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load):
             name = node.id if isinstance(node, ast.Name) else node.attr
             if name.startswith("do_"):

@@ -80,7 +80,7 @@ def test_the_page_shows_headers_in_words_and_the_csv_keeps_the_machine_names(res
         assert "_" not in header, header  # no snake_case header anywhere on the page
     response = researcher_client.get(reverse("report_table", args=[judged_study.pk, "stopping"]))
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    data = stored.serve(judged_study, Population()).report
+    data = stored.do_serve(judged_study, Population()).report
     assert rows[0][:2] == ["system_a", "system_b"] and "risk_beyond_pool" in rows[0]
     for name in ("risk_beyond_pool", "win_rate_low"):  # full precision: the float as Python writes it
         assert rows[1][rows[0].index(name)] == str(data["stopping"][0][name])
@@ -94,7 +94,7 @@ def test_the_api_keeps_its_keys_and_full_precision(judged_study, researcher):
     api.get(f"/api/studies/{judged_study.pk}/report/")
     refresh_reports()
     data = api.get(f"/api/studies/{judged_study.pk}/report/").json()
-    report = stored.serve(judged_study, Population()).report
+    report = stored.do_serve(judged_study, Population()).report
     assert data["elo"]["leaderboard"] == report["elo"]["leaderboard"]
     assert data["stopping"][0]["risk_beyond_pool"] == report["stopping"][0]["risk_beyond_pool"]
     assert data["positional_bias"]["debiasing"] == report["positional_bias"]["debiasing"]
@@ -102,7 +102,7 @@ def test_the_api_keeps_its_keys_and_full_precision(judged_study, researcher):
 
 def test_ratings_are_whole_numbers_and_win_rates_three_decimals(researcher_client, judged_study):
     page = report_page(researcher_client, judged_study)
-    report = stored.serve(judged_study, Population()).report
+    report = stored.do_serve(judged_study, Population()).report
     elo = cells(section(page, "leaderboard-elo"))
     for row, entry in zip(elo, report["elo"]["leaderboard"], strict=True):
         assert row[1] == entry["system"]
@@ -135,7 +135,7 @@ def test_one_rater_is_one_rater(researcher_client, study):
 
 def test_the_consistency_distribution_reads_as_rating_sets_per_value(demo_client, demo):
     page = report_page(demo_client, demo)
-    report = stored.serve(demo, Population()).report
+    report = stored.do_serve(demo, Population()).report
     bins = section(page, "consistency-bins")
     assert "0.333333" not in bins and "0.666667" not in bins
     for b in report["consistency"]["by_separability"]["human"]["equal_width"]:
@@ -152,7 +152,7 @@ def test_the_consistency_distribution_reads_as_rating_sets_per_value(demo_client
 
 def test_sections_open_on_demand_with_a_contents_list_after_the_answers(demo_client, demo):
     page = report_page(demo_client, demo)
-    report = stored.serve(demo, Population()).report
+    report = stored.do_serve(demo, Population()).report
     answers, contents = page.index('data-testid="answers"'), page.index('data-testid="report-contents"')
     assert answers < contents < page.index('data-testid="section-leaderboard-bradley_terry"')
     for name in re.findall(r'<li><a href="#([^"]+)">', page.split('data-testid="report-contents"')[1]):
@@ -171,7 +171,7 @@ def test_sections_open_on_demand_with_a_contents_list_after_the_answers(demo_cli
 
 def test_numbers_that_need_words_have_them(demo_client, demo):
     page = report_page(demo_client, demo)
-    report = stored.serve(demo, Population()).report
+    report = stored.do_serve(demo, Population()).report
     people = report["positional_bias"]["populations"]["human"]
     lead = section(page, "positional-bias").split('<p class="lead">')[1].split("</p>")[0]
     assert f"{people['first_chosen']} of {people['n']} non-tie choices" in lead

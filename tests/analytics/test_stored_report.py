@@ -18,16 +18,16 @@ from tests.conftest import answer_all, refresh_reports
 
 
 def test_missing_then_fresh_then_stale_on_a_new_judgment(study, rater):
-    served = stored.serve(study, Population())
+    served = stored.do_serve(study, Population())
     assert served.state == "missing" and served.job.status == "queued"
-    assert stored.serve(study, Population()).job == served.job  # one refresh at a time
+    assert stored.do_serve(study, Population()).job == served.job  # one refresh at a time
     assert refresh_reports() == 1
-    assert stored.serve(study, Population()).state == "fresh"
+    assert stored.do_serve(study, Population()).state == "fresh"
     answer_all(allocation.do_start_assignment(rater))
-    stale = stored.serve(study, Population())
+    stale = stored.do_serve(study, Population())
     assert stale.state == "stale" and stale.report["judgments"]["total"] == 0  # the old numbers, until refreshed
     refresh_reports()
-    fresh = stored.serve(study, Population())
+    fresh = stored.do_serve(study, Population())
     assert fresh.state == "fresh" and fresh.report["judgments"]["total"] == 5
 
 
@@ -121,7 +121,7 @@ def test_the_real_worker_stores_the_report(researcher_client, study, rater):
 def test_finished_refreshes_do_not_pile_up(study, rater):
     assignment = allocation.do_start_assignment(rater)
     for n, pair in enumerate(assignment.pairs.all()):
-        stored.serve(study, Population())
+        stored.do_serve(study, Population())
         refresh_reports()
         from annotation.elicitation import Answer
 

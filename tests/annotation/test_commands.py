@@ -150,7 +150,7 @@ def test_load_demo_sets_up_a_working_demo_and_can_run_again(db):
     assert judge.count() == 2 * humans.values("pair").distinct().count()
     assert judge.filter(a_shown_first=True).count() == judge.filter(a_shown_first=False).count()
     assert study.separability_runs.filter(metric="rouge1-la").count() == 3
-    served = stored.serve(study, Population())
+    served = stored.do_serve(study, Population())
     assert served.state == "fresh" and served.report["elo"]["available"] and served.report["sep_elo"]["available"]
     assert "Simulated" in text
     assert not Study.objects.get(name="demo").raters.get(external_id="demo-rater").judgments.exists()

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotation import jobs
 from annotation.models import Job, WorkerBeat
-from annotation.worker import VANISHED, sweep_stale_jobs, worker_missing
+from annotation.worker import VANISHED, do_sweep_stale_jobs, worker_missing
 from tests.other_database import run_on
 
 # In the child process: a study with judgments whose report refresh is queued (a Job and its django-tasks row), and
@@ -32,7 +32,7 @@ lines = "".join('{"id": "i%d", "input": "Q%d", "outputs": {"a": ["x%d"], "b": ["
 study = creation.do_create_study(owner, "s", lines.encode(), "s.jsonl")
 
 def queue_report():
-    return stored.request_refresh(study, Population(), stored.data_version(study) + str(time.monotonic()))
+    return stored.do_request_refresh(study, Population(), stored.data_version(study) + str(time.monotonic()))
 
 def start(command, *extra, env=None):
     return subprocess.Popen([sys.executable, "manage.py", command, *extra], env={**os.environ, **(env or {})},
@@ -245,7 +245,7 @@ def test_stale_jobs_are_failed_and_fresh_ones_left_alone(study):
     queued = Job.objects.create(study=study, kind="report", status=Job.Status.QUEUED)
     never = Job.objects.create(study=study, kind="separability", status=Job.Status.RUNNING)
     Job.objects.filter(pk=never.pk).update(created=now - dt.timedelta(minutes=5))
-    assert sweep_stale_jobs(now) == 2
+    assert do_sweep_stale_jobs(now) == 2
     statuses = dict(Job.objects.values_list("pk", "status"))
     assert statuses == {old.pk: "failed", fresh.pk: "running", queued.pk: "queued", never.pk: "failed"}
     assert Job.objects.get(pk=old.pk).message == VANISHED
