@@ -302,7 +302,7 @@ def test_secrets_never_reach_the_logs(client, researcher, study, rater, settings
     def broken_report(study, population):
         raise RuntimeError("the report failed")
 
-    monkeypatch.setattr(stored, "serve", broken_report)
+    monkeypatch.setattr(stored, "do_serve", broken_report)
     try:
         api = Client(raise_request_exception=False)
         failed = api.get(f"/api/studies/{study.pk}/report/", HTTP_AUTHORIZATION=f"Token {api_token}")
