@@ -29,6 +29,9 @@ run: setup  ## Migrate, load the demo, start the background worker (restarted if
 # Parallel test workers (pytest-xdist, a database of its own each). Three on this 2-core machine: a third of the
 # suite waits on other processes (Chromium, gunicorn, workers, PostgreSQL) rather than computing.
 TEST_WORKERS ?= 3
+# --dist load --maxschedchunk 2: two tests at a time, in the collection's order (the slow tests first,
+# tests/conftest.py), to whichever worker is free. Not loadscope (a module per worker): it keys the tests by node id,
+# and schemathesis gives each operation's test the same one, so all but one would never run.
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist load --maxschedchunk 2 --durations 15
 
 test: setup browser cluster-tools redis  ## Run the whole test suite in parallel and print the 15 slowest tests (installs Chromium, nginx, PgBouncer and Redis for its tests when missing)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -21,6 +21,9 @@ def found(pattern: str, text: str, flags: int = 0) -> re.Match[str]:
     match = re.search(pattern, text, flags)
     assert match is not None, f"{pattern!r} is not in the text"
     return match
+
+
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
@@ -44,9 +47,12 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow tests first, most seconds first, each followed by a quick one: with ``--maxschedchunk 2`` (make
-    test) pytest-xdist hands each worker two tests at a time from the front, so the long ones start at once on
-    different workers and no worker ends the run alone on one of them. The rest keep pytest's order."""
+    """The slow tests first, most seconds first, each followed by a quick one: make test's scheduler
+    (``--dist load --maxschedchunk 2``) hands the tests out two at a time in this order to whichever worker is free,
+    so the long ones start at once on different workers and no worker ends the run alone on one. The rest keep
+    pytest's order. This runs after pytest-django's own ordering, so a few transactional tests (the browser's,
+    the migrations') run before ordinary ones: safe here, as every test makes the rows it reads (the migrations'
+    data steps only rewrite existing rows, and Django re-creates content types and permissions after a flush)."""
     slow = [item for item in items if item.get_closest_marker("slow")]
     if not slow:
         return
@@ -62,17 +68,32 @@ def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-@contextlib.contextmanager
-def shared_rows(django_db_blocker) -> Iterator[None]:
-    """For a module-scoped fixture whose rows (a real-data study, say) every test of the module reads: they are
-    written once, in a transaction that each test's own transaction nests in (a savepoint, rolled back after the test,
-    so what a test changes does not reach the next), and rolled back after the module's last test. Only for modules
-    without transactional tests, which would flush the rows."""
+def shared_rows(django_db_blocker, build: Callable[[], T]) -> Iterator[T]:
+    """For a module-scoped fixture (``yield from shared_rows(django_db_blocker, build)``) whose rows -- a real-data
+    study, say -- every test of the module reads: ``build`` writes them once, in a transaction that each test's own
+    transaction nests in (a savepoint, rolled back after the test, so what a test changes does not reach the next),
+    and the transaction is rolled back after the module's last test. The database is unblocked only to open and
+    close it: a test without ``db`` still may not touch the database. Only for modules without transactional tests
+    (they would flush the rows). Once per stretch of the module's tests on a worker: make test's scheduler may split
+    a module between workers (each writes its own copy, in its own database), and pytest closes the transaction
+    before a test of another module runs, so no other module ever sees the rows."""
     from django.db import transaction
 
-    with django_db_blocker.unblock(), transaction.atomic():
-        yield
-        transaction.set_rollback(True)
+    outer = transaction.atomic()
+    with django_db_blocker.unblock():
+        outer.__enter__()
+        try:
+            built = build()
+        except BaseException:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+            raise
+    try:
+        yield built
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
 
 
 def study_jsonl(n_items: int = 4, systems: tuple[str, ...] = ("sys-a", "sys-b"), k: int = 5) -> bytes:

@@ -16,22 +16,25 @@ from tests.analytics.conftest import PRD
 from tests.conftest import refresh_reports, shared_rows
 
 
+def load_prd() -> Study:
+    owner = get_user_model().objects.create_user("alice", password="pw-alice")
+    out = StringIO()
+    call_command("load_prd", "--data", str(PRD), "--owner", owner.username, stdout=out)
+    assert "80 questions, 5 systems, 9760 judgments (1760 human votes" in out.getvalue()
+    return Study.objects.get(name="prd-vicuna80")
+
+
 @pytest.fixture(scope="module")
 def prd_rows(django_db_setup, django_db_blocker):
     """PRD loaded once for the module's tests (``shared_rows``), owned by the module's researcher."""
     if not (PRD / "ratings-gpt4").exists():
         pytest.skip(f"{PRD} has no judge verdicts: the real data lives in ../shared/data (see its README)")
-    with shared_rows(django_db_blocker):
-        owner = get_user_model().objects.create_user("alice", password="pw-alice")
-        out = StringIO()
-        call_command("load_prd", "--data", str(PRD), "--owner", owner.username, stdout=out)
-        assert "80 questions, 5 systems, 9760 judgments (1760 human votes" in out.getvalue()
-        yield Study.objects.get(name="prd-vicuna80")
+    yield from shared_rows(django_db_blocker, load_prd)
 
 
 @pytest.fixture
 def prd_study(db, prd_rows):
-    return prd_rows
+    return Study.objects.get(pk=prd_rows.pk)  # read afresh: no cached attribute of one test reaches the next
 
 
 @pytest.fixture
