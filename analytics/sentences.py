@@ -7,7 +7,7 @@ import dataclasses
 
 from analytics.columns import DECISIONS, as_p_value, as_rating, plural
 from analytics.report.assembly import Report
-from analytics.report.ratings import AnyBoard, Board, NoBoard, NoSeparability
+from analytics.report.ratings import AnyBoard, Board, NoBoard
 from analytics.report.reliability import Reliability, WeightedBoard
 from analytics.report.serial import Unavailable
 from analytics.report.style import StyleControl
@@ -208,7 +208,7 @@ def empty_reason(name: str, report: Report) -> str:
     """Why a section has nothing to show, in the population's words."""
     who = report.population.label.lower()
     board = boards(report).get(name)
-    if isinstance(board, NoBoard | NoSeparability | Unavailable) and board.reason:
+    if isinstance(board, NoBoard | Unavailable) and board.reason:
         return f"Not available: {board.reason}."
     if name == "length-controlled":
         return "No system pair has judgments with a choice yet."

@@ -153,11 +153,15 @@ def enqueue(job: Job) -> Job:
 
 
 def start(study, kind: str, *, queue: bool = True, **fields) -> Job:
-    """Record a job of a registered kind and queue it; the page polls its progress. Every job is created here; one
+    """Record a job of a registered kind and queue it; the page polls its progress. Every job is created here. One
     run in the foreground (``queue`` False: ``manage.py generate``) is left for the caller to run with
-    ``run_job.call``."""
+    ``run_job.call``: it is created running, with a heartbeat, so that should the caller die before its run begins
+    the stale-job sweep fails it like any job whose worker vanished (a queued job no worker will ever take would
+    wait for ever, and hold its endpoint's next run back)."""
     if kind not in KINDS:
         raise ValueError(f"unknown job kind {kind!r}")
+    if not queue:
+        fields = {"status": Job.Status.RUNNING, "heartbeat": timezone.now(), **fields}
     job = Job.objects.create(study=study, kind=kind, **fields)
     return enqueue(job) if queue else job
 
@@ -165,13 +169,18 @@ def start(study, kind: str, *, queue: bool = True, **fields) -> Job:
 ENDED = (Job.Status.DONE, Job.Status.FAILED, Job.Status.STOPPED)
 
 
-def end(selected, status: str, message: str, *, now=None, **fields) -> int:
+def end(selected, status: str, message: str, *, now=None, ended_too: bool = False, **fields) -> int:
     """The one place a job's end is written: done, failed with the reason, or stopped, with when it ended.
     ``selected`` is a queryset of the job (or jobs) to end, filtered as the caller found them -- ``run_job``'s own
     job, a queued job stopped before a worker took it, a running job whose worker stopped answering; ``fields``
-    are any others to write with it (progress, heartbeat). Returns how many jobs were ended."""
+    are any others to write with it (progress, heartbeat). Only a job still queued or running is ended, so two
+    enders never both write (a stale-job sweep and a resume, a stop and a finishing run), unless ``ended_too``:
+    ``run_job``'s own end, whose body did finish even if the sweep had given up on it first. Returns how many jobs
+    were ended."""
     if status not in ENDED:
         raise ValueError(f"{status!r} is not how a job ends")
+    if not ended_too:
+        selected = selected.filter(status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
     return selected.update(status=status, finished=now or timezone.now(), message=message, **fields)
 
 
@@ -218,7 +227,17 @@ def run_job(job_id: int) -> None:
     while True:
         try:
             now = timezone.now()
-            end(Job.objects.filter(pk=job_id), ending.status, ending.message, now=now, heartbeat=now, **ending.fields)
+            # written whatever the job's status now: the body ran to this end even if the stale-job sweep, not
+            # hearing from it in time, had marked the job failed meanwhile
+            end(
+                Job.objects.filter(pk=job_id),
+                ending.status,
+                ending.message,
+                now=now,
+                heartbeat=now,
+                ended_too=True,
+                **ending.fields,
+            )
             break
         except Exception as exc:
             if not is_outage(exc):

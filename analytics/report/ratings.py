@@ -41,23 +41,16 @@ class Board:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NoBoard:
-    """Every board before any judgment has a choice."""
+    """A board that cannot be drawn yet, and why: every board before any judgment has a choice, the sep-ELO board
+    before the items' separability is computed. (One class for both: their JSON has the same keys, so a stored
+    report could not tell two classes apart when read back.)"""
 
     available: bool = False
     reason: str
     parameters: RatingParameters
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class NoSeparability:
-    """The sep-ELO board before the items' separability is computed."""
-
-    available: bool = False
-    parameters: RatingParameters
-    reason: str
-
-
-AnyBoard = Board | NoBoard | NoSeparability
+AnyBoard = Board | NoBoard
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +140,7 @@ def ratings_section(
     delta = np.array([deltas.get((r.system_a, r.system_b), {}).get(r.item_id, np.nan) for r in battle_rows])
     sep_elo: AnyBoard
     if np.isnan(delta).all():
-        sep_elo = NoSeparability(
+        sep_elo = NoBoard(
             parameters=params,
             reason=f"no {params.separability_metric} separability yet: compute it on the Separability page",
         )

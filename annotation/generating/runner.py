@@ -46,8 +46,6 @@ MAX_OUTPUT_CHARS = 200_000  # a longer reply is unusable (kept out: a rater cann
 # output's provenance records of its endpoint (never the key)
 SOURCE = ("base_url", "model", "system_prompt", "temperature", "max_tokens", "seed")
 
-GenerationError = EndpointError  # an endpoint system that cannot run as configured; the message is for the researcher
-
 
 # ----------------------------------------------------------------------------------------------------------
 # Adding a system
@@ -58,18 +56,18 @@ def do_add_endpoint_system(study: Study, name: str, **fields: Any) -> SystemEndp
     have started (the plan is frozen: the system could never be compared)."""
     name = name.strip()
     if not name:
-        raise GenerationError("Give the system a name.")
+        raise EndpointError("Give the system a name.")
     if len(name) > 200:
-        raise GenerationError("A system name has at most 200 characters.")
+        raise EndpointError("A system name has at most 200 characters.")
     if study.systems.filter(name=name).exists():
-        raise GenerationError(f"The study already has a system named {name!r}.")
+        raise EndpointError(f"The study already has a system named {name!r}.")
     if study.has_started():
-        raise GenerationError(
+        raise EndpointError(
             "Raters have already started on this study, so its comparison plan is frozen: a new "
             "system could not be compared. Duplicate the study to add one."
         )
     if not study.items.exists():
-        raise GenerationError("The study has no items to generate outputs for.")
+        raise EndpointError("The study has no items to generate outputs for.")
     if "system_prompt" in fields:
         fields["system_prompt"] = newlines(fields["system_prompt"] or "")
     with transaction.atomic():

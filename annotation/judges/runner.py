@@ -32,16 +32,15 @@ from annotation.text import UNSTORABLE, newlines
 
 TOP_LOGPROBS = 5
 MAX_REPLY_CHARS = 100_000  # a longer reply is kept cut to this and is unparseable (a verdict is a line)
-JudgeError = EndpointError  # a judge that cannot run as configured; the message is for the researcher
 
 
 def do_create_judge(study: Study, name: str, **fields: Any) -> Judge:
     """A judge with its rater (kind judge, source "run"); the name is the rater's, unique in the study."""
     name = name.strip()
     if not name:
-        raise JudgeError("Give the judge a name.")
+        raise EndpointError("Give the judge a name.")
     if study.raters.filter(external_id=name).exists():
-        raise JudgeError(f"The study already has a rater named {name!r}.")
+        raise EndpointError(f"The study already has a rater named {name!r}.")
     fields["prompt_template"] = newlines(fields.get("prompt_template") or prompts.DEFAULT_TEMPLATE)
     prompts.check_template(fields["prompt_template"])
     with transaction.atomic():

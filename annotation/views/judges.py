@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from annotation import access, elicitation
+from annotation.endpoints import EndpointError
 from annotation.judges import prompts, runner
 from annotation.models import Judge, JudgeCall, Rater
 from annotation.views.forms import JudgeForm
@@ -30,7 +31,7 @@ def judges(request: HttpRequest, study_id: int) -> HttpResponse:
             fields = {name: form.cleaned_data[name] for name in JudgeForm.Meta.fields}
             try:
                 judge = runner.do_create_judge(study, form.cleaned_data["name"], **fields)
-            except runner.JudgeError as exc:
+            except EndpointError as exc:
                 form.add_error("name", str(exc))
             else:
                 messages.success(request, f"Judge {judge} added. Start it when ready.")

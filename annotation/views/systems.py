@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from annotation import access
+from annotation.endpoints import EndpointError
 from annotation.generating import runner
 from annotation.models import Generation, GenerationCall, SystemEndpoint
 from annotation.plan import planning
@@ -47,7 +48,7 @@ def systems(request: HttpRequest, study_id: int) -> HttpResponse:
         if form.is_valid():
             try:
                 added = runner.do_add_endpoint_system(study, form.cleaned_data["name"], **form.endpoint_fields())
-            except runner.GenerationError as exc:
+            except EndpointError as exc:
                 form.add_error(None, str(exc))
             else:
                 messages.success(request, f"System {added} added. Start its run when ready.")

@@ -16,7 +16,7 @@ from analytics import presentation
 from analytics.populations import ALL, Population
 from analytics.report.assembly import study_report
 from analytics.report.indeterminacy import MIN_SHARED_PAIRS
-from analytics.report.ratings import Board, NoBoard, NoSeparability
+from analytics.report.ratings import Board, NoBoard
 from annotation.elicitation import Answer
 from annotation.exchange import exports
 from annotation.rating import allocation, imports, recording
@@ -54,7 +54,7 @@ def test_the_report_covers_humans_and_judges(judged_study) -> None:
     assert report.judgments.by_kind == {"human": 40, "judge": 160}
     assert isinstance(report.elo, Board) and [r.system for r in report.elo.leaderboard]
     assert report.bradley_terry.available
-    assert isinstance(report.sep_elo, NoBoard | NoSeparability) and "separability" in report.sep_elo.reason
+    assert isinstance(report.sep_elo, NoBoard) and "separability" in report.sep_elo.reason
     judges = report.indeterminacy.judges
     assert set(judges) == {"judge-a", "judge-b"}
     # judge-a always chose one system and put only that one in its response set: beta-hat = 0

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from annotation.endpoints import EndpointError
 from annotation.exchange.rules import FormatError
 from annotation.exchange.study_files import parse_study
 from annotation.generating import runner
@@ -203,7 +204,7 @@ def test_the_budget_counts_replies_over_every_run(researcher, server):
     result = runner.GenerationRun(endpoint).do_run()
     assert result.budget_reached and result.recorded == 3 and len(server.requests) == 3
     assert runner.GenerationRun(endpoint).do_run().asked == 0  # used up
-    with pytest.raises(runner.GenerationError, match=r"request budget \(3\) is used up"):
+    with pytest.raises(EndpointError, match=r"request budget \(3\) is used up"):
         runner.GenerationRun(endpoint).do_start()
 
 
@@ -226,29 +227,29 @@ def test_the_background_job_generates_and_rebuilds_the_plan(researcher, server):
     second = add(study, server, "second", "gen-verbose-b", samples=2)
     for endpoint in (first, second):
         job = runner.GenerationRun(endpoint).do_start()
-        with pytest.raises(runner.GenerationError, match="already being generated"):
+        with pytest.raises(EndpointError, match="already being generated"):
             runner.GenerationRun(endpoint).do_start()
         run_job.call(job.pk)
         job.refresh_from_db()
         assert job.status == Job.Status.DONE, job.message
     assert "4 generated, 0 unusable, 0 failed" in job.message and "plan was rebuilt" in job.message
     assert study.comparisons.count() == 1 and study.tasks.count() == 2
-    with pytest.raises(runner.GenerationError, match="Every item has all its outputs"):
+    with pytest.raises(EndpointError, match="Every item has all its outputs"):
         runner.GenerationRun(first).do_start()
 
 
 def test_adding_a_system_is_checked(researcher, server, settings):
     study = inputs_study(researcher, ["One?"])
     add(study, server, "one", "gen-a")
-    with pytest.raises(runner.GenerationError, match="already has a system named 'one'"):
+    with pytest.raises(EndpointError, match="already has a system named 'one'"):
         add(study, server, "one", "gen-b")
-    with pytest.raises(runner.GenerationError, match="samples"):
+    with pytest.raises(EndpointError, match="samples"):
         add(study, server, "many", "gen-b", samples=50)
     settings.SEPLAB_JUDGE_KEY_VARIABLES = ["OPENAI_API_KEY"]
-    with pytest.raises(runner.GenerationError, match="operator allows"):
+    with pytest.raises(EndpointError, match="operator allows"):
         add(study, server, "env", "gen-b", api_key_env="HOME")
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
-    with pytest.raises(runner.GenerationError, match="base_url"):
+    with pytest.raises(EndpointError, match="base_url"):
         add(study, server, "private", "gen-b", base_url="http://10.0.0.1/v1")
 
 

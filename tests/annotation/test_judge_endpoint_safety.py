@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from annotation import jobs
+from annotation.endpoints import EndpointError
 from annotation.jobs import run_job
 from annotation.judges import runner
 from annotation.models import Job, Judge, JudgeCall, Judgment
@@ -49,7 +50,7 @@ def test_missing_environment_key_is_said_before_the_job(researcher, server, monk
     settings.SEPLAB_JUDGE_KEY_VARIABLES = ["SEPLAB_TEST_JUDGE_KEY"]
     monkeypatch.delenv("SEPLAB_TEST_JUDGE_KEY", raising=False)
     judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key_env="SEPLAB_TEST_JUDGE_KEY")
-    with pytest.raises(runner.JudgeError, match="SEPLAB_TEST_JUDGE_KEY"):
+    with pytest.raises(EndpointError, match="SEPLAB_TEST_JUDGE_KEY"):
         runner.JudgeRun(judge).do_start()
     assert not Job.objects.filter(kind="judge").exists()
 
@@ -62,7 +63,7 @@ def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, ser
     monkeypatch.setenv("SECRET_KEY", "the-servers-own-secret-key-0123456789")
     study = study_with(researcher, ["Q0?"])
     for name in ("SECRET_KEY", "DATABASE_URL", "AWS_SECRET_ACCESS_KEY", "NO_SUCH_VARIABLE"):
-        with pytest.raises(runner.JudgeError) as refused:
+        with pytest.raises(EndpointError) as refused:
             make_judge(study, server, api_key_env=name, name=f"j-{name}")
         assert "only from the environment variables the server's operator allows: OPENAI_API_KEY" in str(refused.value)
         assert "not set" not in str(refused.value)  # the same words whether the variable exists or not
@@ -71,13 +72,13 @@ def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, ser
     judge = make_judge(study, server)
     Judge.objects.filter(pk=judge.pk).update(api_key_env="SECRET_KEY")
     judge.refresh_from_db()
-    with pytest.raises(runner.JudgeError, match="operator allows"):
+    with pytest.raises(EndpointError, match="operator allows"):
         runner.JudgeRun(judge).do_start()
-    with pytest.raises(runner.JudgeError, match="operator allows"):
+    with pytest.raises(EndpointError, match="operator allows"):
         runner.JudgeRun(judge).do_run()
     assert server.requests == [] and not Job.objects.filter(kind="judge").exists()
     settings.SEPLAB_JUDGE_KEY_VARIABLES = []
-    with pytest.raises(runner.JudgeError, match="stored keys only"):
+    with pytest.raises(EndpointError, match="stored keys only"):
         make_judge(study, server, api_key_env="OPENAI_API_KEY", name="j-openai")
 
 
@@ -102,7 +103,7 @@ def test_a_judge_may_not_call_a_private_address_unless_the_operator_allows_it(re
     host."""
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
     study = study_with(researcher, ["Q0?"])
-    with pytest.raises(runner.JudgeError) as refused:
+    with pytest.raises(EndpointError) as refused:
         make_judge(study, server, base_url=url)
     assert "loopback, private or link-local address" in str(refused.value) and not Judge.objects.exists()
 
@@ -115,16 +116,16 @@ def test_urls_with_a_query_a_fragment_or_credentials_are_refused(researcher, ser
         (server.base_url.replace("http://", "http://user:pw@"), "user name"),
         ("ftp://127.0.0.1/v1", "http:// or https://"),
     ):
-        with pytest.raises(runner.JudgeError, match=words):
+        with pytest.raises(EndpointError, match=words):
             make_judge(study, server, base_url=url)
 
 
 def test_a_judge_saved_for_an_allowed_host_is_checked_again_before_each_run(researcher, server, settings):
     judge = make_judge(study_with(researcher, ["Q0?"]), server)  # 127.0.0.1: allowed while DEBUG (the tests)
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []  # the operator withdraws it
-    with pytest.raises(runner.JudgeError, match="loopback, private or link-local"):
+    with pytest.raises(EndpointError, match="loopback, private or link-local"):
         runner.JudgeRun(judge).do_start()
-    with pytest.raises(runner.JudgeError, match="loopback, private or link-local"):
+    with pytest.raises(EndpointError, match="loopback, private or link-local"):
         runner.JudgeRun(judge).do_run()
     assert server.requests == []
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = ["127.0.0.0/8"]  # a network works as well as a name
@@ -191,7 +192,7 @@ def test_a_stored_key_is_encrypted_at_rest_and_a_changed_encryption_key_asks_for
         settings.SEPLAB_ENCRYPTION_KEY = "another-key-entirely"
         judge.refresh_from_db()
         requests_before = len(server.requests)
-        with pytest.raises(runner.JudgeError, match="cannot be read.*Type the key again"):
+        with pytest.raises(EndpointError, match="cannot be read.*Type the key again"):
             runner.JudgeRun(judge).do_start()
         assert len(server.requests) == requests_before
     finally:

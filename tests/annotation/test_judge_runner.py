@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from annotation import endpoints, orientation, worker
+from annotation.endpoints import EndpointError
 from annotation.jobs import run_job
 from annotation.judges import runner
 from annotation.models import Job, Judge, JudgeCall, Judgment, Pair, TaskPair
@@ -153,7 +154,7 @@ def test_budget_and_concurrency(researcher, server):
     result = runner.JudgeRun(judge).do_run()
     assert result.budget_reached and result.recorded == 9 and len(server.requests) == 9
     assert server.max_in_flight == 3
-    with pytest.raises(runner.JudgeError, match="budget"):
+    with pytest.raises(EndpointError, match="budget"):
         runner.JudgeRun(judge).do_start()
 
 
@@ -198,7 +199,7 @@ def test_a_live_run_is_not_started_twice_and_a_dead_one_is_resumed(researcher, s
 
     judge = make_judge(study_with(researcher, ["Q0?", "Q1?"]), server)
     job = runner.JudgeRun(judge).do_start()
-    with pytest.raises(runner.JudgeError, match="already running"):
+    with pytest.raises(EndpointError, match="already running"):
         runner.JudgeRun(judge).do_start()
     Job.objects.filter(pk=job.pk).update(status="running", heartbeat=timezone.now() - worker.stale_after() * 2)
     again = runner.JudgeRun(judge).do_start()
@@ -247,7 +248,7 @@ def test_the_heartbeat_ticks_while_slow_requests_are_out(researcher, server, mon
 
 def test_create_judge_validates_every_caller(researcher, server):
     study = study_with(researcher, ["Q0?"])
-    with pytest.raises(runner.JudgeError, match="temperature: .*2.0"):
+    with pytest.raises(EndpointError, match="temperature: .*2.0"):
         make_judge(study, server, temperature=5)
     assert not study.raters.exists()  # nothing half-made
     judge = make_judge(study, server, price_input=2.5, price_output=10)  # floats, as a script passes them

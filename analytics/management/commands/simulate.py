@@ -18,12 +18,12 @@ from analytics.core.simulation import (
 from analytics.populations import Population
 from analytics.report.data import admitted, load_rows
 from analytics.report.stopping import item_scores, pair_rating_sets
-from annotation import elicitation
 from annotation.exchange import judgment_files, rules
 from annotation.management.commands._common import get_study, read_file
 from annotation.rating import imports
 from selection import services
 from selection.core import decisions, winners
+from selection.rating_sets import rating_sets
 from selection.strategies import (
     JUDGE_STRATEGIES,
     STRATEGIES,
@@ -414,18 +414,20 @@ class Command(BaseCommand):
         except rules.FormatError as exc:
             raise CommandError(f"{path} has problems:\n{exc}") from None
         pair = (comparison.system_a.name, comparison.system_b.name)
-        sets: dict[str, dict[str, list[int]]] = {}
-        for j in parsed:
-            answer = elicitation.effective_choice(j.choice, j.response_set, j.probability_a)
-            if (
-                (kind != "any" and j.rater_kind != kind)
-                or {j.system_a, j.system_b} != set(pair)
-                or answer is None
-                or j.revised
-            ):  # another kind of rater, another pair, no answer, or a replaced answer
-                continue
-            rating = winners.rating_for(answer, (j.system_a, j.system_b) != pair)
-            sets.setdefault(j.item, {}).setdefault(j.rater, []).append(rating)
+        # the report's lines: this pair's, of the kind of rater asked for, neither replaced by a revision nor set
+        # aside by the live loop (superseded); read into rating sets by the one reader
+        counted = [
+            j
+            for j in parsed
+            if (kind == "any" or j.rater_kind == kind)
+            and {j.system_a, j.system_b} == set(pair)
+            and not j.revised
+            and not j.superseded
+        ]
+        sets = rating_sets(
+            (j.item, j.rater, j.choice, j.response_set, j.probability_a, (j.system_a, j.system_b) != pair)
+            for j in counted
+        )
         if not sets:
             whose = "" if kind == "any" else f"{kind} "
             raise CommandError(f"{path} has no {whose}judgments of {pair[0]} vs {pair[1]}")

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation import endpoints
 from annotation.endpoint_runs import is_live
+from annotation.endpoints import EndpointError
 from annotation.generating import runner
 from annotation.jobs import run_job
 from annotation.management.commands._common import get_study
@@ -98,7 +99,7 @@ class Command(BaseCommand):
             before = used.done
             try:  # a job of its own, run here: a worker's run and this one exclude each other, Stop on the page works
                 job = run.do_start(foreground=True)
-            except runner.GenerationError as exc:
+            except EndpointError as exc:
                 raise CommandError(str(exc)) from None
             run_job.call(job.pk)
             job.refresh_from_db()
@@ -150,7 +151,7 @@ class Command(BaseCommand):
             fields.setdefault("api_key_env", "")  # a local server needs no key (the form's default too)
             try:
                 return runner.do_add_endpoint_system(study, options["system"], **fields)
-            except runner.GenerationError as exc:
+            except EndpointError as exc:
                 raise CommandError(str(exc)) from None
         endpoint = SystemEndpoint.objects.filter(system=system).select_related("system").first()
         if endpoint is None:
