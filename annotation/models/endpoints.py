@@ -45,6 +45,13 @@ class Endpoint(models.Model):
         default="",
         help_text="Or a key stored with the study (encrypted, never shown again, never logged); used when set.",
     )
+    api_key_url = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        help_text="The base URL the stored key was entered for: the key is sent to no other (a changed URL asks for "
+        "the key again).",
+    )
     temperature = models.FloatField(default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
     max_tokens = models.PositiveIntegerField(default=400, validators=[MinValueValidator(1), MaxValueValidator(32_000)])
     max_concurrency = models.PositiveSmallIntegerField(
