@@ -60,9 +60,10 @@ FURTHER_QUESTIONS = (
 )
 
 
-def setup_study(raters: int, items: int, further: bool = False) -> list[str]:
+def setup_study(raters: int, items: int, further: bool = False, crowd: bool = False) -> list[str]:
     """Migrate, create a study with ``items`` items and one rater link per simulated rater (and, with ``further``,
-    two further questions every pair asks: a forced choice and a required rationale)."""
+    two further questions every pair asks: a forced choice and a required rationale); with ``crowd``, one
+    MTurk-style external link that every simulated rater opens."""
     import django
 
     django.setup()
@@ -76,7 +77,8 @@ def setup_study(raters: int, items: int, further: bool = False) -> list[str]:
     owner = get_user_model().objects.create_user("load-owner")
     lines = []
     for i in range(items):
-        outputs = {s: [f"{s}{i}-{k}" for k in range(3)] for s in ("a", "b")}
+        # three outputs a system (an item is then several pairs); through a crowd link one, as a HIT of five pairs
+        outputs = {s: [f"{s}{i}-{k}" for k in range(1 if crowd else 3)] for s in ("a", "b")}
         lines.append(json.dumps({"id": f"i{i}", "input": f"Input {i}", "outputs": outputs}))
     study = creation.do_create_study(owner, "load", ("\n".join(lines) + "\n").encode(), "load.jsonl")
     lifecycle.do_update_settings(
@@ -84,6 +86,12 @@ def setup_study(raters: int, items: int, further: bool = False) -> list[str]:
         {"raters_per_item": 1, "pairs_per_assignment": 5, "further_questions": FURTHER_QUESTIONS if further else ""},
         None,
     )
+    if crowd:  # every simulated rater arrives through one MTurk-style link, a new worker each time
+        from annotation.crowd import sites
+
+        link = sites.do_create_external_link(study, "mturk")
+        sites.do_set_launch_limit(link, "0")  # a site's launch: no per-minute cap on the link (per client stays)
+        return [f"/x/{link.token()}/" for _ in range(raters)]
     return [enrolment.do_create_rater_link(study, f"load-{n}").link_path() for n in range(raters)]
 
 
@@ -101,9 +109,13 @@ class Rater(threading.Thread):
         bare: bool = False,
         think: tuple[float, float] = (1.0, 3.0),
         further: bool = False,
+        crowd: bool = False,
     ):
         super().__init__(daemon=True)
         self.further = further
+        self.crowd = crowd  # a new crowd worker (a new session, id and address) for every assignment
+        self.seed = seed
+        self.arrivals = 0
         self.think = think  # seconds a "human"-paced rater spends on a pair, uniform between the two
         self.bare = bare  # the framework floor: GET the same path again and again
         self.arrive = arrive  # when this rater opens the study (people do not all arrive in the same millisecond)
@@ -120,9 +132,11 @@ class Rater(threading.Thread):
         self.requests = 0
         self.conn = http.client.HTTPConnection(self.host, timeout=30)
 
-    def request(self, method: str, path: str, body: dict | None = None, htmx: bool = False):
+    def request(self, method: str, path: str, body: dict | None = None, htmx: bool = False, forwarded_for: str = ""):
         data = urlencode(body).encode() if body is not None else None
         headers = {"Content-Type": "application/x-www-form-urlencoded"} if data else {}
+        if forwarded_for:  # what the trusted proxy in front of the app (BEHIND_PROXY=1) would append
+            headers["X-Forwarded-For"] = forwarded_for
         if htmx:  # what htmx sends with a swap request
             headers.update({"HX-Request": "true", "HX-Target": "rating"})
         for attempt in range(2):
@@ -149,6 +163,13 @@ class Rater(threading.Thread):
         page: bytes | None = None
         while time.time() < self.deadline and self.budget.take():
             try:
+                if assignment is None and self.crowd:
+                    status, location, _, _ = self.arrive_as_new_worker()
+                    if status != 302 or not location or "/a/" not in location:
+                        self.errors += 1
+                        self.error_kinds[f"entry {status}"] += 1
+                        continue
+                    assignment, page = urlsplit(location).path, None
                 if assignment is None:
                     status, location, _, _ = self.request("POST", f"{self.path}/start/", {})
                     if status != 302 or not location:
@@ -198,6 +219,23 @@ class Rater(threading.Thread):
                 self.errors += 1
                 self.error_kinds[type(exc).__name__] += 1
                 time.sleep(0.2)  # the server may be restarting: do not spin
+
+    def arrive_as_new_worker(self):
+        """A worker the site has just sent: the external link with a worker id, session and HIT of their own, from
+        an address of their own (a documentation range; the proxy's X-Forwarded-For)."""
+        self.arrivals += 1
+        worker = f"W{self.seed}x{self.arrivals}"
+        n = self.seed * 1000 + self.arrivals
+        address = f"198.{18 + n // 65536 % 2}.{n // 256 % 256}.{n % 256}"
+        query = urlencode(
+            {
+                "workerId": worker,
+                "assignmentId": f"A{worker}",
+                "hitId": "HLOAD",
+                "turkSubmitTo": "https://www.mturk.com",
+            }
+        )
+        return self.request("GET", f"{self.path}/?{query}", forwarded_for=address)
 
     def run_bare(self) -> None:
         while time.time() < self.deadline and self.budget.take():
@@ -310,6 +348,7 @@ def run_chunk(
     bare: bool = False,
     think: tuple[float, float] = (1.0, 3.0),
     further: bool = False,
+    crowd: bool = False,
 ) -> ClientResult:
     """One client process: its raters as threads (several processes keep the client's own GIL out of
     the measured latencies). Raters arrive at uniformly random moments over the first ``ramp`` seconds."""
@@ -333,6 +372,7 @@ def run_chunk(
             bare,
             think,
             further,
+            crowd,
         )
         for n, p in enumerate(paths)
     ]
@@ -354,6 +394,7 @@ def run_clients(
     htmx: bool = False,
     bare: bool = False,
     further: bool = False,
+    crowd: bool = False,
 ) -> ClientResult:
     from concurrent.futures import ProcessPoolExecutor
 
@@ -374,6 +415,7 @@ def run_clients(
                 bare,
                 (1.0, 3.0),
                 further,
+                crowd,
             )
             for n, chunk in enumerate(chunks)
         ]
@@ -453,6 +495,12 @@ def main() -> None:
         help="the study asks two further questions of every pair (a forced choice and a required "
         "rationale) and every submit answers them",
     )
+    parser.add_argument(
+        "--crowd-link",
+        action="store_true",
+        help="the raters arrive through one MTurk-style external link, each assignment a new worker (new session, "
+        "worker id and address, behind a trusted proxy), as a crowd site's launch does",
+    )
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="seplab-load-"))
@@ -465,11 +513,13 @@ def main() -> None:
         "STATIC_ROOT": str(workdir / "static"),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DB_CONN_MAX_AGE": "60",
+        # with --crowd-link the clients stand in for the proxy: each worker's address in X-Forwarded-For
+        **({"BEHIND_PROXY": "1"} if args.crowd_link else {}),
     }
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
     items = max(200, args.raters * 40)
-    paths = setup_study(args.raters, items, args.further_questions)
+    paths = setup_study(args.raters, items, args.further_questions, args.crowd_link)
     port = free_port()
     access_log = workdir / "access.log"
     server = start_server(env, port, args.workers, args.threads, access_log, args.worker_class)
@@ -491,6 +541,7 @@ def main() -> None:
             args.ramp,
             args.client == "htmx",
             further=args.further_questions,
+            crowd=args.crowd_link,
         )
         ended_at = time.time()
     finally:
