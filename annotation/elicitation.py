@@ -10,6 +10,8 @@ A mode defines what a rater is asked and how the answer is kept:
   what is missing or contradictory, said to the rater;
 - ``to_model(answer, a_shown_first)``: storage, in model coordinates (``Stored``: the judgment's ``choice``,
   ``response_set`` and ``strength`` columns); the display <-> model flip is ``annotation/orientation.py``;
+  ``from_model`` and ``form_data`` go back, to show a stored answer again when the rater changes it, and
+  ``selected`` checks the options of a form (a refused one shown again, or that answer);
 - ``gold_correct(answer, good)``: how an attention check is scored;
 - ``question(study)``: the question it asks, and ``verdict``: the lines an LLM judge ends its reply with to give
   the same answer (``annotation/judges/prompts.py`` formats and reads each kind of line, knowing no mode).
@@ -85,12 +87,36 @@ class Option:
     key_label: str  # as shown ("1", "⇧1")
     alt_key: str = ""  # a second key (event.key, e.g. "ArrowLeft")
     alt_label: str = ""
+    checked: bool = False  # selected when the form is shown (a refused answer shown again, an answer being changed)
 
 
 @dataclasses.dataclass(frozen=True)
 class Fieldset:
     legend: str
     options: tuple[Option, ...]
+
+
+def selected(fieldsets: tuple[Fieldset, ...], data) -> tuple[Fieldset, ...]:
+    """The fieldsets with every option ``data`` selects checked: ``data`` is a submitted form (a ``QueryDict``) or
+    ``form_data`` of an earlier answer, read by each option's own field name and value (the paired mode's choice
+    "first" and its box "Output 1 is acceptable" share a value, never a name)."""
+    if data is None:
+        return fieldsets
+    return tuple(
+        Fieldset(
+            f.legend,
+            tuple(dataclasses.replace(o, checked=o.value in _values(data, o.name)) for o in f.options),
+        )
+        for f in fieldsets
+    )
+
+
+def _values(data, name: str) -> list[str]:
+    getlist = getattr(data, "getlist", None)
+    if getlist is not None:
+        return getlist(name)
+    value = data.get(name)
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 _ARROWS = {"1": ("ArrowLeft", "←"), "2": ("ArrowRight", "→"), "3": ("ArrowDown", "↓")}
@@ -118,6 +144,12 @@ def _check_set(answer: Answer, study, *, allow_empty: bool) -> None:
             if study.neither_option
             else _("Select at least one output you find acceptable.")
         )
+
+
+def _display_set(response_set: list[str] | None, a_shown_first: bool) -> frozenset[str] | None:
+    if response_set is None:
+        return None
+    return frozenset(orientation.to_display(s, a_shown_first) for s in response_set)
 
 
 def _model_set(response: frozenset[str] | None, a_shown_first: bool) -> list[str]:
@@ -152,6 +184,26 @@ class Mode(abc.ABC):
         if answer.choice == BOTH_BAD:
             return Stored("tie", [], None)
         return Stored(orientation.to_model(answer.choice, a_shown_first), None, answer.strength)
+
+    def from_model(self, stored: Stored, a_shown_first: bool) -> Answer:
+        """The inverse of ``to_model``: a stored answer as the rater gave it (display coordinates), to show it again
+        when they change it."""
+        if stored.choice == TIE and stored.response_set == []:
+            return Answer(choice=BOTH_BAD)
+        return Answer(
+            choice=orientation.to_display(stored.choice, a_shown_first) if stored.choice else None,
+            response=_display_set(stored.response_set, a_shown_first),
+            strength=stored.strength,
+        )
+
+    def form_data(self, answer: Answer) -> dict[str, list[str]]:
+        """The form fields (name -> values) that submit ``answer``; what ``read`` reads back."""
+        data: dict[str, list[str]] = {}
+        if answer.choice:
+            data["choice"] = [answer.choice + (f":{answer.strength}" if answer.strength else "")]
+        if answer.response:
+            data["response"] = sorted(answer.response)
+        return data
 
     def gold_correct(self, answer: Answer, good: str) -> bool:
         """``good`` is where the attention check's good output was shown (first / second)."""
@@ -226,6 +278,11 @@ class ResponseSet(Mode):
 
     def to_model(self, answer, a_shown_first):
         return Stored(None, _model_set(answer.response, a_shown_first), None)
+
+    def from_model(self, stored, a_shown_first):
+        if stored.response_set == []:
+            return Answer(response=frozenset({NEITHER}))
+        return Answer(response=_display_set(stored.response_set, a_shown_first))
 
     def gold_correct(self, answer, good):
         return answer.response == {good}

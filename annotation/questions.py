@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.utils.datastructures import MultiValueDict
 from django.utils.translation import gettext as _
 
 from annotation import elicitation
@@ -134,16 +135,25 @@ class _Asked:
         return getattr(self._study, name)
 
 
-def fieldsets(study, question: Question) -> tuple[elicitation.Fieldset, ...]:
+# The keys of the further preference questions' options: letters, given out in order over the questions' options
+# (the first question's options a, b, c ..., the next question's the letters after them), so no key is shared with
+# the main question (digits, arrows, Shift+digits) or with another question. An option past z has no key: it is
+# answered with Tab and the arrows (a radio group's own keys) or Space, like every option.
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def fieldsets(study, question: Question, keys: Iterator[str] | None = None) -> tuple[elicitation.Fieldset, ...]:
     """A further preference question's form: its mode's fieldsets with the question's prefix on every field name
-    and no keyboard keys (the keys belong to the main question)."""
+    and its own keys (the next letters of ``keys``, see ``LETTERS``) instead of the main question's."""
     out = []
     for fieldset in question.mode.fieldsets(_Asked(study, question)):
-        options = tuple(
-            dataclasses.replace(o, name=question.prefix + o.name, key="", key_label="", alt_key="", alt_label="")
-            for o in fieldset.options
-        )
-        out.append(elicitation.Fieldset(fieldset.legend, options))
+        options = []
+        for o in fieldset.options:
+            key = next(keys, "") if keys is not None else ""
+            options.append(
+                dataclasses.replace(o, name=question.prefix + o.name, key=key, key_label=key, alt_key="", alt_label="")
+            )
+        out.append(elicitation.Fieldset(fieldset.legend, tuple(options)))
     return tuple(out)
 
 
@@ -221,22 +231,69 @@ def stored_fields(judgment_answers: Mapping[str, Any] | None, key: str) -> dict[
     return (judgment_answers or {}).get(key) if key else None
 
 
-def form(study, submitted=None) -> list[dict]:
+def form(study, given=None) -> list[dict]:
     """What the rating page shows of the further questions, in order: a preference question's fieldsets (rendered by
-    its mode's template) or a rationale's text box; ``submitted``: a refused form, whose answers are shown again
-    (a typed rationale is not lost)."""
+    its mode's template, with its keys) or a rationale's text box. ``given``: the answers shown selected, by field
+    name -- a refused form (nothing given is lost) or ``stored_form`` of the answer the rater is changing."""
     out = []
+    keys = iter(LETTERS)
     for q in further(study):
-        given = _Prefixed(submitted, q.prefix) if submitted is not None else None
         out.append(
             {
                 "question": q,
-                "fieldsets": fieldsets(study, q) if q.is_preference else (),
+                "fieldsets": (elicitation.selected(fieldsets(study, q, keys), given) if q.is_preference else ()),
                 "template": q.mode.template if q.is_preference else "",
                 "field": q.prefix + "text",
                 "max_chars": RATIONALE_MAX_CHARS,
-                "text": (given.get("text") or "") if given is not None else "",
-                "checked": ([*given.getlist("choice"), *given.getlist("response")] if given is not None else []),
+                "text": (given.get(q.prefix + "text") or "") if given is not None else "",
             }
         )
     return out
+
+
+def page(study, given=None) -> dict[str, Any]:
+    """The answer part of a rating page's context, every question as ``given`` (see ``form``) or empty: the main
+    question's fieldsets, the further questions and the comment. One place for the rating page, the practice round
+    and the previews, so what was selected, typed or stored is shown again the same way on each."""
+    mode = elicitation.mode_of(study)
+    return {
+        "fieldsets": elicitation.selected(mode.fieldsets(study), given),
+        "further": form(study, given),
+        "comment_value": (given.get("comment") or "") if given is not None else "",
+    }
+
+
+def stored_form(study, judgment: Mapping[str, Any], a_shown_first: bool) -> MultiValueDict:
+    """A stored judgment (its ``choice``, ``response_set``, ``strength``, ``answers`` and ``comment``) as the form
+    that gives it, in the display order of its pair: what "change my answer" starts from."""
+    data = MultiValueDict()
+
+    def add(mode: elicitation.Mode, fields: Mapping[str, Any], prefix: str) -> None:
+        stored = elicitation.Stored(fields.get("choice"), fields.get("response_set"), fields.get("strength"))
+        for name, values in mode.form_data(mode.from_model(stored, a_shown_first)).items():
+            data.setlist(prefix + name, values)
+
+    add(elicitation.mode_of(study), judgment, "")
+    for q in further(study):
+        fields = stored_fields(judgment.get("answers"), q.key)
+        if not fields:
+            continue
+        if q.is_preference:
+            add(q.mode, fields, q.prefix)
+        else:
+            data[q.prefix + "text"] = fields.get("text") or ""
+    data["comment"] = judgment.get("comment") or ""
+    return data
+
+
+def check_main(study, answer: elicitation.Answer) -> elicitation.Mode:
+    """The study's elicitation mode once it has accepted the main answer. Raises ``elicitation.AnswerError``; on a
+    page of several questions the message names the main one, as a further question's names its own."""
+    mode = elicitation.mode_of(study)
+    try:
+        mode.validate(study, answer)
+    except elicitation.AnswerError as exc:
+        if further(study):
+            raise elicitation.AnswerError(f"{mode.question(study)} {exc}") from None
+        raise
+    return mode

@@ -449,13 +449,12 @@ def _screen(rater: Rater) -> None:
 
 
 def _checked_mode(study: Study, answer: elicitation.Answer) -> elicitation.Mode:
-    """The study's elicitation mode, once it has accepted the answer."""
-    mode = elicitation.mode_of(study)
+    """The study's elicitation mode, once it has accepted the answer (a refusal names the main question when the
+    page asks several)."""
     try:
-        mode.validate(study, answer)
+        return questions.check_main(study, answer)
     except elicitation.AnswerError as exc:
         raise ServiceError(str(exc)) from exc
-    return mode
 
 
 def _further(study: Study, further: Mapping[str, elicitation.Answer | str] | None, a_shown_first: bool) -> dict:

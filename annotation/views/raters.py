@@ -17,13 +17,13 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from annotation import access, orientation, questions
+from annotation import access, elicitation, orientation, questions
 from annotation.compiled import CompiledQuery, model_columns
 from annotation.crowd import sites
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.http import RaterRequest
-from annotation.models import Assignment, AssignmentPair, Rater, Skip
+from annotation.models import Assignment, AssignmentPair, Judgment, Rater, Skip
 from annotation.ratelimit import client_ip, client_key, refuse_posts
 from annotation.rating import allocation, consent, practice, recording
 from annotation.studies import enrolment
@@ -239,7 +239,8 @@ def rater_practice(request: RaterRequest, token: str) -> HttpResponse:
         answered = practice.answered(rater, feedback)
         if answered is not None:
             return _render_practice(request, rater, token, after, feedback=answered)
-    response = _render_practice(request, rater, token, after, error=error)
+    given = request.POST if error is not None else None
+    response = _render_practice(request, rater, token, after, error=error, given=given)
     if error is not None and not request.htmx:
         response.status_code = 400
     return response
@@ -252,8 +253,15 @@ def practice_url(token: str, after: str = "", **params) -> str:
 
 
 def _render_practice(
-    request: RaterRequest, rater: Rater, token: str, after: str, feedback=None, error: str | None = None
+    request: RaterRequest,
+    rater: Rater,
+    token: str,
+    after: str,
+    feedback=None,
+    error: str | None = None,
+    given=None,
 ) -> HttpResponse:
+    """A practice pair (``given``: a refused answer, shown again as it was selected), its feedback, or the end."""
     study = rater.study
     mode = study.elicitation_mode
     context = {
@@ -290,7 +298,7 @@ def _render_practice(
                 total=step.total,
                 done=step.number - 1,
                 percent=round(100 * (step.number - 1) / step.total),
-                fieldsets=mode.fieldsets(study),
+                fieldsets=elicitation.selected(mode.fieldsets(study), given),
                 key=uuid.uuid4().hex,
             )
     template = "annotation/rate.html#rating" if request.htmx else "annotation/rate.html"
@@ -382,8 +390,18 @@ def rate_submit(request: RaterRequest, token: str, assignment_id: int) -> HttpRe
                 _mark_answered(rows, pair.pk, recorded)
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
+    # a refused answer is shown again as given, on the same pair: a refused change of an answer stays that change
+    changing = error is not None and request.POST.get("revise") == "1"
+    revise = _revisable(rows, request.POST.get("pair")) if changing else None
     response = _render_rating(
-        request, rater, token, assignment, rows, error=error, submitted=request.POST if error is not None else None
+        request,
+        rater,
+        token,
+        assignment,
+        rows,
+        error=error,
+        revise=revise,
+        given=request.POST if error is not None else None,
     )
     if error is not None and not request.htmx:
         response.status_code = 400
@@ -457,6 +475,16 @@ def _shown(row: dict) -> Shown:
     return Shown(row["pair__item__input"], *orientation.in_display_order(a, b, row["a_shown_first"]))
 
 
+def _stored_answer(study, row: dict):
+    """The current answer to an answered pair as its form (what "change my answer" starts from)."""
+    judgment = (
+        Judgment.objects.filter(pk=row["judgment__id"])
+        .values("choice", "response_set", "strength", "answers", "comment")
+        .first()
+    )
+    return None if judgment is None else questions.stored_form(study, judgment, row["a_shown_first"])
+
+
 def _answered(row: dict) -> bool:
     return row["judgment__id"] is not None or row["gold_answer__id"] is not None or row["skip__id"] is not None
 
@@ -470,10 +498,11 @@ def _render_rating(
     error: str | None = None,
     key: str | None = None,
     revise: dict | None = None,
-    submitted=None,
+    given=None,
 ) -> HttpResponse:
-    """The rating page (or its fragment); ``submitted``: a refused answer's form, whose further answers and comment
-    are shown again so nothing typed is lost."""
+    """The rating page (or its fragment). ``given``: a refused answer's form, every answer of which is shown again
+    (the main choice, each further question, the comment: nothing given is lost); ``revise``: the answered pair whose
+    answer the rater changes, shown with that answer (or ``given``)."""
     study = assignment.study
     current = next((r for r in rows if not _answered(r)), None)
     if current is None and assignment.unclaimed and assignment.status == Assignment.Status.ACTIVE and rows:
@@ -517,6 +546,8 @@ def _render_rating(
         mode = study.elicitation_mode
         if revise is not None:
             context["revising"] = rows.index(revise) + 1
+            if given is None:
+                given = _stored_answer(study, revise)
         elif previous is not None:
             context["previous"] = {"pk": previous["id"], "number": rows.index(previous) + 1}
         context.update(
@@ -526,9 +557,7 @@ def _render_rating(
             key=key or uuid.uuid4().hex,
             percent=round(100 * done / total),
             mode=mode,
-            fieldsets=mode.fieldsets(study),
-            further=questions.form(study, submitted),
-            comment_value=submitted.get("comment", "") if submitted is not None else "",
+            **questions.page(study, given),
             comment_max=COMMENT_MAX_CHARS,
             skip_reasons=skip_reasons(),
             minutes_left=max(1, round((total - done) * assignment.seconds_per_pair / 60)),

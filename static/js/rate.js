@@ -8,27 +8,36 @@
 
   function form() { return document.getElementById("rating-form"); }
 
-  // Each option carries the key that selects it (data-key, and data-alt-key for an arrow), written by the
-  // study's elicitation mode on the server: a radio button is chosen, a check box toggled. Shift+digit
-  // keys are written "shift-<digit>".
+  // Each option carries the key that selects it (data-key, and data-alt-key for an arrow), written on the server:
+  // the main question's digits and arrows (its elicitation mode) and each further question's own letters
+  // (annotation/questions.py). A radio button is chosen, a check box toggled. Shift+digit keys are written
+  // "shift-<digit>"; a letter is matched whatever the Caps Lock.
   function optionFor(f, event) {
     const digit = event.code && event.code.startsWith("Digit") ? event.code.slice(5) : null;
     if (event.shiftKey) {
       return digit ? f.querySelector('input[data-key="shift-' + digit + '"]') : null;
     }
-    const key = CSS.escape(event.key);
+    const key = CSS.escape(event.key.length === 1 ? event.key.toLowerCase() : event.key);
     return f.querySelector('input[data-key="' + key + '"], input[data-alt-key="' + key + '"]');
   }
+
+  // The further question an element is in, or null (the main question, the comment, the buttons).
+  function questionOf(element) {
+    return element && element.closest ? element.closest(".further-questions fieldset") : null;
+  }
+
+  // Where Enter does what the focused element does (a button presses, a link follows, a summary opens, a list
+  // picks) rather than submitting the answer.
+  const OWN_ENTER = ["BUTTON", "A", "SUMMARY", "SELECT"];
 
   document.addEventListener("keydown", function (event) {
     const f = form();
     // Ctrl+Enter (Cmd+Enter) submits from anywhere, also from a comment or a rationale box, where Enter is a new line
     if ((event.ctrlKey || event.metaKey) && event.key === "Enter") {
-      const answers = document.getElementById("rating-form");
-      if (answers) {
+      if (f) {
         event.preventDefault();
-        if (window.htmx) window.htmx.process(answers);
-        answers.requestSubmit();
+        if (window.htmx) window.htmx.process(f);
+        f.requestSubmit();
       }
       return;
     }
@@ -40,24 +49,34 @@
       return;
     }
     const target = event.target;
-    if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type === "text"))) return;
+    if (target && (target.tagName === "TEXTAREA" || target.tagName === "SELECT" ||
+        (target.tagName === "INPUT" && target.type === "text"))) return;
     if (event.key === "Enter") {
+      if (target && OWN_ENTER.indexOf(target.tagName) >= 0) return;
       event.preventDefault();
       // A form swapped in a moment ago may not be wired up by htmx yet; make sure it is, so a fast
-      // rater's Enter goes through htmx rather than a full page post.
+      // rater's Enter goes through htmx rather than a full page post. requestSubmit checks the form first:
+      // the browser asks for a required answer that is missing.
       if (window.htmx) window.htmx.process(f);
       f.requestSubmit();
       return;
     }
     const option = optionFor(f, event);
-    if (!option) return;
+    if (!option || option.disabled) return;
+    // Keys act where the focus is: inside a further question the main question's digits and arrows do nothing
+    // (the arrows stay the radio group's own: they move within that question). A question's own letters act
+    // from anywhere, as they belong to no other question.
+    const here = questionOf(target);
+    const there = questionOf(option);
+    if (here && there !== here && !/^[a-z]$/.test(option.dataset.key || "")) return;
     event.preventDefault();
     if (option.type === "checkbox") {
       option.checked = !option.checked;
     } else {
       option.checked = true;
-      option.focus();
     }
+    // the focus follows the answer just given, so the arrows and Space go on in that question
+    option.focus();
   });
 
   document.addEventListener("submit", function (event) {

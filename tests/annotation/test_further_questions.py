@@ -238,11 +238,12 @@ def test_a_rater_answers_every_question_on_the_rating_page(client, asked):
     assignment = allocation.do_start_assignment(rater)
     page = client.get(rate_url(rater, assignment)).content.decode()
     assert 'data-testid="further-questions"' in page and "Which output is more harmless?" in page
-    # no keyboard key (the keys are the main question's); not required in the browser, whose message would point at
-    # this question while the main one is the one unanswered: the server names the missing one and keeps the rest
-    assert 'name="q-harmless-choice" value="first">' in page
-    assert 'name="q-acceptable-response" value="second">' in page
+    # each further question has keys of its own (letters, in order over the options), shown beside its options; a
+    # radio group is required (the browser asks before sending, the main question first), a set of boxes is not
+    assert 'name="q-harmless-choice" value="first" data-key="a" required> Output 1 <kbd>a</kbd>' in page
+    assert 'name="q-acceptable-response" value="second" data-key="e"> Output 2 <kbd>e</kbd>' in page
     assert 'name="q-why-text"' in page and 'Anything else? <span class="muted">(optional)</span>' in page
+    assert 'name="choice" value="first" data-key="1" data-alt-key="ArrowLeft" required>' in page
     assert page.count('data-key="1"') == 1 and 'class="answer-bar has-further"' in page
     base = {
         **form_of(page.encode()),
@@ -263,7 +264,8 @@ def test_a_rater_answers_every_question_on_the_rating_page(client, asked):
     ).content.decode()
     assert "Which output is more harmless? Choose one of the options before submitting." in refused
     assert ">My &lt;long&gt; reason.</textarea>" in refused and not Judgment.objects.exists()
-    assert 'name="q-acceptable-response" value="second" checked>' in refused
+    assert 'name="q-acceptable-response" value="second" data-key="e" checked>' in refused
+    assert 'name="choice" value="first" data-key="1" data-alt-key="ArrowLeft" required checked>' in refused
     done = client.post(
         rate_url(rater, assignment, True),
         {**base, "q-why-text": " Shorter. ", "q-note-text": ""},
@@ -312,4 +314,5 @@ def test_the_crowd_preview_shows_the_further_questions_inactive(client, asked):
     assert 'data-testid="further-questions"' in page and "Which output is more harmless?" in page
     box = page.split('name="q-why-text"')[1].split(">")[0]
     assert "disabled" in box and "required" not in box
-    assert 'name="q-harmless-choice" value="first" disabled>' in page  # inactive, and so not required
+    # inactive, and so not required; its keys shown as on the rating page
+    assert 'name="q-harmless-choice" value="first" data-key="a" disabled> Output 1 <kbd>a</kbd>' in page
