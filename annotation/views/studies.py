@@ -173,8 +173,7 @@ def _preview(request: HttpRequest, study) -> HttpResponse:
         done=done,
         percent=round(100 * done / len(pairs)),
         mode=mode,
-        fieldsets=mode.fieldsets(study),
-        further=questions.form(study),
+        **questions.page(study, request.GET if "error" in context else None),  # a refused answer, shown again
         current=None,
     )
     return render(request, "annotation/rate.html", context)
