@@ -45,13 +45,40 @@ def export_response(study: Study, fmt: str) -> StreamingHttpResponse:
     return response
 
 
+# What a line never reads of the rows joined to a judgment: the texts (an output may be long, and an export reads every
+# judgment's two outputs and item).
+_UNREAD = [
+    f"pair__{relation}__{name}"
+    for relation, names in (
+        ("item", ("input", "reference", "metadata")),
+        ("generation_a", ("text", "text_hash", "provenance")),
+        ("generation_b", ("text", "text_hash", "provenance")),
+    )
+    for name in names
+]
+
+
 def judgment_queryset(study: Study):
-    """The study's judgments, oldest first, with what ``judgment_line`` needs in one query."""
+    """The study's judgments, oldest first, with what ``judgment_line`` needs in one query (and none of the items'
+    and outputs' texts, which no line holds)."""
     return (
         Judgment.objects.filter(study=study)
         .select_related("rater", "pair__item", "pair__generation_a__system", "pair__generation_b__system")
+        .defer(*_UNREAD)
         .order_by("created", "id")
     )
+
+
+def judgment_ids(study: Study):
+    """The ids of the study's judgments in the order of ``judgment_queryset``, read off the judgments' table alone
+    (a page of them is cut out of the index, without the joins)."""
+    return Judgment.objects.filter(study=study).order_by("created", "id").values_list("id", flat=True)
+
+
+def judgments_by_ids(study: Study, ids) -> list[Judgment]:
+    """The study's judgments of ``ids`` (a page of ``judgment_ids``), in the order of ``judgment_queryset``, in one
+    query."""
+    return list(judgment_queryset(study).filter(id__in=list(ids)))
 
 
 def _systems(j: Judgment) -> tuple[str, str]:
