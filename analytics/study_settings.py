@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
-from annotation.study_settings import Setting
+from annotation.study_settings import Range, Setting
 
 SETTINGS = [
-    Setting("elo_k", "ELO K factor", "How far one battle moves a rating.", "analysis", order=10),
+    Setting(
+        "elo_k", "ELO K factor", "How far one battle moves a rating.", "analysis", order=10, limits=Range(0.01, 1_000)
+    ),
     Setting(
         "bootstrap_rounds",
         "Bootstrap rounds",
         "Resamples behind the leaderboards' 95 % intervals.",
         "analysis",
         order=20,
+        limits=Range(10, 2_000),
     ),
     Setting(
         "rating_aggregation",
@@ -29,6 +32,7 @@ SETTINGS = [
         "shrinks them.",
         "analysis",
         order=65,
+        limits=Range(0, 100),
     ),
     Setting(
         "indeterminacy_beta",
@@ -37,6 +41,7 @@ SETTINGS = [
         "output but would accept the other, for judge metrics when humans gave forced choices only.",
         "analysis",
         order=60,
+        limits=Range(0, 1),
     ),
     Setting(
         "estimate_target",

@@ -42,6 +42,22 @@ def register(model: type[models.Model], accessor: str, settings: list[Setting]) 
     undeclared = set(GROUPS[accessor].fields) - set(SETTINGS)
     if undeclared:  # a new setting must say what it is and where it goes: fail at start-up, never hide it
         raise ValueError(f"settings of {model.__name__} without a declaration: {', '.join(sorted(undeclared))}")
+    for owner in (model, model._meta.get_field("study").related_model):  # its own settings, and the study's
+        for field in owner._meta.concrete_fields:
+            _check_range_declared(field)
+
+
+def _check_range_declared(field: models.Field) -> None:
+    """A number setting declares its range and a text setting without a column length its most characters (what
+    ``annotation/setting_ranges.py`` checks and the settings page says): fail at start-up, never store anything."""
+    setting = SETTINGS.get(field.name)
+    if setting is None or setting.form_only or field.choices or setting.choices:
+        return
+    number = isinstance(field, models.IntegerField | models.FloatField | models.DecimalField)
+    if number and setting.limits is None:
+        raise ValueError(f"the number setting {field.name} declares no range (Setting.limits)")
+    if isinstance(field, models.TextField) and setting.max_chars is None:
+        raise ValueError(f"the text setting {field.name} declares no length (Setting.max_chars)")
 
 
 def group_of(field: str) -> SettingsGroup | None:
@@ -94,6 +110,22 @@ PLAN, ANSWER = "plan", "answer"  # what a setting freezes once raters have start
 
 
 @dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a number setting takes: from ``low`` to ``high``, an end left out when ``above`` (more than
+    ``low``) or ``below`` (less than ``high``) says so."""
+
+    low: float
+    high: float
+    above: bool = False
+    below: bool = False
+
+    def holds(self, number: float) -> bool:
+        over = number > self.low if self.above else number >= self.low
+        under = number < self.high if self.below else number <= self.high
+        return over and under
+
+
+@dataclasses.dataclass(frozen=True)
 class Setting:
     name: str
     label: str  # what a person reads
@@ -104,6 +136,8 @@ class Setting:
     freezes: str | None = None  # PLAN: it shapes the comparison plan; ANSWER: it says what an answer is
     form_only: bool = False  # on the form, stored elsewhere (e.g. the explicit list of system pairs)
     order: int = 0  # its place in its section (then declaration order): each app declares its own settings
+    limits: Range | None = None  # a number's range (every number setting has one: setting_ranges)
+    max_chars: int | None = None  # a text's most characters (a text column without a length needs one)
 
 
 SETTINGS: dict[str, Setting] = {}
@@ -188,6 +222,7 @@ STUDY_SETTINGS = [
         "required) or optional rationale. Judges answer only the main question.",
         "raters-see",
         freezes=ANSWER,
+        max_chars=10_000,
     ),
     Setting("allow_tie", "Offer a tie", "A third option besides the two outputs.", "raters-see"),
     Setting("tie_label", "Tie label", "What the tie option says.", "raters-see", applies=lambda s: s("allow_tie")),
@@ -222,6 +257,7 @@ STUDY_SETTINGS = [
         "Instructions",
         "Shown before the first pair and on demand while rating (Markdown).",
         "raters-see",
+        max_chars=50_000,
     ),
     # Neither freezes once raters start: a consent text must stay correctable (a typo, a contact address) while a
     # study runs -- each rater keeps the time they agreed and the hash of the text they agreed to, and is not asked
@@ -240,6 +276,7 @@ STUDY_SETTINGS = [
         "Consent text",
         "Human raters agree to it before their first pair (Markdown); empty: no consent step.",
         "raters-see",
+        max_chars=50_000,
     ),
     Setting(
         "practice_pairs",
@@ -247,6 +284,7 @@ STUDY_SETTINGS = [
         "Attention checks a new rater answers with feedback before their "
         "first real pair; never counted (0: no practice).",
         "raters-see",
+        limits=Range(0, 5),
     ),
     Setting(
         "pairs_per_assignment",
@@ -255,6 +293,7 @@ STUDY_SETTINGS = [
         "outputs; N ≥ 2 measures how consistent they are. N = 1 is a plain pairwise study.",
         "raters-see",
         freezes=PLAN,
+        limits=Range(1, 50),
     ),
     Setting(
         "sample_pairing",
@@ -269,6 +308,7 @@ STUDY_SETTINGS = [
         "Pairs per assignment",
         "Whole items are bundled up to this many pairs, with one completion code (what a crowd site pays for).",
         "raters-see",
+        limits=Range(1, 200),
     ),
     Setting(
         "raters_per_item",
@@ -276,6 +316,7 @@ STUDY_SETTINGS = [
         "How many different raters judge each selected item.",
         "who-rates",
         freezes=PLAN,
+        limits=Range(1, 100),
     ),
     Setting(
         "public_base_url",
@@ -323,15 +364,23 @@ STUDY_SETTINGS = [
         "selection",
         freezes=PLAN,
         order=100,
+        limits=Range(0, 2**63 - 1),  # the column's (a 64-bit integer), never negative: numpy's generators refuse it
     ),
 ]
 CROWD_SETTINGS = [
-    Setting("max_assignments_per_rater", "Most assignments per rater", "Empty: no limit.", "who-rates"),
+    Setting(
+        "max_assignments_per_rater",
+        "Most assignments per rater",
+        "Empty: no limit.",
+        "who-rates",
+        limits=Range(1, 100_000),
+    ),
     Setting(
         "assignment_timeout_minutes",
         "Assignment timeout (minutes)",
         "Unanswered this long, an assignment expires and its places return to the queue.",
         "who-rates",
+        limits=Range(1, 10_080),  # a week
     ),
     Setting(
         "first_answer_minutes",
@@ -339,13 +388,21 @@ CROWD_SETTINGS = [
         "A crowd worker or open-link visitor with no "
         "answer by then loses the places they took, so invented ids cannot hold the study's places.",
         "who-rates",
+        limits=Range(1, 1_440),  # a day
     ),
-    Setting("gold_rate", "Attention checks per pair", "E.g. 0.2 adds one gold pair per five pairs.", "who-rates"),
+    Setting(
+        "gold_rate",
+        "Attention checks per pair",
+        "E.g. 0.2 adds one gold pair per five pairs.",
+        "who-rates",
+        limits=Range(0, 0.5),
+    ),
     Setting(
         "min_seconds_per_pair",
         "Minimum seconds per pair",
         "Faster answers are refused with a reminder (0: off).",
         "who-rates",
+        limits=Range(0, 3_600),
     ),
     Setting(
         "screen_min_gold",
@@ -353,6 +410,7 @@ CROWD_SETTINGS = [
         "A rater's accuracy is judged after this many.",
         "who-rates",
         applies=lambda s: s("gold_rate") > 0,
+        limits=Range(0, 1_000),
     ),
     Setting(
         "screen_accuracy",
@@ -360,6 +418,7 @@ CROWD_SETTINGS = [
         "Raters below it are screened out (no more work).",
         "who-rates",
         applies=lambda s: s("gold_rate") > 0,
+        limits=Range(0, 1),
     ),
     Setting(
         "pay_per_assignment",
@@ -367,6 +426,7 @@ CROWD_SETTINGS = [
         "What one assignment pays (e.g. 1.20); the budget planner and "
         "the decisions table turn judgments into money with it. Empty: no money shown.",
         "who-rates",
+        limits=Range(0, 10_000),
     ),
 ]
 declare(STUDY_SETTINGS)

@@ -3,7 +3,7 @@ applies, choices, and whether it shapes the plan (registered by ``SelectionConfi
 
 from __future__ import annotations
 
-from annotation.study_settings import PLAN, Setting
+from annotation.study_settings import PLAN, Range, Setting
 from selection.core.separability import METRICS
 from selection.strategies import STRATEGIES, is_live
 
@@ -29,6 +29,7 @@ SETTINGS = [
         "Empty: every item. For iterative DiffUse, the most items it may release.",
         "selection",
         freezes=PLAN,
+        limits=Range(1, 1_000_000),
     ),
     Setting(
         "separability_metric",
@@ -46,6 +47,7 @@ SETTINGS = [
         "selection",
         applies=lambda s: _strategy(s) is not None and _strategy(s).uses_threshold,
         freezes=PLAN,
+        limits=Range(0, 1),
     ),
     Setting(
         "risk",
@@ -54,6 +56,7 @@ SETTINGS = [
         "selection",
         applies=lambda s: is_live(s("selection_method")),
         freezes=PLAN,
+        limits=Range(0.001, 0.5),
     ),
     Setting(
         "min_n",
@@ -62,6 +65,7 @@ SETTINGS = [
         "selection",
         applies=lambda s: is_live(s("selection_method")),
         freezes=PLAN,
+        limits=Range(1, 10_000),
     ),
     # chosen before the data: changing them after seeing the intervals would undo what they guarantee
     Setting(
@@ -73,6 +77,7 @@ SETTINGS = [
         "selection",
         order=60,
         freezes=PLAN,
+        limits=Range(0.001, 0.5),
     ),
     Setting(
         "decision_margin",
@@ -81,6 +86,7 @@ SETTINGS = [
         "selection",
         order=61,
         freezes=PLAN,
+        limits=Range(0, 0.5),
     ),
     Setting(
         "stop_when_decided",
@@ -123,12 +129,25 @@ SETTINGS = [
         "analysis",
         freezes=PLAN,
         order=40,
+        limits=Range(0, 1),
     ),
     Setting(
-        "sep_alpha", "Weight scale (α)", "The largest weight is α times the ELO K.", "analysis", freezes=PLAN, order=41
+        "sep_alpha",
+        "Weight scale (α)",
+        "The largest weight is α times the ELO K.",
+        "analysis",
+        freezes=PLAN,
+        order=41,
+        limits=Range(0, 100, above=True),  # no weight at all would leave sep-ELO nothing to rate
     ),
     Setting(
-        "sep_beta", "Weight steepness (β)", "How sharply the weight rises around T.", "analysis", freezes=PLAN, order=42
+        "sep_beta",
+        "Weight steepness (β)",
+        "How sharply the weight rises around T.",
+        "analysis",
+        freezes=PLAN,
+        order=42,
+        limits=Range(0, 1_000),
     ),
     Setting(
         "stopping_ties_in_n",

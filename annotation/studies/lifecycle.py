@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import transaction
 
-from annotation import study_settings
+from annotation import setting_ranges, study_settings
 from annotation.errors import ServiceError
 from annotation.models import (
     Comparison,
@@ -29,7 +29,9 @@ def do_update_settings(
 ) -> Study:
     """Apply a validated settings form; rebuild the plan when a plan field changed. ``background`` (a request):
     a plan that would first embed outputs not embedded yet is built by the worker (``planning.do_queue_plan``), never in
-    the request; commands and scripts build it at once."""
+    the request; commands and scripts build it at once. A value outside its setting's range (``setting_ranges``) is
+    refused with the setting's name before anything changes."""
+    setting_ranges.check_changes(study, changes)
 
     def changed(fields) -> bool:
         return any(study_settings.value(study, f) != changes[f] for f in fields if f in changes)

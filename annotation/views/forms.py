@@ -3,10 +3,11 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.core import validators
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
-from annotation import study_settings
+from annotation import setting_ranges, study_settings
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.exchange.rules import MAX_STORED_INT
 from annotation.generating import runner as generating
@@ -63,6 +64,7 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
 
     public_base_url = forms.URLField(
         required=False,
+        max_length=200,
         assume_scheme="https",
         label="Public base URL",
         help_text=Study._meta.get_field("public_base_url").help_text,
@@ -92,8 +94,6 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
         systems = planning.systems_with_outputs(self.instance)  # a system still being generated cannot be ticked
         # the form field of Study.baseline, a ForeignKey: a ModelChoiceField
         cast(forms.ModelChoiceField, self.fields["baseline"]).queryset = self.instance.systems.all()
-        self.fields["pairs_per_assignment"].widget.attrs.update(min=1, max=50)
-        self.fields["raters_per_item"].widget.attrs.update(min=1, max=100)
         for setting in study_settings.SETTINGS.values():
             if setting.choices is not None:  # another app's registry supplies them (strategies, metrics)
                 self.fields[setting.name] = forms.ChoiceField(choices=setting.choices())
@@ -109,7 +109,7 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
         for name, field in self.fields.items():
             if name in study_settings.SETTINGS:
                 field.label, field.help_text = study_settings.SETTINGS[name].label, study_settings.SETTINGS[name].help
-        self.fields["practice_pairs"].widget.attrs.update(min=0, max=5)
+                _within_range(name, field, self.instance)
         self.fields["practice_pairs"].required = False  # empty: no practice (forms and scripts that predate it)
         shortage = practice_shortage(self.instance)
         if shortage:
@@ -128,7 +128,7 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             shown: list[dict[str, Any]] = []
             others: list[dict[str, Any]] = []
             for name in names:
-                entry = {"field": self[name], "default": setting_default(name)}
+                entry = {"field": self[name], "default": setting_default(name), "range": setting_ranges.describe(name)}
                 (shown if study_settings.applies(name, stored) else others).append(entry)
             out.append({"anchor": anchor, "title": title, "intro": intro, "fields": shown, "others": others})
         missing = [n for n in self.fields if n not in study_settings.SETTINGS]
@@ -160,6 +160,29 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             return None
         # each "a-b", one of the field's choices
         return [(int(a), int(b)) for a, b in (v.split("-") for v in self.cleaned_data["explicit_pairs"])]
+
+
+def _within_range(name: str, field: forms.Field, study: Study) -> None:
+    """The settings form checks a setting with its declared range, as ``do_update_settings`` does (the error under
+    the field), and tells the browser the bounds of a number."""
+
+    def check(value: Any) -> None:
+        wrong = setting_ranges.problem(name, value, study)
+        if wrong:
+            raise forms.ValidationError(wrong[0].upper() + wrong[1:] + ".", code="range")
+
+    bounds = (validators.MaxLengthValidator, validators.MinValueValidator, validators.MaxValueValidator)
+    field.validators = [v for v in field.validators if not isinstance(v, bounds)]  # one message: the declared range
+    field.validators.append(check)
+    limits = study_settings.SETTINGS[name].limits
+    if limits is not None and isinstance(field.widget, forms.NumberInput):
+        whole = isinstance(field, forms.IntegerField)
+        field.widget.attrs.update(
+            min=limits.low if not limits.above else None,
+            max=limits.high if not limits.below else None,
+            step=field.widget.attrs.get("step", 1 if whole else "any"),
+        )
+        field.widget.attrs = {k: v for k, v in field.widget.attrs.items() if v is not None}
 
 
 def practice_shortage(study: Study) -> str:

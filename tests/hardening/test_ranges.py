@@ -1,6 +1,9 @@
 """Security pass, H3 and M2: timestamps and whole numbers outside what the database holds are refused with their
 line and field (imports) or a clear error (the rating form); nothing is narrowed on the way in; a file export
-is written whole or not at all."""
+is written whole or not at all. And every study setting has a documented range (``annotation/setting_ranges.py``,
+read off its ``Setting`` declaration) that the settings form and ``do_update_settings`` both enforce: a value outside
+it is refused with the setting's name, never a 500 (PostgreSQL) or a silently stored nonsense value (SQLite), and
+nothing changes."""
 
 from __future__ import annotations
 
@@ -10,14 +13,20 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import connection, models
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.urls import reverse
 
-from annotation import elicitation
+from annotation import elicitation, setting_ranges, study_settings
 from annotation.errors import ServiceError
 from annotation.exchange import judgment_files
 from annotation.exchange.rules import MAX_STORED_INT, FormatError
 from annotation.models import Judgment
+from annotation.models import Study
 from annotation.rating import allocation, imports, recording
+from annotation.studies import lifecycle
+from annotation.views.forms import StudySettingsForm
 
 
 def line(**fields) -> bytes:
@@ -111,3 +120,153 @@ def test_an_export_to_a_file_is_whole_or_not_at_all(study, tmp_path, monkeypatch
         call_command(
             "export_judgments", "--study", study.name, "--output", str(tmp_path / "no" / "such.csv"), stderr=StringIO()
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Study settings: each value the attack stored (or that answered 500 on PostgreSQL), refused by name
+
+ATTACKS = [
+    ("assignment_timeout_minutes", 0),
+    ("screen_accuracy", 1.5),
+    ("gold_rate", 1.1),
+    ("risk", 2),
+    ("decision_alpha", 0),
+    ("bootstrap_rounds", 32767),  # the documented most is 2,000
+    ("pay_per_assignment", -1),
+    ("public_base_url", "ftp://files.example.org/"),
+    # a 500 on PostgreSQL: beyond the column
+    ("min_n", 32768),
+    ("bootstrap_rounds", 100_000),
+    ("public_base_url", "https://eval.example.org/" + "a" * 200),
+    ("seed", 2**63),
+    ("seed", -1),
+] + [  # every whole-number setting at 2^31, the first value a PostgreSQL integer column cannot hold
+    (name, 2**31)
+    for name, setting in study_settings.SETTINGS.items()
+    if name != "seed" and not setting.form_only and isinstance(setting_ranges.model_field(name), models.IntegerField)
+]
+
+
+def saved(study: Study) -> dict:
+    fresh = Study.objects.get(pk=study.pk)
+    return {n: study_settings.value(fresh, n) for n, s in study_settings.SETTINGS.items() if not s.form_only}
+
+
+def form_data(study: Study, **overrides) -> dict:
+    """The settings form as the page fills it in, with ``overrides`` typed into it."""
+    form = StudySettingsForm(instance=study)
+    data: dict = {}
+    for name in form.fields:
+        value = form[name].value()
+        if isinstance(value, bool):
+            if value:
+                data[name] = "on"
+        elif value is not None:
+            data[name] = value
+    for name, value in overrides.items():
+        data[name] = value
+    return data
+
+
+@pytest.mark.parametrize(("name", "value"), ATTACKS)
+def test_the_settings_form_refuses_a_value_out_of_range_by_name(researcher_client, study, name, value):
+    before = saved(study)
+    response = researcher_client.post(reverse("study_settings", args=[study.pk]), form_data(study, **{name: value}))
+    assert response.status_code == 200  # the form again, never a 500
+    errors = response.context["form"].errors
+    assert list(errors) == [name], errors
+    [message] = errors[name]
+    assert message.startswith(f"Must be {setting_ranges.describe(name)}")
+    assert message in response.content.decode().replace("&#x27;", "'")
+    assert saved(study) == before
+
+
+@pytest.mark.parametrize(("name", "value"), ATTACKS)
+def test_do_update_settings_refuses_a_value_out_of_range_by_name(study, name, value):
+    before = saved(study)
+    with pytest.raises(ServiceError) as refused:
+        lifecycle.do_update_settings(study, {name: value, "allow_comment": True}, None)
+    assert f"{name}: must be" in str(refused.value)
+    assert setting_ranges.describe(name) in str(refused.value)
+    assert saved(study) == before  # the valid change beside it was not written either
+
+
+def test_every_problem_is_named_at_once_and_odd_types_are_refused(study):
+    before = saved(study)
+    with pytest.raises(ServiceError) as refused:
+        lifecycle.do_update_settings(
+            study,
+            {
+                "gold_rate": float("nan"),
+                "raters_per_item": 2.5,
+                "allow_tie": "yes",
+                "elicitation": "telepathy",
+                "instructions": "x" * 50_001,
+                "no_such_setting": 1,
+            },
+            None,
+        )
+    message = str(refused.value)
+    for name in ("gold_rate", "raters_per_item", "allow_tie", "elicitation", "instructions", "no_such_setting"):
+        assert f"{name}:" in message
+    assert saved(study) == before
+
+
+def test_a_baseline_of_another_study_is_refused(study, researcher):
+    from annotation.studies import creation
+    from tests.conftest import study_jsonl
+
+    other = creation.do_create_study(researcher, "other", study_jsonl(), "o.jsonl")
+    with pytest.raises(ServiceError, match="baseline: must be one of this study's systems"):
+        lifecycle.do_update_settings(study, {"pair_mode": "baseline", "baseline": other.systems.first()}, None)
+
+
+def number_settings():
+    return [n for n, s in study_settings.SETTINGS.items() if s.limits is not None]
+
+
+@pytest.mark.parametrize("name", number_settings())
+def test_both_ends_of_every_range_are_stored_exactly(study, name):
+    """What a range admits, the column holds on either database (so a refusal is the range's, never the column's)."""
+    limits = study_settings.SETTINGS[name].limits
+    field = setting_ranges.model_field(name)
+    step = 1 if isinstance(field, models.IntegerField) else 0.01
+    ends = [limits.low + step if limits.above else limits.low, limits.high - step if limits.below else limits.high]
+    for end in ends:
+        value = int(end) if isinstance(field, models.IntegerField) else end
+        setting_ranges.check_changes(study, {name: value})
+        study_settings.do_apply(study, {name: value})
+        assert saved(study)[name] == value
+
+
+def test_every_setting_documents_what_it_takes_and_the_page_shows_it(researcher_client, study):
+    page = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
+    for name, setting in study_settings.SETTINGS.items():
+        field = setting_ranges.model_field(name) if not setting.form_only else None
+        described = setting_ranges.describe(name)
+        offered = field is None or isinstance(field, models.BooleanField | models.ForeignKey) or bool(
+            field.choices or setting.choices
+        )
+        assert offered or described, f"{name} documents no range"
+        if described:
+            assert f"Takes {described}." in page
+    assert "Takes a whole number from 10 to 2,000." in page  # bootstrap rounds, as the README says
+    assert 'name="assignment_timeout_minutes" value="60" min="1" max="10080"' in page  # the browser knows too
+
+
+def test_declared_ranges_fit_the_model_validators_and_the_columns():
+    """The column's own validators (kept for the admin) never refuse what a range admits, and a whole-number range
+    fits the column on PostgreSQL."""
+    columns = BaseDatabaseOperations.integer_field_ranges
+    for name in number_settings():
+        limits = study_settings.SETTINGS[name].limits
+        field = setting_ranges.model_field(name)
+        for validator in field.validators:
+            if isinstance(validator, MinValueValidator):
+                assert limits.low >= validator.limit_value, name
+            if isinstance(validator, MaxValueValidator):
+                assert limits.high <= validator.limit_value, name
+        if isinstance(field, models.IntegerField):
+            low, high = columns[field.get_internal_type()]
+            assert low <= limits.low and limits.high <= high, name
+    assert connection.vendor in ("sqlite", "postgresql")
