@@ -8,15 +8,24 @@ allow-list sanitizer (the tags Markdown produces, no style or event attributes, 
 https and mailto, opened with rel="noopener noreferrer nofollow"). Plain text is escaped and keeps its
 line breaks (the study setting "show outputs as").
 
-Renders are cached per process by text: a rating page shows the same outputs to many raters.
+Rendering work is bounded per text: Markdown longer than ``SEPLAB_MARKDOWN_MAX_CHARS`` (20,000 characters by
+default) is shown escaped, as plain text, with a note saying why -- markdown-it-py spends up to ~15 microseconds a
+character on hostile text (a run of ``[`` or ``![``), and a million of them once held a request for a minute; a fenced
+block longer than ``HIGHLIGHT_MAX_CHARS`` is shown without colours (Pygments' lexers are regular expressions, some of
+them slow on hostile code). Renders are cached per process by text, within ``CACHE_MAX_CHARS`` characters (a rating
+page shows the same outputs to many raters), and a text being rendered is rendered once: other requests for it wait
+for that render instead of starting their own.
 """
 
 from __future__ import annotations
 
-import functools
 import html
+import threading
+from collections import OrderedDict
 
 import nh3
+from django.conf import settings
+from django.utils.translation import gettext
 from markdown_it import MarkdownIt
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -60,10 +69,14 @@ URL_SCHEMES = {"http", "https", "mailto"}
 # "xcode": the Pygments style whose every colour keeps a 4.5:1 contrast on the code background (#f0f2f6), so
 # highlighted code passes WCAG AA (axe-core in tests/browser/test_accessibility.py).
 _FORMATTER = HtmlFormatter(nowrap=True, classprefix="hl-", style="xcode")
+HIGHLIGHT_MAX_CHARS = 10_000  # a longer fenced block is escaped without highlighting
+CACHE_MAX_CHARS = 32_000_000  # texts and their HTML kept per process, in characters (some 100 MB at most)
 
 
 def _highlight(code: str, language: str, _attrs) -> str:
     """Pygments' spans for a fenced block in a known language; "" lets markdown-it escape it as it is."""
+    if len(code) > HIGHLIGHT_MAX_CHARS:
+        return ""
     try:
         lexer = get_lexer_by_name(language.strip().lower()) if language.strip() else None
     except ClassNotFound:
@@ -82,9 +95,62 @@ _MD = MarkdownIt("commonmark", {"html": False, "highlight": _highlight}).enable(
 _MD.add_render_rule("image", _image_as_link)
 
 
-@functools.lru_cache(maxsize=8192)
+_cache: OrderedDict[str, str] = OrderedDict()
+_cache_chars = 0
+_cache_lock = threading.Lock()
+_rendering: dict[str, threading.Lock] = {}  # a lock per text being rendered now
+
+
 def markdown_html(text: str) -> str:
-    """Sanitised HTML of Markdown ``text``."""
+    """Sanitised HTML of Markdown ``text``; a text longer than ``SEPLAB_MARKDOWN_MAX_CHARS`` escaped, as plain text,
+    after a note saying why."""
+    if len(text) > settings.SEPLAB_MARKDOWN_MAX_CHARS:
+        return _too_long(text)
+    with _cache_lock:
+        done = _cache.get(text)
+        if done is not None:
+            _cache.move_to_end(text)
+            return done
+        one_render = _rendering.setdefault(text, threading.Lock())
+    with one_render:  # the first request renders; the others for the same text wait and read its result
+        with _cache_lock:
+            done = _cache.get(text)
+        if done is None:
+            done = _render(text)
+            _remember(text, done)
+        with _cache_lock:
+            _rendering.pop(text, None)
+    return done
+
+
+def _remember(text: str, rendered: str) -> None:
+    global _cache_chars
+    with _cache_lock:
+        if text in _cache:
+            return
+        _cache[text] = rendered
+        _cache_chars += len(text) + len(rendered)
+        while _cache_chars > CACHE_MAX_CHARS and _cache:
+            old, old_html = _cache.popitem(last=False)
+            _cache_chars -= len(old) + len(old_html)
+
+
+def clear_cache() -> None:
+    """Forget every render (tests that time one)."""
+    global _cache_chars
+    with _cache_lock:
+        _cache.clear()
+        _cache_chars = 0
+
+
+def _too_long(text: str) -> str:
+    note = gettext(
+        "Shown as plain text: it is longer than %(limit)s characters, the most that is shown as formatted Markdown."
+    ) % {"limit": f"{settings.SEPLAB_MARKDOWN_MAX_CHARS:,}"}
+    return f"<p><em>{html.escape(note)}</em></p><pre>{html.escape(text)}</pre>"
+
+
+def _render(text: str) -> str:
     return nh3.clean(
         _MD.render(text),
         tags=TAGS,

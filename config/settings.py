@@ -316,6 +316,12 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# The longest input, reference or output a study file may hold, in characters (annotation/exchange/study_files.py):
+# a longer one is refused with its line and field.
+SEPLAB_MAX_TEXT_CHARS = envint("SEPLAB_MAX_TEXT_CHARS", "100000")
+# The longest text shown as rendered Markdown (annotation/rendering.py); a longer one is shown as plain text, so no
+# page spends more than a bounded time rendering one text.
+SEPLAB_MARKDOWN_MAX_CHARS = envint("SEPLAB_MARKDOWN_MAX_CHARS", "20000")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

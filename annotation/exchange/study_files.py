@@ -29,6 +29,21 @@ STUDY_FIELDS = ("id", "input", "reference", "outputs", "metadata")
 STUDY_CSV_REQUIRED = ("item_id", "input", "system", "sample", "output")
 STUDY_CSV_OUTPUT_COLUMNS = ("system", "sample", "output")  # none of them: a file of inputs alone
 STUDY_CSV_OPTIONAL = ("reference", "metadata")
+MAX_TEXT_CHARS = 100_000  # an input, reference or output, in characters (the default of SEPLAB_MAX_TEXT_CHARS)
+
+
+def _check_length(text: object, limit: int, line: int, field: str, problems: list[Problem]) -> None:
+    """A text longer than ``limit`` characters is a problem of its line and field."""
+    if isinstance(text, str) and len(text) > limit:
+        what = "output" if field.startswith("output") else field
+        problems.append(
+            Problem(
+                line,
+                field,
+                f"{what} is {len(text):,} characters long; the limit is {limit:,} (SEPLAB_MAX_TEXT_CHARS): "
+                "shorten it or leave the item out",
+            )
+        )
 
 
 @dataclasses.dataclass
@@ -59,8 +74,15 @@ class ParsedStudy:
         ]
 
 
-def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50 * 1024 * 1024) -> ParsedStudy:
-    """Parse a study file (JSONL or the long CSV form) and validate it completely.
+def parse_study(
+    data: bytes,
+    filename: str | None = None,
+    *,
+    max_bytes: int = 50 * 1024 * 1024,
+    max_text_chars: int = MAX_TEXT_CHARS,
+) -> ParsedStudy:
+    """Parse a study file (JSONL or the long CSV form) and validate it completely: every input, reference and output
+    at most ``max_text_chars`` characters.
 
     Raises ``FormatError`` listing every problem (line, field, reason); returns a ``ParsedStudy``
     only when the whole file is valid.
@@ -68,9 +90,9 @@ def parse_study(data: bytes, filename: str | None = None, *, max_bytes: int = 50
     text = decode_upload(data, max_bytes)
     problems: list[Problem] = []
     if detect_format(text, filename) == "jsonl":
-        items = _parse_study_jsonl(text, problems)
+        items = _parse_study_jsonl(text, problems, max_text_chars)
     else:
-        items = _parse_study_csv(text, problems)
+        items = _parse_study_csv(text, problems, max_text_chars)
     if not items and not problems:
         problems.append(Problem(None, None, "the file contains no items"))
     systems = _study_systems(items, problems)
@@ -119,7 +141,7 @@ def _study_systems(items: list[ParsedItem], problems: list[Problem]) -> list[str
     return systems
 
 
-def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:
+def _parse_study_jsonl(text: str, problems: list[Problem], limit: int) -> list[ParsedItem]:
     items: list[ParsedItem] = []
     seen: dict[str, int] = {}
     for line, obj in jsonl_objects(text, problems):
@@ -150,13 +172,15 @@ def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:
             problems.append(Problem(line, "input", "input must be a string"))
         elif not source.strip():
             problems.append(Problem(line, "input", "empty input"))
+        _check_length(source, limit, line, "input", problems)
         reference = obj.get("reference") or ""
         if not isinstance(reference, str):
             problems.append(Problem(line, "reference", "reference must be a string"))
+        _check_length(reference, limit, line, "reference", problems)
         metadata = obj.get("metadata") or {}
         if not isinstance(metadata, dict):
             problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
-        outputs = _validate_outputs(obj["outputs"], line, problems) if "outputs" in obj else None
+        outputs = _validate_outputs(obj["outputs"], line, problems, limit) if "outputs" in obj else None
         if len(problems) == before:
             items.append(ParsedItem(external_id, source, reference, metadata, outputs, line))  # type: ignore[arg-type]
     without = [item for item in items if item.outputs is None]
@@ -175,7 +199,7 @@ def _parse_study_jsonl(text: str, problems: list[Problem]) -> list[ParsedItem]:
     return items
 
 
-def _validate_outputs(outputs: Any, line: int, problems: list[Problem]) -> dict[str, list[str]]:
+def _validate_outputs(outputs: Any, line: int, problems: list[Problem], limit: int) -> dict[str, list[str]]:
     if outputs is None:
         problems.append(Problem(line, "outputs", "outputs is null: leave the field out for a file of inputs alone"))
         return {}
@@ -197,6 +221,7 @@ def _validate_outputs(outputs: Any, line: int, problems: list[Problem]) -> dict[
         for index, sample in enumerate(samples):
             if not isinstance(sample, str):
                 problems.append(Problem(line, f"{field}[{index}]", "output must be a string"))
+            _check_length(sample, limit, line, f"{field}[{index}]", problems)
         clean[system] = samples
     return clean
 
@@ -217,7 +242,7 @@ def _csv_metadata(row: dict, line: int, problems: list[Problem]) -> Any:
     return metadata
 
 
-def _parse_inputs_csv(header: list[str], rows, problems: list[Problem]) -> list[ParsedItem]:
+def _parse_inputs_csv(header: list[str], rows, problems: list[Problem], limit: int) -> list[ParsedItem]:
     """A CSV of inputs alone (``item_id``, ``input``, optional ``reference`` and ``metadata``; no system, sample or
     output columns): one item per row, its outputs generated from endpoints later."""
     for column in header:
@@ -242,18 +267,20 @@ def _parse_inputs_csv(header: list[str], rows, problems: list[Problem]) -> list[
             seen[external_id] = line
         if not row["input"].strip():
             problems.append(Problem(line, "input", "empty input"))
+        for column in ("input", "reference"):
+            _check_length(row.get(column), limit, line, column, problems)
         metadata = _csv_metadata(row, line, problems)
         if len(problems) == before:
             items.append(ParsedItem(external_id, row["input"], row.get("reference", ""), metadata, {}, line))
     return items
 
 
-def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
+def _parse_study_csv(text: str, problems: list[Problem], limit: int) -> list[ParsedItem]:
     header, rows = csv_rows(text, problems)
     if not header:
         return []
     if not any(c in header for c in STUDY_CSV_OUTPUT_COLUMNS) and all(c in header for c in ("item_id", "input")):
-        return _parse_inputs_csv(header, rows, problems)
+        return _parse_inputs_csv(header, rows, problems, limit)
     missing = [c for c in STUDY_CSV_REQUIRED if c not in header]
     unknown = [c for c in header if c not in STUDY_CSV_REQUIRED + STUDY_CSV_OPTIONAL]
     for column in missing:
@@ -290,6 +317,8 @@ def _parse_study_csv(text: str, problems: list[Problem]) -> list[ParsedItem]:
             )
             ok = False
         before = len(problems)
+        for column in ("input", "reference", "output"):
+            _check_length(row.get(column), limit, line, column, problems)
         metadata = _csv_metadata(row, line, problems)
         if not ok or len(problems) > before:
             continue

@@ -84,7 +84,9 @@ def check_study_name(owner: User, name: str) -> str:
 
 
 def _parse(data: bytes, filename: str | None) -> study_files.ParsedStudy:
-    return study_files.parse_study(data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES)
+    return study_files.parse_study(
+        data, filename, max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES, max_text_chars=settings.SEPLAB_MAX_TEXT_CHARS
+    )
 
 
 @transaction.atomic

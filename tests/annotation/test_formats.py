@@ -258,3 +258,51 @@ def test_a_null_sample_index_is_a_problem_not_a_crash():
     with pytest.raises(FormatError) as exc:
         parse_judgments((json.dumps(line) + "\n").encode(), "j.jsonl", {"i1": {"a": 1, "b": 1}})
     assert "line 1, field 'sample_a': sample_a must be a whole number from 0 to 2147483647" in str(exc.value)
+
+
+def test_a_text_longer_than_the_limit_is_refused_with_its_line_and_field():
+    """A study once took outputs of 10 MB (and a million "[" tied up its preview for a minute): an input, reference
+    or output is at most SEPLAB_MAX_TEXT_CHARS characters, each one over it named."""
+    long = "x" * 101
+    messages = problems_of(
+        jl(item("x1"), item("x2", input=long, reference=long, outputs={"a": ["ok", long], "b": ["b0", "b1"]})),
+        max_text_chars=100,
+    )
+    assert messages == [
+        "line 2, field 'input': input is 101 characters long; the limit is 100 (SEPLAB_MAX_TEXT_CHARS): "
+        "shorten it or leave the item out",
+        "line 2, field 'reference': reference is 101 characters long; the limit is 100 (SEPLAB_MAX_TEXT_CHARS): "
+        "shorten it or leave the item out",
+        "line 2, field 'outputs.a[1]': output is 101 characters long; the limit is 100 (SEPLAB_MAX_TEXT_CHARS): "
+        "shorten it or leave the item out",
+    ]
+    assert parse_study(jl(item("x1", input="x" * 100)), "s.jsonl", max_text_chars=100).items[0].input == "x" * 100
+
+
+def test_a_csv_text_longer_than_the_limit_is_refused_with_its_line_and_field():
+    rows = "item_id,input,system,sample,output\nq,in,a,0,fine\nq,in,b,0," + "y" * 101 + "\n"
+    assert problems_of(rows.encode(), "s.csv", max_text_chars=100)[0] == (
+        "line 3, field 'output': output is 101 characters long; the limit is 100 (SEPLAB_MAX_TEXT_CHARS): "
+        "shorten it or leave the item out"
+    )
+    inputs = "item_id,input\nq," + "z" * 101 + "\n"
+    assert problems_of(inputs.encode(), "s.csv", max_text_chars=100) == [
+        "line 2, field 'input': input is 101 characters long; the limit is 100 (SEPLAB_MAX_TEXT_CHARS): "
+        "shorten it or leave the item out"
+    ]
+
+
+def test_the_browser_refuses_a_ten_megabyte_output(researcher_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    from annotation.models import Study
+
+    big = jl(item("x1"), item("x2", outputs={"a": ["[" * 10_000_000], "b": ["b0"]}))
+    response = researcher_client.post(
+        reverse("study_create"), {"name": "huge", "file": SimpleUploadedFile("h.jsonl", big)}
+    )
+    assert response.status_code == 400 and not Study.objects.exists()
+    assert "line 2, field &#x27;outputs.a[0]&#x27;: output is 10,000,000 characters long; the limit is 100,000" in (
+        response.content.decode()
+    )
