@@ -32,6 +32,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from annotation import endpoints, jobs
 from annotation.endpoints import FATAL, EndpointError, RunResult, redact, storable
 from annotation.models import Endpoint, Job, Study
+from annotation.outbound import EndpointRefused, ReplyTooLarge
 from annotation.worker import stale_after
 
 E = TypeVar("E", bound=Endpoint)  # the endpoint: a judge, a system's
@@ -193,8 +194,10 @@ class EndpointRun(ABC, Generic[E, R]):
 
     def ask(self, client: openai.OpenAI, request: R) -> Reply[R]:
         """One chat completion; errors that survive the client's retries become the reply's ``error``, except the
-        ones no retry mends (``FATAL``), which are raised; a response the client did not validate and that cannot be
-        read arrived all the same (paid for): an unusable reply."""
+        ones no retry mends (``FATAL``) and a target refused on connecting (``EndpointRefused``: its address changed
+        to an internal one), which end the run; a body that cannot be read at all (too long, not JSON, nested too
+        deep, empty) is a failed call too, asked again on resume; a response the client did not validate and whose
+        shape cannot be read arrived all the same (paid for): an unusable reply."""
         endpoint = self.endpoint
         try:
             completion = client.chat.completions.create(
@@ -207,8 +210,14 @@ class EndpointRun(ABC, Generic[E, R]):
             )
         except FATAL:
             raise
+        except EndpointRefused as exc:
+            raise EndpointError(str(exc)) from None
+        except ReplyTooLarge as exc:
+            return Reply(request, error=str(exc))
         except openai.OpenAIError as exc:
-            return Reply(request, error=f"{type(exc).__name__}: {exc}")
+            return Reply(request, error=endpoints.described(exc))
+        except endpoints.UNREADABLE as exc:
+            return Reply(request, error=f"The endpoint's reply could not be read: {endpoints.described(exc)}")
         try:
             return self.read(request, completion)
         except endpoints.MALFORMED as exc:
@@ -221,8 +230,9 @@ class EndpointRun(ABC, Generic[E, R]):
         """Store one reply: what it produced and its call in one transaction, an unusable reply or a failure as a
         call. None when the request was settled already (another run got there first)."""
         at = timezone.now()
+        reply = self.redacted(reply)
         if reply.error:
-            status, problem, answer = self.FAILED, redact(reply.error, self.endpoint), None
+            status, problem, answer = self.FAILED, reply.error, None
         elif reply.problem:
             status, problem, answer = self.UNUSABLE, reply.problem, None
         else:
@@ -255,6 +265,20 @@ class EndpointRun(ABC, Generic[E, R]):
                 return previous
         except IntegrityError:  # a concurrent run recorded this request in between
             return None
+
+    def redacted(self, reply: Reply[R]) -> Reply[R]:
+        """A reply with every key taken out of everything kept or shown from it (``endpoints.redact``: an endpoint
+        that repeats the request's headers would otherwise put the key on the page), its error shortened."""
+        keys = endpoints.secrets(self.endpoint)
+        return dataclasses.replace(
+            reply,
+            text=redact(reply.text, self.endpoint, keys),
+            response=redact(reply.response, self.endpoint, keys),
+            notes=redact(reply.notes, self.endpoint, keys),
+            error=endpoints.shortened(redact(reply.error, self.endpoint, keys)),
+            problem=endpoints.shortened(redact(reply.problem, self.endpoint, keys)),
+            tokens=tuple((redact(t, self.endpoint, keys), alts) for t, alts in reply.tokens),
+        )
 
     def usage(self) -> Usage:
         row = self.endpoint.calls.aggregate(
@@ -384,7 +408,7 @@ class EndpointRun(ABC, Generic[E, R]):
         except Exception as exc:  # the page shows what went wrong; resuming retries what is missing
             if jobs.is_outage(exc):
                 raise  # the database was unreachable: the job waits and resumes what is missing
-            raise jobs.JobFailed(storable(redact(f"{type(exc).__name__}: {exc}", self.endpoint))) from None
+            raise jobs.JobFailed(storable(redact(endpoints.described(exc), self.endpoint))) from None
         said = self.summary()
         if result.stopped:
             return jobs.Outcome(f"Stopped: {said} Resume to go on.", status=Job.Status.STOPPED)

@@ -4,8 +4,11 @@ client and the run loop under every endpoint run (``annotation/endpoint_runs.py`
 The official ``openai`` client speaks to hosted APIs, vLLM, Ollama and the llama.cpp server alike, and brings the
 retries with exponential backoff on 429, 5xx, timeouts and dropped connections, honouring Retry-After. A run asks
 ``max_concurrency`` requests at a time on worker threads (no database there) and records each reply on the calling
-thread as it arrives; it stops, pauses for other jobs and cuts off a request that outlives its time limit, and what
-was cut off is recorded as failed, to be asked again on resume.
+thread as it arrives; it stops (within ``STOP_TICK`` of Stop being pressed, however long the requests out), pauses
+for other jobs and cuts off a request that outlives its time limit, and what was cut off is recorded as failed, to be
+asked again on resume. Every request goes through ``outbound.EndpointTransport`` (addresses checked and pinned, the
+operator's key only to its hosts, replies read up to a limit); a reply that cannot be read (too long, not JSON, nested
+too deep, empty) is one failed call, never a failed run; every string kept from a reply has the keys taken out.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ import openai
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from annotation import outbound
 from annotation.models import Endpoint, key_variables, unknown_key_variable
-from annotation.outbound import EndpointRefused, check_endpoint
+from annotation.outbound import EndpointRefused, check_endpoint, check_key_host
 from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
 from annotation.text import UNSTORABLE
 
-TICK = 15.0  # seconds; well inside the staleness limit (annotation.worker.stale_after, 120 s)
+TICK = 15.0  # seconds between progress reports (the job's heartbeat), well inside annotation.worker.stale_after
+STOP_TICK = 0.5  # seconds between looks at the Stop button while requests are out
+ERROR_CHARS = 2000  # an endpoint's error is kept (and shown) up to this many characters
 # Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
 FATAL = (
     openai.AuthenticationError,
@@ -37,7 +43,9 @@ FATAL = (
     openai.UnprocessableEntityError,
 )
 MAX_TOKENS_COUNTED = 2**31 - 1  # the database's integer: an endpoint's count beyond it is not believed
-REQUEST_LIMIT_CAP = 900.0  # no request, with all its retries, may hold a thread longer than 15 minutes
+# What a reply that came back could not be read as (the client parses the body before it is ours): not JSON, nested
+# deeper than the parser goes, an empty body; each becomes one failed call.
+UNREADABLE = (ValueError, TypeError, RecursionError)
 
 
 class EndpointError(Exception):
@@ -46,8 +54,11 @@ class EndpointError(Exception):
 
 def api_key(endpoint: Endpoint) -> str:
     """The stored key, else the named environment variable of the worker; a local server that needs none is
-    configured with neither (the client still sends a placeholder)."""
+    configured with neither (the client still sends a placeholder). A stored key only for the base URL it was
+    entered for; the operator's variable only for the hosts it names (``outbound.check_key_host``)."""
     if endpoint.api_key:
+        if endpoint.api_key_url != endpoint.base_url:
+            raise EndpointError(key_url_changed(endpoint))
         if isinstance(endpoint.api_key, SealedUnreadable):
             raise EndpointError(
                 str(
@@ -61,6 +72,10 @@ def api_key(endpoint: Endpoint) -> str:
     if endpoint.api_key_env:
         if endpoint.api_key_env not in key_variables():  # stored before the operator's list, or by a script
             raise EndpointError(unknown_key_variable())
+        try:
+            check_key_host(endpoint.api_key_env, endpoint.base_url)
+        except EndpointRefused as exc:
+            raise EndpointError(str(exc)) from None
         value = os.environ.get(endpoint.api_key_env, "")
         if not value:
             raise EndpointError(
@@ -83,13 +98,44 @@ def check_configuration(endpoint: Endpoint) -> None:
         ) from exc
 
 
-def redact(text: str, endpoint: Endpoint) -> str:
-    """An error message with the endpoint's key taken out (endpoints sometimes echo it)."""
-    try:
-        key = api_key(endpoint)
-    except EndpointError:
-        return text
-    return text.replace(key, "[key]") if len(key) >= 4 else text
+def key_url_changed(endpoint: Endpoint) -> str:
+    return (
+        f"The stored key was entered for {endpoint.api_key_url or 'another base URL'}, not {endpoint.base_url}; a "
+        "stored key is sent only to the URL it was entered for. Type the key again on the endpoint's page."
+    )
+
+
+def secrets(endpoint: Endpoint) -> list[str]:
+    """Every key this server could send anywhere: the endpoint's stored key and the values of the operator's key
+    variables, longest first (one may hold another)."""
+    found = [] if isinstance(endpoint.api_key, SealedUnreadable) else [endpoint.api_key or ""]
+    found += [os.environ.get(name, "") for name in key_variables()]
+    return sorted({key for key in found if len(key) >= 4}, key=len, reverse=True)
+
+
+def redact(value, endpoint: Endpoint, keys: list[str] | None = None):
+    """Text -- or a reply's JSON, every string and key in it -- with every key of ``secrets`` taken out (endpoints
+    echo them: in errors, in replies that repeat the request's headers)."""
+    keys = secrets(endpoint) if keys is None else keys
+    if isinstance(value, str):
+        for key in keys:
+            value = value.replace(key, "[key]")
+        return value
+    if isinstance(value, dict):
+        return {redact(k, endpoint, keys): redact(item, endpoint, keys) for k, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact(item, endpoint, keys) for item in value)
+    return value
+
+
+def described(exc: BaseException) -> str:
+    """An error as the ledger keeps it: its kind and words, at most ``ERROR_CHARS`` characters (an endpoint's error
+    message can be megabytes long)."""
+    return shortened(f"{type(exc).__name__}: {exc}")
+
+
+def shortened(text: str, limit: int = ERROR_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit:,} more characters)"
 
 
 def check_target(endpoint: Endpoint) -> None:
@@ -102,14 +148,19 @@ def check_target(endpoint: Endpoint) -> None:
 
 
 def make_client(endpoint: Endpoint) -> openai.OpenAI:
-    """The official client, never following redirects: an allowed host must not bounce a request (and its key)
-    somewhere else."""
+    """The official client, never following redirects (an allowed host must not bounce a request, and its key,
+    somewhere else), through ``outbound.EndpointTransport``: pinned, checked addresses, the operator's key only to its
+    hosts, replies read up to ``SEPLAB_ENDPOINT_REPLY_BYTES``; no proxy from the environment."""
+    key = api_key(endpoint)
+    transport = outbound.EndpointTransport(key_variable="" if endpoint.api_key else endpoint.api_key_env)
     return openai.OpenAI(
         base_url=endpoint.base_url,
-        api_key=api_key(endpoint),
+        api_key=key,
         timeout=endpoint.timeout_seconds,
         max_retries=endpoint.max_retries,
-        http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=endpoint.timeout_seconds),
+        http_client=openai.DefaultHttpxClient(
+            follow_redirects=False, timeout=endpoint.timeout_seconds, transport=transport, trust_env=False
+        ),
     )
 
 
@@ -145,6 +196,74 @@ def storable(value):
     return value
 
 
+def _short(value: object, limit: int = 200) -> object:
+    """A scalar of a reply as kept: a string cut to ``limit``, a number, else nothing."""
+    if isinstance(value, str):
+        return value[:limit]
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _logprobs(value: object) -> dict | None:
+    """Each token's log-probability and its top alternatives (what P(A) is read from), nothing else."""
+    content = value.get("content") if isinstance(value, dict) else None
+    if not isinstance(content, list):
+        return None
+    kept = []
+    for token in content:
+        if not isinstance(token, dict):
+            continue
+        alternatives = [
+            {"token": _short(a.get("token")), "logprob": _short(a.get("logprob"))}
+            for a in token.get("top_logprobs") or []
+            if isinstance(a, dict)
+        ]
+        kept.append(
+            {"token": _short(token.get("token")), "logprob": _short(token.get("logprob")), "top_logprobs": alternatives}
+        )
+    return {"content": kept}
+
+
+def kept_response(completion, content: str | None, logprobs: bool = True) -> dict:
+    """What a run keeps of a chat completion: its id, model, fingerprint, the first choice's finish reason, role,
+    refusal, log-probabilities (``logprobs``) and ``content`` (the reply's text as the run stores it, or None when it
+    is stored elsewhere), and the usage's token counts -- never an endpoint's further fields (a reply may carry
+    megabytes of them). Every string made storable."""
+    data = completion.model_dump(mode="json", warnings=False)
+    data = data if isinstance(data, dict) else {}
+    choices = []
+    for choice in (data.get("choices") if isinstance(data.get("choices"), list) else [])[:1]:
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        choices.append(
+            {
+                "index": _short(choice.get("index")),
+                "finish_reason": _short(choice.get("finish_reason")),
+                "message": {
+                    "role": _short(message.get("role")),
+                    "content": content,
+                    "refusal": _short(message.get("refusal"), 300),
+                },
+                "logprobs": _logprobs(choice.get("logprobs")) if logprobs else None,
+            }
+        )
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return storable(
+        {
+            "id": _short(data.get("id")),
+            "model": _short(data.get("model")),
+            "created": _short(data.get("created")),
+            "system_fingerprint": _short(data.get("system_fingerprint")),
+            "choices": choices,
+            "usage": {
+                k: _short(usage.get(k), 40)
+                for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+                if k in usage
+            },
+        }
+    )
+
+
 MALFORMED = (AttributeError, TypeError, ValueError, KeyError, IndexError)  # a reply the client did not validate
 
 
@@ -163,8 +282,9 @@ def cost(endpoint: Endpoint, prompt_tokens: int, completion_tokens: int) -> Deci
 
 def request_limit(endpoint: Endpoint) -> float:
     """The most time one request may take with all its attempts, however its endpoint trickles bytes: the
-    timeout (which the client applies per read) times the attempts, at most ``REQUEST_LIMIT_CAP``."""
-    return min(endpoint.timeout_seconds * (endpoint.max_retries + 1), REQUEST_LIMIT_CAP)
+    timeout (which the client applies per read) times the attempts, at most ``SEPLAB_ENDPOINT_REQUEST_SECONDS``
+    (which the endpoint's form holds it to: ``models.Endpoint.clean``)."""
+    return min(endpoint.timeout_seconds * (endpoint.max_retries + 1), settings.SEPLAB_ENDPOINT_REQUEST_SECONDS)
 
 
 @dataclasses.dataclass
@@ -207,8 +327,8 @@ def do_run(
     result: RunResult | None = None,
 ) -> RunResult:
     """Ask for each request of ``source`` (``total`` of them), ``max_concurrency`` at a time, recording each reply
-    as it arrives. ``should_stop`` is checked after each reply and every ``TICK`` seconds; once it says so -- or the
-    run has used its ``slice_seconds`` (default SEPLAB_JUDGE_SLICE_SECONDS), so that one endpoint never holds the
+    as it arrives. ``should_stop`` is checked after each reply and every ``STOP_TICK`` seconds; once it says so -- or
+    the run has used its ``slice_seconds`` (default SEPLAB_JUDGE_SLICE_SECONDS), so that one endpoint never holds the
     worker while other researchers' jobs wait -- no new request is sent and the ones in flight are cut off at once
     (their connections closed: they are recorded as failed and asked again on resume). A request that takes longer
     than ``request_limit`` with all its attempts (an endpoint trickling one byte at a time defeats a per-read
@@ -242,13 +362,14 @@ def do_run(
             result.recorded += 1
         result.abandoned += 1
 
+    reported = time.monotonic()
     try:
         refill()
         while in_flight:
-            # a tick at least every TICK seconds keeps the job's heartbeat fresh and hears a stop while slow
-            # requests are out; sooner when a request's time limit or the slice ends first
+            # a look at Stop every STOP_TICK seconds while slow requests are out; sooner when a request's time limit
+            # or the slice ends first
             now = time.monotonic()
-            wake = min([TICK, ends - now, *(deadline - now for _, deadline, _ in in_flight.values())])
+            wake = min([STOP_TICK, ends - now, *(deadline - now for _, deadline, _ in in_flight.values())])
             finished, _ = concurrent.futures.wait(
                 list(in_flight), timeout=max(wake, 0.01), return_when=concurrent.futures.FIRST_COMPLETED
             )
@@ -277,7 +398,9 @@ def do_run(
                 )
                 for future in list(in_flight):
                     cut_off(future, why)
-            progress(result.recorded, total)
+            if finished or now - reported >= TICK or not in_flight:  # the job's heartbeat, at least every TICK
+                progress(result.recorded, total)
+                reported = now
             refill()
     finally:
         for _, _, client in in_flight.values():  # an error on the way out: nothing keeps a connection open

@@ -239,12 +239,25 @@ SEPLAB_JUDGE_SLICE_SECONDS = float(os.environ.get("SEPLAB_JUDGE_SLICE_SECONDS", 
 # (annotation/secrets_at_rest.py); unset, from SECRET_KEY. Changing it makes stored keys unreadable (asked again).
 SEPLAB_ENCRYPTION_KEY = os.environ.get("SEPLAB_ENCRYPTION_KEY", "")
 
-# LLM judges may read their API key only from these environment variables of the worker, named by the operator
-# (comma-separated); any other name is refused, so a judge cannot have the server send its SECRET_KEY, DATABASE_URL
-# or cloud credentials to an endpoint of the researcher's choosing. Empty: judges use stored keys only.
-SEPLAB_JUDGE_KEY_VARIABLES = [
-    v.strip() for v in os.environ.get("SEPLAB_JUDGE_KEY_VARIABLES", "OPENAI_API_KEY").split(",") if v.strip()
-]
+# LLM judges and generated systems may read their API key only from these environment variables of the worker,
+# each tied to the hosts it is for: NAME=HOST[|HOST...], comma-separated, host names without ports
+# ("OPENAI_API_KEY=api.openai.com,OTHER=host1|host2"). Any other name is refused, so a researcher cannot have the
+# server send its SECRET_KEY, DATABASE_URL or cloud credentials anywhere; a variable is sent to its own hosts only
+# (annotation/outbound.py); a name without hosts is refused by `check --deploy`. Empty: stored keys only.
+SEPLAB_JUDGE_KEY_VARIABLES = {
+    name.strip(): [host.strip().lower() for host in hosts.split("|") if host.strip()]
+    for name, _, hosts in (
+        entry.partition("=")
+        for entry in os.environ.get("SEPLAB_JUDGE_KEY_VARIABLES", "OPENAI_API_KEY=api.openai.com").split(",")
+    )
+    if name.strip()
+}
+
+# An endpoint's reply is read up to this many bytes; a longer one is cut off and recorded as a failed call.
+SEPLAB_ENDPOINT_REPLY_BYTES = envint("SEPLAB_ENDPOINT_REPLY_BYTES", str(4 * 1024 * 1024))
+# The most time one request of a judge or a generated system may take with all its attempts: its timeout times its
+# attempts (1 + retries) may not exceed this (checked when it is saved), and a request still out after it is cut off.
+SEPLAB_ENDPOINT_REQUEST_SECONDS = float(os.environ.get("SEPLAB_ENDPOINT_REQUEST_SECONDS", "900"))
 
 # LLM judges' endpoints may not be loopback, private or link-local addresses (annotation/outbound.py) unless named
 # here (host names, addresses or networks, comma-separated), e.g. a local vLLM at 127.0.0.1. With DEBUG on the

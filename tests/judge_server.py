@@ -17,7 +17,12 @@ built from the client's response types (``ChatCompletion``) and are deterministi
   (``completion_tokens: -5``), ``[[huge-usage]]`` (2^40 + 5 prompt tokens), ``[[nul]]`` (a NUL in the reply),
   ``[[nul-error]]`` (always a 500 whose message holds a NUL), ``[[malformed-shape]]`` (a 200 that is no chat
   completion), ``[[trickle]]`` (200 at once, then the body a byte every ``trickle_seconds``: a per-read timeout
-  never fires);
+  never fires), ``[[hang]]`` (never answers, until the client hangs up or the server closes), ``[[invalid-json]]``,
+  ``[[empty-body]]`` and ``[[deep-json]]`` (a 200 whose body is not JSON, empty, or JSON nested ``deep`` levels),
+  ``[[giant]]`` (a 200 of ``giant_bytes`` bytes, its length announced or, with ``[[giant-chunked]]``, not),
+  ``[[huge-error]]`` (a 400 whose message is ``huge_error_chars`` long), ``[[extra-fields]]`` (a verdict with
+  ``extra_bytes`` of extra JSON beside it), ``[[echo-headers]]`` (a verdict that first repeats the request's headers,
+  the key among them);
 - with ``logprobs`` requested, each token carries its log-probability and the label token its alternatives
   A / B / Tie with P(A) = P(first).
 
@@ -114,8 +119,10 @@ def verdict_lines(prompt: str, first_wins: bool) -> str:
 class JudgeServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int = 0, api_key: str | None = None, slow_seconds: float = 2.0) -> None:
-        super().__init__(("127.0.0.1", port), Handler)
+    def __init__(
+        self, port: int = 0, api_key: str | None = None, slow_seconds: float = 2.0, host: str = "127.0.0.1"
+    ) -> None:
+        super().__init__((host, port), Handler)
         self.api_key = api_key
         self.slow_seconds = slow_seconds
         self.lock = threading.Lock()
@@ -128,10 +135,21 @@ class JudgeServer(ThreadingHTTPServer):
         self.delay = 0.0  # seconds before every reply (to hold requests in flight)
         self.trickle_seconds = 0.3  # between the bytes of a [[trickle]] reply
         self.hung_up = 0  # [[trickle]] replies the client cut off
+        self.hanging = 0  # [[hang]] requests still held open
+        self.released = threading.Event()  # set: every [[hang]] request ends (the test is over)
+        self.deep = 1000
+        self.giant_bytes = 50_000_000
+        self.huge_error_chars = 5_000_000
+        self.extra_bytes = 30_000_000
+        self.headers_seen: list[dict[str, str]] = []  # every valid request's headers
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+        return f"http://{self.server_address[0]}:{self.server_address[1]}/v1"
+
+    def shutdown(self) -> None:
+        self.released.set()
+        super().shutdown()
 
     def start(self) -> JudgeServer:
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -199,6 +217,7 @@ class Handler(BaseHTTPRequestHandler):
         prompt = body["messages"][-1]["content"]
         with self.server.lock:
             self.server.requests.append(body)
+            self.server.headers_seen.append(dict(self.headers))
             self.server.seen[prompt] += 1
             attempt = self.server.seen[prompt]
             self.server.in_flight += 1
@@ -230,6 +249,8 @@ class Handler(BaseHTTPRequestHandler):
                     "usage": "many",
                 },
             )
+            return
+        if self._fault(body, prompt):
             return
         if "[[server-error]]" in prompt and attempt == 1:
             self._error(500, "The server had an error.", "server_error", {"retry-after-ms": "5"})
@@ -270,6 +291,8 @@ class Handler(BaseHTTPRequestHandler):
             text = "A is better.\x00\n" + verdict_lines(prompt, True)
         elif "[[huge]]" in prompt:
             text = "x" * 2_000_000 + "\n" + verdict_lines(prompt, p > 0.5)
+        elif "[[echo-headers]]" in prompt:
+            text = json.dumps(dict(self.headers)) + "\n" + verdict_lines(prompt, p > 0.5)
         else:
             text = "The chosen output is more complete.\n" + verdict_lines(prompt, p > 0.5)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
@@ -292,7 +315,63 @@ class Handler(BaseHTTPRequestHandler):
             ],
             "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
         }
-        self._send(200, ChatCompletion.model_validate(completion).model_dump(mode="json", exclude_none=True))
+        reply = ChatCompletion.model_validate(completion).model_dump(mode="json", exclude_none=True)
+        if "[[extra-fields]]" in prompt:
+            reply["debug"] = {"trace": "t" * self.server.extra_bytes, "headers": dict(self.headers)}
+        self._send(200, reply)
+
+    def _raw(self, status: int, data: bytes, length: bool = True) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        if length:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            for start in range(0, len(data), 1 << 20):
+                self.wfile.write(data[start : start + (1 << 20)])
+        except OSError:  # the client stopped reading
+            with self.server.lock:
+                self.server.hung_up += 1
+        with self.server.lock:
+            self.server.statuses[status] += 1
+        if not length:
+            self.close_connection = True
+
+    def _fault(self, body: dict, prompt: str) -> bool:
+        """The faults of a reply's body and size; True when one answered."""
+        server = self.server
+        if "[[hang]]" in prompt:  # holds the request until the client hangs up (or the test ends)
+            with server.lock:
+                server.hanging += 1
+            try:
+                self.connection.settimeout(0.1)
+                while not server.released.is_set():
+                    try:
+                        if self.connection.recv(1) == b"":  # the client closed its end
+                            break
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        break
+            finally:
+                with server.lock:
+                    server.hanging -= 1
+                    server.hung_up += 1
+            self.close_connection = True
+            return True
+        if "[[invalid-json]]" in prompt:
+            self._raw(200, b'{"id": "x", "choices": [')
+        elif "[[empty-body]]" in prompt:
+            self._raw(200, b"")
+        elif "[[deep-json]]" in prompt:
+            self._raw(200, b"[" * server.deep + b"]" * server.deep)
+        elif "[[giant]]" in prompt or "[[giant-chunked]]" in prompt:
+            self._raw(200, b" " * server.giant_bytes + b"{}", length="[[giant]]" in prompt)
+        elif "[[huge-error]]" in prompt:
+            self._error(400, "E" * server.huge_error_chars, "invalid_request_error")
+        else:
+            return False
+        return True
 
     def _generate(self, body: dict, prompt: str, attempt: int) -> None:
         text, finish = generated_text(body["model"], prompt, body.get("seed"), attempt), "stop"

@@ -206,7 +206,7 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         return {} if seed is None else {"seed": seed + request.sample_index}
 
     def read(self, request: Request, completion) -> Reply[Request]:
-        response = endpoints.storable(completion.model_dump(mode="json", warnings=False))
+        response = endpoints.kept_response(completion, None)  # the text is stored once, as the output
         if not completion.choices:  # a reply arrived (and counts against the budget) without an output in it
             return Reply(request, response=response, problem="The response has no choices.")
         choice = completion.choices[0]
@@ -231,9 +231,6 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
             )
         if finish == "length":
             notes.append(f"cut off at the token limit ({self.endpoint.max_tokens} tokens)")
-        for choice_body in response.get("choices") or []:  # the text is stored once, as the output
-            if isinstance((choice_body.get("message") or {}).get("content"), str):
-                choice_body["message"]["content"] = None
         return Reply(
             request,
             text="" if problem else newlines(text),

@@ -63,17 +63,6 @@ def call_key(judge: Judge, pair_id: int, a_shown_first: bool) -> str:
     return f"judge-{judge.pk}-{pair_id}-{'ab' if a_shown_first else 'ba'}"
 
 
-def _trimmed(response: dict, text: str) -> dict:
-    """The response as kept: the reply's text is stored once, in ``JudgeCall.reply``, so the copy inside the
-    response is cut to the same length."""
-    for choice in response.get("choices") or []:
-        message = choice.get("message") or {}
-        if isinstance(message.get("content"), str) and len(message["content"]) > len(text):
-            message["content"] = text
-            choice["logprobs"] = None  # as long as the reply: dropped with it
-    return response
-
-
 class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
     """A judge's verdicts on the pairs of its scope, each in both display orders."""
 
@@ -177,9 +166,7 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
     def read(self, request: Request, completion) -> Reply[Request]:
         if not completion.choices:
             return Reply(
-                request,
-                response=endpoints.storable(completion.model_dump(mode="json", warnings=False)),
-                error="The response has no choices.",
+                request, response=endpoints.kept_response(completion, None), error="The response has no choices."
             )
         choice = completion.choices[0]
         notes: list[str] = []
@@ -207,7 +194,9 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
                 "each replaced by U+FFFD."
             )
             text, tokens = UNSTORABLE.sub("\ufffd", text), ()
-        response = _trimmed(completion.model_dump(mode="json", warnings=False), text)
+        # the reply's text is kept once more in the response as the call stores it; its log-probabilities only
+        # while whole
+        response = endpoints.kept_response(completion, text, logprobs=bool(tokens))
         if notes:
             response["seplab_notes"] = notes
         return Reply(

@@ -16,7 +16,7 @@ from annotation.models.judgments import Judgment
 from annotation.models.plan import Pair
 from annotation.models.raters import Rater
 from annotation.models.studies import Study
-from annotation.outbound import EndpointRefused, check_endpoint
+from annotation.outbound import EndpointRefused, check_endpoint, check_key_host, key_hosts
 from annotation.secrets_at_rest import SealedTextField
 
 if TYPE_CHECKING:
@@ -85,14 +85,42 @@ class Endpoint(models.Model):
         abstract = True
 
     def clean(self) -> None:
+        """The URL, the key's variable and the hosts it is for, the stored key's URL (set when the key is new, asked
+        again when the URL changed), and the most time one request may take with all its attempts."""
         super().clean()
-        if self.api_key_env and self.api_key_env not in key_variables():
-            raise ValidationError({"api_key_env": unknown_key_variable()})
+        errors: dict[str, str] = {}
         if self.base_url:
             try:
                 check_endpoint(self.base_url, must_resolve=False)
             except EndpointRefused as exc:
-                raise ValidationError({"base_url": str(exc)}) from None
+                errors["base_url"] = str(exc)
+        if self.api_key_env and self.api_key_env not in key_variables():
+            errors["api_key_env"] = unknown_key_variable()
+        elif self.api_key_env and not self.api_key:
+            try:
+                check_key_host(self.api_key_env, self.base_url or "")
+            except EndpointRefused as exc:
+                errors["api_key_env"] = str(exc)
+        if not self.api_key:
+            self.api_key_url = ""
+        elif not self.api_key_url:  # a key typed now: for this URL only
+            self.api_key_url = self.base_url
+        elif self.api_key_url != self.base_url:
+            errors["api_key"] = (
+                f"The stored key was entered for {self.api_key_url}; a stored key is sent only to the URL it was "
+                "entered for. Type the key again for the new base URL (or remove it)."
+            )
+        limit = settings.SEPLAB_ENDPOINT_REQUEST_SECONDS
+        if isinstance(self.timeout_seconds, int | float) and isinstance(self.max_retries, int):
+            total = self.timeout_seconds * (self.max_retries + 1)
+            if total > limit:
+                errors["timeout_seconds"] = (
+                    f"A request may take at most {limit:,.0f} s with all its attempts on this server; the timeout "
+                    f"({self.timeout_seconds:g} s) times the attempts (1 + {self.max_retries} retries) is "
+                    f"{total:,.0f} s. Lower the timeout or the retries."
+                )
+        if errors:
+            raise ValidationError(errors)
 
 
 class Judge(Endpoint):
@@ -156,8 +184,15 @@ class SystemEndpoint(Endpoint):
 
 
 def key_variables() -> list[str]:
-    """The environment variables the operator lets judges read their API key from (SEPLAB_JUDGE_KEY_VARIABLES)."""
-    return list(settings.SEPLAB_JUDGE_KEY_VARIABLES)
+    """The environment variables the operator lets endpoints read their API key from (SEPLAB_JUDGE_KEY_VARIABLES),
+    each for its own hosts (``outbound.key_hosts``)."""
+    return list(key_hosts())
+
+
+def key_variable_words(name: str) -> str:
+    """A key variable as the form offers it: with the hosts it is for."""
+    hosts = key_hosts().get(name, ())
+    return f"{name} (for {', '.join(hosts)})" if hosts else f"{name} (for no host: the operator named none)"
 
 
 def unknown_key_variable() -> str:
@@ -167,7 +202,7 @@ def unknown_key_variable() -> str:
         return "This server lets judges use stored keys only: store the key with the judge."
     return (
         "Judges may read their key only from the environment variables the server's operator allows: "
-        + ", ".join(allowed)
+        + "; ".join(key_variable_words(name) for name in allowed)
         + ". Choose one of them, or store the key with the judge."
     )
 

@@ -13,6 +13,7 @@ from annotation.exchange.rules import MAX_STORED_INT
 from annotation.generating import runner as generating
 from annotation.judges import prompts
 from annotation.models import Judge, Study, SystemEndpoint, key_variables
+from annotation.models.endpoints import key_variable_words
 from annotation.plan import planning
 from annotation.text import newlines
 
@@ -290,10 +291,12 @@ class EndpointForm(OneLineEnding, forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # only the environment variables the operator allows (SEPLAB_JUDGE_KEY_VARIABLES), as a choice
+        # only the environment variables the operator allows (SEPLAB_JUDGE_KEY_VARIABLES), each with its hosts
         allowed = key_variables()
         current = self.instance.api_key_env if self.instance.pk else ""
-        choices = [("", "None (a stored key, or a server that needs none)")] + [(v, v) for v in allowed]
+        choices = [("", "None (a stored key, or a server that needs none)")] + [
+            (v, key_variable_words(v)) for v in allowed
+        ]
         if current and current not in allowed:  # stored before the list: shown, refused on save
             choices.append((current, f"{current} (not allowed on this server)"))
         self.fields["api_key_env"] = forms.ChoiceField(
@@ -302,23 +305,26 @@ class EndpointForm(OneLineEnding, forms.ModelForm):
             label="API key environment variable",
             initial=current,  # new: none, as for a local server (the README's first path); pick one for an API
             help_text="Read the key from this environment variable of the worker (the variables this server's "
-            "operator allows).",
+            "operator allows); each is sent only to the hosts named beside it.",
         )
         if self.instance.pk:
             self.fields["name"].disabled = True
             self.fields["name"].initial = self.owner_name()
             if self.instance.api_key:
-                self.fields[
-                    "api_key"
-                ].help_text = "A key is stored (not shown). Type a new one to replace it; leave empty to keep it."
+                self.fields["api_key"].help_text = (
+                    "A key is stored (not shown), for this base URL only. Type a new one to replace it; leave empty "
+                    "to keep it. A changed base URL needs the key typed again."
+                )
         else:
             del self.fields["clear_api_key"]
         self.fields["api_key"].initial = ""
 
     def clean(self):
         data = super().clean()
+        if data.get("api_key") or data.get("clear_api_key"):
+            self.instance.api_key_url = ""  # a new key (or none): for the base URL entered with it
         if self.instance.pk and not data.get("api_key") and not data.get("clear_api_key"):
-            data["api_key"] = self.instance.api_key  # empty keeps the stored key
+            data["api_key"] = self.instance.api_key  # empty keeps the stored key, for the URL it was entered for
         if data.get("clear_api_key"):
             data["api_key"] = ""
         return data

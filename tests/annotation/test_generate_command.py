@@ -102,7 +102,7 @@ def test_generate_refuses_bad_options_by_name_and_keeps_nothing(researcher, serv
         (["--samples", "0"], "samples: Ensure this value is greater than or equal to 1"),
         (["--samples", "2", "--temperature", "9"], "temperature: Ensure this value is less than"),
         (["--samples", "2", "--price-input", "abc"], "argument --price-input: a price is a number"),
-        (["--samples", "2", "--base-url", "http://10.0.0.5/v1"], "private or link-local"),
+        (["--samples", "2", "--base-url", "http://10.0.0.5/v1"], "private, link-local"),
     ):
         with pytest.raises(CommandError, match=words):
             generate(server, "options", "s", "gen-s", *options)

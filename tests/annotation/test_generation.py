@@ -245,7 +245,7 @@ def test_adding_a_system_is_checked(researcher, server, settings):
         add(study, server, "one", "gen-b")
     with pytest.raises(EndpointError, match="samples"):
         add(study, server, "many", "gen-b", samples=50)
-    settings.SEPLAB_JUDGE_KEY_VARIABLES = ["OPENAI_API_KEY"]
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {"OPENAI_API_KEY": ["api.openai.com"]}
     with pytest.raises(EndpointError, match="operator allows"):
         add(study, server, "env", "gen-b", api_key_env="HOME")
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []

@@ -47,7 +47,7 @@ def test_key_is_sent_never_logged_and_bad_key_stops_the_job(researcher, caplog):
 
 
 def test_missing_environment_key_is_said_before_the_job(researcher, server, monkeypatch, settings):
-    settings.SEPLAB_JUDGE_KEY_VARIABLES = ["SEPLAB_TEST_JUDGE_KEY"]
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {"SEPLAB_TEST_JUDGE_KEY": ["127.0.0.1"]}
     monkeypatch.delenv("SEPLAB_TEST_JUDGE_KEY", raising=False)
     judge = make_judge(study_with(researcher, ["Q0?"]), server, api_key_env="SEPLAB_TEST_JUDGE_KEY")
     with pytest.raises(EndpointError, match="SEPLAB_TEST_JUDGE_KEY"):
@@ -59,13 +59,16 @@ def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, ser
     """A judge whose key variable is SECRET_KEY (or DATABASE_URL, cloud credentials...) and whose base
     URL is the researcher's own server would receive it as its bearer token. Only the operator's list may be read,
     and the refusal never says whether a variable exists."""
-    settings.SEPLAB_JUDGE_KEY_VARIABLES = ["OPENAI_API_KEY"]
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {"OPENAI_API_KEY": ["api.openai.com"]}
     monkeypatch.setenv("SECRET_KEY", "the-servers-own-secret-key-0123456789")
     study = study_with(researcher, ["Q0?"])
     for name in ("SECRET_KEY", "DATABASE_URL", "AWS_SECRET_ACCESS_KEY", "NO_SUCH_VARIABLE"):
         with pytest.raises(EndpointError) as refused:
             make_judge(study, server, api_key_env=name, name=f"j-{name}")
-        assert "only from the environment variables the server's operator allows: OPENAI_API_KEY" in str(refused.value)
+        assert (
+            "only from the environment variables the server's operator allows: OPENAI_API_KEY (for api.openai.com)"
+            in str(refused.value)
+        )
         assert "not set" not in str(refused.value)  # the same words whether the variable exists or not
     assert not Judge.objects.exists()
     # a judge stored before the list (or by a script) is refused when it runs: nothing is sent
@@ -77,7 +80,7 @@ def test_a_judge_may_read_only_the_variables_the_operator_allows(researcher, ser
     with pytest.raises(EndpointError, match="operator allows"):
         runner.JudgeRun(judge).do_run()
     assert server.requests == [] and not Job.objects.filter(kind="judge").exists()
-    settings.SEPLAB_JUDGE_KEY_VARIABLES = []
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {}
     with pytest.raises(EndpointError, match="stored keys only"):
         make_judge(study, server, api_key_env="OPENAI_API_KEY", name="j-openai")
 
@@ -105,7 +108,10 @@ def test_a_judge_may_not_call_a_private_address_unless_the_operator_allows_it(re
     study = study_with(researcher, ["Q0?"])
     with pytest.raises(EndpointError) as refused:
         make_judge(study, server, base_url=url)
-    assert "loopback, private or link-local address" in str(refused.value) and not Judge.objects.exists()
+    assert (
+        "loopback, private, link-local or otherwise internal address" in str(refused.value)
+        and not Judge.objects.exists()
+    )
 
 
 def test_urls_with_a_query_a_fragment_or_credentials_are_refused(researcher, server):
@@ -123,9 +129,9 @@ def test_urls_with_a_query_a_fragment_or_credentials_are_refused(researcher, ser
 def test_a_judge_saved_for_an_allowed_host_is_checked_again_before_each_run(researcher, server, settings):
     judge = make_judge(study_with(researcher, ["Q0?"]), server)  # 127.0.0.1: allowed while DEBUG (the tests)
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []  # the operator withdraws it
-    with pytest.raises(EndpointError, match="loopback, private or link-local"):
+    with pytest.raises(EndpointError, match="loopback, private, link-local"):
         runner.JudgeRun(judge).do_start()
-    with pytest.raises(EndpointError, match="loopback, private or link-local"):
+    with pytest.raises(EndpointError, match="loopback, private, link-local"):
         runner.JudgeRun(judge).do_run()
     assert server.requests == []
     settings.SEPLAB_JUDGE_PRIVATE_HOSTS = ["127.0.0.0/8"]  # a network works as well as a name

@@ -122,7 +122,7 @@ def test_start_progress_stop_resume_over_http(researcher_client, researcher, ser
 
 def test_judge_pages_belong_to_the_owner(client, other_researcher, researcher, server):
     study = study_with(researcher, ["Q0?"])
-    judge = runner.do_create_judge(study, "j", base_url=server.base_url, model="m")
+    judge = runner.do_create_judge(study, "j", base_url=server.base_url, model="m", api_key_env="")
     client.force_login(other_researcher)
     for url in (
         reverse("judges", args=[study.pk]),

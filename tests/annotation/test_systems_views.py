@@ -78,7 +78,7 @@ def test_an_imported_study_lists_its_systems_and_whether_they_are_compared(resea
 
 
 def test_adding_a_system_through_the_form_and_the_refused_ones(researcher_client, researcher, server, settings):
-    settings.SEPLAB_JUDGE_KEY_VARIABLES = ["OPENAI_API_KEY"]
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {"OPENAI_API_KEY": ["api.openai.com"]}
     study = inputs_study(researcher, ["One?", "Two?"])
     url = reverse("systems", args=[study.pk])
     bad = researcher_client.post(url, form_data(server, base_url="not a url", temperature="3", samples="0"))
