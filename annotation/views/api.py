@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypedDict
 
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -17,7 +19,6 @@ from annotation.access import studies_for
 from annotation.exchange import exports, judgment_files
 from annotation.exchange.exports import export_response
 from annotation.models import Generation, Item, Judgment, Study, System
-from annotation.views.studies import count_per_study
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -131,6 +132,13 @@ JudgmentSerializer = type(
 )
 
 
+def _count_per_study(rows: QuerySet) -> Coalesce:
+    """The number of ``rows`` of each study of the queryset it annotates, in a correlated subquery of their own table
+    (as the study list counts, annotation/views/studies.py)."""
+    per_study = rows.filter(study=OuterRef("pk")).order_by().values("study").annotate(n=Count("*")).values("n")
+    return Coalesce(Subquery(per_study), 0)
+
+
 class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = StudySerializer
     lookup_value_regex = "[0-9]+"
@@ -145,7 +153,7 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         # of a study were joined, items × judgments rows (minutes at 10⁵ judgments on PostgreSQL)
         return (
             studies.annotate(
-                n_items=count_per_study(Item.objects.all()), n_judgments=count_per_study(Judgment.objects.all())
+                n_items=_count_per_study(Item.objects.all()), n_judgments=_count_per_study(Judgment.objects.all())
             )
             .select_related("selection_settings")
             .prefetch_related("systems")
