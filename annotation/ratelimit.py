@@ -48,6 +48,21 @@ def client_key(address: str) -> str:
     return str(ip)
 
 
+def supernet(key: str, prefix: int) -> str | None:
+    """The IPv6 network of ``prefix`` bits around a client (an address or a ``client_key`` such as its /64), e.g.
+    the /48 a provider allocates to one site; None for an IPv4 client (its address is its whole network) or one
+    without an address."""
+    import ipaddress
+
+    try:
+        network = ipaddress.ip_network(key, strict=False)
+    except ValueError:
+        return None
+    if not isinstance(network, ipaddress.IPv6Network) or network.prefixlen < prefix:
+        return None
+    return str(network.supernet(new_prefix=prefix))
+
+
 def allow(key: str, limit: int, window_seconds: int) -> bool:
     """Count one event for ``key``; False once more than ``limit`` happened in the current window."""
     cache_key = f"ratelimit:{key}"

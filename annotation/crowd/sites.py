@@ -10,6 +10,8 @@ browsers block third-party cookies in frames.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from html import escape
 from typing import TYPE_CHECKING, cast
@@ -21,7 +23,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
-from annotation.errors import ServiceError
+from annotation.errors import NetworkHoldsEnough, ServiceError
 from annotation.models import (
     Assignment,
     BlockedWorker,
@@ -30,7 +32,7 @@ from annotation.models import (
     Study,
     WorkerSession,
 )
-from annotation.ratelimit import allow, client_key
+from annotation.ratelimit import allow, client_key, supernet
 from annotation.rating import allocation, practice
 from annotation.text import whole_number
 
@@ -80,6 +82,12 @@ def placeholder(value: str) -> bool:
     return bare in PLACEHOLDER_NAMES or any(mark in value for mark in TEMPLATE_MARKS)
 
 
+# The most characters of an id a site puts in the link (a worker, a session, a HIT, a study, the submit address):
+# MTurk's and Prolific's are 13 to 40; a longer one is refused, never cut. It leaves room for the platform prefix of
+# a crowd worker's rater id (``prolific:``) and a generic session's (``worker:``) in their 200-character columns.
+MAX_ID_CHARS = 150
+
+
 @dataclasses.dataclass(frozen=True)
 class Arrival:
     platform: str
@@ -95,7 +103,16 @@ def parse_arrival(link: ExternalLink, params) -> Arrival:
     is still the link's placeholder (the link was opened as it was pasted, not from the site)."""
 
     def get(name: str) -> str:
-        return (params.get(name) or "").strip()[:200]
+        value = (params.get(name) or "").strip()
+        if len(value) > MAX_ID_CHARS:  # never cut: a cut id could be another worker's, and stored ids must fit
+            raise ServiceError(
+                gettext(
+                    "The link's %(name)s is %(length)d characters long, longer than any site's ids (at most "
+                    "%(most)d): open the task from the site that sent you, or ask the researcher for your own link."
+                )
+                % {"name": name, "length": len(value), "most": MAX_ID_CHARS}
+            )
+        return value
 
     def real(name: str, *, required: bool = True) -> str:
         value = get(name)
@@ -167,6 +184,14 @@ class TooManyNewWorkers(ServiceError):
 # hundreds of people in minutes). A client over its own limit is refused before it counts against the link's, and a
 # client's own limit is at most half the link's, so one client never fills the link's cap.
 NEW_WORKERS_PER_CLIENT = (10, 600)
+# An IPv6 client's wider networks in the same window, by prefix length: a provider gives one home or one site a /56
+# or a /48 (RFC 6177), so addresses spread over its /64s are one site, not hundreds of clients. A few times one
+# client's allowance: a campus or an office on one /48 still brings a lab session's people.
+NEW_WORKERS_PER_NETWORK = {56: 20, 48: 30}
+# Unanswered sessions of one link whose workers came from one IPv6 /56 or /48 (one /64, or an IPv4 address, holds at
+# most ``allocation.UNANSWERED_PER_CLIENT``, in every study); in all, a link's unanswered sessions hold at most
+# ``SEPLAB_CROWD_UNANSWERED_PER_LINK`` places (invented ids from many networks cannot hold a whole study).
+UNANSWERED_PER_NETWORK = {56: 6, 48: 10}
 
 
 # What the crowd page calls faster than people: this many new workers on a link within one minute.
@@ -183,13 +208,20 @@ def _allow_new_worker(link: ExternalLink, client: str) -> None:
     per_client, window = NEW_WORKERS_PER_CLIENT
     if limit:  # a link with a small cap: one client gets at most half of it (at least one new worker)
         per_client = min(per_client, max(1, limit // 2))
-    if not allow(f"new-worker:{link.pk}:{client_key(client)}", per_client, window):
-        raise TooManyNewWorkers(
-            gettext(
-                "Too many new workers are arriving from your network through this link; "
-                "please try again in a few minutes."
+    own = client_key(client)
+    networks = [(own, per_client)] + [
+        (network, min(most, max(1, limit // 2)) if limit else most)  # never more than half the link's either
+        for prefix, most in NEW_WORKERS_PER_NETWORK.items()
+        if (network := supernet(own, prefix)) is not None
+    ]
+    for network, most in networks:  # the narrowest first: a network over its allowance counts no further
+        if not allow(f"new-worker:{link.pk}:{network}", most, window):
+            raise TooManyNewWorkers(
+                gettext(
+                    "Too many new workers are arriving from your network through this link; "
+                    "please try again in a few minutes."
+                )
             )
-        )
     if limit and not allow(f"new-worker:{link.pk}", limit, 60):
         key = f"launch-refused:{link.pk}"
         if not cache.add(key, 1, timeout=REFUSED_WINDOW):
@@ -281,7 +313,9 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
         active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()
         if active is not None and WorkerSession.objects.filter(assignment=active).exclude(pk=session.pk).exists():
             raise OtherSessionActive(str(OTHER_SESSION))
-        assignment = allocation.do_start_assignment(session.rater)
+        with _starting(link) as others:
+            _check_link_holds(link, client, others)
+            assignment = allocation.do_start_assignment(session.rater)
         if assignment is not None:
             try:
                 with transaction.atomic():  # the database holds one session per assignment
@@ -290,6 +324,57 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
                 raise OtherSessionActive(str(OTHER_SESSION)) from None
             session.assignment = assignment
     return session
+
+
+@contextmanager
+def _starting(link: ExternalLink) -> Iterator[int]:
+    """Count a start of places through the link while it runs (shared between server processes through the cache):
+    yields how many other starts are under way, which the link's cap counts as held (their assignments are not
+    committed yet), so simultaneous new workers cannot all see room."""
+    from django.core.cache import cache
+
+    key = f"crowd-starting:{link.pk}"
+    cache.add(key, 0, timeout=60)  # a count left by a killed process is gone within a minute
+    try:
+        others = cache.incr(key) - 1
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=60)
+        others = 0
+    try:
+        yield max(0, others)
+    finally:
+        try:
+            cache.decr(key)
+        except ValueError:  # expired meanwhile: nothing left to take back
+            pass
+
+
+def _check_link_holds(link: ExternalLink, client: str, starting: int) -> None:
+    """Refuse a start of places through the link when its unanswered sessions (an active assignment with no answer)
+    already hold ``SEPLAB_CROWD_UNANSWERED_PER_LINK`` places, counting ``starting`` starts under way, or when those
+    of the arriving worker's IPv6 /56 or /48 hold ``UNANSWERED_PER_NETWORK``."""
+    cap = settings.SEPLAB_CROWD_UNANSWERED_PER_LINK
+    unanswered = WorkerSession.objects.filter(
+        link=link, assignment__status=Assignment.Status.ACTIVE, assignment__answered=0
+    ).values_list("rater__client", flat=True)
+    clients = list(unanswered[:cap] if cap else unanswered)
+    if cap and len(clients) + starting >= cap:
+        raise NetworkHoldsEnough(
+            gettext(
+                "Many workers have just started this task and not answered yet; please try again in a minute, "
+                "once some of them have."
+            )
+        )
+    own = client_key(client) if client else ""
+    for prefix, most in UNANSWERED_PER_NETWORK.items():
+        network = supernet(own, prefix)
+        if network is not None and sum(1 for c in clients if supernet(c, prefix) == network) >= most:
+            raise NetworkHoldsEnough(
+                gettext(
+                    "Several people on your network have started this study and not answered yet; please try "
+                    "again once one of them has."
+                )
+            )
 
 
 def worker_consented(link: ExternalLink, arrival: Arrival) -> bool:
@@ -391,6 +476,8 @@ def do_block_worker(owner: User, platform: str, worker_id: str, reason: str = ""
     worker_id = worker_id.strip()
     if platform not in ExternalLink.Platform.values or not worker_id:
         raise ServiceError("Give the platform and the worker id to block.")
+    if len(worker_id) > MAX_ID_CHARS:
+        raise ServiceError(f"A worker id has at most {MAX_ID_CHARS} characters (this one has {len(worker_id):,}).")
     blocked, _ = BlockedWorker.objects.get_or_create(
         owner=owner, platform=platform, worker_id=worker_id, defaults={"reason": reason[:300]}
     )

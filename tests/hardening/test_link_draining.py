@@ -6,6 +6,7 @@ faster than people arrive."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from django.test import Client
 from django.urls import reverse
@@ -134,3 +135,99 @@ def test_an_open_link_visitor_who_never_answers_also_holds_places_for_the_short_
     personal.refresh_from_db()
     assert idle.status == "expired" and not idle.places.filter(slot__isnull=False).exists()
     assert personal.status == "active"  # a rater with a personal link keeps the hour
+
+
+PROXY = "10.0.0.2"  # the README's nginx, as the app sees it
+
+
+def arrive(link, address: str, worker: str) -> int:
+    """A new worker through the proxy: the client's address is what the proxy appended to X-Forwarded-For
+    (annotation.ratelimit.client_ip, python-ipware)."""
+    return (
+        Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=address).get(link.path(), {"worker_id": worker}).status_code
+    )
+
+
+def big_study(researcher, name: str, items: int = 120):
+    study = creation.do_create_study(researcher, name, study_jsonl(items), "t.jsonl")
+    return lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 5}, None)
+
+
+def test_addresses_across_one_ipv6_48_are_one_site(settings, researcher):
+    """80 addresses of one /48, each in a /64 (and a /56) of its own, once took every place of a study in 5 s: each
+    /64 counted as a client of its own. Now the /48 is one site: its new sessions and the places its unanswered
+    sessions hold are capped, and another /48 still gets in."""
+    settings.BEHIND_PROXY = True
+    study = big_study(researcher, "v6-48")
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    codes = [arrive(link, f"2001:db8:77:{n:x}00::{n + 1:x}", f"b{n}") for n in range(80)]
+    held = sites.UNANSWERED_PER_NETWORK[48]
+    assert codes.count(302) == held and codes.count(429) == 80 - held
+    assert WorkerSession.objects.count() == sites.NEW_WORKERS_PER_NETWORK[48]  # the rest refused before a session
+    assert Assignment.objects.filter(status="active").count() == held
+    assert AssignmentTask.objects.count() == held  # one item each: nowhere near the study's 120
+    assert arrive(link, "2001:db8:78::1", "real") == 302  # another /48 is another site
+
+
+def test_addresses_across_one_ipv6_56_are_one_home(settings, researcher):
+    settings.BEHIND_PROXY = True
+    study = big_study(researcher, "v6-56")
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    codes = [arrive(link, f"2001:db8:5:ab{n:02x}::9", f"h{n}") for n in range(40)]  # 40 /64s of 2001:db8:5:ab00::/56
+    held = sites.UNANSWERED_PER_NETWORK[56]
+    assert codes.count(302) == held and set(codes) == {302, 429}
+    assert WorkerSession.objects.count() == sites.NEW_WORKERS_PER_NETWORK[56]
+    assert Assignment.objects.filter(status="active").count() == held
+    # the next /56 of the same /48 is another home, within what the /48 may hold
+    assert arrive(link, "2001:db8:5:ac00::1", "neighbour") == 302
+
+
+def test_a_client_cannot_choose_its_network_behind_the_proxy(settings, researcher):
+    """The address is the proxy's right-most hop: a client writing other /48s into X-Forwarded-For stays one site."""
+    settings.BEHIND_PROXY = True
+    study = big_study(researcher, "v6-spoof")
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    codes = [arrive(link, f"2001:db8:{n:x}::1, 2001:db8:99:{n:x}00::1", f"s{n}") for n in range(30)]
+    assert codes.count(302) == sites.UNANSWERED_PER_NETWORK[48]
+
+
+def answer_first_pair(client: Client, location: str) -> None:
+    page = client.get(location).content.decode()
+    pair = re.search(r'name="pair" value="(\d+)"', page).group(1)
+    answered = client.post(location + "submit/", {"pair": pair, "key": f"k{pair}", "choice": "first"})
+    assert answered.status_code in (200, 302)
+
+
+def test_a_links_unanswered_sessions_are_capped(settings, researcher):
+    """Invented ids from many networks (each within its own limits) could still hold every place: a link's sessions
+    that have not answered hold at most SEPLAB_CROWD_UNANSWERED_PER_LINK places; an answer makes room."""
+    settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 5
+    study = big_study(researcher, "capped")
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    first = Client(REMOTE_ADDR="198.51.100.1")
+    entered = first.get(link.path(), {"worker_id": "w0"})
+    assert entered.status_code == 302
+    codes = [Client(REMOTE_ADDR=f"203.0.113.{n}").get(link.path(), {"worker_id": f"w{n}"}) for n in range(1, 8)]
+    assert [c.status_code for c in codes] == [302] * 4 + [429] * 3
+    assert b"not answered yet" in codes[-1].content and codes[-1]["Retry-After"] == "60"
+    assert Assignment.objects.filter(status="active", answered=0).count() == 5
+    answer_first_pair(first, entered["Location"])  # one of them answers: one place is theirs now, one more may start
+    assert Client(REMOTE_ADDR="203.0.113.50").get(link.path(), {"worker_id": "late"}).status_code == 302
+    assert Client(REMOTE_ADDR="203.0.113.51").get(link.path(), {"worker_id": "later"}).status_code == 429
+    # a worker who already holds places comes back to them whatever the cap
+    assert Client(REMOTE_ADDR="203.0.113.1").get(link.path(), {"worker_id": "w1"}).status_code == 302
+
+
+def test_simultaneous_new_workers_cannot_all_see_room(settings, researcher):
+    """Starts under way count against the cap before their assignments are committed (``sites._starting``)."""
+    from django.core.cache import cache
+
+    settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 3
+    study = big_study(researcher, "racing")
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    assert Client(REMOTE_ADDR="203.0.113.1").get(link.path(), {"worker_id": "a"}).status_code == 302
+    cache.set(f"crowd-starting:{link.pk}", 2, timeout=60)  # two other starts are under way right now
+    assert Client(REMOTE_ADDR="203.0.113.2").get(link.path(), {"worker_id": "b"}).status_code == 429
+    cache.set(f"crowd-starting:{link.pk}", 1, timeout=60)
+    assert Client(REMOTE_ADDR="203.0.113.3").get(link.path(), {"worker_id": "c"}).status_code == 302
+    assert cache.get(f"crowd-starting:{link.pk}") == 1  # its own start counted while it ran, and no longer
