@@ -337,6 +337,24 @@ class Handler(BaseHTTPRequestHandler):
         if not length:
             self.close_connection = True
 
+    def _giant(self, size: int, length: bool) -> None:
+        """Whitespace then ``{}``: valid JSON of ``size`` bytes, written a megabyte at a time (the server itself never
+        holds it), its length announced or not."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if length:
+            self.send_header("Content-Length", str(size + 2))
+        self.end_headers()
+        block = b" " * (1 << 20)
+        try:
+            for start in range(0, size, len(block)):
+                self.wfile.write(block[: min(len(block), size - start)])
+            self.wfile.write(b"{}")
+        except OSError:  # the client stopped reading
+            with self.server.lock:
+                self.server.hung_up += 1
+        self.close_connection = True
+
     def _fault(self, body: dict, prompt: str) -> bool:
         """The faults of a reply's body and size; True when one answered."""
         server = self.server
@@ -366,7 +384,7 @@ class Handler(BaseHTTPRequestHandler):
         elif "[[deep-json]]" in prompt:
             self._raw(200, b"[" * server.deep + b"]" * server.deep)
         elif "[[giant]]" in prompt or "[[giant-chunked]]" in prompt:
-            self._raw(200, b" " * server.giant_bytes + b"{}", length="[[giant]]" in prompt)
+            self._giant(server.giant_bytes, length="[[giant]]" in prompt)
         elif "[[huge-error]]" in prompt:
             self._error(400, "E" * server.huge_error_chars, "invalid_request_error")
         else:

@@ -50,6 +50,29 @@ def test_check_deploy_passes_with_production_settings(tmp_path):
 
 @pytest.mark.own_database
 @pytest.mark.parametrize(
+    ("variables", "refused"),
+    [
+        ("OPENAI_API_KEY", "seplab.E001"),  # a name without the hosts its key is for
+        ("OPENAI_API_KEY=api.openai.com,OTHER=", "seplab.E001"),
+        ("OPENAI_API_KEY=api.openai.com:443", "seplab.E002"),  # host names without ports
+        ("OPENAI_API_KEY=https://api.openai.com", "seplab.E002"),
+        ("OPENAI_API_KEY=api.openai.com,OTHER=host1.example|host2.example", ""),
+    ],
+)
+def test_check_deploy_refuses_a_key_variable_without_its_hosts(tmp_path, variables, refused):
+    """The operator's key variables are tied to the hosts their keys are for (SEPLAB_JUDGE_KEY_VARIABLES, NAME=HOST|
+    HOST): a name alone would let a researcher's endpoint receive the key."""
+    env = production_env(tmp_path, SEPLAB_JUDGE_KEY_VARIABLES=variables)
+    result = manage(env, "check", "--deploy", "--fail-level", "WARNING")
+    said = result.stdout + result.stderr
+    if refused:
+        assert result.returncode != 0 and refused in said and "SEPLAB_JUDGE_KEY_VARIABLES" in said
+    else:
+        assert result.returncode == 0, said
+
+
+@pytest.mark.own_database
+@pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"SECRET_KEY": ""}, "DEBUG=0 needs a real SECRET_KEY"),

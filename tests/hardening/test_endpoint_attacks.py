@@ -1,0 +1,366 @@
+"""The attacks on judges' and generated systems' endpoints that broke the production setup, each reproduced against
+the local OpenAI-compatible server (tests/judge_server.py) and now refused: the operator's key sent to a host the
+researcher controls and echoed onto the page; a stored key sent to a changed URL; internal addresses the address
+check let through and DNS rebinding; replies of any size and whole extra JSON kept; Stop that waited for a hung
+request; malformed replies that failed a run and an error message of megabytes; a request allowed to take hours."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import threading
+import time
+import tracemalloc
+
+import httpx2
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.urls import reverse
+
+from annotation import endpoints, outbound
+from annotation.endpoints import EndpointError
+from annotation.generating import runner as generating
+from annotation.jobs import run_job
+from annotation.judges import runner
+from annotation.models import GenerationCall, Job, Judge, JudgeCall
+from tests.annotation.test_generation import add, inputs_study
+from tests.annotation.test_judge_runner import KEY, make_judge, study_with
+from tests.annotation.test_judge_views import form_data
+from tests.judge_server import JudgeServer
+
+OPERATOR_KEY = "sk-operator-9f8e7d6c5b4a39281706"
+VARIABLE = "SEPLAB_TEST_OPERATOR_KEY"
+
+
+@pytest.fixture
+def server():
+    server = JudgeServer().start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def operator_key(monkeypatch, settings):
+    """The operator allows one variable, for api.openai.com only."""
+    monkeypatch.setenv(VARIABLE, OPERATOR_KEY)
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {VARIABLE: ["api.openai.com"]}
+
+
+def bearer_tokens(server: JudgeServer) -> set[str]:
+    return {
+        value for headers in server.headers_seen for name, value in headers.items() if name.lower() == "authorization"
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------
+# High 1: the operator's key goes only to its hosts; a stored key only to its URL; replies never show a key
+
+
+def test_the_operators_key_is_refused_for_any_other_host_on_save_at_start_and_per_request(
+    researcher, server, operator_key, settings
+):
+    study = study_with(researcher, ["Q0?"])
+    with pytest.raises(EndpointError, match=f"The key in {VARIABLE} is for api.openai.com only, not for 127.0.0.1"):
+        make_judge(study, server, api_key_env=VARIABLE)
+    assert not Judge.objects.exists()
+    # stored by a script (or before the operator tied the variable to its hosts): refused at start and by a run
+    judge = make_judge(study, server)
+    Judge.objects.filter(pk=judge.pk).update(api_key_env=VARIABLE)
+    judge.refresh_from_db()
+    for attempt in (runner.JudgeRun(judge).do_start, runner.JudgeRun(judge).do_run):
+        with pytest.raises(EndpointError, match="is for api.openai.com only"):
+            attempt()
+    # and by the transport itself, before each request, whatever URL the request was built with
+    transport = outbound.EndpointTransport(key_variable=VARIABLE)
+    request = httpx2.Request("POST", server.base_url + "/chat/completions", headers={"Authorization": "Bearer x"})
+    with pytest.raises(outbound.EndpointRefused, match="is for api.openai.com only"):
+        transport.handle_request(request)
+    assert server.requests == [] and not Job.objects.exists()
+    # on its own host, the key goes: the operator names the local server's address
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {VARIABLE: ["api.openai.com", "127.0.0.1"]}
+    assert runner.JudgeRun(judge).do_run().recorded == 2
+    assert bearer_tokens(server) == {f"Bearer {OPERATOR_KEY}"}
+
+
+def test_the_form_offers_each_variable_with_its_hosts_and_refuses_it_elsewhere(
+    researcher_client, researcher, server, operator_key
+):
+    study = study_with(researcher, ["Q0?"])
+    url = reverse("judges", args=[study.pk])
+    page = researcher_client.get(url).content.decode()
+    assert f'<option value="{VARIABLE}">{VARIABLE} (for api.openai.com)</option>' in page
+    refused = researcher_client.post(url, form_data(server, api_key="", api_key_env=VARIABLE))
+    assert refused.status_code == 200 and not Judge.objects.exists()
+    assert "is for api.openai.com only, not for 127.0.0.1" in refused.content.decode()
+    systems = reverse("systems", args=[study.pk])
+    assert f"{VARIABLE} (for api.openai.com)" in researcher_client.get(systems).content.decode()
+
+
+def test_a_stored_key_is_never_sent_to_a_url_it_was_not_entered_for(researcher_client, researcher):
+    first, second = JudgeServer(api_key=KEY).start(), JudgeServer().start()
+    try:
+        study = study_with(researcher, ["Q0?"])
+        researcher_client.post(reverse("judges", args=[study.pk]), form_data(first))
+        judge = Judge.objects.get()
+        assert judge.api_key == KEY and judge.api_key_url == first.base_url
+        detail = reverse("judge_detail", args=[study.pk, judge.pk])
+        # a changed URL without the key typed again is refused, and nothing changes
+        moved = researcher_client.post(detail, form_data(first, api_key="", base_url=second.base_url))
+        assert moved.status_code == 200 and "Type the key again for the new base URL" in moved.content.decode()
+        judge.refresh_from_db()
+        assert (judge.base_url, judge.api_key) == (first.base_url, KEY)
+        # changed behind the form's back (a script): refused before anything is sent
+        Judge.objects.filter(pk=judge.pk).update(base_url=second.base_url)
+        judge.refresh_from_db()
+        with pytest.raises(EndpointError, match="stored key was entered for .*Type the key again"):
+            runner.JudgeRun(judge).do_start()
+        with pytest.raises(EndpointError, match="stored key was entered for"):
+            runner.JudgeRun(judge).do_run()
+        assert second.requests == []
+        # typed again with the new URL: it goes there, and only there
+        Judge.objects.filter(pk=judge.pk).update(base_url=first.base_url)
+        researcher_client.post(detail, form_data(second, api_key="sk-new-key-for-second"))
+        judge.refresh_from_db()
+        assert (judge.api_key, judge.api_key_url) == ("sk-new-key-for-second", second.base_url)
+        assert runner.JudgeRun(judge).do_run().recorded == 2
+        assert bearer_tokens(second) == {"Bearer sk-new-key-for-second"} and bearer_tokens(first) == set()
+    finally:
+        for s in (first, second):
+            s.shutdown()
+            s.server_close()
+
+
+def test_a_reply_that_echoes_the_headers_shows_no_key(researcher_client, researcher, server, operator_key, settings):
+    """The attack's endpoint repeated the request's headers in its reply, and the judge's page showed the reply."""
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {VARIABLE: ["127.0.0.1"]}
+    study = study_with(researcher, ["[[echo-headers]] Q0?", "[[extra-fields]] Q1?"])
+    server.extra_bytes = 1000
+    judge = make_judge(study, server, api_key_env=VARIABLE)
+    assert runner.JudgeRun(judge).do_run().recorded == 4
+    calls = list(JudgeCall.objects.filter(judge=judge))
+    assert any("[key]" in call.reply for call in calls)  # the echo arrived, redacted
+    assert all(OPERATOR_KEY not in f"{call.reply} {call.problem} {call.response}" for call in calls)
+    page = researcher_client.get(reverse("judge_detail", args=[study.pk, judge.pk])).content.decode()
+    assert OPERATOR_KEY not in page and "[key]" in page
+    # a stored key and a generated system: the same
+    system_study = inputs_study(researcher, ["[[echo-headers]] One?"], name="echo")
+    endpoint = add(system_study, server, "echo", "gen-echo", api_key=KEY, samples=1)
+    generating.GenerationRun(endpoint).do_run()
+    call = GenerationCall.objects.get(endpoint=endpoint)
+    assert KEY not in f"{call.generation.text} {call.response} {call.generation.provenance}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Medium 8: internal addresses and DNS rebinding
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://100.100.100.200/latest/meta-data",  # a cloud's metadata service (shared address space)
+        "http://100.64.0.1/v1",  # carrier-grade NAT
+        "http://168.63.129.16/metadata",  # a cloud's host address: global, answers only inside the cloud
+        "http://[2002:7f00:1::]:8765/v1",  # 6to4 of 127.0.0.1
+        "http://[64:ff9b::7f00:1]:8765/v1",  # NAT64 of 127.0.0.1
+        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/v1",  # Teredo
+        "http://[::ffff:10.0.0.1]/v1",  # IPv4-mapped private
+        "http://192.0.0.170/v1",  # IETF protocol assignments
+        "http://198.18.0.1/v1",  # benchmarking
+        "http://240.0.0.1/v1",  # reserved
+        "http://224.0.0.1/v1",  # multicast
+    ],
+)
+def test_addresses_that_are_not_globally_routable_are_refused_on_save_and_at_start(researcher, server, settings, url):
+    settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
+    study = study_with(researcher, ["Q0?"])
+    with pytest.raises(EndpointError, match="otherwise internal address"):
+        make_judge(study, server, base_url=url)
+    judge = make_judge(study, server, base_url="http://8.8.8.8/v1")  # a global address saves
+    Judge.objects.filter(pk=judge.pk).update(base_url=url)
+    judge.refresh_from_db()
+    with pytest.raises(EndpointError, match="otherwise internal address"):
+        runner.JudgeRun(judge).do_start()
+    assert not Job.objects.exists()
+
+
+def test_dns_rebinding_cannot_reach_loopback(researcher, settings, monkeypatch):
+    """A host that answers an allowed address to the check and 127.0.0.1 to the connection sent 8 of 12 requests to
+    127.0.0.1. Each connection now resolves once, checks that answer and connects to it: the internal server is never
+    reached, and the run stops saying why."""
+    outside = JudgeServer(host="127.0.0.2").start()  # stands for a public endpoint: allowed by the operator
+    port = outside.server_address[1]
+    inside = JudgeServer(port=port).start()  # 127.0.0.1, the same port: what rebinding aims at
+    try:
+        settings.SEPLAB_JUDGE_PRIVATE_HOSTS = ["127.0.0.2"]
+        answers = itertools.chain(["127.0.0.2"] * 3, itertools.cycle(["127.0.0.1", "127.0.0.2"]))
+        asked: list[str] = []
+
+        def rebinding(host: str, port: int) -> list[str]:
+            assert host == "rebind.example"
+            asked.append(next(answers))
+            return [asked[-1]]
+
+        monkeypatch.setattr(outbound, "resolve", rebinding)
+        study = study_with(researcher, [f"Q{i}?" for i in range(6)])
+        judge = make_judge(study, outside, base_url=f"http://rebind.example:{port}/v1", max_retries=2)
+        with pytest.raises(EndpointError, match="otherwise internal address"):
+            runner.JudgeRun(judge).do_run()
+        assert "127.0.0.1" in asked  # the rebinding answer was given, and refused
+        assert inside.requests == [] and len(outside.requests) >= 1
+    finally:
+        for s in (outside, inside):
+            s.shutdown()
+            s.server_close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Medium 4: a reply's size; what is kept of it
+
+
+@pytest.mark.parametrize("marker", ["[[giant]]", "[[giant-chunked]]"])
+def test_a_reply_is_read_up_to_the_limit_and_the_run_goes_on(researcher, server, settings, marker):
+    settings.SEPLAB_ENDPOINT_REPLY_BYTES = 1_000_000
+    server.giant_bytes = 40_000_000
+    judge = make_judge(study_with(researcher, [f"{marker} Q0?", "Q1?"]), server, max_retries=0)
+    tracemalloc.start()
+    try:
+        result = runner.JudgeRun(judge).do_run()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 15_000_000  # a 40 MB reply never in memory (one 1 MB limit, a few chunks)
+    calls = {(c.pair.item.input, c.a_shown_first): c for c in JudgeCall.objects.filter(judge=judge)}
+    giant = [c for (text, _), c in calls.items() if marker in text]
+    assert result.recorded == 4 and len(giant) == 2
+    assert {c.status for c in giant} == {"failed"}
+    assert all("longer than 1,000,000 bytes" in c.problem and c.response is None for c in giant)
+    assert {c.status for (text, _), c in calls.items() if marker not in text} == {"judged"}
+
+
+def test_only_the_fields_needed_are_kept_of_a_reply(researcher, server):
+    server.extra_bytes = 2_000_000  # under the limit: read, and not kept
+    judge = make_judge(study_with(researcher, ["[[extra-fields]] Q0?"]), server)
+    runner.JudgeRun(judge).do_run()
+    for call in JudgeCall.objects.filter(judge=judge):
+        assert call.status == "judged" and set(call.response) == {
+            "id",
+            "model",
+            "created",
+            "system_fingerprint",
+            "choices",
+            "usage",
+        }
+        assert len(str(call.response)) < 2000 and call.response["choices"][0]["message"]["content"] == call.reply
+    endpoint = add(inputs_study(researcher, ["[[extra-fields]] One?"], name="x"), server, "s", "gen-s", samples=1)
+    generating.GenerationRun(endpoint).do_run()
+    call = GenerationCall.objects.get(endpoint=endpoint)
+    assert call.status == "generated" and "debug" not in call.response and len(str(call.response)) < 2000
+    assert call.response["choices"][0]["message"]["content"] is None  # the text is the output's
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Low 11: Stop on a hung run
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_takes_effect_within_a_second_on_a_hung_run(transactional_db, researcher, server):
+    judge = make_judge(
+        study_with(researcher, ["[[hang]] Q0?", "[[hang]] Q1?"]),
+        server,
+        timeout_seconds=600.0,
+        max_retries=0,
+        max_concurrency=4,
+    )
+    run = runner.JudgeRun(judge)
+    job = run.do_start()
+    worker = threading.Thread(target=run_job.call, args=(job.pk,))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while server.hanging < 4 and time.monotonic() < deadline:  # every request is out and held
+        time.sleep(0.05)
+    assert server.hanging == 4
+    pressed = time.monotonic()
+    run.do_stop()
+    worker.join(timeout=10)
+    took = time.monotonic() - pressed
+    job.refresh_from_db()
+    assert not worker.is_alive() and job.status == "stopped" and took < 1.2, took
+    assert set(JudgeCall.objects.filter(judge=judge).values_list("status", flat=True)) == {"failed"}
+    deadline = time.monotonic() + 3
+    while server.hanging and time.monotonic() < deadline:  # the held connections were closed, not left open
+        time.sleep(0.05)
+    assert server.hanging == 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Low 12: malformed replies; an error message of megabytes
+
+
+def test_a_malformed_reply_is_one_failed_call_not_a_failed_run(researcher, server):
+    study = study_with(researcher, ["[[invalid-json]] Q0?", "[[empty-body]] Q1?", "[[deep-json]] Q2?", "Q3?"])
+    judge = make_judge(study, server, max_retries=0)
+    job = runner.JudgeRun(judge).do_start()
+    run_job.call(job.pk)
+    job.refresh_from_db()
+    assert job.status == "done"
+    calls = {(c.pair.item.input, c.a_shown_first): c for c in JudgeCall.objects.filter(judge=judge)}
+    for marker in ("[[invalid-json]]", "[[empty-body]]", "[[deep-json]]"):
+        bad = [c for (text, _), c in calls.items() if marker in text]
+        assert len(bad) == 2 and {c.status for c in bad} == {"failed"}, marker
+        assert all("could not be read" in c.problem for c in bad), [c.problem for c in bad]
+    assert {c.status for (text, _), c in calls.items() if text == "Q3?"} == {"judged"}
+    # the same for a generated system
+    study = inputs_study(researcher, ["[[invalid-json]] One?", "Two?"], name="g")
+    endpoint = add(study, server, "s", "gen-s", samples=1, max_retries=0)
+    generating.GenerationRun(endpoint).do_run()
+    statuses = dict(GenerationCall.objects.filter(endpoint=endpoint).values_list("item__input", "status"))
+    assert statuses == {"[[invalid-json]] One?": "failed", "Two?": "generated"}
+
+
+def test_an_error_message_of_megabytes_is_cut_before_it_is_kept_or_shown(researcher_client, researcher, server):
+    server.huge_error_chars = 1_000_000  # a 400 (a request the endpoint refuses: the run stops) under the limit
+    study = study_with(researcher, ["[[huge-error]] Q0?"])
+    judge = make_judge(study, server, max_retries=0)
+    job = runner.JudgeRun(judge).do_start()
+    with pytest.raises(Exception, match="BadRequestError"):
+        run_job.call(job.pk)
+    job.refresh_from_db()
+    assert job.status == "failed" and len(job.message) < 2500 and "more characters" in job.message
+    page = researcher_client.get(reverse("judge_detail", args=[study.pk, judge.pk]))
+    assert len(page.content) < 200_000
+    server.huge_error_chars = 5_000_000  # beyond the limit: not read at all, one failed call
+    JudgeCall.objects.all().delete()
+    runner.JudgeRun(judge).do_run()
+    calls = JudgeCall.objects.filter(judge=judge)
+    assert {c.status for c in calls} == {"failed"} and all(len(c.problem) < 2500 for c in calls)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Medium 3 (its part here): the most time one request may take is bounded where it is configured
+
+
+def test_timeout_times_attempts_is_bounded_in_the_forms_and_the_command(researcher_client, researcher, server):
+    study = study_with(researcher, ["Q0?"])
+    refused = researcher_client.post(
+        reverse("judges", args=[study.pk]), form_data(server, timeout_seconds="3600", max_retries="20")
+    )
+    assert refused.status_code == 200 and not Judge.objects.exists()
+    assert "times the attempts (1 + 20 retries) is 75,600 s" in refused.content.decode()
+    with pytest.raises(EndpointError, match="at most 900 s with all its attempts"):
+        make_judge(study, server, timeout_seconds=3600.0, max_retries=20)
+    systems = researcher_client.post(
+        reverse("systems", args=[study.pk]),
+        {**form_data(server, name="gen", model="gen-x", timeout_seconds="300", max_retries="5"), "samples": "1"},
+    )
+    assert "is 1,800 s" in systems.content.decode()
+    with pytest.raises(CommandError, match="at most 900 s with all its attempts"):
+        call_command(
+            "generate",
+            *("--study", study.name, "--system", "s", "--base-url", server.base_url, "--model", "gen-s"),
+            *("--samples", "1", "--timeout", "600", "--retries", "2"),
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    assert endpoints.request_limit(make_judge(study, server, timeout_seconds=60.0, max_retries=4)) == 300.0
