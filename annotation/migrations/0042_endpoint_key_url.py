@@ -31,4 +31,21 @@ class Migration(migrations.Migration):
             field=models.CharField(blank=True, default="", help_text=HELP, max_length=500),
         ),
         migrations.RunPython(keys_were_entered_for_their_url, migrations.RunPython.noop),
+        migrations.AlterField(
+            model_name="generationcall",
+            name="response",
+            field=models.JSONField(
+                blank=True,
+                help_text="What is kept of the endpoint's response (endpoints.kept_response; the text itself is the "
+                "output's).",
+                null=True,
+            ),
+        ),
+        migrations.AlterField(
+            model_name="judgecall",
+            name="response",
+            field=models.JSONField(
+                blank=True, help_text="What is kept of the endpoint's response (endpoints.kept_response).", null=True
+            ),
+        ),
     ]

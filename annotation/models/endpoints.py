@@ -222,7 +222,9 @@ class JudgeCall(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices)
     reply = models.TextField(blank=True, help_text="The reply's text.")
     problem = models.TextField(blank=True, help_text="Why it is unparseable, or the error after the retries.")
-    response = models.JSONField(null=True, blank=True, help_text="The endpoint's whole response, as received.")
+    response = models.JSONField(
+        null=True, blank=True, help_text="What is kept of the endpoint's response (endpoints.kept_response)."
+    )
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     judgment = models.OneToOneField(Judgment, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -256,7 +258,9 @@ class GenerationCall(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices)
     problem = models.TextField(blank=True, help_text="Why the reply is unusable, or the error after the retries.")
     response = models.JSONField(
-        null=True, blank=True, help_text="The endpoint's whole response, as received (the text itself is the output's)."
+        null=True,
+        blank=True,
+        help_text="What is kept of the endpoint's response (endpoints.kept_response; the text itself is the output's).",
     )
     replies = models.PositiveIntegerField(
         default=0, help_text="Replies received for this output, over every attempt (what the budget counts)."
