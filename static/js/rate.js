@@ -69,6 +69,9 @@
     const here = questionOf(target);
     const there = questionOf(option);
     if (here && there !== here && !/^[a-z]$/.test(option.dataset.key || "")) return;
+    // on a region that scrolls (the instructions, a wide code block or table) the arrows scroll it
+    if (event.key.startsWith("Arrow") && target && target.tagName !== "INPUT" && target.hasAttribute &&
+        target.hasAttribute("tabindex")) return;
     event.preventDefault();
     if (option.type === "checkbox") {
       option.checked = !option.checked;
