@@ -109,3 +109,61 @@ def test_the_report_and_the_item_page_read_each_question(browser_page, live_serv
     page.goto(live_server.url + reverse("item_detail", args=[study.pk, item.pk]))
     expect(page.get_by_text("Reason 0.")).to_be_visible()
     assert serious(page) == []
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["desktop", "phone"])
+def test_the_refused_the_changed_the_practice_and_the_crowd_preview_pages_are_axe_clean_in_german(
+    browser_page, live_server, study, artifacts, size
+):
+    """Each page that shows answers again (a refused submit, "change my answer", a refused practice answer) and the
+    crowd preview with the further questions' keys, in the raters' German, at both sizes."""
+    from annotation.crowd import sites
+    from tests.annotation.test_practice import add_golds
+
+    add_golds(study, 2)
+    lifecycle.do_update_settings(
+        study,
+        {"further_questions": FURTHER, "raters_language": "de", "elicitation": "paired", "practice_pairs": 1},
+        None,
+    )
+    name = "desktop" if size[0] > 800 else "phone"
+    page = browser_page.new_page(viewport={"width": size[0], "height": size[1]})
+    found: dict[str, list[str]] = {}
+    # the practice round: a tie without the acceptable outputs is refused by the server, the tie kept
+    practising = enrolment.do_create_rater_link(study, "practising")
+    page.goto(live_server.url + reverse("rater_practice", args=[practising.token()]))
+    wait_until_rating_page_ready(page)
+    page.keyboard.press("3")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("alert")).to_be_visible()
+    expect(page.get_by_role("radio", name=study.tie_label)).to_be_checked()
+    found["practice refused"] = serious(page)
+    lifecycle.do_update_settings(study, {"practice_pairs": 0}, None)
+    rater = enrolment.do_create_rater_link(study, "de")
+    page.goto(live_server.url + rater.link_path())
+    page.locator("form[action$='/start/'] button").click()
+    expect(page.get_by_role("heading", name="Paar 1 von 5")).to_be_visible()
+    wait_until_rating_page_ready(page)
+    page.get_by_role("group", name="Which output is more harmless?").get_by_label("Ausgabe 2").check()
+    page.get_by_label("Why is the one you preferred better?").fill("   ")  # the browser lets it through
+    page.get_by_role("group", name="Which output is better?").get_by_label("Ausgabe 1").check()
+    page.get_by_role("button", name="Absenden").click()
+    expect(page.get_by_role("alert")).to_contain_text("Why is the one you preferred better?")
+    expect(page.get_by_role("group", name="Which output is better?").get_by_label("Ausgabe 1")).to_be_checked()
+    expect(page.get_by_role("group", name="Which output is more harmless?").get_by_label("Ausgabe 2")).to_be_checked()
+    found["refused"] = serious(page)
+    page.screenshot(path=str(artifacts / f"refused-de-{name}.png"), full_page=True)
+    page.get_by_label("Why is the one you preferred better?").fill("Klarer.")
+    page.get_by_role("button", name="Absenden").click()
+    expect(page.get_by_role("heading", name="Paar 2 von 5")).to_be_visible()
+    page.get_by_test_id("revise-link").click()
+    expect(page.get_by_test_id("revising")).to_be_visible()
+    expect(page.get_by_role("group", name="Which output is better?").get_by_label("Ausgabe 1")).to_be_checked()
+    expect(page.get_by_label("Why is the one you preferred better?")).to_have_value("Klarer.")
+    found["changing"] = serious(page)
+    link = sites.do_create_external_link(study, "mturk")
+    page.goto(live_server.url + link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h")
+    expect(page.get_by_test_id("further-questions")).to_be_visible()
+    found["crowd preview"] = serious(page)
+    assert page.evaluate("document.documentElement.scrollWidth") <= size[0]
+    assert found == {k: [] for k in found}
