@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,7 +16,7 @@ from django.utils.http import content_disposition_header
 
 from annotation import orientation
 from annotation.exchange import judgment_files
-from annotation.models import Judgment, Study
+from annotation.models import Judgment, Pair, Rater, Study
 
 
 def export_response(study: Study, fmt: str) -> StreamingHttpResponse:
@@ -164,7 +165,34 @@ def judgment_line(j: Judgment) -> dict[str, Any]:
     return line
 
 
+_CHUNK = 2000
+
+
+def _pairs(ids) -> dict[int, Pair]:
+    """Pairs by id with what a line reads of them (their item's id, their outputs' systems and samples)."""
+    related = Pair.objects.select_related("item", "generation_a__system", "generation_b__system")
+    return related.defer(*(name.removeprefix("pair__") for name in _UNREAD)).in_bulk(ids)
+
+
 def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
-    """Every judgment of the study as a JSONL object (docs/interfaces.md#judgment-format), oldest first."""
-    for judgment in judgment_queryset(study).iterator(chunk_size=2000):
-        yield judgment_line(judgment)
+    """Every judgment of the study as a JSONL object (docs/interfaces.md#judgment-format), oldest first, streamed:
+    the judgments' own rows read in chunks of ``_CHUNK``; the study's raters read once and each pair once, when a
+    chunk first needs it (a row joined to its rater, pair, item, outputs and systems cost seven model instances per
+    judgment: most of an export's time). The queries grow with the chunks, never with the rows."""
+    raters = Rater.objects.filter(study=study).in_bulk()
+    pairs: dict[int, Pair] = {}
+    chunk: list[Judgment] = []
+    rows = Judgment.objects.filter(study=study).order_by("created", "id").iterator(chunk_size=_CHUNK)
+    for judgment in itertools.chain(rows, [None]):
+        if judgment is not None:
+            chunk.append(judgment)
+            if len(chunk) < _CHUNK:
+                continue
+        missing = {j.pair_id for j in chunk} - pairs.keys()
+        if missing:
+            pairs.update(_pairs(missing))
+        for j in chunk:
+            j.rater = raters[j.rater_id]
+            j.pair = pairs[j.pair_id]
+            yield judgment_line(j)
+        chunk = []

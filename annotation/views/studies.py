@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -47,32 +47,12 @@ def count_per_study(rows: QuerySet) -> Coalesce:
     return Coalesce(Subquery(per_study), 0)
 
 
-def _judgments_per_study(kind: str) -> Coalesce:
-    """The judgments of each study's raters of ``kind``, an answer the rater changed once: summed over the raters,
-    each rater's counted off the judgments' rater index (work in proportion to the judgments, whichever plan the
-    database picks; a join of judgments to raters could be planned as a loop over raters for each judgment)."""
-    per_rater = (
-        Judgment.objects.filter(rater=OuterRef("pk"), revised=False)
-        .order_by()
-        .values("rater")
-        .annotate(n=Count("*"))
-        .values("n")
-    )
-    per_study = (
-        Rater.objects.filter(study=OuterRef("pk"), kind=kind)
-        .order_by()
-        .values("study")
-        .annotate(total=Sum(Subquery(per_rater)))
-        .values("total")
-    )
-    return Coalesce(Subquery(per_study), 0)
-
-
 @login_required
 def study_list(request: ResearcherRequest) -> HttpResponse:
     """The researcher's studies with their items, human judgments and judge verdicts counted as the study page counts
     them (an answer the rater changed, once), in one query whatever their size."""
     archived = request.GET.get("archived") == "1"
+    counted = Judgment.objects.filter(revised=False)
     studies = (
         studies_for(request.user)
         .filter(
@@ -82,8 +62,8 @@ def study_list(request: ResearcherRequest) -> HttpResponse:
         )
         .annotate(
             n_items=count_per_study(Item.objects.all()),
-            n_human=_judgments_per_study(Rater.Kind.HUMAN),
-            n_judge=_judgments_per_study(Rater.Kind.JUDGE),
+            n_human=count_per_study(counted.filter(rater__kind=Rater.Kind.HUMAN)),
+            n_judge=count_per_study(counted.filter(rater__kind=Rater.Kind.JUDGE)),
         )
     )
     n_archived = 0 if archived else studies_for(request.user).filter(status=Study.Status.ARCHIVED).count()
@@ -105,6 +85,8 @@ def study_create(request: ResearcherRequest) -> HttpResponse:
             )
         except FormatError as exc:
             problems = exc.messages()
+        except ServiceError as exc:  # as many imports queued as one researcher may have (jobs.JobLimit)
+            problems = [str(exc)]
         else:
             if job is None:
                 messages.success(request, f"Imported {study.items.count()} items.")
@@ -441,6 +423,8 @@ def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
         return render(
             request, "annotation/import_problems.html", {"study": study, "problems": exc.messages()}, status=400
         )
+    except ServiceError as exc:  # as many imports queued as one researcher may have (jobs.JobLimit)
+        return render(request, "annotation/import_problems.html", {"study": study, "problems": [str(exc)]}, status=429)
     if job is not None:
         messages.success(
             request,
