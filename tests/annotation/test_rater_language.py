@@ -153,6 +153,7 @@ def researcher_texts(study: Study) -> list[str]:
 def visible_text(page: str) -> str:
     """What a reader meets on the page: its text, its title and the labels read aloud (aria-label)."""
     page = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S)
+    page = re.sub(r"<kbd>[a-z]</kbd>", " ", page)  # a further question's key is a letter to press, not a word
     labels = " ".join(re.findall(r'aria-label="([^"]*)"', page))
     return html.unescape(re.sub(r"<[^>]+>", " ", page) + " " + labels)
 
