@@ -251,6 +251,18 @@ def form(study, given=None) -> list[dict]:
     return out
 
 
+def key_help(study) -> list[tuple[tuple[str, ...], str]]:
+    """(keys, what they do) for the instructions: the main question's (``Mode.key_help``), then each further
+    preference question's letters with its question, before Enter."""
+    main = elicitation.mode_of(study).key_help(study)
+    further_keys = [
+        (tuple(o.key_label for fs in f["fieldsets"] for o in fs.options if o.key_label), f["question"].text)
+        for f in form(study)
+        if f["fieldsets"]
+    ]
+    return [*main[:-1], *((keys, text) for keys, text in further_keys if keys), main[-1]]
+
+
 def page(study, given=None) -> dict[str, Any]:
     """The answer part of a rating page's context, every question as ``given`` (see ``form``) or empty: the main
     question's fieldsets, the further questions and the comment. One place for the rating page, the practice round

@@ -63,7 +63,7 @@ def external_entry(request: RaterRequest, token: str) -> HttpResponse:
                 "fieldsets": mode.fieldsets(study),
                 "further": questions.form(study),
                 "disabled": True,
-                "key_help": mode.key_help(study),
+                "key_help": questions.key_help(study),
                 "size": allocation.assignment_size(study),
                 "run_out": not allocation.open_places(study),
                 "skip_reasons": raters.skip_reasons(),

@@ -48,7 +48,7 @@ def rater_home(request: RaterRequest, token: str) -> HttpResponse:
             "token": token,
             "active": active,
             "completed": completed,
-            "key_help": study.elicitation_mode.key_help(study),
+            "key_help": questions.key_help(study),
             "size": allocation.assignment_size(study),
         },
     )

@@ -240,3 +240,18 @@ def test_the_refused_form_is_built_by_one_function_for_every_page(asking):
     assert [o.value for f in page["fieldsets"] for o in f.options if o.checked] == ["tie"]
     clarity = page["further"][0]["fieldsets"]
     assert [(o.value, o.key) for f in clarity for o in f.options if o.checked] == [("first", "a")]
+
+
+def test_the_welcome_page_and_the_crowd_preview_list_every_questions_keys(client, asking):
+    from annotation.models import ExternalLink
+
+    rater = enrolment.do_create_rater_link(asking, "welcome")
+    link = ExternalLink.objects.create(study=asking, platform="mturk")
+    for page in (
+        client.get(reverse("rater_home", args=[rater.token()])).content.decode(),
+        client.get(link.path(), {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "H1"}).content.decode(),
+    ):
+        keys = page.split('<p class="muted keys">')[1].split("</p>")[0]
+        assert "<kbd>a</kbd> / <kbd>b</kbd> / <kbd>c</kbd> Which output is clearer?," in keys
+        assert "<kbd>h</kbd> How much better is one than the other?, <kbd>Enter</kbd> submit." in keys
+        assert keys.index("<kbd>1</kbd>") < keys.index("<kbd>a</kbd>")
