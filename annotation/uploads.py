@@ -9,6 +9,12 @@ checked whole there (every problem listed, nothing saved); ``do_import_or_stage`
 stages the bytes as an ``Upload`` and queues its job. ``upload_job`` is the one body of both kinds of import job
 ("import" and "judgments"); it finds each kind's importer by dotted path (``IMPORTERS``), the way
 ``annotation/jobs.py`` finds job bodies, so this ground-floor module imports no wing.
+
+A file is all or nothing whenever the worker stops (``kill -9``, a crash, the database away): nothing of it is seen
+before it is published -- a study file's study is "importing", which raters and the study page do not open; a
+judgments file's lines are staged apart from the judgments -- and the upload stays until then. A stopped import's
+job is failed (by ``run_job``, or by the worker's stale-job sweep); the study page then offers ``do_resume_upload``,
+which goes on after what was written, or discarding it (``do_discard_upload``, or deleting the unfinished study).
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ from django.db import transaction
 from django.utils.module_loading import import_string
 
 from annotation import jobs
+from annotation.errors import ServiceError
 from annotation.models import Job, Study, Upload
 
 Result = TypeVar("Result")
 
 # Per kind of file: its job's kind (the names jobs queued before the two shared one body still carry), what its
-# records are, and its importer ``do_import_upload(study, data, filename, progress) -> str``, the job's summary.
+# records are, and its importer ``do_import_upload(upload, progress) -> str``, the job's summary.
 # Keyed by ``Upload.Kind`` (a str, as an upload's ``kind`` reads back from the database).
 JOB_KINDS: dict[str, str] = {Upload.Kind.STUDY: "import", Upload.Kind.JUDGMENTS: "judgments"}
 RECORDS: dict[str, str] = {Upload.Kind.STUDY: "items", Upload.Kind.JUDGMENTS: "judgments"}
@@ -51,22 +58,68 @@ def do_import_or_stage(
     with transaction.atomic():
         if in_one_step(records):
             return import_now(), None
-        upload = Upload.objects.create(study=study, kind=kind, filename=filename or "", data=data)
-        job = jobs.start(
-            study,
-            JOB_KINDS[kind],
-            total=records,
-            params={"upload": upload.pk},
-            message=f"Importing {records:,} {RECORDS[kind]}",
-        )
+        upload = Upload.objects.create(study=study, kind=kind, filename=filename or "", data=data, records=records)
+        job = _start(upload, f"Importing {records:,} {RECORDS[kind]}")
     return None, job
 
 
+def _start(upload: Upload, message: str) -> Job:
+    return jobs.start(
+        upload.study, JOB_KINDS[upload.kind], total=upload.records, params={"upload": upload.pk}, message=message
+    )
+
+
 def upload_job(job: Job, progress: jobs.Progress) -> str:
-    """The background import of a staged file, whichever its kind: its kind's importer, then the file is removed. A
-    failed import keeps it (and a study file's unpublished study, which the researcher can delete)."""
-    upload = Upload.objects.get(pk=job.params["upload"])
-    importer = import_string(IMPORTERS[upload.kind])
-    summary = importer(job.study, bytes(upload.data), upload.filename or None, progress)
-    upload.delete()
-    return summary
+    """The background import of a staged file, whichever its kind: its kind's importer, which goes on after what a
+    stopped run of the same file already wrote (a study's items, a judgments file's staged lines), publishes the
+    file and removes it in one transaction."""
+    upload = Upload.objects.filter(pk=job.params["upload"]).select_related("study").first()
+    if upload is None:
+        raise jobs.JobFailed("The file is no longer here: it was imported or discarded already.")
+    return import_string(IMPORTERS[upload.kind])(upload, progress)
+
+
+def _running(upload: Upload) -> bool:
+    return Job.objects.filter(
+        study_id=upload.study_id,
+        kind=JOB_KINDS[upload.kind],
+        params__upload=upload.pk,
+        status__in=(Job.Status.QUEUED, Job.Status.RUNNING),
+    ).exists()
+
+
+def stopped_upload(study: Study, kind: str) -> Upload | None:
+    """The study's file of ``kind`` whose import stopped before it was published -- its worker killed or crashed,
+    the database away, a step that failed -- and that no job is importing now: the page offers to resume or discard
+    it. Its bytes are not read."""
+    for upload in study.uploads.filter(kind=kind).defer("data").order_by("-created"):
+        if not _running(upload):
+            return upload
+    return None
+
+
+def do_resume_upload(study: Study, upload_id: int) -> Job:
+    """Import a stopped file again, from where it stopped (what was written of it is kept and not written twice).
+    ``ServiceError`` when it is gone or still being imported."""
+    with transaction.atomic():
+        upload = _locked(study, upload_id)
+        return _start(upload, f"Resuming the import of {upload.records:,} {RECORDS[upload.kind]}")
+
+
+def do_discard_upload(study: Study, upload_id: int) -> None:
+    """Forget a stopped judgments file and every line staged of it (none of them is a judgment). A study file's
+    unfinished study is deleted as a whole instead (the study's delete page)."""
+    with transaction.atomic():
+        upload = _locked(study, upload_id)
+        if upload.kind != Upload.Kind.JUDGMENTS:
+            raise ServiceError("An unfinished study is discarded by deleting the study.")
+        upload.delete()
+
+
+def _locked(study: Study, upload_id: int) -> Upload:
+    upload = Upload.objects.select_for_update().defer("data").filter(study=study, pk=upload_id).first()
+    if upload is None:
+        raise ServiceError("This file is no longer waiting: it was imported or discarded already.")
+    if _running(upload):
+        raise ServiceError("This file is being imported right now; wait for the import to end.")
+    return upload

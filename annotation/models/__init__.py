@@ -11,7 +11,8 @@ One module per concept, the way zulip lays out ``zerver/models/``; everything pu
 - ``items``: ``System``, ``Item``, ``Generation``
 - ``plan``: ``Comparison``, ``Pair``, ``Task``, ``TaskPair``
 - ``raters``: ``Rater``, ``Assignment`` and the places and pairs it holds
-- ``judgments``: ``Judgment``, ``Skip``, attention checks and their answers, practice answers
+- ``judgments``: ``Judgment``, the lines of a judgments file being imported (``StagedJudgment``), ``Skip``,
+  attention checks and their answers, practice answers
 - ``crowd``: links for crowdsourcing sites, worker sessions, the blocklist, MTurk HITs
 - ``endpoints``: ``Endpoint`` and what is one (``Judge``, ``SystemEndpoint``), and the ledgers of their calls
 - ``jobs``: ``Job``, ``WorkerBeat``
@@ -54,6 +55,7 @@ from annotation.models.judgments import (
     Judgment as Judgment,
     PracticeAnswer as PracticeAnswer,
     Skip as Skip,
+    StagedJudgment as StagedJudgment,
 )
 from annotation.models.crowd import (
     EXTERNAL_LINK_SALT as EXTERNAL_LINK_SALT,

@@ -8,9 +8,10 @@ from django.db import models
 from django.utils import timezone
 
 from annotation import elicitation as elicitation_modes
+from annotation.models.items import Generation
 from annotation.models.plan import Pair
 from annotation.models.raters import Assignment, AssignmentPair, Rater
-from annotation.models.studies import Study
+from annotation.models.studies import Study, Upload
 
 
 class Judgment(models.Model):
@@ -75,6 +76,43 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"judgment {self.idempotency_key} by rater {self.rater_id}"
+
+
+class StagedJudgment(models.Model):
+    """A line of a judgments file the worker is importing (``annotation/rating/imports.py``): staged in short steps,
+    never read as a judgment, and published -- its rater, its output pair and the judgment made -- in one
+    transaction once the whole file is staged, so no report, export or plan ever counts part of a file. Removed with
+    its upload; a crashed import resumes after the lines already staged."""
+
+    upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="staged_judgments")
+    rater_external_id = models.CharField(max_length=200)
+    rater_kind = models.CharField(max_length=10, choices=Rater.Kind.choices)
+    generation_a = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="+")
+    generation_b = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="+")
+    # the judgment's own columns, as Judgment has them
+    a_shown_first = models.BooleanField()
+    choice = models.CharField(max_length=3, choices=Judgment.Choice.choices, null=True, blank=True)
+    response_set = models.JSONField(null=True, blank=True)
+    strength = models.PositiveSmallIntegerField(null=True, blank=True)
+    probability_a = models.FloatField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="")
+    created = models.DateTimeField()
+    time_on_task_ms = models.PositiveIntegerField(null=True, blank=True)
+    client_time_ms = models.PositiveIntegerField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=64)
+    superseded = models.BooleanField(default=False)
+    revised = models.BooleanField(default=False)
+    extra = models.JSONField(default=dict, blank=True)
+    answers = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["upload", "idempotency_key"], name="staged_judgment_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"staged judgment {self.idempotency_key} of upload {self.upload_id}"
 
 
 class Skip(models.Model):

@@ -241,6 +241,9 @@ class Upload(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     filename = models.CharField(max_length=255, blank=True)
     data = models.BinaryField()
+    records = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="The file's items or judgment lines, as checked in the request."
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

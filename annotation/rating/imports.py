@@ -1,8 +1,10 @@
 """Where an imported judgments file (docs/interfaces.md#judgment-format: JSONL or the CSV export layout) is written:
 all or nothing, a line already present (same id, or same content for a line without one) skipped. A small file is
 imported in one transaction; from the browser a larger one is checked in the request and imported by a background
-job in short steps (``annotation/uploads.py``), its earlier steps deleted again when one fails. Every other judgment
-is written by ``annotation/rating/recording.py``."""
+job (``annotation/uploads.py``): its lines are staged in short steps (``StagedJudgment``, which nothing reads as a
+judgment) and published in one transaction at the end, so a report, an export or the plan never counts part of a
+file, whenever the worker stops; a stopped import resumes after the lines already staged, or is discarded. Every
+other judgment is written by ``annotation/rating/recording.py``."""
 
 from __future__ import annotations
 
@@ -10,13 +12,14 @@ import dataclasses
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
 from annotation import jobs, questions, uploads
 from annotation.exchange import judgment_files
-from annotation.models import Generation, Job, Judgment, Pair, Rater, Study, Upload
+from annotation.exchange.rules import FormatError
+from annotation.models import Generation, Job, Judgment, Pair, Rater, StagedJudgment, Study, Upload
 
 IMPORT_QUERY_CHUNK = 5000  # keys per lookup query: PostgreSQL takes at most 65,535 parameters a query
 IMPORT_INSERT_BATCH = 1000  # judgments per INSERT: 1,000 x 18 columns, far below PostgreSQL's 65,535 parameters
@@ -77,38 +80,134 @@ def _import_at_once(study: Study, parsed: list[judgment_files.ParsedJudgment]) -
     return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
 
 
-def do_import_judgments_staged(
-    study: Study, parsed: list[judgment_files.ParsedJudgment], progress: Callable[[int, int], None] | None = None
-) -> ImportSummary:
-    """A large judgments file, imported in steps of ``SEPLAB_IMPORT_STEP`` judgments, each its own short
-    transaction. All or nothing still: when a step fails, the judgments of the earlier steps are deleted again."""
+def do_import_upload(upload: Upload, progress: Callable[[int, int], None]) -> str:
+    """A staged judgments file's import (``uploads.upload_job``): checked again against the study as it is now, its
+    lines staged in short steps after those a crashed run already staged, then published in one transaction (the
+    upload removed with it). A file that no longer fits the study is removed with what was staged of it; any other
+    failure keeps both, so the study page can resume the import or discard it. Nothing of the file is a judgment
+    until it is published."""
+    study = upload.study
+    try:
+        parsed = check_judgment_file(study, bytes(upload.data), upload.filename or None)
+    except FormatError as exc:
+        upload.delete()  # nothing to resume: the study changed under the file
+        raise jobs.JobFailed(f"Nothing was imported: the file no longer fits the study.\n{exc}") from exc
+    try:
+        _stage(upload, parsed, progress)
+        created = _publish(upload)
+    except Exception as exc:
+        if jobs.is_outage(exc):
+            raise  # run_job says the database was away; the staged lines wait for a resume
+        raise jobs.JobFailed(
+            f"The import stopped ({type(exc).__name__}: {exc}). None of the file's judgments is in the study yet: "
+            "resume the import from the study page, or discard it."
+        ) from exc
+    progress(len(parsed), len(parsed))
+    return f"Imported {created:,} judgments ({len(parsed) - created:,} already present)."
+
+
+def _stage(upload: Upload, parsed: list[judgment_files.ParsedJudgment], progress: Callable[[int, int], None]) -> None:
+    """The file's lines not staged yet, in steps of ``SEPLAB_IMPORT_STEP``, each its own short transaction."""
     step = settings.SEPLAB_IMPORT_STEP
+    staged = set(upload.staged_judgments.values_list("idempotency_key", flat=True))
+    items = dict(upload.study.items.values_list("external_id", "pk"))
+    generations = {
+        (g.item_id, g.system.name, g.sample_index): g.pk
+        for g in Generation.objects.filter(item__study=upload.study)
+        .select_related("system")
+        .only("id", "item_id", "sample_index", "system__name")
+    }
+    todo = [p for p in parsed if p.key not in staged]
+    done = len(parsed) - len(todo)
+    now = timezone.now()
+    progress(done, len(parsed))
+    for start in range(0, len(todo), step):
+        chunk = todo[start : start + step]
+        rows = []
+        for p in chunk:
+            item = items[p.item]
+            rows.append(
+                StagedJudgment(
+                    upload=upload,
+                    rater_external_id=p.rater,
+                    rater_kind=p.rater_kind,
+                    generation_a_id=generations[(item, p.system_a, p.sample_a)],
+                    generation_b_id=generations[(item, p.system_b, p.sample_b)],
+                    a_shown_first=p.shown_first == p.system_a,
+                    choice=p.choice,
+                    response_set=p.response_set,
+                    strength=p.strength,
+                    probability_a=p.probability_a,
+                    comment=p.comment,
+                    created=p.created or now,
+                    time_on_task_ms=p.time_on_task_ms,
+                    client_time_ms=p.client_time_ms,
+                    idempotency_key=p.key,
+                    superseded=p.superseded,
+                    revised=p.revised,
+                    extra=p.extra,
+                    answers=p.answers,
+                )
+            )
+        with transaction.atomic():
+            StagedJudgment.objects.bulk_create(rows, batch_size=IMPORT_INSERT_BATCH)
+        done += len(chunk)
+        progress(done, len(parsed))
+
+
+# The columns a staged line gives its judgment: every column both tables have (the staging table's own -- upload,
+# rater and generations -- become the judgment's study, rater and pair).
+_COPIED = tuple(
+    f.column
+    for f in StagedJudgment._meta.concrete_fields
+    if f.name not in ("id", "upload", "rater_external_id", "rater_kind", "generation_a", "generation_b")
+)
+
+
+def _publish(upload: Upload) -> int:
+    """Every staged line of ``upload`` made a judgment, in one transaction with the raters and output pairs they
+    need; a line whose id the study has already is skipped. The upload and its staged lines go in the same
+    transaction. Returns how many judgments were created. A second publisher of the same upload waits for the first,
+    then finds nothing to publish."""
+    q = connection.ops.quote_name
     with transaction.atomic():
-        new = _new_judgments(study, parsed)  # the raters and output pairs it needs, created once
-    done: list[str] = []
-    try:
-        for start in range(0, len(new), step):
-            chunk = new[start : start + step]
-            with transaction.atomic():
-                Judgment.objects.bulk_create(chunk, batch_size=IMPORT_INSERT_BATCH)
-            done += [j.idempotency_key for j in chunk]
-            if progress:
-                progress(min(start + step, len(new)), len(new))
-    except BaseException:
-        for start in range(0, len(done), IMPORT_QUERY_CHUNK):
-            Judgment.objects.filter(study=study, idempotency_key__in=done[start : start + IMPORT_QUERY_CHUNK]).delete()
-        raise
-    return ImportSummary(created=len(new), skipped=len(parsed) - len(new))
-
-
-def do_import_upload(study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None]) -> str:
-    """A staged judgments file's import (``uploads.upload_job``), checked again against the study as it is now, in
-    short steps, all or nothing."""
-    try:
-        summary = do_import_judgments_staged(study, check_judgment_file(study, data, filename), progress)
-    except Exception as exc:  # nothing of the file stays; the study page says why
-        raise jobs.JobFailed(f"Nothing was imported: {type(exc).__name__}: {exc}") from exc
-    return f"Imported {summary.created:,} judgments ({summary.skipped:,} already present)."
+        upload = Upload.objects.select_for_update().defer("data").get(pk=upload.pk)
+        study = upload.study
+        known = set(study.raters.values_list("external_id", flat=True))
+        wanted = dict(upload.staged_judgments.values_list("rater_external_id", "rater_kind").distinct())
+        Rater.objects.bulk_create(
+            [
+                Rater(study=study, external_id=name, kind=kind, source=Rater.Source.IMPORT)
+                for name, kind in wanted.items()
+                if name not in known
+            ],
+            batch_size=IMPORT_INSERT_BATCH,
+        )
+        staged, pair, generation = (q(m._meta.db_table) for m in (StagedJudgment, Pair, Generation))
+        judgment, rater = q(Judgment._meta.db_table), q(Rater._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {pair} ({q('item_id')}, {q('generation_a_id')}, {q('generation_b_id')}) "
+                f"SELECT DISTINCT g.{q('item_id')}, s.{q('generation_a_id')}, s.{q('generation_b_id')} "
+                f"FROM {staged} s JOIN {generation} g ON g.{q('id')} = s.{q('generation_a_id')} "
+                f"WHERE s.{q('upload_id')} = %s ON CONFLICT DO NOTHING",
+                [upload.pk],
+            )
+            columns = ", ".join(q(c) for c in _COPIED)
+            copied = ", ".join(f"s.{q(c)}" for c in _COPIED)
+            cursor.execute(
+                f"INSERT INTO {judgment} ({q('study_id')}, {q('rater_id')}, {q('pair_id')}, {q('recorded')}, "
+                f"{columns}) "
+                f"SELECT %s, r.{q('id')}, p.{q('id')}, %s, {copied} FROM {staged} s "
+                f"JOIN {rater} r ON r.{q('study_id')} = %s AND r.{q('external_id')} = s.{q('rater_external_id')} "
+                f"JOIN {pair} p ON p.{q('generation_a_id')} = s.{q('generation_a_id')} "
+                f"AND p.{q('generation_b_id')} = s.{q('generation_b_id')} "
+                f"WHERE s.{q('upload_id')} = %s ORDER BY s.{q('id')} ON CONFLICT DO NOTHING",
+                [study.pk, connection.ops.adapt_datetimefield_value(timezone.now()), study.pk, upload.pk],
+            )
+            created = cursor.rowcount
+        upload.delete()  # and its staged lines (one DELETE: nothing hangs off them)
+    return created
 
 
 def _new_judgments(study: Study, parsed: list[judgment_files.ParsedJudgment]) -> list[Judgment]:

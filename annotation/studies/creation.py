@@ -1,6 +1,6 @@
 """A study made from a study file (docs/interfaces.md#study-file): checked whole, imported in one transaction or,
-when large, in short steps (from the browser: by a background job, ``annotation/uploads.py``), published at the
-end."""
+when large, in short steps (from the browser: by a background job, ``annotation/uploads.py``) into a study no rater
+or page opens until it is published at the end; a stopped background import goes on after the items it wrote."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from annotation import study_settings, uploads
+from annotation import jobs, study_settings, uploads
+from annotation.errors import ServiceError
 from annotation.exchange import study_files
 from annotation.exchange.rules import FormatError, Problem
 from annotation.models import (
@@ -149,17 +150,22 @@ def _insert_items(study: Study, parsed: study_files.ParsedStudy, start: int, sto
 
 
 def _import_staged(
-    study: Study, parsed: study_files.ParsedStudy, progress: Callable[[int, int], None] | None = None
+    study: Study,
+    parsed: study_files.ParsedStudy,
+    progress: Callable[[int, int], None] | None = None,
+    upload: Upload | None = None,
 ) -> Problem | None:
     """Import a large file into ``study`` (status importing: invisible to raters) in steps of ``SEPLAB_IMPORT_STEP``
     items or tasks, each its own transaction, so no step holds the database for long; the last step makes it
-    active. ``progress(done, total)`` is told after every step. Returns the warning of
-    ``planning.do_limit_system_pairs``, if any."""
+    active (and removes ``upload``, the staged file, in the same transaction). A study that has items already -- a
+    run of the same file that stopped -- goes on after them; the plan is made afresh. ``progress(done, total)`` is
+    told after every step. Returns the warning of ``planning.do_limit_system_pairs``, if any."""
     step = settings.SEPLAB_IMPORT_STEP
     n_items = len(parsed.items)
-    item_steps = range(0, n_items, step)
-    total = len(item_steps) * 2 + 1  # item steps, about as many plan steps, and the publication
-    done = 0
+    first = _items_present(study, parsed)
+    item_steps = range(first, n_items, step)
+    total = len(range(0, n_items, step)) * 2 + 1  # item steps, about as many plan steps, and the publication
+    done = len(range(0, first, step))
     fewer = None
     for start in item_steps:
         with transaction.atomic():
@@ -178,15 +184,33 @@ def _import_staged(
         done = min(done + 1, total - 1)
         if progress:
             progress(done, total)
-    _publish(study)
+    with transaction.atomic():
+        _publish(study)
+        if upload is not None:
+            upload.delete()
     if progress:
         progress(total, total)
     return fewer
 
 
-def do_import_upload(study: Study, data: bytes, filename: str | None, progress: Callable[[int, int], None]) -> str:
-    """A staged study file's import (``uploads.upload_job``), in steps; a failed one leaves an unpublished study the
-    researcher can delete."""
-    parsed = _parse(data, filename)
-    _import_staged(study, parsed, progress)
-    return f"Imported {len(parsed.items)} items."
+def _items_present(study: Study, parsed: study_files.ParsedStudy) -> int:
+    """How many of the file's items the study has already (a stopped run's steps), checked to be the file's first
+    ones in its order; ``ServiceError`` when they are not."""
+    present = list(study.items.order_by("position").values_list("external_id", flat=True))
+    if present != [item.external_id for item in parsed.items[: len(present)]]:
+        raise ServiceError(
+            "The unfinished study's items are not the first items of its file, so its import cannot go on; "
+            "delete the study and import the file again."
+        )
+    return len(present)
+
+
+def do_import_upload(upload: Upload, progress: Callable[[int, int], None]) -> str:
+    """A staged study file's import (``uploads.upload_job``), in steps, after the items a stopped run already wrote;
+    a failed one leaves an unpublished study (and its file) the researcher can resume or delete."""
+    parsed = _parse(bytes(upload.data), upload.filename or None)
+    try:
+        _import_staged(upload.study, parsed, progress, upload)
+    except ServiceError as exc:
+        raise jobs.JobFailed(str(exc)) from exc
+    return f"Imported {len(parsed.items):,} items."

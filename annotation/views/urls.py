@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import crowd, judges, raters, runs, studies, systems
+from annotation.views import crowd, judges, raters, runs, studies, systems, uploads
 
 urlpatterns = [
     path("", studies.home, name="home"),
@@ -25,6 +25,8 @@ urlpatterns = [
         name="external_link_action",
     ),
     path("studies/<int:study_id>/judgments/import/", studies.judgments_import, name="judgments_import"),
+    path("studies/<int:study_id>/uploads/<int:upload_id>/resume/", uploads.upload_resume, name="upload_resume"),
+    path("studies/<int:study_id>/uploads/<int:upload_id>/discard/", uploads.upload_discard, name="upload_discard"),
     path("studies/<int:study_id>/judgments.<str:fmt>", studies.judgments_export, name="judgments_export"),
     path("studies/<int:study_id>/judges/", judges.judges, name="judges"),
     path("studies/<int:study_id>/judges/<int:judge_id>/", judges.judge_detail, name="judge_detail"),

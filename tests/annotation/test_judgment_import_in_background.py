@@ -1,6 +1,7 @@
 """A 70,000-line judgments file was once imported inside the request, holding the database's write lock for
 14-16 s (submits on other studies stalled up to 12.9 s on SQLite). A large file is now checked in the request
-(every problem listed, nothing saved) and imported by the worker in short steps, all or nothing."""
+(every problem listed, nothing saved) and imported by the worker in short steps, all or nothing: its lines are staged
+apart and published in one transaction, and a stopped import is resumed or discarded from the study page."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.urls import reverse
 
 from annotation import jobs
 from annotation.jobs import run_job
-from annotation.models import Job, Judgment, Upload
+from annotation.models import Job, Judgment, Rater, StagedJudgment, Upload
 from annotation.rating import imports
 from annotation.studies import creation
 
@@ -67,10 +68,12 @@ def test_a_bad_large_file_is_refused_in_the_request_with_every_problem(researche
     assert not Job.objects.filter(kind="judgments").exists() and not Upload.objects.exists()
 
 
-def test_a_step_that_fails_leaves_nothing_of_the_file(researcher_client, study, small_limits, monkeypatch):
+def test_a_step_that_fails_leaves_nothing_visible_and_the_import_resumes(
+    researcher_client, study, small_limits, monkeypatch
+):
     upload(researcher_client, study, judgment_file(120))
     job = Job.objects.get(kind="judgments")
-    real = Judgment.objects.bulk_create
+    real = StagedJudgment.objects.bulk_create
     calls = {"n": 0}
 
     def third_step_fails(objs, **kwargs):
@@ -79,29 +82,96 @@ def test_a_step_that_fails_leaves_nothing_of_the_file(researcher_client, study, 
             raise RuntimeError("the database went away")
         return real(objs, **kwargs)
 
-    monkeypatch.setattr(Judgment.objects, "bulk_create", third_step_fails)
-    with pytest.raises(jobs.JobFailed, match="Nothing was imported: RuntimeError: the database went away"):
+    monkeypatch.setattr(StagedJudgment.objects, "bulk_create", third_step_fails)
+    with pytest.raises(jobs.JobFailed, match="The import stopped \\(RuntimeError: the database went away\\)"):
         run_job.call(job.pk)
     job.refresh_from_db()
-    assert job.status == "failed" and "Nothing was imported" in job.message
-    assert not Judgment.objects.exists()  # the first two steps (40 judgments) were deleted again
-    assert "The judgments could not be imported" in researcher_client.get(study.get_absolute_url()).content.decode()
+    assert job.status == "failed" and "None of the file's judgments is in the study yet" in job.message
+    assert not Judgment.objects.exists() and not Rater.objects.filter(study=study).exists()
+    assert StagedJudgment.objects.count() == 40  # two steps staged, kept for the resume
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert "The judgments could not be imported" in page and 'data-testid="resume-import"' in page
+    staged = Upload.objects.get()
+    assert researcher_client.post(reverse("upload_resume", args=[study.pk, staged.pk])).status_code == 302
+    again = Job.objects.filter(kind="judgments").first()
+    assert again.pk != job.pk and again.status == "queued"
+    run_job.call(again.pk)
+    again.refresh_from_db()
+    assert again.status == "done" and "Imported 120 judgments (0 already present)" in again.message
+    assert calls["n"] == 3 + 4  # the resume staged the 80 lines left, in 4 steps of 20
+    assert Judgment.objects.count() == 120 and not Upload.objects.exists() and not StagedJudgment.objects.exists()
+    assert sorted(Judgment.objects.values_list("idempotency_key", flat=True)) == sorted(f"j{k}" for k in range(120))
+
+
+def test_a_stopped_import_is_discarded_with_everything_staged(researcher_client, study, small_limits, monkeypatch):
+    upload(researcher_client, study, judgment_file(120))
+    job = Job.objects.get(kind="judgments")
+    monkeypatch.setattr(imports, "_publish", lambda upload: (_ for _ in ()).throw(RuntimeError("power cut")))
+    with pytest.raises(jobs.JobFailed):
+        run_job.call(job.pk)
+    assert StagedJudgment.objects.count() == 120 and not Judgment.objects.exists()
+    staged = Upload.objects.get()
+    assert researcher_client.post(reverse("upload_discard", args=[study.pk, staged.pk])).status_code == 302
+    assert not Upload.objects.exists() and not StagedJudgment.objects.exists() and not Judgment.objects.exists()
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert 'data-testid="resume-import"' not in page
+    response = researcher_client.post(reverse("upload_resume", args=[study.pk, staged.pk]), follow=True)
+    assert "This file is no longer waiting" in response.content.decode()
+
+
+def test_a_running_import_is_neither_resumed_nor_discarded(researcher_client, study, small_limits):
+    upload(researcher_client, study, judgment_file(120))
+    staged = Upload.objects.get()
+    for action in ("upload_resume", "upload_discard"):
+        response = researcher_client.post(reverse(action, args=[study.pk, staged.pk]), follow=True)
+        assert "This file is being imported right now" in response.content.decode()
+    assert Job.objects.filter(kind="judgments").count() == 1 and Upload.objects.exists()
+
+
+def test_another_researchers_import_is_not_theirs_to_resume(client, study, small_limits, researcher_client):
+    from django.contrib.auth.models import User
+
+    upload(researcher_client, study, judgment_file(120))
+    staged = Upload.objects.get()
+    client.force_login(User.objects.create_user("other", password="x"))
+    assert client.post(reverse("upload_discard", args=[study.pk, staged.pk])).status_code == 404
+    assert Upload.objects.exists()
+
+
+def test_a_file_the_study_no_longer_fits_is_removed_with_its_reason(researcher_client, study, small_limits):
+    upload(researcher_client, study, judgment_file(120))
+    job = Job.objects.get(kind="judgments")
+    study.items.filter(external_id="item-3").delete()
+    with pytest.raises(jobs.JobFailed, match="the file no longer fits the study"):
+        run_job.call(job.pk)
+    job.refresh_from_db()
+    assert "unknown item 'item-3'" in job.message and not Upload.objects.exists() and not Judgment.objects.exists()
+
+
+def test_the_staging_table_carries_every_column_of_a_judgment():
+    """Publishing copies a staged line's columns into the judgment's: a new column of Judgment must be staged too
+    (or be one a published import leaves empty)."""
+    staged = {f.column for f in StagedJudgment._meta.concrete_fields}
+    left = {f.column for f in Judgment._meta.concrete_fields} - staged
+    assert left == {"study_id", "rater_id", "pair_id", "recorded", "assignment_id", "assignment_pair_id", "shown_at"}
 
 
 @pytest.mark.django_db(transaction=True)
-def test_each_step_is_its_own_short_transaction(researcher, small_limits, monkeypatch):
+def test_each_step_is_its_own_short_transaction_and_publishing_is_one(researcher, small_limits, monkeypatch):
     from tests.conftest import study_jsonl
 
     study = creation.do_create_study(researcher, "steps", study_jsonl(4), "s.jsonl")
     outermost = []
-    real = Judgment.objects.bulk_create
+    real = StagedJudgment.objects.bulk_create
 
     def watched(objs, **kwargs):  # inside a transaction, and not one nested in a bigger one
         connection = transaction.get_connection()
         outermost.append(connection.in_atomic_block and not connection.savepoint_ids)
+        assert not Judgment.objects.filter(study=study).exists()  # nothing published while staging
         return real(objs, **kwargs)
 
-    monkeypatch.setattr(Judgment.objects, "bulk_create", watched)
-    parsed = imports.check_judgment_file(study, judgment_file(120), "j.jsonl")
-    summary = imports.do_import_judgments_staged(study, parsed)
-    assert summary.created == 120 and outermost == [True] * 6
+    monkeypatch.setattr(StagedJudgment.objects, "bulk_create", watched)
+    _, job = imports.do_start_judgment_import(study, judgment_file(120), "j.jsonl")
+    run_job.call(job.pk)
+    assert outermost == [True] * 6 and Judgment.objects.filter(study=study).count() == 120
+    assert Rater.objects.filter(study=study, source="import").count() == 30

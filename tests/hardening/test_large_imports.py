@@ -168,3 +168,114 @@ result = [first.created, again.created, again.skipped, Judgment.objects.filter(s
         tmp_path,
     )
     assert result == [70_000, 0, 70_000, 70_000]
+
+
+# In the child process: a worker started as a process of its own, killed with SIGKILL while it imports a judgments
+# file and then a study file, on the database run_on made. The steps are small so a kill lands half-way.
+KILLED = """
+import datetime as dt, json, os, signal, subprocess, sys, time
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from annotation import uploads
+from annotation.exchange import exports
+from annotation.models import Item, Job, Judgment, Pair, Rater, StagedJudgment, Study, Task, Upload
+from annotation.rating import imports
+from annotation.studies import creation
+from annotation.worker import do_sweep_stale_jobs
+from analytics.report.data import load_rows
+
+STEP = "25"
+settings.SEPLAB_IMPORT_STEP = int(STEP)
+env = {**os.environ, "SEPLAB_IMPORT_STEP": STEP}
+
+def worker():
+    return subprocess.Popen([sys.executable, "manage.py", "run_worker", "--interval", "0.05", "--beat-seconds", "0.5"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+def wait_for(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+def half_way(job):
+    row = Job.objects.get(pk=job.pk)
+    return row.status == "running" and 0 < row.done < row.total
+
+def swept():  # the stale-job sweep, as a worker runs it once the killed one's heartbeat is old
+    return do_sweep_stale_jobs(timezone.now() + dt.timedelta(seconds=settings.SEPLAB_JOB_STALE_SECONDS + 1))
+
+owner = get_user_model().objects.create_user("owner")
+items = "".join(json.dumps({"id": f"i{i}", "input": "q", "outputs": {"a": ["x"], "b": ["y"]}}) + "\\n"
+                for i in range(20))
+study = creation.do_create_study(owner, "s", items.encode(), "s.jsonl")
+pairs_before = Pair.objects.filter(item__study=study).count()
+lines = "".join(json.dumps({"id": f"j{n}", "item": f"i{n % 20}", "system_a": "a", "sample_a": 0, "system_b": "b",
+                            "sample_b": 0, "shown_first": "a", "rater": f"r{n // 20}", "rater_kind": "human",
+                            "choice": "a"}) + "\\n" for n in range(8000))
+_, job = imports.do_start_judgment_import(study, lines.encode(), "j.jsonl")
+first = worker()
+killed_staging = wait_for(lambda: half_way(job), 120)
+first.kill(); first.wait()  # kill -9
+staged = StagedJudgment.objects.count()
+visible = {"judgments": Judgment.objects.filter(study=study).count(),
+           "exported": len(list(exports.judgment_lines(study))), "report_rows": len(load_rows(study)),
+           "raters": Rater.objects.filter(study=study).count(),
+           "pairs": Pair.objects.filter(item__study=study).count() - pairs_before}
+failed = swept() == 1 and Job.objects.get(pk=job.pk).status == "failed"
+stopped = uploads.stopped_upload(study, "judgments")
+resumed = uploads.do_resume_upload(study, stopped.pk)
+
+big = "".join(json.dumps({"id": f"b{i}", "input": "q", "outputs": {"a": ["x"], "b": ["y"]}}) + "\\n"
+              for i in range(1500))
+importing, study_job = creation.do_start_study_import(owner, "big", big.encode(), "big.jsonl")
+Job.objects.filter(pk=resumed.pk).update(created=timezone.now())  # the resumed import first
+second = worker()
+finished = wait_for(lambda: Job.objects.get(pk=resumed.pk).status == "done", 180)
+killed_items = wait_for(lambda: half_way(study_job), 120)
+second.kill(); second.wait()
+importing.refresh_from_db()
+partial = {"status": importing.status, "open": importing.accepts_raters, "items": 0 < importing.items.count() < 1500,
+           "listed": Study.objects.filter(pk=importing.pk, status="active").exists()}
+study_failed = swept() == 1
+resumed_study = uploads.do_resume_upload(importing, uploads.stopped_upload(importing, "study").pk)
+third = worker()
+study_finished = wait_for(lambda: Job.objects.get(pk=resumed_study.pk).status == "done", 180)
+third.send_signal(signal.SIGTERM); third.wait(30)
+importing.refresh_from_db()
+result = {
+    "killed_staging": killed_staging, "staged": 0 < staged < 8000, "visible": visible, "failed": failed,
+    "finished": finished, "message": Job.objects.get(pk=resumed.pk).message,
+    "judgments": Judgment.objects.filter(study=study).count(),
+    "distinct": Judgment.objects.filter(study=study).values("idempotency_key").distinct().count(),
+    "raters": Rater.objects.filter(study=study, source="import").count(), "left": StagedJudgment.objects.count(),
+    "killed_items": killed_items, "partial": partial, "study_failed": study_failed, "study_finished": study_finished,
+    "study": [importing.status, importing.items.count(), Task.objects.filter(study=importing).count(),
+              list(importing.items.order_by("position").values_list("external_id", flat=True))
+              == [f"b{i}" for i in range(1500)]],
+    "uploads": Upload.objects.count(),
+}
+"""
+
+
+@pytest.mark.slow(seconds=60)
+@pytest.mark.own_database
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_worker_killed_mid_import_leaves_nothing_visible_and_the_import_resumes(tmp_path, database):
+    """kill -9 of the worker 30 s into a 100,000-line judgments import on PostgreSQL once left 32,000 judgments in
+    the study's exports and reports (and the 22 MB file); during a 70,000-item study import, an "importing" study
+    whose page said "Start it again" but offered only delete. Now a judgments file's lines are staged apart and
+    published in one transaction, an unfinished study opens to no one, and either import resumes where it stopped
+    and completes, each line once."""
+    result = run_on(database, KILLED, tmp_path)
+    assert result["killed_staging"] and result["staged"] and result["failed"]
+    assert result["visible"] == {"judgments": 0, "exported": 0, "report_rows": 0, "raters": 0, "pairs": 0}
+    assert result["finished"] and result["message"] == "Imported 8,000 judgments (0 already present)."
+    assert result["judgments"] == result["distinct"] == 8000 and result["raters"] == 400 and result["left"] == 0
+    assert result["killed_items"] and result["study_failed"]
+    assert result["partial"] == {"status": "importing", "open": False, "items": True, "listed": False}
+    assert result["study_finished"] and result["study"] == ["active", 1500, 1500, True]
+    assert result["uploads"] == 0
