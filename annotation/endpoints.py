@@ -31,6 +31,7 @@ from annotation.outbound import EndpointRefused, check_endpoint, check_key_host
 from annotation.secrets_at_rest import SealedUnreadable, UnreadableSecret
 from annotation.text import UNSTORABLE
 
+T = TypeVar("T")  # a field's type, as a reply should have it
 TICK = 15.0  # seconds between progress reports (the job's heartbeat), well inside annotation.worker.stale_after
 STOP_TICK = 0.5  # seconds between looks at the Stop button while requests are out
 ERROR_CHARS = 2000  # an endpoint's error is kept (and shown) up to this many characters
@@ -203,6 +204,12 @@ def _short(value: object, limit: int = 200) -> object:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _field(data: object, name: str, kind: type[T]) -> T | None:
+    """``data[name]`` when ``data`` is a dict and the value is a ``kind``: an unvalidated reply has any shape."""
+    value = data.get(name) if isinstance(data, dict) else None
+    return value if isinstance(value, kind) else None
+
+
 def _logprobs(value: object) -> dict | None:
     """Each token's log-probability and its top alternatives (what P(A) is read from), nothing else."""
     content = value.get("content") if isinstance(value, dict) else None
@@ -229,12 +236,11 @@ def kept_response(completion, content: str | None, logprobs: bool = True) -> dic
     is stored elsewhere), and the usage's token counts -- never an endpoint's further fields (a reply may carry
     megabytes of them). Every string made storable."""
     data = completion.model_dump(mode="json", warnings=False)
-    data = data if isinstance(data, dict) else {}
     choices = []
-    for choice in (data.get("choices") if isinstance(data.get("choices"), list) else [])[:1]:
+    for choice in (_field(data, "choices", list) or [])[:1]:
         if not isinstance(choice, dict):
             continue
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        message = _field(choice, "message", dict) or {}
         choices.append(
             {
                 "index": _short(choice.get("index")),
@@ -247,7 +253,8 @@ def kept_response(completion, content: str | None, logprobs: bool = True) -> dic
                 "logprobs": _logprobs(choice.get("logprobs")) if logprobs else None,
             }
         )
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = _field(data, "usage", dict) or {}
+    data = data if isinstance(data, dict) else {}
     return storable(
         {
             "id": _short(data.get("id")),

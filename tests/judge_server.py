@@ -145,7 +145,8 @@ class JudgeServer(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.server_address[0]}:{self.server_address[1]}/v1"
+        host, port = self.server_address[:2]
+        return f"http://{host if isinstance(host, str) else host.decode()}:{port}/v1"
 
     def shutdown(self) -> None:
         self.released.set()

@@ -204,11 +204,14 @@ def test_dns_rebinding_cannot_reach_loopback(researcher, settings, monkeypatch):
 
         monkeypatch.setattr(outbound, "resolve", rebinding)
         study = study_with(researcher, [f"Q{i}?" for i in range(6)])
-        judge = make_judge(study, outside, base_url=f"http://rebind.example:{port}/v1", max_retries=2)
+        judge = make_judge(
+            study, outside, base_url=f"http://rebind.example:{port}/v1", max_retries=2, max_concurrency=1
+        )
         with pytest.raises(EndpointError, match="otherwise internal address"):
             runner.JudgeRun(judge).do_run()
-        assert "127.0.0.1" in asked  # the rebinding answer was given, and refused
-        assert inside.requests == [] and len(outside.requests) >= 1
+        # the save, the run's check, the first connection; the second connection got 127.0.0.1 and was refused
+        assert asked == ["127.0.0.2"] * 3 + ["127.0.0.1"]
+        assert inside.requests == [] and len(outside.requests) == 1  # the first request, to the address checked
     finally:
         for s in (outside, inside):
             s.shutdown()
