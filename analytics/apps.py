@@ -14,5 +14,7 @@ class AnalyticsConfig(AppConfig):
         study_settings.register(AnalysisSettings, "analysis_settings", SETTINGS)
         extensions.add_page_context("settings", hooks.settings_page)
         extensions.add_page_context("item", hooks.item_page)
-        jobs.register("report", "analytics.stored.report_job", restartable=True)
-        jobs.register("budget", "analytics.budgeting.budget_job", restartable=True)
+        from analytics import budgeting, stored
+
+        jobs.register("report", "analytics.stored.report_job", restartable=True, limit=stored.LIMIT)
+        jobs.register("budget", "analytics.budgeting.budget_job", restartable=True, limit=budgeting.LIMIT)

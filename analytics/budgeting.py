@@ -284,8 +284,15 @@ def curve_caption(rows: list[dict]) -> str:
     return f"Judgments needed ({who}) against the win rate of the better system to tell."
 
 
+# A plan simulates hundreds of studies per margin: one study plans one request at a time. The same request again
+# while it is queued or running returns that job (its result is the one asked for); another request is refused
+# until it has finished (``jobs.JobLimit``), so a flood of POSTs queues one plan.
+LIMIT = jobs.Limit("budget plans", key=None, coalesce="active", per_study=1)
+
+
 def do_start_budget(study: Study, request: Request) -> Job:
-    """Queue a plan; the settings page polls its progress and then shows it (``BudgetPlan``)."""
+    """Queue a plan (or return the same plan already queued or running); the settings page polls its progress and
+    then shows it (``BudgetPlan``). ``jobs.JobLimit`` while the study plans another request."""
     return jobs.start(study, KIND, params=request.as_dict(), message="Planning the budget")
 
 

@@ -110,28 +110,31 @@ def do_serve(study: Study, population: Population, page: bool = False) -> Served
 
 
 MAX_QUEUED_REFRESHES = 3  # report refreshes of one study queued or running at once (every filtered view is one)
+# one refresh at a time per population (a second view of it returns the queued or running one)
+LIMIT = jobs.Limit("report refreshes", key=("key",), coalesce="active", per_study=MAX_QUEUED_REFRESHES)
 
 
 def do_request_refresh(study: Study, population: Population, version: str) -> Job | None:
     """The queued or running refresh of this population's report, or a new one queued (one at a time per
-    population, at most ``MAX_QUEUED_REFRESHES`` per study: forty filtered views must not queue forty full
-    refreshes ahead of other researchers' jobs; None then, and the page asks again as it polls). A refresh that
-    failed on this very data version is returned as it is (the page shows the error) instead of being retried on
-    every request; new data or settings queue a new one."""
+    population, at most ``MAX_QUEUED_REFRESHES`` per study and ``SEPLAB_JOBS_PER_KIND`` per researcher: forty
+    filtered views must not queue forty full refreshes ahead of other researchers' jobs; None then, and the page
+    asks again as it polls). ``jobs.start`` checks and creates under the owner's lock, so simultaneous views never
+    queue past the limit together. A refresh that failed on this very data version is returned as it is (the page
+    shows the error) instead of being retried on every request; new data or settings queue a new one."""
     latest = Job.objects.filter(study=study, kind=JOB_KIND, params__key=population.key).first()
     if latest is not None and (
         latest.active or (latest.status == Job.Status.FAILED and latest.params.get("version") == version)
     ):
         return latest
-    active = Job.objects.filter(study=study, kind=JOB_KIND, status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
-    if active.count() >= MAX_QUEUED_REFRESHES:
+    try:
+        return jobs.start(
+            study,
+            JOB_KIND,
+            message="Computing the report",
+            params={"key": population.key, "query": population.query(), "version": version},
+        )
+    except jobs.JobLimit:
         return None
-    return jobs.start(
-        study,
-        JOB_KIND,
-        message="Computing the report",
-        params={"key": population.key, "query": population.query(), "version": version},
-    )
 
 
 def do_refresh(study: Study, population: Population) -> StoredReport:

@@ -24,6 +24,7 @@ from analytics.populations import Population
 from analytics.tables import report_tables
 from annotation import questions
 from annotation.access import access_study
+from annotation.errors import ServiceError
 from annotation.exchange.rules import csv_safe
 
 
@@ -178,18 +179,29 @@ def budget_start(request: HttpRequest, study_id: int) -> HttpResponse:
     except budgeting.BadRequest as exc:
         messages.error(request, f"Budget planner, {budgeting.FIELD_WORDS.get(exc.field, exc.field)}: {exc.message}")
     else:
-        budgeting.do_start_budget(study, plan_request)
-        messages.success(request, "Planning the budget in the background; this page shows it when it is done.")
+        try:
+            budgeting.do_start_budget(study, plan_request)
+        except ServiceError as exc:  # the study plans another request now
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, "Planning the budget in the background; this page shows it when it is done.")
     return redirect(f"{reverse('study_settings', args=[study.pk])}#budget")
 
 
 @extend_schema(
     request={"application/json": budgeting.REQUEST_SCHEMA},
-    responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
+    responses={
+        200: OpenApiTypes.OBJECT,
+        202: OpenApiTypes.OBJECT,
+        400: OpenApiTypes.OBJECT,
+        404: OpenApiTypes.OBJECT,
+        429: OpenApiTypes.OBJECT,
+    },
     description="The budget planner (`plan_budget`). GET: the latest plan (`rows`: per system pair, margin and raters "
     "per item: items, judgments, assignments, cost, rater_hours; empty before any, `created` null) and "
     "the job computing a newer one. POST the plan's fields (all optional) to queue a plan: 202 with "
-    "the job; 400 names the field refused.",
+    "the job (the same plan already queued or running is returned); 400 names the field refused; 429 while "
+    "the study plans another request.",
 )
 @api_view(["GET", "POST"])
 def budget_api(request, study_id: int):
@@ -221,7 +233,10 @@ def budget_api(request, study_id: int):
             plan_request = budgeting.read_request(study, {k: values.get(k) for k in values.keys()})
         except budgeting.BadRequest as exc:
             return Response({exc.field: [exc.message]}, status=404 if isinstance(exc, budgeting.NoSuchPair) else 400)
-        job = budgeting.do_start_budget(study, plan_request)
+        try:
+            job = budgeting.do_start_budget(study, plan_request)
+        except ServiceError as exc:  # the study plans another request now: ask again when it is done
+            return Response({"detail": str(exc)}, status=429, headers={"Retry-After": "10"})
         return Response(
             {"job": {"id": job.pk, "status": job.status, "done": 0, "total": 0, "message": job.message}}, status=202
         )

@@ -20,6 +20,16 @@ stores, or resumes where it stopped: reports, plans, judges, embeddings), and ot
 that say what happened (an import, which must not run twice over its own half). Either way the job never stays
 "running" with nobody running it.
 
+No researcher can fill the queue: every kind has a ``Limit`` -- what counts as the same piece of work (a budget
+plan's whole request, a report's population, a judge's endpoint), whether starting the same work again while it is
+queued returns the queued job instead of a second one, and how many pieces of work one study may have queued or
+running at once; one researcher may have at most ``SEPLAB_JOBS_PER_KIND`` of each kind across their studies. A start
+beyond a limit is refused with ``JobLimit`` (a ``ServiceError`` the page shows). The check and the new job are one
+transaction under the owner's row lock (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's IMMEDIATE transactions
+already write one at a time), so simultaneous starts never pass a limit together. Which queued job runs next is the
+worker's choice (``annotation/worker.py``): the researcher served least recently first, and never more than
+``SEPLAB_JOBS_PER_RESEARCHER`` of one researcher's jobs at once.
+
 A body is ``body(job, progress) -> str | Outcome``.
 """
 
@@ -30,12 +40,15 @@ import logging
 import time
 import traceback
 
-from django.db import InterfaceError, OperationalError, connections
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import InterfaceError, OperationalError, connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_tasks import task
 
-from annotation.models import Job
+from annotation.errors import ServiceError
+from annotation.models import Job, Study
 
 logger = logging.getLogger("seplab.worker")
 
@@ -46,6 +59,49 @@ KINDS: dict[str, str] = {
     "judge": "annotation.judges.runner.judge_job",
     "generate": "annotation.generating.runner.generate_job",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """How much of one kind of job a study and a researcher may have queued or running at once.
+
+    ``key`` names the params that make two jobs the same piece of work (empty: one piece of work per study; None:
+    every param, an identical request). ``coalesce`` says what starting the same work again returns instead of a
+    second job: ``"queued"`` the queued one (a running one may have read what has changed since, so a new one
+    is queued behind it), ``"active"`` the queued or running one (its result will be the same), ``""`` nothing
+    (a job of the same work as a running one -- an endpoint run going on after its time slice -- is always
+    admitted: it is no new work). ``per_study`` bounds the distinct pieces of work of one study; every researcher
+    may have at most ``SEPLAB_JOBS_PER_KIND`` of each kind across their studies."""
+
+    words: str  # the kind's jobs in the plural, for the refusal ("budget plans")
+    key: tuple[str, ...] | None = ()
+    coalesce: str = ""
+    per_study: int | None = None
+
+    def work(self, job_params: dict) -> tuple:
+        params = job_params or {}
+        if self.key is None:
+            return tuple(sorted((k, repr(v)) for k, v in params.items()))
+        return tuple(repr(params.get(k)) for k in self.key)
+
+
+LIMITS: dict[str, Limit] = {
+    # each file is its own work (its staged upload); how many a researcher may have importing at once is the cap
+    "import": Limit("study imports", key=("upload",)),
+    "judgments": Limit("judgment imports", key=("upload",)),
+    # a plan job builds from the settings it finds when it runs: a queued one already builds the newest
+    "plan": Limit("plan builds", coalesce="queued", per_study=1),
+    # one run per endpoint at a time is the run's own rule (endpoint_runs); a run going on after its slice is the
+    # same work
+    "judge": Limit("judge runs", key=("judge",)),
+    "generate": Limit("generation runs", key=("endpoint",)),
+}
+
+
+class JobLimit(ServiceError):
+    """A start refused because the study or the researcher already has as many jobs of the kind as they may."""
+
+
 # a body that may run again from the start after a database outage
 RESTARTABLE: set[str] = {"plan", "judge", "generate"}
 OUTAGE_RETRIES = 5  # times a restartable body is run again after an outage cut it short, before the job fails
@@ -56,14 +112,17 @@ OUTAGE = (
 )
 
 
-def register(kind: str, body: str, restartable: bool = False) -> None:
+def register(kind: str, body: str, restartable: bool = False, limit: Limit | None = None) -> None:
     """Another app's kind of job, by the dotted path of its body; ``restartable`` when running the body again from
-    the start is harmless (it recomputes, or resumes what is missing)."""
+    the start is harmless (it recomputes, or resumes what is missing); ``limit`` what the kind may have queued (by
+    default each job is its own work, capped per researcher only)."""
     if KINDS.get(kind, body) != body:
         raise ValueError(f"job kind {kind!r} is already {KINDS[kind]}")
     KINDS[kind] = body
     if restartable:
         RESTARTABLE.add(kind)
+    if limit is not None:
+        LIMITS[kind] = limit
 
 
 LOCKED = ("database is locked", "database table is locked")  # SQLite's words for a held lock
@@ -152,18 +211,72 @@ def enqueue(job: Job) -> Job:
     return job
 
 
-def start(study, kind: str, *, queue: bool = True, **fields) -> Job:
-    """Record a job of a registered kind and queue it; the page polls its progress. Every job is created here. One
-    run in the foreground (``queue`` False: ``manage.py generate``) is left for the caller to run with
-    ``run_job.call``: it is created running, with a heartbeat, so that should the caller die before its run begins
-    the stale-job sweep fails it like any job whose worker vanished (a queued job no worker will ever take would
-    wait for ever, and hold its endpoint's next run back)."""
+def start(study: Study, kind: str, *, queue: bool = True, **fields) -> Job:
+    """Record a job of a registered kind and queue it; the page polls its progress. Every job is created here,
+    within its kind's ``Limit``: the same work already queued is returned instead of a second job (when the kind
+    coalesces), and a start past a limit raises ``JobLimit`` with nothing created -- checked and created in one
+    transaction under the owner's lock, so simultaneous starts never pass a limit together. One run in the
+    foreground (``queue`` False: ``manage.py generate``) takes no worker and is not limited; it is left for the
+    caller to run with ``run_job.call``: it is created running, with a heartbeat, so that should the caller die
+    before its run begins the stale-job sweep fails it like any job whose worker vanished (a queued job no worker
+    will ever take would wait for ever, and hold its endpoint's next run back)."""
     if kind not in KINDS:
         raise ValueError(f"unknown job kind {kind!r}")
     if not queue:
         fields = {"status": Job.Status.RUNNING, "heartbeat": timezone.now(), **fields}
-    job = Job.objects.create(study=study, kind=kind, **fields)
-    return enqueue(job) if queue else job
+        return Job.objects.create(study=study, kind=kind, **fields)
+    with transaction.atomic():
+        lock_owner(study.owner_id)
+        same = _within_limit(study, kind, fields.get("params") or {})
+        if same is not None:
+            return same
+        return enqueue(Job.objects.create(study=study, kind=kind, **fields))
+
+
+def lock_owner(owner_id: int) -> None:
+    """Hold the researcher's row until the caller's transaction ends, so one researcher's starts are checked one at a
+    time (PostgreSQL; SQLite's IMMEDIATE transactions already hold the database's write lock)."""
+    list(get_user_model()._default_manager.select_for_update().filter(pk=owner_id).values_list("pk", flat=True))
+
+
+def _within_limit(study: Study, kind: str, params: dict) -> Job | None:
+    """The queued (or running) job doing the same work, when the kind coalesces; None when a new job may be created;
+    ``JobLimit`` when it may not. Under ``lock_owner``."""
+    limit = LIMITS.get(kind, Limit(kind.replace("_", " ") + " jobs", key=None))
+    work = limit.work(params)
+    active = list(
+        Job.objects.filter(
+            study__owner_id=study.owner_id, kind=kind, status__in=(Job.Status.QUEUED, Job.Status.RUNNING)
+        )
+        .order_by("created", "id")
+        .only("id", "study_id", "status", "params")
+    )
+    same = [job for job in active if job.study_id == study.pk and limit.work(job.params) == work]
+    wanted = {"queued": (Job.Status.QUEUED,), "active": (Job.Status.QUEUED, Job.Status.RUNNING)}.get(limit.coalesce, ())
+    for job in same:
+        if job.status in wanted:
+            return Job.objects.get(pk=job.pk)
+    if any(job.status == Job.Status.QUEUED for job in same):
+        raise JobLimit(
+            f"{limit.words.capitalize()}: the same is already queued for this study; it runs when a worker is free."
+        )
+    if same:
+        return None  # the same work as a running job: an endpoint run's next slice, a plan after a newer change
+    of_study = {limit.work(job.params) for job in active if job.study_id == study.pk}
+    if limit.per_study is not None and len(of_study) >= limit.per_study:
+        raise JobLimit(
+            f"{limit.words.capitalize()}: this study already has {len(of_study)} queued or running, as many as "
+            f"one study may have at once; start this again when {'it has' if len(of_study) == 1 else 'one has'} "
+            "finished."
+        )
+    of_owner = {(job.study_id, limit.work(job.params)) for job in active}
+    cap = settings.SEPLAB_JOBS_PER_KIND
+    if len(of_owner) >= cap:
+        raise JobLimit(
+            f"{limit.words.capitalize()}: you already have {len(of_owner)} queued or running across your studies, "
+            f"as many as one researcher may have at once; start this again when one has finished."
+        )
+    return None
 
 
 ENDED = (Job.Status.DONE, Job.Status.FAILED, Job.Status.STOPPED)

@@ -9,6 +9,13 @@
 - Jobs whose worker vanished (``kill -9``, a crash, a machine gone) are found by their stale heartbeat and failed
   with a message that says so (``do_sweep_stale_jobs``), at start and every minute, so no page waits forever; a failed
   job can be started again from its page.
+- The next task is the fairest, not the oldest (``do_claim_fairly``): a researcher with ``SEPLAB_JOBS_PER_RESEARCHER``
+  jobs running (on every worker together) gets no other until one ends, and among the rest the researcher with
+  the fewest running, then the one served least recently (whose last job ended longest ago, or never), goes first;
+  a researcher's own jobs run oldest first. So one researcher's sixty queued plans or three hung judges delay
+  another's report by at most the jobs already running. Claims are taken one at a time (a PostgreSQL advisory lock;
+  SQLite's exclusive transaction), and a claimed job is marked running in the same transaction, so two workers
+  never both count a researcher below the share.
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ import time
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connections
-from django.db.models import Q
+from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 from django_tasks_db.management.commands.db_worker import Worker
+from django_tasks_db.models import DBTaskResult
+from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
 
 from annotation import jobs
 from annotation.models import Job, WorkerBeat
@@ -71,10 +80,90 @@ def do_sweep_stale_jobs(now: dt.datetime | None = None) -> int:
     return jobs.end(stale, Job.Status.FAILED, VANISHED, now=now)
 
 
+CLAIM_LOCK = 0x5E91AB  # the PostgreSQL advisory lock that takes claims one at a time
+NEVER = dt.datetime.min.replace(tzinfo=dt.UTC)
+
+
+def do_claim_fairly(tasks: QuerySet[DBTaskResult], worker_id: str) -> DBTaskResult | None:
+    """Claim the fairest ready task of ``tasks`` for ``worker_id`` (inside the caller's claim transaction), or None
+    when every ready task belongs to a researcher who has ``SEPLAB_JOBS_PER_RESEARCHER`` jobs running. Fairest: the
+    researcher with the fewest jobs running, then the one whose last job ended longest ago (never first), then
+    django-tasks' own order (priority, then the oldest). A task that runs no job of a study (not ``run_job``, or
+    its job deleted) is taken at once. The claimed task's job is marked running in the same transaction."""
+    if tasks.db and connections[tasks.db].vendor == "postgresql":
+        with connections[tasks.db].cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK])
+    ready = list(tasks.values_list("id", "task_path", "args_kwargs"))
+    if not ready:
+        return None
+    job_of: dict[object, int] = {}  # a task's id: the job it runs
+    for task_id, path, args_kwargs in ready:
+        args = args_kwargs.get("args") if isinstance(args_kwargs, dict) else None
+        if path == jobs.run_job.module_path and args and isinstance(args[0], int):
+            job_of[task_id] = args[0]
+    owner_of = dict(Job.objects.filter(pk__in=set(job_of.values())).values_list("pk", "study__owner_id"))
+    served = {
+        row["study__owner_id"]: (row["running"] - row["foreground"], row["last"])
+        for row in Job.objects.filter(study__owner_id__in=set(owner_of.values()))
+        .order_by()
+        .values("study__owner_id")
+        .annotate(
+            running=Count("id", filter=Q(status=Job.Status.RUNNING)),
+            # a run in the foreground (manage.py generate) takes no worker
+            foreground=Count("id", filter=Q(status=Job.Status.RUNNING, params__foreground=True)),
+            last=Max("finished"),
+        )
+    }
+    share = settings.SEPLAB_JOBS_PER_RESEARCHER
+    candidates = []
+    for index, (task_id, _, _) in enumerate(ready):
+        job = job_of.get(task_id)
+        owner = owner_of.get(job) if job is not None else None
+        running, last = served.get(owner, (0, None))
+        if running >= share:
+            continue  # the researcher's share is running: their other jobs wait
+        candidates.append(((running, last is not None, last or NEVER, index), task_id))
+    for _, task_id in sorted(candidates):
+        task = tasks.filter(id=task_id).select_for_update(skip_locked=True).first()
+        if task is None:
+            continue  # claimed by a worker that does not take turns (django-tasks' own db_worker)
+        task.claim(worker_id)
+        if task_id in job_of:
+            Job.objects.filter(pk=job_of[task_id], status=Job.Status.QUEUED).update(
+                status=Job.Status.RUNNING, heartbeat=timezone.now()
+            )
+        return task
+    return None
+
+
 class SupervisedWorker(Worker):
-    """django-tasks' worker that remembers which job it runs (every SepLab task takes the job's id first)."""
+    """django-tasks' worker that takes the fairest task instead of the oldest (``do_claim_fairly``) and remembers which
+    job it runs (every SepLab task takes the job's id first)."""
 
     current_job: int | None = None
+
+    def run(self) -> None:
+        """django-tasks' worker loop (``Worker.run``, without its start-up delay and batch mode, which ``run`` never
+        asks for), claiming with ``do_claim_fairly``."""
+        while self.running:
+            close_old_connections()  # dropped or expired connections, right after waking up
+            tasks = DBTaskResult.objects.ready().filter(backend_name=self.backend_name)
+            if not self.process_all_queues:
+                tasks = tasks.filter(queue_name__in=self.queue_names)
+            with exclusive_transaction(tasks.db):
+                try:
+                    task_result = do_claim_fairly(tasks, self.worker_id)
+                except OperationalError as exc:
+                    if not is_locked_database_exception(exc):
+                        raise
+                    task_result = None  # SQLite's write lock is held: try again at the next poll
+            if task_result is not None:
+                self.run_task(task_result)
+            if self.max_tasks is not None and self._run_tasks >= self.max_tasks:
+                return
+            close_old_connections()
+            if self.running and task_result is None:
+                time.sleep(self.interval)
 
     def run_task(self, db_task_result) -> None:
         args = (db_task_result.args_kwargs or {}).get("args") or []

@@ -231,6 +231,14 @@ TASKS = {
 # (annotation/worker.py); the worker beats every 10 s.
 SEPLAB_JOB_STALE_SECONDS = float(os.environ.get("SEPLAB_JOB_STALE_SECONDS", "120"))
 
+# Fair share of the workers (annotation/worker.py, annotation/jobs.py): at most this many of one researcher's jobs
+# run at once, however many workers there are (the rest wait while the worker takes the researcher served least
+# recently first), and one researcher may have at most SEPLAB_JOBS_PER_KIND jobs of each kind queued or running.
+SEPLAB_JOBS_PER_RESEARCHER = int(os.environ.get("SEPLAB_JOBS_PER_RESEARCHER", "2"))
+SEPLAB_JOBS_PER_KIND = int(os.environ.get("SEPLAB_JOBS_PER_KIND", "10"))
+if SEPLAB_JOBS_PER_RESEARCHER < 1 or SEPLAB_JOBS_PER_KIND < 1:
+    raise ImproperlyConfigured("SEPLAB_JOBS_PER_RESEARCHER and SEPLAB_JOBS_PER_KIND must be 1 or more")
+
 # A judge run gives the worker back after this many seconds and goes on in a new job queued behind the others, so
 # one researcher's judge never holds the worker while other researchers' jobs wait.
 SEPLAB_JUDGE_SLICE_SECONDS = float(os.environ.get("SEPLAB_JUDGE_SLICE_SECONDS", "300"))

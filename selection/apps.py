@@ -15,5 +15,9 @@ class SelectionConfig(AppConfig):
         extensions.set_item_chooser(hooks.CHOOSER)
         extensions.add_page_context("study", hooks.study_page)
         extensions.add_page_context("settings", hooks.settings_page)
-        jobs.register("separability", "selection.jobs.separability_job", restartable=True)
-        jobs.register("embed", "selection.jobs.embedding_job", restartable=True)
+        from selection import jobs as selection_jobs
+
+        jobs.register(
+            "separability", "selection.jobs.separability_job", restartable=True, limit=selection_jobs.SEPARABILITY
+        )
+        jobs.register("embed", "selection.jobs.embedding_job", restartable=True, limit=selection_jobs.EMBED)

@@ -6,14 +6,21 @@ from annotation import jobs
 from annotation.models import Job
 from selection import services
 
+# A study's outputs do not change once imported: the same computation queued or running gives the same result, so a
+# second start returns it. A study computes separability under at most two metrics at once.
+SEPARABILITY = jobs.Limit("separability computations", key=("metric",), coalesce="active", per_study=2)
+EMBED = jobs.Limit("embeddings of the outputs", coalesce="active", per_study=1)
+
 
 def do_start_separability_job(study, metric: str) -> Job:
-    """Record the job and queue it; the researcher's page polls its progress."""
+    """Record the job and queue it (or the same metric's job already queued or running); the researcher's page polls
+    its progress. ``jobs.JobLimit`` past the study's or the researcher's limit."""
     services.parse_metric(metric)  # a bad metric is the caller's error, before anything is queued
     return jobs.start(study, "separability", params={"metric": metric})
 
 
 def do_start_embedding_job(study) -> Job:
+    """The study's embedding job: a new one, or the one already queued or running."""
     return jobs.start(study, "embed", message="Embedding the outputs")
 
 

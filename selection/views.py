@@ -13,6 +13,7 @@ from django_htmx.middleware import HtmxDetails
 
 from annotation import access
 from annotation.access import access_study
+from annotation.errors import ServiceError
 from annotation.models import Generation, Job
 from selection import jobs, live, services
 from selection.core.separability import METRICS
@@ -115,7 +116,10 @@ def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
     if metric not in METRIC_CHOICES:
         messages.error(request, f"Unknown metric {metric!r}.")
         return redirect("separability", study_id=study.pk)
-    jobs.do_start_separability_job(study, metric)
+    try:
+        jobs.do_start_separability_job(study, metric)
+    except ServiceError as exc:  # as many computations queued as the study or the researcher may have
+        messages.error(request, str(exc))
     return redirect(f"{reverse('separability', args=[study.pk])}?metric={metric}")
 
 
@@ -123,7 +127,10 @@ def separability_start(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def embedding_start(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
-    jobs.do_start_embedding_job(study)
+    try:
+        jobs.do_start_embedding_job(study)
+    except ServiceError as exc:
+        messages.error(request, str(exc))
     return redirect(study)
 
 

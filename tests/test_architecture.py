@@ -368,6 +368,8 @@ NOT_DO = {
     ("annotation/jobs.py", "Progress.say"): "the job room's own: a body's message is the job's heartbeat",
     ("annotation/jobs.py", "run_job"): "the job room's own: the one task every job runs as",
     ("annotation/worker.py", "SupervisedWorker.run_task"): "django-tasks' method, overridden: its name is the base's",
+    ("annotation/worker.py", "SupervisedWorker.run"): "django-tasks' worker loop, overridden (it claims the fairest "
+    "task): its name is the base's",
     ("annotation/worker.py", "Beat.beat"): "the worker's heartbeat (its sign of life, its job's, the stale sweep)",
     ("annotation/worker.py", "Beat.stop"): "the worker's heartbeat ends: its sign of life is removed",
     ("selection/live.py", "replay"): "reads the live loop's state for the pages; a run stored before schedules were "

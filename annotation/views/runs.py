@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from annotation import access
 from annotation.endpoint_runs import EndpointRun, Usage, is_live
 from annotation.endpoints import EndpointError
+from annotation.errors import ServiceError
 from annotation.generating.runner import GenerationRun
 from annotation.http import ResearcherRequest
 from annotation.judges.runner import JudgeRun
@@ -100,7 +101,7 @@ def run_action(request: HttpRequest, study_id: int, pk: int, kind: str, action: 
     if action == "start":
         try:
             run.do_start()
-        except EndpointError as exc:
+        except (EndpointError, ServiceError) as exc:  # ServiceError: as many runs queued as the researcher may
             messages.error(request, str(exc))
     elif action == "stop":
         run.do_stop()

@@ -73,15 +73,21 @@ def test_a_plan_that_needs_nothing_embedded_is_still_built_at_once(researcher, n
 def test_a_failed_plan_says_why_and_a_newer_change_supersedes_an_older_job(
     researcher, researcher_client, no_embedding_in_the_request
 ):
+    """A change while a plan job is queued needs no second job (the queued one builds from the settings it finds);
+    a change while one runs queues a newer one, which makes the running one's plan needless."""
     study = creation.do_create_study(researcher, "s", study_jsonl(12), "s.jsonl")
     lifecycle.do_update_settings(
         study,
-        {"selection_method": "diffuse-threshold", "budget": 4, "separability_threshold": 1.5},
+        {"selection_method": "diffuse-threshold", "budget": 4, "separability_threshold": 0.99},
         None,
         background=True,
     )
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse", "budget": 5}, None, background=True)
+    older = Job.objects.get(kind="plan")  # the second change joined the queued job
+    Job.objects.filter(pk=older.pk).update(status=Job.Status.RUNNING)  # a worker has taken it
     lifecycle.do_update_settings(study, {"selection_method": "diffuse", "budget": 3}, None, background=True)
-    older, newer = Job.objects.filter(kind="plan").order_by("pk")
+    lifecycle.do_update_settings(study, {"selection_method": "diffuse", "budget": 3}, None, background=True)
+    newer = Job.objects.exclude(pk=older.pk).get(kind="plan")  # queued behind the running one, once
     no_embedding_in_the_request()
     run_job.call(older.pk)
     older.refresh_from_db()
@@ -103,7 +109,7 @@ def test_a_failed_plan_says_why_and_a_newer_change_supersedes_an_older_job(
     study = creation.do_create_study(researcher, "fresh", lines.encode(), "f.jsonl")
     lifecycle.do_update_settings(
         study,
-        {"selection_method": "diffuse-threshold", "separability_threshold": 2.0, "budget": 4},
+        {"selection_method": "diffuse-threshold", "separability_threshold": 1.0, "budget": 4},
         None,
         background=True,
     )

@@ -1,0 +1,283 @@
+"""One researcher no longer starves everyone's jobs. Before: three judges hung on a never-answering endpoint delayed
+another researcher's four-request judge by 904 s, and 60 budget-plan POSTs in 1.6 s queued 60 jobs that delayed
+another's report by 1,189 s; 40 simultaneous report views of different populations queued 16 refreshes where the
+limit was 3. Now a worker takes the researcher served least recently first and never runs more than
+SEPLAB_JOBS_PER_RESEARCHER of one researcher's jobs at once (real worker processes on the suite's database); every
+kind has a limit, checked and created under the owner's lock, so simultaneous starts never pass it together
+(threads with connections of their own); the same plan requested again returns the queued one. The suite runs on
+SQLite and on PostgreSQL (.ci/run), and so do these."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.db import connections
+from django.test import override_settings
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from analytics import budgeting, stored
+from analytics.populations import Population
+from annotation import jobs
+from annotation.models import Job
+from annotation.studies import creation
+from selection import jobs as selection_jobs
+from tests.conftest import study_jsonl
+
+
+def hang(job, progress):
+    """A job that runs until the test lets it go: it tells the test's socket its id, then waits for a byte (a judge
+    on an endpoint that never answers, without waiting for a timeout)."""
+    with socket.create_connection(("127.0.0.1", job.params["port"])) as connection:
+        connection.sendall(f"{job.pk}\n".encode())
+        connection.recv(1)
+    return "let go"
+
+
+def quick(job, progress):
+    return "done at once"
+
+
+def suite_database_url() -> str:
+    """The suite's own test database as a DATABASE_URL, for a worker process of its own (a transactional test's
+    rows are committed, so the worker sees them)."""
+    db = connections["default"].settings_dict
+    if connections["default"].vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+WORKER = (
+    "import django; django.setup()\n"
+    "from annotation import jobs, worker\n"
+    f"jobs.register('hang', '{__name__}.hang')\n"
+    f"jobs.register('quick', '{__name__}.quick')\n"
+    "worker.run(['default'], 0.02, 'default', beat_seconds=0.5)\n"
+)
+
+
+class Hangs:
+    """The socket the hanging jobs report to: which began (in order), which hang now, the most at once."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.hanging: dict[int, socket.socket] = {}
+        self.seen: list[int] = []
+        self.most = 0
+        self.changed = threading.Condition()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return  # closed at the end of the test
+            job_id = int(connection.makefile().readline())
+            with self.changed:
+                self.hanging[job_id] = connection
+                self.seen.append(job_id)
+                self.most = max(self.most, len(self.hanging))
+                self.changed.notify_all()
+
+    def began(self, n: int) -> int:
+        """The id of the n-th job (from 1) to begin hanging, once it has."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.seen) >= n, timeout=30), "no job began hanging"
+            return self.seen[n - 1]
+
+    def let_go(self, job_id: int) -> None:
+        with self.changed:
+            connection = self.hanging.pop(job_id)
+        connection.sendall(b"x")
+        connection.close()
+
+
+@pytest.fixture
+def kinds():
+    jobs.register("hang", f"{__name__}.hang")
+    jobs.register("quick", f"{__name__}.quick")
+    yield
+    for kind in ("hang", "quick"):
+        del jobs.KINDS[kind]
+
+
+@pytest.fixture
+def workers() -> Iterator[Callable[..., None]]:
+    """Start n worker processes (``annotation.worker.run``, as ``manage.py run_worker`` runs it) on the suite's
+    database; stopped (SIGTERM: a running task finishes first) at the end."""
+    started: list[subprocess.Popen] = []
+
+    def start(n: int, **env: str) -> None:
+        environment = {**os.environ, "DATABASE_URL": suite_database_url(), **env}
+        started.extend(subprocess.Popen([sys.executable, "-c", WORKER], env=environment) for _ in range(n))
+
+    yield start
+    for process in started:
+        process.terminate()
+    for process in started:
+        process.wait(30)
+
+
+def until(condition, seconds: float = 30) -> None:
+    """Wait for what the workers write, checking every 20 ms (nothing sleeps for a fixed time)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def status(job: Job) -> str:
+    return Job.objects.get(pk=job.pk).status
+
+
+@pytest.fixture
+def two_researchers(researcher, other_researcher):
+    return (
+        creation.do_create_study(researcher, "hers", study_jsonl(4), "s.jsonl"),
+        creation.do_create_study(other_researcher, "his", study_jsonl(4), "s.jsonl"),
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hung_jobs_of_one_researcher_hold_one_worker_and_another_researcher_s_job_runs_at_once(
+    kinds, workers, two_researchers
+):
+    """The attack: one researcher's three never-ending jobs, then another's small one, on two workers. With a share
+    of one job per researcher, the first hangs on one worker; the other worker skips her two waiting jobs and runs
+    his at once, while hers is still hung. She never has two running, and hers run in turn when let go."""
+    hers, his = two_researchers
+    hangs = Hangs()
+    hung = [jobs.start(hers, "hang", params={"port": hangs.port, "n": n}) for n in range(3)]
+    small = jobs.start(his, "quick")
+    workers(2, SEPLAB_JOBS_PER_RESEARCHER="1")
+    until(lambda: status(small) == "done")
+    assert hangs.began(1) == hung[0].pk
+    assert [status(job) for job in hung] == ["running", "queued", "queued"]  # his ran while hers hung
+    for n, job in enumerate(hung, start=1):
+        assert hangs.began(n) == job.pk  # hers in turn
+        hangs.let_go(job.pk)
+    until(lambda: all(status(job) == "done" for job in hung))
+    assert hangs.most == 1  # never two of hers at once
+    hangs.server.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flood_of_one_researcher_s_jobs_waits_behind_another_s_on_one_worker(kinds, workers, two_researchers):
+    """Sixty queued jobs of one researcher no longer run before another's report: the single worker takes the
+    researcher served least recently, so his job runs second, after the one of hers it took first (in the order
+    they were queued, his would have run ninth)."""
+    hers, his = two_researchers
+    flood = [jobs.start(hers, "quick", params={"n": n}) for n in range(8)]
+    small = jobs.start(his, "quick")
+    workers(1)
+    until(lambda: all(status(job) == "done" for job in [*flood, small]))
+    order = list(Job.objects.order_by("finished", "id").values_list("id", flat=True))
+    assert order.index(small.pk) == 1 and order[0] == flood[0].pk
+    assert order[2:] == [job.pk for job in flood[1:]]  # hers still oldest first
+
+
+def test_sixty_budget_posts_queue_one_plan(researcher, client):
+    """The attack: 60 POSTs of the budget planner in 1.6 s queued 60 simulations. The same request returns the plan
+    already queued (202 with its job); another request while it is queued is refused with the reason (429), and the
+    settings page says so."""
+    study = creation.do_create_study(researcher, "s", study_jsonl(6), "s.jsonl")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    url = reverse("budget_api", args=[study.pk])
+    answers = [api.post(url, {"margins": [0.1], "raters": [1]}, format="json") for _ in range(60)]
+    assert {a.status_code for a in answers} == {202}
+    assert len({a.json()["job"]["id"] for a in answers}) == 1
+    assert Job.objects.filter(study=study, kind=budgeting.KIND).count() == 1
+    other = api.post(url, {"margins": [0.2], "raters": [1]}, format="json")
+    assert other.status_code == 429 and other["Retry-After"] == "10"
+    assert other.json()["detail"].startswith("Budget plans: this study already has 1 queued or running")
+    client.force_login(researcher)
+    page = client.post(reverse("budget_start", args=[study.pk]), {"margins": "0.3", "raters": "2"}, follow=True)
+    assert "Budget plans: this study already has 1 queued or running" in page.content.decode()
+    assert Job.objects.filter(study=study, kind=budgeting.KIND).count() == 1
+
+
+@override_settings(SEPLAB_JOBS_PER_KIND=3)
+def test_every_kind_is_capped_per_study_and_per_researcher(researcher):
+    """Embedding and separability coalesce (the same computation again returns the one queued); a study computes at
+    most two metrics at once; a researcher has at most SEPLAB_JOBS_PER_KIND of a kind across their studies; a job
+    of the same work as a running one (an endpoint run's next time slice) is always admitted."""
+    studies = [creation.do_create_study(researcher, f"s{n}", study_jsonl(4), "s.jsonl") for n in range(4)]
+    first = selection_jobs.do_start_embedding_job(studies[0])
+    assert selection_jobs.do_start_embedding_job(studies[0]) == first
+    Job.objects.filter(pk=first.pk).update(status=Job.Status.RUNNING)
+    assert selection_jobs.do_start_embedding_job(studies[0]) == first  # running: its result is the same
+    a = selection_jobs.do_start_separability_job(studies[0], "rouge1")
+    assert selection_jobs.do_start_separability_job(studies[0], "rouge1") == a
+    selection_jobs.do_start_separability_job(studies[0], "bleu")
+    with pytest.raises(jobs.JobLimit, match="Separability computations: this study already has 2 queued or running"):
+        selection_jobs.do_start_separability_job(studies[0], "cosine")
+    selection_jobs.do_start_embedding_job(studies[1])
+    selection_jobs.do_start_embedding_job(studies[2])
+    with pytest.raises(jobs.JobLimit, match="you already have 3 queued or running across your studies"):
+        selection_jobs.do_start_embedding_job(studies[3])
+    assert Job.objects.filter(kind="embed").count() == 3  # the refused start created nothing
+    run = Job.objects.create(study=studies[3], kind="judge", params={"judge": 7}, status=Job.Status.RUNNING)
+    for judge in (8, 9):
+        jobs.start(studies[3], "judge", params={"judge": judge})
+    going_on = jobs.start(studies[3], "judge", params={"judge": 7})  # the running run's next slice
+    assert going_on.pk != run.pk and going_on.status == Job.Status.QUEUED
+    with pytest.raises(jobs.JobLimit, match="Judge runs: you already have 3"):
+        jobs.start(studies[3], "judge", params={"judge": 10})
+
+
+def at_once(start, n: int = 40) -> list:
+    """What ``start(i)`` gave (or the name of what it raised) in each of ``n`` threads, each with its own
+    connection, let go together at one barrier."""
+    gate = threading.Barrier(n)
+    outcomes: list = []
+
+    def run(i: int) -> None:
+        try:
+            gate.wait()
+            outcomes.append(start(i))
+        except Exception as exc:
+            outcomes.append(type(exc).__name__)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(SEPLAB_JOBS_PER_KIND=8)
+def test_simultaneous_starts_never_pass_the_limits(researcher):
+    """The race: 40 simultaneous views of different populations queued 16 refreshes with a limit of 3. Forty threads
+    start at one barrier: one study's refreshes stay at 3 (the other views wait, None), forty views of one
+    population share one job, a budget plan is queued once (the same request returns it, another is refused), and
+    one researcher's refreshes across studies stay at SEPLAB_JOBS_PER_KIND."""
+    mine = [creation.do_create_study(researcher, f"s{n}", study_jsonl(4), "s.jsonl") for n in range(6)]
+    views = at_once(lambda i: stored.do_request_refresh(mine[0], Population(rater=f"r{i}"), "v1"))
+    assert Job.objects.filter(study=mine[0], kind="report").count() == stored.MAX_QUEUED_REFRESHES
+    assert sum(1 for outcome in views if outcome is None) == 40 - stored.MAX_QUEUED_REFRESHES
+    same_view = at_once(lambda i: stored.do_request_refresh(mine[1], Population(), "v1"))
+    assert len({outcome.pk for outcome in same_view}) == 1
+    assert Job.objects.filter(study=mine[1], kind="report").count() == 1
+    plans = at_once(lambda i: budgeting.do_start_budget(mine[2], budgeting.read_request(mine[2], {"seed": i % 2})))
+    assert Job.objects.filter(study=mine[2], kind="budget").count() == 1
+    assert {o for o in plans if isinstance(o, str)} == {"JobLimit"} and len(
+        {o.pk for o in plans if o != "JobLimit"}
+    ) == 1
+    across = at_once(lambda i: stored.do_request_refresh(mine[i % 6], Population(rater=f"x{i}"), "v1"))
+    assert Job.objects.filter(study__owner=researcher, kind="report").count() == 8
+    assert not [o for o in views + same_view + across if isinstance(o, str)]  # nothing raised
