@@ -278,7 +278,7 @@ def page(study, given=None) -> dict[str, Any]:
 def stored_form(study, judgment: Mapping[str, Any], a_shown_first: bool) -> MultiValueDict:
     """A stored judgment (its ``choice``, ``response_set``, ``strength``, ``answers`` and ``comment``) as the form
     that gives it, in the display order of its pair: what "change my answer" starts from."""
-    data = MultiValueDict()
+    data: MultiValueDict[str, str] = MultiValueDict()
 
     def add(mode: elicitation.Mode, fields: Mapping[str, Any], prefix: str) -> None:
         stored = elicitation.Stored(fields.get("choice"), fields.get("response_set"), fields.get("strength"))

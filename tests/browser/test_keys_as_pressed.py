@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -73,8 +74,17 @@ SELECTS = {
 FIELD = {"choice": "choice", "q-clarity-choice": "clarity", "q-scale-choice": "scale"}
 
 
-def on_screen(page) -> dict | None:
-    return page.evaluate(READ)
+def on_screen(page) -> dict[str, Any]:
+    """What the rating page shows; empty when no rating form is on screen (an assignment's end)."""
+    return page.evaluate(READ) or {}
+
+
+def output_of(text: str) -> tuple[str, str, str]:
+    """(system, sample, item) of an output, from its own text."""
+    match = OUTPUT.fullmatch(text)
+    assert match is not None, text
+    system, sample, item = match.groups()
+    return system, sample, item
 
 
 def press(page, key: str) -> None:
@@ -106,14 +116,14 @@ def press(page, key: str) -> None:
 
 def pair_of(shown: dict) -> tuple[str, ...]:
     """The study pair shown: its item and each system's sample, from the outputs' own text."""
-    (s1, n1, item), (s2, n2, _) = OUTPUT.fullmatch(shown["first"]).groups(), OUTPUT.fullmatch(shown["second"]).groups()
+    (s1, n1, item), (s2, n2, _) = output_of(shown["first"]), output_of(shown["second"])
     samples = dict([(s1, n1), (s2, n2)])
     return (f"item-{item}", samples["sys-a"], samples["sys-b"])
 
 
 def expected_line(shown: dict) -> dict:
     """What the export must say for an answer given with ``shown`` on screen (systems named as it names them)."""
-    first, second = OUTPUT.fullmatch(shown["first"]).group(1), OUTPUT.fullmatch(shown["second"]).group(1)
+    first, second = output_of(shown["first"])[0], output_of(shown["second"])[0]
     side = {"first": first, "second": second, "tie": "tie"}
     scale, _, strength = shown["scale"].partition(":")
     return {
@@ -141,7 +151,7 @@ def press_enter(page, posts: list, key: str = "Enter") -> bool:
         return False
     for _ in range(200):
         now = on_screen(page)
-        if now is None or now["key"] != before["key"]:
+        if not now or now["key"] != before["key"]:
             return True
         page.wait_for_timeout(50)
     raise AssertionError("the answer was sent and no page came back")
@@ -188,7 +198,7 @@ def test_every_key_mix_stores_what_the_screen_shows(browser_page, live_server, r
     seen: list[tuple] = []
     sent = refusals = 0
     for _ in range(2000):
-        if on_screen(page) is None:  # an assignment is complete
+        if not on_screen(page):  # an assignment is complete
             if len(answered) == n_pairs:
                 break
             page.get_by_test_id("rate-more").click()
@@ -208,7 +218,7 @@ def test_every_key_mix_stores_what_the_screen_shows(browser_page, live_server, r
         if press_enter(page, posts):
             assert all(shown[q] for q, _ in QUESTIONS), shown  # never sent with a question unanswered
             after = on_screen(page)
-            assert after is None or not after["error"], after["error"]
+            assert not after.get("error"), after
             answered[pair] = shown
             sent += 1
         assert Judgment.objects.filter(rater=rater).count() == sent  # a stopped Enter stored nothing
