@@ -378,6 +378,8 @@ def rate_submit(request: RaterRequest, token: str, assignment_id: int) -> HttpRe
                     "Your answer could not be saved just now. Please submit it again "
                     "in a moment; it will be counted once."
                 ),
+                revise=_changed(rows, request),
+                given=request.POST,  # the same answers, to send again
             )
             response.status_code = 503
             response["Retry-After"] = "2"
@@ -391,8 +393,6 @@ def rate_submit(request: RaterRequest, token: str, assignment_id: int) -> HttpRe
     if error is None and not request.htmx:
         return redirect("rate", token=token, assignment_id=assignment.pk)  # post/redirect/get
     # a refused answer is shown again as given, on the same pair: a refused change of an answer stays that change
-    changing = error is not None and request.POST.get("revise") == "1"
-    revise = _revisable(rows, request.POST.get("pair")) if changing else None
     response = _render_rating(
         request,
         rater,
@@ -400,12 +400,17 @@ def rate_submit(request: RaterRequest, token: str, assignment_id: int) -> HttpRe
         assignment,
         rows,
         error=error,
-        revise=revise,
+        revise=_changed(rows, request) if error is not None else None,
         given=request.POST if error is not None else None,
     )
     if error is not None and not request.htmx:
         response.status_code = 400
     return response
+
+
+def _changed(rows: list[dict], request: RaterRequest) -> dict | None:
+    """The row of the pair whose answer a submitted form changes ("change my answer"), or None."""
+    return _revisable(rows, request.POST.get("pair")) if request.POST.get("revise") == "1" else None
 
 
 def _mark_answered(rows: list[dict], pair_id: int, recorded: recording.Recorded) -> None:

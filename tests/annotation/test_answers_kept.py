@@ -255,3 +255,27 @@ def test_the_welcome_page_and_the_crowd_preview_list_every_questions_keys(client
         assert "<kbd>a</kbd> / <kbd>b</kbd> / <kbd>c</kbd> Which output is clearer?," in keys
         assert "<kbd>h</kbd> How much better is one than the other?, <kbd>Enter</kbd> submit." in keys
         assert keys.index("<kbd>1</kbd>") < keys.index("<kbd>a</kbd>")
+
+
+def test_a_database_hiccup_during_a_change_shows_the_change_again_as_given(client, asking, monkeypatch):
+    from django.db import OperationalError
+
+    rater = enrolment.do_create_rater_link(asking, "hiccup")
+    assignment = allocation.do_start_assignment(rater)
+    pair = assignment.pairs.order_by("position").first()
+    allocation.do_mark_shown(pair)
+    further = {"clarity": Answer(choice="first"), "scale": Answer(choice="tie")}
+    recording.do_record_judgment(pair, idempotency_key="k1", answer=Answer(choice="first"), further=further)
+    page = client.get(rate_url(rater, assignment), {"revise": pair.pk}).content
+    answers = {"choice": "second", "q-clarity-choice": "tie", "q-scale-choice": "first:1"}
+    fields = {**form_of(page), "revise": "1", **answers}
+
+    def down(*args, **kwargs):
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr(recording, "do_revise_judgment", down)
+    failed = client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
+    shown = failed.content.decode()
+    assert failed.status_code == 503 and 'data-testid="revising"' in shown and 'name="revise" value="1"' in shown
+    assert checked(shown) == {"choice": ["second"], "q-clarity-choice": ["tie"], "q-scale-choice": ["first:1"]}
+    assert form_of(failed.content)["key"] == fields["key"] and Judgment.objects.count() == 1

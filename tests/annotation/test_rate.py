@@ -278,7 +278,7 @@ def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, ra
     from django.db import OperationalError
 
     assignment = start(client, rater)
-    fields = {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "first"}
+    fields = {**form_of(client.get(rate_url(rater, assignment)).content), "choice": "second"}
     real = recording.do_record_judgment
     calls = []
 
@@ -293,6 +293,9 @@ def test_a_database_hiccup_asks_for_a_retry_and_the_retry_counts_once(client, ra
     assert failed.status_code == 503 and failed["Retry-After"] == "2"
     assert b"could not be saved just now" in failed.content
     assert form_of(failed.content)["key"] == fields["key"]  # the retry carries the same key
+    assert 'name="choice" value="second" data-key="2" data-alt-key="ArrowRight" required checked>' in (
+        failed.content.decode()
+    )  # and the same answer, shown again
     assert not Judgment.objects.exists()
     client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")
     client.post(rate_url(rater, assignment, True), fields, HTTP_HX_REQUEST="true")  # and a double retry
