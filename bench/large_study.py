@@ -183,7 +183,7 @@ def measure(args) -> None:
             with CaptureQueriesContext(connection) as queries:
                 started = time.perf_counter()
                 response = client.get(url)
-                size = len(b"".join(response.streaming_content)) if response.streaming else len(response.content)
+                size = len(response.getvalue())  # a streamed response read to its end
                 times.append(time.perf_counter() - started)
             assert response.status_code == 200, (url, response.status_code)
         return statistics.median(times), len(queries), size
