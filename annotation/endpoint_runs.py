@@ -378,7 +378,8 @@ class EndpointRun(ABC, Generic[E, R]):
             )
 
     def do_stop(self) -> None:
-        """Ask the running job to stop after the replies in flight; a job no worker has taken yet never starts (it
+        """Ask the running job to stop: it hears it within ``endpoints.STOP_TICK`` and cuts off the requests still out
+        (recorded as failed, asked again on resume); a job no worker has taken yet never starts (it
         is stopped now, so nothing waits for a worker that may not be there)."""
         type(self.endpoint)._default_manager.filter(pk=self.endpoint.pk).update(stop_requested=True)
         job = self.current_job()

@@ -105,7 +105,11 @@ def run_action(request: HttpRequest, study_id: int, pk: int, kind: str, action: 
             messages.error(request, str(exc))
     elif action == "stop":
         run.do_stop()
-        messages.info(request, f"{KINDS[kind].subject} stops after the replies in flight; resume it to go on.")
+        messages.info(
+            request,
+            f"{KINDS[kind].subject} stops within a second: requests still out are cut off and asked again on "
+            "resume; resume it to go on.",
+        )
     else:
         raise Http404("No such action.")
     return redirect(f"{KINDS[kind].urls}_detail", study_id, pk)
