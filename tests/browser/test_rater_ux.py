@@ -171,3 +171,45 @@ def test_skipping_an_item_with_a_reason_in_the_browser(browser_page, live_server
     page.get_by_test_id("skip").click()
     expect(page.get_by_role("heading", name="Pair 2 of 2")).to_be_visible()
     assert Skip.objects.get(rater=rater).reason == "unreadable" and not Judgment.objects.filter(rater=rater).exists()
+
+
+def test_without_javascript_the_browser_asks_for_a_missing_answer_and_the_server_keeps_the_rest(
+    browser_page, live_server, study
+):
+    """No script at all: the radio groups' "required" stops the form in the browser, and a rationale of spaces (which
+    the browser lets through) is refused by the server, which shows the page again with every answer given."""
+    lifecycle.do_update_settings(
+        study,
+        {"further_questions": "clarity | forced_choice | Which output is clearer?\nwhy | rationale | Why?"},
+        None,
+    )
+    rater = enrolment.do_create_rater_link(study, "no-script")
+    context = browser_page.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=False)
+    page = context.new_page()
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    expect(page.get_by_role("heading", name="Pair 1 of 5")).to_be_visible()
+    assert page.locator("html[data-shortcuts='on']").count() == 0  # rate.js did not run
+    page.get_by_role("group", name="Which output is better?").get_by_label("Output 2").check()
+    page.get_by_label("Why?").fill("   ")
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.get_by_role("button", name="Submit").click()
+    expect(page.locator('input[name="q-clarity-choice"]:invalid')).to_have_count(3)  # the browser asks for it
+    assert posts == [] and not Judgment.objects.exists()
+    page.get_by_role("group", name="Which output is clearer?").get_by_label("Output 1").check()
+    page.get_by_role("button", name="Submit").click()
+    expect(page.get_by_role("alert")).to_contain_text("Answer the question 'Why?' in a few words.")
+    expect(page.get_by_role("group", name="Which output is better?").get_by_label("Output 2")).to_be_checked()
+    expect(page.get_by_role("group", name="Which output is clearer?").get_by_label("Output 1")).to_be_checked()
+    assert len(posts) == 1 and not Judgment.objects.exists()
+    page.get_by_label("Why?").fill("It is shorter.")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.get_by_role("heading", name="Pair 2 of 5")).to_be_visible()
+    j = Judgment.objects.get()
+    first, second = ("a", "b") if j.a_shown_first else ("b", "a")
+    assert j.choice == second and j.answers == {
+        "clarity": {"choice": first, "response_set": None, "strength": None},
+        "why": {"text": "It is shorter."},
+    }
+    context.close()
