@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
@@ -71,6 +71,27 @@ def describe(name: str) -> str:
         span = f"from {_number(limits.low)} to {_number(limits.high)}"
     places = f" with at most {field.decimal_places} decimal places" if isinstance(field, models.DecimalField) else ""
     return f"{kind} {span}{places}{empty}"
+
+
+def bounds(name: str) -> dict[str, float]:
+    """A number setting's range as a field's ``min_value`` / ``max_value`` (the API's serializer documents it so;
+    an end left out is the check's alone)."""
+    limits = study_settings.SETTINGS[name].limits
+    if limits is None:
+        return {}
+    out = {} if limits.above else {"min_value": limits.low}
+    return out if limits.below else {**out, "max_value": limits.high}
+
+
+class WholeBounds(TypedDict):
+    min_value: int
+    max_value: int
+
+
+def whole_bounds(name: str) -> WholeBounds:
+    """A whole-number setting's closed range as an integer field's keywords."""
+    limits = _limits(name)
+    return {"min_value": int(limits.low), "max_value": int(limits.high)}
 
 
 def _limits(name: str) -> study_settings.Range:
@@ -136,7 +157,11 @@ def _text_problem(name: str, field: models.Field, value: Any) -> str | None:
 def _number_problem(name: str, field: models.Field, value: Any) -> str | None:
     limits = _limits(name)
     whole = isinstance(field, models.IntegerField)
-    if isinstance(value, bool) or not isinstance(value, int | float | Decimal) or (whole and not isinstance(value, int)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float | Decimal)
+        or (whole and not isinstance(value, int))
+    ):
         return f"must be {describe(name)}, not {value!r}"
     if not math.isfinite(value):
         return f"must be {describe(name)}, not {value}"
@@ -152,17 +177,25 @@ def _number_problem(name: str, field: models.Field, value: Any) -> str | None:
     return None
 
 
+def unchanged(study: Any, name: str, value: Any) -> bool:
+    """Whether ``value`` is what the study already has: never refused, so a study saved before a range was declared
+    (or narrowed) keeps saving its other settings -- even one frozen once raters started."""
+    if study is None or getattr(study, "pk", None) is None or study_settings.SETTINGS[name].form_only:
+        return False
+    stored = study_settings.value(study, name)
+    return type(stored) is type(value) and stored == value
+
+
 def check_changes(study: Any, changes: Mapping[str, Any]) -> None:
     """Raise a ``ServiceError`` naming every setting in ``changes`` whose value is outside what it accepts (and any
-    name that is no setting), before anything is written."""
+    name that is no setting), before anything is written; a value the study already has is not checked again."""
     problems = []
     for name, value in changes.items():
         if name not in study_settings.SETTINGS:
             problems.append(f"{name}: no such setting")
             continue
-        wrong = problem(name, value, study)
+        wrong = None if unchanged(study, name, value) else problem(name, value, study)
         if wrong:
             problems.append(f"{name}: {wrong}")
     if problems:
         raise ServiceError("Settings not saved: " + "; ".join(problems) + ".")
-

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django.db import models
 
@@ -42,7 +42,8 @@ def register(model: type[models.Model], accessor: str, settings: list[Setting]) 
     undeclared = set(GROUPS[accessor].fields) - set(SETTINGS)
     if undeclared:  # a new setting must say what it is and where it goes: fail at start-up, never hide it
         raise ValueError(f"settings of {model.__name__} without a declaration: {', '.join(sorted(undeclared))}")
-    for owner in (model, model._meta.get_field("study").related_model):  # its own settings, and the study's
+    study = cast(type[models.Model], model._meta.get_field("study").related_model)  # a settings row's one-to-one
+    for owner in (model, study):  # its own settings, and the study's
         for field in owner._meta.concrete_fields:
             _check_range_declared(field)
 

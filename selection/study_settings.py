@@ -43,11 +43,11 @@ SETTINGS = [
     Setting(
         "separability_threshold",
         "Separability threshold",
-        "Threshold methods keep items whose separability reaches this (0 to 1).",
+        "Threshold methods keep items whose separability reaches this.",
         "selection",
         applies=lambda s: _strategy(s) is not None and _strategy(s).uses_threshold,
         freezes=PLAN,
-        limits=Range(0, 1),
+        limits=Range(-1, 1),  # a separability δ is in [-1, 1] (selection/core/separability.py)
     ),
     Setting(
         "risk",
@@ -129,7 +129,7 @@ SETTINGS = [
         "analysis",
         freezes=PLAN,
         order=40,
-        limits=Range(0, 1),
+        limits=Range(-1, 1),
     ),
     Setting(
         "sep_alpha",

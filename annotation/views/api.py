@@ -15,6 +15,7 @@ from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 
+from annotation import setting_ranges
 from annotation.access import studies_for
 from annotation.exchange import exports, judgment_files
 from annotation.exchange.exports import export_response
@@ -49,7 +50,9 @@ class StudySerializer(serializers.ModelSerializer):
         many=True, read_only=True, slug_field="name"
     )
     selection_method = serializers.CharField(source="selection_settings.selection_method", read_only=True)
-    budget = serializers.IntegerField(source="selection_settings.budget", read_only=True, allow_null=True)
+    budget = serializers.IntegerField(
+        source="selection_settings.budget", read_only=True, allow_null=True, **setting_ranges.whole_bounds("budget")
+    )
     n_items = serializers.IntegerField(read_only=True)
     n_judgments = serializers.IntegerField(read_only=True)
 
@@ -77,6 +80,10 @@ class StudySerializer(serializers.ModelSerializer):
             "budget",
             "seed",
         ]
+        # the settings' ranges as their declarations give them (the settings form and do_update_settings check them)
+        extra_kwargs = {
+            name: setting_ranges.bounds(name) for name in ("pairs_per_assignment", "raters_per_item", "seed")
+        }
 
 
 class GenerationSerializer(serializers.ModelSerializer):

@@ -168,7 +168,7 @@ def _within_range(name: str, field: forms.Field, study: Study) -> None:
     the field), and tells the browser the bounds of a number."""
 
     def check(value: Any) -> None:
-        wrong = setting_ranges.problem(name, value, study)
+        wrong = None if setting_ranges.unchanged(study, name, value) else setting_ranges.problem(name, value, study)
         if wrong:
             raise forms.ValidationError(wrong[0].upper() + wrong[1:] + ".", code="range")
 

@@ -189,7 +189,7 @@ def test_settings_validation_errors_are_shown(researcher_client, study):
     content = response.content.decode()
     assert response.status_code == 200
     assert "Give the tie option a label" in content and "Choose the baseline system." in content
-    assert "Ensure this value is greater than or equal to 1." in content
+    assert "Must be a whole number from 1 to 50, not 0." in content  # the declared range (annotation/setting_ranges.py)
 
 
 def test_settings_freeze_the_plan_once_raters_started(researcher_client, study, rater):

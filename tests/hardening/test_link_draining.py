@@ -143,9 +143,7 @@ PROXY = "10.0.0.2"  # the README's nginx, as the app sees it
 def arrive(link, address: str, worker: str) -> int:
     """A new worker through the proxy: the client's address is what the proxy appended to X-Forwarded-For
     (annotation.ratelimit.client_ip, python-ipware)."""
-    return (
-        Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=address).get(link.path(), {"worker_id": worker}).status_code
-    )
+    return Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=address).get(link.path(), {"worker_id": worker}).status_code
 
 
 def big_study(researcher, name: str, items: int = 120):
@@ -193,7 +191,9 @@ def test_a_client_cannot_choose_its_network_behind_the_proxy(settings, researche
 
 def answer_first_pair(client: Client, location: str) -> None:
     page = client.get(location).content.decode()
-    pair = re.search(r'name="pair" value="(\d+)"', page).group(1)
+    found = re.search(r'name="pair" value="(\d+)"', page)
+    assert found is not None, page
+    pair = found.group(1)
     answered = client.post(location + "submit/", {"pair": pair, "key": f"k{pair}", "choice": "first"})
     assert answered.status_code in (200, 302)
 

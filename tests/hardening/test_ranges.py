@@ -22,8 +22,7 @@ from annotation import elicitation, setting_ranges, study_settings
 from annotation.errors import ServiceError
 from annotation.exchange import judgment_files
 from annotation.exchange.rules import MAX_STORED_INT, FormatError
-from annotation.models import Judgment
-from annotation.models import Study
+from annotation.models import Judgment, Study
 from annotation.rating import allocation, imports, recording
 from annotation.studies import lifecycle
 from annotation.views.forms import StudySettingsForm
@@ -244,8 +243,10 @@ def test_every_setting_documents_what_it_takes_and_the_page_shows_it(researcher_
     for name, setting in study_settings.SETTINGS.items():
         field = setting_ranges.model_field(name) if not setting.form_only else None
         described = setting_ranges.describe(name)
-        offered = field is None or isinstance(field, models.BooleanField | models.ForeignKey) or bool(
-            field.choices or setting.choices
+        offered = (
+            field is None
+            or isinstance(field, models.BooleanField | models.ForeignKey)
+            or bool(field.choices or setting.choices)
         )
         assert offered or described, f"{name} documents no range"
         if described:
@@ -270,3 +271,27 @@ def test_declared_ranges_fit_the_model_validators_and_the_columns():
             low, high = columns[field.get_internal_type()]
             assert low <= limits.low and limits.high <= high, name
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+def test_a_value_stored_before_its_range_never_locks_the_study(researcher_client, study):
+    """A study saved before a range was declared keeps its value and can still save its other settings (even once
+    the value is frozen because raters started); changing it means choosing one inside the range."""
+    from analytics.models import AnalysisSettings
+
+    AnalysisSettings.objects.filter(study=study).update(bootstrap_rounds=5000)
+    study = Study.objects.get(pk=study.pk)
+    lifecycle.do_update_settings(study, {"bootstrap_rounds": 5000, "allow_comment": True}, None)
+    posted = researcher_client.post(reverse("study_settings", args=[study.pk]), form_data(study, tie_label="Same"))
+    assert posted.status_code == 302
+    assert saved(study)["tie_label"] == "Same" and saved(study)["bootstrap_rounds"] == 5000
+    with pytest.raises(ServiceError, match="bootstrap_rounds: must be a whole number from 10 to 2,000, not 5,001"):
+        lifecycle.do_update_settings(Study.objects.get(pk=study.pk), {"bootstrap_rounds": 5001}, None)
+
+
+def test_the_api_documents_the_declared_ranges(researcher_client):
+    """The API reads settings (it changes none): its schema gives each number setting it shows the declared range."""
+    schema = json.loads(researcher_client.get("/api/schema/?format=json").content)
+    shown = schema["components"]["schemas"]["Study"]["properties"]
+    for name in ("pairs_per_assignment", "raters_per_item", "seed", "budget"):
+        limits = study_settings.SETTINGS[name].limits
+        assert (shown[name]["minimum"], shown[name]["maximum"]) == (limits.low, limits.high), name
