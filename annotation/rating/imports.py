@@ -170,6 +170,11 @@ def _publish(upload: Upload) -> int:
     transaction. Returns how many judgments were created. A second publisher of the same upload waits for the first,
     then finds nothing to publish."""
     q = connection.ops.quote_name
+    if connection.vendor == "postgresql":
+        # the planner's statistics of the lines just staged: without them it joins 100,000 lines row by row (24 s
+        # in one transaction, against 2.5 s)
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {q(StagedJudgment._meta.db_table)}")
     with transaction.atomic():
         upload = Upload.objects.select_for_update().defer("data").get(pk=upload.pk)
         study = upload.study
