@@ -548,6 +548,8 @@ def _render_rating(
     else:
         pair = AssignmentPair(pk=current["id"], shown_at=current["shown_at"])
         allocation.do_mark_shown(pair)
+        if given is not None and given.get("pair") != str(current["id"]):
+            given = None  # answers given for another pair are never put on this one
         mode = study.elicitation_mode
         if revise is not None:
             context["revising"] = rows.index(revise) + 1

@@ -279,3 +279,18 @@ def test_a_database_hiccup_during_a_change_shows_the_change_again_as_given(clien
     assert failed.status_code == 503 and 'data-testid="revising"' in shown and 'name="revise" value="1"' in shown
     assert checked(shown) == {"choice": ["second"], "q-clarity-choice": ["tie"], "q-scale-choice": ["first:1"]}
     assert form_of(failed.content)["key"] == fields["key"] and Judgment.objects.count() == 1
+
+
+def test_answers_given_for_another_pair_are_never_shown_on_this_one(client, asking):
+    rater = enrolment.do_create_rater_link(asking, "elsewhere")
+    assignment = allocation.do_start_assignment(rater)
+    other = enrolment.do_create_rater_link(asking, "other")
+    foreign = allocation.do_start_assignment(other).pairs.first()
+    page = client.get(rate_url(rater, assignment)).content
+    refused = client.post(
+        rate_url(rater, assignment, True),
+        {**form_of(page), "pair": foreign.pk, "choice": "second", "q-clarity-choice": "tie", "comment": "Not here."},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert "That pair is not part of your assignment." in refused and "Pair 1 of 5" in refused
+    assert checked(refused) == {} and "Not here." not in refused
