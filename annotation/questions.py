@@ -15,6 +15,11 @@ The answers to further questions are stored on the judgment (``Judgment.answers`
 fields in model coordinates, or ``{"text": ...}`` for a rationale), written with it in one transaction by
 ``annotation/rating/recording.py``, so a pair is answered whole or not at all. The report analyses one preference
 question at a time (``analytics.populations.Population.question``). Judges answer the main question only.
+
+On the page (``page``, one context for the rating page, the practice round and the previews) each further preference
+question's options carry letters of their own (``LETTERS``) beside the main question's digits and arrows, every
+answer given or stored is shown selected again (a refused form, "change my answer": ``stored_form``), and a missing
+answer is named by its question (``check_main`` for the main one, ``to_model`` for the others).
 """
 
 from __future__ import annotations
