@@ -265,7 +265,8 @@ SEPLAB_JUDGE_KEY_VARIABLES = {
 SEPLAB_ENDPOINT_REPLY_BYTES = envint("SEPLAB_ENDPOINT_REPLY_BYTES", str(4 * 1024 * 1024))
 # The most time one request of a judge or a generated system may take with all its attempts: its timeout times its
 # attempts (1 + retries) may not exceed this (checked when it is saved), and a request still out after it is cut off.
-SEPLAB_ENDPOINT_REQUEST_SECONDS = float(os.environ.get("SEPLAB_ENDPOINT_REQUEST_SECONDS", "900"))
+# Keep it within SEPLAB_JUDGE_SLICE_SECONDS: a slice's end cuts off what is out, so a longer request would never end.
+SEPLAB_ENDPOINT_REQUEST_SECONDS = float(os.environ.get("SEPLAB_ENDPOINT_REQUEST_SECONDS", "300"))
 
 # LLM judges' endpoints may not be loopback, private or link-local addresses (annotation/outbound.py) unless named
 # here (host names, addresses or networks, comma-separated), e.g. a local vLLM at 127.0.0.1. With DEBUG on the
