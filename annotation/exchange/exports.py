@@ -8,6 +8,7 @@ import io
 import itertools
 import json
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -82,17 +83,18 @@ def judgments_by_ids(study: Study, ids) -> list[Judgment]:
     return list(judgment_queryset(study).filter(id__in=list(ids)))
 
 
-def _systems(j: Judgment) -> tuple[str, str]:
+def _systems(j: Any) -> tuple[str, str]:
     return j.pair.generation_a.system.name, j.pair.generation_b.system.name
 
 
-def _side(j: Judgment, side: str | None) -> str | None:
+def _side(j: Any, side: str | None) -> str | None:
     return {"a": _systems(j)[0], "b": _systems(j)[1], "tie": "tie", None: None}[side]
 
 
-# How each field of the judgment format (``judgment_files.JUDGMENT_SCHEMA``) is read off a stored judgment. A field
+# How each field of the judgment format (``judgment_files.JUDGMENT_SCHEMA``) is read off a stored judgment (a
+# ``Judgment``, or an export's row: its columns by name with its ``rater`` and ``pair`` as the same attributes). A field
 # added to the schema without a reader here is refused when the first judgment is exported, never silently left out.
-READERS: dict[str, Callable[[Judgment], Any]] = {
+READERS: dict[str, Callable[[Any], Any]] = {
     "id": lambda j: j.idempotency_key,
     "item": lambda j: j.pair.item.external_id,
     "system_a": lambda j: _systems(j)[0],
@@ -117,7 +119,7 @@ READERS: dict[str, Callable[[Judgment], Any]] = {
 }
 
 
-def _answers(j: Judgment) -> dict[str, dict] | None:
+def _answers(j: Any) -> dict[str, dict] | None:
     """The further questions' answers in system names, as the main answer is exported (None without any)."""
     if not j.answers:
         return None
@@ -144,14 +146,11 @@ if set(READERS) != set(judgment_files.JUDGMENT_FIELDS):  # said at start-up, not
     )
 
 
-def judgment_line(j: Judgment) -> dict[str, Any]:
-    """A judgment as a JSONL object of docs/interfaces.md#judgment-format, field by field of
-    ``judgment_files.JUDGMENT_SCHEMA``; unknown fields of an imported line come back as they were. A field that is
-    not ``exported`` on every line appears when it has a value."""
-    line: dict[str, Any] = dict(j.extra)
-    # the ones that apply only sometimes last
-    fields = sorted(judgment_files.JUDGMENT_SCHEMA, key=lambda f: not f.exported)
-    for field in fields:
+def _reading() -> list[tuple[str, bool, Callable[[Any], Any]]]:
+    """Each field of ``judgment_files.JUDGMENT_SCHEMA`` with whether every line has it and its reader, the ones that
+    apply only sometimes last."""
+    reading = []
+    for field in sorted(judgment_files.JUDGMENT_SCHEMA, key=lambda f: not f.exported):
         try:
             read = READERS[field.name]
         except KeyError:
@@ -159,40 +158,62 @@ def judgment_line(j: Judgment) -> dict[str, Any]:
                 f"the judgment field {field.name!r} has no reader in "
                 "annotation/exchange/exports.py: it would not be exported"
             ) from None
+        reading.append((field.name, field.exported, read))
+    return reading
+
+
+def judgment_line(j: Any, reading: list[tuple[str, bool, Callable[[Any], Any]]] | None = None) -> dict[str, Any]:
+    """A judgment (a ``Judgment`` or an export's row) as a JSONL object of docs/interfaces.md#judgment-format, field
+    by field of ``judgment_files.JUDGMENT_SCHEMA``; unknown fields of an imported line come back as they were. A field
+    that is not ``exported`` on every line appears when it has a value."""
+    line: dict[str, Any] = dict(j.extra)
+    for name, exported, read in reading if reading is not None else _reading():
         value = read(j)
-        if field.exported or value is not None:
-            line[field.name] = value
+        if exported or value is not None:
+            line[name] = value
     return line
 
 
 _CHUNK = 2000
 
 
-def _pairs(ids) -> dict[int, Pair]:
-    """Pairs by id with what a line reads of them (their item's id, their outputs' systems and samples)."""
-    related = Pair.objects.select_related("item", "generation_a__system", "generation_b__system")
-    return related.defer(*(name.removeprefix("pair__") for name in _UNREAD)).in_bulk(ids)
+def _pairs(ids) -> dict[int, SimpleNamespace]:
+    """Pairs by id as a line reads them (``pair.item.external_id``, ``pair.generation_a.system.name``,
+    ``pair.generation_a.sample_index`` and the same of ``generation_b``), in one query."""
+    columns = ("item__external_id", "generation_a__system__name", "generation_a__sample_index")
+    columns += ("generation_b__system__name", "generation_b__sample_index")
+    return {
+        pk: SimpleNamespace(
+            item=SimpleNamespace(external_id=item),
+            generation_a=SimpleNamespace(system=SimpleNamespace(name=system_a), sample_index=sample_a),
+            generation_b=SimpleNamespace(system=SimpleNamespace(name=system_b), sample_index=sample_b),
+        )
+        for pk, item, system_a, sample_a, system_b, sample_b in Pair.objects.filter(id__in=ids).values_list(
+            "id", *columns
+        )
+    }
 
 
 def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
     """Every judgment of the study as a JSONL object (docs/interfaces.md#judgment-format), oldest first, streamed:
-    the judgments' own rows read in chunks of ``_CHUNK``; the study's raters read once and each pair once, when a
-    chunk first needs it (a row joined to its rater, pair, item, outputs and systems cost seven model instances per
-    judgment: most of an export's time). The queries grow with the chunks, never with the rows."""
-    raters = Rater.objects.filter(study=study).in_bulk()
-    pairs: dict[int, Pair] = {}
-    chunk: list[Judgment] = []
-    rows = Judgment.objects.filter(study=study).order_by("created", "id").iterator(chunk_size=_CHUNK)
-    for judgment in itertools.chain(rows, [None]):
-        if judgment is not None:
-            chunk.append(judgment)
-            if len(chunk) < _CHUNK:
-                continue
-        missing = {j.pair_id for j in chunk} - pairs.keys()
+    the judgments' own columns read in chunks of ``_CHUNK``, each with its rater (the study's raters read once) and
+    its pair (each read once, when a chunk first needs it), as plain rows: a judgment joined to its rater, pair, item,
+    outputs and systems as model instances cost seven of them per line, most of an export's time. The queries grow
+    with the chunks, never with the rows."""
+    reading = _reading()  # a field without a reader: refused before anything is read
+    raters = {
+        pk: SimpleNamespace(external_id=external_id, kind=kind)
+        for pk, external_id, kind in Rater.objects.filter(study=study).values_list("id", "external_id", "kind")
+    }
+    names = [f.attname for f in Judgment._meta.concrete_fields]
+    rows = Judgment.objects.filter(study=study).order_by("created", "id").values_list(*names)
+    pairs: dict[int, SimpleNamespace] = {}
+    stream = rows.iterator(chunk_size=_CHUNK)
+    for chunk in iter(lambda: list(itertools.islice(stream, _CHUNK)), []):
+        judgments = [SimpleNamespace(**dict(zip(names, values, strict=True))) for values in chunk]
+        missing = {j.pair_id for j in judgments} - pairs.keys()
         if missing:
             pairs.update(_pairs(missing))
-        for j in chunk:
-            j.rater = raters[j.rater_id]
-            j.pair = pairs[j.pair_id]
-            yield judgment_line(j)
-        chunk = []
+        for j in judgments:
+            j.rater, j.pair = raters[j.rater_id], pairs[j.pair_id]
+            yield judgment_line(j, reading)
