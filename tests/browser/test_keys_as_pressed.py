@@ -235,3 +235,25 @@ def test_every_key_mix_stores_what_the_screen_shows(browser_page, live_server, r
     assert set(current) == set(answered)
     for pair, shown in answered.items():
         assert exported_line(current[pair]) == expected_line(shown), pair
+
+
+def test_one_tab_and_an_arrow_answer_the_further_question_not_the_main_one(browser_page, live_server, study):
+    """As reported: 1, Tab, → and Enter on each pair of a study with one further forced choice. The arrow is the
+    further question's radio group's own: the main answer stays "Output 1" and the further one is "Output 2"."""
+    clarity = "clarity | forced_choice | Which output is clearer?"
+    lifecycle.do_update_settings(study, {"further_questions": clarity}, None)
+    rater = enrolment.do_create_rater_link(study, "reported")
+    page = browser_page.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(live_server.url + rater.link_path())
+    page.get_by_role("button", name="Start rating").click()
+    for number in range(1, 6):
+        page.get_by_role("heading", name=f"Pair {number} of 5").wait_for()
+        wait_until_rating_page_ready(page)
+        for key in ("1", "Tab", "ArrowRight", "Enter"):
+            page.keyboard.press(key)
+    page.get_by_test_id("completion-code").wait_for()
+    judgments = list(Judgment.objects.filter(rater=rater).order_by("id"))
+    assert len(judgments) == 5
+    for j in judgments:
+        first, second = ("a", "b") if j.a_shown_first else ("b", "a")
+        assert (j.choice, j.answers["clarity"]["choice"]) == (first, second)
