@@ -281,3 +281,21 @@ def test_simultaneous_starts_never_pass_the_limits(researcher):
     across = at_once(lambda i: stored.do_request_refresh(mine[i % 6], Population(rater=f"x{i}"), "v1"))
     assert Job.objects.filter(study__owner=researcher, kind="report").count() == 8
     assert not [o for o in views + same_view + across if isinstance(o, str)]  # nothing raised
+
+
+@override_settings(SEPLAB_JOBS_PER_KIND=1, SEPLAB_IMPORT_STEP=2)
+def test_an_import_past_the_researcher_s_limit_is_refused_on_the_page_and_creates_nothing(researcher_client):
+    """Large files are imported by the worker; a researcher with as many imports queued as they may gets the reason
+    on the page, and neither a study nor a staged upload is left from the refused one."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from annotation.models import Study, Upload
+
+    def post(name: str):
+        upload = SimpleUploadedFile(f"{name}.jsonl", study_jsonl(4))
+        return researcher_client.post(reverse("study_create"), {"name": name, "file": upload})
+
+    assert post("first").status_code == 302 and Job.objects.filter(kind="import").count() == 1
+    refused = post("second")
+    assert "Study imports: you already have 1 queued or running across your studies" in refused.content.decode()
+    assert not Study.objects.filter(name="second").exists() and Upload.objects.count() == 1
