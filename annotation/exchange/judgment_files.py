@@ -230,6 +230,12 @@ class _Line:
             return ""
         return value.strip()
 
+    def name(self, field: str, known: Mapping[str, object]) -> str:
+        """A name the study has, as written (a system stored with white space at an end by an older import); any
+        other name as ``string`` reads it."""
+        value = self.obj.get(field)
+        return value if isinstance(value, str) and value.strip() and value in known else self.string(field)
+
     def count(self, field: str, default: int | None = None) -> int | None:
         """A whole number >= 0; ``default`` when the field is absent. An explicit null is allowed only
         where the default is None."""
@@ -250,8 +256,8 @@ def _judged_pair(line: _Line, samples: Mapping[str, Mapping[str, int]]) -> tuple
     elif item not in samples:
         line.problem("item", f"unknown item '{item}'")
         item = None
-    system_a, system_b = line.string("system_a"), line.string("system_b")
     known = samples.get(item or "", {})
+    system_a, system_b = line.name("system_a", known), line.name("system_b", known)
     for field, system in (("system_a", system_a), ("system_b", system_b)):
         if system and item and system not in known:
             line.problem(field, f"unknown system '{system}'")
@@ -269,7 +275,7 @@ def _judged_pair(line: _Line, samples: Mapping[str, Mapping[str, int]]) -> tuple
 
 def _judging_rater(line: _Line, system_a: str, system_b: str, rater_kinds: dict[str, str]) -> tuple[str, str, str]:
     """Which system was shown first, the rater and its kind (one kind per rater across the file)."""
-    shown_first = line.string("shown_first")
+    shown_first = line.name("shown_first", {system_a: 1, system_b: 1})
     if shown_first and shown_first not in (system_a, system_b):
         line.problem("shown_first", "shown_first must be system_a or system_b")
     rater, rater_kind = line.string("rater"), line.string("rater_kind")

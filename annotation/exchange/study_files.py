@@ -212,6 +212,18 @@ def _validate_outputs(outputs: Any, line: int, problems: list[Problem], limit: i
         if not system.strip():
             problems.append(Problem(line, "outputs", "empty system name"))
             continue
+        if system != system.strip():
+            # a judgments file names systems without it (its names are read stripped), so export -> import would
+            # no longer find this one
+            problems.append(
+                Problem(
+                    line,
+                    field,
+                    f"system name {system!r} starts or ends with white space (a space, tab or line break); "
+                    f"write it as {system.strip()!r}",
+                )
+            )
+            continue
         if len(system) > 200:
             problems.append(Problem(line, field, "system name longer than 200 characters"))
             continue
