@@ -218,6 +218,71 @@ def test_dns_rebinding_cannot_reach_loopback(researcher, settings, monkeypatch):
             s.server_close()
 
 
+def test_a_pinned_connection_keeps_the_host_name_for_tls_and_the_host_header(tmp_path, monkeypatch):
+    """Connecting to the checked address, not the name, must not cost TLS: the certificate is still verified for the
+    URL's host name (sent as SNI) and the Host header is the URL's."""
+    import datetime
+    import http.server
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    (tmp_path / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    hosts: list[str] = []
+    names: list[str | None] = []
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 -- the http.server API
+            hosts.append(self.headers["Host"])
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    tls.sni_callback = lambda sock, server_name, context: names.append(server_name)
+    https = http.server.HTTPServer(("127.0.0.1", 0), Hello)
+    https.socket = tls.wrap_socket(https.socket, server_side=True)
+    threading.Thread(target=https.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setattr(outbound, "_ssl_context", lambda: ssl.create_default_context(cafile=tmp_path / "cert.pem"))
+        monkeypatch.setattr(outbound, "resolve", lambda host, port: ["127.0.0.1"])
+        port = https.server_address[1]
+        with httpx2.Client(transport=outbound.EndpointTransport(), trust_env=False) as client:
+            assert client.get(f"https://localhost:{port}/v1").text == "ok"
+            with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED|certificate"):
+                client.get(f"https://127.0.0.1:{port}/v1")  # the certificate is not for the address
+        assert names == ["localhost", None] and hosts == [f"localhost:{port}"]
+    finally:
+        https.shutdown()
+        https.server_close()
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Medium 4: a reply's size; what is kept of it
 
