@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
+import time
 
+import pytest
+from django.db import connections
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -231,3 +235,37 @@ def test_simultaneous_new_workers_cannot_all_see_room(settings, researcher):
     cache.set(f"crowd-starting:{link.pk}", 1, timeout=60)
     assert Client(REMOTE_ADDR="203.0.113.3").get(link.path(), {"worker_id": "c"}).status_code == 302
     assert cache.get(f"crowd-starting:{link.pk}") == 1  # its own start counted while it ran, and no longer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twelve_workers_arriving_at_once_hold_no_more_than_the_cap(settings, researcher, monkeypatch):
+    """Real threads through the whole entry view: each start is slowed so all twelve are under way together; without
+    counting the starts under way every one of them saw an empty link and took a place."""
+    settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 3
+    study = big_study(researcher, "together")
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    real = allocation.do_start_assignment
+
+    def slow(rater):
+        time.sleep(0.3)
+        return real(rater)
+
+    monkeypatch.setattr(allocation, "do_start_assignment", slow)
+    gate = threading.Barrier(12)
+    codes: list[int] = []
+
+    def worker(n: int) -> None:
+        try:
+            gate.wait(10)
+            codes.append(Client(REMOTE_ADDR=f"203.0.113.{n + 1}").get(link.path(), {"worker_id": f"t{n}"}).status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(codes) == [302] * codes.count(302) + [429] * codes.count(429) and len(codes) == 12
+    assert 1 <= codes.count(302) <= 3
+    assert Assignment.objects.filter(study=study, status="active", answered=0).count() == codes.count(302) <= 3
