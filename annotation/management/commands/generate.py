@@ -72,10 +72,16 @@ class Command(BaseCommand):
             "--api-key-env",
             default=None,
             help="Read the API key from this environment variable (one the server's operator "
-            "allows: SEPLAB_JUDGE_KEY_VARIABLES). Default: none, for a local server.",
+            "allows, for the hosts it names: SEPLAB_JUDGE_KEY_VARIABLES). Default: none, for a local server.",
         )
         parser.add_argument("--concurrency", type=int, default=None, help="Requests at once (default 4).")
-        parser.add_argument("--timeout", type=float, default=None, help="Seconds per request (default 60).")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            help="Seconds per request (default 60); the timeout times the attempts (1 + retries) may be at most "
+            "SEPLAB_ENDPOINT_REQUEST_SECONDS (300).",
+        )
         parser.add_argument(
             "--retries", type=int, default=None, help="Retries with backoff on 429, 5xx and timeouts (default 4)."
         )
