@@ -101,8 +101,8 @@ def is_routable(address: Address) -> bool:
         inner = _embedded(address)
         if any(not is_routable(a) for a in inner):
             return False
-        if address.ipv4_mapped is not None:
-            return True  # the IPv4 address it stands for was checked
+        if address.ipv4_mapped is not None or address in NAT64:
+            return True  # the IPv4 address it stands for was checked (NAT64: a DNS64 network's public hosts)
     return (
         address.is_global
         and not (address.is_multicast or address.is_reserved or address.is_unspecified)

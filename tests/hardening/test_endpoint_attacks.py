@@ -185,6 +185,21 @@ def test_addresses_that_are_not_globally_routable_are_refused_on_save_and_at_sta
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://8.8.8.8/v1",
+        "https://[2001:4860:4860::8888]/v1",
+        "http://[::ffff:8.8.8.8]/v1",  # the embedded address is what counts: a public one passes
+        "http://[2002:808:808::]/v1",
+        "http://[64:ff9b::808:808]/v1",  # NAT64 on an IPv6-only (DNS64) network
+    ],
+)
+def test_globally_routable_addresses_pass(settings, url):
+    settings.SEPLAB_JUDGE_PRIVATE_HOSTS = []
+    outbound.check_endpoint(url)
+
+
 def test_dns_rebinding_cannot_reach_loopback(researcher, settings, monkeypatch):
     """A host that answers an allowed address to the check and 127.0.0.1 to the connection sent 8 of 12 requests to
     127.0.0.1. Each connection now resolves once, checks that answer and connects to it: the internal server is never
