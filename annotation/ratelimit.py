@@ -48,6 +48,20 @@ def client_key(address: str) -> str:
     return str(ip)
 
 
+# An IPv6 client's wider networks, by prefix length, and how many clients' allowance each gets: a provider gives one
+# home or one site a /56 or a /48 (RFC 6177), so addresses spread over its /64s are one site, not thousands of
+# clients; a few times one client's allowance lets a campus or an office on one /48 still bring a lab session's people.
+WIDER_NETWORKS = {56: 2, 48: 3}
+
+
+def client_networks(address: str) -> list[tuple[str, int]]:
+    """What one client counts against, narrowest first: (key, how many clients' allowance it gets) -- its own
+    ``client_key``, and for an IPv6 client the /56 and the /48 around it."""
+    own = client_key(address)
+    wider = [(network, share) for prefix, share in WIDER_NETWORKS.items() if (network := supernet(own, prefix))]
+    return [(own, 1), *wider]
+
+
 def supernet(key: str, prefix: int) -> str | None:
     """The IPv6 network of ``prefix`` bits around a client (an address or a ``client_key`` such as its /64), e.g.
     the /48 a provider allocates to one site; None for an IPv4 client (its address is its whole network) or one
@@ -77,9 +91,14 @@ def allow(key: str, limit: int, window_seconds: int) -> bool:
 
 
 def refuse_posts(request: HttpRequest, scope: str, limit: int, window_seconds: int, study=None) -> HttpResponse | None:
-    """A 429 page with a plain explanation for a POST beyond ``limit`` per client IP and window (in the language
-    the caller activated: a rater page's, ``access.speak_to_raters``); None when the request may go on."""
-    if request.method != "POST" or allow(f"{scope}:{client_key(client_ip(request))}", limit, window_seconds):
+    """A 429 page with a plain explanation for a POST beyond ``limit`` per client and window -- and beyond its share
+    of the IPv6 /56 and /48 around the client (``client_networks``) -- in the language the caller activated (a rater
+    page's, ``access.speak_to_raters``); None when the request may go on. A network over its allowance counts no
+    further."""
+    if request.method != "POST" or all(
+        allow(f"{scope}:{network}", limit * share, window_seconds)
+        for network, share in client_networks(client_ip(request))
+    ):
         return None
     minutes = max(1, window_seconds // 60)
     message = ngettext(

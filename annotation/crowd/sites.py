@@ -32,7 +32,7 @@ from annotation.models import (
     Study,
     WorkerSession,
 )
-from annotation.ratelimit import allow, client_key, supernet
+from annotation.ratelimit import WIDER_NETWORKS, allow, client_key, client_networks, supernet
 from annotation.rating import allocation, practice
 from annotation.text import whole_number
 
@@ -184,14 +184,13 @@ class TooManyNewWorkers(ServiceError):
 # hundreds of people in minutes). A client over its own limit is refused before it counts against the link's, and a
 # client's own limit is at most half the link's, so one client never fills the link's cap.
 NEW_WORKERS_PER_CLIENT = (10, 600)
-# An IPv6 client's wider networks in the same window, by prefix length: a provider gives one home or one site a /56
-# or a /48 (RFC 6177), so addresses spread over its /64s are one site, not hundreds of clients. A few times one
-# client's allowance: a campus or an office on one /48 still brings a lab session's people.
-NEW_WORKERS_PER_NETWORK = {56: 20, 48: 30}
+# An IPv6 client's /56 and /48 in the same window: their share of clients' allowances (ratelimit.WIDER_NETWORKS), so
+# addresses spread over the /64s of one site count together.
+NEW_WORKERS_PER_NETWORK = {prefix: NEW_WORKERS_PER_CLIENT[0] * share for prefix, share in WIDER_NETWORKS.items()}
 # Unanswered sessions of one link whose workers came from one IPv6 /56 or /48 (one /64, or an IPv4 address, holds at
 # most ``allocation.UNANSWERED_PER_CLIENT``, in every study); in all, a link's unanswered sessions hold at most
 # ``SEPLAB_CROWD_UNANSWERED_PER_LINK`` places (invented ids from many networks cannot hold a whole study).
-UNANSWERED_PER_NETWORK = {56: 6, 48: 10}
+UNANSWERED_PER_NETWORK = {prefix: allocation.UNANSWERED_PER_CLIENT * share for prefix, share in WIDER_NETWORKS.items()}
 
 
 # What the crowd page calls faster than people: this many new workers on a link within one minute.
@@ -208,13 +207,12 @@ def _allow_new_worker(link: ExternalLink, client: str) -> None:
     per_client, window = NEW_WORKERS_PER_CLIENT
     if limit:  # a link with a small cap: one client gets at most half of it (at least one new worker)
         per_client = min(per_client, max(1, limit // 2))
-    own = client_key(client)
-    networks = [(own, per_client)] + [
-        (network, min(most, max(1, limit // 2)) if limit else most)  # never more than half the link's either
-        for prefix, most in NEW_WORKERS_PER_NETWORK.items()
-        if (network := supernet(own, prefix)) is not None
-    ]
-    for network, most in networks:  # the narrowest first: a network over its allowance counts no further
+    # the narrowest first: a network over its allowance counts no further; a wider one gets its share of clients'
+    # allowances, and at most half the link's too
+    for network, share in client_networks(client):
+        most = per_client if share == 1 else NEW_WORKERS_PER_CLIENT[0] * share
+        if limit and share > 1:
+            most = min(most, max(per_client, limit // 2))
         if not allow(f"new-worker:{link.pk}:{network}", most, window):
             raise TooManyNewWorkers(
                 gettext(

@@ -87,3 +87,25 @@ def test_open_link_sign_ups_are_limited_per_client_behind_the_proxy(settings, st
     assert Client().post(
         study.open_link_path(), REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="198.51.100.7"
     ).status_code in (200, 302)
+
+
+def test_open_link_sign_ups_count_an_ipv6_48_as_one_site(settings, study):
+    """Each /64 was a client of its own, so one /48 (65,536 of them) could join without end; now its /56 and /48
+    have a few clients' allowance (``ratelimit.WIDER_NETWORKS``), read behind the proxy as every limit is."""
+    from annotation.models import Rater, Study
+    from annotation.ratelimit import WIDER_NETWORKS
+
+    settings.BEHIND_PROXY = True
+    Study.objects.filter(pk=study.pk).update(open_link_enabled=True)
+
+    def join(address: str) -> int:
+        return Client().post(study.open_link_path(), REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=address).status_code
+
+    per_56 = 30 * WIDER_NETWORKS[56]
+    home = [join(f"2001:db8:42:{n:x}::1") for n in range(per_56 + 5)]  # /64s 0..x of 2001:db8:42::/56
+    assert home.count(429) == 5 and 429 not in home[:per_56]
+    per_48 = 30 * WIDER_NETWORKS[48]
+    rest = [join(f"2001:db8:42:{n:x}00::1") for n in range(1, 60)]  # other /56s of the same /48
+    assert rest.count(429) == 59 - (per_48 - per_56)
+    assert Rater.objects.filter(study=study, source="open_link").count() == per_48
+    assert join("2001:db8:43::1") in (200, 302)  # another /48 is another site
