@@ -9,12 +9,14 @@ https and mailto, opened with rel="noopener noreferrer nofollow"). Plain text is
 line breaks (the study setting "show outputs as").
 
 Rendering work is bounded per text: Markdown longer than ``SEPLAB_MARKDOWN_MAX_CHARS`` (20,000 characters by
-default) is shown escaped, as plain text, with a note saying why -- markdown-it-py spends up to ~15 microseconds a
-character on hostile text (a run of ``[`` or ``![``), and a million of them once held a request for a minute; a fenced
-block longer than ``HIGHLIGHT_MAX_CHARS`` is shown without colours (Pygments' lexers are regular expressions, some of
-them slow on hostile code). Renders are cached per process by text, within ``CACHE_MAX_CHARS`` characters (a rating
-page shows the same outputs to many raters), and a text being rendered is rendered once: other requests for it wait
-for that render instead of starting their own.
+default) is shown escaped, as plain text, with a note saying why -- markdown-it-py spends up to ~25 microseconds a
+character on hostile text (a run of ``[`` or ``![``), and a million of them once held a request for a minute. Fenced
+code is highlighted in the languages of ``HIGHLIGHTED`` only, and at most ``HIGHLIGHT_MAX_CHARS`` characters of it a
+text (the rest is shown without colours): Pygments' lexers are regular expressions, and many are slow on hostile
+code -- of those measured on 10,000 characters, several took over 5 s (``ng2``, ``basemake``, ``apacheconf``), C#
+6.3 s on 5,000; the ones kept take at most ~0.3 s on 3,000 characters of the worst input found. Renders are cached
+per process by text, within ``CACHE_MAX_CHARS`` characters (a rating page shows the same outputs to many raters), and
+a text being rendered is rendered once: other requests for it wait for that render instead of starting their own.
 """
 
 from __future__ import annotations
@@ -69,19 +71,31 @@ URL_SCHEMES = {"http", "https", "mailto"}
 # "xcode": the Pygments style whose every colour keeps a 4.5:1 contrast on the code background (#f0f2f6), so
 # highlighted code passes WCAG AA (axe-core in tests/browser/test_accessibility.py).
 _FORMATTER = HtmlFormatter(nowrap=True, classprefix="hl-", style="xcode")
-HIGHLIGHT_MAX_CHARS = 10_000  # a longer fenced block is escaped without highlighting
+HIGHLIGHT_MAX_CHARS = 3_000  # fenced code highlighted per text, in characters; the rest is shown without colours
+# The languages highlighted (Pygments' first alias of each: "js", "py", "sh", "r", "latex" name them too), each
+# measured on hostile code (a run of one character or pair, random punctuation); C# is left out (1.1 s on 3,000).
+HIGHLIGHTED = frozenset(
+    "python javascript typescript json bash console sql html xml css c cpp go rust ruby php yaml toml ini diff "
+    "markdown splus tex jsx tsx scala haskell lua perl docker java kotlin swift".split()
+)
+_budget = threading.local()  # what is left of HIGHLIGHT_MAX_CHARS in the render running on this thread
 CACHE_MAX_CHARS = 32_000_000  # texts and their HTML kept per process, in characters (some 100 MB at most)
 
 
 def _highlight(code: str, language: str, _attrs) -> str:
-    """Pygments' spans for a fenced block in a known language; "" lets markdown-it escape it as it is."""
-    if len(code) > HIGHLIGHT_MAX_CHARS:
+    """Pygments' spans for a fenced block in a language of ``HIGHLIGHTED`` within the text's budget; "" lets
+    markdown-it escape it as it is."""
+    left = getattr(_budget, "left", HIGHLIGHT_MAX_CHARS)
+    if len(code) > left or not language.strip():
         return ""
     try:
-        lexer = get_lexer_by_name(language.strip().lower()) if language.strip() else None
+        lexer = get_lexer_by_name(language.strip().lower())
     except ClassNotFound:
-        lexer = None
-    return highlight(code, lexer, _FORMATTER) if lexer is not None else ""
+        return ""
+    if lexer.aliases[0] not in HIGHLIGHTED:
+        return ""
+    _budget.left = left - len(code)
+    return highlight(code, lexer, _FORMATTER)
 
 
 def _image_as_link(_renderer, tokens, index, _options, _env) -> str:
@@ -151,6 +165,7 @@ def _too_long(text: str) -> str:
 
 
 def _render(text: str) -> str:
+    _budget.left = HIGHLIGHT_MAX_CHARS
     return nh3.clean(
         _MD.render(text),
         tags=TAGS,

@@ -133,6 +133,27 @@ def test_a_long_code_block_is_shown_without_highlighting():
     assert "hl-kn" in rendering.markdown_html("```python\nimport os\n```")
 
 
+def test_code_is_highlighted_in_measured_languages_within_a_budget_per_text():
+    assert "hl-" not in rendering.markdown_html("```csharp\nclass A {}\n```")  # quadratic on hostile code: left out
+    assert "hl-" not in rendering.markdown_html("```basemake\nall:\n```")  # over 5 s on 10,000 characters
+    block = "```py\n" + "import os\n" * 200 + "```\n\n"  # 2,000 characters: the second is over the budget
+    out = rendering.markdown_html(block + block)
+    first, second = out.split("</pre>")[:2]
+    assert "hl-kn" in first and "hl-kn" not in second and second.count("import os") == 200
+
+
+@pytest.mark.slow(seconds=20)
+@pytest.mark.parametrize("language", sorted(rendering.HIGHLIGHTED))
+def test_each_highlighted_language_takes_a_bounded_time_on_hostile_code(language):
+    """The worst inputs found for Pygments' lexers, as much of them as a text may have highlighted."""
+    for unit in ("a\n", '"\\', "'\\", "(", "/*", "<!--", "{"):
+        code = (unit * rendering.HIGHLIGHT_MAX_CHARS)[: rendering.HIGHLIGHT_MAX_CHARS - 1] + "\n"
+        rendering.clear_cache()
+        started = time.perf_counter()
+        rendering.markdown_html(f"```{language}\n{code}```")
+        assert time.perf_counter() - started < 2.0, (language, unit)  # ~0.3 s at most measured
+
+
 def test_many_requests_for_one_text_render_it_once(monkeypatch):
     """20 previews of one long output held all 16 of gunicorn's threads; now one renders, the others wait for it."""
     rendering.clear_cache()
