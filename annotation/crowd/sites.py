@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
@@ -324,6 +325,15 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
     return session
 
 
+def _unanswered(link: ExternalLink) -> QuerySet[WorkerSession]:
+    return WorkerSession.objects.filter(link=link, assignment__status=Assignment.Status.ACTIVE, assignment__answered=0)
+
+
+def unanswered_sessions(link: ExternalLink) -> int:
+    """The link's sessions holding places without an answer yet: what ``SEPLAB_CROWD_UNANSWERED_PER_LINK`` caps."""
+    return _unanswered(link).count()
+
+
 @contextmanager
 def _starting(link: ExternalLink) -> Iterator[int]:
     """Count a start of places through the link while it runs (shared between server processes through the cache):
@@ -352,9 +362,7 @@ def _check_link_holds(link: ExternalLink, client: str, starting: int) -> None:
     already hold ``SEPLAB_CROWD_UNANSWERED_PER_LINK`` places, counting ``starting`` starts under way, or when those
     of the arriving worker's IPv6 /56 or /48 hold ``UNANSWERED_PER_NETWORK``."""
     cap = settings.SEPLAB_CROWD_UNANSWERED_PER_LINK
-    unanswered = WorkerSession.objects.filter(
-        link=link, assignment__status=Assignment.Status.ACTIVE, assignment__answered=0
-    ).values_list("rater__client", flat=True)
+    unanswered = _unanswered(link).values_list("rater__client", flat=True)
     clients = list(unanswered[:cap] if cap else unanswered)
     if cap and len(clients) + starting >= cap:
         raise NetworkHoldsEnough(

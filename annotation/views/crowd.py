@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
@@ -146,6 +147,7 @@ def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
                 "sessions": link.sessions.count(),
                 "minted": minted.get(link.pk),
                 "refused": sites.launch_refusals(link),
+                "unanswered": sites.unanswered_sessions(link),
             }
         )
     workers = list(
@@ -172,6 +174,7 @@ def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
             "n_gold": study.gold_pairs.count(),
             "study": study,
             "links": links,
+            "unanswered_cap": settings.SEPLAB_CROWD_UNANSWERED_PER_LINK,
             "platforms": ExternalLink.Platform.choices,
             "workers": workers,
             "blocked": blocked,

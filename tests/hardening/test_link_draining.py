@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.crowd import sites
-from annotation.models import Assignment, AssignmentTask, ExternalLink, WorkerSession
+from annotation.models import Assignment, AssignmentTask, ExternalLink, Rater, WorkerSession
 from annotation.rating import allocation
 from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import study_jsonl
@@ -202,7 +202,7 @@ def answer_first_pair(client: Client, location: str) -> None:
     assert answered.status_code in (200, 302)
 
 
-def test_a_links_unanswered_sessions_are_capped(settings, researcher):
+def test_a_links_unanswered_sessions_are_capped(settings, researcher, researcher_client):
     """Invented ids from many networks (each within its own limits) could still hold every place: a link's sessions
     that have not answered hold at most SEPLAB_CROWD_UNANSWERED_PER_LINK places; an answer makes room."""
     settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 5
@@ -215,9 +215,14 @@ def test_a_links_unanswered_sessions_are_capped(settings, researcher):
     assert [c.status_code for c in codes] == [302] * 4 + [429] * 3
     assert b"not answered yet" in codes[-1].content and codes[-1]["Retry-After"] == "60"
     assert Assignment.objects.filter(status="active", answered=0).count() == 5
+    page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
+    assert "5 not answered yet" in page and 'data-testid="unanswered-cap"' in page  # the researcher sees why
     answer_first_pair(first, entered["Location"])  # one of them answers: one place is theirs now, one more may start
     assert Client(REMOTE_ADDR="203.0.113.50").get(link.path(), {"worker_id": "late"}).status_code == 302
     assert Client(REMOTE_ADDR="203.0.113.51").get(link.path(), {"worker_id": "later"}).status_code == 429
+    settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 6
+    page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
+    assert "5 not answered yet" in page and 'data-testid="unanswered-cap"' not in page
     # a worker who already holds places comes back to them whatever the cap
     assert Client(REMOTE_ADDR="203.0.113.1").get(link.path(), {"worker_id": "w1"}).status_code == 302
 
@@ -238,7 +243,7 @@ def test_simultaneous_new_workers_cannot_all_see_room(settings, researcher):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_twelve_workers_arriving_at_once_hold_no_more_than_the_cap(settings, researcher, monkeypatch):
+def test_twelve_workers_arriving_at_once_hold_no_more_than_the_cap(settings, researcher, monkeypatch) -> None:
     """Real threads through the whole entry view: each start is slowed so all twelve are under way together; without
     counting the starts under way every one of them saw an empty link and took a place."""
     settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 3
@@ -246,7 +251,7 @@ def test_twelve_workers_arriving_at_once_hold_no_more_than_the_cap(settings, res
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     real = allocation.do_start_assignment
 
-    def slow(rater):
+    def slow(rater: Rater) -> Assignment | None:
         time.sleep(0.3)
         return real(rater)
 
