@@ -7,13 +7,15 @@ import statistics
 from collections import defaultdict
 from typing import cast
 
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from annotation.models import (
     Assignment,
     AssignmentTask,
     Judgment,
     Rater,
+    Skip,
     Study,
     Task,
 )
@@ -87,17 +89,23 @@ def study_progress(study: Study) -> list[ComparisonProgress]:
 FAST_SECONDS, LONG_OUTPUT_WORDS = pace.FAST_SECONDS, pace.LONG_OUTPUT_WORDS  # the one rule: annotation/rating/pace.py
 
 
+def _per_rater(rows: QuerySet) -> Coalesce:
+    """The number of ``rows`` (of a model with a ``rater`` key) of each rater the queryset it annotates holds."""
+    per_rater = rows.filter(rater=OuterRef("pk")).order_by().values("rater").annotate(n=Count("*")).values("n")
+    return Coalesce(Subquery(per_rater), 0)
+
+
 def rater_progress(study: Study) -> list[Rater]:
     """Raters with their completed / active assignments and judgment counts (a replaced answer counted once, as the
     report counts it), and ``median_long_seconds``:
     the median server-measured time per pair on pairs with an output over ``LONG_OUTPUT_WORDS`` words (None
     without such a pair); ``too_fast`` flags a median under ``FAST_SECONDS``."""
     raters: list[Rater] = list(
-        study.raters.annotate(
-            completed=Count("assignments", filter=Q(assignments__status=Assignment.Status.COMPLETED), distinct=True),
-            active=Count("assignments", filter=Q(assignments__status=Assignment.Status.ACTIVE), distinct=True),
-            n_judgments=Count("judgments", filter=Q(judgments__revised=False), distinct=True),  # a changed answer once
-            n_skipped=Count("skips", distinct=True),
+        study.raters.annotate(  # each count a subquery of its own table: joined, assignments × judgments × skips rows
+            completed=_per_rater(Assignment.objects.filter(status=Assignment.Status.COMPLETED)),
+            active=_per_rater(Assignment.objects.filter(status=Assignment.Status.ACTIVE)),
+            n_judgments=_per_rater(Judgment.objects.filter(revised=False)),  # a changed answer once
+            n_skipped=_per_rater(Skip.objects.all()),
         ).order_by("id")
     )
     times: dict[int, list[int]] = {}

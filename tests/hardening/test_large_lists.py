@@ -211,3 +211,35 @@ for url in ["/studies/", "/api/studies/", f"/api/studies/{study.pk}/", f"/api/st
         tmp_path,
     )
     assert all(rows <= 5 * 300 for rows in result.values()), result
+
+
+def test_the_study_pages_rater_table_counts_each_table_on_its_own(researcher_client, study):
+    """The raters table counted assignments, judgments and skips in one join (assignments × judgments × skips rows
+    per rater); each is now a count of its own table, and the numbers are the data's."""
+    from annotation.models import Assignment, Skip
+    from annotation.rating import allocation, recording
+    from annotation.studies import enrolment
+    from tests.conftest import answer_all
+
+    study.allow_skip = True
+    study.save(update_fields=["allow_skip"])
+    busy, idle = enrolment.do_create_rater_link(study, "busy"), enrolment.do_create_rater_link(study, "idle")
+    for _ in range(2):
+        answer_all(allocation.do_start_assignment(busy))
+    third = allocation.do_start_assignment(busy)
+    shown_pair = third.pairs.order_by("position").first()
+    allocation.do_mark_shown(shown_pair)
+    recording.do_skip_item(shown_pair, idempotency_key="s1", reason="other")  # its five pairs: done, by skips
+    allocation.do_start_assignment(busy)  # the fourth item, open
+    page = researcher_client.get(reverse("study_detail", args=[study.pk]))
+    shown = {r.external_id: (r.completed, r.active, r.n_judgments, r.n_skipped) for r in page.context["raters"]}
+    for rater in (busy, idle):
+        assignments = Assignment.objects.filter(rater=rater)
+        assert shown[rater.external_id] == (
+            assignments.filter(status=Assignment.Status.COMPLETED).count(),
+            assignments.filter(status=Assignment.Status.ACTIVE).count(),
+            Judgment.objects.filter(rater=rater, revised=False).count(),
+            Skip.objects.filter(rater=rater).count(),
+        )
+    assert shown["busy"] == (3, 1, 10, 5)
+    assert shown["idle"] == (0, 0, 0, 0)
