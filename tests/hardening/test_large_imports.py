@@ -215,7 +215,7 @@ study = creation.do_create_study(owner, "s", items.encode(), "s.jsonl")
 pairs_before = Pair.objects.filter(item__study=study).count()
 lines = "".join(json.dumps({"id": f"j{n}", "item": f"i{n % 20}", "system_a": "a", "sample_a": 0, "system_b": "b",
                             "sample_b": 0, "shown_first": "a", "rater": f"r{n // 20}", "rater_kind": "human",
-                            "choice": "a"}) + "\\n" for n in range(8000))
+                            "choice": "a"}) + "\\n" for n in range(4000))
 _, job = imports.do_start_judgment_import(study, lines.encode(), "j.jsonl")
 first = worker()
 killed_staging = wait_for(lambda: half_way(job), 120)
@@ -229,12 +229,11 @@ failed = swept() == 1 and Job.objects.get(pk=job.pk).status == "failed"
 stopped = uploads.stopped_upload(study, "judgments")
 resumed = uploads.do_resume_upload(study, stopped.pk)
 
+second = worker()
+finished = wait_for(lambda: Job.objects.get(pk=resumed.pk).status == "done", 180)
 big = "".join(json.dumps({"id": f"b{i}", "input": "q", "outputs": {"a": ["x"], "b": ["y"]}}) + "\\n"
               for i in range(1500))
 importing, study_job = creation.do_start_study_import(owner, "big", big.encode(), "big.jsonl")
-Job.objects.filter(pk=resumed.pk).update(created=timezone.now())  # the resumed import first
-second = worker()
-finished = wait_for(lambda: Job.objects.get(pk=resumed.pk).status == "done", 180)
 killed_items = wait_for(lambda: half_way(study_job), 120)
 second.kill(); second.wait()
 importing.refresh_from_db()
@@ -247,7 +246,7 @@ study_finished = wait_for(lambda: Job.objects.get(pk=resumed_study.pk).status ==
 third.send_signal(signal.SIGTERM); third.wait(30)
 importing.refresh_from_db()
 result = {
-    "killed_staging": killed_staging, "staged": 0 < staged < 8000, "visible": visible, "failed": failed,
+    "killed_staging": killed_staging, "staged": 0 < staged < 4000, "visible": visible, "failed": failed,
     "finished": finished, "message": Job.objects.get(pk=resumed.pk).message,
     "judgments": Judgment.objects.filter(study=study).count(),
     "distinct": Judgment.objects.filter(study=study).values("idempotency_key").distinct().count(),
@@ -261,7 +260,7 @@ result = {
 """
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=45)
 @pytest.mark.own_database
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_a_worker_killed_mid_import_leaves_nothing_visible_and_the_import_resumes(tmp_path, database):
@@ -273,8 +272,8 @@ def test_a_worker_killed_mid_import_leaves_nothing_visible_and_the_import_resume
     result = run_on(database, KILLED, tmp_path)
     assert result["killed_staging"] and result["staged"] and result["failed"]
     assert result["visible"] == {"judgments": 0, "exported": 0, "report_rows": 0, "raters": 0, "pairs": 0}
-    assert result["finished"] and result["message"] == "Imported 8,000 judgments (0 already present)."
-    assert result["judgments"] == result["distinct"] == 8000 and result["raters"] == 400 and result["left"] == 0
+    assert result["finished"] and result["message"] == "Imported 4,000 judgments (0 already present)."
+    assert result["judgments"] == result["distinct"] == 4000 and result["raters"] == 200 and result["left"] == 0
     assert result["killed_items"] and result["study_failed"]
     assert result["partial"] == {"status": "importing", "open": False, "items": True, "listed": False}
     assert result["study_finished"] and result["study"] == ["active", 1500, 1500, True]
