@@ -68,6 +68,10 @@ class Rater(models.Model):
     # Not columns: what a page computes for the raters it lists, set on the instances it read.
     median_long_seconds: float | None  # annotation/studies/monitoring.rater_progress (None: no long pair timed)
     too_fast: bool  # the same: that median is implausibly fast
+    completed: int  # the same: completed assignments
+    active: int  # the same: active assignments
+    n_judgments: int  # the same: judgments, an answer the rater changed once
+    n_skipped: int  # the same: skipped pairs
     flagged: bool  # the crowd page (annotation/views/crowd.py): below the accuracy bar, not screened out yet
 
     # Who holds places only as work is shown to them: anyone can become one of these raters (an invented worker id,

@@ -7,8 +7,7 @@ import statistics
 from collections import defaultdict
 from typing import cast
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q, QuerySet
 
 from annotation.models import (
     Assignment,
@@ -89,10 +88,9 @@ def study_progress(study: Study) -> list[ComparisonProgress]:
 FAST_SECONDS, LONG_OUTPUT_WORDS = pace.FAST_SECONDS, pace.LONG_OUTPUT_WORDS  # the one rule: annotation/rating/pace.py
 
 
-def _per_rater(rows: QuerySet) -> Coalesce:
-    """The number of ``rows`` (of a model with a ``rater`` key) of each rater the queryset it annotates holds."""
-    per_rater = rows.filter(rater=OuterRef("pk")).order_by().values("rater").annotate(n=Count("*")).values("n")
-    return Coalesce(Subquery(per_rater), 0)
+def _by_rater(rows: QuerySet) -> dict[int, int]:
+    """The number of ``rows`` (of a model with a ``rater`` key) of each rater that has any, in one query."""
+    return dict(rows.order_by().values_list("rater").annotate(n=Count("*")))
 
 
 def rater_progress(study: Study) -> list[Rater]:
@@ -100,14 +98,18 @@ def rater_progress(study: Study) -> list[Rater]:
     report counts it), and ``median_long_seconds``:
     the median server-measured time per pair on pairs with an output over ``LONG_OUTPUT_WORDS`` words (None
     without such a pair); ``too_fast`` flags a median under ``FAST_SECONDS``."""
-    raters: list[Rater] = list(
-        study.raters.annotate(  # each count a subquery of its own table: joined, assignments × judgments × skips rows
-            completed=_per_rater(Assignment.objects.filter(status=Assignment.Status.COMPLETED)),
-            active=_per_rater(Assignment.objects.filter(status=Assignment.Status.ACTIVE)),
-            n_judgments=_per_rater(Judgment.objects.filter(revised=False)),  # a changed answer once
-            n_skipped=_per_rater(Skip.objects.all()),
-        ).order_by("id")
-    )
+    raters: list[Rater] = list(study.raters.order_by("id"))
+    # each count an aggregate of its own table over the study, by rater: counted in one query, the rows of a rater's
+    # assignments × judgments × skips were joined; a subquery per rater read each judgment through the rater index
+    # (1.6 s at 10⁶ judgments on PostgreSQL, against one scan)
+    assignments = Assignment.objects.filter(study=study)
+    completed = _by_rater(assignments.filter(status=Assignment.Status.COMPLETED))
+    active = _by_rater(assignments.filter(status=Assignment.Status.ACTIVE))
+    judged = _by_rater(Judgment.objects.filter(study=study, revised=False))  # a changed answer once
+    skipped = _by_rater(Skip.objects.filter(rater__study=study))
+    for rater in raters:
+        rater.completed, rater.active = completed.get(rater.pk, 0), active.get(rater.pk, 0)
+        rater.n_judgments, rater.n_skipped = judged.get(rater.pk, 0), skipped.get(rater.pk, 0)
     times: dict[int, list[int]] = {}
     long_pairs = Q(pair__generation_a__n_words__gt=LONG_OUTPUT_WORDS) | Q(
         pair__generation_b__n_words__gt=LONG_OUTPUT_WORDS
