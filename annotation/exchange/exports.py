@@ -180,8 +180,7 @@ _CHUNK = 2000
 def _pairs(ids) -> dict[int, SimpleNamespace]:
     """Pairs by id as a line reads them (``pair.item.external_id``, ``pair.generation_a.system.name``,
     ``pair.generation_a.sample_index`` and the same of ``generation_b``), in one query."""
-    columns = ("item__external_id", "generation_a__system__name", "generation_a__sample_index")
-    columns += ("generation_b__system__name", "generation_b__sample_index")
+    columns = [f"generation_{side}__{name}" for side in "ab" for name in ("system__name", "sample_index")]
     return {
         pk: SimpleNamespace(
             item=SimpleNamespace(external_id=item),
@@ -189,7 +188,7 @@ def _pairs(ids) -> dict[int, SimpleNamespace]:
             generation_b=SimpleNamespace(system=SimpleNamespace(name=system_b), sample_index=sample_b),
         )
         for pk, item, system_a, sample_a, system_b, sample_b in Pair.objects.filter(id__in=ids).values_list(
-            "id", *columns
+            "id", "item__external_id", *columns
         )
     }
 
