@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
@@ -196,3 +197,46 @@ def test_a_preview_of_a_million_brackets_answers_at_once(researcher_client, rese
     page = researcher_client.get(reverse("study_preview", args=[study.pk]))
     assert time.perf_counter() - started < 5.0 and page.status_code == 200
     assert "Shown as plain text: it is longer than 20,000 characters" in page.content.decode()
+
+
+@pytest.mark.slow(seconds=15)
+@pytest.mark.django_db(transaction=True)
+def test_twenty_previews_at_once_of_the_slowest_output_render_it_once(live_server, client, researcher, monkeypatch):
+    """20 simultaneous previews of one 200,000-character output held all 16 of gunicorn's threads for ~50 s (and
+    another researcher's study list waited 53.9 s). Over a real HTTP server's threads: the slowest text rendered as
+    Markdown (the limit's length of "![") is rendered once, and every preview and the study list answer at once."""
+    rendering.clear_cache()
+    renders = []
+    real = rendering._render
+
+    def counted(text):
+        renders.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(rendering, "_render", counted)
+    hostile = ("![" * 20_000)[:20_000]
+    line = {"id": "q", "input": "Which?", "outputs": {"a": [hostile], "b": ["fine"]}}
+    study = creation.do_create_study(researcher, "slow", (json.dumps(line) + "\n").encode(), "s.jsonl")
+    client.force_login(researcher)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+
+    def get(path: str) -> tuple[int, float, str]:
+        started = time.perf_counter()
+        request = urllib.request.Request(live_server.url + path, headers={"Cookie": cookie})
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 -- the test's own server
+            return response.status, time.perf_counter() - started, response.read().decode()
+
+    barrier = threading.Barrier(20)
+
+    def preview(_):
+        barrier.wait()
+        return get(reverse("study_preview", args=[study.pk]))
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(preview, range(20)))
+        listing = get(reverse("study_list"))
+    assert all(status == 200 for status, _, _ in answers) and listing[0] == 200
+    assert all("![" * 100 in page and "Shown as plain text" not in page for _, _, page in answers)  # as Markdown
+    assert renders.count(20_000) == 1  # one render of the hostile output, however many asked for it
+    assert time.perf_counter() - started < 15.0 and listing[1] < 10.0
