@@ -278,3 +278,33 @@ def test_a_worker_killed_mid_import_leaves_nothing_visible_and_the_import_resume
     assert result["partial"] == {"status": "importing", "open": False, "items": True, "listed": False}
     assert result["study_finished"] and result["study"] == ["active", 1500, 1500, True]
     assert result["uploads"] == 0
+
+
+def test_a_stopped_study_import_is_resumed_from_its_page(researcher_client, settings, monkeypatch):
+    """The unfinished study's page said "Start it again" and offered only delete: now it offers to resume, which goes
+    on after the items already imported."""
+    settings.SEPLAB_IMPORT_STEP = 3
+    researcher_client.post(
+        reverse("study_create"), {"name": "big", "file": SimpleUploadedFile("b.jsonl", study_file(10))}
+    )
+    study, job = Study.objects.get(name="big"), Job.objects.get(kind="import")
+    real, calls = planning.do_release_chunk, []
+
+    def power_cut(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(planning, "do_release_chunk", power_cut)
+    with pytest.raises(RuntimeError):
+        run_job.call(job.pk)
+    assert study.items.count() == 10 and Study.objects.get(pk=study.pk).status == "importing"
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert 'data-testid="resume-import"' in page and "Delete this unfinished study" in page
+    monkeypatch.setattr(planning, "do_release_chunk", real)
+    upload = Upload.objects.get()
+    assert researcher_client.post(reverse("upload_resume", args=[study.pk, upload.pk])).status_code == 302
+    run_job.call(Job.objects.filter(kind="import").first().pk)
+    study.refresh_from_db()
+    assert study.status == "active" and study.items.count() == 10 and Task.objects.filter(study=study).count() == 10
+    assert list(study.items.order_by("position").values_list("external_id", flat=True)) == [f"i{i}" for i in range(10)]
+    assert not Upload.objects.exists() and len(calls) == 1
