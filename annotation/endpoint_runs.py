@@ -29,7 +29,7 @@ from django.db.models import Aggregate, Count, Model, Q, Sum
 from django.utils import timezone
 from openai.types.chat import ChatCompletionMessageParam
 
-from annotation import endpoints, jobs
+from annotation import endpoints, jobs, outbound
 from annotation.endpoints import FATAL, EndpointError, RunResult, redact, storable
 from annotation.models import Endpoint, Job, Study
 from annotation.outbound import EndpointRefused, ReplyTooLarge
@@ -198,6 +198,10 @@ class EndpointRun(ABC, Generic[E, R]):
         to an internal one), which end the run; a body that cannot be read at all (too long, not JSON, nested too
         deep, empty) is a failed call too, asked again on resume; a response the client did not validate and whose
         shape cannot be read arrived all the same (paid for): an unusable reply."""
+        with outbound.reading_replies():  # a large reply is read and parsed in one of a few slots
+            return self._ask(client, request)
+
+    def _ask(self, client: openai.OpenAI, request: R) -> Reply[R]:
         endpoint = self.endpoint
         try:
             completion = client.chat.completions.create(

@@ -31,6 +31,7 @@ import ipaddress
 import re
 import socket
 import ssl
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -52,6 +53,12 @@ IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
 HOST_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+# A reply past LARGE_REPLY_BYTES is read and parsed holding one of LARGE_REPLIES_AT_ONCE slots of the process: parsing
+# JSON can take 25 times its bytes (4 MiB of "{}," is 100 MB of dicts), so 64 requests at once must not each do it.
+LARGE_REPLY_BYTES = 256 * 1024
+LARGE_REPLIES_AT_ONCE = 4
+_large_replies = threading.BoundedSemaphore(LARGE_REPLIES_AT_ONCE)
+_reading = threading.local()  # this thread's: inside ``reading_replies``, holding a slot
 
 
 class EndpointRefused(ValueError):
@@ -270,8 +277,23 @@ class _Stream(httpcore2.NetworkStream):
         return self.stream.get_extra_info(info)
 
 
+@contextlib.contextmanager
+def reading_replies() -> Iterator[None]:
+    """Around asking for a reply and parsing it on this thread: a reply that grows past ``LARGE_REPLY_BYTES`` waits
+    for one of the ``LARGE_REPLIES_AT_ONCE`` slots, held until the block ends (its parsing done)."""
+    _reading.inside = True
+    try:
+        yield
+    finally:
+        _reading.inside = False
+        if getattr(_reading, "slot", False):
+            _reading.slot = False
+            _large_replies.release()
+
+
 class _Capped(httpx2.SyncByteStream):
-    """A reply's body, read until it passes ``limit`` bytes."""
+    """A reply's body, read until it passes ``limit`` bytes; past ``LARGE_REPLY_BYTES`` only in one of the few slots
+    (``reading_replies``)."""
 
     def __init__(self, stream: httpx2.SyncByteStream, limit: int) -> None:
         self.stream, self.limit = stream, limit
@@ -282,6 +304,10 @@ class _Capped(httpx2.SyncByteStream):
             read += len(chunk)
             if read > self.limit:
                 raise ReplyTooLarge(too_large(self.limit))
+            large = read > LARGE_REPLY_BYTES and getattr(_reading, "inside", False)
+            if large and not getattr(_reading, "slot", False):
+                _large_replies.acquire()
+                _reading.slot = True
             yield chunk
 
     def close(self) -> None:

@@ -322,6 +322,24 @@ def test_a_reply_is_read_up_to_the_limit_and_the_run_goes_on(researcher, server,
     assert {c.status for (text, _), c in calls.items() if marker not in text} == {"judged"}
 
 
+@pytest.mark.slow(seconds=20)
+def test_replies_small_on_the_wire_but_large_once_parsed_are_parsed_a_few_at_a_time(researcher, server):
+    """1 MB of ``{},`` is 35 MB of dicts once parsed: twelve such replies at once took more than a gigabyte. A reply
+    past ``LARGE_REPLY_BYTES`` is now read and parsed in one of ``LARGE_REPLIES_AT_ONCE`` slots."""
+    server.many_bytes = 1_000_000
+    study = study_with(researcher, [f"[[many-objects]] Q{i}?" for i in range(6)])
+    judge = make_judge(study, server, max_retries=0, max_concurrency=12)
+    tracemalloc.start()
+    try:
+        runner.JudgeRun(judge).do_run()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 250_000_000, peak  # four parses at a time at most (about 35 MB each), not twelve
+    calls = JudgeCall.objects.filter(judge=judge)
+    assert calls.count() == 12 and {c.status for c in calls} == {"failed"}  # a list is no chat completion
+
+
 def test_only_the_fields_needed_are_kept_of_a_reply(researcher, server):
     server.extra_bytes = 2_000_000  # under the limit: read, and not kept
     judge = make_judge(study_with(researcher, ["[[extra-fields]] Q0?"]), server)
