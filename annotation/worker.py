@@ -16,6 +16,9 @@
   another's report by at most the jobs already running. Claims are taken one at a time (a PostgreSQL advisory lock;
   SQLite's exclusive transaction), and a claimed job is marked running in the same transaction, so two workers
   never both count a researcher below the share.
+- A worker runs ``SEPLAB_WORKER_SLOTS`` jobs at once (``--slots``), each slot a thread with its own connection and
+  its own supervised loop; with one more than the share, one researcher's long or hung jobs never hold every slot.
+  The main thread takes the signals: the first lets the running jobs finish, a second ends them.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import signal
 import socket
 import threading
 import time
+from types import FrameType
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connections
@@ -180,13 +185,13 @@ class SupervisedWorker(Worker):
 
 
 class Beat(threading.Thread):
-    """Writes the worker's sign of life and its job's heartbeat every ``BEAT_SECONDS``; sweeps stale jobs every minute
-    (or half the staleness limit, when that is shorter). A database error skips one beat, nothing more."""
+    """Writes the worker's sign of life and its slots' jobs' heartbeats every ``BEAT_SECONDS``; sweeps stale jobs
+    every minute (or half the staleness limit, when that is shorter). A database error skips one beat, nothing more."""
 
     def __init__(self, worker_id: str, beat_seconds: float = BEAT_SECONDS):
         super().__init__(name=f"beat-{worker_id}", daemon=True)
         self.worker_id, self.beat_seconds = worker_id, beat_seconds
-        self.worker: SupervisedWorker | None = None
+        self.workers: dict[int, SupervisedWorker] = {}  # each slot's worker
         self.started_at = timezone.now()
         self.stopping = threading.Event()
         self.swept = 0.0
@@ -209,9 +214,9 @@ class Beat(threading.Thread):
                     "last_seen": now,
                 },
             )
-            job = self.worker.current_job if self.worker else None
-            if job is not None:
-                Job.objects.filter(pk=job, status=Job.Status.RUNNING).update(heartbeat=now)
+            running = [worker.current_job for worker in list(self.workers.values()) if worker.current_job is not None]
+            if running:
+                Job.objects.filter(pk__in=running, status=Job.Status.RUNNING).update(heartbeat=now)
             if time.monotonic() - self.swept >= min(60.0, stale_after().total_seconds() / 2):
                 swept = do_sweep_stale_jobs(now)
                 self.swept = time.monotonic()
@@ -238,16 +243,73 @@ def run(
     backend_name: str,
     beat_seconds: float = BEAT_SECONDS,
     max_tasks: int | None = None,
+    slots: int = 1,
 ) -> None:
-    """Run a supervised worker until it is told to stop (SIGINT / SIGTERM, as django-tasks' worker) or has run
-    ``max_tasks`` tasks."""
+    """Run a supervised worker until it is told to stop (SIGINT / SIGTERM, as django-tasks' worker: a running task
+    finishes first, a second signal ends it) or has run ``max_tasks`` tasks. ``slots`` tasks run at once, each slot
+    a thread with its own connection claiming fairly like any worker (one: this thread, as django-tasks' worker);
+    ``max_tasks`` counts one slot's tasks."""
+    if slots < 1:
+        raise ValueError("a worker runs at least one slot")
+    if slots > 1 and max_tasks is not None:
+        raise ValueError("max_tasks counts one slot's tasks: run one slot")
     worker_id = get_random_string(32)
     beat = Beat(worker_id, beat_seconds)
     beat.start()
+    try:
+        if slots == 1:
+            _serve(worker_id, 0, beat, queue_names, interval, backend_name, max_tasks)
+            return
+        stopping = threading.Event()
+
+        def shutdown(signum: int, frame: FrameType | None) -> None:
+            if stopping.is_set():
+                logger.warning("Received %s again - ending the running tasks.", signal.strsignal(signum))
+                raise SystemExit(1)  # the slots are daemon threads: they end with the process
+            logger.warning("Received %s - stopping once the running tasks are done.", signal.strsignal(signum))
+            stopping.set()
+            for worker in list(beat.workers.values()):
+                worker.running = False
+
+        previous = {number: signal.signal(number, shutdown) for number in (signal.SIGINT, signal.SIGTERM)}
+        threads = [
+            threading.Thread(
+                target=_serve,
+                name=f"slot-{slot}-{worker_id}",
+                args=(f"{worker_id}-{slot}", slot, beat, queue_names, interval, backend_name, None, stopping),
+                daemon=True,
+            )
+            for slot in range(slots)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            while any(thread.is_alive() for thread in threads):
+                for thread in threads:
+                    thread.join(0.2)  # short joins, so this thread takes the signals
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+    finally:
+        beat.stop()
+
+
+def _serve(
+    worker_id: str,
+    slot: int,
+    beat: Beat,
+    queue_names: list[str],
+    interval: float,
+    backend_name: str,
+    max_tasks: int | None,
+    stopping: threading.Event | None = None,
+) -> None:
+    """One slot: django-tasks' worker loop, fairly claiming (``SupervisedWorker``), started again after a database
+    outage (waited out, 1, 2, 4 ... 30 s). Without ``stopping`` it is the only slot and takes the signals itself."""
     backoff, failed_at = 1.0, 0.0
     done = 0
     try:
-        while True:
+        while stopping is None or not stopping.is_set():
             worker = SupervisedWorker(
                 queue_names=queue_names,
                 interval=interval,
@@ -258,11 +320,14 @@ def run(
                 worker_id=worker_id,
                 excluded_queue_names=[],
             )
-            beat.worker = worker
-            worker.configure_signals()
+            beat.workers[slot] = worker
+            if stopping is None:
+                worker.configure_signals()
+            elif stopping.is_set():
+                worker.running = False  # told to stop while this slot was starting again
             try:
                 worker.run()
-                return  # max_tasks reached
+                return  # max_tasks reached, or told to stop
             except (OperationalError, InterfaceError) as exc:  # locked, dropped, restarting: wait it out
                 done += worker._run_tasks
                 if time.monotonic() - failed_at > 60:  # a new outage starts waiting from a second again
@@ -275,6 +340,9 @@ def run(
                 close_old_connections()
                 continue
             finally:
-                worker.reset_signals()
+                if stopping is None:
+                    worker.reset_signals()
     finally:
-        beat.stop()
+        beat.workers.pop(slot, None)
+        if stopping is not None:
+            connections.close_all()  # this slot's thread's connections

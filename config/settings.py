@@ -236,8 +236,14 @@ SEPLAB_JOB_STALE_SECONDS = float(os.environ.get("SEPLAB_JOB_STALE_SECONDS", "120
 # recently first), and one researcher may have at most SEPLAB_JOBS_PER_KIND jobs of each kind queued or running.
 SEPLAB_JOBS_PER_RESEARCHER = int(os.environ.get("SEPLAB_JOBS_PER_RESEARCHER", "2"))
 SEPLAB_JOBS_PER_KIND = int(os.environ.get("SEPLAB_JOBS_PER_KIND", "10"))
-if SEPLAB_JOBS_PER_RESEARCHER < 1 or SEPLAB_JOBS_PER_KIND < 1:
-    raise ImproperlyConfigured("SEPLAB_JOBS_PER_RESEARCHER and SEPLAB_JOBS_PER_KIND must be 1 or more")
+# Jobs one `run_worker` runs at once (threads; `--slots`), 1 by default (one job at a time, in the order the fair
+# claim picks). In production run one more than a researcher's share (3), so one researcher's long or hung jobs never
+# hold every slot.
+SEPLAB_WORKER_SLOTS = int(os.environ.get("SEPLAB_WORKER_SLOTS", "1"))
+if min(SEPLAB_JOBS_PER_RESEARCHER, SEPLAB_JOBS_PER_KIND, SEPLAB_WORKER_SLOTS) < 1:
+    raise ImproperlyConfigured(
+        "SEPLAB_JOBS_PER_RESEARCHER, SEPLAB_JOBS_PER_KIND and SEPLAB_WORKER_SLOTS must be 1 or more"
+    )
 
 # A judge run gives the worker back after this many seconds and goes on in a new job queued behind the others, so
 # one researcher's judge never holds the worker while other researchers' jobs wait.

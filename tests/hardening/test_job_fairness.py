@@ -60,7 +60,7 @@ WORKER = (
     "from annotation import jobs, worker\n"
     f"jobs.register('hang', '{__name__}.hang')\n"
     f"jobs.register('quick', '{__name__}.quick')\n"
-    "worker.run(['default'], 0.02, 'default', beat_seconds=0.5)\n"
+    "worker.run(['default'], 0.02, 'default', beat_seconds=0.5, slots={slots})\n"
 )
 
 
@@ -117,9 +117,10 @@ def workers() -> Iterator[Callable[..., None]]:
     database; stopped (SIGTERM: a running task finishes first) at the end."""
     started: list[subprocess.Popen] = []
 
-    def start(n: int, **env: str) -> None:
+    def start(n: int, slots: int = 1, **env: str) -> None:
         environment = {**os.environ, "DATABASE_URL": suite_database_url(), **env}
-        started.extend(subprocess.Popen([sys.executable, "-c", WORKER], env=environment) for _ in range(n))
+        script = WORKER.format(slots=slots)
+        started.extend(subprocess.Popen([sys.executable, "-c", script], env=environment) for _ in range(n))
 
     yield start
     for process in started:
@@ -149,17 +150,18 @@ def two_researchers(researcher, other_researcher):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("processes", "slots"), [(2, 1), (1, 2)], ids=["two workers", "one worker, two slots"])
 def test_hung_jobs_of_one_researcher_hold_one_worker_and_another_researcher_s_job_runs_at_once(
-    kinds, workers, two_researchers
+    kinds, workers, two_researchers, processes, slots
 ):
-    """The attack: one researcher's three never-ending jobs, then another's small one, on two workers. With a share
-    of one job per researcher, the first hangs on one worker; the other worker skips her two waiting jobs and runs
-    his at once, while hers is still hung. She never has two running, and hers run in turn when let go."""
+    """The attack: one researcher's three never-ending jobs, then another's small one, on two workers (or two slots
+    of one). With a share of one job per researcher, the first hangs on one; the other skips her two waiting jobs
+    and runs his at once, while hers is still hung. She never has two running, and hers run in turn when let go."""
     hers, his = two_researchers
     hangs = Hangs()
     hung = [jobs.start(hers, "hang", params={"port": hangs.port, "n": n}) for n in range(3)]
     small = jobs.start(his, "quick")
-    workers(2, SEPLAB_JOBS_PER_RESEARCHER="1")
+    workers(processes, slots, SEPLAB_JOBS_PER_RESEARCHER="1")
     until(lambda: status(small) == "done")
     assert hangs.began(1) == hung[0].pk
     assert [status(job) for job in hung] == ["running", "queued", "queued"]  # his ran while hers hung
@@ -299,3 +301,34 @@ def test_an_import_past_the_researcher_s_limit_is_refused_on_the_page_and_create
     refused = post("second")
     assert "Study imports: you already have 1 queued or running across your studies" in refused.content.decode()
     assert not Study.objects.filter(name="second").exists() and Upload.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_with_slots_stops_once_its_running_jobs_are_done(kinds, two_researchers):
+    """SIGTERM to a worker of two slots: the job running goes on to its end (not cut off), then the worker exits."""
+    hers, _ = two_researchers
+    hangs = Hangs()
+    job = jobs.start(hers, "hang", params={"port": hangs.port})
+    environment = {**os.environ, "DATABASE_URL": suite_database_url()}
+    process = subprocess.Popen(
+        [sys.executable, "-c", WORKER.format(slots=2)], env=environment, stderr=subprocess.PIPE, text=True
+    )
+    told = threading.Event()  # the worker logged "Received Terminated - stopping once the running tasks are done"
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "Received" in line:
+                told.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert hangs.began(1) == job.pk
+        process.terminate()
+        assert told.wait(30), "the worker never said it was told to stop"
+        assert process.poll() is None  # still running its job
+        hangs.let_go(job.pk)
+        assert process.wait(30) == 0 and status(job) == "done"
+    finally:
+        process.kill()
+        hangs.server.close()
