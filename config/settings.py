@@ -327,6 +327,12 @@ SEPLAB_MAX_IMPORT_BYTES = envint("SEPLAB_MAX_IMPORT_BYTES", str(50 * 1024 * 1024
 # (annotation/uploads.py): a larger file is imported in steps of this many -- from the browser checked in the request,
 # then imported by the worker with progress -- so no request holds the database's write lock for long.
 SEPLAB_IMPORT_STEP = envint("SEPLAB_IMPORT_STEP", "2000")
+# The longest input, reference or output a study file may hold, in characters (annotation/exchange/study_files.py):
+# a longer one is refused with its line and field.
+SEPLAB_MAX_TEXT_CHARS = envint("SEPLAB_MAX_TEXT_CHARS", "100000")
+# The longest text shown as rendered Markdown (annotation/rendering.py); a longer one is shown as plain text, so no
+# page spends more than a bounded time rendering one text.
+SEPLAB_MARKDOWN_MAX_CHARS = envint("SEPLAB_MARKDOWN_MAX_CHARS", "20000")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
@@ -348,12 +354,6 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
-# The longest input, reference or output a study file may hold, in characters (annotation/exchange/study_files.py):
-# a longer one is refused with its line and field.
-SEPLAB_MAX_TEXT_CHARS = envint("SEPLAB_MAX_TEXT_CHARS", "100000")
-# The longest text shown as rendered Markdown (annotation/rendering.py); a longer one is shown as plain text, so no
-# page spends more than a bounded time rendering one text.
-SEPLAB_MARKDOWN_MAX_CHARS = envint("SEPLAB_MARKDOWN_MAX_CHARS", "20000")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
