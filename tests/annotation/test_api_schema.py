@@ -73,7 +73,9 @@ def test_the_api_answers_as_its_schema_says(case, token, judged_study):
         if case.formatted_path.endswith("/report/"):
             allowed |= {202, 404}  # the stored report is being computed; no such judge or rater
         if case.formatted_path.endswith("/budget/") and case.method == "POST":
-            allowed |= {202, 404}  # a budget plan queued; a system pair the study does not compare
+            # a budget plan queued; a system pair the study does not compare; 429: another plan while one is queued
+            # (a study plans one budget at a time, and no worker runs here to end the first)
+            allowed |= {202, 404, 429}
         assert response.status_code in allowed, (case.formatted_path, case.query, response.status_code)
     assert snapshot() == before
 
