@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster_deployment import Cluster
-from bench.load_raters import ClientResult, run_chunk, server_times
+from bench.load_clients import ClientResult, run_chunk
+from bench.load_raters import server_times
 
 
 def build(cluster: Cluster, raters: int, items: int, job_items: int) -> dict:

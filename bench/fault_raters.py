@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.load_raters import Budget, Rater, free_port, setup_study, start_server  # noqa: E402
+from bench.load_clients import Budget, Rater  # noqa: E402
+from bench.load_raters import free_port, setup_study, start_server  # noqa: E402
 from bench.scratch import prepare_database  # noqa: E402
 
 
