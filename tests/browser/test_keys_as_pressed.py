@@ -178,6 +178,7 @@ def refuse_once(page, posts: list, rng: random.Random) -> None:
     assert {k: after[k] for k in kept} == {k: before[k] for k in kept}
 
 
+@pytest.mark.slow(seconds=30)
 def test_every_key_mix_stores_what_the_screen_shows(browser_page, live_server, researcher, artifacts):
     study = creation.do_create_study(researcher, "keys", study_jsonl(n_items=2, k=5), "keys.jsonl")
     lifecycle.do_update_settings(
