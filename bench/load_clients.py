@@ -17,6 +17,7 @@ from urllib.parse import urlencode, urlsplit
 
 PAIR = re.compile(rb'name="pair" value="(\d+)"')
 KEY = re.compile(rb'name="key" value="([0-9a-f]+)"')
+TITLE = re.compile(rb"<h1[^>]*>([^<]*)</h1>")
 
 
 class Rater(threading.Thread):
@@ -88,10 +89,11 @@ class Rater(threading.Thread):
         while time.time() < self.deadline and self.budget.take():
             try:
                 if assignment is None and self.crowd:
-                    status, location, _, _ = self.arrive_as_new_worker()
+                    status, location, body, _ = self.arrive_as_new_worker()
                     if status != 302 or not location or "/a/" not in location:
                         self.errors += 1
-                        self.error_kinds[f"entry {status}"] += 1
+                        title = TITLE.search(body)  # the page's own words: which refusal it was
+                        self.error_kinds[f"entry {status} {title.group(1).decode() if title else ''}"] += 1
                         continue
                     assignment, page = urlsplit(location).path, None
                 if assignment is None:

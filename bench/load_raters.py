@@ -75,7 +75,11 @@ def setup_study(raters: int, items: int, further: bool = False, crowd: bool = Fa
     study = creation.do_create_study(owner, "load", ("\n".join(lines) + "\n").encode(), "load.jsonl")
     lifecycle.do_update_settings(
         study,
-        {"raters_per_item": 1, "pairs_per_assignment": 5, "further_questions": FURTHER_QUESTIONS if further else ""},
+        {
+            "raters_per_item": 3 if crowd else 1,
+            "pairs_per_assignment": 5,
+            "further_questions": FURTHER_QUESTIONS if further else "",
+        },
         None,
     )
     if crowd:  # every simulated rater arrives through one MTurk-style link, a new worker each time
