@@ -193,23 +193,32 @@ def _pairs(ids) -> dict[int, SimpleNamespace]:
     }
 
 
+def _raters(ids) -> dict[int, SimpleNamespace]:
+    """Raters by id as a line reads them (``rater.external_id``, ``rater.kind``), in one query."""
+    return {
+        pk: SimpleNamespace(external_id=external_id, kind=kind)
+        for pk, external_id, kind in Rater.objects.filter(id__in=ids).values_list("id", "external_id", "kind")
+    }
+
+
 def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
     """Every judgment of the study as a JSONL object (docs/interfaces.md#judgment-format), oldest first, streamed:
-    the judgments' own columns read in chunks of ``_CHUNK``, each with its rater (the study's raters read once) and
-    its pair (each read once, when a chunk first needs it), as plain rows: a judgment joined to its rater, pair, item,
-    outputs and systems as model instances cost seven of them per line, most of an export's time. The queries grow
-    with the chunks, never with the rows."""
+    the judgments' own columns read in chunks of ``_CHUNK``, each with its rater and its pair (each read once, when a
+    chunk first needs it), as plain rows: a judgment joined to its rater, pair, item, outputs and systems as model
+    instances cost seven of them per line, most of an export's time. The queries grow with the chunks, never with
+    the rows. A rater is read when a chunk first names it, never all of them up front: one who joins while the
+    export streams (a new crowd worker, a judge, an import) is read with their first judgment."""
     reading = _reading()  # a field without a reader: refused before anything is read
-    raters = {
-        pk: SimpleNamespace(external_id=external_id, kind=kind)
-        for pk, external_id, kind in Rater.objects.filter(study=study).values_list("id", "external_id", "kind")
-    }
     names = [f.attname for f in Judgment._meta.concrete_fields]
     rows = Judgment.objects.filter(study=study).order_by("created", "id").values_list(*names)
+    raters: dict[int, SimpleNamespace] = {}
     pairs: dict[int, SimpleNamespace] = {}
     stream = rows.iterator(chunk_size=_CHUNK)
     for chunk in iter(lambda: list(itertools.islice(stream, _CHUNK)), []):
         judgments = [SimpleNamespace(**dict(zip(names, values, strict=True))) for values in chunk]
+        missing = {j.rater_id for j in judgments} - raters.keys()
+        if missing:
+            raters.update(_raters(missing))
         missing = {j.pair_id for j in judgments} - pairs.keys()
         if missing:
             pairs.update(_pairs(missing))
