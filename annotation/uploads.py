@@ -14,7 +14,8 @@ A file is all or nothing whenever the worker stops (``kill -9``, a crash, the da
 before it is published -- a study file's study is "importing", which raters and the study page do not open; a
 judgments file's lines are staged apart from the judgments -- and the upload stays until then. A stopped import's
 job is failed (by ``run_job``, or by the worker's stale-job sweep); the study page then offers ``do_resume_upload``,
-which goes on after what was written, or discarding it (``do_discard_upload``, or deleting the unfinished study).
+which goes on after what was written, or discarding it (``do_discard_upload``, or deleting the unfinished study) --
+for as long as the file waits, whatever other imports ran and finished since (``stopped_uploads``).
 """
 
 from __future__ import annotations
@@ -88,14 +89,17 @@ def _running(upload: Upload) -> bool:
     ).exists()
 
 
+def stopped_uploads(study: Study, kind: str) -> list[Upload]:
+    """The study's files of ``kind`` whose import stopped before it was published -- its worker killed or crashed,
+    the database away, a step that failed -- and that no job is importing now, newest first: the study page offers
+    to resume or discard each, whatever became of the imports after it, until one is done. Their bytes are not
+    read."""
+    return [u for u in study.uploads.filter(kind=kind).defer("data").order_by("-created") if not _running(u)]
+
+
 def stopped_upload(study: Study, kind: str) -> Upload | None:
-    """The study's file of ``kind`` whose import stopped before it was published -- its worker killed or crashed,
-    the database away, a step that failed -- and that no job is importing now: the page offers to resume or discard
-    it. Its bytes are not read."""
-    for upload in study.uploads.filter(kind=kind).defer("data").order_by("-created"):
-        if not _running(upload):
-            return upload
-    return None
+    """The newest of ``stopped_uploads`` (a study file's study has one), or None."""
+    return next(iter(stopped_uploads(study, kind)), None)
 
 
 def do_resume_upload(study: Study, upload_id: int) -> Job:

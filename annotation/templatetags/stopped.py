@@ -1,4 +1,4 @@
-"""A stopped import on its study's page: ``{% stopped_upload study "judgments" as upload %}``
+"""Stopped imports on their study's page: ``{% stopped_uploads study "judgments" as uploads %}``
 (annotation/uploads.py)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ register = template.Library()
 
 
 @register.simple_tag
-def stopped_upload(study: Study, kind: str) -> Upload | None:
-    """The study's file of ``kind`` whose import stopped unpublished and is not running now (its bytes unread)."""
-    return uploads.stopped_upload(study, kind)
+def stopped_uploads(study: Study, kind: str) -> list[Upload]:
+    """The study's files of ``kind`` whose import stopped unpublished and is not running now, newest first (their
+    bytes unread)."""
+    return uploads.stopped_uploads(study, kind)
