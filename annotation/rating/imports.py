@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -133,26 +135,35 @@ def _stage(upload: Upload, parsed: list[judgment_files.ParsedJudgment], progress
                     rater_kind=p.rater_kind,
                     generation_a_id=generations[(item, p.system_a, p.sample_a)],
                     generation_b_id=generations[(item, p.system_b, p.sample_b)],
-                    a_shown_first=p.shown_first == p.system_a,
-                    choice=p.choice,
-                    response_set=p.response_set,
-                    strength=p.strength,
-                    probability_a=p.probability_a,
-                    comment=p.comment,
-                    created=p.created or now,
-                    time_on_task_ms=p.time_on_task_ms,
-                    client_time_ms=p.client_time_ms,
-                    idempotency_key=p.key,
-                    superseded=p.superseded,
-                    revised=p.revised,
-                    extra=p.extra,
-                    answers=p.answers,
+                    **_columns(p, now),
                 )
             )
         with transaction.atomic():
             StagedJudgment.objects.bulk_create(rows, batch_size=IMPORT_INSERT_BATCH)
         done += len(chunk)
         progress(done, len(parsed))
+
+
+def _columns(p: judgment_files.ParsedJudgment, now: datetime) -> dict[str, Any]:
+    """A parsed line's own columns, the same in its judgment (imported at once) and in its staged line (published
+    later): every column but who rated it and which outputs (a judgment's study, rater and pair; a staged line's
+    upload, rater name and kind, and generations). ``now`` is the time of a line without one."""
+    return {
+        "a_shown_first": p.shown_first == p.system_a,
+        "choice": p.choice,
+        "response_set": p.response_set,
+        "strength": p.strength,
+        "probability_a": p.probability_a,
+        "comment": p.comment,
+        "created": p.created or now,
+        "time_on_task_ms": p.time_on_task_ms,
+        "client_time_ms": p.client_time_ms,
+        "idempotency_key": p.key,
+        "superseded": p.superseded,
+        "revised": p.revised,
+        "extra": p.extra,
+        "answers": p.answers,
+    }
 
 
 # The columns a staged line gives its judgment: every column both tables have (the staging table's own -- upload,
@@ -249,25 +260,5 @@ def _new_judgments(study: Study, parsed: list[judgment_files.ParsedJudgment]) ->
         pair = pairs.get((ga.pk, gb.pk))
         if pair is None:
             pair = pairs[(ga.pk, gb.pk)] = Pair.objects.create(item=item, generation_a=ga, generation_b=gb)
-        new.append(
-            Judgment(
-                study=study,
-                rater=rater,
-                pair=pair,
-                a_shown_first=p.shown_first == p.system_a,
-                choice=p.choice,
-                response_set=p.response_set,
-                probability_a=p.probability_a,
-                strength=p.strength,
-                comment=p.comment,
-                created=p.created or now,
-                time_on_task_ms=p.time_on_task_ms,
-                client_time_ms=p.client_time_ms,
-                idempotency_key=p.key,
-                superseded=p.superseded,
-                revised=p.revised,
-                extra=p.extra,
-                answers=p.answers,
-            )
-        )
+        new.append(Judgment(study=study, rater=rater, pair=pair, **_columns(p, now)))
     return new
