@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypedDict
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -139,13 +137,6 @@ JudgmentSerializer = type(
 )
 
 
-def _count_per_study(rows: QuerySet) -> Coalesce:
-    """The number of ``rows`` of each study of the queryset it annotates, in a correlated subquery of their own table
-    (as the study list counts, annotation/views/studies.py)."""
-    per_study = rows.filter(study=OuterRef("pk")).order_by().values("study").annotate(n=Count("*")).values("n")
-    return Coalesce(Subquery(per_study), 0)
-
-
 class StudyViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = StudySerializer
     lookup_value_regex = "[0-9]+"
@@ -160,7 +151,8 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         # of a study were joined, items × judgments rows (minutes at 10⁵ judgments on PostgreSQL)
         return (
             studies.annotate(
-                n_items=_count_per_study(Item.objects.all()), n_judgments=_count_per_study(Judgment.objects.all())
+                n_items=Study.count_per_study(Item.objects.all()),
+                n_judgments=Study.count_per_study(Judgment.objects.all()),
             )
             .select_related("selection_settings")
             .prefetch_related("systems")

@@ -6,8 +6,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -40,13 +39,6 @@ def home(request: HttpRequest) -> HttpResponse:
     return redirect("study_list" if request.user.is_authenticated else "login")
 
 
-def count_per_study(rows: QuerySet) -> Coalesce:
-    """The number of ``rows`` (of a model with a ``study`` key) of each study of the queryset it annotates, in a
-    correlated subquery: a count per table, never a join of two tables' rows (a study's items × its judgments)."""
-    per_study = rows.filter(study=OuterRef("pk")).order_by().values("study").annotate(n=Count("*")).values("n")
-    return Coalesce(Subquery(per_study), 0)
-
-
 @login_required
 def study_list(request: ResearcherRequest) -> HttpResponse:
     """The researcher's studies with their items, human judgments and judge verdicts counted as the study page counts
@@ -61,9 +53,9 @@ def study_list(request: ResearcherRequest) -> HttpResponse:
             else [Study.Status.ACTIVE, Study.Status.PAUSED, Study.Status.IMPORTING]
         )
         .annotate(
-            n_items=count_per_study(Item.objects.all()),
-            n_human=count_per_study(counted.filter(rater__kind=Rater.Kind.HUMAN)),
-            n_judge=count_per_study(counted.filter(rater__kind=Rater.Kind.JUDGE)),
+            n_items=Study.count_per_study(Item.objects.all()),
+            n_human=Study.count_per_study(counted.filter(rater__kind=Rater.Kind.HUMAN)),
+            n_judge=Study.count_per_study(counted.filter(rater__kind=Rater.Kind.JUDGE)),
         )
     )
     n_archived = 0 if archived else studies_for(request.user).filter(status=Study.Status.ARCHIVED).count()
