@@ -175,3 +175,81 @@ def test_each_step_is_its_own_short_transaction_and_publishing_is_one(researcher
     run_job.call(job.pk)
     assert outermost == [True] * 6 and Judgment.objects.filter(study=study).count() == 120
     assert Rater.objects.filter(study=study, source="import").count() == 30
+
+
+def test_a_stopped_import_stays_offered_after_a_later_import_finishes(
+    researcher_client, study, small_limits, monkeypatch
+):
+    """The page offered a stopped file only while the latest judgments job was the failed one: once another import
+    finished, the stopped file and its staged lines were never offered again, and nothing removed them. It stays
+    offered, named, until it is resumed or discarded."""
+    upload(researcher_client, study, judgment_file(120))
+    stopped = Upload.objects.get()
+    with monkeypatch.context() as power:
+        power.setattr(imports, "_publish", lambda upload: (_ for _ in ()).throw(RuntimeError("power cut")))
+        with pytest.raises(jobs.JobFailed):
+            run_job.call(Job.objects.get(kind="judgments").pk)
+    later = json.dumps({**json.loads(judgment_file(1).decode()), "id": "later"}) + "\n"
+    upload(researcher_client, study, later.encode())  # small: imported in the request
+    upload(researcher_client, study, judgment_file(150).replace(b'"j', b'"k'))  # large: by a job, which finishes
+    finished = Job.objects.filter(kind="judgments").first()
+    run_job.call(finished.pk)
+    finished.refresh_from_db()
+    assert finished.status == "done" and Judgment.objects.count() == 151
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert 'data-testid="stopped-import"' in page and "j.jsonl" in page and "120 judgments" in page
+    assert reverse("upload_resume", args=[study.pk, stopped.pk]) in page
+    assert reverse("upload_discard", args=[study.pk, stopped.pk]) in page
+    researcher_client.post(reverse("upload_resume", args=[study.pk, stopped.pk]))
+    run_job.call(Job.objects.filter(kind="judgments").first().pk)
+    assert Judgment.objects.count() == 271 and not Upload.objects.exists() and not StagedJudgment.objects.exists()
+    page = researcher_client.get(study.get_absolute_url()).content.decode()
+    assert 'data-testid="stopped-import"' not in page
+
+
+def test_a_parsed_line_becomes_its_columns_in_one_place_whichever_way_it_is_imported(study, small_limits):
+    """A parsed line's columns were written out twice, once for a judgment imported at once and once for a staged
+    line: one helper now gives both every column they share, and a file imported either way stores the same."""
+    from datetime import UTC, datetime
+
+    lines = []
+    for k in range(30):
+        lines.append(
+            json.dumps(
+                {
+                    **json.loads(judgment_file(k + 1).decode().splitlines()[k]),
+                    "comment": f"note {k}",
+                    "created": f"2026-02-01T00:00:{k:02d}Z",
+                    "time_on_task_ms": 1000 + k,
+                    "client_time_ms": 900 + k,
+                    "revised": k % 3 == 0,
+                    "superseded": k % 4 == 0,
+                    "shown_first": "sys-b" if k % 2 else "sys-a",
+                    "choice": ("sys-a", "sys-b", "tie")[k % 3],
+                    "extra_field": k,
+                }
+            )
+        )
+    data = ("\n".join(lines) + "\n").encode()
+    parsed = imports.check_judgment_file(study, data, "j.jsonl")
+    columns = imports._columns(parsed[0], datetime(2026, 1, 1, tzinfo=UTC))
+    own = {"id", "upload", "rater_external_id", "rater_kind", "generation_a", "generation_b"}
+    shared = {f.name for f in StagedJudgment._meta.concrete_fields} - own
+    assert set(columns) == shared and shared <= {f.name for f in Judgment._meta.concrete_fields}
+
+    def stored(target) -> list[tuple]:
+        fields = sorted(shared)
+        rows = Judgment.objects.filter(study=target).order_by("idempotency_key")
+        return [(j.rater.external_id, j.pair.item.external_id, *(getattr(j, f) for f in fields)) for j in rows]
+
+    at_once = creation.do_create_study(study.owner, "at-once", _study_file(), "s.jsonl")
+    assert imports.do_import_judgments(at_once, data, "j.jsonl").created == 30
+    _, job = imports.do_start_judgment_import(study, data, "j.jsonl")  # 30 lines, more than a step: staged
+    run_job.call(job.pk)
+    assert len(stored(study)) == 30 and stored(study) == stored(at_once)
+
+
+def _study_file() -> bytes:
+    from tests.conftest import study_jsonl
+
+    return study_jsonl()
