@@ -20,6 +20,7 @@ import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import openai
@@ -120,6 +121,12 @@ class EndpointRun(ABC, Generic[E, R]):
     def __init__(self, endpoint: E) -> None:
         self.endpoint = endpoint
 
+    @cached_property
+    def keys(self) -> list[str]:
+        """Every key an endpoint could echo (``endpoints.secrets``), taken out of everything kept of a reply before
+        any of it is cut (``endpoints.cut``)."""
+        return endpoints.secrets(self.endpoint)
+
     # ------------------------------------------------------------------------------------------------------
     # What a kind of run defines
 
@@ -219,13 +226,14 @@ class EndpointRun(ABC, Generic[E, R]):
         except ReplyTooLarge as exc:
             return Reply(request, error=str(exc))
         except openai.OpenAIError as exc:
-            return Reply(request, error=endpoints.described(exc))
+            return Reply(request, error=endpoints.described(exc, self.keys))
         except endpoints.UNREADABLE as exc:
-            return Reply(request, error=f"The endpoint's reply could not be read: {endpoints.described(exc)}")
+            why = endpoints.described(exc, self.keys)
+            return Reply(request, error=f"The endpoint's reply could not be read: {why}")
         try:
             return self.read(request, completion)
         except endpoints.MALFORMED as exc:
-            return Reply(request, problem=endpoints.malformed(exc))
+            return Reply(request, problem=endpoints.malformed(exc, self.keys))
 
     def failure(self, request: R, why: str) -> Reply[R]:
         return Reply(request, error=why)
@@ -272,16 +280,17 @@ class EndpointRun(ABC, Generic[E, R]):
 
     def redacted(self, reply: Reply[R]) -> Reply[R]:
         """A reply with every key taken out of everything kept or shown from it (``endpoints.redact``: an endpoint
-        that repeats the request's headers would otherwise put the key on the page), its error shortened."""
-        keys = endpoints.secrets(self.endpoint)
+        that repeats the request's headers would otherwise put the key on the page), its error shortened
+        (``endpoints.shortened``: the keys out first). What ``read`` cut it took the keys out of before cutting."""
+        keys = self.keys
         return dataclasses.replace(
             reply,
-            text=redact(reply.text, self.endpoint, keys),
-            response=redact(reply.response, self.endpoint, keys),
-            notes=redact(reply.notes, self.endpoint, keys),
-            error=endpoints.shortened(redact(reply.error, self.endpoint, keys)),
-            problem=endpoints.shortened(redact(reply.problem, self.endpoint, keys)),
-            tokens=tuple((redact(t, self.endpoint, keys), alts) for t, alts in reply.tokens),
+            text=redact(reply.text, keys),
+            response=redact(reply.response, keys),
+            notes=redact(reply.notes, keys),
+            error=endpoints.shortened(reply.error, keys),
+            problem=endpoints.shortened(reply.problem, keys),
+            tokens=tuple((redact(t, keys), alts) for t, alts in reply.tokens),
         )
 
     def usage(self) -> Usage:
@@ -413,7 +422,7 @@ class EndpointRun(ABC, Generic[E, R]):
         except Exception as exc:  # the page shows what went wrong; resuming retries what is missing
             if jobs.is_outage(exc):
                 raise  # the database was unreachable: the job waits and resumes what is missing
-            raise jobs.JobFailed(storable(redact(endpoints.described(exc), self.endpoint))) from None
+            raise jobs.JobFailed(storable(endpoints.described(exc, self.keys))) from None
         said = self.summary()
         if result.stopped:
             return jobs.Outcome(f"Stopped: {said} Resume to go on.", status=Job.Status.STOPPED)

@@ -8,7 +8,9 @@ thread as it arrives; it stops (within ``STOP_TICK`` of Stop being pressed, howe
 for other jobs and cuts off a request that outlives its time limit, and what was cut off is recorded as failed, to be
 asked again on resume. Every request goes through ``outbound.EndpointTransport`` (addresses checked and pinned, the
 operator's key only to its hosts, replies read up to a limit); a reply that cannot be read (too long, not JSON, nested
-too deep, empty) is one failed call, never a failed run; every string kept from a reply has the keys taken out.
+too deep, empty) is one failed call, never a failed run; every string kept from a reply or an error has the keys
+taken out before it is cut short, and a piece of a key the cut split is taken out too (``cut``); log-probabilities
+whose tokens spell a key are not kept.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import concurrent.futures
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import Protocol, TypeVar
 
@@ -35,6 +37,8 @@ T = TypeVar("T")  # a field's type, as a reply should have it
 TICK = 15.0  # seconds between progress reports (the job's heartbeat), well inside annotation.worker.stale_after
 STOP_TICK = 0.5  # seconds between looks at the Stop button while requests are out
 ERROR_CHARS = 2000  # an endpoint's error is kept (and shown) up to this many characters
+KEY_PIECE = 4  # a piece of a key this long or longer, left at the end of a cut, is taken out too
+CLOSE_WAIT = 2.0  # seconds a run waits, on its way out, for the threads of requests it cut off to end
 # Errors a retry cannot mend: the run stops at once and says why (every other call would fail the same way).
 FATAL = (
     openai.AuthenticationError,
@@ -114,29 +118,51 @@ def secrets(endpoint: Endpoint) -> list[str]:
     return sorted({key for key in found if len(key) >= 4}, key=len, reverse=True)
 
 
-def redact(value, endpoint: Endpoint, keys: list[str] | None = None):
-    """Text -- or a reply's JSON, every string and key in it -- with every key of ``secrets`` taken out (endpoints
-    echo them: in errors, in replies that repeat the request's headers)."""
-    keys = secrets(endpoint) if keys is None else keys
+def redact(value, keys: Sequence[str]):
+    """Text -- or a reply's JSON, every string and key in it -- with every key of ``keys`` (``secrets``) taken out
+    (endpoints echo them: in errors, in replies that repeat the request's headers)."""
     if isinstance(value, str):
         for key in keys:
             value = value.replace(key, "[key]")
         return value
     if isinstance(value, dict):
-        return {redact(k, endpoint, keys): redact(item, endpoint, keys) for k, item in value.items()}
+        return {redact(k, keys): redact(item, keys) for k, item in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(redact(item, endpoint, keys) for item in value)
+        return type(value)(redact(item, keys) for item in value)
     return value
 
 
-def described(exc: BaseException) -> str:
-    """An error as the ledger keeps it: its kind and words, at most ``ERROR_CHARS`` characters (an endpoint's error
-    message can be megabytes long)."""
-    return shortened(f"{type(exc).__name__}: {exc}")
+def cut(text: str, limit: int, keys: Sequence[str]) -> str:
+    """``text`` with the keys taken out, then cut to its first ``limit`` characters; a cut that splits a key would
+    keep its first part, so a piece of ``KEY_PIECE`` or more characters at the end that begins a key is taken out
+    too. Every cut of an endpoint's words goes through here, never a bare ``[:limit]``."""
+    text = redact(text, keys)
+    if len(text) <= limit:
+        return text
+    text = text[:limit]
+    piece = max(
+        (n for key in keys for n in range(KEY_PIECE, len(key)) if text.endswith(key[:n])),
+        default=0,
+    )
+    return f"{text[:-piece]}[key]" if piece else text
 
 
-def shortened(text: str, limit: int = ERROR_CHARS) -> str:
-    return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit:,} more characters)"
+def spells_a_key(pieces: Sequence[str], keys: Sequence[str]) -> bool:
+    """Whether strings kept apart (a reply's tokens) spell a key when read one after another."""
+    joined = "".join(pieces)
+    return any(key in joined for key in keys)
+
+
+def described(exc: BaseException, keys: Sequence[str]) -> str:
+    """An error as the ledger keeps it: its kind and words, the keys taken out, at most ``ERROR_CHARS`` characters
+    (an endpoint's error message can be megabytes long)."""
+    return shortened(f"{type(exc).__name__}: {exc}", keys)
+
+
+def shortened(text: str, keys: Sequence[str], limit: int = ERROR_CHARS) -> str:
+    """``text`` as ``cut`` keeps it, saying how much more there was."""
+    text = redact(text, keys)
+    return text if len(text) <= limit else f"{cut(text, limit, keys)} … ({len(text) - limit:,} more characters)"
 
 
 def check_target(endpoint: Endpoint) -> None:
@@ -165,23 +191,23 @@ def make_client(endpoint: Endpoint) -> openai.OpenAI:
     )
 
 
-def token_count(value, name: str, notes: list[str]) -> int:
+def token_count(value, name: str, notes: list[str], keys: Sequence[str]) -> int:
     """A token count the endpoint reported, believed only when it is a whole number from 0 to 2^31 - 1; otherwise
     0, with a note. (A negative count once failed the database's check and dropped a paid reply.)"""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS_COUNTED:
         return value
     if value is not None:
-        notes.append(f"the endpoint reported {name} = {str(value)[:40]}, not a token count; counted as 0")
+        notes.append(f"the endpoint reported {name} = {cut(str(value), 40, keys)}, not a token count; counted as 0")
     return 0
 
 
-def tokens_used(completion, notes: list[str]) -> tuple[int, int]:
+def tokens_used(completion, notes: list[str], keys: Sequence[str]) -> tuple[int, int]:
     """The prompt and completion tokens a chat completion reports (``token_count``: 0, with a note, when not
     believed)."""
     used = completion.usage
     return (
-        token_count(used.prompt_tokens if used else None, "prompt_tokens", notes),
-        token_count(used.completion_tokens if used else None, "completion_tokens", notes),
+        token_count(used.prompt_tokens if used else None, "prompt_tokens", notes, keys),
+        token_count(used.completion_tokens if used else None, "completion_tokens", notes, keys),
     )
 
 
@@ -197,10 +223,10 @@ def storable(value):
     return value
 
 
-def _short(value: object, limit: int = 200) -> object:
-    """A scalar of a reply as kept: a string cut to ``limit``, a number, else nothing."""
+def _short(value: object, keys: Sequence[str], limit: int = 200) -> object:
+    """A scalar of a reply as kept: a string cut to ``limit`` (``cut``), a number, else nothing."""
     if isinstance(value, str):
-        return value[:limit]
+        return cut(value, limit, keys)
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -210,31 +236,37 @@ def _field(data: object, name: str, kind: type[T]) -> T | None:
     return value if isinstance(value, kind) else None
 
 
-def _logprobs(value: object) -> dict | None:
-    """Each token's log-probability and its top alternatives (what P(A) is read from), nothing else."""
+def _logprobs(value: object, keys: Sequence[str]) -> dict | None:
+    """Each token's log-probability and its top alternatives (what P(A) is read from), nothing else; nothing when
+    the tokens spell a key (each alone holds none of it: taking keys out token by token would miss it)."""
     content = value.get("content") if isinstance(value, dict) else None
     if not isinstance(content, list):
         return None
+    tokens = [token for token in content if isinstance(token, dict)]
+    if spells_a_key([t["token"] for t in tokens if isinstance(t.get("token"), str)], keys):
+        return None
     kept = []
-    for token in content:
-        if not isinstance(token, dict):
-            continue
+    for token in tokens:
         alternatives = [
-            {"token": _short(a.get("token")), "logprob": _short(a.get("logprob"))}
+            {"token": _short(a.get("token"), keys), "logprob": _short(a.get("logprob"), keys)}
             for a in token.get("top_logprobs") or []
             if isinstance(a, dict)
         ]
         kept.append(
-            {"token": _short(token.get("token")), "logprob": _short(token.get("logprob")), "top_logprobs": alternatives}
+            {
+                "token": _short(token.get("token"), keys),
+                "logprob": _short(token.get("logprob"), keys),
+                "top_logprobs": alternatives,
+            }
         )
     return {"content": kept}
 
 
-def kept_response(completion, content: str | None, logprobs: bool = True) -> dict:
+def kept_response(completion, content: str | None, keys: Sequence[str], logprobs: bool = True) -> dict:
     """What a run keeps of a chat completion: its id, model, fingerprint, the first choice's finish reason, role,
     refusal, log-probabilities (``logprobs``) and ``content`` (the reply's text as the run stores it, or None when it
     is stored elsewhere), and the usage's token counts -- never an endpoint's further fields (a reply may carry
-    megabytes of them). Every string made storable."""
+    megabytes of them). Every string cut with ``keys`` taken out first (``cut``) and made storable."""
     data = completion.model_dump(mode="json", warnings=False)
     choices = []
     for choice in (_field(data, "choices", list) or [])[:1]:
@@ -243,27 +275,27 @@ def kept_response(completion, content: str | None, logprobs: bool = True) -> dic
         message = _field(choice, "message", dict) or {}
         choices.append(
             {
-                "index": _short(choice.get("index")),
-                "finish_reason": _short(choice.get("finish_reason")),
+                "index": _short(choice.get("index"), keys),
+                "finish_reason": _short(choice.get("finish_reason"), keys),
                 "message": {
-                    "role": _short(message.get("role")),
+                    "role": _short(message.get("role"), keys),
                     "content": content,
-                    "refusal": _short(message.get("refusal"), 300),
+                    "refusal": _short(message.get("refusal"), keys, 300),
                 },
-                "logprobs": _logprobs(choice.get("logprobs")) if logprobs else None,
+                "logprobs": _logprobs(choice.get("logprobs"), keys) if logprobs else None,
             }
         )
     usage = _field(data, "usage", dict) or {}
     data = data if isinstance(data, dict) else {}
     return storable(
         {
-            "id": _short(data.get("id")),
-            "model": _short(data.get("model")),
-            "created": _short(data.get("created")),
-            "system_fingerprint": _short(data.get("system_fingerprint")),
+            "id": _short(data.get("id"), keys),
+            "model": _short(data.get("model"), keys),
+            "created": _short(data.get("created"), keys),
+            "system_fingerprint": _short(data.get("system_fingerprint"), keys),
             "choices": choices,
             "usage": {
-                k: _short(usage.get(k), 40)
+                k: _short(usage.get(k), keys, 40)
                 for k in ("prompt_tokens", "completion_tokens", "total_tokens")
                 if k in usage
             },
@@ -274,10 +306,10 @@ def kept_response(completion, content: str | None, logprobs: bool = True) -> dic
 MALFORMED = (AttributeError, TypeError, ValueError, KeyError, IndexError)  # a reply the client did not validate
 
 
-def malformed(exc: Exception) -> str:
+def malformed(exc: Exception, keys: Sequence[str]) -> str:
     """Why a reply's shape could not be read (the openai client builds responses without validating them: a
     ``usage`` that is a string, a ``message`` that is null)."""
-    return storable(f"The endpoint's response is malformed ({type(exc).__name__}: {str(exc)[:300]}).")
+    return storable(f"The endpoint's response is malformed ({type(exc).__name__}: {cut(str(exc), 300, keys)}).")
 
 
 def cost(endpoint: Endpoint, prompt_tokens: int, completion_tokens: int) -> Decimal:

@@ -6,12 +6,13 @@ A base URL is refused when it
 - is not plain http(s), or carries a user name, a query or a fragment (``?`` would take over the request's path);
 - names a host that resolves to an address that is not globally routable (``ipaddress``'s ``is_global``: loopback,
   private, link-local 169.254.169.254, shared 100.64.0.0/10 with the 100.100.100.200 metadata service, reserved,
-  documentation ...), to an IPv6 address carrying such an IPv4 address inside (IPv4-mapped ``::ffff:127.0.0.1``,
-  6to4 ``2002:7f00:1::``, Teredo, NAT64 ``64:ff9b::7f00:1``), or to a cloud's host address that is global but answers
-  only inside the cloud (``CLOUD_HOST_ADDRESSES``) -- in any spelling (``2130706433``, ``0x7f.1``), since the
-  resolver's answer is what is checked -- unless the operator allows that host or network by name
-  (``SEPLAB_JUDGE_PRIVATE_HOSTS``: host names, addresses or networks, comma-separated; a local vLLM on 127.0.0.1 is a
-  real use). With DEBUG on the default allows loopback only.
+  documentation ...; and IPv6 site-local ``fec0::/10``, deprecated but still routed inside sites, which ``is_global``
+  lets through), to an IPv6 address carrying such an IPv4 address inside (IPv4-mapped ``::ffff:127.0.0.1``, 6to4
+  ``2002:7f00:1::``, Teredo, NAT64 ``64:ff9b::7f00:1``), or to a cloud's host address that is global but answers only
+  inside the cloud (``CLOUD_HOST_ADDRESSES``) -- in any spelling (``2130706433``, ``0x7f.1``), since the resolver's
+  answer is what is checked -- unless the operator allows that host or network by name (``SEPLAB_JUDGE_PRIVATE_HOSTS``:
+  host names, addresses or networks, comma-separated; a local vLLM on 127.0.0.1 is a real use). With DEBUG on the
+  default allows loopback only.
 
 The refusal says the same thing for every private target (nothing about what answers there). Requests go through
 ``EndpointTransport``: its connections resolve the host, check every address and connect to the address checked
@@ -103,8 +104,10 @@ def _embedded(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
 
 def is_routable(address: Address) -> bool:
     """A globally routable address the server may call without the operator's say: ``is_global``, not multicast,
-    nothing internal inside it, no cloud's host address."""
+    not IPv6 site-local, nothing internal inside it, no cloud's host address."""
     if isinstance(address, ipaddress.IPv6Address):
+        if address.is_site_local:  # fec0::/10: deprecated, yet is_global and routed inside a site
+            return False
         inner = _embedded(address)
         if any(not is_routable(a) for a in inner):
             return False

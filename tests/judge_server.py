@@ -23,7 +23,9 @@ built from the client's response types (``ChatCompletion``) and are deterministi
   bytes, its length announced or, with ``[[giant-chunked]]``, not),
   ``[[huge-error]]`` (a 400 whose message is ``huge_error_chars`` long), ``[[extra-fields]]`` (a verdict with
   ``extra_bytes`` of extra JSON beside it), ``[[echo-headers]]`` (a verdict that first repeats the request's headers,
-  the key among them);
+  the key among them), ``[[echo-key:STATUS:N]]`` (``N`` characters of ``x``, then the request's ``Authorization``
+  header, the key in it: as the reply's text with STATUS 200, else as the message of an error of that status; for a
+  ``gen-`` model with ``[[nul]]`` too, a NUL after it);
 - with ``logprobs`` requested, each token carries its log-probability and the label token its alternatives
   A / B / Tie with P(A) = P(first).
 
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import math
 import random
@@ -47,11 +50,14 @@ import re
 import threading
 import time
 import typing
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from pydantic import TypeAdapter, ValidationError
+
+ECHO_KEY = re.compile(r"\[\[echo-key:(\d+):(\d+)\]\]")
 
 PARAMS = TypeAdapter(CompletionCreateParamsNonStreaming)
 MESSAGE = TypeAdapter(ChatCompletionMessageParam)
@@ -159,6 +165,30 @@ class JudgeServer(ThreadingHTTPServer):
         return self
 
 
+@contextlib.contextmanager
+def running(**options: typing.Any) -> Iterator[JudgeServer]:
+    """A server started for the block (``JudgeServer``'s options), shut down and its socket closed after it."""
+    server = JudgeServer(**options).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def server_fixture(**options: typing.Any):
+    """The ``server`` fixture of a test module: ``server = server_fixture()`` (or ``server_fixture(api_key=KEY)``), a
+    server on a free port of its own for each test."""
+    import pytest  # only the tests need it: ``python -m tests.judge_server`` runs without
+
+    @pytest.fixture(name="server")
+    def fixture() -> Iterator[JudgeServer]:
+        with running(**options) as server:
+            yield server
+
+    return fixture
+
+
 class Handler(BaseHTTPRequestHandler):
     server: JudgeServer
 
@@ -231,9 +261,20 @@ class Handler(BaseHTTPRequestHandler):
             with self.server.lock:
                 self.server.in_flight -= 1
 
+    def _echo_key(self, prompt: str) -> tuple[int, str] | None:
+        """``[[echo-key:STATUS:N]]``: the status and the text that repeats the key after ``N`` characters."""
+        found = ECHO_KEY.search(prompt)
+        if found is None:
+            return None
+        return int(found[1]), "x" * int(found[2]) + str(self.headers.get("Authorization"))
+
     def _answer(self, body: dict, prompt: str, attempt: int) -> None:
         if self.server.delay:
             time.sleep(self.server.delay)
+        echo = self._echo_key(prompt)
+        if echo is not None and echo[0] != 200:
+            self._error(echo[0], echo[1], "invalid_request_error" if echo[0] < 500 else "server_error")
+            return
         if "[[always-429]]" in prompt or ("[[rate-limit]]" in prompt and attempt <= 2):
             self._error(429, "Rate limit reached.", "rate_limit_error", {"retry-after-ms": "5"})
             return
@@ -296,6 +337,8 @@ class Handler(BaseHTTPRequestHandler):
             text = "x" * 2_000_000 + "\n" + verdict_lines(prompt, p > 0.5)
         elif "[[echo-headers]]" in prompt:
             text = json.dumps(dict(self.headers)) + "\n" + verdict_lines(prompt, p > 0.5)
+        elif echo is not None:
+            text = echo[1] + "\n" + verdict_lines(prompt, p > 0.5)
         else:
             text = "The chosen output is more complete.\n" + verdict_lines(prompt, p > 0.5)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
@@ -407,6 +450,9 @@ class Handler(BaseHTTPRequestHandler):
             text, finish = "", "content_filter"
         elif "[[long]]" in prompt:
             text, finish = " ".join(text.split()[: body.get("max_tokens") or 16]), "length"
+        echo = self._echo_key(prompt)
+        if echo is not None:
+            text = echo[1] + ("\x00" if "[[nul]]" in prompt else "")
         usage = {
             "prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
             "completion_tokens": len(text.split()),

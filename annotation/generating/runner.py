@@ -206,28 +206,32 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         return {} if seed is None else {"seed": seed + request.sample_index}
 
     def read(self, request: Request, completion) -> Reply[Request]:
-        response = endpoints.kept_response(completion, None)  # the text is stored once, as the output
+        response = endpoints.kept_response(completion, None, self.keys)  # the text is stored once, as the output
         if not completion.choices:  # a reply arrived (and counts against the budget) without an output in it
             return Reply(request, response=response, problem="The response has no choices.")
         choice = completion.choices[0]
         notes: list[str] = []
-        prompt_tokens, completion_tokens = endpoints.tokens_used(completion, notes)
+        prompt_tokens, completion_tokens = endpoints.tokens_used(completion, notes, self.keys)
         text, problem = choice.message.content or "", ""
-        finish = choice.finish_reason or ""
+        finish = endpoints.cut(str(choice.finish_reason or ""), 40, self.keys)  # unvalidated: any string
         if finish == "content_filter":
             problem = "The endpoint withheld the reply (its content filter)."
         elif not isinstance(choice.message.content, str):
             refusal = getattr(choice.message, "refusal", None)
-            problem = "The reply has no text" + (f" (a refusal: {refusal[:300]})" if refusal else "") + "."
+            problem = (
+                "The reply has no text"
+                + (f" (a refusal: {endpoints.cut(refusal, 300, self.keys)})" if refusal else "")
+                + "."
+            )
         elif len(text) > MAX_OUTPUT_CHARS:
             problem = (
                 f"The reply is {len(text):,} characters long; an output may have at most {MAX_OUTPUT_CHARS:,}. "
-                f"It began: {text[:300]!r}"
+                f"It began: {endpoints.cut(text, 300, self.keys)!r}"
             )
         elif UNSTORABLE.search(text):
             problem = (
                 "The reply holds a character no database can store (NUL or an unpaired surrogate); it is not "
-                f"stored altered. It began: {text[:300]!r}"
+                f"stored altered. It began: {endpoints.cut(text, 300, self.keys)!r}"
             )
         if finish == "length":
             notes.append(f"cut off at the token limit ({self.endpoint.max_tokens} tokens)")
@@ -287,7 +291,12 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         if study.has_started():
             return "Raters have started, so the plan is frozen: the new outputs are not compared."
         if planning.plan_needs_worker(study):
-            planning.do_queue_plan(study)
+            try:
+                planning.do_queue_plan(study)
+            except ServiceError as exc:  # JobLimit: the researcher's plan builds are at their cap
+                return (
+                    f"The outputs are in, but the plan could not be rebuilt now: {exc} Rebuild it on the settings page."
+                )
             return "The plan is being rebuilt with the new system (the outputs are embedded first)."
         try:
             tasks = planning.do_rebuild_plan(study)

@@ -166,7 +166,9 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
     def read(self, request: Request, completion) -> Reply[Request]:
         if not completion.choices:
             return Reply(
-                request, response=endpoints.kept_response(completion, None), error="The response has no choices."
+                request,
+                response=endpoints.kept_response(completion, None, self.keys),
+                error="The response has no choices.",
             )
         choice = completion.choices[0]
         notes: list[str] = []
@@ -176,8 +178,10 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
             tokens = tuple(
                 (t.token, tuple((a.token, a.logprob) for a in t.top_logprobs)) for t in choice.logprobs.content
             )
-        prompt_tokens, completion_tokens = endpoints.tokens_used(completion, notes)
+        prompt_tokens, completion_tokens = endpoints.tokens_used(completion, notes, self.keys)
         text, problem = choice.message.content or "", ""
+        if endpoints.spells_a_key([token for token, _ in tokens], self.keys):
+            tokens = ()  # an echoed key spread over tokens: the probabilities are not kept (the text is, redacted)
         if choice.finish_reason == "length":
             problem = (
                 f"The reply was cut off at the token limit ({self.endpoint.max_tokens} tokens): its last line is "
@@ -187,7 +191,7 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
             problem = "The endpoint withheld the reply (its content filter)."
         if len(text) > MAX_REPLY_CHARS:
             problem = f"The reply is {len(text):,} characters long; a verdict is one line (kept: the first 100,000)."
-            text, tokens = text[:MAX_REPLY_CHARS], ()
+            text, tokens = endpoints.cut(text, MAX_REPLY_CHARS, self.keys), ()
         if UNSTORABLE.search(text):  # untrusted: kept readable, never read as a verdict
             problem = (
                 "The reply holds a character no database can store (NUL or an unpaired surrogate); kept with "
@@ -196,7 +200,7 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
             text, tokens = UNSTORABLE.sub("\ufffd", text), ()
         # the reply's text is kept once more in the response as the call stores it; its log-probabilities only
         # while whole
-        response = endpoints.kept_response(completion, text, logprobs=bool(tokens))
+        response = endpoints.kept_response(completion, text, self.keys, logprobs=bool(tokens))
         if notes:
             response["seplab_notes"] = notes
         return Reply(

@@ -19,26 +19,19 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from annotation import endpoints, outbound
-from annotation.endpoints import EndpointError
+from annotation.endpoints import ERROR_CHARS, EndpointError
 from annotation.generating import runner as generating
 from annotation.jobs import run_job
 from annotation.judges import runner
-from annotation.models import GenerationCall, Job, Judge, JudgeCall
+from annotation.models import Generation, GenerationCall, Job, Judge, JudgeCall
 from tests.annotation.test_generation import add, inputs_study
 from tests.annotation.test_judge_runner import KEY, make_judge, study_with
 from tests.annotation.test_judge_views import form_data
-from tests.judge_server import JudgeServer
+from tests.judge_server import JudgeServer, server_fixture
 
 OPERATOR_KEY = "sk-operator-9f8e7d6c5b4a39281706"
 VARIABLE = "SEPLAB_TEST_OPERATOR_KEY"
-
-
-@pytest.fixture
-def server():
-    server = JudgeServer().start()
-    yield server
-    server.shutdown()
-    server.server_close()
+server = server_fixture()
 
 
 @pytest.fixture
@@ -152,6 +145,85 @@ def test_a_reply_that_echoes_the_headers_shows_no_key(researcher_client, researc
     assert KEY not in f"{call.generation.text} {call.response} {call.generation.provenance}"
 
 
+ECHOED_KEY = "Zq9x-operator-7f3a1c5e9b2d4f60a8"  # its first four characters occur nowhere else
+
+
+def strings(value) -> list[str]:
+    """Every string of a stored value (a reply's JSON: its keys and values)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*strings(k), *strings(v))]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in strings(item)]
+    return []
+
+
+def assert_no_piece_of_the_key(*values) -> None:
+    """Not the key, nor any piece of four or more of its first characters, in any string or in them joined (a key
+    split over log-probability tokens)."""
+    found = [s for v in values for s in strings(v)]
+    for text in [*found, "".join(found)]:
+        assert ECHOED_KEY[:4] not in text, text[-300:]
+
+
+def test_a_key_echoed_where_a_cut_splits_it_leaves_no_piece_of_it(
+    researcher_client, researcher, server, monkeypatch, settings
+):
+    """The reply's text (cut at 100,000 characters), an error (cut at 2,000), the job's message and a generated
+    system's problem were cut before the key was taken out: the cut split the key, and its first part was kept whole.
+    Log-probabilities kept each token apart, so a key split over tokens was never matched."""
+    monkeypatch.setenv(VARIABLE, ECHOED_KEY)
+    settings.SEPLAB_JUDGE_KEY_VARIABLES = {VARIABLE: ["127.0.0.1"]}
+    bearer = len("Bearer ")
+    # each so that the cut lands ten characters into the key
+    in_text = runner.MAX_REPLY_CHARS - bearer - 10
+    in_error = ERROR_CHARS - len("InternalServerError: Error code: 500 - ") - bearer - 10
+    study = study_with(
+        researcher, [f"[[echo-key:200:{in_text}]] Q0?", f"[[echo-key:500:{in_error}]] Q1?", "[[echo-key:200:5]] Q2?"]
+    )
+    judge = make_judge(study, server, api_key_env=VARIABLE, max_retries=0, logprobs=True)
+    assert runner.JudgeRun(judge).do_run().recorded == 6
+    calls = list(JudgeCall.objects.filter(judge=judge).select_related("pair__item"))
+    by_input = {c.pair.item.input.split()[0]: c for c in calls}
+    assert by_input[f"[[echo-key:200:{in_text}]]"].reply.startswith("x" * 1000)
+    assert by_input[f"[[echo-key:500:{in_error}]]"].status == "failed"
+    assert by_input[f"[[echo-key:500:{in_error}]]"].problem.endswith("Bearer [key]")  # taken out, then cut
+    assert by_input["[[echo-key:200:5]]"].status == "judged"
+    assert_no_piece_of_the_key(*[(c.reply, c.problem, c.response) for c in calls])
+    # text that ends, where it is cut, in the first part of a key (an endpoint that cut its own echo short)
+    assert endpoints.cut("x" * 20 + ECHOED_KEY[:10] + "-more", 30, [ECHOED_KEY]) == "x" * 20 + "[key]"
+    assert endpoints.cut("x" * 27 + ECHOED_KEY, 30, [ECHOED_KEY]) == "x" * 27 + "[ke"
+    # a fatal error's words become the job's message
+    in_message = ERROR_CHARS - len("BadRequestError: Error code: 400 - ") - bearer - 10
+    fatal = make_judge(
+        study_with(researcher, [f"[[echo-key:400:{in_message}]] Q0?"], name="fatal"),
+        server,
+        name="fatal",
+        api_key_env=VARIABLE,
+        max_retries=0,
+    )
+    job = runner.JudgeRun(fatal).do_start()
+    with pytest.raises(Exception, match="BadRequestError") as raised:
+        run_job.call(job.pk)
+    job.refresh_from_db()
+    assert job.status == "failed" and "Bearer [key]" in job.message
+    assert_no_piece_of_the_key(job.message, str(raised.value))
+    for shown in (judge, fatal):
+        page = researcher_client.get(reverse("judge_detail", args=[shown.study_id, shown.pk]))
+        assert page.status_code == 200
+        assert_no_piece_of_the_key(page.content.decode())
+    # a generated system's unusable reply quotes its first 300 characters
+    system_study = inputs_study(researcher, ["[[echo-key:200:283]] [[nul]] One?"], name="echo")
+    endpoint = add(system_study, server, "echo", "gen-echo", api_key_env=VARIABLE, samples=1, max_retries=0)
+    generating.GenerationRun(endpoint).do_run()
+    call = GenerationCall.objects.get(endpoint=endpoint)
+    assert call.status == "unusable" and "[key]" in call.problem
+    assert_no_piece_of_the_key(call.problem, call.response, list(Generation.objects.values_list("text", flat=True)))
+    page = researcher_client.get(reverse("systems", args=[system_study.pk]))
+    assert_no_piece_of_the_key(page.content.decode())
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Medium 8: internal addresses and DNS rebinding
 
@@ -170,6 +242,8 @@ def test_a_reply_that_echoes_the_headers_shows_no_key(researcher_client, researc
         "http://198.18.0.1/v1",  # benchmarking
         "http://240.0.0.1/v1",  # reserved
         "http://224.0.0.1/v1",  # multicast
+        "http://[fec0::1]/v1",  # IPv6 site-local (deprecated, routed inside a site only)
+        "http://[fec0::a9fe:a9fe]/v1",  # site-local, 169.254.169.254 in its last 32 bits
     ],
 )
 def test_addresses_that_are_not_globally_routable_are_refused_on_save_and_at_start(researcher, server, settings, url):
@@ -204,9 +278,10 @@ def test_dns_rebinding_cannot_reach_loopback(researcher, settings, monkeypatch):
     """A host that answers an allowed address to the check and 127.0.0.1 to the connection sent 8 of 12 requests to
     127.0.0.1. Each connection now resolves once, checks that answer and connects to it: the internal server is never
     reached, and the run stops saying why."""
-    outside = JudgeServer(host="127.0.0.2").start()  # stands for a public endpoint: allowed by the operator
-    port = outside.server_address[1]
-    inside = JudgeServer(port=port).start()  # 127.0.0.1, the same port: what rebinding aims at
+    # bound first, on a free port: 127.0.0.1 is where other tests (other xdist workers) take ports
+    inside = JudgeServer().start()  # 127.0.0.1: what rebinding aims at
+    port = inside.server_address[1]
+    outside = JudgeServer(host="127.0.0.2", port=port).start()  # stands for a public endpoint the operator allows
     try:
         settings.SEPLAB_JUDGE_PRIVATE_HOSTS = ["127.0.0.2"]
         answers = itertools.chain(["127.0.0.2"] * 3, itertools.cycle(["127.0.0.1", "127.0.0.2"]))
