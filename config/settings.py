@@ -286,9 +286,9 @@ SEPLAB_JUDGE_PRIVATE_HOSTS = [
 # New crowd workers one link accepts per minute (a crowd site's launch: Prolific fills hundreds of places in
 # minutes); a link can set its own on the crowd page. 0: no limit (load benchmarks).
 SEPLAB_CROWD_LAUNCH_PER_MINUTE = envint("SEPLAB_CROWD_LAUNCH_PER_MINUTE", "600")
-# The most places the workers of one crowd link who have not answered yet may hold at once (annotation/crowd/sites.py),
-# so invented ids from many networks cannot hold a whole study; a new worker beyond it is asked to come back in a
-# minute. 0: no cap (load benchmarks).
+# The most unanswered assignments (active, without an answer yet) the workers who came through one crowd link may
+# hold at once, however each was started (annotation/rating/holds.py), so invented ids from many networks cannot hold
+# a whole study; a start beyond it is asked to come back in a minute. 0: no cap (load benchmarks).
 SEPLAB_CROWD_UNANSWERED_PER_LINK = envint("SEPLAB_CROWD_UNANSWERED_PER_LINK", "200")
 
 # Crowdsourcing: sites allowed to frame rater pages, and where MTurk-style completion forms may post.

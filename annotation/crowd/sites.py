@@ -10,8 +10,6 @@ browsers block third-party cookies in frames.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from html import escape
 from typing import TYPE_CHECKING, cast
@@ -20,11 +18,10 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
-from annotation.errors import NetworkHoldsEnough, ServiceError
+from annotation.errors import ServiceError
 from annotation.models import (
     Assignment,
     BlockedWorker,
@@ -33,7 +30,7 @@ from annotation.models import (
     Study,
     WorkerSession,
 )
-from annotation.ratelimit import WIDER_NETWORKS, allow, client_key, client_networks, supernet
+from annotation.ratelimit import WIDER_NETWORKS, allow, client_key, client_networks
 from annotation.rating import allocation, practice
 from annotation.text import whole_number
 
@@ -188,10 +185,8 @@ NEW_WORKERS_PER_CLIENT = (10, 600)
 # An IPv6 client's /56 and /48 in the same window: their share of clients' allowances (ratelimit.WIDER_NETWORKS), so
 # addresses spread over the /64s of one site count together.
 NEW_WORKERS_PER_NETWORK = {prefix: NEW_WORKERS_PER_CLIENT[0] * share for prefix, share in WIDER_NETWORKS.items()}
-# Unanswered sessions of one link whose workers came from one IPv6 /56 or /48 (one /64, or an IPv4 address, holds at
-# most ``allocation.UNANSWERED_PER_CLIENT``, in every study); in all, a link's unanswered sessions hold at most
-# ``SEPLAB_CROWD_UNANSWERED_PER_LINK`` places (invented ids from many networks cannot hold a whole study).
-UNANSWERED_PER_NETWORK = {prefix: allocation.UNANSWERED_PER_CLIENT * share for prefix, share in WIDER_NETWORKS.items()}
+# What the workers of one link who have not answered yet may hold (the link's cap, an IPv6 /56's and /48's share) is
+# checked where their assignments start: annotation/rating/holds.py.
 
 
 # What the crowd page calls faster than people: this many new workers on a link within one minute.
@@ -312,10 +307,10 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
         active = Assignment.objects.filter(rater=session.rater, status=Assignment.Status.ACTIVE).first()
         if active is not None and WorkerSession.objects.filter(assignment=active).exclude(pk=session.pk).exists():
             raise OtherSessionActive(str(OTHER_SESSION))
-        with _starting(link) as others:
-            _check_link_holds(link, client, others)
-            assignment = allocation.do_start_assignment(session.rater)
-        if assignment is not None:
+        # a new assignment is attached to the session in the start's own transaction; the worker's open assignment
+        # (one without a session: started on their own start page) is attached here
+        assignment = allocation.do_start_assignment(session.rater, session)
+        if assignment is not None and session.assignment != assignment:
             try:
                 with transaction.atomic():  # the database holds one session per assignment
                     WorkerSession.objects.filter(pk=session.pk).update(assignment=assignment)
@@ -323,64 +318,6 @@ def do_accept(link: ExternalLink, arrival: Arrival, client: str = "") -> WorkerS
                 raise OtherSessionActive(str(OTHER_SESSION)) from None
             session.assignment = assignment
     return session
-
-
-def _unanswered(link: ExternalLink) -> QuerySet[WorkerSession]:
-    return WorkerSession.objects.filter(link=link, assignment__status=Assignment.Status.ACTIVE, assignment__answered=0)
-
-
-def unanswered_sessions(link: ExternalLink) -> int:
-    """The link's sessions holding places without an answer yet: what ``SEPLAB_CROWD_UNANSWERED_PER_LINK`` caps."""
-    return _unanswered(link).count()
-
-
-@contextmanager
-def _starting(link: ExternalLink) -> Iterator[int]:
-    """Count a start of places through the link while it runs (shared between server processes through the cache):
-    yields how many other starts are under way, which the link's cap counts as held (their assignments are not
-    committed yet), so simultaneous new workers cannot all see room."""
-    from django.core.cache import cache
-
-    key = f"crowd-starting:{link.pk}"
-    cache.add(key, 0, timeout=60)  # a count left by a killed process is gone within a minute
-    try:
-        others = cache.incr(key) - 1
-    except ValueError:  # expired between add and incr
-        cache.set(key, 1, timeout=60)
-        others = 0
-    try:
-        yield max(0, others)
-    finally:
-        try:
-            cache.decr(key)
-        except ValueError:  # expired meanwhile: nothing left to take back
-            pass
-
-
-def _check_link_holds(link: ExternalLink, client: str, starting: int) -> None:
-    """Refuse a start of places through the link when its unanswered sessions (an active assignment with no answer)
-    already hold ``SEPLAB_CROWD_UNANSWERED_PER_LINK`` places, counting ``starting`` starts under way, or when those
-    of the arriving worker's IPv6 /56 or /48 hold ``UNANSWERED_PER_NETWORK``."""
-    cap = settings.SEPLAB_CROWD_UNANSWERED_PER_LINK
-    unanswered = _unanswered(link).values_list("rater__client", flat=True)
-    clients = list(unanswered[:cap] if cap else unanswered)
-    if cap and len(clients) + starting >= cap:
-        raise NetworkHoldsEnough(
-            gettext(
-                "Many workers have just started this task and not answered yet; please try again in a minute, "
-                "once some of them have."
-            )
-        )
-    own = client_key(client) if client else ""
-    for prefix, most in UNANSWERED_PER_NETWORK.items():
-        network = supernet(own, prefix)
-        if network is not None and sum(1 for c in clients if supernet(c, prefix) == network) >= most:
-            raise NetworkHoldsEnough(
-                gettext(
-                    "Several people on your network have started this study and not answered yet; please try "
-                    "again once one of them has."
-                )
-            )
 
 
 def worker_consented(link: ExternalLink, arrival: Arrival) -> bool:

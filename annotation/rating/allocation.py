@@ -34,14 +34,13 @@ from annotation.models import (
     Study,
     Task,
     TaskPair,
+    WorkerSession,
 )
 from annotation.plan import planning, scheduling
+from annotation.rating import holds
 from annotation.rating import pace as pace_rules
+from annotation.rating.holds import UNANSWERED_PER_CLIENT
 from annotation.text import whole_number
-
-# Unanswered assignments the anonymous raters of one network (Rater.client) may hold in a study at once: a few people
-# sharing a household or a lab start together; a script inventing ids holds no more than they would.
-UNANSWERED_PER_CLIENT = 3
 
 
 def _unseen_open_tasks(rater: Rater) -> models.QuerySet[Task]:
@@ -135,9 +134,10 @@ def do_expire_stale_assignments(study: Study) -> int:
     return expired
 
 
-def do_start_assignment(rater: Rater) -> Assignment | None:
+def do_start_assignment(rater: Rater, session: WorkerSession | None = None) -> Assignment | None:
     """The rater's active assignment, or a new one on the open tasks with the fewest raters so far;
-    None when nothing is left for this rater.
+    None when nothing is left for this rater. A crowd worker's new assignment is started within the caps of the links
+    they came through (``holds.check_link_holds``) and attached to ``session``, their visit, in the same transaction.
 
     Concurrency: a start reads and claims its tasks in one transaction, their rows locked (PostgreSQL skips
     the rows other starts hold, see ``_open_tasks``; SQLite runs one writer at a time). The database's unique
@@ -156,7 +156,7 @@ def do_start_assignment(rater: Rater) -> Assignment | None:
         if active:
             return active
         check_may_start(rater)
-        outcome = _start_once(rater, pace)
+        outcome = _start_once(rater, pace, session)
         if outcome is not AGAIN and outcome is not WAIT:
             return outcome
     raise AllocationBusy(gettext("Many raters are starting at the same moment; please try again in a few seconds."))
@@ -197,7 +197,7 @@ def check_may_start(rater: Rater) -> None:
         )
 
 
-def _start_once(rater: Rater, pace: float) -> Assignment | None | _Retry:
+def _start_once(rater: Rater, pace: float, session: WorkerSession | None = None) -> Assignment | None | _Retry:
     """One try at a new assignment, in one transaction: its places claimed and held, attention checks mixed in.
     None when nothing is left for the rater; ``AGAIN`` / ``WAIT`` when other starts got in the way."""
     study = rater.study
@@ -207,6 +207,8 @@ def _start_once(rater: Rater, pace: float) -> Assignment | None | _Retry:
     size = 1 if anonymous else study.judgments_per_assignment
     try:
         with transaction.atomic():
+            if rater.source == Rater.Source.EXTERNAL:
+                holds.check_link_holds(rater)  # the links' locks first, then the network's
             if anonymous and rater.client:
                 _check_network_holds(study, rater)
             planning.lock_plan(study, exclusive=False)  # a plan rebuild in progress finishes first
@@ -232,6 +234,10 @@ def _start_once(rater: Rater, pace: float) -> Assignment | None | _Retry:
                 study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace, unclaimed=max(0, unclaimed)
             )
             _hold(assignment, tasks, slots, shown)
+            if session is not None:
+                WorkerSession.objects.filter(pk=session.pk).update(assignment=assignment)
+        if session is not None:
+            session.assignment = assignment
         return assignment
     except IntegrityError:
         return AGAIN  # another request took one of these places (or started this rater); look again

@@ -19,7 +19,7 @@ from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.http import RaterRequest, ResearcherRequest
 from annotation.models import Assignment, ExternalLink, Rater
 from annotation.ratelimit import client_ip
-from annotation.rating import allocation, attention, consent, practice
+from annotation.rating import allocation, attention, consent, holds, practice
 from annotation.studies import enrolment
 from annotation.views import raters
 from annotation.views.forms import GenerateGoldForm, GoldPairForm
@@ -147,7 +147,7 @@ def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
                 "sessions": link.sessions.count(),
                 "minted": minted.get(link.pk),
                 "refused": sites.launch_refusals(link),
-                "unanswered": sites.unanswered_sessions(link),
+                "unanswered": holds.unanswered(link),
             }
         )
     workers = list(

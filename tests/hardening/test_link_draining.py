@@ -1,14 +1,14 @@
 """Security pass, H2: a crowd link cannot be drained with invented worker ids: new worker sessions are limited per
 client and per link, a worker holds places only once they answer (a short hold, not the hour), a Prolific
 link refuses visits from another Prolific study, and the researcher is warned when a link mints workers
-faster than people arrive."""
+faster than people arrive; and the unanswered assignments a link's workers hold are capped on every way a worker
+starts one (the link's entry and their own start page), under a lock per link."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 import threading
-import time
 
 import pytest
 from django.db import connections
@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from annotation.crowd import sites
 from annotation.models import Assignment, AssignmentTask, ExternalLink, Rater, WorkerSession
-from annotation.rating import allocation
+from annotation.rating import allocation, holds
 from annotation.studies import creation, enrolment, lifecycle
 from tests.conftest import study_jsonl
 
@@ -163,7 +163,7 @@ def test_addresses_across_one_ipv6_48_are_one_site(settings, researcher):
     study = big_study(researcher, "v6-48")
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     codes = [arrive(link, f"2001:db8:77:{n:x}00::{n + 1:x}", f"b{n}") for n in range(80)]
-    held = sites.UNANSWERED_PER_NETWORK[48]
+    held = holds.UNANSWERED_PER_NETWORK[48]
     assert codes.count(302) == held and codes.count(429) == 80 - held
     assert WorkerSession.objects.count() == sites.NEW_WORKERS_PER_NETWORK[48]  # the rest refused before a session
     assert Assignment.objects.filter(status="active").count() == held
@@ -176,7 +176,7 @@ def test_addresses_across_one_ipv6_56_are_one_home(settings, researcher):
     study = big_study(researcher, "v6-56")
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     codes = [arrive(link, f"2001:db8:5:ab{n:02x}::9", f"h{n}") for n in range(40)]  # 40 /64s of 2001:db8:5:ab00::/56
-    held = sites.UNANSWERED_PER_NETWORK[56]
+    held = holds.UNANSWERED_PER_NETWORK[56]
     assert codes.count(302) == held and set(codes) == {302, 429}
     assert WorkerSession.objects.count() == sites.NEW_WORKERS_PER_NETWORK[56]
     assert Assignment.objects.filter(status="active").count() == held
@@ -190,7 +190,7 @@ def test_a_client_cannot_choose_its_network_behind_the_proxy(settings, researche
     study = big_study(researcher, "v6-spoof")
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
     codes = [arrive(link, f"2001:db8:{n:x}::1, 2001:db8:99:{n:x}00::1", f"s{n}") for n in range(30)]
-    assert codes.count(302) == sites.UNANSWERED_PER_NETWORK[48]
+    assert codes.count(302) == holds.UNANSWERED_PER_NETWORK[48]
 
 
 def answer_first_pair(client: Client, location: str) -> None:
@@ -202,9 +202,9 @@ def answer_first_pair(client: Client, location: str) -> None:
     assert answered.status_code in (200, 302)
 
 
-def test_a_links_unanswered_sessions_are_capped(settings, researcher, researcher_client):
-    """Invented ids from many networks (each within its own limits) could still hold every place: a link's sessions
-    that have not answered hold at most SEPLAB_CROWD_UNANSWERED_PER_LINK places; an answer makes room."""
+def test_a_links_unanswered_assignments_are_capped(settings, researcher, researcher_client):
+    """Invented ids from many networks (each within its own limits) could still hold every place: a link's workers
+    hold at most SEPLAB_CROWD_UNANSWERED_PER_LINK assignments without an answer; an answer makes room."""
     settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 5
     study = big_study(researcher, "capped")
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
@@ -227,50 +227,132 @@ def test_a_links_unanswered_sessions_are_capped(settings, researcher, researcher
     assert Client(REMOTE_ADDR="203.0.113.1").get(link.path(), {"worker_id": "w1"}).status_code == 302
 
 
-def test_simultaneous_new_workers_cannot_all_see_room(settings, researcher):
-    """Starts under way count against the cap before their assignments are committed (``sites._starting``)."""
-    from django.core.cache import cache
+def finish(client: Client, location: str) -> None:
+    """Answer every pair of the worker's assignment until the page shows the completion."""
+    for _ in range(20):
+        page = client.get(location).content.decode()
+        if 'name="pair"' not in page:
+            assert 'data-testid="completion-code"' in page, page
+            return
+        answer_first_pair(client, location)
+    raise AssertionError("the assignment never completed")
 
-    settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 3
-    study = big_study(researcher, "racing")
+
+def token_of(location: str) -> str:
+    found = re.search(r"/r/([^/]+)/", location)
+    assert found is not None, location
+    return found.group(1)
+
+
+def test_a_worker_cannot_start_past_the_cap_on_their_own_start_page(settings, researcher, researcher_client):
+    """The attack: with a cap of 1, worker A finishes an assignment, B takes the one place, C is refused -- and A,
+    posting to their own start page (its address is in every rating URL), got a new assignment that no session held
+    and the link's count missed: 2 unanswered with the link reporting 1. Every start of a crowd worker's assignment
+    is now checked, and the count is of the link's workers' unanswered assignments, however they were started."""
+    settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 1
+    study = creation.do_create_study(researcher, "bypass", study_jsonl(40), "t.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
-    assert Client(REMOTE_ADDR="203.0.113.1").get(link.path(), {"worker_id": "a"}).status_code == 302
-    cache.set(f"crowd-starting:{link.pk}", 2, timeout=60)  # two other starts are under way right now
-    assert Client(REMOTE_ADDR="203.0.113.2").get(link.path(), {"worker_id": "b"}).status_code == 429
-    cache.set(f"crowd-starting:{link.pk}", 1, timeout=60)
-    assert Client(REMOTE_ADDR="203.0.113.3").get(link.path(), {"worker_id": "c"}).status_code == 302
-    assert cache.get(f"crowd-starting:{link.pk}") == 1  # its own start counted while it ran, and no longer
+    a = Client(REMOTE_ADDR="198.51.100.1")
+    entered = a.get(link.path(), {"worker_id": "A"})
+    finish(a, entered["Location"])
+    b = Client(REMOTE_ADDR="203.0.113.9")
+    taken = b.get(link.path(), {"worker_id": "B"})
+    assert taken.status_code == 302
+    assert Client(REMOTE_ADDR="203.0.113.10").get(link.path(), {"worker_id": "C"}).status_code == 429
+    start = reverse("rater_start", args=[token_of(entered["Location"])])
+    for _ in range(3):
+        refused = a.post(start)
+        assert refused.status_code == 429 and refused["Retry-After"] == "60"
+        assert "not answered yet" in refused.content.decode()
+    assert Assignment.objects.filter(status="active", answered=0).count() == 1 == holds.unanswered(link)
+    # once B answers, A starts again on their own page: that assignment holds no session and still counts
+    answer_first_pair(b, taken["Location"])
+    again = a.post(start)
+    assert again.status_code == 302
+    mine = Assignment.objects.get(rater__external_id="generic:A", status="active")
+    assert not WorkerSession.objects.filter(assignment=mine).exists() and holds.unanswered(link) == 1
+    assert Client(REMOTE_ADDR="203.0.113.11").get(link.path(), {"worker_id": "D"}).status_code == 429
+    page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()
+    assert "1 not answered yet" in page and 'data-testid="unanswered-cap"' in page
+
+
+def test_an_ipv6_48_cannot_go_past_its_share_on_the_workers_own_start_page(settings, researcher):
+    """The /48's share of a link's unanswered assignments holds on a worker's own start page too."""
+    settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 0  # no link cap: only the network's share
+    study = creation.do_create_study(researcher, "v6-own", study_jsonl(60), "t.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    first = Client(REMOTE_ADDR="2001:db8:66:100::1")
+    entered = first.get(link.path(), {"worker_id": "first"})
+    finish(first, entered["Location"])
+    share = holds.UNANSWERED_PER_NETWORK[48]
+    codes = [
+        Client(REMOTE_ADDR=f"2001:db8:66:{n + 2:x}00::1").get(link.path(), {"worker_id": f"s{n}"}).status_code
+        for n in range(share)
+    ]
+    assert codes == [302] * share
+    refused = first.post(reverse("rater_start", args=[token_of(entered["Location"])]))
+    assert refused.status_code == 429 and "Several people on your network" in refused.content.decode()
+    assert Assignment.objects.filter(status="active", answered=0).count() == share
 
 
 @pytest.mark.django_db(transaction=True)
-def test_twelve_workers_arriving_at_once_hold_no_more_than_the_cap(settings, researcher, monkeypatch) -> None:
-    """Real threads through the whole entry view: each start is slowed so all twelve are under way together; without
-    counting the starts under way every one of them saw an empty link and took a place."""
+def test_starts_at_once_through_the_entry_and_own_start_pages_hold_no_more_than_the_cap(
+    settings, researcher, monkeypatch
+) -> None:
+    """Real threads: six new workers through the link's entry and six returning workers on their own start pages
+    start together. Each waits, once it holds its link's lock, for all twelve to arrive there (a barrier, given up
+    after a few seconds): without the lock all twelve would count an empty link together; with it, the others
+    wait for the lock and the count includes every assignment committed before. Exactly the cap's worth start."""
     settings.SEPLAB_CROWD_UNANSWERED_PER_LINK = 3
-    study = big_study(researcher, "together")
+    study = creation.do_create_study(researcher, "together", study_jsonl(60), "t.jsonl")
+    lifecycle.do_update_settings(study, {"raters_per_item": 1, "judgments_per_assignment": 1}, None)
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
-    real = allocation.do_start_assignment
+    returning = []
+    for n in range(6):
+        worker = Client(REMOTE_ADDR=f"198.51.100.{n + 1}")
+        location = worker.get(link.path(), {"worker_id": f"back{n}"})["Location"]
+        finish(worker, location)
+        returning.append((worker, reverse("rater_start", args=[token_of(location)])))
+    assert holds.unanswered(link) == 0
+    together = threading.Barrier(12)
+    at_the_count = threading.Barrier(12)
+    real = holds._lock_links
+    counted: list[int] = []
 
-    def slow(rater: Rater) -> Assignment | None:
-        time.sleep(0.3)
-        return real(rater)
-
-    monkeypatch.setattr(allocation, "do_start_assignment", slow)
-    gate = threading.Barrier(12)
-    codes: list[int] = []
-
-    def worker(n: int) -> None:
+    def locked_then_wait(rater: Rater) -> list[int]:
+        links = real(rater)
+        counted.append(rater.pk)
         try:
-            gate.wait(10)
-            codes.append(Client(REMOTE_ADDR=f"203.0.113.{n + 1}").get(link.path(), {"worker_id": f"t{n}"}).status_code)
+            at_the_count.wait(3)
+        except threading.BrokenBarrierError:  # the link's lock lets one start through at a time
+            pass
+        return links
+
+    monkeypatch.setattr(holds, "_lock_links", locked_then_wait)
+    codes: list[int] = []
+    errors: list[BaseException] = []
+
+    def start(n: int) -> None:
+        try:
+            together.wait(10)
+            if n < 6:
+                worker, url = returning[n]
+                codes.append(worker.post(url).status_code)
+            else:
+                new = Client(REMOTE_ADDR=f"203.0.113.{n + 1}")
+                codes.append(new.get(link.path(), {"worker_id": f"new{n}"}).status_code)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(12)]
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(12)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(60)
-    assert sorted(codes) == [302] * codes.count(302) + [429] * codes.count(429) and len(codes) == 12
-    assert 1 <= codes.count(302) <= 3
-    assert Assignment.objects.filter(study=study, status="active", answered=0).count() == codes.count(302) <= 3
+        thread.join(120)
+    assert errors == [] and len(codes) == 12 and len(counted) == 12  # every start reached the count
+    assert codes.count(302) == 3 and codes.count(429) == 9
+    assert Assignment.objects.filter(study=study, status="active", answered=0).count() == 3 == holds.unanswered(link)
