@@ -378,6 +378,7 @@ def do_run(
     progress(0, total)
     limit = request_limit(endpoint)
     ends = time.monotonic() + (settings.SEPLAB_JUDGE_SLICE_SECONDS if slice_seconds is None else slice_seconds)
+    submitted: list[concurrent.futures.Future] = []
     pool = concurrent.futures.ThreadPoolExecutor(
         max_workers=endpoint.max_concurrency, thread_name_prefix=f"endpoint-{type(endpoint).__name__}-{endpoint.pk}"
     )
@@ -391,7 +392,9 @@ def do_run(
             if request is None:
                 return
             client = make_client(endpoint)
-            in_flight[pool.submit(talk.ask, client, request)] = (request, time.monotonic() + limit, client)
+            future = pool.submit(talk.ask, client, request)
+            submitted.append(future)
+            in_flight[future] = (request, time.monotonic() + limit, client)
             result.asked += 1
 
     def cut_off(future: concurrent.futures.Future, why: str) -> None:
@@ -445,4 +448,8 @@ def do_run(
         for _, _, client in in_flight.values():  # an error on the way out: nothing keeps a connection open
             client.close()
         pool.shutdown(wait=False, cancel_futures=True)
+        # the threads of requests cut off wake at once (their connections closed, a wait for a reading slot given
+        # up: outbound.CutOff) and end; a brief wait for them, so that none outlives its run for long
+        if not concurrent.futures.wait(submitted, timeout=CLOSE_WAIT).not_done:
+            pool.shutdown(wait=True)  # every request is over: its threads end now, joined
     return result

@@ -58,12 +58,17 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 # JSON can take 25 times its bytes (4 MiB of "{}," is 100 MB of dicts), so 64 requests at once must not each do it.
 LARGE_REPLY_BYTES = 256 * 1024
 LARGE_REPLIES_AT_ONCE = 4
+SLOT_TICK = 0.1  # seconds between looks, while waiting for a slot, at whether the request was cut off
 _large_replies = threading.BoundedSemaphore(LARGE_REPLIES_AT_ONCE)
 _reading = threading.local()  # this thread's: inside ``reading_replies``, holding a slot
 
 
 class EndpointRefused(ValueError):
     """A base URL (or a key's destination) the server will not call, with the reason in words a researcher reads."""
+
+
+class CutOff(Exception):
+    """The request was cut off (stopped, out of time, its run paused) while it waited for a slot to read its reply."""
 
 
 class ReplyTooLarge(Exception):
@@ -296,10 +301,10 @@ def reading_replies() -> Iterator[None]:
 
 class _Capped(httpx2.SyncByteStream):
     """A reply's body, read until it passes ``limit`` bytes; past ``LARGE_REPLY_BYTES`` only in one of the few slots
-    (``reading_replies``)."""
+    (``reading_replies``), waited for only while the request is not cut off (``closed``: its transport closed)."""
 
-    def __init__(self, stream: httpx2.SyncByteStream, limit: int) -> None:
-        self.stream, self.limit = stream, limit
+    def __init__(self, stream: httpx2.SyncByteStream, limit: int, closed: threading.Event) -> None:
+        self.stream, self.limit, self.closed = stream, limit, closed
 
     def __iter__(self) -> Iterator[bytes]:
         read = 0
@@ -309,7 +314,9 @@ class _Capped(httpx2.SyncByteStream):
                 raise ReplyTooLarge(too_large(self.limit))
             large = read > LARGE_REPLY_BYTES and getattr(_reading, "inside", False)
             if large and not getattr(_reading, "slot", False):
-                _large_replies.acquire()
+                while not _large_replies.acquire(timeout=SLOT_TICK):
+                    if self.closed.is_set():
+                        raise CutOff("The request was cut off while its reply waited to be read.")
                 _reading.slot = True
             yield chunk
 
@@ -333,6 +340,11 @@ class EndpointTransport(httpx2.HTTPTransport):
         )
         self.key_variable = key_variable
         self.reply_bytes = settings.SEPLAB_ENDPOINT_REPLY_BYTES if reply_bytes is None else reply_bytes
+        self.closed = threading.Event()  # set when the client closes: the request was cut off, or is over
+
+    def close(self) -> None:
+        self.closed.set()  # first: a reply waiting for a slot gives up (closing the connection does not wake it)
+        super().close()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         if self.key_variable:  # before each request, whatever URL it was built with
@@ -350,5 +362,5 @@ class EndpointTransport(httpx2.HTTPTransport):
                 )
             raise ReplyTooLarge(too_large(self.reply_bytes))
         assert isinstance(response.stream, httpx2.SyncByteStream)
-        response.stream = _Capped(response.stream, self.reply_bytes)
+        response.stream = _Capped(response.stream, self.reply_bytes, self.closed)
         return response

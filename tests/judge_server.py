@@ -19,8 +19,8 @@ built from the client's response types (``ChatCompletion``) and are deterministi
   completion), ``[[trickle]]`` (200 at once, then the body a byte every ``trickle_seconds``: a per-read timeout
   never fires), ``[[hang]]`` (never answers, until the client hangs up or the server closes), ``[[invalid-json]]``,
   ``[[empty-body]]`` and ``[[deep-json]]`` (a 200 whose body is not JSON, empty, or JSON nested ``deep`` levels),
-  ``[[many-objects]]`` (a 200 of ``many_bytes`` bytes of ``{},``), ``[[giant]]`` (a 200 of ``giant_bytes``
-  bytes, its length announced or, with ``[[giant-chunked]]``, not),
+  ``[[many-objects]]`` (a 200 of ``many_bytes`` bytes of ``{},`` in a field of a completion without choices),
+  ``[[giant]]`` (a 200 of ``giant_bytes`` bytes, its length announced or, with ``[[giant-chunked]]``, not),
   ``[[huge-error]]`` (a 400 whose message is ``huge_error_chars`` long), ``[[extra-fields]]`` (a verdict with
   ``extra_bytes`` of extra JSON beside it), ``[[echo-headers]]`` (a verdict that first repeats the request's headers,
   the key among them), ``[[echo-key:STATUS:N]]`` (``N`` characters of ``x``, then the request's ``Authorization``
@@ -425,9 +425,9 @@ class Handler(BaseHTTPRequestHandler):
             return True
         if "[[invalid-json]]" in prompt:
             self._raw(200, b'{"id": "x", "choices": [')
-        elif "[[many-objects]]" in prompt:  # small on the wire, large once parsed
+        elif "[[many-objects]]" in prompt:  # small on the wire, large once parsed (a completion without choices)
             count = server.many_bytes // 3
-            self._raw(200, b"[" + b"{}," * (count - 1) + b"{}]")
+            self._raw(200, b'{"id": "x", "choices": [], "padding": [' + b"{}," * (count - 1) + b"{}]}")
         elif "[[empty-body]]" in prompt:
             self._raw(200, b"")
         elif "[[deep-json]]" in prompt:

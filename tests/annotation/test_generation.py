@@ -17,15 +17,9 @@ from annotation.jobs import run_job
 from annotation.models import Generation, GenerationCall, Job, SystemEndpoint
 from annotation.plan import planning
 from annotation.studies import creation
-from tests.judge_server import JudgeServer, generated_text
+from tests.judge_server import generated_text, server_fixture
 
-
-@pytest.fixture
-def server():
-    server = JudgeServer().start()
-    yield server
-    server.shutdown()
-    server.server_close()
+server = server_fixture()
 
 
 def inputs_file(inputs: list[str]) -> bytes:
@@ -236,6 +230,27 @@ def test_the_background_job_generates_and_rebuilds_the_plan(researcher, server):
     assert study.comparisons.count() == 1 and study.tasks.count() == 2
     with pytest.raises(EndpointError, match="Every item has all its outputs"):
         runner.GenerationRun(first).do_start()
+
+
+def test_a_complete_run_ends_done_when_the_researchers_plan_builds_are_at_their_cap(researcher, server, settings):
+    """Once every output is in, a study that plans on embeddings queues a plan build; with the researcher's plan
+    builds at their cap, queueing it raised inside the job's body and a complete generation run ended failed."""
+    settings.SEPLAB_JOBS_PER_KIND = 1
+    busy = inputs_study(researcher, ["Other?"], name="busy")
+    Job.objects.create(study=busy, kind="plan", status=Job.Status.QUEUED)  # the one plan build the cap allows
+    study = inputs_study(researcher, ["One?", "Two?"])
+    stored = study.selection_settings
+    stored.selection_method, stored.budget = "diffuse", 2  # plans on the outputs' embeddings: built by the worker
+    stored.save()
+    endpoint = add(study, server, "first", "gen-terse-a", samples=1)
+    job = runner.GenerationRun(endpoint).do_start()
+    run_job.call(job.pk)
+    job.refresh_from_db()
+    assert job.status == Job.Status.DONE, job.message
+    assert "2 generated, 0 unusable, 0 failed" in job.message
+    assert "the plan could not be rebuilt now: Plan builds: you already have 1 queued or running" in job.message
+    assert runner.GenerationRun(endpoint).remaining() == 0 and planning.plan_needs_worker(study)
+    assert Job.objects.filter(kind="plan").count() == 1
 
 
 def test_adding_a_system_is_checked(researcher, server, settings):

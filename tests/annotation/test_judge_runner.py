@@ -15,17 +15,12 @@ from annotation.jobs import run_job
 from annotation.judges import runner
 from annotation.models import Job, Judge, JudgeCall, Judgment, Pair, TaskPair
 from annotation.studies import creation, lifecycle
-from tests.judge_server import JudgeServer, p_first
+from tests.judge_server import p_first, server_fixture
 
 KEY = "sk-test-0123456789abcdef"
 
 
-@pytest.fixture
-def server():
-    server = JudgeServer().start()
-    yield server
-    server.shutdown()
-    server.server_close()
+server = server_fixture()
 
 
 def study_with(researcher, inputs: list[str], name: str = "judged", **settings):

@@ -9,15 +9,9 @@ from annotation.jobs import run_job
 from annotation.judges import prompts, runner
 from annotation.models import Job, Judge, JudgeCall
 from tests.annotation.test_judge_runner import KEY, study_with
-from tests.judge_server import JudgeServer
+from tests.judge_server import server_fixture
 
-
-@pytest.fixture
-def server():
-    server = JudgeServer(api_key=KEY).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+server = server_fixture(api_key=KEY)
 
 
 def form_data(server, **changes) -> dict:

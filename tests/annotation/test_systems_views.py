@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import unittest.mock
 
-import pytest
 from django.urls import reverse
 
 from annotation.generating import runner
@@ -16,17 +15,12 @@ from annotation.jobs import run_job
 from annotation.models import Generation, GenerationCall, Job, SystemEndpoint
 from annotation.rating import allocation
 from annotation.studies import creation, enrolment
-from tests.judge_server import JudgeServer
+from tests.judge_server import server_fixture
 
 KEY = "sk-systems-page-secret-0123456789"
 
 
-@pytest.fixture
-def server():
-    server = JudgeServer(api_key=KEY).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+server = server_fixture(api_key=KEY)
 
 
 def inputs_study(researcher, inputs: list[str], name: str = "from-inputs"):

@@ -403,16 +403,59 @@ def test_replies_small_on_the_wire_but_large_once_parsed_are_parsed_a_few_at_a_t
     past ``LARGE_REPLY_BYTES`` is now read and parsed in one of ``LARGE_REPLIES_AT_ONCE`` slots."""
     server.many_bytes = 1_000_000
     study = study_with(researcher, [f"[[many-objects]] Q{i}?" for i in range(6)])
-    judge = make_judge(study, server, max_retries=0, max_concurrency=12)
+    # a time limit no parse comes near: every reply is read and parsed inside the run (and the measurement)
+    judge = make_judge(study, server, max_retries=0, max_concurrency=12, timeout_seconds=60.0)
     tracemalloc.start()
     try:
-        runner.JudgeRun(judge).do_run()
+        result = runner.JudgeRun(judge).do_run()
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    assert result.abandoned == 0 and endpoint_threads(judge) == []
     assert peak < 250_000_000, peak  # four parses at a time at most (about 35 MB each), not twelve
     calls = JudgeCall.objects.filter(judge=judge)
-    assert calls.count() == 12 and {c.status for c in calls} == {"failed"}  # a list is no chat completion
+    assert calls.count() == 12
+    for call in calls:  # read and parsed whole: a completion without choices
+        assert call.status == "failed" and call.problem == "The response has no choices.", call.problem
+
+
+def endpoint_threads(judge) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(f"endpoint-Judge-{judge.pk}_")]
+
+
+@pytest.mark.parametrize("ended_by", ["stop", "time limit"])
+def test_requests_cut_off_while_waiting_to_read_a_large_reply_leave_no_thread_behind(researcher, server, ended_by):
+    """A request waiting for a slot to read a large reply (``outbound.LARGE_REPLIES_AT_ONCE``) waited on, whatever
+    happened to its run: Stop, a request's time limit and a slice's end close the connection, which does not wake a
+    thread waiting for a slot; its threads were still alive long after the run, and slowed the tests after it."""
+    server.many_bytes = 400_000  # past LARGE_REPLY_BYTES: each reply needs a slot
+    judge = make_judge(
+        study_with(researcher, [f"[[many-objects]] Q{i}?" for i in range(3)]),
+        server,
+        max_retries=0,
+        max_concurrency=6,
+        timeout_seconds=1.0 if ended_by == "time limit" else 30.0,
+    )
+    taken = 0
+    while outbound._large_replies.acquire(blocking=False):  # every slot held: as by other runs' large replies
+        taken += 1
+    assert taken == outbound.LARGE_REPLIES_AT_ONCE
+    try:
+        began = time.monotonic()
+        result = runner.JudgeRun(judge).do_run(
+            should_stop=lambda: ended_by == "stop" and time.monotonic() - began > 0.5
+        )
+        ended = time.monotonic()
+        assert result.abandoned == 6 and (result.stopped if ended_by == "stop" else not result.stopped)
+        assert ended - began < 3
+        deadline = ended + 1
+        while endpoint_threads(judge) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert endpoint_threads(judge) == []
+    finally:
+        for _ in range(taken):
+            outbound._large_replies.release()
+    assert {c.status for c in JudgeCall.objects.filter(judge=judge)} == {"failed"}
 
 
 def test_only_the_fields_needed_are_kept_of_a_reply(researcher, server):
