@@ -180,7 +180,7 @@ class JudgeRun(endpoint_runs.EndpointRun[Judge, Request]):
             )
         prompt_tokens, completion_tokens = endpoints.tokens_used(completion, notes, self.keys)
         text, problem = choice.message.content or "", ""
-        if endpoints.spells_a_key([token for token, _ in tokens], self.keys):
+        if endpoints.spells_a_key([t for t, _ in tokens if isinstance(t, str)], self.keys):
             tokens = ()  # an echoed key spread over tokens: the probabilities are not kept (the text is, redacted)
         if choice.finish_reason == "length":
             problem = (

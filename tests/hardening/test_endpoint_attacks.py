@@ -16,6 +16,7 @@ import httpx2
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connections
 from django.urls import reverse
 
 from annotation import endpoints, outbound
@@ -494,7 +495,14 @@ def test_stop_takes_effect_within_a_second_on_a_hung_run(transactional_db, resea
     )
     run = runner.JudgeRun(judge)
     job = run.do_start()
-    worker = threading.Thread(target=run_job.call, args=(job.pk,))
+
+    def work() -> None:
+        try:
+            run_job.call(job.pk)
+        finally:
+            connections.close_all()  # this thread's own connection: the test database can be dropped after
+
+    worker = threading.Thread(target=work)
     worker.start()
     deadline = time.monotonic() + 10
     while server.hanging < 4 and time.monotonic() < deadline:  # every request is out and held
