@@ -12,13 +12,18 @@
 - The next task is the fairest, not the oldest (``do_claim_fairly``): a researcher with ``SEPLAB_JOBS_PER_RESEARCHER``
   jobs running (on every worker together) gets no other until one ends, and among the rest the researcher with
   the fewest running, then the one served least recently (whose last job ended longest ago, or never), goes first;
-  a researcher's own jobs run oldest first. So one researcher's sixty queued plans or three hung judges delay
+  a researcher's own jobs run oldest first. So one researcher's sixty queued jobs or three hung judges delay
   another's report by at most the jobs already running. Claims are taken one at a time (a PostgreSQL advisory lock;
   SQLite's exclusive transaction), and a claimed job is marked running in the same transaction, so two workers
   never both count a researcher below the share.
 - A worker runs ``SEPLAB_WORKER_SLOTS`` jobs at once (``--slots``), each slot a thread with its own connection and
   its own supervised loop; with one more than the share, one researcher's long or hung jobs never hold every slot.
-  The main thread takes the signals: the first lets the running jobs finish, a second ends them.
+  The main thread takes the signals (with one slot too): the first lets the running jobs finish -- a job claimed
+  just before it runs to its end -- and a second ends them.
+- A slot waits out any database error outside a task and starts again after any other error (logged); should a slot
+  end all the same, the worker stops once its other slots' jobs are done and exits with 1, to be started again.
+- Claims on PostgreSQL never wait for each other (``pg_try_advisory_xact_lock``: a worker that finds another
+  claiming polls again), and a stalled claim transaction is ended by the server after ``CLAIM_IDLE_LIMIT``.
 """
 
 from __future__ import annotations
@@ -33,8 +38,8 @@ import time
 from types import FrameType
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connections
-from django.db.models import Count, Max, Q, QuerySet
+from django.db import DatabaseError, OperationalError, close_old_connections, connections
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 from django_tasks_db.management.commands.db_worker import Worker
@@ -42,7 +47,7 @@ from django_tasks_db.models import DBTaskResult
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
 
 from annotation import jobs
-from annotation.models import Job, WorkerBeat
+from annotation.models import Job, Study, WorkerBeat
 
 logger = logging.getLogger("seplab.worker")
 
@@ -86,7 +91,33 @@ def do_sweep_stale_jobs(now: dt.datetime | None = None) -> int:
 
 
 CLAIM_LOCK = 0x5E91AB  # the PostgreSQL advisory lock that takes claims one at a time
+CLAIM_IDLE_LIMIT = "30s"  # a claim transaction idle this long is ended by PostgreSQL
 NEVER = dt.datetime.min.replace(tzinfo=dt.UTC)
+
+
+def _served(owners: set[int]) -> dict[int, tuple[int, dt.datetime | None]]:
+    """Each of ``owners``' jobs running on a worker (a foreground run takes none) and when their last job ended:
+    the running jobs through the status index, the last end as one index seek per study (``Job``'s
+    ``(study, finished)`` index), so a claim costs the same however long a researcher's history grows."""
+    if not owners:
+        return {}
+    running: dict[int, int] = {}
+    for owner, foreground in Job.objects.filter(status=Job.Status.RUNNING, study__owner_id__in=owners).values_list(
+        "study__owner_id", "params__foreground"
+    ):
+        if foreground is not True:
+            running[owner] = running.get(owner, 0) + 1
+    latest = Job.objects.filter(study=OuterRef("pk"), finished__isnull=False).order_by("-finished")
+    last: dict[int, dt.datetime] = {}
+    for owner, finished in (
+        Study.objects.filter(owner_id__in=owners)
+        .annotate(last=Subquery(latest.values("finished")[:1]))
+        .filter(last__isnull=False)
+        .values_list("owner_id", "last")
+    ):
+        if owner not in last or finished > last[owner]:
+            last[owner] = finished
+    return {owner: (running.get(owner, 0), last.get(owner)) for owner in owners}
 
 
 def do_claim_fairly(tasks: QuerySet[DBTaskResult], worker_id: str) -> DBTaskResult | None:
@@ -97,7 +128,11 @@ def do_claim_fairly(tasks: QuerySet[DBTaskResult], worker_id: str) -> DBTaskResu
     its job deleted) is taken at once. The claimed task's job is marked running in the same transaction."""
     if tasks.db and connections[tasks.db].vendor == "postgresql":
         with connections[tasks.db].cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK])
+            # a claim transaction stalled past this is ended by the server, so it cannot hold the lock for good
+            cursor.execute(f"SET LOCAL idle_in_transaction_session_timeout = '{CLAIM_IDLE_LIMIT}'")
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [CLAIM_LOCK])
+            if not cursor.fetchone()[0]:
+                return None  # another worker is claiming: poll again, never wait on it
     ready = list(tasks.values_list("id", "task_path", "args_kwargs"))
     if not ready:
         return None
@@ -107,18 +142,7 @@ def do_claim_fairly(tasks: QuerySet[DBTaskResult], worker_id: str) -> DBTaskResu
         if path == jobs.run_job.module_path and args and isinstance(args[0], int):
             job_of[task_id] = args[0]
     owner_of = dict(Job.objects.filter(pk__in=set(job_of.values())).values_list("pk", "study__owner_id"))
-    served = {
-        row["study__owner_id"]: (row["running"] - row["foreground"], row["last"])
-        for row in Job.objects.filter(study__owner_id__in=set(owner_of.values()))
-        .order_by()
-        .values("study__owner_id")
-        .annotate(
-            running=Count("id", filter=Q(status=Job.Status.RUNNING)),
-            # a run in the foreground (manage.py generate) takes no worker
-            foreground=Count("id", filter=Q(status=Job.Status.RUNNING, params__foreground=True)),
-            last=Max("finished"),
-        )
-    }
+    served = _served(set(owner_of.values()))
     share = settings.SEPLAB_JOBS_PER_RESEARCHER
     candidates = []
     for index, (task_id, _, _) in enumerate(ready):
@@ -245,10 +269,13 @@ def run(
     max_tasks: int | None = None,
     slots: int = 1,
 ) -> None:
-    """Run a supervised worker until it is told to stop (SIGINT / SIGTERM, as django-tasks' worker: a running task
-    finishes first, a second signal ends it) or has run ``max_tasks`` tasks. ``slots`` tasks run at once, each slot
-    a thread with its own connection claiming fairly like any worker (one: this thread, as django-tasks' worker);
-    ``max_tasks`` counts one slot's tasks."""
+    """Run a supervised worker until it is told to stop (SIGINT / SIGTERM: the running tasks finish first, a second
+    signal ends them) or has run ``max_tasks`` tasks. ``slots`` tasks run at once, each slot a thread with its own
+    connection claiming fairly like any worker, one slot too: this thread only takes the signals, so a signal between
+    a claim and its task never ends the process with the claimed job left behind (django-tasks' own handler exits
+    at once unless its task has begun). ``max_tasks`` counts one slot's tasks. A slot that ends without being told
+    to (``_serve`` only ends when told or done) stops the others once their tasks are done, and the process exits
+    with 1, so ``make run``'s loop or a service manager starts it again."""
     if slots < 1:
         raise ValueError("a worker runs at least one slot")
     if slots > 1 and max_tasks is not None:
@@ -256,41 +283,47 @@ def run(
     worker_id = get_random_string(32)
     beat = Beat(worker_id, beat_seconds)
     beat.start()
+    stopping = threading.Event()
+    ended: set[int] = set()  # the slots that ended as asked (told to stop, or max_tasks run)
+
+    def stop_slots() -> None:
+        stopping.set()
+        for worker in list(beat.workers.values()):
+            worker.running = False
+
+    def shutdown(signum: int, frame: FrameType | None) -> None:
+        if stopping.is_set():
+            logger.warning("Received %s again - ending the running tasks.", signal.strsignal(signum))
+            raise SystemExit(1)  # the slots are daemon threads: they end with the process
+        logger.warning("Received %s - stopping once the running tasks are done.", signal.strsignal(signum))
+        stop_slots()
+
+    def slot_main(slot: int) -> None:
+        name = worker_id if slots == 1 else f"{worker_id}-{slot}"
+        _serve(name, slot, beat, queue_names, interval, backend_name, max_tasks, stopping)
+        ended.add(slot)
+
+    previous = {number: signal.signal(number, shutdown) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
-        if slots == 1:
-            _serve(worker_id, 0, beat, queue_names, interval, backend_name, max_tasks)
-            return
-        stopping = threading.Event()
-
-        def shutdown(signum: int, frame: FrameType | None) -> None:
-            if stopping.is_set():
-                logger.warning("Received %s again - ending the running tasks.", signal.strsignal(signum))
-                raise SystemExit(1)  # the slots are daemon threads: they end with the process
-            logger.warning("Received %s - stopping once the running tasks are done.", signal.strsignal(signum))
-            stopping.set()
-            for worker in list(beat.workers.values()):
-                worker.running = False
-
-        previous = {number: signal.signal(number, shutdown) for number in (signal.SIGINT, signal.SIGTERM)}
         threads = [
-            threading.Thread(
-                target=_serve,
-                name=f"slot-{slot}-{worker_id}",
-                args=(f"{worker_id}-{slot}", slot, beat, queue_names, interval, backend_name, None, stopping),
-                daemon=True,
-            )
+            threading.Thread(target=slot_main, name=f"slot-{slot}-{worker_id}", args=(slot,), daemon=True)
             for slot in range(slots)
         ]
         for thread in threads:
             thread.start()
-        try:
-            while any(thread.is_alive() for thread in threads):
-                for thread in threads:
-                    thread.join(0.2)  # short joins, so this thread takes the signals
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
+        lost = False
+        while any(thread.is_alive() for thread in threads):
+            for slot, thread in enumerate(threads):
+                thread.join(0.2)  # short joins, so this thread takes the signals
+                if not thread.is_alive() and slot not in ended and not lost:
+                    lost = True
+                    logger.error("worker slot %d ended without being told to; stopping the worker", slot)
+                    stop_slots()
+        if lost:
+            raise SystemExit(1)
     finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         beat.stop()
 
 
@@ -302,14 +335,16 @@ def _serve(
     interval: float,
     backend_name: str,
     max_tasks: int | None,
-    stopping: threading.Event | None = None,
+    stopping: threading.Event,
 ) -> None:
-    """One slot: django-tasks' worker loop, fairly claiming (``SupervisedWorker``), started again after a database
-    outage (waited out, 1, 2, 4 ... 30 s). Without ``stopping`` it is the only slot and takes the signals itself."""
+    """One slot: django-tasks' worker loop, fairly claiming (``SupervisedWorker``), until ``stopping`` is set or it
+    has run ``max_tasks``. Any database error outside a task (locked, dropped, restarting, or refused: a failed
+    constraint, an internal error) is waited out and the loop started again (1, 2, 4 ... 30 s); any other error too,
+    logged with its traceback -- a slot never ends unasked while the process keeps running with fewer."""
     backoff, failed_at = 1.0, 0.0
     done = 0
     try:
-        while stopping is None or not stopping.is_set():
+        while not stopping.is_set():
             worker = SupervisedWorker(
                 queue_names=queue_names,
                 interval=interval,
@@ -321,28 +356,26 @@ def _serve(
                 excluded_queue_names=[],
             )
             beat.workers[slot] = worker
-            if stopping is None:
-                worker.configure_signals()
-            elif stopping.is_set():
+            if stopping.is_set():
                 worker.running = False  # told to stop while this slot was starting again
             try:
                 worker.run()
                 return  # max_tasks reached, or told to stop
-            except (OperationalError, InterfaceError) as exc:  # locked, dropped, restarting: wait it out
+            except Exception as exc:
                 done += worker._run_tasks
                 if time.monotonic() - failed_at > 60:  # a new outage starts waiting from a second again
                     backoff = 1.0
                 failed_at = time.monotonic()
-                logger.warning("database unavailable to the worker (%s); polling again in %.0f s", exc, backoff)
+                if isinstance(exc, DatabaseError):
+                    logger.warning(
+                        "database unavailable to worker slot %d (%s); polling again in %.0f s", slot, exc, backoff
+                    )
+                else:
+                    logger.exception("worker slot %d failed; polling again in %.0f s", slot, backoff)
                 connections.close_all()
-                time.sleep(backoff)
+                stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 close_old_connections()
-                continue
-            finally:
-                if stopping is None:
-                    worker.reset_signals()
     finally:
         beat.workers.pop(slot, None)
-        if stopping is not None:
-            connections.close_all()  # this slot's thread's connections
+        connections.close_all()  # this slot's thread's connections

@@ -32,6 +32,11 @@ class Job(models.Model):
     class Meta:
         db_table = "selection_job"  # where it lived before annotation's ground floor took it in
         ordering = ["-created", "-id"]
+        indexes = [
+            # a worker's claim: the running jobs, and each study's last ended one (annotation/worker.py)
+            models.Index(fields=["status"], name="job_status"),
+            models.Index(fields=["study", "finished"], name="job_study_finished"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} for study {self.study_id}: {self.status}"

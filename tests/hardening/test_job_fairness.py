@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from urllib.parse import quote
 
 import pytest
 from django.db import connections
@@ -48,11 +49,14 @@ def quick(job, progress):
 
 def suite_database_url() -> str:
     """The suite's own test database as a DATABASE_URL, for a worker process of its own (a transactional test's
-    rows are committed, so the worker sees them)."""
+    rows are committed, so the worker sees them). User, password and host are quoted; an empty host (a Unix socket)
+    stays empty."""
     db = connections["default"].settings_dict
     if connections["default"].vendor == "sqlite":
         return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    login = quote(db["USER"] or "", safe="") + (":" + quote(db["PASSWORD"], safe="") if db["PASSWORD"] else "")
+    place = quote(db["HOST"] or "", safe="") + (f":{db['PORT']}" if db["PORT"] else "")
+    return f"postgres://{login}@{place}/{quote(db['NAME'], safe='')}"
 
 
 WORKER = (
@@ -89,10 +93,10 @@ class Hangs:
                 self.most = max(self.most, len(self.hanging))
                 self.changed.notify_all()
 
-    def began(self, n: int) -> int:
+    def began(self, n: int, seconds: float = 30) -> int:
         """The id of the n-th job (from 1) to begin hanging, once it has."""
         with self.changed:
-            assert self.changed.wait_for(lambda: len(self.seen) >= n, timeout=30), "no job began hanging"
+            assert self.changed.wait_for(lambda: len(self.seen) >= n, timeout=seconds), "no job began hanging"
             return self.seen[n - 1]
 
     def let_go(self, job_id: int) -> None:
@@ -100,6 +104,34 @@ class Hangs:
             connection = self.hanging.pop(job_id)
         connection.sendall(b"x")
         connection.close()
+
+    def close(self) -> None:
+        """Let every hanging job go (its connection closed) and stop listening, so no worker waits on this test."""
+        self.server.close()
+        with self.changed:
+            hanging, self.hanging = list(self.hanging.values()), {}
+        for connection in hanging:
+            connection.close()
+
+
+@pytest.fixture
+def hangs(workers) -> Iterator[Hangs]:
+    """A ``Hangs`` closed at the end of the test whatever happened, before the workers are stopped."""
+    opened = Hangs()
+    yield opened
+    opened.close()
+
+
+def stop(process: subprocess.Popen, seconds: float = 10) -> None:
+    """SIGTERM (a running task finishes first), then kill if the process has not ended after ``seconds``, so no
+    worker is left running against a dropped test database."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @pytest.fixture
@@ -124,9 +156,7 @@ def workers() -> Iterator[Callable[..., None]]:
 
     yield start
     for process in started:
-        process.terminate()
-    for process in started:
-        process.wait(30)
+        stop(process)
 
 
 def until(condition, seconds: float = 30) -> None:
@@ -152,13 +182,12 @@ def two_researchers(researcher, other_researcher):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("processes", "slots"), [(2, 1), (1, 2)], ids=["two workers", "one worker, two slots"])
 def test_hung_jobs_of_one_researcher_hold_one_worker_and_another_researcher_s_job_runs_at_once(
-    kinds, workers, two_researchers, processes, slots
+    kinds, hangs, workers, two_researchers, processes, slots
 ):
     """The attack: one researcher's three never-ending jobs, then another's small one, on two workers (or two slots
     of one). With a share of one job per researcher, the first hangs on one; the other skips her two waiting jobs
     and runs his at once, while hers is still hung. She never has two running, and hers run in turn when let go."""
     hers, his = two_researchers
-    hangs = Hangs()
     hung = [jobs.start(hers, "hang", params={"port": hangs.port, "n": n}) for n in range(3)]
     small = jobs.start(his, "quick")
     workers(processes, slots, SEPLAB_JOBS_PER_RESEARCHER="1")
@@ -170,7 +199,6 @@ def test_hung_jobs_of_one_researcher_hold_one_worker_and_another_researcher_s_jo
         hangs.let_go(job.pk)
     until(lambda: all(status(job) == "done" for job in hung))
     assert hangs.most == 1  # never two of hers at once
-    hangs.server.close()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -303,32 +331,153 @@ def test_an_import_past_the_researcher_s_limit_is_refused_on_the_page_and_create
     assert not Study.objects.filter(name="second").exists() and Upload.objects.count() == 1
 
 
+class Worker:
+    """One worker process (``WORKER``, and ``extra`` code run before it) whose log lines the test can wait for."""
+
+    def __init__(self, slots: int, extra: str = "", **env: str) -> None:
+        environment = {**os.environ, "DATABASE_URL": suite_database_url(), **env}
+        script = WORKER.format(slots=slots).replace("worker.run(", extra + "worker.run(")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", script], env=environment, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[str] = []
+        self.logged = threading.Condition()
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            with self.logged:
+                self.lines.append(line)
+                self.logged.notify_all()
+
+    def said(self, text: str, seconds: float = 10) -> bool:
+        """Whether the worker logs ``text`` within ``seconds``."""
+        with self.logged:
+            return self.logged.wait_for(lambda: any(text in line for line in self.lines), timeout=seconds)
+
+
+@pytest.fixture
+def worker_process() -> Iterator[Callable[..., Worker]]:
+    started: list[Worker] = []
+
+    def start(slots: int, extra: str = "", **env: str) -> Worker:
+        started.append(Worker(slots, extra, **env))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        stop(worker.process)
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_with_slots_stops_once_its_running_jobs_are_done(kinds, two_researchers):
+def test_a_worker_with_slots_stops_once_its_running_jobs_are_done(kinds, worker_process, hangs, two_researchers):
     """SIGTERM to a worker of two slots: the job running goes on to its end (not cut off), then the worker exits."""
     hers, _ = two_researchers
-    hangs = Hangs()
     job = jobs.start(hers, "hang", params={"port": hangs.port})
-    environment = {**os.environ, "DATABASE_URL": suite_database_url()}
-    process = subprocess.Popen(
-        [sys.executable, "-c", WORKER.format(slots=2)], env=environment, stderr=subprocess.PIPE, text=True
-    )
-    told = threading.Event()  # the worker logged "Received Terminated - stopping once the running tasks are done"
+    worker = worker_process(2)
+    assert hangs.began(1) == job.pk
+    worker.process.terminate()
+    assert worker.said("Received"), "the worker never said it was told to stop"
+    assert worker.process.poll() is None  # still running its job
+    hangs.let_go(job.pk)
+    assert worker.process.wait(10) == 0 and status(job) == "done"
 
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            if "Received" in line:
-                told.set()
 
-    threading.Thread(target=read, daemon=True).start()
+# In the worker process: right after a claim commits (before its task begins), tell the test's socket the job's id
+# and wait for its byte -- Django's own on_commit hook on django-tasks' claim, so the test signals inside that gap.
+PAUSE_AFTER_CLAIM = (
+    "import os, socket\n"
+    "from django.db import transaction\n"
+    "from django.db.models.signals import post_save\n"
+    "from django_tasks_db.models import DBTaskResult\n"
+    "def pause(instance):\n"
+    "    with socket.create_connection(('127.0.0.1', int(os.environ['PAUSE_PORT']))) as connection:\n"
+    "        connection.sendall(f\"{instance.args_kwargs['args'][0]}\\n\".encode())\n"
+    "        connection.recv(1)\n"
+    "def claimed(sender, instance, update_fields=None, **kwargs):\n"
+    "    if update_fields and 'worker_ids' in update_fields:\n"
+    "        transaction.on_commit(lambda: pause(instance))\n"
+    "post_save.connect(claimed, sender=DBTaskResult, weak=False)\n"
+)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("slots", [1, 2])
+def test_sigterm_right_after_a_claim_lets_the_claimed_job_run_to_its_end(
+    kinds, worker_process, hangs, two_researchers, slots
+):
+    """The defect: with one slot, django-tasks' own signal handler ran, and it exits at once unless its task has
+    begun -- a SIGTERM after a claim committed but before its task began (the job's heartbeat write can wait 20 s
+    on SQLite's lock) exited 0 with the job "running" until the sweep failed it as vanished, its task row running
+    for good. Now the main thread takes the signals with one slot too: the claimed job runs to its end, then the
+    worker exits 0."""
+    from django_tasks_db.models import DBTaskResult
+
+    hers, _ = two_researchers
+    claims = Hangs()
     try:
-        assert hangs.began(1) == job.pk
-        process.terminate()
-        assert told.wait(30), "the worker never said it was told to stop"
-        assert process.poll() is None  # still running its job
+        job = jobs.start(hers, "hang", params={"port": hangs.port})
+        worker = worker_process(slots, PAUSE_AFTER_CLAIM, PAUSE_PORT=str(claims.port))
+        assert claims.began(1, seconds=10) == job.pk  # claimed, committed, its task not begun
+        worker.process.terminate()
+        assert worker.said("Received"), "the worker never said it was told to stop"
+        claims.let_go(job.pk)
+        assert hangs.began(1, seconds=10) == job.pk  # the claimed job began after the signal
+        assert worker.process.poll() is None
         hangs.let_go(job.pk)
-        assert process.wait(30) == 0 and status(job) == "done"
+        assert worker.process.wait(10) == 0
+        assert status(job) == "done"
+        assert list(DBTaskResult.objects.values_list("status", flat=True)) == ["SUCCESSFUL"]
     finally:
-        process.kill()
-        hangs.server.close()
+        claims.close()
+
+
+REFUSE_RUNNING = {  # a database that refuses, with an error that is no outage, to mark any job running
+    "sqlite": [
+        "CREATE TRIGGER refuse_running BEFORE UPDATE OF status ON selection_job WHEN NEW.status = 'running' "
+        "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION refuse_running() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+        "CREATE TRIGGER refuse_running BEFORE UPDATE OF status ON selection_job FOR EACH ROW "
+        "WHEN (NEW.status = 'running') EXECUTE FUNCTION refuse_running()",
+    ],
+}
+ALLOW_RUNNING = {
+    "sqlite": ["DROP TRIGGER IF EXISTS refuse_running"],
+    "postgresql": [
+        "DROP TRIGGER IF EXISTS refuse_running ON selection_job",
+        "DROP FUNCTION IF EXISTS refuse_running()",
+    ],
+}
+
+
+def execute(statements: list[str]) -> None:
+    with connections["default"].cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_database_error_that_is_no_outage_does_not_end_a_slot(kinds, worker_process, two_researchers, slots):
+    """The defect: a slot waited out only OperationalError and InterfaceError; any other error in its claim (an
+    IntegrityError on SQLite, an InternalError on PostgreSQL: here a trigger refusing to mark a job running) ended
+    the slot's thread, and once every slot had ended the process exited 0, so nothing started it again. Now the
+    slot logs it, waits and claims again: once the database accepts the claim the job runs, in the same process."""
+    hers, _ = two_researchers
+    vendor = connections["default"].vendor
+    job = jobs.start(hers, "quick")
+    execute(REFUSE_RUNNING[vendor])
+    try:
+        worker = worker_process(slots)
+        for slot in range(slots):  # every slot met it and goes on
+            assert worker.said(f"database unavailable to worker slot {slot} (refused by the test"), slot
+    finally:
+        execute(ALLOW_RUNNING[vendor])
+    until(lambda: status(job) == "done", seconds=10)
+    assert worker.process.poll() is None  # still serving
+    worker.process.terminate()
+    assert worker.process.wait(10) == 0

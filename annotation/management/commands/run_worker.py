@@ -30,8 +30,8 @@ class Command(BaseCommand):
             "--slots",
             type=int,
             help="Tasks run at once, each in a thread of its own (default: SEPLAB_WORKER_SLOTS, 1; 1 with "
-            "--max-tasks). One more than SEPLAB_JOBS_PER_RESEARCHER (3) keeps one researcher's long or hung jobs "
-            "from holding every slot.",
+            "--max-tasks). One more than the researcher's share SEPLAB_JOBS_PER_RESEARCHER (2 by default, so 3 "
+            "slots) keeps one researcher's long or hung jobs from holding every slot.",
         )
         parser.add_argument(
             "--beat-seconds",
@@ -49,10 +49,12 @@ class Command(BaseCommand):
             )
         if options["interval"] <= 0 or options["beat_seconds"] <= 0:
             raise CommandError("--interval and --beat-seconds must be above 0")
-        slots = options["slots"] or (1 if options["max_tasks"] else settings.SEPLAB_WORKER_SLOTS)
+        slots = options["slots"]
+        if slots is None:
+            slots = 1 if options["max_tasks"] is not None else settings.SEPLAB_WORKER_SLOTS
         if slots < 1:
             raise CommandError("--slots must be 1 or more")
-        if slots > 1 and options["max_tasks"]:
+        if slots > 1 and options["max_tasks"] is not None:
             raise CommandError("--max-tasks counts one slot's tasks: run it with --slots 1")
         worker.run(
             options["queues"] or list(backend.get("QUEUES", ["default"])),
