@@ -260,12 +260,16 @@ def key_help(study) -> list[tuple[tuple[str, ...], str]]:
     """(keys, what they do) for the instructions: the main question's (``Mode.key_help``), then each further
     preference question's letters with its question, before Enter."""
     main = elicitation.mode_of(study).key_help(study)
+    # each option's letter with the option and its question ("a Output 1 in “Which output is clearer?”"): the same
+    # option labels recur in every question, so a letter without its question would not say what it answers
     further_keys = [
-        (tuple(o.key_label for fs in f["fieldsets"] for o in fs.options if o.key_label), f["question"].text)
+        ((o.key_label,), _("%(option)s in “%(question)s”") % {"option": o.label, "question": f["question"].text})
         for f in form(study)
-        if f["fieldsets"]
+        for fs in f["fieldsets"]
+        for o in fs.options
+        if o.key_label
     ]
-    return [*main[:-1], *((keys, text) for keys, text in further_keys if keys), main[-1]]
+    return [*main[:-1], *further_keys, main[-1]]
 
 
 def page(study, given=None) -> dict[str, Any]:

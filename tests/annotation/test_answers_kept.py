@@ -252,8 +252,13 @@ def test_the_welcome_page_and_the_crowd_preview_list_every_questions_keys(client
         client.get(link.path(), {"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "H1"}).content.decode(),
     ):
         keys = page.split('<p class="muted keys">')[1].split("</p>")[0]
-        assert "<kbd>a</kbd> / <kbd>b</kbd> / <kbd>c</kbd> Which output is clearer?," in keys
-        assert "<kbd>h</kbd> How much better is one than the other?, <kbd>Enter</kbd> submit." in keys
+        # each letter with its option and its question, as the main question's digits come with their option
+        assert "<kbd>a</kbd> Output 1 in “Which output is clearer?”, <kbd>b</kbd> Output 2 in" in keys
+        assert "<kbd>c</kbd> No preference in “Which output is clearer?”," in keys
+        assert (
+            "<kbd>h</kbd> Output 2 is much better in “How much better is one than the other?”, <kbd>Enter</kbd> submit."
+            in keys
+        )
         assert keys.index("<kbd>1</kbd>") < keys.index("<kbd>a</kbd>")
 
 
