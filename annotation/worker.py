@@ -148,7 +148,7 @@ def do_claim_fairly(tasks: QuerySet[DBTaskResult], worker_id: str) -> DBTaskResu
     for index, (task_id, _, _) in enumerate(ready):
         job = job_of.get(task_id)
         owner = owner_of.get(job) if job is not None else None
-        running, last = served.get(owner, (0, None))
+        running, last = served[owner] if owner is not None else (0, None)
         if running >= share:
             continue  # the researcher's share is running: their other jobs wait
         candidates.append(((running, last is not None, last or NEVER, index), task_id))

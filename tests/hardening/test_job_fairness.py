@@ -9,6 +9,7 @@ SQLite and on PostgreSQL (.ci/run), and so do these."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import socket
 import subprocess
@@ -481,3 +482,98 @@ def test_a_database_error_that_is_no_outage_does_not_end_a_slot(kinds, worker_pr
     assert worker.process.poll() is None  # still serving
     worker.process.terminate()
     assert worker.process.wait(10) == 0
+
+
+# In the worker process: slot 0's loop ends as no error does (SystemExit, which a thread swallows without a word).
+SLOT_0_ENDS = (
+    "import threading\n"
+    "serve = worker.SupervisedWorker.run\n"
+    "def run(self):\n"
+    "    if threading.current_thread().name.startswith('slot-0-'):\n"
+    "        raise SystemExit\n"
+    "    serve(self)\n"
+    "worker.SupervisedWorker.run = run\n"
+)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slot_that_ends_unasked_ends_the_worker_with_exit_1(worker_process):
+    """The defect: a slot's thread that ended left the worker running with fewer slots, and when every slot had
+    ended the process exited 0 -- `make run`'s loop (`run_worker && break`) and Restart=on-failure took that as a
+    clean stop. Now the worker stops its other slots and exits 1, saying which slot ended."""
+    worker = worker_process(2, SLOT_0_ENDS)
+    assert worker.process.wait(10) == 1
+    assert worker.said("worker slot 0 ended without being told to")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stalled_claim_on_postgresql_holds_up_no_other_worker(kinds, two_researchers):
+    """The defect: claims waited on PostgreSQL's advisory lock without a limit, so one stalled claim transaction
+    stopped every worker while each still said it was alive. Now a claim that finds the lock taken gives up at once
+    (the worker polls again), and a claim transaction idle for 30 s is ended by the server."""
+    from django.db import transaction
+    from django_tasks_db.models import DBTaskResult
+    from django_tasks_db.utils import exclusive_transaction
+
+    from annotation import worker
+
+    if connections["default"].vendor != "postgresql":
+        pytest.skip("PostgreSQL's advisory lock; SQLite takes claims in its exclusive transaction")
+    hers, _ = two_researchers
+    job = jobs.start(hers, "quick")
+    held, release = threading.Event(), threading.Event()
+
+    def stalled_claim() -> None:
+        try:
+            with transaction.atomic(), connections["default"].cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [worker.CLAIM_LOCK])
+                held.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=stalled_claim)
+    thread.start()
+    try:
+        assert held.wait(10)
+        began = time.monotonic()
+        with exclusive_transaction():
+            assert worker.do_claim_fairly(DBTaskResult.objects.ready(), "w") is None
+            with connections["default"].cursor() as cursor:
+                cursor.execute("SHOW idle_in_transaction_session_timeout")
+                assert cursor.fetchone()[0] == "30s"
+        assert time.monotonic() - began < 1  # did not wait for the stalled claim
+    finally:
+        release.set()
+        thread.join()
+    with exclusive_transaction():
+        claimed = worker.do_claim_fairly(DBTaskResult.objects.ready(), "w")
+    assert claimed is not None and status(job) == "running"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refusal"), [(["--slots", "0"], "--slots"), (["--max-tasks", "0"], "--max-tasks")]
+)
+def test_run_worker_refuses_zero_slots_or_tasks_instead_of_taking_the_default(arguments, refusal):
+    """``--slots 0`` was taken as the default (a worker started with SEPLAB_WORKER_SLOTS); now it is refused."""
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=f"^{refusal} must be 1 or more$"):
+        call_command("run_worker", *arguments)
+
+
+@pytest.mark.django_db
+def test_a_claim_counts_running_jobs_and_last_ends_per_researcher(two_researchers, researcher):
+    """What a claim weighs (read through the status and (study, finished) indexes, not over every job a researcher
+    ever had): the jobs running on a worker (a foreground run takes none) and the latest end over all studies."""
+    from annotation import worker
+
+    hers, his = two_researchers
+    other = creation.do_create_study(researcher, "hers too", study_jsonl(4), "s.jsonl")
+    early, late = dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
+    Job.objects.create(study=hers, kind="report", status=Job.Status.DONE, finished=late)
+    Job.objects.create(study=other, kind="report", status=Job.Status.FAILED, finished=early)
+    Job.objects.create(study=other, kind="report", status=Job.Status.RUNNING)
+    Job.objects.create(study=hers, kind="generate", status=Job.Status.RUNNING, params={"foreground": True})
+    Job.objects.create(study=his, kind="report", status=Job.Status.QUEUED)
+    assert worker._served({hers.owner_id, his.owner_id}) == {hers.owner_id: (1, late), his.owner_id: (0, None)}

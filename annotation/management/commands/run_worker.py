@@ -49,6 +49,8 @@ class Command(BaseCommand):
             )
         if options["interval"] <= 0 or options["beat_seconds"] <= 0:
             raise CommandError("--interval and --beat-seconds must be above 0")
+        if options["max_tasks"] is not None and options["max_tasks"] < 1:
+            raise CommandError("--max-tasks must be 1 or more")
         slots = options["slots"]
         if slots is None:
             slots = 1 if options["max_tasks"] is not None else settings.SEPLAB_WORKER_SLOTS
