@@ -214,8 +214,8 @@ def test_the_study_page_shows_progress_per_pair_and_rater(researcher_client, stu
         allocation.do_start_assignment(enrolment.do_create_rater_link(study, name))
     # + embedding coverage (2), the latest embed, plan and judgments-import jobs (3), the times on long outputs (1),
     # the assignment size (4), the raters table's counts (4: assignments open and done, judgments, skips, each one
-    # aggregate of its table by rater, whatever the number of raters)
-    with django_assert_num_queries(26):
+    # aggregate of its table by rater, whatever the number of raters), the stopped judgments imports waiting (1)
+    with django_assert_num_queries(27):
         response = researcher_client.get(study.get_absolute_url())
     content = response.content.decode()
     assert "sys-a vs sys-b" in content and "5 / 60" in content
