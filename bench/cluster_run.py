@@ -23,9 +23,10 @@ from bench.load_clients import ClientResult, run_chunk
 from bench.load_raters import server_times
 
 
-def build(cluster: Cluster, raters: int, items: int, job_items: int) -> dict:
-    """A study for the raters (one personal link each), a small study whose separability jobs the workers run, and a
-    crowd link with a launch limit of its own."""
+def build(cluster: Cluster, raters: int, items: int, job_items: int, jobs: int) -> dict:
+    """A study for the raters (one personal link each), ``jobs`` small studies whose separability jobs the workers run
+    (one each: a study computes one job of a metric at a time, a second start returns the first), and a crowd link
+    with a launch limit of its own."""
     cluster.django()
     from django.contrib.auth import get_user_model
 
@@ -57,17 +58,19 @@ def build(cluster: Cluster, raters: int, items: int, job_items: int) -> dict:
         )
         for i in range(job_items)
     ]
-    jobs_study = creation.do_create_study(owner, "jobs", ("\n".join(lines) + "\n").encode(), "jobs.jsonl")
+    job_studies = [
+        creation.do_create_study(owner, f"jobs-{k}", ("\n".join(lines) + "\n").encode(), "jobs.jsonl").pk
+        for k in range(jobs)
+    ]
     link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
-    return {"study": study.pk, "paths": paths, "jobs_study": jobs_study.pk, "link": link.path()}
+    return {"study": study.pk, "paths": paths, "job_studies": job_studies, "link": link.path()}
 
 
-def queue_jobs(study_id: int, n: int) -> list[int]:
+def queue_jobs(study_ids: list[int]) -> list[int]:
     from annotation.models import Study
     from selection.jobs import do_start_separability_job
 
-    study = Study.objects.get(pk=study_id)
-    return [do_start_separability_job(study, "rouge1").pk for _ in range(n)]
+    return [do_start_separability_job(study, "rouge1").pk for study in Study.objects.filter(pk__in=study_ids)]
 
 
 def settle_jobs(cluster: Cluster, job_ids: list[int], seconds: float) -> dict:
@@ -246,7 +249,9 @@ def run(args: argparse.Namespace) -> int:
         ).start()
         try:
             per_rater = int(args.seconds / max(think[0], 0.05)) // 3 + 2  # items one rater can reach (3 pairs each)
-            built = build(cluster, args.raters, items=args.items or args.raters * per_rater, job_items=300)
+            built = build(
+                cluster, args.raters, items=args.items or args.raters * per_rater, job_items=300, jobs=args.jobs
+            )
             jobs: list[int] = []
             killed: list[int] = []
             third = args.seconds / 3
@@ -263,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
 
             # (second, name, what is done then: its result, when not None, is logged)
             events: list[tuple[float, str, Callable[[], object]]] = [
-                (third - 2, f"queue {args.jobs} jobs", lambda: jobs.extend(queue_jobs(built["jobs_study"], args.jobs)))
+                (third - 2, f"queue {args.jobs} jobs", lambda: jobs.extend(queue_jobs(built["job_studies"])))
             ]
             if args.kill:
                 events += [
