@@ -33,6 +33,7 @@ from annotation.models import Job
 from annotation.studies import creation
 from selection import jobs as selection_jobs
 from tests.conftest import study_jsonl
+from tests.other_database import run_on
 
 
 def hang(job, progress):
@@ -506,49 +507,69 @@ def test_a_slot_that_ends_unasked_ends_the_worker_with_exit_1(worker_process):
     assert worker.said("worker slot 0 ended without being told to")
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_stalled_claim_on_postgresql_holds_up_no_other_worker(kinds, two_researchers):
+STALLED_CLAIM = """
+import threading, time
+from django.contrib.auth import get_user_model
+from django.db import connections, transaction
+from django_tasks_db.models import DBTaskResult
+from django_tasks_db.utils import exclusive_transaction
+from annotation import jobs, worker
+from annotation.models import Job
+from annotation.studies import creation
+from tests.conftest import study_jsonl
+
+jobs.register("quick", "tests.hardening.test_job_fairness.quick")
+study = creation.do_create_study(get_user_model().objects.create_user("her"), "hers", study_jsonl(4), "s.jsonl")
+job = jobs.start(study, "quick")
+held, release = threading.Event(), threading.Event()
+
+def stalled_claim():
+    try:
+        with transaction.atomic(), connections["default"].cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [worker.CLAIM_LOCK])
+            held.set()
+            release.wait(10)
+    finally:
+        connections.close_all()
+
+thread = threading.Thread(target=stalled_claim)
+thread.start()
+try:
+    assert held.wait(10)
+    began = time.monotonic()
+    with exclusive_transaction():
+        while_held = worker.do_claim_fairly(DBTaskResult.objects.ready(), "w")
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SHOW idle_in_transaction_session_timeout")
+            idle_limit = cursor.fetchone()[0]
+    waited = time.monotonic() - began
+finally:
+    release.set()
+    thread.join()
+with exclusive_transaction():
+    claimed = worker.do_claim_fairly(DBTaskResult.objects.ready(), "w")
+result = {
+    "while_held": while_held is not None,
+    "idle_limit": idle_limit,
+    "waited": waited,
+    "claimed_after": claimed is not None,
+    "status": Job.objects.get(pk=job.pk).status,
+}
+"""
+
+
+@pytest.mark.own_database
+def test_a_stalled_claim_on_postgresql_holds_up_no_other_worker(tmp_path):
     """The defect: claims waited on PostgreSQL's advisory lock without a limit, so one stalled claim transaction
     stopped every worker while each still said it was alive. Now a claim that finds the lock taken gives up at once
-    (the worker polls again), and a claim transaction idle for 30 s is ended by the server."""
-    from django.db import transaction
-    from django_tasks_db.models import DBTaskResult
-    from django_tasks_db.utils import exclusive_transaction
-
-    from annotation import worker
-
-    if connections["default"].vendor != "postgresql":
-        pytest.skip("PostgreSQL's advisory lock; SQLite takes claims in its exclusive transaction")
-    hers, _ = two_researchers
-    job = jobs.start(hers, "quick")
-    held, release = threading.Event(), threading.Event()
-
-    def stalled_claim() -> None:
-        try:
-            with transaction.atomic(), connections["default"].cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [worker.CLAIM_LOCK])
-                held.set()
-                release.wait(10)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=stalled_claim)
-    thread.start()
-    try:
-        assert held.wait(10)
-        began = time.monotonic()
-        with exclusive_transaction():
-            assert worker.do_claim_fairly(DBTaskResult.objects.ready(), "w") is None
-            with connections["default"].cursor() as cursor:
-                cursor.execute("SHOW idle_in_transaction_session_timeout")
-                assert cursor.fetchone()[0] == "30s"
-        assert time.monotonic() - began < 1  # did not wait for the stalled claim
-    finally:
-        release.set()
-        thread.join()
-    with exclusive_transaction():
-        claimed = worker.do_claim_fairly(DBTaskResult.objects.ready(), "w")
-    assert claimed is not None and status(job) == "running"
+    (the worker polls again), and a claim transaction idle for 30 s is ended by the server. Run on a PostgreSQL
+    database of its own whichever database the suite runs on (SQLite has no advisory lock: its claims take the
+    exclusive write lock)."""
+    seen = run_on("postgresql", STALLED_CLAIM, tmp_path)
+    assert seen["while_held"] is False  # gave up instead of claiming or waiting
+    assert seen["waited"] < 1  # did not wait for the stalled claim
+    assert seen["idle_limit"] == "30s"
+    assert seen["claimed_after"] is True and seen["status"] == "running"
 
 
 @pytest.mark.parametrize(
