@@ -318,7 +318,20 @@ def main() -> None:
             f"bare Django view, same clients and gunicorn settings: {bare_rate:.1f} requests/s; SepLab / bare: "
             f"judgments {judgments / window / bare_rate:.3f}, requests {requests / window / bare_rate:.3f}"
         )
-        floor = f" bare_rps={bare_rate:.1f} judgments_per_bare_request={judgments / window / bare_rate:.3f}"
+        write_rate = measure_bare(env, args, workdir / "floor-access.log", app="bench.floor_django:application")
+        # A crowd link's HIT of P pairs takes P + 2 requests (the arrival, its page, P submits); a personal link's
+        # pair one. Were each request only one read and one write, judgments/s could reach this share of the bare view.
+        per_judgment = (5 + 2) / 5 if args.crowd_link else 1.0
+        ceiling = write_rate / per_judgment / bare_rate
+        print(
+            f"one read + one write a request (bench/floor_django.py): {write_rate:.1f} requests/s, "
+            f"{write_rate / bare_rate:.3f} of the bare view; {per_judgment:.1f} requests a judgment on this path, "
+            f"so no design storing checked judgments passes {ceiling:.3f} of the bare view here"
+        )
+        floor = (
+            f" bare_rps={bare_rate:.1f} judgments_per_bare_request={judgments / window / bare_rate:.3f}"
+            f" write_floor_rps={write_rate:.1f} ceiling_per_bare_request={ceiling:.3f}"
+        )
     print(
         f"raters={args.raters} requests={requests} judgments_per_s={judgments / window:.1f} "
         f"p95_next_ms={percentile(next_ms, 95):.1f} p95_submit_ms={percentile(submit_ms, 95):.1f} "
@@ -326,15 +339,15 @@ def main() -> None:
     )
 
 
-def measure_bare(env: dict, args: argparse.Namespace, access_log: Path) -> float:
-    """Requests per second of the bare Django view (bench/bare_django.py) under the same gunicorn settings
-    (access log included), driven by the same clients at the same pace, over the same warm-up and measured
-    seconds."""
+def measure_bare(
+    env: dict, args: argparse.Namespace, access_log: Path, app: str = "bench.bare_django:application"
+) -> float:
+    """Requests per second of the bare Django view (bench/bare_django.py; or ``app``, e.g. the write floor
+    bench/floor_django.py) under the same gunicorn settings (access log included), driven by the same clients at the
+    same pace, over the same warm-up and measured seconds."""
     bare_env = {k: v for k, v in env.items() if k != "DJANGO_SETTINGS_MODULE"}
     port = free_port()
-    server = start_server(
-        bare_env, port, args.workers, args.threads, access_log, args.worker_class, app="bench.bare_django:application"
-    )
+    server = start_server(bare_env, port, args.workers, args.threads, access_log, args.worker_class, app=app)
     try:
         started_at = time.time()
         result = run_clients(
