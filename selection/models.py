@@ -7,7 +7,14 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from annotation.models import Comparison, Item, Study
+from selection.core import multiplicity
 from selection.core.separability import DEFAULT_METRIC
+
+ERROR_CONTROL_LABELS = {  # multiplicity.CONTROLS, as people read them
+    "auto": "Study-wide when there are more than two systems",
+    "per_pair": "Each system pair on its own",
+    "study_wide": "Study-wide: across all system pairs together",
+}
 
 
 class SelectionSettings(models.Model):
@@ -55,6 +62,15 @@ class SelectionSettings(models.Model):
         validators=[MinValueValidator(0.001), MaxValueValidator(0.5)],
         help_text="A system pair's decision may be wrong with at most this chance, however often anyone looks "
         "(selection/core/decisions.py).",
+    )
+    error_control = models.CharField(
+        max_length=12,
+        choices=[(control, ERROR_CONTROL_LABELS[control]) for control in multiplicity.CONTROLS],
+        default="auto",
+        db_default="auto",
+        help_text="Whose error the decision rate bounds: each pair's, or the study's (the chance that any pair is "
+        "called wrongly, each pair deciding at the rate divided by the number of pairs; "
+        "selection/core/multiplicity.py). Automatic: study-wide above two systems.",
     )
     decision_margin = models.FloatField(
         default=0.05,

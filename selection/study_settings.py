@@ -72,12 +72,24 @@ SETTINGS = [
         "decision_alpha",
         "Decision error rate (α)",
         "A system pair is called decided only when the chance of "
-        "a wrong call is at most this, however often the study page is looked at (per pair: with many pairs, "
-        "some of them may be called wrongly).",
+        "a wrong call is at most this, however often the study page is looked at (for each pair, or for the "
+        "whole study: see the next setting).",
         "selection",
         order=60,
         freezes=PLAN,
         limits=Range(0.001, 0.5),
+    ),
+    Setting(
+        "error_control",
+        "Error rate holds for",
+        "Each pair: every system pair alone is called wrongly with at most the error rate, so with ten pairs "
+        "one wrong call somewhere in the study is likely (about one in five at 0.05). The whole study: the chance "
+        "of any wrong call among all the pairs is at most the error rate, each pair deciding at the rate divided "
+        "by the number of pairs, which needs more judgments a pair. Automatic: the whole study when it compares "
+        "more than two systems (with two there is one pair and both are the same).",
+        "selection",
+        order=60,
+        freezes=PLAN,
     ),
     Setting(
         "decision_margin",

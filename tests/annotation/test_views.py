@@ -160,6 +160,7 @@ def settings_form(**overrides) -> dict:
         "screen_min_gold": 3,
         "screen_accuracy": 0.6,
         "decision_alpha": 0.05,
+        "error_control": "auto",
         "decision_margin": 0.05,
         "decision_goal": "pairs",
     }
@@ -473,6 +474,7 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
             "risk",
             "min_n",
             "decision_alpha",
+            "error_control",
             "decision_margin",
             "stop_when_decided",
             "decision_goal",
