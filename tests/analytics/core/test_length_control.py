@@ -12,7 +12,7 @@ from scipy.special import expit, logit
 from scipy.stats import t
 from sklearn.linear_model import LogisticRegression
 
-from analytics.core.length_control import MIN_ITEMS, NoEstimate, length_controlled_win_rate
+from analytics.core.length_control import MIN_ITEMS, NoEstimate, cr2_variance, length_controlled_win_rate
 from annotation.text import newlines
 from bench.prd_data import MODELS, PRD, read
 
@@ -23,7 +23,8 @@ def test_without_length_differences_it_is_the_plain_win_rate():
     fit = length_controlled_win_rate(score, lengths, lengths)
     assert fit.estimate == pytest.approx(score.mean()) and fit.win_rate == pytest.approx(score.mean())
     assert fit.length_coefficient == 0.0
-    # the interval: Wald on the log-odds, its variance p(1-p) / n over p(1-p) squared (independent judgments)
+    # the interval: Wald on the log-odds, its variance p(1-p) / n over p(1-p) squared (independent judgments), with
+    # CR2's factor n / (n - 1) (each judgment's leverage is 1 / n) and Satterthwaite's df n - 1
     p, n = score.mean(), len(score)
     se = np.sqrt(((score - p) ** 2).sum() * n / (n - 1)) / (n * p * (1 - p))
     assert fit.low == pytest.approx(expit(logit(p) - t.ppf(0.975, n - 1) * se), rel=1e-6)
@@ -83,23 +84,60 @@ def estimate(questions, chosen):
     return length_controlled_win_rate(score, length_a, length_b, cluster)
 
 
-@pytest.mark.parametrize("items", [MIN_ITEMS, 60])
-def test_the_interval_covers_on_prds_real_votes_and_lengths(items):
+def test_the_cr2_variance_and_its_degrees_of_freedom_are_their_definitions():
+    """CR2 and Satterthwaite's degrees of freedom from the full matrices (Pustejovsky & Tipton 2018, Eq. 5 and
+    §3.1): A_g = (I - H_gg)^-1/2, V = c'M (sum X_g'A_g e_g e_g'A_g X_g) M c, and df = (sum l)^2 / sum l^2 over the
+    eigenvalues l of G'G, G's columns (I - H)_g' A_g X_g M c; and the two cases with a known answer."""
+    from scipy.linalg import sqrtm
+
+    rng = np.random.default_rng(7)
+    n = 50
+    x = np.column_stack([np.ones(n), rng.normal(size=n)]) * rng.uniform(0.3, 0.5, n)[:, None]
+    groups = np.unique(rng.integers(0, 15, n), return_inverse=True)[1]
+    residual, bread, c = rng.normal(size=n), np.linalg.inv(x.T @ x), np.array([1.0, 0.0])
+    variance, df = cr2_variance(x, residual, groups, bread, c)
+    hat, meat, columns = x @ bread @ x.T, np.zeros((2, 2)), []
+    for g in range(groups.max() + 1):
+        s = groups == g
+        adjust = np.linalg.inv(sqrtm(np.eye(s.sum()) - hat[np.ix_(s, s)]).real)
+        u = x[s].T @ adjust @ residual[s]
+        meat += np.outer(u, u)
+        columns.append((np.eye(n) - hat)[:, s] @ adjust @ x[s] @ bread @ c)
+    eigen = np.linalg.eigvalsh(np.column_stack(columns).T @ np.column_stack(columns))
+    assert variance == pytest.approx(c @ bread @ meat @ bread @ c, rel=1e-10)
+    assert df == pytest.approx(eigen.sum() ** 2 / (eigen**2).sum(), rel=1e-10)
+    # a mean over G equal clusters: CR2 is the cluster means' variance over G (the usual t-test's), on G - 1 df
+    g, size = 12, 3
+    ones = np.ones((g * size, 1))
+    e = rng.normal(size=g * size)
+    variance, df = cr2_variance(ones, e - e.mean(), np.repeat(np.arange(g), size), np.array([[1 / (g * size)]]), [1.0])
+    means = e.reshape(g, size).mean(axis=1)
+    assert variance == pytest.approx(means.var(ddof=1) / g) and df == pytest.approx(g - 1)
+
+
+@pytest.mark.parametrize(("items", "rounds"), [(MIN_ITEMS, 300), (60, 100)])
+def test_the_interval_covers_on_prds_real_votes_and_lengths(items, rounds):
     """Each pair's ~80 questions (their real votes and real answer lengths) stand for the population; a study is
     ``items`` questions drawn with replacement (the fewest the report estimates from, and a larger study), all
     their votes kept (about 3 per question, the clusters), and the target is the estimate on all the questions
-    (the model's value in that population)."""
+    (the model's value in that population). Every pair, not only the pool, must cover: the plain clustered sandwich
+    covered 0.93 pooled at 20 items but 0.83 on the hardest pair; CR2 with Satterthwaite's df 0.94 or more on each
+    (0.975 pooled: conservative where a pair's df are few)."""
     rng = np.random.default_rng(items)
-    covered, total = 0, 0
+    rates, totals = [], []
     for questions in prd_pairs():
         target = estimate(questions, range(len(questions))).estimate
-        for _ in range(300):
+        covered, total = 0, 0
+        for _ in range(rounds):
             try:
                 fit = estimate(questions, rng.integers(0, len(questions), items))
             except NoEstimate:
                 continue  # the page shows no interval then
             covered += fit.low <= target <= fit.high
             total += 1
-    assert total >= 0.97 * 10 * 300  # a draw where one side won nearly everything gets no estimate
-    # the floor the coverage suite holds the product's other intervals to at these sizes (0.931 and 0.938 measured)
-    assert 0.925 <= covered / total <= 0.975, covered / total
+        rates.append(covered / total)
+        totals.append(total)
+    assert sum(totals) >= 0.97 * len(totals) * rounds  # a draw where one side won nearly everything: no estimate
+    se = np.sqrt(0.95 * 0.05 / rounds)  # one pair's binomial standard error at the nominal level
+    assert min(rates) >= 0.95 - 2 * se if rounds < 300 else min(rates) >= 0.92, rates
+    assert 0.94 <= np.mean(rates) <= 0.99, rates
