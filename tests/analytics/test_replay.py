@@ -49,27 +49,55 @@ def replay_json(*args) -> list[dict]:
     return json.loads(out.getvalue())
 
 
+CONTRACT = {"pair", "seed", "decision", "judgments_used", "judgments_fixed"}  # what independent checks read
+
+
 def test_each_seed_replays_the_items_in_its_own_order_and_stops_at_the_decision(won):
-    records = replay_json("--seeds", "3", "--seed", "7")
+    records = replay_json("--seeds", "3", "--seed", "7", "--first-raters", "all")
     assert [r["seed"] for r in records] == [7, 8, 9]
     scores = np.array([1.0 if n % 2 == 0 else 0.75 for n in range(60)])  # item-n's mean of its two raters
     for r in records:
-        assert set(r) == {
-            "pair",
-            "system_a",
-            "system_b",
-            "seed",
-            "decision",
-            "items_used",
-            "judgments_used",
-            "judgments_fixed",
-        }
+        assert set(r) == CONTRACT | {"system_a", "system_b", "items_used", "design", "alpha"}
         assert (r["pair"], r["system_a"], r["decision"], r["judgments_fixed"]) == ("sys-a vs sys-b", "sys-a", "a", 120)
         assert r["judgments_used"] == 2 * r["items_used"] < 120
+        assert (r["design"], r["alpha"]) == ("continuous, whole items", 0.05)  # two systems: alpha is the pair's
     # the first record's items_used is the first n at which the sequence over those scores, in that seed's order,
     # clears a half
     expected = decisions.replay(scores, np.full(60, 2), np.random.default_rng([7, zlib.crc32(b"sys-a\x00sys-b")]))
     assert records[0]["items_used"] == expected.items_used
+
+
+def test_the_default_design_buys_one_rater_per_item_first(won):
+    """Items first by default: one rater per item at alpha / 2 (decisions.replay_one_rater_first), in the seed's
+    order; the record says which design ran."""
+    raters = [[1.0, 0.5 if n % 2 else 1.0] for n in range(60)]
+    for r in replay_json("--seeds", "2"):
+        assert CONTRACT <= set(r) and r["design"] == "continuous, one rater per item first"
+        expected = decisions.replay_one_rater_first(
+            raters, np.random.default_rng([r["seed"], zlib.crc32(b"sys-a\x00sys-b")]), costs=[[1, 1]] * 60
+        )
+        assert (r["decision"], r["judgments_used"], r["judgments_fixed"]) == (
+            expected.decision,
+            expected.judgments_used,
+            120,
+        )
+
+
+def test_group_sequential_looks_and_the_judges_replay_with_their_fields(won):
+    """--looks 5: the decision at the first of five looks (12, 24, ... items) that settles; --judges: the judges'
+    verdicts known on every item, counted in judge_verdicts_used, people bought on a share of the items."""
+    from tests.conftest import import_judge_verdicts
+
+    for r in replay_json("--seeds", "2", "--looks", "5", "--first-raters", "all"):
+        assert r["design"] == "group-sequential (5 looks), whole items"
+        assert r["decision"] == "a" and r["items_used"] in (12, 24, 36, 48, 60)
+        assert r["judgments_used"] == 2 * r["items_used"] and "judge_verdicts_used" not in r
+    with pytest.raises(CommandError, match="have not judged"):
+        replay_json("--judges")
+    import_judge_verdicts(won)
+    for r in replay_json("--seeds", "2", "--judges"):
+        assert CONTRACT | {"judge_verdicts_used"} <= set(r) and "judges inside" in r["design"]
+        assert r["judge_verdicts_used"] > 0 and r["judgments_used"] < r["judgments_fixed"]
 
 
 def test_the_null_replay_mirrors_items_and_the_text_output_sums_up(won):
@@ -83,6 +111,8 @@ def test_the_null_replay_mirrors_items_and_the_text_output_sums_up(won):
 def test_replay_options_are_checked(won):
     with pytest.raises(CommandError, match="go with --replay"):
         call_command("simulate", "--study", "won", "--null")
+    with pytest.raises(CommandError, match="go with --replay"):
+        call_command("simulate", "--study", "won", "--looks", "5")
     with pytest.raises(CommandError, match="--oracle is required"):
         call_command("simulate", "--study", "won")
     with pytest.raises(CommandError, match="--margin"):
@@ -127,8 +157,10 @@ def test_the_ranking_replay_buys_the_adjacent_orders_and_reports_what_they_imply
         stdout=out,
     )
     records = json.loads(out.getvalue())
-    lower, _ = decisions.betting_confidence_sequence([1.0] * 40)
+    # three systems: the study holds alpha over its three pairs (error control auto), each pair at alpha / 3
+    lower, _ = decisions.betting_confidence_sequence([1.0] * 40, 0.05 / 3)
     alone = int(np.argmax(lower > 0.5)) + 1
+    assert all(r["alpha"] == pytest.approx(0.05 / 3) for r in records)
     for r in records:
         assert set(r) >= {"pair", "seed", "decision", "judgments_used", "judgments_fixed", "implied"}
         if r["pair"] == "sys-a vs sys-c":

@@ -22,7 +22,7 @@ from annotation.exchange import judgment_files, rules
 from annotation.management.commands._common import get_study, read_file
 from annotation.rating import imports
 from selection import services
-from selection.core import decisions, winners
+from selection.core import decisions, designs, multiplicity, winners
 from selection.rating_sets import rating_sets
 from selection.strategies import (
     JUDGE_STRATEGIES,
@@ -57,7 +57,11 @@ class Command(BaseCommand):
         "--replay (no oracle) replays the study's own human judgments instead: per system pair and seed, its items "
         "in a random order with all their judgments, stopped at the first anytime-valid decision (a, b, "
         "equivalent; the report's rule), against the fixed design that buys every judgment; --null mirrors each "
-        "item at random so no system is better (every direction decided is a false one)."
+        "item at random so no system is better (every direction decided is a false one). The default design buys "
+        "one rater per item first (--first-raters all: whole items) and looks after every item (--looks K: "
+        "group-sequential, O'Brien-Fleming spending over K looks); --judges puts the study's LLM judge verdicts "
+        "inside the decision (prediction-powered, humans on --label-rate of the items). Each pair decides at the "
+        "alpha selection/core/multiplicity.py gives it (--error-control, default the study's)."
     )
 
     def add_arguments(self, parser):
@@ -103,8 +107,9 @@ class Command(BaseCommand):
             "--json",
             action="store_true",
             help="Print a JSON document (with --replay: a list of "
-            "records {pair, system_a, system_b, seed, decision, items_used, judgments_used, "
-            "judgments_fixed}; decision a is the pair's first system as the study lists the pair).",
+            "records {pair, system_a, system_b, seed, design, alpha, decision, items_used, judgments_used, "
+            "judgments_fixed} and, with --judges, judge_verdicts_used; decision a is the pair's first system as the "
+            "study lists the pair; alpha the pair's own).",
         )
         parser.add_argument(
             "--replay",
@@ -128,9 +133,35 @@ class Command(BaseCommand):
         parser.add_argument(
             "--first-raters",
             choices=["one", "all"],
-            help="With --replay and every pair as the goal: 'one' buys one rater per item while items "
-            "remain and the other raters only where the pair stays undecided (each step at half the "
-            "error rate); 'all' buys whole items. Default: the study's setting.",
+            help="With --replay and every pair as the goal: 'one' (the default) buys one rater per item while "
+            "items remain and the other raters only where the pair stays undecided (each step at half the "
+            "error rate); 'all' buys whole items.",
+        )
+        parser.add_argument(
+            "--looks",
+            type=int,
+            default=0,
+            help="With --replay: 0 (default) looks after every item (the anytime-valid betting sequence); K looks "
+            "group-sequentially at K equally spaced shares of the pair's items (Lan-DeMets O'Brien-Fleming "
+            "spending; selection/core/group_sequential.py).",
+        )
+        parser.add_argument(
+            "--judges",
+            action="store_true",
+            help="With --replay: the study's LLM judge verdicts known on every item from the start, inside a "
+            "prediction-powered decision (selection/core/designs.py); records gain judge_verdicts_used.",
+        )
+        parser.add_argument(
+            "--label-rate",
+            type=float,
+            default=0.5,
+            help="With --judges: the share of items whose human judgments are bought (default 0.5).",
+        )
+        parser.add_argument(
+            "--error-control",
+            choices=multiplicity.CONTROLS,
+            help="With --replay: each pair's error rate (per_pair) or the study's, split over its pairs "
+            "(study_wide); auto: study-wide above two systems. Default: the study's setting.",
         )
         parser.add_argument(
             "--goal",
@@ -146,8 +177,8 @@ class Command(BaseCommand):
         study = get_study(o["study"])
         if o["replay"]:
             return self._replay(study, o)
-        if o["null"] or o["alpha"] is not None or o["margin"] is not None:
-            raise CommandError("--null, --alpha and --margin go with --replay")
+        if o["null"] or o["alpha"] is not None or o["margin"] is not None or o["looks"] or o["judges"]:
+            raise CommandError("--null, --alpha, --margin, --looks and --judges go with --replay")
         if not o["oracle"]:
             raise CommandError("--oracle is required (or --replay to replay the study's own human judgments)")
         comparison = self._comparison(study, o["pair"])
@@ -241,35 +272,49 @@ class Command(BaseCommand):
                 )
 
     def _replay(self, study, o):
-        alpha = study.selection_settings.decision_alpha if o["alpha"] is None else o["alpha"]
-        margin = study.selection_settings.decision_margin if o["margin"] is None else o["margin"]
+        live = study.selection_settings
+        alpha = live.decision_alpha if o["alpha"] is None else o["alpha"]
+        margin = live.decision_margin if o["margin"] is None else o["margin"]
         if not 0 < alpha < 1 or not 0 <= margin < 0.5:
             raise CommandError("--alpha must be between 0 and 1 and --margin at least 0 and below 0.5")
         if o["seeds"] < 1:
             raise CommandError("--seeds must be at least 1")
-        comparisons = (
-            [self._comparison(study, o["pair"])]
-            if o["pair"]
-            else list(study.comparisons.select_related("system_a", "system_b"))
-        )
-        rows = admitted(load_rows(study), Population())  # the study's people, as the report counts them
-        # the defaults are what the study's live plan does (selection.models.SelectionSettings says it)
-        live = study.selection_settings
+        if o["looks"] < 0 or not 0 < o["label_rate"] <= 1:
+            raise CommandError("--looks must be at least 0 and --label-rate above 0 and at most 1")
+        every = list(study.comparisons.select_related("system_a", "system_b"))
+        comparisons = [self._comparison(study, o["pair"])] if o["pair"] else every
+        # each pair's alpha: per pair, or the study's split over its pairs (selection/core/multiplicity.py)
+        systems = len({c.system_a.name for c in every} | {c.system_b.name for c in every})
+        control = o["error_control"] or live.error_control
+        alpha = multiplicity.pair_alpha(alpha, systems, control)
+        everyone = load_rows(study)
+        rows = admitted(everyone, Population())  # the study's people, as the report counts them
         goal = o["goal"] or ("ranking" if live.ranks_only() else "pairs")
-        if goal == "ranking" and o["first_raters"] == "one":
-            raise CommandError("--first-raters one replays every pair on its own; the ranking replay buys whole items")
+        if goal == "ranking" and (o["first_raters"] == "one" or o["looks"] or o["judges"]):
+            raise CommandError(
+                "--first-raters one, --looks and --judges replay every pair on its own; the ranking replay buys "
+                "whole items after every one"
+            )
         if goal == "ranking":
+            design_name = "ranking: continuous, whole items"
             records = self._ranking_replay(comparisons, rows, o, alpha, margin)
         else:
-            one = o["first_raters"] == "one" if o["first_raters"] else live.one_first()
-            records = self._pairs_replay(comparisons, rows, o, alpha, margin, one)
+            design = designs.Design(
+                one_first=o["first_raters"] != "all", looks=o["looks"], judges=o["judges"], label_rate=o["label_rate"]
+            )
+            design_name = design.name
+            judges = [r for r in everyone if r.kind == "judge" and not r.screened_out] if o["judges"] else None
+            records = self._pairs_replay(comparisons, rows, o, alpha, margin, design, judges)
+        for r in records:
+            r["design"], r["alpha"] = design_name, alpha
         if o["json"]:
             self.stdout.write(json.dumps(records, indent=2))
             return
         deciding = "the ranking" if goal == "ranking" else "each pair"
         self.stdout.write(
-            f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, "
-            f"alpha {alpha}, margin {margin}, deciding {deciding}{', A/A (null)' if o['null'] else ''}"
+            f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, design: "
+            f"{design_name}; alpha {alpha:.4g} per pair ({multiplicity.in_force(control, systems).replace('_', ' ')}), "
+            f"margin {margin}, deciding {deciding}{', A/A (null)' if o['null'] else ''}"
         )
         self.stdout.write(
             "pair".ljust(40)
@@ -292,10 +337,12 @@ class Command(BaseCommand):
             )
         used, fixed = sum(r["judgments_used"] for r in records), sum(r["judgments_fixed"] for r in records)
         self.stdout.write(
-            f"judgments bought: {used:,} of {fixed:,} ({fixed / used:.2f}x fewer)"
+            f"human judgments bought: {used:,} of {fixed:,} ({fixed / used:.2f}x fewer)"
             if used
             else "no human judgments to replay"
         )
+        if o["judges"]:
+            self.stdout.write(f"judge verdicts used: {sum(r['judge_verdicts_used'] for r in records):,}")
 
     @staticmethod
     def _order_seed(seed: int, pair: tuple[str, str]) -> list[int]:
@@ -328,30 +375,41 @@ class Command(BaseCommand):
                 )
         return records
 
-    def _pairs_replay(self, comparisons, rows, o, alpha, margin, one_first: bool) -> list[dict]:
+    def _pairs_replay(self, comparisons, rows, o, alpha, margin, design, judges) -> list[dict]:
         records = []
         for c in comparisons:
             pair = (c.system_a.name, c.system_b.name)
             sets = pair_rating_sets(rows, pair)
-            scores, votes = item_scores(sets)
             raters = [[float(np.mean(winners.score_for_a(r))) for r in by_rater.values()] for by_rater in sets.values()]
             costs = [[len(r) for r in by_rater.values()] for by_rater in sets.values()]
+            predictions = verdicts = None
+            if judges is not None:
+                judged = pair_rating_sets(judges, pair)
+                missing = [item for item in sets if item not in judged]
+                if missing:
+                    raise CommandError(
+                        f"--judges: the study's judges have not judged {len(missing)} of the {len(sets)} items of "
+                        f"{c} that people judged (e.g. {missing[0]}); import their verdicts first"
+                    )
+                predictions = [winners.item_score(list(judged[item].values())) for item in sets]
+                verdicts = [sum(len(v) for v in judged[item].values()) for item in sets]
             for seed in range(o["seed"], o["seed"] + o["seeds"]):
                 rng = np.random.default_rng(self._order_seed(seed, pair))
-                result = (
-                    decisions.replay_one_rater_first(raters, rng, alpha, margin, o["null"], costs)
-                    if one_first
-                    else decisions.replay(scores, votes, rng, alpha, margin, null=o["null"])
-                )
-                records.append(
-                    {
-                        "pair": str(c),
-                        "system_a": pair[0],
-                        "system_b": pair[1],
-                        "seed": seed,
-                        **dataclasses.asdict(result),
-                    }
-                )
+                record = {"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed}
+                if design.looks or design.judges:
+                    found = designs.replay(raters, rng, design, alpha, margin, o["null"], costs, predictions, verdicts)
+                    record |= dataclasses.asdict(found)
+                    if not design.judges:
+                        del record["judge_verdicts_used"]
+                else:  # continuous monitoring of people alone: the plan's own replays
+                    scores, votes = item_scores(sets)
+                    result = (
+                        decisions.replay_one_rater_first(raters, rng, alpha, margin, o["null"], costs)
+                        if design.one_first and max(map(len, raters), default=0) > 1
+                        else decisions.replay(scores, votes, rng, alpha, margin, null=o["null"])
+                    )
+                    record |= dataclasses.asdict(result)
+                records.append(record)
         return records
 
     def _comparison(self, study, pair):

@@ -264,3 +264,93 @@ def test_one_rater_first_calls_no_system_better_when_none_is_on_prd_items():
     runs = [decisions.replay_one_rater_first(items, rng, null=True) for items in votes.values() for _ in range(25)]
     false = sum(r.decision in (decisions.A_BETTER, decisions.B_BETTER) for r in runs)
     assert len(runs) >= 400 and false <= 0.05 * len(runs)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Group-sequential looks (selection/core/group_sequential.py) and the replay designs (selection/core/designs.py)
+
+
+def test_obrien_fleming_spending_boundaries_are_the_published_ones_and_spend_alpha():
+    """Lan-DeMets O'Brien-Fleming-type spending, K = 5 equal looks, alpha = 0.05 two-sided (alpha / 2 a side): the
+    tabulated 4.877, 3.357, 2.680, 2.290, 2.031; and, independently of the recursive integration, the chance under
+    the null that |Z_k| crosses some c_k -- Z_k the standardised means of Brownian motion at t_k, corr sqrt(t_j/t_k)
+    -- is alpha by scipy's multivariate normal probability."""
+    from scipy import stats
+
+    from selection.core import group_sequential
+
+    t = np.array([0.2, 0.4, 0.6, 0.8, 1.0])
+    c = group_sequential.boundaries(t, 0.05)
+    assert c == pytest.approx([4.877, 3.357, 2.680, 2.290, 2.031], abs=6e-4)
+    for fractions, alpha in ((t, 0.05), (np.array([0.25, 0.6, 1.0]), 0.01)):
+        bounds = group_sequential.boundaries(fractions, alpha)
+        corr = np.sqrt(np.minimum.outer(fractions, fractions) / np.maximum.outer(fractions, fractions))
+        law = stats.multivariate_normal(np.zeros(len(fractions)), corr, seed=1)
+        assert 1 - law.cdf(bounds, lower_limit=-bounds) == pytest.approx(alpha, abs=2e-4)
+        # what each look may spend: the spending function's increments
+        first = 2 * stats.norm.sf(bounds[0])
+        assert first == pytest.approx(group_sequential.obf_spending(fractions[:1], alpha)[0], rel=1e-6)
+    assert group_sequential.boundaries([1.0], 0.05) == pytest.approx([stats.norm.isf(0.025)])  # one look: the z-test
+    assert group_sequential.look_sizes(80, 5) == [16, 32, 48, 64, 80]
+
+
+def test_a_group_sequential_look_decides_by_its_repeated_confidence_interval():
+    """At a look of n items the interval is mean +- c' sd / sqrt(n), c' the boundary as a Student-t quantile with
+    n - 1 degrees of freedom at the same tail; the replay stops at the first look that settles."""
+    from scipy import stats
+
+    from selection.core import group_sequential
+
+    x = np.array([1.0, 0.0, 1.0, 1.0, 0.5, 1.0, 1.0, 0.0, 1.0, 1.0] * 8)  # 80 items, mean 0.75
+    seen = group_sequential.looks_at(x, 5, 0.05, 0.05)
+    c = group_sequential.boundaries([0.2, 0.4, 0.6, 0.8, 1.0], 0.05)
+    for look, bound in zip(seen, c, strict=False):
+        part = x[: look.n]
+        width = stats.t.isf(stats.norm.sf(bound), look.n - 1) * part.std(ddof=1) / np.sqrt(look.n)
+        assert (look.low, look.high) == pytest.approx((max(0.0, part.mean() - width), min(1.0, part.mean() + width)))
+    assert seen[-1].decision == "a" and all(s.decision == "undecided" for s in seen[:-1])
+    assert group_sequential.first_decision(x, 5, 0.05, 0.05) == ("a", seen[-1].n)
+    assert group_sequential.first_decision(np.tile([0.0, 1.0], 40), 5, 0.05, 0.0) == ("undecided", None)
+
+
+def test_prediction_powered_observations_are_unbiased_and_people_alone_at_rate_one():
+    """Delta_i = f_i + (y_i - f_i) xi_i / pi has the people's mean whatever the judges say (xi independent of the
+    item), and with pi = 1 it is the people's labels."""
+    from selection.core import designs
+
+    rng = np.random.default_rng(3)
+    y = rng.choice([0.0, 0.5, 1.0], size=200_000, p=[0.3, 0.2, 0.5])
+    judge = np.clip(y + rng.normal(0, 0.4, len(y)), 0, 1)
+    labelled = rng.random(len(y)) < 0.4
+    delta = designs.ppi_observations(y, judge, labelled, 0.4)
+    se = delta.std() / np.sqrt(len(y))
+    assert abs(delta.mean() - y.mean()) < 4 * se
+    assert np.all((delta >= 1 - 1 / 0.4 - 1e-12) & (delta <= 1 / 0.4 + 1e-12))
+    assert designs.ppi_observations(y[:50], judge[:50], np.ones(50, bool), 1.0) == pytest.approx(y[:50])
+
+
+def test_design_replays_count_people_and_verdicts():
+    """Every rater picks the first system on every item: whole items at alpha decide when the sequence over ones
+    first clears a half; items first decide on single votes at alpha / 2, one judgment per item; the judges inside,
+    at pi = 1, buy people on every item they observe and count every verdict seen."""
+    from selection.core import designs
+
+    raters, costs = [[1.0, 1.0, 1.0]] * 100, [[1, 1, 1]] * 100
+    whole = designs.replay(raters, np.random.default_rng(1), designs.Design(one_first=False), costs=costs)
+    _, at = decisions.first_decision([1.0] * 100, 0.05, 0.05)
+    assert whole == designs.DesignReplay("a", at + 1, 3 * (at + 1), 300, 0)
+    first = designs.replay(raters, np.random.default_rng(1), designs.Design(), costs=costs)
+    _, at = decisions.first_decision([1.0] * 100, 0.025, 0.05)
+    assert (first.decision, first.judgments_used) == ("a", at + 1)
+    judged = designs.replay(
+        raters,
+        np.random.default_rng(1),
+        designs.Design(one_first=False, judges=True, label_rate=1.0),
+        costs=costs,
+        predictions=np.ones(100),
+        verdicts=np.full(100, 10),
+    )
+    _, at = decisions.first_decision([1.0] * 100, 0.05, 0.05)
+    assert judged == designs.DesignReplay("a", at + 1, 3 * (at + 1), 300, 10 * (at + 1))
+    looks = designs.replay(raters, np.random.default_rng(1), designs.Design(one_first=False, looks=5), costs=costs)
+    assert (looks.decision, looks.items_used) == ("a", 20)  # the first look (20 items) already settles

@@ -1,0 +1,180 @@
+"""The designs a pair's human judgments can be bought by, replayed on a study's own judgments: items first (one
+rater per item, the others only where the pair stays open), continuous or group-sequential looks, with or without
+the judges' verdicts inside the decision (docs/decisions.md#replays).
+
+With the judges, the decision is prediction-powered (Zrnic & Candes, "Active, anytime-valid prediction-powered
+inference", 2024): every item's judge prediction f_i in [0, 1] is known, an item's human label y_i is bought with
+probability pi (xi_i ~ Bernoulli(pi), independent of everything), and the sequence observes
+
+    Delta_i = f_i + (y_i - f_i) * xi_i / pi,        E[Delta_i] = E[y_i] = the pair's win rate, whatever f is.
+
+Delta_i lies in [1 - 1/pi, 1/pi], so the betting sequence (``decisions.betting_confidence_sequence``) runs on
+Delta rescaled to [0, 1] (a half stays a half) and its interval is mapped back; group-sequential looks read Delta's
+mean and variance as they read item scores. f_i is the judges' item score passed through a line fitted by least
+squares on the items labelled *before* i (predictable, so validity does not depend on it; the raw judges' score
+until five labels exist): a judge that agrees with the people makes Delta nearly y at a fraction of the labels, one
+that does not costs at most the variance of inverse-probability weighting. pi = 1 is people alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from selection.core import decisions, group_sequential
+from selection.core.decisions import UNDECIDED
+
+CONTINUOUS = "continuous"
+MIN_FIT = 5  # labelled items before f is fitted to them
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """How a replay buys a pair's judgments: ``one_first`` (one rater per item while items remain, the other raters
+    only where the pair stays undecided, each phase at alpha / 2), ``looks`` (0: continuous monitoring with the
+    betting sequence; K: group-sequential over K equally spaced looks at the pool), ``judges`` with ``label_rate``
+    (prediction-powered with the judges' verdicts, humans on a share pi of the items)."""
+
+    one_first: bool = True
+    looks: int = 0
+    judges: bool = False
+    label_rate: float = 0.5
+
+    @property
+    def name(self) -> str:
+        looking = f"group-sequential ({self.looks} looks)" if self.looks else CONTINUOUS
+        buying = "one rater per item first" if self.one_first else "whole items"
+        judged = f", judges inside (humans on {self.label_rate:g} of items)" if self.judges else ""
+        return f"{looking}, {buying}{judged}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DesignReplay:
+    """One replay: what was decided, after how many items, the human judgments and judge verdicts it used, and the
+    fixed design's human judgments (every judgment of every item)."""
+
+    decision: str
+    items_used: int
+    judgments_used: int
+    judgments_fixed: int
+    judge_verdicts_used: int
+
+
+def ppi_observations(
+    labels: npt.ArrayLike, predictions: npt.ArrayLike, labelled: npt.ArrayLike, rate: float
+) -> npt.NDArray[np.float64]:
+    """Delta_i = f_i + (y_i - f_i) xi_i / pi, with f_i the judges' score ``predictions`` passed through the line
+    fitted on the labelled items before i (predictable). ``labels`` may hold anything where not ``labelled``."""
+    y = np.asarray(labels, dtype=np.float64)
+    g = np.asarray(predictions, dtype=np.float64)
+    xi = np.asarray(labelled, dtype=bool)
+    if not 0 < rate <= 1:
+        raise ValueError("the labelling rate must be in (0, 1]")
+    f = np.empty(len(g))
+    sx = sy = sxx = sxy = 0.0
+    count = 0
+    for i in range(len(g)):
+        if count >= MIN_FIT and count * sxx - sx * sx > 1e-12:
+            slope = (count * sxy - sx * sy) / (count * sxx - sx * sx)
+            f[i] = min(1.0, max(0.0, (sy - slope * sx) / count + slope * g[i]))
+        else:
+            f[i] = g[i]
+        if xi[i]:
+            sx, sy, sxx, sxy, count = sx + g[i], sy + y[i], sxx + g[i] ** 2, sxy + g[i] * y[i], count + 1
+    return f + np.where(xi, (np.where(xi, y, 0.0) - f) / rate, 0.0)
+
+
+def first_decision(
+    x: npt.NDArray[np.float64], design: Design, alpha: float, margin: float, low: float = 0.0, high: float = 1.0
+) -> tuple[str, int | None]:
+    """The design's first decision over observations ``x`` of the win rate (in [low, high]) in arrival order, and
+    after how many (None: none)."""
+    if design.looks:
+        return group_sequential.first_decision(x, design.looks, alpha, margin)
+    if len(x) == 0:
+        return UNDECIDED, None
+    span = high - low
+    lower, upper = decisions.betting_confidence_sequence((x - low) / span, alpha)
+    for t, (lo, hi) in enumerate(zip((low + span * lower).tolist(), (low + span * upper).tolist(), strict=True)):
+        call = decisions.decide(lo, hi, margin)
+        if call != UNDECIDED:
+            return call, t + 1
+    return UNDECIDED, None
+
+
+def replay(
+    raters: Sequence[npt.ArrayLike],
+    rng: np.random.Generator,
+    design: Design,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    null: bool = False,
+    costs: Sequence[npt.ArrayLike] | None = None,
+    predictions: npt.ArrayLike | None = None,
+    verdicts: npt.ArrayLike | None = None,
+) -> DesignReplay:
+    """One replay of a pair under ``design``: per phase, the items in a fresh random order, observed until the
+    design decides or the pool runs out. Items first: phase 1 observes one random rater of each item at alpha / 2,
+    phase 2 (only if phase 1 ends undecided) whole items at alpha / 2 (union bound, as
+    ``decisions.replay_one_rater_first``); whole items: one phase at alpha. With the judges, phase 1 (or the one
+    phase) is prediction-powered: each item's human label bought with probability ``design.label_rate``; phase 2
+    buys people on every item it observes.
+
+    ``raters``: per item, each rater's score for the pair's first system; ``costs``: per item, each rater's
+    judgments (default one); ``predictions``: per item, the judges' score (needed with judges); ``verdicts``: per
+    item, the judges' verdicts (what ``judge_verdicts_used`` counts); ``null`` mirrors each item, its judges' score
+    too, with probability 1/2 (A/A)."""
+    items = [np.asarray(r, dtype=np.float64) for r in raters]
+    n = len(items)
+    paid = (
+        [np.ones(len(r), dtype=np.int64) for r in items] if costs is None else [np.asarray(c, np.int64) for c in costs]
+    )
+    judged = np.full(n, 0.5) if predictions is None else np.asarray(predictions, dtype=np.float64)
+    counted = np.zeros(n, dtype=np.int64) if verdicts is None else np.asarray(verdicts, dtype=np.int64)
+    if design.judges and predictions is None:
+        raise ValueError("a design with the judges needs their predictions")
+    if null:
+        flip = rng.random(n) < 0.5
+        items = [1 - r if f else r for r, f in zip(items, flip, strict=True)]
+        judged = np.where(flip, 1 - judged, judged)
+    fixed = int(sum(int(c.sum()) for c in paid))
+    bought = [np.zeros(len(r), dtype=bool) for r in items]
+    one_first = design.one_first and max((len(r) for r in items), default=0) > 1
+    phases = [(True, alpha / 2), (False, alpha / 2)] if one_first else [(False, alpha)]
+    verdicts_used = 0
+    for number, (single, level) in enumerate(phases):
+        order = rng.permutation(n)
+        if single:
+            chosen = np.array([int(rng.integers(len(items[i]))) for i in order], dtype=np.int64)
+            y = np.array([items[i][k] for i, k in zip(order, chosen, strict=True)])
+        else:
+            chosen = np.full(n, -1, dtype=np.int64)
+            y = np.array([items[i].mean() for i in order])
+        with_judges = design.judges and number == 0
+        if with_judges:
+            labelled = rng.random(n) < design.label_rate
+            x = ppi_observations(y, judged[order], labelled, design.label_rate)
+            rate = design.label_rate
+            call, at = first_decision(x, design, level, margin, 1 - 1 / rate, 1 / rate)
+        else:
+            labelled = np.ones(n, dtype=bool)
+            call, at = first_decision(y, design, level, margin)
+        seen = n if at is None else at
+        for i, k, take in zip(order[:seen], chosen[:seen], labelled[:seen], strict=True):
+            if take:
+                if k >= 0:
+                    bought[i][k] = True
+                else:
+                    bought[i][:] = True
+        if with_judges:
+            verdicts_used = int(counted[order[:seen]].sum())
+        if at is not None:
+            return DesignReplay(call, seen, _cost(paid, bought), fixed, verdicts_used)
+    return DesignReplay(UNDECIDED, n, _cost(paid, bought), fixed, verdicts_used)
+
+
+def _cost(paid: list[npt.NDArray[np.int64]], bought: list[npt.NDArray[np.bool_]]) -> int:
+    return int(sum(int(c[b].sum()) for c, b in zip(paid, bought, strict=True)))
