@@ -287,6 +287,17 @@ def style_sentence(styled: StyleControl | Unavailable) -> str:
             f"The penalty ({styled.reg:g}{default}; the study's settings choose it) pulls the coefficients "
             "toward 0, so compare them with published numbers only under the same penalty."
         )
+        if styled.unpenalised:
+            largest = max(styled.unpenalised, key=lambda u: abs(u.shift))
+            words += (
+                " The intervals are for the ratings under this penalty, not for the ratings without it, which the "
+                "penalty moves by up to "
+                f"{abs(largest.shift):.0f} points ({largest.system}). Without the penalty: "
+                + "; ".join(
+                    f"{u.system} {u.rating:.0f} (the penalty shifts it {u.shift:+.0f})" for u in styled.unpenalised
+                )
+                + "."
+            )
     else:
         words += "No penalty (the study's settings): the coefficients are fitted freely."
     return words

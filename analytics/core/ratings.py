@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from analytics.core import style
+from analytics.core import clusters, style
 
 INITIAL = 1000.0
 SCALE = 400.0
@@ -250,6 +250,7 @@ def sandwich_bradley_terry(
     point: npt.NDArray[np.float64],
     level: float = 0.95,
     hessian_reg: float = HESSIAN_REG,
+    items: npt.ArrayLike | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Closed-form ("sandwich") interval ends of Bradley-Terry ratings on the Arena scale, as LMArena's arena-rank
     computes them (``BradleyTerry.compute_ratings_and_cis``, ``ci_method="sandwich"``): on the distinct (a, b,
@@ -259,8 +260,12 @@ def sandwich_bradley_terry(
         G = sum c (outcome - p)^2 (e_a - e_b)(e_a - e_b)^T,   Cov = H^-1 G H^-1,
 
     the ends point -/+ z * sqrt(diag Cov) * 400 / ln 10. The ratings are defined up to a common shift; the small
-    ridge makes H invertible without moving the centred ratings' covariance (G has nothing along that direction)."""
-    from scipy.special import expit, ndtri  # ndtri: the normal quantile, without scipy.stats (0.6 s)
+    ridge makes H invertible without moving the centred ratings' covariance (G has nothing along that direction).
+
+    With ``items`` (n,), each battle's item, G is clustered by item (``clusters.clustered_meat``: each item's summed
+    (S - p)(e_a - e_b), their outer products, times G / (G - 1)): the report's intervals, which must hold when whole
+    items are resampled (docs/ratings.md#clustered-by-item)."""
+    from scipy.special import expit
 
     ua, ub, us, counts = distinct_outcomes(a, b, score, n_systems)
     unit = SCALE / math.log(BASE)
@@ -268,9 +273,16 @@ def sandwich_bradley_terry(
     p = expit(theta[ua] - theta[ub])
     hessian = pairwise_matrix(counts * p * (1 - p), ua, ub, n_systems)
     hessian[np.diag_indices(n_systems)] += hessian_reg * counts.sum()
-    gradient_cov = pairwise_matrix(counts * (us - p) ** 2, ua, ub, n_systems)
+    n_items = None
+    if items is None:
+        gradient_cov = pairwise_matrix(counts * (us - p) ** 2, ua, ub, n_systems)
+    else:
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        numbers, n_items = clusters.item_numbers(items)
+        residual = np.asarray(score, dtype=np.float64) - expit(theta[a] - theta[b])
+        gradient_cov = clusters.clustered_meat(clusters.item_scores(numbers, n_items, residual, a, b, n_systems))
     inverse = np.linalg.inv(hessian)
-    half = ndtri(1 - (1 - level) / 2) * np.sqrt(np.diag(inverse @ gradient_cov @ inverse)) * unit
+    half = clusters.critical_value(level, n_items) * np.sqrt(np.diag(inverse @ gradient_cov @ inverse)) * unit
     return point - half, point + half
 
 
@@ -449,6 +461,7 @@ def contextual_bradley_terry(
     hessian_reg: float = HESSIAN_REG,
     weights: npt.ArrayLike | None = None,
     penalty_curvature: bool = False,
+    items: npt.ArrayLike | None = None,
 ) -> StyleControlled:
     """Style-controlled Bradley-Terry as arena-rank's ``ContextualBradleyTerry`` (its defaults): the battle's
     log-odds are theta_a - theta_b + features . gamma, fitted by minimising
@@ -460,8 +473,13 @@ def contextual_bradley_terry(
 
     arena-rank's Hessian leaves out the penalty's own curvature (reg on the coefficients' block), so its intervals
     are wider than the penalised estimator's spread: 98.6 % coverage for a nominal 95 % on PRD's real answers
-    (tests/analytics/core/test_style_control.py). ``penalty_curvature`` puts it in (95 % there): the report does;
-    ``manage.py leaderboard --style-control`` keeps arena-rank's numbers."""
+    (tests/analytics/core/test_style_control.py). ``penalty_curvature`` puts it in: the report does;
+    ``manage.py leaderboard --style-control`` keeps arena-rank's numbers.
+
+    With ``items`` (n,), each battle's item, the gradient covariance is clustered by item: per item g the penalised
+    loss's estimating function psi_g = sum_(i in g) w_i (S_i - p_i) (e_a - e_b, x_i) - n_g reg (0, gamma) (n_g its
+    battles; the psi_g sum to 0 at the fit), meat sum_g psi_g psi_g^T * G / (G - 1) (``clusters``). The interval is
+    then for the penalised model's value on items like these, resampled whole (docs/ratings.md#clustered-by-item)."""
     from scipy.special import expit
 
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
@@ -513,15 +531,19 @@ def contextual_bradley_terry(
     hessian = block(h) + np.eye(n_systems + k) * hessian_reg
     if penalty_curvature:
         hessian[n_systems:, n_systems:] += reg * np.eye(k)
-    gradient_cov = block(g) - (reg**2 / n_obs) * np.outer(
-        np.concatenate([np.zeros(n_systems), gamma]), np.concatenate([np.zeros(n_systems), gamma])
-    )
+    penalty = np.concatenate([np.zeros(n_systems), reg * gamma])
+    n_items = None
+    if items is None:
+        gradient_cov = block(g) - np.outer(penalty, penalty) / n_obs
+    else:
+        numbers, n_items = clusters.item_numbers(items)
+        scores = clusters.item_scores(numbers, n_items, (y - p) * w, a, b, n_systems, x)
+        scores -= np.bincount(numbers, minlength=n_items)[:, None] * penalty[None, :]
+        gradient_cov = clusters.clustered_meat(scores) / n_obs
     inverse = np.linalg.inv(hessian)
     variances = np.diag(inverse @ gradient_cov @ inverse)[:n_systems] / n_obs
-    from scipy.special import ndtri  # the normal quantile, without importing scipy.stats (0.6 s)
-
     unit = SCALE / math.log(BASE)
-    half = ndtri(1 - (1 - level) / 2) * np.sqrt(variances) * unit
+    half = clusters.critical_value(level, n_items) * np.sqrt(variances) * unit
     ratings_ = INITIAL + theta * unit
     return StyleControlled(ratings_, ratings_ - half, ratings_ + half, gamma)
 

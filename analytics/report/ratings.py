@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from analytics.core import ratings
-from analytics.leaderboards import BoardRow, board, default_intervals, leaderboard, rate
+from analytics.leaderboards import BoardRow, default_intervals, leaderboard, rate, rows
 from analytics.report.data import AnalysisParameters, Answers, Deltas, RatingParameters, Row
 from analytics.report.serial import Unavailable, optional
 from analytics.report.style import StyleControl, style_control_section
@@ -159,7 +159,7 @@ def ratings_section(
         parameters=params,
         battles=len(score),
         intervals=default_intervals("bt"),
-        leaderboard=ranked(board(systems, "bt", a, b, score), decided),
+        leaderboard=ranked(bradley_terry_rows(systems, battle_rows, a, b, score), decided),
     )
     wins, battles_between = ratings.win_rate_matrix(a, b, score, n)
     ratio = ratings.win_ratio_ranking(a, b, score, n)
@@ -180,6 +180,16 @@ def ratings_section(
     )
     styled = style_control_section(battle_rows, a, b, score, systems, answers, settings.style_penalty)
     return Ratings(elo, sep_elo, bt, win_rates, styled)
+
+
+def bradley_terry_rows(
+    systems: list[str], battle_rows: list[Row], a: np.ndarray, b: np.ndarray, score: np.ndarray
+) -> list[BoardRow]:
+    """The Bradley-Terry board with its sandwich intervals clustered by item (``ratings.sandwich_bradley_terry``
+    with each battle's item): an item's votes vary together, not as strangers' (docs/ratings.md#clustered-by-item)."""
+    point = ratings.bradley_terry(a, b, score, len(systems))
+    low, high = ratings.sandwich_bradley_terry(a, b, score, len(systems), point, items=[r.item_id for r in battle_rows])
+    return rows(systems, ratings.Interval(point, point, low, high, ratings.ci_ranks(low, high)), "bt")
 
 
 ORDER_WORDS = {decisions.A_BETTER: "decided", decisions.B_BETTER: "reversed", decisions.EQUIVALENT: "equivalent"}

@@ -14,9 +14,9 @@ import numpy as np
 
 from analytics.core import ratings, style
 from analytics.core.length_control import NoEstimate, length_controlled_win_rate
-from analytics.leaderboards import BoardRow, style_board
+from analytics.leaderboards import BoardRow, rows
 from analytics.report.data import Answers, Row
-from analytics.report.serial import Unavailable
+from analytics.report.serial import Unavailable, optional
 from selection.core import winners
 
 
@@ -30,10 +30,21 @@ class Move:
     change: int
 
 
+@dataclasses.dataclass(frozen=True)
+class Unpenalised:
+    """A system's style-controlled rating fitted without the penalty, and ``shift``: the board's (penalised) rating
+    minus it -- how far the penalty moves the system. The board's intervals are for the penalised ratings."""
+
+    system: str
+    rating: float
+    shift: float
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StyleControl:
-    """The style-controlled board, its coefficients by feature with and without the penalty ``reg`` (``shrinkage``:
-    the ratio of their norms), who moved, and the tokenizer's encoding."""
+    """The style-controlled board (its intervals clustered by item, for the penalised model's ratings), its
+    coefficients by feature with and without the penalty ``reg`` (``shrinkage``: the ratio of their norms), each
+    system's rating without the penalty (best first, as the board), who moved, and the tokenizer's encoding."""
 
     available: bool = True
     battles: int
@@ -45,6 +56,7 @@ class StyleControl:
     moved: list[Move]
     any_moved: bool
     encoding: str
+    unpenalised: list[Unpenalised] | None = optional()  # None in reports stored before it was added
 
 
 def style_control_section(
@@ -57,32 +69,49 @@ def style_control_section(
     reg: float = ratings.STYLE_REG,
 ) -> StyleControl | Unavailable:
     """The style-controlled board (arena-rank's ContextualBradleyTerry, penalty ``reg``: the study's setting, 1 by
-    default as arena-rank's; sandwich intervals) on the same battles as the plain Bradley-Terry board, its
-    coefficients with and without the penalty, and who moved."""
+    default as arena-rank's; sandwich intervals clustered by item, for the penalised model's ratings) on the same
+    battles as the plain Bradley-Terry board, its coefficients and ratings with and without the penalty, and who
+    moved (docs/ratings.md#style-control)."""
     if len(score) == 0:
         return Unavailable(reason="no judgments with a choice yet")
     if len({*a.tolist(), *b.tolist()}) < 2:
         return Unavailable(reason="fewer than two systems have been compared")
     counts_a, counts_b, _, _ = answers.of(battle_rows, [systems[i] for i in a])
-    board, coefficients = style_board(systems, a, b, score, counts_a, counts_b, reg, penalty_curvature=True)
-    unpenalised = coefficients if reg == 0 else style_board(systems, a, b, score, counts_a, counts_b, 0.0)[1]
+    features = ratings.style_features(counts_a, counts_b)
+    items = [r.item_id for r in battle_rows]
+    n = len(systems)
+    fit = ratings.contextual_bradley_terry(a, b, score, features, n, reg=reg, penalty_curvature=True, items=items)
+    free = fit if reg == 0 else ratings.contextual_bradley_terry(a, b, score, features, n, reg=0.0)
+    board = rows(
+        systems,
+        ratings.Interval(fit.ratings, fit.ratings, fit.low, fit.high, ratings.ci_ranks(fit.low, fit.high)),
+        "bt",
+    )
+    coefficients = dict(zip(ratings.STYLE_FEATURES, fit.coefficients.tolist(), strict=True))
+    unpenalised = dict(zip(ratings.STYLE_FEATURES, free.coefficients.tolist(), strict=True))
     size = math.sqrt(sum(v * v for v in coefficients.values()))
-    free = math.sqrt(sum(v * v for v in unpenalised.values()))
+    free_size = math.sqrt(sum(v * v for v in unpenalised.values()))
     # who moved: against the same fit without the style terms (the same battle weights), so that a move is style's
-    weighted = ratings.contextual_bradley_terry(a, b, score, np.zeros((len(score), 1)), len(systems))
-    plain_order = sorted(range(len(systems)), key=lambda i: (-weighted.ratings[i], systems[i]))
+    weighted = ratings.contextual_bradley_terry(a, b, score, np.zeros((len(score), 1)), n)
+    plain_order = sorted(range(n), key=lambda i: (-weighted.ratings[i], systems[i]))
     place = {systems[i]: k + 1 for k, i in enumerate(plain_order)}
     moved = [Move(r.system, place[r.system], i + 1, place[r.system] - (i + 1)) for i, r in enumerate(board)]
+    index = {s: i for i, s in enumerate(systems)}
+    without = [
+        Unpenalised(r.system, float(free.ratings[index[r.system]]), r.rating - float(free.ratings[index[r.system]]))
+        for r in board
+    ]
     return StyleControl(
         battles=len(score),
         leaderboard=board,
         coefficients=coefficients,
         unpenalised_coefficients=unpenalised,
         reg=reg,
-        shrinkage=size / free if free > 0 else None,
+        shrinkage=size / free_size if free_size > 0 else None,
         moved=moved,
         any_moved=any(m.change for m in moved),
         encoding=style.ENCODING.removesuffix("_offline"),
+        unpenalised=without,
     )
 
 

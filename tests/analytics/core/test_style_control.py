@@ -86,8 +86,9 @@ def test_the_intervals_are_the_sandwich_of_the_mean_loss():
     np.testing.assert_allclose(fit.ratings - fit.low, half, rtol=1e-6)
 
 
-def prd_styled_battles():
-    """PRD's human votes among the five answered systems, with each battle's style counts from the real answers."""
+def prd_styled_battles(with_questions: bool = False):
+    """PRD's human votes among the five answered systems, with each battle's style counts from the real answers (and,
+    ``with_questions``, each battle's question)."""
     import json
 
     from analytics.core import style
@@ -101,16 +102,18 @@ def prd_styled_battles():
         for row, c in zip(rows, style.style_counts([r["text"] for r in rows]), strict=True):
             counts[model, row["question_id"]] = c
     index = {m: i for i, m in enumerate(MODELS)}
-    a, b, score, counts_a, counts_b = [], [], [], [], []
+    a, b, score, counts_a, counts_b, questions = [], [], [], [], [], []
     for (first, second), by_question in sorted(read(PRD, "human").items()):
         for question, votes in by_question.items():
             for v in votes:
+                questions.append(question)
                 a.append(index[first])
                 b.append(index[second])
                 score.append(v)
                 counts_a.append(counts[first, question])
                 counts_b.append(counts[second, question])
-    return (np.array(a), np.array(b), np.array(score), np.array(counts_a), np.array(counts_b), len(MODELS))
+    battles = (np.array(a), np.array(b), np.array(score), np.array(counts_a), np.array(counts_b), len(MODELS))
+    return (*battles, np.array(questions)) if with_questions else battles
 
 
 def test_the_style_controlled_intervals_cover_on_prds_real_answers():
@@ -119,7 +122,8 @@ def test_the_style_controlled_intervals_cover_on_prds_real_answers():
     the default fit (penalty reg = 1, which shrinks that coefficient about tenfold) is the penalised model's value
     on this design, found by fitting the expected outcomes. Each system's rating (centred) must lie in its 95 %
     interval about 95 % of the time, on all the battles and on half of them, with the penalty's curvature in the
-    Hessian (the report's intervals); arena-rank's, without it, are conservative (0.986 measured)."""
+    Hessian (the report's, whose meat is also clustered by item: tests/analytics/core/test_clustered_sandwich.py);
+    arena-rank's, without it, are conservative (0.986 measured)."""
     a, b, score, counts_a, counts_b, n = prd_styled_battles()
     x = ratings.style_features(counts_a, counts_b)
     truth = ratings.contextual_bradley_terry(a, b, score, x, n, reg=0.0)
