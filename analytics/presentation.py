@@ -201,7 +201,9 @@ SECTIONS = [
         "positional-bias",
         "Positional bias",
         None,
-        "P(first shown chosen) over non-tie choices, exact binomial test against 0.5, Clopper-Pearson 95 % interval.",
+        "P(first shown chosen) over non-tie choices, clustered by item (an item's raters largely agree): the "
+        "p-value is an exact sign-flip test over items against 0.5, the 95 % interval Korn-Graubard's "
+        "(Clopper-Pearson at the clustered effective sample size).",
     ),
     (
         "debiasing",

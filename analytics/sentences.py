@@ -95,8 +95,8 @@ def consistency_words(mean: float) -> str:
 
 def position_words(rate: float, p_value: float | None) -> str:
     """A share of choices (a person's or a judge's) that went to the output shown first, in words: a lean is only
-    named when the exact binomial test against 0.5 rejects at 5 %, and sized by its distance from 0.5 on one scale
-    for everyone."""
+    named when the test against 0.5 (the sign-flip test over items, ``bias.positional_bias``) rejects at 5 %, and
+    sized by its distance from 0.5 on one scale for everyone."""
     if p_value is None or not p_value < 0.05:
         return "no clear position bias"
     side = "first" if rate > 0.5 else "second"
@@ -322,8 +322,9 @@ def leads(report: Report) -> dict[str, str]:
     if bias:
         out["positional-bias"] = " ".join(
             f"{'People' if kind == 'human' else 'Judges'} chose the output shown first in {p.first_chosen:,} of "
-            f"{plural(p.n, 'non-tie choice')} ({100 * p.rate:.0f} %, 95 % interval {100 * p.low:.0f}–"
-            f"{100 * p.high:.0f} %, binomial p = {as_p_value(p.p_value)}): {position_words(p.rate, p.p_value)}."
+            f"{plural(p.n, 'non-tie choice')} on {plural(p.items, 'item')} ({100 * p.rate:.0f} %, 95 % interval "
+            f"{100 * p.low:.0f}–{100 * p.high:.0f} %, p = {as_p_value(p.p_value)} item by item): "
+            f"{position_words(p.rate, p.p_value)}."
             for kind, p in bias.items()
             if p.n
         )

@@ -216,10 +216,10 @@ def report_tables(report: Report) -> dict[str, Table]:
     )
     bias = report.positional_bias
     tables["positional-bias"] = (
-        ["rater", "kind", "non_tie_judgments", "first_chosen", "p_first", "low_95", "high_95", "binomial_p"],
-        [[r.rater, r.kind, r.n, r.first_chosen, r.rate, r.low, r.high, r.p_value] for r in bias.raters]
+        ["rater", "kind", "non_tie_judgments", "first_chosen", "p_first", "low_95", "high_95", "binomial_p", "items"],
+        [[r.rater, r.kind, r.n, r.first_chosen, r.rate, r.low, r.high, r.p_value, r.items] for r in bias.raters]
         + [
-            [f"all {kind}s", kind, p.n, p.first_chosen, p.rate, p.low, p.high, p.p_value]
+            [f"all {kind}s", kind, p.n, p.first_chosen, p.rate, p.low, p.high, p.p_value, p.items]
             for kind, p in bias.populations.items()
         ],
     )

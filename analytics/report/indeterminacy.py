@@ -48,7 +48,7 @@ class JudgeMetrics:
     agreement_split_first: float | None  # a split broken by the first human vote
     agreement_split_left_out: float | None  # split pairs left out
     p_first: float | None  # the share of its non-tie verdicts that chose the output shown first
-    p_first_p_value: float | None  # the exact binomial test against 1/2, as the people's positional bias
+    p_first_p_value: float | None  # the sign-flip test over items against 1/2, as the people's positional bias
     first_share: float | None  # the same over all its verdicts
     mse: float | None
     hit_rate: float | None
@@ -188,8 +188,8 @@ def _judge_metrics(
     # with no single most common answer is a tie; the other split rules are reported beside it), and how often
     # the judge picked the output shown first
     verdicts = _verdicts_against(human_by_pair, judge_by_pair, units, "tie")
-    sided = [(r.effective_choice, r.a_shown_first) for _, r in verdicts if r.effective_choice in ("a", "b")]
-    first = [orientation.to_display(choice, a_shown_first) == "first" for choice, a_shown_first in sided]
+    sided = [(r.effective_choice, r.a_shown_first, r.item_id) for _, r in verdicts if r.effective_choice in ("a", "b")]
+    first = [orientation.to_display(choice, a_shown_first) == "first" for choice, a_shown_first, _ in sided]
     sweep = indeterminacy.threshold_sweep(omega_h, omega_j, option=0)
     # Cohen's kappa two ways: per item (the judge's plurality over its verdicts on the pair, both orders, against
     # the human majority: a judge that flips with the order counts as a tie) and per verdict (each verdict on its
@@ -203,7 +203,8 @@ def _judge_metrics(
         agreement_split_first=_agreement(_verdicts_against(human_by_pair, judge_by_pair, units, "first")),
         agreement_split_left_out=_agreement(_verdicts_against(human_by_pair, judge_by_pair, units, "left_out")),
         p_first=sum(first) / len(sided) if sided else float("nan"),
-        p_first_p_value=bias.positional_bias(np.array(first, dtype=bool)).p_value,
+        # clustered by item: the judge answers an item in both orders (docs/comparative-assessment.md#positional-bias)
+        p_first_p_value=bias.positional_bias(np.array(first, dtype=bool), np.array([i for *_, i in sided])).p_value,
         first_share=sum(first) / len(verdicts) if verdicts else float("nan"),
         mse=indeterminacy.mse(omega_h, omega_j),
         hit_rate=indeterminacy.hit_rate(human_choice, judge_choice),

@@ -18,7 +18,8 @@ from selection.rating_sets import rating_sets
 
 @dataclasses.dataclass(frozen=True)
 class RaterBias:
-    """One rater's P(first shown chosen) over their non-tie choices (``bias.positional_bias``)."""
+    """One rater's P(first shown chosen) over their non-tie choices, clustered by item (``bias.positional_bias``: a
+    judge that answers an item in both orders gives it two verdicts)."""
 
     rater: str
     kind: str
@@ -28,6 +29,7 @@ class RaterBias:
     low: float
     high: float
     p_value: float
+    items: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,30 +51,30 @@ class JudgeDebiasing:
 @dataclasses.dataclass(frozen=True)
 class PositionalBiasSection:
     raters: list[RaterBias]
-    populations: dict[str, PositionalBias]  # rater kind -> its raters' choices pooled
+    populations: dict[str, PositionalBias]  # rater kind -> its raters' choices, clustered by item
     debiasing: dict[str, JudgeDebiasing]  # judge -> its debiasing
 
 
 def positional_bias_section(rows: list[Row], reference: list[Row]) -> PositionalBiasSection:
-    """P(first shown chosen) per rater and per kind over ``rows`` (the population), and each judge's
-    debiasing threshold checked against the human majority, both from ``reference`` (the filtered humans and
-    every judge)."""
-    by_rater: dict[str, list[bool]] = defaultdict(list)
+    """P(first shown chosen) per rater and per kind over ``rows`` (the population), each clustered by item (an
+    item's raters saw the same outputs and largely agree: docs/comparative-assessment.md#positional-bias), and each
+    judge's debiasing threshold checked against the human majority, both from ``reference`` (the filtered humans
+    and every judge)."""
+    by_rater: dict[str, list[tuple[bool, int]]] = defaultdict(list)  # (first shown chosen, item)
     kind_of: dict[str, str] = {}
     for r in rows:
         choice = r.effective_choice
         if choice in ("a", "b"):
-            by_rater[r.rater].append(orientation.to_display(choice, r.a_shown_first) == "first")
+            by_rater[r.rater].append((orientation.to_display(choice, r.a_shown_first) == "first", r.item_id))
             kind_of[r.rater] = r.kind
     raters = [
-        RaterBias(name, kind_of[name], **dataclasses.asdict(bias.positional_bias(np.array(v))))
-        for name, v in sorted(by_rater.items())
+        RaterBias(name, kind_of[name], **dataclasses.asdict(_clustered(v))) for name, v in sorted(by_rater.items())
     ]
     populations = {}
     for kind in ("human", "judge"):
         values = [x for name, v in by_rater.items() if kind_of[name] == kind for x in v]
         if values:
-            populations[kind] = bias.positional_bias(np.array(values))
+            populations[kind] = _clustered(values)
     human_majority = majority_by_pair([r for r in reference if r.kind == "human"])
     debiasing = {}
     for name in sorted({r.rater for r in reference if r.kind == "judge" and r.probability_a is not None}):
@@ -92,6 +94,11 @@ def positional_bias_section(rows: list[Row], reference: list[Row]) -> Positional
             **dataclasses.asdict(result), threshold_all=bias.debias_threshold(p_first), compared_with_humans=len(known)
         )
     return PositionalBiasSection(raters, populations, debiasing)
+
+
+def _clustered(choices: list[tuple[bool, int]]) -> PositionalBias:
+    """``bias.positional_bias`` of (first shown chosen, item) choices."""
+    return bias.positional_bias(np.array([c for c, _ in choices], dtype=bool), np.array([i for _, i in choices]))
 
 
 def majority_by_pair(rows: list[Row]) -> dict[int, str]:

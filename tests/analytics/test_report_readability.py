@@ -191,16 +191,15 @@ def test_position_and_consistency_in_words():
     assert sentences.position_words(0.53, 0.0104) == "a slight lean toward the output shown first"
     assert sentences.position_words(0.30, 0.001) == "a strong lean toward the output shown second"
     assert sentences.position_words(0.70, 0.2) == "no clear position bias"  # not significant: not named
-    # judges read on the same scale after the same exact test: 13 of 16 verdicts for the first-shown output has
-    # two-sided p = 2 * (C(16,13) + C(16,14) + C(16,15) + C(16,16)) / 2^16 = 2 * 697 / 65536
+    # judges read on the same scale after the same test: 13 of 16 verdicts, each on its own item, for the
+    # first-shown output has two-sided p = 2 * (C(16,13) + C(16,14) + C(16,15) + C(16,16)) / 2^16 = 2 * 697 / 65536
     from analytics.core import bias
 
-    p = bias.positional_bias(np.array([True] * 13 + [False] * 3)).p_value
+    p = bias.positional_bias(np.array([True] * 13 + [False] * 3), np.arange(16)).p_value
     assert p == pytest.approx(2 * 697 / 65536)
     assert sentences.position_words(13 / 16, p) == "a strong lean toward the output shown first"
-    assert sentences.position_words(9 / 16, bias.positional_bias(np.array([True] * 9 + [False] * 7)).p_value) == (
-        "no clear position bias"
-    )  # 56 % of 16: not significant, not named
+    nine = bias.positional_bias(np.array([True] * 9 + [False] * 7), np.arange(16)).p_value
+    assert sentences.position_words(9 / 16, nine) == "no clear position bias"  # 56 % of 16: not significant
     assert sentences.consistency_words(0.9).startswith("raters stick to their choice")
 
 

@@ -11,10 +11,11 @@ from analytics.core import agreement, bias, indeterminacy
 
 
 def test_positional_bias_rate_test_and_interval():
-    result = bias.positional_bias(np.array([True] * 30 + [False] * 10))
-    assert (result.n, result.first_chosen, result.rate) == (40, 30, 0.75)
+    # one judgment per item (tests/analytics/core/test_bias_clustered.py has the clustered cases)
+    result = bias.positional_bias(np.array([True] * 30 + [False] * 10), np.arange(40))
+    assert (result.n, result.first_chosen, result.rate, result.items) == (40, 30, 0.75, 40)
     assert result.low < 0.75 < result.high and result.p_value < 0.01
-    unbiased = bias.positional_bias(np.array([True, False] * 20))
+    unbiased = bias.positional_bias(np.array([True, False] * 20), np.arange(40))
     assert unbiased.rate == 0.5 and unbiased.p_value == pytest.approx(1.0)
 
 
