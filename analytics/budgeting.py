@@ -4,13 +4,19 @@ judgments into assignments, money and rater-hours, and drawing the curve.
 
 The numbers are ``selection.core.budget``'s (items needed before the pair's anytime-valid decision names the better
 system with the stated power); the pilot is the pair's own human judgments so far, else its LLM judges' verdicts as
-a prior, else the largest possible variance (``selection.rating_sets.pilot_outcomes``). A plan simulates hundreds of
-studies per margin, so the pages run it as a background job (``budget_job``) and show the latest stored plan.
+a prior, else the largest possible variance (``selection.rating_sets.pilot_outcomes``). The plan speaks in items:
+judgments = items x raters per item x the pairs an item gives a rater (``pairs_per_item``, the one count of it), and
+advises one rater per item first, another rater only where the pool of items runs short and the raters' intra-item
+correlation says a second one still tells something (``budget.advise``; docs/decisions.md#budget-planning).
+A plan simulates hundreds of studies per margin, so the pages run it as a background job (``budget_job``) and show
+the latest stored plan.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
+import statistics
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
@@ -19,7 +25,8 @@ from django.db.models import Count
 from analytics.models import BudgetPlan
 from analytics.plots import line_plot
 from annotation import jobs
-from annotation.models import Job, Study, Task
+from annotation.models import Generation, Job, Study, Task
+from annotation.plan import scheduling
 from annotation.rating import allocation
 from selection import rating_sets
 from selection.core import budget
@@ -87,7 +94,7 @@ REQUEST_SCHEMA = {
             "maximum": 1,
             "exclusiveMinimum": True,
             "exclusiveMaximum": True,
-            "description": "Decision error rate (default: the study's).",
+            "description": "A pair's decision error rate (default: the study's share for one pair).",
         },
         "power": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": True, "exclusiveMaximum": True},
         "max_items": {"type": "integer", "minimum": 10, "maximum": 20000},
@@ -160,7 +167,7 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
             "margins" if len(margins) > MAX_MARGINS else "raters",
             f"at most {MAX_MARGINS} margins and {MAX_RATERS} numbers of raters per plan",
         )
-    alpha = _number("alpha", values.get("alpha"), float, study.selection_settings.decision_alpha)
+    alpha = _number("alpha", values.get("alpha"), float, study.selection_settings.pair_alpha())  # a pair's share
     power = _number("power", values.get("power"), float, DEFAULTS["power"])
     max_items = _number("max_items", values.get("max_items"), int, DEFAULTS["max_items"])
     rounds = _number("rounds", values.get("rounds"), int, DEFAULTS["rounds"])
@@ -191,15 +198,55 @@ def read_request(study: Study, values: Mapping[str, object]) -> Request:
     return Request(tuple(margins), tuple(raters), alpha, power, max_items, rounds, seed, pair)
 
 
+def pairs_per_item(study: Study) -> dict[int, float]:
+    """Per system pair (comparison id): the sampled output pairs one rater judges per item -- what the pair's tasks
+    hold (their mean), else, before it has tasks, what the plan would draw from each item's samples
+    (``scheduling.sample_pairs``: min(N, K_A, K_B) one-to-one, at most N of the K_A x K_B grid). One when each system
+    has one output per item, whatever the study's N (``pairs_per_assignment``) says. The one count of "the pairs an
+    item gives" for whatever counts judgments: the planner, the budget page, the API."""
+    held = {
+        c: pairs / tasks
+        for c, tasks, pairs in Task.objects.filter(study=study)
+        .order_by()
+        .values("comparison_id")
+        .annotate(tasks=Count("id", distinct=True), pairs=Count("task_pairs"))
+        .values_list("comparison_id", "tasks", "pairs")
+        if pairs
+    }
+    comparisons = list(study.comparisons.exclude(pk__in=held).values_list("pk", "system_a_id", "system_b_id"))
+    if not comparisons:
+        return held
+    samples: dict[int, dict[int, int]] = {}  # item -> system -> its samples
+    for item, system, k in (
+        Generation.objects.filter(item__study=study)
+        .order_by()
+        .values("item_id", "system_id")
+        .annotate(k=Count("id"))
+        .values_list("item_id", "system_id", "k")
+    ):
+        samples.setdefault(item, {})[system] = k
+    drawn: dict[tuple[int, int], int] = {}
+    for pk, a, b in comparisons:
+        sizes = [(k[a], k[b]) for k in samples.values() if a in k and b in k]
+        for size in set(sizes) - set(drawn):  # the rule is the scheduler's: count what it draws
+            drawn[size] = len(
+                scheduling.sample_pairs(*size, study.pairs_per_assignment, random.Random(0), study.sample_pairing)
+            )
+        held[pk] = statistics.fmean(drawn[size] for size in sizes) if sizes else 1.0
+    return held
+
+
 def plan(study: Study, request: Request, progress: Callable[[int, int], None] | None = None) -> dict:
-    """Per system pair, margin and raters per item: items, judgments, assignments (HITs), money and rater-hours.
-    Judgments count each rater's N sampled pairs of an item; an assignment holds whole items' pairs up to the study's
-    judgments per assignment (``allocation.pairs_per_bundle``); money is the study's pay per assignment."""
+    """Per system pair, margin and raters per item: items, judgments, assignments (HITs), money and rater-hours, and
+    the advice (``budget.advise``: the row to follow, ``recommended``, and whether it buys new items or another rater).
+    Judgments = items x raters x the pairs an item gives a rater (``pairs_per_item``); an assignment holds whole
+    items' pairs up to the study's judgments per assignment (``allocation.bundle``); money is the study's pay per
+    assignment."""
     comparisons = list(study.comparisons.select_related("system_a", "system_b"))
     if request.pair:
         comparisons = [c for c in comparisons if {c.system_a.name, c.system_b.name} == set(request.pair)]
     pace, measured = allocation.seconds_per_pair(study)
-    per_assignment, per_item = allocation.pairs_per_bundle(study), study.pairs_per_assignment
+    per_item = pairs_per_item(study)
     pay = study.crowd_settings.pay_per_assignment
     pay = None if pay is None else Decimal(str(pay))
     pools = dict(
@@ -216,6 +263,10 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
     for c in comparisons:
         source, outcomes = rating_sets.pilot_outcomes(c)
         pilot = budget.pilot_of(outcomes) if outcomes else budget.Pilot(budget.NO_PILOT_VARIANCE, budget.UNKNOWN_RHO)
+        pairs = per_item.get(c.pk, 1.0)
+        per_assignment = allocation.bundle(max(1, round(pairs)), study.judgments_per_assignment)
+        pool = pools.get(c.pk, all_items)
+        pair_rows = []
         for m in request.raters:
             for margin in request.margins:
                 variance = pilot.item_variance(m)
@@ -225,9 +276,9 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
                         margin, variance, request.alpha, request.power, request.max_items, request.rounds, request.seed
                     )
                 items = needed[key]
-                judgments = None if items is None else items * m * per_item
+                judgments = None if items is None else budget.judgments(items, m, pairs)
                 assignments = None if judgments is None else -(-judgments // per_assignment)
-                rows.append(
+                pair_rows.append(
                     {
                         "pair": str(c),
                         "system_a": c.system_a.name,
@@ -244,20 +295,104 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
                         "assignments": assignments,
                         "cost": None if pay is None or assignments is None else str(pay * assignments),
                         "rater_hours": None if judgments is None else round(judgments * pace / 3600, 1),
-                        "items_in_pool": pools.get(c.pk, all_items),
+                        "items_in_pool": pool,
+                        "pairs_per_item": round(pairs, 4),
+                        "rho_seen": pilot.rho_seen,
+                        "rho_items": pilot.rho_items,
+                        "design_effect": round(budget.design_effect(pilot.rho, m), 4),
+                        "second_rater_share": round(budget.rater_share(pilot.rho), 4) if pilot.rho_seen else None,
                     }
                 )
                 done += 1
                 if progress:
                     progress(done, total)
+        for margin in request.margins:
+            cell = [r for r in pair_rows if r["margin"] == margin]
+            advice = budget.advise({r["raters"]: r["items"] for r in cell}, pool)
+            for r in cell:
+                r.update(advice=advice.buy, recommended=r["raters"] == advice.raters)
+        rows += pair_rows
+    typical = statistics.median(per_item.values()) if per_item else study.pairs_per_assignment
     return {
         "request": request.as_dict(),
         "seconds_per_judgment": round(pace, 1),
         "pace_measured": measured,
         "pay_per_assignment": None if pay is None else str(pay),
-        "judgments_per_assignment": per_assignment,
+        "judgments_per_assignment": allocation.bundle(max(1, round(typical)), study.judgments_per_assignment),
         "rows": rows,
     }
+
+
+MAX_NAMED = 6  # pairs and margins the advice names before it counts them
+
+
+def percent(margin: float) -> str:
+    """The better system's win rate a margin stands for, as a person reads it (0.05 -> "55 %")."""
+    return f"{100 * (0.5 + margin):.3g} %"
+
+
+def _span(values: list[float]) -> str:
+    return f"{values[0]:.2f}" if values[0] == values[-1] else f"{values[0]:.2f}–{values[-1]:.2f}"
+
+
+def advice_words(rows: list[dict]) -> str:
+    """The plan's advice in one paragraph, as the settings page and ``plan_budget`` say it: the raters' intra-item
+    correlation rho over the pairs whose pilot saw it, what a second rater on an old item buys per judgment against
+    a new item, and what to buy."""
+    pairs = {r["pair"]: r for r in rows}
+    seen = [r for r in pairs.values() if r["rho_seen"]]
+    if not seen:
+        words = (
+            "No pilot has items rated by two or more people, so how far raters of one item agree (the intra-item "
+            "correlation ρ) is not seen yet: plan one rater per item and buy new items; a second rater on a few "
+            "dozen items would show whether one pays."
+        )
+    else:
+        rhos = sorted(r["rho"] for r in seen)
+        shares = sorted(r["second_rater_share"] for r in seen)
+        words = (
+            f"How far raters of one item agree: intra-item correlation ρ = {_span(rhos)} "
+            f"({len(seen)} of {len(pairs)} system pair{'s' if len(pairs) != 1 else ''}, one-way ANOVA over the items "
+            f"with two or more raters; design effect 1 + (m − 1)ρ). A second rater on an old item buys "
+            f"{_span(shares)} of what a new item buys per judgment, so new items come first: one rater per item."
+        )
+    for buy, say in (
+        (budget.ANOTHER_RATER, "Where the pool of items runs short, another rater pays"),
+        (budget.MORE_ITEMS, "No planned number of raters per item fits the pool (more items are needed)"),
+    ):
+        cells = list(dict.fromkeys(f"{r['pair']} at {percent(r['margin'])}" for r in rows if r["advice"] == buy))
+        if len(cells) > MAX_NAMED:
+            planned = len({(r["pair"], r["margin"]) for r in rows})
+            cells = [f"{len(cells)} of {planned} pairs and margins (see per pair)"]
+        if cells:
+            words += f" {say}: {', '.join(cells)}."
+    return words
+
+
+def advised(rows: list[dict]) -> list[dict]:
+    """Per margin, the advised plan for the whole study: each pair's recommended row summed -- items to label,
+    judgments, assignments, cost and rater-hours -- with the raters per item it takes per pair and the pairs that
+    no planned number of raters fits (``budget.MORE_ITEMS``)."""
+    out = []
+    for margin in dict.fromkeys(r["margin"] for r in rows):
+        chosen = [r for r in rows if r["margin"] == margin and r["recommended"]]
+        out.append(
+            {
+                "margin": margin,
+                "pairs": len(chosen),
+                "items": sum(r["items"] for r in chosen),
+                "judgments": sum(r["judgments"] for r in chosen),
+                "assignments": sum(r["assignments"] for r in chosen),
+                "cost": total_cost(chosen),
+                "hours": round(sum(r["rater_hours"] for r in chosen), 1),
+                "raters": sorted({r["raters"] for r in chosen}),
+                "another_rater": sorted(r["pair"] for r in chosen if r["advice"] == budget.ANOTHER_RATER),
+                "more_items": sorted(
+                    {r["pair"] for r in rows if r["margin"] == margin and r["advice"] == budget.MORE_ITEMS}
+                ),
+            }
+        )
+    return out
 
 
 def total_cost(rows: list[dict]) -> Decimal | None:

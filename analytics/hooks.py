@@ -6,16 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 from analytics import budgeting
-
-
-def percent(margin: float) -> str:
-    """The better system's win rate a margin stands for, as a person reads it (0.05 -> "55 %")."""
-    return f"{100 * (0.5 + margin):.3g} %"
+from analytics.budgeting import percent
 
 
 def budget_panel(study) -> dict:
-    """The settings page's budget planner: the job planning now (or the last one), the latest plan, its curve and
-    the whole study's judgments and cost per margin and raters per item (a summary before the per-pair rows)."""
+    """The settings page's budget planner: the job planning now (or the last one), the latest plan, its advice (in
+    words, and the advised plan's items, judgments and cost per margin), its curve and the whole study's items,
+    judgments and cost per margin and raters per item (a summary before the per-pair rows)."""
     latest = budgeting.latest(study)
     job = study.jobs.filter(kind=budgeting.KIND).first()
     panel = {"job": job, "plan": latest, "defaults": budgeting.DEFAULTS}
@@ -33,6 +30,7 @@ def budget_panel(study) -> dict:
                     "raters": m,
                     "margin": margin,
                     "win_percent": percent(margin),
+                    "items": None if judgments is None else sum(r["items"] for r in cell),
                     "judgments": judgments,
                     "assignments": None if judgments is None else sum(r["assignments"] for r in cell),
                     "cost": budgeting.total_cost(cell) if judgments is not None else None,
@@ -41,6 +39,11 @@ def budget_panel(study) -> dict:
                 }
             )
     rows = [{**r, "win_percent": percent(r["margin"])} for r in rows]
+    if rows and "advice" in rows[0]:  # (plans stored before the advice have none)
+        panel.update(
+            advice=budgeting.advice_words(rows),
+            advised=[{**a, "win_percent": percent(a["margin"])} for a in budgeting.advised(rows)],
+        )
     panel.update(
         rows=rows,
         totals=totals,

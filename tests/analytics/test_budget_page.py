@@ -12,6 +12,8 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from analytics import budgeting
+from analytics.models import BudgetPlan
 from annotation.jobs import run_job
 from annotation.models import Job
 from annotation.studies import creation
@@ -116,3 +118,39 @@ def test_the_api_refuses_what_is_not_a_plan_and_queues_nothing(researcher, pilot
     assert (
         api.post(url, {"margins": [0.3], "raters": [1], "pair": ["sys-a", "sys-b"]}, format="json").status_code == 202
     )
+
+
+def test_the_page_speaks_in_items_and_shows_rho_and_the_advice(client, researcher):
+    """60 items with one output per system (N = 5 pairs per assignment, the default), two raters on 30: the
+    page shows the items to label, judgments = items x raters (one pair an item), the raters' rho by the one-way
+    ANOVA formula and the advice -- one rater per item, new items first. A plan stored before the advice existed
+    still renders."""
+    study = creation.do_create_study(researcher, "pilot", study_jsonl(60, k=1), "p.jsonl")
+    imported(study, "human", ("h1", "h22"))  # a pilot on 30 of the 60 items
+    request = budgeting.read_request(study, {"margins": "0.3", "raters": "1,2", "rounds": "20", "max_items": "200"})
+    result = budgeting.plan(study, request)
+    BudgetPlan.objects.create(study=study, result=result)
+    client.force_login(researcher)
+    page = client.get(reverse("study_settings", args=[study.pk])).content.decode()
+    outcomes = [[1.0 if (n + len(r)) % 3 else 0.0 for r in ("h1", "h22")] for n in range(30)]
+    pilot = budget.pilot_of(outcomes)
+    assert pilot.rho_items == 30
+    advice = page.split('data-testid="budget-advice">')[1].split("</p>")[0]
+    assert f"intra-item correlation ρ = {pilot.rho:.2f}" in advice
+    assert f"buys {(1 - pilot.rho) / (1 + pilot.rho):.2f} of what a new item buys" in advice
+    assert "new items come first: one rater per item" in advice
+    one = next(r for r in result["rows"] if r["raters"] == 1)
+    assert one["judgments"] == one["items"] * 1 * 1 and one["recommended"] and one["advice"] == budget.NEW_ITEMS
+    advised = page.split('data-testid="budget-advised"')[1].split("</table>")[0]
+    row = advised.split("<td>80 %</td>")[1].split("</tr>")[0]
+    assert f"<td>{one['items']}</td><td>1</td><td>{one['judgments']}</td>" in row
+    rows = page.split('data-testid="budget-rows"')[1].split("</table>")[0]
+    assert f"{pilot.rho:.2f} (design effect {1 + pilot.rho:.2f})" in rows and "advised: new items" in rows
+    # a plan stored before rho and the advice: the page leaves them out
+    for r in result["rows"]:
+        for key in ("pairs_per_item", "rho_seen", "rho_items", "design_effect", "second_rater_share"):
+            r.pop(key)
+        r.pop("advice"), r.pop("recommended")
+    BudgetPlan.objects.create(study=study, result=result)
+    page = client.get(reverse("study_settings", args=[study.pk])).content.decode()
+    assert 'data-testid="budget-totals"' in page and 'data-testid="budget-advice"' not in page

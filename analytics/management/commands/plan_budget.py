@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analytics import budgeting
 from annotation.management.commands._common import get_study
+from selection.core import budget
 
 
 class Command(BaseCommand):
@@ -13,8 +14,11 @@ class Command(BaseCommand):
         "rate, ties as halves), for each number of raters per item -- from a pilot: the pair's human judgments "
         "so far (imported ones count), else its LLM judges' verdicts as a prior, else the largest possible "
         "variance. The pilot's intra-item correlation of raters is the design effect (taken as 1, so extra raters "
-        "add nothing, when the pilot had one rater per item). Also in assignments (HITs), money at the study's "
-        "pay per assignment and rater-hours at the study's measured pace. The settings page runs the same plan."
+        "add nothing, when the pilot had one rater per item). Judgments = items x raters per item x the pairs "
+        "an item gives a rater (one when each system has one output per item). Also in assignments (HITs), money "
+        "at the study's pay per assignment and rater-hours at the study's measured pace, with the advice: one "
+        "rater per item (new items) first, another rater only where the pool runs short (the row marked *). The "
+        "settings page runs the same plan."
     )
 
     def add_arguments(self, parser):
@@ -81,13 +85,16 @@ class Command(BaseCommand):
         pay = result["pay_per_assignment"]
         timed = "measured" if result["pace_measured"] else "the default until enough are timed"
         self.stdout.write(
-            f"{study.name}: power {request.power}, error rate {request.alpha}, {pace:.0f} s per "
+            f"{study.name}: power {request.power}, error rate {request.alpha:.4g}, {pace:.0f} s per "
             f"judgment ({timed})"
             + (f", {pay} per assignment" if pay else ", no pay per assignment set (money not shown)")
         )
+        self.stdout.write(budgeting.advice_words(plans))
         self.stdout.write(
             "pair".ljust(34)
             + "pilot".ljust(12)
+            + "rho".rjust(6)
+            + "pairs/item".rjust(11)
             + "margin".rjust(7)
             + "raters".rjust(7)
             + "items".rjust(7)
@@ -95,12 +102,19 @@ class Command(BaseCommand):
             + "HITs".rjust(7)
             + "cost".rjust(10)
             + "hours".rjust(8)
+            + "  advice"
         )
         for p in plans:
             items = "> max" if p["items"] is None else str(p["items"])
+            rho = f"{p['rho']:.2f}" if p["rho_seen"] else "-"
+            advice = f"  * {p['advice']}" if p["recommended"] else ""
+            if p["advice"] == budget.MORE_ITEMS:
+                advice = f"  {p['advice']}"
             self.stdout.write(
                 p["pair"][:33].ljust(34)
                 + p["pilot"].ljust(12)
+                + rho.rjust(6)
+                + f"{p['pairs_per_item']:g}".rjust(11)
                 + f"{p['margin']:7.2f}"
                 + str(p["raters"]).rjust(7)
                 + items.rjust(7)
@@ -108,4 +122,5 @@ class Command(BaseCommand):
                 + str(p["assignments"] or "-").rjust(7)
                 + str(p["cost"] or "-").rjust(10)
                 + str(p["rater_hours"] or "-").rjust(8)
+                + advice
             )
