@@ -67,7 +67,8 @@ def sign_flip_p(differences: npt.ArrayLike) -> float:
     for v, c, pmf in zip(values.tolist(), counts.tolist(), pmfs, strict=True):
         step = np.zeros(2 * v * c + 1)
         step[:: 2 * v] = pmf  # v (2 B - c) on the grid -v c .. v c
-        dist = convolve(dist, step)  # direct or by FFT, whichever scipy reckons faster
+        # small ones directly; large ones direct or by FFT, whichever scipy reckons faster
+        dist = np.convolve(dist, step) if dist.size * step.size < 1_000_000 else convolve(dist, step)
     half = (dist.size - 1) // 2  # dist[j] = P(S* = j - half), symmetric
     tail = float(dist[half + observed :].sum())  # P(S* >= |S|)
     return float(np.clip(2 * tail, 0.0, 1.0))  # (an FFT's rounding, ~1e-16 a point, can leave a tail below 0)
