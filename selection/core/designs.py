@@ -88,16 +88,22 @@ def ppi_observations(
 
 
 def first_decision(
-    x: npt.NDArray[np.float64], design: Design, alpha: float, margin: float, low: float = 0.0, high: float = 1.0
+    x: npt.NDArray[np.float64],
+    design: Design,
+    alpha: float,
+    margin: float,
+    low: float = 0.0,
+    high: float = 1.0,
+    grid: int = decisions.GRID,
 ) -> tuple[str, int | None]:
     """The design's first decision over observations ``x`` of the win rate (in [low, high]) in arrival order, and
-    after how many (None: none)."""
+    after how many (None: none); ``grid``: the betting sequence's candidate means."""
     if design.looks:
         return group_sequential.first_decision(x, design.looks, alpha, margin)
     if len(x) == 0:
         return UNDECIDED, None
     span = high - low
-    lower, upper = decisions.betting_confidence_sequence((x - low) / span, alpha)
+    lower, upper = decisions.betting_confidence_sequence((x - low) / span, alpha, grid=grid)
     for t, (lo, hi) in enumerate(zip((low + span * lower).tolist(), (low + span * upper).tolist(), strict=True)):
         call = decisions.decide(lo, hi, margin)
         if call != UNDECIDED:
@@ -115,6 +121,7 @@ def replay(
     costs: Sequence[npt.ArrayLike] | None = None,
     predictions: npt.ArrayLike | None = None,
     verdicts: npt.ArrayLike | None = None,
+    grid: int = decisions.GRID,
 ) -> DesignReplay:
     """One replay of a pair under ``design``: per phase, the items in a fresh random order, observed until the
     design decides or the pool runs out. Items first: phase 1 observes one random rater of each item at alpha / 2,
@@ -126,7 +133,8 @@ def replay(
     ``raters``: per item, each rater's score for the pair's first system; ``costs``: per item, each rater's
     judgments (default one); ``predictions``: per item, the judges' score (needed with judges); ``verdicts``: per
     item, the judges' verdicts (what ``judge_verdicts_used`` counts); ``null`` mirrors each item, its judges' score
-    too, with probability 1/2 (A/A)."""
+    too, with probability 1/2 (A/A); ``grid``: the betting sequence's candidate means (any grid keeps its
+    guarantee: its ends reach outwards)."""
     items = [np.asarray(r, dtype=np.float64) for r in raters]
     n = len(items)
     paid = (
@@ -158,10 +166,10 @@ def replay(
             labelled = rng.random(n) < design.label_rate
             x = ppi_observations(y, judged[order], labelled, design.label_rate)
             rate = design.label_rate
-            call, at = first_decision(x, design, level, margin, 1 - 1 / rate, 1 / rate)
+            call, at = first_decision(x, design, level, margin, 1 - 1 / rate, 1 / rate, grid)
         else:
             labelled = np.ones(n, dtype=bool)
-            call, at = first_decision(y, design, level, margin)
+            call, at = first_decision(y, design, level, margin, grid=grid)
         seen = n if at is None else at
         for i, k, take in zip(order[:seen], chosen[:seen], labelled[:seen], strict=True):
             if take:

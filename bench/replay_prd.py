@@ -1,0 +1,122 @@
+"""The saving, where it has to hold: every replay design of ``simulate --replay`` on PRD's 10 system pairs, measured
+against a two-sided t-test on all of a pair's items (bench/README.md, "The saving, where it has to hold").
+
+    DEBUG=1 DATABASE_URL=sqlite:////tmp/replay/db.sqlite3 python bench/replay_prd.py --seeds 50 --null-seeds 100
+
+Builds the PRD study with ``load_prd`` when the database has none (migrate first). Per design, through
+``simulate --replay --json`` (real orders and ``--null``): among the pairs the t-test on all items (item scores = mean
+of the item's votes, against a half, alpha = 0.05) decides, the share of records with the same decision; direction
+errors (a direction opposite to the sign of the pair's win rate on all its items); A/A false decisions per pair and
+study-wide (orders in which any pair decided a direction); human judgments bought against the fixed design, overall
+and per decision the t-test agrees with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from io import StringIO
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+DESIGNS = {
+    "continuous, one rater first (default)": [],
+    "continuous, whole items": ["--first-raters", "all"],
+    "group-sequential 5 looks, one rater first": ["--looks", "5"],
+    "group-sequential 5 looks, whole items": ["--looks", "5", "--first-raters", "all"],
+    "judges, continuous, one rater first": ["--judges"],
+    "judges, group-sequential 5 looks, one rater first": ["--judges", "--looks", "5"],
+    "judges, group-sequential 5 looks, whole items": ["--judges", "--looks", "5", "--first-raters", "all"],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=50)
+    parser.add_argument("--null-seeds", type=int, default=100)
+    parser.add_argument("--error-control", default=None, help="per_pair / study_wide / auto (default: the study's)")
+    parser.add_argument("--only", default="", help="comma-separated design numbers (1-based) to run")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from scipy import stats
+
+    from analytics.populations import Population
+    from analytics.report.data import admitted, load_rows
+    from analytics.report.stopping import item_scores, pair_rating_sets
+    from annotation.models import Study
+
+    if not Study.objects.filter(name="prd-vicuna80").exists():
+        owner, _ = get_user_model().objects.get_or_create(username="bench")
+        call_command("load_prd", "--owner", owner.username, stdout=StringIO())
+    study = Study.objects.get(name="prd-vicuna80")
+    rows = admitted(load_rows(study), Population())
+    truth, ttest = {}, {}
+    for c in study.comparisons.select_related("system_a", "system_b"):
+        scores, _ = item_scores(pair_rating_sets(rows, (c.system_a.name, c.system_b.name)))
+        truth[str(c)] = "a" if scores.mean() > 0.5 else "b"
+        p = stats.ttest_1samp(scores, 0.5).pvalue
+        ttest[str(c)] = truth[str(c)] if p < 0.05 else "undecided"
+    print("t-test on all items:", json.dumps(ttest))
+
+    def run(extra: list[str], seeds: int, null: bool) -> list[dict]:
+        out = StringIO()
+        control = ["--error-control", args.error_control] if args.error_control else []
+        flags = ["--null"] if null else []
+        call_command(
+            "simulate",
+            "--study",
+            study.name,
+            "--replay",
+            "--json",
+            "--seeds",
+            str(seeds),
+            *extra,
+            *control,
+            *flags,
+            stdout=out,
+        )
+        return json.loads(out.getvalue())
+
+    chosen = {int(x) for x in args.only.split(",") if x} or set(range(1, len(DESIGNS) + 1))
+    print(
+        "| design | alpha per pair | same decision as the t-test (pairs it decides) | direction errors | A/A false, "
+        "per pair | A/A false, study-wide | human judgments used of fixed | fewer | per agreeing decision |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for number, (name, extra) in enumerate(DESIGNS.items(), start=1):
+        if number not in chosen:
+            continue
+        real, null = run(extra, args.seeds, False), run(extra, args.null_seeds, True)
+        decided = [r for r in real if ttest[r["pair"]] != "undecided"]
+        same = sum(r["decision"] == ttest[r["pair"]] for r in decided)
+        directional = [r for r in real if r["decision"] in ("a", "b")]
+        wrong = sum(r["decision"] != truth[r["pair"]] for r in directional)
+        false = [r for r in null if r["decision"] in ("a", "b")]
+        orders = {r["seed"] for r in null}
+        any_false = len({r["seed"] for r in false})
+        used, fixed = sum(r["judgments_used"] for r in real), sum(r["judgments_fixed"] for r in real)
+        # per decision: the fixed design's judgments per t-test decision against the design's per agreeing one
+        fixed_per = fixed / max(len(decided), 1)
+        used_per = used / max(same, 1)
+        verdicts = sum(r.get("judge_verdicts_used", 0) for r in real)
+        print(
+            f"| {name} | {real[0]['alpha']:.4g} | {same}/{len(decided)} = {same / max(len(decided), 1):.1%} | "
+            f"{wrong}/{len(directional)} | {len(false)}/{len(null)} = {len(false) / len(null):.2%} | "
+            f"{any_false}/{len(orders)} = {any_false / len(orders):.1%} | {used:,} of {fixed:,}"
+            + (f" (+{verdicts:,} verdicts)" if verdicts else "")
+            + f" | {fixed / used:.2f}x | {fixed_per / used_per:.2f}x |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
