@@ -198,7 +198,9 @@ def budget_start(request: HttpRequest, study_id: int) -> HttpResponse:
         429: OpenApiTypes.OBJECT,
     },
     description="The budget planner (`plan_budget`). GET: the latest plan (`rows`: per system pair, margin and raters "
-    "per item: items, judgments, assignments, cost, rater_hours; empty before any, `created` null) and "
+    "per item: items, judgments (items x raters x `pairs_per_item`), assignments, cost, rater_hours, the raters' "
+    "intra-item correlation `rho` (`rho_seen`, `rho_items`, `design_effect`, `second_rater_share`) and the advice "
+    "(`advice`, `recommended`); empty before any, `created` null) and "
     "the job computing a newer one. POST the plan's fields (all optional) to queue a plan: 202 with "
     "the job (the same plan already queued or running is returned); 400 names the field refused; 429 while "
     "the study plans another request.",
