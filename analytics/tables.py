@@ -216,7 +216,7 @@ def report_tables(report: Report) -> dict[str, Table]:
     )
     bias = report.positional_bias
     tables["positional-bias"] = (
-        ["rater", "kind", "non_tie_judgments", "first_chosen", "p_first", "low_95", "high_95", "binomial_p", "items"],
+        ["rater", "kind", "non_tie_judgments", "first_chosen", "p_first", "low_95", "high_95", "sign_flip_p", "items"],
         [[r.rater, r.kind, r.n, r.first_chosen, r.rate, r.low, r.high, r.p_value, r.items] for r in bias.raters]
         + [
             [f"all {kind}s", kind, p.n, p.first_chosen, p.rate, p.low, p.high, p.p_value, p.items]
