@@ -20,6 +20,7 @@ from analytics.report.serial import to_json
 from analytics.report.style import StyleControl
 from analytics.sentences import answers, boards, empty_reason, headlines, leads, style_sentence
 from analytics.tables import report_tables
+from selection.models import error_words
 
 
 def figures(report: Report) -> dict[str, str]:
@@ -173,8 +174,8 @@ SECTIONS = [
         "leader's lead if both systems were equally good on the pool of items the selection drew from (ties count in "
         "n, not in k, unless the settings say otherwise); 'Risk beyond the pool' is the same test for an unbounded "
         "pool, which stays meaningful when every pool item is judged. The decision is read off an anytime-valid "
-        "confidence sequence for System A's win rate over items (its lower and upper bound, error rate "
-        "{decision_alpha} per pair): 'System A better' or 'System B better' when that system wins more than half, "
+        "confidence sequence for System A's win rate over items (its lower and upper bound, {decision_error}): "
+        "'System A better' or 'System B better' when that system wins more than half, "
         "'equivalent' within {decision_margin} of a half, else "
         "'undecided'. It reads every judgment as it is now (partly rated items and imported files included, in the "
         "order they arrived); with 'Stop buying decided pairs' the study page shows the decision the plan keeps over "
@@ -328,7 +329,9 @@ def sections(report: Report) -> list[Section]:
         "T": params.T,
         "alpha": params.alpha,
         "beta": params.beta,
-        "decision_alpha": None if stopping is None else stopping.decision_alpha,
+        "decision_error": None
+        if stopping is None
+        else error_words(stopping.decision_alpha, stopping.decision_alpha_pair, stopping.error_control),
         "decision_margin": None if stopping is None else stopping.decision_margin,
         "encoding": styled.encoding if isinstance(styled, StyleControl) else "cl100k_base",
         "min_items": MIN_ITEMS,

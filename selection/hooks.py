@@ -4,6 +4,8 @@ the background jobs of embedding and separability, and what the study and settin
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TypedDict, cast
 
@@ -15,7 +17,7 @@ from annotation.models import Assignment, AssignmentTask, Comparison, Item, Stud
 from annotation.rating.allocation import pairs_per_bundle
 from selection import live, rating_sets, services
 from selection.core import decisions
-from selection.models import PairDecision
+from selection.models import PairDecision, error_words
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
 
 
@@ -52,9 +54,12 @@ def do_decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     if not settings.stops_buying():
         return None
     decided_now = set()
+    # each pair's share of the study's error rate (docs/decisions.md#study-wide-error), counted only when a pair
+    # starts a sequence: the submit's decision step stays at its four queries
+    pair_alpha = functools.cache(settings.pair_alpha)
     for comparison_id, reads in sorted(rating_sets.assignment_reads(assignment, study).items()):
         stored = _locked_decision(comparison_id)
-        _observe(study, settings, stored, reads)
+        _observe(study, settings, stored, reads, pair_alpha)
         if stored.decision != decisions.UNDECIDED:
             decided_now.add(comparison_id)
     if not settings.ranks_only():
@@ -91,19 +96,26 @@ def first_raters(study: Study) -> int:
     return 1 if study.selection_settings.one_first() else study.raters_per_item
 
 
-def _observe(study: Study, settings, stored: PairDecision, reads: rating_sets.PairReads) -> None:
+def _observe(
+    study: Study, settings, stored: PairDecision, reads: rating_sets.PairReads, pair_alpha: Callable[[], float]
+) -> None:
     """Bring one pair's stored decision up to date with the items the assignment may have completed: one observation
     per item once its raters are in (one rater in phase 1 of "one rater per item first", all of them otherwise);
     once no item of a pair still undecided lacks its first rater, phase 2 starts -- the pair's tasks ask for all
-    their raters, and a new sequence observes whole items -- each phase at half the error rate."""
+    their raters, and a new sequence observes whole items -- each phase at half the pair's error rate.
+
+    ``pair_alpha()``: the pair's error rate (``SelectionSettings.pair_alpha``: the study's share for one pair when the
+    error is held study-wide; by the union bound the two phases hold the pair's share, and the pairs the study's
+    rate). A stored sequence keeps the rate it started with: the rate, its control, one rater first and the
+    study's pairs all freeze once raters start (``freezes=PLAN``; ``do_rebuild_plan`` refuses), and a pair's first
+    sequence starts at a rater's submit, so it is the study's rate."""
     comparison = reads.comparison
     split = settings.one_first()
-    alpha = settings.decision_alpha / 2 if split else settings.decision_alpha
     raters = 1 if split and stored.phase == 1 else study.raters_per_item
     sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
-    if sequence is None or sequence.alpha != alpha:  # first time, or another error rate
+    if sequence is None:  # the first time
         scored, stored.judgments = rating_sets.pair_item_scores(comparison, raters=raters)
-        sequence, stored.counted = decisions.BettingSequence(alpha), []
+        sequence, stored.counted = decisions.BettingSequence(pair_alpha() / 2 if split else pair_alpha()), []
     else:  # the items this assignment may have completed, one observation each
         new = reads.items - set(stored.counted)
         by_item, _ = rating_sets.ratings_from_rows(comparison, [row for row in reads.rows if row[0] in new])
@@ -126,7 +138,7 @@ def _observe(study: Study, settings, stored: PairDecision, reads: rating_sets.Pa
         # pair is open: buy the others, observe whole items afresh (the ranking keeps phase 1's estimate meanwhile)
         Task.objects.filter(comparison_id=comparison.pk).update(raters_required=study.raters_per_item)
         stored.phase, stored.counted = 2, []
-        sequence = decisions.BettingSequence(alpha)
+        sequence = decisions.BettingSequence(sequence.alpha)  # the second half of the pair's error rate
         low, high = sequence.interval
     stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
     stored.save()
@@ -281,8 +293,15 @@ def decision_rows(study: Study) -> list[DecisionRow]:
 
 def study_page(study: Study) -> dict:
     settings = study.selection_settings
+    shown = settings.stops_buying()  # the decisions' card, and the error rate it names
+    systems = settings.compared_systems() if shown else 0
     return {
-        "decisions": decision_rows(study) if settings.stops_buying() else None,
+        "decisions": decision_rows(study) if shown else None,
+        "decision_error": error_words(
+            settings.decision_alpha, settings.pair_alpha(systems), settings.control_in_force(systems)
+        )
+        if shown
+        else "",
         "ranking_goal": settings.ranks_only(),
         "live_statuses": live.statuses(study),
         "embedded": services.embedding_coverage(study),

@@ -17,6 +17,16 @@ ERROR_CONTROL_LABELS = {  # multiplicity.CONTROLS, as people read them
 }
 
 
+def error_words(alpha: float, pair_alpha: float, control: str) -> str:
+    """The decisions' error rate as people read it, with the control in force (``control``: "per_pair" or
+    "study_wide") -- "study-wide error 0.05 across 10 pairs (0.005 a pair)" -- the one wording of the report and the
+    study page (docs/decisions.md#study-wide-error)."""
+    if control == "study_wide" and pair_alpha < alpha:
+        pairs = round(alpha / pair_alpha)
+        return f"study-wide error {alpha:.3g} across {pairs} pairs ({pair_alpha:.3g} a pair)"
+    return f"error {alpha:.3g} per pair"
+
+
 class SelectionSettings(models.Model):
     """A study's selection settings: which items of each system pair raters see (docs/diffuse.md#selection-strategies)
     and when the live loop stops. ``selection.strategies.strategy_parameters`` is the one map from them to a strategy's
@@ -128,6 +138,21 @@ class SelectionSettings(models.Model):
     def one_first(self) -> bool:
         """Whether the plan buys one rater per item first and the others only where the pair stays undecided."""
         return self.stops_buying() and self.one_rater_first and self.study.raters_per_item > 1
+
+    def compared_systems(self) -> int:
+        """The systems the study's pairs compare (what the study-wide error is split over)."""
+        pairs = Comparison.objects.filter(study_id=self.study_id).values_list("system_a_id", "system_b_id")
+        return len({system for pair in pairs for system in pair})
+
+    def control_in_force(self, systems: int | None = None) -> str:
+        """The control in force, "per_pair" or "study_wide": ``error_control`` with "auto" resolved."""
+        return multiplicity.in_force(self.error_control, self.compared_systems() if systems is None else systems)
+
+    def pair_alpha(self, systems: int | None = None) -> float:
+        """The error rate each system pair's decision uses so that ``decision_alpha`` holds as ``error_control``
+        says (``selection.core.multiplicity.pair_alpha``); ``systems`` when the caller has counted them already."""
+        count = self.compared_systems() if systems is None else systems
+        return multiplicity.pair_alpha(self.decision_alpha, count, self.error_control)
 
 
 class Embedding(models.Model):

@@ -134,6 +134,8 @@ class AnalysisParameters(RatingParameters):
     ties_count_in_n: bool
     decision_alpha: float
     decision_margin: float
+    error_control: str  # in force: "per_pair" or "study_wide" (selection.core.multiplicity.in_force)
+    decision_alpha_pair: float  # the error rate each pair's decision uses (docs/decisions.md#study-wide-error)
 
     def ratings(self) -> RatingParameters:
         return RatingParameters(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RatingParameters)})
@@ -143,9 +145,10 @@ def analysis_parameters(study: Study) -> AnalysisParameters:
     """The one map from a study's stored settings to the report's parameters: its analysis settings
     (analytics.models.AnalysisSettings), the separability weight's T, alpha, beta and metric (the same
     ``strategy_parameters`` as separability-weighted selection), the stopping rule's risk and tie rule (the
-    live loop's), and the study's seed."""
+    live loop's), the decisions' error rate with its control and each pair's share, and the study's seed."""
     stored, selection = study.analysis_settings, study.selection_settings
     weight = strategy_parameters(study)
+    systems = selection.compared_systems()
     return AnalysisParameters(
         k=stored.elo_k,
         T=weight["T"],
@@ -163,6 +166,8 @@ def analysis_parameters(study: Study) -> AnalysisParameters:
         ties_count_in_n=selection.stopping_ties_in_n,
         decision_alpha=selection.decision_alpha,
         decision_margin=selection.decision_margin,
+        error_control=selection.control_in_force(systems),
+        decision_alpha_pair=selection.pair_alpha(systems),
     )
 
 

@@ -21,7 +21,9 @@ class PairStopping:
     """One system pair's stopping status: the anytime-valid ``decision`` ("a", "b", "equivalent", "undecided") with
     the interval of the first system's win rate over ``decision_items`` items; the leader by items won (``k`` of
     ``n`` counted), the risk that it is wrong within the pool of candidate items and beyond it, and whether the risk
-    is under its ``threshold``; who won each item (external id -> a system's name or "tie")."""
+    is under its ``threshold``; who won each item (external id -> a system's name or "tie"). ``decision_alpha`` is the
+    study's error rate, ``error_control`` the control in force ("per_pair" or "study_wide") and
+    ``decision_alpha_pair`` the rate this pair's sequence uses (docs/decisions.md#study-wide-error)."""
 
     system_a: str
     system_b: str
@@ -31,6 +33,8 @@ class PairStopping:
     win_rate_high: float
     decision_items: int
     decision_alpha: float
+    decision_alpha_pair: float
+    error_control: str
     decision_margin: float
     wins_a: int
     wins_b: int
@@ -74,7 +78,8 @@ def stopping_section(study: Study, rows: list[Row], settings: AnalysisParameters
     ``risk_beyond_pool`` is the same test with an unbounded pool (binomial): it stays honest when every
     pool item is judged and the hypergeometric risk is 0 by construction.
 
-    ``decision``: what the anytime-valid confidence sequence for the first system's win rate over items settles
+    ``decision``: what the anytime-valid confidence sequence (at the pair's share of the study's error rate, as the
+    study's error control says) for the first system's win rate over items settles
     (``selection.core.decisions``; an item's score is the mean of its raters' mean outcomes, ties as halves, items
     in the order their last judgment arrived): ``a`` / ``b`` (that system wins more than half), ``equivalent``
     (within the margin of a half) or ``undecided``, with the interval ``win_rate_low`` .. ``win_rate_high``. It is
@@ -93,7 +98,7 @@ def stopping_section(study: Study, rows: list[Row], settings: AnalysisParameters
             labels.count("a"), labels.count("b"), labels.count("tie"), n_pool, settings.risk, settings.ties_count_in_n
         )
         names = {"a": pair[0], "b": pair[1], "tie": "tie"}
-        decision = decisions.pair_decision(item_scores(sets)[0], settings.decision_alpha, settings.decision_margin)
+        decision = decisions.pair_decision(item_scores(sets)[0], settings.decision_alpha_pair, settings.decision_margin)
         out.append(
             PairStopping(
                 system_a=pair[0],
@@ -105,6 +110,8 @@ def stopping_section(study: Study, rows: list[Row], settings: AnalysisParameters
                 win_rate_high=cast(float, decision.high),
                 decision_items=decision.n,
                 decision_alpha=settings.decision_alpha,
+                decision_alpha_pair=settings.decision_alpha_pair,
+                error_control=settings.error_control,
                 decision_margin=decision.margin,
                 wins_a=status.wins_a,
                 wins_b=status.wins_b,

@@ -9,8 +9,15 @@ class Migration(migrations.Migration):
         ('selection', '0017_one_rater_first'),
     ]
 
+    # a study created before this setting keeps the per-pair error it started with (its decisions already made, its
+    # stored sequences at that rate); new studies take "auto"
     operations = [
         migrations.AddField(
+            model_name='selectionsettings',
+            name='error_control',
+            field=models.CharField(choices=[('auto', 'Study-wide when there are more than two systems'), ('per_pair', 'Each system pair on its own'), ('study_wide', 'Study-wide: across all system pairs together')], db_default='per_pair', default='per_pair', help_text="Whose error the decision rate bounds: each pair's, or the study's (the chance that any pair is called wrongly, each pair deciding at the rate divided by the number of pairs; selection/core/multiplicity.py). Automatic: study-wide above two systems.", max_length=12),
+        ),
+        migrations.AlterField(
             model_name='selectionsettings',
             name='error_control',
             field=models.CharField(choices=[('auto', 'Study-wide when there are more than two systems'), ('per_pair', 'Each system pair on its own'), ('study_wide', 'Study-wide: across all system pairs together')], db_default='auto', default='auto', help_text="Whose error the decision rate bounds: each pair's, or the study's (the chance that any pair is called wrongly, each pair deciding at the rate divided by the number of pairs; selection/core/multiplicity.py). Automatic: study-wide above two systems.", max_length=12),

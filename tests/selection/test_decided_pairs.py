@@ -96,7 +96,7 @@ def test_a_decided_pair_gets_no_new_places_and_the_undecided_pair_is_bought_whol
         # bought until the decision and not one judgment after: the items it rests on are the pair's judgments
         assert judgments_of(won) == stored.judgments == stored.items < ITEMS
         # the decision is the confidence sequence's on those items, every one won by sys-a
-        lower, _ = decisions.betting_confidence_sequence([1.0] * stored.items)
+        lower, _ = decisions.betting_confidence_sequence([1.0] * stored.items, alpha=0.05 / 3)  # three pairs
         assert lower[-1] > 0.5 and (stored.items == 1 or lower[-2] <= 0.5)
     assert AssignmentTask.objects.filter(task__comparison__closed=True).count() == sum(
         judgments_of(pairs[k]) for k in (("sys-a", "sys-b"), ("sys-a", "sys-c"))
@@ -165,7 +165,7 @@ def test_the_stored_sequence_equals_the_one_recomputed_from_the_judgments(three)
     for comparison in three.comparisons.select_related("study"):
         stored = PairDecision.objects.get(comparison=comparison)
         scored, judgments = rating_sets.pair_item_scores(comparison)
-        lower, upper = decisions.betting_confidence_sequence([s for _, s in scored])
+        lower, upper = decisions.betting_confidence_sequence([s for _, s in scored], alpha=0.05 / 3)
         assert [i for i, _ in scored] == stored.counted and judgments == stored.judgments
         assert (stored.low, stored.high, stored.items) == pytest.approx((lower[-1], upper[-1], len(scored)))
     level = PairDecision.objects.get(comparison__system_a__name="sys-b")
@@ -255,7 +255,8 @@ def test_the_ranking_mode_buys_only_the_adjacent_orders_it_needs(researcher, res
         for c in study.comparisons.select_related("system_a", "system_b")
     }
     assert not any(c.closed is False for c in study.comparisons.all())  # the ranking is decided: nothing bought
-    lower, _ = decisions.betting_confidence_sequence([1.0] * ITEMS)
+    # four systems: each pair decides at the study's error rate over its six pairs (docs/decisions.md#study-wide-error)
+    lower, _ = decisions.betting_confidence_sequence([1.0] * ITEMS, alpha=study.selection_settings.decision_alpha / 6)
     alone = int(np.argmax(lower > 0.5)) + 1  # the items a pair needs to be decided on its own
     bought = 0
     for pair, c in comparisons.items():
@@ -282,8 +283,9 @@ def test_one_rater_per_item_first_and_the_others_only_where_the_pair_stays_open(
     assert set(Task.objects.filter(study=three).values_list("raters_required", flat=True)) == {1}
     rate_everything(three)
     pairs = {(c.system_a.name, c.system_b.name): c for c in three.comparisons.select_related("system_a", "system_b")}
-    lower, _ = decisions.betting_confidence_sequence([1.0] * ITEMS, alpha=three.selection_settings.decision_alpha / 2)
-    alone = int(np.argmax(lower > 0.5)) + 1  # phase 1 runs at half the error rate
+    # three systems, three pairs: each pair's share of the study's error rate, phase 1 at half of it
+    lower, _ = decisions.betting_confidence_sequence([1.0] * ITEMS, alpha=three.selection_settings.decision_alpha / 6)
+    alone = int(np.argmax(lower > 0.5)) + 1
     for key in (("sys-a", "sys-b"), ("sys-a", "sys-c")):
         stored = PairDecision.objects.get(comparison=pairs[key])
         assert stored.decision == decisions.A_BETTER and stored.phase == 1
