@@ -47,3 +47,12 @@ def test_the_csv_tables_have_the_same_rows_from_a_stored_report_in_any_key_order
     assert shuffled.keys() == stored.keys()
     for name, (columns, rows) in stored.items():  # rows per judge come in the order the stored keys are in
         assert shuffled[name][0] == columns and sorted(map(repr, shuffled[name][1])) == sorted(map(repr, rows)), name
+
+
+def test_the_stopping_entries_name_the_error_control_beside_the_error_rate(judged_study):
+    """``decision_alpha`` stays the study's rate; ``decision_alpha_pair`` is what each pair's sequence uses and
+    ``error_control`` the control in force (docs/decisions.md#study-wide-error): two systems, one pair, the same."""
+    [entry] = compute(judged_study).to_json()["stopping"]
+    keys = list(entry)
+    assert keys[keys.index("decision_alpha") :][:3] == ["decision_alpha", "decision_alpha_pair", "error_control"]
+    assert (entry["decision_alpha"], entry["decision_alpha_pair"], entry["error_control"]) == (0.05, 0.05, "per_pair")
