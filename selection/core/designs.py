@@ -95,11 +95,13 @@ def first_decision(
     low: float = 0.0,
     high: float = 1.0,
     grid: int = decisions.GRID,
+    labelled: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[str, int | None]:
     """The design's first decision over observations ``x`` of the win rate (in [low, high]) in arrival order, and
-    after how many (None: none); ``grid``: the betting sequence's candidate means."""
+    after how many (None: none); ``grid``: the betting sequence's candidate means; ``labelled``: which observations
+    carry a person's label (group-sequential looks take their degrees of freedom from them)."""
     if design.looks:
-        return group_sequential.first_decision(x, design.looks, alpha, margin)
+        return group_sequential.first_decision(x, design.looks, alpha, margin, labelled)
     if len(x) == 0:
         return UNDECIDED, None
     span = high - low
@@ -166,7 +168,7 @@ def replay(
             labelled = rng.random(n) < design.label_rate
             x = ppi_observations(y, judged[order], labelled, design.label_rate)
             rate = design.label_rate
-            call, at = first_decision(x, design, level, margin, 1 - 1 / rate, 1 / rate, grid)
+            call, at = first_decision(x, design, level, margin, 1 - 1 / rate, 1 / rate, grid, labelled)
         else:
             labelled = np.ones(n, dtype=bool)
             call, at = first_decision(y, design, level, margin, grid=grid)

@@ -120,11 +120,19 @@ class Look:
 
 
 def looks_at(
-    scores: npt.ArrayLike, looks: int, alpha: float = 0.05, margin: float = 0.05, pool: int | None = None
+    scores: npt.ArrayLike,
+    looks: int,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    pool: int | None = None,
+    labelled: npt.ArrayLike | None = None,
 ) -> list[Look]:
     """Every planned look at item scores in arrival order (``pool``: the items the looks are planned over, default
-    all of them), up to and including the first that decides."""
+    all of them), up to and including the first that decides. ``labelled``: which observations carry a person's
+    label (prediction-powered observations): the Student-t degrees of freedom are the labels seen less one, as
+    the labelled items carry the variance."""
     x = np.asarray(scores, dtype=np.float64)
+    counts = np.cumsum(np.ones(len(x), dtype=bool) if labelled is None else np.asarray(labelled, dtype=bool))
     total = len(x) if pool is None else pool
     sizes = [n for n in look_sizes(total, looks) if n <= len(x)]
     if not sizes:
@@ -134,21 +142,30 @@ def looks_at(
     for n, c in zip(sizes, crit.tolist(), strict=True):
         seen = x[:n]
         mean = float(seen.mean())
-        sd = float(seen.std(ddof=1)) if n > 1 else 0.5  # one item: the widest an outcome in [0, 1] can vary
-        width = (stats.t.isf(stats.norm.sf(c), n - 1) if n > 1 else c) * sd / np.sqrt(n)
+        df = int(counts[n - 1]) - 1
+        # fewer than two labels (or one item): no variance to read, so nothing is settled yet
+        width = (
+            float(stats.t.isf(stats.norm.sf(c), df)) * float(seen.std(ddof=1)) / np.sqrt(n)
+            if df >= 1 and n > 1
+            else np.inf
+        )
         low, high = max(0.0, mean - width), min(1.0, mean + width)
-        out.append(Look(n, low, high, decide(low, high, margin) if n > 1 else UNDECIDED))
+        out.append(Look(n, low, high, decide(low, high, margin)))
         if out[-1].decision != UNDECIDED:
             break
     return out
 
 
 def first_decision(
-    scores: npt.ArrayLike, looks: int, alpha: float = 0.05, margin: float = 0.05
+    scores: npt.ArrayLike,
+    looks: int,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    labelled: npt.ArrayLike | None = None,
 ) -> tuple[str, int | None]:
     """The first decision over the planned looks at ``scores`` (the whole pool, in arrival order), and after how
-    many items (None: none)."""
-    seen = looks_at(scores, looks, alpha, margin)
+    many items (None: none); ``labelled`` as in ``looks_at``."""
+    seen = looks_at(scores, looks, alpha, margin, labelled=labelled)
     if seen and seen[-1].decision != UNDECIDED:
         return seen[-1].decision, seen[-1].n
     return UNDECIDED, None

@@ -312,6 +312,11 @@ def test_a_group_sequential_look_decides_by_its_repeated_confidence_interval():
     assert seen[-1].decision == "a" and all(s.decision == "undecided" for s in seen[:-1])
     assert group_sequential.first_decision(x, 5, 0.05, 0.05) == ("a", seen[-1].n)
     assert group_sequential.first_decision(np.tile([0.0, 1.0], 40), 5, 0.05, 0.0) == ("undecided", None)
+    # prediction-powered observations: the degrees of freedom are the labels seen less one
+    labelled = np.arange(80) % 4 == 0
+    first = group_sequential.looks_at(x, 5, 0.05, 0.05, labelled=labelled)[0]
+    width = stats.t.isf(stats.norm.sf(c[0]), 4 - 1) * x[:16].std(ddof=1) / 4
+    assert first.n == 16 and first.high == pytest.approx(min(1.0, x[:16].mean() + width))
 
 
 def test_prediction_powered_observations_are_unbiased_and_people_alone_at_rate_one():
@@ -397,6 +402,7 @@ PRD_DESIGNS = {
     "group-sequential, whole items": {"looks": 5, "one_first": False},
     "judges, continuous, one rater first": {"judges": True},
     "judges, group-sequential, one rater first": {"judges": True, "looks": 5},
+    "judges, group-sequential, whole items": {"judges": True, "looks": 5, "one_first": False},
 }
 
 
