@@ -53,6 +53,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import norm
 
+from analytics.core import worth as worth_
+
 
 @functools.lru_cache(maxsize=16)
 def _z(alpha: float) -> float:
@@ -191,6 +193,7 @@ def _estimate(
     bounds: tuple[float, float],
     target: str,
     reference_variance: float | None = None,
+    replicates: tuple[npt.NDArray[np.float64], ...] | None = None,
 ) -> MeanEstimate:
     low, high = bounded_interval(estimate, variance, n, alpha, finite_share, bounds)
     worth = (
@@ -198,6 +201,9 @@ def _estimate(
         if reference_variance is None
         else labels_worth(variance, reference_variance, n, alpha, finite_share, bounds)
     )
+    if replicates is not None:  # a weighted or stratified design: claim one jackknife standard error below
+        log_se = worth_.replicate_log_se(*replicates, n_labels=n - 1, z2=_z(alpha) ** 2, span=bounds[1] - bounds[0])
+        worth = worth_.conservative_worth(worth, log_se)
     return MeanEstimate(
         float(estimate),
         float(low),
@@ -368,7 +374,9 @@ def active_mean(
         share, variance, target = 1.0 - n / big_n, design, THESE_ITEMS
     else:
         share, variance, target = 1.0, design + spread_y / big_n, ITEMS_LIKE_THESE
-    return _estimate(estimate, variance, n, big_n - n, lam, alpha, share, bounds, target, share * spread_y / n)
+    replicates = worth_.weighted_replicates(ys, fs, ps, lam, p, big_n, finite)
+    reference = share * spread_y / n
+    return _estimate(estimate, variance, n, big_n - n, lam, alpha, share, bounds, target, reference, replicates)
 
 
 def stratified_mean(
@@ -401,8 +409,7 @@ def stratified_mean(
         raise ValueError("every labelled item needs a label")
     _finite(y[sampled], "labels")
     bounds = score_bounds(y[sampled]) if bounds is None else bounds
-    estimate = design = within = 0.0
-    means, sizes, noise = [], [], []
+    sizes, counts, means, variances = [], [], [], []
     for h in np.unique(strata):
         members = strata == h
         size, labelled = int(members.sum()), members & sampled
@@ -410,27 +417,20 @@ def stratified_mean(
         if n_h < 2 and n_h < size:
             raise ValueError(f"stratum {h} has {n_h} labelled item(s) of {size}: every stratum needs at least two")
         values = y[labelled]
-        weight = size / big_n
-        var_h = float(np.var(values, ddof=1)) if n_h > 1 else 0.0
-        mean_h = float(values.mean())
-        estimate += weight * mean_h
-        design += weight**2 * (1 - n_h / size) * var_h / n_h
-        within += (size - 1) * var_h
-        means.append(mean_h)
         sizes.append(size)
-        noise.append((1 - n_h / size) * var_h / n_h)  # Var(mean_h), which inflates the spread between means
+        counts.append(n_h)
+        means.append(float(values.mean()))
+        variances.append(float(np.var(values, ddof=1)) if n_h > 1 else 0.0)
     # the population's variance S^2 = (sum (N_h - 1) S_h^2 + sum N_h (mean_h - theta)^2) / (N - 1), the between
-    # part corrected for the noise of the sample means:
-    # E sum W_h (m_h - theta)^2 = true between + sum W_h (1 - W_h) Var(m_h)
-    sizes_, means_, noise_ = np.array(sizes, dtype=np.float64), np.array(means), np.array(noise)
-    weights_ = sizes_ / big_n
-    between = float(np.sum(sizes_ * (means_ - estimate) ** 2) - big_n * np.sum(weights_ * (1 - weights_) * noise_))
-    spread = (within + max(between, 0.0)) / max(big_n - 1, 1)
-    if finite:
-        share, variance, target = 1.0 - n / big_n, design, THESE_ITEMS
-    else:
-        share, variance, target = 1.0, design + spread / big_n, ITEMS_LIKE_THESE
-    return _estimate(estimate, variance, n, big_n - n, float("nan"), alpha, share, bounds, target, share * spread / n)
+    # part corrected for the noise of the sample means (E sum W_h (m_h - theta)^2 = true between + sum W_h (1 - W_h)
+    # Var(m_h)): ``worth.stratified_parts``, the one home of these formulas
+    size_, count_, mean_, var_ = (np.array(v, dtype=np.float64) for v in (sizes, counts, means, variances))
+    estimate = float(np.sum(size_ / big_n * mean_))
+    parts = worth_.stratified_parts(size_, count_, mean_, var_, big_n, n, finite)
+    variance, reference, share = (float(v) for v in parts)
+    target = THESE_ITEMS if finite else ITEMS_LIKE_THESE
+    jackknife = worth_.stratified_replicates(y, strata, sampled, finite)
+    return _estimate(estimate, variance, n, big_n - n, float("nan"), alpha, share, bounds, target, reference, jackknife)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from analytics.report.data import Row, item_means, system_pairs
 from analytics.report.serial import key
 from annotation.models import Study
 from selection.services import UNRECORDED, SampleDesign
-from selection.strategies import PURPOSIVE, STRATIFIED, UNIFORM, WEIGHTED
+from selection.strategies import COARSE_DISAGREEMENT, PURPOSIVE, STRATIFIED, UNIFORM, WEIGHTED
 
 ALL_JUDGES = "all judges"  # the several-judges predictor: the mean of every judge's verdicts on an item
 
@@ -151,6 +151,10 @@ def _pair_estimates(
 
 def _design_note(design: SampleDesign, predictors: dict) -> str:
     """What a reader should know about a design's rows beyond the numbers."""
+    chances = list(design.inclusion.values())
+    if design.method == "judge-disagreement" and design.kind == WEIGHTED and chances:
+        if max(chances) - min(chances) <= 1e-9 * max(chances):  # the design fell back to equal chances
+            return f"Not drawn by the judges' disagreement: {COARSE_DISAGREEMENT}."
     if design.kind == STRATIFIED and predictors:
         if design.method in ("judge-stratified", "judge-neyman"):
             return (

@@ -19,12 +19,12 @@ from annotation.studies import creation, lifecycle
 from selection import services
 from selection.core.sampling import active_inclusion, judge_disagreement
 from selection.models import SelectionRun
+from selection.strategies import COARSE_DISAGREEMENT
 from tests.conftest import import_judge_verdicts
 
 
-@pytest.fixture
-def judged(researcher):
-    """Thirty items, two systems, first samples only; two judges gave verdicts in both orders on every item."""
+def _study(researcher, judges: tuple[str, ...] = ("judge-x", "judge-y")):
+    """Thirty items, two systems, first samples only; ``judges`` gave verdicts in both orders on every item."""
     lines = [
         json.dumps(
             {
@@ -39,8 +39,24 @@ def judged(researcher):
         for i in range(30)
     ]
     study = creation.do_create_study(researcher, "judged", ("\n".join(lines) + "\n").encode(), "j.jsonl")
-    assert import_judge_verdicts(study) == 30 * 2 * 2
+    assert import_judge_verdicts(study, judges) == 30 * len(judges) * 2
     return study
+
+
+@pytest.fixture
+def judged(researcher):
+    """Thirty items, two systems, first samples only; two judges gave verdicts in both orders on every item."""
+    return _study(researcher)
+
+
+def test_with_two_verdicts_an_item_the_design_gives_every_item_the_same_chance_and_the_report_says_why(researcher):
+    study = _study(researcher, ("judge-x",))  # one judge, both orders: two verdicts an item
+    lifecycle.do_update_settings(study, {"selection_method": "judge-disagreement", "budget": 10}, None)
+    run = SelectionRun.objects.filter(study=study).latest("id")
+    assert run.details["inclusion"] == pytest.approx([10 / 30] * 10)
+    assert run.details["uniform_because"] == COARSE_DISAGREEMENT
+    [entry] = study_report(study).win_rate_estimates
+    assert entry.design == "weighted" and entry.note == f"Not drawn by the judges' disagreement: {COARSE_DISAGREEMENT}."
 
 
 def test_the_judges_verdicts_are_read_per_item_as_scores_for_the_first_system(judged):

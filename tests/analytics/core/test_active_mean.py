@@ -1,15 +1,26 @@
 """The inverse-probability-weighted mean from people and judges (active statistical inference with power tuning):
 a case worked by hand, the identities with the uniform estimators, and its promises checked by simulation
 (unbiased under a judge-disagreement design, intervals near 95 %, narrower than a uniform sample where the judges'
-disagreement marks the items they get wrong)."""
+disagreement marks the items they get wrong). The efficiency the weighted and stratified designs claim
+(analytics/core/worth.py: one jackknife standard error below the plain ratio): its replicates against the
+estimators recomputed without each label, and on PRD with two judges, no more than the designs deliver."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from analytics.core.ppi import active_mean, classical_mean, ppi_mean
-from selection.core.sampling import active_inclusion, judge_disagreement, systematic_pps
+from analytics.core import worth
+from analytics.core.ppi import _z, active_mean, classical_mean, labels_worth, ppi_mean, stratified_mean
+from bench.prd_data import PRD, PairData, load
+from selection.core.sampling import (
+    active_inclusion,
+    disagreement_inclusion,
+    judge_disagreement,
+    judge_stratified_selection,
+    systematic_pps,
+    too_few_verdicts,
+)
 
 
 def test_a_case_worked_by_hand():
@@ -139,3 +150,150 @@ def test_bad_input_is_refused():
         )
     with pytest.raises(ValueError, match="same items"):
         active_mean(np.ones(3), f, pi, np.ones(4, dtype=bool))
+
+
+def _weighted_sample(
+    rng: np.random.Generator, n_items: int = 40
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    f = rng.integers(0, 5, n_items) / 4
+    y = np.clip(np.round(2 * (0.4 * f + rng.normal(0.3, 0.3, n_items))) / 2, 0, 1)
+    pi = rng.uniform(0.2, 0.7, n_items)
+    sampled = rng.random(n_items) < pi
+    return y, f, pi, sampled
+
+
+@pytest.mark.parametrize("finite", [False, True])
+def test_each_weighted_replicate_is_the_estimate_without_one_label(finite):
+    rng = np.random.default_rng(41)
+    y, f, pi, sampled = _weighted_sample(rng)
+    lam, n, big_n = 0.4, int(sampled.sum()), y.size
+    variance, reference, share = worth.weighted_replicates(y[sampled], f[sampled], pi[sampled], lam, 1, big_n, finite)
+    assert variance.size == n
+    for j, item in enumerate(np.flatnonzero(sampled)):
+        rest = sampled.copy()
+        rest[item] = False
+        # lambda held: the variance active_mean gives on the other n - 1 labels (one coefficient fitted, the mean)
+        # (the other labels a draw of n - 1: each chance scaled by (n - 1) / n)
+        again = active_mean(np.where(rest, y, np.nan), f, pi * (n - 1) / n, rest, lam=lam, finite=finite)
+        assert variance[j] == pytest.approx(again.se**2)
+        # the reference: g s_w^2 / m, s_w^2 the weighted variance of the other labels (m - 1 degrees of freedom)
+        w, ys, m = n / ((n - 1) * pi[rest]), y[rest], n - 1
+        spread = m / (m - 1) * np.sum(w * (ys - np.sum(w * ys) / w.sum()) ** 2) / w.sum()
+        g = 1 - m / big_n if finite else 1.0
+        assert (reference[j], share[j]) == pytest.approx((g * spread / m, g))
+
+
+@pytest.mark.parametrize("finite", [False, True])
+def test_each_stratified_replicate_is_the_estimate_without_one_label(finite):
+    rng = np.random.default_rng(42)
+    strata = np.repeat([0, 1, 2], [20, 15, 10])
+    y = rng.integers(0, 3, strata.size) / 2
+    sampled = np.zeros(strata.size, dtype=bool)
+    for h, k in ((0, 5), (1, 2), (2, 4)):  # the stratum of two labels has no replicate
+        sampled[rng.choice(np.flatnonzero(strata == h), k, replace=False)] = True
+    variance, reference, share, which, factor = worth.stratified_replicates(y, strata, sampled, finite)
+    assert variance.size == 9 and sorted(set(which)) == [0.0, 2.0]
+    assert factor == pytest.approx(np.where(which == 0, 4 / 5, 3 / 4))
+    expected = []
+    for item in np.flatnonzero(sampled & (strata != 1)):
+        rest = sampled.copy()
+        rest[item] = False
+        expected.append(stratified_mean(np.where(rest, y, np.nan), strata, rest, finite=finite).se ** 2)
+    assert np.sort(variance) == pytest.approx(np.sort(expected))
+
+
+def test_the_claim_is_one_jackknife_standard_error_below_the_plain_ratio():
+    # three replicates of 9 labels each, variances on the [0, 1] scale, no fair-coin labels (k = 0): their
+    # efficiencies 2, 1 and 1/2, so log t = (log 2, 0, -log 2), mean 0, and se^2 = (2/3) (2 log^2 2)
+    se = worth.replicate_log_se([0.01, 0.02, 0.04], [0.02, 0.02, 0.02], [1.0, 1.0, 1.0], n_labels=9, z2=0.0)
+    assert se == pytest.approx(np.sqrt(4 / 3) * np.log(2))
+    assert worth.conservative_worth(1.3, se) == pytest.approx(1.3 * np.exp(-se))
+    # stratified: each stratum's replicates about their own mean, times (n_h - 1) / n_h
+    se = worth.replicate_log_se(
+        [0.01, 0.02, 0.01, 0.04], [0.02] * 4, [1.0] * 4, [0, 0, 1, 1], [0.5, 0.5, 0.75, 0.75], n_labels=9, z2=0.0
+    )
+    assert se == pytest.approx(np.sqrt(0.5 * 2 * (np.log(2) / 2) ** 2 + 0.75 * 2 * np.log(2) ** 2))
+    # with fair-coin labels each replicate's efficiency is labels_worth's on its 9 labels
+    t = worth.shrunk_worth([0.01, 0.04], [0.02, 0.02], 9, _z(0.05) ** 2)
+    assert t == pytest.approx([labels_worth(v, 0.02, 9) for v in (0.01, 0.04)])
+
+
+def test_with_equal_chances_and_people_alone_the_weighted_estimate_claims_exactly_one():
+    rng = np.random.default_rng(43)
+    y, f, _, _ = _weighted_sample(rng)
+    sampled = np.zeros(y.size, dtype=bool)
+    sampled[rng.choice(y.size, 12, replace=False)] = True
+    for finite in (False, True):
+        est = active_mean(
+            np.where(sampled, y, np.nan), f, np.full(y.size, 12 / y.size), sampled, lam=0.0, finite=finite
+        )
+        assert est.efficiency == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# On PRD with two judges: repeated draws of each design on every pair (items resampled whole: an item is a question,
+# its score the mean of its human votes), the efficiency claimed against the one delivered.
+
+TWO_JUDGES = {"one verdict each": [0, 4], "both orders": [0, 1, 4, 5]}  # gpt4 and claude in bench.prd_data.JUDGES
+ROUNDS = 200
+
+
+@pytest.fixture(scope="module")
+def prd() -> list[PairData]:
+    if not (PRD / "ratings-gpt4").is_dir():
+        pytest.skip(f"{PRD} has no judge verdicts: the real data lives in ../shared/data (see its README)")
+    return load()
+
+
+def _designs(pair: PairData, columns: list[int], n: int, rng: np.random.Generator) -> dict[str, list]:
+    """ROUNDS studies of 64 questions drawn from the pair's 80 (items like these): per design, each study's
+    (estimate, low, high, claimed efficiency)."""
+    out: dict[str, list] = {"judge-disagreement": [], "judge-neyman": []}
+    for _ in range(ROUNDS):
+        index = rng.integers(0, pair.y.size, 64)
+        y, verdicts = pair.y[index], pair.verdicts[index][:, columns]
+        f = verdicts.mean(axis=1)
+        pi = disagreement_inclusion(verdicts, n)
+        drawn = np.zeros(64, dtype=bool)
+        drawn[systematic_pps(pi, rng)] = True
+        est = active_mean(np.where(drawn, y, np.nan), f, pi, drawn)
+        out["judge-disagreement"].append((est.estimate, est.low, est.high, est.efficiency))
+        chosen, strata, _ = judge_stratified_selection(f, n, rng, neyman=True)
+        drawn = np.zeros(64, dtype=bool)
+        drawn[chosen] = True
+        est = stratified_mean(np.where(drawn, y, np.nan), strata, drawn)
+        out["judge-neyman"].append((est.estimate, est.low, est.high, est.efficiency))
+    return out
+
+
+@pytest.mark.slow(seconds=5)
+@pytest.mark.parametrize("verdicts", list(TWO_JUDGES))
+@pytest.mark.parametrize("n", [10, 20])
+def test_with_two_judges_on_prd_the_designs_claim_no_more_than_they_deliver_and_cover(
+    prd: list[PairData], verdicts: str, n: int
+) -> None:
+    columns = TWO_JUDGES[verdicts]
+    # two verdicts an item only say whether the judges agree: the design gives every item the same chance
+    assert too_few_verdicts(prd[0].verdicts[:, columns]) == (verdicts == "one verdict each")
+    rng = np.random.default_rng([43, n, len(columns)])
+    errors: dict[str, list] = {"judge-disagreement": [], "judge-neyman": []}
+    claims: dict[str, list] = {"judge-disagreement": [], "judge-neyman": []}
+    reference = 0.0
+    floor = 0.93 - 3 * np.sqrt(0.93 * 0.07 / ROUNDS)  # three binomial standard errors of ROUNDS draws
+    for pair in prd:
+        truth = float(pair.y.mean())
+        reference += float(np.var(pair.y)) / n  # people alone on a uniform sample of n, exactly
+        for name, rows in _designs(pair, columns, n, rng).items():
+            values = np.array(rows)
+            covered = np.mean((values[:, 1] <= truth + 1e-12) & (truth - 1e-12 <= values[:, 2]))
+            assert covered >= floor, f"{name}, {pair.pair}: covers {covered:.3f}"
+            errors[name].append((values[:, 0] - truth) ** 2)
+            claims[name].append(values[:, 3])
+    for name in errors:
+        squared = np.array(errors[name])  # pairs x rounds
+        mse = squared.mean(axis=1).sum()
+        delivered = reference / mse
+        # the simulation's own error: the standard error of the summed mean squared errors, relative
+        noise = np.sqrt(np.sum(squared.var(axis=1, ddof=1) / ROUNDS)) / mse
+        claimed = float(np.mean(claims[name]))
+        assert claimed <= delivered * (1 + 2 * noise), f"{name}: claims {claimed:.3f}, delivers {delivered:.3f}"

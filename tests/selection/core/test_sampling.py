@@ -147,3 +147,17 @@ def test_judge_stratified_selection_cuts_the_judges_scores_into_bands():
     _, strata_n, pi_n = judge_stratified_selection(f, 20, rng, neyman=True)
     middle, edge = np.abs(f - 0.5) <= 0.25, np.abs(f - 0.5) > 0.25
     assert pi_n[middle].mean() > pi_n[edge].mean()
+
+
+def test_two_verdicts_an_item_give_every_item_the_same_chance_and_more_give_the_disagreement_design():
+    # two verdicts only say agree (u = 0), a win against a tie (1/4) or a win against a loss (1)
+    two = np.array([[1.0, 1.0], [1.0, 0.5], [1.0, 0.0], [0.0, 0.0], [0.5, 0.5], [1.0, np.nan]])
+    assert sampling.too_few_verdicts(two)
+    np.testing.assert_allclose(sampling.disagreement_inclusion(two, 3), np.full(6, 3 / 6))
+    # a third verdict on most items: the design of active_inclusion, unequal chances
+    three = np.column_stack([two, [1.0, 1.0, 0.0, 0.0, 0.0, np.nan]])
+    assert not sampling.too_few_verdicts(three)
+    np.testing.assert_allclose(
+        sampling.disagreement_inclusion(three, 3), sampling.active_inclusion(sampling.judge_disagreement(three), 3)
+    )
+    assert np.ptp(sampling.disagreement_inclusion(three, 3)) > 0
