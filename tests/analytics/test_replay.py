@@ -92,6 +92,10 @@ def test_group_sequential_looks_and_the_judges_replay_with_their_fields(won):
         assert r["design"] == "group-sequential (5 looks), whole items"
         assert r["decision"] == "a" and r["items_used"] in (12, 24, 36, 48, 60)
         assert r["judgments_used"] == 2 * r["items_used"] and "judge_verdicts_used" not in r
+    futile = replay_json("--seeds", "1", "--looks", "5", "--futility", "0.1")[0]
+    assert "futility stop below 0.1" in futile["design"] and futile["decision"] == "a"  # a clear pair: decided
+    with pytest.raises(CommandError, match="--futility goes with --looks"):
+        replay_json("--futility", "0.1")
     with pytest.raises(CommandError, match="have not judged"):
         replay_json("--judges")
     import_judge_verdicts(won)
@@ -195,7 +199,8 @@ def test_the_leaderboards_mark_which_adjacent_orders_are_decided(researcher):
         for x, y, choice in (("sys-a", "sys-b", "sys-a"), ("sys-a", "sys-c", "sys-a"), ("sys-b", "sys-c", "tie"))
     ]
     imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")
-    study = lifecycle.do_update_settings(study, {"decision_margin": 0.1}, None)
+    # each pair at alpha itself (what the marks read, not the study-wide split, is under test here)
+    study = lifecycle.do_update_settings(study, {"decision_margin": 0.1, "error_control": "per_pair"}, None)
     report = study_report(study)
     stopping = {(s.system_a, s.system_b): s for s in report.stopping}
     # what the marks read: the decisions of the confidence sequence over the 40 item scores
