@@ -31,6 +31,24 @@ DESIGNS = {
     "judges, continuous, one rater first": ["--judges"],
     "judges, group-sequential 5 looks, one rater first": ["--judges", "--looks", "5"],
     "judges, group-sequential 5 looks, whole items": ["--judges", "--looks", "5", "--first-raters", "all"],
+    "group-sequential 5 looks, futility 0.1, one rater first": ["--looks", "5", "--futility", "0.1"],
+    "group-sequential 5 looks, futility 0.1, whole items": [
+        "--looks",
+        "5",
+        "--futility",
+        "0.1",
+        "--first-raters",
+        "all",
+    ],
+    "judges, group-sequential 5 looks, futility 0.1, whole items": [
+        "--judges",
+        "--looks",
+        "5",
+        "--futility",
+        "0.1",
+        "--first-raters",
+        "all",
+    ],
 }
 
 

@@ -36,19 +36,23 @@ class Design:
     """How a replay buys a pair's judgments: ``one_first`` (one rater per item while items remain, the other raters
     only where the pair stays undecided, each phase at alpha / 2), ``looks`` (0: continuous monitoring with the
     betting sequence; K: group-sequential over K equally spaced looks at the pool), ``judges`` with ``label_rate``
-    (prediction-powered with the judges' verdicts, humans on a share pi of the items)."""
+    (prediction-powered with the judges' verdicts, humans on a share pi of the items); ``futility`` (with looks: a phase
+    stops undecided at a look whose conditional power is below it, ``group_sequential.looks_at``: the pair's items
+    go to pairs that can still be decided, and items first moves on to whole items)."""
 
     one_first: bool = True
     looks: int = 0
     judges: bool = False
     label_rate: float = 0.5
+    futility: float = 0.0
 
     @property
     def name(self) -> str:
         looking = f"group-sequential ({self.looks} looks)" if self.looks else CONTINUOUS
         buying = "one rater per item first" if self.one_first else "whole items"
         judged = f", judges inside (humans on {self.label_rate:g} of items)" if self.judges else ""
-        return f"{looking}, {buying}{judged}"
+        futile = f", futility stop below {self.futility:g} conditional power" if self.looks and self.futility else ""
+        return f"{looking}{futile}, {buying}{judged}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +105,7 @@ def first_decision(
     after how many (None: none); ``grid``: the betting sequence's candidate means; ``labelled``: which observations
     carry a person's label (group-sequential looks take their degrees of freedom from them)."""
     if design.looks:
-        return group_sequential.first_decision(x, design.looks, alpha, margin, labelled)
+        return group_sequential.first_decision(x, design.looks, alpha, margin, labelled, design.futility)
     if len(x) == 0:
         return UNDECIDED, None
     span = high - low
@@ -154,7 +158,7 @@ def replay(
     bought = [np.zeros(len(r), dtype=bool) for r in items]
     one_first = design.one_first and max((len(r) for r in items), default=0) > 1
     phases = [(True, alpha / 2), (False, alpha / 2)] if one_first else [(False, alpha)]
-    verdicts_used = 0
+    verdicts_used = reached = 0
     for number, (single, level) in enumerate(phases):
         order = rng.permutation(n)
         if single:
@@ -173,6 +177,7 @@ def replay(
             labelled = np.ones(n, dtype=bool)
             call, at = first_decision(y, design, level, margin, grid=grid)
         seen = n if at is None else at
+        reached = max(reached, seen)  # items any phase has looked at
         for i, k, take in zip(order[:seen], chosen[:seen], labelled[:seen], strict=True):
             if take:
                 if k >= 0:
@@ -181,9 +186,9 @@ def replay(
                     bought[i][:] = True
         if with_judges:
             verdicts_used = int(counted[order[:seen]].sum())
-        if at is not None:
-            return DesignReplay(call, seen, _cost(paid, bought), fixed, verdicts_used)
-    return DesignReplay(UNDECIDED, n, _cost(paid, bought), fixed, verdicts_used)
+        if call != UNDECIDED:
+            return DesignReplay(call, reached, _cost(paid, bought), fixed, verdicts_used)
+    return DesignReplay(UNDECIDED, reached, _cost(paid, bought), fixed, verdicts_used)
 
 
 def _cost(paid: list[npt.NDArray[np.int64]], bought: list[npt.NDArray[np.bool_]]) -> int:

@@ -111,12 +111,14 @@ def look_sizes(pool: int, looks: int) -> list[int]:
 
 @dataclasses.dataclass(frozen=True)
 class Look:
-    """What one look saw and settled: items seen, the repeated confidence interval, the decision."""
+    """What one look saw and settled: items seen, the repeated confidence interval, the decision, and whether the
+    look stopped the pair for futility (undecided, the pool too small for a decision it is heading to)."""
 
     n: int
     low: float
     high: float
     decision: str
+    futile: bool = False
 
 
 def looks_at(
@@ -126,34 +128,55 @@ def looks_at(
     margin: float = 0.05,
     pool: int | None = None,
     labelled: npt.ArrayLike | None = None,
+    futility: float = 0.0,
 ) -> list[Look]:
     """Every planned look at item scores in arrival order (``pool``: the items the looks are planned over, default
-    all of them), up to and including the first that decides. ``labelled``: which observations carry a person's
-    label (prediction-powered observations): the Student-t degrees of freedom are the labels seen less one, as
-    the labelled items carry the variance."""
+    all of them), up to and including the first that decides or stops for futility. ``labelled``: which
+    observations carry a person's label (prediction-powered observations): the Student-t degrees of freedom are
+    the labels seen less one, as the labelled items carry the variance. ``futility``: stop undecided at a look
+    before the last once the conditional power -- the chance of crossing the last boundary if the trend seen so far
+    continues -- is below it (``conditional_power``); 0: never. A futility stop only withholds decisions, so it
+    cannot raise the error rate (a non-binding rule)."""
     x = np.asarray(scores, dtype=np.float64)
     counts = np.cumsum(np.ones(len(x), dtype=bool) if labelled is None else np.asarray(labelled, dtype=bool))
     total = len(x) if pool is None else pool
     sizes = [n for n in look_sizes(total, looks) if n <= len(x)]
     if not sizes:
         return []
-    crit = boundaries([n / total for n in look_sizes(total, looks)], alpha)[: len(sizes)]
+    every = boundaries([n / total for n in look_sizes(total, looks)], alpha)
+    crit = every[: len(sizes)]
     out = []
     for n, c in zip(sizes, crit.tolist(), strict=True):
         seen = x[:n]
         mean = float(seen.mean())
         df = int(counts[n - 1]) - 1
         # fewer than two labels (or one item): no variance to read, so nothing is settled yet
-        width = (
-            float(stats.t.isf(stats.norm.sf(c), df)) * float(seen.std(ddof=1)) / np.sqrt(n)
-            if df >= 1 and n > 1
-            else np.inf
-        )
+        se = float(seen.std(ddof=1)) / np.sqrt(n) if df >= 1 and n > 1 else np.inf
+        width = float(stats.t.isf(stats.norm.sf(c), df)) * se if np.isfinite(se) else np.inf
         low, high = max(0.0, mean - width), min(1.0, mean + width)
-        out.append(Look(n, low, high, decide(low, high, margin)))
-        if out[-1].decision != UNDECIDED:
+        call = decide(low, high, margin)
+        futile = (
+            call == UNDECIDED
+            and futility > 0
+            and n < total
+            and np.isfinite(width)
+            and conditional_power(mean, se, n / total, float(every[-1])) < futility
+        )
+        out.append(Look(n, low, high, call, futile))
+        if call != UNDECIDED or futile:
             break
     return out
+
+
+def conditional_power(mean: float, se: float, t: float, last: float) -> float:
+    """The chance that the last look's |Z| crosses ``last`` if the drift seen at information fraction t continues
+    (the B-value of Lan & Wittes 1988: B(t) = Z_t sqrt(t), drift theta = Z_t / sqrt(t), B(1) - B(t) ~
+    N(theta (1 - t), 1 - t)); the looks in between are ignored, which only understates the chance of a decision."""
+    if se <= 0:
+        return 1.0
+    z = abs(mean - 0.5) / se
+    b, drift = z * np.sqrt(t), z / np.sqrt(t)
+    return float(stats.norm.sf((last - b - drift * (1 - t)) / np.sqrt(1 - t)))
 
 
 def first_decision(
@@ -162,10 +185,12 @@ def first_decision(
     alpha: float = 0.05,
     margin: float = 0.05,
     labelled: npt.ArrayLike | None = None,
+    futility: float = 0.0,
 ) -> tuple[str, int | None]:
     """The first decision over the planned looks at ``scores`` (the whole pool, in arrival order), and after how
-    many items (None: none); ``labelled`` as in ``looks_at``."""
-    seen = looks_at(scores, looks, alpha, margin, labelled=labelled)
-    if seen and seen[-1].decision != UNDECIDED:
+    many items: (decision, n) once decided, ("undecided", n) when a look stopped for futility, ("undecided", None)
+    when the pool ran out; ``labelled`` and ``futility`` as in ``looks_at``."""
+    seen = looks_at(scores, looks, alpha, margin, labelled=labelled, futility=futility)
+    if seen and (seen[-1].decision != UNDECIDED or seen[-1].futile):
         return seen[-1].decision, seen[-1].n
     return UNDECIDED, None

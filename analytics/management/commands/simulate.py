@@ -146,6 +146,14 @@ class Command(BaseCommand):
             "spending; selection/core/group_sequential.py).",
         )
         parser.add_argument(
+            "--futility",
+            type=float,
+            default=0.0,
+            help="With --looks: stop a pair undecided at a look whose conditional power (the chance of a decision "
+            "by the last look if the trend so far holds) is below this, so its items go to pairs that can still be "
+            "decided (one rater first moves on to whole items); 0 (default): never.",
+        )
+        parser.add_argument(
             "--judges",
             action="store_true",
             help="With --replay: the study's LLM judge verdicts known on every item from the start, inside a "
@@ -279,8 +287,12 @@ class Command(BaseCommand):
             raise CommandError("--alpha must be between 0 and 1 and --margin at least 0 and below 0.5")
         if o["seeds"] < 1:
             raise CommandError("--seeds must be at least 1")
-        if o["looks"] < 0 or not 0 < o["label_rate"] <= 1:
-            raise CommandError("--looks must be at least 0 and --label-rate above 0 and at most 1")
+        if o["looks"] < 0 or not 0 < o["label_rate"] <= 1 or not 0 <= o["futility"] < 1:
+            raise CommandError(
+                "--looks must be at least 0, --label-rate above 0 and at most 1, --futility at least 0 and below 1"
+            )
+        if o["futility"] and not o["looks"]:
+            raise CommandError("--futility goes with --looks (a stop for futility is read at a planned look)")
         every = list(study.comparisons.select_related("system_a", "system_b"))
         comparisons = [self._comparison(study, o["pair"])] if o["pair"] else every
         # each pair's alpha: per pair, or the study's split over its pairs (selection/core/multiplicity.py)
@@ -300,7 +312,11 @@ class Command(BaseCommand):
             records = self._ranking_replay(comparisons, rows, o, alpha, margin)
         else:
             design = designs.Design(
-                one_first=o["first_raters"] != "all", looks=o["looks"], judges=o["judges"], label_rate=o["label_rate"]
+                one_first=o["first_raters"] != "all",
+                looks=o["looks"],
+                judges=o["judges"],
+                label_rate=o["label_rate"],
+                futility=o["futility"],
             )
             design_name = design.name
             judges = [r for r in everyone if r.kind == "judge" and not r.screened_out] if o["judges"] else None

@@ -319,6 +319,24 @@ def test_a_group_sequential_look_decides_by_its_repeated_confidence_interval():
     assert first.n == 16 and first.high == pytest.approx(min(1.0, x[:16].mean() + width))
 
 
+def test_a_futility_stop_is_the_conditional_power_of_the_trend_below_the_threshold():
+    """Conditional power (Lan & Wittes' B-value): with Z_t at information t and drift Z_t / sqrt(t), the chance that
+    Z at t = 1 crosses the last boundary is Phi((Z_t sqrt(t) + Z_t (1 - t) / sqrt(t) - c_K) / sqrt(1 - t)); a look
+    stops the pair undecided when it is below the threshold, and never at the last look."""
+    from scipy import stats
+
+    from selection.core import group_sequential
+
+    z, t, last = 1.2, 0.4, 2.031
+    expected = stats.norm.cdf((z * math.sqrt(t) + z * (1 - t) / math.sqrt(t) - last) / math.sqrt(1 - t))
+    assert group_sequential.conditional_power(0.5 + 1.2 * 0.1, 0.1, t, last) == pytest.approx(expected)
+    level = np.tile([0.0, 1.0, 0.5, 1.0, 0.0], 16)  # 80 items, mean exactly a half: no trend at all
+    looks = group_sequential.looks_at(level, 5, 0.05, 0.0, futility=0.1)
+    assert [(s.n, s.decision, s.futile) for s in looks] == [(16, "undecided", True)]
+    assert group_sequential.first_decision(level, 5, 0.05, 0.0, futility=0.1) == ("undecided", 16)
+    assert group_sequential.first_decision(level, 5, 0.05, 0.0) == ("undecided", None)  # no futility: to the end
+
+
 def test_prediction_powered_observations_are_unbiased_and_people_alone_at_rate_one():
     """Delta_i = f_i + (y_i - f_i) xi_i / pi has the people's mean whatever the judges say (xi independent of the
     item), and with pi = 1 it is the people's labels."""
@@ -403,6 +421,7 @@ PRD_DESIGNS = {
     "judges, continuous, one rater first": {"judges": True},
     "judges, group-sequential, one rater first": {"judges": True, "looks": 5},
     "judges, group-sequential, whole items": {"judges": True, "looks": 5, "one_first": False},
+    "group-sequential with futility stops, one rater first": {"looks": 5, "futility": 0.1},
 }
 
 
