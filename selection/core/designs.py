@@ -38,18 +38,27 @@ class Design:
     betting sequence; K: group-sequential over K equally spaced looks at the pool), ``judges`` with ``label_rate``
     (prediction-powered with the judges' verdicts, humans on a share pi of the items); ``futility`` (with looks: a phase
     stops undecided at a look whose conditional power is below it, ``group_sequential.looks_at``: the pair's items
-    go to pairs that can still be decided, and items first moves on to whole items)."""
+    go to pairs that can still be decided, and items first moves on to whole items); ``first_share``: the share of
+    alpha items first spends on its phase 1 (the rest on phase 2; the live plan's is one half)."""
 
     one_first: bool = True
     looks: int = 0
     judges: bool = False
     label_rate: float = 0.5
     futility: float = 0.0
+    first_share: float = 0.5
 
     @property
     def name(self) -> str:
         looking = f"group-sequential ({self.looks} looks)" if self.looks else CONTINUOUS
-        buying = "one rater per item first" if self.one_first else "whole items"
+        buying = (
+            (
+                "one rater per item first"
+                + (f" (phase 1 at {self.first_share:g} alpha)" if self.first_share != 0.5 else "")
+            )
+            if self.one_first
+            else "whole items"
+        )
         judged = f", judges inside (humans on {self.label_rate:g} of items)" if self.judges else ""
         futile = f", futility stop below {self.futility:g} conditional power" if self.looks and self.futility else ""
         return f"{looking}{futile}, {buying}{judged}"
@@ -134,7 +143,7 @@ def replay(
     phase 2 (only if phase 1 ends undecided) whole items at alpha / 2 (union bound, as
     ``decisions.replay_one_rater_first``); whole items: one phase at alpha. With the judges, phase 1 (or the one
     phase) is prediction-powered: each item's human label bought with probability ``design.label_rate``; phase 2
-    buys people on every item it observes.
+    buys people on every item it observes. Items first splits alpha ``first_share`` : 1 - ``first_share``.
 
     ``raters``: per item, each rater's score for the pair's first system; ``costs``: per item, each rater's
     judgments (default one); ``predictions``: per item, the judges' score (needed with judges); ``verdicts``: per
@@ -157,7 +166,10 @@ def replay(
     fixed = int(sum(int(c.sum()) for c in paid))
     bought = [np.zeros(len(r), dtype=bool) for r in items]
     one_first = design.one_first and max((len(r) for r in items), default=0) > 1
-    phases = [(True, alpha / 2), (False, alpha / 2)] if one_first else [(False, alpha)]
+    if not 0 < design.first_share < 1:
+        raise ValueError("the first phase's share of alpha must be in (0, 1)")
+    share = design.first_share
+    phases = [(True, alpha * share), (False, alpha * (1 - share))] if one_first else [(False, alpha)]
     verdicts_used = reached = 0
     for number, (single, level) in enumerate(phases):
         order = rng.permutation(n)

@@ -154,6 +154,13 @@ class Command(BaseCommand):
             "decided (one rater first moves on to whole items); 0 (default): never.",
         )
         parser.add_argument(
+            "--first-share",
+            type=float,
+            help="With one rater first: the share of the pair's alpha its first phase spends (the rest goes to whole "
+            "items). Default: 0.5 looking after every item (the live plan's), 0.3 with --looks (chosen on PRD: "
+            "borderline pairs are decided by whole items, clear ones by single votes at any alpha).",
+        )
+        parser.add_argument(
             "--judges",
             action="store_true",
             help="With --replay: the study's LLM judge verdicts known on every item from the start, inside a "
@@ -291,6 +298,8 @@ class Command(BaseCommand):
             raise CommandError(
                 "--looks must be at least 0, --label-rate above 0 and at most 1, --futility at least 0 and below 1"
             )
+        if o["first_share"] is not None and not 0 < o["first_share"] < 1:
+            raise CommandError("--first-share must be above 0 and below 1")
         if o["futility"] and not o["looks"]:
             raise CommandError("--futility goes with --looks (a stop for futility is read at a planned look)")
         every = list(study.comparisons.select_related("system_a", "system_b"))
@@ -317,6 +326,7 @@ class Command(BaseCommand):
                 judges=o["judges"],
                 label_rate=o["label_rate"],
                 futility=o["futility"],
+                first_share=o["first_share"] or (0.3 if o["looks"] else 0.5),
             )
             design_name = design.name
             judges = [r for r in everyone if r.kind == "judge" and not r.screened_out] if o["judges"] else None
@@ -412,7 +422,7 @@ class Command(BaseCommand):
             for seed in range(o["seed"], o["seed"] + o["seeds"]):
                 rng = np.random.default_rng(self._order_seed(seed, pair))
                 record = {"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed}
-                if design.looks or design.judges:
+                if design.looks or design.judges or design.first_share != 0.5:
                     found = designs.replay(raters, rng, design, alpha, margin, o["null"], costs, predictions, verdicts)
                     record |= dataclasses.asdict(found)
                     if not design.judges:

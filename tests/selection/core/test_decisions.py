@@ -366,6 +366,9 @@ def test_design_replays_count_people_and_verdicts():
     first = designs.replay(raters, np.random.default_rng(1), designs.Design(), costs=costs)
     _, at = decisions.first_decision([1.0] * 100, 0.025, 0.05)
     assert (first.decision, first.judgments_used) == ("a", at + 1)
+    shared = designs.replay(raters, np.random.default_rng(1), designs.Design(first_share=0.3), costs=costs)
+    _, at = decisions.first_decision([1.0] * 100, 0.05 * 0.3, 0.05)  # phase 1 at 0.3 alpha
+    assert (shared.decision, shared.judgments_used) == ("a", at + 1)
     judged = designs.replay(
         raters,
         np.random.default_rng(1),
@@ -416,12 +419,12 @@ def prd_pairs_with_judges() -> dict[tuple[str, str], tuple[list[list[float]], li
 PRD_DESIGNS = {
     "continuous, one rater first": {},
     "continuous, whole items": {"one_first": False},
-    "group-sequential, one rater first": {"looks": 5},
+    "group-sequential, one rater first": {"looks": 5, "first_share": 0.3},
     "group-sequential, whole items": {"looks": 5, "one_first": False},
     "judges, continuous, one rater first": {"judges": True},
-    "judges, group-sequential, one rater first": {"judges": True, "looks": 5},
+    "judges, group-sequential, one rater first": {"judges": True, "looks": 5, "first_share": 0.3},
     "judges, group-sequential, whole items": {"judges": True, "looks": 5, "one_first": False},
-    "group-sequential with futility stops, one rater first": {"looks": 5, "futility": 0.1},
+    "group-sequential with futility stops, one rater first": {"looks": 5, "futility": 0.1, "first_share": 0.3},
 }
 
 
