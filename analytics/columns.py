@@ -156,7 +156,7 @@ COLUMNS: dict[str, Column] = {
     "p_first": Column("P(first shown chosen)", as_share),
     "low_95": Column("Lower 95 %", as_share),
     "high_95": Column("Upper 95 %", as_share),
-    "sign_flip_p": Column("p-value (sign flips over items)", as_p_value),
+    "sign_flip_p": Column("P-value (sign flips over items)", as_p_value),
     "first_at_threshold": Column("Share at the threshold decided first", as_share),
     "p_first_before": Column("P(first) before", as_share),
     "p_first_after": Column("P(first) after", as_share),
