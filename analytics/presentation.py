@@ -247,7 +247,9 @@ SECTIONS = [
         "interval is a 95 % interval for the target each pair names, and has been checked to cover on real data with "
         "10 to 40 judged items. 'Worth' is how many items judged by people alone on a random sample would give the "
         "same precision. On the PRD data, judges that agree with people on about two questions in three were worth "
-        "about 5 % more items; drawing the items within bands of the judges' verdicts about 10 %.",
+        "about 5 % more items; drawing the items within bands of the judges' verdicts about 10 %. For a sample the "
+        "judges drew (weighted, or by band) the worth is said conservatively, one standard error below its estimate: "
+        "from a few items the plain figure promised more than such designs deliver.",
     ),
     (
         "hybrid-strengths",
