@@ -1,7 +1,6 @@
 import dataclasses
 import json
 import sys
-import zlib
 
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
@@ -15,14 +14,12 @@ from analytics.core.simulation import (
     iterative_report,
     success_rates,
 )
-from analytics.populations import Population
-from analytics.report.data import admitted, load_rows
-from analytics.report.stopping import item_scores, pair_rating_sets
+from analytics.management.commands import _replay as replay
 from annotation.exchange import judgment_files, rules
 from annotation.management.commands._common import get_study, read_file
 from annotation.rating import imports
 from selection import services
-from selection.core import decisions, designs, multiplicity, winners
+from selection.core import multiplicity, winners
 from selection.rating_sets import rating_sets
 from selection.strategies import (
     JUDGE_STRATEGIES,
@@ -191,7 +188,7 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         study = get_study(o["study"])
         if o["replay"]:
-            return self._replay(study, o)
+            return replay.run(self, study, o)
         if o["null"] or o["alpha"] is not None or o["margin"] is not None or o["looks"] or o["judges"]:
             raise CommandError("--null, --alpha, --margin, --looks and --judges go with --replay")
         if not o["oracle"]:
@@ -285,158 +282,6 @@ class Command(BaseCommand):
                     f"error {it['error']:.2f} (promised <= {it['risk']}), inconclusive {it['inconclusive']:.2f}, "
                     f"mean annotations {it['mean_annotations']:.1f}"
                 )
-
-    def _replay(self, study, o):
-        live = study.selection_settings
-        alpha = live.decision_alpha if o["alpha"] is None else o["alpha"]
-        margin = live.decision_margin if o["margin"] is None else o["margin"]
-        if not 0 < alpha < 1 or not 0 <= margin < 0.5:
-            raise CommandError("--alpha must be between 0 and 1 and --margin at least 0 and below 0.5")
-        if o["seeds"] < 1:
-            raise CommandError("--seeds must be at least 1")
-        if o["looks"] < 0 or not 0 < o["label_rate"] <= 1 or not 0 <= o["futility"] < 1:
-            raise CommandError(
-                "--looks must be at least 0, --label-rate above 0 and at most 1, --futility at least 0 and below 1"
-            )
-        if o["first_share"] is not None and not 0 < o["first_share"] < 1:
-            raise CommandError("--first-share must be above 0 and below 1")
-        if o["futility"] and not o["looks"]:
-            raise CommandError("--futility goes with --looks (a stop for futility is read at a planned look)")
-        every = list(study.comparisons.select_related("system_a", "system_b"))
-        comparisons = [self._comparison(study, o["pair"])] if o["pair"] else every
-        # each pair's alpha: per pair, or the study's split over its pairs (selection/core/multiplicity.py)
-        systems = len({c.system_a.name for c in every} | {c.system_b.name for c in every})
-        control = o["error_control"] or live.error_control
-        alpha = multiplicity.pair_alpha(alpha, systems, control)
-        everyone = load_rows(study)
-        rows = admitted(everyone, Population())  # the study's people, as the report counts them
-        goal = o["goal"] or ("ranking" if live.ranks_only() else "pairs")
-        if goal == "ranking" and (o["first_raters"] == "one" or o["looks"] or o["judges"]):
-            raise CommandError(
-                "--first-raters one, --looks and --judges replay every pair on its own; the ranking replay buys "
-                "whole items after every one"
-            )
-        if goal == "ranking":
-            design_name = "ranking: continuous, whole items"
-            records = self._ranking_replay(comparisons, rows, o, alpha, margin)
-        else:
-            design = designs.Design(
-                one_first=o["first_raters"] != "all",
-                looks=o["looks"],
-                judges=o["judges"],
-                label_rate=o["label_rate"],
-                futility=o["futility"],
-                first_share=o["first_share"] or (0.3 if o["looks"] else 0.5),
-            )
-            design_name = design.name
-            judges = [r for r in everyone if r.kind == "judge" and not r.screened_out] if o["judges"] else None
-            records = self._pairs_replay(comparisons, rows, o, alpha, margin, design, judges)
-        for r in records:
-            r["design"], r["alpha"] = design_name, alpha
-        if o["json"]:
-            self.stdout.write(json.dumps(records, indent=2))
-            return
-        deciding = "the ranking" if goal == "ranking" else "each pair"
-        self.stdout.write(
-            f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, design: "
-            f"{design_name}; alpha {alpha:.4g} per pair ({multiplicity.in_force(control, systems).replace('_', ' ')}), "
-            f"margin {margin}, deciding {deciding}{', A/A (null)' if o['null'] else ''}"
-        )
-        self.stdout.write(
-            "pair".ljust(40)
-            + "a".rjust(5)
-            + "b".rjust(5)
-            + "equiv".rjust(7)
-            + "undec".rjust(7)
-            + "used".rjust(10)
-            + "fixed".rjust(9)
-        )
-        for c in comparisons:
-            mine = [r for r in records if r["pair"] == str(c)]
-            tally = [sum(r["decision"] == d for r in mine) for d in ("a", "b", "equivalent", "undecided")]
-            used = np.mean([r["judgments_used"] for r in mine])
-            self.stdout.write(
-                str(c)[:39].ljust(40)
-                + "".join(str(n).rjust(w) for n, w in zip(tally, (5, 5, 7, 7), strict=True))
-                + f"{used:10.1f}"
-                + str(mine[0]["judgments_fixed"]).rjust(9)
-            )
-        used, fixed = sum(r["judgments_used"] for r in records), sum(r["judgments_fixed"] for r in records)
-        self.stdout.write(
-            f"human judgments bought: {used:,} of {fixed:,} ({fixed / used:.2f}x fewer)"
-            if used
-            else "no human judgments to replay"
-        )
-        if o["judges"]:
-            self.stdout.write(f"judge verdicts used: {sum(r['judge_verdicts_used'] for r in records):,}")
-
-    @staticmethod
-    def _order_seed(seed: int, pair: tuple[str, str]) -> list[int]:
-        # seeded by the pair's names, not its database id: the same orders on every copy of the study
-        return [seed, zlib.crc32(f"{pair[0]}\x00{pair[1]}".encode())]
-
-    def _ranking_replay(self, comparisons, rows, o, alpha, margin) -> list[dict]:
-        pairs = {
-            (c.system_a.name, c.system_b.name): item_scores(pair_rating_sets(rows, (c.system_a.name, c.system_b.name)))
-            for c in comparisons
-        }
-        records = []
-        for seed in range(o["seed"], o["seed"] + o["seeds"]):
-            names = "\x00".join(f"{a}\x00{b}" for a, b in sorted(pairs))
-            found = decisions.ranking_replay(
-                pairs, np.random.default_rng([seed, zlib.crc32(names.encode())]), alpha, margin, null=o["null"]
-            )
-            for c in comparisons:
-                pair = (c.system_a.name, c.system_b.name)
-                result, implied = found[pair]
-                records.append(
-                    {
-                        "pair": str(c),
-                        "system_a": pair[0],
-                        "system_b": pair[1],
-                        "seed": seed,
-                        **dataclasses.asdict(result),
-                        "implied": implied,
-                    }
-                )
-        return records
-
-    def _pairs_replay(self, comparisons, rows, o, alpha, margin, design, judges) -> list[dict]:
-        records = []
-        for c in comparisons:
-            pair = (c.system_a.name, c.system_b.name)
-            sets = pair_rating_sets(rows, pair)
-            raters = [[float(np.mean(winners.score_for_a(r))) for r in by_rater.values()] for by_rater in sets.values()]
-            costs = [[len(r) for r in by_rater.values()] for by_rater in sets.values()]
-            predictions = verdicts = None
-            if judges is not None:
-                judged = pair_rating_sets(judges, pair)
-                missing = [item for item in sets if item not in judged]
-                if missing:
-                    raise CommandError(
-                        f"--judges: the study's judges have not judged {len(missing)} of the {len(sets)} items of "
-                        f"{c} that people judged (e.g. {missing[0]}); import their verdicts first"
-                    )
-                predictions = [winners.item_score(list(judged[item].values())) for item in sets]
-                verdicts = [sum(len(v) for v in judged[item].values()) for item in sets]
-            for seed in range(o["seed"], o["seed"] + o["seeds"]):
-                rng = np.random.default_rng(self._order_seed(seed, pair))
-                record = {"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed}
-                if design.looks or design.judges or design.first_share != 0.5:
-                    found = designs.replay(raters, rng, design, alpha, margin, o["null"], costs, predictions, verdicts)
-                    record |= dataclasses.asdict(found)
-                    if not design.judges:
-                        del record["judge_verdicts_used"]
-                else:  # continuous monitoring of people alone: the plan's own replays
-                    scores, votes = item_scores(sets)
-                    result = (
-                        decisions.replay_one_rater_first(raters, rng, alpha, margin, o["null"], costs)
-                        if design.one_first and max(map(len, raters), default=0) > 1
-                        else decisions.replay(scores, votes, rng, alpha, margin, null=o["null"])
-                    )
-                    record |= dataclasses.asdict(result)
-                records.append(record)
-        return records
 
     def _comparison(self, study, pair):
         comparisons = list(study.comparisons.select_related("system_a", "system_b"))
