@@ -58,6 +58,12 @@ def main() -> None:
     parser.add_argument("--null-seeds", type=int, default=100)
     parser.add_argument("--error-control", default=None, help="per_pair / study_wide / auto (default: the study's)")
     parser.add_argument("--only", default="", help="comma-separated design numbers (1-based) to run")
+    parser.add_argument(
+        "--studies",
+        default="prd-vicuna80",
+        help="comma-separated study names (default PRD, built when missing; others must exist, e.g. "
+        "import_mturk_ratings' mturk-*); figures pool their records, study-wide A/A per study and order",
+    )
     args = parser.parse_args()
 
     import django
@@ -72,37 +78,46 @@ def main() -> None:
     from analytics.report.stopping import item_scores, pair_rating_sets
     from annotation.models import Study
 
-    if not Study.objects.filter(name="prd-vicuna80").exists():
+    names = [n for n in args.studies.split(",") if n]
+    if "prd-vicuna80" in names and not Study.objects.filter(name="prd-vicuna80").exists():
         owner, _ = get_user_model().objects.get_or_create(username="bench")
         call_command("load_prd", "--owner", owner.username, stdout=StringIO())
-    study = Study.objects.get(name="prd-vicuna80")
-    rows = admitted(load_rows(study), Population())
+    studies = [Study.objects.get(name=n) for n in names]
     truth, ttest = {}, {}
-    for c in study.comparisons.select_related("system_a", "system_b"):
-        scores, _ = item_scores(pair_rating_sets(rows, (c.system_a.name, c.system_b.name)))
-        truth[str(c)] = "a" if scores.mean() > 0.5 else "b"
-        p = stats.ttest_1samp(scores, 0.5).pvalue
-        ttest[str(c)] = truth[str(c)] if p < 0.05 else "undecided"
-    print("t-test on all items:", json.dumps(ttest))
+    for study in studies:
+        rows = admitted(load_rows(study), Population())
+        for c in study.comparisons.select_related("system_a", "system_b"):
+            scores, _ = item_scores(pair_rating_sets(rows, (c.system_a.name, c.system_b.name)))
+            key = (study.name, str(c))
+            truth[key] = "a" if scores.mean() > 0.5 else "b"
+            p = stats.ttest_1samp(scores, 0.5).pvalue
+            ttest[key] = truth[key] if p < 0.05 else "undecided"
+    print("t-test on all items:", {f"{k[0]}: {k[1]}": v for k, v in ttest.items()})
 
     def run(extra: list[str], seeds: int, null: bool) -> list[dict]:
-        out = StringIO()
         control = ["--error-control", args.error_control] if args.error_control else []
         flags = ["--null"] if null else []
-        call_command(
-            "simulate",
-            "--study",
-            study.name,
-            "--replay",
-            "--json",
-            "--seeds",
-            str(seeds),
-            *extra,
-            *control,
-            *flags,
-            stdout=out,
-        )
-        return json.loads(out.getvalue())
+        records = []
+        for study in studies:
+            out = StringIO()
+            call_command(
+                "simulate",
+                "--study",
+                study.name,
+                "--replay",
+                "--json",
+                "--seeds",
+                str(seeds),
+                *extra,
+                *control,
+                *flags,
+                stdout=out,
+            )
+            records += [
+                {**r, "pair": (study.name, r["pair"]), "seed": (study.name, r["seed"])}
+                for r in json.loads(out.getvalue())
+            ]
+        return records
 
     chosen = {int(x) for x in args.only.split(",") if x} or set(range(1, len(DESIGNS) + 1))
     print(
