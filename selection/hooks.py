@@ -294,11 +294,11 @@ def decision_rows(study: Study) -> list[DecisionRow]:
 def study_page(study: Study) -> dict:
     settings = study.selection_settings
     shown = settings.stops_buying()  # the decisions' card, and the error rate it names
-    systems = settings.compared_systems() if shown else 0
+    pairs = settings.compared_pairs() if shown else 0
     return {
         "decisions": decision_rows(study) if shown else None,
         "decision_error": error_words(
-            settings.decision_alpha, settings.pair_alpha(systems), settings.control_in_force(systems)
+            settings.decision_alpha, settings.pair_alpha(pairs), settings.control_in_force(pairs)
         )
         if shown
         else "",

@@ -139,19 +139,18 @@ class SelectionSettings(models.Model):
         """Whether the plan buys one rater per item first and the others only where the pair stays undecided."""
         return self.stops_buying() and self.one_rater_first and self.study.raters_per_item > 1
 
-    def compared_systems(self) -> int:
-        """The systems the study's pairs compare (what the study-wide error is split over)."""
-        pairs = Comparison.objects.filter(study_id=self.study_id).values_list("system_a_id", "system_b_id")
-        return len({system for pair in pairs for system in pair})
+    def compared_pairs(self) -> int:
+        """The system pairs the study decides (what the study-wide error is split over)."""
+        return Comparison.objects.filter(study_id=self.study_id).count()
 
-    def control_in_force(self, systems: int | None = None) -> str:
+    def control_in_force(self, pairs: int | None = None) -> str:
         """The control in force, "per_pair" or "study_wide": ``error_control`` with "auto" resolved."""
-        return multiplicity.in_force(self.error_control, self.compared_systems() if systems is None else systems)
+        return multiplicity.in_force(self.error_control, self.compared_pairs() if pairs is None else pairs)
 
-    def pair_alpha(self, systems: int | None = None) -> float:
+    def pair_alpha(self, pairs: int | None = None) -> float:
         """The error rate each system pair's decision uses so that ``decision_alpha`` holds as ``error_control``
-        says (``selection.core.multiplicity.pair_alpha``); ``systems`` when the caller has counted them already."""
-        count = self.compared_systems() if systems is None else systems
+        says (``selection.core.multiplicity.pair_alpha``); ``pairs`` when the caller has counted them already."""
+        count = self.compared_pairs() if pairs is None else pairs
         return multiplicity.pair_alpha(self.decision_alpha, count, self.error_control)
 
 

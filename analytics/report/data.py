@@ -148,7 +148,7 @@ def analysis_parameters(study: Study) -> AnalysisParameters:
     live loop's), the decisions' error rate with its control and each pair's share, and the study's seed."""
     stored, selection = study.analysis_settings, study.selection_settings
     weight = strategy_parameters(study)
-    systems = selection.compared_systems()
+    pairs = selection.compared_pairs()
     return AnalysisParameters(
         k=stored.elo_k,
         T=weight["T"],
@@ -166,8 +166,8 @@ def analysis_parameters(study: Study) -> AnalysisParameters:
         ties_count_in_n=selection.stopping_ties_in_n,
         decision_alpha=selection.decision_alpha,
         decision_margin=selection.decision_margin,
-        error_control=selection.control_in_force(systems),
-        decision_alpha_pair=selection.pair_alpha(systems),
+        error_control=selection.control_in_force(pairs),
+        decision_alpha_pair=selection.pair_alpha(pairs),
     )
 
 

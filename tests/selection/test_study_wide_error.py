@@ -123,12 +123,20 @@ def test_on_prd_made_null_the_study_wide_control_holds_alpha_where_per_pair_does
 
 def test_the_pair_alpha_follows_the_control_and_the_systems_compared(researcher, study):
     two = study.selection_settings
-    assert two.error_control == "auto" and two.compared_systems() == 2
+    assert two.error_control == "auto" and two.compared_pairs() == 1
     assert (two.control_in_force(), two.pair_alpha()) == ("per_pair", ALPHA)  # one pair: the same either way
     three = three_systems(researcher).selection_settings
     assert (three.control_in_force(), three.pair_alpha()) == ("study_wide", pytest.approx(ALPHA / 3))
     three.error_control = "per_pair"
     assert (three.control_in_force(), three.pair_alpha()) == ("per_pair", ALPHA)
+    # split over the pairs the study decides, not every pair its systems could form (e.g. two against a baseline)
+    three.study.comparisons.order_by("pk").first().delete()
+    three.error_control = "auto"
+    assert (three.compared_pairs(), three.control_in_force(), three.pair_alpha()) == (
+        2,
+        "study_wide",
+        pytest.approx(ALPHA / 2),
+    )
     assert error_words(ALPHA, ALPHA / 10, "study_wide") == "study-wide error 0.05 across 10 pairs (0.005 a pair)"
     assert error_words(ALPHA, ALPHA / 3, "study_wide") == "study-wide error 0.05 across 3 pairs (0.0167 a pair)"
     assert error_words(ALPHA, ALPHA, "per_pair") == "error 0.05 per pair"

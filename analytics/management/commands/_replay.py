@@ -35,9 +35,8 @@ def run(command, study, o):
     every = list(study.comparisons.select_related("system_a", "system_b"))
     comparisons = [command._comparison(study, o["pair"])] if o["pair"] else every
     # each pair's alpha: per pair, or the study's split over its pairs (selection/core/multiplicity.py)
-    systems = len({c.system_a.name for c in every} | {c.system_b.name for c in every})
     control = o["error_control"] or live.error_control
-    alpha = multiplicity.pair_alpha(alpha, systems, control)
+    alpha = multiplicity.pair_alpha(alpha, len(every), control)
     everyone = load_rows(study)
     rows = admitted(everyone, Population())  # the study's people, as the report counts them
     goal = o["goal"] or ("ranking" if live.ranks_only() else "pairs")
@@ -69,7 +68,7 @@ def run(command, study, o):
     deciding = "the ranking" if goal == "ranking" else "each pair"
     command.stdout.write(
         f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, design: "
-        f"{design_name}; alpha {alpha:.4g} per pair ({multiplicity.in_force(control, systems).replace('_', ' ')}), "
+        f"{design_name}; alpha {alpha:.4g} per pair ({multiplicity.in_force(control, len(every)).replace('_', ' ')}), "
         f"margin {margin}, deciding {deciding}{', A/A (null)' if o['null'] else ''}"
     )
     command.stdout.write(

@@ -173,7 +173,7 @@ class Command(BaseCommand):
             "--error-control",
             choices=multiplicity.CONTROLS,
             help="With --replay: each pair's error rate (per_pair) or the study's, split over its pairs "
-            "(study_wide); auto: study-wide above two systems. Default: the study's setting.",
+            "(study_wide); auto: study-wide when it decides more than one pair. Default: the study's setting.",
         )
         parser.add_argument(
             "--goal",

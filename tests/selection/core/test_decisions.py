@@ -478,7 +478,7 @@ def test_group_sequential_looks_with_futility_hold_the_study_wide_targets_on_prd
     from selection.core import designs, multiplicity
 
     pairs = prd_pairs_with_judges()
-    alpha = multiplicity.pair_alpha(0.05, 5, "auto")
+    alpha = multiplicity.pair_alpha(0.05, multiplicity.pair_count(5), "auto")
     assert alpha == pytest.approx(0.005)
     design = designs.Design(looks=5, futility=0.1, first_share=0.3)
     rng = np.random.default_rng(2026)
