@@ -119,7 +119,7 @@ def _observe(
     else:  # the items this assignment may have completed, one observation each
         new = reads.items - set(stored.counted)
         by_item, _ = rating_sets.ratings_from_rows(comparison, [row for row in reads.rows if row[0] in new])
-        scored = rating_sets.whole_item_scores(study, by_item, raters)
+        scored = rating_sets.whole_item_scores(study, by_item, reads.held, raters)
         stored.judgments += reads.judged
     for item_id, score in scored:
         sequence.update(score)

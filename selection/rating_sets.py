@@ -9,14 +9,15 @@ pair's coordinates (``winners.rating_for``: -1 its first system preferred, 0 no 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TypeVar
 
 import numpy as np
+from django.db.models import Count
 
 from annotation import elicitation
 from annotation.compiled import CompiledKeysQuery, CompiledQuery
-from annotation.models import AssignmentTask, Comparison, Judgment, Rater, Study
+from annotation.models import AssignmentTask, Comparison, Judgment, Rater, Study, Task
 from selection.core import winners
 
 ItemKey = TypeVar("ItemKey", bound=Hashable)
@@ -83,19 +84,29 @@ def pair_item_scores(comparison: Comparison, raters: int | None = None) -> tuple
         comparison, assignment__isnull=False, rater__kind=Rater.Kind.HUMAN, rater__screened_out=False
     )
     by_item, read = ratings_by_item(comparison, judgments)
-    return whole_item_scores(comparison.study, by_item, raters), read
+    held = dict(
+        Task.objects.filter(comparison=comparison, item_id__in=list(by_item))
+        .order_by()
+        .annotate(pairs=Count("task_pairs"))
+        .values_list("item_id", "pairs")
+    )
+    return whole_item_scores(comparison.study, by_item, held, raters), read
 
 
 def whole_item_scores(
-    study: Study, by_item: dict[int, dict[int, list[int]]], raters: int | None = None
+    study: Study, by_item: dict[int, dict[int, list[int]]], held: Mapping[int, int], raters: int | None = None
 ) -> list[tuple[int, float]]:
     """The scores of the items whose planned raters are all in: every one of ``raters`` (default: the study's
-    raters per item) has answered every pair of the item they were shown (a rater part-way through could still
-    revise or add answers, and the score would change after it was observed)."""
+    raters per item) has answered every pair of the item they were shown -- ``held[item]``, the output pairs the
+    item's task holds (one when each system has one output per item, whatever the study's pairs per task says) --
+    (a rater part-way through could still revise or add answers, and the score would change after it was
+    observed). An item without a task (``held`` lacks it) is not the plan's and is not scored."""
     wanted = study.raters_per_item if raters is None else raters
-    pairs = study.pairs_per_assignment
     scored = []
     for item_id, by_rater in by_item.items():
+        pairs = held.get(item_id, 0)
+        if not pairs:
+            continue
         whole = [v for v in by_rater.values() if len(v) >= pairs]
         if len(whole) >= wanted:  # the first ``wanted`` raters to finish it (one, while one rater comes first)
             scored.append((item_id, winners.item_score(whole[:wanted])))
@@ -112,6 +123,7 @@ class PairReads:
     items: set[int]
     rows: list[tuple]
     judged: int
+    held: dict[int, int] = dataclasses.field(default_factory=dict)  # item -> the output pairs its task holds
 
 
 # The decision step after a completed assignment runs inside the rater's submit: its reads are compiled once per
@@ -164,6 +176,8 @@ def assignment_reads(assignment, study: Study) -> dict[int, PairReads]:
         out[comparison_id].items.add(place["item_id"])
         if place["task__task_pairs__pair_id"] is not None:
             by_pair[place["task__task_pairs__pair_id"]] = comparison_id
+            held = out[comparison_id].held
+            held[place["item_id"]] = held.get(place["item_id"], 0) + 1
     for row in _PAIR_JUDGMENTS.rows(list(by_pair)):
         reads = out[by_pair[row["pair_id"]]]
         if row["assignment_id"] == assignment.pk:

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
+from django.db.models import Count
 
 from annotation.elicitation import Answer
 from annotation.models import AssignmentTask, Comparison, Judgment, Task
@@ -101,6 +102,19 @@ def test_a_decided_pair_gets_no_new_places_and_the_undecided_pair_is_bought_whol
     assert AssignmentTask.objects.filter(task__comparison__closed=True).count() == sum(
         judgments_of(pairs[k]) for k in (("sys-a", "sys-b"), ("sys-a", "sys-c"))
     )
+
+
+def test_items_with_one_output_a_system_are_scored_whatever_the_pairs_per_task_setting(three):
+    """One output per system makes every task one pair, whatever pairs per task (N) says: an item whose rater
+    answered its one pair is whole, and the decision observes it. (It once waited for N answers per item, so a study
+    with one output per system and N = 5, the default, never decided a pair.)"""
+    lifecycle.do_update_settings(three, {"pairs_per_assignment": 5, "judgments_per_assignment": 5}, None)
+    assert set(Task.objects.filter(study=three).annotate(n=Count("task_pairs")).values_list("n", flat=True)) == {1}
+    rate_everything(three)
+    for stored in PairDecision.objects.filter(comparison__study=three).select_related("comparison__system_a"):
+        assert stored.items > 0  # every pair observed its answered items
+        if stored.comparison.system_a.name == "sys-a":
+            assert stored.decision == decisions.A_BETTER and stored.comparison.closed
 
 
 def test_the_study_page_shows_the_decisions_and_what_was_not_bought(researcher_client, three):
