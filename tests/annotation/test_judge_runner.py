@@ -253,8 +253,10 @@ def test_create_judge_validates_every_caller(researcher, server):
 
 def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(researcher, server):
     """The whole path a researcher takes: run a judge over every item, then choose the selection method that sends
-    people where the judges disagree; the plan draws from the run's verdicts and states each item's chance."""
-    from selection.core.sampling import active_inclusion, judge_disagreement
+    people where the judges disagree; the plan draws from the run's verdicts and states each item's chance. One judge
+    in both orders gives two verdicts an item, too few for the disagreement to pay (docs/human-and-judge.md): every
+    item then gets the same chance, and the run says why."""
+    from selection.core.sampling import disagreement_inclusion, too_few_verdicts
     from selection.models import SelectionRun
     from selection.services import judge_scores
 
@@ -268,8 +270,10 @@ def test_a_judge_run_over_every_item_feeds_the_judge_disagreement_selection(rese
     items = list(study.items.order_by("position"))
     scores = judge_scores(comparison, items)
     assert scores.shape == (12, 2) and not np.isnan(scores).any()  # one verdict per order on every item
-    pi = dict(zip([i.external_id for i in items], active_inclusion(judge_disagreement(scores), 4), strict=True))
+    pi = dict(zip([i.external_id for i in items], disagreement_inclusion(scores, 4), strict=True))
     assert run.details["inclusion"] == pytest.approx([pi[i] for i in run.items])
+    assert too_few_verdicts(scores) and run.details["inclusion"] == pytest.approx([4 / 12] * 4)
+    assert run.details.get("uniform_because")
 
 
 def test_replies_the_judge_did_not_finish_or_that_say_two_things_are_unparseable(researcher, server):

@@ -14,7 +14,10 @@ For each estimator and n = 10, 20, 40:
 - the efficiency it claims (``MeanEstimate.efficiency``: labels of people alone one of its labels is worth),
   averaged over the draws, within 10 % of the realised efficiency: the mean squared error people alone have with
   n labels drawn at random (exactly sigma^2 / n, or (1 - n / N) S^2 / n for these items) over the estimator's mean
-  squared error in the simulation.
+  squared error in the simulation. The designs over judges' scores (the disagreement design and the strata) claim a
+  conservative figure, their estimated gain lowered by one jackknife standard error (analytics/core/worth.py,
+  docs/human-and-judge.md): theirs must not claim more than 10 % above what they deliver, nor understate it by more
+  than a quarter.
 """
 
 from __future__ import annotations
@@ -50,9 +53,14 @@ def _check(name: str, n: int, per_pair: list[tuple[float, float, float, float]])
     claimed = float(np.mean([p[3] for p in per_pair]))
     assert coverage.mean() >= FLOOR[n], f"{name} at n = {n}: coverage {coverage.mean():.3f}"
     assert coverage.min() >= FLOOR[n] - 0.05, f"{name} at n = {n}: a pair covers {coverage.min():.3f}"
-    assert abs(claimed / realised - 1) <= 0.10, f"{name} at n = {n}: claims {claimed:.3f}, delivers {realised:.3f}"
+    told = f"{name} at n = {n}: claims {claimed:.3f}, delivers {realised:.3f}"
+    if name in CONSERVATIVE:
+        assert 0.75 <= claimed / realised <= 1.10, told
+    else:
+        assert abs(claimed / realised - 1) <= 0.10, told
 
 
+CONSERVATIVE = {"judge-disagreement design", "judges' strata, proportional", "judges' strata, Neyman"}
 ESTIMATORS = (
     "people",
     "people + gpt4",
