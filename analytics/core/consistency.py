@@ -13,6 +13,8 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 
+from analytics.core import clusters
+
 MIN_RATINGS = 2  # ratings of one item by one rater before Eq. 4 says anything
 NOT_APPLICABLE = (
     "not applicable: every rating set has one judgment, and consistency (Eq. 4) compares a rater's "
@@ -64,19 +66,61 @@ def equal_count_bins(values: npt.ArrayLike, n_bins: int = 5) -> npt.NDArray[np.i
 
 
 @dataclasses.dataclass(frozen=True)
+class ItemMean:
+    """A mean of values (rating sets) with its standard error and ``level`` interval clustered by item; ``items``: G.
+    se, low and high are NaN for fewer than two items."""
+
+    mean: float
+    se: float
+    low: float
+    high: float
+    items: int
+
+
+def mean_by_item(values: npt.ArrayLike, items: npt.ArrayLike | None = None, level: float = 0.95) -> ItemMean:
+    """The mean of ``values`` (n,) and its standard error clustered by ``items`` (n,), each value's item (None: every
+    value its own item). An item's rating sets come from raters who saw the same outputs and largely agree, so they
+    are not independent: Var(mean) = G / (G - 1) sum_g (sum_(i in g) (y_i - mean))^2 / n^2 (the CR1 variance of a
+    mean, ``clusters.clustered_meat``), what resampling whole items estimates, and the interval is Student's t on
+    G - 1 degrees of freedom (``clusters.critical_value``). With one value per item it is the ordinary s / sqrt(n)
+    and Student's t on n - 1 (docs/separability.md#consistency-intervals)."""
+    y = np.asarray(values, dtype=np.float64).reshape(-1)
+    n = y.size
+    if n == 0:
+        return ItemMean(float("nan"), float("nan"), float("nan"), float("nan"), 0)
+    numbers, n_items = clusters.item_numbers(np.arange(n) if items is None else items)
+    mean = float(y.mean())
+    if n_items < 2:
+        return ItemMean(mean, float("nan"), float("nan"), float("nan"), n_items)
+    # numpy's stubs type bincount as intp whatever the weights; with float weights it returns float64
+    per_item: npt.NDArray[np.float64] = np.bincount(numbers, y - mean, n_items)[:, None]  # type: ignore[assignment]
+    se = float(np.sqrt(clusters.clustered_meat(per_item)[0, 0]) / n)
+    half = clusters.critical_value(level, n_items) * se
+    return ItemMean(mean, se, mean - half, mean + half, n_items)
+
+
+@dataclasses.dataclass(frozen=True)
 class BinSummary:
     bin: int
     low: float
     high: float
     count: int
     mean: float
-    se: float  # standard error of the mean (NaN for fewer than two values)
+    se: float  # standard error of the mean clustered by item (``mean_by_item``; NaN for fewer than two items)
     histogram: dict[float, int]  # consistency value -> number of rating sets
 
 
-def summarize_bins(x: npt.ArrayLike, y: npt.ArrayLike, index: npt.NDArray[np.integer], n_bins: int) -> list[BinSummary]:
-    """Per bin of x: the range, count, mean of y with its standard error, and the distribution of y."""
+def summarize_bins(
+    x: npt.ArrayLike,
+    y: npt.ArrayLike,
+    index: npt.NDArray[np.integer],
+    n_bins: int,
+    items: npt.ArrayLike | None = None,
+) -> list[BinSummary]:
+    """Per bin of x: the range, count, mean of y with its standard error clustered by ``items`` (each value's item;
+    None: every value its own, ``mean_by_item``), and the distribution of y."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    item_of = np.arange(len(y)) if items is None else clusters.item_numbers(items)[0]
     out = []
     for b in range(n_bins):
         mask = index == b
@@ -89,7 +133,7 @@ def summarize_bins(x: npt.ArrayLike, y: npt.ArrayLike, index: npt.NDArray[np.int
                 high=float(x[mask].max()) if mask.any() else float("nan"),
                 count=int(mask.sum()),
                 mean=float(ys.mean()) if ys.size else float("nan"),
-                se=float(ys.std(ddof=1) / np.sqrt(ys.size)) if ys.size > 1 else float("nan"),
+                se=mean_by_item(ys, item_of[mask]).se if ys.size else float("nan"),
                 histogram={float(v): int(c) for v, c in zip(values, counts, strict=True)},
             )
         )

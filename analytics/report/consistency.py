@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import TypeGuard
+from collections.abc import Hashable
+from typing import TypeGuard, cast
 
 import numpy as np
 from scipy.stats import spearmanr
-from scipy.stats import t as student_t
 
 from analytics.core import consistency
 from analytics.core.consistency import BinSummary
@@ -52,7 +52,7 @@ class ItemConsistency:
 
 @dataclasses.dataclass(frozen=True)
 class MeanInterval:
-    """A headline mean with its n (of ``of`` values looked at) and Student's t 95 % interval (none for one value);
+    """A headline mean with its n (of ``of`` values looked at) and 95 % interval clustered by item (none for one item);
     not available, with the reason, when no value is defined."""
 
     available: bool
@@ -136,46 +136,62 @@ def consistency_section(rows: list[Row], deltas: Deltas) -> Consistency:
             )
     summary = {}
     for kind in KINDS:
-        values = [s.consistency for s in rating_sets if s.kind == kind]
-        if values:
+        of_kind = [s for s in rating_sets if s.kind == kind]
+        if of_kind:
+            rated = [s for s in of_kind if defined(s.consistency)]
             summary[kind] = mean_with_interval(
-                [v for v in values if defined(v)], of=len(values), reason=consistency.NOT_APPLICABLE
+                [cast(float, s.consistency) for s in rated],
+                of=len(of_kind),
+                reason=consistency.NOT_APPLICABLE,
+                items=[s.item for s in rated],
             )
     return Consistency(summary, rating_sets, per_item, consistency_bins(rating_sets))
 
 
-def mean_with_interval(values: list[float], of: int, reason: str) -> MeanInterval:
-    """A headline mean with its n and Student's t 95 % interval; "not applicable" with ``reason`` when no value
-    is defined (``of`` values were looked at)."""
+def mean_with_interval(values: list[float], of: int, reason: str, items: list[Hashable] | None = None) -> MeanInterval:
+    """A headline mean with its n and 95 % interval clustered by ``items`` (each value's item; None: every value its
+    own), Student's t on G - 1 degrees of freedom (``consistency.mean_by_item``: an item's raters saw the same
+    outputs, so its rating sets are not independent), clipped to [0, 1]; none for fewer than two items. "Not
+    applicable" with ``reason`` when no value is defined (``of`` values were looked at)."""
     n = len(values)
     if not n:
         return MeanInterval(False, 0, of, None, None, None, reason)
-    mean = float(np.mean(values))
-    low: float | None
-    high: float | None
-    if n > 1:
-        half = float(student_t.ppf(0.975, n - 1) * np.std(values, ddof=1) / np.sqrt(n))
-        low, high = max(0.0, mean - half), min(1.0, mean + half)
-    else:
-        low = high = None
-    return MeanInterval(True, n, of, mean, low, high)
+    result = consistency.mean_by_item(values, None if items is None else _numbers(items))
+    if result.items > 1:
+        return MeanInterval(True, n, of, result.mean, max(0.0, result.low), min(1.0, result.high))
+    return MeanInterval(True, n, of, result.mean, None, None)
 
 
-def consistency_bins(rating_sets: list[RatingSetConsistency]) -> dict[str, SeparabilityBins]:
+def _numbers(keys: list[Hashable]) -> list[int]:
+    """Each key (an item, or a (study, item) pair) as a number, equal keys equal numbers."""
+    seen: dict[Hashable, int] = {}
+    return [seen.setdefault(k, len(seen)) for k in keys]
+
+
+def consistency_bins(
+    rating_sets: list[RatingSetConsistency], items: list[Hashable] | None = None
+) -> dict[str, SeparabilityBins]:
     """Per rater kind: rating-set consistency over 4 equal-width separability bins (Fig. 6) and 5
-    equal-count bins (Fig. 8), from rating sets that have a separability and a defined consistency (n >= 2)."""
+    equal-count bins (Fig. 8), from rating sets that have a separability and a defined consistency (n >= 2), each
+    bin's standard error clustered by item (``items``: each rating set's item; None: its ``item``)."""
+    keys = _numbers([s.item for s in rating_sets] if items is None else items)
     bins = {}
     for kind in KINDS:
-        subset = [s for s in rating_sets if s.kind == kind and s.separability is not None and defined(s.consistency)]
+        subset = [
+            (s, key)
+            for s, key in zip(rating_sets, keys, strict=True)
+            if s.kind == kind and s.separability is not None and defined(s.consistency)
+        ]
         if not subset:
             continue
-        x = np.array([s.separability for s in subset])
-        y = np.array([s.consistency for s in subset])
+        x = np.array([s.separability for s, _ in subset])
+        y = np.array([s.consistency for s, _ in subset])
+        clusters = np.array([key for _, key in subset])
         width_index, _ = consistency.equal_width_bins(x, 4)
         count_index = consistency.equal_count_bins(x, 5)
         bins[kind] = SeparabilityBins(
-            equal_width=consistency.summarize_bins(x, y, width_index, 4),
-            equal_count=consistency.summarize_bins(x, y, count_index, 5),
+            equal_width=consistency.summarize_bins(x, y, width_index, 4, clusters),
+            equal_count=consistency.summarize_bins(x, y, count_index, 5, clusters),
         )
     return bins
 
@@ -209,11 +225,13 @@ def pooled_consistency(studies: list[Study], metric: str | None = None) -> Poole
     (docs/separability.md#delta-is-relative-to-the-study), so pooled values compare positions within each study's
     range."""
     pooled: list[RatingSetConsistency] = []
+    pooled_items: list[Hashable] = []  # (study, item): items of different studies are different items
     per_study = []
     for study in studies:
         used = metric or study.selection_settings.separability_metric
         section = consistency_section(load_rows(study), separability_by_item(study, used))
         pooled.extend(section.rating_sets)
+        pooled_items.extend((study.pk, s.item) for s in section.rating_sets)
         sets = [s for s in section.rating_sets if defined(s.consistency)]
         items = [
             (i.separability, i.consistency)
@@ -236,4 +254,4 @@ def pooled_consistency(studies: list[Study], metric: str | None = None) -> Poole
                 spearman_separability_consistency=rho,
             )
         )
-    return PooledConsistency(metric or "each study's own", per_study, consistency_bins(pooled))
+    return PooledConsistency(metric or "each study's own", per_study, consistency_bins(pooled, pooled_items))
