@@ -57,11 +57,12 @@ def rate(
     k: float | np.ndarray = 4.0,
     rounds: int = 100,
     seed: int = 0,
+    items: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(point ratings (n_systems,), bootstrap samples (rounds, n_systems)) for ``method``: ELO and sep-ELO
     (``k`` one value, or one per battle from ``ratings.separability_k``) online in the given order and on
-    ``rounds`` resamples; Bradley-Terry's fit and its multinomial bootstrap. With no rounds the samples are
-    the point itself, so an interval collapses onto it."""
+    ``rounds`` resamples (with ``items``, each battle's item, resamples of whole items); Bradley-Terry's fit and its
+    multinomial bootstrap. With no rounds the samples are the point itself, so an interval collapses onto it."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if method == "bt":
@@ -69,7 +70,7 @@ def rate(
         samples = ratings.bootstrap_bradley_terry(a, b, score, n_systems, rounds, seed) if rounds else None
     else:
         point = ratings.online_elo(a, b, score, n_systems, k=k)
-        samples = ratings.bootstrap_elo(a, b, score, n_systems, k, rounds, seed) if rounds else None
+        samples = ratings.bootstrap_elo(a, b, score, n_systems, k, rounds, seed, items) if rounds else None
     return point, point[None, :] if samples is None else samples
 
 

@@ -76,17 +76,40 @@ def bootstrap_elo(
     k: float | npt.NDArray[np.float64] = 4.0,
     rounds: int = 100,
     seed: int = 0,
+    items: npt.ArrayLike | None = None,
 ) -> npt.NDArray[np.float64]:
     """ELO on ``rounds`` resamples (with replacement) of the battles, each in a random order: (rounds, n_systems).
 
     Round r plays n battles drawn uniformly with replacement, in the order drawn (so each round is a resample
     in a random order, docs/ratings.md#bootstrap). The draws come from ``np.random.default_rng(seed)``, CHUNK
     battles of every round at a time; from COMPILED_FROM battles the rounds run compiled and in parallel on the
-    machine's cores."""
+    machine's cores. With ``items`` (n,), each battle's item, a round draws the items instead, whole, and plays their
+    battles in a random order (``item_bootstrap.drawn_item_battles``, docs/ratings.md#bootstrap-by-item)."""
     a, b, score, ks = _elo_inputs(a, b, score, k)
     n = len(score)
     ratings = np.full((rounds, n_systems), INITIAL)
     if n == 0 or rounds == 0:
+        return ratings
+    if items is not None:  # one more battle, of K = 0, fills the shorter rounds; about CHUNK battles a round at a time
+        from analytics.core.item_bootstrap import drawn_item_battles
+
+        a, b, score, ks = (
+            np.append(a, 0),
+            np.append(b, 0),
+            np.append(score, 0.5),
+            np.append(np.broadcast_to(ks, (n,)), 0.0),
+        )
+        coded = np.column_stack([battle_codes(a, b, score), ks.view(np.uint64)]) if n >= COMPILED_FROM else None
+        rng, step = np.random.default_rng(seed), max(1, rounds * CHUNK // n)
+        for start in range(0, rounds, step):
+            rows = ratings[start : start + step]  # a view: the loops advance these rounds in place
+            index = drawn_item_battles(items, len(rows), rng, pad=n)
+            if coded is None:
+                _resampled_rounds_numpy(rows, a, b, score, ks, index)
+            else:
+                from analytics.core import elo_loops
+
+                elo_loops.resampled_rounds(rows, coded, 0.0, index, math.log(BASE) / SCALE)
         return ratings
     compiled = n >= COMPILED_FROM
     if compiled:
