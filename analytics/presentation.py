@@ -186,7 +186,8 @@ SECTIONS = [
         "Consistency by separability",
         "consistency-human",
         "Mean rating-set consistency "
-        "(Eq. 4) over 5 equal-count separability bins with standard errors (the line), and the distribution of "
+        "(Eq. 4) over 5 equal-count separability bins with standard errors (the line; clustered by item, since an "
+        "item's raters saw the same outputs), and the distribution of "
         "consistency in 4 equal-width separability bins (the bars: one per bin, labelled with its separability "
         "range and its rating sets; darker is more consistent); humans and judges separately.",
     ),

@@ -56,7 +56,7 @@ def headlines(report: Report) -> list[Headline]:
     for kind, s in report.consistency.summary.items():
         label = f"mean consistency ({kind}s)"
         if s.available and s.mean is not None:  # an available mean has its value
-            interval = f", 95 % CI [{s.low:.2f}, {s.high:.2f}]" if s.low is not None else ""
+            interval = f", 95 % CI [{s.low:.2f}, {s.high:.2f}] item by item" if s.low is not None else ""
             out.append(
                 Headline(
                     label,
