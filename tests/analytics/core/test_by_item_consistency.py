@@ -60,7 +60,6 @@ def mturk_consistency() -> list[list[np.ndarray]]:
     return [[np.array(v) for _, v in sorted(items.items())] for _, items in sorted(by_config.items())]
 
 
-@pytest.mark.slow(seconds=3)
 @pytest.mark.parametrize("n_items", [20, 50])
 def test_the_headline_interval_covers_when_whole_items_are_resampled(mturk_consistency, n_items):
     """A study is ``n_items`` items drawn with replacement from a configuration's 50, each with its three rating sets;
