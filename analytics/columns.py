@@ -115,6 +115,8 @@ COLUMNS: dict[str, Column] = {
     "low (2.5 %)": Column("Lower 2.5 %", as_rating),
     "high (97.5 %)": Column("Upper 97.5 %", as_rating),
     "place without style control": Column("Place without style control", as_count),
+    "rating without the penalty": Column("Rating without the penalty", as_rating),
+    "moved by the penalty": Column("Moved by the penalty", as_rating),
     "raters": Column("Raters", as_count),
     "judgments": Column("Judgments", as_count),
     "items": Column("Items", as_count),

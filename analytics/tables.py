@@ -79,10 +79,31 @@ def report_tables(report: Report) -> dict[str, Table]:
     styled = report.style_control
     if isinstance(styled, StyleControl):
         moved = {m.system: m for m in styled.moved}
+        # the board's interval is for the penalised ratings; beside it, each system's rating without the penalty
+        free = {u.system: u for u in styled.unpenalised or []}
+        nan = float("nan")  # a report stored before the unpenalised fit was added
         tables["leaderboard-style"] = (
-            ["place", "system", "rating", "low (2.5 %)", "high (97.5 %)", "place without style control"],
             [
-                [moved[r.system].style_place, r.system, r.rating, r.low, r.high, moved[r.system].plain_place]
+                "place",
+                "system",
+                "rating",
+                "low (2.5 %)",
+                "high (97.5 %)",
+                "rating without the penalty",
+                "moved by the penalty",
+                "place without style control",
+            ],
+            [
+                [
+                    moved[r.system].style_place,
+                    r.system,
+                    r.rating,
+                    r.low,
+                    r.high,
+                    free[r.system].rating if r.system in free else nan,
+                    free[r.system].shift if r.system in free else nan,
+                    moved[r.system].plain_place,
+                ]
                 for r in styled.leaderboard
             ],
         )

@@ -14,6 +14,7 @@ from analytics.report.assembly import study_report
 from analytics.report.ratings import battles
 from analytics.report.style import StyleControl, Unpenalised
 from analytics.sentences import style_sentence
+from analytics.tables import report_tables
 
 
 def test_the_boards_intervals_are_clustered_by_each_battles_item(judged_study):
@@ -46,6 +47,14 @@ def test_the_boards_intervals_are_clustered_by_each_battles_item(judged_study):
     for u in styled.unpenalised:
         i = systems.index(u.system)
         assert u.rating == pytest.approx(free.ratings[i]) and u.shift == pytest.approx(fit.ratings[i] - free.ratings[i])
+    # the style table shows both boards side by side: the penalised rating with its interval, the one without
+    header, table = report_tables(report)["leaderboard-style"]
+    unpenalised = {u.system: u for u in styled.unpenalised}
+    for row in table:
+        cells = dict(zip(header, row, strict=True))
+        u = unpenalised[cells["system"]]
+        assert (cells["rating without the penalty"], cells["moved by the penalty"]) == (u.rating, u.shift)
+        assert cells["rating"] - cells["moved by the penalty"] == pytest.approx(u.rating)
 
 
 def test_the_style_sentence_says_which_ratings_the_intervals_are_for():
