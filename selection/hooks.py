@@ -16,7 +16,7 @@ from annotation.compiled import CompiledQuery, instance, model_columns
 from annotation.models import Assignment, AssignmentTask, Comparison, Item, Study, Task
 from annotation.rating.allocation import pairs_per_bundle
 from selection import live, rating_sets, services
-from selection.core import decisions
+from selection.core import decisions, designs, group_sequential
 from selection.models import PairDecision, error_words
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
 
@@ -60,7 +60,7 @@ def do_decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     for comparison_id, reads in sorted(rating_sets.assignment_reads(assignment, study).items()):
         stored = _locked_decision(comparison_id)
         _observe(study, settings, stored, reads, pair_alpha)
-        if stored.decision != decisions.UNDECIDED:
+        if stored.decision != decisions.UNDECIDED or stored.stopped:  # decided, or stopped for futility
             decided_now.add(comparison_id)
     if not settings.ranks_only():
         return decided_now, set()  # a decided pair stays decided (the intervals are nested): nothing reopens
@@ -109,6 +109,9 @@ def _observe(
     rate). A stored sequence keeps the rate it started with: the rate, its control, one rater first and the
     study's pairs all freeze once raters start (``freezes=PLAN``; ``do_rebuild_plan`` refuses), and a pair's first
     sequence starts at a rater's submit, so it is the study's rate."""
+    if settings.looks():
+        _observe_looks(study, settings, stored, reads, pair_alpha)
+        return
     comparison = reads.comparison
     split = settings.one_first()
     raters = 1 if split and stored.phase == 1 else study.raters_per_item
@@ -128,12 +131,7 @@ def _observe(
     stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
     if sequence.n:
         stored.mean = sequence.total / sequence.n
-    if (
-        split
-        and stored.phase == 1
-        and stored.decision == decisions.UNDECIDED
-        and not Task.objects.filter(comparison_id=comparison.pk, taken__lt=F("raters_required")).exists()
-    ):
+    if split and stored.phase == 1 and stored.decision == decisions.UNDECIDED and _first_raters_done(comparison.pk):
         # no item is left without its first rater (an item whose only rater was screened out included) and the
         # pair is open: buy the others, observe whole items afresh (the ranking keeps phase 1's estimate meanwhile)
         Task.objects.filter(comparison_id=comparison.pk).update(raters_required=study.raters_per_item)
@@ -144,16 +142,73 @@ def _observe(
     stored.save()
 
 
+def _first_raters_done(comparison_id: int) -> bool:
+    """Whether no item of the pair is left without its first rater (an item whose only rater was screened out
+    included): phase 1 of one rater first has nothing more to observe."""
+    return not Task.objects.filter(comparison_id=comparison_id, taken__lt=F("raters_required")).exists()
+
+
+def _observe_looks(
+    study: Study, settings, stored: PairDecision, reads: rating_sets.PairReads, pair_alpha: Callable[[], float]
+) -> None:
+    """``_observe`` with planned looks (``settings.looks()`` > 0; docs/decisions.md#group-sequential-looks): the
+    items' scores are stored in arrival order, and the pair stands where ``group_sequential.standing`` puts those
+    scores -- the same function, on the same scores in the same order, as ``simulate --replay`` -- looking at
+    ``look_sizes(pool, K)`` items, the pool being the pair's items the plan can buy. A look whose conditional power
+    is below the futility threshold ends the phase undecided: with one rater first, phase 2 (whole items) starts at
+    once; otherwise the pair is stopped (``stopped``: no longer bought). With one rater first the phases spend
+    ``designs.first_share`` and the rest of the pair's error rate, stored when its first look was planned."""
+    comparison = reads.comparison
+    split = settings.one_first()
+    looks = settings.looks()
+    raters = 1 if split and stored.phase == 1 else study.raters_per_item
+    if not stored.pool:  # the first time: the judgments so far, the pool the looks are planned over, the rate
+        scored, stored.judgments = rating_sets.pair_item_scores(comparison, raters=raters)
+        stored.pool = Task.objects.filter(comparison_id=comparison.pk).count()
+        stored.alpha, stored.counted, stored.scores = pair_alpha(), [], []
+    else:  # the items this assignment may have completed, one score each
+        new = reads.items - set(stored.counted)
+        by_item, _ = rating_sets.ratings_from_rows(comparison, [row for row in reads.rows if row[0] in new])
+        scored = rating_sets.whole_item_scores(study, by_item, reads.held, raters)
+        stored.judgments += reads.judged
+    for item_id, score in scored:
+        stored.counted.append(item_id)
+        stored.scores.append(score)
+    share = designs.first_share(looks)
+    level = (stored.alpha * (share if stored.phase == 1 else 1 - share)) if split else stored.alpha
+    now = group_sequential.standing(
+        stored.scores, looks, level, settings.decision_margin, pool=stored.pool, futility=settings.futility()
+    )
+    if stored.scores:
+        stored.mean = sum(stored.scores) / len(stored.scores)
+    if (
+        split
+        and stored.phase == 1
+        and now.decision == decisions.UNDECIDED
+        and (now.futile or _first_raters_done(comparison.pk))
+    ):
+        # phase 1 cannot decide (stopped for futility, or no item is left without its first rater): buy the
+        # others and observe whole items afresh, at the rest of the pair's rate
+        Task.objects.filter(comparison_id=comparison.pk).update(raters_required=study.raters_per_item)
+        stored.phase, stored.counted, stored.scores = 2, [], []
+        now = group_sequential.standing([], looks)
+    stored.decision, stored.stopped = now.decision, now.futile
+    stored.low, stored.high, stored.items = now.low, now.high, len(stored.scores)
+    stored.save()
+
+
 def not_bought(study: Study, settings) -> set[int]:
     """The system pairs the study no longer buys: the decided ones, and with the ranking as the goal every pair the
     ranking does not need now (``decisions.ranking_needs``). A pair is exhausted once no place of it is free nor held
     by an assignment under way (a held place comes back if its assignment expires)."""
     stored = {
         d["comparison_id"]: d
-        for d in PairDecision.objects.filter(comparison__study=study).values("comparison_id", "decision", "mean")
+        for d in PairDecision.objects.filter(comparison__study=study).values(
+            "comparison_id", "decision", "mean", "stopped"
+        )
     }
-    if not settings.ranks_only():
-        return {pk for pk, d in stored.items() if d["decision"] != decisions.UNDECIDED}
+    if not settings.ranks_only():  # decided, or stopped for futility at a planned look
+        return {pk for pk, d in stored.items() if d["decision"] != decisions.UNDECIDED or d["stopped"]}
     comparisons = list(study.comparisons.values_list("pk", "system_a_id", "system_b_id"))
     with_work = set(
         Task.objects.filter(study=study, taken__lt=F("raters_required"))
@@ -212,6 +267,9 @@ WORDS = {
 }
 
 
+STOPPED_WORDS = "stopped: cannot be decided within the pool"  # a pair stopped for futility at a planned look
+
+
 class DecisionRow(TypedDict):
     """One system pair's row of ``decision_rows``."""
 
@@ -261,6 +319,8 @@ def decision_rows(study: Study) -> list[DecisionRow]:
             if not c.closed
             else "decided"
             if call != decisions.UNDECIDED
+            else STOPPED_WORDS
+            if d is not None and d.stopped
             else "order implied by decided pairs: {} above {}".format(
                 *(
                     (names["a"], names["b"])

@@ -7,7 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from annotation.models import Comparison, Item, Study
-from selection.core import multiplicity
+from selection.core import group_sequential, multiplicity
 from selection.core.separability import DEFAULT_METRIC
 
 ERROR_CONTROL_LABELS = {  # multiplicity.CONTROLS, as people read them
@@ -107,6 +107,21 @@ class SelectionSettings(models.Model):
         help_text="While a stopping pair has items left, each item gets one rater; the other raters come only for the "
         "pairs their first raters left undecided (two sequences at alpha / 2 each).",
     )
+    decision_looks = models.PositiveSmallIntegerField(
+        default=5,
+        db_default=5,
+        validators=[MaxValueValidator(group_sequential.MOST_LOOKS)],
+        help_text="When a pair's decision is read: after every item (0; the betting confidence sequence) or at K "
+        "planned looks at equal shares of the pair's items (Lan-DeMets O'Brien-Fleming spending; "
+        "selection/core/group_sequential.py; 1: once, when every item is in).",
+    )
+    decision_futility = models.FloatField(
+        default=0.1,
+        db_default=0.1,
+        validators=[MinValueValidator(0.0)],
+        help_text="With planned looks: a look at which the chance of a decision by the last look (if the trend so "
+        "far holds) is below this stops buying the pair, undecided (0: never).",
+    )
     stop_when_decided = models.BooleanField(
         default=False,
         db_default=False,
@@ -138,6 +153,15 @@ class SelectionSettings(models.Model):
     def one_first(self) -> bool:
         """Whether the plan buys one rater per item first and the others only where the pair stays undecided."""
         return self.stops_buying() and self.one_rater_first and self.study.raters_per_item > 1
+
+    def looks(self) -> int:
+        """The planned looks a stopping pair's decision is read at (0: after every item). The ranking goal looks
+        after every item: it moves items between pairs as their orders settle, not over a pair's planned pool."""
+        return 0 if self.ranks_only() else self.decision_looks
+
+    def futility(self) -> float:
+        """The conditional power below which a planned look stops buying its pair (0 without planned looks)."""
+        return self.decision_futility if self.looks() else 0.0
 
     def compared_pairs(self) -> int:
         """The system pairs the study decides (what the study-wide error is split over)."""
@@ -309,6 +333,26 @@ class PairDecision(models.Model):
     judgments = models.PositiveIntegerField(help_text="Human judgments of the pair so far.")
     state = models.BinaryField(default=b"", help_text="The confidence sequence so far (decisions.BettingSequence).")
     counted = models.JSONField(default=list, help_text="The items already observed, by id.")
+    scores = models.JSONField(
+        default=list,
+        help_text="With planned looks: the scores of the items in ``counted``, in the same order (what each look "
+        "reads; group_sequential.standing).",
+    )
+    pool = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="With planned looks: the pair's items the plan can buy (the looks' sizes)."
+    )
+    alpha = models.FloatField(
+        default=0.0,
+        db_default=0.0,
+        help_text="With planned looks: the pair's error rate as its first look was planned (each phase spends a "
+        "share, designs.first_share).",
+    )
+    stopped = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Stopped for futility at a planned look: undecided, and no longer bought (the pool is too small "
+        "for the decision it is heading to).",
+    )
     updated = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

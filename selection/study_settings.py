@@ -4,6 +4,7 @@ applies, choices, and whether it shapes the plan (registered by ``SelectionConfi
 from __future__ import annotations
 
 from annotation.study_settings import PLAN, Range, Setting
+from selection.core import group_sequential
 from selection.core.separability import METRICS
 from selection.strategies import STRATEGIES, is_live
 
@@ -12,6 +13,13 @@ ORDER_FREE = ("random",)  # methods whose items reach raters in random order wit
 
 def _strategy(read):
     return STRATEGIES.get(read("selection_method"))
+
+
+def _looks_apply(read) -> bool:
+    """Planned looks read a stopping pair's decision when the study stops buying decided pairs for every pair (the
+    ranking goal looks after every item: ``SelectionSettings.looks``)."""
+    ranking = read("decision_goal") == "ranking" and read("pair_mode") == "all"
+    return read("selection_method") in ORDER_FREE and bool(read("stop_when_decided")) and not ranking
 
 
 SETTINGS = [
@@ -133,6 +141,32 @@ SETTINGS = [
         order=64,
         applies=lambda s: s("selection_method") in ORDER_FREE and s("stop_when_decided") and s("raters_per_item") > 1,
         freezes=PLAN,
+    ),
+    Setting(
+        "decision_looks",
+        "When a pair's decision is read",
+        "0: after every item (you may look at any time, which costs the most items). A number of planned looks: "
+        "the pair is looked at only when that share of its items is in (with 5, after a fifth, two fifths ... "
+        "all of them), each look allowed a little of the error rate and most kept for the last. On the data "
+        "tried, 5 looks reached the decisions of a test on all the items with about half the judgments. "
+        "1: a single look once every item is in.",
+        "selection",
+        order=65,
+        applies=_looks_apply,
+        freezes=PLAN,
+        limits=Range(0, group_sequential.MOST_LOOKS),
+    ),
+    Setting(
+        "decision_futility",
+        "Give up on a pair below",
+        "With planned looks: when, at a look, the chance that the pair will be decided by the last look (if it "
+        "goes on as so far) is below this, the study stops buying it and it stays undecided, so its judgments go "
+        "to pairs that can still be decided. 0: never give up. Giving up never makes a wrong call more likely.",
+        "selection",
+        order=66,
+        applies=lambda s: _looks_apply(s) and s("decision_looks") > 0,
+        freezes=PLAN,
+        limits=Range(0, 1, below=True),
     ),
     Setting(
         "sep_threshold_t",

@@ -31,6 +31,13 @@ CONTINUOUS = "continuous"
 MIN_FIT = 5  # labelled items before f is fitted to them
 
 
+def first_share(looks: int) -> float:
+    """The share of a pair's alpha that one rater per item first spends on its first phase (the rest on whole items):
+    one half looking after every item, 0.3 with planned looks (chosen on PRD: borderline pairs are decided by whole
+    items, clear ones by single votes at any alpha; bench/README.md). The live plan's and the replay's."""
+    return 0.3 if looks else 0.5
+
+
 @dataclasses.dataclass(frozen=True)
 class Design:
     """How a replay buys a pair's judgments: ``one_first`` (one rater per item while items remain, the other raters

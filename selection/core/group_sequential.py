@@ -55,6 +55,7 @@ def boundaries(fractions: Sequence[float], alpha: float = 0.05) -> npt.NDArray[n
     return np.array(_boundaries(tuple(float(f) for f in np.ravel(fractions)), float(alpha)))
 
 
+MOST_LOOKS = 20  # the most planned looks a study may choose (0: continuous monitoring instead)
 GRID = 801  # points of the continuation region in the recursive integration (Simpson's rule)
 
 
@@ -138,6 +139,8 @@ def looks_at(
     continues -- is below it (``conditional_power``); 0: never. A futility stop only withholds decisions, so it
     cannot raise the error rate (a non-binding rule)."""
     x = np.asarray(scores, dtype=np.float64)
+    if len(x) == 0:
+        return []  # nothing seen: no look yet
     counts = np.cumsum(np.ones(len(x), dtype=bool) if labelled is None else np.asarray(labelled, dtype=bool))
     total = len(x) if pool is None else pool
     sizes = [n for n in look_sizes(total, looks) if n <= len(x)]
@@ -190,7 +193,24 @@ def first_decision(
     """The first decision over the planned looks at ``scores`` (the whole pool, in arrival order), and after how
     many items: (decision, n) once decided, ("undecided", n) when a look stopped for futility, ("undecided", None)
     when the pool ran out; ``labelled`` and ``futility`` as in ``looks_at``."""
-    seen = looks_at(scores, looks, alpha, margin, labelled=labelled, futility=futility)
-    if seen and (seen[-1].decision != UNDECIDED or seen[-1].futile):
-        return seen[-1].decision, seen[-1].n
+    now = standing(scores, looks, alpha, margin, labelled=labelled, futility=futility)
+    if now.decision != UNDECIDED or now.futile:
+        return now.decision, now.n
     return UNDECIDED, None
+
+
+def standing(
+    scores: npt.ArrayLike,
+    looks: int,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    pool: int | None = None,
+    labelled: npt.ArrayLike | None = None,
+    futility: float = 0.0,
+) -> Look:
+    """Where a pair stands after the scores seen so far, in arrival order: its latest planned look (the deciding or
+    futile one once there is one: scores arriving after it change nothing), or no look yet (n = 0, the interval
+    [0, 1], undecided). The one decision of the live plan (``selection/hooks.py``, on the scores it stores) and of
+    ``simulate --replay`` (``first_decision``); arguments as ``looks_at``."""
+    seen = looks_at(scores, looks, alpha, margin, pool, labelled, futility)
+    return seen[-1] if seen else Look(0, 0.0, 1.0, UNDECIDED)

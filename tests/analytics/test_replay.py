@@ -53,7 +53,7 @@ CONTRACT = {"pair", "seed", "decision", "judgments_used", "judgments_fixed"}  # 
 
 
 def test_each_seed_replays_the_items_in_its_own_order_and_stops_at_the_decision(won):
-    records = replay_json("--seeds", "3", "--seed", "7", "--first-raters", "all")
+    records = replay_json("--seeds", "3", "--seed", "7", "--first-raters", "all", "--looks", "0")
     assert [r["seed"] for r in records] == [7, 8, 9]
     scores = np.array([1.0 if n % 2 == 0 else 0.75 for n in range(60)])  # item-n's mean of its two raters
     for r in records:
@@ -71,7 +71,7 @@ def test_the_default_design_buys_one_rater_per_item_first(won):
     """Items first by default: one rater per item at alpha / 2 (decisions.replay_one_rater_first), in the seed's
     order; the record says which design ran."""
     raters = [[1.0, 0.5 if n % 2 else 1.0] for n in range(60)]
-    for r in replay_json("--seeds", "2"):
+    for r in replay_json("--seeds", "2", "--looks", "0"):
         assert CONTRACT <= set(r) and r["design"] == "continuous, one rater per item first"
         expected = decisions.replay_one_rater_first(
             raters, np.random.default_rng([r["seed"], zlib.crc32(b"sys-a\x00sys-b")]), costs=[[1, 1]] * 60
@@ -95,11 +95,11 @@ def test_group_sequential_looks_and_the_judges_replay_with_their_fields(won):
     futile = replay_json("--seeds", "1", "--looks", "5", "--futility", "0.1")[0]
     assert "futility stop below 0.1" in futile["design"] and futile["decision"] == "a"  # a clear pair: decided
     with pytest.raises(CommandError, match="--futility goes with --looks"):
-        replay_json("--futility", "0.1")
+        replay_json("--looks", "0", "--futility", "0.1")
     with pytest.raises(CommandError, match="have not judged"):
         replay_json("--judges")
     import_judge_verdicts(won)
-    for r in replay_json("--seeds", "2", "--judges"):
+    for r in replay_json("--seeds", "2", "--judges", "--looks", "0"):
         assert CONTRACT | {"judge_verdicts_used"} <= set(r) and "judges inside" in r["design"]
         assert r["judge_verdicts_used"] > 0 and r["judgments_used"] < r["judgments_fixed"]
 
@@ -217,3 +217,43 @@ def test_the_leaderboards_mark_which_adjacent_orders_are_decided(researcher):
         assert marks[board[1].system] == "equivalent"  # sys-b and sys-c, whichever is above
     header, rows = report_tables(report)["leaderboard-bradley_terry"]
     assert header[-1] == "order_above_next" and rows[0][-1] == "decided"
+
+
+def test_the_default_design_is_the_one_the_study_runs(won):
+    """Without --looks or --futility the replay runs the study's own decision setting (decision_looks,
+    decision_futility: what its live plan runs), and says so: a new study's five planned looks with futility
+    stops at 0.1, one rater per item first spending designs.first_share(5) = 0.3 of alpha on its first phase --
+    each record what designs.replay gives in the seed's order -- and continuous monitoring once the study is set so."""
+    from selection.core import designs
+
+    settings = won.selection_settings
+    assert (settings.decision_looks, settings.decision_futility) == (5, 0.1)  # a new study's defaults
+    raters = [[1.0, 0.5 if n % 2 else 1.0] for n in range(60)]
+    design = designs.Design(looks=5, futility=0.1, first_share=0.3)
+    for r in replay_json("--seeds", "2"):
+        assert (
+            r["design"]
+            == design.name
+            == (
+                "group-sequential (5 looks), futility stop below 0.1 conditional power, "
+                "one rater per item first (phase 1 at 0.3 alpha)"
+            )
+        )
+        rng = np.random.default_rng([r["seed"], zlib.crc32(b"sys-a\x00sys-b")])
+        expected = designs.replay(raters, rng, design, 0.05, 0.05, costs=[[1, 1]] * 60)
+        assert (r["decision"], r["items_used"], r["judgments_used"]) == (
+            expected.decision,
+            expected.items_used,
+            expected.judgments_used,
+        )
+    out = StringIO()
+    call_command("simulate", "--study", "won", "--replay", "--seeds", "1", stdout=out)
+    assert f"design: {design.name} (the study's setting)" in out.getvalue()
+    # --futility alone replaces the study's threshold, at the study's looks
+    assert "futility stop below 0.3" in replay_json("--futility", "0.3")[0]["design"]
+    lifecycle.do_update_settings(won, {"decision_looks": 3, "decision_futility": 0.0}, None)
+    assert replay_json()[0]["design"] == "group-sequential (3 looks), one rater per item first (phase 1 at 0.3 alpha)"
+    lifecycle.do_update_settings(won, {"decision_looks": 0}, None)
+    assert replay_json()[0]["design"] == "continuous, one rater per item first"
+    with pytest.raises(CommandError, match="--futility goes with --looks"):
+        replay_json("--futility", "0.1")  # the study looks after every item: no planned look to stop at

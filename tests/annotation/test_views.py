@@ -163,6 +163,8 @@ def settings_form(**overrides) -> dict:
         "error_control": "auto",
         "decision_margin": 0.05,
         "decision_goal": "pairs",
+        "decision_looks": 5,
+        "decision_futility": 0.1,
     }
     form.update(overrides)
     return form
@@ -479,6 +481,8 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
             "stop_when_decided",
             "decision_goal",
             "one_rater_first",
+            "decision_looks",
+            "decision_futility",
             "seed",
         ],
         [

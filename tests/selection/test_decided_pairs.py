@@ -46,6 +46,7 @@ def three(researcher):
             "selection_method": "random",
             "stop_when_decided": True,
             "decision_margin": 0.0,
+            "decision_looks": 0,  # continuous monitoring (planned looks: test_planned_looks.py)
         },
         None,
     )

@@ -24,13 +24,15 @@ def run(command, study, o):
         raise CommandError("--alpha must be between 0 and 1 and --margin at least 0 and below 0.5")
     if o["seeds"] < 1:
         raise CommandError("--seeds must be at least 1")
-    if o["looks"] < 0 or not 0 < o["label_rate"] <= 1 or not 0 <= o["futility"] < 1:
+    goal = o["goal"] or ("ranking" if live.ranks_only() else "pairs")
+    looks, futility, chosen = study_design(live, o, goal)
+    if looks < 0 or not 0 < o["label_rate"] <= 1 or not 0 <= futility < 1:
         raise CommandError(
             "--looks must be at least 0, --label-rate above 0 and at most 1, --futility at least 0 and below 1"
         )
     if o["first_share"] is not None and not 0 < o["first_share"] < 1:
         raise CommandError("--first-share must be above 0 and below 1")
-    if o["futility"] and not o["looks"]:
+    if futility and not looks:
         raise CommandError("--futility goes with --looks (a stop for futility is read at a planned look)")
     every = list(study.comparisons.select_related("system_a", "system_b"))
     comparisons = [command._comparison(study, o["pair"])] if o["pair"] else every
@@ -39,8 +41,7 @@ def run(command, study, o):
     alpha = multiplicity.pair_alpha(alpha, len(every), control)
     everyone = load_rows(study)
     rows = admitted(everyone, Population())  # the study's people, as the report counts them
-    goal = o["goal"] or ("ranking" if live.ranks_only() else "pairs")
-    if goal == "ranking" and (o["first_raters"] == "one" or o["looks"] or o["judges"]):
+    if goal == "ranking" and (o["first_raters"] == "one" or looks or o["judges"]):
         raise CommandError(
             "--first-raters one, --looks and --judges replay every pair on its own; the ranking replay buys "
             "whole items after every one"
@@ -51,11 +52,11 @@ def run(command, study, o):
     else:
         design = designs.Design(
             one_first=o["first_raters"] != "all",
-            looks=o["looks"],
+            looks=looks,
             judges=o["judges"],
             label_rate=o["label_rate"],
-            futility=o["futility"],
-            first_share=o["first_share"] or (0.3 if o["looks"] else 0.5),
+            futility=futility,
+            first_share=o["first_share"] or designs.first_share(looks),
         )
         design_name = design.name
         judges = [r for r in everyone if r.kind == "judge" and not r.screened_out] if o["judges"] else None
@@ -66,9 +67,10 @@ def run(command, study, o):
         command.stdout.write(json.dumps(records, indent=2))
         return
     deciding = "the ranking" if goal == "ranking" else "each pair"
+    force = multiplicity.in_force(control, len(every)).replace("_", " ")
     command.stdout.write(
         f"{study.name}: {len(comparisons)} system pair(s), {o['seeds']} random orders each, design: "
-        f"{design_name}; alpha {alpha:.4g} per pair ({multiplicity.in_force(control, len(every)).replace('_', ' ')}), "
+        f"{design_name}{chosen}; alpha {alpha:.4g} per pair ({force}), "
         f"margin {margin}, deciding {deciding}{', A/A (null)' if o['null'] else ''}"
     )
     command.stdout.write(
@@ -98,6 +100,17 @@ def run(command, study, o):
     )
     if o["judges"]:
         command.stdout.write(f"judge verdicts used: {sum(r['judge_verdicts_used'] for r in records):,}")
+
+
+def study_design(live, o, goal: str) -> tuple[int, float, str]:
+    """The looks and futility threshold the replay runs -- the options given, else the study's own
+    (``decision_looks``, ``decision_futility``: what its live plan runs; the ranking goal looks after every item)
+    -- and the words the output adds to the design's name when they are the study's."""
+    if o["looks"] is not None:
+        return o["looks"], o["futility"] or 0.0, ""
+    looks = 0 if goal == "ranking" else live.decision_looks
+    futility = o["futility"] if o["futility"] is not None else live.decision_futility if looks else 0.0
+    return looks, futility, " (the study's setting)"
 
 
 def order_seed(seed: int, pair: tuple[str, str]) -> list[int]:

@@ -137,18 +137,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--looks",
             type=int,
-            default=0,
-            help="With --replay: 0 (default) looks after every item (the anytime-valid betting sequence); K looks "
+            help="With --replay: 0 looks after every item (the anytime-valid betting sequence); K looks "
             "group-sequentially at K equally spaced shares of the pair's items (Lan-DeMets O'Brien-Fleming "
-            "spending; selection/core/group_sequential.py).",
+            "spending; selection/core/group_sequential.py). Default: the study's setting (decision_looks; with "
+            "the ranking as the goal, 0), with its futility threshold.",
         )
         parser.add_argument(
             "--futility",
             type=float,
-            default=0.0,
-            help="With --looks: stop a pair undecided at a look whose conditional power (the chance of a decision "
+            help="With looks: stop a pair undecided at a look whose conditional power (the chance of a decision "
             "by the last look if the trend so far holds) is below this, so its items go to pairs that can still be "
-            "decided (one rater first moves on to whole items); 0 (default): never.",
+            "decided (one rater first moves on to whole items); 0: never. Default: the study's setting "
+            "(decision_futility) when --looks is not given either, else 0.",
         )
         parser.add_argument(
             "--first-share",
