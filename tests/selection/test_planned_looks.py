@@ -113,7 +113,9 @@ def test_a_clear_pair_is_decided_at_a_look_and_a_level_one_is_stopped_for_futili
         else:  # the level pair: its mean a half at the first look, far from any boundary
             assert stored.decision == decisions.UNDECIDED and stored.stopped and look.n == sizes[0]
             assert sum(stored.scores) / look.n == 0.5
-    table = researcher_client.get(looked.get_absolute_url()).content.decode().split('data-testid="decisions"')[1]
+    page = researcher_client.get(looked.get_absolute_url()).content.decode()
+    assert "read at 5 planned looks" in page and "falls below 0.1 is stopped" in page
+    table = page.split('data-testid="decisions"')[1]
     assert f"undecided</strong> · not bought: {STOPPED_WORDS}" in table
     assert table.count("not bought: decided") == 2
 
