@@ -59,7 +59,12 @@ def interval_plot(
     """Horizontal point estimates with 95 % interval whiskers, one row per system (rows: system, rating,
     low, high); ``decimals`` for the values in each point's tooltip; ``reference``: (value, words) drawn as a
     dashed line (e.g. 0.5, "even") and always inside the axis."""
-    shown = [(r, r.low, r.high) for r in rows if r.low is not None and r.high is not None]
+    # an interval is drawn where it exists (None or NaN ends: none, e.g. a sandwich over fewer than two items)
+    shown = [
+        (r, r.low, r.high)
+        for r in rows
+        if r.low is not None and r.high is not None and r.low == r.low and r.high == r.high
+    ]
     if not shown:
         return ""
     lo = min(min(low, r.rating) for r, low, _ in shown)

@@ -125,10 +125,16 @@ def answers(report: Report) -> list[Card]:
     board = report.bradley_terry
     if isinstance(board, Board) and len(board.leaderboard) >= 2:
         first, second = board.leaderboard[0], board.leaderboard[1]
-        separate = first.low > second.high
+        # no interval (None, or NaN before the report is stored) over fewer than two items
+        spread = all(v is not None and v == v for v in (first.low, second.high))
+        separate = spread and first.low > second.high
         pair = next((s for s in report.stopping if {s.system_a, s.system_b} == {first.system, second.system}), None)
         winner = None if pair is None else {"a": pair.system_a, "b": pair.system_b}.get(pair.decision)
-        sure = "its interval clears the runner-up's" if separate else "their intervals overlap"
+        sure = (
+            ("its interval clears the runner-up's" if separate else "their intervals overlap")
+            if spread
+            else "there is no interval yet (it needs votes on two items or more)"
+        )
         if winner == first.system:
             sure += (", and" if separate else ", but") + f" the pair's anytime-valid decision names {winner}"
         elif winner is not None:

@@ -50,9 +50,13 @@ def item_scores(
 
 def clustered_meat(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """sum_g U_g U_g^T * G / (G - 1) from the items' summed scores U (G, m): the meat of the sandwich clustered by
-    item. With one vote per item it is the unclustered meat sum_i u_i u_i^T times G / (G - 1)."""
+    item. With one vote per item it is the unclustered meat sum_i u_i u_i^T times G / (G - 1). With fewer than two
+    items there is no spread between items to estimate (one item's summed scores are zero at the fit): NaN, so the
+    interval is absent rather than of zero width."""
     n_items = len(scores)
-    meat: npt.NDArray[np.float64] = scores.T @ scores * (n_items / (n_items - 1) if n_items > 1 else 1.0)
+    if n_items < 2:
+        return np.full((scores.shape[1], scores.shape[1]), np.nan)
+    meat: npt.NDArray[np.float64] = scores.T @ scores * (n_items / (n_items - 1))
     return meat
 
 

@@ -65,6 +65,18 @@ def test_with_one_vote_per_item_the_clustered_meat_is_the_plain_one_times_the_sm
     np.testing.assert_allclose(meat, np.diag([1.0, 2.0, 0.0]) * 3 / 2)
 
 
+def test_one_item_gives_no_interval_rather_than_one_of_zero_width():
+    """One item's summed scores are zero at the fit, so its clustered meat would be zero and the interval a point:
+    with fewer than two items there is no interval (NaN ends), on both boards."""
+    a, b, score, counts_a, counts_b, n = simulated(60, seed=2)
+    point = ratings.bradley_terry(a, b, score, n)
+    low, high = ratings.sandwich_bradley_terry(a, b, score, n, point, items=np.zeros(len(a), dtype=int))
+    assert np.isnan(low).all() and np.isnan(high).all()
+    x = ratings.style_features(counts_a, counts_b)
+    fit = ratings.contextual_bradley_terry(a, b, score, x, n, items=np.zeros(len(a), dtype=int))
+    assert np.isnan(fit.low).all() and np.isnan(fit.high).all() and np.isfinite(fit.ratings).all()
+
+
 def test_the_style_controlled_meat_sums_the_penalised_estimating_function_per_item():
     """psi_g = sum_(i in g) w_i (S_i - p_i) d_i - n_g reg (0, gamma): the penalised mean loss's gradient is
     sum_g psi_g / n, zero at the fit; Cov = H^-1 (G / (G - 1) sum_g psi_g psi_g^T) H^-1 with H the penalised loss's
