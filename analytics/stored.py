@@ -35,8 +35,10 @@ JOB_KIND = "report"
 # stored rendered), so reports stored by older code are computed again (2: win-rate estimates by design replaced
 # the hybrid table; 3: focusable table regions, the plot's reference line and shorter labels; 4: the
 # style-controlled board and length-controlled win rates; 5: the answers in short at the top; 6: the page in words
-# with sections on demand, and the question a report reads; 7: rater reliability).
-REPORT_FORMAT = 7
+# with sections on demand, and the question a report reads; 7: rater reliability; 8: figures by item -- positional
+# bias's sign-flip test with its items, intervals clustered by item, the unpenalised style board, each pair's alpha
+# and the error control in force).
+REPORT_FORMAT = 8
 
 
 def data_version(study: Study) -> str:
