@@ -340,7 +340,8 @@ def advice_words(rows: list[dict]) -> str:
     correlation rho over the pairs whose pilot saw it, what a second rater on an old item buys per judgment against
     a new item, and what to buy."""
     pairs = {r["pair"]: r for r in rows}
-    seen = [r for r in pairs.values() if r["rho_seen"]]
+    # how far *people* rating one item agree: a pilot of LLM judges' verdicts (a prior for the variance) does not say
+    seen = [r for r in pairs.values() if r["rho_seen"] and r["pilot"] == "humans"]
     if not seen:
         words = (
             "No pilot has items rated by two or more people, so how far raters of one item agree (the intra-item "

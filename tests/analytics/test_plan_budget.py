@@ -276,3 +276,6 @@ def test_on_prd_the_plan_counts_one_pair_an_item_and_advises_new_items(db, prd_r
     # a 30-point margin needs a few dozen questions, fewer than PRD's 80: every pair is advised new items
     assert {p["advice"] for p in found if p["margin"] == 0.3} == {budget.NEW_ITEMS}
     assert "new items come first: one rater per item" in budgeting.advice_words(found)
+    # a pilot of LLM judges' verdicts is a prior for the variance, not a measure of how far people agree
+    as_judges = [{**p, "pilot": "judges"} for p in found]
+    assert "is not seen yet" in budgeting.advice_words(as_judges) and "ρ =" not in budgeting.advice_words(as_judges)
