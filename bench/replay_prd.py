@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 DESIGNS = {
-    "continuous, one rater first (default)": [],
-    "continuous, whole items": ["--first-raters", "all"],
+    "continuous, one rater first": ["--looks", "0"],
+    "continuous, whole items": ["--looks", "0", "--first-raters", "all"],
     "group-sequential 5 looks, one rater first": ["--looks", "5"],
     "group-sequential 5 looks, whole items": ["--looks", "5", "--first-raters", "all"],
-    "judges, continuous, one rater first": ["--judges"],
+    "judges, continuous, one rater first": ["--judges", "--looks", "0"],
     "judges, group-sequential 5 looks, one rater first": ["--judges", "--looks", "5"],
     "judges, group-sequential 5 looks, whole items": ["--judges", "--looks", "5", "--first-raters", "all"],
     "group-sequential 5 looks, futility 0.1, one rater first": ["--looks", "5", "--futility", "0.1"],

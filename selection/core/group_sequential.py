@@ -135,9 +135,10 @@ def looks_at(
     all of them), up to and including the first that decides or stops for futility. ``labelled``: which
     observations carry a person's label (prediction-powered observations): the Student-t degrees of freedom are
     the labels seen less one, as the labelled items carry the variance. ``futility``: stop undecided at a look
-    before the last once the conditional power -- the chance of crossing the last boundary if the trend seen so far
-    continues -- is below it (``conditional_power``); 0: never. A futility stop only withholds decisions, so it
-    cannot raise the error rate (a non-binding rule)."""
+    before the last once neither a direction nor (with a margin) equivalence is within reach -- the chance of
+    crossing the last boundary if the trend seen so far continues (``conditional_power``) and the chance of the last
+    look's interval falling inside the margin (``equivalence_chance``) both below it; 0: never. A futility stop only
+    withholds decisions, so it cannot raise the error rate (a non-binding rule)."""
     x = np.asarray(scores, dtype=np.float64)
     if len(x) == 0:
         return []  # nothing seen: no look yet
@@ -163,7 +164,11 @@ def looks_at(
             and futility > 0
             and n < total
             and np.isfinite(width)
-            and conditional_power(mean, se, n / total, float(every[-1])) < futility
+            and max(
+                conditional_power(mean, se, n / total, float(every[-1])),
+                equivalence_chance(mean, se, n / total, float(every[-1]), margin),
+            )
+            < futility
         )
         out.append(Look(n, low, high, call, futile))
         if call != UNDECIDED or futile:
@@ -180,6 +185,25 @@ def conditional_power(mean: float, se: float, t: float, last: float) -> float:
     z = abs(mean - 0.5) / se
     b, drift = z * np.sqrt(t), z / np.sqrt(t)
     return float(stats.norm.sf((last - b - drift * (1 - t)) / np.sqrt(1 - t)))
+
+
+def equivalence_chance(mean: float, se: float, t: float, last: float, margin: float) -> float:
+    """The chance that the last look's interval lies inside (1/2 - margin, 1/2 + margin) -- an "equivalent" call --
+    if the mean seen at information fraction t is the truth: with N = n / t items in all and sigma = se sqrt(n) the
+    spread of an item's score, the last look's mean is M = (n mean + (N - n) m') / N with m' ~ N(mean, sigma^2 /
+    (N - n)), so M ~ N(mean, se^2 t (1 - t)), and its half-width about ``last`` sigma / sqrt(N) = last se sqrt(t)
+    (the normal's critical value for the t's: enough to steer a stop). 0 without a margin, once the last look is
+    read, or when that half-width alone fills the margin."""
+    if margin <= 0 or t >= 1:
+        return 0.0
+    if se <= 0:
+        return 1.0 if abs(mean - 0.5) < margin else 0.0
+    room = margin - last * se * np.sqrt(t)
+    if room <= 0:
+        return 0.0
+    spread = se * np.sqrt(t * (1 - t))
+    shift = mean - 0.5
+    return float(stats.norm.cdf((room - shift) / spread) - stats.norm.cdf((-room - shift) / spread))
 
 
 def first_decision(
