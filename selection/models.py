@@ -11,7 +11,7 @@ from selection.core import group_sequential, multiplicity
 from selection.core.separability import DEFAULT_METRIC
 
 ERROR_CONTROL_LABELS = {  # multiplicity.CONTROLS, as people read them
-    "auto": "Study-wide when there are more than two systems",
+    "auto": "Study-wide when the study compares more than one pair",
     "per_pair": "Each system pair on its own",
     "study_wide": "Study-wide: across all system pairs together",
 }
@@ -79,8 +79,8 @@ class SelectionSettings(models.Model):
         default="auto",
         db_default="auto",
         help_text="Whose error the decision rate bounds: each pair's, or the study's (the chance that any pair is "
-        "called wrongly, each pair deciding at the rate divided by the number of pairs; "
-        "selection/core/multiplicity.py). Automatic: study-wide above two systems.",
+        "called wrongly, each pair deciding at the rate divided by the number of pairs). Automatic: study-wide "
+        "when the study compares more than one pair.",
     )
     decision_margin = models.FloatField(
         default=0.05,

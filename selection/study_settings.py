@@ -94,7 +94,7 @@ SETTINGS = [
         "one wrong call somewhere in the study is likely (about one in five at 0.05). The whole study: the chance "
         "of any wrong call among all the pairs is at most the error rate, each pair deciding at the rate divided "
         "by the number of pairs, which needs more judgments a pair. Automatic: the whole study when it compares "
-        "more than two systems (with two there is one pair and both are the same).",
+        "more than one pair of systems (with one pair both are the same).",
         "selection",
         order=60,
         freezes=PLAN,

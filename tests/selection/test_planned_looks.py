@@ -65,6 +65,7 @@ def rate_everything(study) -> None:
             for pair in assignment.pairs.select_related(
                 "pair__generation_a__system", "pair__generation_b__system", "pair__generation_a__item"
             ):
+                assert pair.pair is not None  # a plan pair, not a gold one
                 shown = [pair.pair.generation_a.system.name, pair.pair.generation_b.system.name]
                 first, second = shown if pair.a_shown_first else shown[::-1]
                 if "sys-a" in shown:
@@ -186,6 +187,7 @@ def test_the_decision_step_with_planned_looks_stays_at_four_queries(looked, monk
     rater = enrolment.do_create_rater_link(looked, "timed")
     for n in range(20):
         assignment = allocation.do_start_assignment(rater)
+        assert assignment is not None
         pair = assignment.pairs.get()
         allocation.do_mark_shown(pair)
         choice = "first" if n % 2 else "second"  # no pair decided before its first look (12 items)
