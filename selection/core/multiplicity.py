@@ -3,8 +3,10 @@ pair's decision use". A study decides each of its system pairs (all K (K - 1) / 
 system against a baseline, or a list) with its own anytime-valid confidence sequence at level alpha_pair; by the
 union bound the chance that any pair's sequence ever misses its mean (and so that any decision is false) is at most
 the sum of the pairs' alphas. Bonferroni's split alpha_pair = alpha / pairs therefore holds alpha study-wide however
-often anyone looks, whatever the dependence between pairs. It is split over the pairs the study compares, not over
-every pair its systems could form: fewer pairs, more power each.
+often anyone looks, whatever the dependence between pairs -- exactly with the betting confidence sequence; with
+planned looks (selection/core/group_sequential.py) as far as their normal-approximate boundaries hold at the split
+alpha (bench/README.md measures it on PRD). It is split over the pairs the study compares, not over every pair its
+systems could form: fewer pairs, more power each.
 
 ``control``: "per_pair" (alpha for every pair: each pair alone holds alpha), "study_wide" (Bonferroni split), or
 "auto" (study-wide when the study decides more than one pair -- more than two systems -- per pair otherwise: with
