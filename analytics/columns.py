@@ -46,6 +46,12 @@ def as_p_value(v) -> str:
     return "< 0.001" if v < 0.001 else f"{v:.3f}"
 
 
+def p_words(v) -> str:
+    """A p-value in a sentence: "p < 0.001" or "p = 0.034" (never "p = < 0.001")."""
+    shown = as_p_value(v)
+    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
+
+
 def as_text(v) -> str:
     return str(v)
 

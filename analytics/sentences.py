@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from analytics.columns import DECISIONS, as_p_value, as_rating, plural
+from analytics.columns import DECISIONS, as_rating, p_words, plural
 from analytics.report.assembly import Report
 from analytics.report.ratings import AnyBoard, Board, NoBoard
 from analytics.report.reliability import Reliability, WeightedBoard
@@ -329,7 +329,7 @@ def leads(report: Report) -> dict[str, str]:
         out["positional-bias"] = " ".join(
             f"{'People' if kind == 'human' else 'Judges'} chose the output shown first in {p.first_chosen:,} of "
             f"{plural(p.n, 'non-tie choice')} on {plural(p.items, 'item')} ({100 * p.rate:.0f} %, 95 % interval "
-            f"{100 * p.low:.0f}–{100 * p.high:.0f} %, p = {as_p_value(p.p_value)} item by item): "
+            f"{100 * p.low:.0f}–{100 * p.high:.0f} %, {p_words(p.p_value)}, both by item): "
             f"{position_words(p.rate, p.p_value)}."
             for kind, p in bias.items()
             if p.n

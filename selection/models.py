@@ -19,11 +19,11 @@ ERROR_CONTROL_LABELS = {  # multiplicity.CONTROLS, as people read them
 
 def error_words(alpha: float, pair_alpha: float, control: str) -> str:
     """The decisions' error rate as people read it, with the control in force (``control``: "per_pair" or
-    "study_wide") -- "study-wide error 0.05 across 10 pairs (0.005 a pair)" -- the one wording of the report and the
+    "study_wide") -- "study-wide error 0.05 across 10 pairs, 0.005 a pair" -- the one wording of the report and the
     study page (docs/decisions.md#study-wide-error)."""
     if control == "study_wide" and pair_alpha < alpha:
         pairs = round(alpha / pair_alpha)
-        return f"study-wide error {alpha:.3g} across {pairs} pairs ({pair_alpha:.3g} a pair)"
+        return f"study-wide error {alpha:.3g} across {pairs} pairs, {pair_alpha:.3g} a pair"
     return f"error {alpha:.3g} per pair"
 
 

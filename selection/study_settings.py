@@ -90,11 +90,11 @@ SETTINGS = [
     Setting(
         "error_control",
         "Error rate holds for",
-        "Each pair: every system pair alone is called wrongly with at most the error rate, so with ten pairs "
-        "one wrong call somewhere in the study is likely (about one in five at 0.05). The whole study: the chance "
-        "of any wrong call among all the pairs is at most the error rate, each pair deciding at the rate divided "
-        "by the number of pairs, which needs more judgments a pair. Automatic: the whole study when it compares "
-        "more than one pair of systems (with one pair both are the same).",
+        "“Each system pair on its own”: every pair alone is called wrongly with at most the error rate, so with "
+        "ten pairs one wrong call somewhere in the study is likely (about one in five at 0.05). “Study-wide”: the "
+        "chance of any wrong call among all the pairs is at most the error rate, each pair deciding at the rate "
+        "divided by the number of pairs, which needs more judgments a pair. The default is study-wide whenever the "
+        "study compares more than one pair (with one pair both are the same).",
         "selection",
         order=60,
         freezes=PLAN,

@@ -137,8 +137,8 @@ def test_the_pair_alpha_follows_the_control_and_the_systems_compared(researcher,
         "study_wide",
         pytest.approx(ALPHA / 2),
     )
-    assert error_words(ALPHA, ALPHA / 10, "study_wide") == "study-wide error 0.05 across 10 pairs (0.005 a pair)"
-    assert error_words(ALPHA, ALPHA / 3, "study_wide") == "study-wide error 0.05 across 3 pairs (0.0167 a pair)"
+    assert error_words(ALPHA, ALPHA / 10, "study_wide") == "study-wide error 0.05 across 10 pairs, 0.005 a pair"
+    assert error_words(ALPHA, ALPHA / 3, "study_wide") == "study-wide error 0.05 across 3 pairs, 0.0167 a pair"
     assert error_words(ALPHA, ALPHA, "per_pair") == "error 0.05 per pair"
 
 
@@ -191,7 +191,7 @@ def test_the_report_decides_each_pair_at_its_share_and_says_so(researcher):
     assert data["decision_alpha"] == ALPHA and data["error_control"] == "study_wide"
     assert data["decision_alpha_pair"] == pytest.approx(ALPHA / 3)
     note = next(s.note for s in presentation.sections(report) if s.name == "stopping")
-    assert "study-wide error 0.05 across 3 pairs (0.0167 a pair)" in note
+    assert "study-wide error 0.05 across 3 pairs, 0.0167 a pair" in note
     lifecycle.do_update_settings(three, {"error_control": "per_pair"}, None)
     per_pair = study_report(Study.objects.get(pk=three.pk))
     assert {(s.decision_alpha_pair, s.error_control) for s in per_pair.stopping} == {(ALPHA, "per_pair")}
@@ -202,4 +202,4 @@ def test_the_study_page_names_the_error_its_decisions_hold(researcher, researche
     three = three_systems(researcher)
     lifecycle.do_update_settings(three, {"selection_method": "random", "stop_when_decided": True}, None)
     page = researcher_client.get(three.get_absolute_url()).content.decode()
-    assert 'data-testid="decision-error">study-wide error 0.05 across 3 pairs (0.0167 a pair)</span>' in page
+    assert 'data-testid="decision-error">study-wide error 0.05 across 3 pairs, 0.0167 a pair</span>' in page
