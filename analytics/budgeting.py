@@ -22,6 +22,7 @@ from decimal import Decimal
 
 from django.db.models import Count
 
+from analytics.columns import plural
 from analytics.models import BudgetPlan
 from analytics.plots import line_plot
 from annotation import jobs
@@ -437,7 +438,7 @@ def budget_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     request = read_request(study, job.params)
     result = plan(study, request, progress)
     BudgetPlan.objects.create(study=study, job=job, result=result)
-    return jobs.Outcome(f"Budget planned for {len({r['pair'] for r in result['rows']})} system pair(s).")
+    return jobs.Outcome(f"Budget planned for {plural(len({r['pair'] for r in result['rows']}), 'system pair')}.")
 
 
 def latest(study: Study) -> BudgetPlan | None:
