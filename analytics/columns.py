@@ -22,6 +22,11 @@ def as_rating(v) -> str:
     return f"{v:,.0f}"
 
 
+def as_signed_rating(v) -> str:
+    """A change of rating, with its sign: +58, −59."""
+    return f"{v:+,.0f}".replace("-", "−")
+
+
 def as_share(v) -> str:
     """A probability, win rate or agreement: three decimals, enough to compare with 0.5 and a margin of 0.05."""
     return f"{v:.3f}"
@@ -122,7 +127,7 @@ COLUMNS: dict[str, Column] = {
     "high (97.5 %)": Column("Upper 97.5 %", as_rating),
     "place without style control": Column("Place without style control", as_count),
     "rating without the penalty": Column("Rating without the penalty", as_rating),
-    "moved by the penalty": Column("Moved by the penalty", as_rating),
+    "moved by the penalty": Column("Shift from the penalty", as_signed_rating),
     "raters": Column("Raters", as_count),
     "judgments": Column("Judgments", as_count),
     "items": Column("Items", as_count),
