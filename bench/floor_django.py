@@ -12,34 +12,12 @@ module loads: in gunicorn's master, before the workers fork (preload_app).
 from __future__ import annotations
 
 import os
-import secrets
 
 import dj_database_url
-from django.conf import settings
 
-settings.configure(
-    DEBUG=False,
-    SECRET_KEY=secrets.token_urlsafe(50),
-    ALLOWED_HOSTS=["127.0.0.1"],
-    ROOT_URLCONF=__name__,
-    INSTALLED_APPS=[
-        "django.contrib.auth",
-        "django.contrib.contenttypes",
-        "django.contrib.sessions",
-        "django.contrib.messages",
-    ],
-    MIDDLEWARE=[  # what `django-admin startproject` writes, as the bare view
-        "django.middleware.security.SecurityMiddleware",
-        "django.contrib.sessions.middleware.SessionMiddleware",
-        "django.middleware.common.CommonMiddleware",
-        "django.middleware.csrf.CsrfViewMiddleware",
-        "django.contrib.auth.middleware.AuthenticationMiddleware",
-        "django.contrib.messages.middleware.MessageMiddleware",
-        "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    ],
-    DATABASES={"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)},
-    USE_TZ=True,
-)
+from bench.startproject import configure
+
+configure(__name__, {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)})
 
 from django.core.wsgi import get_wsgi_application  # noqa: E402  (after settings.configure)
 from django.db import connection, transaction  # noqa: E402
