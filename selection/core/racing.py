@@ -1,6 +1,6 @@
 """Racing across system pairs: which open pairs are *behind* -- far from a decision, or needing more items than
 their pool holds -- so that raters' next items go first to the pairs closest to being decided
-(docs/decisions.md#racing). Pure: numbers in, a set of keys out.
+(docs/decisions.md#racing-across-pairs). Pure: numbers in, a set of keys out.
 
 A pair whose item scores so far have mean m over n items, spread sd, needs about
 
