@@ -133,6 +133,157 @@ def first_decision(
     return UNDECIDED, None
 
 
+class PairStream:
+    """One pair's replay under a design, an item at a time: the one home of the per-pair design (``replay`` runs it to
+    the end; ``racing.race_replay`` gives items to several pairs under one budget). Per phase the items are drawn in a
+    fresh random order (and, items first, one random rater each; with the judges, which items get a person) when the
+    phase starts, in ``replay``'s order of draws; each ``buy`` observes the phase's next item. A phase's decision is
+    read once over its whole order when it starts and revealed at the item it falls on: every design's decision after
+    t items reads only the first t (the betting sequence and the fitted f_i are predictable, a look reads the items
+    up to it and the pool's size), so revealing it item by item is the same as checking after every item."""
+
+    def __init__(
+        self,
+        raters: Sequence[npt.ArrayLike],
+        rng: np.random.Generator,
+        design: Design,
+        alpha: float = 0.05,
+        margin: float = 0.05,
+        null: bool = False,
+        costs: Sequence[npt.ArrayLike] | None = None,
+        predictions: npt.ArrayLike | None = None,
+        verdicts: npt.ArrayLike | None = None,
+        grid: int = decisions.GRID,
+    ) -> None:
+        items = [np.asarray(r, dtype=np.float64) for r in raters]
+        n = len(items)
+        self._paid = (
+            [np.ones(len(r), dtype=np.int64) for r in items]
+            if costs is None
+            else [np.asarray(c, np.int64) for c in costs]
+        )
+        judged = np.full(n, 0.5) if predictions is None else np.asarray(predictions, dtype=np.float64)
+        self._counted = np.zeros(n, dtype=np.int64) if verdicts is None else np.asarray(verdicts, dtype=np.int64)
+        if design.judges and predictions is None:
+            raise ValueError("a design with the judges needs their predictions")
+        if null:
+            flip = rng.random(n) < 0.5
+            items = [1 - r if f else r for r, f in zip(items, flip, strict=True)]
+            judged = np.where(flip, 1 - judged, judged)
+        self._items, self._judged, self._rng, self.design = items, judged, rng, design
+        self._margin, self._grid = margin, grid
+        self.fixed = int(sum(int(c.sum()) for c in self._paid))
+        self._bought = [np.zeros(len(r), dtype=bool) for r in items]
+        one_first = design.one_first and max((len(r) for r in items), default=0) > 1
+        if not 0 < design.first_share < 1:
+            raise ValueError("the first phase's share of alpha must be in (0, 1)")
+        share = design.first_share
+        self._phases = [(True, alpha * share), (False, alpha * (1 - share))] if one_first else [(False, alpha)]
+        self.pool = n  # the pair's items: what each phase can observe
+        self.decision = UNDECIDED
+        self.open = True
+        self.steps = 0  # items observed over all phases
+        self._number = -1
+        self._reached = self._verdicts_used = self._seen = self._stop = 0
+        self._settle()
+
+    def _start_phase(self) -> None:
+        """Draw the next phase's order (and raters, and labels), and read its decision over the whole order."""
+        n, rng, design = self.pool, self._rng, self.design
+        single, level = self._phases[self._number]
+        order = rng.permutation(n)
+        if single:
+            chosen = np.array([int(rng.integers(len(self._items[i]))) for i in order], dtype=np.int64)
+            y = np.array([self._items[i][k] for i, k in zip(order, chosen, strict=True)])
+        else:
+            chosen = np.full(n, -1, dtype=np.int64)
+            y = np.array([self._items[i].mean() for i in order])
+        self._with_judges = design.judges and self._number == 0
+        if self._with_judges:
+            labelled = rng.random(n) < design.label_rate
+            rate = design.label_rate
+            x = ppi_observations(y, self._judged[order], labelled, rate)
+            call, at = first_decision(x, design, level, self._margin, 1 - 1 / rate, 1 / rate, self._grid, labelled)
+        else:
+            labelled = np.ones(n, dtype=bool)
+            x = y
+            call, at = first_decision(y, design, level, self._margin, grid=self._grid)
+        self._order, self._chosen, self._labelled, self._x = order, chosen, labelled, np.asarray(x, np.float64)
+        self._call, self._stop, self._seen = call, n if at is None else at, 0
+
+    def _settle(self) -> None:
+        """Close the phase whose decision or end has been reached: decided, on to the next phase, or out of phases."""
+        while self.open and self._seen >= self._stop:
+            if self._number >= 0 and self._call != UNDECIDED:
+                self.decision, self.open = self._call, False
+            elif self._number + 1 < len(self._phases):
+                self._number += 1
+                self._start_phase()
+            else:
+                self.open = False
+
+    def next_cost(self) -> int:
+        """The human judgments the next item costs (0 where the judges stand in for a person, or already bought)."""
+        if not self.open:
+            raise ValueError("the pair's replay is over")
+        t = self._seen
+        if not self._labelled[t]:
+            return 0
+        i, k = int(self._order[t]), int(self._chosen[t])
+        if k >= 0:
+            return 0 if self._bought[i][k] else int(self._paid[i][k])
+        return int(self._paid[i][~self._bought[i]].sum())
+
+    def buy(self) -> None:
+        """Observe the phase's next item (buying its human judgments where it has a person)."""
+        if not self.open:
+            raise ValueError("the pair's replay is over")
+        t = self._seen
+        i, k = int(self._order[t]), int(self._chosen[t])
+        if self._labelled[t]:
+            if k >= 0:
+                self._bought[i][k] = True
+            else:
+                self._bought[i][:] = True
+        if self._with_judges:
+            self._verdicts_used += int(self._counted[i])
+        self._seen += 1
+        self.steps += 1
+        self._reached = max(self._reached, self._seen)  # items any phase has looked at
+        self._settle()
+
+    @property
+    def looks(self) -> bool:
+        """Whether the design reads planned looks (which read the observations' spread) rather than the betting
+        sequence (which does not)."""
+        return bool(self.design.looks)
+
+    @property
+    def scores(self) -> npt.NDArray[np.float64]:
+        """The current phase's observations so far (item scores, or the prediction-powered Delta_i)."""
+        return self._x[: self._seen] if self._number >= 0 else np.zeros(0)
+
+    @property
+    def n(self) -> int:
+        """Items the current phase has observed."""
+        return len(self.scores)
+
+    @property
+    def mean(self) -> float:
+        """The current phase's mean observation (a half before its first item)."""
+        return float(self.scores.mean()) if self.n else 0.5
+
+    @property
+    def spent(self) -> int:
+        """Human judgments bought so far."""
+        return _cost(self._paid, self._bought)
+
+    def result(self) -> DesignReplay:
+        """The replay so far: its decision (undecided while open, e.g. where a budget cut it off), the items any
+        phase has looked at, the human judgments and judge verdicts used, and the fixed design's judgments."""
+        return DesignReplay(self.decision, self._reached, self.spent, self.fixed, self._verdicts_used)
+
+
 def replay(
     raters: Sequence[npt.ArrayLike],
     rng: np.random.Generator,
@@ -157,57 +308,10 @@ def replay(
     item, the judges' verdicts (what ``judge_verdicts_used`` counts); ``null`` mirrors each item, its judges' score
     too, with probability 1/2 (A/A); ``grid``: the betting sequence's candidate means (any grid keeps its
     guarantee: its ends reach outwards)."""
-    items = [np.asarray(r, dtype=np.float64) for r in raters]
-    n = len(items)
-    paid = (
-        [np.ones(len(r), dtype=np.int64) for r in items] if costs is None else [np.asarray(c, np.int64) for c in costs]
-    )
-    judged = np.full(n, 0.5) if predictions is None else np.asarray(predictions, dtype=np.float64)
-    counted = np.zeros(n, dtype=np.int64) if verdicts is None else np.asarray(verdicts, dtype=np.int64)
-    if design.judges and predictions is None:
-        raise ValueError("a design with the judges needs their predictions")
-    if null:
-        flip = rng.random(n) < 0.5
-        items = [1 - r if f else r for r, f in zip(items, flip, strict=True)]
-        judged = np.where(flip, 1 - judged, judged)
-    fixed = int(sum(int(c.sum()) for c in paid))
-    bought = [np.zeros(len(r), dtype=bool) for r in items]
-    one_first = design.one_first and max((len(r) for r in items), default=0) > 1
-    if not 0 < design.first_share < 1:
-        raise ValueError("the first phase's share of alpha must be in (0, 1)")
-    share = design.first_share
-    phases = [(True, alpha * share), (False, alpha * (1 - share))] if one_first else [(False, alpha)]
-    verdicts_used = reached = 0
-    for number, (single, level) in enumerate(phases):
-        order = rng.permutation(n)
-        if single:
-            chosen = np.array([int(rng.integers(len(items[i]))) for i in order], dtype=np.int64)
-            y = np.array([items[i][k] for i, k in zip(order, chosen, strict=True)])
-        else:
-            chosen = np.full(n, -1, dtype=np.int64)
-            y = np.array([items[i].mean() for i in order])
-        with_judges = design.judges and number == 0
-        if with_judges:
-            labelled = rng.random(n) < design.label_rate
-            x = ppi_observations(y, judged[order], labelled, design.label_rate)
-            rate = design.label_rate
-            call, at = first_decision(x, design, level, margin, 1 - 1 / rate, 1 / rate, grid, labelled)
-        else:
-            labelled = np.ones(n, dtype=bool)
-            call, at = first_decision(y, design, level, margin, grid=grid)
-        seen = n if at is None else at
-        reached = max(reached, seen)  # items any phase has looked at
-        for i, k, take in zip(order[:seen], chosen[:seen], labelled[:seen], strict=True):
-            if take:
-                if k >= 0:
-                    bought[i][k] = True
-                else:
-                    bought[i][:] = True
-        if with_judges:
-            verdicts_used = int(counted[order[:seen]].sum())
-        if call != UNDECIDED:
-            return DesignReplay(call, reached, _cost(paid, bought), fixed, verdicts_used)
-    return DesignReplay(UNDECIDED, reached, _cost(paid, bought), fixed, verdicts_used)
+    stream = PairStream(raters, rng, design, alpha, margin, null, costs, predictions, verdicts, grid)
+    while stream.open:
+        stream.buy()
+    return stream.result()
 
 
 def _cost(paid: list[npt.NDArray[np.int64]], bought: list[npt.NDArray[np.bool_]]) -> int:
