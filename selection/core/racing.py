@@ -15,19 +15,29 @@ A pair is behind once it has been seen on ``WARMUP`` items (every pair is measur
 needs more items than its pool holds, or is in the farther half of the pairs that can still be decided, counted by
 the items each still needs. A pair behind is not withheld: it gets the items of a rater for whom the pairs ahead have
 nothing (``annotation/rating/allocation.py``), and it moves ahead as the pairs before it are decided.
+
+``race_replay`` replays the rule: every pair's replay (``designs.PairStream``) under one budget of human judgments,
+an item at a time to an open pair the allocation picks, among those whose next item still fits the budget.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Hashable, Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 from scipy import stats
+
+if TYPE_CHECKING:
+    from selection.core.designs import DesignReplay
 
 K = TypeVar("K", bound=Hashable)
 WARMUP = 10  # items a pair is seen on before it can be behind
+ALLOCATIONS = ("race", "even")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,11 +58,16 @@ def items_to_decide(mean: float, sd: float | None, alpha: float, margin: float) 
     if not 0 < alpha < 1:
         raise ValueError("need 0 < alpha < 1")
     spread = math.sqrt(max(mean * (1 - mean), 0.0)) if sd is None else sd
-    z = float(stats.norm.isf(alpha / 2))
+    z = _z(alpha)
     gap = abs(mean - 0.5)
     direction = (z * spread / gap) ** 2 if gap > 0 else math.inf
     equivalence = (z * spread / (margin - gap)) ** 2 if margin > gap else math.inf
     return min(direction, equivalence)
+
+
+@functools.lru_cache(maxsize=64)
+def _z(alpha: float) -> float:
+    return float(stats.norm.isf(alpha / 2))
 
 
 def behind(states: Mapping[K, RaceState], alpha: float, margin: float, warmup: int = WARMUP) -> set[K]:
@@ -66,3 +81,63 @@ def behind(states: Mapping[K, RaceState], alpha: float, margin: float, warmup: i
     ahead = math.ceil(len(reachable) / 2)
     out |= {key for _, key in reachable[ahead:]}
     return set() if out == set(states) else out
+
+
+class Stream(Protocol):
+    """What ``race_replay`` reads of a pair's replay (``designs.PairStream``)."""
+
+    open: bool
+    steps: int
+    pool: int
+
+    @property
+    def looks(self) -> bool: ...
+
+    @property
+    def scores(self) -> npt.NDArray[np.float64]: ...
+
+    def next_cost(self) -> int: ...
+
+    def buy(self) -> None: ...
+
+    def result(self) -> DesignReplay: ...
+
+
+def race_state(stream: Stream) -> RaceState:
+    """The race's view of an open pair, as the live plan can read it: its current phase's items and mean, its pool,
+    and with planned looks the spread of the phase's observations (ddof 1; the betting sequence reads none, so
+    without looks the Bhatia-Davis bound stands in)."""
+    x = stream.scores
+    sd = float(np.std(x, ddof=1)) if stream.looks and len(x) > 1 else None
+    return RaceState(len(x), float(x.mean()) if len(x) else 0.5, stream.pool, sd)
+
+
+def race_replay(
+    streams: Mapping[K, Stream], budget: int, alpha: float, margin: float, allocation: str = "race"
+) -> dict[K, DesignReplay]:
+    """All pairs' replays under one budget of human judgments: repeatedly, among the open pairs whose next item costs
+    no more than the budget left, one item to the pair the allocation picks -- ``race``: the pairs not ``behind``
+    (computed over every open pair, each at ``alpha``, a pair's own) first, fewest items observed first among them;
+    ``even``: fewest items observed first among all; ties by key. Stops when no open pair's next item fits (a pair
+    whose next item does not fit waits while cheaper ones go on: phase 1's single judgments can still be bought
+    when a whole item cannot) or no pair is open. Judgments spent never exceed ``budget``. Returns each pair's
+    replay as it stands: a pair the budget cut off is undecided, with what it had bought."""
+    if allocation not in ALLOCATIONS:
+        raise ValueError(f"allocation must be one of {', '.join(ALLOCATIONS)}")
+    if budget < 0:
+        raise ValueError("the budget must be at least 0")
+    left = budget
+    states = {key: race_state(s) for key, s in streams.items() if s.open}  # only the pair bought changes
+    while True:
+        fits = {key: streams[key] for key in states if streams[key].next_cost() <= left}
+        if not fits:
+            break
+        slow = behind(states, alpha, margin) if allocation == "race" else set()
+        key = min(fits, key=lambda k: (k in slow, fits[k].steps, k))
+        left -= fits[key].next_cost()
+        fits[key].buy()
+        if fits[key].open:
+            states[key] = race_state(fits[key])
+        else:
+            del states[key]
+    return {key: s.result() for key, s in streams.items()}
