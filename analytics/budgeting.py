@@ -397,6 +397,44 @@ def advised(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _listed(words: list[str], conjunction: str = "and") -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {conjunction} {words[-1]}"
+
+
+def no_plan_words(rows: list[dict], max_items: int, split: bool) -> str:
+    """What to change when no planned number of raters per item fits any pair's pool at any margin (where the
+    advised table would be a row of dashes per margin): the pools, the fewest items a plan needed (or the most it
+    looked at, ``max_items``), and the ways out
+    -- more items to rate, a wider margin, fewer system pairs (``split``: the plan's error rate is the pair's share
+    of a study-wide one, so fewer pairs leave each a larger share)."""
+    pairs = len({r["pair"] for r in rows})
+    wins = [percent(m) for m in dict.fromkeys(r["margin"] for r in rows)]
+    raters = [str(m) for m in sorted({r["raters"] for r in rows})]
+    pools = sorted({r["items_in_pool"] for r in rows})
+    pool = (
+        f"a pool of {pools[0]:,} items"
+        if pairs == 1
+        else f"pools of {pools[0]:,} items"
+        if pools[0] == pools[-1]
+        else f"pools of {pools[0]:,} to {pools[-1]:,} items"
+    )
+    needed = [r["items"] for r in rows if r["items"] is not None]
+    fewest = f"the smallest plan needs {min(needed):,} items" if needed else f"each needs more than {max_items:,}"
+    everyone = "the system pair needs" if pairs == 1 else f"each of the {pairs} system pairs needs"
+    fewer = ""
+    if pairs > 1:
+        fewer = ", or compare fewer system pairs" + (
+            " (the study-wide error rate is then split fewer ways, so each pair needs fewer items)" if split else ""
+        )
+    return (
+        f"No plan fits: at {'the win rate' if len(wins) == 1 else 'every win rate'} planned ({_listed(wins)}), "
+        f"{everyone} more items than its pool holds with {_listed(raters, 'or')} rater{'s' if raters != ['1'] else ''} "
+        f"per item ({pool}; {fewest}). To get a plan, add items to the study and the budget to rate "
+        "them, plan for a wider margin (a win rate further from a half needs fewer items)"
+        f"{fewer}."
+    )
+
+
 def total_cost(rows: list[dict]) -> Decimal | None:
     costs = [Decimal(r["cost"]) for r in rows if r["cost"] is not None]
     return sum(costs, Decimal(0)) if costs else None

@@ -40,10 +40,12 @@ def budget_panel(study) -> dict:
             )
     rows = [{**r, "win_percent": percent(r["margin"])} for r in rows]
     if rows and "advice" in rows[0]:  # (plans stored before the advice have none)
-        panel.update(
-            advice=budgeting.advice_words(rows),
-            advised=[{**a, "win_percent": percent(a["margin"])} for a in budgeting.advised(rows)],
-        )
+        advised = [{**a, "win_percent": percent(a["margin"])} for a in budgeting.advised(rows)]
+        # no pair fits at any margin: what to change, in words, instead of a table of dashes
+        split = latest.result["request"]["alpha"] < study.selection_settings.decision_alpha
+        max_items = latest.result["request"]["max_items"]
+        no_plan = "" if any(a["pairs"] for a in advised) else budgeting.no_plan_words(rows, max_items, split)
+        panel.update(advice=budgeting.advice_words(rows), advised=advised, no_plan=no_plan)
     panel.update(
         rows=rows,
         totals=totals,

@@ -74,6 +74,9 @@ def figures(report: Report) -> dict[str, str]:
 
 SHOWN_ROWS = 50
 SHOWN = {"length-controlled": 500}  # every population's every pair: the comparison is the point
+# The positional-bias table lists a rater on their own from this many non-tie choices: a crowd of raters with one or
+# two votes each said nothing apiece and buried the people's and judges' rows (the CSV and the JSON keep them all).
+MIN_RATER_VOTES = 10
 
 SECTIONS = [
     # (table name, heading, figure key, explanation)
@@ -299,6 +302,26 @@ class Section:
     size: str
     open: bool
     empty: str
+    left_out: str = ""  # said above the table: the rows the page leaves out, and why
+
+
+def positional_rows(columns: list[str], rows: list[list], populations: int) -> tuple[list[list], str]:
+    """The positional-bias rows the page lists -- each population's (all their raters' choices) first, then the
+    raters with at least ``MIN_RATER_VOTES`` non-tie choices -- and the words that say how many raters were left out."""
+    n = columns.index("non_tie_judgments")
+    raters = rows[populations:]
+    listed = [r for r in raters if r[n] >= MIN_RATER_VOTES]
+    left_out = len(raters) - len(listed)
+    if not left_out:
+        return rows, ""
+    names = [f"‘{r[0]}’" for r in rows[:populations]]
+    whose = f"the {' and '.join(names)} row{'s' if len(names) > 1 else ''}"
+    return rows[:populations] + listed, (
+        f"Raters are listed one by one when they made at least {MIN_RATER_VOTES} non-tie choices: "
+        f"{plural(left_out, 'rater')} with fewer {'is' if left_out == 1 else 'are'} left out here"
+        + (f" (their choices still count in {whose})" if names else "")
+        + "; the CSV lists every rater."
+    )
 
 
 def size_words(name: str, total: int, shown: int, report: Report) -> str:
@@ -360,7 +383,8 @@ def sections(report: Report) -> list[Section]:
         populations = len(report.positional_bias.populations) if name == "positional-bias" else 0
         if populations:  # each population's row (last in the CSV) before the raters' own
             rows = rows[-populations:] + rows[:-populations]
-        shown = rows[: SHOWN.get(name, SHOWN_ROWS)]
+        listed, left_out = positional_rows(columns, rows, populations) if name == "positional-bias" else (rows, "")
+        shown = listed[: SHOWN.get(name, SHOWN_ROWS)]
         headers, cells = page_table(name, columns, shown)
         total = len(report.win_rate_estimates) if name == "win-rate-estimates" else len(rows)
         out.append(
@@ -376,6 +400,7 @@ def sections(report: Report) -> list[Section]:
                 size=size_words(name, total, total if name == "win-rate-estimates" else len(shown), report),
                 open=name in OPEN_SECTIONS and bool(rows),
                 empty=empty_reason(name, report),
+                left_out=left_out,
             )
         )
     return out
