@@ -164,7 +164,7 @@ def test_bulk_links_all_or_nothing_as_csv(researcher_client, client, study):
 def test_the_public_base_url_builds_every_link(researcher_client, study, rater):
     lifecycle.do_update_settings(study, {"public_base_url": "https://eval.example.org"}, None)
     page = researcher_client.get(study.get_absolute_url()).content.decode()
-    assert f'value="https://eval.example.org{rater.link_path()}"' in page
+    assert f">https://eval.example.org{rater.link_path()}</textarea>" in page  # the whole link, in its copy box
     assert 'data-copy="copy-' in page  # every link box has its copy button
     sites.do_create_external_link(study, ExternalLink.Platform.MTURK)
     crowd_page = researcher_client.get(reverse("external_links", args=[study.pk])).content.decode()

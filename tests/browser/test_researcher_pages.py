@@ -54,6 +54,23 @@ def test_the_demo_study_page_and_report_by_population(browser_page, live_server,
     page.get_by_role("button", name="Copy: Link for demo-rater").click()
     copied = page.evaluate("navigator.clipboard.readText()")
     assert copied == live_server.url + rater.link_path()
+    # every link box shows its whole link, wrapped inside it (they once cut it at about 210 px), beside its button
+    whole = "e => e.scrollWidth <= e.clientWidth && e.scrollHeight <= e.clientHeight + 1"
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        boxes = page.locator(".copy-link textarea.copy")
+        assert boxes.count() == study.raters.filter(source="personal_link").count() + 1  # and the open link
+        assert all(box.evaluate(whole) for box in boxes.all())
+        open_link = page.locator(".copy-link", has=page.locator("#copy-open"))
+        edge = max(b["x"] + b["width"] for b in (open_link.bounding_box(), page.locator("#raters").bounding_box()))
+        assert edge <= width  # the open link's box and its Copy button stay on the card and the screen
+        # the settings page's jump list on a phone: every label whole and on the screen
+        if width == 390:
+            page.goto(live_server.url + reverse("study_settings", args=[study.pk]))
+            for jump in page.locator(".settings-nav a").all():
+                box = jump.bounding_box()
+                assert box["x"] >= 0 and box["x"] + box["width"] <= width and jump.evaluate(whole)
+            page.goto(live_server.url + study.get_absolute_url())
 
     page.goto(live_server.url + reverse("report", args=[study.pk]))
     expect(page.get_by_test_id("report-state-fresh")).to_be_visible()  # load_demo computed it
