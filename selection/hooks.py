@@ -4,11 +4,13 @@ the background jobs of embedding and separability, and what the study and settin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from decimal import Decimal
 from typing import TypedDict, cast
 
+import numpy as np
 from django.db.models import Count, F
 
 from annotation import extensions
@@ -16,7 +18,7 @@ from annotation.compiled import CompiledQuery, instance, model_columns
 from annotation.models import Assignment, AssignmentTask, Comparison, Item, Study, Task
 from annotation.rating.allocation import pairs_per_bundle
 from selection import live, rating_sets, services
-from selection.core import decisions, designs, group_sequential
+from selection.core import decisions, designs, group_sequential, racing
 from selection.models import PairDecision, error_words
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
 
@@ -57,12 +59,18 @@ def do_decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     # each pair's share of the study's error rate (docs/decisions.md#study-wide-error), counted only when a pair
     # starts a sequence: the submit's decision step stays at its four queries
     pair_alpha = functools.cache(settings.pair_alpha)
+    race = False
     for comparison_id, reads in sorted(rating_sets.assignment_reads(assignment, study).items()):
         stored = _locked_decision(comparison_id)
+        before = stored.items
         _observe(study, settings, stored, reads, pair_alpha)
         if stored.decision != decisions.UNDECIDED or stored.stopped:  # decided, or stopped for futility
             decided_now.add(comparison_id)
+        # the race moves when a pair in it (seen on WARMUP items, before or after) or leaving it completed an item
+        race |= stored.items != before and (max(before, stored.items) >= racing.WARMUP or comparison_id in decided_now)
     if not settings.ranks_only():
+        if race:
+            do_mark_behind(study, settings)
         return decided_now, set()  # a decided pair stays decided (the intervals are nested): nothing reopens
     closed = not_bought(study, settings)
     now = dict(study.comparisons.values_list("pk", "closed"))
@@ -116,8 +124,9 @@ def _observe(
     split = settings.one_first()
     raters = 1 if split and stored.phase == 1 else study.raters_per_item
     sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
-    if sequence is None:  # the first time
+    if sequence is None:  # the first time (and the pair's pool, which the race reads: do_mark_behind)
         scored, stored.judgments = rating_sets.pair_item_scores(comparison, raters=raters)
+        stored.pool = stored.pool or Task.objects.filter(comparison_id=comparison.pk).count()
         sequence, stored.counted = decisions.BettingSequence(pair_alpha() / 2 if split else pair_alpha()), []
     else:  # the items this assignment may have completed, one observation each
         new = reads.items - set(stored.counted)
@@ -197,6 +206,44 @@ def _observe_looks(
     stored.save()
 
 
+def do_mark_behind(study: Study, settings) -> None:
+    """Mark the study's open system pairs that are behind in the race (``Comparison.behind``,
+    docs/decisions.md#racing-across-pairs): ``racing.behind`` over the pairs neither decided nor stopped, each at
+    its stored items, mean, pool and -- with planned looks -- the spread of its scores, at the pairs' error rate and
+    the study's margin; a pair not yet observed is at 0 items (never behind). Only while the study stops buying
+    decided pairs for every pair (the ranking goal races by its own rule): otherwise no pair is behind. One read,
+    and an update each way only where a mark changes."""
+    racing_pairs = settings.stops_buying() and not settings.ranks_only()
+    looks = settings.looks() > 0
+    fields = ["closed", "behind", "decision__decision", "decision__stopped", "decision__items", "decision__mean"]
+    rows = list(
+        Comparison.objects.filter(study=study).values_list(
+            "pk", *fields, "decision__pool", "decision__alpha", *(["decision__scores"] if looks else [])
+        )
+    )
+    states: dict[int, racing.RaceState] = {}
+    alpha = 0.0
+    for pk, closed, _, decision, stopped, n, mean, pool, stored_alpha, *scores in rows if racing_pairs else []:
+        if closed or stopped or decision not in (None, decisions.UNDECIDED):
+            continue
+        alpha = alpha or stored_alpha or 0.0
+        spread = float(np.std(scores[0], ddof=1)) if looks and n and n > 1 else None
+        states[pk] = racing.RaceState(n or 0, 0.5 if mean is None else mean, pool or 0, spread)
+    unpooled = [pk for pk, s in states.items() if s.n >= racing.WARMUP and not s.pool]  # stored before pools were
+    if unpooled:
+        counts = Task.objects.filter(comparison_id__in=unpooled).values_list("comparison_id").annotate(k=Count("id"))
+        for pk, k in counts:
+            states[pk] = dataclasses.replace(states[pk], pool=k)
+    marked = (
+        racing.behind(states, alpha or settings.pair_alpha(len(rows)), settings.decision_margin) if states else set()
+    )
+    now = {pk for pk, _, behind, *_ in rows if behind}
+    if marked - now:
+        Comparison.objects.filter(pk__in=marked - now).update(behind=True)
+    if now - marked:
+        Comparison.objects.filter(pk__in=now - marked).update(behind=False)
+
+
 def not_bought(study: Study, settings) -> set[int]:
     """The system pairs the study no longer buys: the decided ones, and with the ranking as the goal every pair the
     ranking does not need now (``decisions.ranking_needs``). A pair is exhausted once no place of it is free nor held
@@ -239,6 +286,7 @@ def do_reconsider_decisions(study: Study) -> set[int]:
     """After the study's settings changed: the system pairs it no longer buys; the stored decisions are forgotten
     when it stops buying decided pairs."""
     settings = study.selection_settings
+    do_mark_behind(study, settings)  # none behind when off or ranking; else the race as the decisions stand
     if not settings.stops_buying():
         # nothing is kept while off: items finished meanwhile would be missing from a sequence resumed later, so
         # the next completion of each pair after it is turned on again reads the pair's judgments afresh
@@ -268,6 +316,8 @@ WORDS = {
 
 
 STOPPED_WORDS = "stopped: cannot be decided within the pool"  # a pair stopped for futility at a planned look
+# an open pair behind in the race (Comparison.behind, do_mark_behind)
+BEHIND_WORDS = "behind: raters get its items once the pairs nearer a decision have none for them"
 
 
 class DecisionRow(TypedDict):
@@ -290,7 +340,7 @@ def decision_rows(study: Study) -> list[DecisionRow]:
     """Per system pair: its stored decision in words, the interval, the items and judgments it rests on, the plan's
     judgments, those no longer bought and what they would have cost (at the study's pay per assignment); with the
     ranking as the goal, why a pair is not bought now (decided, its order implied by decided pairs, or not next to
-    each other in the current ranking)."""
+    each other in the current ranking); of an open pair, whether it is behind in the race."""
     planned: dict[int, int] = {}
     for comparison_id, pairs in (
         Task.objects.filter(study=study).annotate(p=Count("task_pairs")).values_list("comparison_id", "p")
@@ -315,7 +365,7 @@ def decision_rows(study: Study) -> list[DecisionRow]:
         call = d.decision if d else decisions.UNDECIDED
         names = {"a": c.system_a.name, "b": c.system_b.name}
         why = (
-            ""
+            (BEHIND_WORDS if c.behind else "")
             if not c.closed
             else "decided"
             if call != decisions.UNDECIDED

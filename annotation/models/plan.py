@@ -21,6 +21,12 @@ class Comparison(models.Model):
         help_text="No new rater places of this pair are given out: its decision is in and the study stops buying "
         "decided pairs (places already held are honoured).",
     )
+    behind = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Far from a decision: raters' next items come from pairs nearer a decision first; a pair behind "
+        "still gets the items of a rater for whom those have nothing (docs/decisions.md, racing across pairs).",
+    )
 
     class Meta:
         ordering = ["id"]

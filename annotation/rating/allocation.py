@@ -73,36 +73,46 @@ def _open_tasks(rater: Rater, size: int) -> list[Task]:
     LOCKED``, the queue idiom), so starts at the same moment take different tasks without waiting for or
     colliding with each other. Earlier, starts read the open tasks unlocked and spread out by a random draw
     among the first 16; at 50 raters at maximum pace most of them still collided, waited for the other
-    start's commit and retried, and a start took 2-3 s (bench/README.md, "Raters under load")."""
+    start's commit and retried, and a start took 2-3 s (bench/README.md, "Raters under load").
+
+    Tasks of system pairs behind (``Comparison.behind``: far from a decision, docs/decisions.md#racing-across-pairs)
+    come second: a second read, only when the pairs ahead have too few tasks left for the rater to fill the
+    assignment, so the common case stays one read and a rater is never sent away while a pair behind has work."""
     # Task.taken is kept in step with the held places, so this reads the (study, taken, position) index
     # and stops after a few rows instead of counting the places of every task of the study.
     lookahead = LOOKAHEAD if size > 1 else 0  # one task: the first open one fits, locking more only adds contention
     # breadth first (an item's raters spread over time), or depth first while the study's decisions wait for whole
     # items (``Study.fill_items_first``)
     order = ("-taken", "position") if rater.study.fill_items_first else ("taken", "position")
-    candidates = list(
-        _unseen_open_tasks(rater).select_for_update(skip_locked=True, of=("self",)).order_by(*order)[: size + lookahead]
-    )
-    if not candidates:
-        return []
-    pairs = dict(
-        TaskPair.objects.filter(task__in=candidates)
-        .values("task_id")
-        .annotate(n=Count("id"))
-        .values_list("task_id", "n")
-    )
     chosen: list[Task] = []
     items: set[int] = set()
     total = 0
-    for task in candidates:
-        n = pairs.get(task.pk, 0)
-        if task.item_id in items or (chosen and total + n > size):
-            continue
-        chosen.append(task)
-        items.add(task.item_id)
-        total += n
-        if total >= size:
-            break
+    for behind in (False, True):
+        limit = size - total + lookahead
+        candidates = list(
+            _unseen_open_tasks(rater)
+            .filter(comparison__behind=behind)
+            .exclude(item_id__in=items)
+            .select_for_update(skip_locked=True, of=("self",))
+            .order_by(*order)[:limit]
+        )
+        pairs = dict(  # no query when there are no candidates
+            TaskPair.objects.filter(task__in=candidates)
+            .values("task_id")
+            .annotate(n=Count("id"))
+            .values_list("task_id", "n")
+        )
+        for task in candidates:
+            n = pairs.get(task.pk, 0)
+            if task.item_id in items or (chosen and total + n > size):
+                continue
+            chosen.append(task)
+            items.add(task.item_id)
+            total += n
+            if total >= size:
+                return chosen
+        if len(candidates) == limit:  # more tasks of the pairs ahead may be open: no need for those behind
+            return chosen
     return chosen
 
 
