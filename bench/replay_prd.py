@@ -52,6 +52,34 @@ DESIGNS = {
 }
 
 
+def load_studies(names: list[str]) -> tuple[list, dict, dict]:
+    """The studies (PRD built with ``load_prd`` when missing; Django set up first), and per (study, pair) the sign
+    of its win rate on all items and the two-sided t-test's decision on them (alpha 0.05; "undecided" otherwise)."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from scipy import stats
+
+    from analytics.populations import Population
+    from analytics.report.data import admitted, load_rows
+    from analytics.report.stopping import item_scores, pair_rating_sets
+    from annotation.models import Study
+
+    if "prd-vicuna80" in names and not Study.objects.filter(name="prd-vicuna80").exists():
+        owner, _ = get_user_model().objects.get_or_create(username="bench")
+        call_command("load_prd", "--owner", owner.username, stdout=StringIO())
+    studies = [Study.objects.get(name=n) for n in names]
+    truth, ttest = {}, {}
+    for study in studies:
+        rows = admitted(load_rows(study), Population())
+        for c in study.comparisons.select_related("system_a", "system_b"):
+            scores, _ = item_scores(pair_rating_sets(rows, (c.system_a.name, c.system_b.name)))
+            key = (study.name, str(c))
+            truth[key] = "a" if scores.mean() > 0.5 else "b"
+            p = stats.ttest_1samp(scores, 0.5).pvalue
+            ttest[key] = truth[key] if p < 0.05 else "undecided"
+    return studies, truth, ttest
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=50)
@@ -69,29 +97,10 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from scipy import stats
-
-    from analytics.populations import Population
-    from analytics.report.data import admitted, load_rows
-    from analytics.report.stopping import item_scores, pair_rating_sets
-    from annotation.models import Study
 
     names = [n for n in args.studies.split(",") if n]
-    if "prd-vicuna80" in names and not Study.objects.filter(name="prd-vicuna80").exists():
-        owner, _ = get_user_model().objects.get_or_create(username="bench")
-        call_command("load_prd", "--owner", owner.username, stdout=StringIO())
-    studies = [Study.objects.get(name=n) for n in names]
-    truth, ttest = {}, {}
-    for study in studies:
-        rows = admitted(load_rows(study), Population())
-        for c in study.comparisons.select_related("system_a", "system_b"):
-            scores, _ = item_scores(pair_rating_sets(rows, (c.system_a.name, c.system_b.name)))
-            key = (study.name, str(c))
-            truth[key] = "a" if scores.mean() > 0.5 else "b"
-            p = stats.ttest_1samp(scores, 0.5).pvalue
-            ttest[key] = truth[key] if p < 0.05 else "undecided"
+    studies, truth, ttest = load_studies(names)
     print("t-test on all items:", {f"{k[0]}: {k[1]}": v for k, v in ttest.items()})
 
     def run(extra: list[str], seeds: int, null: bool) -> list[dict]:

@@ -5,6 +5,7 @@ options."""
 
 import dataclasses
 import json
+import math
 import zlib
 
 import numpy as np
@@ -13,7 +14,7 @@ from django.core.management.base import CommandError
 from analytics.populations import Population
 from analytics.report.data import admitted, load_rows
 from analytics.report.stopping import item_scores, pair_rating_sets
-from selection.core import decisions, designs, multiplicity, winners
+from selection.core import decisions, designs, multiplicity, racing, winners
 
 
 def run(command, study, o):
@@ -26,10 +27,12 @@ def run(command, study, o):
         raise CommandError("--seeds must be at least 1")
     goal = o["goal"] or ("ranking" if live.ranks_only() else "pairs")
     looks, futility, chosen = study_design(live, o, goal)
-    if looks < 0 or not 0 < o["label_rate"] <= 1 or not 0 <= futility < 1:
-        raise CommandError(
-            "--looks must be at least 0, --label-rate above 0 and at most 1, --futility at least 0 and below 1"
-        )
+    if looks < 0:
+        raise CommandError(f"--looks must be at least 0 (0: look after every item), not {looks}")
+    if not 0 < o["label_rate"] <= 1:
+        raise CommandError(f"--label-rate must be above 0 and at most 1, not {o['label_rate']:g}")
+    if not 0 <= futility < 1:
+        raise CommandError(f"--futility must be at least 0 and below 1, not {futility:g}")
     if o["first_share"] is not None and not 0 < o["first_share"] < 1:
         raise CommandError("--first-share must be above 0 and below 1")
     if futility and not looks:
@@ -46,6 +49,16 @@ def run(command, study, o):
             "--first-raters one, --looks and --judges replay every pair on its own; the ranking replay buys "
             "whole items after every one"
         )
+    share = o.get("budget_share")
+    if o.get("allocation") and share is None:
+        raise CommandError("--allocation goes with --budget-share (how the shared budget is given out)")
+    if share is not None:
+        if not 0 < share <= 1:
+            raise CommandError(f"--budget-share must be above 0 and at most 1, not {share:g}")
+        if goal == "ranking":
+            raise CommandError("--budget-share decides every pair on its own; it does not go with --goal ranking")
+        if o["pair"]:
+            raise CommandError("--budget-share shares one budget over all the study's pairs: leave out --pair")
     if goal == "ranking":
         design_name = "ranking: continuous, whole items"
         records = ranking_replay(comparisons, rows, o, alpha, margin)
@@ -60,7 +73,11 @@ def run(command, study, o):
         )
         design_name = design.name
         judges = [r for r in everyone if r.kind == "judge" and not r.screened_out] if o["judges"] else None
-        records = pairs_replay(comparisons, rows, o, alpha, margin, design, judges)
+        records = (
+            pairs_replay(comparisons, rows, o, alpha, margin, design, judges)
+            if share is None
+            else budget_replay(comparisons, rows, o, alpha, margin, design, judges)
+        )
     for r in records:
         r["design"], r["alpha"] = design_name, alpha
     if o["json"]:
@@ -100,6 +117,13 @@ def run(command, study, o):
     )
     if o["judges"]:
         command.stdout.write(f"judge verdicts used: {sum(r['judge_verdicts_used'] for r in records):,}")
+    if share is not None and records:
+        decided = sum(r["decision"] != "undecided" for r in records)
+        command.stdout.write(
+            f"budget {records[0]['budget']:,} human judgments per order ({share:g} of the fixed design's, "
+            f"allocation {records[0]['allocation']}): {decided} decisions reached in {len(records)} pair replays, "
+            f"{used / o['seeds']:,.1f} judgments spent per order"
+        )
 
 
 def study_design(live, o, goal: str) -> tuple[int, float, str]:
@@ -145,24 +169,66 @@ def ranking_replay(comparisons, rows, o, alpha, margin) -> list[dict]:
     return records
 
 
+def pair_inputs(c, rows, judges):
+    """A pair's rating sets, and per item each rater's score for the first system and judgments, with the judges'
+    score and verdicts per item (None without --judges)."""
+    pair = (c.system_a.name, c.system_b.name)
+    sets = pair_rating_sets(rows, pair)
+    raters = [[float(np.mean(winners.score_for_a(r))) for r in by_rater.values()] for by_rater in sets.values()]
+    costs = [[len(r) for r in by_rater.values()] for by_rater in sets.values()]
+    predictions = verdicts = None
+    if judges is not None:
+        judged = pair_rating_sets(judges, pair)
+        missing = [item for item in sets if item not in judged]
+        if missing:
+            raise CommandError(
+                f"--judges: the study's judges have not judged {len(missing)} of the {len(sets)} items of "
+                f"{c} that people judged (e.g. {missing[0]}); import their verdicts first"
+            )
+        predictions = [winners.item_score(list(judged[item].values())) for item in sets]
+        verdicts = [sum(len(v) for v in judged[item].values()) for item in sets]
+    return sets, raters, costs, predictions, verdicts
+
+
+def budget_replay(comparisons, rows, o, alpha, margin, design, judges) -> list[dict]:
+    """Every pair replayed together under one budget (``racing.race_replay``): the share ``--budget-share`` of the
+    fixed design's human judgments over all the pairs, rounded down; each pair's order seeded as in
+    ``pairs_replay``, through ``designs.PairStream`` for every design (people alone and continuous too)."""
+    inputs = {c: pair_inputs(c, rows, judges) for c in comparisons}
+    fixed = sum(sum(map(sum, costs)) for _, _, costs, _, _ in inputs.values())
+    budget = math.floor(o["budget_share"] * fixed)
+    allocation = o.get("allocation") or "race"
+    records = []
+    for seed in range(o["seed"], o["seed"] + o["seeds"]):
+        streams = {
+            str(c): designs.PairStream(
+                raters,
+                np.random.default_rng(order_seed(seed, (c.system_a.name, c.system_b.name))),
+                design,
+                alpha,
+                margin,
+                o["null"],
+                costs,
+                predictions,
+                verdicts,
+            )
+            for c, (_, raters, costs, predictions, verdicts) in inputs.items()
+        }
+        found = racing.race_replay(streams, budget, alpha, margin, allocation)
+        for c in comparisons:
+            record = {"pair": str(c), "system_a": c.system_a.name, "system_b": c.system_b.name, "seed": seed}
+            record |= dataclasses.asdict(found[str(c)])
+            if not design.judges:
+                del record["judge_verdicts_used"]
+            records.append(record | {"allocation": allocation, "budget": budget})
+    return records
+
+
 def pairs_replay(comparisons, rows, o, alpha, margin, design, judges) -> list[dict]:
     records = []
     for c in comparisons:
         pair = (c.system_a.name, c.system_b.name)
-        sets = pair_rating_sets(rows, pair)
-        raters = [[float(np.mean(winners.score_for_a(r))) for r in by_rater.values()] for by_rater in sets.values()]
-        costs = [[len(r) for r in by_rater.values()] for by_rater in sets.values()]
-        predictions = verdicts = None
-        if judges is not None:
-            judged = pair_rating_sets(judges, pair)
-            missing = [item for item in sets if item not in judged]
-            if missing:
-                raise CommandError(
-                    f"--judges: the study's judges have not judged {len(missing)} of the {len(sets)} items of "
-                    f"{c} that people judged (e.g. {missing[0]}); import their verdicts first"
-                )
-            predictions = [winners.item_score(list(judged[item].values())) for item in sets]
-            verdicts = [sum(len(v) for v in judged[item].values()) for item in sets]
+        sets, raters, costs, predictions, verdicts = pair_inputs(c, rows, judges)
         for seed in range(o["seed"], o["seed"] + o["seeds"]):
             rng = np.random.default_rng(order_seed(seed, pair))
             record = {"pair": str(c), "system_a": pair[0], "system_b": pair[1], "seed": seed}

@@ -176,6 +176,21 @@ class Command(BaseCommand):
             "(study_wide); auto: study-wide when it decides more than one pair. Default: the study's setting.",
         )
         parser.add_argument(
+            "--budget-share",
+            type=float,
+            help="With --replay: replay all the study's pairs together under one budget of this share (above 0, at "
+            "most 1) of the human judgments that buying every item of every pair would take, an item at a time "
+            "to an open pair (--allocation); a pair the budget cuts off stays undecided. Records gain allocation "
+            "and budget.",
+        )
+        parser.add_argument(
+            "--allocation",
+            choices=["race", "even"],
+            help="With --budget-share: which open pair gets the next item. race (the default): the pairs closest "
+            "to a decision first, not those needing far more items than their pool holds "
+            "(selection/core/racing.py); even: the pair with the fewest items so far.",
+        )
+        parser.add_argument(
             "--goal",
             choices=["pairs", "ranking"],
             help="With --replay: decide every system pair (pairs), or only what the ranking needs "
