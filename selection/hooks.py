@@ -57,7 +57,7 @@ def do_decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
         return None
     decided_now = set()
     # each pair's share of the study's error rate (docs/decisions.md#study-wide-error), counted only when a pair
-    # starts a sequence: the submit's decision step stays at its four queries
+    # starts a sequence: the submit's decision step stays at its four queries (five while pairs race)
     pair_alpha = functools.cache(settings.pair_alpha)
     race = False
     for comparison_id, reads in sorted(rating_sets.assignment_reads(assignment, study).items()):
