@@ -70,6 +70,10 @@ def test_the_demo_study_page_and_report_by_population(browser_page, live_server,
             for jump in page.locator(".settings-nav a").all():
                 box = jump.bounding_box()
                 assert box["x"] >= 0 and box["x"] + box["width"] <= width and jump.evaluate(whole)
+            # the crowd page's fields stay on their cards (the gold pairs' boxes ran 20 to 40 px off them)
+            page.goto(live_server.url + reverse("external_links", args=[study.pk]))
+            sticking_out = "e => e.getBoundingClientRect().right > e.closest('.card').getBoundingClientRect().right"
+            assert not any(field.evaluate(sticking_out) for field in page.locator(".card select, .card textarea").all())
             page.goto(live_server.url + study.get_absolute_url())
 
     page.goto(live_server.url + reverse("report", args=[study.pk]))
