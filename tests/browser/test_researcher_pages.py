@@ -70,6 +70,15 @@ def test_the_demo_study_page_and_report_by_population(browser_page, live_server,
             for jump in page.locator(".settings-nav a").all():
                 box = jump.bounding_box()
                 assert box["x"] >= 0 and box["x"] + box["width"] <= width and jump.evaluate(whole)
+            # a menu's chosen option wraps over the lines it needs ("Random: one random system pair per item, ...")
+            tall_enough = (
+                "e => { const c = document.createElement('canvas').getContext('2d'), s = getComputedStyle(e);"
+                " c.font = `${s.fontSize} ${s.fontFamily}`;"
+                " const lines = Math.ceil(c.measureText(e.options[e.selectedIndex].text).width / e.clientWidth);"
+                " return e.clientHeight >= lines * parseFloat(s.lineHeight); }"
+            )
+            menus = page.locator("form.settings fieldset > .field select").all()
+            assert menus and all(menu.evaluate(tall_enough) for menu in menus)
             # the crowd page's fields stay on their cards (the gold pairs' boxes ran 20 to 40 px off them)
             page.goto(live_server.url + reverse("external_links", args=[study.pk]))
             sticking_out = "e => e.getBoundingClientRect().right > e.closest('.card').getBoundingClientRect().right"
