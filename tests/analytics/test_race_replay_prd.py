@@ -75,6 +75,14 @@ def test_race_reaches_at_least_the_decisions_even_does_within_the_same_budget(pr
     assert reached["race"] >= reached["even"] > 0
 
 
+def test_a_budget_of_every_judgment_replays_each_pair_as_without_one(prd):
+    fields = ("decision", "items_used", "judgments_used", "judgments_fixed")
+    alone = {(r["pair"], r["seed"]): [r[f] for f in fields] for r in replay("--seeds", "3")}
+    for allocation in ("race", "even"):
+        together = replay("--seeds", "3", "--budget-share", "1", "--allocation", allocation)
+        assert {(r["pair"], r["seed"]): [r[f] for f in fields] for r in together} == alone
+
+
 @pytest.mark.slow(seconds=5)
 def test_racing_keeps_the_study_wide_false_decisions_within_alpha(prd):
     orders = 40
