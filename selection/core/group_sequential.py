@@ -19,12 +19,33 @@ equal looks at alpha = 0.05 that gives 4.877, 3.357, 2.680, 2.290, 2.031; the te
 probability against scipy's multivariate normal. No maintained Python package was used: ``gsdesign`` 0.1.5 on the
 package index is a young one-author release (2026-11), and the computation is thirty lines of numpy and scipy.
 
-At look k the repeated confidence interval ``mean +- c'_k * sd / sqrt(n_k)`` -- c'_k the boundary read as a
-Student-t quantile with n_k - 1 degrees of freedom at the same tail probability (the small-sample correction of
-Jennison & Turnbull, section 3.8) -- covers the win rate at every look at once with probability about 1 - alpha, so
-``decisions.decide`` reads it as the anytime-valid sequence is read. The variance is the items' own, without a
-finite-population correction: the items stand for items like them (the target of a t-test on all of a pair's items
-and of an A/A null), and the pool enters through the information fraction. A pool seen whole is the last look.
+At look k the repeated confidence interval is every win rate mu the look's statistic does not reject,
+
+    |mean - mu| <= c_k * sqrt( mean((x - mu)^2) / n_k ),   i.e.   mean +- c_k * s / sqrt(n_k - c_k^2),
+
+s^2 = mean((x - mean)^2) (the second moment about mu is s^2 + (mean - mu)^2; no interval while n_k <= c_k^2). It is
+the score (Wilson-type) form of the look: the sum of x - mu over its own root sum of squares, the self-normalised
+sum, whose variance is exactly one when the items are symmetric about mu -- A/A, whatever their spread or ties -- and
+whose tails are then sub-Gaussian (Efron 1969, "Student's t-test under symmetry conditions"; Hoeffding's bound
+conditional on |x - mu|), its increments independent given their sizes: the normal boundaries c_k apply to it as
+they are. The Student-t reading used before (c_k as a t quantile with n_k - 1 degrees of freedom, mean +-
+c'_k sd / sqrt(n_k)) is the same statistic at a lower bar -- t = sqrt((n - 1) / n) W / sqrt(1 - W^2 / n) for W the
+self-normalised sum, so t >= c' is W >= c' sqrt(n / (n - 1 + c'^2)), below c_k -- and at a split alpha far in the
+tail it let PRD's bounded item scores through more often than it spent (0.54 % of 50,000 A/A replays a pair at
+0.005, SE 0.03; exactly 0.61 % on three of the four single-vote pairs; at its first look of 16 items, where 3e-11
+was spent, an order whose 16 items all leaned one way by as much decided, a chance of 2^-15 with single votes).
+The variance is the items' own, without a finite-population correction: the items stand for items like them (the
+target of a t-test on all of a pair's items and of an A/A null), and the pool enters through the information
+fraction. A pool seen whole is the last look. With prediction-powered observations, where the labelled items carry
+the variance, n_k - c_k^2 is read as n_k (1 - c_k^2 / m_k) for m_k labels seen.
+
+Item scores are coarse -- a single vote is 0, 1/2 or 1, three votes move in sixths -- so the sum of n_k of them
+moves on a lattice of the scores' smallest step delta, and the half-width adds Yates' continuity correction
+delta / (2 n_k). Without it the normal boundary counts the lattice's atoms at full weight (PRD's single-vote pairs
+crossed in 0.48-0.66 % of A/A orders at 0.005 with the score form alone). With both, exactly (every order, every
+mirroring; tests/selection/core/test_group_sequential_size.py) the single-vote pairs cross in 0.30-0.44 % at 0.005,
+0.08-0.12 % at 0.0015 and 3.97-4.73 % at 0.05, and ``simulate --replay --null`` on all ten PRD pairs (3,000 orders
+a pair) calls 0.35 % of pairs at 0.005 (SE 0.03; study-wide 3.5 % of studies against 5 %; bench/README.md).
 """
 
 from __future__ import annotations
@@ -132,9 +153,10 @@ def looks_at(
     futility: float = 0.0,
 ) -> list[Look]:
     """Every planned look at item scores in arrival order (``pool``: the items the looks are planned over, default
-    all of them), up to and including the first that decides or stops for futility. ``labelled``: which
-    observations carry a person's label (prediction-powered observations): the Student-t degrees of freedom are
-    the labels seen less one, as the labelled items carry the variance. ``futility``: stop undecided at a look
+    all of them), up to and including the first that decides or stops for futility; each look's interval is its
+    score form (module docstring). ``labelled``: which observations carry a person's label (prediction-powered
+    observations): the interval's small-sample term counts the labels seen, as the labelled items carry the
+    variance. ``futility``: stop undecided at a look
     before the last once neither a direction nor (with a margin) equivalence is within reach -- the chance of
     crossing the last boundary if the trend seen so far continues (``conditional_power``) and the chance of the last
     look's interval falling inside the margin (``equivalence_chance``) both below it; 0: never. A futility stop only
@@ -153,17 +175,16 @@ def looks_at(
     for n, c in zip(sizes, crit.tolist(), strict=True):
         seen = x[:n]
         mean = float(seen.mean())
-        df = int(counts[n - 1]) - 1
+        labels = int(counts[n - 1])
         # fewer than two labels (or one item): no variance to read, so nothing is settled yet
-        se = float(seen.std(ddof=1)) / np.sqrt(n) if df >= 1 and n > 1 else np.inf
-        width = float(stats.t.isf(stats.norm.sf(c), df)) * se if np.isfinite(se) else np.inf
-        low, high = max(0.0, mean - width), min(1.0, mean + width)
+        se = float(seen.std(ddof=1)) / np.sqrt(n) if labels >= 2 and n > 1 else np.inf
+        low, high = look_interval(seen, labels, c)
         call = decide(low, high, margin)
         futile = (
             call == UNDECIDED
             and futility > 0
             and n < total
-            and np.isfinite(width)
+            and bool(np.isfinite(se))
             and max(
                 conditional_power(mean, se, n / total, float(every[-1])),
                 equivalence_chance(mean, se, n / total, float(every[-1]), margin),
@@ -174,6 +195,36 @@ def looks_at(
         if call != UNDECIDED or futile:
             break
     return out
+
+
+def look_interval(seen: npt.NDArray[np.float64], labels: int, bound: float) -> tuple[float, float]:
+    """A look's repeated confidence interval for the win rate from the scores ``seen`` (``labels`` of them carry a
+    person's label) at the look's boundary ``bound``: the score form's half-width (``score_width``) and the
+    lattice's continuity correction (``lattice_step``) about the mean, within [0, 1]; [0, 1] before two labels."""
+    n = len(seen)
+    if labels < 2 or n < 2:
+        return 0.0, 1.0  # no variance to read: nothing is settled yet
+    mean = float(seen.mean())
+    width = score_width(float(seen.std(ddof=0)), n, labels, bound) + lattice_step(seen) / (2 * n)
+    return max(0.0, mean - width), min(1.0, mean + width)
+
+
+def score_width(spread: float, n: int, labels: int, bound: float) -> float:
+    """Half the width of a look's interval in its score form: ``bound * spread / sqrt(n (1 - bound^2 / labels))``,
+    ``spread`` the items' root mean square about their mean (n in the denominator), ``labels`` the observations
+    carrying the variance (n for people alone: ``bound * spread / sqrt(n - bound^2)``); infinite while
+    ``labels <= bound^2`` (no mean is that far out: nothing can be settled yet)."""
+    room = 1 - bound * bound / labels
+    return float(bound * spread / np.sqrt(n * room)) if room > 0 else np.inf
+
+
+def lattice_step(scores: npt.NDArray[np.float64]) -> float:
+    """The smallest gap between distinct item scores seen (0 with fewer than two values): the sum of such scores moves
+    in steps of it, and half a step over n items is the mean's continuity correction (Yates), which the look's
+    interval adds to its half-width -- single votes (0, 1/2, 1) make a coarse lattice whose atoms the normal
+    boundary otherwise counts at full weight."""
+    values = np.unique(np.round(scores, 9))
+    return float(np.min(np.diff(values))) if len(values) > 1 else 0.0
 
 
 def conditional_power(mean: float, se: float, t: float, last: float) -> float:

@@ -296,10 +296,9 @@ def test_obrien_fleming_spending_boundaries_are_the_published_ones_and_spend_alp
 
 
 def test_a_group_sequential_look_decides_by_its_repeated_confidence_interval():
-    """At a look of n items the interval is mean +- c' sd / sqrt(n), c' the boundary as a Student-t quantile with
-    n - 1 degrees of freedom at the same tail; the replay stops at the first look that settles."""
-    from scipy import stats
-
+    """At a look of n items the interval is the score form's, mean +- c s / sqrt(n - c^2) (s the root mean square
+    about the mean, c the boundary), widened by half the scores' smallest step over n (here 1/2: the scores are 0,
+    1/2 and 1); the replay stops at the first look that settles."""
     from selection.core import group_sequential
 
     x = np.array([1.0, 0.0, 1.0, 1.0, 0.5, 1.0, 1.0, 0.0, 1.0, 1.0] * 8)  # 80 items, mean 0.75
@@ -307,16 +306,21 @@ def test_a_group_sequential_look_decides_by_its_repeated_confidence_interval():
     c = group_sequential.boundaries([0.2, 0.4, 0.6, 0.8, 1.0], 0.05)
     for look, bound in zip(seen, c, strict=False):
         part = x[: look.n]
-        width = stats.t.isf(stats.norm.sf(bound), look.n - 1) * part.std(ddof=1) / np.sqrt(look.n)
+        # no interval while n <= c^2 (the first look, 16 items against 4.877^2 = 23.8)
+        room = look.n - bound**2
+        width = bound * part.std() / np.sqrt(room) + 0.5 / (2 * look.n) if room > 0 else np.inf
         assert (look.low, look.high) == pytest.approx((max(0.0, part.mean() - width), min(1.0, part.mean() + width)))
     assert seen[-1].decision == "a" and all(s.decision == "undecided" for s in seen[:-1])
     assert group_sequential.first_decision(x, 5, 0.05, 0.05) == ("a", seen[-1].n)
     assert group_sequential.first_decision(np.tile([0.0, 1.0], 40), 5, 0.05, 0.0) == ("undecided", None)
-    # prediction-powered observations: the degrees of freedom are the labels seen less one
+    # prediction-powered observations: the labels carry the variance, n - c^2 read as n (1 - c^2 / labels): with 16
+    # labels of 40 the third look (48 items, c = 2.680) is open, with 4 of 16 the first cannot be read at all
     labelled = np.arange(80) % 4 == 0
     first = group_sequential.looks_at(x, 5, 0.05, 0.05, labelled=labelled)[0]
-    width = stats.t.isf(stats.norm.sf(c[0]), 4 - 1) * x[:16].std(ddof=1) / 4
-    assert first.n == 16 and first.high == pytest.approx(min(1.0, x[:16].mean() + width))
+    assert (first.n, first.low, first.high) == (16, 0.0, 1.0)  # 4 labels <= c_1^2 = 23.8
+    third = group_sequential.looks_at(x, 5, 0.05, 0.05, labelled=np.arange(80) % 3 == 0)[2]
+    width = c[2] * x[:48].std() / np.sqrt(48 * (1 - c[2] ** 2 / 16)) + 0.5 / (2 * 48)
+    assert third.n == 48 and third.high == pytest.approx(min(1.0, x[:48].mean() + width))
 
 
 def test_a_futility_stop_is_the_conditional_power_of_the_trend_below_the_threshold():
@@ -406,7 +410,9 @@ def test_design_replays_count_people_and_verdicts():
     _, at = decisions.first_decision([1.0] * 100, 0.05, 0.05)
     assert judged == designs.DesignReplay("a", at + 1, 3 * (at + 1), 300, 10 * (at + 1))
     looks = designs.replay(raters, np.random.default_rng(1), designs.Design(one_first=False, looks=5), costs=costs)
-    assert (looks.decision, looks.items_used) == ("a", 20)  # the first look (20 items) already settles
+    # the first look (20 items) cannot be read: 20 <= c_1^2 = 4.877^2 (20 unanimous items under the null: 2^-19, more
+    # than the 5e-7 it spends); the second (40) settles
+    assert (looks.decision, looks.items_used) == ("a", 40)
 
 
 @functools.cache
