@@ -92,7 +92,20 @@ def unseen_open(rater, behind: bool) -> bool:
 
 
 @pytest.mark.slow(seconds=12)
-def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_others_have_none(looked):  # noqa: F811
+def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_others_have_none(
+    looked,  # noqa: F811
+    monkeypatch,
+):
+    from annotation.plan import planning
+
+    step, counts = planning.do_close_decided_pairs, []
+
+    def counted(assignment):
+        with CaptureQueriesContext(connection) as queries:
+            step(assignment)
+        counts.append(len(queries))
+
+    monkeypatch.setattr(planning, "do_close_decided_pairs", counted)
     level, answers = pairs_of(looked)["sys-b-sys-c"].pk, itertools.count()
     raced: list[tuple[dict[int, tuple[int, float]], set[int]]] = []  # open pairs and marks, the level pair behind
     n = 0
@@ -131,6 +144,9 @@ def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_oth
         for needs, marks in raced
         for pk, (n, need) in needs.items()
     )
+    # the decision step: its four queries, a fifth (the race: the pairs' stored decisions, the spreads known from
+    # the submits before) once a raced pair completed an item, and an update where a mark changed
+    assert 5 in counts and max(counts[3:]) <= 7 and counts.count(4) > 10, counts
     # the pairs ahead were decided and the level pair stopped for futility: no open pair, none behind
     assert not marked(looked) and not looked.comparisons.filter(closed=False).exists()
 
