@@ -176,13 +176,15 @@ SECTIONS = [
         "count is a tie (the live DiffUse loop uses the same rule). The risk is the hypergeometric tail of the "
         "leader's lead if both systems were equally good on the pool of items the selection drew from (ties count in "
         "n, not in k, unless the settings say otherwise); 'Risk beyond the pool' is the same test for an unbounded "
-        "pool, which stays meaningful when every pool item is judged. The decision is read off an anytime-valid "
-        "confidence sequence for System A's win rate over items (its lower and upper bound, {decision_error}): "
+        "pool, which stays meaningful when every pool item is judged. The decision is the study's own rule for System "
+        "A's win rate over items ('Decided by'; its lower and upper bound, {decision_error}): with planned looks, "
+        "the live plan's decision at its looks (or, before the plan has looked, the same looks over the judgments "
+        "so far); otherwise an anytime-valid confidence sequence. "
         "'System A better' or 'System B better' when that system wins more than half, "
         "'equivalent' within {decision_margin} of a half, else "
-        "'undecided'. It reads every judgment as it is now (partly rated items and imported files included, in the "
-        "order they arrived); with 'Stop buying decided pairs' the study page shows the decision the plan keeps over "
-        "whole items as they complete, the one that stays valid however often it is looked at.",
+        "'undecided'. The confidence sequence reads every judgment as it is now (partly rated items and imported files "
+        "included, in the order they arrived) and stays valid however often it is looked at; with 'Stop buying "
+        "decided pairs' the study page shows the decision the plan keeps over whole items as they complete.",
     ),
     (
         "consistency-bins",

@@ -27,6 +27,7 @@ STOPPING = [
     "win_rate_low",
     "win_rate_high",
     "decision_items",
+    "decision_design",
 ]
 RATING_SETS = [
     "rater",
@@ -184,6 +185,7 @@ def report_tables(report: Report) -> dict[str, Table]:
                 s.win_rate_low,
                 s.win_rate_high,
                 s.decision_items,
+                s.decision_design,
             ]
             for s in report.stopping
         ],

@@ -70,7 +70,7 @@ def compute(study: Study, population: Population | None = None) -> Report:
     answers = data.Answers(study, {r.pair_id for r in rows} | {r.pair_id for r in reference})
     question, asked = judgments.asked(study, population)
     finite = settings.estimate_target == AnalysisSettings.EstimateTarget.THESE_ITEMS  # the finite-population correction
-    stopping = stopping_section(study, rows, settings)
+    stopping = stopping_section(study, rows, settings, plans=population == Population())  # the plan decides on these
     ratings = ratings_section(
         settings, rows, systems, deltas, answers, {(s.system_a, s.system_b): s.decision for s in stopping}
     )

@@ -1,5 +1,6 @@
 """Stopping: per system pair, who won each item, the hypergeometric risk that the leader is wrong, and what the
-anytime-valid confidence sequence for the first system's win rate over items settles."""
+study's own decision rule for the first system's win rate over items settles: the planned looks of its live plan
+(``group_sequential.standing``) when it has them, else the anytime-valid confidence sequence."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import numpy as np
 from analytics.report.data import AnalysisParameters, Row
 from annotation.models import Comparison, Study
 from selection import services as selection_services
-from selection.core import decisions, winners
+from selection.core import decisions, group_sequential, winners
 from selection.core.stopping import stopping_status
+from selection.models import PairDecision
 from selection.rating_sets import rating_sets
 
 
@@ -23,7 +25,10 @@ class PairStopping:
     ``n`` counted), the risk that it is wrong within the pool of candidate items and beyond it, and whether the risk
     is under its ``threshold``; who won each item (external id -> a system's name or "tie"). ``decision_alpha`` is the
     study's error rate, ``error_control`` the control in force ("per_pair" or "study_wide") and
-    ``decision_alpha_pair`` the rate this pair's sequence uses (docs/decisions.md#study-wide-error)."""
+    ``decision_alpha_pair`` the rate this pair's sequence uses (docs/decisions.md#study-wide-error). ``decision_looks``:
+    the planned looks the decision is read at (0: the continuous betting sequence), ``decision_design`` the design in
+    words, ``decision_live`` whether it is the live plan's stored decision (``selection.models.PairDecision``) and
+    ``decision_futile`` whether a planned look stopped the pair for futility."""
 
     system_a: str
     system_b: str
@@ -48,6 +53,23 @@ class PairStopping:
     decided: bool
     ties_count_in_n: bool
     items: dict[str, str]
+    decision_looks: int = 0
+    decision_design: str = "continuous: anytime-valid confidence sequence"
+    decision_live: bool = False
+    decision_futile: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PairCall:
+    """One pair's decision as the report shows it, and where it comes from."""
+
+    decision: str
+    low: float
+    high: float
+    n: int
+    design: str
+    live: bool = False
+    futile: bool = False
 
 
 def pair_rating_sets(rows: list[Row], pair: tuple[str, str]) -> dict[str, dict[str, list[int]]]:
@@ -70,7 +92,9 @@ def item_scores(sets: dict[str, dict[str, list[int]]]) -> tuple[np.ndarray, np.n
     return np.array(scores, dtype=np.float64), np.array(votes, dtype=np.int64)
 
 
-def stopping_section(study: Study, rows: list[Row], settings: AnalysisParameters) -> list[PairStopping]:
+def stopping_section(
+    study: Study, rows: list[Row], settings: AnalysisParameters, plans: bool = True
+) -> list[PairStopping]:
     """Per system pair: who won each item by the one item-winner rule (``winners.item_winner``, the
     live DiffUse loop's oracle too) over the population's judgments (humans by default) that are not
     superseded, and the
@@ -78,15 +102,18 @@ def stopping_section(study: Study, rows: list[Row], settings: AnalysisParameters
     ``risk_beyond_pool`` is the same test with an unbounded pool (binomial): it stays honest when every
     pool item is judged and the hypergeometric risk is 0 by construction.
 
-    ``decision``: what the anytime-valid confidence sequence (at the pair's share of the study's error rate, as the
-    study's error control says) for the first system's win rate over items settles
-    (``selection.core.decisions``; an item's score is the mean of its raters' mean outcomes, ties as halves, items
-    in the order their last judgment arrived): ``a`` / ``b`` (that system wins more than half), ``equivalent``
-    (within the margin of a half) or ``undecided``, with the interval ``win_rate_low`` .. ``win_rate_high``. It is
-    a snapshot of all the population's judgments as they are (partly rated items and imported files included); the
-    decision that holds while a study is watched is the plan's (the study page, ``selection.models.PairDecision``),
-    which observes whole items in the order they complete."""
+    ``decision``: the study's own decision for the first system's win rate over items, at the pair's share of the
+    study's error rate as the study's error control says (``pair_call``): ``a`` / ``b`` (that system wins more than
+    half), ``equivalent`` (within the margin of a half) or ``undecided``, with the interval ``win_rate_low`` ..
+    ``win_rate_high``. ``plans``: whether ``rows`` are the people the live plan decides on (the default
+    population), so that its stored decision may be read."""
     pools = selection_services.selection_pools(study)
+    live = study.selection_settings
+    stored = (
+        {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
+        if plans and live.looks()
+        else {}
+    )
     out = []
     for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b"):
         pair = (c.system_a.name, c.system_b.name)
@@ -98,21 +125,20 @@ def stopping_section(study: Study, rows: list[Row], settings: AnalysisParameters
             labels.count("a"), labels.count("b"), labels.count("tie"), n_pool, settings.risk, settings.ties_count_in_n
         )
         names = {"a": pair[0], "b": pair[1], "tie": "tie"}
-        decision = decisions.pair_decision(item_scores(sets)[0], settings.decision_alpha_pair, settings.decision_margin)
+        call = pair_call(item_scores(sets)[0], settings, live.looks(), live.futility(), n_pool, stored.get(c.pk))
         out.append(
             PairStopping(
                 system_a=pair[0],
                 system_b=pair[1],
                 leader=names.get(status.leader or ""),
-                decision=decision.decision,
-                # pair_decision (the betting rule) always gives an interval; only the hypergeometric rule's has none
-                win_rate_low=cast(float, decision.low),
-                win_rate_high=cast(float, decision.high),
-                decision_items=decision.n,
+                decision=call.decision,
+                win_rate_low=call.low,
+                win_rate_high=call.high,
+                decision_items=call.n,
                 decision_alpha=settings.decision_alpha,
                 decision_alpha_pair=settings.decision_alpha_pair,
                 error_control=settings.error_control,
-                decision_margin=decision.margin,
+                decision_margin=settings.decision_margin,
                 wins_a=status.wins_a,
                 wins_b=status.wins_b,
                 ties=status.ties,
@@ -125,6 +151,55 @@ def stopping_section(study: Study, rows: list[Row], settings: AnalysisParameters
                 decided=decisions.from_hypergeometric(status).decided,
                 ties_count_in_n=settings.ties_count_in_n,
                 items={item: names[w] for item, w in sorted(won.items())},
+                decision_looks=live.looks(),
+                decision_design=call.design,
+                decision_live=call.live,
+                decision_futile=call.futile,
             )
         )
     return out
+
+
+def pair_call(
+    scores: np.ndarray,
+    settings: AnalysisParameters,
+    looks: int,
+    futility: float,
+    pool: int,
+    stored: PairDecision | None = None,
+) -> PairCall:
+    """The decision the study's own rule gives a pair (docs/decisions.md#group-sequential-looks), from one home each:
+
+    - planned looks (``looks`` > 0) with the live plan's stored decision (``stored``, observed at planned looks: its
+      ``pool`` is set): that decision as it stands (``selection/hooks.py`` keeps it with ``group_sequential.standing``
+      on the whole items in the order they completed, each phase of one rater first at its share of the rate);
+    - planned looks without one (a study whose plan has not run, imported judgments, another population):
+      ``group_sequential.standing`` on ``scores`` (every item's score, in the order its last judgment arrived) over
+      ``looks`` looks planned at ``pool`` items, with the study's futility threshold;
+    - no planned looks: the anytime-valid betting confidence sequence over ``scores`` (``decisions.pair_decision``),
+      a snapshot of all the judgments as they are, valid however often it is read."""
+    if looks and stored is not None and stored.pool:
+        design = f"group-sequential: {looks} planned looks (the live plan's decision)"
+        return PairCall(
+            stored.decision, stored.low, stored.high, stored.items, design, live=True, futile=bool(stored.stopped)
+        )
+    if looks:
+        now = group_sequential.standing(
+            scores,
+            looks,
+            settings.decision_alpha_pair,
+            settings.decision_margin,
+            pool=max(pool, len(scores), 1),
+            futility=futility,
+        )
+        design = f"group-sequential: {looks} planned looks at {max(pool, len(scores), 1)} items"
+        return PairCall(now.decision, now.low, now.high, now.n, design, futile=bool(now.futile))
+    decision = decisions.pair_decision(scores, settings.decision_alpha_pair, settings.decision_margin)
+    # pair_decision (the betting rule) always gives an interval; only the hypergeometric rule's has none
+    return PairCall(
+        decision.decision,
+        cast(float, decision.low),
+        cast(float, decision.high),
+        decision.n,
+        "continuous: anytime-valid confidence sequence",
+    )

@@ -289,8 +289,10 @@ def test_the_tie_rule_of_the_stopping_test_is_a_setting(study):
 
 def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
     """An item's score is the mean of its raters' outcomes for the pair's first system (ties as halves);
-    the report's decision and interval are the confidence sequence's over those scores, read after the last."""
-    from selection.core import decisions
+    the report's decision and interval are the study's rule's over those scores: its planned looks
+    (``group_sequential.standing``), or without them the confidence sequence's, read after the last."""
+    from analytics.report.assembly import compute
+    from selection.core import decisions, group_sequential
 
     imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "tie", "sys-a")])
     lines = [
@@ -310,6 +312,22 @@ def test_each_pair_s_decision_rests_on_its_items_scores_in_arrival_order(study):
     ]
     imports.do_import_judgments(study, "".join(json.dumps(x) + "\n" for x in lines).encode(), "t.jsonl")
     [stopping] = study_report(study).stopping
+    # a new study decides at planned looks: the report reads them over the scores (its plan has not looked yet)
+    settings = study.selection_settings
+    look = group_sequential.standing(
+        [0.75, 0.5, 0.5], settings.looks(), 0.05, 0.05, pool=stopping.pool, futility=settings.futility()
+    )
+    assert stopping.decision_looks == settings.looks() > 0 and not stopping.decision_live
+    assert (stopping.decision, stopping.decision_items, stopping.win_rate_low, stopping.win_rate_high) == (
+        look.decision,
+        look.n,
+        look.low,
+        look.high,
+    )
+    # without planned looks, the confidence sequence's, read after the last item
+    settings.decision_looks = 0
+    settings.save()
+    [stopping] = compute(study).stopping
     lower, upper = decisions.betting_confidence_sequence([0.75, 0.5, 0.5], 0.05)
     assert (stopping.decision, stopping.decision_items) == ("undecided", 3)
     assert (stopping.win_rate_low, stopping.win_rate_high) == pytest.approx((lower[-1], upper[-1]))

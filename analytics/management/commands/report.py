@@ -95,6 +95,8 @@ class Command(BaseCommand):
                 f"k={s.k} of n={s.n} in a pool of {s.pool}, risk {s.risk:.4f} "
                 f"(p={s.threshold}; beyond the pool {s.risk_beyond_pool:.4f}) "
                 + ("decided" if s.decided else "undecided")
+                + f"; decision {s.decision} [{s.win_rate_low:.3f}, {s.win_rate_high:.3f}] over {s.decision_items} "
+                f"items ({s.decision_design})"
             )
         for kind, summary in report.consistency.summary.items():
             if not summary.available:
