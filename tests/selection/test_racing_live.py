@@ -44,21 +44,22 @@ def answer(pair, level: Iterator[int]) -> None:
     recording.do_record_judgment(pair, idempotency_key=f"p{pair.pk}", answer=Answer(choice=choice))
 
 
-def items_to_decide(scores: list[float]) -> float:
-    """The formula of docs/decisions.md#racing-across-pairs at the pair's error rate, margin 0: (z sd / |m - 1/2|)^2
-    with the spread of the pair's own scores (planned looks store them)."""
-    if len(scores) < 2:
-        return math.nan  # no spread yet (such a pair is not raced)
-    z = stats.norm.isf(ALPHA / 2)
-    gap = abs(float(np.mean(scores)) - 0.5)
-    return math.inf if gap == 0 else (z * float(np.std(scores, ddof=1)) / gap) ** 2
+def items_to_decide(stored: PairDecision) -> float:
+    """The formula of docs/decisions.md#racing-across-pairs at the pair's error rate, margin 0: (z sd / |m - 1/2|)^2,
+    with the spread of the pair's own scores (planned looks store them), else sqrt(m (1 - m))."""
+    if stored.scores:
+        mean, sd = float(np.mean(stored.scores)), float(np.std(stored.scores, ddof=1)) if stored.items > 1 else 0.0
+    else:
+        mean, sd = stored.mean, math.sqrt(stored.mean * (1 - stored.mean))
+    gap, z = abs(mean - 0.5), stats.norm.isf(ALPHA / 2)
+    return math.inf if gap == 0 else (z * sd / gap) ** 2
 
 
 def open_needs(study) -> dict[int, tuple[int, float]]:
     """Each open pair's items so far and the items it needs in all (0 items: not observed yet)."""
     stored = {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
     return {
-        c.pk: (len(stored[c.pk].scores), items_to_decide(stored[c.pk].scores)) if c.pk in stored else (0, math.nan)
+        c.pk: (stored[c.pk].items, items_to_decide(stored[c.pk])) if c.pk in stored else (0, math.nan)
         for c in study.comparisons.all()
         if not c.closed
         and (c.pk not in stored or (stored[c.pk].decision == decisions.UNDECIDED and not stored[c.pk].stopped))
@@ -91,6 +92,36 @@ def unseen_open(rater, behind: bool) -> bool:
     )
 
 
+def rate_everything_racing(study, level: int) -> list[tuple[dict[int, tuple[int, float]], set[int]]]:
+    """Raters take assignments until the plan has nothing left for anyone, the marks checked against the rule after
+    each, and each start against the marks; returns the open pairs and the marks whenever ``level`` was behind."""
+    answers = itertools.count()
+    raced: list[tuple[dict[int, tuple[int, float]], set[int]]] = []
+    for r in range(10):
+        rater = enrolment.do_create_rater_link(study, f"r{r}")
+        taken = 0
+        while True:
+            ahead_left, behind_left = unseen_open(rater, False), unseen_open(rater, True)
+            assignment = allocation.do_start_assignment(rater)
+            if assignment is None:
+                assert not ahead_left and not behind_left  # nobody is sent away while a pair behind has places
+                break
+            place = assignment.places.select_related("task__comparison").get()
+            # a pair behind only when the pairs ahead have nothing left for this rater
+            assert not place.task.comparison.behind or not ahead_left
+            for pair in assignment.pairs.select_related(
+                "pair__generation_a__system", "pair__generation_b__system", "pair__generation_a__item"
+            ):
+                answer(pair, answers)
+            taken += 1
+            assert marked(study) == expected_behind(study)
+            if level in marked(study):
+                raced.append((open_needs(study), marked(study)))
+        if not taken:
+            return raced
+    raise AssertionError("the plan never ran out")
+
+
 @pytest.mark.slow(seconds=12)
 def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_others_have_none(
     looked,  # noqa: F811
@@ -106,31 +137,8 @@ def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_oth
         counts.append(len(queries))
 
     monkeypatch.setattr(planning, "do_close_decided_pairs", counted)
-    level, answers = pairs_of(looked)["sys-b-sys-c"].pk, itertools.count()
-    raced: list[tuple[dict[int, tuple[int, float]], set[int]]] = []  # open pairs and marks, the level pair behind
-    n = 0
-    for r in range(10):
-        rater = enrolment.do_create_rater_link(looked, f"r{r}")
-        taken = 0
-        while True:
-            ahead_left, behind_left = unseen_open(rater, False), unseen_open(rater, True)
-            assignment = allocation.do_start_assignment(rater)
-            if assignment is None:
-                assert not ahead_left and not behind_left  # nobody is sent away while a pair behind has places
-                break
-            place = assignment.places.select_related("task__comparison").get()
-            # a pair behind only when the pairs ahead have nothing left for this rater
-            assert not place.task.comparison.behind or not ahead_left
-            for pair in assignment.pairs.select_related(
-                "pair__generation_a__system", "pair__generation_b__system", "pair__generation_a__item"
-            ):
-                answer(pair, answers)
-            taken, n = taken + 1, n + 1
-            assert marked(looked) == expected_behind(looked), n
-            if level in marked(looked):
-                raced.append((open_needs(looked), marked(looked)))
-        if not taken:
-            break
+    level = pairs_of(looked)["sys-b-sys-c"].pk
+    raced = rate_everything_racing(looked, level)
     assert raced  # the level pair was behind once seen on 10 items
     for needs, _ in raced:
         items, need = needs[level]
@@ -149,6 +157,14 @@ def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_oth
     assert 5 in counts and max(counts[3:]) <= 7 and counts.count(4) > 10, counts
     # the pairs ahead were decided and the level pair stopped for futility: no open pair, none behind
     assert not marked(looked) and not looked.comparisons.filter(closed=False).exists()
+
+
+@pytest.mark.slow(seconds=8)
+def test_without_planned_looks_the_race_reads_the_spread_bound_and_the_pool_stored_with_the_decision(three):  # noqa: F811
+    level = pairs_of(three)["sys-b-sys-c"].pk
+    raced = rate_everything_racing(three, level)  # the marks checked against the rule at sd = sqrt(m (1 - m))
+    assert raced and all(needs[level][1] > ITEMS for needs, _ in raced)
+    assert set(PairDecision.objects.values_list("pool", flat=True)) == {ITEMS}  # each pair's tasks
 
 
 def test_a_start_takes_the_pairs_ahead_first_and_fills_up_from_those_behind(three):  # noqa: F811
