@@ -213,6 +213,17 @@ def _observe_looks(
 _SPREADS: dict[int, tuple[object, float | None]] = {}
 
 
+_RACE = CompiledQuery(  # compiled once per thread, as _DECISION: it runs inside the rater's submit
+    lambda study: Comparison.objects.filter(study_id=study).values(
+        "pk",
+        "closed",
+        "behind",
+        *(f"decision__{f}" for f in ("decision", "stopped", "items", "mean", "pool", "alpha", "updated")),
+    ),
+    study=int,
+)
+
+
 def _spread(scores: list[float]) -> float | None:
     return float(np.std(scores, ddof=1)) if len(scores) > 1 else None
 
@@ -226,12 +237,7 @@ def do_mark_behind(study: Study, settings) -> None:
     (and one of the scores of raced pairs another process saved), and an update each way where a mark changes."""
     racing_pairs = settings.stops_buying() and not settings.ranks_only()
     looks = settings.looks() > 0
-    fields = ["closed", "behind", "decision__decision", "decision__stopped", "decision__items", "decision__mean"]
-    rows = list(
-        Comparison.objects.filter(study=study).values_list(
-            "pk", *fields, "decision__pool", "decision__alpha", "decision__updated"
-        )
-    )
+    rows = [tuple(row.values()) for row in _RACE.rows(study=study.pk)]
     states: dict[int, racing.RaceState] = {}
     alpha, saved = 0.0, {}
     for pk, closed, _, decision, stopped, n, mean, pool, stored_alpha, updated in rows if racing_pairs else []:
