@@ -141,6 +141,11 @@ def measure(n_systems: int, n_items: int, warmup: int, completions: int) -> None
         scored, _ = rating_sets.pair_item_scores(comparison)
         decisions.betting_confidence_sequence(np.array([s for _, s in scored]), study.selection_settings.decision_alpha)
         recompute.append((time.perf_counter() - t0) * 1000)
+    if not step:
+        sys.exit(
+            f"nothing left to time after the warm-up ({Judgment.objects.count()} judgments): every pair was decided or "
+            "stopped for futility (racing feeds the pairs nearest a decision first); use a smaller --warmup"
+        )
     p50, p95 = statistics.median(step), sorted(step)[int(0.95 * (len(step) - 1))]
     base = statistics.median(recompute)
     print(

@@ -339,7 +339,9 @@ class PairDecision(models.Model):
         "reads; group_sequential.standing).",
     )
     pool = models.PositiveIntegerField(
-        default=0, db_default=0, help_text="With planned looks: the pair's items the plan can buy (the looks' sizes)."
+        default=0,
+        db_default=0,
+        help_text="The pair's items the plan can buy (with planned looks, the looks' sizes; racing reads it too).",
     )
     alpha = models.FloatField(
         default=0.0,
