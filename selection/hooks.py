@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import TypedDict, cast
 
 import numpy as np
-from django.db.models import Count, F
+from django.db.models import Case, Count, F, Value, When
 
 from annotation import extensions
 from annotation.compiled import CompiledQuery, instance, model_columns
@@ -171,7 +171,7 @@ def _observe_looks(
     split = settings.one_first()
     looks = settings.looks()
     raters = 1 if split and stored.phase == 1 else study.raters_per_item
-    if not stored.pool:  # the first time: the judgments so far, the pool the looks are planned over, the rate
+    if not stored.alpha:  # the first look planned: the judgments so far, the pool the looks are over, the rate
         scored, stored.judgments = rating_sets.pair_item_scores(comparison, raters=raters)
         stored.pool = Task.objects.filter(comparison_id=comparison.pk).count()
         stored.alpha, stored.counted, stored.scores = pair_alpha(), [], []
@@ -234,7 +234,8 @@ def do_mark_behind(study: Study, settings) -> None:
     its stored items, mean, pool and -- with planned looks -- the spread of its scores, at the pairs' error rate and
     the study's margin; a pair not yet observed is at 0 items (never behind). Only while the study stops buying
     decided pairs for every pair (the ranking goal races by its own rule): otherwise no pair is behind. One read
-    (and one of the scores of raced pairs another process saved), and an update each way where a mark changes."""
+    (and one of the scores of raced pairs another process saved); where a mark changes, the changed rows locked in
+    pk order and one update."""
     racing_pairs = settings.stops_buying() and not settings.ranks_only()
     looks = settings.looks() > 0
     rows = [tuple(row.values()) for row in _RACE.rows(study=study.pk)]
@@ -263,10 +264,14 @@ def do_mark_behind(study: Study, settings) -> None:
         racing.behind(states, alpha or settings.pair_alpha(len(rows)), settings.decision_margin) if states else set()
     )
     now = {pk for pk, _, behind, *_ in rows if behind}
-    if marked - now:
-        Comparison.objects.filter(pk__in=marked - now).update(behind=True)
-    if now - marked:
-        Comparison.objects.filter(pk__in=now - marked).update(behind=False)
+    changed = sorted(marked ^ now)
+    if changed:
+        # the rows locked in one order (pk) whichever submit marks them: two submits marking at once wait for each
+        # other instead of deadlocking; then one update sets each changed mark
+        list(Comparison.objects.select_for_update().filter(pk__in=changed).order_by("pk").values_list("pk"))
+        Comparison.objects.filter(pk__in=changed).update(
+            behind=Case(When(pk__in=sorted(marked), then=Value(True)), default=Value(False))
+        )
 
 
 def not_bought(study: Study, settings) -> set[int]:

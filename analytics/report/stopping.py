@@ -178,7 +178,7 @@ def pair_call(
       ``looks`` looks planned at ``pool`` items, with the study's futility threshold;
     - no planned looks: the anytime-valid betting confidence sequence over ``scores`` (``decisions.pair_decision``),
       a snapshot of all the judgments as they are, valid however often it is read."""
-    if looks and stored is not None and stored.pool:
+    if looks and stored is not None and stored.alpha:  # the live plan has planned its looks (alpha stored then)
         design = f"group-sequential: {looks} planned looks (the live plan's decision)"
         return PairCall(
             stored.decision, stored.low, stored.high, stored.items, design, live=True, futile=bool(stored.stopped)

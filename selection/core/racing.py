@@ -106,9 +106,12 @@ class Stream(Protocol):
 def race_state(stream: Stream) -> RaceState:
     """The race's view of an open pair, as the live plan can read it: its current phase's items and mean, its pool,
     and with planned looks the spread of the phase's observations (ddof 1; the betting sequence reads none, so
-    without looks the Bhatia-Davis bound stands in)."""
+    without looks the Bhatia-Davis bound stands in, unless the observations leave [0, 1]: prediction-powered ones
+    are read with their own spread)."""
     x = stream.scores
-    sd = float(np.std(x, ddof=1)) if stream.looks and len(x) > 1 else None
+    # prediction-powered observations range over [1 - 1/pi, 1/pi], where the bound for scores in [0, 1] does not hold
+    bounded = len(x) == 0 or (float(x.min()) >= 0.0 and float(x.max()) <= 1.0)
+    sd = float(np.std(x, ddof=1)) if len(x) > 1 and (stream.looks or not bounded) else None
     return RaceState(len(x), float(x.mean()) if len(x) else 0.5, stream.pool, sd)
 
 

@@ -153,8 +153,9 @@ def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_oth
         for pk, (n, need) in needs.items()
     )
     # the decision step: its four queries, a fifth (the race: the pairs' stored decisions, the spreads known from
-    # the submits before) once a raced pair completed an item, and an update where a mark changed
-    assert 5 in counts and max(counts[3:]) <= 7 and counts.count(4) > 10, counts
+    # the submits before) once a raced pair completed an item, a sixth where another submit saved a raced pair's
+    # scores, and where a mark changed the changed rows locked in pk order and one update: at most 8
+    assert 5 in counts and max(counts[3:]) <= 8 and counts.count(4) > 10, counts
     # the pairs ahead were decided and the level pair stopped for futility: no open pair, none behind
     assert not marked(looked) and not looked.comparisons.filter(closed=False).exists()
 

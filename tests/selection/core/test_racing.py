@@ -3,9 +3,10 @@ which pairs are behind."""
 
 import math
 
+import numpy as np
 import pytest
 
-from selection.core.racing import RaceState, behind, items_to_decide
+from selection.core.racing import RaceState, behind, items_to_decide, race_state
 
 Z = 1.959963984540054  # Phi^{-1}(0.975)
 
@@ -51,3 +52,22 @@ def test_behind_is_empty_when_every_pair_would_be():
     states = {k: RaceState(n=30, mean=0.51, pool=40, sd=0.4) for k in ("x", "y")}
     assert behind(states, 0.05, 0.0) == set()
     assert behind({}, 0.05, 0.0) == set()
+
+
+class _Stream:
+    """A pair's replay as ``race_state`` reads it (``racing.Stream``)."""
+
+    def __init__(self, scores, looks):
+        self.open, self.steps, self.pool, self.looks = True, len(scores), 50, looks
+        self.scores = np.asarray(scores, dtype=np.float64)
+
+
+def test_race_state_reads_the_spread_where_the_bound_does_not_hold():
+    # prediction-powered observations in [-1, 2] (pi = 1/2): mean 0.8, spread sqrt(((1.8^2) * 2 + (1.2^2) * 3) / 4)
+    ppi = race_state(_Stream([-1.0, 2.0, 2.0, -1.0, 2.0], looks=False))
+    assert (ppi.n, ppi.pool) == (5, 50) and ppi.mean == pytest.approx(0.8)
+    assert ppi.sd == pytest.approx(math.sqrt(2.7))
+    # scores in [0, 1] without looks: the betting sequence reads no spread, the Bhatia-Davis bound stands in
+    assert race_state(_Stream([1.0, 0.5, 1.0, 0.0], looks=False)).sd is None
+    # with looks the phase's own spread: sd of (1, .5, 1, 0) = sqrt((.375^2*2 + .125^2 + .625^2) / 3)
+    assert race_state(_Stream([1.0, 0.5, 1.0, 0.0], looks=True)).sd == pytest.approx(math.sqrt(0.6875 / 3))
