@@ -1,5 +1,6 @@
 """Racing across pairs, replayed: PRD's 10 system pairs under one shared budget of human judgments, an item at a
-time to the pairs closest to a decision (race) or to the pair with the fewest items (even), measured against a
+time to the pairs closest to a decision (race), to the pair with the fewest items (even) or to one pair at a time
+in a random order (serial: the budget concentrated without reading any pair's progress), measured against a
 two-sided t-test on all of a pair's items (bench/README.md, "Racing across pairs under one budget").
 
     DEBUG=1 DATABASE_URL=sqlite:////tmp/replay/db.sqlite3 python bench/replay_race.py --seeds 50 --null-seeds 100
@@ -36,6 +37,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=50, help="random orders per budget share and allocation")
     parser.add_argument("--null-seeds", type=int, default=100, help="A/A orders per budget share, under race")
     parser.add_argument("--shares", default="0.2,0.3,0.4,0.5", help="comma-separated budget shares in (0, 1]")
+    parser.add_argument("--allocations", default="race,even,serial", help="comma-separated allocations to compare")
     args = parser.parse_args()
 
     import django
@@ -80,7 +82,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for share in shares:
-        for allocation in ("race", "even"):
+        for allocation in [a for a in args.allocations.split(",") if a]:
             real = run(share, allocation, args.seeds, False)
             key = lambda r: (study.name, r["pair"])  # noqa: E731
             agree = sum(r["decision"] == ttest[key(r)] != "undecided" for r in real)

@@ -17,7 +17,10 @@ the items each still needs. A pair behind is not withheld: it gets the items of 
 nothing (``annotation/rating/allocation.py``), and it moves ahead as the pairs before it are decided.
 
 ``race_replay`` replays the rule: every pair's replay (``designs.PairStream``) under one budget of human judgments,
-an item at a time to an open pair the allocation picks, among those whose next item still fits the budget.
+an item at a time to an open pair the allocation picks, among those whose next item still fits the budget. Its
+baselines: ``even`` (the plan without racing: the budget spread over every open pair) and ``serial`` (the budget
+concentrated, one pair at a time in an order that reads nothing of the pairs' progress), so that what racing adds
+over concentrating the budget at all can be told apart (bench/README.md, "Racing across pairs under one budget").
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 
 K = TypeVar("K", bound=Hashable)
 WARMUP = 10  # items a pair is seen on before it can be behind
-ALLOCATIONS = ("race", "even")
+ALLOCATIONS = ("race", "even", "serial")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,19 +119,37 @@ def race_state(stream: Stream) -> RaceState:
 
 
 def race_replay(
-    streams: Mapping[K, Stream], budget: int, alpha: float, margin: float, allocation: str = "race"
+    streams: Mapping[K, Stream],
+    budget: int,
+    alpha: float,
+    margin: float,
+    allocation: str = "race",
+    order: Sequence[K] | None = None,
 ) -> dict[K, DesignReplay]:
     """All pairs' replays under one budget of human judgments: repeatedly, among the open pairs whose next item costs
     no more than the budget left, one item to the pair the allocation picks -- ``race``: the pairs not ``behind``
     (computed over every open pair, each at ``alpha``, a pair's own) first, fewest items observed first among them;
-    ``even``: fewest items observed first among all; ties by key. Stops when no open pair's next item fits (a pair
-    whose next item does not fit waits while cheaper ones go on: phase 1's single judgments can still be bought
-    when a whole item cannot) or no pair is open. Judgments spent never exceed ``budget``. Returns each pair's
-    replay as it stands: a pair the budget cut off is undecided, with what it had bought."""
+    ``even``: fewest items observed first among all; ``serial``: most items observed first, that is one pair at a
+    time -- the pair being bought keeps every item until it is decided, stopped or its next item no longer fits,
+    then the next pair in ``order`` starts. Ties go by ``order`` (every key once; default: the keys sorted). Stops
+    when no open pair's next item fits (a pair whose next item does not fit waits while cheaper ones go on: phase
+    1's single judgments can still be bought when a whole item cannot) or no pair is open. Judgments spent never
+    exceed ``budget``. Returns each pair's replay as it stands: a pair the budget cut off is undecided, with what it
+    had bought.
+
+    ``serial`` is the baseline that concentrates the budget without reading any pair's progress. Its order matters
+    (the pairs first in it get the budget), so a replay should pass a random order per seed (``simulate`` does): a
+    fixed order such as the pairs' names would put the clear or the hopeless pairs first by the luck of their
+    names, and the baseline would measure that luck rather than what concentrating the budget does on average."""
     if allocation not in ALLOCATIONS:
         raise ValueError(f"allocation must be one of {', '.join(ALLOCATIONS)}")
     if budget < 0:
         raise ValueError("the budget must be at least 0")
+    ranked = sorted(streams) if order is None else list(order)  # type: ignore[type-var]  # keys compare (str)
+    if len(ranked) != len(streams) or set(ranked) != set(streams):
+        raise ValueError("the order must name every pair once")
+    rank = {key: i for i, key in enumerate(ranked)}
+    sign = -1 if allocation == "serial" else 1  # serial: the most items first
     left = budget
     states = {key: race_state(s) for key, s in streams.items() if s.open}  # only the pair bought changes
     while True:
@@ -136,7 +157,7 @@ def race_replay(
         if not fits:
             break
         slow = behind(states, alpha, margin) if allocation == "race" else set()
-        key = min(fits, key=lambda k: (k in slow, fits[k].steps, k))
+        key = min(fits, key=lambda k: (k in slow, sign * fits[k].steps, rank[k]))
         left -= fits[key].next_cost()
         fits[key].buy()
         if fits[key].open:

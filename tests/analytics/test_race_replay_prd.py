@@ -1,5 +1,6 @@
 """``simulate --replay --budget-share``: PRD's 10 system pairs replayed together under one budget of human judgments,
-an item at a time to the pairs closest to a decision (race) or in turn (even), on the real votes."""
+an item at a time to the pairs closest to a decision (race), in turn (even) or one pair at a time (serial), on the
+real votes."""
 
 from __future__ import annotations
 
@@ -59,10 +60,10 @@ def t_test(study: Study) -> dict[str, str]:
     return out
 
 
-def test_race_reaches_at_least_the_decisions_even_does_within_the_same_budget(prd):
+def test_race_reaches_at_least_the_decisions_even_and_serial_do_within_the_same_budget(prd):
     truth = t_test(prd)
     reached = {}
-    for allocation in ("race", "even"):
+    for allocation in ("race", "even", "serial"):
         records = replay("--seeds", "4", "--budget-share", "0.3", "--allocation", allocation)
         assert {r["allocation"] for r in records} == {allocation}
         # the budget: 0.3 of every judgment of every pair, rounded down; no order spends more
@@ -72,20 +73,32 @@ def test_race_reaches_at_least_the_decisions_even_does_within_the_same_budget(pr
             assert sum(r["judgments_used"] for r in records if r["seed"] == seed) <= math.floor(0.3 * fixed)
         assert all(CONTRACT | {"design", "alpha", "allocation", "budget"} == set(r) for r in records)
         reached[allocation] = sum(r["decision"] == truth[r["pair"]] != "undecided" for r in records)
-    assert reached["race"] >= reached["even"] > 0
+    assert reached["race"] >= reached["even"] > 0 and reached["race"] >= reached["serial"] > 0
 
 
-def test_a_budget_of_every_judgment_replays_each_pair_as_without_one(prd):
+@pytest.mark.parametrize(
+    "design",
+    [
+        [],  # DESIGN's: 5 looks, futility 0.1, the study's first raters
+        ["--looks", "0", "--futility", "0", "--first-raters", "one"],  # the betting sequence, one rater first
+        ["--looks", "0", "--futility", "0", "--first-raters", "all"],  # the betting sequence on whole items
+    ],
+    ids=["looks-5", "looks-0-one", "looks-0-all"],
+)
+def test_a_budget_of_every_judgment_replays_each_pair_as_without_one(prd, design):
     fields = ("decision", "items_used", "judgments_used", "judgments_fixed")
-    alone = {(r["pair"], r["seed"]): [r[f] for f in fields] for r in replay("--seeds", "3")}
-    for allocation in ("race", "even"):
-        together = replay("--seeds", "3", "--budget-share", "1", "--allocation", allocation)
+    alone = {(r["pair"], r["seed"]): [r[f] for f in fields] for r in replay("--seeds", "3", *design)}
+    for allocation in ("race", "even", "serial"):
+        together = replay("--seeds", "3", *design, "--budget-share", "1", "--allocation", allocation)
         assert {(r["pair"], r["seed"]): [r[f] for f in fields] for r in together} == alone
 
 
-@pytest.mark.slow(seconds=5)
+@pytest.mark.slow(seconds=6)
 def test_racing_keeps_the_study_wide_false_decisions_within_alpha(prd):
-    orders = 40
+    # 100 orders bound the rate loosely (alpha + 2 SE = 9.4 % against alpha's 5 %): this catches a race that breaks
+    # the pairs' error control grossly (a pair's decision reading the allocation, say), not a small excess over
+    # alpha; bench/replay_race.py measures the rate at each budget share
+    orders = 100
     records = replay("--seeds", str(orders), "--budget-share", "0.3", "--null")
     false = {r["seed"] for r in records if r["decision"] in ("a", "b")}
     alpha = prd.selection_settings.decision_alpha
@@ -118,5 +131,5 @@ def test_budget_options_are_checked(prd):
 
 def test_help_names_the_budget_options():
     text = " ".join(Command().create_parser("manage.py", "simulate").format_help().split())
-    assert "--budget-share BUDGET_SHARE" in text and "--allocation {race,even}" in text
-    assert "closest to a decision first" in text
+    assert "--budget-share BUDGET_SHARE" in text and "--allocation {race,even,serial}" in text
+    assert "closest to a decision first" in text and "serial: one pair at a time" in text

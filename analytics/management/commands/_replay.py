@@ -193,7 +193,8 @@ def pair_inputs(c, rows, judges):
 def budget_replay(comparisons, rows, o, alpha, margin, design, judges) -> list[dict]:
     """Every pair replayed together under one budget (``racing.race_replay``): the share ``--budget-share`` of the
     fixed design's human judgments over all the pairs, rounded down; each pair's order seeded as in
-    ``pairs_replay``, through ``designs.PairStream`` for every design (people alone and continuous too)."""
+    ``pairs_replay``, through ``designs.PairStream`` for every design (people alone and continuous too); with
+    ``--allocation serial`` the pairs are bought one at a time in a random order per seed."""
     inputs = {c: pair_inputs(c, rows, judges) for c in comparisons}
     fixed = sum(sum(map(sum, costs)) for _, _, costs, _, _ in inputs.values())
     budget = math.floor(o["budget_share"] * fixed)
@@ -214,7 +215,12 @@ def budget_replay(comparisons, rows, o, alpha, margin, design, judges) -> list[d
             )
             for c, (_, raters, costs, predictions, verdicts) in inputs.items()
         }
-        found = racing.race_replay(streams, budget, alpha, margin, allocation)
+        order = None
+        if allocation == "serial":  # a random order of the pairs per seed, seeded by their names (racing.race_replay)
+            names = sorted(streams)
+            rng = np.random.default_rng([seed, zlib.crc32("\x00".join(["serial", *names]).encode())])
+            order = [names[i] for i in rng.permutation(len(names))]
+        found = racing.race_replay(streams, budget, alpha, margin, allocation, order)
         for c in comparisons:
             record = {"pair": str(c), "system_a": c.system_a.name, "system_b": c.system_b.name, "seed": seed}
             record |= dataclasses.asdict(found[str(c)])

@@ -185,10 +185,12 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--allocation",
-            choices=["race", "even"],
+            choices=["race", "even", "serial"],
             help="With --budget-share: which open pair gets the next item. race (the default): the pairs closest "
             "to a decision first, not those needing far more items than their pool holds "
-            "(selection/core/racing.py); even: the pair with the fewest items so far.",
+            "(selection/core/racing.py); even: the pair with the fewest items so far; serial: one pair at a "
+            "time, each bought until it is decided, stopped or its next item no longer fits, in a random order "
+            "of the pairs per seed.",
         )
         parser.add_argument(
             "--goal",

@@ -50,6 +50,43 @@ def test_race_gives_the_budget_to_the_pair_that_can_be_decided_and_even_splits_i
     assert 2 * decides_at - 1 > budget  # what even would need: the clear pair's items and one fewer of the other's
 
 
+def test_serial_buys_one_pair_at_a_time_in_its_order():
+    pool = 100
+    decides_at = first_deciding_look(pool, LOOKS, ALPHA)
+    # in key order ("clear" before "stuck"): "clear" gets every item up to its deciding look, then "stuck" the rest
+    budget = decides_at + 5
+    found = racing.race_replay(constant_pairs(pool), budget, ALPHA, 0.0, "serial")
+    assert (found["clear"].decision, found["clear"].judgments_used) == ("a", decides_at)
+    assert (found["stuck"].decision, found["stuck"].judgments_used) == ("undecided", 5)
+    # "stuck" first: it takes the whole budget (it can never be decided and has no futility stop), "clear" nothing;
+    # race, which reads the pairs' progress, gives "clear" its look whatever the order
+    order = ["stuck", "clear"]
+    found = racing.race_replay(constant_pairs(pool), budget, ALPHA, 0.0, "serial", order)
+    assert [found[k].judgments_used for k in order] == [budget, 0]
+    assert all(r.decision == "undecided" for r in found.values())
+    # with its whole pool plus the clear pair's look, "stuck" runs out of items and "clear" then decides
+    found = racing.race_replay(constant_pairs(pool), pool + decides_at, ALPHA, 0.0, "serial", order)
+    assert [(found[k].decision, found[k].judgments_used) for k in order] == [("undecided", pool), ("a", decides_at)]
+
+
+def test_serial_moves_on_when_the_pair_being_bought_no_longer_fits():
+    """A pair whose items cost 3 judgments each, bought first, for 5 items (fewer than WARMUP, so nothing is
+    decided); the 2 judgments left cannot buy a sixth, so the next pair in the order gets 2 items of 1 judgment."""
+    design = designs.Design(looks=LOOKS)
+    pool, cost, bought, left = 40, 3, 5, 2
+    assert bought < racing.WARMUP < first_deciding_look(pool, LOOKS, ALPHA)
+    live = {
+        "costly": designs.PairStream(
+            [[1.0]] * pool, np.random.default_rng(0), design, ALPHA, 0.0, False, [[cost]] * pool
+        ),
+        "cheap": designs.PairStream([[1.0]] * pool, np.random.default_rng(1), design, ALPHA, 0.0),
+    }
+    found = racing.race_replay(live, cost * bought + left, ALPHA, 0.0, "serial", ["costly", "cheap"])
+    assert (found["costly"].items_used, found["costly"].judgments_used) == (bought, cost * bought)
+    assert (found["cheap"].items_used, found["cheap"].judgments_used) == (left, left)
+    assert all(r.decision == "undecided" for r in found.values())
+
+
 def random_pairs(seed: int, design: designs.Design, null: bool = False) -> dict[str, dict]:
     """Pairs of 30-60 items, 1-3 raters each with 1-2 judgments, scores drawn from the votes 0, 1/2, 1."""
     rng = np.random.default_rng(seed)
@@ -143,5 +180,8 @@ def test_race_replay_checks_its_arguments():
         racing.race_replay(constant_pairs(20), 10, ALPHA, 0.0, "fastest")
     with pytest.raises(ValueError, match="budget"):
         racing.race_replay(constant_pairs(20), -1, ALPHA, 0.0)
+    for order in (["clear"], ["clear", "clear"], ["clear", "stuck", "other"]):
+        with pytest.raises(ValueError, match="order must name every pair once"):
+            racing.race_replay(constant_pairs(20), 10, ALPHA, 0.0, "serial", order)
     nothing = racing.race_replay(constant_pairs(20), 0, ALPHA, 0.0)
     assert all(r.judgments_used == 0 and r.decision == "undecided" for r in nothing.values())
