@@ -314,7 +314,7 @@ def test_a_group_sequential_look_decides_by_its_repeated_confidence_interval():
     assert group_sequential.first_decision(x, 5, 0.05, 0.05) == ("a", seen[-1].n)
     assert group_sequential.first_decision(np.tile([0.0, 1.0], 40), 5, 0.05, 0.0) == ("undecided", None)
     # prediction-powered observations: the labels carry the variance, n - c^2 read as n (1 - c^2 / labels): with 16
-    # labels of 40 the third look (48 items, c = 2.680) is open, with 4 of 16 the first cannot be read at all
+    # labels of 48 the third look (48 items, c = 2.680) is open, with 4 of 16 the first cannot be read at all
     labelled = np.arange(80) % 4 == 0
     first = group_sequential.looks_at(x, 5, 0.05, 0.05, labelled=labelled)[0]
     assert (first.n, first.low, first.high) == (16, 0.0, 1.0)  # 4 labels <= c_1^2 = 23.8

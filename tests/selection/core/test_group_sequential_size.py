@@ -4,7 +4,8 @@ A/A null of ``simulate --replay --null`` -- looked at 5 times (selection/core/gr
 item, an item's score is 1/2 (a tie, mirrored onto itself) or 0/1 with a fair sign, so the chance of a false call is
 a sum over (ties seen, wins less losses) at each look, carried from item to item by the draw without replacement:
 no simulation error. It must be at most alpha at a pair's share of the study-wide error (0.05 / 10 pairs) and at
-items first's split of it, and at 0.05; the Student-t reading the looks used before broke it at the split alpha."""
+items first's split of it, and at 0.05. The last test re-implements the Student-t reading the looks used before
+(no longer in the product) only to record why it was replaced: it broke the size at the split alpha."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ LOOKS, MARGIN = 5, 0.05
 
 
 def t_reading(seen: np.ndarray, labels: int, bound: float) -> tuple[float, float]:
-    """The interval before: mean +- c' sd / sqrt(n), c' the boundary read as a Student-t quantile, n - 1 df."""
+    """The looks' interval before the score form, re-implemented here as a record (group_sequential.py no longer has
+    it): mean +- c' sd / sqrt(n), c' the boundary read as a Student-t quantile, n - 1 df."""
     n = len(seen)
     width = stats.t.isf(stats.norm.sf(bound), n - 1) * seen.std(ddof=1) / np.sqrt(n)
     return max(0.0, seen.mean() - width), min(1.0, seen.mean() + width)
@@ -71,8 +73,6 @@ def test_planned_looks_hold_their_size_on_prd_single_vote_pairs_exactly():
     for alpha in (0.05, split, split * 0.3):  # 0.3: items first's first phase (designs.first_share)
         for pair, scores in pairs.items():
             assert exact_size(scores, alpha) <= alpha, (pair, alpha)
-    # the Student-t reading crossed its boundaries more often than it spent at the split alpha
-    assert max(exact_size(s, split, t_reading) for s in pairs.values()) > split
 
 
 def test_a_unanimous_first_look_cannot_decide_at_a_split_alpha():
@@ -82,5 +82,17 @@ def test_a_unanimous_first_look_cannot_decide_at_a_split_alpha():
     assert spent < 2 * 2.0**-16
     x = np.ones(80)
     assert group_sequential.looks_at(x[:16], LOOKS, 0.005, MARGIN, pool=80)[0].decision == "undecided"
+
+
+def test_why_the_looks_left_the_student_t_reading():
+    """Documentation, not a check of the product: the Student-t reading (``t_reading`` above, removed from
+    group_sequential.py) broke the size these tests hold -- it crossed its boundaries more often than the split
+    alpha allows on PRD's single-vote pairs, and it read 16 unanimous votes as an interval of width 0, a decision
+    at the first look where the score form decides nothing (the test above). Kept so the reason for the change is
+    reproducible; of the product it reads only the boundaries and the looks' sizes."""
+    x = np.ones(80)
     c = group_sequential.boundaries([0.2, 0.4, 0.6, 0.8, 1.0], 0.005)
-    assert t_reading(x[:16], 16, c[0]) == (1.0, 1.0)  # the reading before: width 0, a decision
+    assert t_reading(x[:16], 16, c[0]) == (1.0, 1.0)  # width 0: a decision
+    pairs = {pair: s for pair, s in prd_item_scores().items() if "claude" in pair}
+    split = 0.05 / 10
+    assert max(exact_size(s, split, t_reading) for s in pairs.values()) > split
