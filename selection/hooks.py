@@ -346,8 +346,8 @@ WORDS = {
 
 
 STOPPED_WORDS = "stopped: cannot be decided within the pool"  # a pair stopped for futility at a planned look
-# an open pair behind in the race (Comparison.behind, do_mark_behind)
-BEHIND_WORDS = "behind: raters get its items once the pairs nearer a decision have none for them"
+# an open pair behind in the race (Comparison.behind, do_mark_behind): the page tags the row "behind", then these
+BEHIND_WORDS = "far from a decision: its items go out only once the pairs nearer a decision have none left for a rater"
 
 
 class DecisionRow(TypedDict):

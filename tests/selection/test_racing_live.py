@@ -199,7 +199,11 @@ def test_no_pair_is_behind_once_the_study_stops_buying_decided_pairs_or_ranks(th
     Comparison.objects.filter(pk=level.pk).update(behind=True)
     table = researcher_client.get(three.get_absolute_url()).content.decode().split('data-testid="decisions"')[1]
     row = table.split("sys-b vs sys-c")[1].split("</tr>")[0]
-    assert f"undecided</strong> · {BEHIND_WORDS}" in row and BEHIND_WORDS not in table.split("sys-b vs sys-c")[0]
+    assert f'undecided</strong> <span class="badge behind">behind</span> {BEHIND_WORDS}' in row
+    assert BEHIND_WORDS not in table.split("sys-b vs sys-c")[0]
+    # the help above the table says it in the same words, with the same tag
+    help_text = researcher_client.get(three.get_absolute_url()).content.decode().split('id="decisions"')[1]
+    assert f'<span class="badge behind">behind</span> is {BEHIND_WORDS}' in help_text.split("</p>")[0]
     lifecycle.do_update_settings(three, {"stop_when_decided": False}, None)
     assert not marked(three)
     lifecycle.do_update_settings(three, {"stop_when_decided": True}, None)
