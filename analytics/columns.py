@@ -93,6 +93,7 @@ class Column:
     label: str
     format: Callable[[object], str] = as_text
     numeric: bool = True
+    wide: bool = False  # words that need room: the page gives the column a minimum width
 
 
 SYSTEM_A, SYSTEM_B = "System A", "System B"  # a pair's first and second system, in every section alike
@@ -148,12 +149,12 @@ COLUMNS: dict[str, Column] = {
     "risk": Column("Risk within the pool", as_p_value),
     "risk_beyond_pool": Column("Risk beyond the pool", as_p_value),
     "threshold": Column("Risk threshold", as_two),
-    "decided": Column("Decided by the risk", as_yes_no, numeric=False),
-    "decision": Column("Anytime-valid decision", words(DECISIONS), numeric=False),
+    "decided": Column("Risk below threshold", as_yes_no, numeric=False),
+    "decision": Column("Decision", words(DECISIONS), numeric=False),
     "win_rate_low": Column(f"Win rate of {SYSTEM_A}, lower bound", as_share),
     "win_rate_high": Column(f"Win rate of {SYSTEM_A}, upper bound", as_share),
     "decision_items": Column("Items in the decision", as_count),
-    "decision_design": Column("Decided by", numeric=False),
+    "decision_design": Column("Decision rule", numeric=False, wide=True),
     "consistency": Column("Consistency", as_two),
     "preference_strength": Column("Preference strength", as_signed_two),
     "separability": Column("Separability", as_two),
@@ -168,8 +169,8 @@ COLUMNS: dict[str, Column] = {
     "non_tie_judgments": Column("Non-tie judgments", as_count),
     "first_chosen": Column("First shown chosen", as_count),
     "p_first": Column("P(first shown chosen)", as_share),
-    "low_95": Column("Lower 95 %", as_share),
-    "high_95": Column("Upper 95 %", as_share),
+    "low_95": Column("Lower 95\u00a0%", as_share),
+    "high_95": Column("Upper 95\u00a0%", as_share),
     "sign_flip_p": Column("P-value (sign flips over items)", as_p_value),
     "first_at_threshold": Column("Share at the threshold decided first", as_share),
     "p_first_before": Column("P(first) before", as_share),

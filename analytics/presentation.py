@@ -177,11 +177,11 @@ SECTIONS = [
         "leader's lead if both systems were equally good on the pool of items the selection drew from (ties count in "
         "n, not in k, unless the settings say otherwise); 'Risk beyond the pool' is the same test for an unbounded "
         "pool, which stays meaningful when every pool item is judged. The decision is the study's own rule for System "
-        "A's win rate over items ('Decided by'; its lower and upper bound, {decision_error}): with planned looks, "
+        "A's win rate over items ('Decision rule'; its lower and upper bound, {decision_error}): with planned looks, "
         "the live plan's decision at its looks (or, before the plan has looked, the same looks over the judgments "
         "so far); otherwise an anytime-valid confidence sequence. "
         "'System A better' or 'System B better' when that system wins more than half, "
-        "'equivalent' within {decision_margin} of a half, else "
+        "{equivalent}else "
         "'undecided'. The confidence sequence reads every judgment as it is now (partly rated items and imported files "
         "included, in the order they arrived) and stays valid however often it is looked at; with 'Stop buying "
         "decided pairs' the study page shows the decision the plan keeps over whole items as they complete.",
@@ -361,6 +361,10 @@ def sections(report: Report) -> list[Section]:
         if stopping is None
         else error_words(stopping.decision_alpha, stopping.decision_alpha_pair, stopping.error_control),
         "decision_margin": None if stopping is None else stopping.decision_margin,
+        # with no margin no pair is called equivalent: the clause is left out
+        "equivalent": f"'equivalent' within {stopping.decision_margin} of a half, "
+        if stopping is not None and stopping.decision_margin
+        else "",
         "encoding": styled.encoding if isinstance(styled, StyleControl) else "cl100k_base",
         "min_items": MIN_ITEMS,
     }

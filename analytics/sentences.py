@@ -317,11 +317,15 @@ def leads(report: Report) -> dict[str, str]:
     if stopping:
         counts = {d: sum(s.decision == d for s in stopping) for d in ("a", "b", "equivalent", "undecided")}
         winners = counts["a"] + counts["b"]
+        equivalent = (  # with no margin no pair is called equivalent: the clause is left out
+            f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within the margin "
+            if stopping[0].decision_margin
+            else ""
+        )
         out["stopping"] = (
             f"{winners} of {plural(len(stopping), 'system pair')} {'has' if winners == 1 else 'have'} "
-            "a winner, "
-            f"{counts['equivalent']} {'is' if counts['equivalent'] == 1 else 'are'} equivalent within "
-            f"the margin and {counts['undecided']} {'is' if counts['undecided'] == 1 else 'are'} "
+            f"a winner{', ' if equivalent else ' '}{equivalent}"
+            f"and {counts['undecided']} {'is' if counts['undecided'] == 1 else 'are'} "
             "undecided: only undecided pairs need more judgments."
         )
     bias = report.positional_bias.populations
@@ -329,7 +333,7 @@ def leads(report: Report) -> dict[str, str]:
         out["positional-bias"] = " ".join(
             f"{'People' if kind == 'human' else 'Judges'} chose the output shown first in {p.first_chosen:,} of "
             f"{plural(p.n, 'non-tie choice')} on {plural(p.items, 'item')} ({100 * p.rate:.0f} %, 95 % interval "
-            f"{100 * p.low:.0f}–{100 * p.high:.0f} %, {p_words(p.p_value)}, both by item): "
+            f"{100 * p.low:.0f}–\u2060{100 * p.high:.0f}\u00a0%, {p_words(p.p_value)}, both by item): "
             f"{position_words(p.rate, p.p_value)}."
             for kind, p in bias.items()
             if p.n

@@ -8,11 +8,12 @@ import dataclasses
 from typing import cast
 
 import numpy as np
+from django.db.models import Count
 
 from analytics.report.data import AnalysisParameters, Row
-from annotation.models import Comparison, Study
+from annotation.models import Comparison, Study, Task
 from selection import services as selection_services
-from selection.core import decisions, group_sequential, winners
+from selection.core import decisions, designs, group_sequential, winners
 from selection.core.stopping import stopping_status
 from selection.models import PairDecision
 from selection.rating_sets import rating_sets
@@ -109,6 +110,14 @@ def stopping_section(
     population), so that its stored decision may be read."""
     pools = selection_services.selection_pools(study)
     live = study.selection_settings
+    # the pool the live plan plans its looks over: the pair's tasks (selection/hooks.py ``_observe_looks``)
+    tasks = dict(
+        Task.objects.filter(study=study)
+        .order_by()
+        .values("comparison_id")
+        .annotate(n=Count("id"))
+        .values_list("comparison_id", "n")
+    )
     stored = (
         {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
         if plans and live.looks()
@@ -125,7 +134,15 @@ def stopping_section(
             labels.count("a"), labels.count("b"), labels.count("tie"), n_pool, settings.risk, settings.ties_count_in_n
         )
         names = {"a": pair[0], "b": pair[1], "tie": "tie"}
-        call = pair_call(item_scores(sets)[0], settings, live.looks(), live.futility(), n_pool, stored.get(c.pk))
+        call = pair_call(
+            item_scores(sets)[0],
+            settings,
+            live.looks(),
+            live.futility(),
+            tasks.get(c.pk) or n_pool,
+            stored.get(c.pk),
+            one_first=live.one_first(),
+        )
         out.append(
             PairStopping(
                 system_a=pair[0],
@@ -167,6 +184,7 @@ def pair_call(
     futility: float,
     pool: int,
     stored: PairDecision | None = None,
+    one_first: bool = False,
 ) -> PairCall:
     """The decision the study's own rule gives a pair (docs/decisions.md#group-sequential-looks), from one home each:
 
@@ -175,24 +193,25 @@ def pair_call(
       on the whole items in the order they completed, each phase of one rater first at its share of the rate);
     - planned looks without one (a study whose plan has not run, imported judgments, another population):
       ``group_sequential.standing`` on ``scores`` (every item's score, in the order its last judgment arrived) over
-      ``looks`` looks planned at ``pool`` items, with the study's futility threshold;
+      ``looks`` looks planned at ``pool`` items (the caller passes the pair's tasks, the plan's pool), with the
+      study's futility threshold, at the rate the plan's first look would spend: with one rater first
+      (``one_first``) phase 1's share of it (``designs.first_share``), as ``selection/hooks.py`` does -- the
+      report's own reading (it cannot tell which phase the pair is in), and its design says so;
     - no planned looks: the anytime-valid betting confidence sequence over ``scores`` (``decisions.pair_decision``),
       a snapshot of all the judgments as they are, valid however often it is read."""
     if looks and stored is not None and stored.alpha:  # the live plan has planned its looks (alpha stored then)
-        design = f"group-sequential: {looks} planned looks (the live plan's decision)"
+        design = f"{looks} planned looks (live plan)"
         return PairCall(
             stored.decision, stored.low, stored.high, stored.items, design, live=True, futile=bool(stored.stopped)
         )
     if looks:
+        size = max(pool, len(scores), 1)
+        share = designs.first_share(looks) if one_first else 1.0
         now = group_sequential.standing(
-            scores,
-            looks,
-            settings.decision_alpha_pair,
-            settings.decision_margin,
-            pool=max(pool, len(scores), 1),
-            futility=futility,
+            scores, looks, settings.decision_alpha_pair * share, settings.decision_margin, pool=size, futility=futility
         )
-        design = f"group-sequential: {looks} planned looks at {max(pool, len(scores), 1)} items"
+        phase = ", phase 1's share of the error rate" if one_first else ""
+        design = f"{looks} planned looks at {size} items (the report's reading{phase})"
         return PairCall(now.decision, now.low, now.high, now.n, design, futile=bool(now.futile))
     decision = decisions.pair_decision(scores, settings.decision_alpha_pair, settings.decision_margin)
     # pair_decision (the betting rule) always gives an interval; only the hypergeometric rule's has none

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from analytics.populations import Population
 from analytics.report.assembly import compute
 from analytics.report.stopping import pair_call
-from selection.core import decisions, group_sequential
+from selection.core import decisions, designs, group_sequential
 from selection.models import PairDecision
 from tests.selection.test_planned_looks import ALPHA, ITEMS, looked, rate_everything  # noqa: F401 (a fixture)
 
@@ -103,3 +103,36 @@ def test_without_the_plans_decision_the_looks_are_read_over_the_scores_and_the_b
         40,
         "continuous: anytime-valid confidence sequence",
     )
+
+
+def test_before_the_plan_looks_one_rater_first_reads_phase_1s_share_of_the_rate_as_the_plan_does():
+    """The report's own reading before the live plan has looked: with one rater first the plan's first phase spends
+    ``designs.first_share(looks)`` of the pair's rate (selection/hooks.py ``_observe_looks``), so the report does
+    too, over the pool it is given (the pair's tasks), and its design says it is the report's reading."""
+    settings = type("S", (), {"decision_alpha_pair": 0.05, "decision_margin": 0.0})()
+    rng = np.random.default_rng([42, 8])
+    scores = rng.choice([0.0, 0.5, 1.0], p=[0.25, 0.15, 0.6], size=48)
+    split = pair_call(scores, settings, 4, 0.0, 96, one_first=True)  # type: ignore[arg-type]
+    look = group_sequential.standing(scores, 4, 0.05 * designs.first_share(4), 0.0, pool=96)
+    assert (split.decision, split.low, split.high, split.n) == (look.decision, look.low, look.high, look.n)
+    whole = pair_call(scores, settings, 4, 0.0, 96)  # type: ignore[arg-type]
+    assert split.low < whole.low and split.high > whole.high  # a smaller rate: a wider interval at the same look
+    assert "4 planned looks at 96 items (the report's reading, phase 1's share" in split.design
+    assert "phase 1" not in whole.design
+
+
+def test_with_no_margin_the_help_and_the_lead_leave_out_equivalence(looked):  # noqa: F811
+    from analytics.presentation import sections
+    from analytics.sentences import leads
+    from annotation.studies import lifecycle
+
+    assert looked.selection_settings.decision_margin == 0.0
+    for margin, said in ((0.0, False), (0.05, True)):
+        lifecycle.do_update_settings(looked, {"decision_margin": margin}, None)
+        report = compute(looked)
+        note = next(s.note for s in sections(report) if s.name == "stopping")
+        lead = leads(report)["stopping"]
+        assert ("'equivalent' within 0.05 of a half, else 'undecided'" in note) is said
+        assert ("equivalent' within" in note) is said and ("equivalent within the margin" in lead) is said
+        assert "'Decision rule'" in note and lead.startswith("0 of 3 system pairs have a winner")
+        assert lead.endswith("and 3 are undecided: only undecided pairs need more judgments.")
