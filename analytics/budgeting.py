@@ -420,18 +420,35 @@ def no_plan_words(rows: list[dict], max_items: int, split: bool) -> str:
     )
     needed = [r["items"] for r in rows if r["items"] is not None]
     fewest = f"the smallest plan needs {min(needed):,} items" if needed else f"each needs more than {max_items:,}"
-    everyone = "the system pair needs" if pairs == 1 else f"each of the {pairs} system pairs needs"
+    return (
+        f"No plan fits: at {'the win rate' if len(wins) == 1 else 'every win rate'} planned ({_listed(wins)}), "
+        f"{_everyone(pairs)} more items than its pool holds with {_listed(raters, 'or')} "
+        f"rater{'s' if raters != ['1'] else ''} per item ({pool}; {fewest}). To get a plan, {_ways_out(pairs, split)}."
+    )
+
+
+def no_plan_at_win_rate_words(pairs: int, split: bool) -> str:
+    """The advised table's row for a win rate no planned number of raters fits: ``no_plan_words`` for one margin,
+    in the same words (``pairs``: the system pairs planned; ``split`` as there)."""
+    return (
+        f"No plan fits at this win rate: {_everyone(pairs)} more items than its pool holds. "
+        f"To get a plan, {_ways_out(pairs, split)}."
+    )
+
+
+def _everyone(pairs: int) -> str:
+    return "the system pair needs" if pairs == 1 else f"each of the {pairs} system pairs needs"
+
+
+def _ways_out(pairs: int, split: bool) -> str:
     fewer = ""
     if pairs > 1:
         fewer = ", or compare fewer system pairs" + (
             " (the study-wide error rate is then split fewer ways, so each pair needs fewer items)" if split else ""
         )
     return (
-        f"No plan fits: at {'the win rate' if len(wins) == 1 else 'every win rate'} planned ({_listed(wins)}), "
-        f"{everyone} more items than its pool holds with {_listed(raters, 'or')} rater{'s' if raters != ['1'] else ''} "
-        f"per item ({pool}; {fewest}). To get a plan, add items to the study and the budget to rate "
-        "them, plan for a wider margin (a win rate further from a half needs fewer items)"
-        f"{fewer}."
+        "add items to the study and the budget to rate them, plan for a wider margin (a win rate further from a "
+        f"half needs fewer items){fewer}"
     )
 
 

@@ -7,6 +7,7 @@ import dataclasses
 
 from analytics import budgeting
 from analytics.budgeting import percent
+from selection.core import multiplicity
 
 
 def budget_panel(study) -> dict:
@@ -40,9 +41,19 @@ def budget_panel(study) -> dict:
             )
     rows = [{**r, "win_percent": percent(r["margin"])} for r in rows]
     if rows and "advice" in rows[0]:  # (plans stored before the advice have none)
-        advised = [{**a, "win_percent": percent(a["margin"])} for a in budgeting.advised(rows)]
+        # the plan's error rate is a share of a study-wide one: fewer pairs would leave each a larger share
+        settings = study.selection_settings
+        split = multiplicity.in_force(settings.error_control, settings.compared_pairs()) == "study_wide"
+        pairs = len({r["pair"] for r in rows})
+        advised = [
+            {
+                **a,
+                "win_percent": percent(a["margin"]),
+                "no_plan": "" if a["pairs"] else budgeting.no_plan_at_win_rate_words(pairs, split),
+            }
+            for a in budgeting.advised(rows)
+        ]
         # no pair fits at any margin: what to change, in words, instead of a table of dashes
-        split = latest.result["request"]["alpha"] < study.selection_settings.decision_alpha
         max_items = latest.result["request"]["max_items"]
         no_plan = "" if any(a["pairs"] for a in advised) else budgeting.no_plan_words(rows, max_items, split)
         panel.update(advice=budgeting.advice_words(rows), advised=advised, no_plan=no_plan)

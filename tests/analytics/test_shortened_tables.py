@@ -64,11 +64,13 @@ def test_no_plan_that_fits_says_what_to_change_instead_of_dashes(client, researc
     assert (
         'colspan="7"' in row
         and (
-            "No plan fits at this win rate: the system pair needs more items than its pool holds. Plan for a wider "
-            "margin, add items to the study."
+            "No plan fits at this win rate: the system pair needs more items than its pool holds. To get a plan, add "
+            "items to the study and the budget to rate them, plan for a wider margin (a win rate further from a half "
+            "needs fewer items)."
         )
         in row
     )
+    assert budgeting.no_plan_at_win_rate_words(1, False) in row  # one home for the words (budgeting)
     assert f"<td>95 %</td><td>{fits[0]['items']}</td><td>1</td>" in table
 
 
@@ -130,7 +132,11 @@ def test_the_positional_bias_page_lists_raters_with_ten_votes_and_the_csv_and_js
         "here (their choices still count in the ‘all humans’ row); the CSV lists every rater."
     )
     assert section.index("left-out-positional-bias") < section.index("<table")  # said above the table
-    assert "Showing 3 of 10 rows; the CSV has them all." in section
+    assert "Showing 3 of" not in section  # the left-out line says it: no second footer
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert "Lower 95\u00a0%" in headers and "Upper 95\u00a0%" in headers  # "%" never wraps onto a line alone
+    lead = section.split('<p class="lead">')[1].split("</p>")[0]
+    assert re.search(r"interval \d+–\u2060\d+\u00a0%", lead), lead  # nor the upper bound
 
     download = researcher_client.get(reverse("report_table", args=[study.pk, "positional-bias"]))
     listed = [row["rater"] for row in csv.DictReader(io.StringIO(download.content.decode()))]
