@@ -364,6 +364,7 @@ class DecisionRow(TypedDict):
     planned: int
     saved: int
     money: Decimal | None  # None without a pay per assignment
+    first_look: int | None  # with planned looks, the items the first one reads (look_sizes(pool, K)[0]); else None
 
 
 def decision_rows(study: Study) -> list[DecisionRow]:
@@ -372,11 +373,14 @@ def decision_rows(study: Study) -> list[DecisionRow]:
     ranking as the goal, why a pair is not bought now (decided, its order implied by decided pairs, or not next to
     each other in the current ranking); of an open pair, whether it is behind in the race."""
     planned: dict[int, int] = {}
+    pools: dict[int, int] = {}  # the pair's items the plan can buy (its tasks): the pool its looks are planned over
     for comparison_id, pairs in (
         Task.objects.filter(study=study).annotate(p=Count("task_pairs")).values_list("comparison_id", "p")
     ):
         # the study's raters per item, not the task's current ask (one rater first asks for the others later)
         planned[comparison_id] = planned.get(comparison_id, 0) + pairs * study.raters_per_item
+        pools[comparison_id] = pools.get(comparison_id, 0) + 1
+    looks = study.selection_settings.looks()
     stored = {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
     pay = study.crowd_settings.pay_per_assignment
     comparisons = list(study.comparisons.select_related("system_a", "system_b"))
@@ -426,6 +430,7 @@ def decision_rows(study: Study) -> list[DecisionRow]:
                 "saved": saved,
                 # the judgments not bought at the study's pay per assignment (whole items' pairs, as bundled)
                 "money": None if pay is None else (pay * saved / pairs_per_bundle(study)).quantize(Decimal("0.01")),
+                "first_look": group_sequential.look_sizes(pools[c.pk], looks)[0] if looks and pools.get(c.pk) else None,
             }
         )
     return rows
