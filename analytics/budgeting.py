@@ -19,6 +19,7 @@ import random
 import statistics
 from collections.abc import Callable, Mapping
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Count
 
@@ -27,7 +28,7 @@ from analytics.models import BudgetPlan
 from analytics.plots import line_plot
 from annotation import jobs
 from annotation.models import Generation, Job, Study, Task
-from annotation.plan import scheduling
+from annotation.plan import planning, scheduling
 from annotation.rating import allocation
 from selection import rating_sets
 from selection.core import budget
@@ -250,13 +251,7 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
     per_item = pairs_per_item(study)
     pay = study.crowd_settings.pay_per_assignment
     pay = None if pay is None else Decimal(str(pay))
-    pools = dict(
-        Task.objects.filter(study=study)
-        .order_by()
-        .values("comparison_id")
-        .annotate(n=Count("id"))
-        .values_list("comparison_id", "n")
-    )  # the items each pair's plan holds
+    pools = planning.pair_pools(study)  # the items each pair's plan holds
     all_items = study.items.count()
     total, done = len(comparisons) * len(request.margins) * len(request.raters), 0
     needed: dict[tuple[float, float], int | None] = {}  # pairs with the same item variance share a simulation
@@ -267,7 +262,7 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
         pairs = per_item.get(c.pk, 1.0)
         per_assignment = allocation.bundle(max(1, round(pairs)), study.judgments_per_assignment)
         pool = pools.get(c.pk, all_items)
-        pair_rows = []
+        pair_rows: list[dict[str, Any]] = []
         for m in request.raters:
             for margin in request.margins:
                 variance = pilot.item_variance(m)

@@ -8,10 +8,10 @@ import dataclasses
 from typing import cast
 
 import numpy as np
-from django.db.models import Count
 
 from analytics.report.data import AnalysisParameters, Row
-from annotation.models import Comparison, Study, Task
+from annotation.models import Comparison, Study
+from annotation.plan import planning
 from selection import services as selection_services
 from selection.core import decisions, designs, group_sequential, winners
 from selection.core.stopping import stopping_status
@@ -111,13 +111,7 @@ def stopping_section(
     pools = selection_services.selection_pools(study)
     live = study.selection_settings
     # the pool the live plan plans its looks over: the pair's tasks (selection/hooks.py ``_observe_looks``)
-    tasks = dict(
-        Task.objects.filter(study=study)
-        .order_by()
-        .values("comparison_id")
-        .annotate(n=Count("id"))
-        .values_list("comparison_id", "n")
-    )
+    tasks = planning.pair_pools(study)  # the items each pair's plan holds
     stored = (
         {d.comparison_id: d for d in PairDecision.objects.filter(comparison__study=study)}
         if plans and live.looks()

@@ -31,6 +31,18 @@ from annotation.plan import scheduling
 MAX_SYSTEM_PAIRS = 5000  # system pairs one study compares: 100 systems, all pairs (400 systems made 79,800)
 
 
+def pair_pools(study: Study) -> dict[int, int]:
+    """System pair id -> the items its plan holds (its tasks): the pool a pair's planned looks are planned over and
+    the most a budget can buy of it."""
+    return dict(
+        Task.objects.filter(study=study)
+        .order_by()
+        .values("comparison_id")
+        .annotate(n=Count("id"))
+        .values_list("comparison_id", "n")
+    )
+
+
 def comparison_systems(study: Study, explicit: list[tuple[int, int]] | None = None) -> list[tuple[System, System]]:
     """The system pairs the study compares, as (A, B), per its pair mode; more than ``MAX_SYSTEM_PAIRS`` is
     refused with what to do instead. Only systems with all their outputs take part (``systems_with_outputs``)."""
