@@ -10,7 +10,6 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TypedDict, cast
 
-import numpy as np
 from django.db.models import Case, Count, F, Value, When
 
 from annotation import extensions
@@ -203,14 +202,8 @@ def _observe_looks(
         now = group_sequential.standing([], looks)
     stored.decision, stored.stopped = now.decision, now.futile
     stored.low, stored.high, stored.items = now.low, now.high, len(stored.scores)
+    stored.spread = racing.spread(stored.scores)  # what the race reads (do_mark_behind), kept with the scores
     stored.save()
-    _SPREADS[stored.comparison_id] = (stored.updated, _spread(stored.scores))  # what the race reads (do_mark_behind)
-
-
-# A pair's spread as of its stored decision's last save (``updated``), by pair: each submit would otherwise read and
-# parse every open pair's scores (11 ms at 36 pairs of 300 items on SQLite; bench/decision_step.py). A pair saved in
-# this process is known at once; one another process saved is read again, alone.
-_SPREADS: dict[int, tuple[object, float | None]] = {}
 
 
 _RACE = CompiledQuery(  # compiled once per thread, as _DECISION: it runs inside the rater's submit
@@ -218,14 +211,10 @@ _RACE = CompiledQuery(  # compiled once per thread, as _DECISION: it runs inside
         "pk",
         "closed",
         "behind",
-        *(f"decision__{f}" for f in ("decision", "stopped", "items", "mean", "pool", "alpha", "updated")),
+        *(f"decision__{f}" for f in ("decision", "stopped", "items", "mean", "pool", "alpha", "spread")),
     ),
     study=int,
 )
-
-
-def _spread(scores: list[float]) -> float | None:
-    return float(np.std(scores, ddof=1)) if len(scores) > 1 else None
 
 
 def do_mark_behind(study: Study, settings) -> None:
@@ -233,28 +222,19 @@ def do_mark_behind(study: Study, settings) -> None:
     docs/decisions.md#racing-across-pairs): ``racing.behind`` over the pairs neither decided nor stopped, each at
     its stored items, mean, pool and -- with planned looks -- the spread of its scores, at the pairs' error rate and
     the study's margin; a pair not yet observed is at 0 items (never behind). Only while the study stops buying
-    decided pairs for every pair (the ranking goal races by its own rule): otherwise no pair is behind. One read
-    (and one of the scores of raced pairs another process saved); where a mark changes, the changed rows locked in
-    pk order and one update."""
+    decided pairs for every pair (the ranking goal races by its own rule): otherwise no pair is behind. One read;
+    where a mark changes, the changed rows locked in pk order and one update."""
     racing_pairs = settings.stops_buying() and not settings.ranks_only()
     looks = settings.looks() > 0
     rows = [tuple(row.values()) for row in _RACE.rows(study=study.pk)]
     states: dict[int, racing.RaceState] = {}
-    alpha, saved = 0.0, {}
-    for pk, closed, _, decision, stopped, n, mean, pool, stored_alpha, updated in rows if racing_pairs else []:
+    alpha = 0.0
+    for pk, closed, _, decision, stopped, n, mean, pool, stored_alpha, sd in rows if racing_pairs else []:
         if closed or stopped or decision not in (None, decisions.UNDECIDED):
             continue
         alpha = alpha or stored_alpha or 0.0
-        states[pk] = racing.RaceState(n or 0, 0.5 if mean is None else mean, pool or 0)
-        if looks and states[pk].n >= racing.WARMUP:  # the spread of a pair in the race
-            saved[pk] = updated
-    missing = [pk for pk, updated in saved.items() if _SPREADS.get(pk, (None,))[0] != updated]
-    for pk, updated, scores in PairDecision.objects.filter(comparison_id__in=missing).values_list(
-        "comparison_id", "updated", "scores"
-    ):
-        _SPREADS[pk] = (updated, _spread(scores))
-    for pk in saved:
-        states[pk] = dataclasses.replace(states[pk], sd=_SPREADS.get(pk, (None, None))[1])
+        # with planned looks the spread stored with the scores; the betting sequence keeps none (the bound stands in)
+        states[pk] = racing.RaceState(n or 0, 0.5 if mean is None else mean, pool or 0, sd if looks else None)
     unpooled = [pk for pk, s in states.items() if s.n >= racing.WARMUP and not s.pool]  # stored before pools were
     if unpooled:
         counts = Task.objects.filter(comparison_id__in=unpooled).values_list("comparison_id").annotate(k=Count("id"))

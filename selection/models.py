@@ -355,6 +355,12 @@ class PairDecision(models.Model):
         help_text="Stopped for futility at a planned look: undecided, and no longer bought (the pool is too small "
         "for the decision it is heading to).",
     )
+    spread = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="With planned looks: the spread of the current phase's scores (racing.spread; None below two), what "
+        "racing across pairs reads.",
+    )
     updated = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -106,6 +106,12 @@ class Stream(Protocol):
     def result(self) -> DesignReplay: ...
 
 
+def spread(scores: npt.ArrayLike) -> float | None:
+    """The spread of a pair's observations as the race reads it (the standard deviation, ddof 1); None below two."""
+    x = np.asarray(scores, dtype=np.float64)
+    return float(np.std(x, ddof=1)) if len(x) > 1 else None
+
+
 def race_state(stream: Stream) -> RaceState:
     """The race's view of an open pair, as the live plan can read it: its current phase's items and mean, its pool,
     and with planned looks the spread of the phase's observations (ddof 1; the betting sequence reads none, so
@@ -114,7 +120,7 @@ def race_state(stream: Stream) -> RaceState:
     x = stream.scores
     # prediction-powered observations range over [1 - 1/pi, 1/pi], where the bound for scores in [0, 1] does not hold
     bounded = len(x) == 0 or (float(x.min()) >= 0.0 and float(x.max()) <= 1.0)
-    sd = float(np.std(x, ddof=1)) if len(x) > 1 and (stream.looks or not bounded) else None
+    sd = spread(x) if stream.looks or not bounded else None
     return RaceState(len(x), float(x.mean()) if len(x) else 0.5, stream.pool, sd)
 
 

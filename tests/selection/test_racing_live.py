@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Iterator
 
 import numpy as np
@@ -152,10 +153,13 @@ def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_oth
         for needs, marks in raced
         for pk, (n, need) in needs.items()
     )
-    # the decision step: its four queries, a fifth (the race: the pairs' stored decisions, the spreads known from
-    # the submits before) once a raced pair completed an item, a sixth where another submit saved a raced pair's
-    # scores, and where a mark changed the changed rows locked in pk order and one update: at most 8
+    # the decision step: its four queries, a fifth (the race: the pairs' stored decisions with their spreads) once a
+    # raced pair completed an item, where a mark changed the changed rows locked in pk order and one update, and
+    # where a pair was decided the update that closes it: at most 8
     assert 5 in counts and max(counts[3:]) <= 8 and counts.count(4) > 10, counts
+    # each stored spread is its scores' standard deviation (ddof 1), kept with them
+    for d in PairDecision.objects.filter(comparison__study=looked):
+        assert d.spread == (pytest.approx(statistics.stdev(d.scores)) if len(d.scores) > 1 else None)
     # the pairs ahead were decided and the level pair stopped for futility: no open pair, none behind
     assert not marked(looked) and not looked.comparisons.filter(closed=False).exists()
 
