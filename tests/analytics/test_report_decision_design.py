@@ -45,7 +45,7 @@ KEYS = {  # the stopping keys report --json had before the design was named: kep
 }
 
 
-@pytest.mark.slow(seconds=30)
+@pytest.mark.slow(seconds=8)
 def test_with_planned_looks_the_report_shows_the_live_plans_decision(looked):  # noqa: F811
     rate_everything(looked)
     report = compute(looked)

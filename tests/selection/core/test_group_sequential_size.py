@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import pytest
 from scipy import stats
 
 from selection.core import group_sequential
@@ -65,7 +64,6 @@ def exact_size(
     return false
 
 
-@pytest.mark.slow(seconds=40)
 def test_planned_looks_hold_their_size_on_prd_single_vote_pairs_exactly():
     pairs = {pair: s for pair, s in prd_item_scores().items() if "claude" in pair}
     assert len(pairs) == 4 and all(len(s) == 80 and set(s) <= {0.0, 0.5, 1.0} for s in pairs.values())
