@@ -50,6 +50,10 @@ class ItemChooser:
     """``do_reconsider_decisions(study)``: after its settings change, the ids of every system pair the study no
     longer buys, from the decisions as last brought up to date (the stored decisions are forgotten when it stops
     buying decided pairs)."""
+    pair_weights: Callable[..., dict] = lambda study: {}
+    """``pair_weights(study)``: an arena's chance weight of each system pair for its next battle (comparison id ->
+    weight > 0), read from each pair's decision (``selection/arena.py``: a pair still undecided weighs more); a pair
+    missing from it is never drawn."""
     first_raters: Callable[..., int] = lambda study: study.raters_per_item
     """``first_raters(study)``: how many raters a new rating task asks for at first (fewer than the study's raters
     per item when the plan comes back for the others only where they pay)."""

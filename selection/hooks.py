@@ -16,7 +16,7 @@ from annotation import extensions
 from annotation.compiled import CompiledQuery, instance, model_columns
 from annotation.models import Assignment, AssignmentTask, Comparison, Item, Study, Task
 from annotation.rating.allocation import pairs_per_bundle
-from selection import live, rating_sets, services
+from selection import arena, live, rating_sets, services
 from selection.core import decisions, designs, group_sequential, racing
 from selection.models import PairDecision, error_words
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
@@ -314,6 +314,7 @@ CHOOSER = extensions.ItemChooser(
     fills_items_first=lambda study: study.selection_settings.stops_buying(),
     do_reconsider_decisions=do_reconsider_decisions,
     first_raters=first_raters,
+    pair_weights=arena.pair_weights,
 )
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ("annotation", "selection", "analytics")
-WINGS = ["exchange", "plan", "rating", "studies", "crowd", "judges", "generating", "views"]
+WINGS = ["exchange", "plan", "rating", "studies", "crowd", "judges", "generating", "arena", "views"]
 ANALYTICS_MAY_READ = [  # besides selection.core.*; tighten as analytics stops needing them
     "selection.models",  # the stored runs and inclusion probabilities the reports weight by
     "selection.rating_sets",  # the one reader from judgments to rating sets; the budget planner's pilot outcomes

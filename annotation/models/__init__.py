@@ -16,6 +16,7 @@ One module per concept, the way zulip lays out ``zerver/models/``; everything pu
 - ``crowd``: links for crowdsourcing sites, worker sessions, the blocklist, MTurk HITs
 - ``endpoints``: ``Endpoint`` and what is one (``Judge``, ``SystemEndpoint``), and the ledgers of their calls
 - ``jobs``: ``Job``, ``WorkerBeat``
+- ``arena``: an arena study's ``Arena`` settings, its ``Battle``s and their ``BattleReply``s
 
 A module of this package imports its neighbours directly (``annotation.models.studies``), never this package.
 """
@@ -74,3 +75,4 @@ from annotation.models.endpoints import (
     unknown_key_variable as unknown_key_variable,
 )
 from annotation.models.jobs import Job as Job, WorkerBeat as WorkerBeat
+from annotation.models.arena import SIDES as SIDES, Arena as Arena, Battle as Battle, BattleReply as BattleReply

@@ -55,7 +55,18 @@ class Study(models.Model):
         NO_REPEAT = "no_repeat", "No-repeat: every system pair once per item, random display order"
         SYMMETRIC = "symmetric", "Symmetric: every system pair, both display orders equally often"
 
+    class Kind(models.TextChoices):
+        FILE = "file", "Items from a study file"
+        ARENA = "arena", "An arena: raters bring their own prompts, live systems answer (docs/arena.md)"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="studies")
+    kind = models.CharField(
+        max_length=10,
+        choices=Kind.choices,
+        default=Kind.FILE,
+        db_default=Kind.FILE,
+        help_text="Where the items come from; fixed when the study is created.",
+    )
     name = models.CharField(max_length=200, help_text="Unique among the owner's studies.")
     description = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -221,6 +232,10 @@ class Study(models.Model):
 
     def open_link_path(self) -> str:
         return reverse("open_link", args=[self.open_link_token()])
+
+    @property
+    def is_arena(self) -> bool:
+        return self.kind == self.Kind.ARENA
 
     @property
     def accepts_raters(self) -> bool:
