@@ -29,9 +29,11 @@ from annotation.endpoint_runs import Reply
 from annotation.endpoints import EndpointError
 from annotation.errors import ServiceError
 from annotation.models import (
+    Battle,
     Generation,
     GenerationCall,
     Item,
+    Job,
     Study,
     System,
     SystemEndpoint,
@@ -45,6 +47,10 @@ MAX_OUTPUT_CHARS = 200_000  # a longer reply is unusable (kept out: a rater cann
 # where a system's outputs come from: fixed once some exist (``check_same_source``, the system's form), and what each
 # output's provenance records of its endpoint (never the key)
 SOURCE = ("base_url", "model", "system_prompt", "temperature", "max_tokens", "seed")
+# an arena's battles whose prompt is sampled in the background; a job param: the run ended its asking, and a battle
+# settling from now on starts a run of its own (``generating/samples.py``)
+ARENA_SAMPLED = (Battle.Status.READY, Battle.Status.VOTED)
+CLOSING = "closing"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -66,7 +72,7 @@ def do_add_endpoint_system(study: Study, name: str, **fields: Any) -> SystemEndp
             "Raters have already started on this study, so its comparison plan is frozen: a new "
             "system could not be compared. Duplicate the study to add one."
         )
-    if not study.items.exists():
+    if not study.is_arena and not study.items.exists():  # an arena's items are its battles' prompts, later
         raise EndpointError("The study has no items to generate outputs for.")
     if "system_prompt" in fields:
         fields["system_prompt"] = newlines(fields["system_prompt"] or "")
@@ -156,7 +162,22 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
     # What is asked
 
     def wanted(self) -> list[tuple[int, int]]:
-        """(item, sample index) of every output the system should have, items in the file's order."""
+        """(item, sample index) of every output the system should have, items in the file's order. In an arena:
+        the prompts of the battles this system is in, once READY (or voted), samples 1..K -- sample 0 is the reply
+        the rater saw (docs/arena.md#live-separability-and-sep-elo)."""
+        if self.study.is_arena:
+            system = self.endpoint.system_id
+            items = (
+                Battle.objects.filter(
+                    Q(comparison__system_a=system) | Q(comparison__system_b=system),
+                    study_id=self.endpoint.system.study_id,
+                    status__in=ARENA_SAMPLED,
+                    gold__isnull=True,
+                )
+                .order_by("pk")
+                .values_list("item_id", flat=True)
+            )
+            return [(item, k) for item in items for k in range(1, self.endpoint.samples)]
         items = Item.objects.filter(study_id=self.endpoint.system.study_id).order_by("position")
         return [(item, k) for item in items.values_list("pk", flat=True) for k in range(self.endpoint.samples)]
 
@@ -178,6 +199,8 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
 
     @property
     def outputs_wanted(self) -> int:
+        if self.study.is_arena:
+            return len(self.wanted())
         if self.n_items is None:
             self.n_items = Item.objects.filter(study_id=self.endpoint.system.study_id).count()
         return self.n_items * self.endpoint.samples
@@ -185,6 +208,8 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
     @property
     def done_words(self) -> str:
         wanted, samples = self.outputs_wanted, self.endpoint.samples
+        if self.study.is_arena:
+            return f"of {wanted} background sample{'s' if wanted != 1 else ''} ({samples - 1} per battle prompt)"
         return f"of {wanted} output{'s' if wanted != 1 else ''} ({samples} per input)"
 
     @property
@@ -271,7 +296,10 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
     # The end of a run
 
     def do_finish(self, said: str) -> jobs.Outcome:
-        """Once every output is in, the system joins the plan; otherwise what is still missing."""
+        """Once every output is in, the system joins the plan; otherwise what is still missing. An arena's run
+        chains instead (``do_finish_arena``)."""
+        if self.study.is_arena:
+            return self.do_finish_arena(said)
         included = self.do_include_if_complete()
         left = self.remaining()
         if left:
@@ -284,7 +312,7 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         Returns what happened, in words."""
         endpoint = self.endpoint
         study = Study.objects.get(pk=endpoint.system.study_id)
-        if self.remaining():
+        if study.is_arena or self.remaining():  # an arena's systems are compared from the start, all pairs
             return ""
         if study.comparisons.filter(Q(system_a=endpoint.system_id) | Q(system_b=endpoint.system_id)).exists():
             return "It is compared in the study's plan."
@@ -309,6 +337,36 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
                 "second system, or (with an explicit list of pairs) its pairs ticked on the settings page."
             )
         return f"The plan was rebuilt with the new system: {tasks} rating tasks, {pairs} of its system pairs."
+
+    def do_finish_arena(self, said: str) -> jobs.Outcome:
+        """An arena's sampling run at its end: the separability of the prompts whose samples are now all in is
+        computed (selection's "arena_separability" job, coalesced); prompts of battles that became ready while it
+        ran, never asked, are asked by a next run started now; otherwise the job is marked ``CLOSING`` under the
+        endpoint's row lock, so a battle settling from now on starts a run of its own
+        (``generating.samples.do_sample``) rather than join this one. Failed requests are asked again by the next
+        battle's run, not in a loop here."""
+        endpoint = self.endpoint
+        said_more = ""
+        try:
+            jobs.start(self.study, "arena_separability")
+        except ServiceError as exc:  # JobLimit: computed by the next run's end
+            said_more = f" Separability could not be queued now: {exc}"
+        with transaction.atomic():
+            SystemEndpoint.objects.select_for_update().filter(pk=endpoint.pk).first()
+            current = self.current_job()
+            asked = set(endpoint.calls.values_list("item_id", "sample_index"))
+            never_asked = [key for key in self.missing() if key not in asked]
+            if never_asked and current is not None:
+                jobs.start(
+                    self.study, self.kind, params={self.param: endpoint.pk}, message=self.said(self.words.going_on)
+                )
+                return jobs.Outcome(f"{said} {len(never_asked)} new battle samples go on in the next run.{said_more}")
+            if current is not None:
+                Job.objects.filter(pk=current.pk).update(params={**current.params, CLOSING: True})
+        left = self.remaining()
+        if left:
+            said = f"{said} {left} sample{'s' if left != 1 else ''} failed: asked again with the next battle."
+        return jobs.Outcome(f"{said}{said_more}")
 
 
 generate_job = GenerationRun.job_body  # the body of "generate" jobs (annotation.jobs.KINDS)
