@@ -36,6 +36,16 @@ request's ``seed`` (without one, each request differs), terse or verbose as the 
 ``[[empty]]`` (an empty
 reply), ``[[nul]]`` (a NUL character in the reply), ``[[filtered]]`` (``finish_reason: content_filter``) and
 ``[[long]]`` (cut off at ``max_tokens``: ``finish_reason: length``).
+
+Streaming (``stream: true``, an arena's replies): the request is validated with the client's
+``CompletionCreateParamsStreaming`` instead, and the reply -- the ``gen-`` text above, for any model -- is sent as
+server-sent events, each chunk built from ``ChatCompletionChunk``: the role first, then one word a chunk (with the
+spaces before it) at ``stream_rate`` words a second after ``first_token_seconds``, the finish reason, the usage when
+``stream_options.include_usage`` asks, and ``data: [DONE]``. The send time of each reply's first word is kept in
+``server.first_sent`` (``GET /v1/stream-log`` returns them) for the arena bench. Fault markers: ``[[stream-error]]``
+(three words, then an error event: the client raises ``APIError``), ``[[stream-stall]]`` (three words, then nothing
+until the client hangs up), ``[[stream-trickle]]`` (a word every ``trickle_seconds``, without end), ``[[stream-key]]``
+(the request's ``Authorization`` header spelled out a few characters a chunk).
 """
 
 from __future__ import annotations
@@ -53,13 +63,17 @@ import typing
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
-from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import (
+    CompletionCreateParamsNonStreaming,
+    CompletionCreateParamsStreaming,
+)
 from pydantic import TypeAdapter, ValidationError
 
 ECHO_KEY = re.compile(r"\[\[echo-key:(\d+):(\d+)\]\]")
 
 PARAMS = TypeAdapter(CompletionCreateParamsNonStreaming)
+STREAM_PARAMS = TypeAdapter(CompletionCreateParamsStreaming)
 MESSAGE = TypeAdapter(ChatCompletionMessageParam)
 KNOWN = set(typing.get_type_hints(CompletionCreateParamsNonStreaming))
 # Output B runs to the default template's closing instruction (or the end of the prompt): real outputs have blank
@@ -150,6 +164,9 @@ class JudgeServer(ThreadingHTTPServer):
         self.huge_error_chars = 5_000_000
         self.extra_bytes = 30_000_000
         self.headers_seen: list[dict[str, str]] = []  # every valid request's headers
+        self.stream_rate = 50.0  # words a second of a streamed reply
+        self.first_token_seconds = 0.0  # before a streamed reply's first word
+        self.first_sent: list[dict] = []  # each streamed reply: model, last message, first word's send time (epoch)
 
     @property
     def base_url(self) -> str:
@@ -216,10 +233,8 @@ class Handler(BaseHTTPRequestHandler):
         unknown = set(body) - KNOWN
         if unknown:
             return f"unknown parameters: {sorted(unknown)}"
-        if body.get("stream"):
-            return "stream is not expected"
         try:
-            PARAMS.validate_python(body)
+            (STREAM_PARAMS if body.get("stream") else PARAMS).validate_python(body)
             if not isinstance(body.get("messages"), list) or not body["messages"]:
                 return "messages must be a non-empty list"
             for message in body["messages"]:
@@ -316,6 +331,9 @@ class Handler(BaseHTTPRequestHandler):
                 with self.server.lock:
                     self.server.hung_up += 1
             return
+        if body.get("stream"):
+            self._stream(body, prompt, attempt)
+            return
         if body["model"].startswith("gen-"):
             self._generate(body, prompt, attempt)
             return
@@ -408,19 +426,10 @@ class Handler(BaseHTTPRequestHandler):
             with server.lock:
                 server.hanging += 1
             try:
-                self.connection.settimeout(0.1)
-                while not server.released.is_set():
-                    try:
-                        if self.connection.recv(1) == b"":  # the client closed its end
-                            break
-                    except TimeoutError:
-                        continue
-                    except OSError:
-                        break
+                self._hold()
             finally:
                 with server.lock:
                     server.hanging -= 1
-                    server.hung_up += 1
             self.close_connection = True
             return True
         if "[[invalid-json]]" in prompt:
@@ -468,6 +477,86 @@ class Handler(BaseHTTPRequestHandler):
         }
         self._send(200, ChatCompletion.model_validate(completion).model_dump(mode="json", exclude_none=True))
 
+    def _stream(self, body: dict, prompt: str, attempt: int) -> None:
+        """A streamed reply (see the module's docstring): chunks built from ``ChatCompletionChunk``, one word each at
+        the server's rate, under the stream fault markers."""
+        server, model = self.server, body["model"]
+        text = generated_text(model, prompt, body.get("seed"), attempt)
+        words = re.findall(r"\s*\S+", text)
+        if "[[stream-key]]" in prompt:
+            secret = str(self.headers.get("Authorization"))
+            words = ["Here: "] + [secret[i : i + 3] for i in range(0, len(secret), 3)]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        self.close_connection = True
+
+        def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> bytes:
+            data = {
+                "id": f"chatcmpl-{abs(hash((prompt, attempt))) % 10**8}",
+                "object": "chat.completion.chunk",
+                "created": 1_700_000_000,
+                "model": model,
+                "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **({"usage": usage} if usage else {}),
+            }
+            valid = ChatCompletionChunk.model_validate(data).model_dump(mode="json", exclude_none=True)
+            return f"data: {json.dumps(valid)}\n\n".encode()
+
+        def send(data: bytes) -> None:
+            self.wfile.write(data)
+            self.wfile.flush()
+
+        try:
+            send(chunk({"role": "assistant", "content": ""}))
+            time.sleep(server.first_token_seconds)
+            fault = next((m for m in ("stream-error", "stream-stall", "stream-trickle") if f"[[{m}]]" in prompt), "")
+            for n, word in enumerate(words if fault != "stream-trickle" else iter(lambda: " more", None)):
+                if n == 3 and fault == "stream-error":
+                    send(b'data: {"error": {"message": "The model crashed mid-reply.", "type": "server_error"}}\n\n')
+                    return
+                if n == 3 and fault == "stream-stall":
+                    self._hold()
+                    return
+                if n:
+                    time.sleep(server.trickle_seconds if fault == "stream-trickle" else 1 / server.stream_rate)
+                send(chunk({"content": word}))
+                if n == 0:
+                    with server.lock:
+                        server.first_sent.append({"model": model, "prompt": prompt, "sent": time.time()})
+            send(chunk({}, "stop"))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                tokens = sum(len(m["content"].split()) for m in body["messages"])
+                used = {"prompt_tokens": tokens, "completion_tokens": len(words)}
+                send(chunk({}, usage={**used, "total_tokens": tokens + len(words)}))
+            send(b"data: [DONE]\n\n")
+        except OSError:  # the client hung up
+            with server.lock:
+                server.hung_up += 1
+
+    def _hold(self) -> None:
+        """Keep the connection open, sending nothing, until the client hangs up or the server closes."""
+        self.connection.settimeout(0.1)
+        while not self.server.released.is_set():
+            try:
+                if self.connection.recv(1) == b"":
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+        with self.server.lock:
+            self.server.hung_up += 1
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        if self.path.endswith("/stream-log"):
+            with self.server.lock:
+                sent = list(self.server.first_sent)
+            self._send(200, {"first_sent": sent})
+            return
+        self._error(404, f"no route {self.path}", "invalid_request_error")
+
     @staticmethod
     def _logprobs(text: str, p: float) -> dict:
         """Tokens: runs of word characters, each with the spaces before it; the verdict's label (the token after
@@ -497,8 +586,10 @@ def main() -> None:
     )
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--api-key", default=None, help="Require this key (Authorization: Bearer …).")
+    parser.add_argument("--stream-rate", type=float, default=50.0, help="Words a second of a streamed reply.")
     args = parser.parse_args()
     server = JudgeServer(args.port, args.api_key)
+    server.stream_rate = args.stream_rate
     print(f"OpenAI-compatible judge server on {server.base_url} (Ctrl-C stops it)")
     server.serve_forever()
 
