@@ -12,7 +12,7 @@ import numpy as np
 from django.db import transaction
 
 from annotation import elicitation
-from annotation.models import Comparison, Generation, Item, Judgment, Rater, Study, Task
+from annotation.models import Comparison, Generation, Item, Judgment, Rater, Study, SystemEndpoint, Task
 from selection import embedding
 from selection.core import separability as sep
 from selection.core import winners
@@ -65,49 +65,83 @@ def _samples(study: Study) -> dict[tuple[int, int], list[Generation]]:
     return out
 
 
+Matrix = Callable[[list[Generation], list[Generation]], np.ndarray]
+
+
+def similarity(metric: str, generations: list[Generation], progress: Progress | None = None) -> Matrix:
+    """The similarity matrix of two lists of these generations under ``metric`` (docs/separability.md): the cosine
+    metric embeds them first (cached), ``progress(done, total)`` reporting it; ``-la`` is the length adjustment."""
+    base, length_adjusted = parse_metric(metric)
+    vectors: dict[int, np.ndarray] = {}
+    if base == "cosine":
+        embedded = embedding.do_embed_texts([g.text for g in generations], progress=progress)
+        vectors = {g.pk: v for g, v in zip(generations, embedded, strict=True)}
+        text_similarity = None
+    else:
+        text_similarity = sep.rouge1_similarity() if base == "rouge1" else sep.bleu_similarity()
+
+    def matrix(x: list[Generation], y: list[Generation]) -> np.ndarray:
+        if text_similarity is None:  # cosine
+            m = sep.cosine_matrix(np.stack([vectors[g.pk] for g in x]), np.stack([vectors[g.pk] for g in y]))
+        else:
+            m = sep.text_similarity_matrix([g.text for g in x], [g.text for g in y], text_similarity)
+        return sep.length_adjust(m, [g.text for g in x], [g.text for g in y]) if length_adjusted else m
+
+    return matrix
+
+
+def item_alignments(a: list[Generation], b: list[Generation], matrix: Matrix) -> tuple[float, float, float]:
+    """One item's raw alignments from its samples of the two systems: self A, self B (NaN with one sample) and cross
+    (docs/separability.md#alignments). Normalised over all of a pair's items together into delta (``sep.separability``):
+    the one computation of both a whole study's separability and an arena's, prompt by prompt."""
+    return sep.self_alignment(matrix(a, a)), sep.self_alignment(matrix(b, b)), sep.cross_alignment(matrix(a, b))
+
+
+def samples_needed(study: Study) -> dict[int, int]:
+    """System id -> the samples an item needs of it before its separability is computed: in an arena every sample its
+    endpoint asks for (the reply shown and K more: a prompt still being sampled waits); otherwise none are missing
+    (a study file gives every item all its outputs), so 1."""
+    if not study.is_arena:
+        return {}
+    return dict(SystemEndpoint.objects.filter(system__study=study).values_list("system_id", "samples"))
+
+
 def do_compute_separability(
     study: Study, metric: str = sep.DEFAULT_METRIC, progress: Progress | None = None
 ) -> list[SeparabilityRun]:
     """Separability of every system pair of the study under ``metric`` (docs/separability.md), stored per item.
 
-    Items where a system has a single sample get no delta (undefined, stored as NULL), never 0.
+    Items where a system has a single sample get no delta (undefined, stored as NULL), never 0. A pair's items are
+    those with samples of both its systems (in an arena: its battles' prompts, once all their samples are in).
     ``progress(done, total)`` reports embedding progress for the cosine metric.
     """
-    base, length_adjusted = parse_metric(metric)
+    parse_metric(metric)
     samples = _samples(study)
-    vectors: dict[int, np.ndarray] = {}
-    if base == "cosine":
-        generations = [g for group in samples.values() for g in group]
-        embedded = embedding.do_embed_texts([g.text for g in generations], progress=progress)
-        vectors = {g.pk: v for g, v in zip(generations, embedded, strict=True)}
-        similarity = None
-    else:
-        similarity = sep.rouge1_similarity() if base == "rouge1" else sep.bleu_similarity()
-
-    def matrix(x: list[Generation], y: list[Generation]) -> np.ndarray:
-        if similarity is None:  # cosine
-            m = sep.cosine_matrix(np.stack([vectors[g.pk] for g in x]), np.stack([vectors[g.pk] for g in y]))
-        else:
-            m = sep.text_similarity_matrix([g.text for g in x], [g.text for g in y], similarity)
-        return sep.length_adjust(m, [g.text for g in x], [g.text for g in y]) if length_adjusted else m
-
+    needed = samples_needed(study)
+    matrix = similarity(metric, [g for group in samples.values() for g in group], progress)
     runs = []
     items = list(study.items.order_by("position"))
     for comparison in Comparison.objects.filter(study=study).select_related("system_a", "system_b"):
-        self_a, self_b, cross = [], [], []
-        for item in items:
-            a = samples[(item.pk, comparison.system_a_id)]
-            b = samples[(item.pk, comparison.system_b_id)]
-            self_a.append(sep.self_alignment(matrix(a, a)))
-            self_b.append(sep.self_alignment(matrix(b, b)))
-            cross.append(sep.cross_alignment(matrix(a, b)))
-        result = sep.separability(np.array(self_a), np.array(self_b), np.array(cross))
-        runs.append(_store(study, comparison, metric, items, result))
+        first, second = comparison.system_a_id, comparison.system_b_id
+        pair_items = [
+            item
+            for item in items
+            if len(samples.get((item.pk, first), ())) >= needed.get(first, 1)
+            and len(samples.get((item.pk, second), ())) >= needed.get(second, 1)
+        ]
+        aligned = [item_alignments(samples[(i.pk, first)], samples[(i.pk, second)], matrix) for i in pair_items]
+        self_a, self_b, cross = (np.array([row[j] for row in aligned], dtype=np.float64) for j in range(3))
+        result = sep.separability(self_a, self_b, cross)
+        runs.append(_store(study, comparison, metric, pair_items, result))
     return runs
 
 
 def _nullable(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
+
+
+def _float(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 @transaction.atomic
@@ -127,6 +161,41 @@ def _store(study: Study, comparison: Comparison, metric: str, items, result: sep
         )
         for item, a, b, c, d in zip(items, result.self_a, result.self_b, result.cross, result.delta, strict=True)
     )
+    return run
+
+
+def do_add_item_separability(
+    study: Study, comparison: Comparison, metric: str, aligned: dict[int, tuple[float, float, float]]
+) -> SeparabilityRun:
+    """Add items' raw alignments (item id -> ``item_alignments``) to the pair's stored separability under ``metric``
+    (created when it has none), then normalise every item of the run again (the bounds are over all of them:
+    docs/separability.md#normalisation-and-delta), so the stored deltas are exactly those ``do_compute_separability``
+    would store over the same items. An item already stored keeps its alignments. Under the run's row lock."""
+    with transaction.atomic():
+        run, _ = SeparabilityRun.objects.get_or_create(
+            comparison=comparison,
+            metric=metric,
+            defaults={"study": study, "encoder": embedding.encoder_name() if metric.startswith("cosine") else ""},
+        )
+        run = SeparabilityRun.objects.select_for_update().get(pk=run.pk)
+        ItemSeparability.objects.bulk_create(
+            [
+                ItemSeparability(run=run, item_id=item_id, self_a=_nullable(a), self_b=_nullable(b), cross=float(c))
+                for item_id, (a, b, c) in aligned.items()
+            ],
+            ignore_conflicts=True,  # stored already (by an earlier job): kept
+        )
+        rows = list(run.items.order_by("pk"))
+        result = sep.separability(
+            np.array([_float(r.self_a) for r in rows]),
+            np.array([_float(r.self_b) for r in rows]),
+            np.array([r.cross for r in rows]),
+        )
+        for row, delta in zip(rows, result.delta, strict=True):
+            row.delta = _nullable(delta)
+        ItemSeparability.objects.bulk_update(rows, ["delta"], batch_size=500)
+        run.low, run.high = _nullable(result.low), _nullable(result.high)
+        run.save(update_fields=["low", "high", "created"])  # created: auto_now, when the run last changed
     return run
 
 
