@@ -16,6 +16,7 @@ from annotation.exchange.rules import Problem
 from annotation.models import (
     Assignment,
     AssignmentTask,
+    Battle,
     Comparison,
     Generation,
     Item,
@@ -70,7 +71,10 @@ def systems_with_outputs(study: Study) -> list[System]:
     """The study's systems that can be compared, in the order they were added: every imported one, and a system
     generated from an endpoint (``annotation/generating``) once each item has its samples 0..K-1 (the one definition
     of a generated system being complete: one output per item and sample, a database constraint, so counting those
-    below K is exact); one query."""
+    below K is exact); one query. An arena's systems are all compared from the start (its items are its battles'
+    prompts, each answered by two of them)."""
+    if study.is_arena:
+        return list(study.systems.order_by("id"))
     n_items = study.items.count()
     wanted = Count("generations", filter=Q(generations__sample_index__lt=F("endpoint__samples")))
     return list(
@@ -117,9 +121,12 @@ def do_plan_releases(
 ) -> tuple[list[tuple[Item, Comparison]], random.Random]:
     """The plan's (item, system pair) units in release order, and the random generator that draws their pairs
     next: the study's comparisons are made to match its settings (in the caller's transaction), its tasks are
-    cleared, and each system pair's selection runs on its candidates."""
+    cleared, and each system pair's selection runs on its candidates. An arena's plan releases nothing: its tasks are
+    its battles' (``annotation/arena/battles.py``), kept, and a system pair it no longer compares is closed to new
+    battles rather than deleted once it has some."""
     pairs_wanted = comparison_systems(study, explicit)
-    Task.objects.filter(study=study).delete()
+    if not study.is_arena:
+        Task.objects.filter(study=study).delete()
     # Keep the system pairs that stay (their separability results hang off them); drop the others.
     existing = {(c.system_a_id, c.system_b_id): c for c in study.comparisons.all()}
     comparisons = [
@@ -129,7 +136,13 @@ def do_plan_releases(
         for a, b in pairs_wanted
     ]
     for dropped in existing.values():
-        dropped.delete()
+        if study.is_arena and Battle.objects.filter(comparison=dropped).exists():
+            Comparison.objects.filter(pk=dropped.pk).update(closed=True)  # its battles keep their pair
+        else:
+            dropped.delete()
+    if study.is_arena:
+        Comparison.objects.filter(pk__in=[c.pk for c in comparisons], closed=True).update(closed=False)
+        return [], random.Random(study.seed)
     comparisons.sort(key=lambda c: c.pk)  # the order study.comparisons has, so `select` sees the same candidates
     items = list(study.items.all())
     rng = random.Random(study.seed)

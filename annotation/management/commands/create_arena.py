@@ -1,0 +1,142 @@
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.arena import setup
+from annotation.errors import ServiceError
+from annotation.management.commands._common import get_owner
+from annotation.management.commands.generate import price
+
+# generate's endpoint options (every one but the study, the system, its URL, its model and K), each applied to every
+# system of the arena: option -> SystemEndpoint field
+ENDPOINT_OPTIONS = (
+    ("budget", "request_budget"),
+    ("system_prompt", "system_prompt"),
+    ("temperature", "temperature"),
+    ("max_tokens", "max_tokens"),
+    ("seed", "seed"),
+    ("api_key_env", "api_key_env"),
+    ("concurrency", "max_concurrency"),
+    ("timeout", "timeout_seconds"),
+    ("retries", "max_retries"),
+    ("price_input", "price_input"),
+    ("price_output", "price_output"),
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an arena study: raters write their own prompts, two of the systems (anonymous, drawn at random "
+        "where the ranking still needs votes) answer side by side, the rater votes, and only then are the names "
+        "shown (docs/arena.md). Each --system is LABEL=MODEL@BASE_URL, an OpenAI-compatible endpoint; give two or "
+        "more. The endpoint options below apply to every system. Prints the open rater link to share. Nothing is "
+        "created when anything is wrong."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--name", required=True, help="Name of the new arena study (unique among yours).")
+        parser.add_argument(
+            "--system",
+            action="append",
+            required=True,
+            metavar="LABEL=MODEL@BASE_URL",
+            help="A system: its label (shown to raters after their vote), the model name its endpoint expects and "
+            "the endpoint's base URL, e.g. small=llama3.2:1b@http://127.0.0.1:11434/v1. Repeat for each system "
+            "(at least two).",
+        )
+        parser.add_argument(
+            "--samples",
+            type=int,
+            default=3,
+            help="K: background samples of each of a battle's two systems on its prompt, for the prompt's "
+            f"separability and sep-ELO (0 to {setup.MAX_SAMPLES}; default 3).",
+        )
+        parser.add_argument(
+            "--base-url",
+            default="",
+            help="Public base URL of this server, for the printed link (stored as the study's public base URL); "
+            f"default SITE_URL ({settings.SITE_URL}).",
+        )
+        parser.add_argument(
+            "--owner", help="Username of the researcher who owns it (default: the only account, when there is one)."
+        )
+        parser.add_argument("--description", default="", help="Optional description.")
+        parser.add_argument(
+            "--starter",
+            action="append",
+            default=[],
+            metavar="PROMPT",
+            help="A starter prompt raters may take (repeat for more).",
+        )
+        parser.add_argument(
+            "--category",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="A category raters may file their prompt under (repeat for more).",
+        )
+        endpoint = parser.add_argument_group("endpoint options, for every system (as manage.py generate has them)")
+        endpoint.add_argument(
+            "--budget",
+            type=int,
+            default=None,
+            help="Most replies to pay for per system: battle replies and background samples (default 1,000).",
+        )
+        endpoint.add_argument(
+            "--system-prompt", default=None, help="Sent before each conversation as the system message."
+        )
+        endpoint.add_argument("--temperature", type=float, default=None, help="Sampling temperature (default 1.0).")
+        endpoint.add_argument("--max-tokens", type=int, default=None, help="Most tokens per reply (default 1,024).")
+        endpoint.add_argument(
+            "--seed",
+            type=int,
+            default=None,
+            help="Sent as the request's seed (sample k asks with seed + k), for endpoints that take one.",
+        )
+        endpoint.add_argument(
+            "--api-key-env",
+            default=None,
+            help="Read the API key from this environment variable (one the server's operator "
+            "allows, for the hosts it names: SEPLAB_JUDGE_KEY_VARIABLES). Default: none, for a local server.",
+        )
+        endpoint.add_argument("--concurrency", type=int, default=None, help="Requests at once (default 4).")
+        endpoint.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            help="Seconds per request (default 60); the timeout times the attempts (1 + retries) may be at most "
+            "SEPLAB_ENDPOINT_REQUEST_SECONDS (300).",
+        )
+        endpoint.add_argument(
+            "--retries", type=int, default=None, help="Retries with backoff on 429, 5xx and timeouts (default 4)."
+        )
+        endpoint.add_argument("--price-input", type=price, default=None, help="US$ per million prompt tokens.")
+        endpoint.add_argument("--price-output", type=price, default=None, help="US$ per million completion tokens.")
+
+    def handle(self, *args, **options):
+        owner = get_owner(options["owner"])
+        fields = {field: options[option] for option, field in ENDPOINT_OPTIONS if options[option] is not None}
+        try:
+            systems = [setup.parse_system(text) for text in options["system"]]
+            study = setup.do_create_arena(
+                owner,
+                options["name"],
+                systems,
+                samples=options["samples"],
+                endpoint_fields=fields,
+                starters=options["starter"],
+                categories=options["category"],
+                base_url=options["base_url"],
+                description=options["description"],
+            )
+        except ServiceError as exc:
+            raise CommandError(f"{exc} (nothing was created)") from None
+        base = (study.public_base_url or settings.SITE_URL).rstrip("/")
+        names = ", ".join(s.name for s in study.systems.order_by("id"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Created arena '{study.name}': {study.systems.count()} systems ({names}), "
+                f"{study.comparisons.count()} system pairs, K = {study.arena.samples} background samples per "
+                "system and prompt. Raters join through its open link:"
+            )
+        )
+        self.stdout.write(f"URL to paste: {base}{study.open_link_path()}")
