@@ -21,3 +21,9 @@ class SelectionConfig(AppConfig):
             "separability", "selection.jobs.separability_job", restartable=True, limit=selection_jobs.SEPARABILITY
         )
         jobs.register("embed", "selection.jobs.embedding_job", restartable=True, limit=selection_jobs.EMBED)
+        jobs.register(
+            "arena_separability",
+            "selection.jobs.arena_separability_job",
+            restartable=True,
+            limit=selection_jobs.ARENA_SEPARABILITY,
+        )

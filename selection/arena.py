@@ -1,15 +1,41 @@
-"""An arena's choice of the next system pair (docs/arena.md#which-two-systems): each pair's chance weight, read from
-its stored decision (``PairDecision``, the one home of "is this pair decided"; ``selection/hooks.py`` brings it up to
-date after every vote), so that pairs whose order is still open get more of the battles, as Chatbot Arena's active
-sampling does. The weights' rule is pure (``selection/core/arena.py``), so the replay bench
-(``bench/replay_arena.py``) draws with the very same one."""
+"""What selection does for an arena study (docs/arena.md): which system pair the next battle gets, the separability
+of every battle's prompt as soon as both systems' samples are in, and the prompts that repeat an earlier battle's.
+
+- **Which two systems** (docs/arena.md#which-two-systems): each pair's chance weight, read from its stored decision
+  (``PairDecision``, the one home of "is this pair decided"; ``selection/hooks.py`` brings it up to date after every
+  vote), so that pairs whose order is still open get more of the battles, as Chatbot Arena's active sampling does.
+  The weights' rule is pure (``selection/core/arena.py``), so the replay bench (``bench/replay_arena.py``) draws with
+  the very same one.
+- **Live separability** (docs/arena.md#live-separability-and-sep-elo): the "arena_separability" job computes each
+  new prompt's alignments (``services.item_alignments``, the study's metric) once both systems have all their K + 1
+  samples, and stores them in the pair's ``SeparabilityRun`` (``services.do_add_item_separability``: every delta of
+  the pair normalised again), where the report's and the board's sep-ELO read them.
+- **Repeated prompts** (docs/arena.md#abuse): a battle whose prompt repeats an earlier battle's, exactly or nearly
+  (the study encoder's cosine at least ``REPEAT_COSINE``), has its vote kept but not counted
+  (``annotation.rating.battles.do_flag_votes``)."""
 
 from __future__ import annotations
 
-from annotation.models import Study
+import dataclasses
+import hashlib
+import re
+import unicodedata
+
+import numpy as np
+
+from annotation.generating.runner import ARENA_SAMPLED
+from annotation.models import Battle, Generation, Study
+from selection import embedding, services
 from selection.core import arena as core
 from selection.core import decisions
-from selection.models import PairDecision
+from selection.models import ItemSeparability, PairDecision
+
+# a prompt whose embedding's cosine with an earlier battle's is at least this is a near repeat: above every pair of
+# distinct real prompts measured (Vicuna-80 and AlpacaEval's 805, all-MiniLM-L6-v2), below the edits a rater makes to
+# send a prompt again (bench/arena_repeats.py; bench/README.md, "Repeated arena prompts")
+REPEAT_COSINE = 0.9
+REPEAT_WORDS = "the prompt repeats battle {battle}'s ({how})"
+BLOCK = 1024  # prompts compared against all earlier ones at once (a block's matrix: BLOCK x battles floats)
 
 
 def pair_weights(study: Study) -> dict[int, float]:
@@ -17,3 +43,128 @@ def pair_weights(study: Study) -> dict[int, float]:
     comparisons = list(study.comparisons.filter(closed=False).values_list("pk", flat=True))
     stored = dict(PairDecision.objects.filter(comparison_id__in=comparisons).values_list("comparison_id", "decision"))
     return {pk: core.weight(decided=stored.get(pk, decisions.UNDECIDED) != decisions.UNDECIDED) for pk in comparisons}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Live separability
+
+
+def do_live_separability(study: Study) -> int:
+    """Store the separability (the study's metric) of every battle prompt of the study whose two systems have all
+    their samples and that has none yet; returns how many prompts were added. Attention-check battles and battles
+    that failed or were refused before they were ready have no samples, and no separability."""
+    metric = study.selection_settings.separability_metric
+    needed = services.samples_needed(study)
+    stored = set(
+        ItemSeparability.objects.filter(run__study=study, run__metric=metric).values_list(
+            "run__comparison_id", "item_id"
+        )
+    )
+    todo: dict[int, list[int]] = {}  # comparison -> its battle items still without a separability
+    for comparison_id, item_id in Battle.objects.filter(
+        study=study, status__in=ARENA_SAMPLED, gold__isnull=True, comparison__isnull=False
+    ).values_list("comparison_id", "item_id"):
+        if (comparison_id, item_id) not in stored:
+            todo.setdefault(comparison_id, []).append(item_id)
+    if not todo:
+        return 0
+    samples: dict[tuple[int, int], list[Generation]] = {}
+    for g in Generation.objects.filter(item_id__in={i for items in todo.values() for i in items}).order_by(
+        "item_id", "system_id", "sample_index"
+    ):
+        samples.setdefault((g.item_id, g.system_id), []).append(g)
+    comparisons = {c.pk: c for c in study.comparisons.filter(pk__in=todo)}
+    complete: dict[int, list[int]] = {}
+    for comparison_id, items in todo.items():
+        c = comparisons[comparison_id]
+        complete[comparison_id] = [
+            i
+            for i in items
+            if len(samples.get((i, c.system_a_id), ())) >= needed.get(c.system_a_id, 1)
+            and len(samples.get((i, c.system_b_id), ())) >= needed.get(c.system_b_id, 1)
+        ]
+    used = [g for key, group in samples.items() if any(key[0] in items for items in complete.values()) for g in group]
+    if not used:
+        return 0
+    matrix = services.similarity(metric, used)
+    added = 0
+    for comparison_id, items in complete.items():
+        if not items:
+            continue
+        c = comparisons[comparison_id]
+        aligned = {
+            i: services.item_alignments(samples[(i, c.system_a_id)], samples[(i, c.system_b_id)], matrix) for i in items
+        }
+        services.do_add_item_separability(study, c, metric, aligned)
+        added += len(aligned)
+    return added
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Repeated prompts
+
+
+def prompt_key(prompt: str) -> str:
+    """What makes two prompts the same one: the text in Unicode's compatibility form, case folded, with its runs of
+    white space made one space and none at either end."""
+    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", prompt).casefold()).strip()
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Repeat:
+    battle: int
+    earlier: int
+    how: str  # "the same text" | "cosine 0.93"
+
+
+def repeats(ids: list[int], prompts: list[str], counted: list[bool], vectors: np.ndarray) -> list[Repeat]:
+    """Which battles (in the order given: oldest first) repeat an earlier one whose vote still counts: the same
+    ``prompt_key``, else the highest cosine of the prompts' embeddings (rows of ``vectors``) at least
+    ``REPEAT_COSINE``. A battle found a repeat, or not counted already (``counted`` False), is no earlier battle for
+    the ones after it: a prompt is counted once, by the first battle that counts."""
+    out: list[Repeat] = []
+    keys = [prompt_key(p) for p in prompts]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True) if len(vectors) else np.zeros((0, 1))
+    unit = vectors / np.where(norms > 0, norms, 1.0) if len(vectors) else vectors
+    alive = np.array(counted, dtype=bool)
+    first: dict[str, int] = {}
+    for start in range(0, len(ids), BLOCK):
+        block = unit[start : start + BLOCK] @ unit[: start + BLOCK].T if len(unit) else np.zeros((0, 0))
+        for row, n in enumerate(range(start, min(start + BLOCK, len(ids)))):
+            if not alive[n]:
+                continue
+            earlier = first.get(keys[n])
+            if earlier is not None:
+                out.append(Repeat(ids[n], ids[earlier], "the same text"))
+                alive[n] = False
+                continue
+            cosines = np.where(alive[:n], block[row, :n], -np.inf)
+            best = int(np.argmax(cosines)) if n else -1
+            if n and cosines[best] >= REPEAT_COSINE:
+                out.append(Repeat(ids[n], ids[best], f"cosine {cosines[best]:.2f}"))
+                alive[n] = False
+                continue
+            first.setdefault(keys[n], n)
+    return out
+
+
+def do_flag_repeats(study: Study) -> int:
+    """Flag the votes of the study's battles whose prompt repeats an earlier battle's (``repeats``): kept, exported,
+    not counted. The battles are those that reached their vote (ready or voted; not attention checks), oldest first;
+    a battle flagged for any reason already is no earlier battle. Returns how many battles were flagged now."""
+    rows = list(
+        Battle.objects.filter(study=study, status__in=ARENA_SAMPLED, gold__isnull=True)
+        .order_by("pk")
+        .values_list("pk", "item__input", "flag")
+    )
+    if len(rows) < 2:
+        return 0
+    ids, prompts, flags = zip(*rows, strict=True)
+    vectors = embedding.do_embed_texts(list(prompts))
+    found = repeats(list(ids), list(prompts), [not f for f in flags], vectors)
+    from annotation.rating import battles as rating_battles
+
+    for repeat in found:
+        rating_battles.do_flag_votes([repeat.battle], REPEAT_WORDS.format(battle=repeat.earlier, how=repeat.how))
+    return len(found)

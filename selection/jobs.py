@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from annotation import jobs
 from annotation.models import Job
-from selection import services
+from selection import arena, services
 
 # A study's outputs do not change once imported: the same computation queued or running gives the same result, so a
 # second start returns it. A study computes separability under at most two metrics at once.
@@ -34,3 +34,22 @@ def separability_job(job: Job, progress: jobs.Progress) -> str:
     progress.say("Embedding the outputs" if metric.startswith("cosine") else "Computing similarities")
     runs = services.do_compute_separability(job.study, metric, progress=progress)
     return f"Separability computed for {len(runs)} system pair(s)."
+
+
+# An arena's prompts keep coming: a job queued already will read every new one when it runs, so a second start
+# returns it; one running may have read its battles before the newest samples came, so a new one queues behind it.
+ARENA_SEPARABILITY = jobs.Limit("arena separability updates", coalesce="queued", per_study=1)
+
+
+def arena_separability_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
+    """An arena's background step (docs/arena.md#live-separability-and-sep-elo): the battles whose prompt repeats an
+    earlier battle's flagged, then the separability of every prompt whose samples are all in."""
+    progress.say("Looking for repeated prompts")
+    flagged = arena.do_flag_repeats(job.study)
+    progress.say("Computing the prompts' separability")
+    added = arena.do_live_separability(job.study)
+    return jobs.Outcome(
+        f"Separability of {added} new prompt{'s' if added != 1 else ''}; "
+        f"{flagged} repeated prompt{'s' if flagged != 1 else ''} flagged.",
+        complete=True,
+    )

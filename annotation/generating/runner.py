@@ -348,7 +348,7 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         endpoint = self.endpoint
         said_more = ""
         try:
-            jobs.start(self.study, "arena_separability")
+            jobs.start(self.study, "arena_separability", message="Arena: repeated prompts and separability")
         except ServiceError as exc:  # JobLimit: computed by the next run's end
             said_more = f" Separability could not be queued now: {exc}"
         with transaction.atomic():

@@ -37,17 +37,31 @@ def do_start_battle_samples(battle: Battle) -> list[Sampling]:
     """Start (or join) the sampling runs of the battle's two systems. Nothing for an attention-check battle, a
     battle without a comparison, or an arena with K = 0. Never raises for a run that cannot start (a budget used
     up, a key missing, the researcher's job cap): the battle is kept, and the words say why; the next battle's
-    start asks again for everything still missing."""
-    if battle.gold_id is not None or battle.comparison_id is None:
-        return []
+    start asks again for everything still missing. Queues the arena's background step too (repeated prompts, and the
+    separability of prompts whose samples are in)."""
     study = battle.study
-    if not study.is_arena or not study.arena.samples:
+    if battle.gold_id is not None or battle.comparison_id is None or not study.is_arena:
+        return []
+    if not study.arena.samples:
+        do_queue_arena_step(study)  # repeated prompts are looked for all the same
         return []
     comparison = battle.comparison
     assert comparison is not None
     systems = (comparison.system_a_id, comparison.system_b_id)
     found = SystemEndpoint.objects.select_related("system__study").filter(system_id__in=systems)
-    return [do_sample(endpoint) for endpoint in sorted(found, key=lambda e: systems.index(e.system_id))]
+    started = [do_sample(endpoint) for endpoint in sorted(found, key=lambda e: systems.index(e.system_id))]
+    do_queue_arena_step(study)
+    return started
+
+
+def do_queue_arena_step(study) -> Job | None:
+    """Queue the arena's background step (selection's "arena_separability": repeated prompts flagged, the
+    separability of prompts whose samples are in), or join the one queued; None when the researcher's job cap
+    refuses it now (the next battle or sampling run queues it again)."""
+    try:
+        return jobs.start(study, "arena_separability", message="Arena: repeated prompts and separability")
+    except ServiceError:  # jobs.JobLimit
+        return None
 
 
 def do_sample(endpoint: SystemEndpoint) -> Sampling:
