@@ -14,7 +14,9 @@ class AnalyticsConfig(AppConfig):
         study_settings.register(AnalysisSettings, "analysis_settings", SETTINGS)
         extensions.add_page_context("settings", hooks.settings_page)
         extensions.add_page_context("item", hooks.item_page)
-        from analytics import budgeting, stored
+        extensions.add_page_context("study", hooks.study_page)
+        from analytics import arena, budgeting, stored
 
         jobs.register("report", "analytics.stored.report_job", restartable=True, limit=stored.LIMIT)
         jobs.register("budget", "analytics.budgeting.budget_job", restartable=True, limit=budgeting.LIMIT)
+        jobs.register(arena.JOB_KIND, "analytics.arena.arena_board_job", restartable=True, limit=arena.LIMIT)

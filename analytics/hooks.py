@@ -75,6 +75,13 @@ def settings_page(study) -> dict:
     return {"analysis_parameters": dataclasses.asdict(analysis_parameters(study)), "budget": budget_panel(study)}
 
 
+def study_page(study) -> dict:
+    """An arena's study page links its leaderboard (the board page, ``analytics.views.arena_board``)."""
+    from django.urls import reverse
+
+    return {"arena_board_url": reverse("arena_board", args=[study.pk])} if study.is_arena else {}
+
+
 def item_page(item) -> dict:
     """An item's page: every judged pair with all its verdicts, judges' replies, disagreements and rulings."""
     from analytics import review

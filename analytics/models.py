@@ -138,3 +138,18 @@ class Adjudication(models.Model):
                 label = label.replace(generic, name)
             out.append((value, label))
         return out
+
+
+class ArenaBoard(models.Model):
+    """An arena study's leaderboard as the worker last computed it (``analytics.arena``): the board page polls it,
+    no request computes it."""
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="arena_board")
+    data = models.JSONField(help_text="The whole board (analytics.arena.board_data).")
+    votes = models.PositiveIntegerField(help_text="The arena's votes when it was computed (counted or flagged).")
+    version = models.CharField(max_length=64, default="", help_text="The data version it was computed from.")
+    refreshed = models.DateTimeField(help_text="When it was computed.")
+    seconds = models.FloatField(default=0.0, help_text="How long the computation took.")
+
+    def __str__(self) -> str:
+        return f"arena board of study {self.study_id}"

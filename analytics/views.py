@@ -19,7 +19,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from analytics import budgeting, populations, stored
+from analytics import arena, budgeting, populations, stored
 from analytics.populations import Population
 from analytics.tables import report_tables
 from annotation import questions
@@ -248,3 +248,27 @@ def budget_api(request, study_id: int):
             {"rows": [], "created": None, "job": job_state, "detail": "No budget plan yet: POST to plan one."}
         )
     return Response({**latest.result, "created": latest.created.isoformat(), "job": job_state})
+
+
+@login_required
+def arena_board(request: HttpRequest, study_id: int) -> HttpResponse:
+    """An arena's leaderboard page: the board as the worker last stored it (``analytics.arena``), never computed
+    here; its body polls ``arena_board_body`` for a newer one."""
+    study = access_study(request, study_id)
+    if not study.is_arena:
+        raise Http404("This study is not an arena.")
+    return render(request, "analytics/arena_board.html", arena.page(study, arena.do_serve(study)))
+
+
+@login_required
+def arena_board_body(request: HttpRequest, study_id: int) -> HttpResponse:
+    """Polled by the board page: 204 (nothing to swap) while the stored board and its state are the ones the page
+    shows (``since``, ``state``), else the new body."""
+    study = access_study(request, study_id)
+    if not study.is_arena:
+        raise Http404("This study is not an arena.")
+    served = arena.do_serve(study)
+    context = arena.page(study, served)
+    if request.GET.get("since", "") == context["since"] and request.GET.get("state", "") == context["state"]:
+        return HttpResponse(status=204)
+    return render(request, "analytics/_arena_board_body.html", context)

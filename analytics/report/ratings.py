@@ -94,7 +94,9 @@ def battles(rows: list[Row], systems: list[str], aggregation: str = "every", see
     "majority" groups the judgments of one rated pair, "one_sampled" those of one item and system pair. Returns
     (the rows of the battles kept, system A's index, system B's index, A's score) per battle."""
     index = {s: i for i, s in enumerate(systems)}
-    rated = [(r, r.rating) for r in rows if r.rating is not None]  # a rating exactly when an answer
+    # a rating exactly when an answer; a superseded judgment (kept, not counted: a live loop's, a flagged arena
+    # vote) is left out, as the stopping section leaves it out
+    rated = [(r, r.rating) for r in rows if r.rating is not None and not r.superseded]
     battle_rows = [r for r, _ in rated]
     a = np.array([index[r.system_a] for r in battle_rows], dtype=np.int64)
     b = np.array([index[r.system_b] for r in battle_rows], dtype=np.int64)
