@@ -141,7 +141,8 @@ def is_long(text: str) -> bool:
 
 @functools.cache
 def _identifier() -> LanguageIdentifier:
-    """py3langid's model, read once per process (about 1 s; classifying a prompt then takes well under 1 ms)."""
+    """py3langid's model, read once per process, at its first prompt (about 1 s and 80 MB of memory on this machine;
+    classifying a prompt then takes well under 1 ms)."""
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)

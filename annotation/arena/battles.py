@@ -385,7 +385,12 @@ def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
     with transaction.atomic():
         battle = (
             Battle.objects.select_for_update(of=("self",))
-            .select_related("study__arena", "study__crowd_settings", "comparison__system_a", "comparison__system_b")
+            .select_related(
+                "study__arena",
+                "study__crowd_settings",
+                "comparison__system_a__endpoint",
+                "comparison__system_b__endpoint",
+            )
             .get(pk=battle.pk)
         )
         if battle.status == Battle.Status.ANSWERING:
@@ -405,10 +410,10 @@ def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
                 ) % {"name": named}
                 Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.REFUSED, flag=refused[:300])
             else:
-                rating_battles.vote_pair(battle)  # a battle left for a newer one says so before the limits
+                held = rating_battles.vote_pair(battle)  # a battle left for a newer one says so before the limits
                 Rater.objects.select_for_update().filter(pk=battle.rater_id).values_list("pk").first()
                 abuse.check_vote_limits(battle)
-                recorded = rating_battles.do_record_vote(battle, submission)
+                recorded = rating_battles.do_record_vote(battle, submission, held)
         else:  # voted: a repeat of the vote (or the back button's second one) returns the stored one
             recorded = rating_battles.do_record_vote(battle, submission)
     if refused:
@@ -420,20 +425,25 @@ def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
 
 def _named_own_model(battle: Battle) -> str:
     """The name a reply of the battle gave its own system by (its label or its model's), or ""."""
-    if battle.comparison is None:
+    comparison = battle.comparison
+    if comparison is None:
         return ""
-    endpoints_by_system = dict(
-        SystemEndpoint.objects.filter(
-            system_id__in=(battle.comparison.system_a_id, battle.comparison.system_b_id)
-        ).values_list("system_id", "model")
-    )
-    systems = {"a": battle.comparison.system_a, "b": battle.comparison.system_b}
+    names = {
+        side: [system.name, _model(system)] for side, system in (("a", comparison.system_a), ("b", comparison.system_b))
+    }
     for side, text in BattleReply.objects.filter(battle=battle).values_list("side", "text"):
-        system = systems[side]
-        named = abuse.names_own_model(text, [system.name, endpoints_by_system.get(system.pk, "")])
+        named = abuse.names_own_model(text, names[side])
         if named:
             return named
     return ""
+
+
+def _model(system) -> str:
+    """The model name of a system's endpoint, read with the battle; "" for a system without one."""
+    try:
+        return system.endpoint.model
+    except SystemEndpoint.DoesNotExist:
+        return ""
 
 
 def _do_queue_board(study: Study) -> None:

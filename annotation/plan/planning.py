@@ -122,8 +122,7 @@ def do_plan_releases(
     """The plan's (item, system pair) units in release order, and the random generator that draws their pairs
     next: the study's comparisons are made to match its settings (in the caller's transaction), its tasks are
     cleared, and each system pair's selection runs on its candidates. An arena's plan releases nothing: its tasks are
-    its battles' (``annotation/arena/battles.py``), kept, and a system pair it no longer compares is closed to new
-    battles rather than deleted once it has some."""
+    its battles' (``annotation/arena/battles.py``) and are kept; a system pair that has battles is never dropped."""
     pairs_wanted = comparison_systems(study, explicit)
     if not study.is_arena:
         Task.objects.filter(study=study).delete()
@@ -137,11 +136,12 @@ def do_plan_releases(
     ]
     for dropped in existing.values():
         if study.is_arena and Battle.objects.filter(comparison=dropped).exists():
-            Comparison.objects.filter(pk=dropped.pk).update(closed=True)  # its battles keep their pair
-        else:
-            dropped.delete()
+            raise ServiceError(
+                f"This arena has battles of {dropped}, so its system pairs can no longer change (the battles, "
+                "their votes and their samples hang off them)."
+            )
+        dropped.delete()
     if study.is_arena:
-        Comparison.objects.filter(pk__in=[c.pk for c in comparisons], closed=True).update(closed=False)
         return [], random.Random(study.seed)
     comparisons.sort(key=lambda c: c.pk)  # the order study.comparisons has, so `select` sees the same candidates
     items = list(study.items.all())

@@ -100,11 +100,14 @@ def vote_pair(battle: Battle) -> AssignmentPair:
     return held
 
 
-def do_record_vote(battle: Battle, submission: recording.Submission) -> recording.Recorded | None:
+def do_record_vote(
+    battle: Battle, submission: recording.Submission, pair: AssignmentPair | None = None
+) -> recording.Recorded | None:
     """The vote, as the rating page submits an answer (``recording.do_submit``: exactly once by its key), and the
-    battle voted; a vote on a battle flagged before it arrived is kept and not counted from the start. In the
-    caller's transaction, which holds the battle's row lock."""
-    pair = vote_pair(battle)
+    battle voted; a vote on a battle flagged before it arrived is kept and not counted from the start. ``pair``: the
+    battle's ``vote_pair`` when the caller has read it. In the caller's transaction, which holds the battle's row
+    lock."""
+    pair = pair or vote_pair(battle)
     recorded = recording.do_submit(pair, submission)
     if recorded is None:  # a skip: an arena's study offers none, so do_submit refused it already
         return None

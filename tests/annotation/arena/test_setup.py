@@ -17,8 +17,9 @@ from annotation.access import access_open_link
 from annotation.arena import setup
 from annotation.arena.setup import SystemSpec
 from annotation.errors import ServiceError
-from annotation.models import Arena, Comparison, Study, System, SystemEndpoint, Task
+from annotation.models import Arena, Battle, Comparison, Item, Study, System, SystemEndpoint, Task
 from annotation.plan import planning
+from annotation.studies import enrolment, lifecycle
 
 URL = "http://127.0.0.1:8000/v1"
 
@@ -208,3 +209,20 @@ def test_create_arena_without_systems_is_an_argument_error(researcher):
     with pytest.raises(CommandError, match="--system"):
         create("--name", "none")
     assert not Study.objects.exists()
+
+
+def test_an_arenas_pairs_may_change_until_one_has_battles(researcher):
+    study = setup.do_create_arena(researcher, "re-paired", specs("red", "green", "blue"))
+    red, green = study.systems.get(name="red"), study.systems.get(name="green")
+    lifecycle.do_update_settings(study, {"pair_mode": Study.PairMode.BASELINE, "baseline": red}, None)
+    pairs = set(study.comparisons.values_list("system_a__name", "system_b__name"))
+    assert pairs == {("green", "red"), ("blue", "red")}  # each system against the baseline
+    green_red = study.comparisons.get(system_a=green)
+    rater = enrolment.do_create_rater_link(study, "r")
+    item = Item.objects.create(study=study, external_id="battle-x", input="Hi?", position=0)
+    Battle.objects.create(study=study, rater=rater, item=item, comparison=green_red, a_shown_first=True)
+    with pytest.raises(ServiceError, match="This arena has battles of green vs red, so its system pairs can no longer"):
+        lifecycle.do_update_settings(Study.objects.get(pk=study.pk), {"pair_mode": Study.PairMode.ALL}, None)
+    study.refresh_from_db()
+    assert study.pair_mode == Study.PairMode.BASELINE and study.comparisons.count() == 2
+    assert Battle.objects.get().comparison_id == green_red.pk and not Task.objects.filter(study=study).exists()
