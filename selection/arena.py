@@ -25,6 +25,7 @@ import numpy as np
 
 from annotation.generating.runner import ARENA_SAMPLED
 from annotation.models import Battle, Generation, Study
+from annotation.rating import battles as rating_battles
 from selection import embedding, services
 from selection.core import arena as core
 from selection.core import decisions
@@ -163,8 +164,6 @@ def do_flag_repeats(study: Study) -> int:
     ids, prompts, flags = zip(*rows, strict=True)
     vectors = embedding.do_embed_texts(list(prompts))
     found = repeats(list(ids), list(prompts), [not f for f in flags], vectors)
-    from annotation.rating import battles as rating_battles
-
     for repeat in found:
         rating_battles.do_flag_votes([repeat.battle], REPEAT_WORDS.format(battle=repeat.earlier, how=repeat.how))
     return len(found)
