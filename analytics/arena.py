@@ -21,6 +21,7 @@ import re
 import time
 from collections import Counter, defaultdict
 
+import numpy as np
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
@@ -35,6 +36,7 @@ from analytics.report.serial import to_json
 from analytics.report.stopping import stopping_section
 from annotation import jobs
 from annotation.models import Battle, Job, Study
+from selection.core import winners
 from selection.models import ItemSeparability
 
 JOB_KIND = "arena_board"
@@ -47,9 +49,10 @@ MIN_CATEGORY_VOTES = 1  # a category's board is drawn from its first vote; its i
 
 
 def reason_of(flag: str) -> str:
-    """A flag's reason as the board groups it: its words before any ':' or '(' (the details after them -- which
-    earlier battle a prompt repeats -- differ from vote to vote)."""
-    return re.split(r"[:(]", flag, maxsplit=1)[0].strip() or "flagged"
+    """A flag's reason as the board groups it: its first reason (``do_flag_votes`` adds a second after "; "), its
+    words before any ':' or '(' (the details after them -- which earlier battle a prompt repeats -- differ from vote
+    to vote)."""
+    return re.split(r"[:(]", flag.split("; ")[0], maxsplit=1)[0].strip() or "flagged"
 
 
 def tag_categories(tags: dict) -> list[str]:
@@ -107,7 +110,11 @@ def outlier_tests(votes: ArenaVotes, alpha: float = outliers.ALPHA) -> tuple[dic
     fitted = ratings.bradley_terry(a, b, score, len(votes.systems))
     names = sorted({r.rater for r in voted})
     code = {name: i for i, name in enumerate(names)}
-    _, va, vb, vscore = battles(voted, votes.systems)
+    index = {s: i for i, s in enumerate(votes.systems)}
+    # every vote, flagged ones too (``battles`` leaves those out): a flagged rater's test reads all they cast
+    va = np.array([index[r.system_a] for r in voted], dtype=np.int64)
+    vb = np.array([index[r.system_b] for r in voted], dtype=np.int64)
+    vscore = winners.score_for_a([r.rating for r in voted]).reshape(-1)
     tests = outliers.rater_tests([code[r.rater] for r in voted], va, vb, vscore, fitted, alpha=alpha)
     return {names[c]: t for c, t in tests.items()}, voted
 
@@ -119,9 +126,9 @@ def do_flag_outliers(study: Study, votes: ArenaVotes) -> tuple[int, dict]:
     from annotation.rating.battles import do_flag_votes  # the one writer of flagged votes (annotation's rating wing)
 
     tests, voted = outlier_tests(votes)
-    earlier = {
-        r.rater for r in voted if r.superseded and votes.battles[r.item_id]["flag"] == OUTLIER_WHY
-    }  # flagged by an earlier refresh
+    earlier = {  # flagged by an earlier refresh
+        r.rater for r in voted if r.superseded and OUTLIER_WHY in votes.battles[r.item_id]["flag"].split("; ")
+    }
     unlikely = {rater for rater, test in tests.items() if test.flagged} | earlier
     ids = sorted({votes.battles[r.item_id]["id"] for r in voted if r.rater in unlikely and not r.superseded})
     flagged = do_flag_votes(ids, OUTLIER_WHY) if ids else 0

@@ -209,7 +209,9 @@ class Answers:
         for start in range(0, len(ids), CHUNK):
             pairs.update(
                 (pk, (ga, gb))
-                for pk, ga, gb in Pair.objects.filter(item__study=study, pk__in=ids[start : start + CHUNK]).values_list(
+                # by primary key alone: the ids are the study's judgments' pairs, and SQLite's plan for the join on
+                # the item's study took seconds a chunk at 10^4 pairs (bench/arena_board.py)
+                for pk, ga, gb in Pair.objects.filter(pk__in=ids[start : start + CHUNK]).values_list(
                     "pk", "generation_a_id", "generation_b_id"
                 )
             )

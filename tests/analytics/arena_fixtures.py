@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 
-from annotation.models import Battle, Comparison, Rater, Study
+from annotation.models import Assignment, AssignmentPair, Battle, Comparison, Judgment, Rater, Study
 from annotation.rating import imports
 from annotation.studies import creation
 from selection.models import ItemSeparability, SeparabilityRun
@@ -61,18 +61,25 @@ def add_votes(study: Study, votes: list[tuple], start: int = 0) -> None:
         frozenset((c.system_a.name, c.system_b.name)): c
         for c in Comparison.objects.filter(study=study).select_related("system_a", "system_b")
     }
-    for prompt, rater, a, b, _ in votes:
+    for n, (prompt, rater, a, b, _) in enumerate(votes, start=start):
         item = study.items.get(external_id=f"battle-{prompt}")
         if Battle.objects.filter(item=item).exists():
             continue
+        who = Rater.objects.get(study=study, external_id=rater)
+        # as a battle holds its vote: an assignment of one pair, the vote its judgment (docs/arena.md)
+        judgment = Judgment.objects.get(study=study, idempotency_key=f"vote-{n}")
+        held = Assignment.objects.create(study=study, rater=who, status=Assignment.Status.COMPLETED, n_pairs=1)
+        place = AssignmentPair.objects.create(assignment=held, pair=judgment.pair, position=0, a_shown_first=True)
+        Judgment.objects.filter(pk=judgment.pk).update(assignment=held, assignment_pair=place)
         Battle.objects.create(
             study=study,
-            rater=Rater.objects.get(study=study, external_id=rater),
+            rater=who,
             item=item,
             comparison=comparisons[frozenset((a, b))],
             a_shown_first=True,
             prompts=[item.input],
             status=Battle.Status.VOTED,
+            assignment=held,
         )
 
 

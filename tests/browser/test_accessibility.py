@@ -175,6 +175,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     for study in studies:
         stored.do_refresh(study, Population())
     generated = generated_study(researcher)  # systems generated from endpoints, with their faults
+    board = arena_board_study(researcher)  # an arena's leaderboard, with categories and flagged votes
     researcher.refresh_from_db()  # load_demo gave the account a new password: a session needs the current one
     client = Client()
     client.force_login(researcher)
@@ -197,9 +198,10 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
         reverse("system_detail", args=[generated.pk, e.pk])
         for e in SystemEndpoint.objects.filter(system__study=generated)
     ]
-    for url in (*system_pages, reverse("study_list"), reverse("study_create"), reverse("api_token")):
+    arena_pages = [reverse("arena_board", args=[board.pk]), reverse("study_detail", args=[board.pk])]
+    for url in (*system_pages, *arena_pages, reverse("study_list"), reverse("study_create"), reverse("api_token")):
         urls[url] = url
-        if url in system_pages:
+        if url in system_pages or url in arena_pages:
             wide_checked.add(url)
     found: dict[str, list[str]] = {}
     wider: dict[str, int] = {}
@@ -248,4 +250,27 @@ def generated_study(researcher):
     finally:
         server.shutdown()
         server.server_close()
+    return study
+
+
+def arena_board_study(researcher):
+    """An arena whose board the worker has computed: three systems, votes with a researcher's category and automatic
+    tags, separabilities for sep-ELO, and two votes flagged."""
+    from analytics import arena
+    from annotation.models import Battle, Judgment
+    from tests.analytics.arena_fixtures import add_separability, add_votes, make_arena
+
+    study = make_arena(researcher, ("alpha", "beta", "a-system-with-a-rather-long-name"), 12, name="arena board")
+    names = ("alpha", "beta", "a-system-with-a-rather-long-name")
+    votes = [
+        (i, f"r{i % 3}", names[i % 3], names[(i + 1) % 3], names[(i * 7) % 3 if i % 4 else i % 3]) for i in range(12)
+    ]
+    add_votes(study, [(p, r, a, b, w if w in (a, b) else "tie") for p, r, a, b, w in votes])
+    add_separability(study, {i: 0.1 * (i % 9) for i in range(10)})
+    Battle.objects.filter(study=study, item__position__lt=6).update(
+        category="writing", tags={"language": "en", "code": True}
+    )
+    Judgment.objects.filter(study=study, pair__item__position__in=[7, 8]).update(superseded=True)
+    Battle.objects.filter(study=study, item__position__in=[7, 8]).update(flag="near-duplicate prompt: repeats battle 1")
+    arena.do_refresh(study)
     return study

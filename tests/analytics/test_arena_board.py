@@ -1,0 +1,240 @@
+"""The arena board (analytics/arena.py): computed by its job only, coalesced, the report's own numbers, sep-ELO from
+Eq. 6 by hand, per-system and per-category counts, flagged votes and why, and the board page."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from analytics import arena
+from analytics.models import ArenaBoard
+from analytics.report import assembly
+from annotation import jobs
+from annotation.jobs import run_job
+from annotation.models import Battle, Job, Judgment
+from tests.analytics.arena_fixtures import add_separability, add_votes, make_arena
+
+SYSTEMS = ("alpha", "beta", "gamma")
+# (prompt, rater, system A, system B, winner): creation order is this order
+VOTES = [
+    (0, "r1", "alpha", "beta", "alpha"),
+    (1, "r2", "beta", "gamma", "beta"),
+    (2, "r1", "alpha", "gamma", "tie"),
+    (3, "r3", "gamma", "beta", "gamma"),
+    (4, "r2", "alpha", "beta", "beta"),
+    (5, "r3", "gamma", "alpha", "alpha"),
+]
+DELTAS = {0: 0.9, 1: 0.1, 2: 0.4, 3: 0.65, 4: 0.25}  # prompt 5 has none yet: weighted as T
+
+
+@pytest.fixture
+def small_arena(researcher):
+    study = make_arena(researcher, SYSTEMS, len(VOTES))
+    add_votes(study, VOTES)
+    return study
+
+
+def run_queued(kind: str = arena.JOB_KIND) -> int:
+    ids = list(Job.objects.filter(kind=kind, status=Job.Status.QUEUED).values_list("pk", flat=True))
+    for pk in ids:
+        run_job.call(pk)
+    return len(ids)
+
+
+def sep_elo_by_hand(votes, deltas, k=4.0, t=0.4, alpha=2.0, beta=6.0) -> dict[str, float]:
+    """Eq. 5 and 6 of the separability paper, vote by vote: E_A = 1 / (1 + 10^((R_B - R_A) / 400)),
+    K_i = K alpha / (1 + exp(-beta (delta_i - T))), R_A += K_i (S_A - E_A), R_B -= K_i (S_A - E_A); a prompt without a
+    separability takes delta = T."""
+    r = dict.fromkeys(SYSTEMS, 1000.0)
+    for prompt, _, a, b, winner in votes:
+        s = 0.5 if winner == "tie" else (1.0 if winner == a else 0.0)
+        e = 1 / (1 + 10 ** ((r[b] - r[a]) / 400))
+        k_i = k * alpha / (1 + math.exp(-beta * (deltas.get(prompt, t) - t)))
+        r[a] += k_i * (s - e)
+        r[b] -= k_i * (s - e)
+    return r
+
+
+def test_sep_elo_is_the_seeds_formula_vote_by_vote_in_the_board_and_in_report_json(small_arena):
+    """A small replayed arena: sep-ELO's single pass equals Eq. 6 computed by hand, in the board and in
+    ``report --study NAME --json`` (key ``sep_elo``, a rating per system); the first vote by hand: K = 8 / (1 +
+    e^{-3}) = 7.6206, E = 1/2, alpha gains 3.8103."""
+    add_separability(small_arena, DELTAS)
+    expected = sep_elo_by_hand(VOTES, DELTAS)
+    first = 8 / (1 + math.exp(-6 * 0.5)) * 0.5
+    assert sep_elo_by_hand(VOTES[:1], DELTAS)["alpha"] == pytest.approx(1000 + first)
+    assert first == pytest.approx(3.8103, abs=1e-4)
+    out = io.StringIO()
+    call_command("report", "--study", small_arena.name, "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    sep = report["sep_elo"]
+    assert sep["available"] and sep["battles"] == len(VOTES) and sep["battles_without_separability"] == 1
+    assert {row["system"] for row in sep["leaderboard"]} == set(SYSTEMS)
+    assert all(isinstance(row["rating"], float) for row in sep["leaderboard"])
+    assert {row["system"]: row["online"] for row in sep["leaderboard"]} == pytest.approx(expected, abs=1e-9)
+    board = arena.board_data(small_arena)
+    assert {row["system"]: row["online"] for row in board["sep_elo"]["leaderboard"]} == pytest.approx(expected)
+    # plain ELO is the same pass with K = 4 everywhere (alpha = 2, delta = T)
+    plain = sep_elo_by_hand(VOTES, {})
+    assert {row["system"]: row["online"] for row in board["elo"]["leaderboard"]} == pytest.approx(plain)
+
+
+def test_the_board_is_the_reports_numbers(small_arena):
+    add_separability(small_arena, DELTAS)
+    report = assembly.compute(small_arena).to_json()
+    board = arena.board_data(small_arena)
+    for name in ("bradley_terry", "sep_elo", "elo", "style_control"):
+        assert board[name] == report[name], name
+    assert board["decisions"] == [
+        {
+            "system_a": s["system_a"],
+            "system_b": s["system_b"],
+            "decision": s["decision"],
+            "low": s["win_rate_low"],
+            "high": s["win_rate_high"],
+            "items": s["decision_items"],
+            "design": s["decision_design"],
+            "live": s["decision_live"],
+        }
+        for s in report["stopping"]
+    ]
+    # every adjacent order of the Bradley-Terry board, with its pair's decision
+    rows = board["bradley_terry"]["leaderboard"]
+    assert [(o["upper"], o["lower"], o["order"]) for o in board["orders"]] == [
+        (u["system"], w["system"], u["order_below"]) for u, w in zip(rows, rows[1:], strict=False)
+    ]
+
+
+def test_votes_and_prompts_each_rating_rests_on(small_arena):
+    add_separability(small_arena, DELTAS)
+    board = arena.board_data(small_arena)
+    assert (board["votes"], board["counted"], board["prompts"]) == (6, 6, 6)
+    per = {c["system"]: c for c in board["per_system"]}
+    # alpha: prompts 0, 2, 4, 5; beta 0, 1, 3, 4; gamma 1, 2, 3, 5 -- separabilities on 0-4
+    assert (per["alpha"]["votes"], per["alpha"]["prompts"], per["alpha"]["prompts_with_separability"]) == (4, 4, 3)
+    assert (per["beta"]["votes"], per["beta"]["prompts"], per["beta"]["prompts_with_separability"]) == (4, 4, 4)
+    assert (per["gamma"]["votes"], per["gamma"]["prompts"], per["gamma"]["prompts_with_separability"]) == (4, 4, 3)
+
+
+def test_category_boards_read_the_raters_categories_and_the_automatic_tags(small_arena):
+    Battle.objects.filter(item__external_id__in=["battle-0", "battle-1", "battle-4"]).update(category="writing")
+    Battle.objects.filter(item__external_id__in=["battle-0", "battle-3"]).update(
+        tags={"language": "en", "code": True, "long": False}
+    )
+    board = arena.board_data(small_arena)
+    cats = {(c["kind"], c["name"]): c for c in board["categories"]}
+    assert set(cats) == {("category", "writing"), ("tag", "language: en"), ("tag", "code")}
+    writing = cats[("category", "writing")]
+    assert (writing["votes"], writing["prompts"]) == (3, 3)
+    # prompts 0 (alpha beat beta), 1 (beta beat gamma), 4 (beta beat alpha): gamma, who never won, is last
+    assert [r["system"] for r in writing["leaderboard"]][-1] == "gamma"
+    assert {r["system"]: r["votes"] for r in writing["leaderboard"]} == {"alpha": 2, "beta": 3, "gamma": 1}
+    code = cats[("tag", "code")]
+    assert code["votes"] == 2 and {r["system"] for r in code["leaderboard"]} == set(SYSTEMS)
+    assert arena.tag_categories({"language": "de", "code": False, "long": True, "words": 0}) == ["language: de", "long"]
+
+
+def test_flagged_votes_are_left_out_and_counted_by_reason(small_arena):
+    flagged = ["battle-1", "battle-3"]
+    Judgment.objects.filter(pair__item__external_id__in=flagged).update(superseded=True)
+    Battle.objects.filter(item__external_id="battle-1").update(flag="near-duplicate prompt: repeats battle 12")
+    Battle.objects.filter(item__external_id="battle-3").update(flag="near-duplicate prompt: repeats battle 2")
+    battle = Battle.objects.get(item__external_id="battle-5")
+    Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.REFUSED, flag="names its own model (alpha)")
+    board = arena.board_data(small_arena)
+    assert (board["votes"], board["counted"]) == (6, 4)
+    assert board["flagged"] == {"votes": 2, "reasons": [{"why": "near-duplicate prompt", "votes": 2}]}
+    assert board["refused"] == [{"why": "names its own model", "battles": 1}]
+    assert board["bradley_terry"]["battles"] == 4
+    # the report leaves them out too
+    assert assembly.compute(small_arena).to_json()["bradley_terry"]["battles"] == 4
+
+
+def test_a_vote_joins_the_queued_refresh_and_only_the_worker_computes(small_arena):
+    first = jobs.start(small_arena, arena.JOB_KIND)
+    assert jobs.start(small_arena, arena.JOB_KIND).pk == first.pk  # coalesced: the queued one is returned
+    assert not ArenaBoard.objects.exists()
+    assert run_queued() == 1
+    board = ArenaBoard.objects.get(study=small_arena)
+    assert board.votes == 6 and board.data["counted"] == 6 and board.version == arena.data_version(small_arena)
+    assert "Board computed from 6 votes" in Job.objects.get(pk=first.pk).message
+    # a refresh while one runs queues one more behind it; finished ones are cleared by the next refresh
+    Job.objects.filter(pk=first.pk).update(status=Job.Status.RUNNING)
+    second = jobs.start(small_arena, arena.JOB_KIND)
+    assert second.pk != first.pk and jobs.start(small_arena, arena.JOB_KIND).pk == second.pk
+
+
+@pytest.mark.slow(seconds=20)
+def test_the_outlier_test_flags_a_reversing_rater_through_do_flag_votes(researcher):
+    """240 prompts: honest raters r1 and r2 vote for the stronger system (alpha > beta > gamma) four times in five;
+    r9 reverses every vote. The job flags r9's votes (and only theirs), kept and not counted."""
+    study = make_arena(researcher, SYSTEMS, 241, samples=1)
+    pairs = [("alpha", "beta"), ("beta", "gamma"), ("alpha", "gamma")]
+    votes = []
+    for n in range(240):
+        a, b = pairs[n % 3]
+        rater = ("r1", "r2", "r9")[n % 4 % 3] if n % 4 != 3 else "r1"
+        honest_winner = a if n % 5 else b  # the stronger system wins 4 times in 5
+        winner = (b if honest_winner == a else a) if rater == "r9" else honest_winner
+        votes.append((n, rater, a, b, winner))
+    add_votes(study, votes)
+    jobs.start(study, arena.JOB_KIND)
+    run_queued()
+    board = ArenaBoard.objects.get(study=study).data
+    r9 = sum(1 for v in votes if v[1] == "r9")
+    assert board["outliers"]["raters_flagged"] == 1 and board["outliers"]["raters_tested"] == 3
+    assert board["flagged"]["votes"] == r9 and board["counted"] == 240 - r9
+    flagged = Battle.objects.filter(study=study).exclude(flag="")
+    assert {b.rater.external_id for b in flagged} == {"r9"} and all(b.flag == arena.OUTLIER_WHY for b in flagged)
+    assert Judgment.objects.filter(study=study, superseded=True).count() == r9
+    # a flagged rater stays flagged: their next vote, even one for the favourite, is flagged by the next refresh
+    add_votes(study, [(240, "r9", "alpha", "gamma", "alpha")], start=240)
+    jobs.start(study, arena.JOB_KIND)
+    run_queued()
+    board = ArenaBoard.objects.get(study=study).data
+    assert board["flagged"]["votes"] == r9 + 1 and board["outliers"]["votes_flagged_now"] == 1
+    assert Battle.objects.get(item__external_id="battle-240").flag == arena.OUTLIER_WHY
+
+
+def test_the_board_page_serves_the_stored_board_and_polls(
+    researcher_client, small_arena, django_assert_max_num_queries
+):
+    url = reverse("arena_board", args=[small_arena.pk])
+    page = researcher_client.get(url)
+    assert page.status_code == 200 and b"board-computing" in page.content
+    assert not ArenaBoard.objects.exists()  # the request queued the refresh, never computed it
+    assert Job.objects.filter(kind=arena.JOB_KIND, status=Job.Status.QUEUED).count() == 1
+    run_queued()
+    page = researcher_client.get(url).content.decode()
+    assert "In short" in page and "6 votes counted on 6 prompts." in page
+    assert page.index("In short") < page.index("Bradley–Terry, with 95 % intervals")
+    assert "Sep-ELO" in page and "sep-elo-waiting" in page  # no separability yet
+    board = ArenaBoard.objects.get(study=small_arena)
+    body = reverse("arena_board_body", args=[small_arena.pk])
+    unchanged = researcher_client.get(body, {"since": board.refreshed.isoformat(), "state": "fresh"})
+    assert unchanged.status_code == 204
+    assert researcher_client.get(body, {"since": "", "state": "missing"}).status_code == 200
+    study_page = researcher_client.get(small_arena.get_absolute_url()).content.decode()
+    assert f'href="{url}"' in study_page and "Leaderboard" in study_page
+
+
+def test_an_empty_arena_says_how_the_board_fills_in(researcher_client, researcher):
+    study = make_arena(researcher, SYSTEMS, 2, name="empty")
+    url = reverse("arena_board", args=[study.pk])
+    researcher_client.get(url)
+    run_queued()
+    page = researcher_client.get(url).content.decode()
+    assert "No votes yet" in page and "rater link" in page
+
+
+def test_the_board_page_is_its_researchers_and_an_arenas_only(client, other_researcher, small_arena, study):
+    client.force_login(other_researcher)
+    assert client.get(reverse("arena_board", args=[small_arena.pk])).status_code == 404
+    client.force_login(study.owner)
+    assert client.get(reverse("arena_board", args=[study.pk])).status_code == 404  # not an arena
+    assert "Leaderboard" not in client.get(study.get_absolute_url()).content.decode()
