@@ -87,7 +87,7 @@ def do_live_separability(study: Study) -> int:
     used = [g for key, group in samples.items() if any(key[0] in items for items in complete.values()) for g in group]
     if not used:
         return 0
-    matrix = services.similarity(metric, used)
+    matrix = services.do_similarity(metric, used)
     added = 0
     for comparison_id, items in complete.items():
         if not items:

@@ -68,7 +68,7 @@ def _samples(study: Study) -> dict[tuple[int, int], list[Generation]]:
 Matrix = Callable[[list[Generation], list[Generation]], np.ndarray]
 
 
-def similarity(metric: str, generations: list[Generation], progress: Progress | None = None) -> Matrix:
+def do_similarity(metric: str, generations: list[Generation], progress: Progress | None = None) -> Matrix:
     """The similarity matrix of two lists of these generations under ``metric`` (docs/separability.md): the cosine
     metric embeds them first (cached), ``progress(done, total)`` reporting it; ``-la`` is the length adjustment."""
     base, length_adjusted = parse_metric(metric)
@@ -118,7 +118,7 @@ def do_compute_separability(
     parse_metric(metric)
     samples = _samples(study)
     needed = samples_needed(study)
-    matrix = similarity(metric, [g for group in samples.values() for g in group], progress)
+    matrix = do_similarity(metric, [g for group in samples.values() for g in group], progress)
     runs = []
     items = list(study.items.order_by("position"))
     for comparison in Comparison.objects.filter(study=study).select_related("system_a", "system_b"):
