@@ -114,7 +114,7 @@ def outlier_tests(votes: ArenaVotes, alpha: float = outliers.ALPHA) -> tuple[dic
     # every vote, flagged ones too (``battles`` leaves those out): a flagged rater's test reads all they cast
     va = np.array([index[r.system_a] for r in voted], dtype=np.int64)
     vb = np.array([index[r.system_b] for r in voted], dtype=np.int64)
-    vscore = winners.score_for_a([r.rating for r in voted]).reshape(-1)
+    vscore = winners.score_for_a([r.rating for r in voted if r.rating is not None]).reshape(-1)
     tests = outliers.rater_tests([code[r.rater] for r in voted], va, vb, vscore, fitted, alpha=alpha)
     return {names[c]: t for c, t in tests.items()}, voted
 
