@@ -25,6 +25,7 @@ from annotation.models import (
     RATER_TOKEN_SALT,
     Assignment,
     AssignmentPair,
+    Battle,
     BlockedWorker,
     CrowdSettings,
     ExternalLink,
@@ -132,6 +133,16 @@ def access_rater(token: str) -> Rater:
         raise Http404("This rater link is not valid.")
     _check_nonce(rater, payload)
     return rater
+
+
+def access_rater_battle(token: str, battle_id: int) -> tuple[Rater, Battle]:
+    """The rater of a personal link and one of their own arena battles (404 otherwise)."""
+    rater = access_rater(token)
+    battle = Battle.objects.select_related("comparison", "item").filter(pk=battle_id, rater=rater).first()
+    if battle is None:
+        raise Http404("No such battle.")
+    battle.study = rater.study
+    return rater, battle
 
 
 # The rating page and its submit are the hot path under load: the assignment with its rater and study

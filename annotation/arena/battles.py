@@ -99,6 +99,7 @@ def do_start_battle(rater: Rater, prompt: str, *, category: str = "", client: st
     category = (category or "").strip()
     if category and category not in arena.categories:
         raise ServiceError(_("Choose one of the arena's categories, or none."))
+    typed_tags = abuse.tags(text)  # before the rater's lock is taken (the language model's first read takes ~1 s)
     with transaction.atomic():
         # one rater's starts one at a time (and never across a hold of their earlier battle: rating/battles.py)
         Rater.objects.select_for_update().filter(pk=rater.pk).values_list("pk").first()
@@ -108,7 +109,7 @@ def do_start_battle(rater: Rater, prompt: str, *, category: str = "", client: st
         gold = _gold(study, rater) if arena.attention_every and (n + 1) % arena.attention_every == 0 else None
         comparison = None if gold is not None else _draw_pair(study, rater)
         shown = text if gold is None else gold.input
-        tags = abuse.tags(shown)
+        tags = typed_tags if gold is None else abuse.tags(shown)
         metadata: dict[str, Any] = {"arena": True, "category": category, "tags": tags}
         if gold is not None:
             metadata.update(gold=gold.pk, typed=text)

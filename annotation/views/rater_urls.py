@@ -5,7 +5,7 @@ maximum pace when they came last; bench/README.md, "Raters under load")."""
 
 from django.urls import path
 
-from annotation.views import raters
+from annotation.views import arena, raters
 
 urlpatterns = [
     path("", raters.rater_home, name="rater_home"),
@@ -14,4 +14,9 @@ urlpatterns = [
     path("practice/", raters.rater_practice, name="rater_practice"),
     path("a/<int:assignment_id>/", raters.rate, name="rate"),
     path("a/<int:assignment_id>/submit/", raters.rate_submit, name="rate_submit"),
+    path("arena/", arena.arena_home, name="arena_home"),
+    path("arena/<int:battle_id>/", arena.arena_battle, name="arena_battle"),
+    path("arena/<int:battle_id>/stream/<str:side>/", arena.arena_stream, name="arena_stream"),
+    path("arena/<int:battle_id>/turn/", arena.arena_turn, name="arena_turn"),
+    path("arena/<int:battle_id>/vote/", arena.arena_vote, name="arena_vote"),
 ]

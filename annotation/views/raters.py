@@ -35,6 +35,8 @@ from annotation.views.forms import PracticeForm, RatingForm
 @access.rater_page
 def rater_home(request: RaterRequest, token: str) -> HttpResponse:
     rater = access.access_rater(token)
+    if rater.study.is_arena:  # an arena has no assignments to start: its prompt box
+        return redirect("arena_home", token=token)
     access.speak_to_raters(request, rater.study)
     active = rater.assignments.filter(status=Assignment.Status.ACTIVE).first()
     completed = rater.assignments.filter(status=Assignment.Status.COMPLETED).count()
@@ -101,6 +103,8 @@ def _start(request: RaterRequest, rater: Rater, token: str) -> HttpResponse:
         return redirect("rater_consent", token=token)
     if practice.due(rater):
         return redirect("rater_practice", token=token)
+    if rater.study.is_arena:  # a battle starts from the rater's own prompt
+        return redirect("arena_home", token=token)
     try:
         assignment = allocation.do_start_assignment(rater)
     except AllocationBusy as exc:

@@ -1,0 +1,269 @@
+"""An arena's rater pages (docs/arena.md): the prompt box, a battle (two anonymous replies streamed side by side, the
+follow-up turns, the vote, the names after it) and its streams. Thin: ``annotation/arena/battles.py`` decides and
+stores, ``annotation/arena/streaming.py`` streams; authority is the signed rater link in the URL, as on the rating
+page."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+from django.http import HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from annotation import access, elicitation, questions
+from annotation.arena import battles, streaming
+from annotation.errors import ServiceError
+from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
+from annotation.http import RaterRequest
+from annotation.models import Battle, BattleReply
+from annotation.ratelimit import client_ip, client_key
+from annotation.rating import consent, recording
+from annotation.views.forms import RatingForm
+from annotation.views.raters import paused_message
+
+
+@access.frameable
+@csrf_exempt  # authority is the signed rater token in the URL, never a cookie (see raters.rater_start)
+@access.rater_page
+def arena_home(request: RaterRequest, token: str) -> HttpResponse:
+    """The prompt box (GET); a new battle on the prompt (POST), or the box again with the prompt and why not."""
+    rater = access.access_rater(token)
+    study = rater.study
+    access.speak_to_raters(request, study)
+    if not study.accepts_raters:
+        return paused_message(request, study)
+    if consent.needed(rater):
+        return redirect("rater_consent", token=token)
+    settings = study.arena
+    prompt, category, error = request.GET.get("prompt", ""), request.GET.get("category", ""), None
+    if request.method == "POST":
+        prompt, category = request.POST.get("prompt", ""), request.POST.get("category", "")
+        starter = request.POST.get("starter")
+        if starter is not None and starter.isdigit() and int(starter) < len(settings.starters):
+            prompt = settings.starters[int(starter)]
+        try:
+            battle = battles.do_start_battle(rater, prompt, category=category, client=client_key(client_ip(request)))
+        except ServiceError as exc:
+            error = str(exc)
+        else:
+            return redirect("arena_battle", token=token, battle_id=battle.pk)
+    response = render(
+        request,
+        "annotation/arena/home.html",
+        {
+            "study": study,
+            "token": token,
+            "arena": settings,
+            "prompt": prompt,
+            "category": category,
+            "error": error,
+            "battles": rater.battles.count(),
+        },
+    )
+    if error is not None:
+        response.status_code = 400
+    return response
+
+
+@access.frameable
+@access.rater_page
+def arena_battle(request: RaterRequest, token: str, battle_id: int) -> HttpResponse:
+    """A battle: its turns, each with the two replies (streaming ones fed by ``arena_stream``; without JavaScript,
+    ``?wait=1`` waits for them whole), and what comes next: the vote and a follow-up, the names, or a new battle."""
+    rater, battle = access.access_rater_battle(token, battle_id)
+    access.speak_to_raters(request, battle.study)
+    if request.GET.get("wait") == "1":
+        streaming.do_complete(battle)
+        battle.refresh_from_db()
+    return _render_battle(request, token, battle)
+
+
+@access.frameable
+@access.rater_page
+def arena_stream(request: RaterRequest, token: str, battle_id: int, side: str) -> HttpResponse:
+    """The reply of the side shown ``side`` (left / right) in the current turn, as server-sent events."""
+    rater, battle = access.access_rater_battle(token, battle_id)
+    try:
+        events = streaming.do_stream(battle, streaming.model_side(battle, side))
+        first = next(events)  # the reply is looked up (and claimed) now, inside the request's checks
+    except ServiceError as exc:
+        return HttpResponse(str(exc), status=404, content_type="text/plain")
+
+    def body():
+        yield b"retry: 1000\n\n"
+        yield first.encoded()
+        for event in events:
+            yield event.encoded()
+
+    response = StreamingHttpResponse(body(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a proxy (nginx) passes each event on at once
+    return response
+
+
+@access.frameable
+@csrf_exempt  # see arena_home
+@require_POST
+@access.rater_page
+def arena_turn(request: RaterRequest, token: str, battle_id: int) -> HttpResponse:
+    """A follow-up message: the next turn of both replies."""
+    rater, battle = access.access_rater_battle(token, battle_id)
+    access.speak_to_raters(request, battle.study)
+    try:
+        battles.do_add_turn(battle, request.POST.get("prompt", ""))
+    except ServiceError as exc:
+        return _render_battle(request, token, battle, turn_error=str(exc), status=400)
+    if request.htmx:
+        return _render_battle(request, token, Battle.objects.get(pk=battle.pk))
+    return redirect("arena_battle", token=token, battle_id=battle.pk)
+
+
+@access.frameable
+@csrf_exempt  # see arena_home
+@require_POST
+@access.rater_page
+def arena_vote(request: RaterRequest, token: str, battle_id: int) -> HttpResponse:
+    """The vote: the rating page's answer (main question, further questions, comment), recorded as the battle's
+    judgment; then the names."""
+    rater, battle = access.access_rater_battle(token, battle_id)
+    study = battle.study
+    access.speak_to_raters(request, study)
+    form = RatingForm(request.POST)
+    if not form.is_valid() or form.cleaned_data["pair"] != battle.pk:
+        return _render_battle(
+            request, token, battle, vote_error=_("The vote was incomplete; please vote again."), status=400
+        )
+    submission = recording.Submission(
+        key=form.cleaned_data["key"],
+        answer=study.elicitation_mode.read(request.POST),
+        further=questions.read(study, request.POST),
+        client_time_ms=form.cleaned_data["client_ms"],
+        comment=form.cleaned_data["comment"],
+    )
+    try:
+        result = battles.do_vote(battle, submission)
+    except ServiceError as exc:
+        battle.refresh_from_db()
+        return _render_battle(request, token, battle, vote_error=str(exc), given=request.POST, status=400)
+    if not request.htmx:
+        return redirect("arena_battle", token=token, battle_id=battle.pk)
+    return _render_battle(request, token, Battle.objects.get(pk=battle.pk), result=result)
+
+
+@dataclasses.dataclass
+class Pane:
+    """One reply as a pane shows it: left or right, labelled A or B for the rater."""
+
+    shown: str  # left | right
+    label: str
+    reply: BattleReply | None
+    stream_url: str = ""
+    name: str = ""  # the system's, once the vote revealed it
+
+    @property
+    def streaming(self) -> bool:
+        return self.reply is not None and self.reply.status == BattleReply.Status.STREAMING
+
+    @property
+    def failed(self) -> bool:
+        return self.reply is not None and self.reply.status == BattleReply.Status.FAILED
+
+
+def _labels() -> tuple[str, str]:
+    return _("Model A"), _("Model B")
+
+
+def _turns(token: str, battle: Battle) -> list[dict[str, Any]]:
+    """Each turn: the rater's message and the two panes (left, right)."""
+    replies = {(r.turn, r.side): r for r in battle.replies.all()}
+    left_side, right_side = ("a", "b") if battle.a_shown_first else ("b", "a")
+    last = max((turn for turn, _ in replies), default=0)
+    label_left, label_right = _labels()
+    turns = []
+    for turn, prompt in enumerate(battle.prompts or [battle.item.input]):
+        panes = []
+        for shown, side, label in (("left", left_side, label_left), ("right", right_side, label_right)):
+            reply = replies.get((turn, side))
+            url = ""
+            if turn == last and reply is not None and reply.status == BattleReply.Status.STREAMING:
+                url = reverse("arena_stream", args=[token, battle.pk, shown])
+            panes.append(Pane(shown, label, reply, url))
+        turns.append({"number": turn + 1, "prompt": prompt, "panes": panes})
+    return turns
+
+
+def _vote_fieldsets(study, given) -> tuple[elicitation.Fieldset, ...]:
+    """The rating page's main question, its first and second options named after the panes (Model A, Model B)."""
+    label_left, label_right = _labels()
+    names = {elicitation.FIRST: label_left, elicitation.SECOND: label_right}
+    fieldsets = questions.page(study, given)["fieldsets"]
+    return tuple(
+        dataclasses.replace(
+            fieldset,
+            options=tuple(
+                dataclasses.replace(o, label=names[o.value]) if o.name == "choice" and o.value in names else o
+                for o in fieldset.options
+            ),
+        )
+        for fieldset in fieldsets
+    )
+
+
+def _render_battle(
+    request: RaterRequest,
+    token: str,
+    battle: Battle,
+    *,
+    result: battles.VoteResult | None = None,
+    vote_error: str | None = None,
+    turn_error: str | None = None,
+    given=None,
+    status: int = 200,
+) -> HttpResponse:
+    study = battle.study
+    settings = study.arena
+    turns = _turns(token, battle)
+    panes = turns[-1]["panes"] if turns else []
+    answering = any(p.streaming for p in panes)
+    failed = [p.label for p in panes if p.failed] if battle.status == Battle.Status.FAILED else []
+    context: dict[str, Any] = {
+        "study": study,
+        "token": token,
+        "battle": battle,
+        "turns": turns,
+        "answering": answering,
+        "failed": failed,
+        "vote_error": vote_error,
+        "turn_error": turn_error,
+        "prompt_again": battle.prompts[0] if battle.prompts else battle.item.input,
+        "home_url": reverse("arena_home", args=[token]),
+    }
+    if battle.status in (Battle.Status.VOTED, Battle.Status.REFUSED):
+        names = battles.revealed(battle)
+        context["revealed"] = names
+        for turn in turns:
+            for pane in turn["panes"] if names else ():
+                pane.name = names[0] if pane.shown == "left" else names[1]
+        context["result"] = result
+        context["counted"] = result.counted if result is not None else not battle.flag
+    elif battle.status == Battle.Status.READY and not answering:
+        page = questions.page(study, given)
+        context.update(
+            voting=True,
+            mode=study.elicitation_mode,
+            fieldsets=_vote_fieldsets(study, given),
+            further=page["further"],
+            comment_value=page["comment_value"],
+            comment_max=COMMENT_MAX_CHARS,
+            key=uuid.uuid4().hex,
+            can_follow_up=len(battle.prompts or [None]) < settings.max_turns,
+            key_help=questions.key_help(study),
+        )
+    template = "annotation/arena/battle.html#battle" if request.htmx else "annotation/arena/battle.html"
+    return render(request, template, context, status=status)

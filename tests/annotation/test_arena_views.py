@@ -1,0 +1,159 @@
+"""An arena's rater pages (annotation/views/arena.py) through Django's test client against tests/judge_server.py's
+streaming mode: a rater's link and the open link lead to the prompt box; a prompt starts a battle whose page streams
+both replies (server-sent events); then the vote form, the vote recorded as a judgment, the names; a refused prompt
+comes back in the box; a failed model offers a new battle with the prompt kept; without JavaScript the page waits."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils.html import escape
+
+from annotation.arena import setup
+from annotation.arena.setup import SystemSpec
+from annotation.models import Battle, BattleReply, Judgment
+from annotation.studies import enrolment
+from tests.judge_server import server_fixture
+
+server = server_fixture()
+
+
+@pytest.fixture
+def arena(researcher, server):
+    server.stream_rate = 400.0
+    return setup.do_create_arena(
+        researcher,
+        "arena",
+        # short model names: a reply begins with its model's name, and a name in a reply refuses the vote
+        [SystemSpec("red", "r1", server.base_url), SystemSpec("blue", "b2", server.base_url)],
+        samples=0,
+        endpoint_fields={"api_key_env": "", "timeout_seconds": 2.0, "max_retries": 0},
+        starters=["Write a haiku."],
+        categories=["poetry"],
+    )
+
+
+@pytest.fixture
+def token(arena):
+    return enrolment.do_create_rater_link(arena, "rater").token()
+
+
+def stream(client, token, battle, side: str) -> str:
+    response = client.get(reverse("arena_stream", args=[token, battle.pk, side]))
+    assert response["Content-Type"] == "text/event-stream" and response["Cache-Control"] == "no-cache"
+    return b"".join(response.streaming_content).decode()
+
+
+def test_the_rater_link_and_the_open_link_lead_to_the_prompt_box(client, arena, token):
+    home = reverse("arena_home", args=[token])
+    assert client.get(reverse("rater_home", args=[token])).url == home
+    page = client.get(home)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'name="prompt"' in html and "Write a haiku." in html and '<option value="poetry"' in html
+    # the open link: joining makes a rater and goes to their prompt box
+    joined = client.post(arena.open_link_path())
+    assert re.fullmatch(r"/r/[^/]+/arena/", joined.url)
+
+
+def test_a_battle_streams_both_replies_then_takes_the_vote_and_shows_the_names(client, arena, token, server):
+    started = client.post(reverse("arena_home", args=[token]), {"prompt": "  Hello there.  ", "category": "poetry"})
+    battle = Battle.objects.get(study=arena)
+    assert started.url == reverse("arena_battle", args=[token, battle.pk])
+    assert (battle.item.input, battle.category) == ("Hello there.", "poetry")
+    page = client.get(started.url).content.decode()
+    for side in ("left", "right"):
+        assert f'data-stream="{reverse("arena_stream", args=[token, battle.pk, side])}"' in page
+    assert "Model A" in page and "Model B" in page and 'data-testid="answering"' in page
+    assert "?wait=1" in page  # the way without JavaScript
+    assert 'id="rating-form"' not in page
+    events = {side: stream(client, token, battle, side) for side in ("left", "right")}
+    replies = {r.side: r for r in BattleReply.objects.filter(battle=battle)}
+    left = replies["a" if battle.a_shown_first else "b"]
+    assert events["left"].startswith('retry: 1000\n\nevent: text\ndata: ""\n\nevent: delta\n')
+    assert events["left"].endswith('event: done\ndata: ""\n\n') and left.status == BattleReply.Status.DONE
+    assert server.invalid == []
+    page = client.get(started.url).content.decode()
+    assert 'id="rating-form"' in page and "data-stream" not in page
+    assert escape(left.text) in page
+    # the options named after the panes, with the rating page's keys
+    assert re.search(r'value="first" data-key="1"[^>]*> Model A', page)
+    assert re.search(r'value="second" data-key="2"[^>]*> Model B', page)
+    key = re.search(r'name="key" value="([0-9a-f]+)"', page)[1]
+    voted = client.post(
+        reverse("arena_vote", args=[token, battle.pk]),
+        {"pair": battle.pk, "key": key, "client_ms": "900", "choice": "second"},
+        HTTP_HX_REQUEST="true",
+    )
+    html = voted.content.decode()
+    assert voted.status_code == 200 and 'data-testid="revealed"' in html
+    battle.refresh_from_db()
+    names = ("red", "blue") if battle.a_shown_first else ("blue", "red")
+    assert re.search(rf'data-testid="name-left">{names[0]}<', html)
+    assert re.search(rf'data-testid="name-right">{names[1]}<', html)
+    assert "New battle" in html and "Your vote counts" in html
+    judgment = Judgment.objects.get(pair__item=battle.item)  # the item holds the rater's own prompt
+    assert judgment.choice == (Judgment.Choice.B if battle.a_shown_first else Judgment.Choice.A)
+    # the same vote again (a double click): still one judgment
+    client.post(
+        reverse("arena_vote", args=[token, battle.pk]),
+        {"pair": battle.pk, "key": key, "client_ms": "900", "choice": "second"},
+    )
+    assert Judgment.objects.filter(pair__item=battle.item).count() == 1
+
+
+def test_a_refused_prompt_comes_back_in_the_box(client, arena, token):
+    response = client.post(reverse("arena_home", args=[token]), {"prompt": "   "})
+    assert response.status_code == 400
+    assert 'role="alert"' in response.content.decode() and not Battle.objects.exists()
+    # a starter is sent as it is, whatever the box holds
+    response = client.post(reverse("arena_home", args=[token]), {"prompt": "", "starter": "0"})
+    assert Battle.objects.get().item.input == "Write a haiku."
+
+
+def test_a_failed_model_offers_a_new_battle_with_the_prompt_kept(client, arena, token):
+    client.post(reverse("arena_home", args=[token]), {"prompt": "Fail [[stream-error]]", "category": "poetry"})
+    battle = Battle.objects.get()
+    assert "event: failed" in stream(client, token, battle, "left")
+    page = client.get(reverse("arena_battle", args=[token, battle.pk])).content.decode()
+    assert 'data-testid="battle-failed"' in page and "failed for this battle" in page
+    assert 'name="prompt" value="Fail [[stream-error]]"' in page and 'name="category" value="poetry"' in page
+    assert 'id="rating-form"' not in page
+    # the other model is not asked once the battle failed: nothing to vote on, nothing to pay for
+    assert "event: failed" in stream(client, token, battle, "right")
+    assert set(BattleReply.objects.filter(battle=battle).values_list("status", flat=True)) == {"failed"}
+    again = client.get(reverse("arena_home", args=[token]), {"prompt": "Fail [[stream-error]]"}).content.decode()
+    assert ">Fail [[stream-error]]</textarea>" in again
+
+
+def test_a_follow_up_turn_streams_two_more_replies(client, arena, token):
+    client.post(reverse("arena_home", args=[token]), {"prompt": "First."})
+    battle = Battle.objects.get()
+    for side in ("left", "right"):
+        stream(client, token, battle, side)
+    client.post(reverse("arena_turn", args=[token, battle.pk]), {"prompt": "And then?"})
+    page = client.get(reverse("arena_battle", args=[token, battle.pk])).content.decode()
+    assert "Your message 2" in page and "And then?" in page and page.count("data-stream=") == 2
+    assert "event: done" in stream(client, token, battle, "right")
+    assert BattleReply.objects.filter(battle=battle, turn=1).count() == 2
+
+
+def test_a_stream_of_another_raters_battle_is_not_found(client, arena, token):
+    client.post(reverse("arena_home", args=[token]), {"prompt": "Mine."})
+    battle = Battle.objects.get()
+    other = enrolment.do_create_rater_link(arena, "other").token()
+    assert client.get(reverse("arena_stream", args=[other, battle.pk, "left"])).status_code == 404
+    assert client.get(reverse("arena_battle", args=[other, battle.pk])).status_code == 404
+    assert client.get(reverse("arena_stream", args=[token, battle.pk, "middle"])).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)  # both replies are asked on threads of their own
+def test_without_javascript_the_page_waits_for_both_whole_replies(client, arena, token):
+    client.post(reverse("arena_home", args=[token]), {"prompt": "No script here."})
+    battle = Battle.objects.get()
+    page = client.get(reverse("arena_battle", args=[token, battle.pk]), {"wait": "1"}).content.decode()
+    assert 'id="rating-form"' in page and "data-stream" not in page
+    for reply in BattleReply.objects.filter(battle=battle):
+        assert reply.status == BattleReply.Status.DONE and escape(reply.text) in page
