@@ -167,7 +167,7 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         the rater saw (docs/arena.md#live-separability-and-sep-elo)."""
         if self.study.is_arena:
             system = self.endpoint.system_id
-            items = (
+            battle_items = (
                 Battle.objects.filter(
                     Q(comparison__system_a=system) | Q(comparison__system_b=system),
                     study_id=self.endpoint.system.study_id,
@@ -177,7 +177,7 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
                 .order_by("pk")
                 .values_list("item_id", flat=True)
             )
-            return [(item, k) for item in items for k in range(1, self.endpoint.samples)]
+            return [(item, k) for item in battle_items for k in range(1, self.endpoint.samples)]
         items = Item.objects.filter(study_id=self.endpoint.system.study_id).order_by("position")
         return [(item, k) for item in items.values_list("pk", flat=True) for k in range(self.endpoint.samples)]
 

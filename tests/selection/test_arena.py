@@ -47,7 +47,7 @@ def test_pair_weights_read_each_pairs_stored_decision_and_leave_closed_pairs_out
     assert arena.pair_weights(arena_study) == {first.pk: 1.0, second.pk: core.OPEN_WEIGHT}
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=30)
 def test_the_pair_choice_prefers_undecided_pairs_and_never_repeats_a_raters_previous_pair(arena_study):
     """Three pairs, one decided: weights 1 and OPEN_WEIGHT (w) twice. A rater's next pair is drawn among the two pairs
     that are not their previous one, so from an open pair the decided one comes with chance 1 / (1 + w), and never
@@ -129,7 +129,9 @@ def test_a_vote_flagged_before_it_came_is_not_observed(researcher, server):
 
 def samples(battle: Battle, texts_a: list[str], texts_b: list[str], first: int = 1) -> None:
     """Samples ``first``.. of the battle's two systems (sample 0 is the shown reply, already stored)."""
-    for system, texts in ((battle.comparison.system_a, texts_a), (battle.comparison.system_b, texts_b)):
+    comparison = battle.comparison
+    assert comparison is not None
+    for system, texts in ((comparison.system_a, texts_a), (comparison.system_b, texts_b)):
         for k, text in enumerate(texts, start=first):
             Generation.objects.create(
                 item=battle.item,
@@ -224,7 +226,7 @@ def test_repeats_counts_a_prompt_once_by_the_first_battle_that_counts():
     assert found == [arena.Repeat(12, 11, "cosine 0.95")]
 
 
-@pytest.mark.slow(seconds=8)
+@pytest.mark.slow(seconds=15)
 def test_repeated_prompts_are_flagged_with_the_battle_they_repeat_and_not_counted(researcher, server):
     study = make_arena(researcher, server, labels=("red", "green"), samples=0)
     first = ready_battle(study, "Explain quantum computing in simple terms.")
