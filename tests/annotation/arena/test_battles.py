@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.db import connections
 
 from annotation import elicitation
-from annotation.arena import battles
+from annotation.arena import battles, streaming
 from annotation.errors import RaterScreenedOut, ServiceError
 from annotation.models import (
     Assignment,
@@ -492,3 +492,23 @@ def test_votes_of_one_network_at_the_same_moment_never_pass_its_limit_together(a
     assert all("Your network has cast 1 vote" in str(r) for r in refused)
     assert Judgment.objects.count() == 1
     assert Counter(Battle.objects.values_list("status", flat=True)) == Counter({"voted": 1, "ready": 3})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_both_streams_finishing_at_the_same_moment_settle_the_battle_once(arena, rater):
+    battle = battles.do_start_battle(rater, "Together?")
+    streaming.do_complete(battle)  # both replies asked and streamed at once, on threads of their own
+    battle.refresh_from_db()
+    assert battle.status == Battle.Status.READY
+    # and settles called together by many requests store nothing twice
+    again = battles.do_start_battle(rater, "Again together?")
+    BattleReply.objects.filter(battle=again).update(status=BattleReply.Status.DONE, text="Same words.")
+    results = at_once([lambda: battles.do_settle(Battle.objects.get(pk=again.pk)).status for _ in range(6)])
+    assert results == [Battle.Status.READY] * 6
+    for b in (battle, again):
+        assert (
+            Generation.objects.filter(item_id=b.item_id).count() == 2
+            and Pair.objects.filter(item_id=b.item_id).count() == 1
+        )
+        assert GenerationCall.objects.filter(item_id=b.item_id).count() == 2
+    assert Assignment.objects.filter(status="active").get().pk == Battle.objects.get(pk=again.pk).assignment_id
