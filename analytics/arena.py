@@ -45,7 +45,6 @@ BOARD_FORMAT = 1  # raised when what a stored board holds changes: boards stored
 # behind it (the running one may have read the votes before this one)
 LIMIT = jobs.Limit("arena board refreshes", key=(), coalesce="queued", per_study=1)
 OUTLIER_WHY = "unlikely rater: their votes failed the outlier test (docs/arena.md#abuse)"
-MIN_CATEGORY_VOTES = 1  # a category's board is drawn from its first vote; its intervals say how little it rests on
 
 
 def reason_of(flag: str) -> str:
@@ -250,34 +249,53 @@ def adjacent_orders(board: dict) -> list[dict]:
 def category_boards(
     rated: list[data.Row], systems: list[str], by_item: dict[int, dict], params: data.RatingParameters
 ) -> list[dict]:
-    """A Bradley-Terry board (sandwich intervals clustered by prompt) per category: the researcher's (the rater's
-    choice, ``Battle.category``) and the automatic ones (``Battle.tags``), each over the systems it has votes of."""
-    groups: dict[tuple[str, str], list[data.Row]] = defaultdict(list)
-    for r in rated:
+    """A Bradley-Terry board (sandwich intervals clustered by prompt, ``bradley_terry_rows``) per category: the
+    researcher's (the rater's choice, ``Battle.category``) and the automatic ones (``Battle.tags``), each over the
+    systems it has votes of. The battles are made once (a prompt is in one category, so aggregating them first and
+    picking each category's after is the same as aggregating each category's)."""
+    battle_rows, a, b, score = battles(rated, systems, params.aggregation, params.seed)
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    named: dict[tuple, list[str]] = {}  # the tags' categories, once per distinct tags
+    for i, r in enumerate(battle_rows):
         battle = by_item.get(r.item_id)
         if battle is None:
             continue
         if battle["category"]:
-            groups[("category", battle["category"])].append(r)
-        for name in tag_categories(battle["tags"]):
-            groups[("tag", name)].append(r)
+            groups[("category", battle["category"])].append(i)
+        tags = battle["tags"] or {}
+        try:
+            key = tuple(sorted(tags.items()))
+            names = named[key] if key in named else named.setdefault(key, tag_categories(tags))
+        except TypeError:  # a tag whose value is a list or an object
+            names = tag_categories(tags)
+        for name in names:
+            groups[("tag", name)].append(i)
+    items = np.array([r.item_id for r in battle_rows], dtype=np.int64)
     out = []
-    for (kind, name), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[0][1])):
-        present = [s for s in systems if any(s in (r.system_a, r.system_b) for r in rows)]
-        entry: dict = {"kind": kind, "name": name, "votes": len(rows), "prompts": len({r.item_id for r in rows})}
-        if len(present) < 2 or len(rows) < MIN_CATEGORY_VOTES:
-            entry["reason"] = "fewer than two systems have votes in it"
-            entry["leaderboard"] = []
-        else:
-            battle_rows, a, b, score = battles(rows, present, params.aggregation, params.seed)
-            board = bradley_terry_rows(present, battle_rows, a, b, score)
-            counts = per_system(battle_rows, present, {}, [])
-            by_system = {c["system"]: c for c in counts}
-            entry["reason"] = ""
-            entry["leaderboard"] = [
-                {**to_json(row), "votes": by_system[row.system]["votes"], "prompts": by_system[row.system]["prompts"]}
+    for (kind, name), picked in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[0][1])):
+        index = np.array(picked, dtype=np.int64)
+        ca, cb = a[index], b[index]
+        codes = np.unique(np.concatenate([ca, cb]))  # the systems with votes in it, in the study's order
+        entry: dict = {"kind": kind, "name": name, "votes": len(index), "prompts": len(np.unique(items[index]))}
+        if len(codes) < 2:
+            entry.update(reason="fewer than two systems have votes in it", leaderboard=[])
+            out.append(entry)
+            continue
+        present = [systems[k] for k in codes]
+        remap = np.full(len(systems), -1, dtype=np.int64)
+        remap[codes] = np.arange(len(codes))
+        ra, rb = remap[ca], remap[cb]
+        board = bradley_terry_rows(present, [battle_rows[i] for i in picked], ra, rb, score[index])
+        votes = np.bincount(ra, minlength=len(codes)) + np.bincount(rb, minlength=len(codes))
+        prompts = [len(np.unique(items[index][(ra == k) | (rb == k)])) for k in range(len(codes))]
+        position = {s: k for k, s in enumerate(present)}
+        entry.update(
+            reason="",
+            leaderboard=[
+                {**to_json(row), "votes": int(votes[position[row.system]]), "prompts": prompts[position[row.system]]}
                 for row in board
-            ]
+            ],
+        )
         out.append(entry)
     return out
 
