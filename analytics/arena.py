@@ -342,11 +342,11 @@ def do_refresh(study: Study, flag_outliers: bool = True) -> ArenaBoard:
     return row
 
 
-def do_request_refresh(study: Study) -> Job | None:
+def do_request_refresh(study: Study, version: str = "") -> Job | None:
     """The queued refresh of the board (or a new one queued; None when the researcher's job cap is reached, and
     the page asks again as it polls)."""
     try:
-        return jobs.start(study, JOB_KIND, message="Computing the arena board")
+        return jobs.start(study, JOB_KIND, message="Computing the arena board", params={"version": version})
     except jobs.JobLimit:
         return None
 
@@ -369,11 +369,16 @@ def do_serve(study: Study) -> ServedBoard:
     """The stored board; queues a refresh when it is missing or older than the data (a vote queues one itself,
     this catches a separability computed, a setting changed or a refresh that failed)."""
     board = ArenaBoard.objects.filter(study=study).first()
-    stale = board is None or board.version != data_version(study)
+    version = data_version(study)
+    stale = board is None or board.version != version
     job = None
     if stale:
         latest = Job.objects.filter(study=study, kind=JOB_KIND).first()
-        job = latest if latest is not None and latest.active else do_request_refresh(study)
+        # a refresh that failed on this very data is shown, not queued again at every poll
+        failed_here = (
+            latest is not None and latest.status == Job.Status.FAILED and latest.params.get("version") == version
+        )
+        job = latest if latest is not None and (latest.active or failed_here) else do_request_refresh(study, version)
     return ServedBoard(board, stale, job)
 
 

@@ -238,3 +238,16 @@ def test_the_board_page_is_its_researchers_and_an_arenas_only(client, other_rese
     client.force_login(study.owner)
     assert client.get(reverse("arena_board", args=[study.pk])).status_code == 404  # not an arena
     assert "Leaderboard" not in client.get(study.get_absolute_url()).content.decode()
+
+
+def test_a_refresh_that_failed_on_this_data_is_shown_not_queued_again(researcher_client, small_arena):
+    url = reverse("arena_board", args=[small_arena.pk])
+    researcher_client.get(url)
+    job = Job.objects.get(kind=arena.JOB_KIND, status=Job.Status.QUEUED)
+    jobs.end(Job.objects.filter(pk=job.pk), Job.Status.FAILED, "ValueError: a broken board")
+    page = researcher_client.get(url).content.decode()
+    assert "Computing the board failed" in page and "a broken board" in page
+    assert not Job.objects.filter(kind=arena.JOB_KIND, status=Job.Status.QUEUED).exists()
+    add_votes(small_arena, [(0, "r4", "alpha", "beta", "beta")], start=len(VOTES))  # new data: a new refresh
+    researcher_client.get(url)
+    assert Job.objects.filter(kind=arena.JOB_KIND, status=Job.Status.QUEUED).count() == 1
