@@ -17,6 +17,7 @@ of every battle's prompt as soon as both systems' samples are in, and the prompt
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import re
 import unicodedata
@@ -24,7 +25,7 @@ import unicodedata
 import numpy as np
 
 from annotation.generating.runner import ARENA_SAMPLED
-from annotation.models import Battle, Generation, Study
+from annotation.models import Battle, Generation, Job, Study
 from annotation.rating import battles as rating_battles
 from selection import embedding, services
 from selection.core import arena as core
@@ -37,6 +38,10 @@ from selection.models import ItemSeparability, PairDecision
 REPEAT_COSINE = 0.9
 REPEAT_WORDS = "the prompt repeats battle {battle}'s ({how})"
 BLOCK = 1024  # prompts compared against all earlier ones at once (a block's matrix: BLOCK x battles floats)
+STEP = "arena_separability"  # the job kind of the arena's background step (selection/jobs.py)
+# battles that became ready this long before the last step began are looked at again: a battle's hold commits a moment
+# after its assignment is created, so the last step may not have seen it
+RECHECK = dt.timedelta(minutes=5)
 
 
 def pair_weights(study: Study) -> dict[int, float]:
@@ -119,20 +124,27 @@ class Repeat:
     how: str  # "the same text" | "cosine 0.93"
 
 
-def repeats(ids: list[int], prompts: list[str], counted: list[bool], vectors: np.ndarray) -> list[Repeat]:
-    """Which battles (in the order given: oldest first) repeat an earlier one whose vote still counts: the same
-    ``prompt_key``, else the highest cosine of the prompts' embeddings (rows of ``vectors``) at least
+def repeats(
+    ids: list[int], prompts: list[str], counted: list[bool], vectors: np.ndarray, start: int = 0
+) -> list[Repeat]:
+    """Which battles (in the order given: the order they became ready) repeat an earlier one whose vote still counts:
+    the same ``prompt_key``, else the highest cosine of the prompts' embeddings (rows of ``vectors``) at least
     ``REPEAT_COSINE``. A battle found a repeat, or not counted already (``counted`` False), is no earlier battle for
-    the ones after it: a prompt is counted once, by the first battle that counts."""
+    the ones after it: a prompt is counted once, by the first battle that counts. Only the battles from ``start`` on
+    are looked at (the ones before were, by an earlier job: they stand as ``counted`` says)."""
     out: list[Repeat] = []
     keys = [prompt_key(p) for p in prompts]
     norms = np.linalg.norm(vectors, axis=1, keepdims=True) if len(vectors) else np.zeros((0, 1))
     unit = vectors / np.where(norms > 0, norms, 1.0) if len(vectors) else vectors
     alive = np.array(counted, dtype=bool)
     first: dict[str, int] = {}
-    for start in range(0, len(ids), BLOCK):
-        block = unit[start : start + BLOCK] @ unit[: start + BLOCK].T if len(unit) else np.zeros((0, 0))
-        for row, n in enumerate(range(start, min(start + BLOCK, len(ids)))):
+    for n in range(min(start, len(ids))):
+        if alive[n]:
+            first.setdefault(keys[n], n)
+    for begin in range(start, len(ids), BLOCK):
+        end = min(begin + BLOCK, len(ids))
+        block = unit[begin:end] @ unit[:end].T
+        for row, n in enumerate(range(begin, end)):
             if not alive[n]:
                 continue
             earlier = first.get(keys[n])
@@ -152,18 +164,29 @@ def repeats(ids: list[int], prompts: list[str], counted: list[bool], vectors: np
 
 def do_flag_repeats(study: Study) -> int:
     """Flag the votes of the study's battles whose prompt repeats an earlier battle's (``repeats``): kept, exported,
-    not counted. The battles are those that reached their vote (ready or voted; not attention checks), oldest first;
-    a battle flagged for any reason already is no earlier battle. Returns how many battles were flagged now."""
+    not counted. The battles are those that reached their vote (ready or voted, holding their vote's assignment; not
+    attention checks), in the order they became ready (their assignment's creation); a battle flagged for any reason
+    already is no earlier battle. Only the battles that became ready since the last arena step began (less
+    ``RECHECK``) are looked at: a battle looked at once keeps its standing, as earlier battles only ever stop counting.
+    Returns how many battles were flagged now."""
     rows = list(
-        Battle.objects.filter(study=study, status__in=ARENA_SAMPLED, gold__isnull=True)
-        .order_by("pk")
-        .values_list("pk", "item__input", "flag")
+        Battle.objects.filter(study=study, status__in=ARENA_SAMPLED, gold__isnull=True, assignment__isnull=False)
+        .order_by("assignment__created", "pk")
+        .values_list("pk", "item__input", "flag", "assignment__created")
     )
-    if len(rows) < 2:
+    last = (
+        Job.objects.filter(study=study, kind=STEP, status=Job.Status.DONE)
+        .order_by("-created")
+        .values("created")
+        .first()
+    )
+    since = None if last is None else last["created"] - RECHECK
+    start = next((n for n, row in enumerate(rows) if since is None or row[3] >= since), len(rows))
+    if len(rows) < 2 or start == len(rows):
         return 0
-    ids, prompts, flags = zip(*rows, strict=True)
+    ids, prompts, flags, _ = zip(*rows, strict=True)
     vectors = embedding.do_embed_texts(list(prompts))
-    found = repeats(list(ids), list(prompts), [not f for f in flags], vectors)
+    found = repeats(list(ids), list(prompts), [not f for f in flags], vectors, start)
     for repeat in found:
         rating_battles.do_flag_votes([repeat.battle], REPEAT_WORDS.format(battle=repeat.earlier, how=repeat.how))
     return len(found)

@@ -5,15 +5,17 @@ and repeated prompts flagged."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 
 import numpy as np
 import pytest
+from django.utils import timezone
 
 from annotation import elicitation
 from annotation.arena import battles
 from annotation.jobs import run_job
-from annotation.models import Battle, Generation, Job, Judgment, text_hash, word_count
+from annotation.models import Assignment, Battle, Generation, Job, Judgment, text_hash, word_count
 from annotation.rating.recording import Submission
 from annotation.studies import enrolment
 from selection import arena, services
@@ -224,6 +226,10 @@ def test_repeats_counts_a_prompt_once_by_the_first_battle_that_counts():
     # a battle not counted already (flagged for another reason) is no earlier battle: the next one counts instead
     found = arena.repeats([10, 11, 12], prompts[:3], [False, True, True], vectors[:3])
     assert found == [arena.Repeat(12, 11, "cosine 0.95")]
+    # from ``start`` on only: the ones before stand as they are, and count as earlier battles
+    assert arena.repeats([10, 11, 12, 13], prompts[:4], [True] * 4, vectors[:4], start=2) == [
+        arena.Repeat(12, 10, "cosine 0.95")
+    ]
 
 
 @pytest.mark.slow(seconds=15)
@@ -241,3 +247,18 @@ def test_repeated_prompts_are_flagged_with_the_battle_they_repeat_and_not_counte
     assert flags[same.pk] == f"the prompt repeats battle {first.pk}'s (the same text)"
     assert flags[near.pk].startswith(f"the prompt repeats battle {first.pk}'s (cosine 0.9")
     assert arena.do_flag_repeats(study) == 0  # flagged once
+
+
+@pytest.mark.slow(seconds=15)
+def test_a_step_looks_only_at_the_battles_ready_since_the_last_one_began(researcher, server):
+    """Earlier battles only ever stop counting, so a battle looked at once keeps its standing: the next step looks at
+    the battles whose hold came after the last step began (less ``RECHECK``), against every earlier one."""
+    study = make_arena(researcher, server, labels=("red", "green"), samples=0)
+    old = [ready_battle(study, "Name three rivers."), ready_battle(study, "Name three rivers.")]
+    hour_ago = timezone.now() - dt.timedelta(hours=1)
+    Assignment.objects.filter(battle__in=old).update(created=hour_ago)
+    Job.objects.create(study=study, kind=arena.STEP, status=Job.Status.DONE)
+    new = ready_battle(study, "name   three RIVERS.")
+    assert arena.do_flag_repeats(study) == 1
+    flags = dict(Battle.objects.filter(study=study).values_list("pk", "flag"))
+    assert flags == {old[0].pk: "", old[1].pk: "", new.pk: f"the prompt repeats battle {old[0].pk}'s (the same text)"}

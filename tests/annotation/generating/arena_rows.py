@@ -1,12 +1,25 @@
 """An arena with ready battles for the tests of its background samples and separability: the arena from
 ``setup.do_create_arena`` against tests/judge_server.py's ``gen-`` models, each battle stored as
 docs/arena.md#how-a-battle-is-stored says a READY battle is (its prompt an item, the two replies the systems' sample
-0 with a ledger row the budget counts). The battle's rating rows (task, assignment, pair) are not needed here."""
+0 with a ledger row the budget counts, the two a pair, held as the battle's one-pair assignment by
+``rating.battles.do_hold_battle``)."""
 
 from __future__ import annotations
 
 from annotation.arena import setup
-from annotation.models import Battle, Comparison, Generation, GenerationCall, Item, Rater, Study, text_hash, word_count
+from annotation.models import (
+    Battle,
+    Comparison,
+    Generation,
+    GenerationCall,
+    Item,
+    Pair,
+    Rater,
+    Study,
+    text_hash,
+    word_count,
+)
+from annotation.rating import battles as rating_battles
 
 
 def arena(researcher, server, *, samples: int = 2, models=("gen-terse-a", "gen-verbose-b"), **fields) -> Study:
@@ -34,6 +47,7 @@ def ready_battle(
         study=study, rater=rater, item=item, comparison=comparison, a_shown_first=True, status=Battle.Status.READY
     )
     texts = replies or (f"{comparison.system_a} answers {prompt}", f"{comparison.system_b} answers {prompt}")
+    shown = []
     for system, text in zip((comparison.system_a, comparison.system_b), texts, strict=True):
         generation = Generation.objects.create(
             item=item, system=system, sample_index=0, text=text, text_hash=text_hash(text), n_words=word_count(text)
@@ -46,4 +60,7 @@ def ready_battle(
             replies=1,
             generation=generation,
         )
+        shown.append(generation)
+    rating_battles.do_hold_battle(battle, Pair.objects.create(item=item, generation_a=shown[0], generation_b=shown[1]))
+    battle.refresh_from_db()
     return battle
