@@ -111,6 +111,8 @@ def do_stream(battle: Battle, side: str) -> Iterator[Event]:
     while True:
         reply.refresh_from_db()
         if reply.status != BattleReply.Status.STREAMING:
+            if Battle.objects.filter(pk=battle.pk, status=Battle.Status.ANSWERING).exists():
+                battles.do_settle(battle)  # a settle its request did not live to make (idempotent)
             if sent != reply.text:
                 yield Event("text", reply.text)
             yield _final(reply)
@@ -228,7 +230,7 @@ class Streamer:
         self.finish_reason = ""
         self.usage: object = None
         self.notes: list[str] = []
-        self.client = None
+        self.client: openai.OpenAI | None = None
         self.first_token: dt.datetime | None = None
         self.ending: str | None = None  # the reading thread's last word: "" (the end) or why it failed
         self.pending: list[Event] = []  # what the page is told before the first word (a refused target)
@@ -368,10 +370,11 @@ class Streamer:
         if last is not None and not failed:
             events.append(last)
         prompt_tokens, completion_tokens = self._tokens()
+        problem = endpoints.shortened(failed, self.keys)
         fields = {
             "status": BattleReply.Status.FAILED if failed else BattleReply.Status.DONE,
             "text": self.shown.text,
-            "problem": endpoints.shortened(failed, self.keys),
+            "problem": problem,
             "finish_reason": self.finish_reason,
             "first_token": self.first_token,
             "finished": timezone.now(),
@@ -387,7 +390,7 @@ class Streamer:
         if cache.get(lease_key(self.reply)) == self.token:
             cache.delete(lease_key(self.reply))
         _release_connection()
-        events.append(Event("failed", fields["problem"]) if failed else Event("done"))
+        events.append(Event("failed", problem) if failed else Event("done"))
 
     def _tokens(self) -> tuple[int, int]:
         """The usage the endpoint reported (``endpoints.token_count``), else the words streamed as the completion's

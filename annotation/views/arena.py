@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from django.http import HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -86,7 +87,7 @@ def arena_battle(request: RaterRequest, token: str, battle_id: int) -> HttpRespo
 
 @access.frameable
 @access.rater_page
-def arena_stream(request: RaterRequest, token: str, battle_id: int, side: str) -> HttpResponse:
+def arena_stream(request: RaterRequest, token: str, battle_id: int, side: str) -> HttpResponseBase:
     """The reply of the side shown ``side`` (left / right) in the current turn, as server-sent events."""
     rater, battle = access.access_rater_battle(token, battle_id)
     try:
@@ -247,9 +248,10 @@ def _render_battle(
     if battle.status in (Battle.Status.VOTED, Battle.Status.REFUSED):
         names = battles.revealed(battle)
         context["revealed"] = names
+        left_name, right_name = names or ("", "")
         for turn in turns:
-            for pane in turn["panes"] if names else ():
-                pane.name = names[0] if pane.shown == "left" else names[1]
+            for pane in turn["panes"]:
+                pane.name = left_name if pane.shown == "left" else right_name
         context["result"] = result
         context["counted"] = result.counted if result is not None else not battle.flag
     elif battle.status == Battle.Status.READY and not answering:

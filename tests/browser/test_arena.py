@@ -41,7 +41,7 @@ def make_arena(researcher, server, **settings):
         "Team arena",
         [SystemSpec("red", "r1", server.base_url), SystemSpec("blue", "b2", server.base_url)],
         samples=0,
-        endpoint_fields={"api_key_env": "", "timeout_seconds": 3.0, "max_retries": 0},
+        endpoint_fields={"api_key_env": "", "timeout_seconds": 10.0, "max_retries": 0},  # a whole reply: 10 s
         starters=["Write a haiku about tests."],
         categories=["poetry", "code"],
     )
@@ -79,7 +79,9 @@ def test_a_keyboard_only_battle_streams_votes_reveals_and_starts_the_next(
     found["mid-stream"] = serious(page)
     page.screenshot(path=str(artifacts / f"arena-streaming-{name}.png"), full_page=True)
     # both replies whole: the page asks what comes next, the vote
-    expect(page.locator("#rating-form")).to_be_visible(timeout=15_000)
+    page.locator("#rating-form, [data-testid=battle-failed]").first.wait_for(timeout=15_000)
+    assert list(BattleReply.objects.filter(status=BattleReply.Status.FAILED).values_list("problem", flat=True)) == []
+    expect(page.locator("#rating-form")).to_be_visible()
     wait_until_rating_page_ready(page)
     battle = Battle.objects.get(study=study)
     replies = {r.side: r.text for r in BattleReply.objects.filter(battle=battle, turn=0)}
