@@ -32,6 +32,10 @@ CHUNK = 1 << 15
 # From this many battles ELO runs compiled (elo_loops). Loading numba and its compiled code costs ~0.6 s and
 # ~130 MB once per process, more than the numpy and Python loops spend on fewer battles (bench/README.md).
 COMPILED_FROM = 50_000
+# The bootstrap by item (the report's and the arena board's) runs compiled from fewer battles: its numpy rounds cost
+# ~0.34 s at 10^4 battles against ~0.06 s compiled, and the worker that refreshes after every arena vote loads numba
+# once (bench/README.md, "The arena board").
+COMPILED_ITEMS_FROM = 5_000
 
 
 def online_elo(
@@ -84,7 +88,8 @@ def bootstrap_elo(
     in a random order, docs/ratings.md#bootstrap). The draws come from ``np.random.default_rng(seed)``, CHUNK
     battles of every round at a time; from COMPILED_FROM battles the rounds run compiled and in parallel on the
     machine's cores. With ``items`` (n,), each battle's item, a round draws the items instead, whole, and plays their
-    battles in a random order (``item_bootstrap.drawn_item_battles``, docs/ratings.md#bootstrap-by-item)."""
+    battles in a random order (``item_bootstrap.drawn_item_battles``, docs/ratings.md#bootstrap-by-item), compiled
+    from COMPILED_ITEMS_FROM battles."""
     a, b, score, ks = _elo_inputs(a, b, score, k)
     n = len(score)
     ratings = np.full((rounds, n_systems), INITIAL)
@@ -99,7 +104,8 @@ def bootstrap_elo(
             np.append(score, 0.5),
             np.append(np.broadcast_to(ks, (n,)), 0.0),
         )
-        coded = np.column_stack([battle_codes(a, b, score), ks.view(np.uint64)]) if n >= COMPILED_FROM else None
+        compiled_items = n >= min(COMPILED_FROM, COMPILED_ITEMS_FROM)
+        coded = np.column_stack([battle_codes(a, b, score), ks.view(np.uint64)]) if compiled_items else None
         rng, step = np.random.default_rng(seed), max(1, rounds * CHUNK // n)
         for start in range(0, rounds, step):
             rows = ratings[start : start + step]  # a view: the loops advance these rounds in place
