@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -139,8 +140,16 @@ def is_long(text: str) -> bool:
     return len(_encoding().encode_ordinary(text)) > LONG_TOKENS
 
 
-@functools.cache
+_LOADING = threading.Lock()  # the first prompts of a process arrive together: one thread loads, the rest wait
+
+
 def _identifier() -> LanguageIdentifier:
+    with _LOADING:
+        return _load_identifier()
+
+
+@functools.cache
+def _load_identifier() -> LanguageIdentifier:
     """py3langid's model, read once per process, at its first prompt (about 1 s and 80 MB of memory on this machine;
     classifying a prompt then takes well under 1 ms)."""
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
@@ -148,8 +157,13 @@ def _identifier() -> LanguageIdentifier:
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
-@functools.cache
 def _encoding() -> tiktoken.Encoding:
+    with _LOADING:
+        return _load_encoding()
+
+
+@functools.cache
+def _load_encoding() -> tiktoken.Encoding:
     import tiktoken
 
     return tiktoken.get_encoding(TOKEN_ENCODING)

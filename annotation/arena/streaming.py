@@ -286,6 +286,7 @@ class Streamer:
             self._do_end(failed=str(exc))
             return
         threading.Thread(target=self._read, args=(self.client,), daemon=True, name=f"arena-{self.reply.pk}").start()
+        _release_connection()  # nothing is read or written again until the end (the saver writes the texts)
 
     def do_events(self) -> Iterator[Event]:
         """The page's events as the words come; after each batch is passed on, the chores (``_do_chores``)."""
