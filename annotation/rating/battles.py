@@ -84,11 +84,14 @@ def _held(battle: Battle) -> AssignmentPair | None:
         battle.assignment_id = Battle.objects.filter(pk=battle.pk).values_list("assignment_id", flat=True).first()
     if battle.assignment_id is None:
         return None
-    return (
-        AssignmentPair.objects.select_related("assignment__study__crowd_settings", "assignment__rater", "judgment")
+    held = (
+        AssignmentPair.objects.select_related("assignment", "judgment")
         .filter(assignment_id=battle.assignment_id)
         .first()
     )
+    if held is not None:
+        held.assignment.study = battle.study  # the battle's, read with its settings rows by the vote
+    return held
 
 
 def vote_pair(battle: Battle) -> AssignmentPair:
