@@ -1,9 +1,10 @@
 """What selection does for an arena study (docs/arena.md): which system pair the next battle gets, the separability
 of every battle's prompt as soon as both systems' samples are in, and the prompts that repeat an earlier battle's.
 
-- **Which two systems** (docs/arena.md#which-two-systems): each pair's chance weight, read from its stored decision
+- **Which two systems** (docs/arena.md#which-two-systems): each pair's chance weight, read from the stored decisions
   (``PairDecision``, the one home of "is this pair decided"; ``selection/hooks.py`` brings it up to date after every
-  vote), so that pairs whose order is still open get more of the battles, as Chatbot Arena's active sampling does.
+  vote), so that the open pairs the ranking still needs get more of the battles, as Chatbot Arena's active sampling
+  gives them to the pairs whose ratings are least certain.
   The weights' rule is pure (``selection/core/arena.py``), so the replay bench (``bench/replay_arena.py``) draws with
   the very same one.
 - **Live separability** (docs/arena.md#live-separability-and-sep-elo): the "arena_separability" job computes each
@@ -45,10 +46,22 @@ RECHECK = dt.timedelta(minutes=5)
 
 
 def pair_weights(study: Study) -> dict[int, float]:
-    """Comparison id -> chance weight of each of the study's system pairs still open to battles (not closed)."""
-    comparisons = list(study.comparisons.filter(closed=False).values_list("pk", flat=True))
-    stored = dict(PairDecision.objects.filter(comparison_id__in=comparisons).values_list("comparison_id", "decision"))
-    return {pk: core.weight(decided=stored.get(pk, decisions.UNDECIDED) != decisions.UNDECIDED) for pk in comparisons}
+    """Comparison id -> chance weight of each of the study's system pairs still open to battles (not closed): the
+    pairs the ranking still needs weigh more (``core.pair_weights``, the ranking read from every pair's stored
+    decision and estimated win rate, closed ones too; a pair without one: undecided, 1/2)."""
+    comparisons = list(study.comparisons.values_list("pk", "system_a_id", "system_b_id", "closed"))
+    stored = {
+        pk: (decision, mean)
+        for pk, decision, mean in PairDecision.objects.filter(
+            comparison_id__in=[pk for pk, *_ in comparisons]
+        ).values_list("comparison_id", "decision", "mean")
+    }
+    states = {
+        (a, b): decisions.PairState(*stored.get(pk, (decisions.UNDECIDED, 0.5)))
+        for pk, a, b, _ in comparisons  # the core reads the systems as keys only
+    }
+    weights = core.pair_weights(states)  # the ranking over every pair, a closed one's decision included
+    return {pk: weights[(a, b)] for pk, a, b, closed in comparisons if not closed}
 
 
 # ----------------------------------------------------------------------------------------------------------

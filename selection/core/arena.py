@@ -1,16 +1,32 @@
-"""The arena's pair-choice rule, pure: a system pair whose decision is still open weighs ``OPEN_WEIGHT`` times a
-decided one (docs/arena.md#which-two-systems). ``selection/arena.py`` applies it to the stored decisions live; the
-replay bench to recorded battles."""
+"""The arena's pair-choice rule, pure (docs/arena.md#which-two-systems): a system pair the ranking still needs -- open,
+next to each other in the current ranking, its order not implied by decided pairs (``decisions.ranking_needs``, the
+ranking goal's own rule) -- weighs ``OPEN_WEIGHT`` times any other pair. ``selection/arena.py`` applies it to the
+stored decisions live; the replay bench (``bench/replay_arena.py``) to recorded battles, where it reached the same
+decided adjacent orders with fewer votes than weighing every open pair alike (bench/README.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
+from typing import TypeVar
+
 import numpy as np
 
-OPEN_WEIGHT = 4.0  # an open pair's weight against a decided pair's 1 (bench/replay_arena.py measures the choice)
+from selection.core import decisions
+
+K = TypeVar("K", bound=Hashable)
+OPEN_WEIGHT = 4.0  # a pair the ranking needs against any other pair's 1 (chosen on PRD's dev half: bench/README.md)
 
 
-def weight(*, decided: bool) -> float:
-    return 1.0 if decided else OPEN_WEIGHT
+def weight(*, needed: bool) -> float:
+    return OPEN_WEIGHT if needed else 1.0
+
+
+def pair_weights(pairs: Mapping[tuple[K, K], decisions.PairState]) -> dict[tuple[K, K], float]:
+    """Each pair's chance weight from every pair's decision and estimated win rate for its first system: the pairs
+    the ranking needs ``OPEN_WEIGHT``, the others (decided, implied, or not next to each other) 1 -- all of them 1
+    once the ranking needs none."""
+    needs = decisions.ranking_needs(pairs)
+    return {pair: weight(needed=pair in needs) for pair in pairs}
 
 
 def draw(weights: dict[int, float], rng: np.random.Generator, avoid: int | None = None) -> int | None:

@@ -29,35 +29,55 @@ from tests.annotation.generating.arena_rows import ready_battle
 server, arena_study = fixtures.server, fixtures.arena  # the fixtures
 
 
-def decide(comparison, call: str = decisions.A_BETTER) -> None:
+def decide(comparison, call: str = decisions.A_BETTER, mean: float = 0.8) -> None:
     PairDecision.objects.update_or_create(
-        comparison=comparison, defaults={"decision": call, "low": 0.6, "high": 0.9, "items": 30, "judgments": 30}
+        comparison=comparison,
+        defaults={"decision": call, "low": 0.6, "high": 0.9, "items": 30, "judgments": 30, "mean": mean},
     )
+
+
+def three_pairs(study) -> tuple:
+    """The arena's pairs red-green, red-blue, green-blue (its systems' order), as (rg, rb, gb)."""
+    by_names = {(c.system_a.name, c.system_b.name): c for c in study.comparisons.select_related("system_a", "system_b")}
+    return by_names[("red", "green")], by_names[("red", "blue")], by_names[("green", "blue")]
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Which two systems
 
 
-def test_pair_weights_read_each_pairs_stored_decision_and_leave_closed_pairs_out(arena_study):
-    first, second, third = arena_study.comparisons.order_by("pk")
-    assert arena.pair_weights(arena_study) == dict.fromkeys((first.pk, second.pk, third.pk), core.OPEN_WEIGHT)
-    decide(first)
-    decide(second, decisions.UNDECIDED)
-    third.closed = True
-    third.save()
-    assert arena.pair_weights(arena_study) == {first.pk: 1.0, second.pk: core.OPEN_WEIGHT}
+def test_pair_weights_favour_the_open_pairs_the_ranking_needs_and_leave_closed_pairs_out(arena_study):
+    """red-green decided for red (red's mean 0.8), red-blue open at 0.7, green-blue open at 0.6: the ranking by mean
+    win rate is red (0.8 + 0.7) / 2 = 0.75, green (0.2 + 0.6) / 2 = 0.4, blue (0.3 + 0.4) / 2 = 0.35. Next to each
+    other: red-green (decided) and green-blue (open, not implied): only green-blue is needed; red-blue is open but
+    not adjacent. Before any decision every system is at 1/2 and ties keep the systems' order (red, green, blue):
+    red-green and green-blue are needed, red-blue is not."""
+    rg, rb, gb = three_pairs(arena_study)
+    w = core.OPEN_WEIGHT
+    assert arena.pair_weights(arena_study) == {rg.pk: w, rb.pk: 1.0, gb.pk: w}
+    decide(rg, decisions.A_BETTER, 0.8)
+    decide(rb, decisions.UNDECIDED, 0.7)
+    decide(gb, decisions.UNDECIDED, 0.6)
+    assert arena.pair_weights(arena_study) == {rg.pk: 1.0, rb.pk: 1.0, gb.pk: w}
+    decide(gb, decisions.A_BETTER, 0.6)  # every adjacent order decided: the ranking needs none, all weigh alike
+    assert arena.pair_weights(arena_study) == {rg.pk: 1.0, rb.pk: 1.0, gb.pk: 1.0}
+    gb.closed = True
+    gb.save()
+    assert arena.pair_weights(arena_study) == {rg.pk: 1.0, rb.pk: 1.0}
 
 
 @pytest.mark.slow(seconds=30)
 def test_the_pair_choice_prefers_undecided_pairs_and_never_repeats_a_raters_previous_pair(arena_study):
-    """Three pairs, one decided: weights 1 and OPEN_WEIGHT (w) twice. A rater's next pair is drawn among the two pairs
-    that are not their previous one, so from an open pair the decided one comes with chance 1 / (1 + w), and never
-    after itself: its long-run share p solves p = (1 - p) / (1 + w), p = 1 / (2 + w) = 1/6 -- against 1/3 when the
-    pairs weigh the same. 600 battles of 6 raters: the share's standard error is at most sqrt(p (1 - p) / 600)
-    = 0.015 (draws after a decided pair never repeat it, which only narrows it), so 0.06 is 4 of them."""
-    decided = arena_study.comparisons.order_by("pk").first()
-    decide(decided)
+    """The weights above: green-blue (open, needed) w = OPEN_WEIGHT, the decided red-green and the open but not
+    adjacent red-blue 1. A rater's next pair is drawn among the two pairs that are not their previous one: from
+    green-blue each other pair comes with chance 1/2, from either other pair green-blue with w / (w + 1). Its
+    long-run share p solves p = (1 - p) w / (w + 1): p = w / (2w + 1) = 4/9 (1/3 when all weigh the same), and the
+    decided pair's is (1 - p) / 2 = 5/18. 600 battles of 6 raters: a share's standard error is at most
+    sqrt(p (1 - p) / 600) = 0.021 (a pair never follows itself, which only narrows it), so 0.065 is 3 of them."""
+    rg, rb, gb = three_pairs(arena_study)
+    decide(rg, decisions.A_BETTER, 0.8)
+    decide(rb, decisions.UNDECIDED, 0.7)
+    decide(gb, decisions.UNDECIDED, 0.6)
     raters = [enrolment.do_create_rater_link(arena_study, f"rater-{i}") for i in range(6)]
     drawn: dict[int, list[int]] = {r.pk: [] for r in raters}
     for _ in range(100):
@@ -65,11 +85,12 @@ def test_the_pair_choice_prefers_undecided_pairs_and_never_repeats_a_raters_prev
             drawn[rater.pk].append(battles.do_start_battle(rater, "Which river is longest?").comparison_id)
     for pairs in drawn.values():
         assert all(before != after for before, after in zip(pairs, pairs[1:], strict=False))
-    share = sum(pairs.count(decided.pk) for pairs in drawn.values()) / 600
-    expected = 1 / (2 + core.OPEN_WEIGHT)
-    assert abs(share - expected) < 0.06, share
     counts = Counter(pk for pairs in drawn.values() for pk in pairs)
-    assert len(counts) == 3 and min(n for pk, n in counts.items() if pk != decided.pk) > 200
+    w = core.OPEN_WEIGHT
+    needed = w / (2 * w + 1)
+    assert abs(counts[gb.pk] / 600 - needed) < 0.065, counts
+    assert abs(counts[rg.pk] / 600 - (1 - needed) / 2) < 0.065, counts
+    assert counts[gb.pk] > 600 / 3 > counts[rg.pk]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -108,7 +129,7 @@ def test_every_vote_moves_the_arenas_decision_and_the_pair_choice_reads_it(resea
     assert reference.interval[0] > 0.5 and n > 1
     comparison.refresh_from_db()
     assert not comparison.closed
-    assert arena.pair_weights(study) == {comparison.pk: 1.0}
+    assert arena.pair_weights(study) == {comparison.pk: 1.0}  # decided: the ranking needs no pair
 
 
 def test_a_vote_flagged_before_it_came_is_not_observed(researcher, server):
