@@ -251,3 +251,45 @@ def test_a_refresh_that_failed_on_this_data_is_shown_not_queued_again(researcher
     add_votes(small_arena, [(0, "r4", "alpha", "beta", "beta")], start=len(VOTES))  # new data: a new refresh
     researcher_client.get(url)
     assert Job.objects.filter(kind=arena.JOB_KIND, status=Job.Status.QUEUED).count() == 1
+
+
+def test_real_battles_and_votes_fill_the_board_through_the_queued_job(researcher):
+    """End to end on the arena's own path (tests/annotation/arena/fixtures.py: the local streaming server): battles
+    started with a category, streamed, voted; the votes queue one refresh, whose board counts them, files them by
+    the rater's category and the prompts' automatic tags, and a vote flagged afterwards is left out with its reason."""
+    from annotation import elicitation
+    from annotation.arena import battles as arena_battles
+    from annotation.rating import battles as rating_battles
+    from annotation.rating.recording import Submission
+    from annotation.studies import enrolment
+    from tests.annotation.arena.fixtures import answered
+    from tests.annotation.arena.fixtures import make_arena as make_live_arena
+    from tests.judge_server import running
+
+    with running() as server:
+        server.stream_rate = 1000.0
+        study = make_live_arena(researcher, server, categories=["writing", "coding"])
+        voted = []
+        for n in range(6):
+            rater = enrolment.do_create_rater_link(study, f"voter-{n}")
+            category = "writing" if n % 2 else "coding"
+            battle = answered(
+                arena_battles.do_start_battle(rater, f"Question {n}: why is the sky blue?", category=category)
+            )
+            choice = "first" if n % 3 else "second"
+            arena_battles.do_vote(battle, Submission(key=f"v{n}", answer=elicitation.Answer(choice=choice)))
+            voted.append(battle)
+    assert Job.objects.filter(study=study, kind=arena.JOB_KIND, status=Job.Status.QUEUED).count() == 1
+    run_queued()
+    board = ArenaBoard.objects.get(study=study).data
+    assert (board["votes"], board["counted"], board["prompts"]) == (6, 6, 6)
+    assert sum(c["votes"] for c in board["per_system"]) == 12
+    cats = {(c["kind"], c["name"]): c["votes"] for c in board["categories"]}
+    assert cats[("category", "writing")] == 3 and cats[("category", "coding")] == 3
+    assert any(kind == "tag" and name.startswith("language") for kind, name in cats)
+    rating_battles.do_flag_votes([voted[0].pk], "near-duplicate prompt: repeats battle 9")
+    jobs.start(study, arena.JOB_KIND)
+    run_queued()
+    board = ArenaBoard.objects.get(study=study).data
+    assert board["counted"] == 5 and board["flagged"]["reasons"] == [{"why": "near-duplicate prompt", "votes": 1}]
+    assert assembly.compute(study).to_json()["bradley_terry"]["battles"] == 5
