@@ -6,14 +6,12 @@ decided adjacent orders with fewer votes than weighing every open pair alike (be
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from typing import TypeVar
+from collections.abc import Mapping
 
 import numpy as np
 
 from selection.core import decisions
 
-K = TypeVar("K", bound=Hashable)
 OPEN_WEIGHT = 4.0  # a pair the ranking needs against any other pair's 1 (chosen on PRD's dev half: bench/README.md)
 
 
@@ -21,7 +19,9 @@ def weight(*, needed: bool) -> float:
     return OPEN_WEIGHT if needed else 1.0
 
 
-def pair_weights(pairs: Mapping[tuple[K, K], decisions.PairState]) -> dict[tuple[K, K], float]:
+def pair_weights(
+    pairs: Mapping[tuple[decisions.System, decisions.System], decisions.PairState],
+) -> dict[tuple[decisions.System, decisions.System], float]:
     """Each pair's chance weight from every pair's decision and estimated win rate for its first system: the pairs
     the ranking needs ``OPEN_WEIGHT``, the others (decided, implied, or not next to each other) 1 -- all of them 1
     once the ranking needs none."""
