@@ -11,12 +11,13 @@ A battle of a pair is one of the pair's recorded votes drawn at random (with rep
 PRD's did), scored 1, 0 or 1/2 (a tie) for the pair's first system. The votes are split by question: odd question
 ids are the **dev** half, the only one the rule and its weight were chosen on (``--tune``: every open pair weighing
 more, the first rule, against only the pairs the ranking needs), even ones the **holdout** half, reported with the
-rule chosen. The adjacent orders are those of the half's own ranking (``decisions.ranking`` over
-every pair's mean on all its votes); one is reached when the decided pairs put its two systems in that order --
-directly, through other decided pairs (``decisions.implied``), or equivalent within the margin. Per seed, both
-choices run to ``--cap`` votes; the orders both reached are the target, and each choice's votes are those after
-which it had reached all of them. Raters: each battle's rater drawn from ``--raters``, whose previous pair is not
-drawn again (both choices).
+rule chosen. The adjacent orders are those of the half's own ranking (``decisions.ranking`` over every pair's mean on
+all its votes, the ranking the rule reads); one is settled when the decided pairs put its two systems in an order --
+directly, through other decided pairs (``decisions.implied``), or equivalent within the margin; settled "below"
+when the decisions put the two the other way round (the pair's own votes, which the ranking over all pairs need not
+follow: counted in the last column). Per seed, both choices run to ``--cap`` votes; the orders both settled alike are
+the target, and each choice's votes are those after which it had settled all of them. Raters: each battle's rater
+drawn from ``--raters``, whose previous pair is not drawn again (both choices).
 """
 
 from __future__ import annotations
@@ -65,18 +66,20 @@ def adjacent_orders(pools: dict[Pair, np.ndarray]) -> list[Pair]:
     return list(zip(order, order[1:], strict=False))
 
 
-def reached(order: Pair, calls: dict[Pair, str], known: dict[Pair, str]) -> bool | None:
-    """Whether the decisions put ``order``'s two systems in that order (True), the other way (False) or neither yet
-    (None)."""
+def reached(order: Pair, calls: dict[Pair, str], known: dict[Pair, str]) -> str | None:
+    """What the decisions say of the two systems next to each other in ``order``: "above" (the upper one better,
+    as the half's ranking has it), "below" (the other way round: the decisions read the pair's own votes, which
+    the ranking over all pairs may not follow), "equivalent", or None (not yet) -- directly or through other decided
+    pairs."""
     upper, lower = order
     pair, upper_first = ((upper, lower), True) if upper < lower else ((lower, upper), False)
     call = calls.get(pair, decisions.UNDECIDED)
     if call == decisions.EQUIVALENT:
-        return True
+        return "equivalent"
     call = call if call != decisions.UNDECIDED else known.get(pair, decisions.UNDECIDED)
     if call == decisions.UNDECIDED:
         return None
-    return (call == decisions.A_BETTER) == upper_first
+    return "above" if (call == decisions.A_BETTER) == upper_first else "below"
 
 
 def every_open(open_weight: float) -> Weigh:
@@ -108,9 +111,9 @@ def uniform(calls: dict[Pair, str], means: dict[Pair, float]) -> dict[Pair, floa
 
 def replay(
     pools: dict[Pair, np.ndarray], orders: list[Pair], weigh: Weigh, seed: int, cap: int, raters: int
-) -> tuple[dict[Pair, int], int]:
-    """One arena of ``cap`` battles: the vote count at which each adjacent order was first reached, and how many were
-    reached the wrong way round (never counted as reached)."""
+) -> tuple[dict[Pair, tuple[int, str]], int]:
+    """One arena of ``cap`` battles: for each adjacent order the decisions settled, the vote count at which they did
+    and what they said (``reached``); and how many were settled against the half's ranking."""
     rng = np.random.default_rng(seed)
     pairs = list(pools)
     alpha = multiplicity.pair_alpha(ALPHA, len(pairs), "auto")
@@ -118,8 +121,7 @@ def replay(
     calls = dict.fromkeys(pairs, decisions.UNDECIDED)
     means = dict.fromkeys(pairs, 0.5)
     previous: dict[int, int] = {}
-    first: dict[Pair, int] = {}
-    wrong: set[Pair] = set()
+    first: dict[Pair, tuple[int, str]] = {}
     weights = weigh(calls, means)
     for vote in range(1, cap + 1):
         rater = int(rng.integers(raters))
@@ -136,21 +138,18 @@ def replay(
             calls[pair] = call
             known = decisions.implied({p: decisions.PairState(c, means[p]) for p, c in calls.items()})
             for order in orders:
-                if order in first or order in wrong:
-                    continue
-                now = reached(order, calls, known)
-                if now is True:
-                    first[order] = vote
-                elif now is False:
-                    wrong.add(order)
-            if len(first) + len(wrong) == len(orders):
+                if order not in first:
+                    now = reached(order, calls, known)
+                    if now is not None:
+                        first[order] = (vote, now)
+            if len(first) == len(orders):
                 break
-        if changed or vote % 20 == 0:  # the live rule reads the decisions; the variant the means too
+        if changed or vote % 20 == 0:  # the first rule reads the decisions; the ranking's the means too
             weights = weigh(calls, means)
-    return first, len(wrong)
+    return first, sum(said == "below" for _, said in first.values())
 
 
-Result = tuple[dict[Pair, int], int]
+Result = tuple[dict[Pair, tuple[int, str]], int]
 
 
 def uniform_runs(pools: dict[Pair, np.ndarray], seeds: int, cap: int, raters: int) -> list[Result]:
@@ -162,18 +161,18 @@ def compare(
     pools: dict[Pair, np.ndarray], weigh: Weigh, baseline: list[Result], cap: int, raters: int
 ) -> tuple[list[float], list[int], list[int], list[int], int]:
     """Per seed (the same seed as the uniform run of ``baseline``): the ratio uniform votes / rule votes to the orders
-    both reached, each choice's votes, how many orders were the target; and the wrong-way orders over all seeds and
-    both choices."""
+    both settled alike, each choice's votes, how many orders were the target; and the orders settled against the
+    half's ranking, over all seeds and both choices."""
     orders = adjacent_orders(pools)
     ratios, rule_votes, uniform_votes, targets, wrong = [], [], [], [], 0
     for seed, (by_uniform, wrong_uniform) in enumerate(baseline):
         by_rule, wrong_rule = replay(pools, orders, weigh, seed, cap, raters)
         wrong += wrong_rule + wrong_uniform
-        target = set(by_rule) & set(by_uniform)
+        target = {o for o in set(by_rule) & set(by_uniform) if by_rule[o][1] == by_uniform[o][1]}
         if not target:
             continue
-        r = max(by_rule[o] for o in target)
-        u = max(by_uniform[o] for o in target)
+        r = max(by_rule[o][0] for o in target)
+        u = max(by_uniform[o][0] for o in target)
         ratios.append(u / r)
         rule_votes.append(r)
         uniform_votes.append(u)
@@ -204,9 +203,9 @@ def main() -> None:
     parser.add_argument("--first-rule", action="store_true", help="also the first rule (every open pair weighs 4)")
     args = parser.parse_args()
     header = (
-        "| rule | seeds with a common target | adjacent orders reached by both (mean) | uniform: votes (median) "
+        "| rule | seeds with a common target | adjacent orders settled alike by both (mean) | uniform: votes (median) "
         "| rule: votes (median) | ratio uniform / rule: median (quartiles) | ratio of the sums | seeds the rule "
-        "needed fewer | wrong-way orders |\n|---|---|---|---|---|---|---|---|---|"
+        "needed fewer | orders settled against the ranking |\n|---|---|---|---|---|---|---|---|---|"
     )
     half = "dev" if args.tune else args.half
     pools = load(half)
