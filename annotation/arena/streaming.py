@@ -44,7 +44,9 @@ from annotation.models import Battle, BattleReply, SystemEndpoint
 SAVE_EVERY = 0.5  # seconds between saves of a streaming reply's text (and renewals of its lease)
 FOLLOW_EVERY = 0.2  # seconds between a follower's looks at the reply in the database
 PING_EVERY = 15.0  # seconds between SSE comments on a quiet stream (proxies close idle connections)
-TICK = 0.05  # seconds the request's thread waits for the endpoint's next word before its other duties
+# seconds the request's thread waits for the endpoint's next word before its other duties (a word wakes it at once;
+# a longer wait is fewer wake-ups of a hundred streams' threads competing for one interpreter lock)
+TICK = SAVE_EVERY / 2
 LEASE_FLOOR = 5.0  # seconds: the shortest lease, whatever the endpoint's timeout
 SIDES_SHOWN = ("left", "right")
 logger = logging.getLogger(__name__)
