@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import openai
 import pytest
 from django.core.cache import cache
 
@@ -197,3 +198,15 @@ def test_without_javascript_the_page_waits_for_both_replies(arena, server):
     replies = BattleReply.objects.filter(battle=battle)
     assert {r.status for r in replies} == {BattleReply.Status.DONE}
     assert Battle.objects.get(pk=battle.pk).status == Battle.Status.READY
+
+
+def test_the_servers_streaming_mode_refuses_a_request_the_client_types_do_not_allow(server):
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="r1", messages=messages, stream=True, extra_body={"frobnicate": 1})
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(
+            model="r1", messages=messages, stream=True, extra_body={"stream_options": {"include_usage": "maybe"}}
+        )
+    assert len(server.invalid) == 2 and server.requests == []
