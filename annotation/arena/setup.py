@@ -19,7 +19,7 @@ from annotation.endpoints import EndpointError
 from annotation.errors import ServiceError
 from annotation.exchange.rules import FormatError
 from annotation.generating import runner
-from annotation.models import Arena, Study
+from annotation.models import Arena, Study, SystemEndpoint
 from annotation.plan import planning
 from annotation.studies import creation
 from annotation.text import UNSTORABLE, newlines
@@ -29,6 +29,16 @@ MAX_PROMPT_CHARS = 8000  # a rater's message, a starter prompt
 MAX_CATEGORY_CHARS = 100  # Battle.category
 MAX_STARTERS = 50
 MAX_CATEGORIES = 50
+# what the Arena settings page and ``do_update_arena`` change (the rest of an arena is the study's own settings)
+ARENA_FIELDS = (
+    "samples",
+    "max_turns",
+    "votes_per_rater_hour",
+    "votes_per_network_hour",
+    "attention_every",
+    "starters",
+    "categories",
+)
 
 # LABEL=MODEL@BASE_URL: the model is everything up to the first "@" that starts an http(s) URL, so a model name may
 # hold "@" (``org/model@v2``) and a URL may not hide a second one before its scheme
@@ -142,6 +152,43 @@ def do_create_arena(
                 raise ServiceError(f"Not an endpoint setting: {exc}") from None
         planning.do_rebuild_plan(study)  # an arena's plan: every system pair a comparison, no tasks (battles)
     return study
+
+
+def do_update_arena(study: Study, **fields: Any) -> Arena:
+    """Change an arena's own settings (``ARENA_FIELDS``; the Arena settings page calls it): checked by the
+    ``Arena`` row's validators, starter prompts and categories as ``do_create_arena`` takes them. K (``samples``)
+    lives in two places, kept together here as at creation: the row, and every system's endpoint asking K + 1
+    samples of a prompt (the reply shown is sample 0). All or nothing: ``ServiceError`` names every problem and
+    nothing is stored."""
+    unknown = sorted(set(fields) - set(ARENA_FIELDS))
+    if unknown:
+        raise ServiceError(f"Not an arena setting: {', '.join(unknown)}.")
+    for name in ("starters", "categories"):
+        if isinstance(fields.get(name, ()), str):  # a string is a list of its characters to ``_texts``
+            raise ServiceError(f"{name}: a list of texts, not one text.")
+    if "starters" in fields:
+        fields["starters"] = _texts("starter prompt", fields["starters"], MAX_PROMPT_CHARS, MAX_STARTERS)
+    if "categories" in fields:
+        fields["categories"] = _texts("category", fields["categories"], MAX_CATEGORY_CHARS, MAX_CATEGORIES)
+    for name, value in fields.items():
+        if isinstance(value, bool):  # an int to Python, never a number of samples or votes
+            raise ServiceError(f"{name}: a whole number, not {value!r}.")
+    with transaction.atomic():
+        arena = Arena.objects.select_for_update().filter(study=study).first()
+        if arena is None:
+            raise ServiceError(f"{study.name} is not an arena.")
+        for name, value in fields.items():
+            setattr(arena, name, value)
+        try:
+            arena.full_clean(exclude=["study"])
+        except ValidationError as exc:
+            raise ServiceError(
+                "; ".join(f"{name}: {' '.join(problems)}" for name, problems in exc.message_dict.items())
+            ) from None
+        arena.save(update_fields=list(fields))
+        if "samples" in fields:
+            SystemEndpoint.objects.filter(system__study=study).update(samples=arena.samples + 1)
+    return arena
 
 
 def _check_systems(systems: list[SystemSpec]) -> None:

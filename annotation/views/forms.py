@@ -8,14 +8,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
 from annotation import setting_ranges, study_settings
+from annotation.arena import setup as arena_setup
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.exchange.rules import MAX_STORED_INT
 from annotation.generating import runner as generating
 from annotation.judges import prompts
-from annotation.models import Judge, Study, SystemEndpoint, key_variables
+from annotation.models import Arena, Judge, Study, SystemEndpoint, key_variables
 from annotation.models.endpoints import key_variable_words
 from annotation.plan import planning
-from annotation.text import newlines
+from annotation.text import UNSTORABLE, newlines
 
 
 class OneLineEnding:
@@ -420,3 +421,97 @@ class SystemEndpointForm(EndpointForm):
     def source_changes(self) -> dict:
         """The fields that say where the outputs come from, as entered (``check_same_source``'s keywords)."""
         return {name: self.cleaned_data[name] for name in generating.SOURCE}
+
+
+class ArenaSettingsForm(OneLineEnding, forms.ModelForm):
+    """An arena's own settings (the Arena settings page): the ``Arena`` row's numbers, checked by its validators,
+    and its starter prompts and categories typed one a line, each line and their number limited as
+    ``arena.setup`` limits them (blank lines and repeats dropped); ``setup.do_update_arena`` stores them."""
+
+    LINES = {  # field -> (what one line is, and more of them, most characters, most lines)
+        "starters": ("starter prompt", "starter prompts", arena_setup.MAX_PROMPT_CHARS, arena_setup.MAX_STARTERS),
+        "categories": ("category", "categories", arena_setup.MAX_CATEGORY_CHARS, arena_setup.MAX_CATEGORIES),
+    }
+    starters = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        label="Starter prompts",
+        help_text=f"One a line, at most {arena_setup.MAX_STARTERS} of at most {arena_setup.MAX_PROMPT_CHARS:,} "
+        "characters each; raters may take one instead of writing their own. Blank lines and repeats are dropped.",
+    )
+    categories = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        label="Categories",
+        help_text=f"One a line, at most {arena_setup.MAX_CATEGORIES} of at most {arena_setup.MAX_CATEGORY_CHARS} "
+        "characters each; a rater may file a prompt under one, and the board shows a board per category. A category "
+        "taken away is no longer offered; battles filed under it keep it.",
+    )
+
+    class Meta:
+        model = Arena
+        fields = list(arena_setup.ARENA_FIELDS)
+        labels = {
+            "samples": "Background samples per system (K)",
+            "max_turns": "Most messages per battle",
+            "votes_per_rater_hour": "Most votes per rater per hour",
+            "votes_per_network_hour": "Most votes per network per hour",
+            "attention_every": "An attention check every n-th battle",
+        }
+        help_texts = {
+            "samples": Arena._meta.get_field("samples").help_text
+            + " A change applies from the next battle on: new battles' prompts get K samples, and so do the prompts "
+            "still waiting for theirs (earlier prompts are asked the missing samples too, within each system's "
+            "request budget); a separability already stored is kept.",
+            "attention_every": Arena._meta.get_field("attention_every").help_text
+            + " The checks are the study's attention checks (Crowdsourcing page); with none, no battle is one.",
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in self.LINES:
+            self.initial[name] = "\n".join(getattr(self.instance, name) or [])
+        for name in ("samples", "max_turns", "votes_per_rater_hour", "votes_per_network_hour", "attention_every"):
+            for validator in Arena._meta.get_field(name).validators:  # the row's range, in the browser too
+                if isinstance(validator, validators.MinValueValidator):
+                    self.fields[name].widget.attrs["min"] = validator.limit_value
+                elif isinstance(validator, validators.MaxValueValidator):
+                    self.fields[name].widget.attrs["max"] = validator.limit_value
+
+    def _lines(self, name: str) -> list[str]:
+        """The field's lines as stored, or a ``ValidationError`` naming each line that cannot be one and how many
+        lines are over the most. Left as it was shown, the stored list is kept as it is (a starter prompt of
+        several lines, from ``create_arena --starter``, stays whole)."""
+        what, whats, most_chars, most = self.LINES[name]
+        text = newlines(self.cleaned_data.get(name) or "")
+        if text.strip() == str(self.initial.get(name, "")).strip():
+            return list(getattr(self.instance, name) or [])
+        out: list[str] = []
+        problems: list[str] = []
+        for number, line in enumerate(text.split("\n"), start=1):
+            line = line.strip()
+            if not line:
+                continue
+            if len(line) > most_chars:
+                problems.append(f"Line {number} has {len(line):,} characters; a {what} has at most {most_chars:,}.")
+            elif UNSTORABLE.search(line):
+                problems.append(f"Line {number} holds a character no database can store (NUL or a lone surrogate).")
+            elif line not in out:
+                out.append(line)
+        if not problems and len(out) > most:
+            problems.append(f"{len(out)} {whats} (blank lines and repeats dropped); an arena has at most {most}.")
+        if problems:
+            raise forms.ValidationError(problems)
+        return out
+
+    def clean_starters(self) -> list[str]:
+        return self._lines("starters")
+
+    def clean_categories(self) -> list[str]:
+        return self._lines("categories")
+
+    def changes(self) -> dict[str, Any]:
+        """Every field as entered (``setup.do_update_arena``'s keywords)."""
+        return {name: self.cleaned_data[name] for name in self.Meta.fields}

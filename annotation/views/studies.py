@@ -20,8 +20,9 @@ from annotation.errors import ServiceError
 from annotation.exchange import exports
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.exchange.rules import FormatError, check_size
+from annotation.generating import runner
 from annotation.http import ResearcherRequest
-from annotation.models import Generation, Item, Judgment, Rater, Skip, Study
+from annotation.models import Arena, Battle, Generation, Item, Judgment, Rater, Skip, Study, SystemEndpoint
 from annotation.rating import allocation, imports
 from annotation.studies import creation, enrolment, lifecycle, monitoring
 from annotation.views.forms import (
@@ -108,15 +109,17 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
             "annotation/study_importing.html",
             {"study": study, "job": study.jobs.filter(kind="import").first()},
         )
+    arena = study.is_arena  # an arena's page: its battles and systems first, no plan, assignment size or selection
     context = {
         "study": study,
         "systems": study.systems.all(),
         "n_items": study.items.count(),
         "n_generations": Generation.objects.filter(item__study=study).count(),
-        "progress": monitoring.study_progress(study),
+        "progress": None if arena else monitoring.study_progress(study),
         "raters": monitoring.rater_progress(study),
         "fast_seconds": monitoring.FAST_SECONDS,
-        "size": allocation.assignment_size(study),
+        "size": None if arena else allocation.assignment_size(study),
+        "arena": _arena_summary(study) if arena else None,
         "n_judgments": study.judgments.filter(revised=False).aggregate(
             human=Count("id", filter=Q(rater__kind="human")), judge=Count("id", filter=Q(rater__kind="judge"))
         ),
@@ -129,6 +132,30 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         **extensions.page_context("study", study),
     }
     return render(request, "annotation/study_detail.html", context)
+
+
+def _arena_summary(study: Study) -> dict:
+    """An arena's study page: its battles by what became of them, its systems with their endpoints' request budget
+    used (the replies shown and the background samples alike), whether its settings row exists."""
+    battles = Battle.objects.filter(study=study).aggregate(
+        started=Count("id"),
+        checks=Count("id", filter=Q(gold__isnull=False)),
+        voted=Count("id", filter=Q(status=Battle.Status.VOTED)),
+        failed=Count("id", filter=Q(status=Battle.Status.FAILED)),
+        refused=Count("id", filter=Q(status=Battle.Status.REFUSED)),
+        flagged=Count("id", filter=~Q(flag="") & ~Q(status=Battle.Status.REFUSED)),
+    )
+    battles["prompts"] = battles["started"] - battles["checks"]  # an attention check's message is not a prompt
+    systems = []
+    for system in study.systems.select_related("endpoint").order_by("id"):
+        endpoint: SystemEndpoint | None = getattr(system, "endpoint", None)
+        used = None if endpoint is None else runner.GenerationRun(endpoint).usage().replies
+        systems.append({"system": system, "endpoint": endpoint, "used": used})
+    return {
+        "settings": Arena.objects.filter(study=study).first(),
+        "battles": battles,
+        "systems": systems,
+    }
 
 
 @login_required

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import crowd, judges, raters, runs, studies, systems, uploads
+from annotation.views import arena_settings, crowd, judges, raters, runs, studies, systems, uploads
 
 urlpatterns = [
     path("", studies.home, name="home"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("studies/<int:study_id>/preview/", studies.study_preview, name="study_preview"),
     path("studies/<int:study_id>/items/<int:item_id>/", studies.item_detail, name="item_detail"),
     path("studies/<int:study_id>/settings/", studies.study_settings, name="study_settings"),
+    path("studies/<int:study_id>/arena/settings/", arena_settings.arena_settings, name="arena_settings"),
     path("studies/<int:study_id>/raters/new/", studies.rater_create, name="rater_create"),
     path("studies/<int:study_id>/open-link/", studies.open_link_toggle, name="open_link_toggle"),
     path("studies/<int:study_id>/open-link/rotate/", studies.open_link_rotate, name="open_link_rotate"),
