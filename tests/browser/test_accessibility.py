@@ -274,3 +274,51 @@ def arena_board_study(researcher):
     Battle.objects.filter(study=study, item__position__in=[7, 8]).update(flag="near-duplicate prompt: repeats battle 1")
     arena.do_refresh(study)
     return study
+
+
+@pytest.mark.slow(seconds=15)
+def test_an_arenas_study_page_and_its_settings_page_at_both_sizes(browser_page, live_server, researcher) -> None:
+    """A real arena (``setup.do_create_arena``) with battles in every state, one system's budget used up: its study
+    page and its Arena settings page, as shown and with every kind of refusal beside its field, at desktop and phone
+    sizes: no critical or serious violation, no page wider than the screen."""
+    from types import SimpleNamespace
+
+    from annotation.arena import setup
+    from annotation.models import Battle
+    from tests.annotation.generating import arena_rows
+
+    local = SimpleNamespace(base_url="http://127.0.0.1:8000/v1")  # never asked: rows only
+    study = arena_rows.arena(researcher, local, samples=2, request_budget=3)
+    setup.do_update_arena(study, starters=["Write a haiku about rain."], categories=["poetry", "code"])
+    for n, status in enumerate(("voted", "voted", "failed")):
+        battle = arena_rows.ready_battle(study, f"Prompt number {n}.")
+        Battle.objects.filter(pk=battle.pk).update(status=status)
+    client = Client()
+    client.force_login(researcher)
+    found: dict[str, list[str]] = {}
+    wider: dict[str, int] = {}
+    for size, (width, height) in SIZES.items():
+        context = browser_page.new_context(viewport={"width": width, "height": height})
+        context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+        page = context.new_page()
+        for name in ("study_detail", "arena_settings"):
+            page.goto(live_server.url + reverse(name, args=[study.pk]))
+            assert "/accounts/login/" not in page.url
+            found[f"{name} [{size}]"] = serious(page)
+            wider[f"{name} [{size}]"] = page.evaluate("document.scrollingElement.scrollWidth")
+        # refused: a number out of range, a line too long, too many categories
+        page.fill("#id_samples", "11")
+        page.fill("#id_starters", "fine\n" + "x" * (setup.MAX_PROMPT_CHARS + 1))
+        page.fill("#id_categories", "\n".join(f"c{i}" for i in range(setup.MAX_CATEGORIES + 1)))
+        page.evaluate("document.querySelector('[data-testid=arena-settings]').noValidate = true")  # the server's
+        page.get_by_role("button", name="Save arena settings").click()
+        page.get_by_test_id("arena-settings-problems").wait_for()
+        assert page.get_by_text("Line 2 has").is_visible()
+        found[f"arena_settings refused [{size}]"] = serious(page)
+        wider[f"arena_settings refused [{size}]"] = page.evaluate("document.scrollingElement.scrollWidth")
+        for name in [n for n in wider if n.endswith(f"[{size}]")]:
+            if wider[name] <= width:
+                del wider[name]
+        context.close()
+    assert found == {name: [] for name in found}
+    assert wider == {}
