@@ -32,20 +32,20 @@ built from the client's response types (``ChatCompletion``) and are deterministi
 A model whose name starts with ``gen-`` is a system to generate outputs from (``annotation/generating``) rather than a
 judge: it answers the last message with ``generated_text`` -- deterministic given the model, the input and the
 request's ``seed`` (without one, each request differs), terse or verbose as the model's name says
-(``gen-terse-…`` about 8 words, ``gen-verbose-…`` about 40) -- under the same fault markers, plus
-``[[empty]]`` (an empty
-reply), ``[[nul]]`` (a NUL character in the reply), ``[[filtered]]`` (``finish_reason: content_filter``) and
+(``gen-terse-…`` about 8 words, ``gen-verbose-…`` about 40) -- under the same fault markers, plus ``[[empty]]`` (an
+empty reply), ``[[nul]]`` (a NUL character in the reply), ``[[filtered]]`` (``finish_reason: content_filter``) and
 ``[[long]]`` (cut off at ``max_tokens``: ``finish_reason: length``).
 
 Streaming (``stream: true``, an arena's replies): the request is validated with the client's
-``CompletionCreateParamsStreaming`` instead, and the reply -- the ``gen-`` text above, for any model -- is sent as
-server-sent events, each chunk built from ``ChatCompletionChunk``: the role first, then one word a chunk (with the
-spaces before it) at ``stream_rate`` words a second after ``first_token_seconds``, the finish reason, the usage when
-``stream_options.include_usage`` asks, and ``data: [DONE]``. The send time of each reply's first word is kept in
-``server.first_sent`` (``GET /v1/stream-log`` returns them) for the arena bench. Fault markers: ``[[stream-error]]``
-(three words, then an error event: the client raises ``APIError``), ``[[stream-stall]]`` (three words, then nothing
-until the client hangs up), ``[[stream-trickle]]`` (a word every ``trickle_seconds``, without end), ``[[stream-key]]``
-(the request's ``Authorization`` header spelled out a few characters a chunk).
+``CompletionCreateParamsStreaming`` instead, and the reply -- the ``gen-`` text above, for any model, but without the
+model's name ("On 'prompt': ..."; an arena refuses a vote on a reply that names its own model) unless the prompt holds
+``[[say-name]]`` -- is sent as server-sent events, each chunk built from ``ChatCompletionChunk``: the role first, then
+one word a chunk (with the spaces before it) at ``stream_rate`` words a second after ``first_token_seconds``, the
+finish reason, the usage when ``stream_options.include_usage`` asks, and ``data: [DONE]``. The send time of each
+reply's first word is kept in ``server.first_sent`` (``GET /v1/stream-log`` returns them) for the arena bench. Fault
+markers: ``[[stream-error]]`` (three words, then an error event: the client raises ``APIError``), ``[[stream-stall]]``
+(three words, then nothing until the client hangs up), ``[[stream-trickle]]`` (a word every ``trickle_seconds``,
+without end), ``[[stream-key]]`` (the request's ``Authorization`` header spelled out a few characters a chunk).
 """
 
 from __future__ import annotations
@@ -90,30 +90,9 @@ def p_first(first: str, second: str) -> float:
     return 1 / (1 + math.exp(-((len(first) - len(second)) / 20 + 0.4)))
 
 
-VOCABULARY = (
-    "the",
-    "answer",
-    "is",
-    "because",
-    "clearly",
-    "we",
-    "note",
-    "that",
-    "first",
-    "then",
-    "result",
-    "model",
-    "input",
-    "consider",
-    "example",
-    "shows",
-    "so",
-    "and",
-    "which",
-    "means",
-    "each",
-    "step",
-    "follows",
+VOCABULARY = tuple(
+    "the answer is because clearly we note that first then result "
+    "model input consider example shows so and which means each step follows".split()
 )
 
 
@@ -124,6 +103,13 @@ def generated_text(model: str, prompt: str, seed: int | None, attempt: int) -> s
     length = 8 if "terse" in model else 40 if "verbose" in model else 20
     words = [rng.choice(VOCABULARY) for _ in range(length + rng.randint(0, length // 2))]
     return f"{model} on {prompt[:30]!r}: " + " ".join(words) + "."
+
+
+def streamed_text(model: str, prompt: str, seed: int | None, attempt: int) -> str:
+    """What a streamed reply says: ``generated_text`` without the model's name ("On 'prompt': ..."; an arena refuses a
+    vote on a reply that names its own model), unless the prompt holds ``[[say-name]]``."""
+    text = generated_text(model, prompt, seed, attempt)
+    return text if "[[say-name]]" in prompt else "On" + text.removeprefix(f"{model} on")
 
 
 def verdict_lines(prompt: str, first_wins: bool) -> str:
@@ -481,7 +467,7 @@ class Handler(BaseHTTPRequestHandler):
         """A streamed reply (see the module's docstring): chunks built from ``ChatCompletionChunk``, one word each at
         the server's rate, under the stream fault markers."""
         server, model = self.server, body["model"]
-        text = generated_text(model, prompt, body.get("seed"), attempt)
+        text = streamed_text(model, prompt, body.get("seed"), attempt)
         words = re.findall(r"\s*\S+", text)
         if "[[stream-key]]" in prompt:
             secret = str(self.headers.get("Authorization"))

@@ -26,8 +26,8 @@ def arena(researcher, server):
     return setup.do_create_arena(
         researcher,
         "arena",
-        # short model names: a reply begins with its model's name, and a name in a reply refuses the vote
-        [SystemSpec("red", "r1", server.base_url), SystemSpec("blue", "b2", server.base_url)],
+        # gen- models: the streamed reply names no model (a name in a reply would refuse the vote)
+        [SystemSpec("red", "gen-red", server.base_url), SystemSpec("blue", "gen-blue", server.base_url)],
         samples=0,
         endpoint_fields={"api_key_env": "", "timeout_seconds": 2.0, "max_retries": 0},
         starters=["Write a haiku."],

@@ -1,9 +1,9 @@
 """An arena against the local OpenAI-compatible server (tests/judge_server.py, streaming), and how a test drives a
 battle's replies: through ``streaming.do_stream``, as the rater's page does.
 
-The server's streamed reply begins with the model's name; a vote on a reply that names its own model is refused
-(Chatbot Arena's rule, ``abuse.names_own_model``), so the systems here answer as models whose names are too short
-to be looked for ("m1", "m2", "m3": ``abuse.MIN_NAME_CHARS``) unless a test wants the refusal."""
+A vote on a reply that names its own model is refused (Chatbot Arena's rule, ``abuse.names_own_model``); the
+server's streamed reply names its model only for a prompt with ``[[say-name]]``, and the systems here answer as models
+whose names are too short to be looked for anyway ("m1", "m2", "m3": ``abuse.MIN_NAME_CHARS``)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 from collections import Counter
 from datetime import timedelta
@@ -240,16 +241,19 @@ def test_a_vote_before_the_replies_are_in_is_refused(arena, rater):
 
 
 def test_a_reply_naming_its_own_model_refuses_the_vote_and_shows_the_names(researcher, server):
-    # the local server's reply begins with the model's name: "gen-red on 'Who are you?': ..."
+    # asked to, the local server's reply begins with the model's name: "gen-red on 'Who are you? [[say-name]]': ..."
     study = make_arena(researcher, server, "names", labels=("x1", "y1"), models=["gen-red", "gen-green"])
     rater_ = enrolment.do_create_rater_link(study, "r")
-    battle = ready(rater_, "Who are you?")
-    with pytest.raises(ServiceError, match=r"A reply named its own model \(gen-(red|green)\)"):
+    battle = ready(rater_, "Who are you? [[say-name]]")
+    with pytest.raises(ServiceError) as refused:
         vote(battle)
+    # the rater is told why in their words, not which name was found (the researcher's flag says it)
+    assert str(refused.value) == str(battles.NAMED_WORDS) and "gen-" not in str(refused.value)
     battle.refresh_from_db()
-    assert battle.status == Battle.Status.REFUSED and "named its own model" in battle.flag
+    assert battle.status == Battle.Status.REFUSED and re.fullmatch(r"names its own model \(gen-(red|green)\)", battle.flag)
     assert battles.revealed(battle) is not None and not Judgment.objects.exists()
-    with pytest.raises(ServiceError, match="named its own model"):
+    assert battles.outcome(battle).words == str(battles.NAMED_WORDS) and not battles.outcome(battle).counted
+    with pytest.raises(ServiceError, match="said which model wrote it"):
         vote(battle, key="again")
     assert not Judgment.objects.exists()
 
@@ -432,9 +436,28 @@ def test_flagged_votes_are_kept_and_not_counted_with_the_reason(arena):
     counted = dict(Judgment.objects.values_list("assignment__battle__pk", "superseded"))
     assert counted == {voted[0].pk: True, voted[1].pk: False}
     result = vote(later)  # flagged before its vote: kept, not counted from the start
-    assert not result.counted and result.words.startswith("Your vote is kept")
+    assert not result.counted and result.words == "Your vote is stored, but it does not count in the ratings."
     assert Judgment.objects.get(assignment__battle__pk=later.pk).superseded
     assert Counter(Judgment.objects.values_list("superseded", flat=True)) == Counter({True: 2, False: 1})
+
+
+def test_the_raters_words_after_a_flagged_vote_never_show_the_flag(arena):
+    # a repeated prompt's flag names an earlier battle (another rater's) and what the check found: the researcher's
+    # to read on the board; the rater is told their vote is stored and not counted, in words of their own language
+    first, second = (enrolment.do_create_rater_link(arena, name) for name in ("w1", "w2"))
+    earlier = ready(first, "Same words?")
+    vote(earlier)
+    later = ready(second, "Same words?")
+    why = f"the prompt repeats battle {earlier.pk}'s (the same text)"
+    rating_battles.do_flag_votes([later.pk], why)
+    result = vote(later)
+    assert not result.counted
+    assert result.words == "Your vote is stored, but it does not count in the ratings."
+    assert "repeat" not in result.words and str(earlier.pk) not in result.words
+    later.refresh_from_db()
+    assert later.flag == why  # kept for the researcher
+    assert battles.outcome(later) == result  # the battle's page after a reload says the same
+    assert battles.outcome(ready(first, "Another?")) is None  # before the vote: nothing to say
 
 
 # ----------------------------------------------------------------------------------------------------------------

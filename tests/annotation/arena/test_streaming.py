@@ -18,7 +18,7 @@ from annotation.arena.setup import SystemSpec
 from annotation.arena.streaming import Event, Shown
 from annotation.models import Battle, BattleReply, SystemEndpoint
 from annotation.studies import enrolment
-from tests.judge_server import generated_text, server_fixture
+from tests.judge_server import server_fixture, streamed_text
 
 server = server_fixture()
 KEY = "sk-stream-secret-4242"
@@ -48,7 +48,7 @@ def expected_text(server, index: int) -> str:
     body = server.requests[index]
     prompt = body["messages"][-1]["content"]
     attempt = sum(1 for b in server.requests[: index + 1] if b["messages"][-1]["content"] == prompt)
-    return generated_text(body["model"], prompt, body.get("seed"), attempt)
+    return streamed_text(body["model"], prompt, body.get("seed"), attempt)
 
 
 def page_text(events: list[Event]) -> str:
