@@ -174,6 +174,10 @@ def _assignment_from(row: dict, payload: dict, prefix: str = "") -> tuple[Rater,
     crowd = instance(CrowdSettings, row, f"{prefix}study__crowd_settings__")
     Study.crowd_settings.related.set_cached_value(study, crowd)
     _check_nonce(rater, payload)
+    if study.is_arena:
+        # an arena's assignment is a battle's held pair: voted on the battle's page only, where the arena's rules
+        # (the names rule, the hourly limits, the battle's status) are checked; never through the rating page
+        raise Http404("An arena's battles are voted on the arena's own page.")
     assignment.rater, assignment.study, rater.study = rater, study, study
     return rater, assignment
 
