@@ -6,7 +6,9 @@ class AnnotationConfig(AppConfig):
     name = "annotation"
 
     def ready(self) -> None:
-        from annotation import study_settings
+        from annotation import ratelimit, study_settings
+
+        del ratelimit  # imported for its deploy check (a cache the server processes share)
         from annotation.models import CrowdSettings
 
         study_settings.register(CrowdSettings, "crowd_settings", study_settings.CROWD_SETTINGS)

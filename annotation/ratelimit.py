@@ -5,8 +5,10 @@ django-axes (config/settings.py), keyed by the same ``client_ip``."""
 from __future__ import annotations
 
 from functools import cache as memoize
+from typing import Any
 
 from django.conf import settings
+from django.core import checks
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -123,3 +125,20 @@ def login_client_ip(request: HttpRequest) -> str | None:
         return str(ipaddress.ip_address(client_ip(request)))
     except ValueError:
         return None
+
+
+@checks.register(checks.Tags.caches, deploy=True)
+def deploy_check_shared_cache(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``check --deploy``: the limits here and an arena stream's lease (``annotation/arena/streaming.py``) live in the
+    cache, so several server processes (gunicorn's workers) need one cache they share; with each process's own, a
+    page that reconnects to another process asks the endpoint for its reply again, and each process counts alone."""
+    if "locmem" not in settings.CACHES["default"]["BACKEND"]:
+        return []
+    return [
+        checks.Warning(
+            "The cache is each server process's own (no REDIS_URL): an arena's reply streamed by one process is asked "
+            "again when the rater's page reconnects to another, paid twice, and the open-link limits are per process.",
+            hint="Set REDIS_URL for every server process (README, Production deployment), or run one process.",
+            id="seplab.W010",
+        )
+    ]

@@ -30,6 +30,7 @@ def production_env(tmp_path: Path, **extra) -> dict:
             "DATABASE_URL": f"sqlite:///{tmp_path / 'prod.sqlite3'}",
             "STATIC_ROOT": str(tmp_path / "static"),
             "HTTPS": "1",
+            "REDIS_URL": "redis://127.0.0.1:6379/0",  # the servers' shared cache (README, Production deployment)
         }
     )
     env.update(extra)
@@ -46,6 +47,16 @@ def manage(env: dict, *args) -> subprocess.CompletedProcess:
 def test_check_deploy_passes_with_production_settings(tmp_path):
     result = manage(production_env(tmp_path), "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.own_database
+def test_check_deploy_warns_when_the_server_processes_share_no_cache(tmp_path):
+    """Without REDIS_URL each gunicorn worker has its own cache: an arena stream's lease (and the open-link limits)
+    would hold in one process only, and a page reconnecting to another would have the reply asked and paid again."""
+    env = {k: v for k, v in production_env(tmp_path).items() if k != "REDIS_URL"}
+    result = manage(env, "check", "--deploy", "--fail-level", "WARNING")
+    said = result.stdout + result.stderr
+    assert result.returncode != 0 and "seplab.W010" in said and "REDIS_URL" in said
 
 
 @pytest.mark.own_database

@@ -119,12 +119,17 @@ def do_stream(battle: Battle, side: str) -> Iterator[Event]:
                 yield Event("text", reply.text)
             yield _final(reply)
             return
-        if Battle.objects.filter(pk=battle.pk, status=Battle.Status.FAILED).exists() and not reply.text:
-            yield _do_not_asked(reply)  # the other model failed first: nothing to vote on, nothing to pay for
-            return
         endpoint = endpoint_of(battle, side)
         token = uuid.uuid4().hex
-        if cache.add(lease_key(reply), token, timeout=lease_seconds(endpoint)):
+        if Battle.objects.filter(pk=battle.pk, status=Battle.Status.FAILED).exists() and not reply.text:
+            # the other model failed first: nothing to vote on, nothing to pay for -- unless a request is asking
+            # already (its words not in yet), whose reply is then followed to its end, never failed under it
+            if cache.add(lease_key(reply), token, timeout=lease_seconds(endpoint)):
+                event = _do_not_asked(reply)
+                cache.delete(lease_key(reply))
+                yield event
+                return
+        elif cache.add(lease_key(reply), token, timeout=lease_seconds(endpoint)):
             yield Event("text", "")
             streamer = Streamer(battle, reply, endpoint, token)
             try:
