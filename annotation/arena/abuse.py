@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from django.db import connection
-from django.utils import timezone
+from django.db.models import F, Func, Subquery
 from django.utils.translation import ngettext
 
 from annotation.errors import ServiceError
@@ -62,28 +62,49 @@ def _looked_for(names: Iterable[str]) -> list[str]:
     return found
 
 
-def check_vote_limits(battle: Battle, now: dt.datetime | None = None) -> None:
-    """``ServiceError`` when the battle's rater, or the network it came from, has cast as many votes in the last
-    hour as the arena takes (``Arena.votes_per_rater_hour``, ``votes_per_network_hour``). The caller holds the
-    rater's row lock, so one rater's votes are counted one at a time; on PostgreSQL one network's are too (an
-    advisory lock until the caller's transaction ends, as ``allocation`` counts a network's holds)."""
-    now = now or timezone.now()
-    arena = battle.study.arena
-    since = now - HOUR
-    votes = Battle.objects.filter(study_id=battle.study_id, status=Battle.Status.VOTED, voted__gt=since)
-    mine = votes.filter(rater_id=battle.rater_id)
-    if mine.count() >= arena.votes_per_rater_hour:
-        raise ServiceError(_wait(mine, arena.votes_per_rater_hour, now, network=False))
-    if not battle.client:
+def lock_votes(battle: Battle) -> None:
+    """Before a vote reads its battle (``rating.battles.locked_for_vote``): on PostgreSQL, the vote's rater's and
+    network's advisory locks until the caller's transaction ends (in one statement, the rater's first, as every vote
+    takes them), so that one rater's votes, and one network's, are counted one at a time and a vote limit is exact
+    under concurrency. SQLite needs none: its IMMEDIATE transactions let one writer in at a time."""
+    if connection.vendor != "postgresql":
         return
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                [f"seplab-arena-votes:{battle.study_id}:{battle.client}"],
-            )
-    network = votes.filter(client=battle.client)
-    if network.count() >= arena.votes_per_network_hour:
+    keys = [f"seplab-arena-rater-votes:{battle.rater_id}"]
+    if battle.client:
+        keys.append(f"seplab-arena-votes:{battle.study_id}:{battle.client}")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(["pg_advisory_xact_lock(hashtextextended(%s, 0))"] * len(keys)), keys)
+
+
+def _recent_votes(battle: Battle, since: dt.datetime):
+    return Battle.objects.filter(study_id=battle.study_id, status=Battle.Status.VOTED, voted__gt=since)
+
+
+def vote_counts(battle: Battle, now: dt.datetime) -> dict[str, Subquery]:
+    """The votes of the battle's rater (``rater_votes``) and, when the battle's network is known, of its network
+    (``network_votes``) in the hour before ``now``, as scalar subqueries the locked read of the battle selects
+    (``rating.battles.locked_for_vote``: one statement for the lock, the held pair and the counts). Exact when read
+    after ``lock_votes`` (PostgreSQL: the statement's snapshot is taken once the locks are held) or in an IMMEDIATE
+    transaction (SQLite)."""
+    votes = _recent_votes(battle, now - HOUR).order_by()
+    counts = {"rater_votes": votes.filter(rater_id=battle.rater_id)}
+    if battle.client:
+        counts["network_votes"] = votes.filter(client=battle.client)
+    return {name: Subquery(q.annotate(n=Func(F("pk"), function="COUNT")).values("n")) for name, q in counts.items()}
+
+
+def check_vote_limits(battle: Battle, now: dt.datetime) -> None:
+    """``ServiceError`` when the battle's rater, or the network it came from, has cast as many votes in the hour
+    before ``now`` as the arena takes (``Arena.votes_per_rater_hour``, ``votes_per_network_hour``), by the counts
+    ``vote_counts`` put in ``battle.counts``."""
+    arena = battle.study.arena
+    counts = battle.counts  # type: ignore[attr-defined]
+    since = now - HOUR
+    if counts["rater_votes"] >= arena.votes_per_rater_hour:
+        mine = _recent_votes(battle, since).filter(rater_id=battle.rater_id)
+        raise ServiceError(_wait(mine, arena.votes_per_rater_hour, now, network=False))
+    if battle.client and counts["network_votes"] >= arena.votes_per_network_hour:
+        network = _recent_votes(battle, since).filter(client=battle.client)
         raise ServiceError(_wait(network, arena.votes_per_network_hour, now, network=True))
 
 

@@ -17,21 +17,26 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from annotation import endpoints, extensions, jobs
 from annotation.arena import abuse
+from annotation.compiled import instance, model_columns
 from annotation.errors import ServiceError
 from annotation.generating import samples
 from annotation.models import (
     SIDES,
+    Arena,
     Battle,
     BattleReply,
     Comparison,
+    CrowdSettings,
     Generation,
     GenerationCall,
     GoldPair,
     Item,
     Job,
+    Judgment,
     Pair,
     Rater,
     Study,
@@ -99,15 +104,20 @@ def do_start_battle(rater: Rater, prompt: str, *, category: str = "", client: st
     category = (category or "").strip()
     if category and category not in arena.categories:
         raise ServiceError(_("Choose one of the arena's categories, or none."))
-    typed_tags = abuse.tags(text)  # before the rater's lock is taken (the language model's first read takes ~1 s)
+    # Before the write transaction (SQLite's one writer waits for none of it): the tags (the language model's first
+    # read takes ~1 s), the crowd settings, and the pairs open to battles with their weights -- study-wide reads no
+    # lock would make exact (the replies streaming now are not in the budgets' ledger yet).
+    typed_tags = abuse.tags(text)
+    study.crowd_settings  # noqa: B018 - read now, not under the lock (check_may_start reads it)
+    open_pairs = _open_pairs(study)
     with transaction.atomic():
         # one rater's starts one at a time (and never across a hold of their earlier battle: rating/battles.py)
-        Rater.objects.select_for_update().filter(pk=rater.pk).values_list("pk").first()
-        rater.refresh_from_db(fields=["screened_out", "revoked"])
+        fresh = Rater.objects.select_for_update().filter(pk=rater.pk).values("screened_out", "revoked").get()
+        rater.screened_out, rater.revoked = fresh["screened_out"], fresh["revoked"]
         allocation.check_may_start(rater)  # screened out by the attention checks, or at the most battles
         n = Battle.objects.filter(study=study, rater=rater).count()
         gold = _gold(study, rater) if arena.attention_every and (n + 1) % arena.attention_every == 0 else None
-        comparison = None if gold is not None else _draw_pair(study, rater)
+        comparison = None if gold is not None else _draw_pair(study, rater, open_pairs)
         shown = text if gold is None else gold.input
         tags = typed_tags if gold is None else abuse.tags(shown)
         metadata: dict[str, Any] = {"arena": True, "category": category, "tags": tags}
@@ -164,9 +174,9 @@ def _gold(study: Study, rater: Rater) -> GoldPair | None:
     return GoldPair.objects.get(pk=chosen)
 
 
-def _draw_pair(study: Study, rater: Rater) -> Comparison:
-    """The battle's system pair: drawn with chance proportional to its weight among the pairs still open to battles,
-    without the pairs of a system out of budget, and never the rater's previous pair unless it is the only one."""
+def _open_pairs(study: Study) -> tuple[dict[int, Comparison], dict[int, float]]:
+    """The system pairs open to a new battle (by comparison id) and their chance weights: the arena's pair weights
+    (``extensions.item_chooser().pair_weights``), without the pairs of a system out of budget."""
     weights = {
         pk: float(w)
         for pk, w in extensions.item_chooser().pair_weights(study).items()
@@ -178,6 +188,13 @@ def _draw_pair(study: Study, rater: Rater) -> Comparison:
         for c in Comparison.objects.filter(pk__in=list(weights), study=study).select_related("system_a", "system_b")
         if c.system_a_id not in spent and c.system_b_id not in spent
     }
+    return pairs, weights
+
+
+def _draw_pair(study: Study, rater: Rater, open_pairs: tuple[dict[int, Comparison], dict[int, float]]) -> Comparison:
+    """The battle's system pair: drawn with chance proportional to its weight among ``open_pairs``
+    (``_open_pairs``), never the rater's previous pair unless it is the only one. Under the rater's lock."""
+    pairs, weights = open_pairs
     if not pairs:
         raise ServiceError(
             _(
@@ -378,22 +395,24 @@ def _provenance(battle: Battle, reply: BattleReply, endpoint: SystemEndpoint | N
 def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
     """The rater's vote on a READY battle, recorded as the rating page records an answer (``recording.do_submit``
     through ``rating_battles.do_record_vote``: exactly once by ``submission.key``; a repeat returns what the first
-    stored). Refused with ``ServiceError`` -- nothing stored -- when an answer named its own model (the battle is
-    then REFUSED, the names shown, the reason in its flag), or past the rater's or the network's votes per hour (the
-    battle stays READY: the rater may vote later). An attention check is scored as the rating page scores one (a
-    wrong answer may screen the rater out). Then the board's refresh is queued (coalesced)."""
-    refused = ""
+    stored). Refused with ``ServiceError`` -- no judgment stored -- while a reply is still being written, when an
+    answer named its own model (the battle is then REFUSED, the names shown, the reason in its flag for the
+    researcher), or past the rater's or the network's votes per hour (the battle stays READY: the rater may vote
+    later). An attention check is scored as the rating page scores one (a wrong answer may screen the rater out).
+    Then the board's refresh is queued (coalesced).
+
+    What a vote cannot change is read before its transaction (SQLite's writers wait for one another only while the
+    vote writes): the arena's settings, the systems' names and the replies the names rule reads -- their turns are
+    checked again under the battle's lock, so a reply that arrived meanwhile is never voted on unread. Under the
+    lock, one statement reads the battle, its held pair and the vote limits' counts (``locked_for_vote``)."""
+    study = battle.study
+    names = _do_read_vote_context(battle)
+    replies = list(BattleReply.objects.filter(battle_id=battle.pk).values_list("side", "turn", "status", "text"))
+    refused = False
+    now = timezone.now()
     with transaction.atomic():
-        battle = (
-            Battle.objects.select_for_update(of=("self",))
-            .select_related(
-                "study__arena",
-                "study__crowd_settings",
-                "comparison__system_a__endpoint",
-                "comparison__system_b__endpoint",
-            )
-            .get(pk=battle.pk)
-        )
+        abuse.lock_votes(battle)
+        held = rating_battles.locked_for_vote(battle, **abuse.vote_counts(battle, now))
         if battle.status == Battle.Status.ANSWERING:
             raise ServiceError(_("Wait for both replies before you vote."))
         if battle.status == Battle.Status.FAILED:
@@ -401,50 +420,78 @@ def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
                 _("A system failed in this battle, so it takes no vote; start a new battle (your prompt is kept).")
             )
         if battle.status == Battle.Status.REFUSED:
-            raise ServiceError(battle.flag)
+            raise ServiceError(str(NAMED_WORDS))
         recorded = None
         if battle.status == Battle.Status.READY:
-            named = _named_own_model(battle)
+            turns = {turn for _side, turn, _status, _text in replies}
+            if BattleReply.Status.STREAMING in {r[2] for r in replies} or len(turns) != len(battle.prompts or [0]):
+                raise ServiceError(_("Wait for both replies before you vote."))
+            named = _named_own_model(names, replies)
             if named:
-                refused = _(
-                    "A reply named its own model (%(name)s), so this vote cannot count: the names are shown."
-                ) % {"name": named}
-                Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.REFUSED, flag=refused[:300])
+                battle.status, battle.flag = Battle.Status.REFUSED, NAMED_FLAG.format(name=named)[:300]
+                Battle.objects.filter(pk=battle.pk).update(status=battle.status, flag=battle.flag)
+                refused = True
             else:
-                held = rating_battles.vote_pair(battle)  # a battle left for a newer one says so before the limits
-                Rater.objects.select_for_update().filter(pk=battle.rater_id).values_list("pk").first()
-                abuse.check_vote_limits(battle)
+                held = rating_battles.checked_pair(held)  # a battle left for a newer one says so before the limits
+                abuse.check_vote_limits(battle, now)
                 recorded = rating_battles.do_record_vote(battle, submission, held)
         else:  # voted: a repeat of the vote (or the back button's second one) returns the stored one
-            recorded = rating_battles.do_record_vote(battle, submission)
+            recorded = rating_battles.do_record_vote(battle, submission, held)
     if refused:
-        raise ServiceError(refused)
+        raise ServiceError(str(NAMED_WORDS))
     if recorded is not None and recorded.created and battle.gold_id is None:
-        _do_queue_board(battle.study)
+        _do_queue_board(study)
     return _result(battle, recorded)
 
 
-def _named_own_model(battle: Battle) -> str:
-    """The name a reply of the battle gave its own system by (its label or its model's), or ""."""
-    comparison = battle.comparison
-    if comparison is None:
-        return ""
+NAMED_FLAG = "names its own model ({name})"  # the researcher's words (the board, the exports), not the rater's
+NAMED_WORDS = gettext_lazy(
+    "This vote cannot count: a reply said which model wrote it, so the two were no longer anonymous. "
+    "Your battle is kept, and the names are shown."
+)
+
+
+def _do_read_vote_context(battle: Battle) -> dict[str, list[str]]:
+    """What a vote reads of its study and systems, in one query before its transaction: the arena's settings and
+    the study's crowd settings (set on ``battle.study``), and each side's names the names rule looks for (its label
+    and its endpoint's model) -- also the names revealed."""
+    a, b = "comparison__system_a__", "comparison__system_b__"
+    arena_columns = model_columns(Arena, "study__arena__")
+    crowd_columns = model_columns(CrowdSettings, "study__crowd_settings__")
+    row = (
+        Battle.objects.filter(pk=battle.pk)
+        .order_by()
+        .values(
+            *arena_columns,
+            *crowd_columns,
+            f"{a}name",
+            f"{b}name",
+            f"{a}endpoint__model",
+            f"{b}endpoint__model",
+        )
+        .get()
+    )
+    study = battle.study
+    study.arena = instance(Arena, row, "study__arena__")
+    study.crowd_settings = instance(CrowdSettings, row, "study__crowd_settings__")
     names = {
-        side: [system.name, _model(system)] for side, system in (("a", comparison.system_a), ("b", comparison.system_b))
+        side: [row[f"{prefix}name"] or "", row[f"{prefix}endpoint__model"] or ""]
+        for side, prefix in (("a", a), ("b", b))
     }
-    for side, text in BattleReply.objects.filter(battle=battle).values_list("side", "text"):
+    battle.names = names  # type: ignore[attr-defined]
+    return names
+
+
+def _named_own_model(names: dict[str, list[str]], replies) -> str:
+    """The name a reply of the battle gave its own system by (its label or its model's), or "" (none, or an
+    attention check: no system)."""
+    if not any(n for side in names.values() for n in side):
+        return ""
+    for side, _turn, _status, text in replies:
         named = abuse.names_own_model(text, names[side])
         if named:
             return named
     return ""
-
-
-def _model(system) -> str:
-    """The model name of a system's endpoint, read with the battle; "" for a system without one."""
-    try:
-        return system.endpoint.model
-    except SystemEndpoint.DoesNotExist:
-        return ""
 
 
 def _do_queue_board(study: Study) -> None:
@@ -461,13 +508,35 @@ def _do_queue_board(study: Study) -> None:
 
 def _result(battle: Battle, recorded: recording.Recorded | None) -> VoteResult:
     left, right = revealed(battle) or ("", "")
-    if battle.gold_id is not None:
-        return VoteResult(
-            False, left, right, _("This battle was an attention check: its two replies were written in advance.")
-        )
     counted = recorded is not None and recorded.judgment is not None and not recorded.judgment.superseded
-    words = _("Your vote is counted.") if counted else _("Your vote is kept, but it is not counted in the ratings.")
-    return VoteResult(counted, left, right, words)
+    return VoteResult(counted, left, right, vote_words(battle, counted))
+
+
+def vote_words(battle: Battle, counted: bool) -> str:
+    """What the rater is told after their vote, in their language: whether it counts, and why not only for the
+    names rule (what made the vote of an unlikely rater or a repeated prompt stop counting is the researcher's to
+    read, on the board: it would tell an abuser what is looked for, and name battles the rater never saw)."""
+    if battle.status == Battle.Status.REFUSED:
+        return str(NAMED_WORDS)
+    if battle.gold_id is not None:
+        return _("This battle was an attention check: its two replies were written in advance.")
+    if counted:
+        return _("Your vote is counted.")
+    return _("Your vote is stored, but it does not count in the ratings.")
+
+
+def outcome(battle: Battle) -> VoteResult | None:
+    """What a voted or refused battle's page says after the vote (as ``do_vote`` returned it): the names shown
+    left and right, whether the vote counts, and the rater's words; None before the vote."""
+    names = revealed(battle)
+    if names is None:
+        return None
+    counted = (
+        battle.status == Battle.Status.VOTED
+        and battle.gold_id is None
+        and Judgment.objects.filter(assignment_pair__assignment__battle=battle, superseded=False).exists()
+    )
+    return VoteResult(counted, names[0], names[1], vote_words(battle, counted))
 
 
 def revealed(battle: Battle) -> tuple[str, str] | None:
@@ -477,7 +546,11 @@ def revealed(battle: Battle) -> tuple[str, str] | None:
     if battle.gold_id is not None:
         names = (_("An attention check's better reply"), _("An attention check's worse reply"))
     else:
-        comparison = battle.comparison
-        assert comparison is not None
-        names = (comparison.system_a.name, comparison.system_b.name)
+        read = getattr(battle, "names", None)  # read by the vote with its context
+        if read is not None:
+            names = (read["a"][0], read["b"][0])
+        else:
+            comparison = battle.comparison
+            assert comparison is not None
+            names = (comparison.system_a.name, comparison.system_b.name)
     return names if battle.a_shown_first else (names[1], names[0])

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.compiled import instance, model_columns
 from annotation.errors import ServiceError
 from annotation.models import (
     Assignment,
@@ -97,9 +98,50 @@ def _held(battle: Battle) -> AssignmentPair | None:
 def vote_pair(battle: Battle) -> AssignmentPair:
     """The assignment pair a vote on the battle answers; ``ServiceError`` when the battle has none to vote on (its
     rater left it for a newer battle)."""
-    held = _held(battle)
+    return checked_pair(_held(battle))
+
+
+def checked_pair(held: AssignmentPair | None) -> AssignmentPair:
+    """``held`` when a vote may answer it; ``ServiceError`` when the battle holds none (its rater left it for a newer
+    battle, which ended its assignment)."""
     if held is None or held.assignment.status == Assignment.Status.EXPIRED:
         raise ServiceError(LEFT_FOR_NEWER)
+    return held
+
+
+_PAIR = "assignment__pairs__"
+_LOCKED_BATTLE = ("status", "flag", "prompts", "assignment_id")
+_LOCKED_HELD = (
+    *model_columns(Assignment, "assignment__"),
+    *model_columns(AssignmentPair, _PAIR),
+    *model_columns(Judgment, f"{_PAIR}judgment__"),
+)
+
+
+def locked_for_vote(battle: Battle, **counts) -> AssignmentPair | None:
+    """The battle's row locked until the caller's transaction ends, read again with what a vote reads under that
+    lock, in one statement: its status, flag, messages and held assignment with its one pair and the pair's judgment
+    when it has one (all set on ``battle``; the held pair returned, its assignment's study the battle's), and
+    ``counts`` -- scalar subqueries (the vote limits' counts, ``abuse.vote_counts``), set on ``battle.counts``. On
+    PostgreSQL the lock is the battle's row only (``FOR UPDATE OF``): the joined rows are read, not locked."""
+    row = (
+        Battle.objects.select_for_update(of=("self",))
+        .filter(pk=battle.pk)
+        .annotate(**counts)
+        .order_by()
+        .values(*_LOCKED_BATTLE, *_LOCKED_HELD, *counts)
+        .get()
+    )
+    battle.status, battle.flag, battle.prompts, battle.assignment_id = (row[f] for f in _LOCKED_BATTLE)
+    battle.counts = {name: row[name] or 0 for name in counts}  # type: ignore[attr-defined]
+    if row[f"{_PAIR}id"] is None:
+        return None
+    assignment = instance(Assignment, row, "assignment__")
+    assignment.study = battle.study
+    held = instance(AssignmentPair, row, _PAIR)
+    held.assignment = assignment
+    judgment = None if row[f"{_PAIR}judgment__id"] is None else instance(Judgment, row, f"{_PAIR}judgment__")
+    AssignmentPair.judgment.related.set_cached_value(held, judgment)  # read: no second query for it
     return held
 
 
@@ -110,7 +152,7 @@ def do_record_vote(
     battle voted; a vote on a battle flagged before it arrived is kept and not counted from the start. ``pair``: the
     battle's ``vote_pair`` when the caller has read it. In the caller's transaction, which holds the battle's row
     lock."""
-    pair = pair or vote_pair(battle)
+    pair = checked_pair(pair) if pair is not None else vote_pair(battle)
     recorded = recording.do_submit(pair, submission)
     if recorded is None:  # a skip: an arena's study offers none, so do_submit refused it already
         return None

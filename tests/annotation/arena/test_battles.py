@@ -14,7 +14,8 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
 from annotation import elicitation
 from annotation.arena import battles, streaming
@@ -41,6 +42,7 @@ from annotation.rating.recording import Submission
 from annotation.studies import creation, enrolment
 from tests.annotation.arena import fixtures
 from tests.annotation.arena.fixtures import answered, make_arena
+from tests.annotation.test_rate import statements as table_statements
 from tests.conftest import study_jsonl
 
 server, arena, rater = fixtures.server, fixtures.arena, fixtures.rater  # the fixtures
@@ -250,7 +252,8 @@ def test_a_reply_naming_its_own_model_refuses_the_vote_and_shows_the_names(resea
     # the rater is told why in their words, not which name was found (the researcher's flag says it)
     assert str(refused.value) == str(battles.NAMED_WORDS) and "gen-" not in str(refused.value)
     battle.refresh_from_db()
-    assert battle.status == Battle.Status.REFUSED and re.fullmatch(r"names its own model \(gen-(red|green)\)", battle.flag)
+    assert battle.status == Battle.Status.REFUSED
+    assert re.fullmatch(r"names its own model \(gen-(red|green)\)", battle.flag)
     assert battles.revealed(battle) is not None and not Judgment.objects.exists()
     assert battles.outcome(battle).words == str(battles.NAMED_WORDS) and not battles.outcome(battle).counted
     with pytest.raises(ServiceError, match="said which model wrote it"):
@@ -535,3 +538,53 @@ def test_both_streams_finishing_at_the_same_moment_settle_the_battle_once(arena,
         )
         assert GenerationCall.objects.filter(item_id=b.item_id).count() == 2
     assert Assignment.objects.filter(status="active").get().pk == Battle.objects.get(pk=again.pk).assignment_id
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a vote costs the database
+
+
+def statements(captured) -> list[str]:
+    """As the rating page's query-count tests say them ("VERB table"); PostgreSQL's advisory lock, which reads no
+    table, by its function."""
+    locks = [q for q in captured if "pg_advisory_xact_lock" in q["sql"]]
+    return [
+        "SELECT pg_advisory_xact_lock" if q in locks else table_statements([q])[0]
+        for q in captured
+        if q["sql"].split()[0].upper() not in ("SAVEPOINT", "RELEASE")
+    ]
+
+
+def test_a_vote_runs_a_fixed_number_of_statements_each_for_a_reason(researcher, server):
+    # Two systems: one pair, whose decision already holds its betting sequence after a first vote. It was 22
+    # statements (a lock of the rater's row, each vote limit counted apart, the held pair read twice, the names and
+    # settings read under the lock); SQLite's one writer waited for all of it.
+    study = make_arena(researcher, server, "costs", labels=("red", "green"))
+    rater_ = enrolment.do_create_rater_link(study, "r")
+    vote(ready(rater_, "A first vote of the pair?"))
+    battle = ready(rater_, "Which river is longest?")
+    battle = Battle.objects.select_related("study").get(pk=battle.pk)  # as the vote's page reads it, with its study
+    with CaptureQueriesContext(connection) as captured:
+        result = vote(battle)
+    assert result.counted
+    postgres = ["SELECT pg_advisory_xact_lock"] if connection.vendor == "postgresql" else []
+    assert statements(captured) == [
+        # before the vote's transaction: what it cannot change
+        "SELECT annotation_battle",  # the arena's settings, the crowd settings, the systems' names and models
+        "SELECT annotation_battlereply",  # the replies the names rule reads (their turns checked under the lock)
+        # the transaction (SQLite: one writer at a time from here)
+        *postgres,  # the rater's and the network's vote locks, one statement
+        "SELECT annotation_battle",  # the battle's row locked, its held pair and judgment, both vote limits' counts
+        "UPDATE annotation_assignment",  # recording.do_submit: the answer counted on its assignment (its row lock)
+        "INSERT annotation_judgment",  # the vote
+        "SELECT selection_selectionsettings",  # the decision step (selection/hooks.py): the study's settings,
+        "SELECT annotation_battle",  # the vote's battle and pair,
+        "SELECT annotation_comparison",
+        "SELECT selection_pairdecision",  # the pair's decision, locked,
+        "SELECT annotation_judgment",  # the vote as an observation,
+        "UPDATE selection_pairdecision",  # the decision brought up to date
+        "SELECT annotation_assignmenttask",  # a live selection loop's pairs (planning.do_advance_live_selection)
+        "UPDATE annotation_battle",  # voted
+        # after it: the board's refresh is queued already (no worker here), so nothing more
+        "SELECT selection_job",
+    ]
