@@ -177,6 +177,13 @@ def do_update_arena(study: Study, **fields: Any) -> Arena:
         arena = Arena.objects.select_for_update().filter(study=study).first()
         if arena is None:
             raise ServiceError(f"{study.name} is not an arena.")
+        if "samples" in fields and fields["samples"] != arena.samples and study.battles.exists():
+            # every prompt's separability rests on the same K: sep-ELO weighs battles by it, and a delta from 3
+            # samples and one from 5 are not on one scale (docs/arena.md#arena-settings)
+            raise ServiceError(
+                f"samples: K is {arena.samples} and the arena has battles, whose separabilities rest on K "
+                f"{arena.samples}; K is fixed once the first battle starts (create a new arena for another K)."
+            )
         for name, value in fields.items():
             setattr(arena, name, value)
         try:

@@ -462,9 +462,7 @@ class ArenaSettingsForm(OneLineEnding, forms.ModelForm):
         }
         help_texts = {
             "samples": Arena._meta.get_field("samples").help_text
-            + " A change applies from the next battle on: new battles' prompts get K samples, and so do the prompts "
-            "still waiting for theirs (earlier prompts are asked the missing samples too, within each system's "
-            "request budget); a separability already stored is kept.",
+            + " Fixed once the first battle starts: every prompt's separability rests on the same K.",
             "attention_every": Arena._meta.get_field("attention_every").help_text
             + " The checks are the study's attention checks (Crowdsourcing page); with none, no battle is one.",
         }

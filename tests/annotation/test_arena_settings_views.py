@@ -53,7 +53,7 @@ def test_the_page_shows_the_settings_with_a_line_each(researcher_client, arena):
     html = page.content.decode()
     assert "Write a haiku.\nExplain\nrecursion.</textarea>" in html and "poetry</textarea>" in html
     assert 'name="samples" value="2" min="0" max="10"' in html  # the row's validators, in the browser
-    assert "A change applies from the next battle on" in html
+    assert "Fixed once the first battle starts" in html
 
 
 def test_a_valid_post_stores_everything_and_each_system_asks_k_plus_one(researcher_client, arena):

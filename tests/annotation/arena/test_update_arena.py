@@ -9,7 +9,6 @@ import pytest
 
 from annotation.arena import setup
 from annotation.errors import ServiceError
-from annotation.generating import runner
 from annotation.models import Arena, SystemEndpoint
 from tests.annotation.generating import arena_rows
 
@@ -67,17 +66,17 @@ def test_a_change_leaving_k_alone_leaves_the_endpoints_alone(arena):
     assert stored(arena)[-1] == [9, 9]
 
 
-def test_a_new_k_is_what_the_next_sampling_run_asks_of_every_battle_prompt(arena):
-    """The help's words: new battles' prompts get K samples, and earlier prompts are asked the missing ones too."""
-    earlier = arena_rows.ready_battle(arena, "An earlier prompt.")
-    k = 4
-    setup.do_update_arena(arena, samples=k)
-    later = arena_rows.ready_battle(arena, "A later prompt.")
-    endpoint = SystemEndpoint.objects.filter(system__study=arena).order_by("pk").first()
-    assert endpoint is not None
-    assert runner.GenerationRun(endpoint).wanted() == [
-        (battle.item_id, index) for battle in (earlier, later) for index in range(1, k + 1)
-    ]
+def test_k_is_fixed_once_the_first_battle_starts(arena):
+    """Every prompt's separability rests on one K (sep-ELO's weights are on one scale): before any battle K may
+    change, after the first it is refused by name and nothing changes; the same K again is no change."""
+    setup.do_update_arena(arena, samples=4)
+    arena_rows.ready_battle(arena, "An earlier prompt.")
+    before = stored(arena)
+    with pytest.raises(ServiceError, match=r"samples: K is 4 and the arena has battles"):
+        setup.do_update_arena(arena, samples=5, max_turns=2)
+    assert stored(arena) == before
+    setup.do_update_arena(arena, samples=4, max_turns=2)  # K as it is: the other fields change
+    assert stored(arena)[1] == 2 and stored(arena)[-1] == before[-1]
 
 
 @pytest.mark.parametrize(
