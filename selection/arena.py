@@ -24,14 +24,15 @@ import re
 import unicodedata
 
 import numpy as np
+from django.db import transaction
 
 from annotation.generating.runner import ARENA_SAMPLED
-from annotation.models import Battle, Generation, Job, Study
+from annotation.models import Battle, Comparison, Generation, Job, Judgment, Rater, Study
 from annotation.rating import battles as rating_battles
-from selection import embedding, services
+from selection import embedding, rating_sets, services
 from selection.core import arena as core
-from selection.core import decisions
-from selection.models import ItemSeparability, PairDecision
+from selection.core import decisions, winners
+from selection.models import ItemSeparability, PairDecision, SelectionSettings
 
 # a prompt whose embedding's cosine with an earlier battle's is at least this is a near repeat: above every pair of
 # distinct real prompts measured (Vicuna-80 and AlpacaEval's 805, all-MiniLM-L6-v2), below the edits a rater makes to
@@ -62,6 +63,83 @@ def pair_weights(study: Study) -> dict[int, float]:
     }
     weights = core.pair_weights(states)  # the ranking over every pair, a closed one's decision included
     return {pk: weights[(a, b)] for pk, a, b, closed in comparisons if not closed}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Each pair's decision, vote by vote
+
+
+def _counted(comparison: Comparison):
+    """The votes of the pair's battles that count: not revised, not superseded (a flagged battle's), by people not
+    screened out (a failed attention check)."""
+    return Judgment.objects.filter(
+        assignment__battle__comparison=comparison,
+        revised=False,
+        superseded=False,
+        rater__kind=Rater.Kind.HUMAN,
+        rater__screened_out=False,
+    )
+
+
+def _locked(comparison_id: int) -> PairDecision:
+    stored, _ = PairDecision.objects.select_for_update().get_or_create(
+        comparison_id=comparison_id,
+        defaults={"decision": decisions.UNDECIDED, "low": 0.0, "high": 1.0, "items": 0, "judgments": 0},
+    )
+    return stored
+
+
+def _do_observe(settings: SelectionSettings, stored: PairDecision, comparison: Comparison, votes) -> None:
+    """``votes`` observed by the pair's betting confidence sequence, each one item's score for the pair's first
+    system (1 a win, 1/2 a tie or both bad, 0 a loss), in the order they came; a pair without a sequence starts one
+    over every vote that counts so far (``votes`` is then not read)."""
+    if stored.state:
+        sequence = decisions.BettingSequence.from_bytes(bytes(stored.state))
+    else:
+        sequence = decisions.BettingSequence(settings.pair_alpha())
+        votes = _counted(comparison)
+        stored.judgments, stored.pool = 0, 0
+    by_item, judged = rating_sets.ratings_from_rows(
+        comparison, votes.order_by("created", "id").values_list(*rating_sets.JUDGMENT_ROW)
+    )
+    for by_rater in by_item.values():
+        sequence.update(winners.item_score(list(by_rater.values())))
+    stored.judgments += judged
+    low, high = sequence.interval
+    stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
+    if sequence.n:
+        stored.mean = sequence.total / sequence.n
+    stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
+    stored.save()
+
+
+def do_observe_vote(settings: SelectionSettings, assignment) -> None:
+    """An arena's decision step after a vote (the assignment's one judgment; ``selection/hooks.do_decide``): one
+    observation of its pair's sequence. Nothing for a vote kept but not counted (its battle flagged before it came:
+    ``rating.battles.do_record_vote``) or an attention check."""
+    battle = Battle.objects.filter(assignment=assignment).values("comparison_id", "flag").first()
+    if battle is None or battle["comparison_id"] is None or battle["flag"]:
+        return
+    comparison = Comparison.objects.get(pk=battle["comparison_id"])
+    _do_observe(settings, _locked(comparison.pk), comparison, _counted(comparison).filter(assignment=assignment))
+
+
+def do_recount_decisions(study: Study) -> int:
+    """Each pair whose stored decision rests on votes that no longer count (flagged after they were observed: a
+    repeated prompt, an unlikely rater; a rater screened out) decided again over the votes that count: a betting
+    sequence takes no observation back, so it is started over. The arena's background step runs it, so the pair
+    choice reads decisions over the votes the board counts. Returns how many pairs were decided again."""
+    settings = study.selection_settings
+    again = 0
+    for comparison in study.comparisons.order_by("pk"):
+        with transaction.atomic():
+            stored = _locked(comparison.pk)
+            if not stored.state or stored.judgments == _counted(comparison).count():
+                continue
+            stored.state = b""
+            _do_observe(settings, stored, comparison, _counted(comparison))
+            again += 1
+    return again
 
 
 # ----------------------------------------------------------------------------------------------------------

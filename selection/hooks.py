@@ -14,10 +14,10 @@ from django.db.models import Case, Count, F, Value, When
 
 from annotation import extensions
 from annotation.compiled import CompiledQuery, instance, model_columns
-from annotation.models import Assignment, AssignmentTask, Battle, Comparison, Item, Judgment, Rater, Study, Task
+from annotation.models import Assignment, AssignmentTask, Comparison, Item, Study, Task
 from annotation.rating.allocation import pairs_per_bundle
 from selection import arena, live, rating_sets, services
-from selection.core import decisions, designs, group_sequential, racing, winners
+from selection.core import decisions, designs, group_sequential, racing
 from selection.models import PairDecision, error_words
 from selection.strategies import STRATEGIES, is_live, needs_embeddings, strategy_parameters
 
@@ -61,7 +61,7 @@ def do_decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     if not settings.stops_buying() and not arena_study:
         return None
     if arena_study:
-        _do_observe_vote(settings, assignment)
+        arena.do_observe_vote(settings, assignment)
         return set(), set()
     decided_now = set()
     # each pair's share of the study's error rate (docs/decisions.md#study-wide-error), counted only when a pair
@@ -88,40 +88,6 @@ def do_decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
         {pk for pk in closed if not now.get(pk, True)},
         {pk for pk, is_closed in now.items() if is_closed and pk not in closed},
     )
-
-
-def _do_observe_vote(settings, assignment) -> None:
-    """An arena's decision step after a vote (the assignment's one judgment): one observation of its pair's betting
-    confidence sequence, the vote's score for the pair's first system (1 a win, 1/2 a tie or both bad, 0 a loss).
-    The first time, every counted vote of the pair so far, in the order they came. Nothing for a vote kept but not
-    counted (its battle flagged before it came: ``rating.battles.do_record_vote``) or an attention check."""
-    battle = Battle.objects.filter(assignment=assignment).values("comparison_id", "flag").first()
-    if battle is None or battle["comparison_id"] is None or battle["flag"]:
-        return
-    comparison = Comparison.objects.get(pk=battle["comparison_id"])
-    stored = _locked_decision(comparison.pk)
-    counted = Judgment.objects.filter(
-        revised=False, superseded=False, rater__kind=Rater.Kind.HUMAN, rater__screened_out=False
-    )
-    if stored.state:
-        sequence = decisions.BettingSequence.from_bytes(bytes(stored.state))
-        votes = counted.filter(assignment=assignment)
-    else:  # the pair's first observation: every vote counted so far
-        sequence = decisions.BettingSequence(settings.pair_alpha())
-        votes = counted.filter(assignment__battle__comparison=comparison)
-        stored.judgments, stored.pool = 0, 0
-    by_item, judged = rating_sets.ratings_from_rows(
-        comparison, votes.order_by("created", "id").values_list(*rating_sets.JUDGMENT_ROW)
-    )
-    for by_rater in by_item.values():
-        sequence.update(winners.item_score(list(by_rater.values())))
-    stored.judgments += judged
-    low, high = sequence.interval
-    stored.decision = decisions.decide(low, high, settings.decision_margin) if sequence.n else decisions.UNDECIDED
-    if sequence.n:
-        stored.mean = sequence.total / sequence.n
-    stored.low, stored.high, stored.items, stored.state = low, high, sequence.n, sequence.to_bytes()
-    stored.save()
 
 
 _DECISION = CompiledQuery(  # compiled once per thread: the decision step runs inside the rater's submit

@@ -46,6 +46,8 @@ def arena_separability_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     earlier battle's flagged, then the separability of every prompt whose samples are all in."""
     progress.say("Looking for repeated prompts")
     flagged = arena.do_flag_repeats(job.study)
+    progress.say("Deciding again the pairs whose votes stopped counting")
+    arena.do_recount_decisions(job.study)  # repeats flagged now, unlikely raters flagged by the board, screenings
     progress.say("Computing the prompts' separability")
     added = arena.do_live_separability(job.study)
     return jobs.Outcome(
