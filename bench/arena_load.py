@@ -12,10 +12,12 @@ Measured:
 - the vote request's time (POST, htmx, to its response), client-side;
 - votes lost (acknowledged, not stored) or doubled (two judgments of one battle, or one key stored twice).
 Baseline, in the same run: the same raters stream the same kind of reply directly from the endpoints (no SepLab in
-between) for the same time; the ratio is SepLab's first-token p95 over the direct p95.
+between) for the same time; the ratio is SepLab's first-token p95 over the direct p95. The vote's baseline: the
+battle page's GET each rater makes just before voting (same server, same load, no write), and the ratio of p95s.
 
 The last line is machine-readable:
-    raters=… battles=… first_token_p95_ms=… direct_p95_ms=… ratio=… vote_p95_ms=… lost=… doubled=… errors=…
+    raters=… battles=… first_token_p95_ms=… direct_p95_ms=… ratio=… vote_p95_ms=… page_p95_ms=… lost=… doubled=…
+    errors=…
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Figures:
 
     first: list[tuple[str, str, float]] = field(default_factory=list)  # (model, prompt, arrival epoch)
     vote_ms: list[float] = field(default_factory=list)
+    page_ms: list[float] = field(default_factory=list)  # the battle page's GET (htmx) before the vote: no write
     acknowledged: list[tuple[int, str]] = field(default_factory=list)  # (battle, vote key)
     battles: int = 0
     failed: int = 0
@@ -100,7 +103,8 @@ def rater(base: str, path: str, deadline: float, think: tuple[float, float], see
     time.sleep(rng.uniform(0, think[1]))  # raters arrive over a few seconds
     while time.time() < deadline:
         n += 1
-        prompt = f"Bench prompt {seed}-{n}: tell me about item {rng.randint(0, 10**6)}."
+        # [[say-name]]: the reply begins with its model's name (the page's first word tells which endpoint sent it)
+        prompt = f"Bench prompt {seed}-{n}: tell me about item {rng.randint(0, 10**6)}. [[say-name]]"
         try:
             body = urlencode({"prompt": prompt}).encode()
             conn.request("POST", f"{path}arena/", body, {"Content-Type": "application/x-www-form-urlencoded"})
@@ -127,9 +131,12 @@ def rater(base: str, path: str, deadline: float, think: tuple[float, float], see
                 t.join()
             with lock:
                 figures.battles += 1
+            asked = time.perf_counter()
             conn.request("GET", battle_path, headers={"HX-Request": "true"})
             response = conn.getresponse()
             page = response.read()
+            with lock:
+                figures.page_ms.append((time.perf_counter() - asked) * 1000)
             found = KEY.search(page)
             if "failed" in ends or found is None:
                 with lock:
@@ -175,7 +182,7 @@ def direct(endpoint: str, model: str, deadline: float, think: tuple[float, float
     n = 0
     while time.time() < deadline:
         n += 1
-        prompt = f"Direct prompt {seed}-{n}: tell me about item {rng.randint(0, 10**6)}."
+        prompt = f"Direct prompt {seed}-{n}: tell me about item {rng.randint(0, 10**6)}. [[say-name]]"
         conn = http.client.HTTPConnection(parts.netloc, timeout=60)
         body = {"model": model, "messages": [{"role": "user", "content": prompt}], "stream": True}
         try:
@@ -231,6 +238,7 @@ def run(kind: str, targets: list[tuple[str, str, int]], seconds: float, think, p
     for r in results:
         merged.first += r.first
         merged.vote_ms += r.vote_ms
+        merged.page_ms += r.page_ms
         merged.acknowledged += r.acknowledged
         merged.battles += r.battles
         merged.failed += r.failed
@@ -389,8 +397,11 @@ def main() -> None:
         f"baseline, straight from the endpoint, ms: p50 {percentile(direct_ms, 50):.1f}  p95 {d95:.1f}  "
         f"({len(direct_ms)} replies, {direct_unmatched} unmatched); SepLab / direct p95: {p95 / d95:.1f}x"
     )
+    page95 = percentile(arena.page_ms, 95)
     print(
         f"vote ms: p50 {percentile(arena.vote_ms, 50):.1f}  p95 {vote95:.1f}  p99 {percentile(arena.vote_ms, 99):.1f}"
+        f"; baseline, the battle page's GET before it (same raters, same moment, no write): p50 "
+        f"{percentile(arena.page_ms, 50):.1f}  p95 {page95:.1f}; vote / page p95: {vote95 / page95:.1f}x"
     )
     if arena.errors:
         print("errors by kind: " + ", ".join(f"{k}: {n}" for k, n in arena.errors.most_common()))
@@ -398,7 +409,8 @@ def main() -> None:
     print(f"load average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} cores")
     print(
         f"raters={args.raters} battles={arena.battles} first_token_p95_ms={p95:.1f} direct_p95_ms={d95:.1f} "
-        f"ratio={p95 / d95:.1f} vote_p95_ms={vote95:.1f} lost={lost} doubled={doubled} errors={errors}"
+        f"ratio={p95 / d95:.1f} vote_p95_ms={vote95:.1f} page_p95_ms={page95:.1f} lost={lost} doubled={doubled} "
+        f"errors={errors}"
     )
 
 

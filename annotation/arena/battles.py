@@ -327,7 +327,7 @@ def do_settle(battle: Battle) -> Battle:
             return battle
         Battle.objects.filter(pk=battle.pk).update(status=battle.status)
         if ready:
-            rating_battles.do_hold_battle(battle, pair)
+            rating_battles.do_hold_battle(battle, pair, locked=True)
     if ready and battle.gold_id is None:
         samples.do_start_battle_samples(battle)
     return battle
@@ -339,30 +339,39 @@ def _do_store_replies(battle: Battle, first: dict[str, BattleReply]) -> Pair:
     assert comparison is not None  # a battle without a comparison is an attention check
     systems = {"a": comparison.system_a_id, "b": comparison.system_b_id}
     found = {e.system_id: e for e in SystemEndpoint.objects.filter(system_id__in=systems.values())}
-    generations = {}
-    for side, system_id in systems.items():
-        reply, endpoint = first[side], found.get(system_id)
-        generations[side] = Generation.objects.create(
-            item_id=battle.item_id,
-            system_id=system_id,
-            sample_index=0,
-            text=reply.text,
-            text_hash=text_hash(reply.text),
-            n_words=word_count(reply.text),
-            provenance=endpoints.storable(_provenance(battle, reply, endpoint)),
+    generations = dict(
+        zip(
+            systems,
+            Generation.objects.bulk_create(
+                Generation(
+                    item_id=battle.item_id,
+                    system_id=system_id,
+                    sample_index=0,
+                    text=first[side].text,
+                    text_hash=text_hash(first[side].text),
+                    n_words=word_count(first[side].text),
+                    provenance=endpoints.storable(_provenance(battle, first[side], found.get(system_id))),
+                )
+                for side, system_id in systems.items()
+            ),
+            strict=True,
         )
-        if endpoint is not None:
-            GenerationCall.objects.create(
-                endpoint=endpoint,
-                item_id=battle.item_id,
-                sample_index=0,
-                status=GenerationCall.Status.GENERATED,
-                replies=1,
-                prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens,
-                generation=generations[side],
-                created=reply.finished or timezone.now(),
-            )
+    )
+    GenerationCall.objects.bulk_create(  # each reply in its endpoint's ledger: the request budget counts it
+        GenerationCall(
+            endpoint=found[system_id],
+            item_id=battle.item_id,
+            sample_index=0,
+            status=GenerationCall.Status.GENERATED,
+            replies=1,
+            prompt_tokens=first[side].prompt_tokens,
+            completion_tokens=first[side].completion_tokens,
+            generation=generations[side],
+            created=first[side].finished or timezone.now(),
+        )
+        for side, system_id in systems.items()
+        if system_id in found
+    )
     return Pair.objects.create(item_id=battle.item_id, generation_a=generations["a"], generation_b=generations["b"])
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -29,17 +29,20 @@ FLAG_CHARS = Battle._meta.get_field("flag").max_length or 300
 LEFT_FOR_NEWER = "You started a newer battle, so this one can no longer be voted on (its prompt is kept)."
 
 
-def do_hold_battle(battle: Battle, pair: Pair | None = None) -> AssignmentPair | None:
+def do_hold_battle(battle: Battle, pair: Pair | None = None, *, locked: bool = False) -> AssignmentPair | None:
     """The battle's one assignment pair, held now if it has none: a ``Task`` of its prompt and system pair (one rater,
     taken), an ``Assignment`` of one pair with its ``AssignmentTask`` place and the ``AssignmentPair`` shown as the
     battle showed it (``pair``, the two first replies; an attention-check battle shows its ``GoldPair`` and holds no
     task). A rater votes on their latest battle only: a battle settling after its rater started a newer one holds
     nothing (None), and holding a battle ends the rater's other active assignment (an earlier battle left without a
     vote), as one rater may have one active assignment. Under the rater's row lock (``do_start_battle`` takes it
-    too), so a start and a hold of one rater never cross."""
+    too; SQLite's IMMEDIATE transactions let one writer in at a time, so there it takes none), so a start and a hold
+    of one rater never cross. ``locked``: the caller read ``battle`` under its row lock (its assignment is current).
+    """
     with transaction.atomic():
-        Rater.objects.select_for_update().filter(pk=battle.rater_id).values_list("pk").first()
-        held = _held(battle)
+        if connection.features.has_select_for_update:
+            Rater.objects.select_for_update().filter(pk=battle.rater_id).values_list("pk").first()
+        held = None if locked and battle.assignment_id is None else _held(battle)
         if held is not None:
             return held
         if Battle.objects.filter(study_id=battle.study_id, rater_id=battle.rater_id, pk__gt=battle.pk).exists():
