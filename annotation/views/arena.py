@@ -14,15 +14,16 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from annotation import access, elicitation, questions
-from annotation.arena import battles, streaming
+from annotation.arena import abuse, battles, streaming
 from annotation.errors import ServiceError
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.http import RaterRequest
-from annotation.models import Battle, BattleReply
+from annotation.models import Battle, BattleReply, SystemEndpoint
 from annotation.ratelimit import client_ip, client_key
 from annotation.rating import consent, recording
 from annotation.views.forms import RatingForm
@@ -61,6 +62,7 @@ def arena_home(request: RaterRequest, token: str) -> HttpResponse:
             "study": study,
             "token": token,
             "arena": settings,
+            "instructions": shown_default(study.instructions),
             "prompt": prompt,
             "category": category,
             "error": error,
@@ -151,6 +153,10 @@ def arena_vote(request: RaterRequest, token: str, battle_id: int) -> HttpRespons
         result = battles.do_vote(battle, submission)
     except ServiceError as exc:
         battle.refresh_from_db()
+        if battle.status == Battle.Status.REFUSED:  # refused for good (a reply named its model): the battle's state
+            if not request.htmx:
+                return redirect("arena_battle", token=token, battle_id=battle.pk)
+            return _render_battle(request, token, battle)
         return _render_battle(request, token, battle, vote_error=str(exc), given=request.POST, status=400)
     if not request.htmx:
         return redirect("arena_battle", token=token, battle_id=battle.pk)
@@ -180,6 +186,45 @@ def _labels() -> tuple[str, str]:
     return _("Model A"), _("Model B")
 
 
+# The words ``setup.do_create_arena`` gives an arena study (its question, tie and "both bad" labels, ``INSTRUCTIONS``;
+# tests/annotation/test_arena_views.py holds them equal), as SepLab's own: shown in the raters' language while the
+# researcher keeps them (a text the researcher changed is shown as written, as on the rating page).
+DEFAULT_WORDS = (
+    gettext_noop("Which reply is better?"),
+    gettext_noop("Tie"),
+    gettext_noop("Both are bad"),
+    gettext_noop(
+        "Write a prompt of your own (or take a starter). Two anonymous models answer it side by side; you may go on "
+        "with the conversation for a few turns. Then vote for the better one -- or a tie, or both bad. The models' "
+        "names are shown after your vote."
+    ),
+)
+
+
+def shown_default(text: str) -> str:
+    """``text`` in the raters' language when it is one of SepLab's arena defaults (``DEFAULT_WORDS``), else as is."""
+    return _(text) if text in DEFAULT_WORDS else text
+
+
+def named_model(battle: Battle) -> str:
+    """The name a reply of the battle gave its own system by (``abuse.names_own_model``: its label or its model's
+    name), or "": a vote on the battle will be refused (``battles.do_vote``)."""
+    comparison = battle.comparison
+    if comparison is None or battle.gold_id is not None:
+        return ""
+    names = {}
+    for side, system in (("a", comparison.system_a), ("b", comparison.system_b)):
+        try:
+            names[side] = [system.name, system.endpoint.model]
+        except SystemEndpoint.DoesNotExist:
+            names[side] = [system.name]
+    for reply in battle.replies.all():
+        named = abuse.names_own_model(reply.text, names[reply.side])
+        if named:
+            return named
+    return ""
+
+
 def _turns(token: str, battle: Battle) -> list[dict[str, Any]]:
     """Each turn: the rater's message and the two panes (left, right)."""
     replies = {(r.turn, r.side): r for r in battle.replies.all()}
@@ -200,20 +245,31 @@ def _turns(token: str, battle: Battle) -> list[dict[str, Any]]:
 
 
 def _vote_fieldsets(study, given) -> tuple[elicitation.Fieldset, ...]:
-    """The rating page's main question, its first and second options named after the panes (Model A, Model B)."""
+    """The rating page's main question, its first and second options named after the panes (Model A, Model B), the
+    question and the other options' labels in the raters' language while they are SepLab's defaults."""
     label_left, label_right = _labels()
     names = {elicitation.FIRST: label_left, elicitation.SECOND: label_right}
     fieldsets = questions.page(study, given)["fieldsets"]
     return tuple(
         dataclasses.replace(
             fieldset,
+            legend=shown_default(fieldset.legend),
             options=tuple(
-                dataclasses.replace(o, label=names[o.value]) if o.name == "choice" and o.value in names else o
+                dataclasses.replace(
+                    o, label=names[o.value] if o.name == "choice" and o.value in names else shown_default(o.label)
+                )
                 for o in fieldset.options
             ),
         )
         for fieldset in fieldsets
     )
+
+
+def _key_help(study, fieldsets) -> list[tuple[tuple[str, ...], str]]:
+    """The rating page's keys help (``questions.key_help``), each option of the main question named as shown."""
+    help_ = questions.key_help(study)
+    options = [o for fieldset in fieldsets for o in fieldset.options]
+    return [(keys, o.label) for (keys, _what), o in zip(help_, options, strict=False)] + help_[len(options) :]
 
 
 def _render_battle(
@@ -233,6 +289,7 @@ def _render_battle(
     panes = turns[-1]["panes"] if turns else []
     answering = any(p.streaming for p in panes)
     failed = [p.label for p in panes if p.failed] if battle.status == Battle.Status.FAILED else []
+    named = named_model(battle) if battle.status == Battle.Status.READY and not answering else ""
     context: dict[str, Any] = {
         "study": study,
         "token": token,
@@ -240,6 +297,7 @@ def _render_battle(
         "turns": turns,
         "answering": answering,
         "failed": failed,
+        "named": named,
         "vote_error": vote_error,
         "turn_error": turn_error,
         "prompt_again": battle.prompts[0] if battle.prompts else battle.item.input,
@@ -254,18 +312,19 @@ def _render_battle(
                 pane.name = left_name if pane.shown == "left" else right_name
         context["result"] = result
         context["counted"] = result.counted if result is not None else not battle.flag
-    elif battle.status == Battle.Status.READY and not answering:
+    elif battle.status == Battle.Status.READY and not answering and not named:
         page = questions.page(study, given)
+        fieldsets = _vote_fieldsets(study, given)
         context.update(
             voting=True,
             mode=study.elicitation_mode,
-            fieldsets=_vote_fieldsets(study, given),
+            fieldsets=fieldsets,
             further=page["further"],
             comment_value=page["comment_value"],
             comment_max=COMMENT_MAX_CHARS,
             key=uuid.uuid4().hex,
             can_follow_up=len(battle.prompts or [None]) < settings.max_turns,
-            key_help=questions.key_help(study),
+            key_help=_key_help(study, fieldsets),
         )
     template = "annotation/arena/battle.html#battle" if request.htmx else "annotation/arena/battle.html"
     return render(request, template, context, status=status)

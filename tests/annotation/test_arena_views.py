@@ -29,7 +29,7 @@ def arena(researcher, server):
         # gen- models: the streamed reply names no model (a name in a reply would refuse the vote)
         [SystemSpec("red", "gen-red", server.base_url), SystemSpec("blue", "gen-blue", server.base_url)],
         samples=0,
-        endpoint_fields={"api_key_env": "", "timeout_seconds": 2.0, "max_retries": 0},
+        endpoint_fields={"api_key_env": "", "timeout_seconds": 10.0, "max_retries": 0},  # a loaded machine
         starters=["Write a haiku."],
         categories=["poetry"],
     )
@@ -157,3 +157,90 @@ def test_without_javascript_the_page_waits_for_both_whole_replies(client, arena,
     assert 'id="rating-form"' in page and "data-stream" not in page
     for reply in BattleReply.objects.filter(battle=battle):
         assert reply.status == BattleReply.Status.DONE and escape(reply.text) in page
+
+
+def ready_battle(client, token, prompt: str) -> tuple[Battle, str]:
+    """A battle on ``prompt`` with both replies streamed whole, and its page."""
+    client.post(reverse("arena_home", args=[token]), {"prompt": prompt, "category": "poetry"})
+    battle = Battle.objects.get(item__input=prompt)
+    for side in ("left", "right"):
+        stream(client, token, battle, side)
+    return battle, client.get(reverse("arena_battle", args=[token, battle.pk])).content.decode()
+
+
+def test_a_reply_that_names_its_model_says_at_once_that_a_vote_would_not_count(client, arena, token):
+    prompt = "Who are you? [[say-name]]"  # the local server's reply then begins with its model's name (gen-red …)
+    battle, page = ready_battle(client, token, prompt)
+    assert 'data-testid="named-own-model"' in page and re.search(r"named its own model \(gen-(red|blue)\)", page)
+    assert 'id="rating-form"' not in page  # no vote offered: it would be refused
+    assert f'name="prompt" value="{escape(prompt)}"' in page and 'name="category" value="poetry"' in page
+    assert re.search(r'autofocus data-enter data-testid="new-battle">New battle', page)
+    assert "<title>Arena · arena · SepLab</title>" in page
+
+
+@pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "form"])
+def test_a_refused_vote_is_shown_on_the_arenas_own_page_with_the_prompt_kept(client, arena, token, htmx):
+    prompt = "Name yourself. [[say-name]]"
+    battle, _page = ready_battle(client, token, prompt)
+    vote = {"pair": battle.pk, "key": "k1", "client_ms": "900", "choice": "first"}  # from a page shown earlier
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = client.post(reverse("arena_vote", args=[token, battle.pk]), vote, **headers)
+    if not htmx:  # the form's post is answered with the battle's page, as a counted vote is
+        assert response.status_code == 302 and response.url == reverse("arena_battle", args=[token, battle.pk])
+        response = client.get(response.url)
+    html = response.content.decode()
+    assert response.status_code == 200 and 'data-testid="revealed"' in html and "Your vote was refused:" in html
+    assert ("<title>" in html) is not htmx and 'id="battle"' in html
+    assert f'name="prompt" value="{escape(prompt)}"' in html and 'data-testid="new-battle"' in html
+    assert Battle.objects.get(pk=battle.pk).status == Battle.Status.REFUSED and not Judgment.objects.exists()
+
+
+def test_the_keys_help_names_the_options_as_shown(client, arena, token):
+    _battle, page = ready_battle(client, token, "Keys?")
+    keys = re.search(r'<p class="muted keys">(.*?)</p>', page, re.S)[1]
+    assert "<kbd>1</kbd> / <kbd>←</kbd> Model A," in keys and "<kbd>2</kbd> / <kbd>→</kbd> Model B," in keys
+    assert "Output" not in keys
+
+
+def test_a_failed_battle_says_which_models_failed_in_proper_words(client, arena, token):
+    client.post(reverse("arena_home", args=[token]), {"prompt": "Fail [[stream-error]]"})
+    battle = Battle.objects.get()
+    for side in ("left", "right"):
+        stream(client, token, battle, side)
+    url = reverse("arena_battle", args=[token, battle.pk])
+    page = client.get(url).content.decode()
+    assert "<h2>Both models failed</h2>" in page and "Both models failed for this battle" in page
+    assert "A model failed" not in page and "Model A, Model B" not in page
+    # one model failed: the other's reply done
+    right = "a" if not battle.a_shown_first else "b"
+    BattleReply.objects.filter(battle=battle, side=right).update(status=BattleReply.Status.DONE)
+    page = client.get(url).content.decode()
+    assert "<h2>A model failed</h2>" in page and "Model A failed for this battle" in page
+
+
+def test_the_prompt_box_says_what_an_arena_is_once(client, arena, token):
+    page = client.get(reverse("arena_home", args=[token])).content.decode()
+    assert page.count("side by side") == 1 and 'id="prompt-help"' not in page
+    arena.instructions = ""
+    arena.save(update_fields=["instructions"])
+    page = client.get(reverse("arena_home", args=[token])).content.decode()
+    assert page.count("side by side") == 1 and 'aria-describedby="prompt-help"' in page
+
+
+def test_a_german_arena_shows_its_default_words_in_german(client, arena, token):
+    from annotation.views import arena as arena_views
+
+    # what create_arena stores is what the page translates
+    assert {arena.question, arena.tie_label, arena.neither_label, arena.instructions} == set(arena_views.DEFAULT_WORDS)
+    arena.raters_language = "de"
+    arena.save(update_fields=["raters_language"])
+    home = client.get(reverse("arena_home", args=[token])).content.decode()
+    assert "Zwei anonyme Modelle antworten nebeneinander" in home and "Ihr Prompt" in home
+    _battle, page = ready_battle(client, token, "Hallo.")
+    for words in ("Welche Antwort ist besser?", "Unentschieden", "Beide sind schlecht", "Modell A", "Abstimmen"):
+        assert words in page
+    # a question the researcher wrote is shown as written
+    arena.question = "Which reply is better?!"
+    arena.save(update_fields=["question"])
+    _battle, page = ready_battle(client, token, "Noch einmal.")
+    assert "Which reply is better?!" in page
