@@ -16,6 +16,7 @@ from annotation.arena import setup
 from annotation.arena.setup import SystemSpec
 from annotation.models import Battle, BattleReply, Judgment
 from annotation.studies import lifecycle
+from tests.annotation.test_rater_language import english_words
 from tests.browser.conftest import wait_until_rating_page_ready
 from tests.judge_server import server_fixture
 
@@ -33,6 +34,23 @@ def serious(page) -> list[str]:
         for v in violations
         if v["impact"] in ("critical", "serious")
     ]
+
+
+COVERED = """() => {
+  const reply = document.querySelector("[data-testid=reply-right]");
+  reply.scrollIntoView({block: "end"});
+  const r = reply.getBoundingClientRect(), v = document.getElementById("rating-form").getBoundingClientRect();
+  return Math.max(0, Math.min(r.bottom, v.bottom) - Math.max(r.top, v.top));
+}"""
+
+
+def english_on(page, *own: str) -> set[str]:
+    """SepLab's English words on the page (``english_words``: the rater strings' words German never uses), with the
+    study's own texts (its name, starters, categories, the prompt and the replies) set aside."""
+    text = page.locator("body").inner_text() + " " + page.title()
+    for words in own:
+        text = text.replace(words, " ")
+    return {w for w in re.findall(r"[A-Za-zÄÖÜäöüß]+", text) if w.lower() in english_words()}
 
 
 def make_arena(researcher, server, **settings):
@@ -89,6 +107,9 @@ def test_a_keyboard_only_battle_streams_votes_reveals_and_starts_the_next(
     assert left.inner_text().strip() == replies[shown_left].strip()
     assert right.inner_text().strip() == replies[shown_right].strip()
     found["vote"] = serious(page)
+    if name == "phone":  # the vote is not pinned over the replies: Model B's reply, scrolled to its end, is uncovered
+        covered = page.evaluate(COVERED)
+        assert covered == 0
     assert page.evaluate("document.documentElement.scrollWidth") <= size[0]
     # a digit, then Enter: Model B (the right) is better
     page.locator("body").focus()
@@ -137,11 +158,15 @@ def test_a_starter_and_a_german_arena(browser_page, live_server, researcher, ser
     server.stream_rate = 100.0
     study = make_arena(researcher, server, raters_language="de")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
-    join(page, live_server, study)
+    page.goto(live_server.url + study.open_link_path())
+    page.keyboard.press("Enter")
+    expect(page.get_by_label("Ihr Prompt")).to_be_focused()
     assert serious(page) == []
+    own = ("Team arena", "Write a haiku about tests.", "poetry", "code")
+    assert english_on(page, *own) == set()
     page.get_by_role("button", name="Write a haiku about tests.").click()
-    expect(page.get_by_label("Your prompt")).to_have_value("Write a haiku about tests.")
-    page.get_by_label("Category").select_option("poetry")
+    expect(page.get_by_label("Ihr Prompt")).to_have_value("Write a haiku about tests.")
+    page.get_by_label("Kategorie").select_option("poetry")
     page.keyboard.press("Control+Enter")
     expect(page.locator("#rating-form")).to_be_visible(timeout=15_000)
     assert Battle.objects.get(study=study).category == "poetry"
@@ -149,3 +174,6 @@ def test_a_starter_and_a_german_arena(browser_page, live_server, researcher, ser
     expect(page.get_by_text("Tastatur:")).to_be_visible()
     expect(page.get_by_test_id("vote")).to_contain_text("Eingabetaste")
     assert serious(page) == []
+    replies = [r.text for r in BattleReply.objects.filter(battle__study=study)]
+    assert english_on(page, *replies, *own) == set()  # the arena's own words and its default question, in German
+    expect(page.get_by_text("Welche Antwort ist besser?")).to_be_visible()
