@@ -43,11 +43,18 @@ CODE_LINE = re.compile(
 )
 
 
+PLAIN_WORD = re.compile(r"[a-z]+")  # a label such as "small", "red", "baseline": the researcher's word, no model's name
+
+
 def names_own_model(text: str, names: Iterable[str]) -> str | None:
-    """The first of ``names`` (a system's label and its model's name) that ``text`` holds as a word of its own,
+    """The first of ``names`` (a system's label, then its model's name) that ``text`` holds as a word of its own,
     whatever its case; None when it holds none. A model name "org/model" is also looked for as "model"; names under
-    ``MIN_NAME_CHARS`` characters are not looked for."""
-    for name in _looked_for(names):
+    ``MIN_NAME_CHARS`` characters are not looked for, nor a label that is a plain lower-case word ("small" in "a small
+    example" names nothing: raters never see labels before they vote; a label like "gpt-4o" or "Claude" is looked
+    for, as a model's name always is)."""
+    label, *models = list(names) or [""]
+    looked_for = models if PLAIN_WORD.fullmatch(label.strip()) else [label, *models]
+    for name in _looked_for(looked_for):
         if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE):
             return name
     return None

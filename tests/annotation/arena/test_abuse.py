@@ -18,9 +18,12 @@ from annotation.arena import abuse
         ("as gpt-4o-mini I think so", ["gpt-4o"], None),  # a longer name is another model's
         ("I run on llama3.2:1b today", ["small", "llama3.2:1b"], "llama3.2:1b"),
         ("Meta-Llama-3-8B here", ["meta-llama/Meta-Llama-3-8B"], "Meta-Llama-3-8B"),  # org/model as model
-        ("The colour red is warm.", ["red"], "red"),
-        ("A bored cat", ["red"], None),  # inside a word
-        ("gen-red on 'x': the answer", ["red"], None),  # part of a hyphenated name
+        ("The colour red is warm.", ["red"], None),  # a plain lower-case label is the researcher's word
+        ("Here is a small example.", ["small", "llama3.2:1b"], None),  # create_arena's own help example's label
+        ("I am Claude.", ["Claude", "claude-3-haiku"], "Claude"),  # a label that is a name is looked for
+        ("The colour Red-2 is warm.", ["red-2"], "red-2"),
+        ("A bored cat", ["red-2"], None),  # inside a word
+        ("gen-red-2 on 'x': the answer", ["red-2"], None),  # part of a hyphenated name
         ("A is for apple", ["A", "B"], None),  # too short to look for
         ("", ["claude"], None),
     ],
