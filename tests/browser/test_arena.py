@@ -88,7 +88,7 @@ def test_a_keyboard_only_battle_streams_votes_reveals_and_starts_the_next(
     found = {"prompt box": serious(page)}
     page.keyboard.type("Explain recursion to a child.")
     page.keyboard.press("Control+Enter")
-    expect(page.get_by_test_id("battle")).to_be_visible()
+    expect(page.get_by_test_id("battle")).to_be_visible(timeout=30_000)  # the first prompt loads the language model
     left, right = page.get_by_test_id("reply-left"), page.get_by_test_id("reply-right")
     expect(page.get_by_role("heading", name="Model A")).to_be_visible()
     expect(page.get_by_role("heading", name="Model B")).to_be_visible()
