@@ -31,7 +31,7 @@ from analytics.core import outliers, ratings
 from analytics.models import ArenaBoard
 from analytics.populations import Population
 from analytics.report import data
-from analytics.report.ratings import battles, bradley_terry_rows, ratings_section
+from analytics.report.ratings import battles, bradley_terry_rows, ratings_section, why_no_mle
 from analytics.report.serial import to_json
 from analytics.report.stopping import stopping_section
 from annotation import jobs
@@ -285,6 +285,11 @@ def category_boards(
         remap = np.full(len(systems), -1, dtype=np.int64)
         remap[codes] = np.arange(len(codes))
         ra, rb = remap[ca], remap[cb]
+        infinite = why_no_mle(present, ra, rb, score[index])
+        if infinite:  # as the report's own board refuses: no rating without a finite fit (docs/ratings.md)
+            entry.update(reason=infinite, leaderboard=[])
+            out.append(entry)
+            continue
         board = bradley_terry_rows(present, [battle_rows[i] for i in picked], ra, rb, score[index])
         votes = np.bincount(ra, minlength=len(codes)) + np.bincount(rb, minlength=len(codes))
         prompts = [len(np.unique(items[index][(ra == k) | (rb == k)])) for k in range(len(codes))]
@@ -394,9 +399,13 @@ def arena_board_job(job: Job, progress: jobs.Progress) -> jobs.Outcome:
     return jobs.Outcome(f"Board computed from {row.votes} votes in {row.seconds:.1f} s{more}.", complete=True)
 
 
+NO_INTERVAL = "none yet (needs votes on two prompts or more)"
+
+
 def _interval(row: dict) -> str:
+    """A row's 95 % interval in whole points, or why it has none (docs/ratings.md#when-there-is-no-rating)."""
     low, high = row.get("low"), row.get("high")
-    return "" if low is None or high is None else f"{low:.0f} – {high:.0f}"
+    return NO_INTERVAL if low is None or high is None else f"{low:.0f} – {high:.0f}"
 
 
 def page(study: Study, served: ServedBoard) -> dict:
@@ -463,12 +472,7 @@ def summary_words(board: dict, rows: list[dict], decided: int) -> list[str]:
         f"{board['counted']} vote{'s' if board['counted'] != 1 else ''} counted on {board['prompts']} "
         f"prompt{'s' if board['prompts'] != 1 else ''}."
     ]
-    if rows:
-        top = rows[0]
-        shared = [r["system"] for r in rows[1:] if r["rank"] == top["rank"]]
-        lead = f"{top['system']} leads ({top['rating']:.0f}, 95 % interval {top['interval']})"
-        rest = f", tied in rank with {', '.join(shared)}." if shared else ", ahead of every other system."
-        words.append(lead + rest)
+    words.append(leader_words(board, rows))
     if board["orders"]:
         words.append(
             f"{decided} of {len(board['orders'])} adjacent order{'s' if len(board['orders']) != 1 else ''} "
@@ -485,3 +489,25 @@ def summary_words(board: dict, rows: list[dict], decided: int) -> list[str]:
         why = "; ".join(f"{r['votes']} {r['why']}" for r in board["flagged"]["reasons"])
         words.append(f"{flagged} vote{'s' if flagged != 1 else ''} kept but not counted ({why}).")
     return words
+
+
+def leader_words(board: dict, rows: list[dict]) -> str:
+    """Who leads, named only when the Bradley-Terry board has a rating and an interval for it and its rank is its
+    own; else why no one leads yet (the report's refusal, a missing interval, a shared rank)."""
+    bt = board["bradley_terry"]
+    if not bt.get("available", True) or not rows:
+        reason = bt.get("reason") or "fewer than two systems have votes"
+        return f"No leader yet: {reason}."
+    top = rows[0]
+    if top.get("low") is None or top.get("high") is None:
+        return "No leader yet: the Bradley-Terry ratings have no interval yet (it needs votes on two prompts or more)."
+    shared = [r["system"] for r in rows[1:] if r["rank"] == top["rank"]]
+    if shared:
+        return (
+            f"No leader yet: {top['system']} has the highest Bradley-Terry rating ({top['rating']:.0f}, 95 % interval "
+            f"{top['interval']}) but its interval overlaps {', '.join(shared)}'s, so they share rank {top['rank']}."
+        )
+    return (
+        f"{top['system']} leads ({top['rating']:.0f}, 95 % interval {top['interval']}), ahead of every other "
+        "system: its interval clears the next one's."
+    )

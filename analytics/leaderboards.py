@@ -125,7 +125,10 @@ class BoardRow:
 
 
 def rows(systems: list[str], interval: ratings.Interval, method: str) -> list[BoardRow]:
+    """The board's rows, best first; ranks from the bounds in whole points, as every board shows them, so two
+    systems shown alike share a rank (docs/ratings.md#ranks)."""
     headline = interval.median if method != "bt" else interval.estimate
+    shown_rank = ratings.ci_ranks(np.round(interval.low), np.round(interval.high))
     rows = [
         BoardRow(
             system=s,
@@ -133,7 +136,7 @@ def rows(systems: list[str], interval: ratings.Interval, method: str) -> list[Bo
             median=interval.median[i],
             low=interval.low[i],
             high=interval.high[i],
-            rank=int(interval.rank[i]),
+            rank=int(shown_rank[i]),
             online=interval.estimate[i] if method != "bt" else None,
         )
         for i, s in enumerate(systems)

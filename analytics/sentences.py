@@ -145,14 +145,15 @@ def answers(report: Report) -> list[Card]:
         cards.append(
             Card(
                 "Who wins?",
-                f"{first.system} leads, {settled}",
+                # without an interval a lead is a point estimate on one item: no leader is named (docs/ratings.md)
+                f"{first.system} leads, {settled}" if spread else "No leader yet",
                 f"Bradley-Terry {as_rating(first.rating)} against {second.system}'s {as_rating(second.rating)} "
                 f"({first.rating - second.rating:+.0f} points, {board.battles:,} battles); {sure}.",
             )
         )
     else:
         reason = "needs judgments of at least two systems" if isinstance(board, Board) else board.reason
-        cards.append(Card("Who wins?", "Not yet", reason.capitalize() + "."))
+        cards.append(Card("Who wins?", "Not yet", reason[:1].upper() + reason[1:] + "."))
     alpha = report.agreement.krippendorff_alpha
     if alpha is not None:
         cards.append(

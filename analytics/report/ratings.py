@@ -5,6 +5,7 @@ style-controlled board beside them, ``analytics/report/style.py``)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 import numpy as np
@@ -17,6 +18,7 @@ from analytics.report.style import StyleControl, style_control_section
 from selection.core import decisions, winners
 
 NO_BATTLES = "no judgments with a choice yet"
+NO_INTERVAL_ITEMS = 2  # an interval over items needs two items or more: one item's resamples are all alike
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,12 +164,21 @@ def ratings_section(
                 decided,
             ),
         )
-    bt = Board(
-        parameters=params,
-        battles=len(score),
-        intervals=default_intervals("bt"),
-        leaderboard=ranked(bradley_terry_rows(systems, battle_rows, a, b, score), decided),
-    )
+    if len(set(items.tolist())) < NO_INTERVAL_ITEMS:  # the bootstrap of one item has no spread: no interval
+        elo = dataclasses.replace(elo, leaderboard=without_intervals(elo.leaderboard))
+        if isinstance(sep_elo, Board):
+            sep_elo = dataclasses.replace(sep_elo, leaderboard=without_intervals(sep_elo.leaderboard))
+    infinite = why_no_mle(systems, a, b, score)
+    bt: AnyBoard
+    if infinite:
+        bt = NoBoard(parameters=params, reason=infinite)
+    else:
+        bt = Board(
+            parameters=params,
+            battles=len(score),
+            intervals=default_intervals("bt"),
+            leaderboard=ranked(bradley_terry_rows(systems, battle_rows, a, b, score), decided),
+        )
     wins, battles_between = ratings.win_rate_matrix(a, b, score, n)
     ratio = ratings.win_ratio_ranking(a, b, score, n)
     win_rates = WinRates(
@@ -185,8 +196,76 @@ def ratings_section(
             )
         ],
     )
-    styled = style_control_section(battle_rows, a, b, score, systems, answers, settings.style_penalty)
+    styled = (
+        Unavailable(reason=infinite)
+        if infinite
+        else style_control_section(battle_rows, a, b, score, systems, answers, settings.style_penalty)
+    )
     return Ratings(elo, sep_elo, bt, win_rates, styled)
+
+
+def without_intervals(rows: list[RankedRow]) -> list[RankedRow]:
+    """A board's rows with no interval (NaN: null in JSON) and so one shared rank: over one item the bootstrap of
+    items has no spread to show, and an interval of zero width would rank the systems apart on nothing."""
+    return [dataclasses.replace(r, low=math.nan, high=math.nan, rank=1) for r in rows]
+
+
+def _names(systems: list[str]) -> str:
+    return systems[0] if len(systems) == 1 else ", ".join(systems[:-1]) + " and " + systems[-1]
+
+
+def why_no_mle(systems: list[str], a: np.ndarray, b: np.ndarray, score: np.ndarray) -> str:
+    """Why Bradley-Terry has no maximum-likelihood ratings on these battles, in words, or "" when it has them.
+
+    They exist exactly when every split of the systems into two groups has a win or a tie each way across it
+    (Zermelo; Ford 1957): the graph "i won or tied against j" is strongly connected. Otherwise the likelihood keeps
+    growing as a group that never lost to the others moves away from them, and the fit stops at an arbitrary
+    point (one vote gave 2285 and -285); its sandwich interval is undefined too. The groups named are the graph's
+    strongly connected components that no outsider beat or tied (won every battle against the others), that beat
+    or tied no outsider (lost every one), and the systems without battles (docs/ratings.md#when-there-is-no-rating)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(systems)
+    if n < 2:
+        return ""
+    # i -> j: i won or tied against j at least once (a tie is half a win each way)
+    edges = {(int(x), int(y)) for x, y, s in zip(a, b, score, strict=True) if s > 0}
+    edges |= {(int(y), int(x)) for x, y, s in zip(a, b, score, strict=True) if s < 1}
+    rows_, cols = zip(*edges, strict=True) if edges else ((), ())
+    graph = coo_matrix((np.ones(len(edges)), (rows_, cols)), shape=(n, n))
+    count, label = connected_components(graph, directed=True, connection="strong")
+    if count == 1:
+        return ""
+    played = np.zeros(n, dtype=bool)
+    played[a] = played[b] = True
+    beaten = {label[y] for x, y in edges if label[x] != label[y]}  # components an outsider won or tied against
+    beating = {label[x] for x, y in edges if label[x] != label[y]}  # components that won or tied against one
+    groups: dict[str, list[str]] = {"idle": [], "top": [], "bottom": [], "apart": []}
+    for c in range(count):
+        members = [systems[i] for i in range(n) if label[i] == c]
+        if not played[label == c].any():
+            groups["idle"].append(_names(members) + (" has" if len(members) == 1 else " have") + " no battles yet")
+        elif c not in beaten and c not in beating:
+            groups["apart"].append(_names(members) + " have not met the other systems")
+        elif c not in beaten:
+            groups["top"].append(
+                f"{members[0]} won every battle it was in"
+                if len(members) == 1
+                else f"{_names(members)} won every battle against the other systems"
+            )
+        elif c not in beating:
+            groups["bottom"].append(
+                f"{members[0]} lost every battle it was in"
+                if len(members) == 1
+                else f"{_names(members)} lost every battle against the other systems"
+            )
+    said = "; ".join(groups["top"] + groups["bottom"] + groups["apart"] + groups["idle"])
+    return (
+        f"no Bradley-Terry ratings yet: {said}. The maximum-likelihood ratings do not exist until every system has "
+        "won or tied against the others and lost or tied against them (they would be infinitely far apart), and "
+        "neither does their interval"
+    )
 
 
 def bradley_terry_rows(

@@ -7,6 +7,7 @@ import io
 import json
 import math
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
@@ -131,11 +132,19 @@ def test_category_boards_read_the_raters_categories_and_the_automatic_tags(small
     assert set(cats) == {("category", "writing"), ("tag", "language: en"), ("tag", "code")}
     writing = cats[("category", "writing")]
     assert (writing["votes"], writing["prompts"]) == (3, 3)
-    # prompts 0 (alpha beat beta), 1 (beta beat gamma), 4 (beta beat alpha): gamma, who never won, is last
-    assert [r["system"] for r in writing["leaderboard"]][-1] == "gamma"
-    assert {r["system"]: r["votes"] for r in writing["leaderboard"]} == {"alpha": 2, "beta": 3, "gamma": 1}
-    code = cats[("tag", "code")]
-    assert code["votes"] == 2 and {r["system"] for r in code["leaderboard"]} == set(SYSTEMS)
+    # prompts 0 (alpha beat beta), 1 (beta beat gamma), 4 (beta beat alpha): gamma lost every battle it was in, so
+    # the category has no Bradley-Terry ratings (they would be infinite), only the reason, as the report's board
+    assert writing["leaderboard"] == [] and "gamma lost every battle it was in" in writing["reason"]
+    code = cats[("tag", "code")]  # prompts 0 (alpha beat beta) and 3 (gamma beat beta)
+    assert code["votes"] == 2 and code["leaderboard"] == [] and "beta lost every battle it was in" in code["reason"]
+    # with a tie and a win each way the category is rated: alpha and beta on prompts 0 and 4 (one win each)
+    Battle.objects.filter(item__external_id="battle-1").update(category="")
+    board = arena.board_data(small_arena)
+    writing = {(c["kind"], c["name"]): c for c in board["categories"]}[("category", "writing")]
+    assert writing["reason"] == "" and {r["system"]: r["votes"] for r in writing["leaderboard"]} == {
+        "alpha": 2,
+        "beta": 2,
+    }
     assert arena.tag_categories({"language": "de", "code": False, "long": True, "words": 0}) == ["language: de", "long"]
 
 
@@ -292,4 +301,98 @@ def test_real_battles_and_votes_fill_the_board_through_the_queued_job(researcher
     run_queued()
     board = ArenaBoard.objects.get(study=study).data
     assert board["counted"] == 5 and board["flagged"]["reasons"] == [{"why": "near-duplicate prompt", "votes": 1}]
-    assert assembly.compute(study).to_json()["bradley_terry"]["battles"] == 5
+    assert assembly.compute(study).to_json()["elo"]["battles"] == 5  # the same battles as every board
+
+
+def test_one_vote_shows_no_rating_it_cannot_stand_behind_on_the_board_and_in_the_report(researcher_client, researcher):
+    """One vote, blue over red: Bradley-Terry's likelihood grows without bound (blue won every battle it was in),
+    so the board and the report give the reason, not 2285 and -285; style control likewise; ELO and sep-ELO have no
+    interval over one prompt (the bootstrap of one item has no spread), so both systems share rank 1 and no leader
+    is named (docs/ratings.md#when-there-is-no-rating)."""
+    study = make_arena(researcher, ("blue", "red"), 3, name="one vote")
+    add_votes(study, [(0, "r1", "blue", "red", "blue")])
+    add_separability(study, {0: 0.05})
+    board = arena.board_data(study)
+    for name in ("bradley_terry", "style_control"):
+        assert not board[name]["available"], name
+        assert "blue won every battle it was in; red lost every battle it was in" in board[name]["reason"]
+    for name in ("elo", "sep_elo"):
+        rows = board[name]["leaderboard"]
+        assert [(r["low"], r["high"], r["rank"]) for r in rows] == [(None, None, 1), (None, None, 1)], name
+    assert board["bradley_terry"] == assembly.compute(study).to_json()["bradley_terry"]  # the report's own refusal
+    arena.do_refresh(study)
+    page = researcher_client.get(reverse("arena_board", args=[study.pk])).content.decode()
+    assert "2285" not in page and "2,285" not in page and "3238" not in page
+    assert "No leader yet" in page and " leads " not in page and "blue won every battle it was in" in page
+    assert "none yet (needs votes on two prompts or more)" in page
+    assert "No order yet" in page
+    from analytics import sentences
+
+    card = sentences.answers(assembly.compute(study))[0]
+    assert card.answer == "Not yet" and card.detail.startswith("No Bradley-Terry ratings yet: blue won")
+
+
+def test_why_no_mle_reads_the_win_or_tie_graph():
+    """Zermelo's condition: a win or a tie each way across every split of the systems."""
+    from analytics.report.ratings import why_no_mle
+
+    systems = ["a", "b", "c"]
+
+    def why(battles):
+        a = np.array([systems.index(x) for x, _, _ in battles])
+        b = np.array([systems.index(y) for _, y, _ in battles])
+        return why_no_mle(systems, a, b, np.array([s for _, _, s in battles], dtype=float))
+
+    assert why([("a", "b", 1), ("b", "c", 1), ("c", "a", 1)]) == ""  # a cycle: every split crossed both ways
+    assert why([("a", "b", 0.5), ("b", "c", 0.5)]) == ""  # ties count half a win each way
+    assert "a won every battle it was in" in why([("a", "b", 1), ("b", "c", 0.5), ("a", "c", 1)])
+    assert "c lost every battle it was in" in why([("a", "b", 0.5), ("a", "c", 1), ("b", "c", 1)])
+    assert "a and b won every battle against the other systems" in why(
+        [("a", "b", 1), ("b", "a", 1), ("a", "c", 1), ("c", "b", 0)]
+    )
+    assert "c has no battles yet" in why([("a", "b", 1), ("b", "a", 1)])
+
+
+def test_systems_shown_with_the_same_rating_share_a_rank():
+    """Ranks from the bounds in whole points: 1000.44 and 999.56 with zero-width intervals both show 1000."""
+    from analytics.core import ratings as core
+    from analytics.leaderboards import rows
+
+    point = np.array([1000.44, 999.56, 1040.0])
+    low, high = point.copy(), point.copy()
+    board = rows(["blue", "red", "green"], core.Interval(point, point, low, high, core.ci_ranks(low, high)), "elo")
+    assert [(r.system, r.rank) for r in board] == [("green", 1), ("blue", 2), ("red", 2)]
+
+
+def test_the_summary_names_a_leader_only_when_its_rank_is_its_own(small_arena):
+    board = arena.board_data(small_arena)
+    rows = [{**r, "interval": "x"} for r in board["bradley_terry"]["leaderboard"]]
+    tied = [{**r, "rank": 1} for r in rows]
+    assert arena.leader_words(board, tied).startswith(f"No leader yet: {rows[0]['system']} has the highest")
+    alone = [{**r, "rank": i + 1} for i, r in enumerate(rows)]
+    assert arena.leader_words(board, alone).startswith(f"{rows[0]['system']} leads (")
+    missing = [{**r, "low": None} for r in alone]
+    assert arena.leader_words(board, missing).startswith("No leader yet: the Bradley-Terry ratings have no interval")
+
+
+def test_the_boards_tables_stack_on_a_phone_each_cell_named_by_its_column(researcher_client, small_arena):
+    """On a narrow screen (seplab.css, ``table.stacked``) each row reads as a card, every cell labelled by its
+    column, instead of a 701 px table cut inside a 390 px card."""
+    import re
+
+    arena.do_refresh(small_arena)
+    page = researcher_client.get(reverse("arena_board", args=[small_arena.pk])).content.decode()
+    tables = re.findall(r"<table[^>]*>.*?</table>", page, flags=re.S)
+    assert tables and all('class="data stacked"' in t for t in tables)
+    for table in tables:
+        cells = re.findall(r"<td[^>]*>", table)
+        assert cells and all("data-label=" in c for c in cells)
+    assert 'data-label="Order above the next"' in page and 'data-label="95 % interval"' in page
+
+
+def test_the_empty_board_says_when_a_vote_appears(researcher_client, researcher):
+    study = make_arena(researcher, SYSTEMS, 2, name="empty words")
+    arena.do_refresh(study)
+    page = researcher_client.get(reverse("arena_board", args=[study.pk])).content.decode()
+    assert "within seconds" not in page
+    assert "queues a refresh of this board for the background worker" in page and "every 5 seconds" in page
