@@ -22,6 +22,7 @@ from annotation.models import (
     Pair,
     Rater,
     Task,
+    TaskPair,
 )
 from annotation.rating import recording
 
@@ -67,6 +68,9 @@ def do_hold_battle(battle: Battle, pair: Pair | None = None, *, locked: bool = F
                 taken=1,
                 position=battle.pk,
             )
+            # the task's one pair, as a planned task lists its pairs: what the judges' "pairs shown" scope and the
+            # study page read
+            TaskPair.objects.create(task=task, pair=pair, position=0, a_first=battle.a_shown_first)
             AssignmentTask.objects.create(
                 assignment=assignment, task=task, rater_id=battle.rater_id, item_id=battle.item_id, slot=0
             )

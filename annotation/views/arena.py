@@ -310,6 +310,8 @@ def _render_battle(
         for turn in turns:
             for pane in turn["panes"]:
                 pane.name = left_name if pane.shown == "left" else right_name
+        # what the rater is told after the vote (battles.vote_words): never the flag's details, the researcher's
+        result = result or battles.outcome(battle)
         context["result"] = result
         context["counted"] = result.counted if result is not None else not battle.flag
     elif battle.status == Battle.Status.READY and not answering and not named:

@@ -93,7 +93,7 @@ def test_a_battle_streams_both_replies_then_takes_the_vote_and_shows_the_names(c
     names = ("red", "blue") if battle.a_shown_first else ("blue", "red")
     assert re.search(rf'data-testid="name-left">{names[0]}<', html)
     assert re.search(rf'data-testid="name-right">{names[1]}<', html)
-    assert "New battle" in html and "Your vote counts" in html
+    assert "New battle" in html and "Your vote is counted." in html
     judgment = Judgment.objects.get(pair__item=battle.item)  # the item holds the rater's own prompt
     assert judgment.choice == (Judgment.Choice.B if battle.a_shown_first else Judgment.Choice.A)
     # the same vote again (a double click): still one judgment
@@ -189,7 +189,8 @@ def test_a_refused_vote_is_shown_on_the_arenas_own_page_with_the_prompt_kept(cli
         assert response.status_code == 302 and response.url == reverse("arena_battle", args=[token, battle.pk])
         response = client.get(response.url)
     html = response.content.decode()
-    assert response.status_code == 200 and 'data-testid="revealed"' in html and "Your vote was refused:" in html
+    assert response.status_code == 200 and 'data-testid="revealed"' in html and "This vote cannot count" in html
+    assert "names its own model" not in html  # the flag's words are the researcher's (the board), not the rater's
     assert ("<title>" in html) is not htmx and 'id="battle"' in html
     assert f'name="prompt" value="{escape(prompt)}"' in html and 'data-testid="new-battle"' in html
     assert Battle.objects.get(pk=battle.pk).status == Battle.Status.REFUSED and not Judgment.objects.exists()
