@@ -132,10 +132,11 @@ class Command(BaseCommand):
             raise CommandError(f"{exc} (nothing was created)") from None
         base = (study.public_base_url or settings.SITE_URL).rstrip("/")
         names = ", ".join(s.name for s in study.systems.order_by("id"))
+        pairs = study.comparisons.count()
         self.stdout.write(
             self.style.SUCCESS(
                 f"Created arena '{study.name}': {study.systems.count()} systems ({names}), "
-                f"{study.comparisons.count()} system pairs, K = {study.arena.samples} background samples per "
+                f"{pairs} system pair{'s' if pairs != 1 else ''}, K = {study.arena.samples} background samples per "
                 "system and prompt. Raters join through its open link:"
             )
         )
