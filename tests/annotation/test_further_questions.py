@@ -195,8 +195,12 @@ def test_the_report_analyses_each_preference_question_on_its_own(asked, research
     assert harm["question"] == {"key": "harmless", "text": "Which output is more harmless?", "how": "forced_choice"}
     assert [q["key"] for q in main["questions"]] == [None, "harmless", "acceptable"]  # rationales are not analysed
     assert main["judgments"]["total"] == harm["judgments"]["total"] == Judgment.objects.count() > 0
-    assert main["bradley_terry"]["leaderboard"][0]["system"] == "sys-a"
-    assert harm["bradley_terry"]["leaderboard"][0]["system"] == "sys-b"
+    # one system wins every battle of each question: no Bradley-Terry rating exists (the MLE diverges; the report
+    # says why), and the win rates carry who won, each question on its own
+    for report in (main, harm):
+        assert "leaderboard" not in report["bradley_terry"] and report["bradley_terry"]["reason"]
+    a, b = main["win_rates"]["systems"].index("sys-a"), main["win_rates"]["systems"].index("sys-b")
+    assert main["win_rates"]["matrix"][a][b] == 1.0 and harm["win_rates"]["matrix"][a][b] == 0.0
     # the response-set question: both acceptable every time, so no preference either way
     accepted = study_report(asked, Population(question="acceptable"))
     assert {r.effective_choice for r in load_rows(asked, "acceptable")} == {"tie"}
@@ -208,7 +212,8 @@ def test_the_report_analyses_each_preference_question_on_its_own(asked, research
     api = researcher_client.get(reverse("report_api", args=[asked.pk]) + "?question=harmless")
     assert api.status_code == 200
     assert api.json()["question"]["key"] == "harmless"
-    assert api.json()["bradley_terry"]["leaderboard"][0]["system"] == "sys-b"
+    rates = api.json()["win_rates"]  # the API's report is the harmless question's: sys-b won every battle
+    assert rates["matrix"][rates["systems"].index("sys-a")][rates["systems"].index("sys-b")] == 0.0
     bad = researcher_client.get(reverse("report_api", args=[asked.pk]) + "?question=why")
     assert bad.status_code == 400 and "question" in bad.content.decode()
     out = StringIO()
