@@ -307,9 +307,24 @@ def main() -> None:
     parser.add_argument("--workers", type=positive(int), default=3)
     parser.add_argument("--threads", type=positive(int), default=120)
     parser.add_argument("--client-processes", type=positive(int), default=4)
-    parser.add_argument("--conn-max-age", type=int, default=None, help="DB_CONN_MAX_AGE (default: 60 SQLite, 0 PG)")
+    parser.add_argument(
+        "--conn-max-age",
+        type=int,
+        default=None,
+        help="DB_CONN_MAX_AGE (default: 60 on SQLite and behind PgBouncer, else 0)",
+    )
+    parser.add_argument(
+        "--pgbouncer",
+        type=positive(int),
+        default=None,
+        metavar="POOL",
+        help="PostgreSQL only: the servers reach it through PgBouncer in transaction pooling with POOL server "
+        "connections (the deployment's way: bench/cluster.py), each thread keeping its client connection",
+    )
     args = parser.parse_args()
     think = tuple(float(x) for x in args.think.split(","))
+    if args.pgbouncer and args.database != "postgres":
+        parser.error("--pgbouncer needs --database postgres")
 
     workdir = Path(tempfile.mkdtemp(prefix="seplab-arena-"))
     ports = [free_port(), free_port()]
@@ -334,7 +349,9 @@ def main() -> None:
         # a thread keeps its connection for a minute; with hundreds of threads (two streams a rater) PostgreSQL's
         # 100 connections run out, so there each request connects anew (--conn-max-age to change)
         "DB_CONN_MAX_AGE": str(
-            args.conn_max_age if args.conn_max_age is not None else (60 if args.database == "sqlite" else 0)
+            args.conn_max_age
+            if args.conn_max_age is not None
+            else (60 if args.database == "sqlite" or args.pgbouncer else 0)
         ),
         "SEPLAB_JUDGE_PRIVATE_HOSTS": "127.0.0.1",  # the local endpoints
         # the streams' leases are shared by the workers through Redis (a cache of each process's own would let a
@@ -344,6 +361,18 @@ def main() -> None:
     }
     os.environ.update(env)
     paths = setup_arena(args.raters, endpoints)
+    pooler = None
+    if args.pgbouncer:  # the servers' connections go through PgBouncer; this process's (setup, counts) straight in
+        from bench.cluster_deployment import start_pgbouncer
+
+        database = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
+        pool_port = free_port()
+        pooler = start_pgbouncer(workdir, database, pool_port, args.pgbouncer)
+        env = {
+            **env,
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{pool_port}/{database}",
+            "DB_TRANSACTION_POOLER": "1",
+        }
     port = free_port()
     server = start_server(env, port, args.workers, args.threads)
     base = f"http://127.0.0.1:{port}"
@@ -367,6 +396,9 @@ def main() -> None:
         server.wait(timeout=30)
         for judge in judges:
             judge.terminate()
+        if pooler is not None:
+            pooler.terminate()
+            pooler.wait(timeout=30)
 
     from annotation.models import Judgment
 
@@ -379,13 +411,14 @@ def main() -> None:
         n - 1 for n in Counter(arena.acknowledged).values() if n > 1
     )
     page_ms, unmatched = delays(arena, sent)
+    pooled = f" behind PgBouncer ({args.pgbouncer})" if args.pgbouncer else ""
     direct_ms, direct_unmatched = delays(baseline, sent)
     p95, d95 = percentile(page_ms, 95), percentile(direct_ms, 95)
     vote95 = percentile(arena.vote_ms, 95)
     errors = sum(arena.errors.values())
     print(
-        f"{args.raters} raters, {args.database}, gunicorn {args.workers}x{args.threads} threads, two endpoints at "
-        f"{args.rate:g} words/s, think {think[0]:g}-{think[1]:g} s, {args.seconds:g} s: {arena.battles} battles "
+        f"{args.raters} raters, {args.database}{pooled}, gunicorn {args.workers}x{args.threads} threads, two endpoints "
+        f"at {args.rate:g} words/s, think {think[0]:g}-{think[1]:g} s, {args.seconds:g} s: {arena.battles} battles "
         f"({arena.battles / args.seconds:.1f}/s, {arena.failed} failed), {len(arena.vote_ms)} votes, "
         f"{len(arena.acknowledged)} acknowledged, {sum(stored.values())} stored"
     )

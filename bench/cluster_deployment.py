@@ -46,6 +46,41 @@ def wait_for_port(port: int, seconds: float = 30.0) -> None:
     raise RuntimeError(f"nothing listens on port {port} after {seconds:.0f} s")
 
 
+def start_pgbouncer(workdir: Path, database: str, port: int, pool_size: int) -> subprocess.Popen:
+    """PgBouncer in transaction pooling on ``port`` in front of PostgreSQL's ``database`` (at 127.0.0.1:5432), at
+    most ``pool_size`` server connections, its files in ``workdir/pgbouncer``. It refuses to run as root, so as root
+    it runs as the postgres account, from a folder that account may read and write."""
+    folder = workdir / "pgbouncer"
+    folder.mkdir()
+    (folder / "users.txt").write_text('"postgres" ""\n')
+    (folder / "pgbouncer.ini").write_text(f"""[databases]
+{database} = host=127.0.0.1 port=5432 dbname={database} user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {folder / "users.txt"}
+pool_mode = transaction
+default_pool_size = {pool_size}
+max_client_conn = 4000
+server_reset_query =
+ignore_startup_parameters = extra_float_digits,options
+logfile = {folder / "pgbouncer.log"}
+""")
+    command = [tool("pgbouncer"), str(folder / "pgbouncer.ini")]
+    if os.geteuid() == 0:
+        account = pwd.getpwnam("postgres")
+        os.chown(workdir, account.pw_uid, account.pw_gid)
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, account.pw_uid, account.pw_gid)
+        command[1:1] = ["-u", "postgres"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for_port(port)
+    return process
+
+
 def descendants(pid: int) -> list[int]:
     """Every process ``pid`` started, and theirs (from /proc: a child may leave its parent's process group, as rq's
     work-horse does)."""
@@ -136,38 +171,7 @@ class Cluster:
     # -- the parts ---------------------------------------------------------------------------------------------
 
     def _start_pgbouncer(self) -> None:
-        """PgBouncer in transaction pooling between every Django process and PostgreSQL. It refuses to run as root,
-        so as root it runs as the postgres account, from a folder that account may read and write."""
-        folder = self.workdir / "pgbouncer"
-        folder.mkdir()
-        (folder / "users.txt").write_text('"postgres" ""\n')
-        (folder / "pgbouncer.ini").write_text(f"""[databases]
-{self.database} = host=127.0.0.1 port=5432 dbname={self.database} user=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {self.pg_port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {folder / "users.txt"}
-pool_mode = transaction
-default_pool_size = {self.pool_size}
-max_client_conn = 4000
-server_reset_query =
-ignore_startup_parameters = extra_float_digits,options
-logfile = {folder / "pgbouncer.log"}
-""")
-        command = [tool("pgbouncer"), str(folder / "pgbouncer.ini")]
-        if os.geteuid() == 0:
-            account = pwd.getpwnam("postgres")
-            os.chown(self.workdir, account.pw_uid, account.pw_gid)
-            for path in (folder, *folder.iterdir()):
-                os.chown(path, account.pw_uid, account.pw_gid)
-            command[1:1] = ["-u", "postgres"]
-        self.pgbouncer = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        wait_for_port(self.pg_port)
+        self.pgbouncer = start_pgbouncer(self.workdir, self.database, self.pg_port, self.pool_size)
 
     def _start_nginx(self) -> None:
         folder = self.workdir / "nginx"
