@@ -3,24 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.arena import setup
 from annotation.errors import ServiceError
-from annotation.management.commands._common import get_owner
-from annotation.management.commands.generate import price
-
-# generate's endpoint options (every one but the study, the system, its URL, its model and K), each applied to every
-# system of the arena: option -> SystemEndpoint field
-ENDPOINT_OPTIONS = (
-    ("budget", "request_budget"),
-    ("system_prompt", "system_prompt"),
-    ("temperature", "temperature"),
-    ("max_tokens", "max_tokens"),
-    ("seed", "seed"),
-    ("api_key_env", "api_key_env"),
-    ("concurrency", "max_concurrency"),
-    ("timeout", "timeout_seconds"),
-    ("retries", "max_retries"),
-    ("price_input", "price_input"),
-    ("price_output", "price_output"),
-)
+from annotation.management.commands._common import add_endpoint_options, endpoint_fields, get_owner
 
 
 class Command(BaseCommand):
@@ -75,46 +58,16 @@ class Command(BaseCommand):
             help="A category raters may file their prompt under (repeat for more).",
         )
         endpoint = parser.add_argument_group("endpoint options, for every system (as manage.py generate has them)")
-        endpoint.add_argument(
-            "--budget",
-            type=int,
-            default=None,
-            help="Most replies to pay for per system: battle replies and background samples (default 1,000).",
+        add_endpoint_options(
+            endpoint,
+            budget_help="Most replies to pay for per system: battle replies and background samples (default 1,000).",
+            reply="reply",
+            prompt_before="each conversation",
         )
-        endpoint.add_argument(
-            "--system-prompt", default=None, help="Sent before each conversation as the system message."
-        )
-        endpoint.add_argument("--temperature", type=float, default=None, help="Sampling temperature (default 1.0).")
-        endpoint.add_argument("--max-tokens", type=int, default=None, help="Most tokens per reply (default 1,024).")
-        endpoint.add_argument(
-            "--seed",
-            type=int,
-            default=None,
-            help="Sent as the request's seed (sample k asks with seed + k), for endpoints that take one.",
-        )
-        endpoint.add_argument(
-            "--api-key-env",
-            default=None,
-            help="Read the API key from this environment variable (one the server's operator "
-            "allows, for the hosts it names: SEPLAB_JUDGE_KEY_VARIABLES). Default: none, for a local server.",
-        )
-        endpoint.add_argument("--concurrency", type=int, default=None, help="Requests at once (default 4).")
-        endpoint.add_argument(
-            "--timeout",
-            type=float,
-            default=None,
-            help="Seconds per request (default 60); the timeout times the attempts (1 + retries) may be at most "
-            "SEPLAB_ENDPOINT_REQUEST_SECONDS (300).",
-        )
-        endpoint.add_argument(
-            "--retries", type=int, default=None, help="Retries with backoff on 429, 5xx and timeouts (default 4)."
-        )
-        endpoint.add_argument("--price-input", type=price, default=None, help="US$ per million prompt tokens.")
-        endpoint.add_argument("--price-output", type=price, default=None, help="US$ per million completion tokens.")
 
     def handle(self, *args, **options):
         owner = get_owner(options["owner"])
-        fields = {field: options[option] for option, field in ENDPOINT_OPTIONS if options[option] is not None}
+        fields = endpoint_fields(options)
         try:
             systems = [setup.parse_system(text) for text in options["system"]]
             study = setup.do_create_arena(

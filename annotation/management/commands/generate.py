@@ -1,6 +1,3 @@
-import argparse
-from decimal import Decimal, InvalidOperation
-
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import endpoints
@@ -8,21 +5,10 @@ from annotation.endpoint_runs import is_live
 from annotation.endpoints import EndpointError
 from annotation.generating import runner
 from annotation.jobs import run_job
-from annotation.management.commands._common import get_study
+from annotation.management.commands._common import add_endpoint_options, endpoint_fields, get_study
 from annotation.models import Job, SystemEndpoint
 
 PASSES = 3  # runs over what is missing while each brings new outputs (failed requests are asked again)
-
-
-def price(value: str) -> Decimal:
-    """A price option: refused by argparse with the option's name, like any other bad value."""
-    try:
-        number = Decimal(value)
-    except InvalidOperation:
-        number = Decimal("NaN")
-    if not number.is_finite() or number < 0:
-        raise argparse.ArgumentTypeError(f"a price is a number of US$ per million tokens, not {value!r}")
-    return number
 
 
 class Command(BaseCommand):
@@ -53,40 +39,11 @@ class Command(BaseCommand):
             required=True,
             help="Outputs per item (K; separability needs 2 or more, its paper uses 5).",
         )
-        parser.add_argument(
-            "--budget",
-            type=int,
-            default=None,
-            help="Most replies to pay for, over every run of this system (default 1,000, or what was set before).",
+        add_endpoint_options(
+            parser,
+            budget_help="Most replies to pay for, over every run of this system (default 1,000, or what was set "
+            "before).",
         )
-        parser.add_argument("--system-prompt", default=None, help="Sent before each input as the system message.")
-        parser.add_argument("--temperature", type=float, default=None, help="Sampling temperature (default 1.0).")
-        parser.add_argument("--max-tokens", type=int, default=None, help="Most tokens per output (default 1,024).")
-        parser.add_argument(
-            "--seed",
-            type=int,
-            default=None,
-            help="Sent as the request's seed (sample k asks with seed + k), for endpoints that take one.",
-        )
-        parser.add_argument(
-            "--api-key-env",
-            default=None,
-            help="Read the API key from this environment variable (one the server's operator "
-            "allows, for the hosts it names: SEPLAB_JUDGE_KEY_VARIABLES). Default: none, for a local server.",
-        )
-        parser.add_argument("--concurrency", type=int, default=None, help="Requests at once (default 4).")
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=None,
-            help="Seconds per request (default 60); the timeout times the attempts (1 + retries) may be at most "
-            "SEPLAB_ENDPOINT_REQUEST_SECONDS (300).",
-        )
-        parser.add_argument(
-            "--retries", type=int, default=None, help="Retries with backoff on 429, 5xx and timeouts (default 4)."
-        )
-        parser.add_argument("--price-input", type=price, default=None, help="US$ per million prompt tokens.")
-        parser.add_argument("--price-output", type=price, default=None, help="US$ per million completion tokens.")
 
     def handle(self, *args, **options):
         study = get_study(options["study"])
@@ -137,21 +94,7 @@ class Command(BaseCommand):
 
     def _endpoint(self, study, options) -> SystemEndpoint:
         fields = {"base_url": options["base_url"], "model": options["model"], "samples": options["samples"]}
-        for option, field in (
-            ("budget", "request_budget"),
-            ("system_prompt", "system_prompt"),
-            ("temperature", "temperature"),
-            ("max_tokens", "max_tokens"),
-            ("seed", "seed"),
-            ("api_key_env", "api_key_env"),
-            ("concurrency", "max_concurrency"),
-            ("timeout", "timeout_seconds"),
-            ("retries", "max_retries"),
-            ("price_input", "price_input"),
-            ("price_output", "price_output"),
-        ):
-            if options[option] is not None:
-                fields[field] = options[option]
+        fields.update(endpoint_fields(options))
         system = study.systems.filter(name=options["system"].strip()).first()
         if system is None:
             fields.setdefault("api_key_env", "")  # a local server needs no key (the form's default too)

@@ -205,6 +205,20 @@ def test_create_arena_refuses_bad_input_and_creates_nothing(researcher, options,
     assert not Study.objects.exists() and not System.objects.exists()
 
 
+def test_create_arena_takes_every_endpoint_option_of_generate_and_no_other():
+    """The contract: generate's options but the study, the system, its URL, its model and K apply to every system."""
+    from annotation.management.commands import create_arena, generate
+
+    def options(command) -> set[str]:
+        parser = command.Command().create_parser("manage.py", command.__name__.rsplit(".", 1)[1])
+        return {o for action in parser._actions for o in action.option_strings}
+
+    own = {"--study", "--system", "--base-url", "--model", "--samples"}
+    arena_own = {"--name", "--system", "--samples", "--base-url", "--owner", "--description", "--starter", "--category"}
+    assert options(generate) - own == options(create_arena) - arena_own
+    assert "--price-output" in options(create_arena) and "--api-key-env" in options(create_arena)
+
+
 def test_create_arena_without_systems_is_an_argument_error(researcher):
     with pytest.raises(CommandError, match="--system"):
         create("--name", "none")
