@@ -238,8 +238,19 @@ def _start_once(rater: Rater, pace: float, session: WorkerSession | None = None)
             )
             held = sum(1 for pair_id, _, _ in shown if pair_id is not None)
             # whole tasks only, up to the assignment's size, as a whole start takes them (tasks of one study
-            # have the same number of pairs)
-            unclaimed = (study.judgments_per_assignment - held) // held * held if anonymous and held else 0
+            # have the same number of pairs), and no more than the items still open to this rater (never an
+            # item twice): the page's "Pair 1 of N" and its time left promise only what the rater can get
+            more = (study.judgments_per_assignment - held) // held if anonymous and held else 0
+            if more > 0:
+                left = (
+                    _unseen_open_tasks(rater)
+                    .exclude(item_id__in=[t.item_id for t in tasks])
+                    .values("item_id")
+                    .distinct()
+                    .count()
+                )
+                more = min(more, left)
+            unclaimed = more * held
             assignment = Assignment.objects.create(
                 study=study, rater=rater, n_pairs=len(shown), seconds_per_pair=pace, unclaimed=max(0, unclaimed)
             )

@@ -67,6 +67,38 @@ def test_a_worker_who_has_answered_nothing_holds_only_the_item_on_their_screen(r
     assert set(Task.objects.values_list("taken", flat=True)) == {0, 1} and Task.objects.filter(taken=1).count() == 3
 
 
+def test_an_assignment_promises_no_more_pairs_than_the_items_left_to_the_worker(researcher):
+    """Issue 44's first defect: 3 items and an assignment of 5 items' pairs said "Pair 1 of 25" and finished at 15
+    while the preview said 15. The assignment's size is capped at the items still open to the worker."""
+    study = _study(researcher, items=3, per_assignment=5 * PAIRS_PER_ITEM)
+    assert allocation.assignment_size(study).pairs == 3 * PAIRS_PER_ITEM  # what the preview and welcome say
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    worker = Client(REMOTE_ADDR="198.51.100.7")
+    url = worker.get(link.path(), {"worker_id": "w1"})["Location"]
+    assignment = Assignment.objects.get()
+    assert assignment.n_pairs == PAIRS_PER_ITEM and assignment.unclaimed == 2 * PAIRS_PER_ITEM
+    page = worker.get(url).content.decode()
+    assert "Pair 1 of 15" in page
+    for number in range(2, 3 * PAIRS_PER_ITEM + 1):
+        page = _answer_on_page(worker, url)
+        if number <= 3 * PAIRS_PER_ITEM - 1:
+            assert f"Pair {number} of 15" in page
+    page = _answer_on_page(worker, url)
+    assignment.refresh_from_db()
+    assert assignment.status == "completed" and assignment.n_pairs == 15 and 'data-testid="completion-code"' in page
+
+
+def test_a_worker_arriving_after_another_is_promised_the_items_no_one_holds(researcher):
+    study = _study(researcher, items=3, per_assignment=5 * PAIRS_PER_ITEM)
+    link = sites.do_create_external_link(study, ExternalLink.Platform.GENERIC)
+    Client(REMOTE_ADDR="198.51.100.7").get(link.path(), {"worker_id": "w1"})
+    second = Client(REMOTE_ADDR="198.51.100.8")
+    url = second.get(link.path(), {"worker_id": "w2"})["Location"]
+    # one item on each screen, one item left: the second worker is promised two items' pairs, not five
+    assert Assignment.objects.get(rater__external_id="generic:w2").unclaimed == PAIRS_PER_ITEM
+    assert "Pair 1 of 10" in second.get(url).content.decode()
+
+
 def test_a_drain_from_one_client_leaves_work_for_a_real_worker_elsewhere(researcher):
     """The attack: invented worker ids from one client once took every place of a 10-item study (3 sessions of
     10 held for the first-answer window). Now a session holds one item until it answers, and one network holds at
@@ -81,7 +113,8 @@ def test_a_drain_from_one_client_leaves_work_for_a_real_worker_elsewhere(researc
     real = Client(REMOTE_ADDR="198.51.100.5").get(link.path(), {"worker_id": "real"})
     assert real.status_code == 302
     mine = Assignment.objects.get(rater__external_id="generic:real")
-    assert _held(mine) == 1 and mine.unclaimed == 9 * PAIRS_PER_ITEM
+    # its first item, and the rest capped at the 6 items no session holds (the bots' 3 are not promised)
+    assert _held(mine) == 1 and mine.unclaimed == 6 * PAIRS_PER_ITEM
     # a refused bot session comes back later and is still refused while its network's three have not answered
     assert bot.get(link.path(), {"worker_id": "bot5"}).status_code == 429
     # once one of them answers, another person on that network may start
