@@ -526,6 +526,7 @@ class AssignmentSize:
     pairs: int  # pairs to judge, attention checks included (the typical assignment of the plan)
     seconds_per_pair: float  # this study's median time per pair, or the default before there is data
     measured: bool  # False: the default
+    per_item: int = 0  # an item's pairs (the median task's): an assignment holds whole items
 
     @property
     def minutes(self) -> int:
@@ -553,7 +554,25 @@ def assignment_size(study: Study) -> AssignmentSize:
     pairs = min(bundle(per_task, study.judgments_per_assignment), per_task * items) if per_task else 0
     if study.gold_pairs.exists():
         pairs += round(study.crowd_settings.gold_rate * pairs)
-    return AssignmentSize(pairs, *seconds_per_pair(study))
+    return AssignmentSize(pairs, *seconds_per_pair(study), per_item=per_task)
+
+
+def next_assignment_pairs(rater: Rater) -> int:
+    """The pairs a further assignment would give this rater now -- the study's typical assignment, capped at the
+    items still open to them -- or 0 when none would start (screened out, at the study's limit of assignments per
+    rater, the study paused, or no open item the rater has not had): the completed page offers "Rate N more" only
+    when there are N to rate."""
+    if not rater.study.accepts_raters:
+        return 0
+    try:
+        check_may_start(rater)
+    except (RaterScreenedOut, RaterLimitReached):
+        return 0
+    left = _unseen_open_tasks(rater).values("item_id").distinct().count()
+    if not left:
+        return 0
+    size = assignment_size(rater.study)
+    return min(size.pairs, left * size.per_item)
 
 
 PACE_CACHE_SECONDS = 30  # how long a study's measured pace is reused (every assignment start reads it)

@@ -546,7 +546,7 @@ def _render_rating(
     elif current is None:
         rater.refresh_from_db(fields=["screened_out"])
         context["completed"] = True
-        context["next_size"] = allocation.assignment_size(study).pairs  # what "Rate more" starts
+        context["next_size"] = allocation.next_assignment_pairs(rater)  # what "Rate more" starts; 0: nothing left
         if external is not None:
             context.update(sites.completion(external, rater))
     else:

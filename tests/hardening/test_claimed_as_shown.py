@@ -86,6 +86,25 @@ def test_an_assignment_promises_no_more_pairs_than_the_items_left_to_the_worker(
     page = _answer_on_page(worker, url)
     assignment.refresh_from_db()
     assert assignment.status == "completed" and assignment.n_pairs == 15 and 'data-testid="completion-code"' in page
+    assert 'data-testid="rate-more"' not in page  # a crowd worker submits the code; no more work is offered
+
+
+def test_a_rater_with_nothing_left_is_not_offered_more(researcher):
+    """Issue 44's second defect: a rater link's completed page offered "Rate 12 more pairs", and Enter led to
+    "Nothing left to rate" with the completion code gone. Now it offers what is left, or says nothing is."""
+    study = _study(researcher, items=3, per_assignment=2 * PAIRS_PER_ITEM)
+    rater = enrolment.do_create_rater_link(study, "r1")
+    client = Client()
+    url = client.post(reverse("rater_start", args=[rater.token()]))["Location"]
+    for _ in range(2 * PAIRS_PER_ITEM):
+        page = _answer_on_page(client, url)
+    assert 'data-testid="completion-code"' in page
+    assert found(r'data-testid="rate-more">\s*Rate (\d+) more', page).group(1) == str(PAIRS_PER_ITEM)  # 1 item left
+    url = client.post(reverse("rater_start", args=[rater.token()]))["Location"]
+    for _ in range(PAIRS_PER_ITEM):
+        page = _answer_on_page(client, url)
+    assert 'data-testid="completion-code"' in page and 'data-testid="rate-more"' not in page
+    assert 'data-testid="nothing-more"' in page
 
 
 def test_a_worker_arriving_after_another_is_promised_the_items_no_one_holds(researcher):
