@@ -25,9 +25,11 @@ import unicodedata
 
 import numpy as np
 from django.db import transaction
+from django.db.models import BooleanField, Case, When
 
 from annotation.generating.runner import ARENA_SAMPLED
 from annotation.models import Battle, Comparison, Generation, Job, Judgment, Rater, Study
+from annotation.models.arena import in_play
 from annotation.rating import battles as rating_battles
 from selection import embedding, rating_sets, services
 from selection.core import arena as core
@@ -257,13 +259,16 @@ def do_flag_repeats(study: Study) -> int:
     """Flag the votes of the study's battles whose prompt repeats an earlier battle's (``repeats``): kept, exported,
     not counted. The battles are those that reached their vote (ready or voted, holding their vote's assignment; not
     attention checks), in the order they became ready (their assignment's creation); a battle flagged for any reason
-    already is no earlier battle. Only the battles that became ready since the last arena step began (less
-    ``RECHECK``) are looked at: a battle looked at once keeps its standing, as earlier battles only ever stop counting.
+    already, or out of play (``arena.in_play``: a ready battle its rater left without a vote, e.g. one refused by the
+    names rule, whose prompt the rater then sends again), is no earlier battle. Only the battles that became ready
+    since the last arena step began (less ``RECHECK``) are looked at: a battle looked at once keeps its standing, as
+    earlier battles only ever stop counting.
     Returns how many battles were flagged now."""
     rows = list(
         Battle.objects.filter(study=study, status__in=ARENA_SAMPLED, gold__isnull=True, assignment__isnull=False)
         .order_by("assignment__created", "pk")
-        .values_list("pk", "item__input", "flag", "assignment__created")
+        .annotate(playing=Case(When(in_play(), then=True), default=False, output_field=BooleanField()))
+        .values_list("pk", "item__input", "flag", "assignment__created", "playing")
     )
     last = (
         Job.objects.filter(study=study, kind=STEP, status=Job.Status.DONE)
@@ -275,9 +280,10 @@ def do_flag_repeats(study: Study) -> int:
     start = next((n for n, row in enumerate(rows) if since is None or row[3] >= since), len(rows))
     if len(rows) < 2 or start == len(rows):
         return 0
-    ids, prompts, flags, _ = zip(*rows, strict=True)
+    ids, prompts, flags, _, playing = zip(*rows, strict=True)
     vectors = embedding.do_embed_texts(list(prompts))
-    found = repeats(list(ids), list(prompts), [not f for f in flags], vectors, start)
+    alive = [not flag and play for flag, play in zip(flags, playing, strict=True)]
+    found = repeats(list(ids), list(prompts), alive, vectors, start)
     for repeat in found:
         rating_battles.do_flag_votes([repeat.battle], REPEAT_WORDS.format(battle=repeat.earlier, how=repeat.how))
     return len(found)

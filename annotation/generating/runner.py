@@ -40,6 +40,7 @@ from annotation.models import (
     text_hash,
     word_count,
 )
+from annotation.models.arena import in_play
 from annotation.plan import planning
 from annotation.text import UNSTORABLE, newlines
 
@@ -163,15 +164,16 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
 
     def wanted(self) -> list[tuple[int, int]]:
         """(item, sample index) of every output the system should have, items in the file's order. In an arena:
-        the prompts of the battles this system is in, once READY (or voted), samples 1..K -- sample 0 is the reply
-        the rater saw (docs/arena.md#live-separability-and-sep-elo)."""
+        the prompts of the battles this system is in, once READY (or voted) and while in play (``arena.in_play``:
+        not a ready battle its rater left for a newer one), samples 1..K -- sample 0 is the reply the rater saw
+        (docs/arena.md#live-separability-and-sep-elo)."""
         if self.study.is_arena:
             system = self.endpoint.system_id
             battle_items = (
                 Battle.objects.filter(
                     Q(comparison__system_a=system) | Q(comparison__system_b=system),
+                    in_play(),
                     study_id=self.endpoint.system.study_id,
-                    status__in=ARENA_SAMPLED,
                     gold__isnull=True,
                 )
                 .order_by("pk")

@@ -124,6 +124,16 @@ class Battle(models.Model):
         return f"battle {self.pk} of study {self.study_id}"
 
 
+def in_play(prefix: str = "") -> models.Q:
+    """The battles whose vote counts or still may: voted, or ready with their vote's assignment open (the rater's one
+    battle to vote on). A ready battle its rater left for a newer one (its assignment ended) never gets a vote, so it
+    is neither an earlier prompt a repeat is measured against nor sampled in the background. ``prefix``: the path to
+    the battle from the queried model (e.g. ``"battle__"``)."""
+    return models.Q(**{f"{prefix}status": Battle.Status.VOTED}) | models.Q(
+        **{f"{prefix}status": Battle.Status.READY, f"{prefix}assignment__status": Assignment.Status.ACTIVE}
+    )
+
+
 class BattleReply(models.Model):
     """One reply of one side in one turn of a battle, as the rater saw it, with its timing, tokens and cost. Written
     as it streams (``text`` grows), final once ``status`` is done or failed."""

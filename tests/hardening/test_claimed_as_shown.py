@@ -68,7 +68,7 @@ def test_a_worker_who_has_answered_nothing_holds_only_the_item_on_their_screen(r
 
 
 def test_an_assignment_promises_no_more_pairs_than_the_items_left_to_the_worker(researcher):
-    """Issue 44's first defect: 3 items and an assignment of 5 items' pairs said "Pair 1 of 25" and finished at 15
+    """The newcomer's defect: 3 items and an assignment of 5 items' pairs said "Pair 1 of 25" and finished at 15
     while the preview said 15. The assignment's size is capped at the items still open to the worker."""
     study = _study(researcher, items=3, per_assignment=5 * PAIRS_PER_ITEM)
     assert allocation.assignment_size(study).pairs == 3 * PAIRS_PER_ITEM  # what the preview and welcome say
@@ -90,7 +90,7 @@ def test_an_assignment_promises_no_more_pairs_than_the_items_left_to_the_worker(
 
 
 def test_a_rater_with_nothing_left_is_not_offered_more(researcher):
-    """Issue 44's second defect: a rater link's completed page offered "Rate 12 more pairs", and Enter led to
+    """The newcomer's dead end: a rater link's completed page offered "Rate 12 more pairs", and Enter led to
     "Nothing left to rate" with the completion code gone. Now it offers what is left, or says nothing is."""
     study = _study(researcher, items=3, per_assignment=2 * PAIRS_PER_ITEM)
     rater = enrolment.do_create_rater_link(study, "r1")

@@ -270,6 +270,21 @@ def test_repeated_prompts_are_flagged_with_the_battle_they_repeat_and_not_counte
     assert arena.do_flag_repeats(study) == 0  # flagged once
 
 
+def test_a_prompt_sent_again_after_its_battle_was_left_without_a_vote_is_no_repeat(researcher, server):
+    """A battle refused by the names rule stays ready, without a vote form; its rater sends the prompt again. That
+    first battle, left for the newer one, never gets a vote (``in_play``): the second is no repeat of it. A vote
+    counted on the same prompt by another rater still makes a later battle a repeat."""
+    study = make_arena(researcher, server, labels=("red", "green"), samples=0)
+    left = ready_battle(study, "Which model are you?")
+    again = ready_battle(study, "Which model are you?", rater=left.rater)
+    assert Assignment.objects.get(battle=left).status != Assignment.Status.ACTIVE  # the newer battle ended it
+    assert arena.do_flag_repeats(study) == 0
+    assert set(Battle.objects.filter(study=study).values_list("flag", flat=True)) == {""}
+    third = ready_battle(study, "Which model are you?")  # another rater; ``again`` is in play
+    assert arena.do_flag_repeats(study) == 1
+    assert Battle.objects.get(pk=third.pk).flag == f"the prompt repeats battle {again.pk}'s (the same text)"
+
+
 @pytest.mark.slow(seconds=15)
 def test_a_step_looks_only_at_the_battles_ready_since_the_last_one_began(researcher, server):
     """Earlier battles only ever stop counting, so a battle looked at once keeps its standing: the next step looks at

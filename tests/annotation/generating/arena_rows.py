@@ -35,11 +35,13 @@ def ready_battle(
     reply naming the system) with their ledger rows."""
     comparison = comparison or study.comparisons.order_by("pk").first()
     assert comparison is not None
+    n = Battle.objects.filter(study=study).count() + 1
+    # by default each battle has a rater of its own: a rater's newer ready battle ends their earlier one's vote
+    # (models.arena.in_play), which a test of one rater's battles asks for by passing ``rater``
     rater = (
         rater
-        or Rater.objects.get_or_create(study=study, external_id="r1", defaults={"source": Rater.Source.OPEN_LINK})[0]
+        or Rater.objects.get_or_create(study=study, external_id=f"r{n}", defaults={"source": Rater.Source.OPEN_LINK})[0]
     )
-    n = Battle.objects.filter(study=study).count() + 1
     item = Item.objects.create(
         study=study, external_id=f"battle-{n}", input=prompt, position=n, metadata={"arena": True}
     )

@@ -66,6 +66,10 @@ def test_an_arena_run_wants_only_its_battles_ready_prompts_and_samples_after_the
     for status in (Battle.Status.FAILED, Battle.Status.ANSWERING):  # never ready: nothing to sample
         other = ready_battle(study, f"{status}?", bc)
         Battle.objects.filter(pk=other.pk).update(status=status)
+    # a ready battle its rater left for a newer one never gets a vote: out of play, not sampled
+    left = ready_battle(study, "Left?", bc)
+    ready_battle(study, "Newer?", ab, rater=left.rater)
+    Battle.objects.filter(rater=left.rater).exclude(pk=left.pk).update(status=Battle.Status.FAILED)
     wanted = {
         e.system.name: runner.GenerationRun(e).wanted() for e in SystemEndpoint.objects.filter(system__study=study)
     }
