@@ -115,6 +115,50 @@ def check_vote_limits(battle: Battle, now: dt.datetime) -> None:
         raise ServiceError(_wait(network, arena.votes_per_network_hour, now, network=True))
 
 
+# A rater (a network) may start this many times as many battles an hour as they may cast votes: a battle that
+# failed, an attention check or one left for a newer one takes no vote, but every start costs each of its two systems
+# a reply (and K background samples while it is in play), so a script that starts battles and never votes would
+# otherwise spend every system's request budget.
+STARTS_PER_VOTE = 2
+
+
+def check_start_limits(study, rater_id: int, client: str, now: dt.datetime) -> None:
+    """``ServiceError`` when the rater, or the network (``client``) they come from, has started ``STARTS_PER_VOTE``
+    times the arena's hourly votes in the hour before ``now``. Called under the rater's row lock (one rater's starts
+    one at a time: exact for the rater); a network's starts at the same moment may pass its limit by the starts in
+    flight."""
+    arena = study.arena
+    since = now - HOUR
+    recent = Battle.objects.filter(study_id=study.pk, created__gt=since).order_by()
+    checks = [(recent.filter(rater_id=rater_id), arena.votes_per_rater_hour * STARTS_PER_VOTE, False)]
+    if client:
+        checks.append((recent.filter(client=client), arena.votes_per_network_hour * STARTS_PER_VOTE, True))
+    for started, limit, network in checks:
+        if started.count() >= limit:
+            oldest = started.order_by("-created").values_list("created", flat=True)[limit - 1]
+            minutes = max(1, -(-int((oldest + HOUR - now).total_seconds()) // 60))
+            if network:
+                said = ngettext(
+                    "Your network has started %(limit)d battle in the last hour, the most this arena takes from "
+                    "one network.",
+                    "Your network has started %(limit)d battles in the last hour, the most this arena takes from "
+                    "one network.",
+                    limit,
+                )
+            else:
+                said = ngettext(
+                    "You have started %(limit)d battle in the last hour, the most this arena takes from one rater.",
+                    "You have started %(limit)d battles in the last hour, the most this arena takes from one rater.",
+                    limit,
+                )
+            later = ngettext(
+                "Your prompt is kept: send it in %(minutes)d minute.",
+                "Your prompt is kept: send it in %(minutes)d minutes.",
+                minutes,
+            )
+            raise ServiceError(f"{said % {'limit': limit}} {later % {'minutes': minutes}}")
+
+
 def _wait(votes, limit: int, now: dt.datetime, *, network: bool) -> str:
     """Why a vote is refused and when the next one is taken: the hour after the limit-th latest vote."""
     oldest = votes.order_by("-voted").values_list("voted", flat=True)[limit - 1]

@@ -91,7 +91,8 @@ def do_start_battle(rater: Rater, prompt: str, *, category: str = "", client: st
     rater's previous pair; every ``Arena.attention_every``-th battle of the rater is one of the study's attention
     checks instead (its input is the prompt shown, its good and bad outputs the replies, done at once; the rater's
     own prompt is kept in the item's metadata as ``typed``). ``ServiceError`` when the study is no arena or is
-    paused, the rater may take no more work, the prompt or category is not accepted, or no pair is left."""
+    paused, the rater may take no more work or has started as many battles this hour as the arena takes
+    (``abuse.check_start_limits``), the prompt or category is not accepted, or no pair is left."""
     study = rater.study
     if not study.is_arena:
         raise ServiceError(_("This study is not an arena."))
@@ -115,6 +116,7 @@ def do_start_battle(rater: Rater, prompt: str, *, category: str = "", client: st
         fresh = Rater.objects.select_for_update().filter(pk=rater.pk).values("screened_out", "revoked").get()
         rater.screened_out, rater.revoked = fresh["screened_out"], fresh["revoked"]
         allocation.check_may_start(rater)  # screened out by the attention checks, or at the most battles
+        abuse.check_start_limits(study, rater.pk, client[:64], timezone.now())  # a start costs two replies
         n = Battle.objects.filter(study=study, rater=rater).count()
         gold = _gold(study, rater) if arena.attention_every and (n + 1) % arena.attention_every == 0 else None
         comparison = None if gold is not None else _draw_pair(study, rater, open_pairs)

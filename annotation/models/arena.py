@@ -118,6 +118,7 @@ class Battle(models.Model):
         indexes = [
             models.Index(fields=["study", "rater", "created"], name="battle_rater_recent"),
             models.Index(fields=["study", "client", "voted"], name="battle_network_votes"),
+            models.Index(fields=["study", "client", "created"], name="battle_network_starts"),
         ]
 
     def __str__(self) -> str:

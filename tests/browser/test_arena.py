@@ -71,6 +71,7 @@ def make_arena(researcher, server, **settings):
 def join(page, live_server, study) -> None:
     """The open link, joined with Enter (its button has the focus)."""
     page.goto(live_server.url + study.open_link_path())
+    expect(page.get_by_role("button", name="Join and start")).to_be_focused()  # before the key, on a loaded machine
     page.keyboard.press("Enter")
     expect(page.get_by_label("Your prompt")).to_be_focused()
 

@@ -155,8 +155,10 @@ def test_the_pair_far_from_a_decision_is_behind_and_gets_items_only_when_the_oth
     )
     # the decision step: its four queries, a fifth (the race: the pairs' stored decisions with their spreads) once a
     # raced pair completed an item, where a mark changed the changed rows locked in pk order and one update, and
-    # where a pair was decided the update that closes it: at most 8
-    assert 5 in counts and max(counts[3:]) <= 8 and counts.count(4) > 10, counts
+    # where a pair was decided the update that closes it: at most 8 -- but for each of the three pairs' first step,
+    # which stores the pair's decision row (12; which steps those are depends on the order the items come in)
+    first, rest = [c for c in counts if c > 8], [c for c in counts if c <= 8]
+    assert first == [12, 12, 12] and 5 in rest and rest.count(4) > 10, counts
     # each stored spread is its scores' standard deviation (ddof 1), kept with them
     for d in PairDecision.objects.filter(comparison__study=looked):
         assert d.spread == (pytest.approx(statistics.stdev(d.scores)) if len(d.scores) > 1 else None)

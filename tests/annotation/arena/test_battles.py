@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from annotation import elicitation
 from annotation.arena import battles, streaming
@@ -289,6 +290,29 @@ def test_a_vote_over_the_networks_hourly_limit_is_refused(arena):
     assert vote(elsewhere).counted  # another network; (the rater's earlier battle was left for this one)
 
 
+def test_starts_are_limited_per_rater_and_network_so_a_script_cannot_spend_the_budgets(arena, rater):
+    """A start costs each system a reply; a script that starts battles and never votes is held to STARTS_PER_VOTE
+    times the hourly votes, per rater and per network, with the prompt kept and when to send it again."""
+    from annotation.arena import abuse
+
+    arena.arena.votes_per_rater_hour, arena.arena.votes_per_network_hour = 2, 3
+    arena.arena.save()
+    for i in range(2 * abuse.STARTS_PER_VOTE):
+        battles.do_start_battle(rater, f"Question {i}?", client="192.0.2.1")
+    with pytest.raises(ServiceError, match="You have started 4 battles in the last hour.*send it in 60 minutes"):
+        battles.do_start_battle(rater, "One more?", client="192.0.2.1")
+    assert Battle.objects.count() == 4 and not Item.objects.filter(input="One more?").exists()
+    other = enrolment.do_create_rater_link(arena, "same network")
+    for i in range(2):
+        battles.do_start_battle(other, f"Other {i}?", client="192.0.2.1")
+    with pytest.raises(ServiceError, match="Your network has started 6 battles in the last hour"):
+        battles.do_start_battle(other, "And more?", client="192.0.2.1")
+    assert battles.do_start_battle(other, "From elsewhere?", client="198.51.100.7").pk  # another network
+    # an hour after its first start the rater may start again
+    Battle.objects.filter(rater=rater).update(created=timezone.now() - timedelta(minutes=61))
+    assert battles.do_start_battle(rater, "One more?", client="203.0.113.9").pk
+
+
 def test_a_battle_left_for_a_newer_one_takes_no_vote(arena, rater):
     old = ready(rater, "Old?")
     new = ready(rater, "New?")
@@ -507,10 +531,10 @@ def test_double_submits_at_the_same_moment_store_one_vote(arena, rater):
 
 @pytest.mark.django_db(transaction=True)
 def test_votes_of_one_network_at_the_same_moment_never_pass_its_limit_together(arena):
-    arena.arena.votes_per_network_hour = 1
-    arena.arena.save()
     raters = [enrolment.do_create_rater_link(arena, f"n{i}") for i in range(4)]
     ready_ = [answered(battles.do_start_battle(r, f"Net {i}?", client="203.0.113.9")) for i, r in enumerate(raters)]
+    arena.arena.votes_per_network_hour = 1  # after the starts (a network starts at most twice its votes)
+    arena.arena.save()
     results = at_once([lambda b=b: vote(Battle.objects.get(pk=b.pk)) for b in ready_])
     counted = [r for r in results if isinstance(r, battles.VoteResult)]
     refused = [r for r in results if isinstance(r, ServiceError)]
