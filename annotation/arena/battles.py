@@ -44,6 +44,7 @@ from annotation.models import (
     text_hash,
     word_count,
 )
+from annotation.models.arena import replies_off_ledger
 from annotation.rating import allocation, recording
 from annotation.rating import battles as rating_battles
 from annotation.text import UNSTORABLE, newlines
@@ -215,8 +216,9 @@ def _draw_pair(study: Study, rater: Rater, open_pairs: tuple[dict[int, Compariso
 
 
 def out_of_budget(study: Study) -> set[int]:
-    """The study's systems that can answer no more battles: no endpoint, or an endpoint whose ledger (battle replies
-    and background samples) has received its request budget's replies."""
+    """The study's systems that can answer no more battles: no endpoint, or an endpoint that has received its request
+    budget's replies: its ledger's (battle replies and background samples) and the battle replies off it
+    (``models.arena.replies_off_ledger``: follow-up turns, failed battles)."""
     budgets = dict(SystemEndpoint.objects.filter(system__study=study).values_list("system_id", "request_budget"))
     used = dict(
         GenerationCall.objects.filter(endpoint__system__study=study)
@@ -224,8 +226,10 @@ def out_of_budget(study: Study) -> set[int]:
         .annotate(n=Sum("replies"))
         .values_list("endpoint__system_id", "n")
     )
+    for system, n in replies_off_ledger(study.pk).items():
+        used[system] = (used.get(system) or 0) + n
     systems = set(study.systems.values_list("pk", flat=True))
-    return {pk for pk in systems if pk not in budgets or used.get(pk, 0) >= budgets[pk]}
+    return {pk for pk in systems if pk not in budgets or (used.get(pk) or 0) >= budgets[pk]}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -419,7 +423,7 @@ def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
     study = battle.study
     names = _do_read_vote_context(battle)
     replies = list(BattleReply.objects.filter(battle_id=battle.pk).values_list("side", "turn", "status", "text"))
-    refused = False
+    refused = failed = False
     now = timezone.now()
     with transaction.atomic():
         abuse.lock_votes(battle)
@@ -427,9 +431,7 @@ def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
         if battle.status == Battle.Status.ANSWERING:
             raise ServiceError(_("Wait for both replies before you vote."))
         if battle.status == Battle.Status.FAILED:
-            raise ServiceError(
-                _("A system failed in this battle, so it takes no vote; start a new battle (your prompt is kept).")
-            )
+            raise ServiceError(str(FAILED_WORDS))
         if battle.status == Battle.Status.REFUSED:
             raise ServiceError(str(NAMED_WORDS))
         recorded = None
@@ -438,7 +440,11 @@ def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
             if BattleReply.Status.STREAMING in {r[2] for r in replies} or len(turns) != len(battle.prompts or [0]):
                 raise ServiceError(_("Wait for both replies before you vote."))
             named = _named_own_model(names, replies)
-            if named:
+            if BattleReply.Status.FAILED in {r[2] for r in replies}:  # a follow-up turn's reply failed: no vote
+                battle.status = Battle.Status.FAILED
+                Battle.objects.filter(pk=battle.pk).update(status=battle.status)
+                failed = True
+            elif named:
                 battle.status, battle.flag = Battle.Status.REFUSED, NAMED_FLAG.format(name=named)[:300]
                 Battle.objects.filter(pk=battle.pk).update(status=battle.status, flag=battle.flag)
                 refused = True
@@ -450,11 +456,16 @@ def do_vote(battle: Battle, submission: recording.Submission) -> VoteResult:
             recorded = rating_battles.do_record_vote(battle, submission, held)
     if refused:
         raise ServiceError(str(NAMED_WORDS))
+    if failed:
+        raise ServiceError(str(FAILED_WORDS))
     if recorded is not None and recorded.created and battle.gold_id is None:
         _do_queue_board(study)
     return _result(battle, recorded)
 
 
+FAILED_WORDS = gettext_lazy(
+    "A system failed in this battle, so it takes no vote; start a new battle (your prompt is kept)."
+)
 NAMED_FLAG = "names its own model ({name})"  # the researcher's words (the board, the exports), not the rater's
 NAMED_WORDS = gettext_lazy(
     "This vote cannot count: a reply said which model wrote it, so the two were no longer anonymous. "

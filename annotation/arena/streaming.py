@@ -40,6 +40,7 @@ from annotation import endpoints
 from annotation.arena import battles
 from annotation.errors import ServiceError
 from annotation.models import Battle, BattleReply, SystemEndpoint
+from annotation.models.arena import NOT_ASKED
 
 SAVE_EVERY = 0.5  # seconds between saves of a streaming reply's text (and renewals of its lease)
 FOLLOW_EVERY = 0.2  # seconds between a follower's looks at the reply in the database
@@ -165,16 +166,20 @@ def _follow(reply: BattleReply, sent: str) -> Iterator[Event]:
             pinged = time.monotonic()
 
 
+# What a failed reply's event tells the rater's page. The reason (the endpoint's error, which may name the model,
+# its host or its URL) is the researcher's: kept in ``BattleReply.problem``, shown on the board and exported.
+FAILED_WORDS = "This model could not answer."
+
+
 def _do_not_asked(reply: BattleReply) -> Event:
-    why = "Not asked: the other model failed in this battle first."
     BattleReply.objects.filter(pk=reply.pk, status=BattleReply.Status.STREAMING).update(
-        status=BattleReply.Status.FAILED, problem=why, finished=timezone.now()
+        status=BattleReply.Status.FAILED, problem=NOT_ASKED, finished=timezone.now()
     )
-    return Event("failed", why)
+    return Event("failed", FAILED_WORDS)
 
 
 def _final(reply: BattleReply) -> Event:
-    return Event("done") if reply.status == BattleReply.Status.DONE else Event("failed", reply.problem)
+    return Event("done") if reply.status == BattleReply.Status.DONE else Event("failed", FAILED_WORDS)
 
 
 class Shown:
@@ -398,7 +403,7 @@ class Streamer:
         if cache.get(lease_key(self.reply)) == self.token:
             cache.delete(lease_key(self.reply))
         _release_connection()
-        events.append(Event("failed", problem) if failed else Event("done"))
+        events.append(Event("failed", FAILED_WORDS) if failed else Event("done"))
 
     def _tokens(self) -> tuple[int, int]:
         """The usage the endpoint reported (``endpoints.token_count``), else the words streamed as the completion's

@@ -40,7 +40,7 @@ from annotation.models import (
     text_hash,
     word_count,
 )
-from annotation.models.arena import in_play
+from annotation.models.arena import in_play, replies_off_ledger
 from annotation.plan import planning
 from annotation.text import UNSTORABLE, newlines
 
@@ -161,6 +161,15 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         return self.endpoint.system.study
 
     # What is asked
+
+    def usage(self) -> endpoint_runs.Usage:
+        """The ledger's usage; in an arena its replies also count the battle replies off the ledger
+        (``models.arena.replies_off_ledger``: follow-up turns, failed battles), as the budget does."""
+        used = super().usage()
+        if not self.study.is_arena:
+            return used
+        extra = replies_off_ledger(self.endpoint.system.study_id).get(self.endpoint.system_id, 0)
+        return dataclasses.replace(used, replies=used.replies + extra)
 
     def wanted(self) -> list[tuple[int, int]]:
         """(item, sample index) of every output the system should have, items in the file's order. In an arena:

@@ -135,6 +135,32 @@ def in_play(prefix: str = "") -> models.Q:
     )
 
 
+# A reply never asked for: the other side failed first (``streaming``), so the endpoint was not called
+NOT_ASKED = "Not asked: the other model failed in this battle first."
+
+
+def replies_off_ledger(study_id: int) -> dict[int, int]:
+    """Per system of the arena: the battle replies its endpoint was asked for that its ledger (``GenerationCall``)
+    does not hold -- a ready battle's two first replies are its systems' sample 0 with their ledger rows; every
+    follow-up turn's replies, and the first replies of a battle that failed, are not. With the ledger's replies,
+    what the request budget counts (``battles.out_of_budget``, the sampling run's ``usage``). A reply still streaming
+    in the first turn is counted once its battle settles."""
+    counts: dict[int, int] = {}
+    for side in ("a", "b"):
+        rows = (
+            BattleReply.objects.filter(battle__study_id=study_id, battle__gold__isnull=True, side=side)
+            .filter(models.Q(turn__gt=0) | models.Q(battle__status=Battle.Status.FAILED))
+            .exclude(status=BattleReply.Status.FAILED, problem=NOT_ASKED)
+            .order_by()
+            .values(f"battle__comparison__system_{side}")
+            .annotate(n=models.Count("pk"))
+            .values_list(f"battle__comparison__system_{side}", "n")
+        )
+        for system, n in rows:
+            counts[system] = counts.get(system, 0) + n
+    return counts
+
+
 class BattleReply(models.Model):
     """One reply of one side in one turn of a battle, as the rater saw it, with its timing, tokens and cost. Written
     as it streams (``text`` grows), final once ``status`` is done or failed."""

@@ -24,6 +24,7 @@ from annotation.errors import ServiceError
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.http import RaterRequest
 from annotation.models import Battle, BattleReply, SystemEndpoint
+from annotation.models.arena import NOT_ASKED
 from annotation.ratelimit import client_ip, client_key
 from annotation.rating import consent, recording
 from annotation.views.forms import RatingForm
@@ -181,6 +182,11 @@ class Pane:
     def failed(self) -> bool:
         return self.reply is not None and self.reply.status == BattleReply.Status.FAILED
 
+    @property
+    def not_asked(self) -> bool:
+        """Failed without being asked: the other model failed first (not this model's failure)."""
+        return self.failed and self.reply is not None and self.reply.problem == NOT_ASKED
+
 
 def _labels() -> tuple[str, str]:
     return _("Model A"), _("Model B")
@@ -288,7 +294,10 @@ def _render_battle(
     turns = _turns(token, battle)
     panes = turns[-1]["panes"] if turns else []
     answering = any(p.streaming for p in panes)
-    failed = [p.label for p in panes if p.failed] if battle.status == Battle.Status.FAILED else []
+    # the models that failed (not one never asked because the other failed first); all of them when that is none
+    failed = []
+    if battle.status == Battle.Status.FAILED:
+        failed = [p.label for p in panes if p.failed and not p.not_asked] or [p.label for p in panes if p.failed]
     named = named_model(battle) if battle.status == Battle.Status.READY and not answering else ""
     context: dict[str, Any] = {
         "study": study,

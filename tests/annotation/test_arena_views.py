@@ -14,6 +14,7 @@ from django.utils.html import escape
 from annotation.arena import setup
 from annotation.arena.setup import SystemSpec
 from annotation.models import Battle, BattleReply, Judgment
+from annotation.models.arena import NOT_ASKED
 from annotation.studies import enrolment
 from tests.judge_server import server_fixture
 
@@ -210,13 +211,16 @@ def test_a_failed_battle_says_which_models_failed_in_proper_words(client, arena,
         stream(client, token, battle, side)
     url = reverse("arena_battle", args=[token, battle.pk])
     page = client.get(url).content.decode()
+    # the left model failed first; the right one was then never asked: it is not named as failing
+    right = "a" if not battle.a_shown_first else "b"
+    assert BattleReply.objects.get(battle=battle, side=right).problem == NOT_ASKED
+    assert "<h2>A model failed</h2>" in page and "Model A failed for this battle" in page
+    assert "Both models failed" not in page
+    # both failed (the right one asked and failing too)
+    BattleReply.objects.filter(battle=battle, side=right).update(problem="The model crashed mid-reply.")
+    page = client.get(url).content.decode()
     assert "<h2>Both models failed</h2>" in page and "Both models failed for this battle" in page
     assert "A model failed" not in page and "Model A, Model B" not in page
-    # one model failed: the other's reply done
-    right = "a" if not battle.a_shown_first else "b"
-    BattleReply.objects.filter(battle=battle, side=right).update(status=BattleReply.Status.DONE)
-    page = client.get(url).content.decode()
-    assert "<h2>A model failed</h2>" in page and "Model A failed for this battle" in page
 
 
 def test_the_prompt_box_says_what_an_arena_is_once(client, arena, token):

@@ -399,7 +399,35 @@ def test_a_follow_up_after_a_failed_reply_is_refused(arena, rater):
     answered(battle)
     with pytest.raises(ServiceError, match="A reply to your last message failed"):
         battles.do_add_turn(battle, "Again?")
-    assert vote(Battle.objects.get(pk=battle.pk)).counted  # the vote is on the first replies
+    # a system that failed in any turn of the battle fails the battle: no vote counted, a new battle for the rater
+    with pytest.raises(ServiceError, match="A system failed in this battle, so it takes no vote"):
+        vote(Battle.objects.get(pk=battle.pk))
+    assert Battle.objects.get(pk=battle.pk).status == Battle.Status.FAILED and not Judgment.objects.exists()
+
+
+def test_every_battle_reply_counts_against_the_budget_follow_ups_and_failed_battles_too(arena, rater):
+    """The ledger holds a ready battle's first replies (sample 0); follow-up turns and a failed battle's replies
+    are asked for too and count (models.arena.replies_off_ledger), except a reply never asked (the other failed)."""
+    from annotation.generating import runner
+    from annotation.models.arena import replies_off_ledger
+
+    battle = ready(rater, "One?")
+    battles.do_add_turn(battle, "Two?")
+    answered(battle)
+    a, b = battle.comparison.system_a_id, battle.comparison.system_b_id
+    assert replies_off_ledger(arena.pk) == {a: 1, b: 1}  # the follow-up's two replies
+    failed = battles.do_start_battle(rater, "Fail [[stream-error]]")
+    answered(failed)
+    failed.refresh_from_db()
+    assert failed.status == Battle.Status.FAILED
+    off = replies_off_ledger(arena.pk)
+    asked = BattleReply.objects.filter(battle=failed).exclude(problem=streaming.NOT_ASKED).count()
+    assert sum(off.values()) == 2 + asked
+    endpoint = SystemEndpoint.objects.get(system_id=a)
+    ledger = GenerationCall.objects.filter(endpoint=endpoint).count()
+    assert runner.GenerationRun(endpoint).usage().replies == ledger + off.get(a, 0)
+    SystemEndpoint.objects.filter(system_id=a).update(request_budget=ledger + off.get(a, 0))
+    assert a in battles.out_of_budget(arena)  # the follow-up and failed replies brought it to its budget
 
 
 # ----------------------------------------------------------------------------------------------------------------

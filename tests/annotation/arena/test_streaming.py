@@ -150,7 +150,8 @@ def test_an_endpoint_that_errs_stalls_or_trickles_fails_the_reply_and_the_battle
     began = time.monotonic()
     events = list(streaming.do_stream(battle, "a"))
     took = time.monotonic() - began
-    assert events[-1].kind == "failed" and why in events[-1].data
+    # the page is told the model could not answer; why (the endpoint's words) is the researcher's
+    assert events[-1] == Event("failed", streaming.FAILED_WORDS) and why not in events[-1].data
     reply = BattleReply.objects.get(battle=battle, side="a", turn=0)
     assert reply.status == BattleReply.Status.FAILED and why in reply.problem
     assert reply.text.startswith(page_text(events)) and page_text(events)  # the words it sent were shown
