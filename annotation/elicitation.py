@@ -394,6 +394,18 @@ def effective_choice(choice: str | None, response_set=None, probability_a: float
     return None
 
 
+def arena_winner(choice: str | None, response_set=None) -> str | None:
+    """A stored human answer in Chatbot Arena's words (its battles' ``winner``): "model_a" / "model_b" for the
+    ``effective_choice`` of a side, "tie (bothbad)" when ``no_output_acceptable`` (both are bad; neither is
+    acceptable), else "tie"; None without an answer."""
+    if no_output_acceptable(choice, response_set):
+        return "tie (bothbad)"
+    effective = effective_choice(choice, response_set)
+    if effective is None:
+        return None
+    return {"a": "model_a", "b": "model_b"}.get(effective, "tie")
+
+
 def stored_in_words(
     choice: str | None,
     response_set=None,

@@ -299,3 +299,21 @@ def test_a_stored_answer_reads_as_one_choice_in_model_coordinates():
     assert elicitation.effective_choice(None, [], None) == "tie"
     assert elicitation.effective_choice("tie", [], None) == "tie"  # a forced "both are bad"
     assert elicitation.effective_choice(None, None, None) is None
+
+
+@pytest.mark.parametrize(
+    ("choice", "response_set", "winner"),
+    [
+        ("a", None, "model_a"),
+        ("b", None, "model_b"),
+        ("tie", None, "tie"),
+        ("tie", [], "tie (bothbad)"),  # "both are bad" on a forced choice
+        (None, ["a"], "model_a"),  # a response set of one system votes for it
+        (None, ["b"], "model_b"),
+        (None, ["a", "b"], "tie"),  # both acceptable: no preference
+        (None, [], "tie (bothbad)"),  # neither is acceptable
+        (None, None, None),
+    ],
+)
+def test_an_answer_in_chatbot_arenas_words_whatever_the_way_of_asking(choice, response_set, winner):
+    assert elicitation.arena_winner(choice, response_set) == winner

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import orientation
+from annotation import elicitation, orientation
 from annotation.arena import battles
 from annotation.exchange import judgment_files
 from annotation.management.commands._common import get_study
@@ -125,15 +125,12 @@ def _line(battle: Battle, replies: list[BattleReply], vote, gold_answer: str | N
 
 
 def _winner(vote) -> str | None:
-    """The vote in Chatbot Arena's words (its battles' ``winner``)."""
+    """The vote in Chatbot Arena's words (its battles' ``winner``: ``elicitation.arena_winner``, whatever the
+    study's way of asking)."""
     if vote is None:
         return None
     choice, response_set, _ = vote
-    if choice == "a":
-        return "model_a"
-    if choice == "b":
-        return "model_b"
-    return "tie (bothbad)" if response_set == [] else "tie"
+    return elicitation.arena_winner(choice, response_set)
 
 
 def _gold_winner(answer: str | None, a_shown_first: bool) -> str | None:
