@@ -309,7 +309,10 @@ def _render_battle(
         "named": named,
         "vote_error": vote_error,
         "turn_error": turn_error,
-        "prompt_again": battle.prompts[0] if battle.prompts else battle.item.input,
+        # the prompt the rater typed: an attention check showed a known one instead, and gives theirs back after
+        "prompt_again": (battle.item.metadata or {}).get("typed", "")
+        if battle.gold_id is not None
+        else (battle.prompts[0] if battle.prompts else battle.item.input),
         "home_url": reverse("arena_home", args=[token]),
     }
     if battle.status in (Battle.Status.VOTED, Battle.Status.REFUSED):

@@ -249,3 +249,27 @@ def test_a_german_arena_shows_its_default_words_in_german(client, arena, token):
     arena.save(update_fields=["question"])
     _battle, page = ready_battle(client, token, "Noch einmal.")
     assert "Which reply is better?!" in page
+
+
+def test_after_an_attention_check_the_rater_gets_their_own_prompt_back(client, arena, token):
+    """An attention check shows a known prompt instead of the one typed (kept in the item as ``typed``); after its
+    answer, "New battle" opens the box with the typed prompt in it: nothing the rater typed is lost."""
+    from annotation.models import GoldPair
+
+    arena.arena.attention_every = 1
+    arena.arena.save()
+    GoldPair.objects.create(study=arena, input="What is 2 + 2?", good_output="4", bad_output="5")
+    started = client.post(reverse("arena_home", args=[token]), {"prompt": "My own question about rivers"})
+    battle = Battle.objects.get()
+    assert battle.gold_id is not None and started.status_code == 302
+    page = client.get(started.url).content.decode()
+    key = re.search(r'name="key" value="([0-9a-f]+)"', page)[1]
+    good = "first" if battle.a_shown_first else "second"
+    voted = client.post(
+        reverse("arena_vote", args=[token, battle.pk]),
+        {"pair": battle.pk, "key": key, "client_ms": "900", "choice": good},
+        HTTP_HX_REQUEST="true",
+    )
+    html = voted.content.decode()
+    assert voted.status_code == 200 and "New battle" in html
+    assert 'name="prompt" value="My own question about rivers"' in html
