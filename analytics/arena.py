@@ -106,6 +106,13 @@ def outlier_tests(votes: ArenaVotes, alpha: float = outliers.ALPHA) -> tuple[dic
     if not counted:
         return {}, voted
     _, a, b, score = battles(counted, votes.systems)
+    codes = np.unique(np.concatenate([a, b]))  # the systems with counted votes
+    remap = np.full(len(votes.systems), -1, dtype=np.int64)
+    remap[codes] = np.arange(len(codes))
+    if why_no_mle([votes.systems[k] for k in codes], remap[a], remap[b], score):
+        # no ratings to test against (a system that never lost, early on): a fit stopped at an arbitrary point
+        # would make ordinary votes look unlikely
+        return {}, voted
     fitted = ratings.bradley_terry(a, b, score, len(votes.systems))
     names = sorted({r.rater for r in voted})
     code = {name: i for i, name in enumerate(names)}

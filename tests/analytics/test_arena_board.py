@@ -210,6 +210,20 @@ def test_the_outlier_test_flags_a_reversing_rater_through_do_flag_votes(research
     assert Battle.objects.get(item__external_id="battle-240").flag == arena.OUTLIER_WHY
 
 
+def test_no_rater_is_tested_while_no_rating_exists(researcher):
+    """alpha has won every counted vote, so Bradley-Terry has no ratings (why_no_mle): a fit stopped at an arbitrary
+    point would make r9's three votes against it look unlikely. Nobody is tested, nothing is flagged."""
+    study = make_arena(researcher, SYSTEMS, 40, samples=1)
+    honest = [(n, "r1", "alpha", ("beta", "gamma")[n % 2], "alpha") for n in range(30)]
+    contrary = [(30 + n, "r9", "alpha", "beta", "beta") for n in range(3)]
+    add_votes(study, honest + contrary)
+    tests, _ = arena.outlier_tests(arena.read_votes(study))
+    assert tests == {}
+    jobs.start(study, arena.JOB_KIND)
+    run_queued()
+    assert not Battle.objects.filter(study=study).exclude(flag="").exists()
+
+
 def test_the_board_page_serves_the_stored_board_and_polls(
     researcher_client, small_arena, django_assert_max_num_queries
 ):
