@@ -45,7 +45,11 @@
     source.addEventListener("done", end);
     source.addEventListener("failed", end);
     // on a dropped connection the browser reconnects by itself (the server's "retry"), and the stream starts again
-    // from the whole text so far
+    // from the whole text so far; an answer it cannot reconnect after (a 404, a 204, another type) closes the
+    // source for good: the pane is ended and the page asks the server what comes next
+    source.addEventListener("error", function () {
+      if (source.readyState === EventSource.CLOSED) end();
+    });
   }
 
   function refresh() {
