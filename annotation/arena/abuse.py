@@ -60,11 +60,22 @@ def names_own_model(text: str, names: Iterable[str]) -> str | None:
     return None
 
 
+# Words a local server accepts as its model's name ("default", "model", vLLM's and llama.cpp's placeholders) that any
+# reply may hold: never looked for (a model called "default" would otherwise refuse every vote on "by default")
+GENERIC_NAMES = frozenset(
+    {"default", "model", "local", "chat", "assistant", "base", "main", "latest", "instruct", "server", "test"}
+)
+
+
 def _looked_for(names: Iterable[str]) -> list[str]:
     found: list[str] = []
     for name in names:
         for variant in (name.strip(), name.strip().rsplit("/", 1)[-1]):
-            if len(variant) >= MIN_NAME_CHARS and variant.casefold() not in {f.casefold() for f in found}:
+            if (
+                len(variant) >= MIN_NAME_CHARS
+                and variant.casefold() not in GENERIC_NAMES
+                and variant.casefold() not in {f.casefold() for f in found}
+            ):
                 found.append(variant)
     return found
 

@@ -26,6 +26,9 @@ from annotation.arena import abuse
         ("gen-red-2 on 'x': the answer", ["red-2"], None),  # part of a hyphenated name
         ("A is for apple", ["A", "B"], None),  # too short to look for
         ("", ["claude"], None),
+        ("By default, the model answers.", ["local", "default"], None),  # a server's placeholder model name
+        ("The model says hi", ["mine", "org/model"], None),
+        ("I am Mistral.", ["small", "mistral"], "mistral"),  # a plain word that names a model is looked for
     ],
 )
 def test_a_reply_names_its_own_model_as_a_word_of_its_own_whatever_its_case(text, names, found):
