@@ -54,6 +54,10 @@ class ItemChooser:
     """``pair_weights(study)``: an arena's chance weight of each system pair for its next battle (comparison id ->
     weight > 0), read from each pair's decision (``selection/arena.py``: a pair still undecided weighs more); a pair
     missing from it is never drawn."""
+    draw_pair: Callable[..., Any] = lambda weights, avoid=None: None
+    """``draw_pair(weights, avoid)``: one arena pair id drawn with chance proportional to ``weights`` (from
+    ``pair_weights``), never ``avoid`` (the rater's previous pair) unless it is the only one; None without pairs --
+    the same rule the replayed arena runs (``selection.core.arena.draw``)."""
     first_raters: Callable[..., int] = lambda study: study.raters_per_item
     """``first_raters(study)``: how many raters a new rating task asks for at first (fewer than the study's raters
     per item when the plan comes back for the others only where they pay)."""

@@ -21,6 +21,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import re
+import secrets
 import unicodedata
 
 import numpy as np
@@ -46,6 +47,12 @@ STEP = "arena_separability"  # the job kind of the arena's background step (sele
 # battles that became ready this long before the last step began are looked at again: a battle's hold commits a moment
 # after its assignment is created, so the last step may not have seen it
 RECHECK = dt.timedelta(minutes=5)
+
+
+def draw_pair(weights: dict[int, float], avoid: int | None = None) -> int | None:
+    """The live battle's pair: ``core.draw`` (the rule the replayed arena runs) with a generator seeded from the
+    operating system's randomness each time (no seed a rater could replay)."""
+    return core.draw(weights, np.random.default_rng(secrets.randbits(128)), avoid)
 
 
 def pair_weights(study: Study) -> dict[int, float]:

@@ -328,6 +328,7 @@ CHOOSER = extensions.ItemChooser(
     do_reconsider_decisions=do_reconsider_decisions,
     first_raters=first_raters,
     pair_weights=arena.pair_weights,
+    draw_pair=arena.draw_pair,
 )
 
 

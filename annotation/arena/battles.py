@@ -196,7 +196,8 @@ def _open_pairs(study: Study) -> tuple[dict[int, Comparison], dict[int, float]]:
 
 def _draw_pair(study: Study, rater: Rater, open_pairs: tuple[dict[int, Comparison], dict[int, float]]) -> Comparison:
     """The battle's system pair: drawn with chance proportional to its weight among ``open_pairs``
-    (``_open_pairs``), never the rater's previous pair unless it is the only one. Under the rater's lock."""
+    (``_open_pairs``), never the rater's previous pair unless it is the only one (the item chooser's ``draw_pair``:
+    the rule the replayed arena runs). Under the rater's lock."""
     pairs, weights = open_pairs
     if not pairs:
         raise ServiceError(
@@ -211,8 +212,8 @@ def _draw_pair(study: Study, rater: Rater, open_pairs: tuple[dict[int, Compariso
         .values_list("comparison_id", flat=True)
         .first()
     )
-    keys = sorted(k for k in pairs if k != previous) or sorted(pairs)  # the previous pair when it is the only one
-    return pairs[_RANDOM.choices(keys, weights=[weights[k] for k in keys])[0]]
+    drawn = extensions.item_chooser().draw_pair({k: weights[k] for k in sorted(pairs)}, previous)
+    return pairs[drawn]
 
 
 def out_of_budget(study: Study) -> set[int]:
