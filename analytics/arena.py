@@ -314,7 +314,8 @@ def category_boards(
 
 def data_version(study: Study) -> str:
     """The fingerprint of what the board depends on: the report's (judgments, screened raters, settings ...), the
-    prompts' separabilities, the battles' flags and refusals, and the pairs' stored decisions."""
+    prompts' separabilities, the battles' flags and refusals. (The board's decided orders are its own stopping
+    section's, computed from the votes it reads, not the pairs' stored decisions.)"""
     parts = [
         stored.data_version(study),
         ItemSeparability.objects.filter(run__study=study).aggregate(n=Count("id"), newest=Max("id")),

@@ -1,6 +1,6 @@
 """A new arena study (docs/arena.md): the study with the settings an arena asks for, its ``Arena`` row, its systems
-from their endpoints and every system pair as a comparison -- created whole or not at all (``create_arena`` and the
-New arena page call it)."""
+from their endpoints and every system pair as a comparison -- created whole or not at all
+(``create_arena`` calls it)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ SIDES = ("a", "b")  # model coordinates: "a" is the battle's comparison.system_a
 
 
 class Arena(models.Model):
-    """An arena study's own settings (created with it by ``create_arena`` or the New arena page)."""
+    """An arena study's own settings (created with it by ``create_arena``; changed on its Arena settings page)."""
 
     study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="arena")
     samples = models.PositiveSmallIntegerField(
