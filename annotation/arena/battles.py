@@ -21,6 +21,7 @@ from django.utils.translation import gettext_lazy
 
 from annotation import endpoints, extensions, jobs
 from annotation.arena import abuse
+from annotation.arena.setup import MAX_PROMPT_CHARS
 from annotation.compiled import instance, model_columns
 from annotation.errors import ServiceError
 from annotation.generating import samples
@@ -49,7 +50,6 @@ from annotation.rating import allocation, recording
 from annotation.rating import battles as rating_battles
 from annotation.text import UNSTORABLE, newlines
 
-MAX_PROMPT_CHARS = 8000
 BOARD_JOB = "arena_board"  # analytics' board refresh (analytics/arena.py registers the kind)
 _RANDOM = random.SystemRandom()  # the pair, the sides and the attention check drawn: no seed a rater could replay
 

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from annotation import access, elicitation, questions
 from annotation.arena import abuse, battles, streaming
+from annotation.arena.setup import MAX_PROMPT_CHARS
 from annotation.errors import ServiceError
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.http import RaterRequest
@@ -65,6 +66,7 @@ def arena_home(request: RaterRequest, token: str) -> HttpResponse:
             "arena": settings,
             "instructions": shown_default(study.instructions),
             "prompt": prompt,
+            "max_prompt_chars": MAX_PROMPT_CHARS,
             "category": category,
             "error": error,
             "battles": rater.battles.count(),
@@ -302,6 +304,7 @@ def _render_battle(
     context: dict[str, Any] = {
         "study": study,
         "token": token,
+        "max_prompt_chars": MAX_PROMPT_CHARS,
         "battle": battle,
         "turns": turns,
         "answering": answering,
