@@ -174,6 +174,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     studies = list(Study.objects.filter(owner=researcher))
     for study in studies:
         stored.do_refresh(study, Population())
+    with_workers(studies[0])  # the crowd page's Workers and Consent tables, filled
     generated = generated_study(researcher)  # systems generated from endpoints, with their faults
     board = arena_board_study(researcher)  # an arena's leaderboard, with categories and flagged votes
     researcher.refresh_from_db()  # load_demo gave the account a new password: a session needs the current one
@@ -201,7 +202,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     arena_pages = [reverse("arena_board", args=[board.pk]), reverse("study_detail", args=[board.pk])]
     for url in (*system_pages, *arena_pages, reverse("study_list"), reverse("study_create"), reverse("api_token")):
         urls[url] = url
-        if url in system_pages or url in arena_pages:
+        if url in system_pages or url in arena_pages or url == reverse("study_list"):
             wide_checked.add(url)
     found: dict[str, list[str]] = {}
     wider: dict[str, int] = {}
@@ -219,6 +220,27 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
         context.close()
     assert found == {name: [] for name in found}
     assert wider == {}
+
+
+def with_workers(study) -> None:
+    """Crowd workers on the study's crowd page, as a site sends them (long worker ids, as MTurk's are), one of them
+    agreed to a consent text and screened out: the Workers and the Consent tables have rows to lay out."""
+    from django.utils import timezone
+
+    from annotation.crowd import sites
+    from annotation.models import ExternalLink, Rater
+
+    study.consent_text = "You agree to take part in this study."
+    study.save(update_fields=["consent_text"])
+    sites.do_create_external_link(study, ExternalLink.Platform.MTURK)
+    for n in range(3):
+        Rater.objects.create(
+            study=study,
+            source=Rater.Source.EXTERNAL,
+            external_id=f"mturk:A{n}1B2C3D4E5F6G7H8I9J0KLMNOPQ",
+            consented_at=timezone.now() if n else None,
+            screened_out=n == 2,
+        )
 
 
 def generated_study(researcher):
