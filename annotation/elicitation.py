@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
-from annotation import orientation
+from annotation import orientation, rater_words
 
 FIRST, SECOND, TIE, BOTH_BAD = "first", "second", "tie", "both_bad"
 OUTPUTS = (FIRST, SECOND)
@@ -221,9 +221,9 @@ class Mode(abc.ABC):
             _option("radio", "choice", SECOND, _("Output 2"), "2"),
         ]
         if study.allow_tie:
-            options.append(_option("radio", "choice", TIE, study.tie_label, "3"))
+            options.append(_option("radio", "choice", TIE, rater_words.shown(study.tie_label), "3"))
         if study.neither_option:
-            options.append(_option("radio", "choice", BOTH_BAD, study.neither_label, "0"))
+            options.append(_option("radio", "choice", BOTH_BAD, rater_words.shown(study.neither_label), "0"))
         return tuple(options)
 
     def _check_choice(self, study, answer: Answer) -> None:
@@ -247,7 +247,7 @@ class ForcedChoice(Mode):
     label = "Forced choice (pick one)"
 
     def fieldsets(self, study):
-        return (Fieldset(study.question, self._choices(study)),)
+        return (Fieldset(rater_words.shown(study.question), self._choices(study)),)
 
     def validate(self, study, answer):
         self._check_choice(study, answer)
@@ -259,7 +259,7 @@ class ResponseSet(Mode):
     verdict = ("acceptable",)
 
     def question(self, study) -> str:
-        return study.response_set_question
+        return rater_words.shown(study.response_set_question)
 
     def fieldsets(self, study):
         options = [
@@ -267,7 +267,7 @@ class ResponseSet(Mode):
             _option("checkbox", "response", SECOND, _("Output 2"), "2"),
         ]
         if study.neither_option:
-            options.append(_option("checkbox", "response", NEITHER, study.neither_label, "0"))
+            options.append(_option("checkbox", "response", NEITHER, rater_words.shown(study.neither_label), "0"))
         return (Fieldset(self.question(study), tuple(options)),)
 
     def read(self, data):
@@ -298,7 +298,10 @@ class Paired(Mode):
             Option("checkbox", "response", FIRST, _("Output 1 is acceptable"), "shift-1", "⇧1"),
             Option("checkbox", "response", SECOND, _("Output 2 is acceptable"), "shift-2", "⇧2"),
         )
-        return (Fieldset(study.question, self._choices(study)), Fieldset(study.also_acceptable_question, also))
+        return (
+            Fieldset(rater_words.shown(study.question), self._choices(study)),
+            Fieldset(rater_words.shown(study.also_acceptable_question), also),
+        )
 
     def read(self, data):
         return Answer(choice=data.get("choice") or None, response=_read_set(data))
@@ -342,7 +345,7 @@ class PreferenceScale(Mode):
                     )
                 )
         if study.neither_option:
-            options.append(_option("radio", "choice", BOTH_BAD, study.neither_label, "0"))
+            options.append(_option("radio", "choice", BOTH_BAD, rater_words.shown(study.neither_label), "0"))
         return (Fieldset(study.question, tuple(options)),)
 
     @staticmethod

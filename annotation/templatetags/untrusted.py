@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import template
 from django.utils.safestring import mark_safe
 
-from annotation import rendering
+from annotation import rater_words, rendering
 
 register = template.Library()
 
@@ -14,6 +14,12 @@ register = template.Library()
 def shown_as(text: str, fmt: str = rendering.MARKDOWN) -> str:
     """Sanitised HTML of ``text`` in the format ``fmt`` (markdown | plain)."""
     return mark_safe(rendering.as_html(text or "", fmt))  # noqa: S308 -- rendering.as_html escapes / sanitises
+
+
+@register.filter
+def in_raters_words(text: str) -> str:
+    """``rater_words.shown``: a study's text in the raters' language when it is SepLab's default, else as written."""
+    return rater_words.shown(text or "")
 
 
 @register.filter

@@ -14,11 +14,10 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from annotation import access, elicitation, questions
+from annotation import access, elicitation, questions, rater_words
 from annotation.arena import abuse, battles, streaming
 from annotation.arena.setup import MAX_PROMPT_CHARS
 from annotation.errors import ServiceError
@@ -194,24 +193,9 @@ def _labels() -> tuple[str, str]:
     return _("Model A"), _("Model B")
 
 
-# The words ``setup.do_create_arena`` gives an arena study (its question, tie and "both bad" labels, ``INSTRUCTIONS``;
-# tests/annotation/test_arena_views.py holds them equal), as SepLab's own: shown in the raters' language while the
-# researcher keeps them (a text the researcher changed is shown as written, as on the rating page).
-DEFAULT_WORDS = (
-    gettext_noop("Which reply is better?"),
-    gettext_noop("Tie"),
-    gettext_noop("Both are bad"),
-    gettext_noop(
-        "Write a prompt of your own (or take a starter). Two anonymous models answer it side by side; you may go on "
-        "with the conversation for a few turns. Then vote for the better one -- or a tie, or both bad. The models' "
-        "names are shown after your vote."
-    ),
-)
-
-
 def shown_default(text: str) -> str:
-    """``text`` in the raters' language when it is one of SepLab's arena defaults (``DEFAULT_WORDS``), else as is."""
-    return _(text) if text in DEFAULT_WORDS else text
+    """``rater_words.shown``: SepLab's default words in the raters' language, a researcher's text as written."""
+    return rater_words.shown(text)
 
 
 def named_model(battle: Battle) -> str:

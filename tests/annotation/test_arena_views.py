@@ -233,10 +233,10 @@ def test_the_prompt_box_says_what_an_arena_is_once(client, arena, token):
 
 
 def test_a_german_arena_shows_its_default_words_in_german(client, arena, token):
-    from annotation.views import arena as arena_views
+    from annotation import rater_words
 
     # what create_arena stores is what the page translates
-    assert {arena.question, arena.tie_label, arena.neither_label, arena.instructions} == set(arena_views.DEFAULT_WORDS)
+    assert {arena.question, arena.tie_label, arena.neither_label, arena.instructions} <= rater_words.DEFAULT_WORDS
     arena.raters_language = "de"
     arena.save(update_fields=["raters_language"])
     home = client.get(reverse("arena_home", args=[token])).content.decode()

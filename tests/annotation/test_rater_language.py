@@ -454,3 +454,28 @@ def test_the_researcher_chooses_the_raters_language_on_the_settings_page(researc
     study.refresh_from_db()
     assert study.raters_language == "de"
     assert "Mit dem Bewerten beginnen" in researcher_client.get(rater_link).content.decode()
+
+
+def test_seplabs_default_words_are_the_studys_defaults_and_reach_german_raters(client, study):
+    """A study that keeps SepLab's default question, labels and instructions shows them to German raters in German
+    (and the box's "continues below"); one whose researcher changed a text shows that text as written."""
+    from annotation import rater_words
+
+    fields = ("question", "tie_label", "neither_label", "also_acceptable_question", "response_set_question")
+    defaults = {name: Study._meta.get_field(name).default for name in (*fields, "instructions")}
+    assert set(defaults.values()) <= rater_words.DEFAULT_WORDS  # one list, the models' own defaults
+    Study.objects.filter(pk=study.pk).update(**defaults, raters_language="de", neither_option=True)
+    study.refresh_from_db()
+    rater = enrolment.do_create_rater_link(study, "rater-defaults")
+    welcome = html.unescape(client.get(reverse("rater_home", args=[rater.token()])).content.decode())
+    assert "Sie sehen eine Eingabe und zwei Ausgaben" in welcome and "You will see an input" not in welcome
+    start = client.post(reverse("rater_start", args=[rater.token()]))
+    page = html.unescape(client.get(start["Location"]).content.decode())
+    for words in ("Welche Ausgabe ist besser?", "Keine Präferenz", "Beide sind schlecht", "↓ geht unten weiter"):
+        assert words in page, words
+    for english in ("Which output is better?", "No preference", "Both are bad", "continues below"):
+        assert english not in page, english
+    # a researcher's own question is shown as written
+    Study.objects.filter(pk=study.pk).update(question="Which output is better?!")
+    page = html.unescape(client.get(start["Location"]).content.decode())
+    assert "Which output is better?!" in page
