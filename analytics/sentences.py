@@ -29,6 +29,7 @@ class Card:
     question: str
     answer: str
     detail: str
+    planner: bool = False  # link to the settings page's budget planner (what more judgments would cost)
 
 
 def boards(report: Report) -> dict[str, AnyBoard | StyleControl | Unavailable]:
@@ -105,15 +106,27 @@ def position_words(rate: float, p_value: float | None) -> str:
     return f"{strength} lean toward the output shown {side}"
 
 
+# Krippendorff's alpha in graded words, each band's lower bound: Krippendorff's own guide (Content Analysis, 2004,
+# §11.4.4) for 0.8 (reliable) and 0.667 (the lowest for tentative conclusions); Landis and Koch's (1977) bands for
+# chance-corrected agreement below that (0.4 moderate, 0.2 fair); 0 is chance.
+ALPHA_BANDS = (
+    (0.8, "raters agree reliably"),
+    (0.667, "raters agree well enough for tentative conclusions"),
+    (0.4, "raters agree moderately, below what tentative conclusions need"),
+    (0.2, "raters agree weakly"),
+    (0.0, "raters agree little beyond chance"),
+)
+ALPHA_SCALE = (
+    "Read as: 0.8 or more reliable, 0.667 the least for tentative conclusions (Krippendorff), 0.4 moderate, "
+    "0.2 weak, 0 chance"
+)
+
+
 def alpha_words(alpha: float) -> str:
-    """Krippendorff's alpha in words (Krippendorff's own guide: 0.8 reliable, 0.667 the lowest for tentative
-    conclusions; 0 is chance)."""
-    if alpha >= 0.8:
-        return "raters agree reliably"
-    if alpha >= 0.667:
-        return "raters agree well enough for tentative conclusions"
-    if alpha > 0:
-        return "raters agree little beyond chance"
+    """Krippendorff's alpha in words, by ``ALPHA_BANDS`` (their bounds are said beside it: ``ALPHA_SCALE``)."""
+    for bound, words in ALPHA_BANDS:
+        if alpha >= bound and (bound > 0 or alpha > 0):
+            return words
     return "raters agree no more than chance" if alpha > -0.05 else "raters disagree more than chance would"
 
 
@@ -161,7 +174,7 @@ def answers(report: Report) -> list[Card]:
                 "Are the raters consistent?",
                 alpha_words(alpha).capitalize(),
                 f"Krippendorff's α = {alpha:.2f} over {report.agreement.units_with_two_or_more:,} "
-                "pairs rated by two or more raters (1 is full agreement, 0 is chance).",
+                f"pairs rated by two or more raters. {ALPHA_SCALE}; 1 is full agreement.",
             )
         )
     else:
@@ -197,6 +210,7 @@ def answers(report: Report) -> list[Card]:
                     "Should I collect more?",
                     f"Yes, for {len(open_pairs)} of {len(stopping)} system pairs",
                     f"Still undecided: {names}{more}. Decided pairs need no more judgments.",
+                    planner=True,
                 )
             )
         else:

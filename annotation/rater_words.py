@@ -5,7 +5,13 @@ wrote or changed is the study's own and is shown as written (README.md, "Raters 
 from __future__ import annotations
 
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
+
+
+def gettext_noop(message: str) -> str:
+    """A string marked for the catalogue (makemessages reads the name), as Django's, without reading the settings:
+    this module is imported with the models."""
+    return message
+
 
 # Each is a model field's default (annotation/models/studies.py) or an arena's (annotation/arena/setup.py);
 # tests/annotation/test_rater_language.py holds them equal, and the German catalogue translates each.

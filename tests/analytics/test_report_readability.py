@@ -189,6 +189,16 @@ def test_numbers_that_need_words_have_them(demo_client, demo):
     assert sentences.alpha_words(alpha).capitalize() in page.split('aria-label="The data in numbers"')[1]
 
 
+def test_the_collect_more_card_leads_to_the_budget_planner_and_alpha_says_its_scale(demo_client, demo):
+    page = report_page(demo_client, demo)
+    report = stored.do_serve(demo, Population()).report
+    undecided = [s for s in report["stopping"] if s["decision"] == "undecided"]
+    assert undecided  # the demo's 20 items decide few pairs
+    assert f'href="/studies/{demo.pk}/settings/#budget" data-testid="to-budget-planner"' in page
+    assert 'id="budget"' in demo_client.get(f"/studies/{demo.pk}/settings/").content.decode()
+    assert sentences.ALPHA_SCALE in page  # the bands' bounds beside the words
+
+
 def test_position_and_consistency_in_words():
     assert sentences.position_words(0.53, 0.0104) == "a slight lean toward the output shown first"
     assert sentences.position_words(0.30, 0.001) == "a strong lean toward the output shown second"
