@@ -118,6 +118,22 @@ def test_the_item_page_shows_generations_escaped(researcher_client, researcher):
     assert b"<script>alert(1)" not in response.content and b"&lt;b&gt;in&lt;/b&gt;" in response.content
 
 
+def test_the_item_page_shows_the_item_as_raters_saw_it_with_its_source_a_toggle_away(researcher_client, researcher):
+    """The page a researcher adjudicates on renders the study's Markdown as the rating page did (a list, a code
+    block), with the source text beside it behind the same toggle the raters have."""
+    text = "Steps:\n\n1. **Boil** water\n2. Add `tea`\n"
+    line = {"id": "md", "input": "# How?", "outputs": {"a": [text], "b": ["plain"]}}
+    study = creation.do_create_study(researcher, "md", (json.dumps(line) + "\n").encode(), "m.jsonl")
+    assert study.output_format == "markdown"
+    page = researcher_client.get(reverse("item_detail", args=[study.pk, study.items.get().pk])).content.decode()
+    assert "<strong>Boil</strong>" in page and "<code>tea</code>" in page and "<ol>" in page  # rendered
+    assert 'data-testid="show-source"' in page and "1. **Boil** water" in page  # the source, one toggle away
+    assert 'data-testid="item-input-source">' in page and "<h1>How?</h1>" in page
+    Study.objects.filter(pk=study.pk).update(output_format="plain")
+    page = researcher_client.get(reverse("item_detail", args=[study.pk, study.items.get().pk])).content.decode()
+    assert "<strong>Boil</strong>" not in page and 'data-testid="show-source"' not in page  # shown as plain text
+
+
 def settings_form(**overrides) -> dict:
     form = {
         "elicitation": "forced_choice",
