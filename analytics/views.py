@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from typing import cast
 from urllib.parse import urlencode
 
@@ -119,10 +120,18 @@ def report_table(request: HttpRequest, study_id: int, name: str) -> HttpResponse
     writer.writerow(columns)
     writer.writerows(["" if v is None else (csv_safe(v) if isinstance(v, str) else v) for v in row] for row in rows)
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
-    suffix = "" if population.key == populations.HUMANS else "-" + slugify(population.key.replace(":", "-"))
     # an attachment's header is never None (django-stubs types the function for both cases)
-    response["Content-Disposition"] = cast(str, content_disposition_header(True, f"{study.name}-{name}{suffix}.csv"))
+    response["Content-Disposition"] = cast(
+        str, content_disposition_header(True, table_filename(study.name, name, population.key))
+    )
     return response
+
+
+def table_filename(study_name: str, table: str, population_key: str) -> str:
+    """A report table's CSV file name: the study, the table and (but for the humans) the population, its parts kept
+    apart (humans|question=clarity -> humans-question-clarity)."""
+    suffix = "" if population_key == populations.HUMANS else "-" + slugify(re.sub(r"[|:=,]+", "-", population_key))
+    return f"{study_name}-{table}{suffix}.csv"
 
 
 @extend_schema(

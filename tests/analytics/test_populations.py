@@ -189,4 +189,15 @@ def test_an_interval_plot_marks_its_reference_and_makes_room_for_long_labels():
 
 def test_the_study_list_counts_humans_and_judges_apart(researcher_client, judged_study):
     page = researcher_client.get(reverse("study_list")).content.decode()
-    assert "<th>Human judgments</th><th>Judge verdicts</th>" in page and "<td>40</td><td>160</td>" in page
+    assert (
+        "<th>Human judgments</th><th>Judge verdicts</th>" in page
+        and '<td data-label="Human judgments">40</td><td data-label="Judge verdicts">160</td>' in page
+    )
+
+
+def test_a_tables_file_name_keeps_the_populations_parts_apart():
+    from analytics.views import table_filename
+
+    assert table_filename("s", "win-rates", "humans") == "s-win-rates.csv"
+    assert table_filename("s", "win-rates", "humans|question=clarity") == "s-win-rates-humans-question-clarity.csv"
+    assert table_filename("s", "elo", "judge:judge-a") == "s-elo-judge-judge-a.csv"

@@ -120,7 +120,9 @@ def test_the_study_list_shows_the_numbers_the_data_has(client, django_user_model
     client.force_login(owner)
     page = client.get(reverse("study_list")).content.decode()
     for name, (n_items, n_judgments) in {**sizes, "empty": (2, 0)}.items():
-        row = re.search(rf">{name}</a></td><td>[^<]*</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>", page)
+        row = re.search(
+            rf">{name}</a></td><td[^>]*>[^<]*</td><td[^>]*>(\d+)</td><td[^>]*>(\d+)</td><td[^>]*>(\d+)</td>", page
+        )
         assert row, name
         want = expected(n_judgments)
         assert tuple(map(int, row.groups())) == (n_items, want["human"], want["judge"]), name
@@ -264,7 +266,10 @@ def test_the_study_list_and_the_api_count_with_one_helper(client, django_user_mo
     client.force_login(owner)
     want = expected(10)
     page = client.get(reverse("study_list")).content.decode()
-    assert re.search(rf">one</a></td><td>[^<]*</td><td>3</td><td>{want['human']}</td><td>{want['judge']}</td>", page)
+    assert re.search(
+        rf">one</a></td><td[^>]*>[^<]*</td><td[^>]*>3</td><td[^>]*>{want['human']}</td><td[^>]*>{want['judge']}</td>",
+        page,
+    )
     assert counted == ["Item", "Judgment", "Judgment"]
     counted.clear()
     listed = client.get("/api/studies/").json()["results"]
