@@ -4,6 +4,7 @@ for load balancers and monitoring."""
 from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
+from django.shortcuts import render
 
 LOCK_PROBE_MS = 1000  # a write lock not free within a second means submits are queueing behind it
 
@@ -50,7 +51,11 @@ def worker_state() -> dict:
 
 
 def health(request):
+    """The state as JSON (load balancers, monitors), or as a small page to a browser that asks for HTML (a person
+    checking by hand reads it in words, in a page with a title and a language)."""
     state = database_state()
-    if state != "ok":
-        return JsonResponse({"status": "error", "database": state, "worker": worker_state()}, status=503)
-    return JsonResponse({"status": "ok", "database": "ok", "worker": worker_state()})
+    body = {"status": "ok" if state == "ok" else "error", "database": state, "worker": worker_state()}
+    status = 200 if state == "ok" else 503
+    if request.accepts("text/html") and "text/html" in request.headers.get("Accept", ""):
+        return render(request, "healthz.html", {"state": body}, status=status)
+    return JsonResponse(body, status=status)

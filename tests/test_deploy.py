@@ -101,6 +101,14 @@ def test_production_refuses_to_start_on_development_defaults(tmp_path, change, m
     assert result.returncode != 0 and message in result.stderr
 
 
+def test_a_browser_reads_the_health_in_a_page_with_a_title_and_a_language(client, db):
+    page = client.get(reverse("health"), HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
+    assert page.status_code == 200 and page["Content-Type"].startswith("text/html")
+    html = page.content.decode()
+    assert '<html lang="en">' in html and "<title>SepLab health: ok</title>" in html and "Database: ok" in html
+    assert client.get(reverse("health"), HTTP_ACCEPT="*/*")["Content-Type"] == "application/json"
+
+
 def test_the_health_endpoint(client, db, monkeypatch):
     response = client.get(reverse("health"))
     assert response.status_code == 200 and response.json() == {

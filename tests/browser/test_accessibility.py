@@ -200,7 +200,14 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
         for e in SystemEndpoint.objects.filter(system__study=generated)
     ]
     arena_pages = [reverse("arena_board", args=[board.pk]), reverse("study_detail", args=[board.pk])]
-    for url in (*system_pages, *arena_pages, reverse("study_list"), reverse("study_create"), reverse("api_token")):
+    for url in (
+        *system_pages,
+        *arena_pages,
+        reverse("study_list"),
+        reverse("study_create"),
+        reverse("api_token"),
+        reverse("health"),  # a person checking by hand gets a page
+    ):
         urls[url] = url
         if url in system_pages or url in arena_pages or url == reverse("study_list"):
             wide_checked.add(url)
