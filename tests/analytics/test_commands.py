@@ -237,3 +237,11 @@ def test_style_control_reads_arena_s_style_columns_and_names_bad_ones(tmp_path):
     for wrong in (["--method", "elo", "--style-control"], ["--method", "bt", "--style-control", "--style-reg", "-1"]):
         with pytest.raises(CommandError):
             call_command("leaderboard", str(path), *wrong)
+
+
+@pytest.mark.django_db
+def test_load_prd_says_where_the_data_comes_from_when_it_is_missing(tmp_path, researcher):
+    with pytest.raises(CommandError, match=r"There is no folder .*github.com/bcdnlp/PRD"):
+        call_command("load_prd", "--data", str(tmp_path / "absent"), stdout=StringIO())
+    with pytest.raises(CommandError, match="has no generations/ folder"):
+        call_command("load_prd", "--data", str(tmp_path), stdout=StringIO())

@@ -30,6 +30,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         folder = Path(options["data"])
+        if not folder.is_dir():
+            raise CommandError(
+                f"There is no folder {folder}. The PRD data is public (github.com/bcdnlp/PRD, its data/vicuna80 and "
+                "prompts folders; README.md, 'The real data'): put it there or point --data at it."
+            )
         if not (folder / "generations").is_dir():
             raise CommandError(f"{folder} has no generations/ folder: point --data at prd_vicuna80_human")
         owner = get_owner(options["owner"])
