@@ -259,8 +259,8 @@ def empty_reason(name: str, report: Report) -> str:
         )
     if name in ("consistency-bins",):
         return (
-            "Needs rating sets of two or more judgments and the items' separability (computed on the "
-            "Separability page)."
+            "Needs rating sets of two or more judgments and the items' separability (at least two samples of each "
+            "system per item, then computed on the Separability page)."
         )
     if name == "cohen-kappa":
         return "Needs two raters with at least 10 pairs in common."

@@ -150,7 +150,10 @@ def ratings_section(
     if np.isnan(delta).all():
         sep_elo = NoBoard(
             parameters=params,
-            reason=f"no {params.separability_metric} separability yet: compute it on the Separability page",
+            reason=(
+                f"no {params.separability_metric} separability yet: it needs at least two samples of each system per "
+                "item (K ≥ 2), and then computing on the Separability page"
+            ),
         )
     else:
         weights = np.where(np.isnan(delta), params.T, delta)

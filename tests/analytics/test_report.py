@@ -495,3 +495,11 @@ def test_judges_with_the_same_values_share_a_place_in_the_ranking(judged_study):
         assert sum(tiers, []) == ind.ranking[metric]
     body = presentation.render_body(judged_study, Population(), study_report(judged_study))
     assert "judge-a = judge-c" in body or "judge-a = judge-b = judge-c" in body
+
+
+def test_without_separability_the_report_says_what_sep_elo_needs(study):
+    """A study without separability: sep-ELO says it needs two samples per system and item, then the computing --
+    not only 'compute it', which a study of one sample each cannot."""
+    imported(study, [("h1", "human", "sys-a", "sys-a"), ("h2", "human", "sys-a", "sys-b")])
+    reason = study_report(study).sep_elo.reason
+    assert "at least two samples of each system per item (K ≥ 2)" in reason and "Separability page" in reason
