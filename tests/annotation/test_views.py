@@ -524,3 +524,16 @@ def test_the_site_has_an_icon_and_a_rater_can_continue_with_enter(client, study)
     allocation.do_start_assignment(rater)
     page = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
     assert 'rel="icon"' in page and re.search(r'href="[^"]+"\s+autofocus>Continue where you left off', page)
+
+
+def test_the_study_page_says_the_pairs_an_item_really_has(researcher_client, researcher):
+    """N = 5 sampled pairs per item, but each system gave one output: an item has one distinct pair, and the page
+    says so instead of "5 pairs per item"."""
+    lines = [{"id": f"i{n}", "input": f"Q{n}?", "outputs": {"a": [f"x{n}"], "b": [f"y{n}"]}} for n in range(3)]
+    study = creation.do_create_study(
+        researcher, "one each", "".join(json.dumps(x) + "\n" for x in lines).encode(), "o.jsonl"
+    )
+    assert study.pairs_per_assignment == 5
+    page = researcher_client.get(reverse("study_detail", args=[study.pk])).content.decode()
+    assert "1 pair per item (N is 5: each item has only 1 distinct output pair)" in page
+    assert "5 pairs per item" not in page
