@@ -21,7 +21,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 
-from annotation import orientation
+from annotation import orientation, questions
 from annotation.compiled import CompiledUpdate
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut
 from annotation.models import (
@@ -527,6 +527,11 @@ class AssignmentSize:
     seconds_per_pair: float  # this study's median time per pair, or the default before there is data
     measured: bool  # False: the default
     per_item: int = 0  # an item's pairs (the median task's): an assignment holds whole items
+    # what comes with it: the consent asked before the first pair, the practice pairs (not counted), and the
+    # further questions asked on every pair -- the welcome page and the crowd preview say so up front
+    consent: bool = False
+    practice: int = 0
+    further: int = 0
 
     @property
     def minutes(self) -> int:
@@ -554,7 +559,14 @@ def assignment_size(study: Study) -> AssignmentSize:
     pairs = min(bundle(per_task, study.judgments_per_assignment), per_task * items) if per_task else 0
     if study.gold_pairs.exists():
         pairs += round(study.crowd_settings.gold_rate * pairs)
-    return AssignmentSize(pairs, *seconds_per_pair(study), per_item=per_task)
+    return AssignmentSize(
+        pairs,
+        *seconds_per_pair(study),
+        per_item=per_task,
+        consent=bool((study.consent_text or "").strip()),
+        practice=study.practice_pairs,
+        further=len(questions.further(study)),
+    )
 
 
 def next_assignment_pairs(rater: Rater) -> int:

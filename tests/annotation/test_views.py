@@ -12,7 +12,7 @@ from annotation.elicitation import Answer
 from annotation.models import Judgment, Study
 from annotation.rating import allocation, recording
 from annotation.studies import creation, enrolment, lifecycle, monitoring
-from tests.conftest import answer_all, study_jsonl
+from tests.conftest import answer_all, found, study_jsonl
 
 
 def upload(name: str, data: bytes):
@@ -537,3 +537,26 @@ def test_the_study_page_says_the_pairs_an_item_really_has(researcher_client, res
     page = researcher_client.get(reverse("study_detail", args=[study.pk])).content.decode()
     assert "1 pair per item (N is 5: each item has only 1 distinct output pair)" in page
     assert "5 pairs per item" not in page
+
+
+def test_the_welcome_page_says_what_comes_with_the_pairs(client, researcher):
+    """Consent, practice and further questions are said up front, on the welcome page (and the crowd preview, which
+    shows the same size), in the rater's language."""
+    from annotation.studies import enrolment
+
+    study = creation.do_create_study(researcher, "extras", study_jsonl(3), "e.jsonl")
+    rater = enrolment.do_create_rater_link(study, "r")
+    page = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
+    assert 'data-testid="assignment-extras"' not in page  # nothing comes with the pairs
+    Study.objects.filter(pk=study.pk).update(
+        consent_text="I agree.", practice_pairs=2, further_questions="why | rationale | Why?"
+    )
+    page = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
+    extras = found(r'data-testid="assignment-extras">([^<]*)<', page).group(1)
+    assert extras == (
+        "Before the first pair you are asked to agree to take part. First 2 practice pairs, not counted, with "
+        "feedback. Each pair also asks 1 more question."
+    )
+    Study.objects.filter(pk=study.pk).update(raters_language="de")
+    page = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
+    assert "Zu jedem Paar gibt es 1 weitere Frage." in page and "Zuerst 2 Übungspaare" in page
