@@ -160,6 +160,7 @@ def test_a_starter_and_a_german_arena(browser_page, live_server, researcher, ser
     study = make_arena(researcher, server, raters_language="de")
     page = browser_page.new_page(viewport={"width": 1280, "height": 900})
     page.goto(live_server.url + study.open_link_path())
+    expect(page.locator("main button").first).to_be_focused()  # the join button, before its key (a loaded machine)
     page.keyboard.press("Enter")
     expect(page.get_by_label("Ihr Prompt")).to_be_focused()
     assert serious(page) == []
