@@ -213,10 +213,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
             wide_checked.add(url)
     found: dict[str, list[str]] = {}
     wider: dict[str, int] = {}
-    for size, (width, height) in SIZES.items():
-        context = browser_page.new_context(viewport={"width": width, "height": height})
-        context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
-        page = context.new_page()
+    for size, width, page in logged_in_pages(browser_page, live_server, client):
         for name, url in urls.items():
             page.goto(live_server.url + url)
             assert "/accounts/login/" not in page.url, url  # the page itself, not the login form
@@ -224,9 +221,20 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
             scrolled = page.evaluate("document.scrollingElement.scrollWidth")
             if name in wide_checked and scrolled > width:  # the study page was once 862 px wide on a 390 px phone
                 wider[f"{name} [{size}]"] = scrolled
-        context.close()
     assert found == {name: [] for name in found}
     assert wider == {}
+
+
+def logged_in_pages(browser_page, live_server, client):
+    """A page at each of ``SIZES`` logged in as ``client`` is: (size, width, page), its browser context closed once
+    the caller is done with it."""
+    for size, (width, height) in SIZES.items():
+        context = browser_page.new_context(viewport={"width": width, "height": height})
+        context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+        try:
+            yield size, width, context.new_page()
+        finally:
+            context.close()
 
 
 def with_workers(study) -> None:
@@ -326,10 +334,7 @@ def test_an_arenas_study_page_and_its_settings_page_at_both_sizes(browser_page, 
     client.force_login(researcher)
     found: dict[str, list[str]] = {}
     wider: dict[str, int] = {}
-    for size, (width, height) in SIZES.items():
-        context = browser_page.new_context(viewport={"width": width, "height": height})
-        context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
-        page = context.new_page()
+    for size, width, page in logged_in_pages(browser_page, live_server, client):
         for name in ("study_detail", "arena_settings"):
             page.goto(live_server.url + reverse(name, args=[study.pk]))
             assert "/accounts/login/" not in page.url
@@ -348,6 +353,5 @@ def test_an_arenas_study_page_and_its_settings_page_at_both_sizes(browser_page, 
         for name in [n for n in wider if n.endswith(f"[{size}]")]:
             if wider[name] <= width:
                 del wider[name]
-        context.close()
     assert found == {name: [] for name in found}
     assert wider == {}
