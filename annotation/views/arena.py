@@ -63,7 +63,7 @@ def arena_home(request: RaterRequest, token: str) -> HttpResponse:
             "study": study,
             "token": token,
             "arena": settings,
-            "instructions": shown_default(study.instructions),
+            "instructions": rater_words.shown(study.instructions),
             "prompt": prompt,
             "max_prompt_chars": MAX_PROMPT_CHARS,
             "category": category,
@@ -193,11 +193,6 @@ def _labels() -> tuple[str, str]:
     return _("Model A"), _("Model B")
 
 
-def shown_default(text: str) -> str:
-    """``rater_words.shown``: SepLab's default words in the raters' language, a researcher's text as written."""
-    return rater_words.shown(text)
-
-
 def named_model(battle: Battle) -> str:
     """The name a reply of the battle gave its own system by (``abuse.names_own_model``: its label or its model's
     name), or "": a vote on the battle will be refused (``battles.do_vote``)."""
@@ -237,19 +232,17 @@ def _turns(token: str, battle: Battle) -> list[dict[str, Any]]:
 
 
 def _vote_fieldsets(study, given) -> tuple[elicitation.Fieldset, ...]:
-    """The rating page's main question, its first and second options named after the panes (Model A, Model B), the
-    question and the other options' labels in the raters' language while they are SepLab's defaults."""
+    """The rating page's main question, its first and second options named after the panes (Model A, Model B); the
+    question and the other options' labels as the elicitation mode gives them (SepLab's defaults in the raters'
+    language: ``rater_words``)."""
     label_left, label_right = _labels()
     names = {elicitation.FIRST: label_left, elicitation.SECOND: label_right}
     fieldsets = questions.page(study, given)["fieldsets"]
     return tuple(
         dataclasses.replace(
             fieldset,
-            legend=shown_default(fieldset.legend),
             options=tuple(
-                dataclasses.replace(
-                    o, label=names[o.value] if o.name == "choice" and o.value in names else shown_default(o.label)
-                )
+                dataclasses.replace(o, label=names[o.value]) if o.name == "choice" and o.value in names else o
                 for o in fieldset.options
             ),
         )

@@ -139,8 +139,8 @@ def _gold_winner(answer: str | None, a_shown_first: bool) -> str | None:
         return None
     choice = answer.split(":", 1)[0]
     if choice in ("first", "second"):
-        return f"model_{orientation.to_model(choice, a_shown_first)}"
-    return "tie (bothbad)" if choice == "both_bad" else "tie"
+        return elicitation.arena_winner(orientation.to_model(choice, a_shown_first))
+    return elicitation.arena_winner("tie", [] if choice == "both_bad" else None)
 
 
 def _ms(later, earlier) -> int | None:
