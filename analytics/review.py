@@ -20,6 +20,7 @@ from django.utils import timezone
 from analytics.models import Adjudication
 from annotation import elicitation, questions
 from annotation.models import Item, JudgeCall, Judgment, Pair, Study
+from annotation.studies import team
 from selection.core import winners
 
 REASONS = {"raters": "raters disagree", "judge": "a judge disagrees with the people"}
@@ -303,10 +304,20 @@ def do_adjudicate(study: Study, pair_id: int, ruling: str, note: str, user) -> A
                 "decided": timezone.now(),
             },
         )
+        team.do_audit(
+            study,
+            user,
+            "ruling",
+            f"ruled {adjudication.get_ruling_display()} on item {pair.item.external_id}",
+            {"pair": pair.pk, "item": pair.item.external_id, "ruling": ruling, "note": note.strip()},
+        )
     return adjudication
 
 
-def do_clear_adjudication(study: Study, pair_id: int) -> bool:
+def do_clear_adjudication(study: Study, pair_id: int, user=None) -> bool:
     """Withdraw the ruling on a pair; whether there was one."""
-    deleted, _ = Adjudication.objects.filter(study=study, pair_id=pair_id).delete()
+    with transaction.atomic():
+        deleted, _ = Adjudication.objects.filter(study=study, pair_id=pair_id).delete()
+        if deleted:
+            team.do_audit(study, user, "ruling_withdrawn", f"withdrew the ruling on pair {pair_id}", {"pair": pair_id})
     return bool(deleted)

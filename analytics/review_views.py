@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from analytics import review
 from analytics.models import Adjudication
-from annotation.access import access_study
+from annotation.access import REVIEW, access_study
 from annotation.exchange.rules import csv_safe
 
 PER_PAGE = 20
@@ -52,9 +52,9 @@ def review_queue(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def adjudicate(request: HttpRequest, study_id: int, pair_id: int) -> HttpResponse:
-    study = access_study(request, study_id)
+    study = access_study(request, study_id, REVIEW)
     if request.POST.get("clear"):
-        if review.do_clear_adjudication(study, pair_id):
+        if review.do_clear_adjudication(study, pair_id, request.user):
             messages.success(request, "Ruling withdrawn.")
     else:
         try:

@@ -1,8 +1,10 @@
 """Every permission decision lives here: the views of all three apps and the API ask one ``access_*`` function
 before they read or change anything.
 
-Researchers see only their own studies; raters are identified by signed links and see only their
-own assignments. A failed check is a 404, so nobody learns what exists behind it.
+Researchers see their own studies and the studies they are members of; raters are identified by signed links and
+see only their own assignments. A study's team (``annotation.models.team``): its owner holds every right; a member
+holds a role, and what each role may do is ``PERMISSIONS``. Someone outside the study gets a 404, so nobody learns what
+exists behind it; a member asking for more than their role allows gets a 403 that names the role needed.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import cast
 
 from django.contrib.auth.models import User
 from django.core import signing
-from django.db.models import QuerySet
+from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 from rest_framework.authtoken.models import Token
@@ -22,6 +25,7 @@ from annotation.http import RaterRequest
 from annotation.models import (
     EXTERNAL_LINK_SALT,
     OPEN_LINK_SALT,
+    OWNER,
     RATER_TOKEN_SALT,
     Assignment,
     AssignmentPair,
@@ -33,16 +37,57 @@ from annotation.models import (
     Job,
     Judge,
     Judgment,
+    Membership,
     Rater,
     Study,
+    Role,
     SystemEndpoint,
 )
 
 SESSION_RATERS = "seplab_open_link_raters"
 
+# What a study's team may do. VIEW: read every page, the report, the API and every export. REVIEW: rule on the
+# review queue. CHANGE: everything else that changes the study (settings, raters, links, judges, systems, runs,
+# crowd work and payments). MANAGE: the team itself, and deleting the study.
+VIEW, REVIEW, CHANGE, MANAGE = "view", "review", "change", "manage"
+PERMISSIONS: dict[str, frozenset[str]] = {
+    OWNER: frozenset({VIEW, REVIEW, CHANGE, MANAGE}),
+    Role.EDITOR: frozenset({VIEW, REVIEW, CHANGE}),
+    Role.REVIEWER: frozenset({VIEW, REVIEW}),
+    Role.VIEWER: frozenset({VIEW}),
+}
+ROLE_NEEDED = {REVIEW: "a reviewer's or an editor's", CHANGE: "an editor's", MANAGE: "the study's owner's"}
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
 
 def studies_for(user: User) -> QuerySet[Study]:
-    return Study.objects.filter(owner=user)
+    """Every study the user owns or is a member of, each with the user's role (``role``: ``OWNER`` or a
+    ``Role``), read in the same query."""
+    member = Membership.objects.filter(study=OuterRef("pk"), user=user).values("role")[:1]
+    return Study.objects.filter(Q(owner=user) | Q(pk__in=Membership.objects.filter(user=user).values("study"))).annotate(
+        member_role=Subquery(member)
+    )
+
+
+def role_of(user: User, study: Study) -> str | None:
+    """The user's role in the study: ``OWNER``, a ``Role``, or None when they are outside it."""
+    if study.owner_id == user.pk:
+        return OWNER
+    if "member_role" in study.__dict__:  # read with the study by studies_for
+        return study.__dict__["member_role"]
+    return Membership.objects.filter(study=study, user=user).values_list("role", flat=True).first()
+
+
+def check_may(user: User, study: Study, need: str) -> str:
+    """The user's role, when it allows ``need``; else 403 naming the role needed (404 outside the study)."""
+    role = role_of(user, study)
+    if role is None:
+        raise Http404("No such study.")
+    if need not in PERMISSIONS[role]:
+        raise PermissionDenied(
+            f"You are a {role} of this study: this needs {ROLE_NEEDED[need]} role. Ask the study's owner."
+        )
+    return role
 
 
 def api_token_for(user: User) -> Token | None:
@@ -63,9 +108,15 @@ def _researcher(request: HttpRequest) -> User:
     return cast(User, request.user)
 
 
-def access_study(request: HttpRequest, study_id: int) -> Study:
-    """The study, if the logged-in researcher owns it, with every app's settings row (one query)."""
-    return get_object_or_404(studies_for(_researcher(request)).select_related(*study_settings.GROUPS), pk=study_id)
+def access_study(request: HttpRequest, study_id: int, need: str | None = None) -> Study:
+    """The study, if the logged-in researcher owns it or is a member, with every app's settings row and their role
+    (one query). ``need``: what the request does (``VIEW``, ``REVIEW``, ``CHANGE``, ``MANAGE``); by default, a GET
+    reads (``VIEW``) and any other method changes (``CHANGE``). The role is kept on the request (``study_role``)
+    for the page to say."""
+    user = _researcher(request)
+    study = get_object_or_404(studies_for(user).select_related(*study_settings.GROUPS), pk=study_id)
+    request.study_role = check_may(user, study, need or (VIEW if request.method in SAFE_METHODS else CHANGE))  # type: ignore[attr-defined]
+    return study
 
 
 def access_item(request: HttpRequest, study_id: int, item_id: int) -> tuple[Study, Item]:
@@ -103,9 +154,11 @@ def access_job(request: HttpRequest, study_id: int, job_id: int) -> tuple[Study,
     return study, get_object_or_404(Job, pk=job_id, study=study)
 
 
-def access_blocked_worker(request: HttpRequest, block_id: int) -> BlockedWorker:
-    """One of the researcher's own blocklist entries (a blocklist spans all of a researcher's studies)."""
-    return get_object_or_404(blocked_workers_for(_researcher(request)), pk=block_id)
+def access_blocked_worker(request: HttpRequest, study_id: int, block_id: int) -> tuple[Study, BlockedWorker]:
+    """An entry of the blocklist that applies to the study: its owner's (a blocklist spans all of a researcher's
+    studies; the study's editors keep it with them)."""
+    study = access_study(request, study_id)
+    return study, get_object_or_404(blocked_workers_for(study.owner), pk=block_id)
 
 
 def _rater_token(token: str) -> dict:

@@ -23,3 +23,11 @@ class RaterLimitReached(ServiceError):
 class NetworkHoldsEnough(ServiceError):
     """Crowd workers or open-link visitors from the rater's network already hold as many unanswered places as one
     network may (``UNANSWERED_PER_CLIENT``)."""
+
+
+class FieldErrors(ServiceError):
+    """Values refused by field (a form's or a JSON body's): ``errors`` maps each refused field to what is wrong."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        self.errors = errors
+        super().__init__("; ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items()))

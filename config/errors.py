@@ -33,6 +33,14 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return response
 
 
+def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A member asking for more than their role allows (annotation/access.py): what the role cannot do, said."""
+    message = str(exception) or "You may not do this."
+    if _is_api(request):
+        return JsonResponse({"detail": message}, status=403)
+    return render(request, "403.html", {"message": message}, status=403)
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     if _is_api(request):
         return JsonResponse({"detail": "Server error; it has been logged."}, status=500)

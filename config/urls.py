@@ -27,5 +27,6 @@ urlpatterns = [
 ]
 
 handler400 = "config.errors.bad_request"
+handler403 = "config.errors.forbidden"
 handler404 = "config.errors.not_found"
 handler500 = "config.errors.server_error"

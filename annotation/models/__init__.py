@@ -17,6 +17,7 @@ One module per concept, the way zulip lays out ``zerver/models/``; everything pu
 - ``endpoints``: ``Endpoint`` and what is one (``Judge``, ``SystemEndpoint``), and the ledgers of their calls
 - ``jobs``: ``Job``, ``WorkerBeat``
 - ``arena``: an arena study's ``Arena`` settings, its ``Battle``s and their ``BattleReply``s
+- ``team``: a study's members in their roles (``Membership``) and its ``AuditEntry`` trail
 
 A module of this package imports its neighbours directly (``annotation.models.studies``), never this package.
 """
@@ -76,3 +77,9 @@ from annotation.models.endpoints import (
 )
 from annotation.models.jobs import Job as Job, WorkerBeat as WorkerBeat
 from annotation.models.arena import SIDES as SIDES, Arena as Arena, Battle as Battle, BattleReply as BattleReply
+from annotation.models.team import (
+    OWNER as OWNER,
+    AuditEntry as AuditEntry,
+    Membership as Membership,
+    Role as Role,
+)

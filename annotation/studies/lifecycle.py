@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from annotation import setting_ranges, study_settings
@@ -20,18 +21,24 @@ from annotation.models import (
     Task,
 )
 from annotation.plan import planning
-from annotation.studies import creation
+from annotation.studies import creation, team
 
 
 @transaction.atomic
 def do_update_settings(
-    study: Study, changes: dict[str, Any], explicit: list[tuple[int, int]] | None, background: bool = False
+    study: Study,
+    changes: dict[str, Any],
+    explicit: list[tuple[int, int]] | None,
+    background: bool = False,
+    by: User | None = None,
 ) -> Study:
     """Apply a validated settings form; rebuild the plan when a plan field changed. ``background`` (a request):
     a plan that would first embed outputs not embedded yet is built by the worker (``planning.do_queue_plan``), never in
     the request; commands and scripts build it at once. A value outside its setting's range (``setting_ranges``) is
-    refused with the setting's name before anything changes."""
+    refused with the setting's name before anything changes. ``by``: who changed them, for the audit trail (each
+    changed setting, before and after)."""
     setting_ranges.check_changes(study, changes)
+    before = {f: study_settings.value(study, f) for f in changes}
 
     def changed(fields) -> bool:
         return any(study_settings.value(study, f) != changes[f] for f in fields if f in changes)
@@ -50,6 +57,11 @@ def do_update_settings(
             "answer (the elicitation mode) are frozen."
         )
     study_settings.do_apply(study, changes)
+    differ = {f: [_audited(before[f]), _audited(changes[f])] for f in changes if before[f] != changes[f]}
+    if explicit is not None and plan_changed and study.pair_mode == Study.PairMode.EXPLICIT:
+        differ["explicit_pairs"] = [None, [list(p) for p in sorted(explicit)]]
+    if differ:
+        team.do_audit(study, by, "settings", "changed " + ", ".join(differ), differ)
     if plan_changed:
         if background and planning.plan_needs_worker(study):
             planning.comparison_systems(study, explicit)  # too many pairs is said now, not by a failed job
@@ -61,6 +73,13 @@ def do_update_settings(
             planning.do_rebuild_plan(study, explicit)
     planning.do_reconsider_closed_pairs(study)  # e.g. the study stopped buying decided pairs: they open again
     return study
+
+
+def _audited(value: Any) -> Any:
+    """A setting's value as the audit trail keeps it (JSON): a system by its name."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
 
 
 SETTABLE_STATUSES = (Study.Status.ACTIVE, Study.Status.PAUSED, Study.Status.ARCHIVED)
@@ -84,17 +103,20 @@ def do_delete_study(study: Study, typed_name: str) -> None:
 
 
 @transaction.atomic
-def do_duplicate_study(study: Study, name: str) -> Study:
+def do_duplicate_study(study: Study, name: str, owner: User | None = None) -> Study:
     """A new study with the same items, outputs, attention checks and every setting (the researcher's own
-    copy to run again): no raters, judgments or links. Its plan is built afresh from the copied settings."""
-    name = creation.check_study_name(study.owner, name)
-    skip = {"id", "name", "created", "open_link_enabled", "open_link_nonce", "status", "baseline"}
+    copy to run again, ``owner``'s: by default the study's): no raters, judgments, links or team. Its plan is built
+    afresh from the copied settings."""
+    owner = owner or study.owner
+    name = creation.check_study_name(owner, name)
+    skip = {"id", "name", "created", "open_link_enabled", "open_link_nonce", "status", "baseline", "owner"}
     copy = Study.objects.create(
         name=name,
+        owner=owner,
         **{
             f.name: getattr(study, f.name)
             for f in Study._meta.concrete_fields
-            if f.name not in skip and f.attname not in skip | {"baseline_id"}
+            if f.name not in skip and f.attname not in skip | {"baseline_id", "owner_id"}
         },
     )
     for group in study_settings.GROUPS.values():

@@ -1,5 +1,7 @@
-"""The researcher API (token or session auth). Read-only views over the researcher's own studies;
-judgments are also exported in the formats of docs/interfaces.md#judgment-format."""
+"""The researcher API (token or session auth) over the studies a researcher owns or is on the team of: read every
+study, its items and judgments (also exported in the formats of docs/interfaces.md#judgment-format); create a study
+from a file, change its settings and manage its team (docs/api.md). What each role may do is decided by
+``annotation/access.py``: someone outside a study gets 404, a member whose role does not allow a change 403."""
 
 from __future__ import annotations
 
@@ -9,15 +11,24 @@ from typing import TypedDict
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import serializers, viewsets
+from django.conf import settings
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
 
-from annotation import setting_ranges
+from annotation import access, setting_ranges
 from annotation.access import studies_for
+from annotation.errors import FieldErrors, ServiceError
 from annotation.exchange import exports, judgment_files
 from annotation.exchange.exports import export_response
-from annotation.models import Generation, Item, Judgment, Study, System
+from annotation.exchange.rules import FormatError, check_size
+from annotation.models import AuditEntry, Generation, Item, Judgment, Membership, Role, Study, System
+from annotation.studies import creation, lifecycle, team
+from annotation.views.forms import settings_as_json, settings_form_from_json
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -27,6 +38,7 @@ class ErrorSerializer(serializers.Serializer):
 ERROR_RESPONSES = {
     "400": OpenApiResponse(OpenApiTypes.OBJECT, "Invalid query parameter: {parameter: [what is wrong]}."),
     "401": OpenApiResponse(ErrorSerializer, "Missing or invalid token."),
+    "403": OpenApiResponse(ErrorSerializer, "Your role in the study does not allow this change (it names the role)."),
     "404": OpenApiResponse(ErrorSerializer, "No such study (or not yours), or no such page."),
 }
 
@@ -137,9 +149,61 @@ JudgmentSerializer = type(
 )
 
 
-class StudyViewSet(viewsets.ReadOnlyModelViewSet):
+class StudyCreateSerializer(serializers.Serializer):
+    """A new study from a study file, as on the New study page (docs/interfaces.md#study-file)."""
+
+    name = serializers.CharField(max_length=200)
+    file = serializers.FileField(help_text="The study file: JSONL or CSV, as on the New study page.")
+    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+
+
+class JobStateSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+
+
+class StudyCreatedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    status = serializers.CharField(help_text="'importing' while the worker imports a large file, then 'active'.")
+    job = JobStateSerializer(allow_null=True, help_text="The background import of a large file, or null.")
+    warnings = serializers.ListField(child=serializers.CharField(), help_text="Empty outputs imported, and such.")
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username")
+    role = serializers.ChoiceField(choices=Role.choices)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "username", "role", "added"]
+        read_only_fields = ["id", "added"]
+
+
+class MemberRoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = ["at", "username", "action", "summary", "detail"]
+
+
+def _refused(errors: dict[str, list[str]]) -> ValidationError:
+    return ValidationError(errors)
+
+
+class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = StudySerializer
     lookup_value_regex = "[0-9]+"
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def study(self, need: str) -> Study:
+        """The study of the URL (404 outside its team), when the caller's role allows ``need`` (403 otherwise)."""
+        study = self.get_object()
+        access.check_may(self.request.user, study, need)
+        return study
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model matters
@@ -186,3 +250,123 @@ class StudyViewSet(viewsets.ReadOnlyModelViewSet):
         if fmt not in ("jsonl", "csv"):
             raise ValidationError({"as": "must be 'jsonl' or 'csv'"})
         return export_response(self.get_object(), fmt)
+
+    @extend_schema(
+        request={"multipart/form-data": StudyCreateSerializer},
+        responses={201: StudyCreatedSerializer},
+        description="Create a study of your own from a study file. The file is checked whole first: every problem "
+        "is listed (by line) under `file`, and nothing is created. A large file is imported by the worker: the "
+        "study's `status` is `importing` and `job` is its import until it is done.",
+    )
+    def create(self, request, *args, **kwargs):
+        given = StudyCreateSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        upload = given.validated_data["file"]
+        try:
+            check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
+            study, job = creation.do_start_study_import(
+                request.user,
+                given.validated_data["name"],
+                upload.read(),
+                upload.name,
+                given.validated_data["description"],
+            )
+        except FormatError as exc:
+            errors: dict[str, list[str]] = {}
+            for problem in exc.problems:
+                field = "name" if problem.field == "name" else "file"
+                errors.setdefault(field, []).append(str(problem))
+            raise _refused(errors) from None
+        except ServiceError as exc:  # as many imports queued as one researcher may have (jobs.JobLimit)
+            raise _refused({"non_field_errors": [str(exc)]}) from None
+        body = {
+            "id": study.pk,
+            "name": study.name,
+            "status": Study.objects.values_list("status", flat=True).get(pk=study.pk),
+            "job": None if job is None else {"id": job.pk, "status": job.status},
+            "warnings": [str(w) for w in study.import_warnings],
+        }
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": f"/api/studies/{study.pk}/"})
+
+    @extend_schema(
+        methods=["GET"],
+        responses={200: OpenApiTypes.OBJECT},
+        description="Every setting the settings page edits, by name.",
+    )
+    @extend_schema(
+        methods=["PATCH"],
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiResponse(OpenApiTypes.OBJECT, "{setting: [what is wrong]}.")},
+        description="Change settings by name (an editor's or the owner's role). All or nothing: every refused "
+        "setting is named, and nothing changes. The plan and what an answer is freeze once raters start.",
+    )
+    @action(detail=True, methods=["get", "patch"], url_path="settings", parser_classes=[JSONParser])
+    def study_settings(self, request, pk=None):
+        if request.method == "GET":
+            return Response(settings_as_json(self.study(access.VIEW)))
+        study = self.study(access.CHANGE)
+        started = study.has_started()
+        try:
+            form = settings_form_from_json(study, request.data, frozen=started)
+            changes = {f: form.cleaned_data[f] for f in form.setting_names()}
+            study.refresh_from_db()  # the ModelForm already wrote the values onto the instance
+            with transaction.atomic():
+                lifecycle.do_update_settings(study, changes, form.explicit(), background=True, by=request.user)
+        except FieldErrors as exc:
+            raise _refused(exc.errors) from None
+        except ServiceError as exc:  # a setting's range, or the plan frozen once raters started
+            raise _refused({"non_field_errors": [str(exc)]}) from None
+        return Response(settings_as_json(study))
+
+    @extend_schema(methods=["GET"], responses=MemberSerializer(many=True), description="The study's team.")
+    @extend_schema(
+        methods=["POST"],
+        request=MemberSerializer,
+        responses={201: MemberSerializer},
+        description="Add an account to the study's team as a viewer, reviewer or editor (the owner's role).",
+    )
+    @action(detail=True, methods=["get", "post"], parser_classes=[JSONParser])
+    def members(self, request, pk=None):
+        if request.method == "GET":
+            study = self.study(access.VIEW)
+            return Response(MemberSerializer(study.memberships.select_related("user"), many=True).data)
+        study = self.study(access.MANAGE)
+        data = request.data if isinstance(request.data, dict) else {}
+        try:
+            membership = team.do_add_member(study, data.get("username"), data.get("role"), request.user)
+        except FieldErrors as exc:
+            raise _refused(exc.errors) from None
+        return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        methods=["PATCH"],
+        request=MemberRoleSerializer,
+        responses={200: MemberSerializer},
+        description="Change a member's role (the owner's role).",
+    )
+    @extend_schema(methods=["DELETE"], responses={204: None}, description="Remove a member (the owner's role).")
+    @action(
+        detail=True,
+        methods=["patch", "delete"],
+        url_path=r"members/(?P<member_id>[0-9]+)",
+        parser_classes=[JSONParser],
+    )
+    def member(self, request, pk=None, member_id=None):
+        study = self.study(access.MANAGE)
+        membership = get_object_or_404(study.memberships.select_related("user"), pk=member_id)
+        membership.study = study
+        if request.method == "DELETE":
+            team.do_remove_member(membership, request.user)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        given = MemberRoleSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        team.do_set_role(membership, given.validated_data["role"], request.user)
+        return Response(MemberSerializer(membership).data)
+
+    @extend_schema(responses=AuditEntrySerializer(many=True))
+    @action(detail=True)
+    def audit(self, request, pk=None):
+        """Who changed what in the study, newest first: settings, rulings, exclusions, status and team."""
+        study = self.study(access.VIEW)
+        page = self.paginate_queryset(study.audit_entries.all())
+        return self.get_paginated_response(AuditEntrySerializer(page, many=True).data)

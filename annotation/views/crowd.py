@@ -20,7 +20,7 @@ from annotation.http import RaterRequest, ResearcherRequest
 from annotation.models import Assignment, ExternalLink, Rater
 from annotation.ratelimit import client_ip
 from annotation.rating import allocation, attention, consent, holds, practice
-from annotation.studies import enrolment
+from annotation.studies import enrolment, team
 from annotation.views import raters
 from annotation.views.forms import GenerateGoldForm, GoldPairForm
 
@@ -162,7 +162,7 @@ def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
     )
     for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
         w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
-    blocked = access.blocked_workers_for(request.user)
+    blocked = access.blocked_workers_for(study.owner)
     return render(
         request,
         "annotation/external_links.html",
@@ -250,12 +250,19 @@ def block_worker(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     try:
         blocked = sites.do_block_worker(
-            request.user,
+            study.owner,
             request.POST.get("platform", ""),
             request.POST.get("worker_id", ""),
             request.POST.get("reason", ""),
         )
-        messages.success(request, f"{blocked.worker_id} gets no more work in your studies.")
+        team.do_audit(
+            study,
+            request.user,
+            "worker_blocked",
+            f"blocked {blocked.platform} worker {blocked.worker_id}",
+            {"platform": blocked.platform, "worker_id": blocked.worker_id, "reason": blocked.reason},
+        )
+        messages.success(request, f"{blocked.worker_id} gets no more work in the studies of {study.owner.username}.")
     except ServiceError as exc:
         messages.error(request, str(exc))
     return redirect("external_links", study_id=study.pk)
@@ -264,6 +271,13 @@ def block_worker(request: ResearcherRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def unblock_worker(request: HttpRequest, study_id: int, block_id: int) -> HttpResponse:
-    study = access.access_study(request, study_id)
-    sites.do_unblock_worker(access.access_blocked_worker(request, block_id))
+    study, blocked = access.access_blocked_worker(request, study_id, block_id)
+    sites.do_unblock_worker(blocked)
+    team.do_audit(
+        study,
+        request.user,
+        "worker_unblocked",
+        f"let {blocked.platform} worker {blocked.worker_id} back in",
+        {"platform": blocked.platform, "worker_id": blocked.worker_id},
+    )
     return redirect("external_links", study_id=study.pk)

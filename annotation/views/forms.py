@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, cast
 
 from django import forms
@@ -9,6 +10,7 @@ from django.db import models
 
 from annotation import setting_ranges, study_settings
 from annotation.arena import setup as arena_setup
+from annotation.errors import FieldErrors
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.exchange.rules import MAX_STORED_INT
 from annotation.generating import runner as generating
@@ -162,6 +164,92 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             return None
         # each "a-b", one of the field's choices
         return [(int(a), int(b)) for a, b in (v.split("-") for v in self.cleaned_data["explicit_pairs"])]
+
+
+def _json_kind(field: forms.Field) -> tuple[tuple[type, ...], str]:
+    """The JSON types a settings field takes through the API, and how to name them: a form would read any value as
+    text, so ``["a"]`` would be stored as the text "['a']" without this."""
+    if isinstance(field, forms.BooleanField):
+        return (bool,), "true or false"
+    if isinstance(field, forms.IntegerField):
+        return (int,), "a whole number"
+    if isinstance(field, forms.FloatField | forms.DecimalField):
+        return (int, float), "a number"
+    if isinstance(field, forms.MultipleChoiceField):
+        return (list,), "a list"
+    return (str,), "text"
+
+
+def settings_as_json(study: Study) -> dict[str, Any]:
+    """Every setting the settings page edits, by name, as the API shows it (``PATCH`` takes the same): the baseline
+    by its system's name, the explicit list of system pairs as ``[system_a, system_b]`` name pairs."""
+    out: dict[str, Any] = {}
+    for name in StudySettingsForm.Meta.fields + [
+        f for g in study_settings.GROUPS.values() for f in g.fields
+    ] + ["public_base_url"]:
+        value = study_settings.value(study, name)
+        if isinstance(value, models.Model):
+            value = str(value)
+        elif isinstance(value, Decimal):
+            value = float(value)
+        out[name] = value
+    out["explicit_pairs"] = [
+        [a, b] for a, b in study.comparisons.values_list("system_a__name", "system_b__name").order_by("pk")
+    ] if study.pair_mode == Study.PairMode.EXPLICIT else []
+    return dict(sorted(out.items()))
+
+
+def settings_form_from_json(study: Study, body: Any, frozen: bool) -> StudySettingsForm:
+    """The settings form, bound to the stored settings with ``body``'s changes (a JSON object of setting names, as
+    ``settings_as_json`` gives them) over them, validated. Refused by name (``FieldErrors``): a key that is not a
+    setting, a value of the wrong JSON type, a setting frozen once raters started, and whatever the form refuses."""
+    if not isinstance(body, dict):
+        raise FieldErrors({"non_field_errors": ["Send a JSON object of settings by name."]})
+    current = StudySettingsForm(instance=study, frozen=frozen)
+    data = {name: current[name].value() for name in current.fields}
+    problems: dict[str, list[str]] = {}
+    systems = {s.name: s.pk for s in study.systems.all()}
+    for name, value in body.items():
+        field = current.fields.get(name)
+        if field is None:
+            problems[name] = ["Not a setting of this study (GET the settings for their names)."]
+            continue
+        allow_none = not field.required or isinstance(field, forms.ModelChoiceField)
+        if name == "baseline":
+            if value is not None and value not in systems:
+                problems[name] = [f"No system of this study is called {value!r}."]
+                continue
+            value = systems.get(value) if value is not None else None
+        elif name == "explicit_pairs":
+            pairs = value if isinstance(value, list) else None
+            ok = pairs is not None and all(
+                isinstance(p, list) and len(p) == 2 and all(x in systems for x in p) for p in pairs
+            )
+            if not ok:
+                problems[name] = ["A list of [system, system] pairs, each named as the study names its systems."]
+                continue
+            value = [
+                f"{min(systems[a], systems[b])}-{max(systems[a], systems[b])}" for a, b in cast(list, pairs)
+            ]
+        else:
+            kinds, words = _json_kind(field)
+            wrong_type = (value is None and not allow_none) or (
+                value is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)))
+            )
+            if wrong_type:
+                problems[name] = [f"Must be {words}."]
+                continue
+        if field.disabled and value != data[name]:
+            problems[name] = ["Raters have already started on this study, so this setting is frozen."]
+            continue
+        data[name] = value
+    form = StudySettingsForm(data, instance=study, frozen=frozen)
+    if not form.is_valid():
+        for name, messages in form.errors.items():
+            problems.setdefault("non_field_errors" if name == "__all__" else name, []).extend(messages)
+    if problems:
+        raise FieldErrors(problems)
+    return form
 
 
 def _within_range(name: str, field: forms.Field, study: Study) -> None:

@@ -24,7 +24,7 @@ from annotation.generating import runner
 from annotation.http import ResearcherRequest
 from annotation.models import Arena, Battle, Generation, Item, Judgment, Rater, Skip, Study, SystemEndpoint
 from annotation.rating import allocation, imports
-from annotation.studies import creation, enrolment, lifecycle, monitoring
+from annotation.studies import creation, enrolment, lifecycle, monitoring, team
 from annotation.views.forms import (
     BulkLinksForm,
     DeleteForm,
@@ -244,7 +244,7 @@ def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
         changes = {f: form.cleaned_data[f] for f in form.setting_names()}
         study.refresh_from_db()  # the ModelForm already wrote the values onto the instance
         try:
-            lifecycle.do_update_settings(study, changes, form.explicit(), background=True)
+            lifecycle.do_update_settings(study, changes, form.explicit(), background=True, by=request.user)
         except ServiceError as exc:
             form.add_error(None, str(exc))
         else:
@@ -331,6 +331,7 @@ def rater_link(request: HttpRequest, study_id: int, rater_id: int, action: str) 
         messages.success(request, f"New link for {rater.external_id}; the old one no longer works.")
     elif action == "revoke":
         enrolment.do_revoke_rater_link(rater)
+        team.do_audit(study, request.user, "rater_revoked", f"revoked {rater.external_id}'s link", {"rater": rater.pk})
         messages.success(request, f"{rater.external_id}'s link is revoked; their judgments are kept.")
     else:
         raise Http404("No such action.")
@@ -370,6 +371,7 @@ def study_status(request: HttpRequest, study_id: int) -> HttpResponse:
     except ServiceError as exc:
         messages.error(request, str(exc))
     else:
+        team.do_audit(study, request.user, "status", f"set the study {study.status}", {"status": study.status})
         messages.success(
             request,
             {
@@ -384,8 +386,8 @@ def study_status(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 def study_delete(request: HttpRequest, study_id: int) -> HttpResponse:
-    """Confirm, with the exports offered first; then delete the study and everything in it."""
-    study = access_study(request, study_id)
+    """Confirm, with the exports offered first; then delete the study and everything in it (its owner only)."""
+    study = access_study(request, study_id, access.MANAGE)
     form = DeleteForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -406,11 +408,12 @@ def study_delete(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 def study_duplicate(request: HttpRequest, study_id: int) -> HttpResponse:
-    study = access_study(request, study_id)
+    """A copy of one's own (any member may: it changes nothing in this study)."""
+    study = access_study(request, study_id, access.VIEW)
     form = DuplicateForm(request.POST or None, initial={"name": f"{study.name} (copy)"})
     if request.method == "POST" and form.is_valid():
         try:
-            copy = lifecycle.do_duplicate_study(study, form.cleaned_data["name"])
+            copy = lifecycle.do_duplicate_study(study, form.cleaned_data["name"], owner=request.user)
         except FormatError as exc:  # the name is empty or taken (creation.check_study_name)
             for problem in exc.problems:
                 form.add_error("name", problem.message)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.views import arena_settings, crowd, judges, raters, runs, studies, systems, uploads
+from annotation.views import arena_settings, crowd, judges, raters, runs, studies, systems, team, uploads
 
 urlpatterns = [
     path("", studies.home, name="home"),
@@ -20,6 +20,8 @@ urlpatterns = [
     path("studies/<int:study_id>/status/", studies.study_status, name="study_status"),
     path("studies/<int:study_id>/delete/", studies.study_delete, name="study_delete"),
     path("studies/<int:study_id>/duplicate/", studies.study_duplicate, name="study_duplicate"),
+    path("studies/<int:study_id>/team/", team.team_page, name="team"),
+    path("studies/<int:study_id>/team/<int:member_id>/", team.member_change, name="member_change"),
     path(
         "studies/<int:study_id>/external/<int:link_id>/<slug:action>/",
         crowd.external_link_action,
