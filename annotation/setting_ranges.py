@@ -39,7 +39,7 @@ def _number(value: float | Decimal) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _choices(name: str) -> list[tuple[Any, str]] | None:
+def choices(name: str) -> list[tuple[Any, str]] | None:
     setting = study_settings.SETTINGS[name]
     if setting.choices is not None:
         return setting.choices()
@@ -51,7 +51,7 @@ def describe(name: str) -> str:
     """What a setting accepts, as people read it ("a whole number from 1 to 10,080"); "" for one the page offers as
     a choice, a tick box or a system."""
     setting = study_settings.SETTINGS[name]
-    if setting.form_only or name == "baseline" or _choices(name) is not None:
+    if setting.form_only or name == "baseline" or choices(name) is not None:
         return ""
     field = model_field(name)
     empty = ", or empty" if field.null or (field.blank and not isinstance(field, models.BooleanField)) else ""
@@ -60,7 +60,7 @@ def describe(name: str) -> str:
     if isinstance(field, models.URLField):
         return f"an {' or '.join(URL_SCHEMES)} address of at most {field.max_length} characters{empty}"
     if isinstance(field, models.CharField | models.TextField):
-        return f"at most {_number(_max_chars(name))} characters"
+        return f"at most {_number(max_chars(name))} characters"
     limits = _limits(name)
     kind = "a whole number" if isinstance(field, models.IntegerField) else "a number"
     if limits.above or limits.below:
@@ -101,7 +101,7 @@ def _limits(name: str) -> study_settings.Range:
     return limits
 
 
-def _max_chars(name: str) -> int:
+def max_chars(name: str) -> int:
     declared = study_settings.SETTINGS[name].max_chars
     column = model_field(name).max_length
     if declared is None and column is None:
@@ -126,9 +126,9 @@ def problem(name: str, value: Any, study: Any = None) -> str | None:
         return None
     if isinstance(field, models.BooleanField):
         return None if isinstance(value, bool) else f"must be on or off (True or False), not {value!r}"
-    choices = _choices(name)
-    if choices is not None:
-        allowed = [str(key) for key, _ in choices]
+    offered = choices(name)
+    if offered is not None:
+        allowed = [str(key) for key, _ in offered]
         return None if value in allowed else f"must be one of {', '.join(allowed)}, not {value!r}"
     if isinstance(field, models.CharField | models.TextField):
         return _text_problem(name, field, value)
@@ -142,10 +142,13 @@ def _text_problem(name: str, field: models.Field, value: Any) -> str | None:
         try:
             URLValidator(schemes=list(URL_SCHEMES))(value)
         except ValidationError:
-            scheme = urlsplit(value).scheme
+            try:
+                scheme = urlsplit(value).scheme
+            except ValueError:  # not even a URL's shape ("http://[" is an unclosed IPv6 address)
+                scheme = ""
             wrong = f" ({scheme}: is not one)" if scheme and scheme not in URL_SCHEMES else ""
             return f"must be {describe(name)}{wrong}"
-    if len(value) > _max_chars(name):
+    if len(value) > max_chars(name):
         return f"must be {describe(name)}, not {len(value):,}"
     try:
         field.run_validators(value)  # e.g. the further questions' own format

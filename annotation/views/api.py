@@ -12,7 +12,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 from django.shortcuts import get_object_or_404
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -20,7 +20,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
-from annotation import access, setting_ranges
+from annotation import access, setting_ranges, study_settings
 from annotation.access import studies_for
 from annotation.errors import FieldErrors, ServiceError
 from annotation.exchange import exports, judgment_files
@@ -28,7 +28,7 @@ from annotation.exchange.exports import export_response
 from annotation.exchange.rules import FormatError, check_size
 from annotation.models import AuditEntry, Generation, Item, Judgment, Membership, Role, Study, System
 from annotation.studies import creation, lifecycle, team
-from annotation.views.forms import settings_as_json, settings_form_from_json
+from annotation.views.forms import settings_as_json, settings_form_from_json, settings_names
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -190,8 +190,42 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         fields = ["at", "username", "action", "summary", "detail"]
 
 
-def _refused(errors: dict[str, list[str]]) -> ValidationError:
-    return ValidationError(errors)
+def _setting_field(name: str) -> serializers.Field:
+    """A setting as the API's schema types it, from its declaration (``annotation/study_settings.py``) and column."""
+    if name == "explicit_pairs":
+        pair = serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2)
+        return serializers.ListField(
+            child=pair, required=False, help_text="The system pairs compared when pair_mode is explicit, by name."
+        )
+    if name == "baseline":
+        return serializers.CharField(required=False, allow_null=True, help_text="The baseline system's name.")
+    setting, column = study_settings.SETTINGS[name], setting_ranges.model_field(name)
+    common: dict = {"required": False, "help_text": setting.help, "allow_null": column.null}
+    offered = setting_ranges.choices(name)
+    if offered is not None:
+        return serializers.ChoiceField(choices=[key for key, _ in offered], **common)
+    if isinstance(column, models.BooleanField):
+        return serializers.BooleanField(**common)
+    if isinstance(column, models.IntegerField):
+        return serializers.IntegerField(**setting_ranges.bounds(name), **common)
+    if isinstance(column, models.FloatField | models.DecimalField):
+        return serializers.FloatField(**setting_ranges.bounds(name), **common)
+    return serializers.CharField(max_length=setting_ranges.max_chars(name), allow_blank=column.blank, **common)
+
+
+def _settings_serializer() -> type[serializers.Serializer]:
+    return type(
+        "StudySettingsSerializer",
+        (serializers.Serializer,),
+        {
+            "__doc__": "A study's settings by name, as the settings page edits them.",
+            "__module__": __name__,
+            **{name: _setting_field(name) for name in settings_names()},
+        },
+    )
+
+
+StudySettingsSerializer = _settings_serializer()
 
 
 class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -276,9 +310,9 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             for problem in exc.problems:
                 field = "name" if problem.field == "name" else "file"
                 errors.setdefault(field, []).append(str(problem))
-            raise _refused(errors) from None
+            raise ValidationError(errors) from None
         except ServiceError as exc:  # as many imports queued as one researcher may have (jobs.JobLimit)
-            raise _refused({"non_field_errors": [str(exc)]}) from None
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
         body = {
             "id": study.pk,
             "name": study.name,
@@ -290,13 +324,16 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         methods=["GET"],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: StudySettingsSerializer},
         description="Every setting the settings page edits, by name.",
     )
     @extend_schema(
         methods=["PATCH"],
-        request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT, 400: OpenApiResponse(OpenApiTypes.OBJECT, "{setting: [what is wrong]}.")},
+        request=StudySettingsSerializer,
+        responses={
+            200: StudySettingsSerializer,
+            400: OpenApiResponse(OpenApiTypes.OBJECT, "{setting: [what is wrong]}."),
+        },
         description="Change settings by name (an editor's or the owner's role). All or nothing: every refused "
         "setting is named, and nothing changes. The plan and what an answer is freeze once raters start.",
     )
@@ -313,9 +350,9 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             with transaction.atomic():
                 lifecycle.do_update_settings(study, changes, form.explicit(), background=True, by=request.user)
         except FieldErrors as exc:
-            raise _refused(exc.errors) from None
+            raise ValidationError(exc.errors) from None
         except ServiceError as exc:  # a setting's range, or the plan frozen once raters started
-            raise _refused({"non_field_errors": [str(exc)]}) from None
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response(settings_as_json(study))
 
     @extend_schema(methods=["GET"], responses=MemberSerializer(many=True), description="The study's team.")
@@ -329,13 +366,14 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def members(self, request, pk=None):
         if request.method == "GET":
             study = self.study(access.VIEW)
-            return Response(MemberSerializer(study.memberships.select_related("user"), many=True).data)
+            page = self.paginate_queryset(study.memberships.select_related("user"))
+            return self.get_paginated_response(MemberSerializer(page, many=True).data)
         study = self.study(access.MANAGE)
         data = request.data if isinstance(request.data, dict) else {}
         try:
             membership = team.do_add_member(study, data.get("username"), data.get("role"), request.user)
         except FieldErrors as exc:
-            raise _refused(exc.errors) from None
+            raise ValidationError(exc.errors) from None
         return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(

@@ -180,13 +180,19 @@ def _json_kind(field: forms.Field) -> tuple[tuple[type, ...], str]:
     return (str,), "text"
 
 
+def settings_names() -> list[str]:
+    """Every setting the settings page edits (the API's settings too), wherever it is stored."""
+    stored = StudySettingsForm.Meta.fields + [f for g in study_settings.GROUPS.values() for f in g.fields]
+    return sorted([*stored, "public_base_url", "explicit_pairs"])
+
+
 def settings_as_json(study: Study) -> dict[str, Any]:
     """Every setting the settings page edits, by name, as the API shows it (``PATCH`` takes the same): the baseline
     by its system's name, the explicit list of system pairs as ``[system_a, system_b]`` name pairs."""
     out: dict[str, Any] = {}
-    for name in StudySettingsForm.Meta.fields + [
-        f for g in study_settings.GROUPS.values() for f in g.fields
-    ] + ["public_base_url"]:
+    for name in settings_names():
+        if name == "explicit_pairs":
+            continue
         value = study_settings.value(study, name)
         if isinstance(value, models.Model):
             value = str(value)

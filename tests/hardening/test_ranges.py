@@ -133,6 +133,7 @@ ATTACKS = [
     ("bootstrap_rounds", 32767),  # the documented most is 2,000
     ("pay_per_assignment", -1),
     ("public_base_url", "ftp://files.example.org/"),
+    ("public_base_url", "https://[::1"),  # not even a URL's shape: urlsplit raises (a 500 before)
     # a 500 on PostgreSQL: beyond the column
     ("min_n", 32768),
     ("bootstrap_rounds", 100_000),
