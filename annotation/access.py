@@ -39,8 +39,8 @@ from annotation.models import (
     Judgment,
     Membership,
     Rater,
-    Study,
     Role,
+    Study,
     SystemEndpoint,
 )
 
@@ -64,9 +64,9 @@ def studies_for(user: User) -> QuerySet[Study]:
     """Every study the user owns or is a member of, each with the user's role (``role``: ``OWNER`` or a
     ``Role``), read in the same query."""
     member = Membership.objects.filter(study=OuterRef("pk"), user=user).values("role")[:1]
-    return Study.objects.filter(Q(owner=user) | Q(pk__in=Membership.objects.filter(user=user).values("study"))).annotate(
-        member_role=Subquery(member)
-    )
+    return Study.objects.filter(
+        Q(owner=user) | Q(pk__in=Membership.objects.filter(user=user).values("study"))
+    ).annotate(member_role=Subquery(member))
 
 
 def role_of(user: User, study: Study) -> str | None:
@@ -122,6 +122,14 @@ def access_study(request: HttpRequest, study_id: int, need: str | None = None) -
 def access_item(request: HttpRequest, study_id: int, item_id: int) -> tuple[Study, Item]:
     study = access_study(request, study_id)
     return study, get_object_or_404(study.items, pk=item_id)
+
+
+def access_member(request: HttpRequest, study_id: int, member_id: int) -> tuple[Study, Membership]:
+    """A member of the study's team, for its owner to change or remove (``MANAGE``)."""
+    study = access_study(request, study_id, MANAGE)
+    membership = get_object_or_404(study.memberships.select_related("user"), pk=member_id)
+    membership.study = study
+    return study, membership
 
 
 def access_study_rater(request: HttpRequest, study_id: int, rater_id: int) -> tuple[Study, Rater]:

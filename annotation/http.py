@@ -24,6 +24,7 @@ class ResearcherRequest(HtmxRequest):
     ``AnonymousUser``."""
 
     user: User
+    study_role: str  # the researcher's role in the study the page is of (``access.access_study`` sets it)
 
 
 class RaterRequest(HtmxRequest):

@@ -1,19 +1,19 @@
 """The researcher API (token or session auth) over the studies a researcher owns or is on the team of: read every
 study, its items and judgments (also exported in the formats of docs/interfaces.md#judgment-format); create a study
-from a file, change its settings and manage its team (docs/api.md). What each role may do is decided by
+from a file, change its settings and manage its team (README.md#api). What each role may do is decided by
 ``annotation/access.py``: someone outside a study gets 404, a member whose role does not allow a change 403."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypedDict
+from typing import Any, TypedDict, cast
 
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import models, transaction
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from django.conf import settings
-from django.db import models, transaction
-from django.shortcuts import get_object_or_404
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -207,9 +207,9 @@ def _setting_field(name: str) -> serializers.Field:
     if isinstance(column, models.BooleanField):
         return serializers.BooleanField(**common)
     if isinstance(column, models.IntegerField):
-        return serializers.IntegerField(**setting_ranges.bounds(name), **common)
+        return serializers.IntegerField(**cast(dict[str, Any], setting_ranges.bounds(name)), **common)
     if isinstance(column, models.FloatField | models.DecimalField):
-        return serializers.FloatField(**setting_ranges.bounds(name), **common)
+        return serializers.FloatField(**cast(dict[str, Any], setting_ranges.bounds(name)), **common)
     return serializers.CharField(max_length=setting_ranges.max_chars(name), allow_blank=column.blank, **common)
 
 
@@ -236,7 +236,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def study(self, need: str) -> Study:
         """The study of the URL (404 outside its team), when the caller's role allows ``need`` (403 otherwise)."""
         study = self.get_object()
-        access.check_may(self.request.user, study, need)
+        access.check_may(cast(User, self.request.user), study, need)  # IsAuthenticated: never anonymous
         return study
 
     def get_queryset(self):
@@ -390,9 +390,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         parser_classes=[JSONParser],
     )
     def member(self, request, pk=None, member_id=None):
-        study = self.study(access.MANAGE)
-        membership = get_object_or_404(study.memberships.select_related("user"), pk=member_id)
-        membership.study = study
+        _, membership = access.access_member(request, int(pk), int(member_id))
         if request.method == "DELETE":
             team.do_remove_member(membership, request.user)
             return Response(status=status.HTTP_204_NO_CONTENT)

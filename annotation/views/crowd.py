@@ -270,7 +270,7 @@ def block_worker(request: ResearcherRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def unblock_worker(request: HttpRequest, study_id: int, block_id: int) -> HttpResponse:
+def unblock_worker(request: ResearcherRequest, study_id: int, block_id: int) -> HttpResponse:
     study, blocked = access.access_blocked_worker(request, study_id, block_id)
     sites.do_unblock_worker(blocked)
     team.do_audit(

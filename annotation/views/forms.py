@@ -199,9 +199,11 @@ def settings_as_json(study: Study) -> dict[str, Any]:
         elif isinstance(value, Decimal):
             value = float(value)
         out[name] = value
-    out["explicit_pairs"] = [
-        [a, b] for a, b in study.comparisons.values_list("system_a__name", "system_b__name").order_by("pk")
-    ] if study.pair_mode == Study.PairMode.EXPLICIT else []
+    out["explicit_pairs"] = (
+        [[a, b] for a, b in study.comparisons.values_list("system_a__name", "system_b__name").order_by("pk")]
+        if study.pair_mode == Study.PairMode.EXPLICIT
+        else []
+    )
     return dict(sorted(out.items()))
 
 
@@ -234,9 +236,7 @@ def settings_form_from_json(study: Study, body: Any, frozen: bool) -> StudySetti
             if not ok:
                 problems[name] = ["A list of [system, system] pairs, each named as the study names its systems."]
                 continue
-            value = [
-                f"{min(systems[a], systems[b])}-{max(systems[a], systems[b])}" for a, b in cast(list, pairs)
-            ]
+            value = [f"{min(systems[a], systems[b])}-{max(systems[a], systems[b])}" for a, b in cast(list, pairs)]
         else:
             kinds, words = _json_kind(field)
             wrong_type = (value is None and not allow_none) or (
@@ -252,7 +252,7 @@ def settings_form_from_json(study: Study, body: Any, frozen: bool) -> StudySetti
     form = StudySettingsForm(data, instance=study, frozen=frozen)
     if not form.is_valid():
         for name, messages in form.errors.items():
-            problems.setdefault("non_field_errors" if name == "__all__" else name, []).extend(messages)
+            problems.setdefault("non_field_errors" if name == "__all__" else name, []).extend(str(m) for m in messages)
     if problems:
         raise FieldErrors(problems)
     return form
@@ -267,8 +267,14 @@ def _within_range(name: str, field: forms.Field, study: Study) -> None:
         if wrong:
             raise forms.ValidationError(wrong[0].upper() + wrong[1:] + ".", code="range")
 
-    bounds = (validators.MaxLengthValidator, validators.MinValueValidator, validators.MaxValueValidator)
-    field.validators = [v for v in field.validators if not isinstance(v, bounds)]  # one message: the declared range
+    # one message: the declared range (and for a URL, setting_ranges' own check of its schemes)
+    bounds = (
+        validators.MaxLengthValidator,
+        validators.MinValueValidator,
+        validators.MaxValueValidator,
+        validators.URLValidator,
+    )
+    field.validators = [v for v in field.validators if not isinstance(v, bounds)]
     field.validators.append(check)
     limits = study_settings.SETTINGS[name].limits
     if limits is not None and isinstance(field.widget, forms.NumberInput):

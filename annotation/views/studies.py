@@ -236,7 +236,7 @@ def item_detail(request: HttpRequest, study_id: int, item_id: int) -> HttpRespon
 
 
 @login_required
-def study_settings(request: HttpRequest, study_id: int) -> HttpResponse:
+def study_settings(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     started = study.has_started()
     form = StudySettingsForm(request.POST or None, instance=study, frozen=started)
@@ -323,7 +323,7 @@ def open_link_rotate(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def rater_link(request: HttpRequest, study_id: int, rater_id: int, action: str) -> HttpResponse:
+def rater_link(request: ResearcherRequest, study_id: int, rater_id: int, action: str) -> HttpResponse:
     """Rotate (a new link, the old one stops) or revoke (no link) one rater's personal link."""
     study, rater = access.access_study_rater(request, study_id, rater_id)
     if action == "rotate":
@@ -364,7 +364,7 @@ def rater_links_bulk(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def study_status(request: HttpRequest, study_id: int) -> HttpResponse:
+def study_status(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     try:
         lifecycle.do_set_status(study, request.POST.get("status", ""))
@@ -407,7 +407,7 @@ def study_delete(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
-def study_duplicate(request: HttpRequest, study_id: int) -> HttpResponse:
+def study_duplicate(request: ResearcherRequest, study_id: int) -> HttpResponse:
     """A copy of one's own (any member may: it changes nothing in this study)."""
     study = access_study(request, study_id, access.VIEW)
     form = DuplicateForm(request.POST or None, initial={"name": f"{study.name} (copy)"})

@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from annotation import access
@@ -56,9 +56,7 @@ def team_page(request: ResearcherRequest, study_id: int) -> HttpResponse:
 @require_POST
 def member_change(request: ResearcherRequest, study_id: int, member_id: int) -> HttpResponse:
     """Change a member's role, or remove them (``remove``)."""
-    study = access.access_study(request, study_id, access.MANAGE)
-    membership = get_object_or_404(study.memberships.select_related("user"), pk=member_id)
-    membership.study = study
+    study, membership = access.access_member(request, study_id, member_id)
     if request.POST.get("remove"):
         team.do_remove_member(membership, request.user)
         messages.success(request, f"{membership.user.username} is no longer on this study's team.")

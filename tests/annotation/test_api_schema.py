@@ -13,8 +13,8 @@ import schemathesis
 from django.core import signals
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
-from schemathesis.specs.openapi.checks import positive_data_acceptance
 from rest_framework.authtoken.models import Token
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from annotation.models import Judgment, Study
 from annotation.rating import allocation

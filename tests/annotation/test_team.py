@@ -1,4 +1,4 @@
-"""A study's team (issue 44): roles enforced in the API, the pages and the exports through one access module, the
+"""A study's team: roles enforced in the API, the pages and the exports through one access module, the
 write API's contract (create a study from a file, change its settings, add members), and the audit trail."""
 
 from __future__ import annotations
@@ -269,7 +269,10 @@ def test_a_reviewer_rules_on_the_queue_and_changes_nothing_else(client, team_stu
 def test_only_the_owner_deletes_the_study_or_manages_its_team(client, team_study, people):
     editor = logged_in(client, people["editor"])
     assert editor.post(f"/studies/{team_study.pk}/delete/", {"confirm": team_study.name}).status_code == 403
-    assert editor.post(f"/studies/{team_study.pk}/team/", {"username": "outsider-person", "role": "viewer"}).status_code == 403
+    assert (
+        editor.post(f"/studies/{team_study.pk}/team/", {"username": "outsider-person", "role": "viewer"}).status_code
+        == 403
+    )
     assert Study.objects.filter(pk=team_study.pk).exists()
     assert not Membership.objects.filter(user=people["outsider"]).exists()
     outsider = logged_in(client, people["outsider"])
@@ -282,7 +285,9 @@ def test_an_editors_copy_is_their_own_and_a_block_goes_on_the_owners_list(client
     response = editor.post(f"/studies/{team_study.pk}/duplicate/", {"name": "editor's copy"})
     assert response.status_code == 302
     assert Study.objects.get(name="editor's copy").owner == people["editor"]
-    editor.post(f"/studies/{team_study.pk}/external/block/", {"platform": "mturk", "worker_id": "A1B2C3", "reason": "spam"})
+    editor.post(
+        f"/studies/{team_study.pk}/external/block/", {"platform": "mturk", "worker_id": "A1B2C3", "reason": "spam"}
+    )
     assert BlockedWorker.objects.get(worker_id="A1B2C3").owner == researcher
     entry = AuditEntry.objects.get(study=team_study, action="worker_blocked")
     assert entry.username == "editor-person" and entry.detail["reason"] == "spam"

@@ -147,6 +147,7 @@ RESEARCHER_PAGES = (
     "judges",
     "review_queue",
     "systems",
+    "team",
 )  # every GET page of a study (the others are form targets)
 
 
@@ -175,6 +176,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     for study in studies:
         stored.do_refresh(study, Population())
     with_workers(studies[0])  # the crowd page's Workers and Consent tables, filled
+    with_team(studies[0], researcher)  # the Team page's members and audit trail, filled
     generated = generated_study(researcher)  # systems generated from endpoints, with their faults
     board = arena_board_study(researcher)  # an arena's leaderboard, with categories and flagged votes
     researcher.refresh_from_db()  # load_demo gave the account a new password: a session needs the current one
@@ -235,6 +237,48 @@ def logged_in_pages(browser_page, live_server, client):
             yield size, width, context.new_page()
         finally:
             context.close()
+
+
+def with_team(study, owner) -> None:
+    """Two collaborators in roles and a change each in the audit trail (a setting before and after, a ruling)."""
+    from django.contrib.auth import get_user_model
+
+    from annotation.studies import team
+
+    for name, role in (("carol", "reviewer"), ("dmitri-with-a-long-account-name", "editor")):
+        get_user_model().objects.create_user(name, password="pw")
+        team.do_add_member(study, name, role, owner)
+    lifecycle.do_update_settings(study, {"question": "Which summary is more faithful to the article?"}, None, by=owner)
+
+
+@pytest.mark.slow(seconds=20)
+def test_a_viewers_pages_and_a_refused_change_at_both_sizes(browser_page, live_server, researcher, study) -> None:
+    """A viewer's study page says their role; a change their role does not allow is refused on a page that says
+    which role it needs: no serious violation at either size, nothing wider than the screen."""
+    from django.contrib.auth import get_user_model
+
+    from annotation.studies import team
+
+    viewer = get_user_model().objects.create_user("vera", password="pw")
+    team.do_add_member(study, "vera", "viewer", researcher)
+    client = Client()
+    client.force_login(viewer)
+    found: dict[str, list[str]] = {}
+    wider: dict[str, int] = {}
+    for size, width, page in logged_in_pages(browser_page, live_server, client):
+        for name in ("study_detail", "team", "study_settings"):
+            page.goto(live_server.url + reverse(name, args=[study.pk]))
+            found[f"{name} [{size}]"] = serious(page)
+        assert page.get_by_test_id("study-role").is_visible()
+        page.get_by_role("button", name="Save settings").click()
+        page.get_by_test_id("forbidden").wait_for()
+        assert "an editor's role" in page.get_by_test_id("forbidden").inner_text()
+        found[f"refused [{size}]"] = serious(page)
+        scrolled = page.evaluate("document.scrollingElement.scrollWidth")
+        if scrolled > width:
+            wider[size] = scrolled
+    assert found == {name: [] for name in found}
+    assert wider == {}
 
 
 def with_workers(study) -> None:
