@@ -112,10 +112,11 @@ def access_study(request: HttpRequest, study_id: int, need: str | None = None) -
     """The study, if the logged-in researcher owns it or is a member, with every app's settings row and their role
     (one query). ``need``: what the request does (``VIEW``, ``REVIEW``, ``CHANGE``, ``MANAGE``); by default, a GET
     reads (``VIEW``) and any other method changes (``CHANGE``). The role is kept on the request (``study_role``)
-    for the page to say."""
+    for the page to say, and what it allows (``study_may``) for the page to offer."""
     user = _researcher(request)
     study = get_object_or_404(studies_for(user).select_related(*study_settings.GROUPS), pk=study_id)
-    request.study_role = check_may(user, study, need or (VIEW if request.method in SAFE_METHODS else CHANGE))  # type: ignore[attr-defined]
+    role = check_may(user, study, need or (VIEW if request.method in SAFE_METHODS else CHANGE))
+    request.study_role, request.study_may = role, PERMISSIONS[role]  # type: ignore[attr-defined]
     return study
 
 

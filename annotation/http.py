@@ -25,6 +25,7 @@ class ResearcherRequest(HtmxRequest):
 
     user: User
     study_role: str  # the researcher's role in the study the page is of (``access.access_study`` sets it)
+    study_may: frozenset[str]  # what that role allows (``access.PERMISSIONS``)
 
 
 class RaterRequest(HtmxRequest):

@@ -43,7 +43,7 @@ def team_page(request: ResearcherRequest, study_id: int) -> HttpResponse:
             "owner": study.owner,
             "members": study.memberships.select_related("user"),
             "roles": Role.choices,
-            "may_manage": access.MANAGE in access.PERMISSIONS[request.study_role],
+            "may_manage": access.MANAGE in request.study_may,
             "errors": errors,
             "entered": entered,
             "trail": trail,

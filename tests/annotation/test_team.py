@@ -7,6 +7,7 @@ import io
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -203,6 +204,10 @@ def test_a_viewer_reads_the_pages_and_exports_and_changes_nothing(client, team_s
     viewer = logged_in(client, people["viewer"])
     page = viewer.get(f"/studies/{team_study.pk}/")
     assert page.status_code == 200 and b'data-testid="study-role"' in page.content
+    # what the role cannot do is not offered (the owner's page offers it)
+    assert b"Pause rating" not in page.content and b"Delete\xe2\x80\xa6" not in page.content
+    owners = logged_in(Client(), team_study.owner).get(f"/studies/{team_study.pk}/")
+    assert b"Pause rating" in owners.content and b"Delete\xe2\x80\xa6" in owners.content
     for path in ("settings/", "items/", "team/", "judgments.csv", "judgments.jsonl"):
         assert viewer.get(f"/studies/{team_study.pk}/{path}").status_code == 200, path
     assert viewer.get(f"/studies/{team_study.pk}/review/").status_code == 200
