@@ -42,6 +42,7 @@ from annotation.models import (
     Role,
     Study,
     SystemEndpoint,
+    WorkerSession,
 )
 
 SESSION_RATERS = "seplab_open_link_raters"
@@ -131,6 +132,18 @@ def access_member(request: HttpRequest, study_id: int, member_id: int) -> tuple[
     membership = get_object_or_404(study.memberships.select_related("user"), pk=member_id)
     membership.study = study
     return study, membership
+
+
+def access_worker_session(request: HttpRequest, study_id: int, session_id: object) -> tuple[Study, WorkerSession]:
+    """A crowd worker's session of the study (MTurk or Prolific), for paying it (404 otherwise)."""
+    study = access_study(request, study_id)
+    if not isinstance(session_id, str) or not session_id.isdigit():
+        raise Http404("No such worker session.")
+    session = get_object_or_404(
+        WorkerSession.objects.select_related("link", "rater"), pk=int(session_id), link__study=study
+    )
+    session.link.study = study
+    return study, session
 
 
 def access_study_rater(request: HttpRequest, study_id: int, rater_id: int) -> tuple[Study, Rater]:

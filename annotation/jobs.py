@@ -58,6 +58,7 @@ KINDS: dict[str, str] = {
     "plan": "annotation.plan.planning.plan_job",
     "judge": "annotation.judges.runner.judge_job",
     "generate": "annotation.generating.runner.generate_job",
+    "crowd_pay": "annotation.crowd.payments.pay_job",
 }
 
 
@@ -95,6 +96,8 @@ LIMITS: dict[str, Limit] = {
     # same work
     "judge": Limit("judge runs", key=("judge",)),
     "generate": Limit("generation runs", key=("endpoint",)),
+    # a queued run sends every action of the study queued by the time it runs
+    "crowd_pay": Limit("crowd payment runs", coalesce="queued", per_study=1),
 }
 
 
@@ -103,7 +106,7 @@ class JobLimit(ServiceError):
 
 
 # a body that may run again from the start after a database outage
-RESTARTABLE: set[str] = {"plan", "judge", "generate"}
+RESTARTABLE: set[str] = {"plan", "judge", "generate", "crowd_pay"}  # crowd_pay: a row half-sent is failed, never resent
 OUTAGE_RETRIES = 5  # times a restartable body is run again after an outage cut it short, before the job fails
 OUTAGE = (
     "The database could not be reached while this job ran (it was locked by another writer or its "

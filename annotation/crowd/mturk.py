@@ -149,6 +149,13 @@ def bonus(client, worker_id: str, assignment_id: str, amount: str, reason: str, 
     )
 
 
+def block(client, worker_id: str, reason: str) -> None:
+    """Block a worker from all of the requester's HITs on MTurk (the worker does not see the reason)."""
+    if not reason.strip():
+        raise ServiceError("blocking needs a reason")
+    client.create_worker_block(WorkerId=worker_id, Reason=reason[:1024])
+
+
 def create_qualification(client, name: str, description: str) -> str:
     response = client.create_qualification_type(Name=name, Description=description, QualificationTypeStatus="Active")
     return response["QualificationType"]["QualificationTypeId"]

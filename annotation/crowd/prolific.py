@@ -87,6 +87,23 @@ class Client:
             {"action": "REJECT", "message": message, "rejection_category": category},
         )
 
+    def set_up_bonus(self, prolific_study_id: str, submission_id: str, amount) -> str:
+        """A bonus of ``amount`` (in the study's currency, e.g. 1.50) for one submission, set up but not paid;
+        Prolific's id for it (what ``pay_bonus`` pays)."""
+        answer = self.request(
+            "POST",
+            "/api/v1/submissions/bonus-payments/",
+            {"study_id": prolific_study_id, "csv_bonuses": f"{submission_id},{amount}\n"},
+        )
+        bulk_id = answer.get("id")
+        if not isinstance(bulk_id, str) or not bulk_id:
+            raise ProlificError("Prolific set up the bonus but gave no id to pay it with.")
+        return bulk_id
+
+    def pay_bonus(self, bulk_id: str) -> dict:
+        """Pay a bonus set up by ``set_up_bonus``. Not idempotent on Prolific's side: call it once per bonus."""
+        return self.request("POST", f"/api/v1/bulk-bonus-payments/{bulk_id}/pay/", {})
+
 
 def do_sync_submissions(client: Client, study: Study, prolific_study_id: str) -> list[dict]:
     """Prolific's submissions matched to our sessions (by SESSION_ID), with our completion status and

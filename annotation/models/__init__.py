@@ -62,6 +62,7 @@ from annotation.models.judgments import (
 from annotation.models.crowd import (
     EXTERNAL_LINK_SALT as EXTERNAL_LINK_SALT,
     BlockedWorker as BlockedWorker,
+    CrowdPayment as CrowdPayment,
     ExternalLink as ExternalLink,
     MTurkHIT as MTurkHIT,
     WorkerSession as WorkerSession,

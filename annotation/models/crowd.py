@@ -126,3 +126,46 @@ class MTurkHIT(models.Model):
 
     def __str__(self) -> str:
         return f"{'sandbox' if self.sandbox else 'live'} HIT {self.hit_id}"
+
+
+class CrowdPayment(models.Model):
+    """One action on a crowd worker's submission, asked for on the crowd page and sent to the site by the worker
+    (``annotation/crowd/payments.py``): approve it (the reward is paid), reject it (with the reason the worker
+    reads), pay a bonus, or block the worker on the site. The ledger of every action and its outcome; the money is
+    summed from it."""
+
+    class Kind(models.TextChoices):
+        APPROVE = "approve", "Approve"
+        REJECT = "reject", "Reject"
+        BONUS = "bonus", "Bonus"
+        BLOCK = "block", "Block on the site"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Waiting for the worker"
+        SENDING = "sending", "Being sent"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="crowd_payments")
+    session = models.ForeignKey(WorkerSession, on_delete=models.PROTECT, related_name="payments")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    amount = models.DecimalField(
+        max_digits=8, decimal_places=2, null=True, blank=True, help_text="What the action pays (none for a reject)."
+    )
+    reason = models.TextField(blank=True, help_text="What the worker reads (a reject, a bonus, a block).")
+    category = models.CharField(max_length=30, blank=True, help_text="Prolific's rejection category.")
+    sandbox = models.BooleanField(default=False, help_text="MTurk's sandbox: no real money.")
+    token = models.CharField(max_length=32, default=new_nonce, unique=True, help_text="MTurk's UniqueRequestToken.")
+    site_reference = models.CharField(max_length=100, blank=True, help_text="Prolific's bulk bonus payment id.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    problem = models.TextField(blank=True, help_text="What the site answered when it failed.")
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    sent = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["study", "status"], name="crowd_payment_study_status")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.session} ({self.status})"

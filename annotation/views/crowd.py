@@ -8,16 +8,23 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from annotation import access, questions
-from annotation.crowd import sites
-from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
+from annotation.crowd import payments, prolific, sites
+from annotation.errors import (
+    AllocationBusy,
+    NetworkHoldsEnough,
+    RaterLimitReached,
+    RaterScreenedOut,
+    ServiceError,
+)
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.http import RaterRequest, ResearcherRequest
-from annotation.models import Assignment, ExternalLink, Rater
+from annotation.models import Assignment, CrowdPayment, ExternalLink, Rater
 from annotation.ratelimit import client_ip
 from annotation.rating import allocation, attention, consent, holds, practice
 from annotation.studies import enrolment, team
@@ -179,8 +186,44 @@ def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
             "workers": workers,
             "blocked": blocked,
             "blocked_ids": {(b.platform, b.worker_id) for b in blocked},
+            "payable": payments.payable_sessions(study).prefetch_related("payments")[:PAYABLE_SHOWN],
+            "ledger": study.crowd_payments.select_related("session__link", "by")[:LEDGER_SHOWN],
+            "money": payments.totals(study),
+            "payment_kinds": CrowdPayment.Kind.choices,
+            "rejection_categories": prolific.REJECTION_CATEGORIES,
+            "pay_job": study.jobs.filter(kind=payments.KIND).first(),
         },
     )
+
+
+PAYABLE_SHOWN = LEDGER_SHOWN = 500
+
+
+@login_required
+@require_POST
+def pay_worker(request: ResearcherRequest, study_id: int) -> HttpResponse:
+    """Approve, reject, bonus or block one worker's submission: checked and queued here, sent by the worker."""
+    study, session = access.access_worker_session(request, study_id, request.POST.get("session", ""))
+    try:
+        payment = payments.do_queue(
+            study,
+            session,
+            request.POST.get("kind", ""),
+            request.POST.get("amount", ""),
+            request.POST.get("reason", ""),
+            request.POST.get("category", ""),
+            request.user,
+        )
+    except ServiceError as exc:  # refused by field (FieldErrors), or the researcher's jobs at their limit
+        messages.error(request, f"Not queued, {session.worker_id}: {exc}")
+    else:
+        money = f" ({payment.amount})" if payment.amount is not None else ""
+        messages.success(
+            request,
+            f"{payment.get_kind_display()}{money} for {session.worker_id} is queued; the worker sends it to "
+            f"{session.link.get_platform_display()} and the ledger below shows the outcome.",
+        )
+    return redirect(reverse("external_links", args=[study.pk]) + "#pay")
 
 
 @login_required

@@ -60,6 +60,7 @@ urlpatterns = [
     path("x/<str:token>/", crowd.external_entry, name="external_entry"),
     path("studies/<int:study_id>/external/", crowd.external_links, name="external_links"),
     path("studies/<int:study_id>/external/block/", crowd.block_worker, name="block_worker"),
+    path("studies/<int:study_id>/external/pay/", crowd.pay_worker, name="pay_worker"),
     path("studies/<int:study_id>/external/gold/", crowd.gold_pairs, name="gold_pairs"),
     path("studies/<int:study_id>/external/unblock/<int:block_id>/", crowd.unblock_worker, name="unblock_worker"),
 ]

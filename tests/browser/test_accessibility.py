@@ -175,7 +175,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
     studies = list(Study.objects.filter(owner=researcher))
     for study in studies:
         stored.do_refresh(study, Population())
-    with_workers(studies[0])  # the crowd page's Workers and Consent tables, filled
+    with_workers(studies[0])  # the crowd page's Workers, Pay workers, ledger and Consent tables, filled
     with_team(studies[0], researcher)  # the Team page's members and audit trail, filled
     generated = generated_study(researcher)  # systems generated from endpoints, with their faults
     board = arena_board_study(researcher)  # an arena's leaderboard, with categories and flagged votes
@@ -300,6 +300,27 @@ def with_workers(study) -> None:
             consented_at=timezone.now() if n else None,
             screened_out=n == 2,
         )
+    # submissions to pay, and a ledger with a long refusal in MTurk's words
+    from annotation.crowd import payments
+    from annotation.models import CrowdPayment, MTurkHIT
+
+    link = sites.do_create_external_link(study, ExternalLink.Platform.MTURK)
+    MTurkHIT.objects.create(
+        study=study, hit_id="3AQN9REUTFGXCRWFE1WOS2EXAMPLE", sandbox=False, max_assignments=3, reward="1.20"
+    )
+    for n in range(2):
+        session = sites.do_accept(
+            link,
+            sites.Arrival(
+                "mturk", f"A{n}9XYZWORKER1234567", f"3K4J6M3CXES74RFXQAPR43{n}EXAMPLE", "3AQN9REUTFGXCRWFE1WOS2EXAMPLE"
+            ),
+        )
+        payments.do_queue(study, session, "approve", "", "", "", None)
+    CrowdPayment.objects.filter(pk=CrowdPayment.objects.order_by("pk").first().pk).update(
+        status="failed",
+        problem="MTurk refused: RequestError: This operation can be called with a status of: Submitted "
+        "(1700000000000 3K4J6M3CXES74RFXQAPR430EXAMPLE)",
+    )
 
 
 def generated_study(researcher):
