@@ -14,6 +14,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
 
 from analytics import review
 from analytics.models import Adjudication
@@ -103,3 +108,28 @@ def adjudications_csv(request: HttpRequest, study_id: int) -> HttpResponse:
     # an attachment's header is never None (django-stubs types the function for both cases)
     response["Content-Disposition"] = cast(str, content_disposition_header(True, f"{study.name}-adjudications.csv"))
     return response
+
+
+class RulingSerializer(serializers.Serializer):
+    pair = serializers.IntegerField(min_value=1, help_text="The pair's id (the review queue's, and the judgments').")
+    ruling = serializers.ChoiceField(choices=Adjudication.Ruling.choices)
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+
+
+@extend_schema(
+    request=RulingSerializer,
+    responses={200: RulingSerializer},
+    description="Rule on a pair of the review queue (a reviewer's, an editor's or the owner's role; a viewer gets "
+    "403); ruling again changes the ruling. The raters' judgments are not touched. 400 names the field refused.",
+)
+@api_view(["POST"])
+def rulings_api(request, study_id: int):
+    study = access_study(request, study_id, REVIEW)
+    given = RulingSerializer(data=request.data)
+    given.is_valid(raise_exception=True)
+    data = given.validated_data
+    try:
+        review.do_adjudicate(study, data["pair"], data["ruling"], data["note"], request.user)
+    except review.RulingError as exc:
+        raise ValidationError({"pair": [str(exc)]}) from None
+    return Response({"pair": data["pair"], "ruling": data["ruling"], "note": data["note"].strip()})

@@ -13,5 +13,6 @@ urlpatterns = [
     path("studies/<int:study_id>/arena/board/body/", views.arena_board_body, name="arena_board_body"),
     path("studies/<int:study_id>/review/", review_views.review_queue, name="review_queue"),
     path("studies/<int:study_id>/review/pairs/<int:pair_id>/", review_views.adjudicate, name="adjudicate"),
+    path("api/studies/<int:study_id>/rulings/", review_views.rulings_api, name="rulings_api"),
     path("studies/<int:study_id>/review/adjudications.csv", review_views.adjudications_csv, name="adjudications_csv"),
 ]

@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypedDict, cast
 
+from django import forms
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core import validators
 from django.db import models, transaction
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
@@ -22,13 +24,39 @@ from rest_framework.response import Response
 
 from annotation import access, setting_ranges, study_settings
 from annotation.access import studies_for
+from annotation.endpoint_runs import EndpointRun
+from annotation.endpoints import EndpointError
 from annotation.errors import FieldErrors, ServiceError
 from annotation.exchange import exports, judgment_files
 from annotation.exchange.exports import export_response
 from annotation.exchange.rules import FormatError, check_size
-from annotation.models import AuditEntry, Generation, Item, Judgment, Membership, Role, Study, System
-from annotation.studies import creation, lifecycle, team
-from annotation.views.forms import settings_as_json, settings_form_from_json, settings_names
+from annotation.generating import runner as generating_runner
+from annotation.generating.runner import GenerationRun
+from annotation.judges import runner as judge_runner
+from annotation.judges.runner import JudgeRun
+from annotation.models import (
+    AuditEntry,
+    Generation,
+    Item,
+    Job,
+    Judge,
+    Judgment,
+    Membership,
+    Role,
+    Study,
+    System,
+    SystemEndpoint,
+)
+from annotation.studies import creation, enrolment, lifecycle, team
+from annotation.views.forms import (
+    JudgeForm,
+    SystemEndpointForm,
+    form_from_json,
+    settings_as_json,
+    settings_form_from_json,
+    settings_names,
+)
+from annotation.views.runs import KINDS as RUN_KINDS
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -228,6 +256,67 @@ def _settings_serializer() -> type[serializers.Serializer]:
 StudySettingsSerializer = _settings_serializer()
 
 
+def _form_field(field: forms.Field) -> serializers.Field:
+    """A page form's field as the API's schema types it (its JSON type, bounds and choices)."""
+    common: dict[str, Any] = {"required": field.required, "help_text": str(field.help_text or "") or None}
+    if isinstance(field, forms.BooleanField):
+        return serializers.BooleanField(required=False, help_text=common["help_text"])
+    if isinstance(field, forms.TypedChoiceField | forms.ChoiceField):
+        choices = [value for value, _ in cast(list, field.choices) if value != ""]
+        return serializers.ChoiceField(choices=choices, allow_blank=not field.required, **common)
+    bounds: dict[str, Any] = {}
+    for validator in field.validators:
+        if isinstance(validator, validators.MinValueValidator | validators.MaxValueValidator):
+            key = "min_value" if isinstance(validator, validators.MinValueValidator) else "max_value"
+            bounds[key] = validator.limit_value
+    if isinstance(field, forms.IntegerField):
+        return serializers.IntegerField(allow_null=not field.required, **bounds, **common)
+    if isinstance(field, forms.FloatField | forms.DecimalField):
+        return serializers.FloatField(allow_null=not field.required, **bounds, **common)
+    length: dict[str, Any] = {"max_length": field.max_length} if isinstance(field, forms.CharField) else {}
+    return serializers.CharField(allow_blank=not field.required, allow_null=True, **length, **common)
+
+
+def _form_serializer(name: str, form: forms.BaseForm) -> type[serializers.Serializer]:
+    return type(
+        name, (serializers.Serializer,), {"__module__": __name__, **{n: _form_field(f) for n, f in form.fields.items()}}
+    )
+
+
+JudgeCreateSerializer = _form_serializer("JudgeCreate", JudgeForm())
+SystemCreateSerializer = _form_serializer("SystemCreate", SystemEndpointForm())
+
+
+class EndpointRunSerializer(serializers.Serializer):
+    """A judge or a generated system, and its run."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    model = serializers.CharField()
+    base_url = serializers.CharField()
+    run = serializers.ChoiceField(choices=["none", *Job.Status.values], help_text="Its latest run's state.")
+    message = serializers.CharField(allow_blank=True)
+
+
+def _endpoint_row(run: EndpointRun, name: str) -> dict:
+    """A judge's or a generated system's row: what it asks and its latest run."""
+    endpoint, job = run.endpoint, run.current_job()
+    return {
+        "id": endpoint.pk,
+        "name": name,
+        "model": endpoint.model,
+        "base_url": endpoint.base_url,
+        "run": job.status if job is not None else "none",
+        "message": job.message if job is not None else "",
+    }
+
+
+class RaterLinkSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    name = serializers.CharField(max_length=200)
+    url = serializers.CharField(read_only=True, help_text="The rater's personal link, to send them.")
+
+
 class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = StudySerializer
     lookup_value_regex = "[0-9]+"
@@ -406,3 +495,115 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         study = self.study(access.VIEW)
         page = self.paginate_queryset(study.audit_entries.all())
         return self.get_paginated_response(AuditEntrySerializer(page, many=True).data)
+
+    # --- judges and generated systems, and their runs ------------------------------------------------------------
+
+    def _endpoint_create(self, request, form_class, create, kind: str):
+        study = self.study(access.CHANGE)
+        try:
+            form = form_from_json(lambda data=None: form_class(data), request.data)
+            fields = (
+                form.endpoint_fields()
+                if kind == GenerationRun.kind
+                else {n: form.cleaned_data[n] for n in JudgeForm.Meta.fields}
+            )
+            endpoint = create(study, form.cleaned_data["name"], **fields)
+        except FieldErrors as exc:
+            raise ValidationError(exc.errors) from None
+        except EndpointError as exc:
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        team.do_audit(study, request.user, f"{kind}_added", f"added {form.cleaned_data['name']} ({endpoint.model})")
+        return study, endpoint
+
+    @extend_schema(methods=["GET"], responses=EndpointRunSerializer(many=True), description="The study's LLM judges.")
+    @extend_schema(
+        methods=["POST"],
+        request=JudgeCreateSerializer,
+        responses={201: EndpointRunSerializer},
+        description="Add an LLM judge (the Judges page's form, by field name); start its run with `.../start/`. The "
+        "API key, if sent, is stored encrypted and never shown again.",
+    )
+    @action(detail=True, methods=["get", "post"], parser_classes=[JSONParser])
+    def judges(self, request, pk=None):
+        if request.method == "GET":
+            study = self.study(access.VIEW)
+            judges = self.paginate_queryset(study.judges.select_related("rater", "study").order_by("pk"))
+            rows = [_endpoint_row(JudgeRun(j), j.rater.external_id) for j in judges]
+            return self.get_paginated_response(EndpointRunSerializer(rows, many=True).data)
+        study, judge = self._endpoint_create(request, JudgeForm, judge_runner.do_create_judge, JudgeRun.kind)
+        judge.study = study
+        return Response(_endpoint_row(JudgeRun(judge), judge.rater.external_id), status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        methods=["GET"], responses=EndpointRunSerializer(many=True), description="The systems generated from endpoints."
+    )
+    @extend_schema(
+        methods=["POST"],
+        request=SystemCreateSerializer,
+        responses={201: EndpointRunSerializer},
+        description="Add a system whose outputs an endpoint generates (the Systems page's form, by field name); start "
+        "its run with `.../start/`. Refused once raters have started.",
+    )
+    @action(detail=True, methods=["get", "post"], url_path="systems", parser_classes=[JSONParser])
+    def generated_systems(self, request, pk=None):
+        if request.method == "GET":
+            study = self.study(access.VIEW)
+            endpoints = SystemEndpoint.objects.filter(system__study=study).select_related("system").order_by("pk")
+            rows = [_endpoint_row(GenerationRun(e), e.system.name) for e in self.paginate_queryset(endpoints)]
+            return self.get_paginated_response(EndpointRunSerializer(rows, many=True).data)
+        study, endpoint = self._endpoint_create(
+            request, SystemEndpointForm, generating_runner.do_add_endpoint_system, GenerationRun.kind
+        )
+        return Response(_endpoint_row(GenerationRun(endpoint), endpoint.system.name), status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("kind", OpenApiTypes.STR, OpenApiParameter.PATH, enum=["judges", "systems"]),
+            OpenApiParameter("endpoint_id", OpenApiTypes.INT, OpenApiParameter.PATH),
+            OpenApiParameter("verb", OpenApiTypes.STR, OpenApiParameter.PATH, enum=["start", "stop"]),
+        ],
+        request=None,
+        responses={202: EndpointRunSerializer},
+        description="Start (or resume) a judge's or a generated system's run, or stop it. The worker runs it; poll "
+        "the list for its state.",
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path=r"(?P<kind>judges|systems)/(?P<endpoint_id>[0-9]+)/(?P<verb>start|stop)",
+    )
+    def run(self, request, pk=None, kind=None, endpoint_id=None, verb=None):
+        page = RUN_KINDS[JudgeRun.kind if kind == "judges" else GenerationRun.kind]
+        endpoint = page.access(request, int(pk), int(endpoint_id))
+        run = page.run(endpoint)
+        try:
+            if verb == "start":
+                run.do_start()
+            else:
+                run.do_stop()
+        except (EndpointError, ServiceError) as exc:
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        name = endpoint.rater.external_id if isinstance(endpoint, Judge) else endpoint.system.name
+        team.do_audit(
+            run.study, request.user, f"run_{verb}", f"{verb}ed the run of {name}".replace("stoped", "stopped")
+        )
+        return Response(_endpoint_row(run, name), status=status.HTTP_202_ACCEPTED)
+
+    # --- raters' links (the review queue's rulings: analytics/review_views.py) ---------------------------------
+
+    @extend_schema(
+        request=RaterLinkSerializer,
+        responses={201: RaterLinkSerializer},
+        description="A personal rating link for a rater, by name (unique in the study).",
+    )
+    @action(detail=True, methods=["post"], parser_classes=[JSONParser])
+    def raters(self, request, pk=None):
+        study = self.study(access.CHANGE)
+        given = RaterLinkSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        try:
+            rater = enrolment.do_create_rater_link(study, given.validated_data["name"])
+        except ServiceError as exc:
+            raise ValidationError({"name": [str(exc)]}) from None
+        url = enrolment.public_base_url(study, request) + rater.link_path()
+        return Response({"id": rater.pk, "name": rater.external_id, "url": url}, status=status.HTTP_201_CREATED)

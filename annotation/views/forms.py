@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from django import forms
 from django.core import validators
@@ -207,55 +208,92 @@ def settings_as_json(study: Study) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def settings_form_from_json(study: Study, body: Any, frozen: bool) -> StudySettingsForm:
-    """The settings form, bound to the stored settings with ``body``'s changes (a JSON object of setting names, as
-    ``settings_as_json`` gives them) over them, validated. Refused by name (``FieldErrors``): a key that is not a
-    setting, a value of the wrong JSON type, a setting frozen once raters started, and whatever the form refuses."""
+def json_type_problem(field: forms.Field, value: Any) -> str | None:
+    """What is wrong with a JSON value's type for a form field (None: nothing): a form would read any value as text."""
+    kinds, words = _json_kind(field)
+    if value is None:
+        return None if not field.required or isinstance(field, forms.ModelChoiceField) else f"Must be {words}."
+    if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+        return f"Must be {words}."
+    return None
+
+
+F = TypeVar("F", bound=forms.BaseForm)
+
+
+def form_from_json(
+    make: Callable[..., F],
+    body: Any,
+    *,
+    convert: Callable[[str, Any], Any] | None = None,
+    unknown: str = "Not a field here.",
+) -> F:
+    """A page's form driven by a JSON object (the API's writes): bound to what the unbound form shows (its initial
+    values, the stored ones or the defaults) with ``body``'s keys over them, and validated. ``make(data=None)`` builds
+    the form; ``convert(name, value)`` turns a key's JSON value into the form's (``ValueError``: its words are the
+    refusal). Refused by field name (``FieldErrors``), nothing else done: a key the form does not have, a value of the
+    wrong JSON type, a field the form has disabled, and whatever the form itself refuses."""
     if not isinstance(body, dict):
-        raise FieldErrors({"non_field_errors": ["Send a JSON object of settings by name."]})
-    current = StudySettingsForm(instance=study, frozen=frozen)
+        raise FieldErrors({"non_field_errors": ["Send a JSON object of fields by name."]})
+    current = make()
     data = {name: current[name].value() for name in current.fields}
     problems: dict[str, list[str]] = {}
-    systems = {s.name: s.pk for s in study.systems.all()}
     for name, value in body.items():
         field = current.fields.get(name)
         if field is None:
-            problems[name] = ["Not a setting of this study (GET the settings for their names)."]
+            problems[name] = [unknown]
             continue
-        allow_none = not field.required or isinstance(field, forms.ModelChoiceField)
-        if name == "baseline":
-            if value is not None and value not in systems:
-                problems[name] = [f"No system of this study is called {value!r}."]
-                continue
-            value = systems.get(value) if value is not None else None
-        elif name == "explicit_pairs":
-            pairs = value if isinstance(value, list) else None
-            ok = pairs is not None and all(
-                isinstance(p, list) and len(p) == 2 and all(x in systems for x in p) for p in pairs
-            )
-            if not ok:
-                problems[name] = ["A list of [system, system] pairs, each named as the study names its systems."]
-                continue
-            value = [f"{min(systems[a], systems[b])}-{max(systems[a], systems[b])}" for a, b in cast(list, pairs)]
+        try:
+            value = convert(name, value) if convert is not None else value
+        except ValueError as exc:
+            problems[name] = [str(exc)]
+            continue
+        wrong = None if name in CONVERTED else json_type_problem(field, value)
+        if wrong:
+            problems[name] = [wrong]
+        elif field.disabled and value != data[name]:
+            problems[name] = ["Raters have already started on this study, so this is frozen."]
         else:
-            kinds, words = _json_kind(field)
-            wrong_type = (value is None and not allow_none) or (
-                value is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)))
-            )
-            if wrong_type:
-                problems[name] = [f"Must be {words}."]
-                continue
-        if field.disabled and value != data[name]:
-            problems[name] = ["Raters have already started on this study, so this setting is frozen."]
-            continue
-        data[name] = value
-    form = StudySettingsForm(data, instance=study, frozen=frozen)
+            data[name] = value
+    form = make(data=data)
     if not form.is_valid():
         for name, messages in form.errors.items():
             problems.setdefault("non_field_errors" if name == "__all__" else name, []).extend(str(m) for m in messages)
     if problems:
         raise FieldErrors(problems)
     return form
+
+
+CONVERTED = ("baseline", "explicit_pairs")  # settings the API names by system, converted to the form's values
+
+
+def settings_form_from_json(study: Study, body: Any, frozen: bool) -> StudySettingsForm:
+    """The settings form with ``body``'s changes (a JSON object of setting names, as ``settings_as_json`` gives them)
+    over the stored settings, validated (``form_from_json``): the baseline by its system's name, the explicit pairs
+    as ``[system, system]`` name pairs."""
+    systems = {s.name: s.pk for s in study.systems.all()}
+
+    def convert(name: str, value: Any) -> Any:
+        if name == "baseline":
+            if value is not None and value not in systems:
+                raise ValueError(f"No system of this study is called {value!r}.")
+            return systems.get(value) if value is not None else None
+        if name == "explicit_pairs":
+            ok = isinstance(value, list) and all(
+                isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x in systems for x in p)
+                for p in value
+            )
+            if not ok:
+                raise ValueError("A list of [system, system] pairs, each named as the study names its systems.")
+            return [f"{min(systems[a], systems[b])}-{max(systems[a], systems[b])}" for a, b in value]
+        return value
+
+    return form_from_json(
+        lambda data=None: StudySettingsForm(data, instance=study, frozen=frozen),
+        body,
+        convert=convert,
+        unknown="Not a setting of this study (GET the settings for their names).",
+    )
 
 
 def _within_range(name: str, field: forms.Field, study: Study) -> None:

@@ -316,7 +316,7 @@ def with_workers(study) -> None:
             ),
         )
         payments.do_queue(study, session, "approve", "", "", "", None)
-    CrowdPayment.objects.filter(pk=CrowdPayment.objects.order_by("pk").first().pk).update(
+    CrowdPayment.objects.filter(pk=CrowdPayment.objects.order_by("pk").values_list("pk", flat=True)[0]).update(
         status="failed",
         problem="MTurk refused: RequestError: This operation can be called with a status of: Submitted "
         "(1700000000000 3K4J6M3CXES74RFXQAPR430EXAMPLE)",
