@@ -342,6 +342,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON for clients; for browsers, DRF's page made accessible (annotation/views/api_renderers.py)
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "annotation.views.api_renderers.AccessibleBrowsableAPIRenderer",
+    ],
     "DEFAULT_PAGINATION_CLASS": "annotation.views.api_pagination.StrictPageNumberPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "annotation.views.api.SepLabAutoSchema",

@@ -239,6 +239,33 @@ def logged_in_pages(browser_page, live_server, client):
             context.close()
 
 
+@pytest.mark.slow(seconds=15)
+def test_the_apis_page_for_browsers_at_both_sizes(browser_page, live_server, researcher, study) -> None:
+    """Django REST framework's browsable page (annotation/views/api_renderers.py), on a list, a study, its judgments
+    and its settings: no serious violation at either size, nothing wider than the screen, its language declared."""
+    client = Client()
+    client.force_login(researcher)
+    urls = (
+        "/api/studies/",
+        f"/api/studies/{study.pk}/",
+        f"/api/studies/{study.pk}/items/",
+        f"/api/studies/{study.pk}/settings/",
+    )
+    found: dict[str, list[str]] = {}
+    wider: dict[str, int] = {}
+    for size, width, page in logged_in_pages(browser_page, live_server, client):
+        for url in urls:
+            page.goto(live_server.url + url)
+            assert page.locator("html").get_attribute("lang") == "en-us"
+            assert page.get_by_label("response info").is_visible()  # the answer itself, as a GET gives it
+            found[f"{url} [{size}]"] = serious(page)
+            scrolled = page.evaluate("document.scrollingElement.scrollWidth")
+            if scrolled > width:
+                wider[f"{url} [{size}]"] = scrolled
+    assert found == {name: [] for name in found}
+    assert wider == {}
+
+
 def with_team(study, owner) -> None:
     """Two collaborators in roles and a change each in the audit trail (a setting before and after, a ruling)."""
     from django.contrib.auth import get_user_model
