@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from analytics import arena, budgeting, populations, stored
 from analytics.populations import Population
 from analytics.tables import report_tables
-from annotation import access, questions
+from annotation import questions
 from annotation.access import access_study
 from annotation.errors import ServiceError
 from annotation.exchange.rules import csv_safe
@@ -179,9 +179,8 @@ BUDGET_FIELDS = ("margins", "raters", "power", "alpha", "pair")  # what the sett
 @login_required
 def budget_start(request: HttpRequest, study_id: int) -> HttpResponse:
     """The settings page's budget planner: queue a plan (the worker simulates it) and go back to the page, which
-    shows its progress and then the plan. Any member may plan: a what-if, computed by the worker, that changes
-    nothing in the study."""
-    study = access_study(request, study_id, access.VIEW)
+    shows its progress and then the plan. A plan replaces the study's last one, so planning is an editor's."""
+    study = access_study(request, study_id)
     if request.method != "POST":
         return redirect(f"{reverse('study_settings', args=[study.pk])}#budget")
     try:
@@ -217,7 +216,7 @@ def budget_start(request: HttpRequest, study_id: int) -> HttpResponse:
 )
 @api_view(["GET", "POST"])
 def budget_api(request, study_id: int):
-    study = access_study(request, study_id, access.VIEW)  # a what-if plan (budget_start): any member
+    study = access_study(request, study_id)  # reads the plan (a GET: any member); a POST plans (an editor's)
     job = study.jobs.filter(kind=budgeting.KIND).first()
     job_state = (
         None

@@ -57,13 +57,13 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     Role.REVIEWER: frozenset({VIEW, REVIEW}),
     Role.VIEWER: frozenset({VIEW}),
 }
-ROLE_NEEDED = {REVIEW: "a reviewer's or an editor's", CHANGE: "an editor's", MANAGE: "the study's owner's"}
+ROLE_NEEDED = {REVIEW: "a reviewer's or an editor's", CHANGE: "an editor's", MANAGE: "the owner's"}
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def studies_for(user: User) -> QuerySet[Study]:
-    """Every study the user owns or is a member of, each with the user's role (``role``: ``OWNER`` or a
-    ``Role``), read in the same query."""
+    """Every study the user owns or is a member of, each with the member's role read in the same query
+    (``member_role``: a ``Role``, or None on the user's own studies; ``role_of`` reads it)."""
     member = Membership.objects.filter(study=OuterRef("pk"), user=user).values("role")[:1]
     return Study.objects.filter(
         Q(owner=user) | Q(pk__in=Membership.objects.filter(user=user).values("study"))
@@ -85,8 +85,9 @@ def check_may(user: User, study: Study, need: str) -> str:
     if role is None:
         raise Http404("No such study.")
     if need not in PERMISSIONS[role]:
+        article = "an" if role[0] in "aeiou" else "a"
         raise PermissionDenied(
-            f"You are a {role} of this study: this needs {ROLE_NEEDED[need]} role. Ask the study's owner."
+            f"You are {article} {role} of this study: this needs {ROLE_NEEDED[need]} role. Ask the study's owner."
         )
     return role
 
@@ -135,12 +136,16 @@ def access_member(request: HttpRequest, study_id: int, member_id: int) -> tuple[
 
 
 def access_worker_session(request: HttpRequest, study_id: int, session_id: object) -> tuple[Study, WorkerSession]:
-    """A crowd worker's session of the study (MTurk or Prolific), for paying it (404 otherwise)."""
+    """A crowd worker's session of the study on a site SepLab pays through (MTurk or Prolific), for paying it (404
+    otherwise: another study's, or a generic link's)."""
     study = access_study(request, study_id)
     if not isinstance(session_id, str) or not session_id.isdigit():
         raise Http404("No such worker session.")
     session = get_object_or_404(
-        WorkerSession.objects.select_related("link", "rater"), pk=int(session_id), link__study=study
+        WorkerSession.objects.select_related("link", "rater"),
+        pk=int(session_id),
+        link__study=study,
+        link__platform__in=(ExternalLink.Platform.MTURK, ExternalLink.Platform.PROLIFIC),
     )
     session.link.study = study
     return study, session
@@ -177,9 +182,9 @@ def access_job(request: HttpRequest, study_id: int, job_id: int) -> tuple[Study,
 
 
 def access_blocked_worker(request: HttpRequest, study_id: int, block_id: int) -> tuple[Study, BlockedWorker]:
-    """An entry of the blocklist that applies to the study: its owner's (a blocklist spans all of a researcher's
-    studies; the study's editors keep it with them)."""
-    study = access_study(request, study_id)
+    """An entry of the blocklist that applies to the study, for its owner to lift (``MANAGE``): the list spans all of
+    the owner's studies, so an editor of one adds to it (a worker kept out) but neither reads nor lifts it."""
+    study = access_study(request, study_id, MANAGE)
     return study, get_object_or_404(blocked_workers_for(study.owner), pk=block_id)
 
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 from annotation import jobs
 from annotation.crowd import mturk, prolific, sites
 from annotation.errors import FieldErrors, ServiceError
-from annotation.models import CrowdPayment, ExternalLink, Job, MTurkHIT, Study, WorkerSession
+from annotation.models import CrowdPayment, ExternalLink, Job, MTurkHIT, Study, WorkerSession, new_nonce
 from annotation.studies import team
 
 KIND = "crowd_pay"
@@ -117,25 +117,45 @@ def check_action(study: Study, session: WorkerSession, kind: str, amount: Any, r
             fields["amount"] = _money(amount, "amount")
         except FieldErrors as exc:
             problems.update(exc.errors)
-        if platform == ExternalLink.Platform.PROLIFIC and not session.link.site_study_id:
-            problems["session"] = ["Set the Prolific study id on this link first: a bonus is paid within that study."]
+    if platform == ExternalLink.Platform.PROLIFIC and not session.link.site_study_id:
+        problems["session"] = [
+            "This link has no Prolific study id, so SepLab cannot check the submission is this study's on Prolific: "
+            "create a Prolific link with the study id."
+        ]
     if problems:
         raise FieldErrors(problems)
     return fields
 
 
+def new_token() -> str:
+    """The token a payment form carries (one per form shown): the row it queues keeps it, unique, so the same form
+    sent twice (a double click, a second tab, a reload) queues one action; MTurk's bonus is sent with it too."""
+    return new_nonce()
+
+
 @transaction.atomic
 def do_queue(
-    study: Study, session: WorkerSession, kind: str, amount: Any, reason: str, category: str, by: User | None
+    study: Study,
+    session: WorkerSession,
+    kind: str,
+    amount: Any,
+    reason: str,
+    category: str,
+    by: User | None,
+    token: str | None = None,
 ) -> CrowdPayment:
     """Check an action on a worker's submission and queue it for the worker to send (one ``crowd_pay`` job sends
-    every queued action of the study). Refused by field (``FieldErrors``); an approve or reject already queued or done
-    for the submission is refused too, so a double click never pays twice."""
+    every queued action of the study). Refused by field (``FieldErrors``), nothing queued: an action already queued
+    from the same form (``token``), and an approve or reject already queued or done for the submission (checked under
+    the session's row lock, so two requests at once cannot both pass)."""
     fields = check_action(study, session, kind, amount, reason, category)
+    WorkerSession.objects.select_for_update().filter(pk=session.pk).first()  # one action at a time per submission
+    token = token or new_token()
+    if CrowdPayment.objects.filter(token=token).exists():
+        raise FieldErrors({"token": ["This form was sent already: the action is queued once (see the ledger)."]})
     if kind in (CrowdPayment.Kind.APPROVE, CrowdPayment.Kind.REJECT):
         earlier = (
-            CrowdPayment.objects.select_for_update()
-            .filter(session=session, kind__in=(CrowdPayment.Kind.APPROVE, CrowdPayment.Kind.REJECT))
+            CrowdPayment.objects.filter(session=session, kind__in=(CrowdPayment.Kind.APPROVE, CrowdPayment.Kind.REJECT))
             .exclude(status=CrowdPayment.Status.FAILED)
             .first()
         )
@@ -143,7 +163,7 @@ def do_queue(
             done = "approved" if earlier.kind == CrowdPayment.Kind.APPROVE else "rejected"
             state = earlier.get_status_display().lower()
             raise FieldErrors({"kind": [f"This submission is already {done} ({state})."]})
-    payment = CrowdPayment.objects.create(study=study, session=session, by=by, **fields)
+    payment = CrowdPayment.objects.create(study=study, session=session, by=by, token=token, **fields)
     money = f" ({payment.amount})" if payment.amount is not None else ""
     team.do_audit(
         study,
@@ -162,29 +182,64 @@ def do_queue(
 
 
 def totals(study: Study) -> list[dict]:
-    """The money per site: what was paid (done) and what is still to send (queued or being sent), approvals and
-    bonuses apart; MTurk's sandbox counts no real money and is left out."""
-    rows = []
-    real = CrowdPayment.objects.filter(study=study, sandbox=False, amount__isnull=False)
-    for platform in PLATFORMS:
-        mine = real.filter(session__link__platform=platform)
-        if not mine.exists():
-            continue
-        row: dict[str, Any] = {"platform": platform}
-        for label, statuses in (
-            ("paid", [CrowdPayment.Status.DONE]),
-            ("to_send", [CrowdPayment.Status.QUEUED, CrowdPayment.Status.SENDING]),
-        ):
-            for kind in (CrowdPayment.Kind.APPROVE, CrowdPayment.Kind.BONUS):
-                total = mine.filter(kind=kind, status__in=statuses).aggregate(s=Sum("amount"))["s"]
-                # SQLite sums decimals as floats: back to cents
-                row[f"{label}_{kind}"] = Decimal(str(total or 0)).quantize(CENT)
-            row[label] = row[f"{label}_approve"] + row[f"{label}_bonus"]
-        rows.append(row)
-    return rows
+    """The money per site (one grouped query): what was paid (done) and what is still to send (queued or being sent),
+    approvals and bonuses apart; MTurk's sandbox counts no real money and is left out."""
+    sums = (
+        CrowdPayment.objects.filter(study=study, sandbox=False, amount__isnull=False)
+        .values_list("session__link__platform", "kind", "status")
+        .annotate(total=Sum("amount"))
+        .order_by()
+    )
+    rows: dict[str, dict[str, Any]] = {}
+    for platform, kind, status, total in sums:
+        row = rows.setdefault(
+            platform,
+            {
+                "platform": platform,
+                **{f"{w}_{k}": Decimal("0.00") for w in ("paid", "to_send") for k in ("approve", "bonus")},
+            },
+        )
+        if kind in (CrowdPayment.Kind.APPROVE, CrowdPayment.Kind.BONUS) and status != CrowdPayment.Status.FAILED:
+            label = "paid" if status == CrowdPayment.Status.DONE else "to_send"
+            # SQLite sums decimals as floats: back to cents
+            row[f"{label}_{kind}"] += Decimal(str(total or 0)).quantize(CENT)
+    for row in rows.values():
+        row["paid"], row["to_send"] = (
+            row["paid_approve"] + row["paid_bonus"],
+            row["to_send_approve"] + row["to_send_bonus"],
+        )
+    return [rows[p] for p in PLATFORMS if p in rows]
 
 
 # --- the job ------------------------------------------------------------------------------------------------------
+
+
+class NotThisStudys(ServiceError):
+    """The site says the submission is not one of this study's: nothing was sent."""
+
+
+def _check_mturk(payment: CrowdPayment, client) -> None:
+    """The assignment, as MTurk knows it, is one of this study's HITs and its worker's (ids in a crowd link come
+    from the worker's address bar, and the requester account is the server's, shared by every study)."""
+    session = payment.session
+    found = client.get_assignment(AssignmentId=session.session_key)["Assignment"]
+    hits = set(MTurkHIT.objects.filter(study_id=payment.study_id).values_list("hit_id", flat=True))
+    if found.get("HITId") not in hits or found.get("WorkerId") != session.worker_id:
+        raise NotThisStudys(
+            f"MTurk's assignment {session.session_key} is not one of this study's HITs by worker "
+            f"{session.worker_id}: nothing was sent."
+        )
+
+
+def _check_prolific(payment: CrowdPayment, client: prolific.Client) -> None:
+    """The submission, as Prolific knows it, is in the link's Prolific study and by its participant."""
+    session = payment.session
+    found = client.submission(session.session_key)
+    if found.get("study_id") != session.link.site_study_id or found.get("participant_id") != session.worker_id:
+        raise NotThisStudys(
+            f"Prolific's submission {session.session_key} is not in study {session.link.site_study_id} by participant "
+            f"{session.worker_id}: nothing was sent."
+        )
 
 
 def _send_mturk(payment: CrowdPayment, client) -> None:
@@ -211,21 +266,30 @@ def _send_prolific(payment: CrowdPayment, client: prolific.Client) -> None:
         client.pay_bonus(bulk_id)
 
 
-def _site_words(exc: Exception) -> str:
-    from botocore.exceptions import BotoCoreError, ClientError
+UNKNOWN = (
+    "Outcome unknown ({words}): the site may or may not have done it. Check the submission on the site before asking "
+    "again."
+)
+
+
+def _site_words(exc: Exception) -> tuple[str, bool]:
+    """What the site said, and whether it surely did nothing (a refusal) -- else the outcome is unknown (the site
+    could not be reached, answered 5xx, or the answer was cut off), which the ledger says."""
+    from botocore.exceptions import ClientError
 
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
-        return f"MTurk refused: {error.get('Code')}: {error.get('Message')}"
-    if isinstance(exc, BotoCoreError):
-        return f"MTurk could not be reached: {exc}"
-    return str(exc)
+        return f"MTurk refused: {error.get('Code')}: {error.get('Message')}", True
+    if isinstance(exc, NotThisStudys) or (isinstance(exc, prolific.ProlificError) and 400 <= (exc.status or 0) < 500):
+        return str(exc), True
+    if isinstance(exc, ServiceError) and not isinstance(exc, prolific.ProlificError):
+        return str(exc), True  # refused by SepLab's own check before anything was sent
+    return UNKNOWN.format(words=f"{type(exc).__name__}: {exc}"), False
 
 
 def pay_job(job, progress) -> str:
-    """Send every queued action of the job's study, oldest first; each ends DONE or FAILED with the site's words."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
+    """Send every queued action of the job's study, oldest first, each once the site confirms the submission is this
+    study's; each ends DONE, or FAILED with the site's words (a refusal, or an outcome the site left unknown)."""
     study = job.study
     others = Job.objects.filter(study=study, kind=KIND, status=Job.Status.RUNNING).exclude(pk=job.pk)
     # rows left SENDING by a job that is no longer running (another running job's rows are its own)
@@ -266,18 +330,23 @@ def pay_job(job, progress) -> str:
         if not claimed:  # another job of the study took it
             continue
         platform = payment.session.link.platform
+        mturk_site = platform == ExternalLink.Platform.MTURK
         try:
             client = client_for(payment)
-            (_send_mturk if platform == ExternalLink.Platform.MTURK else _send_prolific)(payment, client)
-        except (ClientError, BotoCoreError, ServiceError) as exc:
+            (_check_mturk if mturk_site else _check_prolific)(payment, client)
+            (_send_mturk if mturk_site else _send_prolific)(payment, client)
+        except Exception as exc:  # noqa: BLE001 -- every row ends, whatever the site or the network did
+            words, _ = _site_words(exc)
             CrowdPayment.objects.filter(pk=payment.pk, status=CrowdPayment.Status.SENDING).update(
-                status=CrowdPayment.Status.FAILED, problem=_site_words(exc)[:2000], sent=timezone.now()
+                status=CrowdPayment.Status.FAILED, problem=words[:2000], sent=timezone.now()
             )
             failed += 1
             continue
-        CrowdPayment.objects.filter(pk=payment.pk, status=CrowdPayment.Status.SENDING).update(
+        ended = CrowdPayment.objects.filter(pk=payment.pk, status=CrowdPayment.Status.SENDING).update(
             status=CrowdPayment.Status.DONE, sent=timezone.now()
         )
+        if not ended:  # the stale-job sweep failed it meanwhile: its words stand, nothing more is written
+            continue
         site_status = DONE_STATUS.get((platform, payment.kind))
         if site_status:
             WorkerSession.objects.filter(pk=payment.session_id).update(platform_status=site_status)

@@ -30,7 +30,11 @@ REJECTION_CATEGORIES = (
 
 
 class ProlificError(ServiceError):
-    pass
+    """Prolific refused (``status``: its HTTP status) or could not be reached (``status`` None)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class Client:
@@ -59,7 +63,7 @@ class Client:
                 payload = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")[:500]
-            raise ProlificError(f"Prolific answered {exc.code} to {method} {path}: {detail}") from None
+            raise ProlificError(f"Prolific answered {exc.code} to {method} {path}: {detail}", exc.code) from None
         except urllib.error.URLError as exc:
             raise ProlificError(f"Prolific could not be reached: {exc.reason}") from None
         return json.loads(payload) if payload else {}
@@ -72,6 +76,10 @@ class Client:
             out.extend(page.get("results", []))
             path = ((page.get("_links") or {}).get("next") or {}).get("href")
         return out
+
+    def submission(self, submission_id: str) -> dict:
+        """One submission as Prolific knows it (its ``study_id``, ``participant_id``, ``status``)."""
+        return self.request("GET", f"/api/v1/submissions/{submission_id}/")
 
     def approve(self, submission_id: str) -> dict:
         return self.request("POST", f"/api/v1/submissions/{submission_id}/transition/", {"action": "APPROVE"})

@@ -30,7 +30,7 @@ class Migration(migrations.Migration):
                 ('created', models.DateTimeField(auto_now_add=True)),
                 ('sent', models.DateTimeField(blank=True, null=True)),
                 ('by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='payments', to='annotation.workersession')),
+                ('session', models.ForeignKey(on_delete=django.db.models.deletion.RESTRICT, related_name='payments', to='annotation.workersession')),
                 ('study', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='crowd_payments', to='annotation.study')),
             ],
             options={

@@ -147,7 +147,8 @@ class CrowdPayment(models.Model):
         FAILED = "failed", "Failed"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="crowd_payments")
-    session = models.ForeignKey(WorkerSession, on_delete=models.PROTECT, related_name="payments")
+    # RESTRICT: a session is not deleted under its ledger, but a study (or its owner) still is, with both
+    session = models.ForeignKey(WorkerSession, on_delete=models.RESTRICT, related_name="payments")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     amount = models.DecimalField(
         max_digits=8, decimal_places=2, null=True, blank=True, help_text="What the action pays (none for a reject)."

@@ -128,6 +128,8 @@ def do_duplicate_study(study: Study, name: str, owner: User | None = None) -> St
         # Systems page can go on generating what is missing, and a system not complete is not compared
         endpoint.pk, endpoint.id, endpoint._state.adding = None, None, True
         endpoint.system, endpoint.stop_requested = systems[endpoint.system_id], False
+        if owner != study.owner:  # a collaborator's copy: the owner's stored key stays the owner's to spend
+            endpoint.api_key, endpoint.api_key_url = "", ""
         endpoint.save()
     if study.baseline_id:
         copy.baseline = systems[study.baseline_id]

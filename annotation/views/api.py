@@ -269,10 +269,10 @@ def _form_field(field: forms.Field) -> serializers.Field:
         if isinstance(validator, validators.MinValueValidator | validators.MaxValueValidator):
             key = "min_value" if isinstance(validator, validators.MinValueValidator) else "max_value"
             bounds[key] = validator.limit_value
+    if isinstance(field, forms.FloatField | forms.DecimalField):  # before IntegerField: Django's FloatField is one
+        return serializers.FloatField(allow_null=not field.required, **bounds, **common)
     if isinstance(field, forms.IntegerField):
         return serializers.IntegerField(allow_null=not field.required, **bounds, **common)
-    if isinstance(field, forms.FloatField | forms.DecimalField):
-        return serializers.FloatField(allow_null=not field.required, **bounds, **common)
     length: dict[str, Any] = {"max_length": field.max_length} if isinstance(field, forms.CharField) else {}
     return serializers.CharField(allow_blank=not field.required, allow_null=True, **length, **common)
 
@@ -562,6 +562,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             OpenApiParameter("endpoint_id", OpenApiTypes.INT, OpenApiParameter.PATH),
             OpenApiParameter("verb", OpenApiTypes.STR, OpenApiParameter.PATH, enum=["start", "stop"]),
         ],
+        operation_id="studies_run",
         request=None,
         responses={202: EndpointRunSerializer},
         description="Start (or resume) a judge's or a generated system's run, or stop it. The worker runs it; poll "
@@ -584,9 +585,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except (EndpointError, ServiceError) as exc:
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         name = endpoint.rater.external_id if isinstance(endpoint, Judge) else endpoint.system.name
-        team.do_audit(
-            run.study, request.user, f"run_{verb}", f"{verb}ed the run of {name}".replace("stoped", "stopped")
-        )
+        team.do_audit(run.study, request.user, f"run_{verb}", f"{verb.replace('stop', 'stopp')}ed the run of {name}")
         return Response(_endpoint_row(run, name), status=status.HTTP_202_ACCEPTED)
 
     # --- raters' links (the review queue's rulings: analytics/review_views.py) ---------------------------------

@@ -137,10 +137,12 @@ def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
     base = enrolment.public_base_url(study, request)
     minted = sites.minting_warnings(study)
     links = []
+    # a crowd link lets whoever holds it rate: shown to those who may change the study only
+    may_change = access.CHANGE in request.study_may
     for link in study.external_links.all():
-        url = sites.link_url(link, base)
+        url = sites.link_url(link, base) if may_change else None
         xml, xml_error = None, None
-        if link.platform == ExternalLink.Platform.MTURK:
+        if link.platform == ExternalLink.Platform.MTURK and url is not None:
             try:
                 xml = sites.external_question_xml(url)
             except ServiceError as exc:
@@ -170,6 +172,9 @@ def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
     for w in workers:  # flagged: below the study's accuracy bar, before enough gold answers to screen out
         w.flagged = not w.screened_out and study.crowd_settings.below_gold_bar(w.gold_right, w.gold)
     blocked = access.blocked_workers_for(study.owner)
+    payable = list(payments.payable_sessions(study).prefetch_related("payments")[:PAYABLE_SHOWN])
+    for session in payable:  # each form queues its action once, however often it is sent
+        session.form_token = payments.new_token()
     return render(
         request,
         "annotation/external_links.html",
@@ -186,7 +191,7 @@ def external_links(request: ResearcherRequest, study_id: int) -> HttpResponse:
             "workers": workers,
             "blocked": blocked,
             "blocked_ids": {(b.platform, b.worker_id) for b in blocked},
-            "payable": payments.payable_sessions(study).prefetch_related("payments")[:PAYABLE_SHOWN],
+            "payable": payable,
             "ledger": study.crowd_payments.select_related("session__link", "by")[:LEDGER_SHOWN],
             "money": payments.totals(study),
             "payment_kinds": CrowdPayment.Kind.choices,
@@ -213,6 +218,7 @@ def pay_worker(request: ResearcherRequest, study_id: int) -> HttpResponse:
             request.POST.get("reason", ""),
             request.POST.get("category", ""),
             request.user,
+            request.POST.get("token") or None,
         )
     except ServiceError as exc:  # refused by field (FieldErrors), or the researcher's jobs at their limit
         messages.error(request, f"Not queued, {session.worker_id}: {exc}")

@@ -105,9 +105,9 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
         cast(forms.MultipleChoiceField, self.fields["explicit_pairs"]).choices = [  # declared above
             (f"{a.pk}-{b.pk}", f"{a.name} vs {b.name}") for i, a in enumerate(systems) for b in systems[i + 1 :]
         ]
-        self.initial["explicit_pairs"] = [
-            f"{a}-{b}" for a, b in self.instance.comparisons.values_list("system_a_id", "system_b_id")
-        ]
+        self.initial["explicit_pairs"] = sorted(
+            f"{min(a, b)}-{max(a, b)}" for a, b in self.instance.comparisons.values_list("system_a_id", "system_b_id")
+        )
         if frozen:  # raters have started: the plan is shown but not editable (values come from initial)
             for name in study_settings.frozen_after_start() + ("explicit_pairs",):
                 self.fields[name].disabled = True
@@ -172,10 +172,10 @@ def _json_kind(field: forms.Field) -> tuple[tuple[type, ...], str]:
     text, so ``["a"]`` would be stored as the text "['a']" without this."""
     if isinstance(field, forms.BooleanField):
         return (bool,), "true or false"
+    if isinstance(field, forms.FloatField | forms.DecimalField):  # before IntegerField: Django's FloatField is one
+        return (int, float), "a number"
     if isinstance(field, forms.IntegerField):
         return (int,), "a whole number"
-    if isinstance(field, forms.FloatField | forms.DecimalField):
-        return (int, float), "a number"
     if isinstance(field, forms.MultipleChoiceField):
         return (list,), "a list"
     return (str,), "text"
@@ -200,11 +200,10 @@ def settings_as_json(study: Study) -> dict[str, Any]:
         elif isinstance(value, Decimal):
             value = float(value)
         out[name] = value
-    out["explicit_pairs"] = (
-        [[a, b] for a, b in study.comparisons.values_list("system_a__name", "system_b__name").order_by("pk")]
-        if study.pair_mode == Study.PairMode.EXPLICIT
-        else []
-    )
+    # the pairs compared, whatever the pair mode (as the form shows them), so a GET sent back as a PATCH changes nothing
+    out["explicit_pairs"] = [
+        [a, b] for a, b in study.comparisons.values_list("system_a__name", "system_b__name").order_by("pk")
+    ]
     return dict(sorted(out.items()))
 
 
@@ -275,7 +274,7 @@ def settings_form_from_json(study: Study, body: Any, frozen: bool) -> StudySetti
 
     def convert(name: str, value: Any) -> Any:
         if name == "baseline":
-            if value is not None and value not in systems:
+            if value is not None and (not isinstance(value, str) or value not in systems):
                 raise ValueError(f"No system of this study is called {value!r}.")
             return systems.get(value) if value is not None else None
         if name == "explicit_pairs":
@@ -285,7 +284,7 @@ def settings_form_from_json(study: Study, body: Any, frozen: bool) -> StudySetti
             )
             if not ok:
                 raise ValueError("A list of [system, system] pairs, each named as the study names its systems.")
-            return [f"{min(systems[a], systems[b])}-{max(systems[a], systems[b])}" for a, b in value]
+            return sorted(f"{min(systems[a], systems[b])}-{max(systems[a], systems[b])}" for a, b in value)
         return value
 
     return form_from_json(

@@ -13,8 +13,10 @@ from django.shortcuts import redirect, render
 
 from annotation import access, elicitation
 from annotation.endpoints import EndpointError
+from annotation.http import ResearcherRequest
 from annotation.judges import prompts, runner
 from annotation.models import Judge, JudgeCall, Rater
+from annotation.studies import team
 from annotation.views.forms import JudgeForm
 from annotation.views.runs import run_card
 
@@ -23,7 +25,7 @@ REPLIES_PER_PAGE = 20
 
 
 @login_required
-def judges(request: HttpRequest, study_id: int) -> HttpResponse:
+def judges(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     if request.method == "POST":
         form = JudgeForm(request.POST)
@@ -34,6 +36,7 @@ def judges(request: HttpRequest, study_id: int) -> HttpResponse:
             except EndpointError as exc:
                 form.add_error("name", str(exc))
             else:
+                team.do_audit(study, request.user, "judge_added", f"added judge {judge} ({judge.model})")
                 messages.success(request, f"Judge {judge} added. Start it when ready.")
                 return redirect("judge_detail", study_id=study.pk, judge_id=judge.pk)
     else:

@@ -23,6 +23,7 @@ from annotation.generating.runner import GenerationRun
 from annotation.http import ResearcherRequest
 from annotation.judges.runner import JudgeRun
 from annotation.models import Endpoint, Job
+from annotation.studies import team
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +96,7 @@ def run_progress(request: ResearcherRequest, study_id: int, pk: int, kind: str) 
 
 @login_required
 @require_POST
-def run_action(request: HttpRequest, study_id: int, pk: int, kind: str, action: str) -> HttpResponse:
+def run_action(request: ResearcherRequest, study_id: int, pk: int, kind: str, action: str) -> HttpResponse:
     """Start (a first run or a resume) or stop the run; back to the endpoint's page."""
     run = KINDS[kind].run(KINDS[kind].access(request, study_id, pk))
     if action == "start":
@@ -103,8 +104,11 @@ def run_action(request: HttpRequest, study_id: int, pk: int, kind: str, action: 
             run.do_start()
         except (EndpointError, ServiceError) as exc:  # ServiceError: as many runs queued as the researcher may
             messages.error(request, str(exc))
+        else:
+            team.do_audit(run.study, request.user, "run_start", f"started the run of {run.endpoint}")
     elif action == "stop":
         run.do_stop()
+        team.do_audit(run.study, request.user, "run_stop", f"stopped the run of {run.endpoint}")
         messages.info(
             request,
             f"{KINDS[kind].subject} stops within a second: requests still out are cut off and asked again on "

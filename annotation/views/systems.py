@@ -17,8 +17,10 @@ from django.shortcuts import redirect, render
 from annotation import access
 from annotation.endpoints import EndpointError
 from annotation.generating import runner
+from annotation.http import ResearcherRequest
 from annotation.models import Generation, GenerationCall, SystemEndpoint
 from annotation.plan import planning
+from annotation.studies import team
 from annotation.views.forms import SystemEndpointForm
 from annotation.views.runs import run_card
 
@@ -41,7 +43,7 @@ def _comparing(study) -> tuple[set[int], set[int]]:
 
 
 @login_required
-def systems(request: HttpRequest, study_id: int) -> HttpResponse:
+def systems(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access.access_study(request, study_id)
     if request.method == "POST":
         form = SystemEndpointForm(request.POST)
@@ -51,6 +53,7 @@ def systems(request: HttpRequest, study_id: int) -> HttpResponse:
             except EndpointError as exc:
                 form.add_error(None, str(exc))
             else:
+                team.do_audit(study, request.user, "generate_added", f"added system {added} ({added.model})")
                 messages.success(request, f"System {added} added. Start its run when ready.")
                 return redirect("system_detail", study_id=study.pk, endpoint_id=added.pk)
     else:

@@ -62,9 +62,30 @@ BONUS_SET_UP = {
 def prolific_site(settings) -> Iterator[dict]:
     """Prolific's submission transitions and bonus payments: a body that breaks the documented shape is a 400 (and
     recorded as a violation), a bonus is paid at most once, anything else is a 404."""
-    state: dict = {"calls": [], "violations": [], "paid": [], "bonuses": {}}
+    state: dict = {
+        "calls": [],
+        "violations": [],
+        "paid": [],
+        "bonuses": {},
+        "submissions": {  # what Prolific knows of each submission
+            "SUB1": {"id": "SUB1", "study_id": "PS1", "participant_id": "PPART1", "status": "AWAITING REVIEW"},
+            "SUB2": {"id": "SUB2", "study_id": "PS1", "participant_id": "PPART2", "status": "AWAITING REVIEW"},
+        },
+        "fail_pay": False,
+    }
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            state["calls"].append((self.path, None))
+            key = self.path.removeprefix("/api/v1/submissions/").rstrip("/")
+            found = state["submissions"].get(key) if self.headers.get("Authorization") == f"Token {TOKEN}" else None
+            data = json.dumps(found or {"error": {"detail": "Not found"}}).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self):  # noqa: N802
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length)) if length else None
@@ -92,7 +113,9 @@ def prolific_site(settings) -> Iterator[dict]:
                 }
             elif self.path.startswith("/api/v1/bulk-bonus-payments/") and self.path.endswith("/pay/"):
                 bulk = self.path.split("/")[4]
-                if bulk in state["bonuses"]:
+                if state["fail_pay"]:
+                    status, answer = 502, {"error": {"detail": "Bad gateway"}}
+                elif bulk in state["bonuses"]:
                     state["paid"].append(bulk)
                     status, answer = 202, {}
             if schema is not None:
@@ -151,6 +174,22 @@ def prolific_session(study) -> WorkerSession:
     return sites.do_accept(link, sites.Arrival("prolific", "PPART1", "SUB1", "PS1"))
 
 
+def mturk_knows(stubbed, hit_id: str = "HIT1", worker_id: str = "AWORKER1") -> None:
+    """MTurk's answer to the ownership check made before each action: the assignment, its HIT and its worker."""
+    stubbed.add_response(
+        "get_assignment",
+        {
+            "Assignment": {
+                "AssignmentId": "ASSIGN1",
+                "WorkerId": worker_id,
+                "HITId": hit_id,
+                "AssignmentStatus": "Submitted",
+            }
+        },
+        {"AssignmentId": "ASSIGN1"},
+    )
+
+
 def run_pay_jobs() -> int:
     queued = list(Job.objects.filter(kind=payments.KIND, status=Job.Status.QUEUED).values_list("pk", flat=True))
     for pk in queued:
@@ -173,7 +212,9 @@ def test_mturk_approve_bonus_and_block_go_through_the_worker(
         assert queue(researcher_client, study, mturk_session, kind=kind, **extra).status_code == 302
     assert CrowdPayment.objects.filter(status="queued").count() == 3
     bonus = CrowdPayment.objects.get(kind="bonus")
+    mturk_knows(stubbed)
     stubbed.add_response("approve_assignment", {}, {"AssignmentId": "ASSIGN1"})
+    mturk_knows(stubbed)
     stubbed.add_response(
         "send_bonus",
         {},
@@ -185,6 +226,7 @@ def test_mturk_approve_bonus_and_block_go_through_the_worker(
             "UniqueRequestToken": bonus.token,  # the row's own token: MTurk pays one bonus per token
         },
     )
+    mturk_knows(stubbed)
     stubbed.add_response("create_worker_block", {}, {"WorkerId": "AWORKER1", "Reason": "spam"})
     assert run_pay_jobs() == 1  # one job sends the study's three queued actions
     assert set(CrowdPayment.objects.values_list("status", flat=True)) == {"done"}
@@ -210,6 +252,7 @@ def test_a_refusal_from_mturk_is_kept_in_its_words_and_the_rest_still_sent(
     researcher_client, study, mturk_session, stubbed
 ):
     queue(researcher_client, study, mturk_session, kind="reject", reason="Answers were random")
+    mturk_knows(stubbed)
     stubbed.add_client_error(
         "reject_assignment",
         service_error_code="RequestError",
@@ -227,10 +270,12 @@ def test_a_refusal_from_mturk_is_kept_in_its_words_and_the_rest_still_sent(
     )
     assert queue(researcher_client, study, mturk_session, kind="approve").status_code == 302
     assert CrowdPayment.objects.count() == 2  # the approve was refused: the reject is queued
+    mturk_knows(stubbed)
     stubbed.add_response(
         "reject_assignment", {}, {"AssignmentId": "ASSIGN1", "RequesterFeedback": "Answers were random"}
     )
     run_pay_jobs()
+    assert CrowdPayment.objects.filter(status="done").count() == 1
 
 
 def test_prolific_approve_reject_and_a_bonus_paid_once(client, researcher, study, prolific_session, prolific_site):
@@ -243,8 +288,11 @@ def test_prolific_approve_reject_and_a_bonus_paid_once(client, researcher, study
     run_pay_jobs()
     assert prolific_site["violations"] == []
     assert [path for path, _ in prolific_site["calls"]] == [
+        "/api/v1/submissions/SUB1/",  # each action checks the submission is this study's first
         "/api/v1/submissions/SUB1/transition/",
+        "/api/v1/submissions/SUB2/",
         "/api/v1/submissions/SUB2/transition/",
+        "/api/v1/submissions/SUB2/",
         "/api/v1/submissions/bonus-payments/",
         "/api/v1/bulk-bonus-payments/BULK1/pay/",
     ]
@@ -334,3 +382,47 @@ def test_a_row_another_running_job_is_sending_is_left_to_it(researcher, study, p
     assert prolific_site["calls"] == []
     assert Job.objects.get(pk=running.pk).status == "running"  # the queued job ran beside it and left it be
     assert Job.objects.filter(kind=payments.KIND, status="done").count() == 1
+
+
+def test_a_submission_the_site_says_is_another_studys_is_never_paid(
+    researcher_client, study, mturk_session, prolific_session, stubbed, prolific_site
+):
+    """Ids in a crowd link come from the worker's address bar, and the site's account is the server's: before any
+    action, the site is asked whose submission it is."""
+    queue(researcher_client, study, mturk_session, kind="bonus", amount="5", reason="thanks")
+    mturk_knows(stubbed, hit_id="SOMEONE-ELSES-HIT")
+    prolific_site["submissions"]["SUB1"]["study_id"] = "ANOTHER-STUDY"
+    queue(researcher_client, study, prolific_session, kind="approve")
+    run_pay_jobs()
+    problems = dict(CrowdPayment.objects.values_list("kind", "problem"))
+    assert set(CrowdPayment.objects.values_list("status", flat=True)) == {"failed"}
+    assert "not one of this study's HITs" in problems["bonus"] and "nothing was sent" in problems["bonus"]
+    assert "not in study PS1" in problems["approve"]
+    assert [path for path, _ in prolific_site["calls"]] == ["/api/v1/submissions/SUB1/"]
+
+
+def test_the_same_form_sent_twice_queues_one_bonus(researcher_client, study, mturk_session):
+    for _ in range(2):
+        queue(researcher_client, study, mturk_session, kind="bonus", amount="1", reason="thanks", token="f" * 32)
+    assert CrowdPayment.objects.filter(kind="bonus").count() == 1
+    assert CrowdPayment.objects.get().token == "f" * 32  # sent to MTurk as its UniqueRequestToken
+
+
+def test_a_bonus_whose_payment_the_site_left_unknown_says_so(researcher, study, prolific_session, prolific_site):
+    prolific_site["fail_pay"] = True
+    payment = payments.do_queue(study, prolific_session, "bonus", "1.00", "Thanks", "", researcher)
+    run_pay_jobs()
+    payment.refresh_from_db()
+    assert payment.status == "failed" and payment.problem.startswith("Outcome unknown")
+    assert "Check the submission on the site" in payment.problem and payment.site_reference == "BULK1"
+
+
+def test_a_generic_links_session_is_not_payable_and_a_study_with_a_ledger_is_deleted(
+    researcher_client, study, mturk_session, researcher
+):
+    generic = ExternalLink.objects.create(study=study, platform=ExternalLink.Platform.GENERIC)
+    session = sites.do_accept(generic, sites.Arrival("generic", "G1", "GS1"))
+    assert queue(researcher_client, study, session, kind="approve").status_code == 404
+    payments.do_queue(study, mturk_session, "approve", "", "", "", researcher)
+    response = researcher_client.post(f"/studies/{study.pk}/delete/", {"confirm": study.name})
+    assert response.status_code == 302 and not CrowdPayment.objects.exists()

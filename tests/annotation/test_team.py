@@ -94,9 +94,10 @@ def test_settings_are_changed_by_name_and_answered_whole(owner_api, study):
     assert response.json()["raters_per_item"] == 4 and response.json()["further_questions"] == questions
     study.refresh_from_db()
     assert study.raters_per_item == 4 and study.further_questions == questions
-    # a setting of another app's row, by its name too
-    response = owner_api.patch(url, {"budget": 40}, format="json")
-    assert response.status_code == 200 and response.json()["budget"] == 40
+    # a setting of another app's row, by its name too, and a fraction
+    response = owner_api.patch(url, {"budget": 40, "decision_alpha": 0.01}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["budget"] == 40 and response.json()["decision_alpha"] == 0.01
 
 
 def test_refused_settings_are_each_named_and_nothing_changes(owner_api, study):
@@ -148,10 +149,16 @@ def test_the_owner_adds_members_and_each_role_is_enforced_in_the_api(owner_api, 
         assert viewer.get(f"/api/studies/{study.pk}/{path}").status_code == 200, path
     assert [s["id"] for s in viewer.get("/api/studies/").json()["results"]] == [study.pk]
     # ...and changes nothing
-    refused = viewer.patch(settings_url, {"raters_per_item": 2}, format="json")
-    assert refused.status_code == 403 and "editor" in refused.json()["detail"]
+    trail = AuditEntry.objects.count()
+    refused = viewer.patch(settings_url, {"raters_per_item": 5}, format="json")
+    assert refused.status_code == 403 and "an editor's role" in refused.json()["detail"]
+    assert refused.json()["detail"].startswith("You are a viewer of this study")
+    study.refresh_from_db()
+    assert study.raters_per_item != 5 and AuditEntry.objects.count() == trail
     assert viewer.post(members, {"username": "outsider-person", "role": "viewer"}, format="json").status_code == 403
-    assert reviewer.patch(settings_url, {"raters_per_item": 2}, format="json").status_code == 403
+    assert reviewer.patch(settings_url, {"raters_per_item": 4}, format="json").status_code == 403
+    study.refresh_from_db()
+    assert study.raters_per_item != 4 and AuditEntry.objects.count() == trail
     # an editor changes settings, but the team is the owner's
     assert editor.patch(settings_url, {"raters_per_item": 2}, format="json").status_code == 200
     assert editor.post(members, {"username": "outsider-person", "role": "viewer"}, format="json").status_code == 403
@@ -229,7 +236,6 @@ def test_every_researcher_page_that_changes_a_study_refuses_a_viewer(client, tea
 
     changes_nothing = {
         "study_duplicate",  # the copy is the viewer's own study
-        "budget_start",  # a what-if plan of the budget, computed by the worker; the study is unchanged
     }
     viewer = logged_in(client, people["viewer"])
     checked = []
@@ -325,3 +331,57 @@ def test_the_team_page_adds_members_and_shows_who_changed_which_setting(client, 
         ("member_added", "alice"),
         ("settings", "(server command)"),
     ]
+
+
+def test_links_that_let_their_holder_rate_are_shown_to_editors_only(client, team_study, people):
+    from annotation.crowd import sites
+    from annotation.studies import enrolment
+
+    rater = enrolment.do_create_rater_link(team_study, "rater-9")
+    enrolment.do_set_open_link(team_study, True)
+    link = sites.do_create_external_link(team_study, "mturk")
+    viewer = logged_in(client, people["viewer"])
+    page, crowd = (
+        viewer.get(f"/studies/{team_study.pk}/").content,
+        viewer.get(f"/studies/{team_study.pk}/external/").content,
+    )
+    assert rater.link_path().encode() not in page and team_study.open_link_path().encode() not in page
+    assert link.path().encode() not in crowd and b'data-testid="link-hidden"' in crowd
+    assert b"Blocklist" not in crowd  # the owner's list, across their studies
+    editor = logged_in(client, people["editor"])
+    page, crowd = (
+        editor.get(f"/studies/{team_study.pk}/").content,
+        editor.get(f"/studies/{team_study.pk}/external/").content,
+    )
+    assert rater.link_path().encode() in page and link.path().encode() in crowd
+
+
+def test_a_collaborators_copy_does_not_take_the_owners_stored_api_key(client, team_study, people, researcher):
+    from annotation.generating import runner
+    from annotation.models import SystemEndpoint
+
+    runner.do_add_endpoint_system(
+        team_study, "gen", base_url="https://api.example.org/v1", model="m", api_key="sk-owner"
+    )
+    viewer = logged_in(client, people["viewer"])
+    assert viewer.post(f"/studies/{team_study.pk}/duplicate/", {"name": "viewer's copy"}).status_code == 302
+    copy = SystemEndpoint.objects.get(system__study__name="viewer's copy")
+    assert copy.api_key == "" and copy.system.study.owner == people["viewer"]
+    own = lifecycle_copy = None
+    from annotation.studies import lifecycle
+
+    own = lifecycle.do_duplicate_study(team_study, "owner's copy")
+    lifecycle_copy = SystemEndpoint.objects.get(system__study=own)
+    assert lifecycle_copy.api_key == "sk-owner"  # the owner's own copy keeps it
+
+
+def test_a_baseline_that_is_not_text_is_refused_and_a_get_sent_back_changes_nothing(owner_api, study, rater):
+    url = f"/api/studies/{study.pk}/settings/"
+    for wrong in ([], {}, 3):
+        response = owner_api.patch(url, {"baseline": wrong}, format="json")
+        assert response.status_code == 400 and list(response.json()) == ["baseline"], response.json()
+    answer_all(allocation.do_start_assignment(rater))  # raters started: the plan is frozen
+    shown = owner_api.get(url).json()
+    again = owner_api.patch(url, shown, format="json")
+    assert again.status_code == 200, again.json()
+    assert again.json() == shown
