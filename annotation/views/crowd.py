@@ -234,10 +234,13 @@ def pay_worker(request: ResearcherRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def external_link_action(request: HttpRequest, study_id: int, link_id: int, action: str) -> HttpResponse:
+def external_link_action(request: ResearcherRequest, study_id: int, link_id: int, action: str) -> HttpResponse:
     """Disable, enable or rotate a crowd link (disabling and rotating stop its workers at once), or set its launch
     limit."""
     study, link = access.access_study_external_link(request, study_id, link_id)
+    done = {"disable": "disabled", "enable": "enabled", "rotate": "gave a new URL to"}
+    if action in done:
+        team.do_audit(study, request.user, f"crowd_link_{action}", f"{done[action]} the {link.platform} link")
     if action in ("disable", "enable"):
         stopped = enrolment.do_set_external_link(link, action == "enable")
         messages.success(
@@ -253,6 +256,7 @@ def external_link_action(request: HttpRequest, study_id: int, link_id: int, acti
             messages.error(request, str(exc))
         else:
             limit = link.launch_limit
+            team.do_audit(study, request.user, "crowd_link_limit", f"set the {link.platform} link's launch limit")
             messages.success(
                 request,
                 f"The link now accepts {limit} new workers a minute."

@@ -294,10 +294,11 @@ def rater_create(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def open_link_toggle(request: HttpRequest, study_id: int) -> HttpResponse:
+def open_link_toggle(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     enabled = request.POST.get("enabled") == "1"
     stopped = enrolment.do_set_open_link(study, enabled)
+    team.do_audit(study, request.user, "open_link", f"{'opened' if enabled else 'closed'} the open link")
     messages.success(
         request,
         "The open link is open."
@@ -310,9 +311,10 @@ def open_link_toggle(request: HttpRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def open_link_rotate(request: HttpRequest, study_id: int) -> HttpResponse:
+def open_link_rotate(request: ResearcherRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
     stopped = enrolment.do_rotate_open_link(study)
+    team.do_audit(study, request.user, "open_link_rotate", "gave the open link a new URL")
     messages.success(
         request,
         f"New open link made; the old one and the pages of the {stopped} rater(s) who joined "
@@ -328,6 +330,7 @@ def rater_link(request: ResearcherRequest, study_id: int, rater_id: int, action:
     study, rater = access.access_study_rater(request, study_id, rater_id)
     if action == "rotate":
         enrolment.do_rotate_rater_link(rater)
+        team.do_audit(study, request.user, "rater_rotated", f"gave {rater.external_id} a new link", {"rater": rater.pk})
         messages.success(request, f"New link for {rater.external_id}; the old one no longer works.")
     elif action == "revoke":
         enrolment.do_revoke_rater_link(rater)

@@ -151,3 +151,12 @@ def test_the_budget_planners_command_quotes_the_name(researcher_client, study):
     study.save(update_fields=["name"])
     html = researcher_client.get(reverse("study_settings", args=[study.pk])).content.decode()
     assert escape("plan_budget --study 'Team study'") in html
+
+
+def test_a_change_of_the_arena_settings_is_in_the_audit_trail_before_and_after(researcher_client, arena):
+    from annotation.models import AuditEntry
+
+    researcher_client.post(reverse("arena_settings", args=[arena.pk]), form_data())
+    entry = AuditEntry.objects.get(study=arena, action="arena_settings")
+    assert entry.username == "alice" and entry.detail["samples"] == ["2", "3"] and entry.detail["max_turns"][1] == "2"
+    assert "samples" in researcher_client.get(reverse("team", args=[arena.pk])).content.decode()

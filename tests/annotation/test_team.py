@@ -385,3 +385,16 @@ def test_a_baseline_that_is_not_text_is_refused_and_a_get_sent_back_changes_noth
     again = owner_api.patch(url, shown, format="json")
     assert again.status_code == 200, again.json()
     assert again.json() == shown
+
+
+def test_links_opened_closed_and_rotated_are_in_the_audit_trail(researcher_client, study, rater):
+    from annotation.crowd import sites
+
+    link = sites.do_create_external_link(study, "prolific", "PS1")
+    researcher_client.post(f"/studies/{study.pk}/open-link/", {"enabled": "1"})
+    researcher_client.post(f"/studies/{study.pk}/open-link/rotate/")
+    researcher_client.post(f"/studies/{study.pk}/raters/{rater.pk}/rotate/")
+    researcher_client.post(f"/studies/{study.pk}/external/{link.pk}/disable/")
+    researcher_client.post(f"/studies/{study.pk}/external/{link.pk}/launch-limit/", {"launch_per_minute": "30"})
+    actions = list(AuditEntry.objects.filter(study=study, user__isnull=False).values_list("action", flat=True))
+    assert actions == ["crowd_link_limit", "crowd_link_disable", "rater_rotated", "open_link_rotate", "open_link"]
