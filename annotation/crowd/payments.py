@@ -12,24 +12,27 @@ the study's pay per assignment for Prolific) and bonuses, done and still to send
 
 from __future__ import annotations
 
+import re
+import secrets
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
 from annotation import jobs
 from annotation.crowd import mturk, prolific, sites
 from annotation.errors import FieldErrors, ServiceError
-from annotation.models import CrowdPayment, ExternalLink, Job, MTurkHIT, Study, WorkerSession, new_nonce
+from annotation.models import CrowdPayment, ExternalLink, Job, MTurkHIT, Study, WorkerSession
 from annotation.studies import team
 
 KIND = "crowd_pay"
 PLATFORMS = (ExternalLink.Platform.MTURK, ExternalLink.Platform.PROLIFIC)
 CENT = Decimal("0.01")
+TOKEN = re.compile(r"[A-Za-z0-9_-]{8,32}")  # a form's token (new_token), or a row's default (new_nonce)
 MAX_BONUS = Decimal("100.00")  # a bonus above this is a typo far more often than a wish
 DONE_STATUS: dict[
     tuple[str, str], str
@@ -130,7 +133,7 @@ def check_action(study: Study, session: WorkerSession, kind: str, amount: Any, r
 def new_token() -> str:
     """The token a payment form carries (one per form shown): the row it queues keeps it, unique, so the same form
     sent twice (a double click, a second tab, a reload) queues one action; MTurk's bonus is sent with it too."""
-    return new_nonce()
+    return secrets.token_hex(16)
 
 
 @transaction.atomic
@@ -151,6 +154,8 @@ def do_queue(
     fields = check_action(study, session, kind, amount, reason, category)
     WorkerSession.objects.select_for_update().filter(pk=session.pk).first()  # one action at a time per submission
     token = token or new_token()
+    if not TOKEN.fullmatch(token):
+        raise FieldErrors({"token": ["Not a form's token: reload the page and ask again."]})
     if CrowdPayment.objects.filter(token=token).exists():
         raise FieldErrors({"token": ["This form was sent already: the action is queued once (see the ledger)."]})
     if kind in (CrowdPayment.Kind.APPROVE, CrowdPayment.Kind.REJECT):
@@ -163,7 +168,13 @@ def do_queue(
             done = "approved" if earlier.kind == CrowdPayment.Kind.APPROVE else "rejected"
             state = earlier.get_status_display().lower()
             raise FieldErrors({"kind": [f"This submission is already {done} ({state})."]})
-    payment = CrowdPayment.objects.create(study=study, session=session, by=by, token=token, **fields)
+    try:
+        with transaction.atomic():
+            payment = CrowdPayment.objects.create(study=study, session=session, by=by, token=token, **fields)
+    except IntegrityError:  # the same token sent for another submission at the same moment
+        raise FieldErrors(
+            {"token": ["This form was sent already: the action is queued once (see the ledger)."]}
+        ) from None
     money = f" ({payment.amount})" if payment.amount is not None else ""
     team.do_audit(
         study,
@@ -235,7 +246,8 @@ def _check_prolific(payment: CrowdPayment, client: prolific.Client) -> None:
     """The submission, as Prolific knows it, is in the link's Prolific study and by its participant."""
     session = payment.session
     found = client.submission(session.session_key)
-    if found.get("study_id") != session.link.site_study_id or found.get("participant_id") != session.worker_id:
+    participant = found.get("participant", found.get("participant_id"))  # "participant" in a submission's own answer
+    if found.get("study_id") != session.link.site_study_id or participant != session.worker_id:
         raise NotThisStudys(
             f"Prolific's submission {session.session_key} is not in study {session.link.site_study_id} by participant "
             f"{session.worker_id}: nothing was sent."
@@ -272,19 +284,30 @@ UNKNOWN = (
 )
 
 
-def _site_words(exc: Exception) -> tuple[str, bool]:
-    """What the site said, and whether it surely did nothing (a refusal) -- else the outcome is unknown (the site
-    could not be reached, answered 5xx, or the answer was cut off), which the ledger says."""
+def _site_words(exc: Exception, sent: bool) -> str:
+    """What the ledger says of a failure: the site's words, and -- once the action itself was sent (``sent``) -- that
+    its outcome is unknown unless the site surely did nothing: a refusal (MTurk's client error on the first attempt;
+    Prolific's 4xx). A server error, a timeout, an answer cut off or a request botocore retried (the first may have
+    been done: MTurk then refuses the repeat) may have been done."""
     from botocore.exceptions import ClientError
 
+    words = f"{type(exc).__name__}: {exc}"
+    refused = False
     if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return f"MTurk refused: {error.get('Code')}: {error.get('Message')}", True
-    if isinstance(exc, NotThisStudys) or (isinstance(exc, prolific.ProlificError) and 400 <= (exc.status or 0) < 500):
-        return str(exc), True
-    if isinstance(exc, ServiceError) and not isinstance(exc, prolific.ProlificError):
-        return str(exc), True  # refused by SepLab's own check before anything was sent
-    return UNKNOWN.format(words=f"{type(exc).__name__}: {exc}"), False
+        error, meta = exc.response.get("Error", {}), exc.response.get("ResponseMetadata", {})
+        words = f"MTurk refused: {error.get('Code')}: {error.get('Message')}"
+        refused = (
+            meta.get("HTTPStatusCode", 400) < 500
+            and error.get("Code") != "ServiceFault"
+            and not meta.get("RetryAttempts")
+        )
+    elif isinstance(exc, prolific.ProlificError):
+        words, refused = str(exc), exc.status is not None and 400 <= exc.status < 500
+    elif isinstance(exc, ServiceError):
+        words, refused = str(exc), True  # SepLab's own check: nothing was asked of the site
+    if not sent:
+        return f"{words} (nothing was sent)" if not isinstance(exc, NotThisStudys) else words
+    return words if refused else UNKNOWN.format(words=words)
 
 
 def pay_job(job, progress) -> str:
@@ -331,12 +354,14 @@ def pay_job(job, progress) -> str:
             continue
         platform = payment.session.link.platform
         mturk_site = platform == ExternalLink.Platform.MTURK
+        sent = False  # until the action itself is asked: a failure before it did nothing on the site
         try:
             client = client_for(payment)
             (_check_mturk if mturk_site else _check_prolific)(payment, client)
+            sent = True
             (_send_mturk if mturk_site else _send_prolific)(payment, client)
         except Exception as exc:  # noqa: BLE001 -- every row ends, whatever the site or the network did
-            words, _ = _site_words(exc)
+            words = _site_words(exc, sent)
             CrowdPayment.objects.filter(pk=payment.pk, status=CrowdPayment.Status.SENDING).update(
                 status=CrowdPayment.Status.FAILED, problem=words[:2000], sent=timezone.now()
             )

@@ -223,7 +223,10 @@ def _setting_field(name: str) -> serializers.Field:
     if name == "explicit_pairs":
         pair = serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2)
         return serializers.ListField(
-            child=pair, required=False, help_text="The system pairs compared when pair_mode is explicit, by name."
+            child=pair,
+            required=False,
+            help_text="The system pairs compared, by name (in any pair mode); sent, they are the pairs ticked for "
+            "pair_mode explicit.",
         )
     if name == "baseline":
         return serializers.CharField(required=False, allow_null=True, help_text="The baseline system's name.")

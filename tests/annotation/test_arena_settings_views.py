@@ -160,3 +160,15 @@ def test_a_change_of_the_arena_settings_is_in_the_audit_trail_before_and_after(r
     entry = AuditEntry.objects.get(study=arena, action="arena_settings")
     assert entry.username == "alice" and entry.detail["samples"] == ["2", "3"] and entry.detail["max_turns"][1] == "2"
     assert "samples" in researcher_client.get(reverse("team", args=[arena.pk])).content.decode()
+
+
+def test_an_arenas_rater_link_is_shown_to_its_editors_only(client, researcher, arena, other_researcher):
+    from annotation.studies import enrolment, team
+
+    enrolment.do_set_open_link(arena, True)
+    team.do_add_member(arena, other_researcher.username, "viewer", researcher)
+    client.force_login(other_researcher)
+    page = client.get(reverse("study_detail", args=[arena.pk])).content
+    assert arena.open_link_path().encode() not in page and b'data-testid="arena-link-hidden"' in page
+    client.force_login(researcher)
+    assert arena.open_link_path().encode() in client.get(reverse("study_detail", args=[arena.pk])).content

@@ -68,8 +68,8 @@ def prolific_site(settings) -> Iterator[dict]:
         "paid": [],
         "bonuses": {},
         "submissions": {  # what Prolific knows of each submission
-            "SUB1": {"id": "SUB1", "study_id": "PS1", "participant_id": "PPART1", "status": "AWAITING REVIEW"},
-            "SUB2": {"id": "SUB2", "study_id": "PS1", "participant_id": "PPART2", "status": "AWAITING REVIEW"},
+            "SUB1": {"id": "SUB1", "study_id": "PS1", "participant": "PPART1", "status": "AWAITING REVIEW"},
+            "SUB2": {"id": "SUB2", "study_id": "PS1", "participant": "PPART2", "status": "AWAITING REVIEW"},
         },
         "fail_pay": False,
     }
@@ -426,3 +426,26 @@ def test_a_generic_links_session_is_not_payable_and_a_study_with_a_ledger_is_del
     payments.do_queue(study, mturk_session, "approve", "", "", "", researcher)
     response = researcher_client.post(f"/studies/{study.pk}/delete/", {"confirm": study.name})
     assert response.status_code == 302 and not CrowdPayment.objects.exists()
+
+
+def test_a_retried_or_server_side_mturk_error_is_an_unknown_outcome_and_a_refusal_is_not(
+    researcher, study, mturk_session
+):
+    from botocore.exceptions import ClientError
+
+    def error(code: str, status: int, retries: int = 0) -> ClientError:
+        meta = {"HTTPStatusCode": status, "RetryAttempts": retries}
+        return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": meta}, "SendBonus")
+
+    assert payments._site_words(error("RequestError", 400), sent=True).startswith("MTurk refused")
+    for maybe_done in (error("ServiceFault", 500), error("RequestError", 400, retries=1)):
+        assert payments._site_words(maybe_done, sent=True).startswith("Outcome unknown")
+    assert payments._site_words(TimeoutError("read"), sent=False).endswith("(nothing was sent)")
+    assert payments._site_words(prolific.ProlificError("answered 502", 502), sent=True).startswith("Outcome unknown")
+    assert payments._site_words(prolific.ProlificError("answered 400", 400), sent=True).startswith("answered 400")
+
+
+def test_a_token_that_is_not_a_forms_is_refused(researcher_client, study, mturk_session):
+    response = queue(researcher_client, study, mturk_session, kind="approve", token="x" * 300)
+    assert "Not a form's token" in str(list(response.wsgi_request._messages)[0])
+    assert not CrowdPayment.objects.exists()

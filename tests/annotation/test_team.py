@@ -348,12 +348,16 @@ def test_links_that_let_their_holder_rate_are_shown_to_editors_only(client, team
     assert rater.link_path().encode() not in page and team_study.open_link_path().encode() not in page
     assert link.path().encode() not in crowd and b'data-testid="link-hidden"' in crowd
     assert b"Blocklist" not in crowd  # the owner's list, across their studies
+    settings_page = viewer.get(f"/studies/{team_study.pk}/settings/").content
+    assert b'data-testid="budget-form"' not in settings_page  # a new plan replaces the study's last one
     editor = logged_in(client, people["editor"])
     page, crowd = (
         editor.get(f"/studies/{team_study.pk}/").content,
         editor.get(f"/studies/{team_study.pk}/external/").content,
     )
     assert rater.link_path().encode() in page and link.path().encode() in crowd
+    assert team_study.open_link_path().encode() in page
+    assert b'data-testid="budget-form"' in editor.get(f"/studies/{team_study.pk}/settings/").content
 
 
 def test_a_collaborators_copy_does_not_take_the_owners_stored_api_key(client, team_study, people, researcher):
