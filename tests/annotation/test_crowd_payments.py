@@ -9,6 +9,7 @@ import json
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
@@ -434,8 +435,12 @@ def test_a_retried_or_server_side_mturk_error_is_an_unknown_outcome_and_a_refusa
     from botocore.exceptions import ClientError
 
     def error(code: str, status: int, retries: int = 0) -> ClientError:
-        meta = {"HTTPStatusCode": status, "RetryAttempts": retries}
-        return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": meta}, "SendBonus")
+        # as botocore builds it from MTurk's answer (the service model's shape)
+        answer: Any = {
+            "Error": {"Code": code, "Message": "m"},
+            "ResponseMetadata": {"HTTPStatusCode": status, "RetryAttempts": retries},
+        }
+        return ClientError(answer, "SendBonus")
 
     assert payments._site_words(error("RequestError", 400), sent=True).startswith("MTurk refused")
     for maybe_done in (error("ServiceFault", 500), error("RequestError", 400, retries=1)):
