@@ -9,8 +9,8 @@ import json
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import boto3
 import jsonschema
