@@ -24,6 +24,7 @@ from rest_framework.response import Response
 
 from annotation import access, setting_ranges, study_settings
 from annotation.access import studies_for
+from annotation.crowd import sites
 from annotation.endpoint_runs import EndpointRun
 from annotation.endpoints import EndpointError
 from annotation.errors import FieldErrors, ServiceError
@@ -36,6 +37,7 @@ from annotation.judges import runner as judge_runner
 from annotation.judges.runner import JudgeRun
 from annotation.models import (
     AuditEntry,
+    ExternalLink,
     Generation,
     Item,
     Job,
@@ -312,6 +314,21 @@ def _endpoint_row(run: EndpointRun, name: str) -> dict:
         "run": job.status if job is not None else "none",
         "message": job.message if job is not None else "",
     }
+
+
+class CrowdLinkSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    platform = serializers.ChoiceField(choices=ExternalLink.Platform.values)
+    site_study_id = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=100, help_text="Prolific: its study's id."
+    )
+    url = serializers.CharField(read_only=True, help_text="The URL to paste on the site.")
+
+
+class OpenLinkSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    url = serializers.CharField(read_only=True, allow_null=True, help_text="The open link, while it is open.")
+    stopped = serializers.IntegerField(read_only=True, help_text="Raters who joined through it and were stopped.")
 
 
 class RaterLinkSerializer(serializers.Serializer):
@@ -609,3 +626,41 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationError({"name": [str(exc)]}) from None
         url = enrolment.public_base_url(study, request) + rater.link_path()
         return Response({"id": rater.pk, "name": rater.external_id, "url": url}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=CrowdLinkSerializer,
+        responses={201: CrowdLinkSerializer},
+        description="A crowd link (MTurk-style, Prolific or generic), as on the crowd page: the URL to paste on the "
+        "site.",
+    )
+    @action(detail=True, methods=["post"], url_path="crowd-links", parser_classes=[JSONParser])
+    def crowd_links(self, request, pk=None):
+        study = self.study(access.CHANGE)
+        given = CrowdLinkSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        try:
+            link = sites.do_create_external_link(study, data["platform"], data["site_study_id"])
+        except ServiceError as exc:
+            raise ValidationError({"site_study_id": [str(exc)]}) from None
+        team.do_audit(study, request.user, "crowd_link_added", f"added a {link.platform} link")
+        url = sites.link_url(link, enrolment.public_base_url(study, request))
+        body = {"id": link.pk, "platform": link.platform, "site_study_id": link.site_study_id, "url": url}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=OpenLinkSerializer,
+        responses={200: OpenLinkSerializer},
+        description="Open or close the study's open link for anonymous raters (closing stops those who joined "
+        "through it at once).",
+    )
+    @action(detail=True, methods=["post"], url_path="open-link", parser_classes=[JSONParser])
+    def open_link(self, request, pk=None):
+        study = self.study(access.CHANGE)
+        given = OpenLinkSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        enabled = given.validated_data["enabled"]
+        stopped = enrolment.do_set_open_link(study, enabled)
+        team.do_audit(study, request.user, "open_link", f"{'opened' if enabled else 'closed'} the open link")
+        url = enrolment.public_base_url(study, request) + study.open_link_path() if enabled else None
+        return Response({"enabled": enabled, "url": url, "stopped": stopped})

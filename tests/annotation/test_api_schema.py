@@ -79,7 +79,8 @@ def test_the_api_answers_as_its_schema_says(case, token, judged_study):
         allowed = {200, 400, 404} if "page" in (case.query or {}) else {200, 400}  # 404: past the last page
         if {"member_id", "endpoint_id"} & set(case.path_parameters or {}):
             allowed = {404}  # the study has no members, judges or generated systems: no such id is one of its
-        if case.method == "POST" and case.formatted_path.endswith(("/members/", "/raters/", "/judges/", "/systems/")):
+        created = ("/members/", "/raters/", "/judges/", "/systems/", "/crowd-links/")
+        if case.method == "POST" and case.formatted_path.endswith(created):
             allowed = {201, 400}  # created (a rater's link by any name), or refused by field
         if case.formatted_path.endswith("/report/"):
             allowed |= {202, 404}  # the stored report is being computed; no such judge or rater

@@ -119,3 +119,28 @@ def test_rater_links_and_rulings_through_the_api_in_each_role(study, researcher,
     unknown = viewer.post(f"/api/studies/{study.pk}/rulings/", {"pair": 999999, "ruling": "a"}, format="json")
     assert unknown.status_code == 400 and "no verdicts" in unknown.json()["pair"][0]
     assert viewer.post(f"/api/studies/{study.pk}/judges/", {"name": "j"}, format="json").status_code == 403
+
+
+def test_crowd_links_and_the_open_link_through_the_api(study, researcher, other_researcher):
+    owner = api_for(researcher)
+    made = owner.post(
+        f"/api/studies/{study.pk}/crowd-links/", {"platform": "prolific", "site_study_id": "PS1"}, format="json"
+    )
+    assert made.status_code == 201 and made.json()["site_study_id"] == "PS1"
+    assert "/x/" in made.json()["url"] and "PROLIFIC_PID=" in made.json()["url"]
+    wrong = owner.post(f"/api/studies/{study.pk}/crowd-links/", {"platform": "fiverr"}, format="json")
+    assert wrong.status_code == 400 and list(wrong.json()) == ["platform"]
+    opened = owner.post(f"/api/studies/{study.pk}/open-link/", {"enabled": True}, format="json")
+    assert opened.status_code == 200 and opened.json()["url"].endswith(study.open_link_path())
+    study.refresh_from_db()
+    assert study.open_link_enabled
+    closed = owner.post(f"/api/studies/{study.pk}/open-link/", {"enabled": False}, format="json").json()
+    assert closed == {"enabled": False, "url": None, "stopped": 0}
+    team.do_add_member(study, other_researcher.username, "viewer", researcher)
+    viewer = api_for(other_researcher)
+    assert viewer.post(f"/api/studies/{study.pk}/open-link/", {"enabled": True}, format="json").status_code == 403
+    assert (
+        viewer.post(f"/api/studies/{study.pk}/crowd-links/", {"platform": "generic"}, format="json").status_code == 403
+    )
+    actions = list(AuditEntry.objects.filter(study=study, user=researcher).values_list("action", flat=True))
+    assert actions == ["member_added", "open_link", "open_link", "crowd_link_added"]
