@@ -293,7 +293,13 @@ def test_a_viewers_pages_and_a_refused_change_at_both_sizes(browser_page, live_s
     found: dict[str, list[str]] = {}
     wider: dict[str, int] = {}
     for size, width, page in logged_in_pages(browser_page, live_server, client):
-        for name in ("study_detail", "team", "study_settings"):
+        for name in (
+            "study_detail",
+            "team",
+            "external_links",
+            "review_queue",
+            "study_settings",
+        ):  # settings last: its form is sent below
             page.goto(live_server.url + reverse(name, args=[study.pk]))
             found[f"{name} [{size}]"] = serious(page)
         assert page.get_by_test_id("study-role").is_visible()
