@@ -128,7 +128,7 @@ def test_the_prolific_study_id_is_asked_only_for_prolific_links(browser_page, li
     context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
     page = context.new_page()
     page.goto(live_server.url + reverse("external_links", args=[study.pk]))
-    field = page.get_by_label("Prolific study id (optional)")
+    field = page.get_by_label("Prolific study id", exact=True)
     platform = page.get_by_test_id("new-link").get_by_label("Platform")
     expect(field).to_be_hidden()  # MTurk is chosen first
     platform.select_option("prolific")
