@@ -105,7 +105,8 @@ def records(study: Study, options: Options | None = None) -> list[dict[str, Any]
     population, key = options.population, options.population.question
     inclusion = _inclusion(study)
     rows = (
-        Judgment.objects.filter(study=study, revised=False)
+        Judgment.objects.analysed()
+        .filter(study=study)
         .order_by("created", "id")
         .values(
             "idempotency_key",

@@ -60,6 +60,7 @@ class PairReview:
     people_winner: str | None  # a | b | tie, None without a counted human judgment
     raters_disagree: bool
     adjudication: Adjudication | None = None
+    requested: bool = False  # its item was sent to review from the data manager (``Item.review_requested``)
 
     against_judges: set = dataclasses.field(default_factory=set)  # judges whose preference is not the people's
 
@@ -91,7 +92,7 @@ class PairReview:
         """The people's winner in words, with how many raters prefer it."""
         if self.people_winner is None:
             return "no counted human judgment yet"
-        prefs = _preferences(self.humans)
+        prefs = preferences(self.humans)
         n = len(prefs)
         if self.people_winner == "tie":
             if not any(prefs.values()):
@@ -106,7 +107,7 @@ def _raters(n: int) -> str:
     return f"{n} rater" + ("" if n == 1 else "s")
 
 
-def _preferences(verdicts: list[Verdict]) -> dict[str, int]:
+def preferences(verdicts: list[Verdict]) -> dict[str, int]:
     """Each counted rater's preference on the pair (the sign over their ratings of it): screened-out raters and
     superseded judgments are left out, as the report leaves them out."""
     sets: dict[str, list[int]] = defaultdict(list)
@@ -121,6 +122,7 @@ _FIELDS = (
     "pair_id",
     "pair__item_id",
     "pair__item__external_id",
+    "pair__item__review_requested",
     "pair__generation_a__system__name",
     "pair__generation_b__system__name",
     "pair__generation_a__sample_index",
@@ -181,6 +183,7 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
                 [],
                 None,
                 False,
+                requested=r["pair__item__review_requested"],
             )
         choice = elicitation.effective_choice(r["choice"], r["response_set"], r["probability_a"])
         verdict = Verdict(
@@ -198,7 +201,7 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
         )
         (review.judges if r["rater__kind"] == "judge" else review.humans).append(verdict)
     for review in by_pair.values():
-        people = _preferences(review.humans)
+        people = preferences(review.humans)
         if people:
             review.people_winner = winners.item_winner([[p] for p in people.values()])
         review.raters_disagree = winners.raters_disagree([[p] for p in people.values()])
@@ -212,7 +215,7 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
         if review.people_winner is not None:
             against = {
                 judge
-                for judge, preference in _preferences(review.judges).items()
+                for judge, preference in preferences(review.judges).items()
                 if preference != winners.RATING[review.people_winner]
             }
             review.against_judges = against
@@ -238,6 +241,11 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
     return list(by_pair.values())
 
 
+def reviews(judgments, study: Study) -> list[PairReview]:
+    """Every judged pair of ``judgments`` (a study's) with its verdicts, in item order (judges' replies left out)."""
+    return _reviews(judgments, questions.further(study), replies=False)
+
+
 def item_review(item: Item) -> list[PairReview]:
     """Every judged pair of ``item`` with all its verdicts, judges' replies included, in item order."""
     return _reviews(
@@ -245,38 +253,46 @@ def item_review(item: Item) -> list[PairReview]:
     )
 
 
-SHOW = {"open": "Not yet ruled on", "ruled": "Ruled on", "all": "Every flagged or ruled pair"}
-WHY = {"any": "Any disagreement", "raters": "Raters disagree", "judge": "A judge disagrees with the people"}
+SHOW = {"open": "Not yet ruled on", "ruled": "Ruled on", "all": "Every flagged, sent or ruled pair"}
+WHY = {
+    "any": "Any reason",
+    "raters": "Raters disagree",
+    "judge": "A judge disagrees with the people",
+    "requested": "Sent to review",
+}
 
 
 def review_queue(study: Study, show: str = "open", why: str = "any") -> tuple[list[PairReview], dict]:
-    """The pairs of ``study`` to review (``show``: flagged and not yet ruled on / ruled on, flagged or not -- a ruling
-    can be made from any item's page / both; ``why``: any, raters disagreeing, or a judge against the people), the
-    most contested first -- both kinds of disagreement, then the most verdicts -- and the counts: flagged pairs, of
-    each kind, and rulings."""
-    reviews = [
+    """The pairs of ``study`` to review -- of the items analysed (``Judgment.objects.analysed``: an excluded item is
+    out of the queue) -- (``show``: flagged or sent to review and not yet ruled on / ruled on, flagged or not -- a
+    ruling can be made from any item's page / all of them; ``why``: any, raters disagreeing, a judge against the
+    people, or sent from the data manager), the most contested first -- both kinds of disagreement, then the most
+    verdicts -- and the counts: flagged pairs, of each kind, pairs sent to review, and rulings."""
+    found = [
         r
-        for r in _reviews(Judgment.objects.filter(study=study), questions.further(study), replies=False)
-        if r.flagged or r.adjudication is not None
+        for r in reviews(Judgment.objects.analysed().filter(study=study), study)
+        if r.flagged or r.requested or r.adjudication is not None
     ]
-    flagged = [r for r in reviews if r.flagged]
+    flagged = [r for r in found if r.flagged]
     counts = {
         "flagged": len(flagged),
         "raters": sum(r.raters_disagree for r in flagged),
         "judge": sum(bool(r.judges_disagree) for r in flagged),
-        "ruled": sum(r.adjudication is not None for r in reviews),
+        "requested": sum(r.requested for r in found),
+        "ruled": sum(r.adjudication is not None for r in found),
     }
     shown = {
-        "open": lambda r: r.flagged and r.adjudication is None,
+        "open": lambda r: (r.flagged or r.requested) and r.adjudication is None,
         "ruled": lambda r: r.adjudication is not None,
         "all": lambda r: True,
     }[show]
-    chosen = [
-        r
-        for r in reviews
-        if shown(r)
-        and (why == "any" or (why == "raters" and r.raters_disagree) or (why == "judge" and r.judges_disagree))
-    ]
+    reason = {
+        "any": lambda r: True,
+        "raters": lambda r: r.raters_disagree,
+        "judge": lambda r: bool(r.judges_disagree),
+        "requested": lambda r: r.requested,
+    }[why]
+    chosen = [r for r in found if shown(r) and reason(r)]
     chosen.sort(key=lambda r: (-(r.raters_disagree and bool(r.judges_disagree)), -(len(r.humans) + len(r.judges))))
     return chosen, counts
 

@@ -27,7 +27,7 @@ from analytics.populations import Population
 from analytics.report import assembly
 from analytics.report.data import analysis_parameters
 from annotation import jobs
-from annotation.models import Comparison, Job, Judgment, Rater, Study
+from annotation.models import Comparison, Item, Job, Judgment, Rater, Study
 from selection.models import IterativeRun, SelectionRun, SeparabilityRun
 
 JOB_KIND = "report"
@@ -37,8 +37,8 @@ JOB_KIND = "report"
 # style-controlled board and length-controlled win rates; 5: the answers in short at the top; 6: the page in words
 # with sections on demand, and the question a report reads; 7: rater reliability; 8: figures by item -- positional
 # bias's sign-flip test with its items, intervals clustered by item, the unpenalised style board, each pair's alpha
-# and the error control in force).
-REPORT_FORMAT = 8
+# and the error control in force; 9: the items excluded in the data manager, counted).
+REPORT_FORMAT = 9
 
 
 def data_version(study: Study) -> str:
@@ -51,6 +51,7 @@ def data_version(study: Study) -> str:
             superseded=Count("id", filter=Q(superseded=True)),
         ),
         Rater.objects.filter(study=study, screened_out=True).aggregate(screened=Count("id"), newest=Max("id")),
+        list(Item.objects.filter(study=study, excluded=True).order_by("pk").values_list("pk", flat=True)),
         SeparabilityRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("created")),
         SelectionRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
         IterativeRun.objects.filter(comparison__study=study).aggregate(n=Count("id"), newest=Max("id")),

@@ -50,6 +50,10 @@ class ItemChooser:
     """``do_reconsider_decisions(study)``: after its settings change, the ids of every system pair the study no
     longer buys, from the decisions as last brought up to date (the stored decisions are forgotten when it stops
     buying decided pairs)."""
+    do_recount_decisions: Callable[..., set]
+    """``do_recount_decisions(study, item_ids)``: after the data manager excluded those items or included them again,
+    the stored decisions of the system pairs with tasks on them decided again over the judgments that count now (a
+    betting sequence takes no observation back); returns the ids of every system pair the study no longer buys."""
     pair_weights: Callable[..., dict] = lambda study: {}
     """``pair_weights(study)``: an arena's chance weight of each system pair for its next battle (comparison id ->
     weight > 0), read from each pair's decision (``selection/arena.py``: a pair still undecided weighs more); a pair

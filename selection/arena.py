@@ -81,10 +81,8 @@ def pair_weights(study: Study) -> dict[int, float]:
 def _counted(comparison: Comparison):
     """The votes of the pair's battles that count: not revised, not superseded (a flagged battle's), by people not
     screened out (a failed attention check)."""
-    return Judgment.objects.filter(
+    return Judgment.objects.counted().filter(
         assignment__battle__comparison=comparison,
-        revised=False,
-        superseded=False,
         rater__kind=Rater.Kind.HUMAN,
         rater__screened_out=False,
     )

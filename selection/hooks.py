@@ -318,6 +318,30 @@ def do_reconsider_decisions(study: Study) -> set[int]:
     return not_bought(study, settings)
 
 
+def do_recount_decisions(study: Study, item_ids: list[int]) -> set[int]:
+    """After the data manager excluded items or included them again (``Item.excluded``): each system pair with a task
+    on one of them that has a stored decision is decided again from the start over the judgments that count now (a
+    betting sequence takes no observation back, and a look's scores are fixed), at its phase and its error rate; an
+    arena's pairs are decided again over the votes that count (``arena.do_recount_decisions``). Returns the pairs the
+    study no longer buys (none when it does not stop buying decided pairs)."""
+    settings = study.selection_settings
+    if study.is_arena:
+        arena.do_recount_decisions(study)
+        return set()
+    if not settings.stops_buying():
+        return set()
+    pair_alpha = functools.cache(settings.pair_alpha)
+    touched = Task.objects.filter(study=study, item_id__in=item_ids).values("comparison_id")
+    for comparison in Comparison.objects.filter(pk__in=touched, decision__isnull=False).order_by("pk"):
+        stored = _locked_decision(comparison.pk)
+        stored.state, stored.counted, stored.scores, stored.alpha = b"", [], [], 0.0
+        stored.decision, stored.stopped, stored.items, stored.judgments = decisions.UNDECIDED, False, 0, 0
+        comparison.study = study
+        _observe(study, settings, stored, rating_sets.PairReads(comparison, set(), [], 0), pair_alpha)
+    do_mark_behind(study, settings)
+    return not_bought(study, settings)
+
+
 CHOOSER = extensions.ItemChooser(
     do_choose=do_choose,
     do_advance=live.do_advance,
@@ -326,6 +350,7 @@ CHOOSER = extensions.ItemChooser(
     do_decide=do_decide,
     fills_items_first=lambda study: study.selection_settings.stops_buying(),
     do_reconsider_decisions=do_reconsider_decisions,
+    do_recount_decisions=do_recount_decisions,
     first_raters=first_raters,
     pair_weights=arena.pair_weights,
     draw_pair=arena.draw_pair,

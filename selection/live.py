@@ -91,7 +91,7 @@ def item_labels(comparison: Comparison) -> dict[int, str]:
         .filter(done__gte=F("raters_required"))
     )
     judgments = _of_comparison(
-        Judgment.objects.filter(assignment__status=Assignment.Status.COMPLETED, revised=False),
+        Judgment.objects.analysed().filter(assignment__status=Assignment.Status.COMPLETED),
         assignment__places__task__in=done_tasks,
     ).values_list("pair__item_id", "assignment_id", "choice", "response_set", "probability_a")
     # one rating set per assignment (a rater's place) of an item; the plan's pairs have the pair's first system as A

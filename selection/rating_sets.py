@@ -46,10 +46,8 @@ def rating_sets(
 def pair_judgments(comparison: Comparison, **where):
     """The current judgments of a system pair (either display order, either system as A), narrowed by ``where``."""
     systems = [comparison.system_a_id, comparison.system_b_id]
-    return Judgment.objects.filter(
+    return Judgment.objects.counted().filter(
         study_id=comparison.study_id,
-        revised=False,
-        superseded=False,
         pair__generation_a__system_id__in=systems,
         pair__generation_b__system_id__in=systems,
         **where,
@@ -144,7 +142,8 @@ _PLACES = CompiledQuery(
 )
 _PAIR_JUDGMENTS = CompiledKeysQuery(
     lambda pairs: (
-        Judgment.objects.filter(pair_id__in=pairs, assignment__isnull=False, revised=False, superseded=False)
+        Judgment.objects.counted()
+        .filter(pair_id__in=pairs, assignment__isnull=False)
         .order_by("created", "id")
         .values("pair_id", "assignment_id", *JUDGMENT_ROW, "rater__kind", "rater__screened_out")
     )

@@ -246,20 +246,22 @@ def judge_scores(comparison: Comparison, items: list[Item]) -> np.ndarray:
     ones only), as their scores for the pair's first system (1 a win, 1/2 no preference, 0 a loss, whichever
     system the judgment calls A): one row per item, NaN-padded to the item with the most verdicts."""
     first, second = comparison.system_a_id, comparison.system_b_id
-    rows = Judgment.objects.filter(
-        pair__item__in=items,
-        revised=False,
-        superseded=False,
-        rater__kind=Rater.Kind.JUDGE,
-        pair__generation_a__system_id__in=[first, second],
-        pair__generation_b__system_id__in=[first, second],
-    ).values_list(
-        "pair__item_id",
-        "pair__generation_a__system_id",
-        "pair__generation_b__system_id",
-        "choice",
-        "response_set",
-        "probability_a",
+    rows = (
+        Judgment.objects.counted()
+        .filter(
+            pair__item__in=items,
+            rater__kind=Rater.Kind.JUDGE,
+            pair__generation_a__system_id__in=[first, second],
+            pair__generation_b__system_id__in=[first, second],
+        )
+        .values_list(
+            "pair__item_id",
+            "pair__generation_a__system_id",
+            "pair__generation_b__system_id",
+            "choice",
+            "response_set",
+            "probability_a",
+        )
     )
     by_item: dict[int, list[float]] = {}
     for item_id, system_a, system_b, choice, response_set, probability_a in rows:

@@ -348,6 +348,7 @@ NAMED_ELSEWHERE = (
     "selection/views.py",
     "analytics/views.py",
     "analytics/review_views.py",
+    "analytics/curation_views.py",
     "annotation/models/*",
     "*/models.py",
     "*/templatetags/*",

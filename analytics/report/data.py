@@ -67,11 +67,12 @@ _ROW_FIELDS = (
 
 
 def load_rows(study: Study, question: str = "") -> list[Row]:
-    """The study's analysed judgments (revisions left out), oldest first, as answers to ``question``: the main
+    """The study's analysed judgments (``Judgment.objects.analysed``: revisions and excluded items left out), oldest
+    first, as answers to ``question``: the main
     question (""), or a further preference question's key (``annotation/questions.py``) -- then each row carries
     that question's stored answer, and judgments without one (a judge's, or made before the question) are left
     out."""
-    queryset = Judgment.objects.filter(study=study, revised=False).order_by("created", "id")
+    queryset = Judgment.objects.analysed().filter(study=study).order_by("created", "id")
     if not question:
         return [Row(*values) for values in queryset.values_list(*_ROW_FIELDS)]
     rows = []

@@ -11,7 +11,7 @@ from django.db.models import Count
 from analytics.populations import ALL, HUMANS, Population
 from analytics.report.data import Row
 from annotation import questions
-from annotation.models import Judgment, Skip, Study
+from annotation.models import Item, Judgment, Skip, Study
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +53,8 @@ def population_choices(rows: list[Row]) -> list[PopulationChoice]:
 class JudgmentCounts:
     """The judgments the report reads: the population's (``total``) of the study's (``study_total``), by rater kind
     over the whole study; those of screened-out raters left out, superseded ones (kept), revisions (replaced), the
-    raters, and skipped pairs by reason (skips are no judgments)."""
+    raters, skipped pairs by reason (skips are no judgments), and the items a researcher excluded in the data manager
+    with their current judgments (kept and exported, never read: ``Judgment.objects.analysed``)."""
 
     total: int
     study_total: int
@@ -63,6 +64,8 @@ class JudgmentCounts:
     revised: int
     raters: int
     skipped: dict[str, int]
+    excluded_items: int
+    excluded: int
 
 
 def judgment_counts(study: Study, population: Population, every: list[Row], rows: list[Row]) -> JudgmentCounts:
@@ -80,4 +83,6 @@ def judgment_counts(study: Study, population: Population, every: list[Row], rows
         revised=Judgment.objects.filter(study=study, revised=True).count(),
         raters=len({r.rater for r in rows}),
         skipped=dict(skipped),
+        excluded_items=Item.objects.filter(study=study, excluded=True).count(),
+        excluded=Judgment.objects.filter(study=study, revised=False, pair__item__excluded=True).count(),
     )

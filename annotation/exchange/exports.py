@@ -116,6 +116,7 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "comment": lambda j: j.comment or None,
     "revised": lambda j: j.revised,
     "answers": lambda j: _answers(j),
+    "excluded": lambda j: j.pair.item.excluded,
 }
 
 
@@ -178,17 +179,17 @@ _CHUNK = 2000
 
 
 def _pairs(ids) -> dict[int, SimpleNamespace]:
-    """Pairs by id as a line reads them (``pair.item.external_id``, ``pair.generation_a.system.name``,
+    """Pairs by id as a line reads them (``pair.item.external_id`` and ``.excluded``, ``pair.generation_a.system.name``,
     ``pair.generation_a.sample_index`` and the same of ``generation_b``), in one query."""
     columns = [f"generation_{side}__{name}" for side in "ab" for name in ("system__name", "sample_index")]
     return {
         pk: SimpleNamespace(
-            item=SimpleNamespace(external_id=item),
+            item=SimpleNamespace(external_id=item, excluded=excluded),
             generation_a=SimpleNamespace(system=SimpleNamespace(name=system_a), sample_index=sample_a),
             generation_b=SimpleNamespace(system=SimpleNamespace(name=system_b), sample_index=sample_b),
         )
-        for pk, item, system_a, sample_a, system_b, sample_b in Pair.objects.filter(id__in=ids).values_list(
-            "id", "item__external_id", *columns
+        for pk, item, excluded, system_a, sample_a, system_b, sample_b in Pair.objects.filter(id__in=ids).values_list(
+            "id", "item__external_id", "item__excluded", *columns
         )
     }
 

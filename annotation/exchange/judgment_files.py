@@ -80,6 +80,9 @@ JUDGMENT_SCHEMA = (
     # the answers to the study's further questions (annotation/questions.py), by question key: a preference as
     # {"choice", "response_set", "strength"} in system names like the main answer, a rationale as {"text"}
     JudgmentField("answers", "answers", nullable=True, exported=False),
+    # true: a researcher excluded the item in the data manager (analytics/curation.py): kept, never analysed; an
+    # imported line with it is kept and not counted (stored superseded), as every analysis leaves it out
+    JudgmentField("excluded", "flag"),
 )
 COMMENT_MAX_CHARS = 2000  # a rater's comment, in the form and in imported files
 STRENGTHS = tuple(elicitation.STRENGTHS)
@@ -196,7 +199,7 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
                     obj[column] = float(value)
                 except ValueError:
                     obj[column] = value
-            elif column in ("superseded", "revised"):
+            elif column in ("superseded", "revised", "excluded"):
                 obj[column] = value.strip().lower() in ("true", "1", "yes")
             else:
                 obj[column] = value
@@ -389,7 +392,7 @@ def _comment(line: _Line) -> str:
 
 
 def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
-    """The creation time (ISO 8601 with a time zone), the time-on-task fields and the superseded and revised
+    """The creation time (ISO 8601 with a time zone), the time-on-task fields and the superseded, revised and excluded
     flags."""
     created = None
     if line.obj.get("created") is not None:
@@ -407,7 +410,7 @@ def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
                 "created is outside the representable range: in UTC it must fall between 0001-01-01 and 9999-12-31",
             )
     times = {field: line.count(field) for field in ("time_on_task_ms", "client_time_ms")}
-    flags = {name: line.obj.get(name, False) for name in ("superseded", "revised")}
+    flags = {name: line.obj.get(name, False) for name in ("superseded", "revised", "excluded")}
     for name, value in flags.items():
         if not isinstance(value, bool):
             line.problem(name, f"{name} must be true or false")
@@ -455,7 +458,7 @@ def _parse_judgment(
         created=created,
         time_on_task_ms=times["time_on_task_ms"],
         client_time_ms=times["client_time_ms"],
-        superseded=flags["superseded"],
+        superseded=flags["superseded"] or flags["excluded"],
         revised=flags["revised"],
         extra={k: v for k, v in obj.items() if k not in PARSED_JUDGMENT_FIELDS},
         line=number,

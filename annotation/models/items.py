@@ -36,6 +36,14 @@ class Item(models.Model):
     reference = models.TextField(blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     position = models.PositiveIntegerField(help_text="Order of the item in the imported file.")
+    excluded = models.BooleanField(
+        default=False,
+        help_text="Excluded by a researcher in the data manager: its judgments are kept and exported, never analysed "
+        "(``Judgment.objects.analysed``), and it is no longer handed to raters.",
+    )
+    review_requested = models.BooleanField(
+        default=False, help_text="Sent to the review queue from the data manager, flagged or not."
+    )
 
     class Meta:
         ordering = ["position"]

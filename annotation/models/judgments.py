@@ -14,6 +14,21 @@ from annotation.models.raters import Assignment, AssignmentPair, Rater
 from annotation.models.studies import Study, Upload
 
 
+class JudgmentQuerySet(models.QuerySet):
+    """Which judgments an analysis reads, defined once: every reader of judgments (rating sets, the report, the
+    review queue, the live loop, the decisions, the arena's votes, the preference records) starts from these."""
+
+    def analysed(self) -> JudgmentQuerySet:
+        """The judgments an analysis reads: the current answer of each rater on each pair (a revised one was
+        replaced), on items no researcher excluded (``Item.excluded``: kept and exported, never analysed).
+        Superseded ones are still here, for the readers that count them (the report says how many)."""
+        return self.filter(revised=False, pair__item__excluded=False)
+
+    def counted(self) -> JudgmentQuerySet:
+        """The judgments that count: analysed and not superseded (set aside by the live loop or a flagged battle)."""
+        return self.analysed().filter(superseded=False)
+
+
 class Judgment(models.Model):
     """One rater's answer on one pair: a person's, an LLM judge's or an imported one, created only by
     ``annotation/rating/recording.py``."""
@@ -66,6 +81,8 @@ class Judgment(models.Model):
         blank=True,
         help_text="The answers to the study's further questions by key (annotation/questions.py), model coordinates.",
     )
+
+    objects = JudgmentQuerySet.as_manager()
 
     class Meta:
         ordering = ["created", "id"]

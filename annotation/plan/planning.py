@@ -229,6 +229,12 @@ def do_reconsider_closed_pairs(study: Study) -> None:
         Task.objects.filter(study=study, raters_required__lt=first).update(raters_required=first)
 
 
+def do_recount_decisions(study: Study, item_ids: list[int]) -> None:
+    """After the data manager excluded items or included them again (``Item.excluded``): the decisions of their
+    system pairs decided again over the judgments that count now, and which pairs are closed brought in line."""
+    _set_closed(study, extensions.item_chooser().do_recount_decisions(study, item_ids))
+
+
 RELEASE_CHUNK = 2000  # units per batch: every query's parameters stay far below PostgreSQL's 65,535
 
 

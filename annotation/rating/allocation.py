@@ -29,6 +29,7 @@ from annotation.models import (
     Assignment,
     AssignmentPair,
     AssignmentTask,
+    Item,
     Judgment,
     Rater,
     Study,
@@ -45,22 +46,23 @@ from annotation.text import whole_number
 
 def _unseen_open_tasks(rater: Rater) -> models.QuerySet[Task]:
     """Tasks of the rater's study with a place left, on items the rater has not had, of system pairs still open
-    (a decided pair is closed when the study stops buying decided pairs)."""
+    (a decided pair is closed when the study stops buying decided pairs), on items no researcher excluded."""
     seen_items = AssignmentTask.objects.filter(rater=rater).values("item_id")
-    return Task.objects.filter(
-        study_id=rater.study_id, taken__lt=F("raters_required"), comparison__closed=False
-    ).exclude(item_id__in=seen_items)
+    return _open(rater.study_id).exclude(item_id__in=seen_items)
+
+
+def _open(study_id: int) -> models.QuerySet[Task]:
+    """The tasks with a place left, of system pairs still open, on items not excluded (``Item.excluded``: the data
+    manager's exclusion stops buying judgments of an item; a few excluded items are a short NOT IN list)."""
+    return Task.objects.filter(study_id=study_id, taken__lt=F("raters_required"), comparison__closed=False).exclude(
+        item_id__in=Item.objects.filter(study_id=study_id, excluded=True).values("pk")
+    )
 
 
 def open_places(study: Study) -> int:
     """Places a newcomer could still take: raters still wanted by the tasks of system pairs that are open. 0 means
     a link has run out (the crowd preview says so, so that nobody accepts work that does not exist)."""
-    return (
-        Task.objects.filter(study=study, taken__lt=F("raters_required"), comparison__closed=False).aggregate(
-            n=models.Sum(F("raters_required") - F("taken"))
-        )["n"]
-        or 0
-    )
+    return _open(study.pk).aggregate(n=models.Sum(F("raters_required") - F("taken")))["n"] or 0
 
 
 LOOKAHEAD = 16  # open tasks read beyond ``size``, for when several of the first are on the same item

@@ -140,7 +140,8 @@ class ItemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Item
-        fields = ["id", "input", "reference", "metadata", "generations"]
+        fields = ["id", "input", "reference", "metadata", "excluded", "review_requested", "generations"]
+        read_only_fields = ["excluded", "review_requested"]
 
 
 class _FieldOptions(TypedDict):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -209,13 +208,6 @@ def _preview(request: HttpRequest, study) -> HttpResponse:
         current=None,
     )
     return render(request, "annotation/rate.html", context)
-
-
-@login_required
-def study_items(request: HttpRequest, study_id: int) -> HttpResponse:
-    study = access_study(request, study_id)
-    page = Paginator(study.items.all(), 50).get_page(request.GET.get("page"))
-    return render(request, "annotation/study_items.html", {"study": study, "page": page})
 
 
 @login_required

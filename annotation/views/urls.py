@@ -7,7 +7,6 @@ urlpatterns = [
     path("studies/", studies.study_list, name="study_list"),
     path("studies/new/", studies.study_create, name="study_create"),
     path("studies/<int:study_id>/", studies.study_detail, name="study_detail"),
-    path("studies/<int:study_id>/items/", studies.study_items, name="study_items"),
     path("studies/<int:study_id>/preview/", studies.study_preview, name="study_preview"),
     path("studies/<int:study_id>/items/<int:item_id>/", studies.item_detail, name="item_detail"),
     path("studies/<int:study_id>/settings/", studies.study_settings, name="study_settings"),

@@ -93,7 +93,7 @@ def test_the_queue_holds_the_pairs_where_raters_or_a_judge_disagree(researcher_c
     # item 0: the judge (sys-b both orders) against both people (sys-a); item 2: the people split, the judge not
     # split (a tie against a preference is a disagreement); items 1 and 3: nothing to review
     assert [p.item for p in pairs] == ["item-2", "item-0"]  # both kinds of disagreement first
-    assert counts == {"flagged": 2, "raters": 1, "judge": 2, "ruled": 0}
+    assert counts == {"flagged": 2, "raters": 1, "judge": 2, "requested": 0, "ruled": 0}
     assert [p.people_winner for p in pairs] == ["tie", "a"]
     assert review.review_queue(study, why="raters")[0][0].item == "item-2"
     page = researcher_client.get(reverse("review_queue", args=[study.pk])).content.decode()
