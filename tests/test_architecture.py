@@ -739,3 +739,17 @@ def test_the_drawing_reader_sees_packages_notes_and_continuations():
 ```
 """
     assert drawn_modules(text) == {"selection": {"live", "views", "core/a", "core/b", "core/c", "hooks", "management/"}}
+
+
+def test_every_analysis_reads_judgments_through_the_one_home():
+    """Which judgments count is defined once (``Judgment.objects.analysed()`` and ``.counted()``): no reader in
+    selection or analytics filters superseded judgments on its own, where it would miss an excluded item."""
+    own = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for app in ("selection", "analytics")
+        for path in sorted((ROOT / app).rglob("*.py"))
+        if "migrations" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "superseded=False" in line
+    ]
+    assert not own, own

@@ -164,7 +164,7 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
 
     from django.core.management import call_command
 
-    from analytics import stored
+    from analytics import curation, stored
     from analytics.populations import Population
     from annotation.models import Item, Study, SystemEndpoint
     from tests.analytics.conftest import PRD
@@ -177,6 +177,9 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
         stored.do_refresh(study, Population())
     with_workers(studies[0])  # the crowd page's Workers, Pay workers, ledger and Consent tables, filled
     with_team(studies[0], researcher)  # the Team page's members and audit trail, filled
+    curated = list(Item.objects.filter(study=studies[0]).order_by("position")[:2])  # the data manager's states
+    curation.do_curate(studies[0], "exclude", [curated[0].pk], researcher)
+    curation.do_curate(studies[0], "review", [curated[1].pk], researcher)
     generated = generated_study(researcher)  # systems generated from endpoints, with their faults
     board = arena_board_study(researcher)  # an arena's leaderboard, with categories and flagged votes
     researcher.refresh_from_db()  # load_demo gave the account a new password: a session needs the current one
@@ -188,7 +191,9 @@ def test_every_researcher_page_with_real_data_at_both_sizes(browser_page, live_s
         pages = [reverse(name, args=[study.pk]) for name in RESEARCHER_PAGES]
         item = Item.objects.filter(study=study).first()
         assert item is not None
-        pages.append(reverse("item_detail", args=[study.pk, item.pk]))
+        pages.append(reverse("item_detail", args=[study.pk, item.pk]))  # the demo's is excluded
+        pages.append(reverse("study_items", args=[study.pk]) + "?flagged=yes&judges=disagree")
+        pages.append(reverse("study_items", args=[study.pk]) + "?winner=nobody")  # a refused filter, said
         pages += [reverse("judge_detail", args=[study.pk, judge.pk]) for judge in study.judges.all()[:1]]
         pages += [
             reverse("system_detail", args=[study.pk, endpoint.pk])
