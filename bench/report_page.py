@@ -58,7 +58,7 @@ def main() -> None:
         measure(n, args.requests, args.baseline_requests)
 
 
-def judgment_file(n: int) -> bytes:
+def judgment_file(n: int, items: int = ITEMS) -> bytes:
     import numpy as np
 
     rng = np.random.default_rng(n)
@@ -74,7 +74,7 @@ def judgment_file(n: int) -> bytes:
             json.dumps(
                 {
                     "id": f"j{j}",
-                    "item": f"i{int(rng.integers(ITEMS))}",
+                    "item": f"i{int(rng.integers(items))}",
                     "system_a": sa,
                     "sample_a": 0,
                     "system_b": sb,

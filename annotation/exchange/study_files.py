@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
+from annotation import conversations
 from annotation.exchange.rules import (
     MAX_STORED_INT,
     FormatError,
@@ -25,8 +26,8 @@ from annotation.exchange.rules import (
 )
 from annotation.text import newlines
 
-STUDY_FIELDS = ("id", "input", "reference", "outputs", "metadata")
-STUDY_CSV_REQUIRED = ("item_id", "input", "system", "sample", "output")
+STUDY_FIELDS = ("id", "input", "messages", "reference", "outputs", "metadata")
+STUDY_CSV_REQUIRED = ("item_id", "input", "system", "sample", "output")  # "messages" may stand for "input"
 STUDY_CSV_OUTPUT_COLUMNS = ("system", "sample", "output")  # none of them: a file of inputs alone
 STUDY_CSV_OPTIONAL = ("reference", "metadata")
 MAX_TEXT_CHARS = 100_000  # an input, reference or output, in characters (the default of SEPLAB_MAX_TEXT_CHARS)
@@ -54,6 +55,9 @@ class ParsedItem:
     metadata: dict[str, Any]
     outputs: dict[str, list[str]]
     line: int
+    messages: list[dict[str, str]] | None = (
+        None  # a conversation (annotation/conversations.py); input is its transcript
+    )
 
 
 @dataclasses.dataclass
@@ -106,6 +110,8 @@ def parse_study(
         raise FormatError(problems)
     for item in items:  # one line ending (annotation/text.py): "\r\n" from a Windows file is the same text
         item.input, item.reference = newlines(item.input), newlines(item.reference)
+        if item.messages:
+            item.messages = [{"role": t["role"], "content": newlines(t["content"])} for t in item.messages]
         item.outputs = {system: [newlines(t) for t in samples] for system, samples in item.outputs.items()}
     return ParsedStudy(systems=systems, items=items)
 
@@ -165,9 +171,16 @@ def _parse_study_jsonl(text: str, problems: list[Problem], limit: int) -> list[P
                 problems.append(Problem(line, "id", f"duplicate id '{external_id}' (first on line {first})"))
             else:
                 seen[external_id] = line
-        source = obj.get("input")
-        if source is None:
-            problems.append(Problem(line, "input", "missing input"))
+        source, messages = obj.get("input"), None
+        if "messages" in obj:
+            if "input" in obj:
+                problems.append(Problem(line, "messages", "give input or messages (a conversation), not both"))
+            else:
+                messages, found = conversations.check_messages(obj["messages"], limit)
+                problems += [Problem(line, field, reason) for field, reason in found]
+                source = conversations.transcript(messages) if messages else ""
+        elif source is None:
+            problems.append(Problem(line, "input", "missing input (or messages, a conversation)"))
         elif not isinstance(source, str):
             problems.append(Problem(line, "input", "input must be a string"))
         elif not source.strip():
@@ -182,7 +195,7 @@ def _parse_study_jsonl(text: str, problems: list[Problem], limit: int) -> list[P
             problems.append(Problem(line, "metadata", "metadata must be a JSON object"))
         outputs = _validate_outputs(obj["outputs"], line, problems, limit) if "outputs" in obj else None
         if len(problems) == before:
-            items.append(ParsedItem(external_id, source, reference, metadata, outputs, line))  # type: ignore[arg-type]
+            items.append(ParsedItem(external_id, source, reference, metadata, outputs, line, messages or None))  # type: ignore[arg-type]
     without = [item for item in items if item.outputs is None]
     if len(without) < len(items):  # some items have outputs: every item needs them
         problems += [
@@ -254,13 +267,44 @@ def _csv_metadata(row: dict, line: int, problems: list[Problem]) -> Any:
     return metadata
 
 
+def _row_input(row: dict, line: int, problems: list[Problem], limit: int) -> tuple[str, list[dict[str, str]] | None]:
+    """A CSV row's input: its ``input`` column, or its ``messages`` column (a conversation as JSON text, checked by
+    ``conversations.check_messages``) read as the conversation's transcript; ("", None) with the problems said."""
+    if "messages" not in row:
+        if not row["input"].strip():
+            problems.append(Problem(line, "input", "empty input"))
+        return row["input"], None
+    try:
+        value = stored_json(row["messages"])
+    except json.JSONDecodeError as exc:
+        problems.append(Problem(line, "messages", f"malformed JSON: {exc.msg}"))
+        return "", None
+    except NotJSON as exc:
+        problems.append(Problem(line, "messages", str(exc)))
+        return "", None
+    messages, found = conversations.check_messages(value, limit)
+    problems += [Problem(line, field, reason) for field, reason in found]
+    return (conversations.transcript(messages), messages) if messages else ("", None)
+
+
+def _input_columns(header: list[str], problems: list[Problem]) -> list[str]:
+    """The header with ``messages`` standing for ``input`` (a file of conversations); both at once is a problem."""
+    if "messages" in header and "input" in header:
+        problems.append(Problem(1, "messages", "give an input column or a messages column (conversations), not both"))
+    return [("input" if c == "messages" else c) for c in header]
+
+
 def _parse_inputs_csv(header: list[str], rows, problems: list[Problem], limit: int) -> list[ParsedItem]:
-    """A CSV of inputs alone (``item_id``, ``input``, optional ``reference`` and ``metadata``; no system, sample or
-    output columns): one item per row, its outputs generated from endpoints later."""
+    """A CSV of inputs alone (``item_id``, ``input`` or ``messages``, optional ``reference`` and ``metadata``; no
+    system, sample or output columns): one item per row, its outputs generated from endpoints later."""
     for column in header:
-        if column not in ("item_id", "input", "reference", "metadata"):
+        if column not in ("item_id", "input", "messages", "reference", "metadata"):
             problems.append(
-                Problem(1, column, "unknown column (a file of inputs alone has item_id, input, reference, metadata)")
+                Problem(
+                    1,
+                    column,
+                    "unknown column (a file of inputs alone has item_id, input or messages, reference, metadata)",
+                )
             )
     items: list[ParsedItem] = []
     seen: dict[str, int] = {}
@@ -277,13 +321,12 @@ def _parse_inputs_csv(header: list[str], rows, problems: list[Problem], limit: i
             )
         else:
             seen[external_id] = line
-        if not row["input"].strip():
-            problems.append(Problem(line, "input", "empty input"))
+        text, messages = _row_input(row, line, problems, limit)
         for column in ("input", "reference"):
             _check_length(row.get(column), limit, line, column, problems)
         metadata = _csv_metadata(row, line, problems)
         if len(problems) == before:
-            items.append(ParsedItem(external_id, row["input"], row.get("reference", ""), metadata, {}, line))
+            items.append(ParsedItem(external_id, text, row.get("reference", ""), metadata, {}, line, messages))
     return items
 
 
@@ -291,10 +334,11 @@ def _parse_study_csv(text: str, problems: list[Problem], limit: int) -> list[Par
     header, rows = csv_rows(text, problems)
     if not header:
         return []
-    if not any(c in header for c in STUDY_CSV_OUTPUT_COLUMNS) and all(c in header for c in ("item_id", "input")):
+    columns = _input_columns(header, problems)
+    if not any(c in header for c in STUDY_CSV_OUTPUT_COLUMNS) and all(c in columns for c in ("item_id", "input")):
         return _parse_inputs_csv(header, rows, problems, limit)
-    missing = [c for c in STUDY_CSV_REQUIRED if c not in header]
-    unknown = [c for c in header if c not in STUDY_CSV_REQUIRED + STUDY_CSV_OPTIONAL]
+    missing = [c for c in STUDY_CSV_REQUIRED if c not in columns]
+    unknown = [c for c in header if c not in STUDY_CSV_REQUIRED + STUDY_CSV_OPTIONAL + ("messages",)]
     for column in missing:
         problems.append(Problem(1, column, "missing column (required: " + ", ".join(STUDY_CSV_REQUIRED) + ")"))
     for column in unknown:
@@ -311,9 +355,9 @@ def _parse_study_csv(text: str, problems: list[Problem], limit: int) -> list[Par
         if not external_id:
             problems.append(Problem(line, "item_id", "missing id"))
             ok = False
-        if not row["input"].strip():
-            problems.append(Problem(line, "input", "empty input"))
-            ok = False
+        before = len(problems)
+        text, messages = _row_input(row, line, problems, limit)
+        ok = ok and len(problems) == before
         if not system:
             problems.append(Problem(line, "system", "missing system"))
             ok = False
@@ -337,10 +381,11 @@ def _parse_study_csv(text: str, problems: list[Problem], limit: int) -> list[Par
         item = by_id.get(external_id)
         if item is None:
             item = by_id[external_id] = ParsedItem(
-                external_id, row["input"], row.get("reference", ""), metadata, {}, line
+                external_id, text, row.get("reference", ""), metadata, {}, line, messages
             )
-        elif item.input != row["input"]:
-            problems.append(Problem(line, "input", f"differs from line {item.line} for item '{external_id}'"))
+        elif item.input != text or item.messages != messages:
+            field = "input" if messages is None else "messages"
+            problems.append(Problem(line, field, f"differs from line {item.line} for item '{external_id}'"))
             continue
         samples = sample_lines.setdefault((external_id, system), {})
         if sample in samples:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import Q, Sum
@@ -106,6 +106,7 @@ class Request:
     item_id: int
     sample_index: int
     input: str
+    conversation: tuple[tuple[str, str], ...] = ()  # a conversation item's turns (role, content); () for a plain input
 
 
 def provenance(endpoint: SystemEndpoint, reply: Reply[Request], at: dt.datetime) -> dict[str, Any]:
@@ -204,9 +205,14 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
         return len(self.missing())
 
     def requests(self, todo: list[tuple[int, int]]) -> Iterator[Request]:
-        inputs = dict(Item.objects.filter(pk__in={item for item, _ in todo}).values_list("pk", "input"))
+        inputs = {
+            pk: (text, tuple((t["role"], t["content"]) for t in messages or ()))
+            for pk, text, messages in Item.objects.filter(pk__in={item for item, _ in todo}).values_list(
+                "pk", "input", "messages"
+            )
+        }
         for item, k in todo:
-            yield Request(item, k, inputs[item])
+            yield Request(item, k, *inputs[item])
 
     @property
     def outputs_wanted(self) -> int:
@@ -231,10 +237,17 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
     # Asking (worker threads: no database)
 
     def messages(self, request: Request) -> list[ChatCompletionMessageParam]:
-        """The system prompt (when there is one), then the item's input."""
+        """The system prompt (when there is one), then the item's input: a conversation item's turns as they are
+        (the reply asked for is the judged turn), else the input as the user's message."""
         system: list[ChatCompletionMessageParam] = (
             [{"role": "system", "content": self.endpoint.system_prompt}] if self.endpoint.system_prompt else []
         )
+        if request.conversation:
+            turns: list[ChatCompletionMessageParam] = [
+                cast(ChatCompletionMessageParam, {"role": role, "content": content})
+                for role, content in request.conversation
+            ]
+            return [*system, *turns]
         return [*system, {"role": "user", "content": request.input}]
 
     def options(self, request: Request) -> dict[str, Any]:

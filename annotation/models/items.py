@@ -32,7 +32,13 @@ class System(models.Model):
 class Item(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
     external_id = models.CharField(max_length=200)
-    input = models.TextField()
+    input = models.TextField(help_text="The input as text (a conversation's transcript, annotation/conversations.py).")
+    messages = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='A conversation item\'s turns ([{"role", "content"}], OpenAI-style; the outputs are the assistant\'s '
+        "next reply, the judged turn); null for a plain input.",
+    )
     reference = models.TextField(blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     position = models.PositiveIntegerField(help_text="Order of the item in the imported file.")

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Count, F, Q
@@ -463,7 +463,7 @@ def preview_seed(value: str | None = None) -> int:
     return seed % 2**31 if seed is not None else random.SystemRandom().randrange(2**31)
 
 
-def preview_pairs(study: Study, seed: int) -> list[dict[str, str]]:
+def preview_pairs(study: Study, seed: int) -> list[dict[str, Any]]:
     """What a full assignment of the plan shows a rater, pair by pair (the researcher's "preview as a rater" and the
     crowd preview): whole tasks in release order, one per item, up to the study's pairs per assignment (attention
     checks left out), each with the input and both outputs in the display order of a random rater place of its task
@@ -502,18 +502,29 @@ def preview_pairs(study: Study, seed: int) -> list[dict[str, str]]:
     for task_id, *row in (
         TaskPair.objects.filter(task_id__in=[t for t, _ in tasks])
         .order_by("position")
-        .values_list("task_id", "a_first", "pair__item__input", "pair__generation_a__text", "pair__generation_b__text")
+        .values_list(
+            "task_id",
+            "a_first",
+            "pair__item__input",
+            "pair__item__messages",
+            "pair__generation_a__text",
+            "pair__generation_b__text",
+        )
     ):
         rows.setdefault(task_id, []).append(row)
-    shown: list[dict[str, str]] = []
+    shown: list[dict[str, Any]] = []
     for task_id, places in tasks:
         pairs = rows[task_id]
         orders = scheduling.display_orders(
             [row[0] for row in pairs], rng.randrange(max(1, places)), study.scheduling, rng
         )
         shown += [
-            dict(zip(("input", "first", "second"), (item, *orientation.in_display_order(a, b, a_first)), strict=True))
-            for a_first, (_, item, a, b) in zip(orders, pairs, strict=True)
+            {
+                "input": item,
+                "messages": messages,
+                **dict(zip(("first", "second"), orientation.in_display_order(a, b, a_first), strict=True)),
+            }
+            for a_first, (_, item, messages, a, b) in zip(orders, pairs, strict=True)
         ]
     return shown
 

@@ -125,6 +125,7 @@ def _insert_items(study: Study, parsed: study_files.ParsedStudy, start: int, sto
             study=study,
             external_id=p.external_id,
             input=p.input,
+            messages=p.messages,
             reference=p.reference,
             metadata=p.metadata,
             position=start + i,

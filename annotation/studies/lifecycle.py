@@ -140,6 +140,7 @@ def do_duplicate_study(study: Study, name: str, owner: User | None = None) -> St
             study=copy,
             external_id=i.external_id,
             input=i.input,
+            messages=i.messages,
             reference=i.reference,
             metadata=i.metadata,
             position=i.position,

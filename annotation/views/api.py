@@ -140,8 +140,8 @@ class ItemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Item
-        fields = ["id", "input", "reference", "metadata", "excluded", "review_requested", "generations"]
-        read_only_fields = ["excluded", "review_requested"]
+        fields = ["id", "input", "messages", "reference", "metadata", "excluded", "review_requested", "generations"]
+        read_only_fields = ["messages", "excluded", "review_requested"]
 
 
 class _FieldOptions(TypedDict):

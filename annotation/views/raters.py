@@ -445,6 +445,7 @@ class Shown:
     input: str
     first: str
     second: str
+    messages: list | None = None  # a conversation item's turns (annotation/conversations.py): the input as a chat
 
 
 # What the rating page reads of an assignment's pairs: flat columns, no model objects. This is the hot
@@ -455,6 +456,7 @@ PAIR_COLUMNS = (
     "gold_answer__id",
     "skip__id",
     "pair__item__input",
+    "pair__item__messages",
     "pair__generation_a__text",
     "pair__generation_b__text",
     "gold__input",
@@ -481,7 +483,11 @@ def _shown(row: dict) -> Shown:
         good, bad = row["gold__good_output"], row["gold__bad_output"]
         return Shown(row["gold__input"], *orientation.in_display_order(good, bad, row["a_shown_first"]))
     a, b = row["pair__generation_a__text"], row["pair__generation_b__text"]
-    return Shown(row["pair__item__input"], *orientation.in_display_order(a, b, row["a_shown_first"]))
+    return Shown(
+        row["pair__item__input"],
+        *orientation.in_display_order(a, b, row["a_shown_first"]),
+        messages=row["pair__item__messages"],
+    )
 
 
 def _stored_answer(study, row: dict):

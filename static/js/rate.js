@@ -3,8 +3,6 @@
 (function () {
   "use strict";
   let shownAt = performance.now();
-  // the page's words for what this file names, in the raters' language (data-* on its <script> tag)
-  const words = (document.currentScript && document.currentScript.dataset) || {};
 
   function form() { return document.getElementById("rating-form"); }
 
@@ -108,8 +106,8 @@
     layout();
   });
 
-  // Long outputs: a cue on each output that goes on below the answer bar, and code blocks or tables that
-  // scroll sideways reachable from the keyboard.
+  // Long outputs: a cue on each output that goes on below the answer bar (code blocks and tables that scroll
+  // sideways are made reachable from the keyboard by scrollables.js, on every page).
   function layout() {
     const bar = form();
     const limit = bar ? bar.getBoundingClientRect().top : window.innerHeight;
@@ -117,13 +115,6 @@
     document.documentElement.style.setProperty("--answer-bar-height", (bar ? bar.offsetHeight : 0) + "px");
     document.querySelectorAll(".rating .output-box").forEach(function (box) {
       box.classList.toggle("continues", box.getBoundingClientRect().bottom > limit + 4);
-    });
-    document.querySelectorAll(".rendered pre, .rendered table").forEach(function (el) {
-      if (el.scrollWidth > el.clientWidth && !el.hasAttribute("tabindex")) {
-        el.setAttribute("tabindex", "0");
-        el.setAttribute("aria-label", el.tagName === "PRE" ? (words.codeLabel || "Code (scrolls sideways)")
-          : (words.tableLabel || "Table (scrolls sideways)"));
-      }
     });
   }
   window.addEventListener("scroll", layout, { passive: true });

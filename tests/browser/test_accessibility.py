@@ -458,3 +458,57 @@ def test_an_arenas_study_page_and_its_settings_page_at_both_sizes(browser_page, 
                 del wider[name]
     assert found == {name: [] for name in found}
     assert wider == {}
+
+
+@pytest.mark.slow(seconds=15)
+def test_a_conversations_rating_page_preview_and_item_page_at_both_sizes(browser_page, live_server, researcher) -> None:
+    """A study of conversation items (annotation/conversations.py), one of them long, in German for its raters: the
+    rating page, the crowd preview and the item page under axe at desktop and phone sizes, none wider than the
+    screen, the judged turn shown."""
+    from annotation.models import Item
+
+    chat = [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": "How do I list Python files?"},
+        {"role": "assistant", "content": LONG},
+        {"role": "user", "content": "And recursively?"},
+    ]
+    lines = [
+        {"id": "chat-long", "messages": chat, "outputs": {"a": [LONG], "b": ["Use `glob('**/*.py')`."]}},
+        {"id": "chat-short", "messages": chat[1:2], "outputs": {"a": ["Use glob."], "b": ["ls *.py"]}},
+    ]
+    study = creation.do_create_study(
+        researcher, "axe-chats", "".join(json.dumps(x) + "\n" for x in lines).encode(), "c.jsonl"
+    )
+    lifecycle.do_update_settings(study, {"raters_per_item": 3, "raters_language": "de"}, None)
+    client = Client()
+    client.force_login(researcher)
+    item = Item.objects.get(study=study, external_id="chat-long")
+    link = sites.do_create_external_link(study, "mturk")
+    found: dict[str, list[str]] = {}
+    wider: dict[str, int] = {}
+    for size, (width, height) in SIZES.items():
+        context = browser_page.new_context(viewport={"width": width, "height": height})
+        context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+        page = context.new_page()
+        rater = enrolment.do_create_rater_link(study, f"reader-{size}")
+        page.goto(live_server.url + rater.link_path())
+        page.get_by_role("button", name="Mit dem Bewerten beginnen").click()
+        page.locator("#rating-form").wait_for()
+        assert page.get_by_test_id("judged-turn").is_visible()
+        urls = {
+            "rating page": None,
+            "mturk preview": link.path() + "?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h",
+            "item page": reverse("item_detail", args=[study.pk, item.pk]),
+        }
+        for name, url in urls.items():
+            if url is not None:
+                page.goto(live_server.url + url)
+            assert page.get_by_test_id("judged-turn").count() == 1, name
+            found[f"{name} [{size}]"] = serious(page)
+            scrolled = page.evaluate("document.scrollingElement.scrollWidth")
+            if scrolled > width:
+                wider[f"{name} [{size}]"] = scrolled
+        context.close()
+    assert found == {name: [] for name in found}
+    assert wider == {}
