@@ -106,7 +106,7 @@ class Filters:
 def agreement(pair: review.PairReview) -> str:
     """How the pair's counted raters agree (``AGREEMENT``'s key): no rater, one, all the same preference, or not
     (``winners.raters_disagree``, the review's flag)."""
-    n = len(review.preferences(pair.humans))
+    n = len(pair.people)
     return "none" if n == 0 else "one" if n == 1 else "some" if pair.raters_disagree else "all"
 
 

@@ -61,6 +61,7 @@ class PairReview:
     raters_disagree: bool
     adjudication: Adjudication | None = None
     requested: bool = False  # its item was sent to review from the data manager (``Item.review_requested``)
+    people: dict[str, int] = dataclasses.field(default_factory=dict)  # each counted rater's preference (``preferences``)
 
     against_judges: set = dataclasses.field(default_factory=set)  # judges whose preference is not the people's
 
@@ -92,7 +93,7 @@ class PairReview:
         """The people's winner in words, with how many raters prefer it."""
         if self.people_winner is None:
             return "no counted human judgment yet"
-        prefs = preferences(self.humans)
+        prefs = self.people
         n = len(prefs)
         if self.people_winner == "tie":
             if not any(prefs.values()):
@@ -164,8 +165,11 @@ def _further_words(asked: list[questions.Question], answers: dict, a: str, b: st
 
 
 def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> list[PairReview]:
+    """The pairs of ``judgments`` with their verdicts; the further questions' answers read only when some are
+    ``asked`` (their JSON is most of a row's reading)."""
+    fields = _FIELDS if asked else tuple(f for f in _FIELDS if f != "answers")
     rows = list(
-        judgments.filter(revised=False).order_by("pair__item__position", "pair_id", "created", "id").values(*_FIELDS)
+        judgments.filter(revised=False).order_by("pair__item__position", "pair_id", "created", "id").values(*fields)
     )
     by_pair: dict[int, PairReview] = {}
     for r in rows:
@@ -197,11 +201,11 @@ def _reviews(judgments, asked: list[questions.Question], *, replies: bool) -> li
             None if choice is None else winners.rating_for(choice),
             r["comment"],
             None if r["time_on_task_ms"] is None else r["time_on_task_ms"] / 1000,
-            further=_further_words(asked, r["answers"], a, b),
+            further=_further_words(asked, r["answers"], a, b) if asked else [],
         )
         (review.judges if r["rater__kind"] == "judge" else review.humans).append(verdict)
     for review in by_pair.values():
-        people = preferences(review.humans)
+        people = review.people = preferences(review.humans)
         if people:
             review.people_winner = winners.item_winner([[p] for p in people.values()])
         review.raters_disagree = winners.raters_disagree([[p] for p in people.values()])

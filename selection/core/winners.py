@@ -31,6 +31,9 @@ def score_for_a(rating: npt.ArrayLike) -> npt.NDArray[np.float64]:
 def rater_preference(ratings: npt.ArrayLike) -> int:
     """One rater's preference on an item: the sign of their preference strength (Eq. 7) over their rating
     set, -1 (A), 0 (none, or no ratings) or +1 (B)."""
+    if isinstance(ratings, list):  # a rater's few ratings, read one by one (the review's every pair): no array
+        total = sum(ratings)
+        return (total > 0) - (total < 0)
     r = np.asarray(ratings, dtype=np.float64)
     return int(np.sign(r.sum())) if r.size else 0
 
