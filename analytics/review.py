@@ -61,7 +61,7 @@ class PairReview:
     raters_disagree: bool
     adjudication: Adjudication | None = None
     requested: bool = False  # its item was sent to review from the data manager (``Item.review_requested``)
-    people: dict[str, int] = dataclasses.field(default_factory=dict)  # each counted rater's preference (``preferences``)
+    people: dict[str, int] = dataclasses.field(default_factory=dict)  # each counted rater's preference
 
     against_judges: set = dataclasses.field(default_factory=set)  # judges whose preference is not the people's
 
