@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -10,7 +12,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import ValidationError
@@ -20,6 +23,7 @@ from analytics import curation
 from annotation.access import CHANGE, access_study
 from annotation.errors import FieldErrors
 from annotation.models import Item, Study
+from annotation.views.api_pagination import StrictPageNumberPagination
 
 PER_PAGE = 50
 
@@ -140,3 +144,94 @@ def curate_api(request, study_id: int):
     except FieldErrors as exc:
         raise ValidationError(exc.errors) from None
     return Response({"action": data["action"], "changed": n})
+
+
+class VerdictSerializer(serializers.Serializer):
+    pair = serializers.IntegerField(help_text="The pair's id (the review queue's and the rulings API's).")
+    system_a = serializers.CharField()
+    system_b = serializers.CharField()
+    samples = serializers.ListField(child=serializers.IntegerField(), help_text="The two outputs' sample indices.")
+    people_winner = serializers.CharField(help_text="A system's name, tie, or none (no counted human judgment).")
+    agreement = serializers.ChoiceField(choices=list(curation.AGREEMENT))
+    judges = serializers.CharField(help_text="agree, disagree, none (no judge verdict), or empty (no people's winner).")
+    flagged = serializers.BooleanField()
+    ruling = serializers.CharField(allow_null=True, help_text="The ruling on the pair, if any.")
+
+
+class ManagedItemSerializer(serializers.Serializer):
+    id = serializers.CharField(source="external_id", help_text="The item's id in the study file.")
+    excluded = serializers.BooleanField()
+    review_requested = serializers.BooleanField()
+    flagged = serializers.BooleanField()
+    ruled = serializers.BooleanField()
+    comments = serializers.ListField(child=serializers.CharField())
+    pairs = VerdictSerializer(many=True, source="verdicts")
+
+
+class ManagedPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="The study's items, flagged, …")
+    results = ManagedItemSerializer(many=True)
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter(name, OpenApiTypes.STR, required=False, description=what)
+        for name, what in (
+            ("q", "text in the item's id or input"),
+            ("comment", "text in a rater's comment"),
+            ("system", "a system's name"),
+            ("winner", "the people's winner: a system's name, tie or none"),
+            ("agreement", f"one of {', '.join(curation.AGREEMENT)}"),
+            ("judges", f"one of {', '.join(curation.JUDGES)}"),
+            ("flagged", f"one of {', '.join(curation.FLAGGED)}"),
+            ("state", f"one of {', '.join(curation.STATE)}"),
+        )
+    ]
+    + [OpenApiParameter("page", OpenApiTypes.INT, required=False, description="A page of 50 items.")],
+    responses={200: ManagedPageSerializer},
+    description="The data manager: the items the filters match (the page's, by the same names), each with its "
+    "pairs' verdicts; 400 names each filter refused.",
+)
+@api_view(["GET"])
+def data_manager_api(request, study_id: int):
+    study = access_study(request, study_id)
+    query = request.query_params
+    try:
+        filters = curation.Filters.check({n: query.get(n, "") for n in curation.Filters.NAMES}, _systems(study))
+    except FieldErrors as exc:
+        raise ValidationError(exc.errors) from None
+    rows, counts = curation.data_manager(study, filters)
+    paginator = StrictPageNumberPagination()
+    paginator.page_size = PER_PAGE
+    page = paginator.paginate_queryset(rows, request) or []
+    items = [
+        {
+            "external_id": row.external_id,
+            "excluded": row.excluded,
+            "review_requested": row.review_requested,
+            "flagged": row.flagged,
+            "ruled": row.ruled,
+            "comments": row.comments,
+            "verdicts": [
+                {
+                    "pair": p.pair_id,
+                    "system_a": p.system_a,
+                    "system_b": p.system_b,
+                    "samples": list(p.samples),
+                    "people_winner": curation.winner(p),
+                    "agreement": curation.agreement(p),
+                    "judges": curation.judges(p),
+                    "flagged": p.flagged,
+                    "ruling": p.adjudication.ruling if p.adjudication else None,
+                }
+                for p in row.pairs
+            ],
+        }
+        for row in page
+    ]
+    response = paginator.get_paginated_response(ManagedItemSerializer(items, many=True).data)
+    response.data["counts"] = dataclasses.asdict(counts)
+    return response

@@ -15,6 +15,7 @@ urlpatterns = [
     path("studies/<int:study_id>/items/", curation_views.study_items, name="study_items"),
     path("studies/<int:study_id>/items/actions/", curation_views.curate, name="curate_items"),
     path("api/studies/<int:study_id>/items/actions/", curation_views.curate_api, name="curate_items_api"),
+    path("api/studies/<int:study_id>/data-manager/", curation_views.data_manager_api, name="data_manager_api"),
     path("studies/<int:study_id>/review/pairs/<int:pair_id>/", review_views.adjudicate, name="adjudicate"),
     path("api/studies/<int:study_id>/rulings/", review_views.rulings_api, name="rulings_api"),
     path("studies/<int:study_id>/review/adjudications.csv", review_views.adjudications_csv, name="adjudications_csv"),

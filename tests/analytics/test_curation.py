@@ -319,3 +319,24 @@ def test_the_report_page_says_how_many_items_were_excluded(roles, researcher):
     curation.do_curate(study, "exclude", ids(study, "item-0"), researcher)
     body = presentation.render_body(study, Population(), study_report(study))
     assert "1 item excluded in the" in body and "4 judgments kept, left out" in body
+
+
+def test_the_api_finds_items_as_the_page_does_by_the_same_filter_names(roles):
+    study, people = roles
+    url = f"/api/studies/{study.pk}/data-manager/"
+    viewer = client_for(people["viewer"])  # reading is a viewer's
+    body = viewer.get(url, {"judges": "disagree"}).json()
+    assert body["count"] == 2 and [i["id"] for i in body["results"]] == ["item-0", "item-2"]
+    assert body["counts"] == {"items": 4, "flagged": 2, "excluded": 0, "requested": 0, "ruled": 0}
+    (pair,) = body["results"][0]["pairs"]
+    assert (pair["system_a"], pair["system_b"], pair["people_winner"], pair["agreement"]) == (
+        "sys-a",
+        "sys-b",
+        "sys-a",
+        "all",
+    )
+    assert pair["judges"] == "disagree" and pair["flagged"] and pair["ruling"] is None
+    assert body["results"][1]["comments"] == ["<b>B</b> is clearer"]  # JSON carries the text as written
+    refused = viewer.get(url, {"winner": "nobody", "flagged": "maybe"})
+    assert refused.status_code == 400 and set(refused.json()) == {"winner", "flagged"}
+    assert client_for(people["outsider"]).get(url).status_code == 404
