@@ -180,17 +180,22 @@ class ManagedPageSerializer(serializers.Serializer):
     parameters=[
         OpenApiParameter(name, OpenApiTypes.STR, required=False, description=what)
         for name, what in (
-            ("q", "text in the item's id or input"),
-            ("comment", "text in a rater's comment"),
-            ("system", "a system's name"),
-            ("winner", "the people's winner: a system's name, tie or none"),
-            ("agreement", f"one of {', '.join(curation.AGREEMENT)}"),
-            ("judges", f"one of {', '.join(curation.JUDGES)}"),
-            ("flagged", f"one of {', '.join(curation.FLAGGED)}"),
-            ("state", f"one of {', '.join(curation.STATE)}"),
+            ("q", "text in the item's id or input (at most 200 characters)"),
+            ("comment", "text in a rater's comment (at most 200 characters)"),
+            ("system", "one of the study's systems, by name"),
+            ("winner", "the people's winner: one of the study's systems by name, tie or none"),
         )
     ]
-    + [OpenApiParameter("page", OpenApiTypes.INT, required=False, description="A page of 50 items.")],
+    + [
+        OpenApiParameter(name, OpenApiTypes.STR, required=False, enum=["", *choices], description=what)
+        for name, choices, what in (
+            ("agreement", curation.AGREEMENT, "how the pair's raters agree"),
+            ("judges", curation.JUDGES, "the pair's judges against its people"),
+            ("flagged", curation.FLAGGED, "raters or a judge disagree"),
+            ("state", curation.STATE, "the item's state"),
+        )
+    ]
+    + [OpenApiParameter("page", {"type": "integer", "minimum": 1}, required=False, description="A page of 50 items.")],
     responses={200: ManagedPageSerializer},
     description="The data manager: the items the filters match (the page's, by the same names), each with its "
     "pairs' verdicts; 400 names each filter refused.",
