@@ -23,6 +23,7 @@ from annotation.errors import FieldErrors
 from annotation.models import Generation, Item, Judgment, Study
 from annotation.plan import planning
 from annotation.studies import team
+from selection.strategies import is_live
 
 AGREEMENT = {
     "all": "All raters agree",
@@ -275,6 +276,15 @@ def do_curate(study: Study, action: str, ids: list, user) -> int:
         Item.objects.filter(pk__in=[i.pk for i in changed]).update(review_requested=True)
         detail: dict = {}
     elif action == "exclude":
+        if is_live(study.selection_settings.selection_method):
+            raise FieldErrors(
+                {
+                    "action": [
+                        "This study's items are chosen by the live DiffUse loop, whose stopping rule reads the label "
+                        "of every item it released: none can be excluded (docs/decisions.md#excluded-items)."
+                    ]
+                }
+            )
         changed = [i for i in items if not i.excluded]
         Item.objects.filter(pk__in=[i.pk for i in changed]).update(excluded=True)
         recount = [i.pk for i in changed]

@@ -20,7 +20,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from analytics import curation
-from annotation.access import CHANGE, access_study
+from annotation.access import VIEW, access_study
 from annotation.errors import FieldErrors
 from annotation.models import Item, Study
 from annotation.views.api_pagination import StrictPageNumberPagination
@@ -33,9 +33,9 @@ def _systems(study: Study) -> list[str]:
 
 
 def _need(action: object) -> str:
-    """The role an action needs (``curation.ACTIONS``); an unknown one needs an editor's, and is then refused by
-    name."""
-    return curation.ACTIONS[action].need if isinstance(action, str) and action in curation.ACTIONS else CHANGE
+    """The role an action needs (``curation.ACTIONS``); an unknown one is refused by name (400) to any member, as it
+    changes nothing."""
+    return curation.ACTIONS[action].need if isinstance(action, str) and action in curation.ACTIONS else VIEW
 
 
 @login_required
@@ -83,6 +83,16 @@ def curate(request: HttpRequest, study_id: int) -> HttpResponse:
         if request.POST.get("scope") == "matching":
             rows, _ = curation.data_manager(study, curation.Filters.check(request.POST, _systems(study)))
             ids: list = [r.item_id for r in rows]
+            shown = request.POST.get("expected", "")
+            if shown != str(len(ids)):  # new verdicts since the page was drawn: act only on what was shown
+                raise FieldErrors(
+                    {
+                        "items": [
+                            f"The items matching these filters changed since the page was shown ({shown or '?'} then, "
+                            f"{len(ids)} now): look at them again before acting."
+                        ]
+                    }
+                )
         else:
             ids = request.POST.getlist("items")
         n = curation.do_curate(study, action, ids, request.user)

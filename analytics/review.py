@@ -307,13 +307,16 @@ class RulingError(ValueError):
 
 def do_adjudicate(study: Study, pair_id: int, ruling: str, note: str, user) -> Adjudication:
     """Record (or change) the researcher's ruling on a pair of ``study``. Only a pair with at least one verdict can
-    be ruled on. The judgments are not touched."""
+    be ruled on, and not one of an item excluded in the data manager (out of the analysis, and of the queue). The
+    judgments are not touched."""
     if ruling not in Adjudication.Ruling.values:
         raise RulingError("Choose a ruling.")
     with transaction.atomic():
         pair = Pair.objects.filter(pk=pair_id, item__study=study).first()
         if pair is None or not Judgment.objects.filter(study=study, pair=pair, revised=False).exists():
             raise RulingError("That pair has no verdicts in this study.")
+        if pair.item.excluded:
+            raise RulingError(f"Item {pair.item.external_id} is excluded from the analysis: re-open it to rule on it.")
         adjudication, _ = Adjudication.objects.update_or_create(
             pair=pair,
             defaults={

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 ROLES = ("system", "developer", "user", "assistant")  # the chat roles a study file's conversation may use
-KEYS = frozenset({"role", "content", "name"})  # what a message may hold (a name is kept, not shown)
+KEYS = frozenset({"role", "content", "name"})  # what a message may hold (a name is accepted and not kept)
 MAX_TURNS = 200
 ROLE_WORDS = {"system": "System", "developer": "Developer", "user": "User", "assistant": "Assistant"}
 

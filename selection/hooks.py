@@ -68,8 +68,13 @@ def do_decide(study: Study, assignment) -> tuple[set[int], set[int]] | None:
     # starts a sequence: the submit's decision step stays at its four queries (five while pairs race)
     pair_alpha = functools.cache(settings.pair_alpha)
     race = False
-    for comparison_id, reads in sorted(rating_sets.assignment_reads(assignment, study).items()):
-        stored = _locked_decision(comparison_id)
+    locked: dict[int, PairDecision] = {}
+
+    def lock(comparison_ids: list[int]) -> None:  # before the judgments are read (rating_sets.assignment_reads)
+        locked.update((pk, _locked_decision(pk)) for pk in comparison_ids)
+
+    for comparison_id, reads in sorted(rating_sets.assignment_reads(assignment, study, lock).items()):
+        stored = locked[comparison_id]
         before = stored.items
         _observe(study, settings, stored, reads, pair_alpha)
         if stored.decision != decisions.UNDECIDED or stored.stopped:  # decided, or stopped for futility
@@ -136,7 +141,7 @@ def _observe(
     sequence = decisions.BettingSequence.from_bytes(bytes(stored.state)) if stored.state else None
     if sequence is None:  # the first time (and the pair's pool, which the race reads: do_mark_behind)
         scored, stored.judgments = rating_sets.pair_item_scores(comparison, raters=raters)
-        stored.pool = stored.pool or Task.objects.filter(comparison_id=comparison.pk).count()
+        stored.pool = stored.pool or Task.objects.buyable().filter(comparison_id=comparison.pk).count()
         sequence, stored.counted = decisions.BettingSequence(pair_alpha() / 2 if split else pair_alpha()), []
     else:  # the items this assignment may have completed, one observation each
         new = reads.items - set(stored.counted)
@@ -164,7 +169,7 @@ def _observe(
 def _first_raters_done(comparison_id: int) -> bool:
     """Whether no item of the pair is left without its first rater (an item whose only rater was screened out
     included): phase 1 of one rater first has nothing more to observe."""
-    return not Task.objects.filter(comparison_id=comparison_id, taken__lt=F("raters_required")).exists()
+    return not Task.objects.buyable().filter(comparison_id=comparison_id, taken__lt=F("raters_required")).exists()
 
 
 def _observe_looks(
@@ -183,7 +188,7 @@ def _observe_looks(
     raters = 1 if split and stored.phase == 1 else study.raters_per_item
     if not stored.alpha:  # the first look planned: the judgments so far, the pool the looks are over, the rate
         scored, stored.judgments = rating_sets.pair_item_scores(comparison, raters=raters)
-        stored.pool = Task.objects.filter(comparison_id=comparison.pk).count()
+        stored.pool = Task.objects.buyable().filter(comparison_id=comparison.pk).count()
         stored.alpha, stored.counted, stored.scores = pair_alpha(), [], []
     else:  # the items this assignment may have completed, one score each
         new = reads.items - set(stored.counted)
@@ -248,7 +253,12 @@ def do_mark_behind(study: Study, settings) -> None:
         states[pk] = racing.RaceState(n or 0, 0.5 if mean is None else mean, pool or 0, sd if looks else None)
     unpooled = [pk for pk, s in states.items() if s.n >= racing.WARMUP and not s.pool]  # stored before pools were
     if unpooled:
-        counts = Task.objects.filter(comparison_id__in=unpooled).values_list("comparison_id").annotate(k=Count("id"))
+        counts = (
+            Task.objects.buyable()
+            .filter(comparison_id__in=unpooled)
+            .values_list("comparison_id")
+            .annotate(k=Count("id"))
+        )
         for pk, k in counts:
             states[pk] = dataclasses.replace(states[pk], pool=k)
     marked = (
@@ -279,7 +289,8 @@ def not_bought(study: Study, settings) -> set[int]:
         return {pk for pk, d in stored.items() if d["decision"] != decisions.UNDECIDED or d["stopped"]}
     comparisons = list(study.comparisons.values_list("pk", "system_a_id", "system_b_id"))
     with_work = set(
-        Task.objects.filter(study=study, taken__lt=F("raters_required"))
+        Task.objects.buyable()
+        .filter(study=study, taken__lt=F("raters_required"))
         .values_list("comparison_id", flat=True)
         .distinct()
     )
@@ -334,8 +345,9 @@ def do_recount_decisions(study: Study, item_ids: list[int]) -> set[int]:
     touched = Task.objects.filter(study=study, item_id__in=item_ids).values("comparison_id")
     for comparison in Comparison.objects.filter(pk__in=touched, decision__isnull=False).order_by("pk"):
         stored = _locked_decision(comparison.pk)
-        stored.state, stored.counted, stored.scores, stored.alpha = b"", [], [], 0.0
+        stored.state, stored.counted, stored.scores, stored.alpha, stored.pool = b"", [], [], 0.0, 0  # pool: afresh
         stored.decision, stored.stopped, stored.items, stored.judgments = decisions.UNDECIDED, False, 0, 0
+        stored.recounted = True
         comparison.study = study
         _observe(study, settings, stored, rating_sets.PairReads(comparison, set(), [], 0), pair_alpha)
     do_mark_behind(study, settings)
@@ -385,6 +397,7 @@ class DecisionRow(TypedDict):
     saved: int
     money: Decimal | None  # None without a pay per assignment
     first_look: int | None  # with planned looks, the items the first one reads (look_sizes(pool, K)[0]); else None
+    recounted: bool  # decided again after the data manager excluded or re-opened items (PairDecision.recounted)
 
 
 def decision_rows(study: Study) -> list[DecisionRow]:
@@ -395,7 +408,7 @@ def decision_rows(study: Study) -> list[DecisionRow]:
     planned: dict[int, int] = {}
     pools: dict[int, int] = {}  # the pair's items the plan can buy (its tasks): the pool its looks are planned over
     for comparison_id, pairs in (
-        Task.objects.filter(study=study).annotate(p=Count("task_pairs")).values_list("comparison_id", "p")
+        Task.objects.buyable().filter(study=study).annotate(p=Count("task_pairs")).values_list("comparison_id", "p")
     ):
         # the study's raters per item, not the task's current ask (one rater first asks for the others later)
         planned[comparison_id] = planned.get(comparison_id, 0) + pairs * study.raters_per_item
@@ -451,6 +464,7 @@ def decision_rows(study: Study) -> list[DecisionRow]:
                 # the judgments not bought at the study's pay per assignment (whole items' pairs, as bundled)
                 "money": None if pay is None else (pay * saved / pairs_per_bundle(study)).quantize(Decimal("0.01")),
                 "first_look": group_sequential.look_sizes(pools[c.pk], looks)[0] if looks and pools.get(c.pk) else None,
+                "recounted": bool(d and d.recounted),
             }
         )
     return rows

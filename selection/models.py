@@ -355,6 +355,12 @@ class PairDecision(models.Model):
         help_text="Stopped for futility at a planned look: undecided, and no longer bought (the pool is too small "
         "for the decision it is heading to).",
     )
+    recounted = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Decided again from the start after the data manager excluded or re-opened items of the pair: its "
+        "error rate holds only if those choices did not depend on the verdicts (docs/decisions.md#excluded-items).",
+    )
     spread = models.FloatField(
         null=True,
         blank=True,

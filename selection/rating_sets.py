@@ -9,7 +9,7 @@ pair's coordinates (``winners.rating_for``: -1 its first system preferred, 0 no 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
 import numpy as np
@@ -150,12 +150,17 @@ _PAIR_JUDGMENTS = CompiledKeysQuery(
 )
 
 
-def assignment_reads(assignment, study: Study) -> dict[int, PairReads]:
+def assignment_reads(
+    assignment, study: Study, before_judgments: Callable[[list[int]], object] | None = None
+) -> dict[int, PairReads]:
     """What the decision step needs after an assignment completed, per system pair it held, in two queries whatever
     the study's size: the assignment's places with their pairs' systems and their tasks' output pairs; the current
     plan judgments of those output pairs (by the judgments' pair index: every rater's, as an item's score needs them
     all) with their raters' kind and standing, which are read, not filtered on (a filter on the raters lets a planner
-    start from the study's raters: PostgreSQL without fresh statistics did, 40 ms at 10,000 raters)."""
+    start from the study's raters: PostgreSQL without fresh statistics did, 40 ms at 10,000 raters).
+    ``before_judgments(comparison ids)`` runs between the two (the decision step locks the pairs' decisions there, so
+    that an exclusion committed meanwhile is either seen by the read or waits for the step: ``do_recount_decisions``
+    locks the same rows)."""
     out: dict[int, PairReads] = {}
     by_pair: dict[int, int] = {}
     for place in _PLACES.rows(assignment=assignment.pk):
@@ -177,6 +182,8 @@ def assignment_reads(assignment, study: Study) -> dict[int, PairReads]:
             by_pair[place["task__task_pairs__pair_id"]] = comparison_id
             held = out[comparison_id].held
             held[place["item_id"]] = held.get(place["item_id"], 0) + 1
+    if before_judgments is not None:
+        before_judgments(sorted(out))
     for row in _PAIR_JUDGMENTS.rows(list(by_pair)):
         reads = out[by_pair[row["pair_id"]]]
         if row["assignment_id"] == assignment.pk:

@@ -743,13 +743,20 @@ def test_the_drawing_reader_sees_packages_notes_and_continuations():
 
 def test_every_analysis_reads_judgments_through_the_one_home():
     """Which judgments count is defined once (``Judgment.objects.analysed()`` and ``.counted()``): no reader in
-    selection or analytics filters superseded judgments on its own, where it would miss an excluded item."""
-    own = [
-        f"{path.relative_to(ROOT)}:{number}"
-        for app in ("selection", "analytics")
-        for path in sorted((ROOT / app).rglob("*.py"))
-        if "migrations" not in path.parts
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if "superseded=False" in line
-    ]
-    assert not own, own
+    selection or analytics filters revised or superseded judgments on its own, where it would miss an excluded item --
+    but the few that must see excluded items, named here with their reasons."""
+    sees_excluded = {
+        # the item page and the data manager list every verdict, an excluded item's too (its review queue reads
+        # ``analysed()``); a ruling needs a verdict, then refuses an excluded item by name
+        "analytics/review.py": 2,
+        "analytics/report/judgments.py": 1,  # the report's count of the judgments it left out with excluded items
+    }
+    found: dict[str, int] = {}
+    for app in ("selection", "analytics"):
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            n = sum("revised=False" in line or "superseded=False" in line for line in path.read_text().splitlines())
+            if n:
+                found[str(path.relative_to(ROOT))] = n
+    assert found == sees_excluded

@@ -52,7 +52,7 @@ def export_response(study: Study, fmt: str) -> StreamingHttpResponse:
 _UNREAD = [
     f"pair__{relation}__{name}"
     for relation, names in (
-        ("item", ("input", "reference", "metadata")),
+        ("item", ("input", "messages", "reference", "metadata")),
         ("generation_a", ("text", "text_hash", "provenance")),
         ("generation_b", ("text", "text_hash", "provenance")),
     )

@@ -81,7 +81,7 @@ JUDGMENT_SCHEMA = (
     # {"choice", "response_set", "strength"} in system names like the main answer, a rationale as {"text"}
     JudgmentField("answers", "answers", nullable=True, exported=False),
     # true: a researcher excluded the item in the data manager (analytics/curation.py): kept, never analysed; an
-    # imported line with it is kept and not counted (stored superseded), as every analysis leaves it out
+    # imported line with it is kept and not counted (stored superseded: the report counts it among those)
     JudgmentField("excluded", "flag"),
 )
 COMMENT_MAX_CHARS = 2000  # a rater's comment, in the form and in imported files

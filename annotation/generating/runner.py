@@ -237,18 +237,26 @@ class GenerationRun(endpoint_runs.EndpointRun[SystemEndpoint, Request]):
     # Asking (worker threads: no database)
 
     def messages(self, request: Request) -> list[ChatCompletionMessageParam]:
-        """The system prompt (when there is one), then the item's input: a conversation item's turns as they are
-        (the reply asked for is the judged turn), else the input as the user's message."""
-        system: list[ChatCompletionMessageParam] = (
-            [{"role": "system", "content": self.endpoint.system_prompt}] if self.endpoint.system_prompt else []
+        """The system prompt (when there is one), then the item's input as the user's message; for a conversation item,
+        its turns (the reply asked for is the judged turn), its leading system or developer turns merged with the
+        endpoint's system prompt into one system message and a developer turn sent as a system one (servers and chat
+        templates that take one leading system message, and no developer role, are the common case)."""
+        if not request.conversation:
+            system: list[ChatCompletionMessageParam] = (
+                [{"role": "system", "content": self.endpoint.system_prompt}] if self.endpoint.system_prompt else []
+            )
+            return [*system, {"role": "user", "content": request.input}]
+        turns = list(request.conversation)
+        leading = [self.endpoint.system_prompt] if self.endpoint.system_prompt else []
+        while turns and turns[0][0] in ("system", "developer"):
+            leading.append(turns.pop(0)[1])
+        merged: list[ChatCompletionMessageParam] = (
+            [{"role": "system", "content": "\n\n".join(leading)}] if leading else []
         )
-        if request.conversation:
-            turns: list[ChatCompletionMessageParam] = [
-                cast(ChatCompletionMessageParam, {"role": role, "content": content})
-                for role, content in request.conversation
-            ]
-            return [*system, *turns]
-        return [*system, {"role": "user", "content": request.input}]
+        return merged + [
+            cast(ChatCompletionMessageParam, {"role": "system" if role == "developer" else role, "content": content})
+            for role, content in turns
+        ]
 
     def options(self, request: Request) -> dict[str, Any]:
         seed = self.endpoint.seed

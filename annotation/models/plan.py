@@ -53,6 +53,13 @@ class Pair(models.Model):
         return f"pair {self.generation_a_id}/{self.generation_b_id}"
 
 
+class TaskQuerySet(models.QuerySet):
+    def buyable(self) -> TaskQuerySet:
+        """The tasks the plan may still hand out and count in its pools: those on items no researcher excluded
+        (``Item.excluded``, the data manager's). Each task's item is read by its primary key (a join, no scan)."""
+        return self.filter(item__excluded=False)
+
+
 class Task(models.Model):
     """A released unit of work: N sampled pairs of one item for one system pair (a rating set's
     template), to be judged by ``raters_required`` different raters.
@@ -71,6 +78,8 @@ class Task(models.Model):
         "service so finding the next open task reads an index instead of counting.",
     )
     created = models.DateTimeField(auto_now_add=True)
+
+    objects = TaskQuerySet.as_manager()
 
     class Meta:
         ordering = ["position"]

@@ -29,7 +29,6 @@ from annotation.models import (
     Assignment,
     AssignmentPair,
     AssignmentTask,
-    Item,
     Judgment,
     Rater,
     Study,
@@ -52,11 +51,9 @@ def _unseen_open_tasks(rater: Rater) -> models.QuerySet[Task]:
 
 
 def _open(study_id: int) -> models.QuerySet[Task]:
-    """The tasks with a place left, of system pairs still open, on items not excluded (``Item.excluded``: the data
-    manager's exclusion stops buying judgments of an item; a few excluded items are a short NOT IN list)."""
-    return Task.objects.filter(study_id=study_id, taken__lt=F("raters_required"), comparison__closed=False).exclude(
-        item_id__in=Item.objects.filter(study_id=study_id, excluded=True).values("pk")
-    )
+    """The tasks with a place left, of system pairs still open, on items not excluded (``Task.objects.buyable``: the
+    data manager's exclusion stops buying judgments of an item)."""
+    return Task.objects.buyable().filter(study_id=study_id, taken__lt=F("raters_required"), comparison__closed=False)
 
 
 def open_places(study: Study) -> int:
@@ -475,7 +472,8 @@ def preview_pairs(study: Study, seed: int) -> list[dict[str, Any]]:
     candidates: list[tuple[int, int]] = []
     items: set[int] = set()
     for task_id, item_id, places in (
-        Task.objects.filter(study=study)
+        Task.objects.buyable()
+        .filter(study=study)
         .order_by("position")
         .values_list("pk", "item_id", "raters_required")
         .iterator(chunk_size=500)
@@ -566,9 +564,11 @@ def assignment_size(study: Study) -> AssignmentSize:
     """The plan's typical assignment -- whole tasks (the median task's pairs) up to the study's judgments per
     assignment, one per item, plus the attention checks the gold rate adds on average -- and the time it takes
     at this study's median server-measured time per pair."""
-    sizes = sorted(Task.objects.filter(study=study).annotate(n=Count("task_pairs")).values_list("n", flat=True))
+    sizes = sorted(
+        Task.objects.buyable().filter(study=study).annotate(n=Count("task_pairs")).values_list("n", flat=True)
+    )
     per_task = sizes[len(sizes) // 2] if sizes else 0
-    items = Task.objects.filter(study=study).values("item_id").distinct().count()  # never an item twice
+    items = Task.objects.buyable().filter(study=study).values("item_id").distinct().count()  # never an item twice
     pairs = min(bundle(per_task, study.judgments_per_assignment), per_task * items) if per_task else 0
     if study.gold_pairs.exists():
         pairs += round(study.crowd_settings.gold_rate * pairs)

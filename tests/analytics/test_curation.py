@@ -260,7 +260,7 @@ def test_the_page_filters_and_acts_on_the_ticked_or_every_matching_item(roles):
     back = url + "?flagged=yes"
     response = editor.post(
         reverse("curate_items", args=[study.pk]),
-        {"action": "exclude", "scope": "matching", "flagged": "yes", "next": back},
+        {"action": "exclude", "scope": "matching", "flagged": "yes", "expected": "2", "next": back},
     )
     assert response.status_code == 302 and response["Location"] == back
     assert set(Item.objects.filter(study=study, excluded=True).values_list("external_id", flat=True)) == {
@@ -340,3 +340,48 @@ def test_the_api_finds_items_as_the_page_does_by_the_same_filter_names(roles):
     refused = viewer.get(url, {"winner": "nobody", "flagged": "maybe"})
     assert refused.status_code == 400 and set(refused.json()) == {"winner", "flagged"}
     assert client_for(people["outsider"]).get(url).status_code == 404
+
+
+def test_the_study_page_marks_a_pair_decided_again_and_rulings_wait_for_a_reopened_item(three, researcher, client):  # noqa: F811
+    rate_everything(three)
+    won = three.comparisons.get(system_a__name="sys-a", system_b__name="sys-b")
+    curation.do_curate(three, "exclude", list(PairDecision.objects.get(comparison=won).counted)[:3], researcher)
+    client.force_login(researcher)
+    page = client.get(three.get_absolute_url()).content.decode()
+    assert 'data-testid="recounted"' in page and page.count('data-testid="recounted-note"') == 1
+    assert PairDecision.objects.get(comparison=won).recounted
+    excluded = Item.objects.filter(study=three, excluded=True).first()
+    pair = Judgment.objects.filter(pair__item=excluded).first().pair
+    with pytest.raises(review.RulingError, match="re-open it"):
+        review.do_adjudicate(three, pair.pk, "a", "", researcher)
+    item_page = client.get(reverse("item_detail", args=[three.pk, excluded.pk])).content.decode()
+    assert 'data-testid="no-ruling"' in item_page and 'data-testid="ruling-form"' not in item_page
+
+
+def test_a_live_diffuse_study_refuses_exclusions_by_name(judged, researcher):  # noqa: F811
+    study, _ = judged
+    type(study.selection_settings).objects.filter(pk=study.selection_settings.pk).update(
+        selection_method="diffuse-iterative"
+    )
+    study.refresh_from_db()
+    with pytest.raises(FieldErrors) as refused:
+        curation.do_curate(study, "exclude", ids(study, "item-0"), researcher)
+    assert "live DiffUse loop" in refused.value.errors["action"][0]
+    assert not Item.objects.filter(study=study, excluded=True).exists()
+
+
+def test_acting_on_every_matching_item_refuses_when_the_matches_changed(roles):
+    study, people = roles
+    editor = browser(people["editor"])
+    response = editor.post(
+        reverse("curate_items", args=[study.pk]),
+        {"action": "exclude", "scope": "matching", "flagged": "yes", "expected": "3"},
+        follow=True,
+    )
+    assert "changed since the page was shown (3 then, 2 now)" in response.content.decode()
+    assert not Item.objects.filter(study=study, excluded=True).exists()
+    reviewer = client_for(people["reviewer"])  # an unknown action is a 400 naming it, for any member
+    response = reviewer.post(
+        f"/api/studies/{study.pk}/items/actions/", {"action": "burn", "items": ["item-0"]}, format="json"
+    )
+    assert response.status_code == 400 and "action" in response.json()

@@ -187,8 +187,24 @@ def test_an_endpoint_generating_a_system_is_sent_the_conversation(researcher, se
     )
     assert runner.GenerationRun(endpoint).do_run().recorded == 1 and not server.invalid
     (sent,) = server.requests  # validated against the openai client's own message types
-    assert sent["messages"] == [{"role": "system", "content": "Answer in one line."}, *CHAT]
+    # one leading system message: the endpoint's prompt, then the conversation's own
+    assert sent["messages"] == [
+        {"role": "system", "content": "Answer in one line.\n\nYou are a travel agent."},
+        *CHAT[1:],
+    ]
     assert Generation.objects.filter(system=endpoint.system).count() == 1
+    # a developer turn goes as a system one, merged with the leading system message; a plain input as the user's
+    run = runner.GenerationRun(endpoint)
+    developer = runner.Request(1, 0, "x", (("developer", "Be terse."), ("user", "Hi"), ("assistant", "Yes?")))
+    assert run.messages(developer) == [
+        {"role": "system", "content": "Answer in one line.\n\nBe terse."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Yes?"},
+    ]
+    assert run.messages(runner.Request(1, 0, "Plain?")) == [
+        {"role": "system", "content": "Answer in one line."},
+        {"role": "user", "content": "Plain?"},
+    ]
 
 
 def test_a_german_rater_reads_the_conversation_in_german(chat_study, client):

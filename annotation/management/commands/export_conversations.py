@@ -80,11 +80,11 @@ def conversation_lines(study):
         replies: dict[int, list[BattleReply]] = {}
         for reply in BattleReply.objects.filter(battle_id__in=ids).order_by("battle_id", "turn", "side"):
             replies.setdefault(reply.battle_id, []).append(reply)
-        votes = {
-            battle: (choice, response_set, superseded)
-            for battle, choice, response_set, superseded in Judgment.objects.filter(
+        votes = {  # a vote on an item excluded in the data manager is kept and not counted, as a superseded one
+            battle: (choice, response_set, superseded or excluded)
+            for battle, choice, response_set, superseded, excluded in Judgment.objects.filter(
                 assignment__battle__pk__in=ids, revised=False
-            ).values_list("assignment__battle__pk", "choice", "response_set", "superseded")
+            ).values_list("assignment__battle__pk", "choice", "response_set", "superseded", "pair__item__excluded")
         }
         golds = dict(
             GoldAnswer.objects.filter(assignment_pair__assignment__battle__pk__in=ids).values_list(
