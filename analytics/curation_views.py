@@ -20,7 +20,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from analytics import curation
-from annotation.access import VIEW, access_study
+from annotation.access import REVIEW, access_study
 from annotation.errors import FieldErrors
 from annotation.models import Item, Study
 from annotation.views.api_pagination import StrictPageNumberPagination
@@ -33,9 +33,9 @@ def _systems(study: Study) -> list[str]:
 
 
 def _need(action: object) -> str:
-    """The role an action needs (``curation.ACTIONS``); an unknown one is refused by name (400) to any member, as it
-    changes nothing."""
-    return curation.ACTIONS[action].need if isinstance(action, str) and action in curation.ACTIONS else VIEW
+    """The role an action needs (``curation.ACTIONS``); an unknown one the least of them (a reviewer's: a viewer may
+    act on nothing), and is then refused by name."""
+    return curation.ACTIONS[action].need if isinstance(action, str) and action in curation.ACTIONS else REVIEW
 
 
 @login_required

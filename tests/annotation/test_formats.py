@@ -99,7 +99,7 @@ def test_it_lists_every_problem_of_the_file_at_once():
     messages = problems_of(jl(item("x1"), bad_input, unknown_field, "[1, 2]"))
     assert messages == [
         "line 2, field 'input': empty input",
-        "line 3, field 'ouputs': unknown field (allowed: id, input, reference, outputs, metadata)",
+        "line 3, field 'ouputs': unknown field (allowed: id, input, messages, reference, outputs, metadata)",
         "line 4: each line must be a JSON object, not list",
     ]
 
