@@ -12,15 +12,19 @@ decisions of its system pairs are decided again over the judgments that count (`
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 
+from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Count, Max, Q
 
 from analytics import review
 from analytics.models import Adjudication
 from annotation.access import CHANGE, REVIEW
 from annotation.errors import FieldErrors
-from annotation.models import Generation, Item, Judgment, Study
+from annotation.models import Generation, Item, Judgment, Rater, Study
 from annotation.plan import planning
 from annotation.studies import team
 from selection.strategies import is_live
@@ -126,9 +130,45 @@ def winner(pair: review.PairReview) -> str:
     return {None: "none", "tie": "tie", "a": pair.system_a, "b": pair.system_b}[pair.people_winner]
 
 
+@dataclasses.dataclass(frozen=True)
+class PairLine:
+    """One judged pair as the data manager shows and filters it, read once off its review (``review.PairReview``):
+    what is kept between page views (``item_rows``), without the verdicts themselves."""
+
+    pair_id: int
+    system_a: str
+    system_b: str
+    samples: tuple[int, int]
+    people_words: str
+    winner: str  # ``winner``
+    agreement: str  # ``agreement``
+    judges: str  # ``judges``
+    flagged: bool
+    judges_disagree: tuple[str, ...]
+    ruling: str | None  # the ruling's value (``Adjudication.Ruling``), None without one
+    ruling_words: str
+
+    @classmethod
+    def of(cls, pair: review.PairReview) -> PairLine:
+        return cls(
+            pair.pair_id,
+            pair.system_a,
+            pair.system_b,
+            pair.samples,
+            pair.people_words,
+            winner(pair),
+            agreement(pair),
+            judges(pair),
+            pair.flagged,
+            tuple(pair.judges_disagree),
+            pair.adjudication.ruling if pair.adjudication else None,
+            pair.ruling_words,
+        )
+
+
 @dataclasses.dataclass
 class ItemRow:
-    """One item of the data manager: its state, its judged pairs (``review.PairReview``) and its raters' comments."""
+    """One item of the data manager: its state, its judged pairs (``PairLine``) and its raters' comments."""
 
     item_id: int
     external_id: str
@@ -136,11 +176,8 @@ class ItemRow:
     excluded: bool
     review_requested: bool
     systems: set[str]
-    pairs: list[review.PairReview]
-
-    @property
-    def comments(self) -> list[str]:
-        return [v.comment for p in self.pairs for v in p.humans if v.comment]
+    pairs: list[PairLine]
+    comments: list[str]
 
     @property
     def flagged(self) -> bool:
@@ -148,7 +185,7 @@ class ItemRow:
 
     @property
     def ruled(self) -> bool:
-        return any(p.adjudication is not None for p in self.pairs)
+        return any(p.ruling is not None for p in self.pairs)
 
     def state_matches(self, state: str) -> bool:
         return {
@@ -172,9 +209,9 @@ class ItemRow:
             )
         return any(
             (not f.system or f.system in (p.system_a, p.system_b))
-            and (not f.winner or winner(p) == f.winner)
-            and (not f.agreement or agreement(p) == f.agreement)
-            and (not f.judges or judges(p) == f.judges)
+            and (not f.winner or p.winner == f.winner)
+            and (not f.agreement or p.agreement == f.agreement)
+            and (not f.judges or p.judges == f.judges)
             and (not f.flagged or p.flagged == (f.flagged == "yes"))
             for p in self.pairs
         )
@@ -200,9 +237,43 @@ class Counts:
     ruled: int
 
 
+CACHE_SECONDS = 600  # rows kept per fingerprint of what they are read from (``fingerprint``)
+
+
+def fingerprint(study: Study) -> str:
+    """What the data manager's rows are read from, in a few aggregates: the judgments (how many, the newest, the
+    revised and superseded ones: a comment is written with its judgment, never after), the raters screened out, the
+    items excluded and sent to review, the rulings, and the outputs (a generated system's arrive later)."""
+    parts = [
+        Judgment.objects.filter(study=study).aggregate(
+            n=Count("id"),
+            newest=Max("id"),
+            revised=Count("id", filter=Q(revised=True)),
+            superseded=Count("id", filter=Q(superseded=True)),
+        ),
+        list(Rater.objects.filter(study=study, screened_out=True).order_by("pk").values_list("pk", flat=True)),
+        list(Item.objects.filter(study=study, excluded=True).order_by("pk").values_list("pk", flat=True)),
+        list(Item.objects.filter(study=study, review_requested=True).order_by("pk").values_list("pk", flat=True)),
+        Adjudication.objects.filter(study=study).aggregate(n=Count("pk"), newest=Max("decided")),
+        Generation.objects.filter(item__study=study).aggregate(n=Count("id"), newest=Max("id")),
+        Item.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("id")),
+    ]
+    return hashlib.sha256(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()
+
+
 def item_rows(study: Study) -> list[ItemRow]:
-    """Every item of ``study`` in file order, with every verdict of its judged pairs (excluded items' included: the
-    data manager is where they are seen and re-opened)."""
+    """Every item of ``study`` in file order, with its judged pairs' lines (excluded items' included: the data manager
+    is where they are seen and re-opened), read from the verdicts once per ``fingerprint`` and kept in the cache for
+    ``CACHE_SECONDS``: the filters, the pages and the API's pages read them again without reading a verdict."""
+    key = f"seplab:data-manager:{study.pk}:{study.created.timestamp()}:{fingerprint(study)}"
+    rows = cache.get(key)
+    if rows is None:
+        rows = _item_rows(study)
+        cache.set(key, rows, CACHE_SECONDS)
+    return rows
+
+
+def _item_rows(study: Study) -> list[ItemRow]:
     by_item: dict[int, list[review.PairReview]] = {}
     for pair in review.reviews(Judgment.objects.filter(study=study), study):
         by_item.setdefault(pair.item_id, []).append(pair)
@@ -212,7 +283,16 @@ def item_rows(study: Study) -> list[ItemRow]:
     ):
         systems.setdefault(item_id, set()).add(name)
     return [
-        ItemRow(pk, external_id, text, excluded, requested, systems.get(pk, set()), by_item.get(pk, []))
+        ItemRow(
+            pk,
+            external_id,
+            text,
+            excluded,
+            requested,
+            systems.get(pk, set()),
+            [PairLine.of(p) for p in by_item.get(pk, [])],
+            [v.comment for p in by_item.get(pk, []) for v in p.humans if v.comment],
+        )
         for pk, external_id, text, excluded, requested in Item.objects.filter(study=study)
         .order_by("position")
         .values_list("pk", "external_id", "input", "excluded", "review_requested")

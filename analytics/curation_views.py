@@ -236,11 +236,11 @@ def data_manager_api(request, study_id: int):
                     "system_a": p.system_a,
                     "system_b": p.system_b,
                     "samples": list(p.samples),
-                    "people_winner": curation.winner(p),
-                    "agreement": curation.agreement(p),
-                    "judges": curation.judges(p),
+                    "people_winner": p.winner,
+                    "agreement": p.agreement,
+                    "judges": p.judges,
                     "flagged": p.flagged,
-                    "ruling": p.adjudication.ruling if p.adjudication else None,
+                    "ruling": p.ruling,
                 }
                 for p in row.pairs
             ],

@@ -385,3 +385,37 @@ def test_acting_on_every_matching_item_refuses_when_the_matches_changed(roles):
         f"/api/studies/{study.pk}/items/actions/", {"action": "burn", "items": ["item-0"]}, format="json"
     )
     assert response.status_code == 400 and "action" in response.json()
+
+
+def test_the_rows_are_read_once_per_change_of_what_they_show(judged, researcher):  # noqa: F811
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotation.models import Rater
+
+    study, _ = judged
+
+    def verdict_reads() -> int:  # the reviews' one query over the judgments with their pairs' systems
+        with CaptureQueriesContext(connection) as captured:
+            curation.data_manager(study, curation.Filters())
+        return sum('"annotation_judgment"' in q["sql"] and "sample_index" in q["sql"] for q in captured)
+
+    assert verdict_reads() == 1
+    assert verdict_reads() == 0 and shown(study, winner="tie") == ["item-2"]  # kept: filters read the same rows
+    changes = [
+        lambda: curation.do_curate(study, "exclude", ids(study, "item-1"), researcher),
+        lambda: curation.do_curate(study, "review", ids(study, "item-3"), researcher),
+        lambda: review.do_adjudicate(study, review.review_queue(study)[0][0].pair_id, "a", "", researcher),
+        lambda: Rater.objects.filter(study=study, external_id="h2").update(screened_out=True),
+        lambda: imports.do_import_judgments(
+            study, (json.dumps(human("item-1", "h3", "sys-b", comment="late")) + "\n").encode(), "late.jsonl"
+        ),
+    ]
+    for change in changes:
+        change()
+        assert verdict_reads() == 1 and verdict_reads() == 0
+    rows, counts = curation.data_manager(study, curation.Filters())
+    assert counts == curation.Counts(items=4, flagged=counts.flagged, excluded=1, requested=1, ruled=1)
+    assert "late" in next(r for r in rows if r.external_id == "item-1").comments  # the new judgment's comment
+    # h2 screened out: item 2's people are h1 alone now, so its raters no longer disagree
+    assert next(r for r in rows if r.external_id == "item-2").pairs[0].agreement == "one"
