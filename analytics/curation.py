@@ -18,9 +18,9 @@ from collections.abc import Mapping
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max
 
-from analytics import review
+from analytics import review, stored
 from analytics.models import Adjudication
 from annotation.access import CHANGE, REVIEW
 from annotation.errors import FieldErrors
@@ -245,12 +245,7 @@ def fingerprint(study: Study) -> str:
     revised and superseded ones: a comment is written with its judgment, never after), the raters screened out, the
     items excluded and sent to review, the rulings, and the outputs (a generated system's arrive later)."""
     parts = [
-        Judgment.objects.filter(study=study).aggregate(
-            n=Count("id"),
-            newest=Max("id"),
-            revised=Count("id", filter=Q(revised=True)),
-            superseded=Count("id", filter=Q(superseded=True)),
-        ),
+        stored.judgments_seen(study),
         list(Rater.objects.filter(study=study, screened_out=True).order_by("pk").values_list("pk", flat=True)),
         list(Item.objects.filter(study=study, excluded=True).order_by("pk").values_list("pk", flat=True)),
         list(Item.objects.filter(study=study, review_requested=True).order_by("pk").values_list("pk", flat=True)),

@@ -41,15 +41,22 @@ JOB_KIND = "report"
 REPORT_FORMAT = 9
 
 
+def judgments_seen(study: Study) -> dict:
+    """What changes when a study's judgments change, in one aggregate: how many, the newest, the revised and the
+    superseded ones (a judgment is never edited in place: a changed answer is a new one). The report's data version
+    and the data manager's fingerprint both start from it."""
+    return Judgment.objects.filter(study=study).aggregate(
+        n=Count("id"),
+        newest=Max("id"),
+        revised=Count("id", filter=Q(revised=True)),
+        superseded=Count("id", filter=Q(superseded=True)),
+    )
+
+
 def data_version(study: Study) -> str:
     """The fingerprint of the data and settings a report of ``study`` depends on."""
     parts = [
-        Judgment.objects.filter(study=study).aggregate(
-            n=Count("id"),
-            newest=Max("id"),
-            revised=Count("id", filter=Q(revised=True)),
-            superseded=Count("id", filter=Q(superseded=True)),
-        ),
+        judgments_seen(study),
         Rater.objects.filter(study=study, screened_out=True).aggregate(screened=Count("id"), newest=Max("id")),
         list(Item.objects.filter(study=study, excluded=True).order_by("pk").values_list("pk", flat=True)),
         SeparabilityRun.objects.filter(study=study).aggregate(n=Count("id"), newest=Max("created")),

@@ -21,27 +21,13 @@ from annotation.errors import FieldErrors
 from annotation.exchange import exports
 from annotation.models import AssignmentTask, AuditEntry, Item, Judgment
 from annotation.rating import allocation, imports
-from annotation.studies import creation, enrolment, team
+from annotation.studies import creation, team
 from selection import rating_sets, services
 from selection.core import decisions
 from selection.models import PairDecision
 from tests.analytics.test_review import human, judged, server  # noqa: F401 (fixtures)
 from tests.annotation.test_team import client_for
-from tests.selection.test_decided_pairs import ITEMS, answer, rate_everything, three  # noqa: F401 (fixture)
-
-
-def rate_again(study) -> None:
-    """New raters take assignments until the plan has nothing left (``rate_everything``'s loop, other raters)."""
-    for n in range(20):
-        rater = enrolment.do_create_rater_link(study, f"again-{n}")
-        taken = 0
-        while (assignment := allocation.do_start_assignment(rater)) is not None:
-            for pair in assignment.pairs.select_related("pair__generation_a__system", "pair__generation_b__system"):
-                answer(pair)
-            taken += 1
-        if not taken:
-            return
-    raise AssertionError("the plan never ran out")
+from tests.selection.test_decided_pairs import ITEMS, rate_everything, three  # noqa: F401 (fixture)
 
 
 def ids(study, *external: str) -> list[int]:
@@ -212,7 +198,7 @@ def test_an_excluded_item_is_no_longer_handed_out_and_the_decisions_are_made_aga
     assert stored.decision == decisions.UNDECIDED and stored.items == 0 and stored.counted == []
     assert not won.closed
     taken_before = set(AssignmentTask.objects.values_list("pk", flat=True))
-    rate_again(three)
+    rate_everything(three, names="again-")
     new = AssignmentTask.objects.exclude(pk__in=taken_before)
     assert new.exists() and not new.filter(item_id__in=rested_on).exists()  # never an excluded item again
     stored.refresh_from_db()

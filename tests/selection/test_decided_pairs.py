@@ -64,11 +64,12 @@ def answer(pair) -> None:
     recording.do_record_judgment(pair, idempotency_key=f"p{pair.pk}", answer=Answer(choice=choice))
 
 
-def rate_everything(study) -> int:
-    """Raters take assignments until the plan has nothing left for anyone; returns how many assignments."""
+def rate_everything(study, names: str = "r") -> int:
+    """Raters (named ``names`` and a number) take assignments until the plan has nothing left for anyone; returns how
+    many assignments."""
     done = 0
     for n in range(20):
-        rater = enrolment.do_create_rater_link(study, f"r{n}")
+        rater = enrolment.do_create_rater_link(study, f"{names}{n}")
         taken = 0
         while (assignment := allocation.do_start_assignment(rater)) is not None:
             for pair in assignment.pairs.select_related("pair__generation_a__system", "pair__generation_b__system"):
