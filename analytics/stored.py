@@ -37,8 +37,9 @@ JOB_KIND = "report"
 # style-controlled board and length-controlled win rates; 5: the answers in short at the top; 6: the page in words
 # with sections on demand, and the question a report reads; 7: rater reliability; 8: figures by item -- positional
 # bias's sign-flip test with its items, intervals clustered by item, the unpenalised style board, each pair's alpha
-# and the error control in force; 9: the items excluded in the data manager, counted).
-REPORT_FORMAT = 9
+# and the error control in force; 9: the items excluded in the data manager, counted; 10: the rankings and
+# best-worst answers read, and the judgments they imply).
+REPORT_FORMAT = 10
 
 
 def judgments_seen(study: Study) -> dict:

@@ -55,6 +55,7 @@ logger = logging.getLogger("seplab.worker")
 KINDS: dict[str, str] = {
     "import": "annotation.uploads.upload_job",  # both kinds of file import run the one staged-import body
     "judgments": "annotation.uploads.upload_job",
+    "rankings": "annotation.uploads.upload_job",
     "plan": "annotation.plan.planning.plan_job",
     "judge": "annotation.judges.runner.judge_job",
     "generate": "annotation.generating.runner.generate_job",
@@ -90,6 +91,7 @@ LIMITS: dict[str, Limit] = {
     # each file is its own work (its staged upload); how many a researcher may have importing at once is the cap
     "import": Limit("study imports", key=("upload",)),
     "judgments": Limit("judgment imports", key=("upload",)),
+    "rankings": Limit("ranking imports", key=("upload",)),
     # a plan job builds from the settings it finds when it runs: a queued one already builds the newest
     "plan": Limit("plan builds", coalesce="queued", per_study=1),
     # one run per endpoint at a time is the run's own rule (endpoint_runs); a run going on after its slice is the

@@ -36,11 +36,21 @@ Result = TypeVar("Result")
 # Per kind of file: its job's kind (the names jobs queued before the two shared one body still carry), what its
 # records are, and its importer ``do_import_upload(upload, progress) -> str``, the job's summary.
 # Keyed by ``Upload.Kind`` (a str, as an upload's ``kind`` reads back from the database).
-JOB_KINDS: dict[str, str] = {Upload.Kind.STUDY: "import", Upload.Kind.JUDGMENTS: "judgments"}
-RECORDS: dict[str, str] = {Upload.Kind.STUDY: "items", Upload.Kind.JUDGMENTS: "judgments"}
+JOB_KINDS: dict[str, str] = {
+    Upload.Kind.STUDY: "import",
+    Upload.Kind.JUDGMENTS: "judgments",
+    Upload.Kind.RANKINGS: "rankings",
+}
+RECORDS: dict[str, str] = {
+    Upload.Kind.STUDY: "items",
+    Upload.Kind.JUDGMENTS: "judgments",
+    Upload.Kind.RANKINGS: "rankings",
+}
 IMPORTERS: dict[str, str] = {
     Upload.Kind.STUDY: "annotation.studies.creation.do_import_upload",
     Upload.Kind.JUDGMENTS: "annotation.rating.imports.do_import_upload",
+    # a rankings file: checked again and imported in one transaction (annotation/rating/rankings.py)
+    Upload.Kind.RANKINGS: "annotation.rating.rankings.do_import_upload",
 }
 
 
@@ -111,11 +121,11 @@ def do_resume_upload(study: Study, upload_id: int) -> Job:
 
 
 def do_discard_upload(study: Study, upload_id: int) -> None:
-    """Forget a stopped judgments file and every line staged of it (none of them is a judgment). A study file's
-    unfinished study is deleted as a whole instead (the study's delete page)."""
+    """Forget a stopped judgments or rankings file and every line staged of it (none of them is a judgment). A study
+    file's unfinished study is deleted as a whole instead (the study's delete page)."""
     with transaction.atomic():
         upload = _locked(study, upload_id)
-        if upload.kind != Upload.Kind.JUDGMENTS:
+        if upload.kind == Upload.Kind.STUDY:
             raise ServiceError("An unfinished study is discarded by deleting the study.")
         upload.delete()
 

@@ -39,6 +39,7 @@ class Row:
     superseded: bool
     source: str
     screened_out: bool
+    ranking: int | None  # the ranking or best-worst answer the judgment is implied by (annotation/implied_pairs.py)
     effective_choice: str | None = dataclasses.field(init=False)
     rating: int | None = dataclasses.field(init=False)
 
@@ -63,6 +64,7 @@ _ROW_FIELDS = (
     "superseded",
     "rater__source",
     "rater__screened_out",
+    "ranking_id",
 )
 
 

@@ -53,7 +53,8 @@ def population_choices(rows: list[Row]) -> list[PopulationChoice]:
 class JudgmentCounts:
     """The judgments the report reads: the population's (``total``) of the study's (``study_total``), by rater kind
     over the whole study; those of screened-out raters left out, superseded ones (kept), revisions (replaced), the
-    raters, skipped pairs by reason (skips are no judgments), and the items a researcher excluded in the data manager
+    raters, skipped pairs by reason (skips are no judgments), the answers on several outputs with the judgments they
+    imply, and the items a researcher excluded in the data manager
     with their current judgments (kept and exported, never read: ``Judgment.objects.analysed``)."""
 
     total: int
@@ -66,6 +67,8 @@ class JudgmentCounts:
     skipped: dict[str, int]
     excluded_items: int
     excluded: int
+    rankings: int  # the population's answers on several outputs at once (a ranking, or best and worst)
+    from_rankings: int  # the judgments of ``total`` they imply (annotation/implied_pairs.py)
 
 
 def judgment_counts(study: Study, population: Population, every: list[Row], rows: list[Row]) -> JudgmentCounts:
@@ -85,4 +88,6 @@ def judgment_counts(study: Study, population: Population, every: list[Row], rows
         skipped=dict(skipped),
         excluded_items=Item.objects.filter(study=study, excluded=True).count(),
         excluded=Judgment.objects.filter(study=study, revised=False, pair__item__excluded=True).count(),
+        rankings=len({r.ranking for r in rows if r.ranking is not None}),
+        from_rankings=sum(1 for r in rows if r.ranking is not None),
     )

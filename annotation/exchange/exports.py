@@ -12,12 +12,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Exists, OuterRef
 from django.http import StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
 from annotation import orientation
-from annotation.exchange import judgment_files
-from annotation.models import Judgment, Pair, Rater, Study
+from annotation.exchange import judgment_files, ranking_files
+from annotation.models import Generation, Judgment, Pair, Ranking, Rater, Study
 
 
 def export_response(study: Study, fmt: str) -> StreamingHttpResponse:
@@ -65,7 +66,7 @@ def judgment_queryset(study: Study):
     and outputs' texts, which no line holds)."""
     return (
         Judgment.objects.filter(study=study)
-        .select_related("rater", "pair__item", "pair__generation_a__system", "pair__generation_b__system")
+        .select_related("rater", "ranking", "pair__item", "pair__generation_a__system", "pair__generation_b__system")
         .defer(*_UNREAD)
         .order_by("created", "id")
     )
@@ -117,6 +118,7 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "revised": lambda j: j.revised,
     "answers": lambda j: _answers(j),
     "excluded": lambda j: j.pair.item.excluded,
+    "ranking": lambda j: None if j.ranking is None else j.ranking.idempotency_key,
 }
 
 
@@ -202,6 +204,14 @@ def _raters(ids) -> dict[int, SimpleNamespace]:
     }
 
 
+def _rankings(ids) -> dict[int, SimpleNamespace]:
+    """Rankings by id as a line reads them (``ranking.idempotency_key``), in one query."""
+    return {
+        pk: SimpleNamespace(idempotency_key=key)
+        for pk, key in Ranking.objects.filter(id__in=ids).values_list("id", "idempotency_key")
+    }
+
+
 def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
     """Every judgment of the study as a JSONL object (docs/interfaces.md#judgment-format), oldest first, streamed:
     the judgments' own columns read in chunks of ``_CHUNK``, each with its rater and its pair (each read once, when a
@@ -214,6 +224,7 @@ def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
     rows = Judgment.objects.filter(study=study).order_by("created", "id").values_list(*names)
     raters: dict[int, SimpleNamespace] = {}
     pairs: dict[int, SimpleNamespace] = {}
+    answers: dict[int | None, SimpleNamespace | None] = {None: None}
     stream = rows.iterator(chunk_size=_CHUNK)
     for chunk in iter(lambda: list(itertools.islice(stream, _CHUNK)), []):
         judgments = [SimpleNamespace(**dict(zip(names, values, strict=True))) for values in chunk]
@@ -223,6 +234,67 @@ def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
         missing = {j.pair_id for j in judgments} - pairs.keys()
         if missing:
             pairs.update(_pairs(missing))
+        missing = {j.ranking_id for j in judgments} - answers.keys()
+        if missing:
+            answers.update(_rankings(missing))
         for j in judgments:
-            j.rater, j.pair = raters[j.rater_id], pairs[j.pair_id]
+            j.rater, j.pair, j.ranking = raters[j.rater_id], pairs[j.pair_id], answers[j.ranking_id]
             yield judgment_line(j, reading)
+
+
+def ranking_ids(study: Study):
+    """The ids of the study's rankings in the order of ``ranking_lines`` (a page of them, for the API)."""
+    return Ranking.objects.filter(study=study).order_by("created", "id").values_list("id", flat=True)
+
+
+def ranking_lines(study: Study, ids=None) -> Iterator[dict[str, Any]]:
+    """Every ranking and best-worst answer of the study (or those of ``ids``) as a line of
+    docs/interfaces.md#ranking-format, oldest first (the pairwise judgments each implies are in the judgments export,
+    with its id in their ``ranking`` field)."""
+    outputs = {
+        pk: (system, sample)
+        for pk, system, sample in Generation.objects.filter(item__study=study).values_list(
+            "id", "system__name", "sample_index"
+        )
+    }
+
+    def named(generation_id: int) -> str | dict[str, Any]:
+        return ranking_files.output_json(outputs[generation_id])
+
+    # an imported line's "excluded" keeps its judgments out of the analysis (stored superseded) in any study
+    set_aside = Exists(Judgment.objects.filter(ranking=OuterRef("pk"), superseded=True))
+    rows = (
+        Ranking.objects.filter(study=study, **({} if ids is None else {"id__in": list(ids)}))
+        .select_related("rater", "item")
+        .annotate(set_aside=set_aside)
+        .order_by("created", "id")
+    )
+    for r in rows.iterator(chunk_size=_CHUNK):
+        line: dict[str, Any] = dict(r.extra)
+        line.update(
+            id=r.idempotency_key,
+            item=r.item.external_id,
+            rater=r.rater.external_id,
+            rater_kind=r.rater.kind,
+            kind=r.kind,
+            shown=[named(g) for g in r.shown],
+        )
+        if r.order is not None:
+            line["ranking"] = [named(g) for g in r.order]
+        else:
+            line["best"], line["worst"] = named(r.best_id), named(r.worst_id)
+        line.update(
+            created=judgment_files.format_timestamp(r.created),
+            comment=r.comment or None,
+            time_on_task_ms=r.time_on_task_ms,
+            excluded=r.item.excluded or r.set_aside,
+        )
+        yield line
+
+
+def rankings_response(study: Study) -> StreamingHttpResponse:
+    """Stream the study's rankings and best-worst answers as JSONL (docs/interfaces.md#ranking-format)."""
+    lines = (json.dumps(line, ensure_ascii=False) + "\n" for line in ranking_lines(study))
+    response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(True, f"{study.name}-rankings.jsonl")  # type: ignore[assignment]
+    return response

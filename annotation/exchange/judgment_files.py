@@ -83,6 +83,9 @@ JUDGMENT_SCHEMA = (
     # true: a researcher excluded the item in the data manager (analytics/curation.py): kept, never analysed; an
     # imported line with it is kept and not counted (stored superseded: the report counts it among those)
     JudgmentField("excluded", "flag"),
+    # the id of the ranking or best-worst answer the judgment is implied by (docs/interfaces.md#ranking-format): the
+    # pairs of one answer share it. Such a line is imported with its answer, from the rankings file, never alone.
+    JudgmentField("ranking", "text", nullable=True, exported=False),
 )
 COMMENT_MAX_CHARS = 2000  # a rater's comment, in the form and in imported files
 STRENGTHS = tuple(elicitation.STRENGTHS)
@@ -213,7 +216,7 @@ def _judgment_csv_lines(text: str, problems: list[Problem]) -> list[tuple[int, d
 
 
 @dataclasses.dataclass
-class _Line:
+class Line:
     """One judgment line being checked: its number, its object, and the problems found so far."""
 
     number: int
@@ -251,7 +254,7 @@ class _Line:
         return value
 
 
-def _judged_pair(line: _Line, samples: Mapping[str, Mapping[str, int]]) -> tuple[str | None, str, str, dict]:
+def _judged_pair(line: Line, samples: Mapping[str, Mapping[str, int]]) -> tuple[str | None, str, str, dict]:
     """The item, both systems and both sample indices, checked against the study."""
     item = item_id(line.obj.get("item"))
     if not item:
@@ -276,11 +279,17 @@ def _judged_pair(line: _Line, samples: Mapping[str, Mapping[str, int]]) -> tuple
     return item, system_a, system_b, sample_idx
 
 
-def _judging_rater(line: _Line, system_a: str, system_b: str, rater_kinds: dict[str, str]) -> tuple[str, str, str]:
+def judging_rater(line: Line, system_a: str, system_b: str, rater_kinds: dict[str, str]) -> tuple[str, str, str]:
     """Which system was shown first, the rater and its kind (one kind per rater across the file)."""
     shown_first = line.name("shown_first", {system_a: 1, system_b: 1})
     if shown_first and shown_first not in (system_a, system_b):
         line.problem("shown_first", "shown_first must be system_a or system_b")
+    rater, rater_kind = line_rater(line, rater_kinds)
+    return shown_first, rater, rater_kind
+
+
+def line_rater(line: Line, rater_kinds: dict[str, str]) -> tuple[str, str]:
+    """The rater and its kind (one kind per rater across the file and the study: ``rater_kinds`` learns each)."""
     rater, rater_kind = line.string("rater"), line.string("rater_kind")
     if len(rater) > 200:
         line.problem("rater", "rater longer than 200 characters")
@@ -288,10 +297,10 @@ def _judging_rater(line: _Line, system_a: str, system_b: str, rater_kinds: dict[
         line.problem("rater_kind", "rater_kind must be 'human' or 'judge'")
     elif rater and rater_kind and rater_kinds.setdefault(rater, rater_kind) != rater_kind:
         line.problem("rater_kind", f"rater '{rater}' is already a {rater_kinds[rater]}, not a {rater_kind}")
-    return shown_first, rater, rater_kind
+    return rater, rater_kind
 
 
-def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
+def _answer(line: Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
     """The choice, response set, P(A) and strength as given (system names), each checked; one of the first
     three is needed."""
     choice, response_set, probability_a, strength = (
@@ -324,7 +333,7 @@ def _answer(line: _Line, code_of: dict[str, str]) -> tuple[Any, Any, Any, Any]:
     return choice, response_set, probability_a, strength
 
 
-def _further_answers(line: _Line, code_of: dict[str, str], questions: dict[str, str]) -> dict[str, dict]:
+def _further_answers(line: Line, code_of: dict[str, str], questions: dict[str, str]) -> dict[str, dict]:
     """The answers to the study's further questions (``answers``: key -> answer), checked and in model
     coordinates. A preference is given like the main answer (``choice``, ``response_set``, ``strength`` with system
     names), a rationale as ``{"text": ...}``. A line may leave any question out (judges answer only the main one)."""
@@ -362,7 +371,7 @@ def _further_answers(line: _Line, code_of: dict[str, str], questions: dict[str, 
         if unknown:
             line.problem(field, f"{field} has unknown fields: {', '.join(sorted(unknown))}")
             continue
-        inner = _Line(line.number, answer, [])
+        inner = Line(line.number, answer, [])
         choice, response_set, probability_a, strength = _answer(inner, code_of)
         for problem in inner.problems:
             line.problem(
@@ -381,7 +390,7 @@ def _further_answers(line: _Line, code_of: dict[str, str], questions: dict[str, 
     return out
 
 
-def _comment(line: _Line) -> str:
+def line_comment(line: Line) -> str:
     comment = line.obj.get("comment")
     if comment is None:
         return ""
@@ -391,7 +400,7 @@ def _comment(line: _Line) -> str:
     return comment
 
 
-def _when(line: _Line) -> tuple[datetime | None, dict[str, int | None], Any]:
+def line_times(line: Line) -> tuple[datetime | None, dict[str, int | None], Any]:
     """The creation time (ISO 8601 with a time zone), the time-on-task fields and the superseded, revised and excluded
     flags."""
     created = None
@@ -428,13 +437,19 @@ def _parse_judgment(
     """One judgment line in the judgment format (docs/interfaces.md#judgment-format), every problem reported with
     its line and field."""
     before = len(problems)
-    line = _Line(number, obj, problems)
+    line = Line(number, obj, problems)
     item, system_a, system_b, sample_idx = _judged_pair(line, samples)
-    shown_first, rater, rater_kind = _judging_rater(line, system_a, system_b, rater_kinds)
+    shown_first, rater, rater_kind = judging_rater(line, system_a, system_b, rater_kinds)
     code_of = {system_a: "a", system_b: "b"}
     choice, response_set, probability_a, strength = _answer(line, code_of)
     further = _further_answers(line, code_of, questions or {})
-    created, times, flags = _when(line)
+    created, times, flags = line_times(line)
+    if obj.get("ranking") is not None:
+        line.problem(
+            "ranking",
+            "this judgment is implied by a ranking or best-worst answer: import the rankings file "
+            "(docs/interfaces.md#ranking-format), which stores it with the answer",
+        )
     key = judgment_key(obj)
     if len(key) > 64:
         line.problem("id", "id longer than 64 characters")
@@ -454,7 +469,7 @@ def _parse_judgment(
         response_set=None if response_set is None else [code_of[s] for s in response_set],
         probability_a=None if probability_a is None else float(probability_a),
         strength=strength,
-        comment=_comment(line),
+        comment=line_comment(line),
         created=created,
         time_on_task_ms=times["time_on_task_ms"],
         client_time_ms=times["client_time_ms"],

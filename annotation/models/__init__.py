@@ -11,7 +11,8 @@ One module per concept, the way zulip lays out ``zerver/models/``; everything pu
 - ``items``: ``System``, ``Item``, ``Generation``
 - ``plan``: ``Comparison``, ``Pair``, ``Task``, ``TaskPair``
 - ``raters``: ``Rater``, ``Assignment`` and the places and pairs it holds
-- ``judgments``: ``Judgment``, the lines of a judgments file being imported (``StagedJudgment``), ``Skip``,
+- ``judgments``: ``Judgment``, an answer on several outputs (``Ranking``) with the judgments it implies, the
+  lines of a judgments file being imported (``StagedJudgment``), ``Skip``,
   attention checks and their answers, practice answers
 - ``crowd``: links for crowdsourcing sites, worker sessions, the blocklist, MTurk HITs
 - ``endpoints``: ``Endpoint`` and what is one (``Judge``, ``SystemEndpoint``), and the ledgers of their calls
@@ -56,6 +57,7 @@ from annotation.models.judgments import (
     GoldPair as GoldPair,
     Judgment as Judgment,
     PracticeAnswer as PracticeAnswer,
+    Ranking as Ranking,
     Skip as Skip,
     StagedJudgment as StagedJudgment,
 )

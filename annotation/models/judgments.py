@@ -8,7 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from annotation import elicitation as elicitation_modes
-from annotation.models.items import Generation
+from annotation.models.items import Generation, Item
 from annotation.models.plan import Pair
 from annotation.models.raters import Assignment, AssignmentPair, Rater
 from annotation.models.studies import Study, Upload
@@ -27,6 +27,48 @@ class JudgmentQuerySet(models.QuerySet):
     def counted(self) -> JudgmentQuerySet:
         """The judgments that count: analysed and not superseded (set aside by the live loop or a flagged battle)."""
         return self.analysed().filter(superseded=False)
+
+
+class Ranking(models.Model):
+    """One rater's answer on several outputs of one item at once: a ranking of them (best first) or, in best-worst
+    scaling, the best and the worst of those shown. Never read as such by an analysis: it is stored with the pairwise
+    judgments it implies (``Judgment.ranking``, ``annotation/implied_pairs.py``), which every reader of judgments reads
+    like any other, created in the same transaction by ``annotation/rating/rankings.py`` and removed with it."""
+
+    class Kind(models.TextChoices):
+        RANK = "rank", "Ranking"
+        BEST_WORST = "best_worst", "Best and worst"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="rankings")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="rankings")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="rankings")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    shown = models.JSONField(help_text="The outputs shown, as generation ids in display order (top first).")
+    order = models.JSONField(
+        null=True, blank=True, help_text="A ranking's outputs best first, as generation ids; null for best-worst."
+    )
+    best = models.ForeignKey(Generation, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    worst = models.ForeignKey(Generation, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    comment = models.TextField(blank=True, default="", help_text="The rater's optional comment on the outputs.")
+    created = models.DateTimeField(default=timezone.now, help_text="When the answer was given.")
+    recorded = models.DateTimeField(auto_now_add=True, help_text="When the server stored it.")
+    time_on_task_ms = models.PositiveIntegerField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=64)
+    extra = models.JSONField(default=dict, blank=True, help_text="Unknown fields of an imported line, kept.")
+
+    class Meta:
+        ordering = ["created", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "idempotency_key"], name="ranking_unique_key"),
+            models.CheckConstraint(
+                condition=models.Q(kind="rank", order__isnull=False, best__isnull=True, worst__isnull=True)
+                | models.Q(kind="best_worst", order__isnull=True, best__isnull=False, worst__isnull=False),
+                name="ranking_answer_of_its_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.idempotency_key} by rater {self.rater_id}"
 
 
 class Judgment(models.Model):
@@ -76,6 +118,14 @@ class Judgment(models.Model):
         "kept and exported, left out of the analysis.",
     )
     extra = models.JSONField(default=dict, blank=True, help_text="Unknown fields of an imported line, kept.")
+    ranking = models.ForeignKey(
+        Ranking,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="implied",
+        help_text="The ranking or best-worst answer this judgment is implied by (annotation/implied_pairs.py).",
+    )
     answers = models.JSONField(
         default=dict,
         blank=True,

@@ -262,6 +262,7 @@ class Upload(models.Model):
     class Kind(models.TextChoices):
         STUDY = "study", "Study file"
         JUDGMENTS = "judgments", "Judgments file"
+        RANKINGS = "rankings", "Rankings file"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="uploads")
     kind = models.CharField(max_length=10, choices=Kind.choices)

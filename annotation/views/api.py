@@ -28,7 +28,7 @@ from annotation.crowd import sites
 from annotation.endpoint_runs import EndpointRun
 from annotation.endpoints import EndpointError
 from annotation.errors import FieldErrors, ServiceError
-from annotation.exchange import exports, judgment_files
+from annotation.exchange import exports, judgment_files, ranking_files
 from annotation.exchange.exports import export_response
 from annotation.exchange.rules import FormatError, check_size
 from annotation.generating import runner as generating_runner
@@ -49,6 +49,7 @@ from annotation.models import (
     System,
     SystemEndpoint,
 )
+from annotation.rating import rankings
 from annotation.studies import creation, enrolment, lifecycle, team
 from annotation.views.forms import (
     JudgeForm,
@@ -178,6 +179,31 @@ JudgmentSerializer = type(
         **{f.name: _judgment_field(f) for f in judgment_files.JUDGMENT_SCHEMA},
     },
 )
+
+
+class RankingSerializer(serializers.Serializer):
+    """One answer on several outputs in the ranking format (docs/interfaces.md#ranking-format). An output is a
+    system's name (its first sample) or {"system": name, "sample": k}."""
+
+    id = serializers.CharField()
+    item = serializers.CharField()
+    rater = serializers.CharField()
+    rater_kind = serializers.ChoiceField(choices=judgment_files.RATER_KINDS)
+    kind = serializers.ChoiceField(choices=list(ranking_files.KINDS))
+    shown = serializers.ListField(child=serializers.JSONField(), help_text="The outputs in display order, top first.")
+    ranking = serializers.ListField(
+        child=serializers.JSONField(), required=False, help_text="A ranking's outputs, best first."
+    )
+    best = serializers.JSONField(required=False, help_text="Best-worst: the best output shown.")
+    worst = serializers.JSONField(required=False, help_text="Best-worst: the worst output shown.")
+    created = serializers.CharField()
+    comment = serializers.CharField(allow_null=True)
+    time_on_task_ms = serializers.IntegerField(allow_null=True)
+    excluded = serializers.BooleanField()
+
+
+class RankingsFileSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="A rankings file: JSONL, docs/interfaces.md#ranking-format.")
 
 
 class StudyCreateSerializer(serializers.Serializer):
@@ -394,6 +420,42 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if fmt not in ("jsonl", "csv"):
             raise ValidationError({"as": "must be 'jsonl' or 'csv'"})
         return export_response(self.get_object(), fmt)
+
+    @extend_schema(methods=["GET"], responses=RankingSerializer(many=True))
+    @extend_schema(
+        methods=["POST"],
+        request={"multipart/form-data": RankingsFileSerializer},
+        responses={
+            201: OpenApiResponse(OpenApiTypes.OBJECT, "{created, skipped}: imported at once."),
+            202: OpenApiResponse(OpenApiTypes.OBJECT, "{job: {id, status}}: a large file, imported by the worker."),
+            400: OpenApiResponse(OpenApiTypes.OBJECT, "{file: [every problem, by line and field]}: nothing stored."),
+        },
+        description="GET: the study's rankings and best-worst answers, oldest first. POST (an editor's or the "
+        "owner's role): import a rankings file, all or nothing, each answer stored with the pairwise judgments it "
+        "implies (in the judgments, with its id in their `ranking` field); answers already present are skipped.",
+    )
+    @action(detail=True, methods=["get", "post"], parser_classes=[MultiPartParser, FormParser])
+    def rankings(self, request, pk=None):
+        if request.method == "GET":
+            study = self.get_object()
+            ids = self.paginate_queryset(exports.ranking_ids(study))
+            lines = list(exports.ranking_lines(study, ids or []))
+            return self.get_paginated_response(RankingSerializer(lines, many=True).data)
+        study = self.study(access.CHANGE)
+        given = RankingsFileSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        upload = given.validated_data["file"]
+        try:
+            check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
+            summary, job = rankings.do_start_rankings_import(study, upload.read(), upload.name)
+        except FormatError as exc:
+            raise ValidationError({"file": [str(p) for p in exc.problems]}) from None
+        except ServiceError as exc:  # as many imports queued as one researcher may have (jobs.JobLimit)
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        if job is not None:
+            return Response({"job": {"id": job.pk, "status": job.status}}, status=status.HTTP_202_ACCEPTED)
+        assert summary is not None  # a file gives a summary or a job, never neither
+        return Response({"created": summary.created, "skipped": summary.skipped}, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         request={"multipart/form-data": StudyCreateSerializer},

@@ -22,7 +22,7 @@ from annotation.exchange.rules import FormatError, check_size
 from annotation.generating import runner
 from annotation.http import ResearcherRequest
 from annotation.models import Arena, Battle, Generation, Item, Judgment, Rater, Skip, Study, SystemEndpoint
-from annotation.rating import allocation, imports
+from annotation.rating import allocation, imports, rankings
 from annotation.studies import creation, enrolment, lifecycle, monitoring, team
 from annotation.views.forms import (
     BulkLinksForm,
@@ -127,6 +127,8 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "embed_job": study.jobs.filter(kind="embed").first(),
         "plan_job": study.jobs.filter(kind="plan").first(),
         "judgments_job": study.jobs.filter(kind="judgments").first(),
+        "rankings_job": study.jobs.filter(kind="rankings").first(),
+        "n_rankings": study.rankings.count(),
         "base_url": enrolment.public_base_url(study, request),
         **extensions.page_context("study", study),
     }
@@ -427,28 +429,39 @@ def study_duplicate(request: ResearcherRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
-    study = access_study(request, study_id)
+    return _import_file(request, access_study(request, study_id), imports.do_start_judgment_import, "judgments")
+
+
+@login_required
+@require_POST
+def rankings_import(request: HttpRequest, study_id: int) -> HttpResponse:
+    return _import_file(request, access_study(request, study_id), rankings.do_start_rankings_import, "rankings")
+
+
+def _import_file(request: HttpRequest, study: Study, start, records: str) -> HttpResponse:
+    """A judgments or rankings file from the study page: checked whole (every problem listed, nothing saved), then
+    imported at once or by the worker (``uploads.do_import_or_stage``)."""
     form = UploadForm(request.POST, request.FILES)
     if not form.is_valid():
-        messages.error(request, "Choose a judgments file to import.")
+        messages.error(request, f"Choose a {records} file to import.")
         return redirect(study)
     upload = form.cleaned_data["file"]
     try:
         check_size(upload.size, settings.SEPLAB_MAX_IMPORT_BYTES)
-        summary, job = imports.do_start_judgment_import(study, upload.read(), upload.name)
+        summary, job = start(study, upload.read(), upload.name)
     except FormatError as exc:
-        return render(
-            request, "annotation/import_problems.html", {"study": study, "problems": exc.messages()}, status=400
-        )
+        context = {"study": study, "problems": exc.messages(), "records": records}
+        return render(request, "annotation/import_problems.html", context, status=400)
     except ServiceError as exc:  # as many imports queued as one researcher may have (jobs.JobLimit)
-        return render(request, "annotation/import_problems.html", {"study": study, "problems": [str(exc)]}, status=429)
+        context = {"study": study, "problems": [str(exc)], "records": records}
+        return render(request, "annotation/import_problems.html", context, status=429)
     if job is not None:
         messages.success(
             request,
-            f"The file was checked: its {job.total:,} judgments are being imported in the background (progress below).",
+            f"The file was checked: its {job.total:,} {records} are being imported in the background (progress below).",
         )
     elif summary is not None:  # imported at once (a file gives a summary or a job, never neither)
-        messages.success(request, f"Imported {summary.created} judgments ({summary.skipped} already present).")
+        messages.success(request, f"Imported {summary.created} {records} ({summary.skipped} already present).")
     return redirect(study)
 
 
@@ -458,6 +471,11 @@ def judgments_export(request: HttpRequest, study_id: int, fmt: str) -> Streaming
     if fmt not in ("jsonl", "csv"):
         raise Http404("Export formats are jsonl and csv.")
     return exports.export_response(study, fmt)
+
+
+@login_required
+def rankings_export(request: HttpRequest, study_id: int) -> StreamingHttpResponse:
+    return exports.rankings_response(access_study(request, study_id))
 
 
 @login_required

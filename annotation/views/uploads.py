@@ -35,5 +35,5 @@ def upload_discard(request: HttpRequest, study_id: int, upload_id: int) -> HttpR
     except ServiceError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, "The stopped import was discarded: none of its judgments is in the study.")
+        messages.success(request, "The stopped import was discarded: nothing of the file is in the study.")
     return redirect(study)

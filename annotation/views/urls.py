@@ -27,6 +27,8 @@ urlpatterns = [
         name="external_link_action",
     ),
     path("studies/<int:study_id>/judgments/import/", studies.judgments_import, name="judgments_import"),
+    path("studies/<int:study_id>/rankings/import/", studies.rankings_import, name="rankings_import"),
+    path("studies/<int:study_id>/rankings.jsonl", studies.rankings_export, name="rankings_export"),
     path("studies/<int:study_id>/uploads/<int:upload_id>/resume/", uploads.upload_resume, name="upload_resume"),
     path("studies/<int:study_id>/uploads/<int:upload_id>/discard/", uploads.upload_discard, name="upload_discard"),
     path("studies/<int:study_id>/judgments.<str:fmt>", studies.judgments_export, name="judgments_export"),

@@ -11,6 +11,7 @@ from annotation.management.commands._common import get_study
 
 
 class Command(BaseCommand):
+    what = "judgments"  # the records written, for the messages
     help = (
         "Export every judgment of a study in the format of docs/interfaces.md#judgment-format (JSONL, or CSV) to "
         "stdout or a file."
@@ -25,7 +26,7 @@ class Command(BaseCommand):
         study = get_study(options["study"])
         if not options["output"]:
             count = self._write(study, options["format"], self.stdout)
-            self.stderr.write(f"Exported {count} judgments of '{study.name}'.")
+            self.stderr.write(f"Exported {count} {self.what} of '{study.name}'.")
             return
         # Written whole or not at all: into a temporary file next to the target, renamed over it only once
         # every judgment is written (a failure leaves any earlier file as it was, and no partial one).
@@ -47,10 +48,9 @@ class Command(BaseCommand):
             if isinstance(exc, OSError):
                 raise CommandError(f"Cannot write {target}: {exc.strerror}") from None
             raise
-        self.stderr.write(f"Exported {count} judgments of '{study.name}' to {target}.")
+        self.stderr.write(f"Exported {count} {self.what} of '{study.name}' to {target}.")
 
-    @staticmethod
-    def _write(study, fmt: str, out) -> int:
+    def _write(self, study, fmt: str, out) -> int:
         count = 0
         if fmt == "csv":
             writer = csv.writer(out)

@@ -1,0 +1,283 @@
+"""Where an answer on several outputs at once is written -- a ranking, or the best and the worst of those shown --
+with the pairwise judgments it implies (``annotation/implied_pairs.py``), in one transaction and exactly once (the
+answer's key is unique in its study, and so is each implied judgment's, derived from it). From then on every reader of
+judgments -- the report's leaderboards, decisions and agreement, the exports -- reads the implied pairs like any other
+judgments; the intervals over them resample or cluster whole items, which holds the pairs of one answer together
+(docs/ratings.md#rankings).
+
+Its callers: the rater's ranking page (``annotation/views/ranking.py``), a rankings file
+(docs/interfaces.md#ranking-format, ``do_import_rankings``: all or nothing, an answer already present skipped)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from annotation import implied_pairs as breaking
+from annotation import jobs, uploads
+from annotation.exchange import ranking_files
+from annotation.exchange.rules import FormatError
+from annotation.models import Comparison, Generation, Job, Judgment, Pair, Ranking, Rater, Study, Upload
+from annotation.rating import imports
+
+
+@dataclasses.dataclass(frozen=True)
+class RankingAnswer:
+    """An answer on several outputs of one item, as generation ids: ``shown`` in display order (top first), and a
+    ranking's ``order`` best first, or best-worst's ``best`` and ``worst``."""
+
+    kind: str  # Ranking.Kind
+    shown: tuple[int, ...]
+    order: tuple[int, ...] | None = None
+    best: int | None = None
+    worst: int | None = None
+
+    def implied(self) -> list[tuple[int, int]]:
+        """The (winner, loser) generation pairs the answer implies; ``breaking.RankingError`` when it implies nothing
+        consistent."""
+        if self.kind == Ranking.Kind.RANK:
+            if self.order is None or sorted(self.order) != sorted(self.shown):
+                raise breaking.RankingError("a ranking orders exactly the outputs shown")
+            return breaking.ranking_pairs(self.order)
+        if self.kind == Ranking.Kind.BEST_WORST and self.best is not None and self.worst is not None:
+            return breaking.best_worst_pairs(self.shown, self.best, self.worst)
+        raise breaking.RankingError("an answer is a ranking, or the best and the worst of the outputs shown")
+
+
+def implied_key(key: str, winner: int, loser: int) -> str:
+    """The idempotency key of the judgment an answer implies on one pair, from the answer's own and the two outputs'
+    places in the list shown: the same in any study the answer is imported into (an exported study imported again
+    keeps its judgments' ids)."""
+    digest = hashlib.sha256(f"{key}\x00{winner}>{loser}".encode()).hexdigest()
+    return f"ranking:{digest[:55]}"
+
+
+def model_order(study: Study) -> dict[tuple[int, int], bool]:
+    """For each compared system pair (system ids), whether its first system is model coordinate A: the study's
+    comparison says; a pair the study does not compare has its lower system id as A."""
+    order: dict[tuple[int, int], bool] = {}
+    for a, b in Comparison.objects.filter(study=study).values_list("system_a_id", "system_b_id"):
+        order[(a, b)], order[(b, a)] = True, False
+    return order
+
+
+@dataclasses.dataclass(frozen=True)
+class NewRanking:
+    """An answer to store: whose, on which item, with its key and what comes with it. ``excluded``: an imported
+    line's flag, its judgments stored superseded (kept, not counted), as an imported judgment's."""
+
+    rater: Rater
+    item_id: int
+    answer: RankingAnswer
+    key: str
+    created: dt.datetime | None = None
+    comment: str = ""
+    time_on_task_ms: int | None = None
+    excluded: bool = False
+    extra: dict[str, Any] | None = None
+
+
+def do_record_ranking(new: NewRanking) -> tuple[Ranking, bool]:
+    """Store one answer with the judgments it implies, once: (the answer, True), or (the answer stored earlier under
+    its key, False). Raises ``breaking.RankingError`` for an answer that implies nothing consistent and ``ValueError``
+    for outputs not of the item."""
+    study_id = new.rater.study_id
+    existing = Ranking.objects.filter(study_id=study_id, idempotency_key=new.key).first()
+    if existing is not None:
+        return existing, False
+    new.answer.implied()
+    shown = Generation.objects.filter(item_id=new.item_id, pk__in=new.answer.shown).count()
+    if shown != len(new.answer.shown):
+        raise ValueError("every output shown is an output of the item")
+    try:
+        with transaction.atomic():
+            (ranking,) = _do_store(new.rater.study, [new])
+    except IntegrityError:
+        # the same answer stored by a concurrent request between the read above and this write
+        existing = Ranking.objects.filter(study_id=study_id, idempotency_key=new.key).first()
+        if existing is None:
+            raise
+        return existing, False
+    return ranking, True
+
+
+def _do_store(study: Study, answers: list[NewRanking]) -> list[Ranking]:
+    """The answers (checked, none stored yet) and the judgments they imply, in the caller's transaction: a handful of
+    queries whatever their number (the answers, the output pairs missing, the judgments)."""
+    rankings = Ranking.objects.bulk_create(
+        [
+            Ranking(
+                study=study,
+                rater=new.rater,
+                item_id=new.item_id,
+                kind=new.answer.kind,
+                shown=list(new.answer.shown),
+                order=None if new.answer.order is None else list(new.answer.order),
+                best_id=new.answer.best,
+                worst_id=new.answer.worst,
+                comment=new.comment,
+                created=new.created or timezone.now(),
+                time_on_task_ms=new.time_on_task_ms,
+                idempotency_key=new.key,
+                extra=new.extra or {},
+            )
+            for new in answers
+        ]
+    )
+    items = {new.item_id for new in answers}
+    systems = dict(Generation.objects.filter(item_id__in=items).values_list("id", "system_id"))
+    order = model_order(study)
+    wanted = []  # (ranking, generation A, generation B, choice, winner, loser)
+    for ranking, new in zip(rankings, answers, strict=True):
+        for winner, loser in new.answer.implied():
+            if systems[winner] == systems[loser]:  # two samples of one system: the lower generation id is A
+                winner_is_a = winner < loser
+            else:
+                winner_is_a = order.get((systems[winner], systems[loser]), systems[winner] < systems[loser])
+            a, b = (winner, loser) if winner_is_a else (loser, winner)
+            wanted.append((ranking, new, a, b, "a" if winner_is_a else "b", winner, loser))
+    pairs = dict(_pair_ids(items))
+    missing = {(r.item_id, a, b) for r, _, a, b, *_ in wanted if (a, b) not in pairs}
+    if missing:
+        Pair.objects.bulk_create(
+            [Pair(item_id=item, generation_a_id=a, generation_b_id=b) for item, a, b in missing], ignore_conflicts=True
+        )
+        pairs = dict(_pair_ids(items))
+    Judgment.objects.bulk_create(
+        [
+            Judgment(
+                study=study,
+                rater=new.rater,
+                pair_id=pairs[(a, b)],
+                ranking=ranking,
+                a_shown_first=new.answer.shown.index(a) < new.answer.shown.index(b),
+                choice=choice,
+                created=ranking.created,
+                idempotency_key=implied_key(
+                    ranking.idempotency_key, new.answer.shown.index(winner), new.answer.shown.index(loser)
+                ),
+                superseded=new.excluded,
+            )
+            for ranking, new, a, b, choice, winner, loser in wanted
+        ],
+        batch_size=imports.IMPORT_INSERT_BATCH,
+    )
+    return rankings
+
+
+def _pair_ids(items: set[int]):
+    """((generation A, generation B), pair id) of every output pair of ``items``."""
+    for a, b, pk in Pair.objects.filter(item_id__in=items).values_list("generation_a_id", "generation_b_id", "id"):
+        yield (a, b), pk
+
+
+def check_rankings_file(study: Study, data: bytes, filename: str | None) -> list[ranking_files.ParsedRanking]:
+    """The file's answers, read against the study (its items, samples and raters' kinds); ``FormatError`` listing
+    every problem by line and field otherwise."""
+    return ranking_files.parse_rankings(
+        data,
+        filename,
+        imports.study_samples(study),
+        rater_kinds=dict(study.raters.values_list("external_id", "kind")),
+        max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES,
+    )
+
+
+def do_import_rankings(study: Study, data: bytes, filename: str | None) -> imports.ImportSummary:
+    """Import a rankings file (docs/interfaces.md#ranking-format) into ``study`` here and now, in one transaction
+    (the command line, scripts): all or nothing, an answer already present (same id, or same content for a line
+    without one) skipped. ``FormatError`` naming every problem by line and field, nothing stored, otherwise."""
+    return _do_import_parsed(study, check_rankings_file(study, data, filename))
+
+
+def do_start_rankings_import(
+    study: Study, data: bytes, filename: str | None
+) -> tuple[imports.ImportSummary | None, Job | None]:
+    """The browser's import: the file checked whole in the request (every problem listed, nothing saved), up to
+    ``SEPLAB_IMPORT_STEP`` answers imported at once (summary, None), a larger file by a background job (None, the
+    job)."""
+    parsed = check_rankings_file(study, data, filename)
+    return uploads.do_import_or_stage(
+        study, Upload.Kind.RANKINGS, data, filename, len(parsed), lambda: _do_import_parsed(study, parsed)
+    )
+
+
+def do_import_upload(upload: Upload, progress: Callable[[int, int], None]) -> str:
+    """A large rankings file's import (``uploads.upload_job``): checked again against the study as it is now, then
+    imported in one transaction with the upload removed (a stopped run leaves nothing, and the study page offers to
+    resume or discard it)."""
+    study = upload.study
+    try:
+        parsed = check_rankings_file(study, bytes(upload.data), upload.filename or None)
+    except FormatError as exc:
+        upload.delete()  # nothing to resume: the study changed under the file
+        raise jobs.JobFailed(f"Nothing was imported: the file no longer fits the study.\n{exc}") from exc
+    progress(0, len(parsed))
+    with transaction.atomic():
+        summary = _do_import_parsed(study, parsed)
+        upload.delete()
+    progress(len(parsed), len(parsed))
+    return f"Imported {summary.created:,} rankings ({summary.skipped:,} already present)."
+
+
+@transaction.atomic
+def _do_import_parsed(study: Study, parsed: list[ranking_files.ParsedRanking]) -> imports.ImportSummary:
+    items = dict(study.items.values_list("external_id", "pk"))
+    generations = {
+        (item, system, sample): pk
+        for pk, item, system, sample in Generation.objects.filter(item__study=study).values_list(
+            "id", "item_id", "system__name", "sample_index"
+        )
+    }
+    present: set[str] = set()
+    keys = [line.key for line in parsed]
+    for start in range(0, len(keys), imports.IMPORT_QUERY_CHUNK):
+        present.update(
+            Ranking.objects.filter(
+                study=study, idempotency_key__in=keys[start : start + imports.IMPORT_QUERY_CHUNK]
+            ).values_list("idempotency_key", flat=True)
+        )
+    raters = {r.external_id: r for r in study.raters.all()}
+    new = []
+    for line in parsed:
+        if line.key in present:
+            continue
+        item = items[line.item]
+
+        def ids(outputs, item=item):
+            return tuple(generations[(item, system, sample)] for system, sample in outputs)
+
+        rater = raters.get(line.rater)
+        if rater is None:
+            rater = raters[line.rater] = Rater.objects.create(
+                study=study, external_id=line.rater, kind=line.rater_kind, source=Rater.Source.IMPORT
+            )
+        answer = RankingAnswer(
+            kind=line.kind,
+            shown=ids(line.shown),
+            order=None if line.order is None else ids(line.order),
+            best=None if line.best is None else ids([line.best])[0],
+            worst=None if line.worst is None else ids([line.worst])[0],
+        )
+        new.append(
+            NewRanking(
+                rater=rater,
+                item_id=item,
+                answer=answer,
+                key=line.key,
+                created=line.created,
+                comment=line.comment,
+                time_on_task_ms=line.time_on_task_ms,
+                excluded=line.excluded,
+                extra=line.extra,
+            )
+        )
+    _do_store(study, new)
+    return imports.ImportSummary(created=len(new), skipped=len(parsed) - len(new))
