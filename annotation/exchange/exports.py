@@ -9,7 +9,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Exists, OuterRef
@@ -204,7 +204,7 @@ def _raters(ids) -> dict[int, SimpleNamespace]:
     }
 
 
-def _rankings(ids) -> dict[int, SimpleNamespace]:
+def _rankings(ids) -> dict[int | None, SimpleNamespace | None]:
     """Rankings by id as a line reads them (``ranking.idempotency_key``), in one query."""
     return {
         pk: SimpleNamespace(idempotency_key=key)
@@ -236,7 +236,7 @@ def judgment_lines(study: Study) -> Iterator[dict[str, Any]]:
             pairs.update(_pairs(missing))
         missing = {j.ranking_id for j in judgments} - answers.keys()
         if missing:
-            answers.update(_rankings(missing))
+            answers.update(dict(_rankings(missing)))
         for j in judgments:
             j.rater, j.pair, j.ranking = raters[j.rater_id], pairs[j.pair_id], answers[j.ranking_id]
             yield judgment_line(j, reading)
@@ -282,7 +282,8 @@ def ranking_lines(study: Study, ids=None) -> Iterator[dict[str, Any]]:
         if r.order is not None:
             line["ranking"] = [named(g) for g in r.order]
         else:
-            line["best"], line["worst"] = named(r.best_id), named(r.worst_id)
+            # a best-worst answer has both (the table's check constraint ranking_answer_of_its_kind)
+            line["best"], line["worst"] = named(cast(int, r.best_id)), named(cast(int, r.worst_id))
         line.update(
             created=judgment_files.format_timestamp(r.created),
             comment=r.comment or None,

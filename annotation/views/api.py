@@ -453,8 +453,11 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except ServiceError as exc:  # as many imports queued as one researcher may have (jobs.JobLimit)
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         if job is not None:
+            team.do_audit(study, request.user, "rankings_import", f"started importing {job.total:,} rankings")
             return Response({"job": {"id": job.pk, "status": job.status}}, status=status.HTTP_202_ACCEPTED)
-        assert summary is not None  # a file gives a summary or a job, never neither
+        if summary is None:  # a file gives a summary or a job, never neither
+            raise ServiceError("the import gave neither a summary nor a job")
+        team.do_audit(study, request.user, "rankings_import", f"imported {summary.created:,} rankings")
         return Response({"created": summary.created, "skipped": summary.skipped}, status=status.HTTP_201_CREATED)
 
     @extend_schema(

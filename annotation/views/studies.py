@@ -428,17 +428,17 @@ def study_duplicate(request: ResearcherRequest, study_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def judgments_import(request: HttpRequest, study_id: int) -> HttpResponse:
+def judgments_import(request: ResearcherRequest, study_id: int) -> HttpResponse:
     return _import_file(request, access_study(request, study_id), imports.do_start_judgment_import, "judgments")
 
 
 @login_required
 @require_POST
-def rankings_import(request: HttpRequest, study_id: int) -> HttpResponse:
+def rankings_import(request: ResearcherRequest, study_id: int) -> HttpResponse:
     return _import_file(request, access_study(request, study_id), rankings.do_start_rankings_import, "rankings")
 
 
-def _import_file(request: HttpRequest, study: Study, start, records: str) -> HttpResponse:
+def _import_file(request: ResearcherRequest, study: Study, start, records: str) -> HttpResponse:
     """A judgments or rankings file from the study page: checked whole (every problem listed, nothing saved), then
     imported at once or by the worker (``uploads.do_import_or_stage``)."""
     form = UploadForm(request.POST, request.FILES)
@@ -460,8 +460,11 @@ def _import_file(request: HttpRequest, study: Study, start, records: str) -> Htt
             request,
             f"The file was checked: its {job.total:,} {records} are being imported in the background (progress below).",
         )
-    elif summary is not None:  # imported at once (a file gives a summary or a job, never neither)
+        said = f"started importing {job.total:,} {records} from {upload.name}"
+    else:  # imported at once (a file gives a summary or a job, never neither)
         messages.success(request, f"Imported {summary.created} {records} ({summary.skipped} already present).")
+        said = f"imported {summary.created:,} {records} from {upload.name}"
+    team.do_audit(study, request.user, f"{records}_import", said)
     return redirect(study)
 
 

@@ -4,10 +4,16 @@ back, counted by the report's leaderboards as the pairs they imply, through the 
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from analytics import populations
 from analytics.report import data as report_data
@@ -16,9 +22,9 @@ from analytics.report.ratings import battles
 from annotation import implied_pairs
 from annotation.exchange import exports
 from annotation.exchange.rules import FormatError
-from annotation.models import Generation, Judgment, Ranking, Rater, Study
+from annotation.models import Generation, Judgment, Membership, Ranking, Rater, Study
 from annotation.rating import imports, rankings
-from annotation.studies import creation
+from annotation.studies import creation, team
 
 SYSTEMS = ("s1", "s2", "s3", "s4")
 
@@ -278,3 +284,72 @@ def test_the_report_counts_the_answers_and_reads_their_pairs_like_any_judgment(f
         if {SYSTEMS[x], SYSTEMS[y]} == {"s2", "s3"}
     ]
     assert s2_over_s3 == [1.0, 0.0, 1.0]  # s2 above s3 in both rankings; s3 the best of the best-worst answer
+
+
+# --- the study page, the API and the commands --------------------------------------------------------------------
+
+
+def test_the_study_page_imports_and_exports_rankings_and_names_the_problems(four, researcher, client):
+    client.force_login(researcher)
+    page = client.get(four.get_absolute_url())
+    assert b"Import rankings or best" in page.content and b'data-testid="rankings-count"' not in page.content
+    url = reverse("rankings_import", args=[four.pk])
+    bad = client.post(url, {"file": SimpleUploadedFile("r.jsonl", lines_of(ranked(item="nope")))})
+    assert bad.status_code == 400 and b"The rankings were not imported" in bad.content
+    assert b"line 1, field &#x27;item&#x27;: unknown item &#x27;nope&#x27;" in bad.content
+    good = client.post(url, {"file": SimpleUploadedFile("r.jsonl", lines_of(ranked(), best_worst(rater="r2")))})
+    assert good.status_code == 302 and Ranking.objects.count() == 2
+    page = client.get(four.get_absolute_url())
+    assert b"2 answers on several outputs at once" in page.content
+    assert four.audit_entries.filter(action="rankings_import").get().summary == "imported 2 rankings from r.jsonl"
+    export = client.get(reverse("rankings_export", args=[four.pk]))
+    body = b"".join(export.streaming_content).decode()
+    assert export["Content-Disposition"] == 'attachment; filename="four-rankings.jsonl"'
+    assert [json.loads(line)["kind"] for line in body.splitlines()] == ["rank", "best_worst"]
+
+
+def test_rankings_through_the_api_in_each_role(four, researcher, other_researcher):
+    owner, outsider = APIClient(), APIClient()
+    owner.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    outsider.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=other_researcher).key}")
+    url = f"/api/studies/{four.pk}/rankings/"
+
+    def upload(client, data: bytes):
+        return client.post(url, {"file": io.BytesIO(data)}, format="multipart")
+
+    assert upload(outsider, lines_of(ranked())).status_code == 404
+    team.do_add_member(four, other_researcher.username, "viewer", researcher)
+    assert upload(outsider, lines_of(ranked())).status_code == 403
+    refused = upload(owner, lines_of(ranked(), best_worst(best="s1", worst="s1")))
+    assert refused.status_code == 400
+    assert refused.json() == {"file": ["line 2, field 'worst': the worst is another output than the best"]}
+    created = upload(owner, lines_of(ranked(), best_worst(rater="r2")))
+    assert created.status_code == 201 and created.json() == {"created": 2, "skipped": 0}
+    assert upload(owner, lines_of(ranked())).json() == {"created": 0, "skipped": 1}
+    listed = outsider.get(url)  # a viewer reads
+    assert listed.status_code == 200 and listed.json()["count"] == 2
+    first = listed.json()["results"][0]
+    assert first["ranking"] == ["s2", "s1", "s4", "s3"] and first["shown"] == list(SYSTEMS) and first["rater"] == "r1"
+    judgments = outsider.get(f"/api/studies/{four.pk}/judgments/").json()["results"]
+    assert {j["ranking"] for j in judgments} == set(Ranking.objects.values_list("idempotency_key", flat=True))
+    assert Membership.objects.get().role == "viewer"
+
+
+def test_the_commands_import_and_export_rankings(four, tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(lines_of(ranked(), best_worst(rater="r2")))
+    out = io.StringIO()
+    call_command("import_rankings", str(source), "--study", "four", stdout=out)
+    assert "Imported 2 rankings into 'four' (0 already present)." in out.getvalue()
+    target = tmp_path / "out.jsonl"
+    err = io.StringIO()
+    call_command("export_rankings", "--study", "four", "-o", str(target), stderr=err)
+    assert "Exported 2 rankings of 'four'" in err.getvalue()
+    assert [json.loads(line)["rater"] for line in target.read_text().splitlines()] == ["r1", "r2"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(lines_of(ranked(order=("s1",))))
+    with pytest.raises(Exception, match=r"nothing was saved\):\nline 1, field 'ranking'"):
+        call_command("import_rankings", str(bad), "--study", "four")
+    for command in ("import_rankings", "export_rankings"):
+        with pytest.raises(SystemExit):
+            call_command(command, "--help", stdout=io.StringIO())
