@@ -353,3 +353,37 @@ def test_the_commands_import_and_export_rankings(four, tmp_path):
     for command in ("import_rankings", "export_rankings"):
         with pytest.raises(SystemExit):
             call_command(command, "--help", stdout=io.StringIO())
+
+
+def test_a_large_rankings_file_is_imported_by_the_worker_and_a_stopped_one_resumed_or_discarded(
+    four, researcher, client, settings
+):
+    from annotation.jobs import run_job
+    from annotation.models import Job, Upload
+
+    settings.SEPLAB_IMPORT_STEP = 1  # more than one answer: the worker imports it
+    client.force_login(researcher)
+    url = reverse("rankings_import", args=[four.pk])
+    sent = client.post(url, {"file": SimpleUploadedFile("big.jsonl", lines_of(ranked(), best_worst(rater="r2")))})
+    assert sent.status_code == 302 and not Ranking.objects.exists()
+    job = Job.objects.get(kind="rankings")
+    assert job.total == 2 and Upload.objects.get().kind == "rankings"
+    assert b'data-testid="rankings-job"' in client.get(four.get_absolute_url()).content
+    run_job.call(job.pk)
+    job.refresh_from_db()
+    assert job.status == "done" and job.message == "Imported 2 rankings (0 already present)."
+    assert Ranking.objects.count() == 2 and Judgment.objects.count() == 11 and not Upload.objects.exists()
+    # a file whose job stopped (its worker killed): the study page offers to resume it or discard it
+    client.post(url, {"file": SimpleUploadedFile("more.jsonl", lines_of(ranked(rater="r3"), ranked(rater="r4")))})
+    stopped = Job.objects.filter(kind="rankings", status="queued").get()
+    Job.objects.filter(pk=stopped.pk).update(status="failed")
+    page = client.get(four.get_absolute_url()).content
+    assert b'data-testid="stopped-import"' in page and b"(2 answers, sent" in page
+    upload = Upload.objects.get()
+    client.post(reverse("upload_resume", args=[four.pk, upload.pk]))
+    run_job.call(Job.objects.filter(kind="rankings", status="queued").get().pk)
+    assert Ranking.objects.count() == 4 and not Upload.objects.exists()
+    client.post(url, {"file": SimpleUploadedFile("last.jsonl", lines_of(ranked(rater="r5"), ranked(rater="r6")))})
+    Job.objects.filter(kind="rankings", status="queued").update(status="failed")
+    client.post(reverse("upload_discard", args=[four.pk, Upload.objects.get().pk]))
+    assert not Upload.objects.exists() and Ranking.objects.count() == 4
