@@ -190,6 +190,24 @@ def _mode(read: Reader) -> str:
 # annotation's own: the fields of Study and of CrowdSettings (registered by AnnotationConfig.ready)
 STUDY_SETTINGS = [
     Setting(
+        "answer_unit",
+        "What one answer covers",
+        "A pair of outputs; or every output of an item, ranked best first (drag, or a place per output); or "
+        "the best and the worst of several. A ranking or best-worst answer counts as the pairs it implies "
+        "(docs/ratings.md#rankings). Attention checks and practice stay pairs.",
+        "raters-see",
+        freezes=PLAN,
+    ),
+    Setting(
+        "outputs_shown",
+        "Outputs per best-worst screen",
+        "How many of an item's outputs one best-worst screen shows, drawn at random for each rater.",
+        "raters-see",
+        applies=lambda s: s("answer_unit") == "best_worst",
+        freezes=ANSWER,
+        limits=Range(3, 20),
+    ),
+    Setting(
         "elicitation",
         "How raters answer",
         "Forced choice: one answer. Response set: every acceptable output. "

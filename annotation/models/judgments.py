@@ -43,6 +43,16 @@ class Ranking(models.Model):
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="rankings")
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="rankings")
     kind = models.CharField(max_length=10, choices=Kind.choices)
+    assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="rankings")
+    assignment_pair = models.OneToOneField(
+        AssignmentPair,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="ranking",
+        help_text="The rater's screen it answers (a place of the assignment, its item's task), for an answer given "
+        "here; none for an imported one.",
+    )
     shown = models.JSONField(help_text="The outputs shown, as generation ids in display order (top first).")
     order = models.JSONField(
         null=True, blank=True, help_text="A ranking's outputs best first, as generation ids; null for best-worst."

@@ -55,6 +55,11 @@ class Study(models.Model):
         NO_REPEAT = "no_repeat", "No-repeat: every system pair once per item, random display order"
         SYMMETRIC = "symmetric", "Symmetric: every system pair, both display orders equally often"
 
+    class AnswerUnit(models.TextChoices):
+        PAIRS = "pairs", "Pairs: one output against another"
+        RANK = "rank", "Rank every output of an item, best first"
+        BEST_WORST = "best_worst", "Best and worst of several outputs (best-worst scaling)"
+
     class Kind(models.TextChoices):
         FILE = "file", "Items from a study file"
         ARENA = "arena", "An arena: raters bring their own prompts, live systems answer (docs/arena.md)"
@@ -77,6 +82,21 @@ class Study(models.Model):
         choices=elicitation_modes.CHOICES,
         default=elicitation_modes.ForcedChoice.name,
         help_text="How raters answer: one registered mode of annotation/elicitation.py.",
+    )
+    answer_unit = models.CharField(
+        max_length=10,
+        choices=AnswerUnit.choices,
+        default=AnswerUnit.PAIRS,
+        db_default=AnswerUnit.PAIRS,
+        help_text="What one answer covers: a pair of outputs, or several outputs of an item at once (a ranking, or "
+        "the best and the worst of those shown), stored with the pairwise judgments it implies "
+        "(annotation/implied_pairs.py).",
+    )
+    outputs_shown = models.PositiveSmallIntegerField(
+        default=4,
+        db_default=4,
+        validators=[MinValueValidator(3), MaxValueValidator(20)],
+        help_text="Best-worst scaling: how many of an item's outputs one screen shows (at most as many as it has).",
     )
     allow_tie = models.BooleanField(default=True, help_text="Offer a third option besides the two outputs.")
     tie_label = models.CharField(max_length=60, default="No preference")
@@ -222,6 +242,11 @@ class Study(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("study_detail", args=[self.pk])
+
+    @property
+    def ranks(self) -> bool:
+        """Whether one answer covers several outputs of an item (``answer_unit``): a ranking or best and worst."""
+        return self.answer_unit != Study.AnswerUnit.PAIRS
 
     @property
     def elicitation_mode(self) -> elicitation_modes.Mode:

@@ -269,18 +269,24 @@ def do_release_chunk(
         for pk, a, b in Pair.objects.filter(item_id__in=items).values_list("pk", "generation_a_id", "generation_b_id")
     }
     have = set(Task.objects.filter(study=study, item_id__in=items).values_list("item_id", "comparison_id"))
+    # a study whose answers cover several outputs (a ranking, best and worst): one task per item, its first release,
+    # holding one place -- the screen that shows the item's outputs (annotation/rating/rankings.screen)
+    ranked_items = {item for item, _ in have} if study.ranks else set()
+    per_task = 1 if study.ranks else study.pairs_per_assignment
     raters = extensions.item_chooser().first_raters(study)
     tasks: list[Task] = []
     wanted: list[list[tuple[int, int, int, bool]]] = []  # per task: (item, generation a, generation b, a first)
     for item, comparison in releases:
-        if (item.pk, comparison.pk) in have:
+        if (item.pk, comparison.pk) in have or item.pk in ranked_items:
             continue
         have.add((item.pk, comparison.pk))
+        if study.ranks:
+            ranked_items.add(item.pk)
         plan = scheduling.plan_task(
             scheduling.Unit(0, 0),
             counts[(item.pk, comparison.system_a_id)],
             counts[(item.pk, comparison.system_b_id)],
-            study.pairs_per_assignment,
+            per_task,
             rng,
             study.sample_pairing,
         )

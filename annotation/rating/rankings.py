@@ -5,7 +5,8 @@ judgments -- the report's leaderboards, decisions and agreement, the exports -- 
 judgments; the intervals over them resample or cluster whole items, which holds the pairs of one answer together
 (docs/ratings.md#rankings).
 
-Its callers: the rater's ranking page (``annotation/views/ranking.py``), a rankings file
+Its callers: a rater's answer on the rating page (``recording.do_record_ranking_answer``, which counts it in the
+assignment and reads the screen from ``screen``), a rankings file
 (docs/interfaces.md#ranking-format, ``do_import_rankings``: all or nothing, an answer already present skipped)."""
 
 from __future__ import annotations
@@ -13,18 +14,33 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
+import random
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from annotation import implied_pairs as breaking
 from annotation import jobs, uploads
+from annotation.elicitation import AnswerError
 from annotation.exchange import ranking_files
 from annotation.exchange.rules import FormatError
-from annotation.models import Comparison, Generation, Job, Judgment, Pair, Ranking, Rater, Study, Upload
+from annotation.models import (
+    Assignment,
+    AssignmentPair,
+    Comparison,
+    Generation,
+    Job,
+    Judgment,
+    Pair,
+    Ranking,
+    Rater,
+    Study,
+    Upload,
+)
 from annotation.rating import imports
 
 
@@ -49,6 +65,75 @@ class RankingAnswer:
         if self.kind == Ranking.Kind.BEST_WORST and self.best is not None and self.worst is not None:
             return breaking.best_worst_pairs(self.shown, self.best, self.worst)
         raise breaking.RankingError("an answer is a ranking, or the best and the worst of the outputs shown")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShownOutput:
+    generation: int
+    label: str  # "A", "B", ...: how the page and the rater name it
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Screen:
+    """What one ranking screen shows (a place of an assignment in a study whose answers cover several outputs): its
+    kind and the outputs in display order, top first."""
+
+    kind: str  # Ranking.Kind
+    outputs: list[ShownOutput]
+
+    @property
+    def shown(self) -> tuple[int, ...]:
+        return tuple(o.generation for o in self.outputs)
+
+
+LABELS = "ABCDEFGHIJKLMNOPQRST"  # MAX_SHOWN outputs at most
+
+
+def screen(study: Study, assignment_pair_id: int, item_id: int) -> Screen:
+    """The outputs the screen of ``assignment_pair_id`` shows: one sample of each system that has an output for the
+    item, in an order drawn for this screen (so every position is as likely for every system); for best-worst,
+    ``Study.outputs_shown`` of them, drawn too. The draws are seeded by the study and the screen, so a reload or a
+    second tab shows the same outputs in the same order, and the answer is read against them. An item with only two
+    outputs is ranked (a ranking of two is a pairwise choice: best-worst needs three)."""
+    rng = random.Random(f"{study.seed}:{assignment_pair_id}")
+    samples: dict[int, list[tuple[int, str]]] = {}
+    for pk, system, text in (
+        Generation.objects.filter(item_id=item_id)
+        .order_by("system_id", "sample_index")
+        .values_list("id", "system_id", "text")
+    ):
+        samples.setdefault(system, []).append((pk, text))
+    chosen = [rng.choice(outputs) for _, outputs in sorted(samples.items())][: len(LABELS)]
+    kind = study.answer_unit if len(chosen) >= 3 else Ranking.Kind.RANK
+    if kind == Ranking.Kind.BEST_WORST and len(chosen) > study.outputs_shown:
+        chosen = rng.sample(chosen, study.outputs_shown)
+    rng.shuffle(chosen)
+    return Screen(kind, [ShownOutput(pk, LABELS[i], text) for i, (pk, text) in enumerate(chosen)])
+
+
+def read_answer(screen: Screen, data) -> RankingAnswer:
+    """A submitted ranking form against its screen: a place (1 = best) for every output (``place_<generation>``), or
+    the ``best`` and the ``worst``; ``elicitation.AnswerError`` with what to fix, for the rater, otherwise."""
+    shown = screen.shown
+    if screen.kind == Ranking.Kind.RANK:
+        places: dict[int, int] = {}
+        for generation in shown:
+            value = data.get(f"place_{generation}", "")
+            if not str(value).isdigit() or not 1 <= int(value) <= len(shown):
+                raise AnswerError(_("Give every output a place, from 1 (the best) to %(n)d.") % {"n": len(shown)})
+            places[generation] = int(value)
+        shared = sorted(p for p in set(places.values()) if list(places.values()).count(p) > 1)
+        if shared:
+            raise AnswerError(_("Two outputs share place %(place)d: give each its own place.") % {"place": shared[0]})
+        return RankingAnswer(kind=screen.kind, shown=shown, order=tuple(sorted(shown, key=places.__getitem__)))
+    by_value = {str(g): g for g in shown}
+    best, worst = by_value.get(data.get("best", "")), by_value.get(data.get("worst", ""))
+    if best is None or worst is None:
+        raise AnswerError(_("Choose the best output and the worst output."))
+    if best == worst:
+        raise AnswerError(_("The best and the worst are two different outputs."))
+    return RankingAnswer(kind=screen.kind, shown=shown, best=best, worst=worst)
 
 
 def implied_key(key: str, winner: int, loser: int) -> str:
@@ -82,6 +167,8 @@ class NewRanking:
     time_on_task_ms: int | None = None
     excluded: bool = False
     extra: dict[str, Any] | None = None
+    assignment: Assignment | None = None  # a rater's answer here: its assignment and screen
+    assignment_pair: AssignmentPair | None = None
 
 
 def do_record_ranking(new: NewRanking) -> tuple[Ranking, bool]:
@@ -98,7 +185,7 @@ def do_record_ranking(new: NewRanking) -> tuple[Ranking, bool]:
         raise ValueError("every output shown is an output of the item")
     try:
         with transaction.atomic():
-            (ranking,) = _do_store(new.rater.study, [new])
+            (ranking,) = do_store(new.rater.study, [new])
     except IntegrityError:
         # the same answer stored by a concurrent request between the read above and this write
         existing = Ranking.objects.filter(study_id=study_id, idempotency_key=new.key).first()
@@ -108,7 +195,7 @@ def do_record_ranking(new: NewRanking) -> tuple[Ranking, bool]:
     return ranking, True
 
 
-def _do_store(study: Study, answers: list[NewRanking]) -> list[Ranking]:
+def do_store(study: Study, answers: list[NewRanking]) -> list[Ranking]:
     """The answers (checked, none stored yet) and the judgments they imply, in the caller's transaction: a handful of
     queries whatever their number (the answers, the output pairs missing, the judgments)."""
     rankings = Ranking.objects.bulk_create(
@@ -127,6 +214,8 @@ def _do_store(study: Study, answers: list[NewRanking]) -> list[Ranking]:
                 time_on_task_ms=new.time_on_task_ms,
                 idempotency_key=new.key,
                 extra=new.extra or {},
+                assignment=new.assignment,
+                assignment_pair=new.assignment_pair,
             )
             for new in answers
         ]
@@ -157,6 +246,7 @@ def _do_store(study: Study, answers: list[NewRanking]) -> list[Ranking]:
                 rater=new.rater,
                 pair_id=pairs[(a, b)],
                 ranking=ranking,
+                assignment=new.assignment,
                 a_shown_first=new.answer.shown.index(a) < new.answer.shown.index(b),
                 choice=choice,
                 created=ranking.created,
@@ -279,5 +369,5 @@ def _do_import_parsed(study: Study, parsed: list[ranking_files.ParsedRanking]) -
                 extra=line.extra,
             )
         )
-    _do_store(study, new)
+    do_store(study, new)
     return imports.ImportSummary(created=len(new), skipped=len(parsed) - len(new))

@@ -26,20 +26,22 @@ from annotation.models import (
     GoldAnswer,
     Judgment,
     Pair,
+    Ranking,
     Rater,
     Skip,
     Study,
     Task,
 )
 from annotation.plan import planning
-from annotation.rating import allocation
+from annotation.rating import allocation, rankings
 
 
 @dataclasses.dataclass
 class Recorded:
-    judgment: Judgment | None  # None for an attention check (see gold_answer)
+    judgment: Judgment | None  # None for an attention check (see gold_answer) and a ranking (see ranking)
     created: bool  # False: this submission was a repeat and nothing new was stored
     gold_answer: GoldAnswer | None = None
+    ranking: Ranking | None = None  # an answer on several outputs, with the judgments it implies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +156,63 @@ def do_record_judgment(
     return Recorded(judgment, True)
 
 
+def do_record_ranking_answer(
+    assignment_pair: AssignmentPair,
+    *,
+    idempotency_key: str,
+    answer: rankings.RankingAnswer,
+    client_time_ms: int | None = None,
+    comment: str = "",
+) -> Recorded:
+    """Store a rater's ranking or best-worst answer on the screen of ``assignment_pair`` (a study whose answers cover
+    several outputs, ``Study.ranks``), exactly once, with the judgments it implies (``rankings.do_store``), counted
+    in the assignment as one answered place. ``answer`` must be on the outputs the screen shows
+    (``rankings.screen``, which ``rankings.read_answer`` read it against). A repeat (the same key, or a screen
+    already answered) returns the stored answer with ``created=False``."""
+    assignment = assignment_pair.assignment
+    study = assignment.study
+    key = _submission_key(idempotency_key)
+    previous = Ranking.objects.filter(assignment_pair=assignment_pair).first()
+    if previous is not None:
+        return Recorded(None, False, ranking=previous)
+    _check_can_answer(assignment_pair)
+    item_id = Pair.objects.values_list("item_id", flat=True).get(pk=_study_pair_id(assignment_pair))
+    if answer.shown != rankings.screen(study, assignment_pair.pk, item_id).shown:
+        raise ServiceError(_("This answer is not on the outputs of your screen; reload the page and answer again."))
+    now = timezone.now()
+    shown_at = assignment_pair.shown_at
+    new = rankings.NewRanking(
+        rater=assignment.rater,
+        item_id=item_id,
+        answer=answer,
+        key=key,
+        created=now,
+        comment=comment if study.allow_comment else "",
+        time_on_task_ms=_measured_ms(now, shown_at),
+        assignment=assignment,
+        assignment_pair=assignment_pair,
+    )
+    try:
+        with transaction.atomic():
+            completed = _count_answer(assignment, now)
+            (ranking,) = rankings.do_store(study, [new])
+    except IntegrityError:
+        previous = (
+            Ranking.objects.filter(assignment_pair=assignment_pair).first()
+            or Ranking.objects.filter(study=study, idempotency_key=key).first()
+        )
+        if previous is None:
+            raise
+        if previous.assignment_pair_id != assignment_pair.pk:
+            raise ServiceError(
+                _("This answer's submission key was already used for another pair; reload the page and answer again.")
+            ) from None
+        return Recorded(None, False, ranking=previous)
+    if completed:
+        _after_completion(assignment)
+    return Recorded(None, True, ranking=ranking)
+
+
 def do_record_verdict(
     study: Study,
     rater: Rater,
@@ -238,9 +297,9 @@ def do_skip_item(assignment_pair: AssignmentPair, *, idempotency_key: str, reaso
     _check_can_answer(assignment_pair)
     item_id = Pair.objects.filter(pk=_study_pair_id(assignment_pair)).values_list("item_id", flat=True).get()
     open_pairs = list(
-        assignment.pairs.filter(pair__item_id=item_id, judgment__isnull=True, skip__isnull=True).values_list(
-            "pk", flat=True
-        )
+        assignment.pairs.filter(
+            pair__item_id=item_id, judgment__isnull=True, skip__isnull=True, ranking__isnull=True
+        ).values_list("pk", flat=True)
     )
     if not open_pairs:
         return 0

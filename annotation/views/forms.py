@@ -158,6 +158,24 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             self.add_error("baseline", "Choose the baseline system.")
         if data.get("pair_mode") == Study.PairMode.EXPLICIT and not data.get("explicit_pairs"):
             self.add_error("explicit_pairs", "Tick at least one system pair.")
+        unit = data.get("answer_unit")
+        if unit in (Study.AnswerUnit.RANK, Study.AnswerUnit.BEST_WORST):
+            if self.instance.systems.count() < 3:
+                self.add_error(
+                    "answer_unit", "Rankings and best-worst need three systems or more: with two, ask pairs."
+                )
+            # both act on one system pair at a time, where a ranking task holds every pair of its item
+            if data.get("selection_method") == "diffuse-iterative":
+                self.add_error(
+                    "answer_unit",
+                    "The live DiffUse loop decides pair by pair: choose another selection method, or ask pairs.",
+                )
+            if data.get("stop_when_decided"):
+                self.add_error(
+                    "answer_unit",
+                    "A ranking answers every system pair of an item at once, so the study cannot stop buying one "
+                    "decided pair: untick “Stop buying decided pairs”, or ask pairs.",
+                )
         return data
 
     def explicit(self) -> list[tuple[int, int]] | None:

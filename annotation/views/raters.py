@@ -20,12 +20,13 @@ from django_htmx.http import HttpResponseClientRedirect
 from annotation import access, elicitation, orientation, questions
 from annotation.compiled import CompiledQuery, model_columns
 from annotation.crowd import sites
+from annotation.elicitation import AnswerError
 from annotation.errors import AllocationBusy, NetworkHoldsEnough, RaterLimitReached, RaterScreenedOut, ServiceError
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.http import RaterRequest
 from annotation.models import Assignment, AssignmentPair, Judgment, Rater, Skip
 from annotation.ratelimit import client_ip, client_key, refuse_posts
-from annotation.rating import allocation, consent, practice, recording
+from annotation.rating import allocation, consent, practice, rankings, recording
 from annotation.studies import enrolment
 from annotation.text import whole_number
 from annotation.views.forms import PracticeForm, RatingForm
@@ -354,18 +355,34 @@ def rate_submit(request: RaterRequest, token: str, assignment_id: int) -> HttpRe
     else:
         skip = request.POST.get("skip") == "1"
         try:
-            recorded = recording.do_submit(
-                pair,
-                recording.Submission(
-                    key=form.cleaned_data["key"],
-                    revise=request.POST.get("revise") == "1",
-                    answer=None if skip else assignment.study.elicitation_mode.read(request.POST),
-                    further={} if skip else questions.read(assignment.study, request.POST),
-                    skip_reason=request.POST.get("skip_reason", ""),
+            if assignment.study.ranks and pair.gold_id is None and not skip:
+                # a screen of several outputs: read against what it shows (the same draw as when it was shown)
+                row = next(r for r in rows if r["id"] == pair.pk)
+                screen = rankings.screen(assignment.study, pair.pk, row["pair__item_id"])
+                try:
+                    answer = rankings.read_answer(screen, request.POST)
+                except AnswerError as exc:
+                    raise ServiceError(str(exc)) from None
+                recorded = recording.do_record_ranking_answer(
+                    pair,
+                    idempotency_key=form.cleaned_data["key"],
+                    answer=answer,
                     client_time_ms=form.cleaned_data["client_ms"],
                     comment=form.cleaned_data["comment"],
-                ),
-            )
+                )
+            else:
+                recorded = recording.do_submit(
+                    pair,
+                    recording.Submission(
+                        key=form.cleaned_data["key"],
+                        revise=request.POST.get("revise") == "1",
+                        answer=None if skip else assignment.study.elicitation_mode.read(request.POST),
+                        further={} if skip else questions.read(assignment.study, request.POST),
+                        skip_reason=request.POST.get("skip_reason", ""),
+                        client_time_ms=form.cleaned_data["client_ms"],
+                        comment=form.cleaned_data["comment"],
+                    ),
+                )
         except ServiceError as exc:
             error = str(exc)
         except (OperationalError, InterfaceError):
@@ -425,6 +442,8 @@ def _mark_answered(rows: list[dict], pair_id: int, recorded: recording.Recorded)
                 row["judgment__id"] = recorded.judgment.pk
             elif recorded.gold_answer is not None:
                 row["gold_answer__id"] = recorded.gold_answer.pk
+            elif recorded.ranking is not None:
+                row["ranking__id"] = recorded.ranking.pk
 
 
 def skip_reasons() -> list[tuple[str, str]]:
@@ -455,6 +474,8 @@ PAIR_COLUMNS = (
     "judgment__id",
     "gold_answer__id",
     "skip__id",
+    "ranking__id",
+    "pair__item_id",
     "pair__item__input",
     "pair__item__messages",
     "pair__generation_a__text",
@@ -500,8 +521,32 @@ def _stored_answer(study, row: dict):
     return None if judgment is None else questions.stored_form(study, judgment, row["a_shown_first"])
 
 
+def _ranking_rows(screen: rankings.Screen, given) -> list[dict[str, Any]]:
+    """Each output of a ranking screen with what a refused answer gave it (its place, best, worst), shown again."""
+    given = given or {}
+
+    def place(generation: int) -> int | None:
+        value = str(given.get(f"place_{generation}", ""))
+        return int(value) if value.isdigit() else None
+
+    return [
+        {
+            "output": o,
+            "place": place(o.generation),
+            "best": given.get("best") == str(o.generation),
+            "worst": given.get("worst") == str(o.generation),
+        }
+        for o in screen.outputs
+    ]
+
+
 def _answered(row: dict) -> bool:
-    return row["judgment__id"] is not None or row["gold_answer__id"] is not None or row["skip__id"] is not None
+    return (
+        row["judgment__id"] is not None
+        or row["gold_answer__id"] is not None
+        or row["skip__id"] is not None
+        or row["ranking__id"] is not None
+    )
 
 
 def _render_rating(
@@ -567,6 +612,11 @@ def _render_rating(
                 given = _stored_answer(study, revise)
         elif previous is not None:
             context["previous"] = {"pk": previous["id"], "number": rows.index(previous) + 1}
+        if study.ranks and current["gold_id"] is None:  # several outputs of the item at once, with their form
+            screen = rankings.screen(study, current["id"], current["pair__item_id"])
+            context.update(
+                screen=screen, ranking_rows=_ranking_rows(screen, given), places=range(1, len(screen.outputs) + 1)
+            )
         context.update(
             current=pair,
             shown=_shown(current),
