@@ -232,7 +232,7 @@ def pairs_per_item(study: Study) -> dict[int, float]:
         sizes = [(k[a], k[b]) for k in samples.values() if a in k and b in k]
         for size in set(sizes) - set(drawn):  # the rule is the scheduler's: count what it draws
             drawn[size] = len(
-                scheduling.sample_pairs(*size, study.pairs_per_assignment, random.Random(0), study.sample_pairing)
+                scheduling.sample_pairs(*size, study.places_per_task, random.Random(0), study.sample_pairing)
             )
         held[pk] = statistics.fmean(drawn[size] for size in sizes) if sizes else 1.0
     return held
@@ -308,7 +308,7 @@ def plan(study: Study, request: Request, progress: Callable[[int, int], None] | 
             for r in cell:
                 r.update(advice=advice.buy, recommended=r["raters"] == advice.raters)
         rows += pair_rows
-    typical = statistics.median(per_item.values()) if per_item else study.pairs_per_assignment
+    typical = statistics.median(per_item.values()) if per_item else study.places_per_task
     return {
         "request": request.as_dict(),
         "seconds_per_judgment": round(pace, 1),

@@ -249,6 +249,11 @@ class Study(models.Model):
         return self.answer_unit != Study.AnswerUnit.PAIRS
 
     @property
+    def places_per_task(self) -> int:
+        """What one task (an item for one rater) holds: N sampled pairs, or the one screen of a ranking study."""
+        return 1 if self.ranks else self.pairs_per_assignment
+
+    @property
     def elicitation_mode(self) -> elicitation_modes.Mode:
         return elicitation_modes.mode_of(self)
 

@@ -272,7 +272,7 @@ def do_release_chunk(
     # a study whose answers cover several outputs (a ranking, best and worst): one task per item, its first release,
     # holding one place -- the screen that shows the item's outputs (annotation/rating/rankings.screen)
     ranked_items = {item for item, _ in have} if study.ranks else set()
-    per_task = 1 if study.ranks else study.pairs_per_assignment
+    per_task = study.places_per_task
     raters = extensions.item_chooser().first_raters(study)
     tasks: list[Task] = []
     wanted: list[list[tuple[int, int, int, bool]]] = []  # per task: (item, generation a, generation b, a first)

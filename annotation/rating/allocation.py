@@ -503,6 +503,7 @@ def preview_pairs(study: Study, seed: int) -> list[dict[str, Any]]:
         .values_list(
             "task_id",
             "a_first",
+            "pair__item_id",
             "pair__item__input",
             "pair__item__messages",
             "pair__generation_a__text",
@@ -518,11 +519,12 @@ def preview_pairs(study: Study, seed: int) -> list[dict[str, Any]]:
         )
         shown += [
             {
+                "item_id": item_id,
                 "input": item,
                 "messages": messages,
                 **dict(zip(("first", "second"), orientation.in_display_order(a, b, a_first), strict=True)),
             }
-            for a_first, (_, item, messages, a, b) in zip(orders, pairs, strict=True)
+            for a_first, (_, item_id, item, messages, a, b) in zip(orders, pairs, strict=True)
         ]
     return shown
 
@@ -557,7 +559,7 @@ def bundle(per_task: int, judgments_per_assignment: int) -> int:
 
 def pairs_per_bundle(study: Study) -> int:
     """The rated pairs a full assignment of this study holds (what a crowd site pays one assignment for)."""
-    return bundle(study.pairs_per_assignment, study.judgments_per_assignment)
+    return bundle(study.places_per_task, study.judgments_per_assignment)
 
 
 def assignment_size(study: Study) -> AssignmentSize:

@@ -90,13 +90,13 @@ class Screen:
 LABELS = "ABCDEFGHIJKLMNOPQRST"  # MAX_SHOWN outputs at most
 
 
-def screen(study: Study, assignment_pair_id: int, item_id: int) -> Screen:
-    """The outputs the screen of ``assignment_pair_id`` shows: one sample of each system that has an output for the
-    item, in an order drawn for this screen (so every position is as likely for every system); for best-worst,
-    ``Study.outputs_shown`` of them, drawn too. The draws are seeded by the study and the screen, so a reload or a
-    second tab shows the same outputs in the same order, and the answer is read against them. An item with only two
-    outputs is ranked (a ranking of two is a pairwise choice: best-worst needs three)."""
-    rng = random.Random(f"{study.seed}:{assignment_pair_id}")
+def screen(study: Study, screen_id: int | str, item_id: int) -> Screen:
+    """The outputs the screen ``screen_id`` (its assignment pair; a preview's own name) shows: one sample of each
+    system that has an output for the item, in an order drawn for this screen (so every position is as likely for
+    every system); for best-worst, ``Study.outputs_shown`` of them, drawn too. The draws are seeded by the study and
+    the screen, so a reload or a second tab shows the same outputs in the same order, and the answer is read against
+    them. An item with only two outputs is ranked (a ranking of two is a pairwise choice: best-worst needs three)."""
+    rng = random.Random(f"{study.seed}:{screen_id}")
     samples: dict[int, list[tuple[int, str]]] = {}
     for pk, system, text in (
         Generation.objects.filter(item_id=item_id)

@@ -521,7 +521,7 @@ def _stored_answer(study, row: dict):
     return None if judgment is None else questions.stored_form(study, judgment, row["a_shown_first"])
 
 
-def _ranking_rows(screen: rankings.Screen, given) -> list[dict[str, Any]]:
+def ranking_rows(screen: rankings.Screen, given) -> list[dict[str, Any]]:
     """Each output of a ranking screen with what a refused answer gave it (its place, best, worst), shown again."""
     given = given or {}
 
@@ -615,7 +615,7 @@ def _render_rating(
         if study.ranks and current["gold_id"] is None:  # several outputs of the item at once, with their form
             screen = rankings.screen(study, current["id"], current["pair__item_id"])
             context.update(
-                screen=screen, ranking_rows=_ranking_rows(screen, given), places=range(1, len(screen.outputs) + 1)
+                screen=screen, ranking_rows=ranking_rows(screen, given), places=range(1, len(screen.outputs) + 1)
             )
         context.update(
             current=pair,

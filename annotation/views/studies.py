@@ -24,6 +24,7 @@ from annotation.http import ResearcherRequest
 from annotation.models import Arena, Battle, Generation, Item, Judgment, Rater, Skip, Study, SystemEndpoint
 from annotation.rating import allocation, imports, rankings
 from annotation.studies import creation, enrolment, lifecycle, monitoring, team
+from annotation.views import raters
 from annotation.views.forms import (
     BulkLinksForm,
     DeleteForm,
@@ -190,10 +191,17 @@ def _preview(request: HttpRequest, study) -> HttpResponse:
     except ValueError:
         done = 0
     mode = study.elicitation_mode
+
+    def screen_of(index: int) -> rankings.Screen:  # a ranking study's screen of the preview's place ``index``
+        return rankings.screen(study, f"preview-{seed}-{index}", pairs[index]["item_id"])
+
     if done and "n" in request.GET and done <= len(pairs):
         try:  # the answer to pair ``done`` (1-based), checked as a submit would be
-            mode.validate(study, mode.read(request.GET))
-            questions.to_model(study, questions.read(study, request.GET), True)
+            if study.ranks:
+                rankings.read_answer(screen_of(done - 1), request.GET)
+            else:
+                mode.validate(study, mode.read(request.GET))
+                questions.to_model(study, questions.read(study, request.GET), True)
         except elicitation.AnswerError as exc:
             context["error"] = str(exc)
             done -= 1
@@ -209,6 +217,12 @@ def _preview(request: HttpRequest, study) -> HttpResponse:
         **questions.page(study, request.GET if "error" in context else None),  # a refused answer, shown again
         current=None,
     )
+    if study.ranks:
+        screen = screen_of(done)
+        given = request.GET if "error" in context else None
+        context.update(
+            screen=screen, ranking_rows=raters.ranking_rows(screen, given), places=range(1, len(screen.outputs) + 1)
+        )
     return render(request, "annotation/rate.html", context)
 
 

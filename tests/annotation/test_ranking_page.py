@@ -192,3 +192,17 @@ def test_the_vendored_sortablejs_is_the_published_file():
     digest = hashlib.sha256((root / "Sortable.min.js").read_bytes()).hexdigest()
     assert digest == "bf4241bc73fef7f11c59a283a69fe8051cdd31c6d8ff5a2b9ba219e7831fcf76"  # sortablejs 1.15.7 on npm
     assert "MIT License" in (root / "LICENSE").read_text()
+
+
+def test_the_researchers_preview_shows_the_ranking_screens_and_checks_their_answers(client, researcher, ranked):
+    client.force_login(researcher)
+    url = reverse("study_preview", args=[ranked.pk])
+    page = client.get(url, {"seed": 7}).content.decode()
+    assert "Put the outputs in order, the best first." in page and "Item 1 of 2" in page
+    outputs = shown_outputs(page)
+    assert outputs == shown_outputs(client.get(url, {"seed": 7}).content.decode())  # the same draw again
+    refused = client.get(url, {"seed": 7, "n": 1, **{f"place_{g}": 1 for _, g in outputs}}).content.decode()
+    assert "Two outputs share place 1" in refused and "Item 1 of 2" in refused
+    places = {f"place_{g}": i + 1 for i, (_, g) in enumerate(outputs)}
+    assert "Item 2 of 2" in client.get(url, {"seed": 7, "n": 1, **places}).content.decode()
+    assert not Ranking.objects.exists() and not Judgment.objects.exists()
