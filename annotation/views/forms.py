@@ -116,6 +116,8 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
                 field.label, field.help_text = study_settings.SETTINGS[name].label, study_settings.SETTINGS[name].help
                 _within_range(name, field, self.instance)
         self.fields["practice_pairs"].required = False  # empty: no practice (forms and scripts that predate it)
+        for name in ("answer_unit", "outputs_shown"):  # absent (forms and scripts that predate them): as saved
+            self.fields[name].required = False
         shortage = practice_shortage(self.instance)
         if shortage:
             self.fields["practice_pairs"].help_text += " " + shortage
@@ -147,6 +149,13 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
 
     def clean_practice_pairs(self):
         return self.cleaned_data.get("practice_pairs") or 0
+
+    def clean_answer_unit(self):
+        return self.cleaned_data.get("answer_unit") or self.instance.answer_unit
+
+    def clean_outputs_shown(self):
+        value = self.cleaned_data.get("outputs_shown")
+        return self.instance.outputs_shown if value is None else value
 
     def clean(self):
         data = super().clean()

@@ -21,7 +21,7 @@ from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
 from annotation.exchange.rules import FormatError, check_size
 from annotation.generating import runner
 from annotation.http import ResearcherRequest
-from annotation.models import Arena, Battle, Generation, Item, Judgment, Rater, Skip, Study, SystemEndpoint
+from annotation.models import Arena, Battle, Generation, Item, Job, Judgment, Rater, Skip, Study, SystemEndpoint
 from annotation.rating import allocation, imports, rankings
 from annotation.studies import creation, enrolment, lifecycle, monitoring, team
 from annotation.views import raters
@@ -100,6 +100,16 @@ def study_create(request: ResearcherRequest) -> HttpResponse:
     return render(request, "annotation/study_create.html", {"form": form, "problems": problems}, status=status)
 
 
+def _import_jobs(study: Study) -> dict[str, Job | None]:
+    """The latest judgments import and rankings import of the study (``judgments_job``, ``rankings_job``), one
+    query."""
+    latest: dict[str, Job | None] = {"judgments_job": None, "rankings_job": None}
+    for job in study.jobs.filter(kind__in=("judgments", "rankings")):  # newest first (Job.Meta.ordering)
+        if latest[f"{job.kind}_job"] is None:
+            latest[f"{job.kind}_job"] = job
+    return latest
+
+
 @login_required
 def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
     study = access_study(request, study_id)
@@ -127,8 +137,7 @@ def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
         "upload_form": UploadForm(),
         "embed_job": study.jobs.filter(kind="embed").first(),
         "plan_job": study.jobs.filter(kind="plan").first(),
-        "judgments_job": study.jobs.filter(kind="judgments").first(),
-        "rankings_job": study.jobs.filter(kind="rankings").first(),
+        **_import_jobs(study),
         "n_rankings": study.rankings.count(),
         "base_url": enrolment.public_base_url(study, request),
         **extensions.page_context("study", study),

@@ -183,7 +183,8 @@ def test_a_scale_answer_goes_from_the_htmx_form_to_the_export_and_back(
         )
     )
     assert [row["strength"] for row in table] == ["2", "1", ""]
-    assert list(table[0])[-6:] == ["strength", "comment", "revised", "answers", "excluded", "extra"]  # the extensions
+    extensions = ["strength", "comment", "revised", "answers", "excluded", "ranking", "extra"]
+    assert list(table[0])[-7:] == extensions
 
     copy = creation.do_create_study(researcher, "copy", services_study_file(scale_study), "c.jsonl")
     imports.do_import_judgments(copy, "".join(json.dumps(x) + "\n" for x in lines).encode(), "j.jsonl")

@@ -231,10 +231,11 @@ def test_the_study_page_shows_progress_per_pair_and_rater(researcher_client, stu
     answer_all(allocation.do_start_assignment(rater))
     for name in ("rater-2", "rater-3"):  # more raters must not mean more queries
         allocation.do_start_assignment(enrolment.do_create_rater_link(study, name))
-    # + embedding coverage (2), the latest embed, plan and judgments-import jobs (3), the times on long outputs (1),
-    # the assignment size (4), the raters table's counts (4: assignments open and done, judgments, skips, each one
-    # aggregate of its table by rater, whatever the number of raters), the stopped judgments imports waiting (1)
-    with django_assert_num_queries(27):
+    # + embedding coverage (2), the latest embed, plan and import jobs (3: judgments and rankings imports in one),
+    # the times on long outputs (1), the assignment size (4), the raters table's counts (4: assignments open and done,
+    # judgments, skips, each one aggregate of its table by rater, whatever the number of raters), the stopped
+    # judgments and rankings imports waiting (2), the rankings (1)
+    with django_assert_num_queries(29):
         response = researcher_client.get(study.get_absolute_url())
     content = response.content.decode()
     assert "sys-a vs sys-b" in content and "5 / 60" in content
@@ -448,6 +449,8 @@ def test_the_settings_page_keeps_its_order_whichever_app_declares_a_setting(stud
 
     assert [names for *_, names in study_settings.sections()] == [
         [
+            "answer_unit",  # a pair, or several outputs at once: what the rest of the section asks about
+            "outputs_shown",
             "elicitation",
             "question",
             "response_set_question",
