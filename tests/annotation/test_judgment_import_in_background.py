@@ -153,7 +153,17 @@ def test_the_staging_table_carries_every_column_of_a_judgment():
     (or be one a published import leaves empty)."""
     staged = {f.column for f in StagedJudgment._meta.concrete_fields}
     left = {f.column for f in Judgment._meta.concrete_fields} - staged
-    assert left == {"study_id", "rater_id", "pair_id", "recorded", "assignment_id", "assignment_pair_id", "shown_at"}
+    # ranking_id: a judgments file never holds a judgment implied by a ranking (refused: the rankings file does)
+    assert left == {
+        "study_id",
+        "rater_id",
+        "pair_id",
+        "recorded",
+        "assignment_id",
+        "assignment_pair_id",
+        "shown_at",
+        "ranking_id",
+    }
 
 
 @pytest.mark.django_db(transaction=True)
