@@ -354,6 +354,7 @@ def rate_submit(request: RaterRequest, token: str, assignment_id: int) -> HttpRe
         error = _("That pair is not part of your assignment.")
     else:
         skip = request.POST.get("skip") == "1"
+        recorded: recording.Recorded | None
         try:
             if assignment.study.ranks and pair.gold_id is None and not skip:
                 # a screen of several outputs: read against what it shows (the same draw as when it was shown)

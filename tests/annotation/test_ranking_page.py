@@ -206,3 +206,17 @@ def test_the_researchers_preview_shows_the_ranking_screens_and_checks_their_answ
     places = {f"place_{g}": i + 1 for i, (_, g) in enumerate(outputs)}
     assert "Item 2 of 2" in client.get(url, {"seed": 7, "n": 1, **places}).content.decode()
     assert not Ranking.objects.exists() and not Judgment.objects.exists()
+
+
+def test_the_welcome_and_the_completion_count_items_not_pairs(client, ranked):
+    rater = enrolment.do_create_rater_link(ranked, "r1")
+    welcome = client.get(reverse("rater_home", args=[rater.token()])).content.decode()
+    assert "<strong>2 items</strong>" in welcome and "2 pairs" not in welcome
+    assignment = start(client, rater)
+    url = reverse("rate", args=[rater.token(), assignment.pk])
+    for _ in range(2):
+        page = client.get(url).content.decode()
+        places = {f"place_{g}": i + 1 for i, (_, g) in enumerate(shown_outputs(page))}
+        client.post(reverse("rate_submit", args=[rater.token(), assignment.pk]), {**hidden(page), **places})
+    done = client.get(url).content.decode()
+    assert "Assignment complete" in done and "Rate 1 more item" in done  # the third item is left
