@@ -60,14 +60,21 @@ def in_one_step(records: int) -> bool:
 
 
 def do_import_or_stage(
-    study: Study, kind: str, data: bytes, filename: str | None, records: int, import_now: Callable[[], Result]
+    study: Study,
+    kind: str,
+    data: bytes,
+    filename: str | None,
+    records: int,
+    import_now: Callable[[], Result],
+    rows: int | None = None,
 ) -> tuple[Result | None, Job | None]:
-    """The browser's import of a file already parsed and checked whole: one of ``records`` records at most
-    ``SEPLAB_IMPORT_STEP`` is imported now by ``import_now`` (what was parsed, in this transaction) and gives
-    (its result, None); a larger one's bytes are staged with ``study`` and a job of its kind queued to import them in
-    steps: (None, the job). One transaction either way, so a failure leaves nothing."""
+    """The browser's import of a file already parsed and checked whole: one whose ``rows`` (the rows it writes; its
+    ``records`` when not given -- a rankings file writes each answer's implied judgments) are at most
+    ``SEPLAB_IMPORT_STEP`` is imported now by ``import_now`` (what was parsed, in this transaction) and gives (its
+    result, None); a larger one's bytes are staged with ``study`` and a job of its kind queued to import them: (None,
+    the job). One transaction either way, so a failure leaves nothing."""
     with transaction.atomic():
-        if in_one_step(records):
+        if in_one_step(records if rows is None else rows):
             return import_now(), None
         upload = Upload.objects.create(study=study, kind=kind, filename=filename or "", data=data, records=records)
         job = _start(upload, f"Importing {records:,} {RECORDS[kind]}")

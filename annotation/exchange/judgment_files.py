@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -140,13 +140,15 @@ def parse_judgments(
     rater_kinds: Mapping[str, str] | None = None,
     questions: Mapping[str, str] | None = None,
     max_bytes: int = 50 * 1024 * 1024,
+    implied: Collection[str] = (),
 ) -> list[ParsedJudgment]:
     """Parse and validate a judgments file (JSONL, or the CSV export layout) against a study.
 
     ``samples`` maps item id -> system name -> number of samples K; ``rater_kinds`` maps the
     study's existing raters to their kind; ``questions`` maps the study's further questions' keys to how each is
-    answered (``annotation/questions.py``: a mode's name, or a rationale). Raises ``FormatError`` with every
-    problem.
+    answered (``annotation/questions.py``: a mode's name, or a rationale); ``implied`` the ids of the study's
+    judgments implied by its rankings (a judgments export's lines of them are present already). Raises
+    ``FormatError`` with every problem.
     """
     text = decode_upload(data, max_bytes)
     problems: list[Problem] = []
@@ -158,7 +160,7 @@ def parse_judgments(
     parsed: list[ParsedJudgment] = []
     keys: dict[str, int] = {}
     for line, obj in lines:
-        judgment = _parse_judgment(line, obj, samples, rater_kinds, problems, dict(questions or {}))
+        judgment = _parse_judgment(line, obj, samples, rater_kinds, problems, dict(questions or {}), implied)
         if judgment is None:
             continue
         if judgment.key in keys:
@@ -433,9 +435,11 @@ def _parse_judgment(
     rater_kinds: dict[str, str],
     problems: list[Problem],
     questions: dict[str, str] | None = None,
+    implied: Collection[str] = (),
 ) -> ParsedJudgment | None:
     """One judgment line in the judgment format (docs/interfaces.md#judgment-format), every problem reported with
-    its line and field."""
+    its line and field. A line of a judgment implied by a ranking (its ``ranking`` field) is read only when its id is
+    among ``implied``: the study has its answer already, so the line is skipped as present; alone it is refused."""
     before = len(problems)
     line = Line(number, obj, problems)
     item, system_a, system_b, sample_idx = _judged_pair(line, samples)
@@ -444,13 +448,13 @@ def _parse_judgment(
     choice, response_set, probability_a, strength = _answer(line, code_of)
     further = _further_answers(line, code_of, questions or {})
     created, times, flags = line_times(line)
-    if obj.get("ranking") is not None:
+    key = judgment_key(obj)
+    if obj.get("ranking") is not None and key not in (implied or ()):
         line.problem(
             "ranking",
-            "this judgment is implied by a ranking or best-worst answer: import the rankings file "
-            "(docs/interfaces.md#ranking-format), which stores it with the answer",
+            "this judgment is implied by a ranking or best-worst answer the study does not have: import the "
+            "rankings file first (docs/interfaces.md#ranking-format), which stores it with the answer",
         )
-    key = judgment_key(obj)
     if len(key) > 64:
         line.problem("id", "id longer than 64 characters")
     if len(problems) != before or item is None:  # a missing or unknown item is one of the problems already

@@ -62,7 +62,8 @@ class Ranking(models.Model):
     comment = models.TextField(blank=True, default="", help_text="The rater's optional comment on the outputs.")
     created = models.DateTimeField(default=timezone.now, help_text="When the answer was given.")
     recorded = models.DateTimeField(auto_now_add=True, help_text="When the server stored it.")
-    time_on_task_ms = models.PositiveIntegerField(null=True, blank=True)
+    time_on_task_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Server-measured.")
+    client_time_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Browser-measured.")
     idempotency_key = models.CharField(max_length=64)
     extra = models.JSONField(default=dict, blank=True, help_text="Unknown fields of an imported line, kept.")
 

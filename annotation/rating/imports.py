@@ -54,6 +54,9 @@ def check_judgment_file(study: Study, data: bytes, filename: str | None) -> list
         rater_kinds=dict(study.raters.values_list("external_id", "kind")),
         questions={q.key: q.how for q in questions.further(study)},
         max_bytes=settings.SEPLAB_MAX_IMPORT_BYTES,
+        implied=set(
+            Judgment.objects.filter(study=study, ranking__isnull=False).values_list("idempotency_key", flat=True)
+        ),
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -92,23 +92,28 @@ LABELS = "ABCDEFGHIJKLMNOPQRST"  # MAX_SHOWN outputs at most
 
 def screen(study: Study, screen_id: int | str, item_id: int) -> Screen:
     """The outputs the screen ``screen_id`` (its assignment pair; a preview's own name) shows: one sample of each
-    system that has an output for the item, in an order drawn for this screen (so every position is as likely for
-    every system); for best-worst, ``Study.outputs_shown`` of them, drawn too. The draws are seeded by the study and
-    the screen, so a reload or a second tab shows the same outputs in the same order, and the answer is read against
-    them. An item with only two outputs is ranked (a ranking of two is a pairwise choice: best-worst needs three)."""
+    system of the plan (its comparisons, frozen once raters start) that has an output for the item, in an order drawn
+    for this screen (so every position is as likely for every system); for best-worst, the first
+    ``Study.outputs_shown`` of that order. The draws are seeded by the study and the screen, so a reload or a second
+    tab shows the same outputs in the same order, and the answer is read against them (an output generated for the
+    item meanwhile changes the draw: the answer is then refused, and the reloaded screen answered). An item with only
+    two outputs is ranked (a ranking of two is a pairwise choice: best-worst needs three)."""
     rng = random.Random(f"{study.seed}:{screen_id}")
+    compared = Comparison.objects.filter(study=study)
+    in_plan = {*compared.values_list("system_a_id", flat=True), *compared.values_list("system_b_id", flat=True)}
     samples: dict[int, list[tuple[int, str]]] = {}
     for pk, system, text in (
-        Generation.objects.filter(item_id=item_id)
+        Generation.objects.filter(item_id=item_id, system_id__in=in_plan)
         .order_by("system_id", "sample_index")
         .values_list("id", "system_id", "text")
     ):
         samples.setdefault(system, []).append((pk, text))
-    chosen = [rng.choice(outputs) for _, outputs in sorted(samples.items())][: len(LABELS)]
-    kind = study.answer_unit if len(chosen) >= 3 else Ranking.Kind.RANK
-    if kind == Ranking.Kind.BEST_WORST and len(chosen) > study.outputs_shown:
-        chosen = rng.sample(chosen, study.outputs_shown)
+    chosen = [rng.choice(outputs) for _, outputs in sorted(samples.items())]
     rng.shuffle(chosen)
+    kind = study.answer_unit if len(chosen) >= 3 else Ranking.Kind.RANK
+    if kind == Ranking.Kind.BEST_WORST:
+        chosen = chosen[: study.outputs_shown]
+    chosen = chosen[: len(LABELS)]  # a ranking of more systems than a screen holds is refused by the settings
     return Screen(kind, [ShownOutput(pk, LABELS[i], text) for i, (pk, text) in enumerate(chosen)])
 
 
@@ -165,34 +170,11 @@ class NewRanking:
     created: dt.datetime | None = None
     comment: str = ""
     time_on_task_ms: int | None = None
+    client_time_ms: int | None = None
     excluded: bool = False
     extra: dict[str, Any] | None = None
     assignment: Assignment | None = None  # a rater's answer here: its assignment and screen
     assignment_pair: AssignmentPair | None = None
-
-
-def do_record_ranking(new: NewRanking) -> tuple[Ranking, bool]:
-    """Store one answer with the judgments it implies, once: (the answer, True), or (the answer stored earlier under
-    its key, False). Raises ``breaking.RankingError`` for an answer that implies nothing consistent and ``ValueError``
-    for outputs not of the item."""
-    study_id = new.rater.study_id
-    existing = Ranking.objects.filter(study_id=study_id, idempotency_key=new.key).first()
-    if existing is not None:
-        return existing, False
-    new.answer.implied()
-    shown = Generation.objects.filter(item_id=new.item_id, pk__in=new.answer.shown).count()
-    if shown != len(new.answer.shown):
-        raise ValueError("every output shown is an output of the item")
-    try:
-        with transaction.atomic():
-            (ranking,) = do_store(new.rater.study, [new])
-    except IntegrityError:
-        # the same answer stored by a concurrent request between the read above and this write
-        existing = Ranking.objects.filter(study_id=study_id, idempotency_key=new.key).first()
-        if existing is None:
-            raise
-        return existing, False
-    return ranking, True
 
 
 def do_store(study: Study, answers: list[NewRanking]) -> list[Ranking]:
@@ -212,6 +194,7 @@ def do_store(study: Study, answers: list[NewRanking]) -> list[Ranking]:
                 comment=new.comment,
                 created=new.created or timezone.now(),
                 time_on_task_ms=new.time_on_task_ms,
+                client_time_ms=new.client_time_ms,
                 idempotency_key=new.key,
                 extra=new.extra or {},
                 assignment=new.assignment,
@@ -295,8 +278,20 @@ def do_start_rankings_import(
     job)."""
     parsed = check_rankings_file(study, data, filename)
     return uploads.do_import_or_stage(
-        study, Upload.Kind.RANKINGS, data, filename, len(parsed), lambda: _do_import_parsed(study, parsed)
+        study,
+        Upload.Kind.RANKINGS,
+        data,
+        filename,
+        len(parsed),
+        lambda: _do_import_parsed(study, parsed),
+        rows=sum(implied_count(p) for p in parsed) + len(parsed),
     )
+
+
+def implied_count(line: ranking_files.ParsedRanking) -> int:
+    """How many judgments an answer implies: K (K - 1) / 2 for a ranking of K, 2 K - 3 for best-worst on K."""
+    k = len(line.shown)
+    return k * (k - 1) // 2 if line.kind == Ranking.Kind.RANK else 2 * k - 3
 
 
 def do_import_upload(upload: Upload, progress: Callable[[int, int], None]) -> str:
@@ -319,6 +314,9 @@ def do_import_upload(upload: Upload, progress: Callable[[int, int], None]) -> st
 
 @transaction.atomic
 def _do_import_parsed(study: Study, parsed: list[ranking_files.ParsedRanking]) -> imports.ImportSummary:
+    # two imports of the same study one after the other (PostgreSQL: the study's row; SQLite runs one writer at a
+    # time): the second sees the first's answers present and skips them, never colliding with them
+    Study.objects.select_for_update().filter(pk=study.pk).first()
     items = dict(study.items.values_list("external_id", "pk"))
     generations = {
         (item, system, sample): pk

@@ -120,6 +120,7 @@ def do_record_judgment(
     try:
         with transaction.atomic():
             completed = _count_answer(assignment, now)
+            _check_not_skipped(assignment_pair)
             judgment = Judgment.objects.create(
                 study=study,
                 rater_id=assignment.rater_id,
@@ -177,7 +178,8 @@ def do_record_ranking_answer(
         return Recorded(None, False, ranking=previous)
     _check_can_answer(assignment_pair)
     item_id = Pair.objects.values_list("item_id", flat=True).get(pk=_study_pair_id(assignment_pair))
-    if answer.shown != rankings.screen(study, assignment_pair.pk, item_id).shown:
+    screen = rankings.screen(study, assignment_pair.pk, item_id)
+    if answer.shown != screen.shown or answer.kind != screen.kind:
         raise ServiceError(_("This answer is not on the outputs of your screen; reload the page and answer again."))
     now = timezone.now()
     shown_at = assignment_pair.shown_at
@@ -189,12 +191,14 @@ def do_record_ranking_answer(
         created=now,
         comment=comment if study.allow_comment else "",
         time_on_task_ms=_measured_ms(now, shown_at),
+        client_time_ms=_client_ms(client_time_ms),
         assignment=assignment,
         assignment_pair=assignment_pair,
     )
     try:
         with transaction.atomic():
             completed = _count_answer(assignment, now)
+            _check_not_skipped(assignment_pair)
             (ranking,) = rankings.do_store(study, [new])
     except IntegrityError:
         previous = (
@@ -430,6 +434,14 @@ EXPIRED_MESSAGE = gettext_lazy(
     "This assignment expired after a long pause and its pairs went back to the queue; "
     "your answers so far are kept. Start a new assignment to continue."
 )
+
+
+def _check_not_skipped(assignment_pair: AssignmentPair) -> None:
+    """Inside an answer's transaction, after ``_count_answer`` took the assignment's row lock (so a skip of the same
+    place is either committed and seen here, or waits for this answer): a skipped place takes no answer -- its item's
+    place went back to the queue and it counts as done already; answering it too would count it twice."""
+    if Skip.objects.filter(assignment_pair=assignment_pair).exists():
+        raise ServiceError(_("You skipped this item, so this answer to it was not stored."))
 
 
 def _check_can_answer(assignment_pair: AssignmentPair) -> None:

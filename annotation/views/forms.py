@@ -13,6 +13,7 @@ from annotation import setting_ranges, study_settings
 from annotation.arena import setup as arena_setup
 from annotation.errors import FieldErrors
 from annotation.exchange.judgment_files import COMMENT_MAX_CHARS
+from annotation.exchange.ranking_files import MAX_SHOWN
 from annotation.exchange.rules import MAX_STORED_INT
 from annotation.generating import runner as generating
 from annotation.judges import prompts
@@ -169,9 +170,21 @@ class StudySettingsForm(OneLineEnding, forms.ModelForm):
             self.add_error("explicit_pairs", "Tick at least one system pair.")
         unit = data.get("answer_unit")
         if unit in (Study.AnswerUnit.RANK, Study.AnswerUnit.BEST_WORST):
-            if self.instance.systems.count() < 3:
+            systems = self.instance.systems.count()
+            if systems < 3:
                 self.add_error(
                     "answer_unit", "Rankings and best-worst need three systems or more: with two, ask pairs."
+                )
+            if unit == Study.AnswerUnit.RANK and systems > MAX_SHOWN:
+                self.add_error(
+                    "answer_unit",
+                    f"A ranking screen shows at most {MAX_SHOWN} outputs and this study has {systems} "
+                    "systems: choose best and worst (a few outputs per screen), or ask pairs.",
+                )
+            if (data.get("further_questions") or "").strip():
+                self.add_error(
+                    "answer_unit",
+                    "Further questions are asked about a pair: a ranking screen has none. Remove them, or ask pairs.",
                 )
             # both act on one system pair at a time, where a ranking task holds every pair of its item
             if data.get("selection_method") == "diffuse-iterative":

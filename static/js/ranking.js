@@ -39,6 +39,14 @@
     Array.prototype.forEach.call(lists, function (list) {
       if (list.dataset.ready) return;
       list.dataset.ready = "1";
+      // a refused answer shown again with its places: the list in that order, so the next move keeps them
+      const given = items(list).map(function (item) { return Number(placeOf(item).value) || Infinity; });
+      if (given.some(isFinite)) {
+        items(list)
+          .map(function (item, index) { return [given[index], index, item]; })
+          .sort(function (x, y) { return x[0] - y[0] || x[1] - y[1]; })
+          .forEach(function (entry) { list.appendChild(entry[2]); });
+      }
       const status = document.createElement("p");
       status.className = "visually-hidden";
       status.setAttribute("aria-live", "polite");

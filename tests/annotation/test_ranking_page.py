@@ -220,3 +220,17 @@ def test_the_welcome_and_the_completion_count_items_not_pairs(client, ranked):
         client.post(reverse("rate_submit", args=[rater.token(), assignment.pk]), {**hidden(page), **places})
     done = client.get(url).content.decode()
     assert "Assignment complete" in done and "Rate 1 more item" in done  # the third item is left
+
+
+def test_a_skipped_screen_takes_no_answer_afterwards(client, ranked):
+    """The skip and then the old form (a second tab, the back button): the answer is refused, the place counted once."""
+    rater = enrolment.do_create_rater_link(ranked, "r1")
+    assignment = start(client, rater)
+    page = client.get(reverse("rate", args=[rater.token(), assignment.pk])).content.decode()
+    submit = reverse("rate_submit", args=[rater.token(), assignment.pk])
+    client.post(submit, {**hidden(page), "skip": "1", "skip_reason": "cannot_judge"})
+    places = {f"place_{g}": i + 1 for i, (_, g) in enumerate(shown_outputs(page))}
+    late = client.post(submit, {**{**hidden(page), "key": "another"}, **places})
+    assert "You skipped this item, so this answer to it was not stored." in late.content.decode()
+    assignment.refresh_from_db()
+    assert assignment.answered == 1 and not Ranking.objects.exists() and not Judgment.objects.exists()

@@ -121,34 +121,6 @@ def test_an_answer_is_stored_once_whoever_sends_it_again(four):
     again = rankings.do_import_rankings(four, lines_of(ranked(id="x"), ranked(rater="r2")), "r.jsonl")
     assert (again.created, again.skipped) == (1, 1)
     assert Ranking.objects.count() == 2 and Judgment.objects.count() == 12
-    rater = Rater.objects.get(external_id="r1")
-    item = four.items.get(external_id="item-0")
-    shown = tuple(
-        Generation.objects.filter(item=item, sample_index=0).order_by("system__name").values_list("pk", flat=True)
-    )
-    answer = rankings.RankingAnswer(kind="rank", shown=shown, order=shown)
-    first, created = rankings.do_record_ranking(
-        rankings.NewRanking(rater=rater, item_id=item.pk, answer=answer, key="y")
-    )
-    second, created_again = rankings.do_record_ranking(
-        rankings.NewRanking(rater=rater, item_id=item.pk, answer=answer, key="y")
-    )
-    assert created and not created_again and first.pk == second.pk and first.implied.count() == 6
-
-
-def test_outputs_of_another_item_are_refused_by_the_service(four):
-    rater = Rater.objects.create(study=four, external_id="r", source=Rater.Source.IMPORT)
-    item0, item1 = four.items.order_by("position")[:2]
-    mixed = (
-        Generation.objects.filter(item=item0, sample_index=0).first().pk,
-        Generation.objects.filter(item=item1, sample_index=0).first().pk,
-        Generation.objects.filter(item=item1, sample_index=0).last().pk,
-    )
-    with pytest.raises(ValueError, match="output of the item"):
-        rankings.do_record_ranking(
-            rankings.NewRanking(rater, item0.pk, rankings.RankingAnswer("rank", mixed, mixed), key="z")
-        )
-    assert not Ranking.objects.exists() and not Judgment.objects.exists()
 
 
 def test_two_samples_of_one_system_may_be_ranked(four):
@@ -249,12 +221,20 @@ def study_jsonl_of(study: Study) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def test_an_implied_judgment_is_never_imported_alone(four):
+def test_an_implied_judgment_is_never_imported_alone_and_comes_back_with_its_answer(four, researcher):
     rankings.do_import_rankings(four, lines_of(ranked()), "r.jsonl")
     line = next(exports.judgment_lines(four))
     assert line["ranking"] == Ranking.objects.get().idempotency_key
     with pytest.raises(FormatError, match="field 'ranking': this judgment is implied by a ranking"):
         imports.do_import_judgments(four, lines_of({**line, "id": "elsewhere"}), "j.jsonl")
+    # a whole study's files into a copy: the rankings first, then the judgments export, whose implied lines are
+    # there already (skipped) -- nothing counted twice
+    copy = creation.do_create_study(researcher, "copy", study_jsonl_of(four), "copy.jsonl")
+    with pytest.raises(FormatError, match="import the rankings file first"):
+        imports.do_import_judgments(copy, lines_of(*exports.judgment_lines(four)), "j.jsonl")
+    rankings.do_import_rankings(copy, lines_of(*exports.ranking_lines(four)), "r.jsonl")
+    summary = imports.do_import_judgments(copy, lines_of(*exports.judgment_lines(four)), "j.jsonl")
+    assert (summary.created, summary.skipped) == (0, 6) and copy.judgments.count() == 6
 
 
 def test_an_excluded_answer_is_kept_and_not_counted(four):
@@ -387,3 +367,22 @@ def test_a_large_rankings_file_is_imported_by_the_worker_and_a_stopped_one_resum
     Job.objects.filter(kind="rankings", status="queued").update(status="failed")
     client.post(reverse("upload_discard", args=[four.pk, Upload.objects.get().pk]))
     assert not Upload.objects.exists() and Ranking.objects.count() == 4
+
+
+def test_implied_judgments_follow_the_studys_own_orientation_and_the_lower_system_id_otherwise(four):
+    """A comparison whose system A is the later system, and a system pair the study does not compare: each implied
+    judgment is in model coordinates -- the comparison's, else the lower system id as A."""
+    from annotation.models import Comparison, System
+
+    s = {x.name: x for x in System.objects.filter(study=four)}
+    Comparison.objects.filter(study=four, system_a=s["s1"], system_b=s["s2"]).update(system_a=s["s2"], system_b=s["s1"])
+    Comparison.objects.filter(study=four, system_a=s["s3"], system_b=s["s4"]).delete()
+    rankings.do_import_rankings(four, lines_of(ranked(order=("s1", "s2", "s4", "s3"))), "r.jsonl")
+    by_systems = {
+        (j.pair.generation_a.system.name, j.pair.generation_b.system.name): j.choice
+        for j in Judgment.objects.select_related("pair__generation_a__system", "pair__generation_b__system")
+    }
+    assert by_systems[("s2", "s1")] == "b"  # s1 won, and s1 is the comparison's B
+    assert by_systems[("s3", "s4")] == "b"  # not compared: s3 (created first) is A, and s4 won
+    assert by_systems[("s1", "s3")] == "a"
+    assert len(by_systems) == 6

@@ -239,3 +239,17 @@ def test_a_bad_judgments_file_changes_nothing(study):
     with pytest.raises(FormatError, match="line 2, field 'item': unknown item 'item-99'"):
         imports.do_import_judgments(study, data, "j.jsonl")
     assert not Judgment.objects.exists() and not Rater.objects.filter(external_id="j").exists()
+
+
+def test_a_skipped_pair_takes_no_answer_afterwards(study, rater):
+    """A skip, then the old form's answer (a second tab): refused, the pair counted once, no judgment."""
+    lifecycle.do_update_settings(study, {"allow_skip": True}, None)
+    assignment = allocation.do_start_assignment(rater)
+    pair = assignment.pairs.first()
+    allocation.do_mark_shown(pair)
+    recording.do_skip_item(pair, idempotency_key="skip", reason="cannot_judge")
+    skipped = Assignment.objects.get(pk=assignment.pk).answered
+    pair = AssignmentPair.objects.select_related("assignment__study").get(pk=pair.pk)
+    with pytest.raises(ServiceError, match="You skipped this item"):
+        recording.do_record_judgment(pair, idempotency_key="late", answer=Answer(choice="first"))
+    assert Assignment.objects.get(pk=assignment.pk).answered == skipped and not Judgment.objects.exists()
