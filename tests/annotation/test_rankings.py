@@ -22,7 +22,7 @@ from analytics.report.ratings import battles
 from annotation import implied_pairs
 from annotation.exchange import exports
 from annotation.exchange.rules import FormatError
-from annotation.models import Generation, Judgment, Membership, Ranking, Rater, Study
+from annotation.models import Judgment, Membership, Ranking, Rater, Study
 from annotation.rating import imports, rankings
 from annotation.studies import creation, team
 
