@@ -202,21 +202,23 @@ def test_a_submit_runs_a_fixed_number_of_queries(client, rater):
     assignment = start(client, rater)
     fields = form_of(client.get(rate_url(rater, assignment)).content)
     # The assignment's pairs with any earlier answers, its rater and study in one query; then, in one
-    # transaction, the answer's count on the assignment (touch, lock, complete) and the insert.
+    # transaction, the answer's count on the assignment (touch, lock, complete), whether the place was skipped
+    # meanwhile (read under that lock: a skip from another tab commits first or waits) and the insert.
     with CaptureQueriesContext(connection) as captured:
         response = client.post(rate_url(rater, assignment, submit=True), {**fields, "choice": "first"})
     assert response.status_code == 302
     assert statements(captured) == [
         "SELECT annotation_assignmentpair",
         "UPDATE annotation_assignment",
+        "SELECT annotation_skip",
         "INSERT annotation_judgment",
     ]
     assert Judgment.objects.filter(assignment=assignment, idempotency_key=fields["key"]).count() == 1
 
 
 def test_an_htmx_submit_records_and_returns_the_next_pair_in_a_fixed_number_of_queries(client, rater):
-    # The path every browser with JavaScript takes: three statements besides the insert -- the one read, the
-    # answer's count on the assignment, and the next pair's first view (its shown_at). The next pair comes
+    # The path every browser with JavaScript takes: four statements besides the insert -- the one read, the
+    # answer's count on the assignment, the skip check under its lock, and the next pair's first view (its shown_at). The next pair comes
     # from the rows read before the answer. It was ten: the assignment was refreshed and its study loaded
     # lazily before the pairs were read again, and touching and completing were two statements.
     assignment = start(client, rater)
@@ -230,6 +232,7 @@ def test_an_htmx_submit_records_and_returns_the_next_pair_in_a_fixed_number_of_q
     assert statements(captured) == [
         "SELECT annotation_assignmentpair",
         "UPDATE annotation_assignment",
+        "SELECT annotation_skip",
         "INSERT annotation_judgment",
         "UPDATE annotation_assignmentpair",
     ]

@@ -628,6 +628,7 @@ def test_a_vote_runs_a_fixed_number_of_statements_each_for_a_reason(researcher, 
         *postgres,  # the rater's and the network's vote locks, one statement
         "SELECT annotation_battle",  # the battle's row locked, its held pair and judgment, both vote limits' counts
         "UPDATE annotation_assignment",  # recording.do_submit: the answer counted on its assignment (its row lock)
+        "SELECT annotation_skip",  # under that lock: the place was not skipped meanwhile (it would count twice)
         "INSERT annotation_judgment",  # the vote
         "SELECT selection_selectionsettings",  # the decision step (selection/hooks.py): the study's settings,
         "SELECT annotation_battle",  # the vote's battle and pair,
