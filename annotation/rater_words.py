@@ -13,6 +13,17 @@ def gettext_noop(message: str) -> str:
     return message
 
 
+PAIR_INSTRUCTIONS = gettext_noop(
+    "You will see an input and two outputs written by different systems. Read both outputs carefully and answer the "
+    "question for each pair."
+)
+# a study whose answers cover several outputs (Study.answer_unit): the settings form puts it in place of the pairs'
+# default while the researcher has not changed that, and back
+RANKING_INSTRUCTIONS = gettext_noop(
+    "You will see an input and several outputs written by different systems. Read them carefully, then put them in "
+    "order or pick the best and the worst, as each screen asks."
+)
+
 # Each is a model field's default (annotation/models/studies.py) or an arena's (annotation/arena/setup.py);
 # tests/annotation/test_rater_language.py holds them equal, and the German catalogue translates each.
 DEFAULT_WORDS = frozenset(
@@ -22,10 +33,8 @@ DEFAULT_WORDS = frozenset(
         gettext_noop("Both are bad"),
         gettext_noop("Which other outputs are also acceptable?"),
         gettext_noop("Select every output you find acceptable."),
-        gettext_noop(
-            "You will see an input and two outputs written by different systems. Read both outputs carefully and "
-            "answer the question for each pair."
-        ),
+        PAIR_INSTRUCTIONS,
+        RANKING_INSTRUCTIONS,
         # an arena's (setup.do_create_arena)
         gettext_noop("Which reply is better?"),
         gettext_noop("Tie"),

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from annotation import setting_ranges, study_settings
+from annotation import rater_words, setting_ranges, study_settings
 from annotation.errors import ServiceError
 from annotation.models import (
     Comparison,
@@ -38,6 +38,7 @@ def do_update_settings(
     refused with the setting's name before anything changes. ``by``: who changed them, for the audit trail (each
     changed setting, before and after)."""
     setting_ranges.check_changes(study, changes)
+    changes = _default_instructions(study, changes)
     before = {f: study_settings.value(study, f) for f in changes}
 
     def changed(fields) -> bool:
@@ -73,6 +74,18 @@ def do_update_settings(
             planning.do_rebuild_plan(study, explicit)
     planning.do_reconsider_closed_pairs(study)  # e.g. the study stopped buying decided pairs: they open again
     return study
+
+
+def _default_instructions(study: Study, changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` with SepLab's default instructions following what one answer covers (``Study.answer_unit``): the
+    pairs' default for pairs, the rankings' for several outputs -- only while the study's instructions are one of the
+    two (a researcher's own text is never touched)."""
+    text = str(changes.get("instructions", study.instructions)).strip()
+    if text not in (rater_words.PAIR_INSTRUCTIONS, rater_words.RANKING_INSTRUCTIONS):
+        return changes
+    ranks = changes.get("answer_unit", study.answer_unit) != Study.AnswerUnit.PAIRS
+    wanted = rater_words.RANKING_INSTRUCTIONS if ranks else rater_words.PAIR_INSTRUCTIONS
+    return changes if text == wanted else {**changes, "instructions": wanted}
 
 
 def _audited(value: Any) -> Any:

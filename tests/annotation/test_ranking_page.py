@@ -234,3 +234,14 @@ def test_a_skipped_screen_takes_no_answer_afterwards(client, ranked):
     assert "You skipped this item, so this answer to it was not stored." in late.content.decode()
     assignment.refresh_from_db()
     assert assignment.answered == 1 and not Ranking.objects.exists() and not Judgment.objects.exists()
+
+
+def test_the_default_instructions_follow_what_an_answer_covers_and_a_researchers_own_stay(researcher):
+    from annotation import rater_words
+
+    study = four_systems(researcher)  # from pairs to rankings: SepLab's default text follows
+    assert study.instructions == rater_words.RANKING_INSTRUCTIONS
+    study = lifecycle.do_update_settings(study, {"answer_unit": "pairs"}, None)
+    assert study.instructions == rater_words.PAIR_INSTRUCTIONS
+    own = lifecycle.do_update_settings(study, {"instructions": "Judge the tone."}, None)
+    assert lifecycle.do_update_settings(own, {"answer_unit": "best_worst"}, None).instructions == "Judge the tone."

@@ -218,9 +218,9 @@ def test_a_submit_runs_a_fixed_number_of_queries(client, rater):
 
 def test_an_htmx_submit_records_and_returns_the_next_pair_in_a_fixed_number_of_queries(client, rater):
     # The path every browser with JavaScript takes: four statements besides the insert -- the one read, the
-    # answer's count on the assignment, the skip check under its lock, and the next pair's first view (its shown_at). The next pair comes
-    # from the rows read before the answer. It was ten: the assignment was refreshed and its study loaded
-    # lazily before the pairs were read again, and touching and completing were two statements.
+    # answer's count on the assignment, the skip check under its lock, and the next pair's first view (its
+    # shown_at). The next pair comes from the rows read before the answer. It was ten: the assignment was refreshed
+    # and its study loaded lazily before the pairs were read again, and touching and completing were two statements.
     assignment = start(client, rater)
     fields = form_of(client.get(rate_url(rater, assignment)).content)
     with CaptureQueriesContext(connection) as captured:
