@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from annotation.exchange import exports, judgment_files, rules
 from annotation.models import Study, System
-from annotation.rating import imports
+from annotation.rating import imports, rankings
 from annotation.studies import creation, lifecycle
 
 # An id is used as it is unless blank (then a content hash stands in, documented), so ids are not blank.
@@ -199,13 +199,27 @@ def test_every_exported_field_comes_back_on_import(every_field_studies, fmt):
     source, target = every_field_studies
     data = "".join(json.dumps(line) + "\n" for line in every_field_lines()).encode()
     imports.do_import_judgments(source, data, "j.jsonl")
+    # and a ranking of three outputs: its three implied judgments carry the field "ranking" and come back with their
+    # answer, from the rankings file imported first (docs/interfaces.md#ranking-format)
+    three = list(EVERY_FIELD_SYSTEMS[:3])
+    ranked = {
+        "id": "=rank",
+        "item": "+q1",
+        "rater": "r,1",
+        "rater_kind": "human",
+        "shown": three,
+        "ranking": three[::-1],
+    }
+    rankings.do_import_rankings(source, (json.dumps(ranked) + "\n").encode(), "r.jsonl")
     original = list(exports.judgment_lines(source))
     assert {field for line in original for field in line} >= set(judgment_files.JUDGMENT_FIELDS) - {"assignment"}
+    answers = "".join(json.dumps(line) + "\n" for line in exports.ranking_lines(source)).encode()
+    assert rankings.do_import_rankings(target, answers, "r.jsonl").created == 1
     summary = imports.do_import_judgments(target, exported(source, fmt), f"j.{fmt}")
-    assert (summary.created, summary.skipped) == (2, 0)
+    assert (summary.created, summary.skipped) == (2, 3)
     assert list(exports.judgment_lines(target)) == original
     again = imports.do_import_judgments(target, exported(target, fmt), f"j.{fmt}")
-    assert (again.created, again.skipped) == (0, 2)  # the same lines: skipped, never refused
+    assert (again.created, again.skipped) == (0, 5)  # the same lines: skipped, never refused
 
 
 def test_a_system_name_with_white_space_at_an_end_is_refused_on_the_first_import(researcher):
