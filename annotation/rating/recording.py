@@ -138,18 +138,9 @@ def do_record_judgment(
                 answers=answers,
             )
     except IntegrityError:
-        # the pair's own judgment (a racing repeat) first; else the key's, which may be another pair's
-        previous = (
-            Judgment.objects.filter(assignment_pair=assignment_pair).first()
-            or Judgment.objects.filter(study=study, idempotency_key=key).first()
-        )
+        previous = _racing_repeat(Judgment, assignment_pair, study, key)
         if previous is None:
             raise
-        if previous.assignment_pair_id != assignment_pair.pk:
-            # the key of an answer to another pair: acknowledging it would lose this answer without a word
-            raise ServiceError(
-                _("This answer's submission key was already used for another pair; reload the page and answer again.")
-            ) from None
         return Recorded(previous, False)
     if completed:
         # An item's judgments may now be complete: let a live selection loop (iterative DiffUse) react.
@@ -201,16 +192,9 @@ def do_record_ranking_answer(
             _check_not_skipped(assignment_pair)
             (ranking,) = rankings.do_store(study, [new])
     except IntegrityError:
-        previous = (
-            Ranking.objects.filter(assignment_pair=assignment_pair).first()
-            or Ranking.objects.filter(study=study, idempotency_key=key).first()
-        )
+        previous = _racing_repeat(Ranking, assignment_pair, study, key)
         if previous is None:
             raise
-        if previous.assignment_pair_id != assignment_pair.pk:
-            raise ServiceError(
-                _("This answer's submission key was already used for another pair; reload the page and answer again.")
-            ) from None
         return Recorded(None, False, ranking=previous)
     if completed:
         _after_completion(assignment)
@@ -434,6 +418,21 @@ EXPIRED_MESSAGE = gettext_lazy(
     "This assignment expired after a long pause and its pairs went back to the queue; "
     "your answers so far are kept. Start a new assignment to continue."
 )
+
+
+def _racing_repeat(model: type[Judgment] | type[Ranking], assignment_pair: AssignmentPair, study: Study, key: str):
+    """After an answer's insert hit a unique constraint: the answer stored first -- the place's own (a racing
+    repeat), else the key's -- or None (another constraint: the caller re-raises). The key of an answer to another
+    place is refused: acknowledging it would lose this answer without a word."""
+    previous = (
+        model.objects.filter(assignment_pair=assignment_pair).first()
+        or model.objects.filter(study=study, idempotency_key=key).first()
+    )
+    if previous is not None and previous.assignment_pair_id != assignment_pair.pk:
+        raise ServiceError(
+            _("This answer's submission key was already used for another pair; reload the page and answer again.")
+        ) from None
+    return previous
 
 
 def _check_not_skipped(assignment_pair: AssignmentPair) -> None:
