@@ -17,8 +17,8 @@ PAIR_INSTRUCTIONS = gettext_noop(
     "You will see an input and two outputs written by different systems. Read both outputs carefully and answer the "
     "question for each pair."
 )
-# a study whose answers cover several outputs (Study.answer_unit): the settings form puts it in place of the pairs'
-# default while the researcher has not changed that, and back
+# a study whose answers cover several outputs (Study.answer_unit): lifecycle.do_update_settings puts it in place of
+# the pairs' default while the researcher has not changed that, and back
 RANKING_INSTRUCTIONS = gettext_noop(
     "You will see an input and several outputs written by different systems. Read them carefully, then put them in "
     "order or pick the best and the worst, as each screen asks."
